@@ -1,0 +1,265 @@
+//! The catalog of kinds Tessera serves: group, version, kind, REST names, scope, short names,
+//! categories, subresources and the OpenAPI definition that describes each.
+//!
+//! Built from k8s-openapi's `Resource` metadata so names match upstream exactly. Knows nothing
+//! about how objects are stored or served.
+
+use std::any::TypeId;
+use std::sync::LazyLock;
+
+use k8s_openapi::api::{
+    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+    node::v1 as node, policy::v1 as policy, rbac::v1 as rbac, resource::v1 as resource,
+    scheduling::v1 as scheduling, storage::v1 as storage,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+use k8s_openapi::{NamespaceResourceScope, Resource};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+
+/// A subresource a kind serves beside the object itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// `/status`: replaces only `.status`.
+    Status,
+    /// `/scale`: an `autoscaling/v1` Scale view of `.spec.replicas`.
+    Scale,
+    /// `pods/log`: container output as text.
+    Log,
+    /// `pods/binding`: binds a pod to a node.
+    Binding,
+    /// `pods/eviction`: a `policy/v1` Eviction.
+    Eviction,
+}
+
+impl Subresource {
+    /// The path segment after the object name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+            Subresource::Log => "log",
+            Subresource::Binding => "binding",
+            Subresource::Eviction => "eviction",
+        }
+    }
+
+    /// The (group, version, kind) the subresource answers with.
+    pub fn response_kind<'a>(self, owner: &'a KindInfo) -> (&'a str, &'a str, &'a str) {
+        match self {
+            Subresource::Status | Subresource::Log => (owner.group, owner.version, owner.kind),
+            Subresource::Scale => ("autoscaling", "v1", "Scale"),
+            Subresource::Binding => ("", "v1", "Binding"),
+            Subresource::Eviction => ("policy", "v1", "Eviction"),
+        }
+    }
+
+    /// The verbs the subresource supports.
+    pub fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Log => &["get"],
+            Subresource::Binding | Subresource::Eviction => &["create"],
+        }
+    }
+}
+
+/// One served kind.
+#[derive(Debug, Clone)]
+pub struct KindInfo {
+    /// API group; empty for the core group.
+    pub group: &'static str,
+    /// API version within the group.
+    pub version: &'static str,
+    /// Kind, e.g. `Pod`.
+    pub kind: &'static str,
+    /// Resource (plural) name, e.g. `pods`.
+    pub plural: &'static str,
+    /// Singular name, e.g. `pod`.
+    pub singular: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Short names kubectl accepts, e.g. `po`.
+    pub short_names: &'static [&'static str],
+    /// Categories, e.g. `all`.
+    pub categories: &'static [&'static str],
+    /// Subresources served.
+    pub subresources: &'static [Subresource],
+    /// The OpenAPI definition name, e.g. `io.k8s.api.core.v1.Pod`.
+    pub definition: String,
+    /// Adds the kind's schema (and everything it refers to) to a generator.
+    pub schema: fn(&mut SchemaGenerator) -> Schema,
+}
+
+impl KindInfo {
+    /// `group/version`, or just `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether the kind serves a subresource.
+    pub fn has(&self, subresource: Subresource) -> bool {
+        self.subresources.contains(&subresource)
+    }
+
+    /// Whether a name (plural, singular, kind or short name, any case) refers to this kind.
+    pub fn answers_to(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        name == self.plural
+            || name == self.singular
+            || name == self.kind.to_ascii_lowercase()
+            || self.short_names.contains(&name.as_str())
+    }
+}
+
+fn info<K>(
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    subresources: &'static [Subresource],
+) -> KindInfo
+where
+    K: Resource + JsonSchema + 'static,
+{
+    KindInfo {
+        group: K::GROUP,
+        version: K::VERSION,
+        kind: K::KIND,
+        plural: K::URL_PATH_SEGMENT,
+        singular: K::KIND.to_ascii_lowercase(),
+        namespaced: TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>(),
+        short_names,
+        categories,
+        subresources,
+        definition: K::schema_name().into_owned(),
+        schema: |generator| generator.subschema_for::<K>(),
+    }
+}
+
+use Subresource::{Binding, Eviction, Log, Scale, Status};
+
+const ALL: &[&str] = &["all"];
+const NONE: &[&str] = &[];
+const STATUS: &[Subresource] = &[Status];
+const SCALABLE: &[Subresource] = &[Status, Scale];
+
+static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
+    vec![
+        // core/v1
+        info::<core::Pod>(&["po"], ALL, &[Status, Log, Binding, Eviction]),
+        info::<core::Node>(&["no"], NONE, STATUS),
+        info::<core::Namespace>(&["ns"], NONE, STATUS),
+        info::<core::Service>(&["svc"], ALL, STATUS),
+        info::<core::Endpoints>(&["ep"], NONE, NONE_SUB),
+        info::<core::ConfigMap>(&["cm"], NONE, NONE_SUB),
+        info::<core::Secret>(NONE, NONE, NONE_SUB),
+        info::<core::ServiceAccount>(&["sa"], NONE, NONE_SUB),
+        info::<core::Event>(&["ev"], NONE, NONE_SUB),
+        info::<core::PersistentVolume>(&["pv"], NONE, STATUS),
+        info::<core::PersistentVolumeClaim>(&["pvc"], NONE, STATUS),
+        info::<core::ResourceQuota>(&["quota"], NONE, STATUS),
+        info::<core::LimitRange>(&["limits"], NONE, NONE_SUB),
+        info::<core::PodTemplate>(NONE, NONE, NONE_SUB),
+        info::<core::ReplicationController>(&["rc"], ALL, SCALABLE),
+        // apps/v1
+        info::<apps::Deployment>(&["deploy"], ALL, SCALABLE),
+        info::<apps::ReplicaSet>(&["rs"], ALL, SCALABLE),
+        info::<apps::StatefulSet>(&["sts"], ALL, SCALABLE),
+        info::<apps::DaemonSet>(&["ds"], ALL, STATUS),
+        info::<apps::ControllerRevision>(NONE, NONE, NONE_SUB),
+        // batch/v1
+        info::<batch::Job>(NONE, ALL, STATUS),
+        info::<batch::CronJob>(&["cj"], ALL, STATUS),
+        // policy/v1
+        info::<policy::PodDisruptionBudget>(&["pdb"], NONE, STATUS),
+        // scheduling.k8s.io/v1
+        info::<scheduling::PriorityClass>(&["pc"], NONE, NONE_SUB),
+        // networking.k8s.io/v1
+        info::<networking::NetworkPolicy>(&["netpol"], NONE, NONE_SUB),
+        info::<networking::Ingress>(&["ing"], NONE, STATUS),
+        info::<networking::IngressClass>(NONE, NONE, NONE_SUB),
+        // discovery.k8s.io/v1
+        info::<discovery::EndpointSlice>(NONE, NONE, NONE_SUB),
+        // node.k8s.io/v1
+        info::<node::RuntimeClass>(NONE, NONE, NONE_SUB),
+        // rbac.authorization.k8s.io/v1
+        info::<rbac::Role>(NONE, NONE, NONE_SUB),
+        info::<rbac::ClusterRole>(NONE, NONE, NONE_SUB),
+        info::<rbac::RoleBinding>(NONE, NONE, NONE_SUB),
+        info::<rbac::ClusterRoleBinding>(NONE, NONE, NONE_SUB),
+        // storage.k8s.io/v1
+        info::<storage::StorageClass>(&["sc"], NONE, NONE_SUB),
+        info::<storage::CSIDriver>(NONE, NONE, NONE_SUB),
+        info::<storage::CSINode>(NONE, NONE, NONE_SUB),
+        info::<storage::VolumeAttachment>(NONE, NONE, STATUS),
+        // coordination.k8s.io/v1
+        info::<coordination::Lease>(NONE, NONE, NONE_SUB),
+        // resource.k8s.io/v1
+        info::<resource::DeviceClass>(NONE, NONE, NONE_SUB),
+        info::<resource::ResourceClaim>(NONE, NONE, STATUS),
+        info::<resource::ResourceClaimTemplate>(NONE, NONE, NONE_SUB),
+        info::<resource::ResourceSlice>(NONE, NONE, NONE_SUB),
+        // events.k8s.io/v1
+        info::<events::Event>(&["ev"], NONE, NONE_SUB),
+        // apiextensions.k8s.io/v1
+        info::<apiextensions::CustomResourceDefinition>(&["crd", "crds"], NONE, STATUS),
+    ]
+});
+
+const NONE_SUB: &[Subresource] = &[];
+
+/// Every built-in kind Tessera serves.
+pub fn builtin() -> &'static [KindInfo] {
+    &BUILTIN
+}
+
+/// The built-in kind served at a group, version and plural resource name.
+pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static KindInfo> {
+    builtin()
+        .iter()
+        .find(|k| k.group == group && k.version == version && k.plural == plural)
+}
+
+/// The built-in kind with a group, version and kind.
+pub fn find_kind(group: &str, version: &str, kind: &str) -> Option<&'static KindInfo> {
+    builtin()
+        .iter()
+        .find(|k| k.group == group && k.version == version && k.kind == kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_scopes_follow_upstream() {
+        let pod = find("", "v1", "pods").unwrap();
+        assert_eq!((pod.kind, pod.namespaced, pod.singular.as_str()), ("Pod", true, "pod"));
+        assert_eq!(pod.definition, "io.k8s.api.core.v1.Pod");
+        let node = find("", "v1", "nodes").unwrap();
+        assert!(!node.namespaced);
+        let claim = find("resource.k8s.io", "v1", "resourceclaims").unwrap();
+        assert_eq!(claim.kind, "ResourceClaim");
+        let pc = find_kind("scheduling.k8s.io", "v1", "PriorityClass").unwrap();
+        assert!(!pc.namespaced);
+        assert_eq!(pc.plural, "priorityclasses");
+        assert!(find("apps", "v1", "deployments").unwrap().answers_to("deploy"));
+    }
+
+    #[test]
+    fn plurals_are_unique_within_a_group_version() {
+        let mut seen = std::collections::BTreeSet::new();
+        for kind in builtin() {
+            assert!(
+                seen.insert((kind.group, kind.version, kind.plural)),
+                "duplicate {}/{}/{}",
+                kind.group,
+                kind.version,
+                kind.plural
+            );
+        }
+    }
+}

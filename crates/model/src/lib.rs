@@ -1,0 +1,12 @@
+//! Tessera's object model: the Kubernetes types it serves (from k8s-openapi, Kubernetes 1.34),
+//! the catalog of served kinds with their REST names and schemas, and exact quantities.
+//!
+//! Knows nothing about storage, HTTP or scheduling.
+
+pub mod kinds;
+pub mod quantity;
+pub mod schema;
+
+pub use k8s_openapi;
+pub use kinds::{KindInfo, Subresource};
+pub use quantity::{Format, Quantity, QuantityError};

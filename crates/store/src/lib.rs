@@ -1,0 +1,300 @@
+//! Durable, revisioned key-value store for API objects, on an embedded SQLite file.
+//!
+//! One global revision counts every change; each key remembers the revision of its last
+//! change (its resourceVersion). Writes are read-modify-write transactions run under one lock,
+//! so compare-and-swap needs no retry loop, and each is committed to SQLite (WAL journal)
+//! before it is acknowledged. All current values are also held in memory, which serves gets,
+//! consistent lists and a bounded history of recent changes for watches; a watch that starts
+//! before the history is answered with [`StoreError::Gone`].
+//!
+//! Knows keys, revisions and opaque byte values: nothing about Kubernetes, JSON or HTTP.
+
+mod history;
+mod sqlite;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use bytes::Bytes;
+
+pub use history::Watcher;
+use history::History;
+use sqlite::Database;
+
+/// A stored value and the revision that last changed it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The key.
+    pub key: Arc<str>,
+    /// The revision of the last change to this key.
+    pub revision: u64,
+    /// The value's bytes.
+    pub value: Bytes,
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// The key did not exist before.
+    Created,
+    /// The key existed and got a new value.
+    Updated,
+    /// The key was removed; the event's value is its final form.
+    Deleted,
+}
+
+/// One change, as watches see it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// The kind of change.
+    pub kind: EventKind,
+    /// The entry after the change (for deletions: the final form, at the deletion revision).
+    pub entry: Entry,
+    /// The value before the change, if the key existed.
+    pub previous: Option<Bytes>,
+}
+
+/// What a transaction decides to do with its key.
+pub enum Mutation {
+    /// Store this value.
+    Put(Bytes),
+    /// Remove the key; the bytes are its final form, which watchers receive.
+    Delete(Bytes),
+    /// Change nothing.
+    Keep,
+}
+
+/// A consistent view of a range of keys.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The revision the view was taken at.
+    pub revision: u64,
+    /// The entries in key order.
+    pub entries: Arc<[Entry]>,
+}
+
+/// Errors from the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database file could not be opened, read or written.
+    #[error("database {path}: {source}")]
+    Database {
+        /// The database file.
+        path: String,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+    /// A watch asked for changes older than the kept history.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Gone {
+        /// The revision asked for.
+        requested: u64,
+        /// The oldest revision a watch can still start from.
+        oldest: u64,
+    },
+}
+
+/// Tunables of a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How many recent changes are kept for watches to start from or catch up with.
+    pub history: usize,
+    /// Whether every commit is flushed to the device (`synchronous=FULL`) rather than only
+    /// handed to the operating system (`NORMAL`, which survives a crash of the process but not
+    /// of the machine).
+    pub fsync: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            history: 20_000,
+            fsync: false,
+        }
+    }
+}
+
+/// The store. Cheap to clone: clones share one database and one state.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    database: Mutex<Database>,
+    state: RwLock<State>,
+    history: Arc<History>,
+}
+
+struct State {
+    revision: u64,
+    entries: BTreeMap<Arc<str>, Entry>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in the given database file.
+    pub fn open(path: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+        let database = Database::open(path, options.fsync)?;
+        let (revision, rows) = database.load()?;
+        let entries = rows
+            .into_iter()
+            .map(|(key, revision, value)| {
+                let key: Arc<str> = key.into();
+                let entry = Entry {
+                    key: key.clone(),
+                    revision,
+                    value: value.into(),
+                };
+                (key, entry)
+            })
+            .collect();
+        tracing::debug!(revision, path = %path.display(), "store opened");
+        Ok(Store {
+            inner: Arc::new(Inner {
+                database: Mutex::new(database),
+                state: RwLock::new(State { revision, entries }),
+                history: Arc::new(History::new(options.history, revision)),
+            }),
+        })
+    }
+
+    /// The current revision.
+    pub fn revision(&self) -> u64 {
+        read(&self.inner.state).revision
+    }
+
+    /// The entry stored under a key.
+    pub fn get(&self, key: &str) -> Option<Entry> {
+        read(&self.inner.state).entries.get(key).cloned()
+    }
+
+    /// How many keys start with the prefix.
+    pub fn count(&self, prefix: &str) -> usize {
+        let state = read(&self.inner.state);
+        range(&state.entries, prefix).count()
+    }
+
+    /// Every entry whose key starts with the prefix, at one revision.
+    pub fn list(&self, prefix: &str) -> Snapshot {
+        let state = read(&self.inner.state);
+        Snapshot {
+            revision: state.revision,
+            entries: range(&state.entries, prefix).cloned().collect(),
+        }
+    }
+
+    /// Runs a read-modify-write transaction on one key.
+    ///
+    /// `decide` sees the current entry (if any) and the revision this change would get, and
+    /// returns what to do or an error that aborts the transaction. Transactions are
+    /// serialised; a returned `Ok` means the change is committed to the database.
+    pub fn mutate<E>(
+        &self,
+        key: &str,
+        decide: impl FnOnce(Option<&Entry>, u64) -> Result<Mutation, E>,
+    ) -> Result<Result<Option<Entry>, E>, StoreError> {
+        let mut database = lock(&self.inner.database);
+        let mut state = write(&self.inner.state);
+        let current = state.entries.get(key);
+        let next_revision = state.revision + 1;
+        let mutation = match decide(current, next_revision) {
+            Ok(mutation) => mutation,
+            Err(error) => return Ok(Err(error)),
+        };
+        let previous = current.map(|entry| entry.value.clone());
+        let key: Arc<str> = current.map_or_else(|| key.into(), |entry| entry.key.clone());
+        let (kind, value) = match mutation {
+            Mutation::Keep => return Ok(Ok(current.cloned())),
+            Mutation::Put(value) => {
+                database.put(&key, next_revision, &value)?;
+                let kind = if previous.is_some() {
+                    EventKind::Updated
+                } else {
+                    EventKind::Created
+                };
+                (kind, value)
+            }
+            Mutation::Delete(value) => {
+                if previous.is_none() {
+                    return Ok(Ok(None));
+                }
+                database.delete(&key, next_revision)?;
+                (EventKind::Deleted, value)
+            }
+        };
+        let entry = Entry {
+            key: key.clone(),
+            revision: next_revision,
+            value,
+        };
+        state.revision = next_revision;
+        if kind == EventKind::Deleted {
+            state.entries.remove(&key);
+        } else {
+            state.entries.insert(key, entry.clone());
+        }
+        self.inner.history.push(Event {
+            kind,
+            entry: entry.clone(),
+            previous,
+        });
+        drop(state);
+        drop(database);
+        Ok(Ok((kind != EventKind::Deleted).then_some(entry)))
+    }
+
+    /// Watches keys starting with `prefix` for changes after `revision`.
+    ///
+    /// Fails with [`StoreError::Gone`] when changes after `revision` are no longer kept.
+    pub fn watch(&self, prefix: &str, revision: u64) -> Result<Watcher, StoreError> {
+        self.inner.history.watch(prefix, revision)
+    }
+
+    /// Starts a watch at the current revision together with a snapshot at that revision, so
+    /// that no change is missed or seen twice between them.
+    pub fn list_and_watch(&self, prefix: &str) -> (Snapshot, Watcher) {
+        let state = read(&self.inner.state);
+        let snapshot = Snapshot {
+            revision: state.revision,
+            entries: range(&state.entries, prefix).cloned().collect(),
+        };
+        let watcher = self
+            .inner
+            .history
+            .watch(prefix, state.revision)
+            .expect("the current revision is always within the history");
+        (snapshot, watcher)
+    }
+
+    /// The oldest revision a watch can start from.
+    pub fn oldest_watchable_revision(&self) -> u64 {
+        self.inner.history.oldest()
+    }
+}
+
+fn range<'a>(
+    entries: &'a BTreeMap<Arc<str>, Entry>,
+    prefix: &'a str,
+) -> impl Iterator<Item = &'a Entry> + 'a {
+    entries
+        .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+        .take_while(move |(key, _)| key.starts_with(prefix))
+        .map(|(_, entry)| entry)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests;

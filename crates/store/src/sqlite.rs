@@ -1,0 +1,112 @@
+//! The SQLite file behind the store: one table of current values and the global revision.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::StoreError;
+
+pub(crate) struct Database {
+    path: PathBuf,
+    connection: Connection,
+}
+
+impl Database {
+    pub(crate) fn open(path: &Path, fsync: bool) -> Result<Database, StoreError> {
+        let error = |source| StoreError::Database {
+            path: path.display().to_string(),
+            source,
+        };
+        let connection = Connection::open(path).map_err(error)?;
+        let synchronous = if fsync { "FULL" } else { "NORMAL" };
+        connection
+            .execute_batch(&format!(
+                "PRAGMA journal_mode = WAL;
+                 PRAGMA synchronous = {synchronous};
+                 CREATE TABLE IF NOT EXISTS objects (
+                     key TEXT PRIMARY KEY NOT NULL,
+                     revision INTEGER NOT NULL,
+                     value BLOB NOT NULL
+                 ) WITHOUT ROWID;
+                 CREATE TABLE IF NOT EXISTS meta (
+                     name TEXT PRIMARY KEY NOT NULL,
+                     value INTEGER NOT NULL
+                 );
+                 INSERT OR IGNORE INTO meta (name, value) VALUES ('revision', 0);"
+            ))
+            .map_err(error)?;
+        Ok(Database {
+            path: path.to_path_buf(),
+            connection,
+        })
+    }
+
+    fn error(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Database {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    /// The stored revision and every (key, revision, value) row in key order.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn load(&self) -> Result<(u64, Vec<(String, u64, Vec<u8>)>), StoreError> {
+        let revision: Option<i64> = self
+            .connection
+            .query_row("SELECT value FROM meta WHERE name = 'revision'", [], |row| {
+                row.get(0)
+            })
+            .optional()
+            .map_err(|e| self.error(e))?;
+        let mut statement = self
+            .connection
+            .prepare("SELECT key, revision, value FROM objects ORDER BY key")
+            .map_err(|e| self.error(e))?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, i64>(1)? as u64,
+                    row.get::<_, Vec<u8>>(2)?,
+                ))
+            })
+            .map_err(|e| self.error(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        Ok((revision.unwrap_or(0) as u64, rows))
+    }
+
+    pub(crate) fn put(&mut self, key: &str, revision: u64, value: &[u8]) -> Result<(), StoreError> {
+        self.commit(|tx| {
+            tx.prepare_cached(
+                "INSERT INTO objects (key, revision, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO UPDATE SET revision = ?2, value = ?3",
+            )?
+            .execute(params![key, revision as i64, value])?;
+            Ok(())
+        }, revision)
+    }
+
+    pub(crate) fn delete(&mut self, key: &str, revision: u64) -> Result<(), StoreError> {
+        self.commit(|tx| {
+            tx.prepare_cached("DELETE FROM objects WHERE key = ?1")?
+                .execute(params![key])?;
+            Ok(())
+        }, revision)
+    }
+
+    fn commit(
+        &mut self,
+        change: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>,
+        revision: u64,
+    ) -> Result<(), StoreError> {
+        let result = (|| {
+            let tx = self.connection.transaction()?;
+            change(&tx)?;
+            tx.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?
+                .execute(params![revision as i64])?;
+            tx.commit()
+        })();
+        result.map_err(|e| self.error(e))
+    }
+}

@@ -1,0 +1,176 @@
+use super::*;
+use std::convert::Infallible;
+
+fn open(dir: &tempfile::TempDir, history: usize) -> Store {
+    Store::open(
+        &dir.path().join("state.db"),
+        StoreOptions {
+            history,
+            fsync: false,
+        },
+    )
+    .expect("open store")
+}
+
+fn put(store: &Store, key: &str, value: &str) -> u64 {
+    let value = Bytes::from(value.to_string());
+    store
+        .mutate::<Infallible>(key, |_, _| Ok(Mutation::Put(value)))
+        .expect("commit")
+        .expect("decided")
+        .expect("stored")
+        .revision
+}
+
+fn delete(store: &Store, key: &str) {
+    store
+        .mutate::<Infallible>(key, |current, _| {
+            Ok(current.map_or(Mutation::Keep, |e| Mutation::Delete(e.value.clone())))
+        })
+        .expect("commit")
+        .expect("decided");
+}
+
+#[test]
+fn revisions_are_global_and_per_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 100);
+    assert_eq!(store.revision(), 0);
+    assert_eq!(put(&store, "/pods/a", "1"), 1);
+    assert_eq!(put(&store, "/pods/b", "2"), 2);
+    assert_eq!(put(&store, "/pods/a", "3"), 3);
+    assert_eq!(store.get("/pods/a").unwrap().revision, 3);
+    assert_eq!(store.get("/pods/b").unwrap().revision, 2);
+    assert_eq!(store.revision(), 3);
+}
+
+#[test]
+fn compare_and_swap_aborts_without_changing_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 100);
+    put(&store, "/k", "v1");
+    let stale = 0u64;
+    let outcome = store
+        .mutate("/k", |current, _| {
+            if current.map(|e| e.revision) != Some(stale) {
+                return Err("conflict");
+            }
+            Ok(Mutation::Put(Bytes::from_static(b"v2")))
+        })
+        .unwrap();
+    assert_eq!(outcome.unwrap_err(), "conflict");
+    assert_eq!(store.get("/k").unwrap().value, Bytes::from_static(b"v1"));
+    assert_eq!(store.revision(), 1);
+}
+
+#[test]
+fn lists_are_prefix_scoped_and_ordered() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 100);
+    put(&store, "/pods/ns1/b", "b");
+    put(&store, "/pods/ns1/a", "a");
+    put(&store, "/pods/ns2/c", "c");
+    put(&store, "/podsx/ns1/z", "z");
+    let snapshot = store.list("/pods/ns1/");
+    let keys: Vec<_> = snapshot.entries.iter().map(|e| &*e.key).collect();
+    assert_eq!(keys, ["/pods/ns1/a", "/pods/ns1/b"]);
+    assert_eq!(snapshot.revision, 4);
+    assert_eq!(store.count("/pods/"), 3);
+}
+
+#[test]
+fn values_and_revision_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(&dir, 100);
+        put(&store, "/a", "1");
+        put(&store, "/b", "2");
+        delete(&store, "/a");
+    }
+    let store = open(&dir, 100);
+    assert_eq!(store.revision(), 3);
+    assert!(store.get("/a").is_none());
+    assert_eq!(store.get("/b").unwrap().value, Bytes::from_static(b"2"));
+    assert_eq!(put(&store, "/c", "3"), 4);
+}
+
+#[tokio::test]
+async fn watch_sees_changes_after_its_revision_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 100);
+    put(&store, "/pods/a", "1");
+    let mut watcher = store.watch("/pods/", 1).unwrap();
+    put(&store, "/nodes/x", "n");
+    put(&store, "/pods/a", "2");
+    delete(&store, "/pods/a");
+    let batch = watcher.next_batch(10).await.unwrap();
+    let seen: Vec<_> = batch
+        .iter()
+        .map(|e| (e.kind, e.entry.revision, e.previous.is_some()))
+        .collect();
+    assert_eq!(
+        seen,
+        [(EventKind::Updated, 3, true), (EventKind::Deleted, 4, true)]
+    );
+}
+
+#[tokio::test]
+async fn watch_waits_for_a_later_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 100);
+    let mut watcher = store.watch("/", 0).unwrap();
+    let writer = store.clone();
+    let task = tokio::spawn(async move {
+        tokio::task::yield_now().await;
+        put(&writer, "/x", "1");
+    });
+    let batch = watcher.next_batch(10).await.unwrap();
+    task.await.unwrap();
+    assert_eq!(batch[0].kind, EventKind::Created);
+    assert_eq!(&*batch[0].entry.key, "/x");
+}
+
+#[test]
+fn watch_before_the_history_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 3);
+    for i in 0..10 {
+        put(&store, "/k", &i.to_string());
+    }
+    assert_eq!(store.oldest_watchable_revision(), 7);
+    assert!(matches!(
+        store.watch("/", 5),
+        Err(StoreError::Gone {
+            requested: 5,
+            oldest: 7
+        })
+    ));
+    let mut watcher = store.watch("/", 7).unwrap();
+    assert_eq!(watcher.poll(10).unwrap().len(), 3);
+}
+
+#[test]
+fn a_watcher_that_falls_behind_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 2);
+    let mut watcher = store.watch("/", 0).unwrap();
+    for i in 0..5 {
+        put(&store, "/k", &i.to_string());
+    }
+    assert!(matches!(watcher.poll(10), Err(StoreError::Gone { .. })));
+}
+
+#[test]
+fn reopened_store_watches_only_from_its_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(&dir, 100);
+        put(&store, "/a", "1");
+        put(&store, "/a", "2");
+    }
+    let store = open(&dir, 100);
+    assert!(store.watch("/", 1).is_err());
+    let (snapshot, mut watcher) = store.list_and_watch("/");
+    assert_eq!(snapshot.revision, 2);
+    assert!(watcher.poll(10).unwrap().is_empty());
+}
