@@ -1,0 +1,260 @@
+//! Discovery documents: `/api`, `/apis` (aggregated `apidiscovery.k8s.io/v2` or legacy, by
+//! the Accept header), `/api/v1` and `/apis/<group>/<version>` resource lists, and `/version`.
+//!
+//! Built from the kind catalog; knows nothing about storage.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use tessera_model::kinds::{self, KindInfo};
+
+/// The Kubernetes version whose API Tessera serves.
+pub const KUBERNETES_VERSION: &str = "v1.34.1";
+
+/// The Content-Type of aggregated discovery responses.
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the Accept header asks for aggregated discovery.
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept.contains("as=APIGroupDiscoveryList") && accept.contains("v=v2")
+}
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "34",
+        "gitVersion": KUBERNETES_VERSION,
+        "gitCommit": env!("CARGO_PKG_VERSION"),
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "tessera",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, normalized_arch()),
+    })
+}
+
+fn normalized_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// Groups (with their versions) in serving order, core first.
+fn groups() -> BTreeMap<&'static str, Vec<&'static str>> {
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for kind in kinds::builtin() {
+        let versions = groups.entry(kind.group).or_default();
+        if !versions.contains(&kind.version) {
+            versions.push(kind.version);
+        }
+    }
+    groups
+}
+
+fn kinds_in(group: &str, version: &str) -> impl Iterator<Item = &'static KindInfo> {
+    let group = group.to_string();
+    let version = version.to_string();
+    kinds::builtin()
+        .iter()
+        .filter(move |k| k.group == group && k.version == version)
+}
+
+/// Whether a group/version is served.
+pub fn serves(group: &str, version: &str) -> bool {
+    kinds_in(group, version).next().is_some()
+}
+
+/// Legacy `/api`.
+pub fn legacy_core_versions() -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}],
+    })
+}
+
+/// Legacy `/apis`.
+pub fn legacy_groups() -> Value {
+    let groups: Vec<Value> = groups()
+        .into_iter()
+        .filter(|(group, _)| !group.is_empty())
+        .map(|(group, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+                .collect();
+            json!({"name": group, "versions": versions, "preferredVersion": versions[0]})
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// Legacy `/apis/<group>`.
+pub fn legacy_group(group: &str) -> Option<Value> {
+    let versions = groups().remove(group)?;
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    Some(json!({"kind": "APIGroup", "apiVersion": "v1", "name": group,
+                "versions": versions, "preferredVersion": versions[0]}))
+}
+
+/// Legacy `/api/v1` or `/apis/<group>/<version>`: an `APIResourceList`.
+pub fn resource_list(group: &str, version: &str) -> Value {
+    let mut resources = Vec::new();
+    for kind in kinds_in(group, version) {
+        resources.push(json!({
+            "name": kind.plural,
+            "singularName": kind.singular,
+            "namespaced": kind.namespaced,
+            "kind": kind.kind,
+            "verbs": VERBS,
+            "shortNames": kind.short_names,
+            "categories": kind.categories,
+            "storageVersionHash": storage_version_hash(kind),
+        }));
+        for sub in kind.subresources {
+            let (sub_group, sub_version, sub_kind) = sub.response_kind(kind);
+            let mut entry = json!({
+                "name": format!("{}/{}", kind.plural, sub.name()),
+                "singularName": "",
+                "namespaced": kind.namespaced,
+                "kind": sub_kind,
+                "verbs": sub.verbs(),
+            });
+            if sub_group != kind.group || sub_version != kind.version {
+                entry["group"] = json!(sub_group);
+                entry["version"] = json!(sub_version);
+            }
+            resources.push(entry);
+        }
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+           "resources": resources})
+}
+
+fn storage_version_hash(kind: &KindInfo) -> String {
+    // A stable hash of group/version/kind, as upstream publishes (8 bytes, base64).
+    let text = format!("{}/{}/{}", kind.group, kind.version, kind.kind);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(hash.to_be_bytes())
+}
+
+fn aggregated_group(group: &str, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|version| {
+            let resources: Vec<Value> = kinds_in(group, version)
+                .map(|kind| {
+                    let subresources: Vec<Value> = kind
+                        .subresources
+                        .iter()
+                        .map(|sub| {
+                            let (g, v, k) = sub.response_kind(kind);
+                            json!({"subresource": sub.name(),
+                                   "responseKind": {"group": g, "version": v, "kind": k},
+                                   "verbs": sub.verbs()})
+                        })
+                        .collect();
+                    let mut entry = json!({
+                        "resource": kind.plural,
+                        "responseKind": {"group": kind.group, "version": kind.version, "kind": kind.kind},
+                        "scope": if kind.namespaced { "Namespaced" } else { "Cluster" },
+                        "singularResource": kind.singular,
+                        "verbs": VERBS,
+                    });
+                    if !kind.short_names.is_empty() {
+                        entry["shortNames"] = json!(kind.short_names);
+                    }
+                    if !kind.categories.is_empty() {
+                        entry["categories"] = json!(kind.categories);
+                    }
+                    if !subresources.is_empty() {
+                        entry["subresources"] = json!(subresources);
+                    }
+                    entry
+                })
+                .collect();
+            json!({"version": version, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
+}
+
+/// Aggregated `/api` (core only) or `/apis` (every other group).
+pub fn aggregated(core: bool) -> Value {
+    let items: Vec<Value> = groups()
+        .into_iter()
+        .filter(|(group, _)| group.is_empty() == core)
+        .map(|(group, versions)| aggregated_group(group, &versions))
+        .collect();
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+           "metadata": {}, "items": items})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_core_list_has_pod_subresources_for_drain() {
+        let list = resource_list("", "v1");
+        let resources = list["resources"].as_array().unwrap();
+        let eviction = resources.iter().find(|r| r["name"] == "pods/eviction").unwrap();
+        assert_eq!(eviction["kind"], "Eviction");
+        assert_eq!(eviction["group"], "policy");
+        assert_eq!(eviction["version"], "v1");
+        assert!(resources.iter().any(|r| r["name"] == "pods/log"));
+        assert!(resources.iter().any(|r| r["name"] == "pods/binding"));
+        let pods = resources.iter().find(|r| r["name"] == "pods").unwrap();
+        assert_eq!(pods["shortNames"], json!(["po"]));
+    }
+
+    #[test]
+    fn aggregated_discovery_splits_core_and_groups() {
+        let core = aggregated(true);
+        assert_eq!(core["items"].as_array().unwrap().len(), 1);
+        assert_eq!(core["items"][0]["metadata"]["name"], "");
+        let groups = aggregated(false);
+        let names: Vec<_> = groups["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        for wanted in ["apps", "batch", "resource.k8s.io", "rbac.authorization.k8s.io", "apiextensions.k8s.io"] {
+            assert!(names.iter().any(|n| n == wanted), "{wanted} missing from {names:?}");
+        }
+        assert!(wants_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+        ));
+        assert!(!wants_aggregated("application/json, */*"));
+    }
+}

@@ -1,0 +1,417 @@
+//! The garbage collector and the namespace lifecycle controller, run inside the API server
+//! process as kube-controller-manager runs them beside a real API server.
+//!
+//! The collector keeps an index of owner references from the store's watch and deletes
+//! dependents whose owners are all gone (background propagation), deletes dependents before
+//! their owner (the `foregroundDeletion` finalizer), and strips owner references before the
+//! owner goes (the `orphan` finalizer). The namespace controller empties a terminating
+//! namespace and then releases its `kubernetes` finalizer. Works only through [`Objects`].
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use serde_json::{Value, json};
+use tessera_store::{EventKind, StoreError};
+
+use crate::meta::{finalizers, is_deleting, meta_str};
+use crate::objects::{
+    DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Objects, Part, Propagation, decode,
+};
+use crate::resource::Resource;
+
+/// Where an object lives, recovered from its store key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Location {
+    key: String,
+}
+
+impl Location {
+    /// (resource, namespace, name) of a key `/<group>/<plural>/[<namespace>/]<name>`.
+    fn parse(&self) -> Option<(Resource, Option<String>, String)> {
+        let mut parts = self.key.trim_start_matches('/').splitn(4, '/');
+        let group = parts.next()?;
+        let plural = parts.next()?;
+        let group = if group == "core" { "" } else { group };
+        let info = tessera_model::kinds::builtin()
+            .iter()
+            .find(|k| k.group == group && k.plural == plural)?;
+        let resource = Resource { info };
+        let rest: Vec<&str> = parts.collect();
+        if resource.namespaced() {
+            let (namespace, name) = rest.first()?.split_once('/').map_or_else(
+                || (rest.first().copied(), rest.get(1).copied()),
+                |(ns, name)| (Some(ns), Some(name)),
+            );
+            let (namespace, name) = match (namespace, name, rest.get(1)) {
+                (Some(ns), Some(name), _) => (ns, name),
+                (Some(ns), None, Some(name)) => (ns, *name),
+                _ => return None,
+            };
+            Some((resource, Some(namespace.to_string()), name.to_string()))
+        } else {
+            Some((resource, None, rest.first()?.to_string()))
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Work {
+    /// Check whether a dependent's owners are gone.
+    Dependent(String),
+    /// Process an owner that is being deleted with a foreground or orphan finalizer.
+    Owner(String),
+    /// Empty a terminating namespace.
+    Namespace(String),
+}
+
+#[derive(Default)]
+struct Index {
+    /// uid → key of every object.
+    keys_by_uid: HashMap<String, String>,
+    /// key → (uid, owner uids).
+    objects: HashMap<String, (String, Vec<String>)>,
+    /// owner uid → dependent keys.
+    dependents: HashMap<String, BTreeSet<String>>,
+    /// Namespaces being deleted.
+    terminating: BTreeSet<String>,
+}
+
+impl Index {
+    fn remove(&mut self, key: &str) {
+        if let Some((uid, owners)) = self.objects.remove(key) {
+            self.keys_by_uid.remove(&uid);
+            for owner in owners {
+                if let Some(set) = self.dependents.get_mut(&owner) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.dependents.remove(&owner);
+                    }
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, key: &str, object: &Value) {
+        self.remove(key);
+        let uid = meta_str(object, "uid").unwrap_or_default().to_string();
+        let owners = owner_uids(object);
+        for owner in &owners {
+            self.dependents.entry(owner.clone()).or_default().insert(key.to_string());
+        }
+        self.keys_by_uid.insert(uid.clone(), key.to_string());
+        self.objects.insert(key.to_string(), (uid, owners));
+    }
+}
+
+fn owner_uids(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| refs.iter().filter_map(|r| r.get("uid")?.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+fn namespace_of_key(key: &str) -> Option<String> {
+    let location = Location { key: key.to_string() };
+    location.parse().and_then(|(_, namespace, _)| namespace)
+}
+
+/// The garbage collector and namespace controller.
+pub struct Collector {
+    objects: Objects,
+    index: Index,
+    queue: VecDeque<Work>,
+}
+
+impl Collector {
+    /// A collector over a set of objects.
+    pub fn new(objects: Objects) -> Collector {
+        Collector {
+            objects,
+            index: Index::default(),
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Runs until the task is dropped.
+    pub async fn run(mut self) {
+        loop {
+            let (snapshot, mut watcher) = self.objects.store().list_and_watch("/");
+            self.index = Index::default();
+            for entry in snapshot.entries.iter() {
+                if let Ok(object) = decode(entry) {
+                    self.observe(&entry.key, Some(&object), EventKind::Created);
+                }
+            }
+            self.drain();
+            loop {
+                match watcher.next_batch(1024).await {
+                    Ok(events) => {
+                        for event in events {
+                            let object = serde_json::from_slice::<Value>(&event.entry.value).ok();
+                            self.observe(&event.entry.key, object.as_ref(), event.kind);
+                        }
+                        self.drain();
+                    }
+                    Err(StoreError::Gone { .. }) => {
+                        tracing::warn!("garbage collector fell behind the watch history; resyncing");
+                        break;
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "garbage collector watch failed");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Updates the index from one change and queues the work it implies.
+    fn observe(&mut self, key: &str, object: Option<&Value>, kind: EventKind) {
+        let namespace = namespace_of_key(key);
+        if kind == EventKind::Deleted {
+            let uid = self.index.objects.get(key).map(|(uid, _)| uid.clone());
+            let owners = self.index.objects.get(key).map(|(_, o)| o.clone()).unwrap_or_default();
+            self.index.remove(key);
+            if let Some(uid) = uid
+                && let Some(dependents) = self.index.dependents.get(&uid)
+            {
+                for dependent in dependents.clone() {
+                    self.queue.push_back(Work::Dependent(dependent));
+                }
+            }
+            for owner in owners {
+                if let Some(owner_key) = self.index.keys_by_uid.get(&owner) {
+                    self.queue.push_back(Work::Owner(owner_key.clone()));
+                }
+            }
+            if let Some(namespace) = namespace
+                && self.index.terminating.contains(&namespace)
+            {
+                self.queue.push_back(Work::Namespace(namespace));
+            }
+            if key.starts_with("/core/namespaces/")
+                && let Some(object) = object
+                && let Some(name) = meta_str(object, "name")
+            {
+                self.index.terminating.remove(name);
+            }
+            return;
+        }
+        let Some(object) = object else { return };
+        self.index.insert(key, object);
+        let owners = owner_uids(object);
+        if owners.iter().any(|uid| !self.index.keys_by_uid.contains_key(uid)) {
+            self.queue.push_back(Work::Dependent(key.to_string()));
+        }
+        if is_deleting(object) {
+            let held = finalizers(object);
+            if held.iter().any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER) {
+                self.queue.push_back(Work::Owner(key.to_string()));
+            }
+            if key.starts_with("/core/namespaces/")
+                && let Some(name) = meta_str(object, "name")
+            {
+                self.index.terminating.insert(name.to_string());
+                self.queue.push_back(Work::Namespace(name.to_string()));
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        let mut seen = Vec::new();
+        while let Some(work) = self.queue.pop_front() {
+            if seen.contains(&work) {
+                continue;
+            }
+            seen.push(work.clone());
+            let outcome = match &work {
+                Work::Dependent(key) => self.check_dependent(key),
+                Work::Owner(key) => self.process_owner(key),
+                Work::Namespace(name) => self.empty_namespace(name),
+            };
+            if let Err(error) = outcome
+                && error.code != 404
+                && error.code != 409
+            {
+                tracing::warn!(?work, %error, "garbage collection step failed");
+            }
+        }
+    }
+
+    fn load(&self, key: &str) -> Option<(Resource, Option<String>, String, Value)> {
+        let (resource, namespace, name) = Location { key: key.to_string() }.parse()?;
+        let entry = self.objects.store().get(key)?;
+        let object = decode(&entry).ok()?;
+        Some((resource, namespace, name, object))
+    }
+
+    fn owner_exists(&self, uid: &str) -> Option<Value> {
+        let key = self.index.keys_by_uid.get(uid)?;
+        let entry = self.objects.store().get(key)?;
+        decode(&entry).ok()
+    }
+
+    fn check_dependent(&mut self, key: &str) -> crate::ApiResult<()> {
+        let Some((resource, namespace, name, object)) = self.load(key) else {
+            return Ok(());
+        };
+        let owners = owner_uids(&object);
+        if owners.is_empty() {
+            return Ok(());
+        }
+        let living: Vec<Value> = owners.iter().filter_map(|uid| self.owner_exists(uid)).collect();
+        if living.is_empty() {
+            if !is_deleting(&object) {
+                self.objects.delete(
+                    resource,
+                    namespace.as_deref(),
+                    &name,
+                    &DeleteOptions {
+                        propagation: Some(Propagation::Background),
+                        ..DeleteOptions::default()
+                    },
+                    false,
+                )?;
+            }
+            return Ok(());
+        }
+        let foreground_owner = living
+            .iter()
+            .any(|owner| is_deleting(owner) && finalizers(owner).iter().any(|f| f == FOREGROUND_FINALIZER));
+        if foreground_owner && !is_deleting(&object) {
+            self.objects.delete(
+                resource,
+                namespace.as_deref(),
+                &name,
+                &DeleteOptions {
+                    propagation: Some(Propagation::Foreground),
+                    ..DeleteOptions::default()
+                },
+                false,
+            )?;
+            return Ok(());
+        }
+        if living.len() < owners.len() {
+            let living_uids: Vec<String> = living.iter().filter_map(|o| meta_str(o, "uid").map(str::to_string)).collect();
+            self.objects.update_with(resource, namespace.as_deref(), &name, Part::Main, |current| {
+                let mut next = current.clone();
+                if let Some(Value::Array(refs)) = next.pointer_mut("/metadata/ownerReferences") {
+                    refs.retain(|r| r.get("uid").and_then(Value::as_str).is_some_and(|u| living_uids.iter().any(|l| l == u)));
+                }
+                Ok(next)
+            })?;
+        }
+        Ok(())
+    }
+
+    fn process_owner(&mut self, key: &str) -> crate::ApiResult<()> {
+        let Some((resource, namespace, name, object)) = self.load(key) else {
+            return Ok(());
+        };
+        if !is_deleting(&object) {
+            return Ok(());
+        }
+        let uid = meta_str(&object, "uid").unwrap_or_default().to_string();
+        let held = finalizers(&object);
+        let dependents: Vec<String> = self.index.dependents.get(&uid).map(|d| d.iter().cloned().collect()).unwrap_or_default();
+        if held.iter().any(|f| f == ORPHAN_FINALIZER) {
+            for dependent in &dependents {
+                let Some((d_resource, d_namespace, d_name, _)) = self.load(dependent) else { continue };
+                self.objects.update_with(d_resource, d_namespace.as_deref(), &d_name, Part::Main, |current| {
+                    let mut next = current.clone();
+                    if let Some(Value::Array(refs)) = next.pointer_mut("/metadata/ownerReferences") {
+                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid.as_str()));
+                        if refs.is_empty() {
+                            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                                meta.remove("ownerReferences");
+                            }
+                        }
+                    }
+                    Ok(next)
+                })?;
+            }
+            return self.release(resource, namespace.as_deref(), &name, ORPHAN_FINALIZER);
+        }
+        if held.iter().any(|f| f == FOREGROUND_FINALIZER) {
+            let remaining: Vec<&String> = dependents.iter().filter(|d| self.objects.store().get(d).is_some()).collect();
+            if remaining.is_empty() {
+                return self.release(resource, namespace.as_deref(), &name, FOREGROUND_FINALIZER);
+            }
+            for dependent in remaining.into_iter().cloned().collect::<Vec<_>>() {
+                self.queue.push_back(Work::Dependent(dependent));
+            }
+        }
+        Ok(())
+    }
+
+    fn release(&self, resource: Resource, namespace: Option<&str>, name: &str, finalizer: &str) -> crate::ApiResult<()> {
+        self.objects.update_with(resource, namespace, name, Part::Main, |current| {
+            let mut next = current.clone();
+            let kept: Vec<String> = finalizers(current).into_iter().filter(|f| f != finalizer).collect();
+            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                if kept.is_empty() {
+                    meta.remove("finalizers");
+                } else {
+                    meta.insert("finalizers".into(), json!(kept));
+                }
+            }
+            Ok(next)
+        })?;
+        Ok(())
+    }
+
+    fn empty_namespace(&mut self, namespace: &str) -> crate::ApiResult<()> {
+        let Some(namespaces) = Resource::find("", "v1", "namespaces") else {
+            return Ok(());
+        };
+        let Ok(object) = self.objects.get(namespaces, None, namespace) else {
+            self.index.terminating.remove(namespace);
+            return Ok(());
+        };
+        if !is_deleting(&object) {
+            return Ok(());
+        }
+        let mut remaining = 0;
+        for info in tessera_model::kinds::builtin().iter().filter(|k| k.namespaced) {
+            let resource = Resource { info };
+            let snapshot = self.objects.list(resource, Some(namespace));
+            for entry in snapshot.entries.iter() {
+                remaining += 1;
+                let Ok(item) = decode(entry) else { continue };
+                if is_deleting(&item) {
+                    continue;
+                }
+                let name = meta_str(&item, "name").unwrap_or_default().to_string();
+                match self.objects.delete(resource, Some(namespace), &name, &DeleteOptions::default(), false) {
+                    Ok(_) => {}
+                    Err(error) if error.code == 404 => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        if remaining == 0 {
+            self.objects.update_with(namespaces, None, namespace, Part::Main, |current| {
+                let mut next = current.clone();
+                next["spec"]["finalizers"] = json!([]);
+                Ok(next)
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_back_to_resources() {
+        let pod = Location { key: "/core/pods/team-a/p1".into() }.parse().unwrap();
+        assert_eq!((pod.0.kind(), pod.1.as_deref(), pod.2.as_str()), ("Pod", Some("team-a"), "p1"));
+        let node = Location { key: "/core/nodes/gpu-1".into() }.parse().unwrap();
+        assert_eq!((node.0.kind(), node.1, node.2.as_str()), ("Node", None, "gpu-1"));
+        let rs = Location { key: "/apps/replicasets/default/web-1".into() }.parse().unwrap();
+        assert_eq!(rs.0.kind(), "ReplicaSet");
+        assert!(Location { key: "/nope/x/y".into() }.parse().is_none());
+    }
+}

@@ -1,0 +1,727 @@
+//! Kubernetes object semantics over the revisioned store: create, read, update, patch and
+//! delete with server-set metadata, optimistic concurrency, generation, finalizers, graceful
+//! pod deletion, namespace lifecycle, dry runs and field validation.
+//!
+//! Every write is one read-modify-write transaction of the store, so patches and
+//! preconditions are evaluated against the exact stored object. Knows nothing about HTTP:
+//! the REST handlers, the garbage collector and the namespace controller all call this.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tessera_store::{Entry, Mutation, Snapshot, Store};
+
+use crate::error::{ApiError, ApiResult, Cause};
+use crate::meta::{self, finalizers, is_deleting, meta_str, metadata_mut};
+use crate::patch::{self, PatchError, Schema};
+use crate::resource::Resource;
+use crate::strategy;
+use crate::validation;
+
+/// The source of the current time for timestamps.
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// What to do with unknown fields in a request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Fail the request.
+    Strict,
+    /// Drop them and warn (the default).
+    #[default]
+    Warn,
+    /// Drop them silently.
+    Ignore,
+}
+
+/// Options every write takes.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Validate and compute the result, but persist nothing.
+    pub dry_run: bool,
+    /// Unknown-field handling.
+    pub field_validation: FieldValidation,
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The object (its status is kept, for kinds with a status subresource).
+    Main,
+    /// Only `.status`.
+    Status,
+}
+
+/// A patch body and its flavour.
+#[derive(Debug, Clone)]
+pub enum PatchBody {
+    /// RFC 6902 JSON Patch (raw bytes).
+    Json(Bytes),
+    /// RFC 7386 merge patch.
+    Merge(Value),
+    /// Strategic merge patch.
+    Strategic(Value),
+}
+
+/// How dependents are treated when their owner is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// Delete the owner now; the garbage collector deletes dependents afterwards.
+    Background,
+    /// Delete dependents first, then the owner.
+    Foreground,
+    /// Keep dependents, removing their owner references.
+    Orphan,
+}
+
+/// Options of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// Seconds of grace before a pod is removed; 0 removes at once.
+    pub grace_period_seconds: Option<i64>,
+    /// Dependent handling; `None` means background.
+    pub propagation: Option<Propagation>,
+    /// Only delete if the UID matches.
+    pub precondition_uid: Option<String>,
+    /// Only delete if the resourceVersion matches.
+    pub precondition_resource_version: Option<String>,
+}
+
+/// The result of a write.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The object as stored (or as it would be, for dry runs).
+    pub object: Value,
+    /// Warnings for the client (`Warning` headers).
+    pub warnings: Vec<String>,
+    /// Whether the write created the object.
+    pub created: bool,
+}
+
+/// The result of a delete.
+#[derive(Debug, Clone)]
+pub struct Deleted {
+    /// The object's final form, or its terminating form if it is not gone yet.
+    pub object: Value,
+    /// Whether the object is gone (false: finalizers or grace are pending).
+    pub gone: bool,
+}
+
+/// Finalizer that makes the garbage collector delete dependents before the owner.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+/// Finalizer that makes the garbage collector orphan dependents before the owner goes.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+
+/// Kubernetes object semantics over a [`Store`].
+#[derive(Clone)]
+pub struct Objects {
+    store: Store,
+    clock: Clock,
+}
+
+/// Decodes a stored value.
+pub fn decode(entry: &Entry) -> ApiResult<Value> {
+    serde_json::from_slice(&entry.value)
+        .map_err(|e| ApiError::internal(format!("stored object {} is corrupt: {e}", entry.key)))
+}
+
+fn encode(object: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(object).unwrap_or_default())
+}
+
+fn set_resource_version(object: &mut Value, revision: u64) {
+    metadata_mut(object).insert("resourceVersion".into(), json!(revision.to_string()));
+}
+
+impl Objects {
+    /// Objects over a store, with the wall clock.
+    pub fn new(store: Store) -> Objects {
+        Objects::with_clock(store, Arc::new(SystemTime::now))
+    }
+
+    /// Objects over a store with a given clock.
+    pub fn with_clock(store: Store, clock: Clock) -> Objects {
+        Objects { store, clock }
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The current time.
+    pub fn now(&self) -> SystemTime {
+        (self.clock)()
+    }
+
+    fn namespace_of<'a>(resource: Resource, namespace: Option<&'a str>) -> Option<&'a str> {
+        if resource.namespaced() { namespace } else { None }
+    }
+
+    /// Reads one object.
+    pub fn get(&self, resource: Resource, namespace: Option<&str>, name: &str) -> ApiResult<Value> {
+        let key = resource.key(Self::namespace_of(resource, namespace), name);
+        let entry = self
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
+        decode(&entry)
+    }
+
+    /// A consistent snapshot of a resource's objects, optionally in one namespace.
+    pub fn list(&self, resource: Resource, namespace: Option<&str>) -> Snapshot {
+        self.store
+            .list(&resource.prefix(Self::namespace_of(resource, namespace)))
+    }
+
+    /// Checks a request body: apiVersion and kind, schema, metadata and kind rules.
+    /// Returns warnings for unknown fields (which are removed) or fails.
+    fn admit(
+        &self,
+        resource: Resource,
+        object: &mut Value,
+        options: &WriteOptions,
+    ) -> ApiResult<Vec<String>> {
+        let Some(map) = object.as_object_mut() else {
+            return Err(ApiError::bad_request("the request body must be a JSON object"));
+        };
+        let api_version = resource.info.api_version();
+        match map.get("apiVersion").and_then(Value::as_str) {
+            None => {
+                map.insert("apiVersion".into(), json!(api_version));
+            }
+            Some(given) if given == api_version => {}
+            Some(given) => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({given}) does not match the expected API version ({api_version})"
+                )));
+            }
+        }
+        match map.get("kind").and_then(Value::as_str) {
+            None => {
+                map.insert("kind".into(), json!(resource.kind()));
+            }
+            Some(given) if given == resource.kind() => {}
+            Some(given) => {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({given}) does not match the expected kind ({})",
+                    resource.kind()
+                )));
+            }
+        }
+        let findings =
+            validation::validate(object, Schema::definition(&resource.info.definition));
+        let mut warnings = Vec::new();
+        if !findings.unknown_fields.is_empty() {
+            match options.field_validation {
+                FieldValidation::Strict => {
+                    let listed = findings
+                        .unknown_fields
+                        .iter()
+                        .map(|f| format!("unknown field \"{f}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(ApiError::bad_request(format!("strict decoding error: {listed}")));
+                }
+                FieldValidation::Warn => warnings.extend(
+                    findings
+                        .unknown_fields
+                        .iter()
+                        .map(|f| format!("unknown field \"{f}\"")),
+                ),
+                FieldValidation::Ignore => {}
+            }
+        }
+        let mut causes = findings.causes;
+        causes.extend(meta::check_metadata(resource, object));
+        causes.extend(strategy::validate(resource, object));
+        if !causes.is_empty() {
+            let name = meta_str(object, "name").unwrap_or_default().to_string();
+            return Err(ApiError::invalid(resource.group(), resource.kind(), &name, causes));
+        }
+        Ok(warnings)
+    }
+
+    /// Checks that a namespace exists and is not terminating, for creating content in it.
+    fn check_namespace(&self, resource: Resource, namespace: Option<&str>) -> ApiResult<()> {
+        if !resource.namespaced() {
+            return Ok(());
+        }
+        let Some(namespace) = namespace else {
+            return Err(ApiError::bad_request(
+                "a namespace is required to create a namespaced object",
+            ));
+        };
+        let Some(namespaces) = Resource::find("", "v1", "namespaces") else {
+            return Ok(());
+        };
+        let entry = self
+            .store
+            .get(&namespaces.key(None, namespace))
+            .ok_or_else(|| ApiError::not_found("", "namespaces", namespace))?;
+        if is_deleting(&decode(&entry)?) {
+            return Err(ApiError::forbidden(
+                resource.group(),
+                resource.plural(),
+                "",
+                &format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Creates an object in a namespace (ignored for cluster-scoped kinds).
+    pub fn create(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let namespace = Self::namespace_of(resource, namespace);
+        if let Some(given) = object.get("metadata").and_then(|m| m.get("namespace")).and_then(Value::as_str)
+            && resource.namespaced()
+            && Some(given) != namespace
+            && !given.is_empty()
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let generate = meta_str(&object, "name").is_none_or(str::is_empty);
+        let prefix = meta_str(&object, "generateName").map(str::to_string);
+        if generate {
+            match &prefix {
+                Some(prefix) if !prefix.is_empty() => {
+                    metadata_mut(&mut object).insert("name".into(), json!(meta::generate_name(prefix)));
+                }
+                _ => {
+                    return Err(ApiError::invalid(
+                        resource.group(),
+                        resource.kind(),
+                        "",
+                        vec![Cause {
+                            reason: "FieldValueRequired",
+                            field: "metadata.name".into(),
+                            message: "Required value: name or generateName is required".into(),
+                        }],
+                    ));
+                }
+            }
+        }
+        let warnings = self.admit(resource, &mut object, options)?;
+        self.check_namespace(resource, namespace)?;
+
+        let now = meta::timestamp(self.now());
+        {
+            let metadata = metadata_mut(&mut object);
+            for server_set in [
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "selfLink",
+            ] {
+                metadata.remove(server_set);
+            }
+            if let Some(namespace) = namespace {
+                metadata.insert("namespace".into(), json!(namespace));
+            } else {
+                metadata.remove("namespace");
+            }
+            metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            metadata.insert("creationTimestamp".into(), json!(now));
+            metadata.insert("generation".into(), json!(1));
+        }
+        strategy::prepare_for_create(resource, &mut object);
+
+        // A generated name may collide; upstream retries with a new suffix.
+        for attempt in 0..8 {
+            let name = meta_str(&object, "name").unwrap_or_default().to_string();
+            let key = resource.key(namespace, &name);
+            let mut stored = None;
+            let outcome = self.store.mutate(&key, |current, revision| {
+                if current.is_some() {
+                    return Err(ApiError::already_exists(resource.group(), resource.plural(), &name));
+                }
+                let mut result = object.clone();
+                if options.dry_run {
+                    stored = Some(result);
+                    return Ok(Mutation::Keep);
+                }
+                set_resource_version(&mut result, revision);
+                let bytes = encode(&result);
+                stored = Some(result);
+                Ok(Mutation::Put(bytes))
+            })?;
+            match outcome {
+                Ok(_) => {
+                    return Ok(Written {
+                        object: stored.unwrap_or(Value::Null),
+                        warnings,
+                        created: true,
+                    });
+                }
+                Err(error) if error.reason == "AlreadyExists" && generate && attempt < 7 => {
+                    if let Some(prefix) = &prefix {
+                        metadata_mut(&mut object)
+                            .insert("name".into(), json!(meta::generate_name(prefix)));
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(ApiError::internal("could not generate a unique name"))
+    }
+
+    /// Replaces an object (PUT), with optimistic concurrency on `metadata.resourceVersion`.
+    pub fn update(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        mut object: Value,
+        part: Part,
+        options: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let warnings = self.admit(resource, &mut object, options)?;
+        if meta_str(&object, "name").is_some_and(|given| given != name) {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                meta_str(&object, "name").unwrap_or_default()
+            )));
+        }
+        let precondition = meta_str(&object, "resourceVersion").map(str::to_string);
+        let mut written = self.write(resource, namespace, name, options, |current| {
+            if let Some(wanted) = &precondition
+                && meta_str(current, "resourceVersion") != Some(wanted.as_str())
+            {
+                return Err(ApiError::modified(resource.group(), resource.plural(), name));
+            }
+            Ok(object)
+        }, part)?;
+        written.warnings.extend(warnings);
+        Ok(written)
+    }
+
+    /// Patches an object; the patch is applied to the stored object inside the transaction.
+    pub fn patch(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        body: &PatchBody,
+        part: Part,
+        options: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let schema = Schema::definition(&resource.info.definition);
+        let mut warnings = Vec::new();
+        let written = self.write(resource, namespace, name, options, |current| {
+            let patched = match body {
+                PatchBody::Json(bytes) => patch::json_patch(current, bytes),
+                PatchBody::Merge(value) => patch::merge_patch(current, value),
+                PatchBody::Strategic(value) => patch::strategic_merge(current, value, schema),
+            }
+            .map_err(|error| match error {
+                PatchError::Malformed(message) => ApiError::bad_request(message),
+                PatchError::DoesNotApply(message) => {
+                    let mut error = ApiError::invalid(resource.group(), resource.kind(), name, vec![]);
+                    error.message = message;
+                    error
+                }
+            })?;
+            let mut patched = patched;
+            // A resourceVersion in the patch is a precondition.
+            let given = meta_str(&patched, "resourceVersion").map(str::to_string);
+            if given.is_some() && given.as_deref() != meta_str(current, "resourceVersion") {
+                return Err(ApiError::modified(resource.group(), resource.plural(), name));
+            }
+            warnings = self.admit(resource, &mut patched, options)?;
+            Ok(patched)
+        }, part)?;
+        Ok(Written {
+            warnings,
+            ..written
+        })
+    }
+
+    /// Updates an object by a function of its stored form, inside one transaction — the
+    /// update path of controllers. Server-owned fields, status handling, generation and
+    /// finalizers are applied as for client updates.
+    pub fn update_with(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        part: Part,
+        change: impl FnOnce(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<Written> {
+        self.write(resource, namespace, name, &WriteOptions::default(), change, part)
+    }
+
+    /// The shared update path: `change` turns the stored object into the requested one;
+    /// server-owned fields, status handling, generation and finalizers are then applied.
+    fn write(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        options: &WriteOptions,
+        change: impl FnOnce(&Value) -> ApiResult<Value>,
+        part: Part,
+    ) -> ApiResult<Written> {
+        let key = resource.key(Self::namespace_of(resource, namespace), name);
+        let mut stored = None;
+        self.store
+            .mutate(&key, |current, revision| {
+                let current = current
+                    .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
+                let current = decode(current)?;
+                let requested = change(&current)?;
+                let mut next = merge_update(resource, &current, requested, part);
+                let causes = strategy::validate_update(resource, &current, &next);
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(resource.group(), resource.kind(), name, causes));
+                }
+                if next == current {
+                    stored = Some(current);
+                    return Ok(Mutation::Keep);
+                }
+                if is_deleting(&next) && !holds_deletion(resource, &next) {
+                    set_resource_version(&mut next, revision);
+                    let bytes = encode(&next);
+                    stored = Some(next);
+                    return Ok(if options.dry_run { Mutation::Keep } else { Mutation::Delete(bytes) });
+                }
+                if options.dry_run {
+                    stored = Some(next);
+                    return Ok(Mutation::Keep);
+                }
+                set_resource_version(&mut next, revision);
+                let bytes = encode(&next);
+                stored = Some(next);
+                Ok(Mutation::Put(bytes))
+            })??;
+        Ok(Written {
+            object: stored.unwrap_or(Value::Null),
+            warnings: Vec::new(),
+            created: false,
+        })
+    }
+
+    /// Deletes an object, honouring finalizers, propagation and pod grace periods.
+    pub fn delete(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+        dry_run: bool,
+    ) -> ApiResult<Deleted> {
+        let key = resource.key(Self::namespace_of(resource, namespace), name);
+        let node_exists = |node: &str| {
+            Resource::find("", "v1", "nodes")
+                .is_some_and(|nodes| self.store.get(&nodes.key(None, node)).is_some())
+        };
+        let now = self.now();
+        let mut result = None;
+        self.store.mutate(&key, |current, revision| {
+            let current = current
+                .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
+            let mut object = decode(current)?;
+            if let Some(uid) = &options.precondition_uid
+                && meta_str(&object, "uid") != Some(uid.as_str())
+            {
+                return Err(ApiError::conflict(
+                    resource.group(),
+                    resource.plural(),
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta_str(&object, "uid").unwrap_or_default()
+                    ),
+                ));
+            }
+            if let Some(version) = &options.precondition_resource_version
+                && meta_str(&object, "resourceVersion") != Some(version.as_str())
+            {
+                return Err(ApiError::conflict(
+                    resource.group(),
+                    resource.plural(),
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {version}, ResourceVersion in object meta: {}",
+                        meta_str(&object, "resourceVersion").unwrap_or_default()
+                    ),
+                ));
+            }
+            let mut finalizer_list = finalizers(&object);
+            let add_finalizer = match options.propagation {
+                Some(Propagation::Foreground) => Some(FOREGROUND_FINALIZER),
+                Some(Propagation::Orphan) => Some(ORPHAN_FINALIZER),
+                _ => None,
+            };
+            if let Some(finalizer) = add_finalizer
+                && !finalizer_list.iter().any(|f| f == finalizer)
+                && !is_deleting(&object)
+            {
+                finalizer_list.push(finalizer.to_string());
+            }
+            let grace = pod_grace_seconds(resource, &object, options, &node_exists);
+            let needs_namespace_cleanup = is_namespace(resource) && !namespace_finalizers(&object).is_empty();
+            let keep = !finalizer_list.is_empty() || grace > 0 || needs_namespace_cleanup;
+            if keep {
+                let already = is_deleting(&object);
+                let metadata = metadata_mut(&mut object);
+                if !finalizer_list.is_empty() {
+                    metadata.insert("finalizers".into(), json!(finalizer_list));
+                }
+                if !already {
+                    let at = now + Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+                    metadata.insert("deletionTimestamp".into(), json!(meta::timestamp(at)));
+                    metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                    let generation = metadata.get("generation").and_then(Value::as_i64).unwrap_or(0);
+                    metadata.insert("generation".into(), json!(generation + 1));
+                } else if grace == 0 && resource.kind() == "Pod" && finalizer_list.is_empty() {
+                    // A second delete with no grace finishes a terminating pod.
+                    set_resource_version(&mut object, revision);
+                    let bytes = encode(&object);
+                    result = Some(Deleted { object, gone: true });
+                    return Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(bytes) });
+                } else {
+                    metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                }
+                if needs_namespace_cleanup {
+                    object["status"]["phase"] = json!("Terminating");
+                }
+                set_resource_version(&mut object, revision);
+                let bytes = encode(&object);
+                result = Some(Deleted { object, gone: false });
+                return Ok(if dry_run { Mutation::Keep } else { Mutation::Put(bytes) });
+            }
+            set_resource_version(&mut object, revision);
+            let bytes = encode(&object);
+            result = Some(Deleted { object, gone: true });
+            Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(bytes) })
+        })??;
+        result.ok_or_else(|| ApiError::internal("delete produced no result"))
+    }
+}
+
+/// A pod's grace period: its node twin must confirm termination unless the pod never ran,
+/// already finished, is bound to a node that does not exist, or the grace period is zero.
+fn pod_grace_seconds(
+    resource: Resource,
+    pod: &Value,
+    options: &DeleteOptions,
+    node_exists: &dyn Fn(&str) -> bool,
+) -> i64 {
+    if (resource.group(), resource.kind()) != ("", "Pod") {
+        return 0;
+    }
+    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str);
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    let runs = node.is_some_and(node_exists) && !matches!(phase, Some("Succeeded" | "Failed"));
+    if !runs {
+        return 0;
+    }
+    options
+        .grace_period_seconds
+        .or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+        .unwrap_or(30)
+        .max(0)
+}
+
+fn is_namespace(resource: Resource) -> bool {
+    (resource.group(), resource.kind()) == ("", "Namespace")
+}
+
+/// A namespace's `spec.finalizers` (the namespace controller's `kubernetes`).
+pub fn namespace_finalizers(namespace: &Value) -> Vec<String> {
+    namespace
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// Whether something still holds a terminating object: finalizers, a namespace's content
+/// finalizer, or a pod's kubelet (a pod on a node with grace left).
+fn holds_deletion(resource: Resource, object: &Value) -> bool {
+    let kubelet = (resource.group(), resource.kind()) == ("", "Pod")
+        && object
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|grace| grace > 0);
+    let namespace = is_namespace(resource) && !namespace_finalizers(object).is_empty();
+    !finalizers(object).is_empty() || kubelet || namespace
+}
+
+/// Combines the stored object with a requested one: server-owned metadata is kept, status or
+/// the rest is kept depending on the part addressed, and generation follows spec changes.
+fn merge_update(resource: Resource, current: &Value, requested: Value, part: Part) -> Value {
+    let mut next = match part {
+        Part::Status => {
+            let mut next = current.clone();
+            match requested.get("status") {
+                Some(status) => next["status"] = status.clone(),
+                None => {
+                    if let Some(map) = next.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+            next
+        }
+        Part::Main => {
+            let mut next = requested;
+            if resource.has_status() {
+                match current.get("status") {
+                    Some(status) => next["status"] = status.clone(),
+                    None => {
+                        if let Some(map) = next.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
+                }
+            }
+            next
+        }
+    };
+    let kept = ["uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "resourceVersion"];
+    {
+        let current_meta = current.get("metadata").and_then(Value::as_object);
+        let metadata = metadata_mut(&mut next);
+        for field in kept {
+            match current_meta.and_then(|m| m.get(field)) {
+                Some(value) => {
+                    metadata.insert(field.into(), value.clone());
+                }
+                None => {
+                    metadata.remove(field);
+                }
+            }
+        }
+    }
+    let spec_of = |object: &Value| -> Vec<(String, Value)> {
+        object
+            .as_object()
+            .map(|map| {
+                map.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if spec_of(current) != spec_of(&next) {
+        let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+        metadata_mut(&mut next).insert("generation".into(), json!(generation + 1));
+    }
+    next
+}

@@ -1,0 +1,163 @@
+//! `/openapi/v3`: the index of per-group-version documents and the documents themselves, with
+//! the schemas `kubectl explain` reads and the PATCH operations (with a `fieldValidation`
+//! parameter) that make `kubectl apply` and `kubectl create` trust server-side validation.
+//!
+//! Built from the kind catalog and the model's definitions; knows nothing about storage.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use tessera_model::kinds::{self, KindInfo};
+use tessera_model::schema;
+
+/// The path of a group-version document, e.g. `api/v1` or `apis/apps/v1`.
+fn document_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// `/openapi/v3`: where each group-version document lives.
+pub fn index() -> Value {
+    let mut paths = Map::new();
+    let mut seen = BTreeSet::new();
+    for kind in kinds::builtin() {
+        if seen.insert((kind.group, kind.version)) {
+            let path = document_path(kind.group, kind.version);
+            let url = format!("/openapi/v3/{path}?hash={}", hash_of(&path));
+            paths.insert(path, json!({"serverRelativeURL": url}));
+        }
+    }
+    json!({"paths": paths})
+}
+
+fn hash_of(path: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in path.bytes().chain(env!("CARGO_PKG_VERSION").bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016X}")
+}
+
+/// The document for `api/v1` or `apis/<group>/<version>`, if served.
+pub fn document(path: &str) -> Option<Value> {
+    let (group, version) = match path.trim_matches('/').split('/').collect::<Vec<_>>()[..] {
+        ["api", version] => ("", version),
+        ["apis", group, version] => (group, version),
+        _ => return None,
+    };
+    let served: Vec<&KindInfo> = kinds::builtin()
+        .iter()
+        .filter(|k| k.group == group && k.version == version)
+        .collect();
+    if served.is_empty() {
+        return None;
+    }
+    let mut paths = Map::new();
+    let mut needed = BTreeSet::new();
+    for kind in &served {
+        needed.insert(kind.definition.clone());
+        let base = document_path(kind.group, kind.version);
+        let collection = if kind.namespaced {
+            format!("/{base}/namespaces/{{namespace}}/{}", kind.plural)
+        } else {
+            format!("/{base}/{}", kind.plural)
+        };
+        let gvk = json!({"group": kind.group, "version": kind.version, "kind": kind.kind});
+        let reference = json!({"$ref": format!("{}{}", schema::REF_PREFIX, kind.definition)});
+        let body = json!({"content": {"application/json": {"schema": reference}}});
+        let field_validation = json!({"name": "fieldValidation", "in": "query",
+            "description": "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore - Warn (default) - Strict",
+            "schema": {"type": "string", "uniqueItems": true}});
+        let operation = |verb: &str, action: &str| {
+            json!({
+                "operationId": format!("{verb}{}", kind.kind),
+                "parameters": [field_validation.clone()],
+                "responses": {"200": body.clone()},
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk.clone(),
+            })
+        };
+        paths.insert(
+            format!("{collection}/{{name}}"),
+            json!({
+                "get": {"operationId": format!("read{}", kind.kind), "responses": {"200": body.clone()},
+                        "x-kubernetes-action": "get", "x-kubernetes-group-version-kind": gvk.clone()},
+                "put": operation("replace", "put"),
+                "patch": operation("patch", "patch"),
+            }),
+        );
+        paths.insert(
+            collection,
+            json!({"post": operation("create", "post")}),
+        );
+    }
+    // Include every definition reachable from the served kinds.
+    let mut components = Map::new();
+    let mut pending: Vec<String> = needed.into_iter().collect();
+    while let Some(name) = pending.pop() {
+        if components.contains_key(&name) {
+            continue;
+        }
+        let Some(definition) = schema::definition(&name) else {
+            continue;
+        };
+        collect_references(definition, &mut pending);
+        components.insert(name, definition.clone());
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": crate::discovery::KUBERNETES_VERSION},
+        "paths": paths,
+        "components": {"schemas": components},
+    }))
+}
+
+fn collect_references(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(name) = map
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix(schema::REF_PREFIX))
+            {
+                out.push(name.to_string());
+            }
+            map.values().for_each(|v| collect_references(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_references(v, out)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_lists_every_group_version() {
+        let index = index();
+        let paths = index["paths"].as_object().unwrap();
+        assert!(paths.contains_key("api/v1"));
+        assert!(paths.contains_key("apis/apps/v1"));
+        assert!(paths.contains_key("apis/resource.k8s.io/v1"));
+        assert!(paths["api/v1"]["serverRelativeURL"].as_str().unwrap().starts_with("/openapi/v3/api/v1?hash="));
+    }
+
+    #[test]
+    fn documents_declare_field_validation_and_close_over_references() {
+        let doc = document("apis/apps/v1").unwrap();
+        let patch = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(patch["parameters"][0]["name"], "fieldValidation");
+        assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Deployment");
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        assert!(schemas.contains_key("io.k8s.api.apps.v1.Deployment"));
+        assert!(schemas.contains_key("io.k8s.api.core.v1.PodSpec"));
+        assert!(schemas.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+        assert!(document("apis/nope/v1").is_none());
+    }
+}

@@ -1,0 +1,481 @@
+//! The HTTP surface: one handler that routes every request by its path (discovery, OpenAPI,
+//! health, resources) and speaks the Kubernetes wire conventions — content negotiation
+//! (JSON, YAML bodies, Tables), `Warning` headers, `Status` errors and body limits.
+//!
+//! The router is a plain axum `Router`, so it serves TLS sockets and in-process kube-rs
+//! clients alike. Resource semantics live in [`crate::objects`]; this module only translates.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+use crate::discovery;
+use crate::error::{ApiError, ApiResult};
+use crate::list::{self, PageCache};
+use crate::objects::{
+    DeleteOptions, FieldValidation, Objects, Part, PatchBody, Propagation, WriteOptions, Written,
+};
+use crate::openapi;
+use crate::request::{Query, ResourcePath, Target, parse_path};
+use crate::resource::Resource;
+use crate::subresources;
+use crate::watch;
+
+/// The largest request body accepted (upstream's limit is 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Settings of the API server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where node twins write container logs (`<dir>/<namespace>/<pod>/<container>.log`).
+    pub log_dir: PathBuf,
+    /// How often a watch that allows bookmarks receives one.
+    pub bookmark_interval: Duration,
+}
+
+/// The API server's shared state.
+pub struct ApiServer {
+    pub(crate) objects: Objects,
+    pub(crate) config: ServerConfig,
+    pub(crate) pages: Mutex<PageCache>,
+}
+
+impl ApiServer {
+    /// A server over a set of objects.
+    pub fn new(objects: Objects, config: ServerConfig) -> Arc<ApiServer> {
+        Arc::new(ApiServer {
+            objects,
+            config,
+            pages: Mutex::new(PageCache::default()),
+        })
+    }
+
+    /// The objects the server serves.
+    pub fn objects(&self) -> &Objects {
+        &self.objects
+    }
+
+    /// The axum router serving the whole API.
+    pub fn router(self: &Arc<Self>) -> Router {
+        Router::new().fallback(handle).with_state(self.clone())
+    }
+}
+
+async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let started = std::time::Instant::now();
+    let response = match route(&server, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    };
+    tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
+    response
+}
+
+/// A JSON response with a status code.
+pub(crate) fn json_response(status: StatusCode, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let text = format!("299 - {}", serde_json::to_string(warning).unwrap_or_default());
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
+}
+
+fn accept(headers: &HeaderMap) -> String {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string()
+}
+
+/// Whether the client asked for a Table rendering.
+pub(crate) fn wants_table(accept: &str) -> bool {
+    accept.contains("as=Table")
+}
+
+async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response> {
+    let target = parse_path(request.uri().path())?;
+    let accept = accept(request.headers());
+    let read_only = |method: &Method| -> ApiResult<()> {
+        if method == Method::GET || method == Method::HEAD {
+            Ok(())
+        } else {
+            Err(ApiError::method_not_allowed(method.as_str()))
+        }
+    };
+    match target {
+        Target::Version => {
+            read_only(request.method())?;
+            Ok(json_response(StatusCode::OK, &discovery::version()))
+        }
+        Target::Health => Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()),
+        Target::CoreGroup => {
+            read_only(request.method())?;
+            Ok(if discovery::wants_aggregated(&accept) {
+                aggregated_response(&discovery::aggregated(true))
+            } else {
+                json_response(StatusCode::OK, &discovery::legacy_core_versions())
+            })
+        }
+        Target::Groups => {
+            read_only(request.method())?;
+            Ok(if discovery::wants_aggregated(&accept) {
+                aggregated_response(&discovery::aggregated(false))
+            } else {
+                json_response(StatusCode::OK, &discovery::legacy_groups())
+            })
+        }
+        Target::Group(group) => {
+            read_only(request.method())?;
+            let body = discovery::legacy_group(&group)
+                .ok_or_else(|| ApiError::no_route(request.uri().path()))?;
+            Ok(json_response(StatusCode::OK, &body))
+        }
+        Target::GroupVersion(group, version) => {
+            read_only(request.method())?;
+            if !discovery::serves(&group, &version) {
+                return Err(ApiError::no_route(request.uri().path()));
+            }
+            Ok(json_response(StatusCode::OK, &discovery::resource_list(&group, &version)))
+        }
+        Target::OpenApiIndex => {
+            read_only(request.method())?;
+            Ok(json_response(StatusCode::OK, &openapi::index()))
+        }
+        Target::OpenApiDocument(path) => {
+            read_only(request.method())?;
+            let document = openapi::document(&path).ok_or_else(|| ApiError::no_route(request.uri().path()))?;
+            Ok(json_response(StatusCode::OK, &document))
+        }
+        Target::Resource(path) => resource_request(server, path, request, &accept).await,
+    }
+}
+
+fn aggregated_response(value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, discovery::AGGREGATED_CONTENT_TYPE)],
+        body,
+    )
+        .into_response()
+}
+
+/// Reads a request body up to the limit.
+async fn read_body(request: Request) -> ApiResult<(HeaderMap, Bytes)> {
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
+    let bytes = limited
+        .collect()
+        .await
+        .map_err(|_| ApiError::too_large(MAX_BODY_BYTES))?
+        .to_bytes();
+    Ok((parts.headers, bytes))
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+        .unwrap_or_else(|| "application/json".into())
+}
+
+/// Decodes a JSON or YAML object body.
+pub(crate) fn decode_object(content_type: &str, body: &[u8]) -> ApiResult<Value> {
+    let value: Value = match content_type {
+        "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request could not be decoded as JSON: {e}"))
+        })?,
+        "application/yaml" | "application/apply-patch+yaml" => {
+            let text = std::str::from_utf8(body)
+                .map_err(|_| ApiError::bad_request("the body of the request is not valid UTF-8"))?;
+            serde_saphyr::from_str(text).map_err(|e| {
+                ApiError::bad_request(format!("the body of the request could not be decoded as YAML: {e}"))
+            })?
+        }
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+fn write_options(query: &Query) -> ApiResult<WriteOptions> {
+    let dry_run = match query.get("dryRun") {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Invalid dry run value: {other:?}; the only supported value is \"All\""
+            )));
+        }
+    };
+    let field_validation = match query.get("fieldValidation") {
+        None | Some("") | Some("Warn") => FieldValidation::Warn,
+        Some("Strict") => FieldValidation::Strict,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "fieldValidation must be one of Ignore, Warn or Strict, got {other:?}"
+            )));
+        }
+    };
+    Ok(WriteOptions {
+        dry_run,
+        field_validation,
+    })
+}
+
+fn written_response(status: StatusCode, written: Written) -> Response {
+    with_warnings(json_response(status, &written.object), &written.warnings)
+}
+
+async fn resource_request(
+    server: &Arc<ApiServer>,
+    path: ResourcePath,
+    request: Request,
+    accept: &str,
+) -> ApiResult<Response> {
+    let resource = path.resource()?;
+    let query = Query::parse(request.uri().query());
+    let method = request.method().clone();
+    if !resource.namespaced() && path.namespace.is_some() {
+        return Err(ApiError::no_route(request.uri().path()));
+    }
+    let namespace = path.namespace.as_deref();
+    if let Some(sub) = path.subresource.as_deref() {
+        let name = path.name.clone().unwrap_or_default();
+        return subresources::handle(server, resource, namespace, &name, sub, request, &query).await;
+    }
+    match (method, path.name.as_deref()) {
+        (Method::GET, None) if query.flag("watch") => {
+            watch::watch(server.clone(), resource, namespace, &query, accept)
+        }
+        (Method::GET, None) => list::list(server, resource, namespace, &query, accept),
+        (Method::GET, Some(name)) if query.flag("watch") => {
+            // Watching a single object: a watch with a name field selector.
+            let mut query = query;
+            query.insert_field_selector(name);
+            watch::watch(server.clone(), resource, namespace, &query, accept)
+        }
+        (Method::GET, Some(name)) => {
+            let object = server.objects.get(resource, namespace, name)?;
+            Ok(if wants_table(accept) {
+                let table = crate::table::table(
+                    resource.group(),
+                    resource.kind(),
+                    std::slice::from_ref(&object),
+                    server.objects.now(),
+                    crate::meta::meta_str(&object, "resourceVersion").unwrap_or_default(),
+                    None,
+                    true,
+                );
+                json_response(StatusCode::OK, &table)
+            } else {
+                json_response(StatusCode::OK, &object)
+            })
+        }
+        (Method::POST, None) => {
+            let options = write_options(&query)?;
+            let (headers, body) = read_body(request).await?;
+            let object = decode_object(&content_type(&headers), &body)?;
+            let written = server.objects.create(resource, namespace, object, &options)?;
+            Ok(written_response(StatusCode::CREATED, written))
+        }
+        (Method::PUT, Some(name)) => {
+            let options = write_options(&query)?;
+            let (headers, body) = read_body(request).await?;
+            let object = decode_object(&content_type(&headers), &body)?;
+            let written = server
+                .objects
+                .update(resource, namespace, name, object, Part::Main, &options)?;
+            Ok(written_response(StatusCode::OK, written))
+        }
+        (Method::PATCH, Some(name)) => {
+            let name = name.to_string();
+            patch(server, resource, namespace, &name, Part::Main, request, &query).await
+        }
+        (Method::DELETE, Some(name)) => {
+            let name = name.to_string();
+            delete(server, resource, namespace, &name, request, &query).await
+        }
+        (Method::DELETE, None) => delete_collection(server, resource, namespace, request, &query).await,
+        (method, _) => Err(ApiError::method_not_allowed(method.as_str())),
+    }
+}
+
+/// Handles a PATCH of an object or of its status.
+pub(crate) async fn patch(
+    server: &Arc<ApiServer>,
+    resource: Resource,
+    namespace: Option<&str>,
+    name: &str,
+    part: Part,
+    request: Request,
+    query: &Query,
+) -> ApiResult<Response> {
+    let options = write_options(query)?;
+    let (headers, body) = read_body(request).await?;
+    let body = patch_body(&content_type(&headers), body)?;
+    if let PatchBody::Merge(apply) = &body
+        && content_type(&headers) == "application/apply-patch+yaml"
+    {
+        // Server-side apply (subset): create if missing, else merge.
+        if server.objects.get(resource, namespace, name).is_err() {
+            let mut object = apply.clone();
+            crate::meta::metadata_mut(&mut object).insert("name".into(), json!(name));
+            let written = server.objects.create(resource, namespace, object, &options)?;
+            return Ok(written_response(StatusCode::CREATED, written));
+        }
+    }
+    let written = server.objects.patch(resource, namespace, name, &body, part, &options)?;
+    Ok(written_response(StatusCode::OK, written))
+}
+
+fn patch_body(content_type: &str, body: Bytes) -> ApiResult<PatchBody> {
+    let parse = |body: &[u8]| -> ApiResult<Value> {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the patch could not be decoded as JSON: {e}")))
+    };
+    Ok(match content_type {
+        "application/json-patch+json" => PatchBody::Json(body),
+        "application/merge-patch+json" => PatchBody::Merge(parse(&body)?),
+        "application/strategic-merge-patch+json" => PatchBody::Strategic(parse(&body)?),
+        "application/apply-patch+yaml" => PatchBody::Merge(decode_object(content_type, &body)?),
+        other => return Err(ApiError::unsupported_media_type(other)),
+    })
+}
+
+fn delete_options(query: &Query, body: &[u8]) -> ApiResult<(DeleteOptions, bool)> {
+    let parsed: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the DeleteOptions could not be decoded: {e}")))?
+    };
+    let propagation_text = query
+        .get("propagationPolicy")
+        .map(str::to_string)
+        .or_else(|| parsed.get("propagationPolicy").and_then(Value::as_str).map(str::to_string))
+        .or_else(|| match parsed.get("orphanDependents").and_then(Value::as_bool) {
+            Some(true) => Some("Orphan".into()),
+            Some(false) => Some("Background".into()),
+            None => None,
+        })
+        .or_else(|| match query.get("orphanDependents") {
+            Some("true") => Some("Orphan".into()),
+            Some("false") => Some("Background".into()),
+            _ => None,
+        });
+    let propagation = match propagation_text.as_deref() {
+        None => None,
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "propagationPolicy must be one of Background, Foreground or Orphan, got {other:?}"
+            )));
+        }
+    };
+    let grace = match query.int("gracePeriodSeconds")? {
+        Some(grace) => Some(grace),
+        None => parsed.get("gracePeriodSeconds").and_then(Value::as_i64),
+    };
+    let dry_run = query.get("dryRun") == Some("All")
+        || parsed
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| d.iter().any(|v| v == "All"));
+    Ok((
+        DeleteOptions {
+            grace_period_seconds: grace,
+            propagation,
+            precondition_uid: parsed.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
+            precondition_resource_version: parsed
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        },
+        dry_run,
+    ))
+}
+
+async fn delete(
+    server: &Arc<ApiServer>,
+    resource: Resource,
+    namespace: Option<&str>,
+    name: &str,
+    request: Request,
+    query: &Query,
+) -> ApiResult<Response> {
+    let (_, body) = read_body(request).await?;
+    let (options, dry_run) = delete_options(query, &body)?;
+    let deleted = server.objects.delete(resource, namespace, name, &options, dry_run)?;
+    let status = if deleted.gone { StatusCode::OK } else { StatusCode::ACCEPTED };
+    Ok(json_response(status, &deleted.object))
+}
+
+async fn delete_collection(
+    server: &Arc<ApiServer>,
+    resource: Resource,
+    namespace: Option<&str>,
+    request: Request,
+    query: &Query,
+) -> ApiResult<Response> {
+    let (_, body) = read_body(request).await?;
+    let (options, dry_run) = delete_options(query, &body)?;
+    let filter = list::Filter::parse(resource, query)?;
+    let snapshot = server.objects.list(resource, namespace);
+    let mut deleted = Vec::new();
+    for entry in snapshot.entries.iter() {
+        let object = crate::objects::decode(entry)?;
+        if !filter.matches(&object) {
+            continue;
+        }
+        let name = crate::meta::meta_str(&object, "name").unwrap_or_default().to_string();
+        let object_namespace = crate::meta::meta_str(&object, "namespace").map(str::to_string);
+        match server
+            .objects
+            .delete(resource, object_namespace.as_deref(), &name, &options, dry_run)
+        {
+            Ok(result) => deleted.push(result.object),
+            Err(error) if error.code == 404 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    let list = json!({
+        "kind": format!("{}List", resource.kind()),
+        "apiVersion": resource.info.api_version(),
+        "metadata": {"resourceVersion": server.objects.store().revision().to_string()},
+        "items": deleted,
+    });
+    Ok(json_response(StatusCode::OK, &list))
+}
+
+/// Builds a response body from pre-serialised chunks.
+pub(crate) fn raw_json(status: StatusCode, body: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response()
+}

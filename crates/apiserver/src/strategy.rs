@@ -1,0 +1,374 @@
+//! Per-kind behaviour on create and update, as upstream's registry strategies define it:
+//! defaulting, status reset, and the validation rules structural schemas cannot express.
+//!
+//! Pure functions over JSON values; knows nothing about storage or HTTP.
+
+use serde_json::{Value, json};
+
+use tessera_model::Quantity;
+
+use crate::error::Cause;
+use crate::resource::Resource;
+
+/// Fills defaults and resets what a client may not set when creating an object.
+pub fn prepare_for_create(resource: Resource, object: &mut Value) {
+    if resource.has_status() && !matches!(resource.kind(), "Node" | "PersistentVolume") {
+        if let Some(map) = object.as_object_mut() {
+            map.remove("status");
+        }
+    }
+    match (resource.group(), resource.kind()) {
+        ("", "Pod") => {
+            if let Some(spec) = object.get_mut("spec") {
+                default_pod_spec(spec);
+            }
+            let qos = qos_class(object.get("spec").unwrap_or(&Value::Null));
+            object["status"] = json!({"phase": "Pending", "qosClass": qos});
+        }
+        ("", "Namespace") => {
+            object["spec"] = json!({"finalizers": ["kubernetes"]});
+            object["status"] = json!({"phase": "Active"});
+        }
+        ("", "Service") => {
+            let spec = ensure_object(object, "spec");
+            default_str(spec, "type", "ClusterIP");
+            default_str(spec, "sessionAffinity", "None");
+        }
+        ("apps", "Deployment") => {
+            let spec = ensure_object(object, "spec");
+            default_value(spec, "replicas", json!(1));
+            default_value(spec, "revisionHistoryLimit", json!(10));
+            default_value(spec, "progressDeadlineSeconds", json!(600));
+            default_value(
+                spec,
+                "strategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+            );
+            default_template(spec);
+        }
+        ("apps", "ReplicaSet" | "StatefulSet") => {
+            let spec = ensure_object(object, "spec");
+            default_value(spec, "replicas", json!(1));
+            default_template(spec);
+        }
+        ("apps", "DaemonSet") => {
+            let spec = ensure_object(object, "spec");
+            default_value(spec, "revisionHistoryLimit", json!(10));
+            default_template(spec);
+        }
+        ("batch", "Job") => {
+            let spec = ensure_object(object, "spec");
+            default_value(spec, "parallelism", json!(1));
+            default_value(spec, "backoffLimit", json!(6));
+            default_value(spec, "completionMode", json!("NonIndexed"));
+            default_value(spec, "suspend", json!(false));
+            if spec.get("completions").is_none() && spec.get("parallelism") == Some(&json!(1)) {
+                spec["completions"] = json!(1);
+            }
+            default_template(spec);
+        }
+        _ => {}
+    }
+}
+
+fn ensure_object<'a>(object: &'a mut Value, field: &str) -> &'a mut Value {
+    if !object.get(field).is_some_and(Value::is_object) {
+        object[field] = json!({});
+    }
+    &mut object[field]
+}
+
+fn default_value(object: &mut Value, field: &str, value: Value) {
+    if object.get(field).is_none() {
+        object[field] = value;
+    }
+}
+
+fn default_str(object: &mut Value, field: &str, value: &str) {
+    default_value(object, field, json!(value));
+}
+
+fn default_template(spec: &mut Value) {
+    if let Some(pod_spec) = spec.pointer_mut("/template/spec") {
+        default_pod_spec(pod_spec);
+    }
+}
+
+fn default_pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    default_str(spec, "restartPolicy", "Always");
+    default_str(spec, "dnsPolicy", "ClusterFirst");
+    default_str(spec, "schedulerName", "default-scheduler");
+    default_value(spec, "terminationGracePeriodSeconds", json!(30));
+    default_value(spec, "securityContext", json!({}));
+    default_value(spec, "enableServiceLinks", json!(true));
+    for list in ["containers", "initContainers"] {
+        if let Some(Value::Array(containers)) = spec.get_mut(list) {
+            for container in containers.iter_mut().filter(|c| c.is_object()) {
+                let image = container
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let pull = if image_has_fixed_tag(image) {
+                    "IfNotPresent"
+                } else {
+                    "Always"
+                };
+                default_str(container, "imagePullPolicy", pull);
+                default_str(container, "terminationMessagePath", "/dev/termination-log");
+                default_str(container, "terminationMessagePolicy", "File");
+                default_value(container, "resources", json!({}));
+            }
+        }
+    }
+}
+
+fn image_has_fixed_tag(image: &str) -> bool {
+    if image.contains('@') {
+        return true;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.split_once(':') {
+        Some((_, tag)) => tag != "latest",
+        None => false,
+    }
+}
+
+/// The pod's QoS class: Guaranteed, Burstable or BestEffort, as upstream computes it.
+pub fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|list| spec.get(*list).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let mut any_set = false;
+    let mut guaranteed = !containers.is_empty();
+    for container in &containers {
+        let requests = container.pointer("/resources/requests").and_then(Value::as_object);
+        let limits = container.pointer("/resources/limits").and_then(Value::as_object);
+        let is_compute = |name: &String| name == "cpu" || name == "memory";
+        if requests.is_some_and(|r| r.keys().any(is_compute))
+            || limits.is_some_and(|l| l.keys().any(is_compute))
+        {
+            any_set = true;
+        }
+        for resource in ["cpu", "memory"] {
+            let limit = limits.and_then(|l| l.get(resource));
+            let request = requests.and_then(|r| r.get(resource)).or(limit);
+            let equal = match (limit, request) {
+                (Some(l), Some(r)) => quantity(l) == quantity(r),
+                _ => false,
+            };
+            if !equal {
+                guaranteed = false;
+            }
+        }
+    }
+    if !any_set {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn quantity(value: &Value) -> Option<Quantity> {
+    value.as_str()?.parse().ok()
+}
+
+/// Rules of a kind that a structural schema cannot express, checked on create and update.
+pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match (resource.group(), resource.kind()) {
+        ("", "Pod") => {
+            if let Some(spec) = object.get("spec") {
+                validate_pod_spec(spec, "spec", &mut causes);
+            } else {
+                causes.push(Cause::required("spec.containers"));
+            }
+        }
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
+            if let Some(spec) = object.pointer("/spec/template/spec") {
+                validate_pod_spec(spec, "spec.template.spec", &mut causes);
+            }
+            if let Some(replicas) = object.pointer("/spec/replicas").and_then(Value::as_i64)
+                && replicas < 0
+            {
+                causes.push(Cause::invalid(
+                    "spec.replicas",
+                    &json!(replicas),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        _ => {}
+    }
+    causes
+}
+
+fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let containers = spec.get("containers").and_then(Value::as_array);
+    if containers.is_none_or(Vec::is_empty) {
+        causes.push(Cause::required(format!("{path}.containers")));
+    }
+    let mut seen = Vec::new();
+    for list in ["initContainers", "containers"] {
+        let Some(items) = spec.get(list).and_then(Value::as_array) else {
+            continue;
+        };
+        for (index, container) in items.iter().enumerate() {
+            let at = format!("{path}.{list}[{index}]");
+            let name = container.get("name").and_then(Value::as_str).unwrap_or_default();
+            if let Some(problem) = crate::resource::check_name(name, crate::resource::NameRule::Label) {
+                if !name.is_empty() {
+                    causes.push(Cause::invalid(format!("{at}.name"), &json!(name), problem));
+                }
+            } else if seen.contains(&name) {
+                causes.push(Cause::duplicate(format!("{at}.name"), &json!(name)));
+            }
+            seen.push(name);
+            if container.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+                causes.push(Cause::required(format!("{at}.image")));
+            }
+            check_limits_cover_requests(container, &at, causes);
+        }
+    }
+}
+
+fn check_limits_cover_requests(container: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let (Some(requests), Some(limits)) = (
+        container.pointer("/resources/requests").and_then(Value::as_object),
+        container.pointer("/resources/limits").and_then(Value::as_object),
+    ) else {
+        return;
+    };
+    for (name, request) in requests {
+        let (Some(request_q), Some(limit_q)) = (
+            quantity(request),
+            limits.get(name).and_then(quantity),
+        ) else {
+            continue;
+        };
+        if request_q > limit_q {
+            causes.push(Cause::invalid(
+                format!("{at}.resources.requests"),
+                request,
+                format!("must be less than or equal to {name} limit of {limit_q}"),
+            ));
+        }
+    }
+}
+
+/// Rules about what an update may change, beyond those of [`validate`].
+pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if (resource.group(), resource.kind()) == ("", "Pod") {
+        let strip = |spec: Option<&Value>| -> Value {
+            let mut spec = spec.cloned().unwrap_or(Value::Null);
+            for list in ["containers", "initContainers"] {
+                if let Some(Value::Array(items)) = spec.get_mut(list) {
+                    for item in items {
+                        if let Some(map) = item.as_object_mut() {
+                            map.remove("image");
+                        }
+                    }
+                }
+            }
+            if let Some(map) = spec.as_object_mut() {
+                for mutable in ["activeDeadlineSeconds", "tolerations", "schedulingGates"] {
+                    map.remove(mutable);
+                }
+                // spec.nodeName may be set once (binding).
+                if old.pointer("/spec/nodeName").is_none() {
+                    map.remove("nodeName");
+                }
+            }
+            spec
+        };
+        if strip(old.get("spec")) != strip(new.get("spec")) {
+            causes.push(Cause::forbidden(
+                "spec",
+                "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+            ));
+        }
+    }
+    if let (Some(old_selector), Some(new_selector)) =
+        (old.pointer("/spec/selector"), new.pointer("/spec/selector"))
+        && resource.group() == "apps"
+        && old_selector != new_selector
+    {
+        causes.push(Cause::invalid(
+            "spec.selector",
+            new_selector,
+            "field is immutable",
+        ));
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pods() -> Resource {
+        Resource::find("", "v1", "pods").unwrap()
+    }
+
+    #[test]
+    fn qos_classes() {
+        let table = [
+            (json!({"containers": [{"name": "c"}]}), "BestEffort"),
+            (json!({"containers": [{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}), "Guaranteed"),
+            (json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}), "Burstable"),
+            (json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1000m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}), "Guaranteed"),
+            (json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}), "BestEffort"),
+        ];
+        for (spec, want) in table {
+            assert_eq!(qos_class(&spec), want, "{spec}");
+        }
+    }
+
+    #[test]
+    fn pod_defaults_and_status() {
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+                             "status": {"phase": "Running"}});
+        prepare_for_create(pods(), &mut pod);
+        assert_eq!(pod["status"]["phase"], "Pending");
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        let mut pinned = json!({"spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
+        prepare_for_create(pods(), &mut pinned);
+        assert_eq!(pinned["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
+    }
+
+    #[test]
+    fn pod_validation_rules() {
+        let pod = json!({"spec": {"containers": [
+            {"name": "c", "image": "i", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}},
+            {"name": "c", "image": ""}]}});
+        let causes = validate(pods(), &pod);
+        let fields: Vec<_> = causes.iter().map(|c| (c.reason, c.field.as_str())).collect();
+        assert_eq!(
+            fields,
+            [
+                ("FieldValueInvalid", "spec.containers[0].resources.requests"),
+                ("FieldValueDuplicate", "spec.containers[1].name"),
+                ("FieldValueRequired", "spec.containers[1].image"),
+            ]
+        );
+    }
+
+    #[test]
+    fn pod_spec_is_mostly_immutable() {
+        let old = json!({"spec": {"containers": [{"name": "c", "image": "a"}]}});
+        let image_change = json!({"spec": {"containers": [{"name": "c", "image": "b"}]}});
+        let env_change = json!({"spec": {"containers": [{"name": "c", "image": "a", "env": [{"name": "X"}]}]}});
+        let binding = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a"}]}});
+        assert!(validate_update(pods(), &old, &image_change).is_empty());
+        assert!(validate_update(pods(), &old, &binding).is_empty());
+        assert_eq!(validate_update(pods(), &old, &env_change)[0].reason, "FieldValueForbidden");
+    }
+}

@@ -1,0 +1,370 @@
+//! Subresources: `/status`, `/scale`, `pods/log`, `pods/binding`, `pods/eviction` and
+//! `namespaces/finalize`.
+//!
+//! Each translates to an operation on the owning object; none has storage of its own except
+//! logs, which node twins write under the server's log directory.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{Method, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+use tessera_model::Subresource;
+
+use crate::error::{ApiError, ApiResult};
+use crate::meta::meta_str;
+use crate::objects::{DeleteOptions, Part, PatchBody, WriteOptions};
+use crate::request::Query;
+use crate::resource::Resource;
+use crate::server::{self, ApiServer, MAX_BODY_BYTES, decode_object, json_response};
+
+fn serves(resource: Resource, sub: Subresource) -> ApiResult<()> {
+    if resource.info.has(sub) {
+        Ok(())
+    } else {
+        Err(ApiError::no_route(&format!("{}/{}", resource.plural(), sub.name())))
+    }
+}
+
+async fn body_of(request: Request) -> ApiResult<(String, Bytes)> {
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or_default().trim().to_string())
+        .unwrap_or_else(|| "application/json".into());
+    let bytes = http_body_util::Limited::new(request.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+        .map_err(|_| ApiError::too_large(MAX_BODY_BYTES))?
+        .to_bytes();
+    Ok((content_type, bytes))
+}
+
+/// Routes a subresource request.
+pub async fn handle(
+    server: &Arc<ApiServer>,
+    resource: Resource,
+    namespace: Option<&str>,
+    name: &str,
+    subresource: &str,
+    request: Request,
+    query: &Query,
+) -> ApiResult<Response> {
+    let method = request.method().clone();
+    match subresource {
+        "status" => {
+            serves(resource, Subresource::Status)?;
+            match method {
+                Method::GET => Ok(json_response(StatusCode::OK, &server.objects.get(resource, namespace, name)?)),
+                Method::PUT => {
+                    let (content_type, body) = body_of(request).await?;
+                    let object = decode_object(&content_type, &body)?;
+                    let written = server.objects.update(
+                        resource,
+                        namespace,
+                        name,
+                        object,
+                        Part::Status,
+                        &WriteOptions::default(),
+                    )?;
+                    Ok(json_response(StatusCode::OK, &written.object))
+                }
+                Method::PATCH => server::patch(server, resource, namespace, name, Part::Status, request, query).await,
+                other => Err(ApiError::method_not_allowed(other.as_str())),
+            }
+        }
+        "scale" => {
+            serves(resource, Subresource::Scale)?;
+            scale(server, resource, namespace, name, request).await
+        }
+        "log" => {
+            serves(resource, Subresource::Log)?;
+            log(server, resource, namespace.unwrap_or("default"), name, query)
+        }
+        "binding" => {
+            serves(resource, Subresource::Binding)?;
+            let (content_type, body) = body_of(request).await?;
+            let binding = decode_object(&content_type, &body)?;
+            bind(server, resource, namespace, name, &binding)
+        }
+        "eviction" => {
+            serves(resource, Subresource::Eviction)?;
+            let (content_type, body) = body_of(request).await?;
+            let eviction = decode_object(&content_type, &body)?;
+            let grace = eviction
+                .pointer("/deleteOptions/gracePeriodSeconds")
+                .and_then(Value::as_i64);
+            server.objects.delete(
+                resource,
+                namespace,
+                name,
+                &DeleteOptions {
+                    grace_period_seconds: grace,
+                    ..DeleteOptions::default()
+                },
+                false,
+            )?;
+            Ok(success(StatusCode::CREATED))
+        }
+        "finalize" if resource.kind() == "Namespace" && method == Method::PUT => {
+            let (content_type, body) = body_of(request).await?;
+            let requested = decode_object(&content_type, &body)?;
+            let finalizers = requested.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+            let written = server.objects.update_with(resource, None, name, Part::Main, |current| {
+                let mut next = current.clone();
+                next["spec"]["finalizers"] = finalizers;
+                Ok(next)
+            })?;
+            Ok(json_response(StatusCode::OK, &written.object))
+        }
+        other => Err(ApiError::no_route(&format!("{}/{other}", resource.plural()))),
+    }
+}
+
+fn success(status: StatusCode) -> Response {
+    json_response(
+        status,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": status.as_u16()}),
+    )
+}
+
+fn bind(
+    server: &Arc<ApiServer>,
+    resource: Resource,
+    namespace: Option<&str>,
+    name: &str,
+    binding: &Value,
+) -> ApiResult<Response> {
+    let node = binding
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid("", "Binding", name, vec![crate::error::Cause::required("target.name")])
+        })?
+        .to_string();
+    server.objects.update_with(resource, namespace, name, Part::Main, |current| {
+        if meta_str(current, "deletionTimestamp").is_some() {
+            return Err(ApiError::conflict("", "pods", name, "pod is being deleted, cannot be assigned to a host"));
+        }
+        if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
+            && !existing.is_empty()
+        {
+            return Err(ApiError::conflict(
+                "",
+                "pods",
+                name,
+                &format!("pod {name} is already assigned to node \"{existing}\""),
+            ));
+        }
+        let mut next = current.clone();
+        next["spec"]["nodeName"] = json!(node);
+        Ok(next)
+    })?;
+    Ok(success(StatusCode::CREATED))
+}
+
+async fn scale(
+    server: &Arc<ApiServer>,
+    resource: Resource,
+    namespace: Option<&str>,
+    name: &str,
+    request: Request,
+) -> ApiResult<Response> {
+    let view = |object: &Value| -> Value {
+        let selector = object
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": meta_str(object, "name"),
+                "namespace": meta_str(object, "namespace"),
+                "uid": meta_str(object, "uid"),
+                "resourceVersion": meta_str(object, "resourceVersion"),
+                "creationTimestamp": meta_str(object, "creationTimestamp"),
+            },
+            "spec": {"replicas": object.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+            "status": {
+                "replicas": object.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+                "selector": selector,
+            },
+        })
+    };
+    let method = request.method().clone();
+    match method {
+        Method::GET => Ok(json_response(StatusCode::OK, &view(&server.objects.get(resource, namespace, name)?))),
+        Method::PUT | Method::PATCH => {
+            let (content_type, body) = body_of(request).await?;
+            let change: PatchBody = if method == Method::PUT {
+                PatchBody::Merge(decode_object(&content_type, &body)?)
+            } else {
+                match content_type.as_str() {
+                    "application/json-patch+json" => PatchBody::Json(body),
+                    "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                        PatchBody::Merge(serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?)
+                    }
+                    other => return Err(ApiError::unsupported_media_type(other)),
+                }
+            };
+            let written = server.objects.update_with(resource, namespace, name, Part::Main, |current| {
+                let scale = view(current);
+                let patched = match &change {
+                    PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
+                    PatchBody::Merge(patch) | PatchBody::Strategic(patch) => crate::patch::merge_patch(&scale, patch),
+                }
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                let replicas = patched
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .filter(|r| *r >= 0)
+                    .ok_or_else(|| {
+                        ApiError::invalid("autoscaling", "Scale", name, vec![crate::error::Cause::invalid(
+                            "spec.replicas",
+                            patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
+                            "must be greater than or equal to 0",
+                        )])
+                    })?;
+                let mut next = current.clone();
+                next["spec"]["replicas"] = json!(replicas);
+                Ok(next)
+            })?;
+            Ok(json_response(StatusCode::OK, &view(&written.object)))
+        }
+        other => Err(ApiError::method_not_allowed(other.as_str())),
+    }
+}
+
+/// Where a container's log lives.
+pub fn log_path(root: &std::path::Path, namespace: &str, pod: &str, container: &str) -> PathBuf {
+    root.join(namespace).join(pod).join(format!("{container}.log"))
+}
+
+fn log(
+    server: &Arc<ApiServer>,
+    resource: Resource,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+) -> ApiResult<Response> {
+    let pod = server.objects.get(resource, Some(namespace), name)?;
+    let containers: Vec<String> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|c| c.iter().filter_map(|c| c.get("name")?.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let container = match query.get("container").filter(|c| !c.is_empty()) {
+        Some(container) => {
+            let init: Vec<String> = pod
+                .pointer("/spec/initContainers")
+                .and_then(Value::as_array)
+                .map(|c| c.iter().filter_map(|c| c.get("name")?.as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
+            if !containers.iter().chain(init.iter()).any(|c| c == container) {
+                return Err(ApiError::bad_request(format!(
+                    "container {container} is not valid for pod {name}"
+                )));
+            }
+            container.to_string()
+        }
+        None if containers.len() == 1 => containers[0].clone(),
+        None => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )));
+        }
+    };
+    let path = log_path(&server.config.log_dir, namespace, name, &container);
+    let timestamps = query.flag("timestamps");
+    let tail = query.int("tailLines")?;
+    let limit_bytes = query.int("limitBytes")?;
+    let content = std::fs::read_to_string(&path).unwrap_or_default();
+    let mut lines: Vec<&str> = content.lines().collect();
+    if let Some(tail) = tail
+        && tail >= 0
+    {
+        let skip = lines.len().saturating_sub(tail as usize);
+        lines.drain(..skip);
+    }
+    let render = move |line: &str| -> String {
+        if timestamps {
+            format!("{line}\n")
+        } else {
+            let text = line.split_once(' ').map_or(line, |(_, rest)| rest);
+            format!("{text}\n")
+        }
+    };
+    let mut text: String = lines.iter().map(|l| render(l)).collect();
+    if let Some(limit) = limit_bytes
+        && limit >= 0
+        && text.len() > limit as usize
+    {
+        let mut cut = limit as usize;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    if !query.flag("follow") {
+        return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response());
+    }
+    // Follow: send what is there, then new lines until the pod stops or goes away.
+    let offset = content.len();
+    let server = server.clone();
+    let namespace = namespace.to_string();
+    let name = name.to_string();
+    let first = Bytes::from(text);
+    let stream = futures::stream::unfold(
+        (Some(first), offset, false),
+        move |(first, offset, done)| {
+            let server = server.clone();
+            let path = path.clone();
+            let namespace = namespace.clone();
+            let name = name.clone();
+            async move {
+                if let Some(first) = first {
+                    return Some((Ok::<Bytes, std::io::Error>(first), (None, offset, false)));
+                }
+                if done {
+                    return None;
+                }
+                loop {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let content = tokio::fs::read_to_string(&path).await.unwrap_or_default();
+                    let running = server
+                        .objects
+                        .get(resource, Some(&namespace), &name)
+                        .ok()
+                        .is_some_and(|p| {
+                            !matches!(p.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"))
+                        });
+                    if content.len() > offset {
+                        let fresh: String = content.get(offset..).unwrap_or_default().lines().map(render).collect();
+                        return Some((Ok(Bytes::from(fresh)), (None, content.len(), !running)));
+                    }
+                    if !running {
+                        return None;
+                    }
+                }
+            }
+        },
+    );
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], Body::from_stream(stream)).into_response())
+}

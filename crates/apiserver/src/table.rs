@@ -1,0 +1,817 @@
+//! Server-side `Table` output (`meta.k8s.io/v1`) with upstream's default columns per kind,
+//! which `kubectl get` prints (`-o wide` adds the columns of priority 1).
+//!
+//! Pure functions of objects and the current time; knows nothing about storage or HTTP.
+
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+
+use crate::meta::{meta_str, parse_timestamp};
+
+type Cell = fn(&Value, SystemTime) -> Value;
+
+/// One column: name, type, priority (1 = wide only) and how to compute its cell.
+struct Column {
+    name: &'static str,
+    kind: &'static str,
+    priority: u8,
+    cell: Cell,
+}
+
+const fn col(name: &'static str, priority: u8, cell: Cell) -> Column {
+    Column {
+        name,
+        kind: "string",
+        priority,
+        cell,
+    }
+}
+
+const fn int_col(name: &'static str, priority: u8, cell: Cell) -> Column {
+    Column {
+        name,
+        kind: "integer",
+        priority,
+        cell,
+    }
+}
+
+fn text(value: &Value, pointer: &str) -> String {
+    match value.pointer(pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn int(value: &Value, pointer: &str) -> i64 {
+    value.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn or_none(text: String) -> Value {
+    if text.is_empty() {
+        json!("<none>")
+    } else {
+        json!(text)
+    }
+}
+
+fn name(object: &Value, _: SystemTime) -> Value {
+    json!(meta_str(object, "name").unwrap_or_default())
+}
+
+fn age(object: &Value, now: SystemTime) -> Value {
+    json!(since(meta_str(object, "creationTimestamp"), now))
+}
+
+/// Upstream's `HumanDuration` of the time since a timestamp.
+fn since(timestamp: Option<&str>, now: SystemTime) -> String {
+    let Some(then) = timestamp.and_then(parse_timestamp) else {
+        return "<unknown>".into();
+    };
+    match now.duration_since(then) {
+        Ok(elapsed) => human_duration(elapsed.as_secs() as i64),
+        Err(early) => human_duration(-(early.duration().as_secs() as i64)),
+    }
+}
+
+/// Formats seconds the way `k8s.io/apimachinery/pkg/util/duration.HumanDuration` does.
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    if seconds < 0 {
+        return "0s".into();
+    }
+    if seconds < 120 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = seconds / 3600;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let days = (hours / 24) % 365;
+        return if days == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{days}d", hours / 24 / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+fn containers_of(template_spec: Option<&Value>) -> Vec<&Value> {
+    template_spec
+        .and_then(|s| s.get("containers"))
+        .and_then(Value::as_array)
+        .map(|c| c.iter().collect())
+        .unwrap_or_default()
+}
+
+fn template_containers(object: &Value, _: SystemTime) -> Value {
+    let names: Vec<String> = containers_of(object.pointer("/spec/template/spec"))
+        .iter()
+        .map(|c| text(c, "/name"))
+        .collect();
+    json!(names.join(","))
+}
+
+fn template_images(object: &Value, _: SystemTime) -> Value {
+    let images: Vec<String> = containers_of(object.pointer("/spec/template/spec"))
+        .iter()
+        .map(|c| text(c, "/image"))
+        .collect();
+    json!(images.join(","))
+}
+
+fn selector(object: &Value, _: SystemTime) -> Value {
+    let Some(selector) = object.pointer("/spec/selector") else {
+        return json!("<none>");
+    };
+    let mut parts = Vec::new();
+    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+        }
+    }
+    if let Some(expressions) = selector.get("matchExpressions").and_then(Value::as_array) {
+        for e in expressions {
+            let values: Vec<String> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|v| v.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
+            let op = text(e, "/operator");
+            let key = text(e, "/key");
+            parts.push(match op.as_str() {
+                "In" => format!("{key} in ({})", values.join(",")),
+                "NotIn" => format!("{key} notin ({})", values.join(",")),
+                "Exists" => key,
+                "DoesNotExist" => format!("!{key}"),
+                _ => format!("{key} {op}"),
+            });
+        }
+    }
+    if parts.is_empty() && selector.get("matchLabels").is_none() && selector.get("matchExpressions").is_none() {
+        // Services: a plain map.
+        if let Some(map) = selector.as_object() {
+            for (k, v) in map {
+                parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+            }
+        }
+    }
+    or_none(parts.join(","))
+}
+
+/// The STATUS of a pod as kubectl prints it.
+pub fn pod_status(pod: &Value) -> String {
+    let mut reason = text(pod, "/status/phase");
+    let status_reason = text(pod, "/status/reason");
+    if !status_reason.is_empty() {
+        reason = status_reason;
+    }
+    let statuses = |list: &str| -> Vec<Value> {
+        pod.pointer(&format!("/status/{list}"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut initializing = false;
+    let init_count = pod
+        .pointer("/spec/initContainers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    for (index, status) in statuses("initContainerStatuses").iter().enumerate() {
+        let terminated_ok = status.pointer("/state/terminated/exitCode").and_then(Value::as_i64) == Some(0);
+        if terminated_ok {
+            continue;
+        }
+        if let Some(terminated) = status.pointer("/state/terminated") {
+            let r = text(terminated, "/reason");
+            reason = if r.is_empty() {
+                format!("Init:ExitCode:{}", int(terminated, "/exitCode"))
+            } else {
+                format!("Init:{r}")
+            };
+        } else if let Some(waiting) = status.pointer("/state/waiting")
+            && !text(waiting, "/reason").is_empty()
+            && text(waiting, "/reason") != "PodInitializing"
+        {
+            reason = format!("Init:{}", text(waiting, "/reason"));
+        } else {
+            reason = format!("Init:{index}/{init_count}");
+        }
+        initializing = true;
+        break;
+    }
+    if !initializing {
+        let mut has_running = false;
+        for status in statuses("containerStatuses").iter().rev() {
+            if let Some(waiting) = status.pointer("/state/waiting")
+                && !text(waiting, "/reason").is_empty()
+            {
+                reason = text(waiting, "/reason");
+            } else if let Some(terminated) = status.pointer("/state/terminated") {
+                let r = text(terminated, "/reason");
+                reason = if !r.is_empty() {
+                    r
+                } else if int(terminated, "/signal") != 0 {
+                    format!("Signal:{}", int(terminated, "/signal"))
+                } else {
+                    format!("ExitCode:{}", int(terminated, "/exitCode"))
+                };
+            } else if status.get("ready").and_then(Value::as_bool) == Some(true)
+                && status.pointer("/state/running").is_some()
+            {
+                has_running = true;
+            }
+        }
+        if reason == "Completed" && has_running {
+            reason = "Running".into();
+        }
+    }
+    if meta_str(pod, "deletionTimestamp").is_some() {
+        reason = if text(pod, "/status/reason") == "NodeLost" {
+            "Unknown".into()
+        } else {
+            "Terminating".into()
+        };
+    }
+    reason
+}
+
+fn pod_ready(pod: &Value, _: SystemTime) -> Value {
+    let total = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let ready = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .map_or(0, |s| {
+            s.iter()
+                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+                .count()
+        });
+    json!(format!("{ready}/{total}"))
+}
+
+fn pod_restarts(pod: &Value, _: SystemTime) -> Value {
+    let restarts: i64 = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .map_or(0, |s| s.iter().map(|c| int(c, "/restartCount")).sum());
+    json!(restarts.to_string())
+}
+
+fn node_status(node: &Value, _: SystemTime) -> Value {
+    let ready = node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| text(c, "/status"));
+    let mut status = match ready.as_deref() {
+        Some("True") => "Ready".to_string(),
+        Some(_) => "NotReady".to_string(),
+        None => "Unknown".to_string(),
+    };
+    if node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        status.push_str(",SchedulingDisabled");
+    }
+    json!(status)
+}
+
+fn node_roles(node: &Value, _: SystemTime) -> Value {
+    let mut roles: Vec<String> = node
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(k, v)| {
+                    if let Some(role) = k.strip_prefix("node-role.kubernetes.io/") {
+                        Some(role.to_string())
+                    } else if k == "kubernetes.io/role" {
+                        v.as_str().map(str::to_string)
+                    } else {
+                        None
+                    }
+                })
+                .filter(|r| !r.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort();
+    or_none(roles.join(","))
+}
+
+fn node_address(node: &Value, kind: &str) -> Value {
+    let address = node
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().find(|a| a["type"] == kind))
+        .map(|a| text(a, "/address"))
+        .unwrap_or_default();
+    or_none(address)
+}
+
+fn service_ports(service: &Value, _: SystemTime) -> Value {
+    let ports: Vec<String> = service
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .map(|ports| {
+            ports
+                .iter()
+                .map(|p| {
+                    let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                    match p.get("nodePort").and_then(Value::as_i64) {
+                        Some(node_port) => format!("{}:{node_port}/{protocol}", int(p, "/port")),
+                        None => format!("{}/{protocol}", int(p, "/port")),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    or_none(ports.join(","))
+}
+
+fn data_count(object: &Value, _: SystemTime) -> Value {
+    let count = ["data", "binaryData", "stringData"]
+        .iter()
+        .filter_map(|f| object.get(*f).and_then(Value::as_object))
+        .map(|m| m.len())
+        .sum::<usize>();
+    json!(count)
+}
+
+fn event_object(event: &Value, _: SystemTime) -> Value {
+    json!(format!(
+        "{}/{}",
+        text(event, "/involvedObject/kind").to_lowercase(),
+        text(event, "/involvedObject/name")
+    ))
+}
+
+fn event_last_seen(event: &Value, now: SystemTime) -> Value {
+    let last = event
+        .get("lastTimestamp")
+        .and_then(Value::as_str)
+        .or_else(|| event.get("eventTime").and_then(Value::as_str))
+        .or_else(|| meta_str(event, "creationTimestamp"));
+    json!(since(last, now))
+}
+
+fn event_first_seen(event: &Value, now: SystemTime) -> Value {
+    let first = event
+        .get("firstTimestamp")
+        .and_then(Value::as_str)
+        .or_else(|| event.get("eventTime").and_then(Value::as_str))
+        .or_else(|| meta_str(event, "creationTimestamp"));
+    json!(since(first, now))
+}
+
+fn job_status(job: &Value, _: SystemTime) -> Value {
+    let conditions = job
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let holds = |kind: &str| conditions.iter().any(|c| c["type"] == kind && c["status"] == "True");
+    let status = if holds("Complete") {
+        "Complete"
+    } else if holds("Failed") {
+        "Failed"
+    } else if holds("FailureTarget") {
+        "FailureTarget"
+    } else if holds("SuccessCriteriaMet") {
+        "SuccessCriteriaMet"
+    } else if holds("Suspended") {
+        "Suspended"
+    } else {
+        "Running"
+    };
+    json!(status)
+}
+
+fn job_completions(job: &Value, _: SystemTime) -> Value {
+    let succeeded = int(job, "/status/succeeded");
+    match job.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(completions) => json!(format!("{succeeded}/{completions}")),
+        None => {
+            let parallelism = job.pointer("/spec/parallelism").and_then(Value::as_i64).unwrap_or(0);
+            if parallelism > 1 {
+                json!(format!("{succeeded}/1 of {parallelism}"))
+            } else {
+                json!(format!("{succeeded}/1"))
+            }
+        }
+    }
+}
+
+fn job_duration(job: &Value, now: SystemTime) -> Value {
+    let Some(start) = job.pointer("/status/startTime").and_then(Value::as_str).and_then(parse_timestamp) else {
+        return json!("");
+    };
+    let end = job
+        .pointer("/status/completionTime")
+        .and_then(Value::as_str)
+        .and_then(parse_timestamp)
+        .unwrap_or(now);
+    json!(human_duration(end.duration_since(start).map_or(0, |d| d.as_secs() as i64)))
+}
+
+fn columns(group: &str, kind: &str) -> Vec<Column> {
+    match (group, kind) {
+        ("", "Pod") => vec![
+            col("Name", 0, name),
+            col("Ready", 0, pod_ready),
+            col("Status", 0, |p, _| json!(pod_status(p))),
+            col("Restarts", 0, pod_restarts),
+            col("Age", 0, age),
+            col("IP", 1, |p, _| or_none(text(p, "/status/podIP"))),
+            col("Node", 1, |p, _| or_none(text(p, "/spec/nodeName"))),
+            col("Nominated Node", 1, |p, _| or_none(text(p, "/status/nominatedNodeName"))),
+            col("Readiness Gates", 1, |p, _| {
+                let gates = p.pointer("/spec/readinessGates").and_then(Value::as_array).map_or(0, Vec::len);
+                if gates == 0 { json!("<none>") } else { json!(format!("0/{gates}")) }
+            }),
+        ],
+        ("", "Node") => vec![
+            col("Name", 0, name),
+            col("Status", 0, node_status),
+            col("Roles", 0, node_roles),
+            col("Age", 0, age),
+            col("Version", 0, |n, _| json!(text(n, "/status/nodeInfo/kubeletVersion"))),
+            col("Internal-IP", 1, |n, _| node_address(n, "InternalIP")),
+            col("External-IP", 1, |n, _| node_address(n, "ExternalIP")),
+            col("OS-Image", 1, |n, _| json!(text(n, "/status/nodeInfo/osImage"))),
+            col("Kernel-Version", 1, |n, _| json!(text(n, "/status/nodeInfo/kernelVersion"))),
+            col("Container-Runtime", 1, |n, _| json!(text(n, "/status/nodeInfo/containerRuntimeVersion"))),
+        ],
+        ("", "Namespace") => vec![
+            col("Name", 0, name),
+            col("Status", 0, |n, _| json!(text(n, "/status/phase"))),
+            col("Age", 0, age),
+        ],
+        ("", "Service") => vec![
+            col("Name", 0, name),
+            col("Type", 0, |s, _| json!(text(s, "/spec/type"))),
+            col("Cluster-IP", 0, |s, _| or_none(text(s, "/spec/clusterIP"))),
+            col("External-IP", 0, |s, _| {
+                let ips: Vec<String> = s.pointer("/spec/externalIPs").and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                    .unwrap_or_default();
+                or_none(ips.join(","))
+            }),
+            col("Port(s)", 0, service_ports),
+            col("Age", 0, age),
+            col("Selector", 1, selector),
+        ],
+        ("", "ConfigMap") => vec![col("Name", 0, name), int_col("Data", 0, data_count), col("Age", 0, age)],
+        ("", "Secret") => vec![
+            col("Name", 0, name),
+            col("Type", 0, |s, _| json!(text(s, "/type"))),
+            int_col("Data", 0, data_count),
+            col("Age", 0, age),
+        ],
+        ("", "ServiceAccount") => vec![
+            col("Name", 0, name),
+            int_col("Secrets", 0, |s, _| json!(s.get("secrets").and_then(Value::as_array).map_or(0, Vec::len))),
+            col("Age", 0, age),
+        ],
+        ("", "Event") => vec![
+            col("Last Seen", 0, event_last_seen),
+            col("Type", 0, |e, _| json!(text(e, "/type"))),
+            col("Reason", 0, |e, _| json!(text(e, "/reason"))),
+            col("Object", 0, event_object),
+            col("Subobject", 1, |e, _| json!(text(e, "/involvedObject/fieldPath"))),
+            col("Source", 1, |e, _| {
+                let component = text(e, "/source/component");
+                let host = text(e, "/source/host");
+                json!(if host.is_empty() { component } else { format!("{component}, {host}") })
+            }),
+            col("Message", 0, |e, _| json!(text(e, "/message").trim().to_string())),
+            col("First Seen", 1, event_first_seen),
+            int_col("Count", 1, |e, _| json!(int(e, "/count"))),
+            col("Name", 1, name),
+        ],
+        ("apps", "Deployment") => vec![
+            col("Name", 0, name),
+            col("Ready", 0, |d, _| json!(format!("{}/{}", int(d, "/status/readyReplicas"), int(d, "/spec/replicas")))),
+            int_col("Up-to-date", 0, |d, _| json!(int(d, "/status/updatedReplicas"))),
+            int_col("Available", 0, |d, _| json!(int(d, "/status/availableReplicas"))),
+            col("Age", 0, age),
+            col("Containers", 1, template_containers),
+            col("Images", 1, template_images),
+            col("Selector", 1, selector),
+        ],
+        ("apps", "ReplicaSet") => vec![
+            col("Name", 0, name),
+            int_col("Desired", 0, |r, _| json!(int(r, "/spec/replicas"))),
+            int_col("Current", 0, |r, _| json!(int(r, "/status/replicas"))),
+            int_col("Ready", 0, |r, _| json!(int(r, "/status/readyReplicas"))),
+            col("Age", 0, age),
+            col("Containers", 1, template_containers),
+            col("Images", 1, template_images),
+            col("Selector", 1, selector),
+        ],
+        ("apps", "StatefulSet") => vec![
+            col("Name", 0, name),
+            col("Ready", 0, |s, _| json!(format!("{}/{}", int(s, "/status/readyReplicas"), int(s, "/spec/replicas")))),
+            col("Age", 0, age),
+            col("Containers", 1, template_containers),
+            col("Images", 1, template_images),
+        ],
+        ("apps", "DaemonSet") => vec![
+            col("Name", 0, name),
+            int_col("Desired", 0, |d, _| json!(int(d, "/status/desiredNumberScheduled"))),
+            int_col("Current", 0, |d, _| json!(int(d, "/status/currentNumberScheduled"))),
+            int_col("Ready", 0, |d, _| json!(int(d, "/status/numberReady"))),
+            int_col("Up-to-date", 0, |d, _| json!(int(d, "/status/updatedNumberScheduled"))),
+            int_col("Available", 0, |d, _| json!(int(d, "/status/numberAvailable"))),
+            col("Node Selector", 0, |d, _| {
+                let pairs: Vec<String> = d.pointer("/spec/template/spec/nodeSelector").and_then(Value::as_object)
+                    .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect())
+                    .unwrap_or_default();
+                or_none(pairs.join(","))
+            }),
+            col("Age", 0, age),
+            col("Containers", 1, template_containers),
+            col("Images", 1, template_images),
+            col("Selector", 1, selector),
+        ],
+        ("batch", "Job") => vec![
+            col("Name", 0, name),
+            col("Status", 0, job_status),
+            col("Completions", 0, job_completions),
+            col("Duration", 0, job_duration),
+            col("Age", 0, age),
+            col("Containers", 1, template_containers),
+            col("Images", 1, template_images),
+            col("Selector", 1, selector),
+        ],
+        ("batch", "CronJob") => vec![
+            col("Name", 0, name),
+            col("Schedule", 0, |c, _| json!(text(c, "/spec/schedule"))),
+            col("Timezone", 0, |c, _| or_none(text(c, "/spec/timeZone"))),
+            col("Suspend", 0, |c, _| json!(c.pointer("/spec/suspend").and_then(Value::as_bool).unwrap_or(false).to_string().to_lowercase())),
+            int_col("Active", 0, |c, _| json!(c.pointer("/status/active").and_then(Value::as_array).map_or(0, Vec::len))),
+            col("Last Schedule", 0, |c, now| {
+                match c.pointer("/status/lastScheduleTime").and_then(Value::as_str) {
+                    Some(t) => json!(since(Some(t), now)),
+                    None => json!("<none>"),
+                }
+            }),
+            col("Age", 0, age),
+        ],
+        ("policy", "PodDisruptionBudget") => vec![
+            col("Name", 0, name),
+            col("Min Available", 0, |p, _| json!(if p.pointer("/spec/minAvailable").is_some() { text(p, "/spec/minAvailable") } else { "N/A".into() })),
+            col("Max Unavailable", 0, |p, _| json!(if p.pointer("/spec/maxUnavailable").is_some() { text(p, "/spec/maxUnavailable") } else { "N/A".into() })),
+            int_col("Allowed Disruptions", 0, |p, _| json!(int(p, "/status/disruptionsAllowed"))),
+            col("Age", 0, age),
+        ],
+        ("scheduling.k8s.io", "PriorityClass") => vec![
+            col("Name", 0, name),
+            int_col("Value", 0, |p, _| json!(int(p, "/value"))),
+            col("Global-Default", 0, |p, _| json!(p.get("globalDefault").and_then(Value::as_bool).unwrap_or(false).to_string())),
+            col("Age", 0, age),
+            col("Preemption Policy", 0, |p, _| json!(p.get("preemptionPolicy").and_then(Value::as_str).unwrap_or("PreemptLowerPriority"))),
+        ],
+        ("coordination.k8s.io", "Lease") => vec![
+            col("Name", 0, name),
+            col("Holder", 0, |l, _| json!(text(l, "/spec/holderIdentity"))),
+            col("Age", 0, age),
+        ],
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => vec![
+            col("Name", 0, name),
+            col("Role", 0, |b, _| json!(format!("{}/{}", text(b, "/roleRef/kind"), text(b, "/roleRef/name")))),
+            col("Age", 0, age),
+        ],
+        ("networking.k8s.io", "NetworkPolicy") => vec![
+            col("Name", 0, name),
+            col("Pod-Selector", 0, |n, _| {
+                let pairs: Vec<String> = n.pointer("/spec/podSelector/matchLabels").and_then(Value::as_object)
+                    .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect())
+                    .unwrap_or_default();
+                or_none(pairs.join(","))
+            }),
+            col("Age", 0, age),
+        ],
+        ("storage.k8s.io", "StorageClass") => vec![
+            col("Name", 0, name),
+            col("Provisioner", 0, |s, _| json!(text(s, "/provisioner"))),
+            col("ReclaimPolicy", 0, |s, _| json!(s.get("reclaimPolicy").and_then(Value::as_str).unwrap_or("Delete"))),
+            col("VolumeBindingMode", 0, |s, _| json!(s.get("volumeBindingMode").and_then(Value::as_str).unwrap_or("Immediate"))),
+            col("AllowVolumeExpansion", 0, |s, _| json!(s.get("allowVolumeExpansion").and_then(Value::as_bool).unwrap_or(false).to_string())),
+            col("Age", 0, age),
+        ],
+        ("resource.k8s.io", "ResourceClaim") => vec![
+            col("Name", 0, name),
+            col("State", 0, |c, _| {
+                let allocated = c.pointer("/status/allocation").is_some();
+                let reserved = c.pointer("/status/reservedFor").and_then(Value::as_array).is_some_and(|r| !r.is_empty());
+                json!(match (allocated, reserved) {
+                    (true, true) => "allocated,reserved",
+                    (true, false) => "allocated",
+                    _ => "pending",
+                })
+            }),
+            col("Age", 0, age),
+        ],
+        ("resource.k8s.io", "ResourceSlice") => vec![
+            col("Name", 0, name),
+            col("Node", 0, |s, _| or_none(text(s, "/spec/nodeName"))),
+            col("Driver", 0, |s, _| json!(text(s, "/spec/driver"))),
+            col("Pool", 0, |s, _| json!(text(s, "/spec/pool/name"))),
+            col("Age", 0, age),
+        ],
+        ("", "Endpoints") => vec![
+            col("Name", 0, name),
+            col("Endpoints", 0, |e, _| {
+                let mut out = Vec::new();
+                for subset in e.get("subsets").and_then(Value::as_array).into_iter().flatten() {
+                    for address in subset.get("addresses").and_then(Value::as_array).into_iter().flatten() {
+                        for port in subset.get("ports").and_then(Value::as_array).into_iter().flatten() {
+                            out.push(format!("{}:{}", text(address, "/ip"), int(port, "/port")));
+                        }
+                    }
+                }
+                or_none(out.join(","))
+            }),
+            col("Age", 0, age),
+        ],
+        ("rbac.authorization.k8s.io", _) | ("", "LimitRange") | ("apiextensions.k8s.io", _) => vec![
+            col("Name", 0, name),
+            col("Created At", 0, |o, _| json!(meta_str(o, "creationTimestamp").unwrap_or_default())),
+        ],
+        _ => vec![col("Name", 0, name), col("Age", 0, age)],
+    }
+}
+
+/// The columns' definitions, as the first Table of a response carries them.
+fn column_definitions(columns: &[Column]) -> Vec<Value> {
+    columns
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "type": c.kind,
+                "format": if c.name == "Name" { "name" } else { "" },
+                "description": "",
+                "priority": c.priority,
+            })
+        })
+        .collect()
+}
+
+/// The `PartialObjectMetadata` a row carries.
+pub fn partial_metadata(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// A Table of objects of one kind.
+pub fn table(
+    group: &str,
+    kind: &str,
+    objects: &[Value],
+    now: SystemTime,
+    resource_version: &str,
+    continue_token: Option<&str>,
+    with_headers: bool,
+) -> Value {
+    let columns = columns(group, kind);
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|object| {
+            let cells: Vec<Value> = columns.iter().map(|c| (c.cell)(object, now)).collect();
+            json!({"cells": cells, "object": partial_metadata(object)})
+        })
+        .collect();
+    let mut metadata = json!({"resourceVersion": resource_version});
+    if let Some(token) = continue_token {
+        metadata["continue"] = json!(token);
+    }
+    let mut table = json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "rows": rows,
+    });
+    if with_headers {
+        table["columnDefinitions"] = json!(column_definitions(&columns));
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn human_durations_match_upstream() {
+        let table = [
+            (-5, "<invalid>"),
+            (-1, "0s"),
+            (0, "0s"),
+            (119, "119s"),
+            (120, "2m"),
+            (150, "2m30s"),
+            (600, "10m"),
+            (179 * 60, "179m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 60, "3h1m"),
+            (8 * 3600, "8h"),
+            (47 * 3600, "47h"),
+            (48 * 3600, "2d"),
+            (49 * 3600, "2d1h"),
+            (8 * 86400, "8d"),
+            (800 * 86400, "2y70d"),
+            (9 * 365 * 86400, "9y"),
+        ];
+        for (seconds, want) in table {
+            assert_eq!(human_duration(seconds), want, "{seconds}s");
+        }
+    }
+
+    #[test]
+    fn pod_rows_follow_kubectl() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_100);
+        let pod = json!({
+            "metadata": {"name": "p", "creationTimestamp": "2023-11-14T22:13:20Z"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.5", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 1, "state": {"running": {}}},
+                {"name": "b", "ready": false, "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+            ]}
+        });
+        let table = table("", "Pod", &[pod], now, "7", None, true);
+        assert_eq!(table["rows"][0]["cells"], json!(["p", "1/2", "CrashLoopBackOff", "3", "100s", "10.0.0.5", "n1", "<none>", "<none>"]));
+        let headers: Vec<_> = table["columnDefinitions"].as_array().unwrap().iter()
+            .filter(|c| c["priority"] == 0).map(|c| c["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(headers, ["Name", "Ready", "Status", "Restarts", "Age"]);
+        assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn pod_status_reasons() {
+        let table = [
+            (json!({"status": {"phase": "Pending"}}), "Pending"),
+            (json!({"status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]}}), "Completed"),
+            (json!({"status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}}), "ExitCode:3"),
+            (json!({"metadata": {"deletionTimestamp": "2023-01-01T00:00:00Z"}, "status": {"phase": "Running"}}), "Terminating"),
+        ];
+        for (pod, want) in table {
+            assert_eq!(pod_status(&pod), want, "{pod}");
+        }
+    }
+
+    #[test]
+    fn node_rows() {
+        let node = json!({"metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/worker": ""}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.34.1"}}});
+        let cells = &table("", "Node", &[node], SystemTime::UNIX_EPOCH, "1", None, false)["rows"][0]["cells"];
+        assert_eq!(cells[1], "Ready,SchedulingDisabled");
+        assert_eq!(cells[2], "worker");
+        assert_eq!(cells[4], "v1.34.1");
+    }
+}

@@ -1,0 +1,269 @@
+//! Certificates, kubeconfig and the HTTPS listener.
+//!
+//! On first start a CA, a serving certificate for loopback and an admin client certificate
+//! (`CN=tessera-admin`, `O=system:masters`) are generated into the data directory and reused
+//! afterwards; the kubeconfig written beside them authenticates kubectl with the client
+//! certificate. The listener speaks HTTP/1.1 and HTTP/2 (ALPN) and requests, but does not
+//! require, client certificates so health endpoints stay reachable.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use base64::Engine;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+/// Errors setting up TLS.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A certificate or key file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Certificate generation failed.
+    #[error("generating certificates: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// A stored certificate or key is not valid PEM.
+    #[error("{path}: not a valid PEM certificate or key")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// The PEM files of a Tessera cluster's PKI.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    /// CA certificate.
+    pub ca_cert: String,
+    /// Serving certificate.
+    pub server_cert: String,
+    /// Serving key.
+    pub server_key: String,
+    /// Admin client certificate.
+    pub admin_cert: String,
+    /// Admin client key.
+    pub admin_key: String,
+}
+
+fn read(path: &Path) -> Result<String, TlsError> {
+    std::fs::read_to_string(path).map_err(|source| TlsError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn write(path: &Path, contents: &str) -> Result<(), TlsError> {
+    std::fs::write(path, contents).map_err(|source| TlsError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl Pki {
+    /// Loads the PKI from `<dir>/pki`, generating it on first use.
+    pub fn load_or_create(dir: &Path) -> Result<Pki, TlsError> {
+        let pki = dir.join("pki");
+        let files = ["ca.crt", "server.crt", "server.key", "admin.crt", "admin.key"];
+        if files.iter().all(|f| pki.join(f).exists()) {
+            return Ok(Pki {
+                ca_cert: read(&pki.join("ca.crt"))?,
+                server_cert: read(&pki.join("server.crt"))?,
+                server_key: read(&pki.join("server.key"))?,
+                admin_cert: read(&pki.join("admin.crt"))?,
+                admin_key: read(&pki.join("admin.key"))?,
+            });
+        }
+        std::fs::create_dir_all(&pki).map_err(|source| TlsError::Io {
+            path: pki.clone(),
+            source,
+        })?;
+        let generated = Pki::generate()?;
+        write(&pki.join("ca.crt"), &generated.ca_cert)?;
+        write(&pki.join("server.crt"), &generated.server_cert)?;
+        write(&pki.join("server.key"), &generated.server_key)?;
+        write(&pki.join("admin.crt"), &generated.admin_cert)?;
+        write(&pki.join("admin.key"), &generated.admin_key)?;
+        Ok(generated)
+    }
+
+    /// Generates a fresh CA, serving certificate and admin client certificate.
+    pub fn generate() -> Result<Pki, TlsError> {
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::default();
+        ca_params.distinguished_name = name("tessera-ca", None);
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        set_validity(&mut ca_params, 10);
+        let ca_cert = ca_params.self_signed(&ca_key)?;
+        let issuer = Issuer::from_params(&ca_params, &ca_key);
+
+        let server_key = KeyPair::generate()?;
+        let mut server_params = CertificateParams::new(vec!["localhost".to_string(), "kubernetes".to_string(), "kubernetes.default".to_string(), "kubernetes.default.svc".to_string()])?;
+        server_params.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse().map_err(|_| rcgen::Error::InvalidIpAddressOctetLength(0))?));
+        server_params.subject_alt_names.push(SanType::IpAddress("::1".parse().map_err(|_| rcgen::Error::InvalidIpAddressOctetLength(0))?));
+        server_params.distinguished_name = name("tessera-apiserver", None);
+        server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        set_validity(&mut server_params, 2);
+        let server_cert = server_params.signed_by(&server_key, &issuer)?;
+
+        let admin_key = KeyPair::generate()?;
+        let mut admin_params = CertificateParams::default();
+        admin_params.distinguished_name = name("tessera-admin", Some("system:masters"));
+        admin_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        set_validity(&mut admin_params, 2);
+        let admin_cert = admin_params.signed_by(&admin_key, &issuer)?;
+
+        Ok(Pki {
+            ca_cert: ca_cert.pem(),
+            server_cert: server_cert.pem(),
+            server_key: server_key.serialize_pem(),
+            admin_cert: admin_cert.pem(),
+            admin_key: admin_key.serialize_pem(),
+        })
+    }
+
+    /// A kubeconfig for the admin user against a server URL.
+    pub fn kubeconfig(&self, server: &str) -> String {
+        let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters:
+- name: tessera
+  cluster:
+    server: {server}
+    certificate-authority-data: {ca}
+users:
+- name: tessera-admin
+  user:
+    client-certificate-data: {cert}
+    client-key-data: {key}
+contexts:
+- name: tessera
+  context:
+    cluster: tessera
+    user: tessera-admin
+    namespace: default
+current-context: tessera
+",
+            ca = b64(&self.ca_cert),
+            cert = b64(&self.admin_cert),
+            key = b64(&self.admin_key),
+        )
+    }
+
+    /// The rustls server configuration: serving certificate, optional client certificates
+    /// signed by the CA, ALPN for HTTP/2 and HTTP/1.1.
+    pub fn server_config(&self) -> Result<rustls::ServerConfig, TlsError> {
+        let pem_error = |what: &str| TlsError::Pem {
+            path: PathBuf::from(what),
+        };
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(self.server_cert.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|_| pem_error("pki/server.crt"))?;
+        let key = PrivateKeyDer::from_pem_slice(self.server_key.as_bytes()).map_err(|_| pem_error("pki/server.key"))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(self.ca_cert.as_bytes()) {
+            roots
+                .add(ca.map_err(|_| pem_error("pki/ca.crt"))?)
+                .map_err(TlsError::Config)?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+}
+
+fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, common_name);
+    if let Some(organization) = organization {
+        name.push(DnType::OrganizationName, organization);
+    }
+    name
+}
+
+/// Valid from a day ago until `years` from now (whole years, so the dates stay simple).
+fn set_validity(params: &mut CertificateParams, years: i32) {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (year, month, day) = crate::meta::civil_from_days(seconds / 86_400 - 1);
+    let (year, month, day) = (year as i32, month as u8, day.min(28) as u8);
+    params.not_before = rcgen::date_time_ymd(year, month, day);
+    params.not_after = rcgen::date_time_ymd(year + years, month, day);
+}
+
+/// Serves a router over TLS until the shutdown future completes.
+pub async fn serve(
+    listener: TcpListener,
+    config: rustls::ServerConfig,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        tokio::spawn(async move {
+            let tls = match acceptor.accept(stream).await {
+                Ok(tls) => tls,
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "TLS handshake failed");
+                    return;
+                }
+            };
+            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                router.clone().oneshot(request.map(axum::body::Body::new))
+            });
+            if let Err(error) = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await
+            {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+        });
+    }
+}
