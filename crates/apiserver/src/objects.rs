@@ -524,10 +524,14 @@ impl Objects {
         dry_run: bool,
     ) -> ApiResult<Deleted> {
         let key = resource.key(Self::namespace_of(resource, namespace), name);
-        let node_exists = |node: &str| {
+        // Read outside the transaction: a transaction may not call back into the store.
+        let node_of = |object: &Value| object.pointer("/spec/nodeName").and_then(Value::as_str).map(str::to_string);
+        let bound_node = self.store.get(&key).and_then(|entry| decode(&entry).ok()).and_then(|o| node_of(&o));
+        let bound_node_exists = bound_node.as_deref().is_some_and(|node| {
             Resource::find("", "v1", "nodes")
                 .is_some_and(|nodes| self.store.get(&nodes.key(None, node)).is_some())
-        };
+        });
+        let node_exists = |node: &str| bound_node.as_deref() != Some(node) || bound_node_exists;
         let now = self.now();
         let mut result = None;
         self.store.mutate(&key, |current, revision| {

@@ -219,7 +219,7 @@ fn set_validity(params: &mut CertificateParams, years: i32) {
     let seconds = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    let (year, month, day) = crate::meta::civil_from_days(seconds / 86_400 - 1);
+    let (year, month, day) = tessera_model::time::civil_from_days(seconds / 86_400 - 1);
     let (year, month, day) = (year as i32, month as u8, day.min(28) as u8);
     params.not_before = rcgen::date_time_ymd(year, month, day);
     params.not_after = rcgen::date_time_ymd(year + years, month, day);

@@ -1,1 +1,71 @@
-fn main() {}
+//! The `tessera` binary: subcommands wire the parts together; no algorithms live here.
+
+mod bootstrap;
+mod up;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Tessera: a Kubernetes platform for AI and accelerator workloads.
+#[derive(Parser)]
+#[command(name = "tessera", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the embedded platform: API server, store, controllers and node twins.
+    Up(UpArgs),
+}
+
+/// Options of `tessera up`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Where the store, certificates, kubeconfig and logs live.
+    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir())]
+    pub data_dir: PathBuf,
+    /// The address the HTTPS API listens on.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// A cluster topology file (YAML); the built-in lab topology is used without one.
+    #[arg(long)]
+    pub topology: Option<PathBuf>,
+    /// Start from an empty store (certificates are kept).
+    #[arg(long)]
+    pub reset: bool,
+    /// Flush every commit to the device (survives power loss, not only process crashes).
+    #[arg(long)]
+    pub fsync: bool,
+    /// How many recent changes the store keeps for watches.
+    #[arg(long, default_value_t = 20_000)]
+    pub watch_history: usize,
+}
+
+fn default_data_dir() -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("tessera")
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match cli.command {
+        Command::Up(args) => runtime.block_on(up::run(args)),
+    }
+}

@@ -190,6 +190,7 @@ impl Store {
     /// `decide` sees the current entry (if any) and the revision this change would get, and
     /// returns what to do or an error that aborts the transaction. Transactions are
     /// serialised; a returned `Ok` means the change is committed to the database.
+    /// `decide` runs under the store's locks and must not call the store itself.
     pub fn mutate<E>(
         &self,
         key: &str,

@@ -1,0 +1,9 @@
+//! In-process API tests: a kube-rs `Client` speaks to the axum router directly (no sockets),
+//! exercising CRUD, list/watch, patches, errors and metadata semantics as clients see them.
+
+mod support;
+
+mod crud;
+mod list_watch;
+mod patching;
+mod requests;

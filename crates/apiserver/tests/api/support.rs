@@ -1,0 +1,72 @@
+//! A server over a temporary store, and a kube-rs client for it.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tessera_apiserver::objects::WriteOptions;
+use tessera_apiserver::{ApiServer, Objects, Resource, ServerConfig};
+use tessera_store::{Store, StoreOptions};
+
+pub struct TestServer {
+    pub _dir: tempfile::TempDir,
+    pub server: std::sync::Arc<ApiServer>,
+    pub client: kube::Client,
+}
+
+pub fn start() -> TestServer {
+    start_with_history(10_000)
+}
+
+pub fn start_with_history(history: usize) -> TestServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state.db"), StoreOptions { history, fsync: false }).expect("store");
+    let objects = Objects::new(store);
+    let namespaces = Resource::find("", "v1", "namespaces").expect("namespaces");
+    for name in ["default", "kube-system", "kube-node-lease"] {
+        objects
+            .create(namespaces, None, json!({"metadata": {"name": name}}), &WriteOptions::default())
+            .expect("namespace");
+    }
+    let server = ApiServer::new(
+        objects.clone(),
+        ServerConfig { log_dir: dir.path().join("logs"), bookmark_interval: Duration::from_millis(200) },
+    );
+    tokio::spawn(tessera_apiserver::gc::Collector::new(objects).run());
+    let client = kube::Client::new(server.router(), "default");
+    TestServer { _dir: dir, server, client }
+}
+
+/// Sends a raw request to the router and returns (status, body as JSON or text).
+pub async fn raw(
+    server: &TestServer,
+    method: &str,
+    uri: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value, http::HeaderMap) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut request = http::Request::builder().method(method).uri(uri);
+    if let Some(content_type) = content_type {
+        request = request.header("content-type", content_type);
+    }
+    let request = request.body(axum::body::Body::from(body)).expect("request");
+    let response = server.server.router().oneshot(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.expect("body").to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, value, headers)
+}
+
+/// Polls until a condition holds or a deadline passes.
+pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(mut check: F) -> bool {
+    for _ in 0..100 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}

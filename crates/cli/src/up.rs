@@ -1,0 +1,134 @@
+//! `tessera up`: the embedded platform in one process.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use tessera_apiserver::gc::Collector;
+use tessera_apiserver::tls::Pki;
+use tessera_apiserver::{ApiServer, Objects, ServerConfig};
+use tessera_node::{NodeTwins, Topology, TwinConfig};
+use tessera_store::{Store, StoreOptions};
+use tokio::net::TcpListener;
+
+use crate::UpArgs;
+use crate::bootstrap;
+
+const STORE_FILE: &str = "state.db";
+
+fn remove_store(data_dir: &Path) -> anyhow::Result<()> {
+    for suffix in ["", "-wal", "-shm"] {
+        let path = data_dir.join(format!("{STORE_FILE}{suffix}"));
+        if path.exists() {
+            std::fs::remove_file(&path).with_context(|| format!("remove {}", path.display()))?;
+        }
+    }
+    let logs = data_dir.join("logs");
+    if logs.exists() {
+        std::fs::remove_dir_all(&logs).with_context(|| format!("remove {}", logs.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs the platform until Ctrl-C or SIGTERM.
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let topology = match &args.topology {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("read topology file {}", path.display()))?;
+            Topology::parse(&text).with_context(|| format!("topology file {}", path.display()))?
+        }
+        None => Topology::default_lab(),
+    };
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
+    if args.reset {
+        remove_store(&args.data_dir)?;
+    }
+    let store = Store::open(
+        &args.data_dir.join(STORE_FILE),
+        StoreOptions {
+            history: args.watch_history,
+            fsync: args.fsync,
+        },
+    )
+    .context("open the store")?;
+    let objects = Objects::new(store);
+    bootstrap::ensure_system_objects(&objects)?;
+
+    let log_dir = args.data_dir.join("logs");
+    let server = ApiServer::new(
+        objects.clone(),
+        ServerConfig {
+            log_dir: log_dir.clone(),
+            bookmark_interval: Duration::from_secs(30),
+        },
+    );
+    let router = server.router();
+
+    let pki = Pki::load_or_create(&args.data_dir).context("set up certificates")?;
+    let tls = pki.server_config().context("TLS configuration")?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listen on {}", args.listen))?;
+    let address = listener.local_addr()?;
+    let kubeconfig = args.data_dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, pki.kubeconfig(&format!("https://{address}")))
+        .with_context(|| format!("write {}", kubeconfig.display()))?;
+
+    let collector = tokio::spawn(Collector::new(objects.clone()).run());
+    let client = kube::Client::new(router.clone(), "default");
+    let twins = NodeTwins::new(
+        client,
+        &topology,
+        TwinConfig {
+            log_dir,
+            ..TwinConfig::default()
+        },
+    );
+    let node_names = twins.node_names();
+    let twin_task = tokio::spawn(async move {
+        if let Err(error) = twins.run().await {
+            tracing::error!(%error, "node twins stopped");
+        }
+    });
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(tessera_apiserver::tls::serve(listener, tls, router, async {
+        let _ = stop_rx.await;
+    }));
+
+    tracing::info!(%address, data_dir = %args.data_dir.display(), nodes = ?node_names, "tessera is up");
+    println!("Tessera is up: Kubernetes API at https://{address} with {} node twins.", node_names.len());
+    println!("Point kubectl at it:\n\n    export KUBECONFIG={}\n    kubectl get nodes\n", kubeconfig.display());
+    println!("Press Ctrl-C to stop; state persists in {}.", args.data_dir.display());
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(());
+    twin_task.abort();
+    collector.abort();
+    let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

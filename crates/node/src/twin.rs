@@ -1,0 +1,623 @@
+//! The node twins' control loop: registration, heartbeats and the pod lifecycle.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tessera_model::time::{micro_timestamp, parse_timestamp, timestamp};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+use crate::runtime::Behaviour;
+use crate::topology::{NodeSpec, Topology};
+
+/// The kubelet version node twins report.
+pub const KUBELET_VERSION: &str = "v1.34.1-tessera";
+
+/// Settings of the node twins.
+#[derive(Debug, Clone)]
+pub struct TwinConfig {
+    /// Where container logs are written (`<dir>/<namespace>/<pod>/<container>.log`).
+    pub log_dir: PathBuf,
+    /// How often Leases are renewed.
+    pub lease_interval: Duration,
+    /// How often node conditions are refreshed.
+    pub status_interval: Duration,
+}
+
+impl Default for TwinConfig {
+    fn default() -> Self {
+        TwinConfig {
+            log_dir: PathBuf::from("logs"),
+            lease_interval: Duration::from_secs(10),
+            status_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The node twins of one topology.
+pub struct NodeTwins {
+    client: Client,
+    config: TwinConfig,
+    nodes: BTreeMap<String, NodeSpec>,
+}
+
+/// A run of a pod that ends at a deadline.
+#[derive(Debug)]
+struct Completion {
+    namespace: String,
+    name: String,
+    uid: String,
+    run: u64,
+}
+
+/// Per-pod bookkeeping of a running pod.
+struct Running {
+    uid: String,
+    run: u64,
+    timer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(timer) = self.timer.take() {
+            timer.abort();
+        }
+    }
+}
+
+fn annotations_of(pod: &Pod) -> BTreeMap<String, String> {
+    pod.metadata.annotations.clone().unwrap_or_default()
+}
+
+fn restart_policy(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.clone())
+        .unwrap_or_else(|| "Always".into())
+}
+
+fn containers(pod: &Pod) -> Vec<(String, String)> {
+    pod.spec
+        .as_ref()
+        .map(|s| {
+            s.containers
+                .iter()
+                .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn pod_key(pod: &Pod) -> (String, String) {
+    (
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+impl NodeTwins {
+    /// Twins for every node of a topology, talking to the API through a client.
+    pub fn new(client: Client, topology: &Topology, config: TwinConfig) -> NodeTwins {
+        let nodes = topology
+            .nodes()
+            .into_iter()
+            .map(|spec| (spec.name.clone(), spec))
+            .collect();
+        NodeTwins {
+            client,
+            config,
+            nodes,
+        }
+    }
+
+    /// The names of the nodes these twins run.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+
+    /// Registers the nodes, then keeps them alive and runs their pods until dropped.
+    pub async fn run(self) -> Result<(), kube::Error> {
+        for spec in self.nodes.values() {
+            self.register(spec).await?;
+        }
+        tracing::info!(nodes = self.nodes.len(), "node twins registered");
+        let heartbeat = tokio::spawn(heartbeat(
+            self.client.clone(),
+            self.nodes.values().cloned().collect(),
+            self.config.clone(),
+        ));
+        let result = self.run_pods().await;
+        heartbeat.abort();
+        result
+    }
+
+    async fn register(&self, spec: &NodeSpec) -> Result<(), kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let taints: Vec<Value> = spec
+            .taints
+            .iter()
+            .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect}))
+            .collect();
+        match nodes.get_opt(&spec.name).await? {
+            None => {
+                let node: Node = serde_json::from_value(json!({
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": spec.name, "labels": spec.labels},
+                    "spec": {
+                        "podCIDR": spec.pod_cidr(),
+                        "podCIDRs": [spec.pod_cidr()],
+                        "providerID": format!("tessera://{}", spec.name),
+                        "taints": taints,
+                    },
+                }))
+                .map_err(kube::Error::SerdeError)?;
+                nodes.create(&PostParams::default(), &node).await?;
+            }
+            Some(_) => {
+                // Keep what users changed (cordon, extra labels); re-assert topology labels.
+                let patch = json!({"metadata": {"labels": spec.labels}});
+                nodes
+                    .patch(&spec.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+        }
+        nodes
+            .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&node_status(spec)))
+            .await?;
+        Ok(())
+    }
+
+    async fn run_pods(self) -> Result<(), kube::Error> {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Completion>();
+        let mut running: HashMap<(String, String), Running> = HashMap::new();
+        let mut ips: HashMap<String, BTreeSet<u8>> = HashMap::new();
+        let mut stream = watcher(pods.clone(), watcher::Config::default()).boxed();
+        loop {
+            tokio::select! {
+                event = stream.next() => {
+                    let Some(event) = event else { return Ok(()) };
+                    let pods_seen = match event {
+                        Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => vec![pod],
+                        Ok(watcher::Event::Delete(pod)) => {
+                            let key = pod_key(&pod);
+                            running.remove(&key);
+                            self.release_ip(&mut ips, &pod);
+                            continue;
+                        }
+                        Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
+                        Err(error) => {
+                            tracing::warn!(%error, "pod watch failed; retrying");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            continue;
+                        }
+                    };
+                    for pod in pods_seen {
+                        if let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await {
+                            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                        }
+                    }
+                }
+                Some(done) = done_rx.recv() => {
+                    if let Err(error) = self.complete(done, &mut running, &done_tx).await {
+                        tracing::warn!(%error, "node twin could not finish a pod run");
+                    }
+                }
+            }
+        }
+    }
+
+    fn release_ip(&self, ips: &mut HashMap<String, BTreeSet<u8>>, pod: &Pod) {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) else { return };
+        let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_ref()) else { return };
+        if let Some(octet) = ip.rsplit('.').next().and_then(|o| o.parse::<u8>().ok())
+            && let Some(used) = ips.get_mut(node)
+        {
+            used.remove(&octet);
+        }
+    }
+
+    fn allocate_ip(&self, ips: &mut HashMap<String, BTreeSet<u8>>, spec: &NodeSpec) -> Option<String> {
+        let used = ips.entry(spec.name.clone()).or_default();
+        let octet = (2..=254u8).find(|o| !used.contains(o))?;
+        used.insert(octet);
+        Some(format!("10.244.{}.{octet}", spec.index))
+    }
+
+    async fn reconcile(
+        &self,
+        pod: &Pod,
+        running: &mut HashMap<(String, String), Running>,
+        ips: &mut HashMap<String, BTreeSet<u8>>,
+        done: &mpsc::UnboundedSender<Completion>,
+    ) -> Result<(), kube::Error> {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            return Ok(());
+        };
+        let Some(spec) = self.nodes.get(&node) else {
+            return Ok(());
+        };
+        let key = pod_key(pod);
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        // Remember IPs of pods that already have one (after a restart).
+        if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_ref())
+            && let Some(octet) = ip.rsplit('.').next().and_then(|o| o.parse::<u8>().ok())
+        {
+            ips.entry(node.clone()).or_default().insert(octet);
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            running.remove(&key);
+            if matches!(phase.as_str(), "Running" | "Pending") {
+                self.event(pod, &node, "Normal", "Killing", "Stopping container", None).await;
+            }
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(kube::api::Preconditions { uid: Some(uid), resource_version: None }),
+                ..DeleteParams::default()
+            };
+            match pods.delete(&key.1, &params).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+                Err(error) => return Err(error),
+            }
+            return Ok(());
+        }
+        if matches!(phase.as_str(), "Succeeded" | "Failed") {
+            running.remove(&key);
+            return Ok(());
+        }
+        if running.get(&key).is_some_and(|r| r.uid == uid) {
+            return Ok(());
+        }
+        let behaviour = match Behaviour::from_annotations(&annotations_of(pod), &restart_policy(pod)) {
+            Ok(behaviour) => behaviour,
+            Err(error) => {
+                self.fail_to_start(pod, &error.to_string()).await?;
+                return Ok(());
+            }
+        };
+        if phase == "Running" {
+            // Resume after a restart: the run ends relative to when the container started.
+            let started = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.as_ref())
+                .and_then(|t| parse_timestamp(&serde_json::to_value(t).ok()?.as_str()?.to_string()))
+                .unwrap_or_else(SystemTime::now);
+            let remaining = behaviour
+                .duration
+                .map(|d| (started + d).duration_since(SystemTime::now()).unwrap_or_default());
+            running.insert(key.clone(), self.schedule(&key, &uid, 0, remaining, done));
+            return Ok(());
+        }
+        // Pending: start the containers.
+        let ip = self.allocate_ip(ips, spec).unwrap_or_default();
+        for (container, image) in containers(pod) {
+            self.event(pod, &node, "Normal", "Pulled", &format!("Container image \"{image}\" already present on machine"), Some(&container)).await;
+            self.event(pod, &node, "Normal", "Created", &format!("Created container: {container}"), Some(&container)).await;
+            self.event(pod, &node, "Normal", "Started", &format!("Started container {container}"), Some(&container)).await;
+            let lines = behaviour.logs.clone().unwrap_or_else(|| {
+                vec![format!("tessera node twin {node}: container {container} started (image {image})")]
+            });
+            self.append_log(&key, &container, &lines).await;
+        }
+        let now = SystemTime::now();
+        let status = running_status(pod, spec, &ip, now, 0, None);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
+        pods.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status)).await?;
+        running.insert(key.clone(), self.schedule(&key, &uid, 0, behaviour.duration, done));
+        Ok(())
+    }
+
+    fn schedule(
+        &self,
+        key: &(String, String),
+        uid: &str,
+        run: u64,
+        after: Option<Duration>,
+        done: &mpsc::UnboundedSender<Completion>,
+    ) -> Running {
+        let timer = after.map(|after| {
+            let done = done.clone();
+            let completion = Completion {
+                namespace: key.0.clone(),
+                name: key.1.clone(),
+                uid: uid.to_string(),
+                run,
+            };
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = done.send(completion);
+            })
+        });
+        Running {
+            uid: uid.to_string(),
+            run,
+            timer,
+        }
+    }
+
+    /// A run ended: finish the pod or restart its containers, per its restart policy.
+    async fn complete(
+        &self,
+        done: Completion,
+        running: &mut HashMap<(String, String), Running>,
+        done_tx: &mpsc::UnboundedSender<Completion>,
+    ) -> Result<(), kube::Error> {
+        let key = (done.namespace.clone(), done.name.clone());
+        if !running.get(&key).is_some_and(|r| r.uid == done.uid && r.run == done.run) {
+            return Ok(());
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &done.namespace);
+        let Some(pod) = pods.get_opt(&done.name).await? else {
+            running.remove(&key);
+            return Ok(());
+        };
+        if pod.metadata.uid.as_deref() != Some(done.uid.as_str()) || pod.metadata.deletion_timestamp.is_some() {
+            running.remove(&key);
+            return Ok(());
+        }
+        let Some(spec) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).and_then(|n| self.nodes.get(n)) else {
+            return Ok(());
+        };
+        let behaviour = Behaviour::from_annotations(&annotations_of(&pod), &restart_policy(&pod)).unwrap_or(Behaviour {
+            duration: None,
+            exit_code: 0,
+            logs: None,
+        });
+        let policy = restart_policy(&pod);
+        let restart = match policy.as_str() {
+            "Always" => true,
+            "OnFailure" => behaviour.exit_code != 0,
+            _ => false,
+        };
+        let now = SystemTime::now();
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+        let reason = if behaviour.exit_code == 0 { "Completed" } else { "Error" };
+        if !restart {
+            running.remove(&key);
+            let phase = if behaviour.exit_code == 0 { "Succeeded" } else { "Failed" };
+            let status = finished_status(&pod, phase, behaviour.exit_code, reason, now);
+            pods.patch_status(&done.name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+            return Ok(());
+        }
+        let restarts = done.run + 1;
+        let terminated = json!({"terminated": {"exitCode": behaviour.exit_code, "reason": reason,
+            "startedAt": timestamp(now), "finishedAt": timestamp(now)}});
+        let status = running_status(&pod, spec, &ip, now, restarts as i32, Some(terminated));
+        pods.patch_status(&done.name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+        for (container, image) in containers(&pod) {
+            let lines = behaviour.logs.clone().unwrap_or_else(|| {
+                vec![format!("tessera node twin {}: container {container} restarted (image {image})", spec.name)]
+            });
+            self.append_log(&key, &container, &lines).await;
+        }
+        running.insert(key.clone(), self.schedule(&key, &done.uid, restarts, behaviour.duration, done_tx));
+        Ok(())
+    }
+
+    async fn fail_to_start(&self, pod: &Pod, message: &str) -> Result<(), kube::Error> {
+        let (namespace, name) = pod_key(pod);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let status = json!({"status": {"phase": "Failed", "reason": "InvalidSimulation", "message": message}});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+        Ok(())
+    }
+
+    async fn append_log(&self, key: &(String, String), container: &str, lines: &[String]) {
+        let dir = self.config.log_dir.join(&key.0).join(&key.1);
+        if let Err(error) = tokio::fs::create_dir_all(&dir).await {
+            tracing::warn!(dir = %dir.display(), %error, "cannot create the pod log directory");
+            return;
+        }
+        let path = dir.join(format!("{container}.log"));
+        let now = micro_timestamp(SystemTime::now());
+        let text: String = lines.iter().map(|line| format!("{now} {line}\n")).collect();
+        let file = tokio::fs::OpenOptions::new().create(true).append(true).open(&path).await;
+        match file {
+            Ok(mut file) => {
+                if let Err(error) = file.write_all(text.as_bytes()).await {
+                    tracing::warn!(path = %path.display(), %error, "cannot write the container log");
+                }
+            }
+            Err(error) => tracing::warn!(path = %path.display(), %error, "cannot open the container log"),
+        }
+    }
+
+    async fn event(&self, pod: &Pod, node: &str, kind: &str, reason: &str, message: &str, container: Option<&str>) {
+        let (namespace, name) = pod_key(pod);
+        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), &namespace);
+        let now = timestamp(SystemTime::now());
+        let mut involved = json!({"kind": "Pod", "namespace": namespace, "name": name,
+            "uid": pod.metadata.uid, "apiVersion": "v1"});
+        if let Some(container) = container {
+            involved["fieldPath"] = json!(format!("spec.containers{{{container}}}"));
+        }
+        let event = json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": format!("{name}."), "namespace": namespace},
+            "involvedObject": involved,
+            "reason": reason, "message": message, "type": kind,
+            "source": {"component": "kubelet", "host": node},
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "reportingComponent": "kubelet", "reportingInstance": node,
+        });
+        let Ok(event) = serde_json::from_value::<CoreEvent>(event) else { return };
+        if let Err(error) = events.create(&PostParams::default(), &event).await {
+            tracing::debug!(%error, "cannot record an event");
+        }
+    }
+}
+
+fn container_statuses(pod: &Pod, state: &Value, last: Option<&Value>, restarts: i32, ready: bool) -> Vec<Value> {
+    containers(pod)
+        .into_iter()
+        .map(|(name, image)| {
+            let mut status = json!({
+                "name": name, "image": image, "imageID": format!("tessera://{image}"),
+                "containerID": format!("tessera://{}-{name}", pod.metadata.uid.clone().unwrap_or_default()),
+                "ready": ready, "started": ready, "restartCount": restarts, "state": state,
+            });
+            if let Some(last) = last {
+                status["lastState"] = last.clone();
+            }
+            status
+        })
+        .collect()
+}
+
+fn conditions(ready: bool, now: &str) -> Value {
+    let status = if ready { "True" } else { "False" };
+    let mut list = vec![
+        json!({"type": "PodReadyToStartContainers", "status": status, "lastTransitionTime": now}),
+        json!({"type": "Initialized", "status": "True", "lastTransitionTime": now}),
+        json!({"type": "Ready", "status": status, "lastTransitionTime": now}),
+        json!({"type": "ContainersReady", "status": status, "lastTransitionTime": now}),
+        json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": now}),
+    ];
+    if !ready {
+        for condition in &mut list[2..4] {
+            condition["reason"] = json!("PodCompleted");
+        }
+    }
+    json!(list)
+}
+
+fn running_status(pod: &Pod, spec: &NodeSpec, ip: &str, now: SystemTime, restarts: i32, last: Option<Value>) -> Value {
+    let now_text = timestamp(now);
+    let start_time = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .and_then(|t| serde_json::to_value(t).ok())
+        .unwrap_or_else(|| json!(now_text));
+    let state = json!({"running": {"startedAt": now_text}});
+    json!({"status": {
+        "phase": "Running",
+        "conditions": conditions(true, &now_text),
+        "hostIP": spec.internal_ip(),
+        "hostIPs": [{"ip": spec.internal_ip()}],
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "startTime": start_time,
+        "containerStatuses": container_statuses(pod, &state, last.as_ref(), restarts, true),
+    }})
+}
+
+fn finished_status(pod: &Pod, phase: &str, exit_code: i32, reason: &str, now: SystemTime) -> Value {
+    let now_text = timestamp(now);
+    let started = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .and_then(|t| serde_json::to_value(t).ok())
+        .unwrap_or_else(|| json!(now_text));
+    let restarts = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .map_or(0, |c| c.restart_count);
+    let state = json!({"terminated": {"exitCode": exit_code, "reason": reason,
+        "startedAt": started, "finishedAt": now_text}});
+    json!({"status": {
+        "phase": phase,
+        "conditions": conditions(false, &now_text),
+        "containerStatuses": container_statuses(pod, &state, None, restarts, false),
+    }})
+}
+
+fn node_status(spec: &NodeSpec) -> Value {
+    let now = timestamp(SystemTime::now());
+    let quantities = |map: &BTreeMap<String, tessera_model::Quantity>| -> Value {
+        map.iter().map(|(k, v)| (k.clone(), json!(v.to_canonical()))).collect::<serde_json::Map<_, _>>().into()
+    };
+    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+        json!({"type": kind, "status": status, "reason": reason, "message": message,
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
+    json!({"status": {
+        "capacity": quantities(&spec.capacity),
+        "allocatable": quantities(&spec.allocatable),
+        "conditions": [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+        ],
+        "addresses": [
+            {"type": "InternalIP", "address": spec.internal_ip()},
+            {"type": "Hostname", "address": spec.name},
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {
+            "machineID": format!("{:032x}", spec.index as u128 + 1),
+            "systemUUID": format!("00000000-0000-0000-0000-{:012x}", spec.index + 1),
+            "bootID": format!("tessera-{}", spec.name),
+            "kernelVersion": "6.1.0-tessera",
+            "osImage": "Tessera node twin",
+            "containerRuntimeVersion": "tessera-twin://0.1.0",
+            "kubeletVersion": KUBELET_VERSION,
+            "kubeProxyVersion": "",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+    }})
+}
+
+/// Renews each node's Lease and refreshes its conditions.
+async fn heartbeat(client: Client, nodes: Vec<NodeSpec>, config: TwinConfig) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let node_api: Api<Node> = Api::all(client);
+    let mut last_status = tokio::time::Instant::now();
+    loop {
+        for spec in &nodes {
+            let lease = json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": spec.name, "namespace": "kube-node-lease",
+                             "ownerReferences": []},
+                "spec": {"holderIdentity": spec.name, "leaseDurationSeconds": 40,
+                         "renewTime": micro_timestamp(SystemTime::now())},
+            });
+            let result = leases
+                .patch(&spec.name, &PatchParams::default(), &Patch::Merge(&lease))
+                .await;
+            if let Err(kube::Error::Api(status)) = &result
+                && status.code == 404
+                && let Ok(lease) = serde_json::from_value::<Lease>(lease)
+                && let Err(error) = leases.create(&PostParams::default(), &lease).await
+            {
+                tracing::warn!(node = %spec.name, %error, "cannot create the node lease");
+            }
+        }
+        if last_status.elapsed() >= config.status_interval {
+            last_status = tokio::time::Instant::now();
+            for spec in &nodes {
+                let patch = node_status(spec);
+                let conditions = json!({"status": {"conditions": patch["status"]["conditions"]}});
+                if let Err(error) = node_api
+                    .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&conditions))
+                    .await
+                {
+                    tracing::warn!(node = %spec.name, %error, "cannot refresh node conditions");
+                }
+            }
+        }
+        tokio::time::sleep(config.lease_interval).await;
+    }
+}
