@@ -1,0 +1,8 @@
+//! End-to-end tests: the real `tessera` binary started in a temporary directory, driven by
+//! the real kubectl (bundled versions 1.32 and 1.33, called explicitly) and by kube-rs over
+//! TLS; restarts and `kill -9` crashes of the server process.
+
+mod support;
+
+mod durability;
+mod kubectl;

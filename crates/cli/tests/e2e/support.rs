@@ -1,0 +1,188 @@
+//! Starting `tessera up` in a temporary directory and running kubectl against it.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `tessera up`.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The directory holding the bundled kubectl binaries (`kubectl.1.32`, …).
+fn kubectl_dir() -> PathBuf {
+    let output = Command::new("sh")
+        .args(["-c", "readlink -f \"$(command -v kubectl)\""])
+        .output()
+        .expect("run sh");
+    let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// The path of a bundled kubectl version, e.g. `1.32`.
+pub fn kubectl_binary(version: &str) -> PathBuf {
+    let binary = kubectl_dir().join(format!("kubectl.{version}"));
+    assert!(
+        binary.exists(),
+        "{} not found: these tests need the gcloud kubectl dispatcher with its bundled kubectl versions on PATH",
+        binary.display()
+    );
+    binary
+}
+
+impl Cluster {
+    /// Starts a fresh cluster.
+    pub fn start() -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cluster = Cluster { dir, port: free_port(), child: None };
+        cluster.launch(&[]);
+        cluster
+    }
+
+    /// Starts (or restarts) the server process on the cluster's directory and port.
+    pub fn launch(&mut self, extra: &[&str]) {
+        let kubeconfig = self.kubeconfig();
+        let _ = std::fs::remove_file(&kubeconfig);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("server.log"))
+            .expect("server log");
+        let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("up")
+            .arg("--data-dir")
+            .arg(self.dir.path())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .args(extra)
+            .env("TESSERA_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start tessera");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if kubeconfig.exists() && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                // Wait until the node twins have registered.
+                let nodes = self.kubectl("1.32", &["get", "nodes", "-o", "name"]);
+                if nodes.status.success() && String::from_utf8_lossy(&nodes.stdout).lines().count() >= 4 {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("tessera did not come up:\n{}", self.server_log());
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Runs a bundled kubectl with a fresh discovery cache.
+    pub fn kubectl(&self, version: &str, args: &[&str]) -> Output {
+        self.kubectl_with_stdin(version, args, None)
+    }
+
+    pub fn kubectl_with_stdin(&self, version: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let home = self.dir.path().join(format!("home-{version}"));
+        let mut command = Command::new(kubectl_binary(version));
+        command
+            .args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("HOME", &home)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("run kubectl");
+        if let Some(text) = stdin {
+            use std::io::Write;
+            child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write stdin");
+        }
+        child.wait_with_output().expect("kubectl output")
+    }
+
+    /// Runs kubectl and returns stdout, failing the test with stderr if it fails.
+    pub fn ok(&self, version: &str, args: &[&str]) -> String {
+        let output = self.kubectl(version, args);
+        assert!(
+            output.status.success(),
+            "kubectl {} failed: {}\n--- server log ---\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr),
+            self.server_log()
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Runs kubectl with a manifest on stdin (`-f -`).
+    pub fn ok_stdin(&self, version: &str, args: &[&str], manifest: &str) -> String {
+        let output = self.kubectl_with_stdin(version, args, Some(manifest));
+        assert!(
+            output.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Runs kubectl expecting failure; returns stderr.
+    pub fn fails(&self, version: &str, args: &[&str], stdin: Option<&str>) -> String {
+        let output = self.kubectl_with_stdin(version, args, stdin);
+        assert!(!output.status.success(), "kubectl {} should have failed", args.join(" "));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    /// Polls a kubectl query until its output satisfies a check.
+    pub fn wait_for(&self, version: &str, args: &[&str], check: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let output = self.kubectl(version, args);
+            last = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            if check(&last) {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("kubectl {} never satisfied the check; last output:\n{last}", args.join(" "));
+    }
+
+    /// Stops the server with SIGTERM and waits for it to exit.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        child.wait().expect("wait for tessera")
+    }
+
+    /// Kills the server with SIGKILL.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        let _ = Command::new("kill").arg("-KILL").arg(child.id().to_string()).status();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
