@@ -112,8 +112,10 @@ pub fn legacy_group(group: &str) -> Option<Value> {
         .iter()
         .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
         .collect();
-    Some(json!({"kind": "APIGroup", "apiVersion": "v1", "name": group,
-                "versions": versions, "preferredVersion": versions[0]}))
+    Some(
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": group,
+                "versions": versions, "preferredVersion": versions[0]}),
+    )
 }
 
 /// Legacy `/api/v1` or `/apis/<group>/<version>`: an `APIResourceList`.
@@ -227,7 +229,10 @@ mod tests {
     fn legacy_core_list_has_pod_subresources_for_drain() {
         let list = resource_list("", "v1");
         let resources = list["resources"].as_array().unwrap();
-        let eviction = resources.iter().find(|r| r["name"] == "pods/eviction").unwrap();
+        let eviction = resources
+            .iter()
+            .find(|r| r["name"] == "pods/eviction")
+            .unwrap();
         assert_eq!(eviction["kind"], "Eviction");
         assert_eq!(eviction["group"], "policy");
         assert_eq!(eviction["version"], "v1");
@@ -249,8 +254,17 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap().to_string())
             .collect();
-        for wanted in ["apps", "batch", "resource.k8s.io", "rbac.authorization.k8s.io", "apiextensions.k8s.io"] {
-            assert!(names.iter().any(|n| n == wanted), "{wanted} missing from {names:?}");
+        for wanted in [
+            "apps",
+            "batch",
+            "resource.k8s.io",
+            "rbac.authorization.k8s.io",
+            "apiextensions.k8s.io",
+        ] {
+            assert!(
+                names.iter().any(|n| n == wanted),
+                "{wanted} missing from {names:?}"
+            );
         }
         assert!(wants_aggregated(
             "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"

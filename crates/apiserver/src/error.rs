@@ -81,7 +81,7 @@ pub struct ApiError {
     /// Human-readable message.
     pub message: String,
     /// The resource (plural) and name the error is about, with its group.
-    pub details: Option<Details>,
+    pub details: Option<Box<Details>>,
 }
 
 /// The object an error is about.
@@ -113,12 +113,12 @@ impl ApiError {
     }
 
     fn about(mut self, group: &str, resource: &str, name: &str) -> ApiError {
-        self.details = Some(Details {
+        self.details = Some(Box::new(Details {
             name: name.to_string(),
             group: group.to_string(),
             kind: resource.to_string(),
             ..Details::default()
-        });
+        }));
         self
     }
 
@@ -192,13 +192,13 @@ impl ApiError {
             "Invalid",
             format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
         );
-        error.details = Some(Details {
+        error.details = Some(Box::new(Details {
             name: name.to_string(),
             group: group.to_string(),
             kind: kind.to_string(),
             causes,
             retry_after_seconds: None,
-        });
+        }));
         error
     }
 
@@ -212,7 +212,10 @@ impl ApiError {
         let message = if name.is_empty() {
             format!("{}: {detail}", qualified(group, resource))
         } else {
-            format!("{} \"{name}\" is forbidden: {detail}", qualified(group, resource))
+            format!(
+                "{} \"{name}\" is forbidden: {detail}",
+                qualified(group, resource)
+            )
         };
         ApiError::new(403, "Forbidden", message).about(group, resource, name)
     }
@@ -231,7 +234,9 @@ impl ApiError {
         ApiError::new(
             406,
             "NotAcceptable",
-            format!("only the following media types are accepted: application/json, application/yaml; got {accept}"),
+            format!(
+                "only the following media types are accepted: application/json, application/yaml; got {accept}"
+            ),
         )
     }
 
@@ -254,17 +259,19 @@ impl ApiError {
         ApiError::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {content_type:?}"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {content_type:?}"
+            ),
         )
     }
 
     /// 429, e.g. an eviction a disruption budget refuses.
     pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> ApiError {
         let mut error = ApiError::new(429, "TooManyRequests", message);
-        error.details = Some(Details {
+        error.details = Some(Box::new(Details {
             retry_after_seconds: Some(retry_after_seconds),
             ..Details::default()
-        });
+        }));
         error
     }
 
@@ -344,9 +351,9 @@ impl IntoResponse for ApiError {
 impl From<tessera_store::StoreError> for ApiError {
     fn from(error: tessera_store::StoreError) -> ApiError {
         match error {
-            tessera_store::StoreError::Gone { requested, oldest } => ApiError::gone(format!(
-                "too old resource version: {requested} ({oldest})"
-            )),
+            tessera_store::StoreError::Gone { requested, oldest } => {
+                ApiError::gone(format!("too old resource version: {requested} ({oldest})"))
+            }
             other => {
                 tracing::error!(error = %other, "store failure");
                 ApiError::internal(other.to_string())

@@ -95,7 +95,10 @@ impl Index {
         let uid = meta_str(object, "uid").unwrap_or_default().to_string();
         let owners = owner_uids(object);
         for owner in &owners {
-            self.dependents.entry(owner.clone()).or_default().insert(key.to_string());
+            self.dependents
+                .entry(owner.clone())
+                .or_default()
+                .insert(key.to_string());
         }
         self.keys_by_uid.insert(uid.clone(), key.to_string());
         self.objects.insert(key.to_string(), (uid, owners));
@@ -106,12 +109,18 @@ fn owner_uids(object: &Value) -> Vec<String> {
     object
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|refs| refs.iter().filter_map(|r| r.get("uid")?.as_str().map(str::to_string)).collect())
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid")?.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn namespace_of_key(key: &str) -> Option<String> {
-    let location = Location { key: key.to_string() };
+    let location = Location {
+        key: key.to_string(),
+    };
     location.parse().and_then(|(_, namespace, _)| namespace)
 }
 
@@ -153,7 +162,9 @@ impl Collector {
                         self.drain();
                     }
                     Err(StoreError::Gone { .. }) => {
-                        tracing::warn!("garbage collector fell behind the watch history; resyncing");
+                        tracing::warn!(
+                            "garbage collector fell behind the watch history; resyncing"
+                        );
                         break;
                     }
                     Err(error) => {
@@ -170,7 +181,12 @@ impl Collector {
         let namespace = namespace_of_key(key);
         if kind == EventKind::Deleted {
             let uid = self.index.objects.get(key).map(|(uid, _)| uid.clone());
-            let owners = self.index.objects.get(key).map(|(_, o)| o.clone()).unwrap_or_default();
+            let owners = self
+                .index
+                .objects
+                .get(key)
+                .map(|(_, o)| o.clone())
+                .unwrap_or_default();
             self.index.remove(key);
             if let Some(uid) = uid
                 && let Some(dependents) = self.index.dependents.get(&uid)
@@ -200,12 +216,18 @@ impl Collector {
         let Some(object) = object else { return };
         self.index.insert(key, object);
         let owners = owner_uids(object);
-        if owners.iter().any(|uid| !self.index.keys_by_uid.contains_key(uid)) {
+        if owners
+            .iter()
+            .any(|uid| !self.index.keys_by_uid.contains_key(uid))
+        {
             self.queue.push_back(Work::Dependent(key.to_string()));
         }
         if is_deleting(object) {
             let held = finalizers(object);
-            if held.iter().any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER) {
+            if held
+                .iter()
+                .any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER)
+            {
                 self.queue.push_back(Work::Owner(key.to_string()));
             }
             if key.starts_with("/core/namespaces/")
@@ -239,7 +261,10 @@ impl Collector {
     }
 
     fn load(&self, key: &str) -> Option<(Resource, Option<String>, String, Value)> {
-        let (resource, namespace, name) = Location { key: key.to_string() }.parse()?;
+        let (resource, namespace, name) = Location {
+            key: key.to_string(),
+        }
+        .parse()?;
         let entry = self.objects.store().get(key)?;
         let object = decode(&entry).ok()?;
         Some((resource, namespace, name, object))
@@ -259,7 +284,10 @@ impl Collector {
         if owners.is_empty() {
             return Ok(());
         }
-        let living: Vec<Value> = owners.iter().filter_map(|uid| self.owner_exists(uid)).collect();
+        let living: Vec<Value> = owners
+            .iter()
+            .filter_map(|uid| self.owner_exists(uid))
+            .collect();
         if living.is_empty() {
             if !is_deleting(&object) {
                 self.objects.delete(
@@ -275,9 +303,9 @@ impl Collector {
             }
             return Ok(());
         }
-        let foreground_owner = living
-            .iter()
-            .any(|owner| is_deleting(owner) && finalizers(owner).iter().any(|f| f == FOREGROUND_FINALIZER));
+        let foreground_owner = living.iter().any(|owner| {
+            is_deleting(owner) && finalizers(owner).iter().any(|f| f == FOREGROUND_FINALIZER)
+        });
         if foreground_owner && !is_deleting(&object) {
             self.objects.delete(
                 resource,
@@ -292,14 +320,28 @@ impl Collector {
             return Ok(());
         }
         if living.len() < owners.len() {
-            let living_uids: Vec<String> = living.iter().filter_map(|o| meta_str(o, "uid").map(str::to_string)).collect();
-            self.objects.update_with(resource, namespace.as_deref(), &name, Part::Main, |current| {
-                let mut next = current.clone();
-                if let Some(Value::Array(refs)) = next.pointer_mut("/metadata/ownerReferences") {
-                    refs.retain(|r| r.get("uid").and_then(Value::as_str).is_some_and(|u| living_uids.iter().any(|l| l == u)));
-                }
-                Ok(next)
-            })?;
+            let living_uids: Vec<String> = living
+                .iter()
+                .filter_map(|o| meta_str(o, "uid").map(str::to_string))
+                .collect();
+            self.objects.update_with(
+                resource,
+                namespace.as_deref(),
+                &name,
+                Part::Main,
+                |current| {
+                    let mut next = current.clone();
+                    if let Some(Value::Array(refs)) = next.pointer_mut("/metadata/ownerReferences")
+                    {
+                        refs.retain(|r| {
+                            r.get("uid")
+                                .and_then(Value::as_str)
+                                .is_some_and(|u| living_uids.iter().any(|l| l == u))
+                        });
+                    }
+                    Ok(next)
+                },
+            )?;
         }
         Ok(())
     }
@@ -313,27 +355,48 @@ impl Collector {
         }
         let uid = meta_str(&object, "uid").unwrap_or_default().to_string();
         let held = finalizers(&object);
-        let dependents: Vec<String> = self.index.dependents.get(&uid).map(|d| d.iter().cloned().collect()).unwrap_or_default();
+        let dependents: Vec<String> = self
+            .index
+            .dependents
+            .get(&uid)
+            .map(|d| d.iter().cloned().collect())
+            .unwrap_or_default();
         if held.iter().any(|f| f == ORPHAN_FINALIZER) {
             for dependent in &dependents {
-                let Some((d_resource, d_namespace, d_name, _)) = self.load(dependent) else { continue };
-                self.objects.update_with(d_resource, d_namespace.as_deref(), &d_name, Part::Main, |current| {
-                    let mut next = current.clone();
-                    if let Some(Value::Array(refs)) = next.pointer_mut("/metadata/ownerReferences") {
-                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid.as_str()));
-                        if refs.is_empty() {
-                            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                let Some((d_resource, d_namespace, d_name, _)) = self.load(dependent) else {
+                    continue;
+                };
+                self.objects.update_with(
+                    d_resource,
+                    d_namespace.as_deref(),
+                    &d_name,
+                    Part::Main,
+                    |current| {
+                        let mut next = current.clone();
+                        if let Some(Value::Array(refs)) =
+                            next.pointer_mut("/metadata/ownerReferences")
+                        {
+                            refs.retain(|r| {
+                                r.get("uid").and_then(Value::as_str) != Some(uid.as_str())
+                            });
+                            if refs.is_empty()
+                                && let Some(meta) =
+                                    next.get_mut("metadata").and_then(Value::as_object_mut)
+                            {
                                 meta.remove("ownerReferences");
                             }
                         }
-                    }
-                    Ok(next)
-                })?;
+                        Ok(next)
+                    },
+                )?;
             }
             return self.release(resource, namespace.as_deref(), &name, ORPHAN_FINALIZER);
         }
         if held.iter().any(|f| f == FOREGROUND_FINALIZER) {
-            let remaining: Vec<&String> = dependents.iter().filter(|d| self.objects.store().get(d).is_some()).collect();
+            let remaining: Vec<&String> = dependents
+                .iter()
+                .filter(|d| self.objects.store().get(d).is_some())
+                .collect();
             if remaining.is_empty() {
                 return self.release(resource, namespace.as_deref(), &name, FOREGROUND_FINALIZER);
             }
@@ -344,19 +407,29 @@ impl Collector {
         Ok(())
     }
 
-    fn release(&self, resource: Resource, namespace: Option<&str>, name: &str, finalizer: &str) -> crate::ApiResult<()> {
-        self.objects.update_with(resource, namespace, name, Part::Main, |current| {
-            let mut next = current.clone();
-            let kept: Vec<String> = finalizers(current).into_iter().filter(|f| f != finalizer).collect();
-            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
-                if kept.is_empty() {
-                    meta.remove("finalizers");
-                } else {
-                    meta.insert("finalizers".into(), json!(kept));
+    fn release(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        finalizer: &str,
+    ) -> crate::ApiResult<()> {
+        self.objects
+            .update_with(resource, namespace, name, Part::Main, |current| {
+                let mut next = current.clone();
+                let kept: Vec<String> = finalizers(current)
+                    .into_iter()
+                    .filter(|f| f != finalizer)
+                    .collect();
+                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                    if kept.is_empty() {
+                        meta.remove("finalizers");
+                    } else {
+                        meta.insert("finalizers".into(), json!(kept));
+                    }
                 }
-            }
-            Ok(next)
-        })?;
+                Ok(next)
+            })?;
         Ok(())
     }
 
@@ -372,7 +445,10 @@ impl Collector {
             return Ok(());
         }
         let mut remaining = 0;
-        for info in tessera_model::kinds::builtin().iter().filter(|k| k.namespaced) {
+        for info in tessera_model::kinds::builtin()
+            .iter()
+            .filter(|k| k.namespaced)
+        {
             let resource = Resource { info };
             let snapshot = self.objects.list(resource, Some(namespace));
             for entry in snapshot.entries.iter() {
@@ -382,7 +458,13 @@ impl Collector {
                     continue;
                 }
                 let name = meta_str(&item, "name").unwrap_or_default().to_string();
-                match self.objects.delete(resource, Some(namespace), &name, &DeleteOptions::default(), false) {
+                match self.objects.delete(
+                    resource,
+                    Some(namespace),
+                    &name,
+                    &DeleteOptions::default(),
+                    false,
+                ) {
                     Ok(_) => {}
                     Err(error) if error.code == 404 => {}
                     Err(error) => return Err(error),
@@ -390,11 +472,12 @@ impl Collector {
             }
         }
         if remaining == 0 {
-            self.objects.update_with(namespaces, None, namespace, Part::Main, |current| {
-                let mut next = current.clone();
-                next["spec"]["finalizers"] = json!([]);
-                Ok(next)
-            })?;
+            self.objects
+                .update_with(namespaces, None, namespace, Part::Main, |current| {
+                    let mut next = current.clone();
+                    next["spec"]["finalizers"] = json!([]);
+                    Ok(next)
+                })?;
         }
         Ok(())
     }
@@ -406,12 +489,36 @@ mod tests {
 
     #[test]
     fn keys_map_back_to_resources() {
-        let pod = Location { key: "/core/pods/team-a/p1".into() }.parse().unwrap();
-        assert_eq!((pod.0.kind(), pod.1.as_deref(), pod.2.as_str()), ("Pod", Some("team-a"), "p1"));
-        let node = Location { key: "/core/nodes/gpu-1".into() }.parse().unwrap();
-        assert_eq!((node.0.kind(), node.1, node.2.as_str()), ("Node", None, "gpu-1"));
-        let rs = Location { key: "/apps/replicasets/default/web-1".into() }.parse().unwrap();
+        let pod = Location {
+            key: "/core/pods/team-a/p1".into(),
+        }
+        .parse()
+        .unwrap();
+        assert_eq!(
+            (pod.0.kind(), pod.1.as_deref(), pod.2.as_str()),
+            ("Pod", Some("team-a"), "p1")
+        );
+        let node = Location {
+            key: "/core/nodes/gpu-1".into(),
+        }
+        .parse()
+        .unwrap();
+        assert_eq!(
+            (node.0.kind(), node.1, node.2.as_str()),
+            ("Node", None, "gpu-1")
+        );
+        let rs = Location {
+            key: "/apps/replicasets/default/web-1".into(),
+        }
+        .parse()
+        .unwrap();
         assert_eq!(rs.0.kind(), "ReplicaSet");
-        assert!(Location { key: "/nope/x/y".into() }.parse().is_none());
+        assert!(
+            Location {
+                key: "/nope/x/y".into()
+            }
+            .parse()
+            .is_none()
+        );
     }
 }

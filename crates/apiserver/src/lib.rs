@@ -6,9 +6,9 @@
 //! (finalizers, owner references with a garbage collector, namespace lifecycle). Knows
 //! nothing about scheduling, queueing or node internals.
 
-pub mod gc;
 pub mod discovery;
 pub mod error;
+pub mod gc;
 pub mod list;
 pub mod meta;
 pub mod objects;

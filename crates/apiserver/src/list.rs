@@ -75,7 +75,8 @@ impl PageCache {
         if self.snapshots.len() == PAGE_CACHE_SIZE {
             self.snapshots.pop_front();
         }
-        self.snapshots.push_back((prefix.to_string(), snapshot.clone()));
+        self.snapshots
+            .push_back((prefix.to_string(), snapshot.clone()));
     }
 
     fn find(&self, prefix: &str, revision: u64) -> Option<Snapshot> {
@@ -92,13 +93,23 @@ fn encode_continue(revision: u64, last_key: &str) -> String {
 }
 
 fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
-    let invalid = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    let invalid = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
         .map_err(|_| invalid())?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    let revision = value.get("rv").and_then(Value::as_u64).ok_or_else(invalid)?;
-    let start = value.get("start").and_then(Value::as_str).ok_or_else(invalid)?;
+    let revision = value
+        .get("rv")
+        .and_then(Value::as_u64)
+        .ok_or_else(invalid)?;
+    let start = value
+        .get("start")
+        .and_then(Value::as_str)
+        .ok_or_else(invalid)?;
     Ok((revision, start.to_string()))
 }
 
@@ -112,7 +123,11 @@ pub fn list(
 ) -> ApiResult<Response> {
     let filter = Filter::parse(resource, query)?;
     let limit = query.int("limit")?.filter(|l| *l > 0).map(|l| l as usize);
-    let prefix = resource.prefix(if resource.namespaced() { namespace } else { None });
+    let prefix = resource.prefix(if resource.namespaced() {
+        namespace
+    } else {
+        None
+    });
 
     let (snapshot, start_after) = match query.get("continue").filter(|c| !c.is_empty()) {
         Some(token) => {
@@ -144,7 +159,9 @@ pub fn list(
     }
 
     let start_index = match &start_after {
-        Some(start) => snapshot.entries.partition_point(|e| &*e.key <= start.as_str()),
+        Some(start) => snapshot
+            .entries
+            .partition_point(|e| &*e.key <= start.as_str()),
         None => 0,
     };
     let mut selected: Vec<(&Entry, Option<Value>)> = Vec::new();
@@ -194,7 +211,11 @@ pub fn list(
     if accept.contains("as=PartialObjectMetadataList") {
         let items = selected
             .into_iter()
-            .map(|(entry, object)| object.map_or_else(|| decode(entry), Ok).map(|o| crate::table::partial_metadata(&o)))
+            .map(|(entry, object)| {
+                object
+                    .map_or_else(|| decode(entry), Ok)
+                    .map(|o| crate::table::partial_metadata(&o))
+            })
             .collect::<ApiResult<Vec<_>>>()?;
         let mut metadata = json!({"resourceVersion": revision});
         if let Some(token) = &continue_token {
@@ -218,7 +239,12 @@ pub fn list(
         resource.info.api_version(),
         metadata
     );
-    let size = head.len() + selected.iter().map(|(e, _)| e.value.len() + 1).sum::<usize>() + 2;
+    let size = head.len()
+        + selected
+            .iter()
+            .map(|(e, _)| e.value.len() + 1)
+            .sum::<usize>()
+        + 2;
     let mut body = Vec::with_capacity(size);
     body.extend_from_slice(head.as_bytes());
     for (index, (entry, _)) in selected.iter().enumerate() {
@@ -238,7 +264,10 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
         let token = encode_continue(42, "/core/pods/default/p7");
-        assert_eq!(decode_continue(&token).unwrap(), (42, "/core/pods/default/p7".into()));
+        assert_eq!(
+            decode_continue(&token).unwrap(),
+            (42, "/core/pods/default/p7".into())
+        );
         assert_eq!(decode_continue("not-a-token").unwrap_err().code, 400);
     }
 }

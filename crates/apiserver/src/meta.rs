@@ -66,14 +66,14 @@ pub fn check_metadata(resource: Resource, object: &Value) -> Vec<Cause> {
     }
     if let Some(Value::Object(labels)) = object.pointer("/metadata/labels") {
         for (key, value) in labels {
-            let field = format!("metadata.labels");
+            let field = "metadata.labels";
             if let Some(problem) = check_qualified_name(key) {
-                causes.push(Cause::invalid(&field, &json!(key), problem));
+                causes.push(Cause::invalid(field, &json!(key), problem));
             }
             if let Some(value) = value.as_str()
                 && let Some(problem) = check_label_value(value)
             {
-                causes.push(Cause::invalid(&field, &json!(value), problem));
+                causes.push(Cause::invalid(field, &json!(value), problem));
             }
         }
     }

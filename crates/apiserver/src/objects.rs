@@ -155,8 +155,12 @@ impl Objects {
         (self.clock)()
     }
 
-    fn namespace_of<'a>(resource: Resource, namespace: Option<&'a str>) -> Option<&'a str> {
-        if resource.namespaced() { namespace } else { None }
+    fn namespace_of(resource: Resource, namespace: Option<&str>) -> Option<&str> {
+        if resource.namespaced() {
+            namespace
+        } else {
+            None
+        }
     }
 
     /// Reads one object.
@@ -184,7 +188,9 @@ impl Objects {
         options: &WriteOptions,
     ) -> ApiResult<Vec<String>> {
         let Some(map) = object.as_object_mut() else {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         };
         let api_version = resource.info.api_version();
         match map.get("apiVersion").and_then(Value::as_str) {
@@ -210,8 +216,7 @@ impl Objects {
                 )));
             }
         }
-        let findings =
-            validation::validate(object, Schema::definition(&resource.info.definition));
+        let findings = validation::validate(object, Schema::definition(&resource.info.definition));
         let mut warnings = Vec::new();
         if !findings.unknown_fields.is_empty() {
             match options.field_validation {
@@ -222,7 +227,9 @@ impl Objects {
                         .map(|f| format!("unknown field \"{f}\""))
                         .collect::<Vec<_>>()
                         .join(", ");
-                    return Err(ApiError::bad_request(format!("strict decoding error: {listed}")));
+                    return Err(ApiError::bad_request(format!(
+                        "strict decoding error: {listed}"
+                    )));
                 }
                 FieldValidation::Warn => warnings.extend(
                     findings
@@ -238,7 +245,12 @@ impl Objects {
         causes.extend(strategy::validate(resource, object));
         if !causes.is_empty() {
             let name = meta_str(object, "name").unwrap_or_default().to_string();
-            return Err(ApiError::invalid(resource.group(), resource.kind(), &name, causes));
+            return Err(ApiError::invalid(
+                resource.group(),
+                resource.kind(),
+                &name,
+                causes,
+            ));
         }
         Ok(warnings)
     }
@@ -282,7 +294,10 @@ impl Objects {
         options: &WriteOptions,
     ) -> ApiResult<Written> {
         let namespace = Self::namespace_of(resource, namespace);
-        if let Some(given) = object.get("metadata").and_then(|m| m.get("namespace")).and_then(Value::as_str)
+        if let Some(given) = object
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str)
             && resource.namespaced()
             && Some(given) != namespace
             && !given.is_empty()
@@ -296,7 +311,8 @@ impl Objects {
         if generate {
             match &prefix {
                 Some(prefix) if !prefix.is_empty() => {
-                    metadata_mut(&mut object).insert("name".into(), json!(meta::generate_name(prefix)));
+                    metadata_mut(&mut object)
+                        .insert("name".into(), json!(meta::generate_name(prefix)));
                 }
                 _ => {
                     return Err(ApiError::invalid(
@@ -347,7 +363,11 @@ impl Objects {
             let mut stored = None;
             let outcome = self.store.mutate(&key, |current, revision| {
                 if current.is_some() {
-                    return Err(ApiError::already_exists(resource.group(), resource.plural(), &name));
+                    return Err(ApiError::already_exists(
+                        resource.group(),
+                        resource.plural(),
+                        &name,
+                    ));
                 }
                 let mut result = object.clone();
                 if options.dry_run {
@@ -397,14 +417,25 @@ impl Objects {
             )));
         }
         let precondition = meta_str(&object, "resourceVersion").map(str::to_string);
-        let mut written = self.write(resource, namespace, name, options, |current| {
-            if let Some(wanted) = &precondition
-                && meta_str(current, "resourceVersion") != Some(wanted.as_str())
-            {
-                return Err(ApiError::modified(resource.group(), resource.plural(), name));
-            }
-            Ok(object)
-        }, part)?;
+        let mut written = self.write(
+            resource,
+            namespace,
+            name,
+            options,
+            |current| {
+                if let Some(wanted) = &precondition
+                    && meta_str(current, "resourceVersion") != Some(wanted.as_str())
+                {
+                    return Err(ApiError::modified(
+                        resource.group(),
+                        resource.plural(),
+                        name,
+                    ));
+                }
+                Ok(object)
+            },
+            part,
+        )?;
         written.warnings.extend(warnings);
         Ok(written)
     }
@@ -421,29 +452,41 @@ impl Objects {
     ) -> ApiResult<Written> {
         let schema = Schema::definition(&resource.info.definition);
         let mut warnings = Vec::new();
-        let written = self.write(resource, namespace, name, options, |current| {
-            let patched = match body {
-                PatchBody::Json(bytes) => patch::json_patch(current, bytes),
-                PatchBody::Merge(value) => patch::merge_patch(current, value),
-                PatchBody::Strategic(value) => patch::strategic_merge(current, value, schema),
-            }
-            .map_err(|error| match error {
-                PatchError::Malformed(message) => ApiError::bad_request(message),
-                PatchError::DoesNotApply(message) => {
-                    let mut error = ApiError::invalid(resource.group(), resource.kind(), name, vec![]);
-                    error.message = message;
-                    error
+        let written = self.write(
+            resource,
+            namespace,
+            name,
+            options,
+            |current| {
+                let patched = match body {
+                    PatchBody::Json(bytes) => patch::json_patch(current, bytes),
+                    PatchBody::Merge(value) => patch::merge_patch(current, value),
+                    PatchBody::Strategic(value) => patch::strategic_merge(current, value, schema),
                 }
-            })?;
-            let mut patched = patched;
-            // A resourceVersion in the patch is a precondition.
-            let given = meta_str(&patched, "resourceVersion").map(str::to_string);
-            if given.is_some() && given.as_deref() != meta_str(current, "resourceVersion") {
-                return Err(ApiError::modified(resource.group(), resource.plural(), name));
-            }
-            warnings = self.admit(resource, &mut patched, options)?;
-            Ok(patched)
-        }, part)?;
+                .map_err(|error| match error {
+                    PatchError::Malformed(message) => ApiError::bad_request(message),
+                    PatchError::DoesNotApply(message) => {
+                        let mut error =
+                            ApiError::invalid(resource.group(), resource.kind(), name, vec![]);
+                        error.message = message;
+                        error
+                    }
+                })?;
+                let mut patched = patched;
+                // A resourceVersion in the patch is a precondition.
+                let given = meta_str(&patched, "resourceVersion").map(str::to_string);
+                if given.is_some() && given.as_deref() != meta_str(current, "resourceVersion") {
+                    return Err(ApiError::modified(
+                        resource.group(),
+                        resource.plural(),
+                        name,
+                    ));
+                }
+                warnings = self.admit(resource, &mut patched, options)?;
+                Ok(patched)
+            },
+            part,
+        )?;
         Ok(Written {
             warnings,
             ..written
@@ -461,7 +504,14 @@ impl Objects {
         part: Part,
         change: impl FnOnce(&Value) -> ApiResult<Value>,
     ) -> ApiResult<Written> {
-        self.write(resource, namespace, name, &WriteOptions::default(), change, part)
+        self.write(
+            resource,
+            namespace,
+            name,
+            &WriteOptions::default(),
+            change,
+            part,
+        )
     }
 
     /// The shared update path: `change` turns the stored object into the requested one;
@@ -477,36 +527,44 @@ impl Objects {
     ) -> ApiResult<Written> {
         let key = resource.key(Self::namespace_of(resource, namespace), name);
         let mut stored = None;
-        self.store
-            .mutate(&key, |current, revision| {
-                let current = current
-                    .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
-                let current = decode(current)?;
-                let requested = change(&current)?;
-                let mut next = merge_update(resource, &current, requested, part);
-                let causes = strategy::validate_update(resource, &current, &next);
-                if !causes.is_empty() {
-                    return Err(ApiError::invalid(resource.group(), resource.kind(), name, causes));
-                }
-                if next == current {
-                    stored = Some(current);
-                    return Ok(Mutation::Keep);
-                }
-                if is_deleting(&next) && !holds_deletion(resource, &next) {
-                    set_resource_version(&mut next, revision);
-                    let bytes = encode(&next);
-                    stored = Some(next);
-                    return Ok(if options.dry_run { Mutation::Keep } else { Mutation::Delete(bytes) });
-                }
-                if options.dry_run {
-                    stored = Some(next);
-                    return Ok(Mutation::Keep);
-                }
+        self.store.mutate(&key, |current, revision| {
+            let current = current
+                .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
+            let current = decode(current)?;
+            let requested = change(&current)?;
+            let mut next = merge_update(resource, &current, requested, part);
+            let causes = strategy::validate_update(resource, &current, &next);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    resource.group(),
+                    resource.kind(),
+                    name,
+                    causes,
+                ));
+            }
+            if next == current {
+                stored = Some(current);
+                return Ok(Mutation::Keep);
+            }
+            if is_deleting(&next) && !holds_deletion(resource, &next) {
                 set_resource_version(&mut next, revision);
                 let bytes = encode(&next);
                 stored = Some(next);
-                Ok(Mutation::Put(bytes))
-            })??;
+                return Ok(if options.dry_run {
+                    Mutation::Keep
+                } else {
+                    Mutation::Delete(bytes)
+                });
+            }
+            if options.dry_run {
+                stored = Some(next);
+                return Ok(Mutation::Keep);
+            }
+            set_resource_version(&mut next, revision);
+            let bytes = encode(&next);
+            stored = Some(next);
+            Ok(Mutation::Put(bytes))
+        })??;
         Ok(Written {
             object: stored.unwrap_or(Value::Null),
             warnings: Vec::new(),
@@ -525,8 +583,17 @@ impl Objects {
     ) -> ApiResult<Deleted> {
         let key = resource.key(Self::namespace_of(resource, namespace), name);
         // Read outside the transaction: a transaction may not call back into the store.
-        let node_of = |object: &Value| object.pointer("/spec/nodeName").and_then(Value::as_str).map(str::to_string);
-        let bound_node = self.store.get(&key).and_then(|entry| decode(&entry).ok()).and_then(|o| node_of(&o));
+        let node_of = |object: &Value| {
+            object
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let bound_node = self
+            .store
+            .get(&key)
+            .and_then(|entry| decode(&entry).ok())
+            .and_then(|o| node_of(&o));
         let bound_node_exists = bound_node.as_deref().is_some_and(|node| {
             Resource::find("", "v1", "nodes")
                 .is_some_and(|nodes| self.store.get(&nodes.key(None, node)).is_some())
@@ -636,7 +703,10 @@ fn pod_grace_seconds(
     }
     options
         .grace_period_seconds
-        .or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
         .unwrap_or(30)
         .max(0)
 }
@@ -650,7 +720,12 @@ pub fn namespace_finalizers(namespace: &Value) -> Vec<String> {
     namespace
         .pointer("/spec/finalizers")
         .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -697,7 +772,16 @@ fn merge_update(resource: Resource, current: &Value, requested: Value, part: Par
             next
         }
     };
-    let kept = ["uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "resourceVersion"];
+    let kept = [
+        "uid",
+        "creationTimestamp",
+        "name",
+        "namespace",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "resourceVersion",
+    ];
     {
         let current_meta = current.get("metadata").and_then(Value::as_object);
         let metadata = metadata_mut(&mut next);
@@ -717,14 +801,19 @@ fn merge_update(resource: Resource, current: &Value, requested: Value, part: Par
             .as_object()
             .map(|map| {
                 map.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                    .filter(|(k, _)| {
+                        !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                    })
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect()
             })
             .unwrap_or_default()
     };
     if spec_of(current) != spec_of(&next) {
-        let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+        let generation = current
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         metadata_mut(&mut next).insert("generation".into(), json!(generation + 1));
     }
     next

@@ -91,10 +91,7 @@ pub fn document(path: &str) -> Option<Value> {
                 "patch": operation("patch", "patch"),
             }),
         );
-        paths.insert(
-            collection,
-            json!({"post": operation("create", "post")}),
-        );
+        paths.insert(collection, json!({"post": operation("create", "post")}));
     }
     // Include every definition reachable from the served kinds.
     let mut components = Map::new();
@@ -145,15 +142,24 @@ mod tests {
         assert!(paths.contains_key("api/v1"));
         assert!(paths.contains_key("apis/apps/v1"));
         assert!(paths.contains_key("apis/resource.k8s.io/v1"));
-        assert!(paths["api/v1"]["serverRelativeURL"].as_str().unwrap().starts_with("/openapi/v3/api/v1?hash="));
+        assert!(
+            paths["api/v1"]["serverRelativeURL"]
+                .as_str()
+                .unwrap()
+                .starts_with("/openapi/v3/api/v1?hash=")
+        );
     }
 
     #[test]
     fn documents_declare_field_validation_and_close_over_references() {
         let doc = document("apis/apps/v1").unwrap();
-        let patch = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        let patch =
+            &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         assert_eq!(patch["parameters"][0]["name"], "fieldValidation");
-        assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Deployment");
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"]["kind"],
+            "Deployment"
+        );
         let schemas = doc["components"]["schemas"].as_object().unwrap();
         assert!(schemas.contains_key("io.k8s.api.apps.v1.Deployment"));
         assert!(schemas.contains_key("io.k8s.api.core.v1.PodSpec"));

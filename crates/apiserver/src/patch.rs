@@ -276,8 +276,7 @@ fn merge_list(
                 let position = original
                     .iter()
                     .position(|existing| existing.get(merge_key) == Some(key_value));
-                let delete =
-                    patch_item.get(PATCH).and_then(Value::as_str) == Some("delete");
+                let delete = patch_item.get(PATCH).and_then(Value::as_str) == Some("delete");
                 match (position, delete) {
                     (Some(index), true) => {
                         original.retain(|existing| existing.get(merge_key) != Some(key_value));
@@ -422,7 +421,8 @@ mod tests {
                      "tolerations": [{"key": "t1"}]}
         });
         // null deletes a map key
-        let merged = strategic_merge(&base, &json!({"metadata": {"labels": {"a": null}}}), pod()).unwrap();
+        let merged =
+            strategic_merge(&base, &json!({"metadata": {"labels": {"a": null}}}), pod()).unwrap();
         assert_eq!(merged["metadata"]["labels"], json!({"b": "2"}));
         // $patch: delete removes a list element by merge key
         let merged = strategic_merge(
@@ -431,7 +431,10 @@ mod tests {
             pod(),
         )
         .unwrap();
-        assert_eq!(merged["spec"]["containers"], json!([{"name": "c2", "image": "i2"}]));
+        assert_eq!(
+            merged["spec"]["containers"],
+            json!([{"name": "c2", "image": "i2"}])
+        );
         // $patch: replace on a list element replaces the whole list
         let merged = strategic_merge(
             &base,
@@ -439,7 +442,10 @@ mod tests {
             pod(),
         )
         .unwrap();
-        assert_eq!(merged["spec"]["containers"], json!([{"name": "c9", "image": "i9"}]));
+        assert_eq!(
+            merged["spec"]["containers"],
+            json!([{"name": "c9", "image": "i9"}])
+        );
         // $patch: replace on a map replaces the map
         let merged = strategic_merge(
             &base,
@@ -469,7 +475,12 @@ mod tests {
             json!([{"name": "c2", "image": "i2"}, {"name": "c1", "image": "new"}])
         );
         // tolerations have no strategy: replaced
-        let merged = strategic_merge(&base, &json!({"spec": {"tolerations": [{"key": "t2"}]}}), pod()).unwrap();
+        let merged = strategic_merge(
+            &base,
+            &json!({"spec": {"tolerations": [{"key": "t2"}]}}),
+            pod(),
+        )
+        .unwrap();
         assert_eq!(merged["spec"]["tolerations"], json!([{"key": "t2"}]));
     }
 
@@ -491,7 +502,13 @@ mod tests {
             json!({"spec": {"containers": [{"image": "no-name"}]}}),
             json!([1, 2]),
         ] {
-            assert!(matches!(strategic_merge(&base, &bad, pod()), Err(PatchError::Malformed(_))), "{bad}");
+            assert!(
+                matches!(
+                    strategic_merge(&base, &bad, pod()),
+                    Err(PatchError::Malformed(_))
+                ),
+                "{bad}"
+            );
         }
     }
 
@@ -505,9 +522,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok["metadata"]["finalizers"], json!(["a", "b"]));
-        let failed = json_patch(&doc, br#"[{"op":"test","path":"/metadata/finalizers","value":[]}]"#);
+        let failed = json_patch(
+            &doc,
+            br#"[{"op":"test","path":"/metadata/finalizers","value":[]}]"#,
+        );
         assert!(matches!(failed, Err(PatchError::DoesNotApply(_))));
-        assert!(matches!(json_patch(&doc, b"{}"), Err(PatchError::Malformed(_))));
+        assert!(matches!(
+            json_patch(&doc, b"{}"),
+            Err(PatchError::Malformed(_))
+        ));
     }
 
     #[test]

@@ -66,7 +66,11 @@ impl ResourcePath {
 
 /// Parses a request path.
 pub fn parse_path(path: &str) -> ApiResult<Target> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     let decoded: Vec<String> = segments.iter().map(|s| percent_decode(s)).collect();
     let parts: Vec<&str> = decoded.iter().map(String::as_str).collect();
     let not_found = || ApiError::no_route(path);
@@ -80,7 +84,9 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
         ["openapi", "v3", rest @ ..] => Target::OpenApiDocument(rest.join("/")),
         ["api", version] => Target::GroupVersion(String::new(), version.to_string()),
         ["apis", group, version] => Target::GroupVersion(group.to_string(), version.to_string()),
-        ["api", version, rest @ ..] => Target::Resource(resource_path("", version, rest).ok_or_else(not_found)?),
+        ["api", version, rest @ ..] => {
+            Target::Resource(resource_path("", version, rest).ok_or_else(not_found)?)
+        }
         ["apis", group, version, rest @ ..] => {
             Target::Resource(resource_path(group, version, rest).ok_or_else(not_found)?)
         }
@@ -89,13 +95,15 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
 }
 
 fn resource_path(group: &str, version: &str, rest: &[&str]) -> Option<ResourcePath> {
-    let path = |namespace: Option<&str>, plural: &str, name: Option<&str>, sub: Option<&str>| ResourcePath {
-        group: group.to_string(),
-        version: version.to_string(),
-        namespace: namespace.map(str::to_string),
-        plural: plural.to_string(),
-        name: name.map(str::to_string),
-        subresource: sub.map(str::to_string),
+    let path = |namespace: Option<&str>, plural: &str, name: Option<&str>, sub: Option<&str>| {
+        ResourcePath {
+            group: group.to_string(),
+            version: version.to_string(),
+            namespace: namespace.map(str::to_string),
+            plural: plural.to_string(),
+            name: name.map(str::to_string),
+            subresource: sub.map(str::to_string),
+        }
     };
     let namespace_subresource = |s: &str| matches!(s, "status" | "finalize");
     Some(match rest {
@@ -104,7 +112,9 @@ fn resource_path(group: &str, version: &str, rest: &[&str]) -> Option<ResourcePa
         }
         ["namespaces", namespace, plural] => path(Some(namespace), plural, None, None),
         ["namespaces", namespace, plural, name] => path(Some(namespace), plural, Some(name), None),
-        ["namespaces", namespace, plural, name, sub] => path(Some(namespace), plural, Some(name), Some(sub)),
+        ["namespaces", namespace, plural, name, sub] => {
+            path(Some(namespace), plural, Some(name), Some(sub))
+        }
         [plural] => path(None, plural, None, None),
         [plural, name] => path(None, plural, Some(name), None),
         [plural, name, sub] => path(None, plural, Some(name), Some(sub)),
@@ -176,7 +186,9 @@ impl Query {
         match self.get(name) {
             None | Some("") => Ok(None),
             Some(text) => text.parse().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("invalid value for query parameter {name}: {text:?} is not an integer"))
+                ApiError::bad_request(format!(
+                    "invalid value for query parameter {name}: {text:?} is not an integer"
+                ))
             }),
         }
     }
@@ -198,20 +210,47 @@ mod tests {
         assert_eq!(parse_path("/version").unwrap(), Target::Version);
         assert_eq!(parse_path("/readyz/ping").unwrap(), Target::Health);
         assert_eq!(parse_path("/api").unwrap(), Target::CoreGroup);
-        assert_eq!(parse_path("/apis/apps").unwrap(), Target::Group("apps".into()));
-        assert_eq!(parse_path("/api/v1").unwrap(), Target::GroupVersion("".into(), "v1".into()));
-        assert_eq!(parse_path("/openapi/v3/apis/apps/v1").unwrap(), Target::OpenApiDocument("apis/apps/v1".into()));
+        assert_eq!(
+            parse_path("/apis/apps").unwrap(),
+            Target::Group("apps".into())
+        );
+        assert_eq!(
+            parse_path("/api/v1").unwrap(),
+            Target::GroupVersion("".into(), "v1".into())
+        );
+        assert_eq!(
+            parse_path("/openapi/v3/apis/apps/v1").unwrap(),
+            Target::OpenApiDocument("apis/apps/v1".into())
+        );
 
         let pods = resource("/api/v1/namespaces/default/pods");
-        assert_eq!((pods.namespace.as_deref(), pods.plural.as_str(), pods.name), (Some("default"), "pods", None));
+        assert_eq!(
+            (pods.namespace.as_deref(), pods.plural.as_str(), pods.name),
+            (Some("default"), "pods", None)
+        );
         let log = resource("/api/v1/namespaces/default/pods/p1/log");
-        assert_eq!((log.name.as_deref(), log.subresource.as_deref()), (Some("p1"), Some("log")));
+        assert_eq!(
+            (log.name.as_deref(), log.subresource.as_deref()),
+            (Some("p1"), Some("log"))
+        );
         let ns = resource("/api/v1/namespaces/team-a");
-        assert_eq!((ns.plural.as_str(), ns.name.as_deref(), ns.namespace), ("namespaces", Some("team-a"), None));
+        assert_eq!(
+            (ns.plural.as_str(), ns.name.as_deref(), ns.namespace),
+            ("namespaces", Some("team-a"), None)
+        );
         let ns_status = resource("/api/v1/namespaces/team-a/status");
-        assert_eq!((ns_status.plural.as_str(), ns_status.subresource.as_deref()), ("namespaces", Some("status")));
+        assert_eq!(
+            (ns_status.plural.as_str(), ns_status.subresource.as_deref()),
+            ("namespaces", Some("status"))
+        );
         let node_status = resource("/api/v1/nodes/n1/status");
-        assert_eq!((node_status.plural.as_str(), node_status.subresource.as_deref()), ("nodes", Some("status")));
+        assert_eq!(
+            (
+                node_status.plural.as_str(),
+                node_status.subresource.as_deref()
+            ),
+            ("nodes", Some("status"))
+        );
         let all = resource("/apis/apps/v1/deployments");
         assert_eq!((all.group.as_str(), all.namespace), ("apps", None));
         let role = resource("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Anode");
@@ -226,5 +265,30 @@ mod tests {
         assert!(query.flag("watch"));
         assert_eq!(query.get("labelSelector"), Some("app=web"));
         assert_eq!(query.int("bad").unwrap_err().code, 400);
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// No path or query string makes request parsing panic.
+        #[test]
+        fn parsing_never_panics(path in "(/[a-z0-9%.:_-]{0,12}){0,8}", query in "[a-zA-Z0-9=&%.,!()_-]{0,40}") {
+            let _ = parse_path(&path);
+            let parsed = Query::parse(Some(&query));
+            let _ = parsed.int("limit");
+        }
+
+        /// Resource paths round-trip their names.
+        #[test]
+        fn object_names_survive_parsing(namespace in "[a-z0-9-]{1,20}", name in "[a-z0-9.-]{1,40}") {
+            let target = parse_path(&format!("/api/v1/namespaces/{namespace}/configmaps/{name}")).unwrap();
+            let Target::Resource(path) = target else { panic!("not a resource") };
+            prop_assert_eq!(path.namespace.as_deref(), Some(namespace.as_str()));
+            prop_assert_eq!(path.name.as_deref(), Some(name.as_str()));
+        }
     }
 }

@@ -129,12 +129,14 @@ fn parse_requirement(part: &str) -> Option<(String, LabelOp)> {
     ] {
         if let Some((key, rest)) = part.split_once(token) {
             let key = key.trim();
-            return (valid_key(key)).then_some(())
+            return (valid_key(key))
+                .then_some(())
                 .and_then(|_| parse_set(rest))
                 .map(|set| (key.to_string(), build(set)));
         }
     }
-    let operators: [(&str, fn(&str) -> Option<LabelOp>); 5] = [
+    type Build = fn(&str) -> Option<LabelOp>;
+    let operators: [(&str, Build); 5] = [
         ("!=", |v| Some(LabelOp::NotEquals(v.to_string()))),
         ("==", |v| Some(LabelOp::Equals(v.to_string()))),
         ("=", |v| Some(LabelOp::Equals(v.to_string()))),
@@ -309,8 +311,36 @@ mod tests {
             assert_eq!(parsed.matches(&pod), want, "{selector}");
         }
         let unscheduled = json!({"metadata": {"name": "p2"}});
-        assert!(FieldSelector::parse("spec.nodeName=", &fields).unwrap().matches(&unscheduled));
+        assert!(
+            FieldSelector::parse("spec.nodeName=", &fields)
+                .unwrap()
+                .matches(&unscheduled)
+        );
         let error = FieldSelector::parse("spec.foo=bar", &fields).unwrap_err();
         assert_eq!(error.message, "field label not supported: spec.foo");
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// No selector text makes parsing panic.
+        #[test]
+        fn selector_parsing_never_panics(text in "[a-z0-9=!,() <>.-]{0,40}") {
+            let _ = LabelSelector::parse(&text);
+            let _ = FieldSelector::parse(&text, &["metadata.name"]);
+        }
+
+        /// `k=v` matches exactly the label sets holding that pair.
+        #[test]
+        fn equality_matches_exactly(key in "[a-z]{1,5}", value in "[a-z]{0,5}", other in "[a-z]{0,5}") {
+            let selector = LabelSelector::parse(&format!("{key}={value}")).unwrap();
+            let mut labels = BTreeMap::new();
+            labels.insert(key.clone(), other.clone());
+            prop_assert_eq!(selector.matches(&labels), other == value);
+        }
     }
 }

@@ -90,7 +90,10 @@ pub(crate) fn json_response(status: StatusCode, value: &Value) -> Response {
 
 fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
     for warning in warnings {
-        let text = format!("299 - {}", serde_json::to_string(warning).unwrap_or_default());
+        let text = format!(
+            "299 - {}",
+            serde_json::to_string(warning).unwrap_or_default()
+        );
         if let Ok(value) = HeaderValue::from_str(&text) {
             response.headers_mut().append(header::WARNING, value);
         }
@@ -126,7 +129,9 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
             read_only(request.method())?;
             Ok(json_response(StatusCode::OK, &discovery::version()))
         }
-        Target::Health => Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()),
+        Target::Health => {
+            Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response())
+        }
         Target::CoreGroup => {
             read_only(request.method())?;
             Ok(if discovery::wants_aggregated(&accept) {
@@ -154,7 +159,10 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
             if !discovery::serves(&group, &version) {
                 return Err(ApiError::no_route(request.uri().path()));
             }
-            Ok(json_response(StatusCode::OK, &discovery::resource_list(&group, &version)))
+            Ok(json_response(
+                StatusCode::OK,
+                &discovery::resource_list(&group, &version),
+            ))
         }
         Target::OpenApiIndex => {
             read_only(request.method())?;
@@ -162,7 +170,8 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
         }
         Target::OpenApiDocument(path) => {
             read_only(request.method())?;
-            let document = openapi::document(&path).ok_or_else(|| ApiError::no_route(request.uri().path()))?;
+            let document =
+                openapi::document(&path).ok_or_else(|| ApiError::no_route(request.uri().path()))?;
             Ok(json_response(StatusCode::OK, &document))
         }
         Target::Resource(path) => resource_request(server, path, request, &accept).await,
@@ -195,7 +204,13 @@ fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_else(|| "application/json".into())
 }
 
@@ -203,13 +218,17 @@ fn content_type(headers: &HeaderMap) -> String {
 pub(crate) fn decode_object(content_type: &str, body: &[u8]) -> ApiResult<Value> {
     let value: Value = match content_type {
         "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the body of the request could not be decoded as JSON: {e}"))
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded as JSON: {e}"
+            ))
         })?,
         "application/yaml" | "application/apply-patch+yaml" => {
             let text = std::str::from_utf8(body)
                 .map_err(|_| ApiError::bad_request("the body of the request is not valid UTF-8"))?;
             serde_saphyr::from_str(text).map_err(|e| {
-                ApiError::bad_request(format!("the body of the request could not be decoded as YAML: {e}"))
+                ApiError::bad_request(format!(
+                    "the body of the request could not be decoded as YAML: {e}"
+                ))
             })?
         }
         other => return Err(ApiError::unsupported_media_type(other)),
@@ -267,7 +286,8 @@ async fn resource_request(
     let namespace = path.namespace.as_deref();
     if let Some(sub) = path.subresource.as_deref() {
         let name = path.name.clone().unwrap_or_default();
-        return subresources::handle(server, resource, namespace, &name, sub, request, &query).await;
+        return subresources::handle(server, resource, namespace, &name, sub, request, &query)
+            .await;
     }
     match (method, path.name.as_deref()) {
         (Method::GET, None) if query.flag("watch") => {
@@ -301,27 +321,41 @@ async fn resource_request(
             let options = write_options(&query)?;
             let (headers, body) = read_body(request).await?;
             let object = decode_object(&content_type(&headers), &body)?;
-            let written = server.objects.create(resource, namespace, object, &options)?;
+            let written = server
+                .objects
+                .create(resource, namespace, object, &options)?;
             Ok(written_response(StatusCode::CREATED, written))
         }
         (Method::PUT, Some(name)) => {
             let options = write_options(&query)?;
             let (headers, body) = read_body(request).await?;
             let object = decode_object(&content_type(&headers), &body)?;
-            let written = server
-                .objects
-                .update(resource, namespace, name, object, Part::Main, &options)?;
+            let written =
+                server
+                    .objects
+                    .update(resource, namespace, name, object, Part::Main, &options)?;
             Ok(written_response(StatusCode::OK, written))
         }
         (Method::PATCH, Some(name)) => {
             let name = name.to_string();
-            patch(server, resource, namespace, &name, Part::Main, request, &query).await
+            patch(
+                server,
+                resource,
+                namespace,
+                &name,
+                Part::Main,
+                request,
+                &query,
+            )
+            .await
         }
         (Method::DELETE, Some(name)) => {
             let name = name.to_string();
             delete(server, resource, namespace, &name, request, &query).await
         }
-        (Method::DELETE, None) => delete_collection(server, resource, namespace, request, &query).await,
+        (Method::DELETE, None) => {
+            delete_collection(server, resource, namespace, request, &query).await
+        }
         (method, _) => Err(ApiError::method_not_allowed(method.as_str())),
     }
 }
@@ -346,18 +380,23 @@ pub(crate) async fn patch(
         if server.objects.get(resource, namespace, name).is_err() {
             let mut object = apply.clone();
             crate::meta::metadata_mut(&mut object).insert("name".into(), json!(name));
-            let written = server.objects.create(resource, namespace, object, &options)?;
+            let written = server
+                .objects
+                .create(resource, namespace, object, &options)?;
             return Ok(written_response(StatusCode::CREATED, written));
         }
     }
-    let written = server.objects.patch(resource, namespace, name, &body, part, &options)?;
+    let written = server
+        .objects
+        .patch(resource, namespace, name, &body, part, &options)?;
     Ok(written_response(StatusCode::OK, written))
 }
 
 fn patch_body(content_type: &str, body: Bytes) -> ApiResult<PatchBody> {
     let parse = |body: &[u8]| -> ApiResult<Value> {
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("the patch could not be decoded as JSON: {e}")))
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the patch could not be decoded as JSON: {e}"))
+        })
     };
     Ok(match content_type {
         "application/json-patch+json" => PatchBody::Json(body),
@@ -372,18 +411,26 @@ fn delete_options(query: &Query, body: &[u8]) -> ApiResult<(DeleteOptions, bool)
     let parsed: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("the DeleteOptions could not be decoded: {e}")))?
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the DeleteOptions could not be decoded: {e}"))
+        })?
     };
     let propagation_text = query
         .get("propagationPolicy")
         .map(str::to_string)
-        .or_else(|| parsed.get("propagationPolicy").and_then(Value::as_str).map(str::to_string))
-        .or_else(|| match parsed.get("orphanDependents").and_then(Value::as_bool) {
-            Some(true) => Some("Orphan".into()),
-            Some(false) => Some("Background".into()),
-            None => None,
+        .or_else(|| {
+            parsed
+                .get("propagationPolicy")
+                .and_then(Value::as_str)
+                .map(str::to_string)
         })
+        .or_else(
+            || match parsed.get("orphanDependents").and_then(Value::as_bool) {
+                Some(true) => Some("Orphan".into()),
+                Some(false) => Some("Background".into()),
+                None => None,
+            },
+        )
         .or_else(|| match query.get("orphanDependents") {
             Some("true") => Some("Orphan".into()),
             Some("false") => Some("Background".into()),
@@ -413,7 +460,10 @@ fn delete_options(query: &Query, body: &[u8]) -> ApiResult<(DeleteOptions, bool)
         DeleteOptions {
             grace_period_seconds: grace,
             propagation,
-            precondition_uid: parsed.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
+            precondition_uid: parsed
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             precondition_resource_version: parsed
                 .pointer("/preconditions/resourceVersion")
                 .and_then(Value::as_str)
@@ -433,8 +483,14 @@ async fn delete(
 ) -> ApiResult<Response> {
     let (_, body) = read_body(request).await?;
     let (options, dry_run) = delete_options(query, &body)?;
-    let deleted = server.objects.delete(resource, namespace, name, &options, dry_run)?;
-    let status = if deleted.gone { StatusCode::OK } else { StatusCode::ACCEPTED };
+    let deleted = server
+        .objects
+        .delete(resource, namespace, name, &options, dry_run)?;
+    let status = if deleted.gone {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
     Ok(json_response(status, &deleted.object))
 }
 
@@ -455,12 +511,17 @@ async fn delete_collection(
         if !filter.matches(&object) {
             continue;
         }
-        let name = crate::meta::meta_str(&object, "name").unwrap_or_default().to_string();
+        let name = crate::meta::meta_str(&object, "name")
+            .unwrap_or_default()
+            .to_string();
         let object_namespace = crate::meta::meta_str(&object, "namespace").map(str::to_string);
-        match server
-            .objects
-            .delete(resource, object_namespace.as_deref(), &name, &options, dry_run)
-        {
+        match server.objects.delete(
+            resource,
+            object_namespace.as_deref(),
+            &name,
+            &options,
+            dry_run,
+        ) {
             Ok(result) => deleted.push(result.object),
             Err(error) if error.code == 404 => {}
             Err(error) => return Err(error),
@@ -477,5 +538,36 @@ async fn delete_collection(
 
 /// Builds a response body from pre-serialised chunks.
 pub(crate) fn raw_json(status: StatusCode, body: Vec<u8>) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from(body),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// No body, in any declared format, makes decoding panic; what decodes is an object.
+        #[test]
+        fn body_decoding_never_panics(body in proptest::collection::vec(any::<u8>(), 0..256),
+                                      kind in prop::sample::select(vec!["application/json", "application/yaml", "application/apply-patch+yaml", "text/plain", ""])) {
+            if let Ok(value) = decode_object(kind, &body) {
+                prop_assert!(value.is_object());
+            }
+            let _ = patch_body(kind, Bytes::from(body.clone()));
+            let _ = delete_options(&Query::default(), &body);
+        }
+
+        /// Text that looks like YAML or JSON objects decodes without panicking.
+        #[test]
+        fn structured_text_never_panics(text in "[a-z{}:\\[\\], \"\n-]{0,80}") {
+            let _ = decode_object("application/yaml", text.as_bytes());
+            let _ = decode_object("application/json", text.as_bytes());
+        }
+    }
 }

@@ -12,10 +12,11 @@ use crate::resource::Resource;
 
 /// Fills defaults and resets what a client may not set when creating an object.
 pub fn prepare_for_create(resource: Resource, object: &mut Value) {
-    if resource.has_status() && !matches!(resource.kind(), "Node" | "PersistentVolume") {
-        if let Some(map) = object.as_object_mut() {
-            map.remove("status");
-        }
+    if resource.has_status()
+        && !matches!(resource.kind(), "Node" | "PersistentVolume")
+        && let Some(map) = object.as_object_mut()
+    {
+        map.remove("status");
     }
     match (resource.group(), resource.kind()) {
         ("", "Pod") => {
@@ -146,8 +147,12 @@ pub fn qos_class(spec: &Value) -> &'static str {
     let mut any_set = false;
     let mut guaranteed = !containers.is_empty();
     for container in &containers {
-        let requests = container.pointer("/resources/requests").and_then(Value::as_object);
-        let limits = container.pointer("/resources/limits").and_then(Value::as_object);
+        let requests = container
+            .pointer("/resources/requests")
+            .and_then(Value::as_object);
+        let limits = container
+            .pointer("/resources/limits")
+            .and_then(Value::as_object);
         let is_compute = |name: &String| name == "cpu" || name == "memory";
         if requests.is_some_and(|r| r.keys().any(is_compute))
             || limits.is_some_and(|l| l.keys().any(is_compute))
@@ -221,8 +226,13 @@ fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
         };
         for (index, container) in items.iter().enumerate() {
             let at = format!("{path}.{list}[{index}]");
-            let name = container.get("name").and_then(Value::as_str).unwrap_or_default();
-            if let Some(problem) = crate::resource::check_name(name, crate::resource::NameRule::Label) {
+            let name = container
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if let Some(problem) =
+                crate::resource::check_name(name, crate::resource::NameRule::Label)
+            {
                 if !name.is_empty() {
                     causes.push(Cause::invalid(format!("{at}.name"), &json!(name), problem));
                 }
@@ -230,7 +240,11 @@ fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
                 causes.push(Cause::duplicate(format!("{at}.name"), &json!(name)));
             }
             seen.push(name);
-            if container.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+            if container
+                .get("image")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 causes.push(Cause::required(format!("{at}.image")));
             }
             check_limits_cover_requests(container, &at, causes);
@@ -240,16 +254,19 @@ fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
 
 fn check_limits_cover_requests(container: &Value, at: &str, causes: &mut Vec<Cause>) {
     let (Some(requests), Some(limits)) = (
-        container.pointer("/resources/requests").and_then(Value::as_object),
-        container.pointer("/resources/limits").and_then(Value::as_object),
+        container
+            .pointer("/resources/requests")
+            .and_then(Value::as_object),
+        container
+            .pointer("/resources/limits")
+            .and_then(Value::as_object),
     ) else {
         return;
     };
     for (name, request) in requests {
-        let (Some(request_q), Some(limit_q)) = (
-            quantity(request),
-            limits.get(name).and_then(quantity),
-        ) else {
+        let (Some(request_q), Some(limit_q)) =
+            (quantity(request), limits.get(name).and_then(quantity))
+        else {
             continue;
         };
         if request_q > limit_q {
@@ -321,10 +338,22 @@ mod tests {
     fn qos_classes() {
         let table = [
             (json!({"containers": [{"name": "c"}]}), "BestEffort"),
-            (json!({"containers": [{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}), "Guaranteed"),
-            (json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}), "Burstable"),
-            (json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1000m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}), "Guaranteed"),
-            (json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}), "BestEffort"),
+            (
+                json!({"containers": [{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}),
+                "Guaranteed",
+            ),
+            (
+                json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}),
+                "Burstable",
+            ),
+            (
+                json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1000m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}),
+                "Guaranteed",
+            ),
+            (
+                json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}),
+                "BestEffort",
+            ),
         ];
         for (spec, want) in table {
             assert_eq!(qos_class(&spec), want, "{spec}");
@@ -341,7 +370,10 @@ mod tests {
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
         let mut pinned = json!({"spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
         prepare_for_create(pods(), &mut pinned);
-        assert_eq!(pinned["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(
+            pinned["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
     }
 
     #[test]
@@ -350,7 +382,10 @@ mod tests {
             {"name": "c", "image": "i", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}},
             {"name": "c", "image": ""}]}});
         let causes = validate(pods(), &pod);
-        let fields: Vec<_> = causes.iter().map(|c| (c.reason, c.field.as_str())).collect();
+        let fields: Vec<_> = causes
+            .iter()
+            .map(|c| (c.reason, c.field.as_str()))
+            .collect();
         assert_eq!(
             fields,
             [
@@ -365,10 +400,15 @@ mod tests {
     fn pod_spec_is_mostly_immutable() {
         let old = json!({"spec": {"containers": [{"name": "c", "image": "a"}]}});
         let image_change = json!({"spec": {"containers": [{"name": "c", "image": "b"}]}});
-        let env_change = json!({"spec": {"containers": [{"name": "c", "image": "a", "env": [{"name": "X"}]}]}});
-        let binding = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a"}]}});
+        let env_change =
+            json!({"spec": {"containers": [{"name": "c", "image": "a", "env": [{"name": "X"}]}]}});
+        let binding =
+            json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a"}]}});
         assert!(validate_update(pods(), &old, &image_change).is_empty());
         assert!(validate_update(pods(), &old, &binding).is_empty());
-        assert_eq!(validate_update(pods(), &old, &env_change)[0].reason, "FieldValueForbidden");
+        assert_eq!(
+            validate_update(pods(), &old, &env_change)[0].reason,
+            "FieldValueForbidden"
+        );
     }
 }

@@ -29,7 +29,11 @@ fn serves(resource: Resource, sub: Subresource) -> ApiResult<()> {
     if resource.info.has(sub) {
         Ok(())
     } else {
-        Err(ApiError::no_route(&format!("{}/{}", resource.plural(), sub.name())))
+        Err(ApiError::no_route(&format!(
+            "{}/{}",
+            resource.plural(),
+            sub.name()
+        )))
     }
 }
 
@@ -63,7 +67,10 @@ pub async fn handle(
         "status" => {
             serves(resource, Subresource::Status)?;
             match method {
-                Method::GET => Ok(json_response(StatusCode::OK, &server.objects.get(resource, namespace, name)?)),
+                Method::GET => Ok(json_response(
+                    StatusCode::OK,
+                    &server.objects.get(resource, namespace, name)?,
+                )),
                 Method::PUT => {
                     let (content_type, body) = body_of(request).await?;
                     let object = decode_object(&content_type, &body)?;
@@ -77,7 +84,18 @@ pub async fn handle(
                     )?;
                     Ok(json_response(StatusCode::OK, &written.object))
                 }
-                Method::PATCH => server::patch(server, resource, namespace, name, Part::Status, request, query).await,
+                Method::PATCH => {
+                    server::patch(
+                        server,
+                        resource,
+                        namespace,
+                        name,
+                        Part::Status,
+                        request,
+                        query,
+                    )
+                    .await
+                }
                 other => Err(ApiError::method_not_allowed(other.as_str())),
             }
         }
@@ -87,7 +105,13 @@ pub async fn handle(
         }
         "log" => {
             serves(resource, Subresource::Log)?;
-            log(server, resource, namespace.unwrap_or("default"), name, query)
+            log(
+                server,
+                resource,
+                namespace.unwrap_or("default"),
+                name,
+                query,
+            )
         }
         "binding" => {
             serves(resource, Subresource::Binding)?;
@@ -117,15 +141,24 @@ pub async fn handle(
         "finalize" if resource.kind() == "Namespace" && method == Method::PUT => {
             let (content_type, body) = body_of(request).await?;
             let requested = decode_object(&content_type, &body)?;
-            let finalizers = requested.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
-            let written = server.objects.update_with(resource, None, name, Part::Main, |current| {
-                let mut next = current.clone();
-                next["spec"]["finalizers"] = finalizers;
-                Ok(next)
-            })?;
+            let finalizers = requested
+                .pointer("/spec/finalizers")
+                .cloned()
+                .unwrap_or(json!([]));
+            let written =
+                server
+                    .objects
+                    .update_with(resource, None, name, Part::Main, |current| {
+                        let mut next = current.clone();
+                        next["spec"]["finalizers"] = finalizers;
+                        Ok(next)
+                    })?;
             Ok(json_response(StatusCode::OK, &written.object))
         }
-        other => Err(ApiError::no_route(&format!("{}/{other}", resource.plural()))),
+        other => Err(ApiError::no_route(&format!(
+            "{}/{other}",
+            resource.plural()
+        ))),
     }
 }
 
@@ -148,27 +181,39 @@ fn bind(
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .ok_or_else(|| {
-            ApiError::invalid("", "Binding", name, vec![crate::error::Cause::required("target.name")])
+            ApiError::invalid(
+                "",
+                "Binding",
+                name,
+                vec![crate::error::Cause::required("target.name")],
+            )
         })?
         .to_string();
-    server.objects.update_with(resource, namespace, name, Part::Main, |current| {
-        if meta_str(current, "deletionTimestamp").is_some() {
-            return Err(ApiError::conflict("", "pods", name, "pod is being deleted, cannot be assigned to a host"));
-        }
-        if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
-            && !existing.is_empty()
-        {
-            return Err(ApiError::conflict(
-                "",
-                "pods",
-                name,
-                &format!("pod {name} is already assigned to node \"{existing}\""),
-            ));
-        }
-        let mut next = current.clone();
-        next["spec"]["nodeName"] = json!(node);
-        Ok(next)
-    })?;
+    server
+        .objects
+        .update_with(resource, namespace, name, Part::Main, |current| {
+            if meta_str(current, "deletionTimestamp").is_some() {
+                return Err(ApiError::conflict(
+                    "",
+                    "pods",
+                    name,
+                    "pod is being deleted, cannot be assigned to a host",
+                ));
+            }
+            if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
+                && !existing.is_empty()
+            {
+                return Err(ApiError::conflict(
+                    "",
+                    "pods",
+                    name,
+                    &format!("pod {name} is already assigned to node \"{existing}\""),
+                ));
+            }
+            let mut next = current.clone();
+            next["spec"]["nodeName"] = json!(node);
+            Ok(next)
+        })?;
     Ok(success(StatusCode::CREATED))
 }
 
@@ -209,7 +254,10 @@ async fn scale(
     };
     let method = request.method().clone();
     match method {
-        Method::GET => Ok(json_response(StatusCode::OK, &view(&server.objects.get(resource, namespace, name)?))),
+        Method::GET => Ok(json_response(
+            StatusCode::OK,
+            &view(&server.objects.get(resource, namespace, name)?),
+        )),
         Method::PUT | Method::PATCH => {
             let (content_type, body) = body_of(request).await?;
             let change: PatchBody = if method == Method::PUT {
@@ -218,33 +266,46 @@ async fn scale(
                 match content_type.as_str() {
                     "application/json-patch+json" => PatchBody::Json(body),
                     "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-                        PatchBody::Merge(serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?)
+                        PatchBody::Merge(
+                            serde_json::from_slice(&body)
+                                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+                        )
                     }
                     other => return Err(ApiError::unsupported_media_type(other)),
                 }
             };
-            let written = server.objects.update_with(resource, namespace, name, Part::Main, |current| {
-                let scale = view(current);
-                let patched = match &change {
-                    PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
-                    PatchBody::Merge(patch) | PatchBody::Strategic(patch) => crate::patch::merge_patch(&scale, patch),
-                }
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                let replicas = patched
-                    .pointer("/spec/replicas")
-                    .and_then(Value::as_i64)
-                    .filter(|r| *r >= 0)
-                    .ok_or_else(|| {
-                        ApiError::invalid("autoscaling", "Scale", name, vec![crate::error::Cause::invalid(
-                            "spec.replicas",
-                            patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
-                            "must be greater than or equal to 0",
-                        )])
+            let written =
+                server
+                    .objects
+                    .update_with(resource, namespace, name, Part::Main, |current| {
+                        let scale = view(current);
+                        let patched = match &change {
+                            PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
+                            PatchBody::Merge(patch) | PatchBody::Strategic(patch) => {
+                                crate::patch::merge_patch(&scale, patch)
+                            }
+                        }
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                        let replicas = patched
+                            .pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .filter(|r| *r >= 0)
+                            .ok_or_else(|| {
+                                ApiError::invalid(
+                                    "autoscaling",
+                                    "Scale",
+                                    name,
+                                    vec![crate::error::Cause::invalid(
+                                        "spec.replicas",
+                                        patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
+                                        "must be greater than or equal to 0",
+                                    )],
+                                )
+                            })?;
+                        let mut next = current.clone();
+                        next["spec"]["replicas"] = json!(replicas);
+                        Ok(next)
                     })?;
-                let mut next = current.clone();
-                next["spec"]["replicas"] = json!(replicas);
-                Ok(next)
-            })?;
             Ok(json_response(StatusCode::OK, &view(&written.object)))
         }
         other => Err(ApiError::method_not_allowed(other.as_str())),
@@ -253,7 +314,9 @@ async fn scale(
 
 /// Where a container's log lives.
 pub fn log_path(root: &std::path::Path, namespace: &str, pod: &str, container: &str) -> PathBuf {
-    root.join(namespace).join(pod).join(format!("{container}.log"))
+    root.join(namespace)
+        .join(pod)
+        .join(format!("{container}.log"))
 }
 
 fn log(
@@ -267,14 +330,22 @@ fn log(
     let containers: Vec<String> = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
-        .map(|c| c.iter().filter_map(|c| c.get("name")?.as_str().map(str::to_string)).collect())
+        .map(|c| {
+            c.iter()
+                .filter_map(|c| c.get("name")?.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let container = match query.get("container").filter(|c| !c.is_empty()) {
         Some(container) => {
             let init: Vec<String> = pod
                 .pointer("/spec/initContainers")
                 .and_then(Value::as_array)
-                .map(|c| c.iter().filter_map(|c| c.get("name")?.as_str().map(str::to_string)).collect())
+                .map(|c| {
+                    c.iter()
+                        .filter_map(|c| c.get("name")?.as_str().map(str::to_string))
+                        .collect()
+                })
                 .unwrap_or_default();
             if !containers.iter().chain(init.iter()).any(|c| c == container) {
                 return Err(ApiError::bad_request(format!(
@@ -353,10 +424,18 @@ fn log(
                         .get(resource, Some(&namespace), &name)
                         .ok()
                         .is_some_and(|p| {
-                            !matches!(p.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"))
+                            !matches!(
+                                p.pointer("/status/phase").and_then(Value::as_str),
+                                Some("Succeeded" | "Failed")
+                            )
                         });
                     if content.len() > offset {
-                        let fresh: String = content.get(offset..).unwrap_or_default().lines().map(render).collect();
+                        let fresh: String = content
+                            .get(offset..)
+                            .unwrap_or_default()
+                            .lines()
+                            .map(render)
+                            .collect();
                         return Some((Ok(Bytes::from(fresh)), (None, content.len(), !running)));
                     }
                     if !running {
@@ -366,5 +445,10 @@ fn log(
             }
         },
     );
-    Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], Body::from_stream(stream)).into_response())
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain")],
+        Body::from_stream(stream),
+    )
+        .into_response())
 }

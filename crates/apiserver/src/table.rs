@@ -172,7 +172,11 @@ fn selector(object: &Value, _: SystemTime) -> Value {
             let values: Vec<String> = e
                 .get("values")
                 .and_then(Value::as_array)
-                .map(|v| v.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                .map(|v| {
+                    v.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
                 .unwrap_or_default();
             let op = text(e, "/operator");
             let key = text(e, "/key");
@@ -185,7 +189,10 @@ fn selector(object: &Value, _: SystemTime) -> Value {
             });
         }
     }
-    if parts.is_empty() && selector.get("matchLabels").is_none() && selector.get("matchExpressions").is_none() {
+    if parts.is_empty()
+        && selector.get("matchLabels").is_none()
+        && selector.get("matchExpressions").is_none()
+    {
         // Services: a plain map.
         if let Some(map) = selector.as_object() {
             for (k, v) in map {
@@ -215,7 +222,10 @@ pub fn pod_status(pod: &Value) -> String {
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     for (index, status) in statuses("initContainerStatuses").iter().enumerate() {
-        let terminated_ok = status.pointer("/state/terminated/exitCode").and_then(Value::as_i64) == Some(0);
+        let terminated_ok = status
+            .pointer("/state/terminated/exitCode")
+            .and_then(Value::as_i64)
+            == Some(0);
         if terminated_ok {
             continue;
         }
@@ -409,7 +419,11 @@ fn job_status(job: &Value, _: SystemTime) -> Value {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let holds = |kind: &str| conditions.iter().any(|c| c["type"] == kind && c["status"] == "True");
+    let holds = |kind: &str| {
+        conditions
+            .iter()
+            .any(|c| c["type"] == kind && c["status"] == "True")
+    };
     let status = if holds("Complete") {
         "Complete"
     } else if holds("Failed") {
@@ -431,7 +445,10 @@ fn job_completions(job: &Value, _: SystemTime) -> Value {
     match job.pointer("/spec/completions").and_then(Value::as_i64) {
         Some(completions) => json!(format!("{succeeded}/{completions}")),
         None => {
-            let parallelism = job.pointer("/spec/parallelism").and_then(Value::as_i64).unwrap_or(0);
+            let parallelism = job
+                .pointer("/spec/parallelism")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             if parallelism > 1 {
                 json!(format!("{succeeded}/1 of {parallelism}"))
             } else {
@@ -442,7 +459,11 @@ fn job_completions(job: &Value, _: SystemTime) -> Value {
 }
 
 fn job_duration(job: &Value, now: SystemTime) -> Value {
-    let Some(start) = job.pointer("/status/startTime").and_then(Value::as_str).and_then(parse_timestamp) else {
+    let Some(start) = job
+        .pointer("/status/startTime")
+        .and_then(Value::as_str)
+        .and_then(parse_timestamp)
+    else {
         return json!("");
     };
     let end = job
@@ -450,7 +471,9 @@ fn job_duration(job: &Value, now: SystemTime) -> Value {
         .and_then(Value::as_str)
         .and_then(parse_timestamp)
         .unwrap_or(now);
-    json!(human_duration(end.duration_since(start).map_or(0, |d| d.as_secs() as i64)))
+    json!(human_duration(
+        end.duration_since(start).map_or(0, |d| d.as_secs() as i64)
+    ))
 }
 
 fn columns(group: &str, kind: &str) -> Vec<Column> {
@@ -463,10 +486,19 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Age", 0, age),
             col("IP", 1, |p, _| or_none(text(p, "/status/podIP"))),
             col("Node", 1, |p, _| or_none(text(p, "/spec/nodeName"))),
-            col("Nominated Node", 1, |p, _| or_none(text(p, "/status/nominatedNodeName"))),
+            col("Nominated Node", 1, |p, _| {
+                or_none(text(p, "/status/nominatedNodeName"))
+            }),
             col("Readiness Gates", 1, |p, _| {
-                let gates = p.pointer("/spec/readinessGates").and_then(Value::as_array).map_or(0, Vec::len);
-                if gates == 0 { json!("<none>") } else { json!(format!("0/{gates}")) }
+                let gates = p
+                    .pointer("/spec/readinessGates")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                if gates == 0 {
+                    json!("<none>")
+                } else {
+                    json!(format!("0/{gates}"))
+                }
             }),
         ],
         ("", "Node") => vec![
@@ -474,12 +506,20 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Status", 0, node_status),
             col("Roles", 0, node_roles),
             col("Age", 0, age),
-            col("Version", 0, |n, _| json!(text(n, "/status/nodeInfo/kubeletVersion"))),
+            col("Version", 0, |n, _| {
+                json!(text(n, "/status/nodeInfo/kubeletVersion"))
+            }),
             col("Internal-IP", 1, |n, _| node_address(n, "InternalIP")),
             col("External-IP", 1, |n, _| node_address(n, "ExternalIP")),
-            col("OS-Image", 1, |n, _| json!(text(n, "/status/nodeInfo/osImage"))),
-            col("Kernel-Version", 1, |n, _| json!(text(n, "/status/nodeInfo/kernelVersion"))),
-            col("Container-Runtime", 1, |n, _| json!(text(n, "/status/nodeInfo/containerRuntimeVersion"))),
+            col("OS-Image", 1, |n, _| {
+                json!(text(n, "/status/nodeInfo/osImage"))
+            }),
+            col("Kernel-Version", 1, |n, _| {
+                json!(text(n, "/status/nodeInfo/kernelVersion"))
+            }),
+            col("Container-Runtime", 1, |n, _| {
+                json!(text(n, "/status/nodeInfo/containerRuntimeVersion"))
+            }),
         ],
         ("", "Namespace") => vec![
             col("Name", 0, name),
@@ -491,8 +531,14 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Type", 0, |s, _| json!(text(s, "/spec/type"))),
             col("Cluster-IP", 0, |s, _| or_none(text(s, "/spec/clusterIP"))),
             col("External-IP", 0, |s, _| {
-                let ips: Vec<String> = s.pointer("/spec/externalIPs").and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                let ips: Vec<String> = s
+                    .pointer("/spec/externalIPs")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_string))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 or_none(ips.join(","))
             }),
@@ -500,7 +546,11 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Age", 0, age),
             col("Selector", 1, selector),
         ],
-        ("", "ConfigMap") => vec![col("Name", 0, name), int_col("Data", 0, data_count), col("Age", 0, age)],
+        ("", "ConfigMap") => vec![
+            col("Name", 0, name),
+            int_col("Data", 0, data_count),
+            col("Age", 0, age),
+        ],
         ("", "Secret") => vec![
             col("Name", 0, name),
             col("Type", 0, |s, _| json!(text(s, "/type"))),
@@ -509,7 +559,13 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ],
         ("", "ServiceAccount") => vec![
             col("Name", 0, name),
-            int_col("Secrets", 0, |s, _| json!(s.get("secrets").and_then(Value::as_array).map_or(0, Vec::len))),
+            int_col("Secrets", 0, |s, _| {
+                json!(
+                    s.get("secrets")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len)
+                )
+            }),
             col("Age", 0, age),
         ],
         ("", "Event") => vec![
@@ -517,22 +573,40 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Type", 0, |e, _| json!(text(e, "/type"))),
             col("Reason", 0, |e, _| json!(text(e, "/reason"))),
             col("Object", 0, event_object),
-            col("Subobject", 1, |e, _| json!(text(e, "/involvedObject/fieldPath"))),
+            col("Subobject", 1, |e, _| {
+                json!(text(e, "/involvedObject/fieldPath"))
+            }),
             col("Source", 1, |e, _| {
                 let component = text(e, "/source/component");
                 let host = text(e, "/source/host");
-                json!(if host.is_empty() { component } else { format!("{component}, {host}") })
+                json!(if host.is_empty() {
+                    component
+                } else {
+                    format!("{component}, {host}")
+                })
             }),
-            col("Message", 0, |e, _| json!(text(e, "/message").trim().to_string())),
+            col("Message", 0, |e, _| {
+                json!(text(e, "/message").trim().to_string())
+            }),
             col("First Seen", 1, event_first_seen),
             int_col("Count", 1, |e, _| json!(int(e, "/count"))),
             col("Name", 1, name),
         ],
         ("apps", "Deployment") => vec![
             col("Name", 0, name),
-            col("Ready", 0, |d, _| json!(format!("{}/{}", int(d, "/status/readyReplicas"), int(d, "/spec/replicas")))),
-            int_col("Up-to-date", 0, |d, _| json!(int(d, "/status/updatedReplicas"))),
-            int_col("Available", 0, |d, _| json!(int(d, "/status/availableReplicas"))),
+            col("Ready", 0, |d, _| {
+                json!(format!(
+                    "{}/{}",
+                    int(d, "/status/readyReplicas"),
+                    int(d, "/spec/replicas")
+                ))
+            }),
+            int_col("Up-to-date", 0, |d, _| {
+                json!(int(d, "/status/updatedReplicas"))
+            }),
+            int_col("Available", 0, |d, _| {
+                json!(int(d, "/status/availableReplicas"))
+            }),
             col("Age", 0, age),
             col("Containers", 1, template_containers),
             col("Images", 1, template_images),
@@ -550,21 +624,41 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ],
         ("apps", "StatefulSet") => vec![
             col("Name", 0, name),
-            col("Ready", 0, |s, _| json!(format!("{}/{}", int(s, "/status/readyReplicas"), int(s, "/spec/replicas")))),
+            col("Ready", 0, |s, _| {
+                json!(format!(
+                    "{}/{}",
+                    int(s, "/status/readyReplicas"),
+                    int(s, "/spec/replicas")
+                ))
+            }),
             col("Age", 0, age),
             col("Containers", 1, template_containers),
             col("Images", 1, template_images),
         ],
         ("apps", "DaemonSet") => vec![
             col("Name", 0, name),
-            int_col("Desired", 0, |d, _| json!(int(d, "/status/desiredNumberScheduled"))),
-            int_col("Current", 0, |d, _| json!(int(d, "/status/currentNumberScheduled"))),
+            int_col("Desired", 0, |d, _| {
+                json!(int(d, "/status/desiredNumberScheduled"))
+            }),
+            int_col("Current", 0, |d, _| {
+                json!(int(d, "/status/currentNumberScheduled"))
+            }),
             int_col("Ready", 0, |d, _| json!(int(d, "/status/numberReady"))),
-            int_col("Up-to-date", 0, |d, _| json!(int(d, "/status/updatedNumberScheduled"))),
-            int_col("Available", 0, |d, _| json!(int(d, "/status/numberAvailable"))),
+            int_col("Up-to-date", 0, |d, _| {
+                json!(int(d, "/status/updatedNumberScheduled"))
+            }),
+            int_col("Available", 0, |d, _| {
+                json!(int(d, "/status/numberAvailable"))
+            }),
             col("Node Selector", 0, |d, _| {
-                let pairs: Vec<String> = d.pointer("/spec/template/spec/nodeSelector").and_then(Value::as_object)
-                    .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect())
+                let pairs: Vec<String> = d
+                    .pointer("/spec/template/spec/nodeSelector")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 or_none(pairs.join(","))
             }),
@@ -587,10 +681,27 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Name", 0, name),
             col("Schedule", 0, |c, _| json!(text(c, "/spec/schedule"))),
             col("Timezone", 0, |c, _| or_none(text(c, "/spec/timeZone"))),
-            col("Suspend", 0, |c, _| json!(c.pointer("/spec/suspend").and_then(Value::as_bool).unwrap_or(false).to_string().to_lowercase())),
-            int_col("Active", 0, |c, _| json!(c.pointer("/status/active").and_then(Value::as_array).map_or(0, Vec::len))),
+            col("Suspend", 0, |c, _| {
+                json!(
+                    c.pointer("/spec/suspend")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                        .to_lowercase()
+                )
+            }),
+            int_col("Active", 0, |c, _| {
+                json!(
+                    c.pointer("/status/active")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len)
+                )
+            }),
             col("Last Schedule", 0, |c, now| {
-                match c.pointer("/status/lastScheduleTime").and_then(Value::as_str) {
+                match c
+                    .pointer("/status/lastScheduleTime")
+                    .and_then(Value::as_str)
+                {
                     Some(t) => json!(since(Some(t), now)),
                     None => json!("<none>"),
                 }
@@ -599,17 +710,44 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ],
         ("policy", "PodDisruptionBudget") => vec![
             col("Name", 0, name),
-            col("Min Available", 0, |p, _| json!(if p.pointer("/spec/minAvailable").is_some() { text(p, "/spec/minAvailable") } else { "N/A".into() })),
-            col("Max Unavailable", 0, |p, _| json!(if p.pointer("/spec/maxUnavailable").is_some() { text(p, "/spec/maxUnavailable") } else { "N/A".into() })),
-            int_col("Allowed Disruptions", 0, |p, _| json!(int(p, "/status/disruptionsAllowed"))),
+            col("Min Available", 0, |p, _| {
+                json!(if p.pointer("/spec/minAvailable").is_some() {
+                    text(p, "/spec/minAvailable")
+                } else {
+                    "N/A".into()
+                })
+            }),
+            col("Max Unavailable", 0, |p, _| {
+                json!(if p.pointer("/spec/maxUnavailable").is_some() {
+                    text(p, "/spec/maxUnavailable")
+                } else {
+                    "N/A".into()
+                })
+            }),
+            int_col("Allowed Disruptions", 0, |p, _| {
+                json!(int(p, "/status/disruptionsAllowed"))
+            }),
             col("Age", 0, age),
         ],
         ("scheduling.k8s.io", "PriorityClass") => vec![
             col("Name", 0, name),
             int_col("Value", 0, |p, _| json!(int(p, "/value"))),
-            col("Global-Default", 0, |p, _| json!(p.get("globalDefault").and_then(Value::as_bool).unwrap_or(false).to_string())),
+            col("Global-Default", 0, |p, _| {
+                json!(
+                    p.get("globalDefault")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                )
+            }),
             col("Age", 0, age),
-            col("Preemption Policy", 0, |p, _| json!(p.get("preemptionPolicy").and_then(Value::as_str).unwrap_or("PreemptLowerPriority"))),
+            col("Preemption Policy", 0, |p, _| {
+                json!(
+                    p.get("preemptionPolicy")
+                        .and_then(Value::as_str)
+                        .unwrap_or("PreemptLowerPriority")
+                )
+            }),
         ],
         ("coordination.k8s.io", "Lease") => vec![
             col("Name", 0, name),
@@ -618,14 +756,26 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ],
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => vec![
             col("Name", 0, name),
-            col("Role", 0, |b, _| json!(format!("{}/{}", text(b, "/roleRef/kind"), text(b, "/roleRef/name")))),
+            col("Role", 0, |b, _| {
+                json!(format!(
+                    "{}/{}",
+                    text(b, "/roleRef/kind"),
+                    text(b, "/roleRef/name")
+                ))
+            }),
             col("Age", 0, age),
         ],
         ("networking.k8s.io", "NetworkPolicy") => vec![
             col("Name", 0, name),
             col("Pod-Selector", 0, |n, _| {
-                let pairs: Vec<String> = n.pointer("/spec/podSelector/matchLabels").and_then(Value::as_object)
-                    .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect())
+                let pairs: Vec<String> = n
+                    .pointer("/spec/podSelector/matchLabels")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 or_none(pairs.join(","))
             }),
@@ -634,16 +784,38 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ("storage.k8s.io", "StorageClass") => vec![
             col("Name", 0, name),
             col("Provisioner", 0, |s, _| json!(text(s, "/provisioner"))),
-            col("ReclaimPolicy", 0, |s, _| json!(s.get("reclaimPolicy").and_then(Value::as_str).unwrap_or("Delete"))),
-            col("VolumeBindingMode", 0, |s, _| json!(s.get("volumeBindingMode").and_then(Value::as_str).unwrap_or("Immediate"))),
-            col("AllowVolumeExpansion", 0, |s, _| json!(s.get("allowVolumeExpansion").and_then(Value::as_bool).unwrap_or(false).to_string())),
+            col("ReclaimPolicy", 0, |s, _| {
+                json!(
+                    s.get("reclaimPolicy")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Delete")
+                )
+            }),
+            col("VolumeBindingMode", 0, |s, _| {
+                json!(
+                    s.get("volumeBindingMode")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Immediate")
+                )
+            }),
+            col("AllowVolumeExpansion", 0, |s, _| {
+                json!(
+                    s.get("allowVolumeExpansion")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                )
+            }),
             col("Age", 0, age),
         ],
         ("resource.k8s.io", "ResourceClaim") => vec![
             col("Name", 0, name),
             col("State", 0, |c, _| {
                 let allocated = c.pointer("/status/allocation").is_some();
-                let reserved = c.pointer("/status/reservedFor").and_then(Value::as_array).is_some_and(|r| !r.is_empty());
+                let reserved = c
+                    .pointer("/status/reservedFor")
+                    .and_then(Value::as_array)
+                    .is_some_and(|r| !r.is_empty());
                 json!(match (allocated, reserved) {
                     (true, true) => "allocated,reserved",
                     (true, false) => "allocated",
@@ -663,9 +835,24 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Name", 0, name),
             col("Endpoints", 0, |e, _| {
                 let mut out = Vec::new();
-                for subset in e.get("subsets").and_then(Value::as_array).into_iter().flatten() {
-                    for address in subset.get("addresses").and_then(Value::as_array).into_iter().flatten() {
-                        for port in subset.get("ports").and_then(Value::as_array).into_iter().flatten() {
+                for subset in e
+                    .get("subsets")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    for address in subset
+                        .get("addresses")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        for port in subset
+                            .get("ports")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                        {
                             out.push(format!("{}:{}", text(address, "/ip"), int(port, "/port")));
                         }
                     }
@@ -674,10 +861,14 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             col("Age", 0, age),
         ],
-        ("rbac.authorization.k8s.io", _) | ("", "LimitRange") | ("apiextensions.k8s.io", _) => vec![
-            col("Name", 0, name),
-            col("Created At", 0, |o, _| json!(meta_str(o, "creationTimestamp").unwrap_or_default())),
-        ],
+        ("rbac.authorization.k8s.io", _) | ("", "LimitRange") | ("apiextensions.k8s.io", _) => {
+            vec![
+                col("Name", 0, name),
+                col("Created At", 0, |o, _| {
+                    json!(meta_str(o, "creationTimestamp").unwrap_or_default())
+                }),
+            ]
+        }
         _ => vec![col("Name", 0, name), col("Age", 0, age)],
     }
 }
@@ -784,9 +975,27 @@ mod tests {
             ]}
         });
         let table = table("", "Pod", &[pod], now, "7", None, true);
-        assert_eq!(table["rows"][0]["cells"], json!(["p", "1/2", "CrashLoopBackOff", "3", "100s", "10.0.0.5", "n1", "<none>", "<none>"]));
-        let headers: Vec<_> = table["columnDefinitions"].as_array().unwrap().iter()
-            .filter(|c| c["priority"] == 0).map(|c| c["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!([
+                "p",
+                "1/2",
+                "CrashLoopBackOff",
+                "3",
+                "100s",
+                "10.0.0.5",
+                "n1",
+                "<none>",
+                "<none>"
+            ])
+        );
+        let headers: Vec<_> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect();
         assert_eq!(headers, ["Name", "Ready", "Status", "Restarts", "Age"]);
         assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
     }
@@ -795,9 +1004,18 @@ mod tests {
     fn pod_status_reasons() {
         let table = [
             (json!({"status": {"phase": "Pending"}}), "Pending"),
-            (json!({"status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]}}), "Completed"),
-            (json!({"status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}}), "ExitCode:3"),
-            (json!({"metadata": {"deletionTimestamp": "2023-01-01T00:00:00Z"}, "status": {"phase": "Running"}}), "Terminating"),
+            (
+                json!({"status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]}}),
+                "Completed",
+            ),
+            (
+                json!({"status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}}),
+                "ExitCode:3",
+            ),
+            (
+                json!({"metadata": {"deletionTimestamp": "2023-01-01T00:00:00Z"}, "status": {"phase": "Running"}}),
+                "Terminating",
+            ),
         ];
         for (pod, want) in table {
             assert_eq!(pod_status(&pod), want, "{pod}");
@@ -809,7 +1027,15 @@ mod tests {
         let node = json!({"metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/worker": ""}},
             "spec": {"unschedulable": true},
             "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.34.1"}}});
-        let cells = &table("", "Node", &[node], SystemTime::UNIX_EPOCH, "1", None, false)["rows"][0]["cells"];
+        let cells = &table(
+            "",
+            "Node",
+            &[node],
+            SystemTime::UNIX_EPOCH,
+            "1",
+            None,
+            false,
+        )["rows"][0]["cells"];
         assert_eq!(cells[1], "Ready,SchedulingDisabled");
         assert_eq!(cells[2], "worker");
         assert_eq!(cells[4], "v1.34.1");

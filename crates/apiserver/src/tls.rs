@@ -15,8 +15,8 @@ use base64::Engine;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -82,7 +82,13 @@ impl Pki {
     /// Loads the PKI from `<dir>/pki`, generating it on first use.
     pub fn load_or_create(dir: &Path) -> Result<Pki, TlsError> {
         let pki = dir.join("pki");
-        let files = ["ca.crt", "server.crt", "server.key", "admin.crt", "admin.key"];
+        let files = [
+            "ca.crt",
+            "server.crt",
+            "server.key",
+            "admin.crt",
+            "admin.key",
+        ];
         if files.iter().all(|f| pki.join(f).exists()) {
             return Ok(Pki {
                 ca_cert: read(&pki.join("ca.crt"))?,
@@ -121,9 +127,22 @@ impl Pki {
         let issuer = Issuer::from_params(&ca_params, &ca_key);
 
         let server_key = KeyPair::generate()?;
-        let mut server_params = CertificateParams::new(vec!["localhost".to_string(), "kubernetes".to_string(), "kubernetes.default".to_string(), "kubernetes.default.svc".to_string()])?;
-        server_params.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse().map_err(|_| rcgen::Error::InvalidIpAddressOctetLength(0))?));
-        server_params.subject_alt_names.push(SanType::IpAddress("::1".parse().map_err(|_| rcgen::Error::InvalidIpAddressOctetLength(0))?));
+        let mut server_params = CertificateParams::new(vec![
+            "localhost".to_string(),
+            "kubernetes".to_string(),
+            "kubernetes.default".to_string(),
+            "kubernetes.default.svc".to_string(),
+        ])?;
+        server_params.subject_alt_names.push(SanType::IpAddress(
+            "127.0.0.1"
+                .parse()
+                .map_err(|_| rcgen::Error::InvalidIpAddressOctetLength(0))?,
+        ));
+        server_params.subject_alt_names.push(SanType::IpAddress(
+            "::1"
+                .parse()
+                .map_err(|_| rcgen::Error::InvalidIpAddressOctetLength(0))?,
+        ));
         server_params.distinguished_name = name("tessera-apiserver", None);
         server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         set_validity(&mut server_params, 2);
@@ -181,10 +200,12 @@ current-context: tessera
         let pem_error = |what: &str| TlsError::Pem {
             path: PathBuf::from(what),
         };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(self.server_cert.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|_| pem_error("pki/server.crt"))?;
-        let key = PrivateKeyDer::from_pem_slice(self.server_key.as_bytes()).map_err(|_| pem_error("pki/server.key"))?;
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(self.server_cert.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|_| pem_error("pki/server.crt"))?;
+        let key = PrivateKeyDer::from_pem_slice(self.server_key.as_bytes())
+            .map_err(|_| pem_error("pki/server.key"))?;
         let mut roots = rustls::RootCertStore::empty();
         for ca in CertificateDer::pem_slice_iter(self.ca_cert.as_bytes()) {
             roots
@@ -192,10 +213,13 @@ current-context: tessera
                 .map_err(TlsError::Config)?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_client_cert_verifier(verifier)
@@ -255,9 +279,11 @@ pub async fn serve(
                     return;
                 }
             };
-            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                router.clone().oneshot(request.map(axum::body::Body::new))
-            });
+            let service = hyper::service::service_fn(
+                move |request: hyper::Request<hyper::body::Incoming>| {
+                    router.clone().oneshot(request.map(axum::body::Body::new))
+                },
+            );
             if let Err(error) = auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(tls), service)
                 .await

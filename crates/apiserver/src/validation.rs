@@ -58,11 +58,18 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, root: bool, findings:
         check_quantity(value, path, findings);
         return;
     }
-    if node.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+    if node
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
         if !matches!(type_name(value), "string" | "integer") {
             findings.causes.push(Cause::type_invalid(
                 path,
-                format!("got \"{}\", expected \"integer\" or \"string\"", type_name(value)),
+                format!(
+                    "got \"{}\", expected \"integer\" or \"string\"",
+                    type_name(value)
+                ),
             ));
         }
         return;
@@ -112,7 +119,13 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, root: bool, findings:
         Value::Array(items) => {
             let item_schema = Schema::of(node).items();
             for (index, item) in items.iter_mut().enumerate() {
-                walk(item, item_schema, &format!("{path}[{index}]"), false, findings);
+                walk(
+                    item,
+                    item_schema,
+                    &format!("{path}[{index}]"),
+                    false,
+                    findings,
+                );
             }
         }
         _ => {}
@@ -154,7 +167,10 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "i", "imagee": "typo"}], "foo": 1}});
         let findings = validate(&mut pod, pod_schema());
         assert!(findings.causes.is_empty(), "{:?}", findings.causes);
-        assert_eq!(findings.unknown_fields, ["spec.containers[0].imagee", "spec.foo"]);
+        assert_eq!(
+            findings.unknown_fields,
+            ["spec.containers[0].imagee", "spec.foo"]
+        );
         assert!(pod["spec"].get("foo").is_none());
     }
 
@@ -164,23 +180,36 @@ mod tests {
             "spec": {"containers": [{"image": "i", "resources": {"limits": {"cpu": "2x"},
                                                                   "requests": {"memory": "1.5Gi"}}}]}});
         let findings = validate(&mut pod, pod_schema());
-        let fields: Vec<_> = findings.causes.iter().map(|c| (c.reason, c.field.as_str())).collect();
+        let fields: Vec<_> = findings
+            .causes
+            .iter()
+            .map(|c| (c.reason, c.field.as_str()))
+            .collect();
         assert_eq!(
             fields,
             [
                 ("FieldValueTypeInvalid", "metadata.labels.a"),
-                ("FieldValueInvalid", "spec.containers[0].resources.limits.cpu"),
+                (
+                    "FieldValueInvalid",
+                    "spec.containers[0].resources.limits.cpu"
+                ),
                 ("FieldValueRequired", "spec.containers[0].name"),
             ]
         );
-        assert_eq!(pod["spec"]["containers"][0]["resources"]["requests"]["memory"], "1536Mi");
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["memory"],
+            "1536Mi"
+        );
     }
 
     #[test]
     fn nulls_are_dropped_and_int_or_string_accepts_both() {
         let mut deployment = json!({"metadata": {"name": "d", "labels": null},
             "spec": {"selector": {}, "template": {}, "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}}}});
-        let findings = validate(&mut deployment, Schema::definition("io.k8s.api.apps.v1.Deployment"));
+        let findings = validate(
+            &mut deployment,
+            Schema::definition("io.k8s.api.apps.v1.Deployment"),
+        );
         assert!(findings.causes.is_empty(), "{:?}", findings.causes);
         assert!(deployment["metadata"].get("labels").is_none());
     }

@@ -49,7 +49,11 @@ pub fn watch(
     accept: &str,
 ) -> ApiResult<Response> {
     let filter = Filter::parse(resource, query)?;
-    let prefix = resource.prefix(if resource.namespaced() { namespace } else { None });
+    let prefix = resource.prefix(if resource.namespaced() {
+        namespace
+    } else {
+        None
+    });
     let requested = query.get("resourceVersion").filter(|v| !v.is_empty());
     let send_initial = query.get("sendInitialEvents") == Some("true");
     let timeout = query

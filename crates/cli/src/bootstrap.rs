@@ -5,7 +5,8 @@ use tessera_apiserver::objects::WriteOptions;
 use tessera_apiserver::{Objects, Resource};
 
 /// Namespaces created on first start, as a fresh Kubernetes cluster has them.
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Creates whatever system objects are missing.
 pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {

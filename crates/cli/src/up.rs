@@ -94,14 +94,28 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     });
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(tessera_apiserver::tls::serve(listener, tls, router, async {
-        let _ = stop_rx.await;
-    }));
+    let serving = tokio::spawn(tessera_apiserver::tls::serve(
+        listener,
+        tls,
+        router,
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
 
     tracing::info!(%address, data_dir = %args.data_dir.display(), nodes = ?node_names, "tessera is up");
-    println!("Tessera is up: Kubernetes API at https://{address} with {} node twins.", node_names.len());
-    println!("Point kubectl at it:\n\n    export KUBECONFIG={}\n    kubectl get nodes\n", kubeconfig.display());
-    println!("Press Ctrl-C to stop; state persists in {}.", args.data_dir.display());
+    println!(
+        "Tessera is up: Kubernetes API at https://{address} with {} node twins.",
+        node_names.len()
+    );
+    println!(
+        "Point kubectl at it:\n\n    export KUBECONFIG={}\n    kubectl get nodes\n",
+        kubeconfig.display()
+    );
+    println!(
+        "Press Ctrl-C to stop; state persists in {}.",
+        args.data_dir.display()
+    );
 
     shutdown_signal().await;
     tracing::info!("shutting down");

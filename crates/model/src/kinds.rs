@@ -45,7 +45,7 @@ impl Subresource {
     }
 
     /// The (group, version, kind) the subresource answers with.
-    pub fn response_kind<'a>(self, owner: &'a KindInfo) -> (&'a str, &'a str, &'a str) {
+    pub fn response_kind(self, owner: &KindInfo) -> (&str, &str, &str) {
         match self {
             Subresource::Status | Subresource::Log => (owner.group, owner.version, owner.kind),
             Subresource::Scale => ("autoscaling", "v1", "Scale"),
@@ -237,7 +237,10 @@ mod tests {
     #[test]
     fn names_and_scopes_follow_upstream() {
         let pod = find("", "v1", "pods").unwrap();
-        assert_eq!((pod.kind, pod.namespaced, pod.singular.as_str()), ("Pod", true, "pod"));
+        assert_eq!(
+            (pod.kind, pod.namespaced, pod.singular.as_str()),
+            ("Pod", true, "pod")
+        );
         assert_eq!(pod.definition, "io.k8s.api.core.v1.Pod");
         let node = find("", "v1", "nodes").unwrap();
         assert!(!node.namespaced);
@@ -246,7 +249,11 @@ mod tests {
         let pc = find_kind("scheduling.k8s.io", "v1", "PriorityClass").unwrap();
         assert!(!pc.namespaced);
         assert_eq!(pc.plural, "priorityclasses");
-        assert!(find("apps", "v1", "deployments").unwrap().answers_to("deploy"));
+        assert!(
+            find("apps", "v1", "deployments")
+                .unwrap()
+                .answers_to("deploy")
+        );
     }
 
     #[test]

@@ -36,7 +36,9 @@ pub enum Format {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
     /// The text does not match `<signed number><suffix>`.
-    #[error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")]
+    #[error(
+        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    )]
     Syntax,
     /// The suffix is none of the known SI, binary or exponent suffixes.
     #[error("unable to parse quantity's suffix")]
@@ -507,8 +509,8 @@ mod tests {
     #[test]
     fn rejects_malformed_text() {
         for bad in [
-            "", ".", "-", "1.2.3", "1Kb", "1i", "abc", "1 Gi", "1e", "1e+", "Gi", "1KiB", "1e99999",
-            "--1", "1E3Ki",
+            "", ".", "-", "1.2.3", "1Kb", "1i", "abc", "1 Gi", "1e", "1e+", "Gi", "1KiB",
+            "1e99999", "--1", "1E3Ki",
         ] {
             assert!(bad.parse::<Quantity>().is_err(), "{bad:?} should not parse");
         }
@@ -545,11 +547,23 @@ mod tests {
 
     #[test]
     fn arithmetic_keeps_the_receivers_format() {
-        assert_eq!(q("1Gi").checked_add(&q("512Mi")).unwrap().to_canonical(), "1536Mi");
-        assert_eq!(q("1").checked_sub(&q("250m")).unwrap().to_canonical(), "750m");
+        assert_eq!(
+            q("1Gi").checked_add(&q("512Mi")).unwrap().to_canonical(),
+            "1536Mi"
+        );
+        assert_eq!(
+            q("1").checked_sub(&q("250m")).unwrap().to_canonical(),
+            "750m"
+        );
         assert_eq!(q("500m").checked_mul(4).unwrap().to_canonical(), "2");
-        assert_eq!(q("1Gi").checked_scale(1, 2).unwrap().to_canonical(), "512Mi");
-        assert_eq!(q("1").checked_scale(1, 3).unwrap().to_canonical(), "333333334n");
+        assert_eq!(
+            q("1Gi").checked_scale(1, 2).unwrap().to_canonical(),
+            "512Mi"
+        );
+        assert_eq!(
+            q("1").checked_scale(1, 3).unwrap().to_canonical(),
+            "333333334n"
+        );
         assert!(q("1").checked_scale(1, 0).is_none());
         assert!(q("1E").checked_mul(i64::MAX).is_none());
         assert!(q("2") > q("1999m"));

@@ -137,7 +137,10 @@ mod tests {
         let containers = &spec["properties"]["containers"];
         assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
         assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
-        assert_eq!(referenced(&containers["items"]), Some("io.k8s.api.core.v1.Container"));
+        assert_eq!(
+            referenced(&containers["items"]),
+            Some("io.k8s.api.core.v1.Container")
+        );
         let volumes = &spec["properties"]["volumes"];
         assert_eq!(volumes["x-kubernetes-patch-strategy"], "merge,retainKeys");
     }

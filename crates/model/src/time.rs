@@ -31,12 +31,20 @@ pub fn micro_timestamp(time: SystemTime) -> String {
 pub fn parse_timestamp(text: &str) -> Option<SystemTime> {
     let number = |range: std::ops::Range<usize>| -> Option<i64> {
         let part = text.get(range)?;
-        part.bytes().all(|b| b.is_ascii_digit()).then(|| part.parse().ok())?
+        part.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| part.parse().ok())?
     };
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if text.get(4..5)? != "-" || text.get(7..8)? != "-" || !matches!(text.get(10..11)?, "T" | "t" | " ")
-        || !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60
+    if text.get(4..5)? != "-"
+        || text.get(7..8)? != "-"
+        || !matches!(text.get(10..11)?, "T" | "t" | " ")
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
     {
         return None;
     }
@@ -81,15 +89,19 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -107,10 +119,17 @@ mod tests {
             parse_timestamp("2023-11-14T23:13:20.123456+01:00"),
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
         );
-        assert_eq!(timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
-        for bad in ["", "2023-13-01T00:00:00Z", "yesterday", "2023-11-14T22:13:20"] {
+        assert_eq!(
+            timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+        for bad in [
+            "",
+            "2023-13-01T00:00:00Z",
+            "yesterday",
+            "2023-11-14T22:13:20",
+        ] {
             assert_eq!(parse_timestamp(bad), None, "{bad}");
         }
     }
-
 }

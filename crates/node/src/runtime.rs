@@ -102,7 +102,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            other => return Err(format!("{text:?}: unknown unit {other:?} (use ms, s, m or h)")),
+            other => {
+                return Err(format!(
+                    "{text:?}: unknown unit {other:?} (use ms, s, m or h)"
+                ));
+            }
         };
         total += value * seconds;
         rest = next;
@@ -138,9 +142,16 @@ mod tests {
     #[test]
     fn behaviour_defaults_follow_restart_policy() {
         let none = BTreeMap::new();
-        assert_eq!(Behaviour::from_annotations(&none, "Always").unwrap().duration, None);
         assert_eq!(
-            Behaviour::from_annotations(&none, "Never").unwrap().duration,
+            Behaviour::from_annotations(&none, "Always")
+                .unwrap()
+                .duration,
+            None
+        );
+        assert_eq!(
+            Behaviour::from_annotations(&none, "Never")
+                .unwrap()
+                .duration,
             Some(Duration::from_secs(1))
         );
         let mut annotations = BTreeMap::new();

@@ -150,12 +150,19 @@ impl Topology {
     }
 
     fn validate(&self) -> Result<(), TopologyError> {
-        let invalid = |field: String, message: String| Err(TopologyError::Invalid { field, message });
+        let invalid =
+            |field: String, message: String| Err(TopologyError::Invalid { field, message });
         if self.api_version != "tessera.dev/v1alpha1" {
-            return invalid("apiVersion".into(), format!("must be tessera.dev/v1alpha1, got {:?}", self.api_version));
+            return invalid(
+                "apiVersion".into(),
+                format!("must be tessera.dev/v1alpha1, got {:?}", self.api_version),
+            );
         }
         if self.kind != "ClusterTopology" {
-            return invalid("kind".into(), format!("must be ClusterTopology, got {:?}", self.kind));
+            return invalid(
+                "kind".into(),
+                format!("must be ClusterTopology, got {:?}", self.kind),
+            );
         }
         if self.pools.is_empty() {
             return invalid("pools".into(), "at least one pool is required".into());
@@ -165,22 +172,37 @@ impl Topology {
             let at = |field: &str| format!("pools[{i}].{field}");
             let label_ok = !pool.name.is_empty()
                 && pool.name.len() <= 50
-                && pool.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && pool
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                 && !pool.name.starts_with('-')
                 && !pool.name.ends_with('-');
             if !label_ok {
-                return invalid(at("name"), format!("{:?} must be a lowercase DNS label of at most 50 characters", pool.name));
+                return invalid(
+                    at("name"),
+                    format!(
+                        "{:?} must be a lowercase DNS label of at most 50 characters",
+                        pool.name
+                    ),
+                );
             }
             if !names.insert(pool.name.clone()) {
                 return invalid(at("name"), format!("duplicate pool name {:?}", pool.name));
             }
             if pool.count == 0 || pool.count > 5000 {
-                return invalid(at("count"), format!("must be between 1 and 5000, got {}", pool.count));
+                return invalid(
+                    at("count"),
+                    format!("must be between 1 and 5000, got {}", pool.count),
+                );
             }
             for (map, field) in [(&pool.capacity, "capacity"), (&pool.reserved, "reserved")] {
                 for (resource, value) in map {
                     if let Err(error) = value.parse::<Quantity>() {
-                        return invalid(format!("{}.{resource}", at(field)), format!("{value:?}: {error}"));
+                        return invalid(
+                            format!("{}.{resource}", at(field)),
+                            format!("{value:?}: {error}"),
+                        );
                     }
                 }
             }
@@ -190,10 +212,16 @@ impl Topology {
                 }
             }
             for (t, taint) in pool.taints.iter().enumerate() {
-                if !matches!(taint.effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+                if !matches!(
+                    taint.effect.as_str(),
+                    "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+                ) {
                     return invalid(
                         format!("{}[{t}].effect", at("taints")),
-                        format!("{:?} must be NoSchedule, PreferNoSchedule or NoExecute", taint.effect),
+                        format!(
+                            "{:?} must be NoSchedule, PreferNoSchedule or NoExecute",
+                            taint.effect
+                        ),
                     );
                 }
                 if taint.key.is_empty() {
@@ -220,7 +248,10 @@ impl Topology {
                 .iter()
                 .map(|(k, v)| {
                     let held = reserved.get(k).copied().unwrap_or(Quantity::ZERO);
-                    let left = v.checked_sub(&held).filter(|q| *q >= Quantity::ZERO).unwrap_or(Quantity::ZERO);
+                    let left = v
+                        .checked_sub(&held)
+                        .filter(|q| *q >= Quantity::ZERO)
+                        .unwrap_or(Quantity::ZERO);
                     (k.clone(), left)
                 })
                 .collect();
@@ -277,14 +308,31 @@ mod tests {
     fn bad_topologies_name_the_field() {
         let base = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n";
         let table = [
-            ("- name: a\n  count: 1\n  capacity: {cpu: x, memory: 1Gi, pods: \"1\"}\n", "pools[0].capacity.cpu"),
-            ("- name: A\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n", "pools[0].name"),
-            ("- name: a\n  count: 0\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n", "pools[0].count"),
-            ("- name: a\n  count: 1\n  capacity: {cpu: \"1\", pods: \"1\"}\n", "pools[0].capacity.memory"),
-            ("- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  taints: [{key: k, effect: Never}]\n", "pools[0].taints[0].effect"),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: x, memory: 1Gi, pods: \"1\"}\n",
+                "pools[0].capacity.cpu",
+            ),
+            (
+                "- name: A\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n",
+                "pools[0].name",
+            ),
+            (
+                "- name: a\n  count: 0\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n",
+                "pools[0].count",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", pods: \"1\"}\n",
+                "pools[0].capacity.memory",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  taints: [{key: k, effect: Never}]\n",
+                "pools[0].taints[0].effect",
+            ),
         ];
         for (pools, field) in table {
-            let error = Topology::parse(&format!("{base}{pools}")).unwrap_err().to_string();
+            let error = Topology::parse(&format!("{base}{pools}"))
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(field), "{error} should name {field}");
         }
         let unknown = Topology::parse(&format!("{base}- name: a\n  count: 1\n  cpus: 3\n  capacity: {{cpu: \"1\", memory: 1Gi, pods: \"1\"}}\n"))

@@ -171,7 +171,11 @@ impl NodeTwins {
             }
         }
         nodes
-            .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&node_status(spec)))
+            .patch_status(
+                &spec.name,
+                &PatchParams::default(),
+                &Patch::Merge(&node_status(spec)),
+            )
             .await?;
         Ok(())
     }
@@ -217,8 +221,12 @@ impl NodeTwins {
     }
 
     fn release_ip(&self, ips: &mut HashMap<String, BTreeSet<u8>>, pod: &Pod) {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) else { return };
-        let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_ref()) else { return };
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) else {
+            return;
+        };
+        let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_ref()) else {
+            return;
+        };
         if let Some(octet) = ip.rsplit('.').next().and_then(|o| o.parse::<u8>().ok())
             && let Some(used) = ips.get_mut(node)
         {
@@ -226,7 +234,11 @@ impl NodeTwins {
         }
     }
 
-    fn allocate_ip(&self, ips: &mut HashMap<String, BTreeSet<u8>>, spec: &NodeSpec) -> Option<String> {
+    fn allocate_ip(
+        &self,
+        ips: &mut HashMap<String, BTreeSet<u8>>,
+        spec: &NodeSpec,
+    ) -> Option<String> {
         let used = ips.entry(spec.name.clone()).or_default();
         let octet = (2..=254u8).find(|o| !used.contains(o))?;
         used.insert(octet);
@@ -248,7 +260,11 @@ impl NodeTwins {
         };
         let key = pod_key(pod);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
         // Remember IPs of pods that already have one (after a restart).
         if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_ref())
             && let Some(octet) = ip.rsplit('.').next().and_then(|o| o.parse::<u8>().ok())
@@ -258,12 +274,16 @@ impl NodeTwins {
         if pod.metadata.deletion_timestamp.is_some() {
             running.remove(&key);
             if matches!(phase.as_str(), "Running" | "Pending") {
-                self.event(pod, &node, "Normal", "Killing", "Stopping container", None).await;
+                self.event(pod, &node, "Normal", "Killing", "Stopping container", None)
+                    .await;
             }
             let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
             let params = DeleteParams {
                 grace_period_seconds: Some(0),
-                preconditions: Some(kube::api::Preconditions { uid: Some(uid), resource_version: None }),
+                preconditions: Some(kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
                 ..DeleteParams::default()
             };
             match pods.delete(&key.1, &params).await {
@@ -280,13 +300,14 @@ impl NodeTwins {
         if running.get(&key).is_some_and(|r| r.uid == uid) {
             return Ok(());
         }
-        let behaviour = match Behaviour::from_annotations(&annotations_of(pod), &restart_policy(pod)) {
-            Ok(behaviour) => behaviour,
-            Err(error) => {
-                self.fail_to_start(pod, &error.to_string()).await?;
-                return Ok(());
-            }
-        };
+        let behaviour =
+            match Behaviour::from_annotations(&annotations_of(pod), &restart_policy(pod)) {
+                Ok(behaviour) => behaviour,
+                Err(error) => {
+                    self.fail_to_start(pod, &error.to_string()).await?;
+                    return Ok(());
+                }
+            };
         if phase == "Running" {
             // Resume after a restart: the run ends relative to when the container started.
             let started = pod
@@ -297,30 +318,62 @@ impl NodeTwins {
                 .and_then(|c| c.state.as_ref())
                 .and_then(|s| s.running.as_ref())
                 .and_then(|r| r.started_at.as_ref())
-                .and_then(|t| parse_timestamp(&serde_json::to_value(t).ok()?.as_str()?.to_string()))
+                .and_then(|t| parse_timestamp(serde_json::to_value(t).ok()?.as_str()?))
                 .unwrap_or_else(SystemTime::now);
-            let remaining = behaviour
-                .duration
-                .map(|d| (started + d).duration_since(SystemTime::now()).unwrap_or_default());
+            let remaining = behaviour.duration.map(|d| {
+                (started + d)
+                    .duration_since(SystemTime::now())
+                    .unwrap_or_default()
+            });
             running.insert(key.clone(), self.schedule(&key, &uid, 0, remaining, done));
             return Ok(());
         }
         // Pending: start the containers.
         let ip = self.allocate_ip(ips, spec).unwrap_or_default();
         for (container, image) in containers(pod) {
-            self.event(pod, &node, "Normal", "Pulled", &format!("Container image \"{image}\" already present on machine"), Some(&container)).await;
-            self.event(pod, &node, "Normal", "Created", &format!("Created container: {container}"), Some(&container)).await;
-            self.event(pod, &node, "Normal", "Started", &format!("Started container {container}"), Some(&container)).await;
+            self.event(
+                pod,
+                &node,
+                "Normal",
+                "Pulled",
+                &format!("Container image \"{image}\" already present on machine"),
+                Some(&container),
+            )
+            .await;
+            self.event(
+                pod,
+                &node,
+                "Normal",
+                "Created",
+                &format!("Created container: {container}"),
+                Some(&container),
+            )
+            .await;
+            self.event(
+                pod,
+                &node,
+                "Normal",
+                "Started",
+                &format!("Started container {container}"),
+                Some(&container),
+            )
+            .await;
             let lines = behaviour.logs.clone().unwrap_or_else(|| {
-                vec![format!("tessera node twin {node}: container {container} started (image {image})")]
+                vec![format!(
+                    "tessera node twin {node}: container {container} started (image {image})"
+                )]
             });
             self.append_log(&key, &container, &lines).await;
         }
         let now = SystemTime::now();
         let status = running_status(pod, spec, &ip, now, 0, None);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
-        pods.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status)).await?;
-        running.insert(key.clone(), self.schedule(&key, &uid, 0, behaviour.duration, done));
+        pods.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        running.insert(
+            key.clone(),
+            self.schedule(&key, &uid, 0, behaviour.duration, done),
+        );
         Ok(())
     }
 
@@ -360,7 +413,10 @@ impl NodeTwins {
         done_tx: &mpsc::UnboundedSender<Completion>,
     ) -> Result<(), kube::Error> {
         let key = (done.namespace.clone(), done.name.clone());
-        if !running.get(&key).is_some_and(|r| r.uid == done.uid && r.run == done.run) {
+        if !running
+            .get(&key)
+            .is_some_and(|r| r.uid == done.uid && r.run == done.run)
+        {
             return Ok(());
         }
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &done.namespace);
@@ -368,18 +424,26 @@ impl NodeTwins {
             running.remove(&key);
             return Ok(());
         };
-        if pod.metadata.uid.as_deref() != Some(done.uid.as_str()) || pod.metadata.deletion_timestamp.is_some() {
+        if pod.metadata.uid.as_deref() != Some(done.uid.as_str())
+            || pod.metadata.deletion_timestamp.is_some()
+        {
             running.remove(&key);
             return Ok(());
         }
-        let Some(spec) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).and_then(|n| self.nodes.get(n)) else {
+        let Some(spec) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| self.nodes.get(n))
+        else {
             return Ok(());
         };
-        let behaviour = Behaviour::from_annotations(&annotations_of(&pod), &restart_policy(&pod)).unwrap_or(Behaviour {
-            duration: None,
-            exit_code: 0,
-            logs: None,
-        });
+        let behaviour = Behaviour::from_annotations(&annotations_of(&pod), &restart_policy(&pod))
+            .unwrap_or(Behaviour {
+                duration: None,
+                exit_code: 0,
+                logs: None,
+            });
         let policy = restart_policy(&pod);
         let restart = match policy.as_str() {
             "Always" => true,
@@ -387,27 +451,47 @@ impl NodeTwins {
             _ => false,
         };
         let now = SystemTime::now();
-        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
-        let reason = if behaviour.exit_code == 0 { "Completed" } else { "Error" };
+        let ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .unwrap_or_default();
+        let reason = if behaviour.exit_code == 0 {
+            "Completed"
+        } else {
+            "Error"
+        };
         if !restart {
             running.remove(&key);
-            let phase = if behaviour.exit_code == 0 { "Succeeded" } else { "Failed" };
+            let phase = if behaviour.exit_code == 0 {
+                "Succeeded"
+            } else {
+                "Failed"
+            };
             let status = finished_status(&pod, phase, behaviour.exit_code, reason, now);
-            pods.patch_status(&done.name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+            pods.patch_status(&done.name, &PatchParams::default(), &Patch::Merge(&status))
+                .await?;
             return Ok(());
         }
         let restarts = done.run + 1;
         let terminated = json!({"terminated": {"exitCode": behaviour.exit_code, "reason": reason,
             "startedAt": timestamp(now), "finishedAt": timestamp(now)}});
         let status = running_status(&pod, spec, &ip, now, restarts as i32, Some(terminated));
-        pods.patch_status(&done.name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+        pods.patch_status(&done.name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
         for (container, image) in containers(&pod) {
             let lines = behaviour.logs.clone().unwrap_or_else(|| {
-                vec![format!("tessera node twin {}: container {container} restarted (image {image})", spec.name)]
+                vec![format!(
+                    "tessera node twin {}: container {container} restarted (image {image})",
+                    spec.name
+                )]
             });
             self.append_log(&key, &container, &lines).await;
         }
-        running.insert(key.clone(), self.schedule(&key, &done.uid, restarts, behaviour.duration, done_tx));
+        running.insert(
+            key.clone(),
+            self.schedule(&key, &done.uid, restarts, behaviour.duration, done_tx),
+        );
         Ok(())
     }
 
@@ -415,7 +499,8 @@ impl NodeTwins {
         let (namespace, name) = pod_key(pod);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
         let status = json!({"status": {"phase": "Failed", "reason": "InvalidSimulation", "message": message}});
-        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
         Ok(())
     }
 
@@ -428,18 +513,32 @@ impl NodeTwins {
         let path = dir.join(format!("{container}.log"));
         let now = micro_timestamp(SystemTime::now());
         let text: String = lines.iter().map(|line| format!("{now} {line}\n")).collect();
-        let file = tokio::fs::OpenOptions::new().create(true).append(true).open(&path).await;
+        let file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .await;
         match file {
             Ok(mut file) => {
                 if let Err(error) = file.write_all(text.as_bytes()).await {
                     tracing::warn!(path = %path.display(), %error, "cannot write the container log");
                 }
             }
-            Err(error) => tracing::warn!(path = %path.display(), %error, "cannot open the container log"),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "cannot open the container log")
+            }
         }
     }
 
-    async fn event(&self, pod: &Pod, node: &str, kind: &str, reason: &str, message: &str, container: Option<&str>) {
+    async fn event(
+        &self,
+        pod: &Pod,
+        node: &str,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        container: Option<&str>,
+    ) {
         let (namespace, name) = pod_key(pod);
         let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), &namespace);
         let now = timestamp(SystemTime::now());
@@ -457,14 +556,22 @@ impl NodeTwins {
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
             "reportingComponent": "kubelet", "reportingInstance": node,
         });
-        let Ok(event) = serde_json::from_value::<CoreEvent>(event) else { return };
+        let Ok(event) = serde_json::from_value::<CoreEvent>(event) else {
+            return;
+        };
         if let Err(error) = events.create(&PostParams::default(), &event).await {
             tracing::debug!(%error, "cannot record an event");
         }
     }
 }
 
-fn container_statuses(pod: &Pod, state: &Value, last: Option<&Value>, restarts: i32, ready: bool) -> Vec<Value> {
+fn container_statuses(
+    pod: &Pod,
+    state: &Value,
+    last: Option<&Value>,
+    restarts: i32,
+    ready: bool,
+) -> Vec<Value> {
     containers(pod)
         .into_iter()
         .map(|(name, image)| {
@@ -498,7 +605,14 @@ fn conditions(ready: bool, now: &str) -> Value {
     json!(list)
 }
 
-fn running_status(pod: &Pod, spec: &NodeSpec, ip: &str, now: SystemTime, restarts: i32, last: Option<Value>) -> Value {
+fn running_status(
+    pod: &Pod,
+    spec: &NodeSpec,
+    ip: &str,
+    now: SystemTime,
+    restarts: i32,
+    last: Option<Value>,
+) -> Value {
     let now_text = timestamp(now);
     let start_time = pod
         .status
@@ -545,7 +659,10 @@ fn finished_status(pod: &Pod, phase: &str, exit_code: i32, reason: &str, now: Sy
 fn node_status(spec: &NodeSpec) -> Value {
     let now = timestamp(SystemTime::now());
     let quantities = |map: &BTreeMap<String, tessera_model::Quantity>| -> Value {
-        map.iter().map(|(k, v)| (k.clone(), json!(v.to_canonical()))).collect::<serde_json::Map<_, _>>().into()
+        map.iter()
+            .map(|(k, v)| (k.clone(), json!(v.to_canonical())))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     };
     let condition = |kind: &str, status: &str, reason: &str, message: &str| {
         json!({"type": kind, "status": status, "reason": reason, "message": message,
@@ -611,7 +728,11 @@ async fn heartbeat(client: Client, nodes: Vec<NodeSpec>, config: TwinConfig) {
                 let patch = node_status(spec);
                 let conditions = json!({"status": {"conditions": patch["status"]["conditions"]}});
                 if let Err(error) = node_api
-                    .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&conditions))
+                    .patch_status(
+                        &spec.name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&conditions),
+                    )
                     .await
                 {
                     tracing::warn!(node = %spec.name, %error, "cannot refresh node conditions");

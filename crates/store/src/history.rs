@@ -56,7 +56,11 @@ impl History {
         read(&self.log).first - 1
     }
 
-    pub(crate) fn watch(self: &Arc<Self>, prefix: &str, revision: u64) -> Result<Watcher, StoreError> {
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        prefix: &str,
+        revision: u64,
+    ) -> Result<Watcher, StoreError> {
         let oldest = self.oldest();
         if revision < oldest {
             return Err(StoreError::Gone {

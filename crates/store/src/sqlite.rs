@@ -53,9 +53,11 @@ impl Database {
     pub(crate) fn load(&self) -> Result<(u64, Vec<(String, u64, Vec<u8>)>), StoreError> {
         let revision: Option<i64> = self
             .connection
-            .query_row("SELECT value FROM meta WHERE name = 'revision'", [], |row| {
-                row.get(0)
-            })
+            .query_row(
+                "SELECT value FROM meta WHERE name = 'revision'",
+                [],
+                |row| row.get(0),
+            )
             .optional()
             .map_err(|e| self.error(e))?;
         let mut statement = self
@@ -77,22 +79,28 @@ impl Database {
     }
 
     pub(crate) fn put(&mut self, key: &str, revision: u64, value: &[u8]) -> Result<(), StoreError> {
-        self.commit(|tx| {
-            tx.prepare_cached(
-                "INSERT INTO objects (key, revision, value) VALUES (?1, ?2, ?3)
+        self.commit(
+            |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO objects (key, revision, value) VALUES (?1, ?2, ?3)
                  ON CONFLICT (key) DO UPDATE SET revision = ?2, value = ?3",
-            )?
-            .execute(params![key, revision as i64, value])?;
-            Ok(())
-        }, revision)
+                )?
+                .execute(params![key, revision as i64, value])?;
+                Ok(())
+            },
+            revision,
+        )
     }
 
     pub(crate) fn delete(&mut self, key: &str, revision: u64) -> Result<(), StoreError> {
-        self.commit(|tx| {
-            tx.prepare_cached("DELETE FROM objects WHERE key = ?1")?
-                .execute(params![key])?;
-            Ok(())
-        }, revision)
+        self.commit(
+            |tx| {
+                tx.prepare_cached("DELETE FROM objects WHERE key = ?1")?
+                    .execute(params![key])?;
+                Ok(())
+            },
+            revision,
+        )
     }
 
     fn commit(

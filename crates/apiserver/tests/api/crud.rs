@@ -15,14 +15,25 @@ fn config_map(name: &str) -> ConfigMap {
 async fn create_sets_server_metadata_and_rejects_duplicates() {
     let server = start();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
-    let created = api.create(&PostParams::default(), &config_map("a")).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &config_map("a"))
+        .await
+        .unwrap();
     assert!(created.metadata.uid.is_some());
     assert!(created.metadata.creation_timestamp.is_some());
     assert_eq!(created.metadata.generation, Some(1));
     assert_eq!(created.namespace().as_deref(), Some("default"));
-    let error = api.create(&PostParams::default(), &config_map("a")).await.unwrap_err();
-    let kube::Error::Api(status) = error else { panic!("expected an API error") };
-    assert_eq!((status.code, status.reason.as_str()), (409, "AlreadyExists"));
+    let error = api
+        .create(&PostParams::default(), &config_map("a"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = error else {
+        panic!("expected an API error")
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
     assert_eq!(status.message, "configmaps \"a\" already exists");
 }
 
@@ -30,7 +41,8 @@ async fn create_sets_server_metadata_and_rejects_duplicates() {
 async fn generate_name_makes_unique_names() {
     let server = start();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
-    let template: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "job-"}})).unwrap();
+    let template: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"generateName": "job-"}})).unwrap();
     let a = api.create(&PostParams::default(), &template).await.unwrap();
     let b = api.create(&PostParams::default(), &template).await.unwrap();
     assert!(a.name_any().starts_with("job-") && a.name_any().len() == 9);
@@ -42,28 +54,51 @@ async fn stale_updates_conflict_and_generation_tracks_spec() {
     let server = start();
     let api: Api<Pod> = Api::default_namespaced(server.client.clone());
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
-        "spec": {"containers": [{"name": "c", "image": "a"}]}})).unwrap();
+        "spec": {"containers": [{"name": "c", "image": "a"}]}}))
+    .unwrap();
     let created = api.create(&PostParams::default(), &pod).await.unwrap();
     let mut labelled = created.clone();
     labelled.labels_mut().insert("x".into(), "y".into());
-    let updated = api.replace("p", &PostParams::default(), &labelled).await.unwrap();
-    assert_eq!(updated.metadata.generation, Some(1), "metadata changes keep the generation");
+    let updated = api
+        .replace("p", &PostParams::default(), &labelled)
+        .await
+        .unwrap();
+    assert_eq!(
+        updated.metadata.generation,
+        Some(1),
+        "metadata changes keep the generation"
+    );
     let mut image = updated.clone();
     image.spec.as_mut().unwrap().containers[0].image = Some("b".into());
-    let bumped = api.replace("p", &PostParams::default(), &image).await.unwrap();
+    let bumped = api
+        .replace("p", &PostParams::default(), &image)
+        .await
+        .unwrap();
     assert_eq!(bumped.metadata.generation, Some(2));
     // `labelled` carries a stale resourceVersion now.
-    let error = api.replace("p", &PostParams::default(), &labelled).await.unwrap_err();
-    let kube::Error::Api(status) = error else { panic!() };
+    let error = api
+        .replace("p", &PostParams::default(), &labelled)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = error else {
+        panic!()
+    };
     assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
-    assert!(status.message.contains("the object has been modified"), "{}", status.message);
+    assert!(
+        status.message.contains("the object has been modified"),
+        "{}",
+        status.message
+    );
 }
 
 #[tokio::test]
 async fn finalizers_hold_deletion_until_removed() {
     let server = start();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
-    let held: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}})).unwrap();
+    let held: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    )
+    .unwrap();
     api.create(&PostParams::default(), &held).await.unwrap();
     api.delete("held", &DeleteParams::default()).await.unwrap();
     let terminating = api.get("held").await.unwrap();
@@ -71,14 +106,21 @@ async fn finalizers_hold_deletion_until_removed() {
     let patch = json!([{"op": "test", "path": "/metadata/finalizers", "value": ["example.com/hold"]},
                        {"op": "remove", "path": "/metadata/finalizers"}]);
     let patch: json_patch::Patch = serde_json::from_value(patch).unwrap();
-    api.patch("held", &kube::api::PatchParams::default(), &kube::api::Patch::<()>::Json(patch)).await.unwrap();
+    api.patch(
+        "held",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::<()>::Json(patch),
+    )
+    .await
+    .unwrap();
     assert!(api.get_opt("held").await.unwrap().is_none());
 }
 
 fn owned(name: &str, owner: &ConfigMap) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": [{
         "apiVersion": "v1", "kind": "ConfigMap", "name": owner.name_any(),
-        "uid": owner.metadata.uid, "blockOwnerDeletion": true}]}})).unwrap()
+        "uid": owner.metadata.uid, "blockOwnerDeletion": true}]}}))
+    .unwrap()
 }
 
 #[tokio::test]
@@ -90,28 +132,62 @@ async fn propagation_policies_treat_dependents_as_upstream() {
         (PropagationPolicy::Foreground, false),
         (PropagationPolicy::Orphan, true),
     ] {
-        let owner = api.create(&PostParams::default(), &config_map("owner")).await.unwrap();
-        api.create(&PostParams::default(), &owned("dependent", &owner)).await.unwrap();
-        let params = DeleteParams { propagation_policy: Some(policy.clone()), ..DeleteParams::default() };
+        let owner = api
+            .create(&PostParams::default(), &config_map("owner"))
+            .await
+            .unwrap();
+        api.create(&PostParams::default(), &owned("dependent", &owner))
+            .await
+            .unwrap();
+        let params = DeleteParams {
+            propagation_policy: Some(policy.clone()),
+            ..DeleteParams::default()
+        };
         api.delete("owner", &params).await.unwrap();
         let api2 = api.clone();
-        assert!(eventually(|| { let api = api2.clone(); async move { api.get_opt("owner").await.unwrap().is_none() } }).await,
-            "{policy:?}: owner should go");
+        assert!(
+            eventually(|| {
+                let api = api2.clone();
+                async move { api.get_opt("owner").await.unwrap().is_none() }
+            })
+            .await,
+            "{policy:?}: owner should go"
+        );
         let api3 = api.clone();
         let settled = eventually(|| {
             let api = api3.clone();
             async move {
                 match api.get_opt("dependent").await.unwrap() {
                     None => !dependent_survives,
-                    Some(d) => dependent_survives && d.metadata.owner_references.as_ref().is_none_or(Vec::is_empty),
+                    Some(d) => {
+                        dependent_survives
+                            && d.metadata
+                                .owner_references
+                                .as_ref()
+                                .is_none_or(Vec::is_empty)
+                    }
                 }
             }
         })
         .await;
-        assert!(settled, "{policy:?}: dependent should {}", if dependent_survives { "be orphaned" } else { "be deleted" });
+        assert!(
+            settled,
+            "{policy:?}: dependent should {}",
+            if dependent_survives {
+                "be orphaned"
+            } else {
+                "be deleted"
+            }
+        );
         let _ = api.delete("dependent", &DeleteParams::default()).await;
         let api4 = api.clone();
-        assert!(eventually(|| { let api = api4.clone(); async move { api.get_opt("dependent").await.unwrap().is_none() } }).await);
+        assert!(
+            eventually(|| {
+                let api = api4.clone();
+                async move { api.get_opt("dependent").await.unwrap().is_none() }
+            })
+            .await
+        );
     }
 }
 
@@ -120,13 +196,26 @@ async fn deleting_a_namespace_deletes_its_contents() {
     let server = start();
     let namespaces: Api<Namespace> = Api::all(server.client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
-    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(server.client.clone(), "team-a");
-    api.create(&PostParams::default(), &config_map("one")).await.unwrap();
-    namespaces.delete("team-a", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &config_map("one"))
+        .await
+        .unwrap();
+    namespaces
+        .delete("team-a", &DeleteParams::default())
+        .await
+        .unwrap();
     // Creating content in a terminating namespace is forbidden (or the namespace is gone).
-    let error = api.create(&PostParams::default(), &config_map("two")).await.unwrap_err();
-    let kube::Error::Api(status) = error else { panic!() };
+    let error = api
+        .create(&PostParams::default(), &config_map("two"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = error else {
+        panic!()
+    };
     assert!(status.code == 403 || status.code == 404, "{status:?}");
     let gone = eventually(|| {
         let namespaces = namespaces.clone();
@@ -134,19 +223,33 @@ async fn deleting_a_namespace_deletes_its_contents() {
     })
     .await;
     assert!(gone, "the namespace should be finalized once empty");
-    assert!(api.list(&Default::default()).await.unwrap().items.is_empty());
+    assert!(
+        api.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 #[tokio::test]
 async fn dry_run_persists_nothing() {
     let server = start();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
-    let params = PostParams { dry_run: true, ..PostParams::default() };
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
     let answered = api.create(&params, &config_map("dry")).await.unwrap();
     assert_eq!(answered.name_any(), "dry");
     assert!(api.get_opt("dry").await.unwrap().is_none());
-    api.create(&PostParams::default(), &config_map("real")).await.unwrap();
-    let dp = DeleteParams { dry_run: true, ..DeleteParams::default() };
+    api.create(&PostParams::default(), &config_map("real"))
+        .await
+        .unwrap();
+    let dp = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
     api.delete("real", &dp).await.unwrap();
     assert!(api.get_opt("real").await.unwrap().is_some());
 }
@@ -156,20 +259,35 @@ async fn pods_on_existing_nodes_terminate_gracefully() {
     let server = start();
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(server.client.clone());
     nodes
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap(),
+        )
         .await
         .unwrap();
     let api: Api<Pod> = Api::default_namespaced(server.client.clone());
     for (name, node) in [("on-node", "n1"), ("on-missing-node", "nope")] {
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "a"}]}})).unwrap();
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "a"}]}}))
+        .unwrap();
         api.create(&PostParams::default(), &pod).await.unwrap();
         api.delete(name, &DeleteParams::default()).await.unwrap();
     }
     let terminating = api.get("on-node").await.unwrap();
     assert!(terminating.metadata.deletion_timestamp.is_some());
     assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
-    assert!(api.get_opt("on-missing-node").await.unwrap().is_none(), "no kubelet to wait for");
-    api.delete("on-node", &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await.unwrap();
+    assert!(
+        api.get_opt("on-missing-node").await.unwrap().is_none(),
+        "no kubelet to wait for"
+    );
+    api.delete(
+        "on-node",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        },
+    )
+    .await
+    .unwrap();
     assert!(api.get_opt("on-node").await.unwrap().is_none());
 }

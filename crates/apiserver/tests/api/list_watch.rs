@@ -10,7 +10,8 @@ use serde_json::json;
 use crate::support::{raw, start, start_with_history};
 
 async fn make(api: &Api<ConfigMap>, name: &str, labels: serde_json::Value) {
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
 }
 
@@ -21,7 +22,9 @@ async fn label_and_field_selectors_filter_lists() {
     make(&api, "a", json!({"team": "a", "tier": "gpu"})).await;
     make(&api, "b", json!({"team": "b", "tier": "gpu"})).await;
     make(&api, "c", json!({"team": "b"})).await;
-    let names = |list: kube::core::ObjectList<ConfigMap>| list.items.iter().map(|c| c.name_any()).collect::<Vec<_>>();
+    let names = |list: kube::core::ObjectList<ConfigMap>| {
+        list.items.iter().map(|c| c.name_any()).collect::<Vec<_>>()
+    };
     let table = [
         ("team=b", vec!["b", "c"]),
         ("team in (a,b),tier", vec!["a", "b"]),
@@ -29,13 +32,24 @@ async fn label_and_field_selectors_filter_lists() {
         ("team!=b", vec!["a"]),
     ];
     for (selector, want) in table {
-        let list = api.list(&ListParams::default().labels(selector)).await.unwrap();
+        let list = api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .unwrap();
         assert_eq!(names(list), want, "{selector}");
     }
-    let list = api.list(&ListParams::default().fields("metadata.name=b")).await.unwrap();
+    let list = api
+        .list(&ListParams::default().fields("metadata.name=b"))
+        .await
+        .unwrap();
     assert_eq!(names(list), ["b"]);
-    let error = api.list(&ListParams::default().fields("data.k=v")).await.unwrap_err();
-    let kube::Error::Api(status) = error else { panic!() };
+    let error = api
+        .list(&ListParams::default().fields("data.k=v"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = error else {
+        panic!()
+    };
     assert_eq!(status.code, 400);
 }
 
@@ -48,17 +62,34 @@ async fn pod_field_selectors_used_by_drain_and_describe() {
         if let Some(node) = node {
             spec["nodeName"] = json!(node);
         }
-        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+        let pod: Pod =
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
         api.create(&PostParams::default(), &pod).await.unwrap();
     }
     let all: Api<Pod> = Api::all(server.client.clone());
     let on_n1 = all
-        .list(&ListParams::default().fields("spec.nodeName=n1,status.phase!=Succeeded,status.phase!=Failed"))
+        .list(
+            &ListParams::default()
+                .fields("spec.nodeName=n1,status.phase!=Succeeded,status.phase!=Failed"),
+        )
         .await
         .unwrap();
-    assert_eq!(on_n1.items.iter().map(|p| p.name_any()).collect::<Vec<_>>(), ["p1"]);
-    let unscheduled = all.list(&ListParams::default().fields("spec.nodeName=")).await.unwrap();
-    assert_eq!(unscheduled.items.iter().map(|p| p.name_any()).collect::<Vec<_>>(), ["p3"]);
+    assert_eq!(
+        on_n1.items.iter().map(|p| p.name_any()).collect::<Vec<_>>(),
+        ["p1"]
+    );
+    let unscheduled = all
+        .list(&ListParams::default().fields("spec.nodeName="))
+        .await
+        .unwrap();
+    assert_eq!(
+        unscheduled
+            .items
+            .iter()
+            .map(|p| p.name_any())
+            .collect::<Vec<_>>(),
+        ["p3"]
+    );
 }
 
 #[tokio::test]
@@ -74,13 +105,32 @@ async fn pagination_serves_one_consistent_revision() {
     // A change between pages is not seen by the continuation.
     make(&api, "cm-9", json!({})).await;
     let token = first.metadata.continue_.clone().unwrap();
-    let second = api.list(&ListParams::default().limit(3).continue_token(&token)).await.unwrap();
+    let second = api
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .unwrap();
     let token = second.metadata.continue_.clone().unwrap();
-    let third = api.list(&ListParams::default().limit(3).continue_token(&token)).await.unwrap();
+    let third = api
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .unwrap();
     assert_eq!(third.items.len(), 1);
-    assert!(third.metadata.continue_.as_deref().is_none_or(str::is_empty));
-    assert_eq!(third.metadata.resource_version.as_deref(), Some(revision.as_str()));
-    let mut names: Vec<String> = [first, second, third].into_iter().flat_map(|l| l.items).map(|c| c.name_any()).collect();
+    assert!(
+        third
+            .metadata
+            .continue_
+            .as_deref()
+            .is_none_or(str::is_empty)
+    );
+    assert_eq!(
+        third.metadata.resource_version.as_deref(),
+        Some(revision.as_str())
+    );
+    let mut names: Vec<String> = [first, second, third]
+        .into_iter()
+        .flat_map(|l| l.items)
+        .map(|c| c.name_any())
+        .collect();
     names.sort();
     assert_eq!(names, (0..7).map(|i| format!("cm-{i}")).collect::<Vec<_>>());
 }
@@ -90,7 +140,9 @@ async fn kube_runtime_watcher_sees_initial_state_and_changes() {
     let server = start();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
     make(&api, "before", json!({})).await;
-    let mut stream = watcher(api.clone(), watcher::Config::default()).applied_objects().boxed();
+    let mut stream = watcher(api.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
     let first = stream.try_next().await.unwrap().unwrap();
     assert_eq!(first.name_any(), "before");
     make(&api, "after", json!({})).await;
@@ -121,10 +173,26 @@ async fn selector_watches_see_objects_leave_as_deletions() {
     let server = start();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
     make(&api, "x", json!({"app": "web"})).await;
-    let revision = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default().labels("app=web"), &revision).await.unwrap().boxed();
+    let revision = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=web"), &revision)
+        .await
+        .unwrap()
+        .boxed();
     let relabel = json!({"metadata": {"labels": {"app": "db"}}});
-    api.patch("x", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&relabel)).await.unwrap();
+    api.patch(
+        "x",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&relabel),
+    )
+    .await
+    .unwrap();
     match stream.try_next().await.unwrap().unwrap() {
         WatchEvent::Deleted(cm) => assert_eq!(cm.labels()["app"], "db"),
         other => panic!("expected a deletion, got {other:?}"),
@@ -138,7 +206,11 @@ async fn watching_from_a_compacted_revision_is_gone() {
     for i in 0..6 {
         make(&api, &format!("c{i}"), json!({})).await;
     }
-    let mut stream = api.watch(&WatchParams::default(), "1").await.unwrap().boxed();
+    let mut stream = api
+        .watch(&WatchParams::default(), "1")
+        .await
+        .unwrap()
+        .boxed();
     match stream.try_next().await.unwrap().unwrap() {
         WatchEvent::Error(status) => {
             assert_eq!(status.code, 410);
@@ -146,7 +218,14 @@ async fn watching_from_a_compacted_revision_is_gone() {
         }
         other => panic!("expected 410, got {other:?}"),
     }
-    let (code, body, _) = raw(&server, "GET", "/api/v1/namespaces/default/configmaps?resourceVersion=1&resourceVersionMatch=Exact", None, vec![]).await;
+    let (code, body, _) = raw(
+        &server,
+        "GET",
+        "/api/v1/namespaces/default/configmaps?resourceVersion=1&resourceVersionMatch=Exact",
+        None,
+        vec![],
+    )
+    .await;
     assert_eq!((code, body["reason"].as_str()), (410, Some("Expired")));
 }
 
@@ -155,8 +234,18 @@ async fn watch_bookmarks_carry_the_revision() {
     let server = start();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
     make(&api, "a", json!({})).await;
-    let revision = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default(), &revision).await.unwrap().boxed();
+    let revision = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &revision)
+        .await
+        .unwrap()
+        .boxed();
     match stream.try_next().await.unwrap().unwrap() {
         WatchEvent::Bookmark(bookmark) => assert_eq!(bookmark.metadata.resource_version, revision),
         other => panic!("expected a bookmark, got {other:?}"),

@@ -1,6 +1,8 @@
 //! In-process API tests: a kube-rs `Client` speaks to the axum router directly (no sockets),
 //! exercising CRUD, list/watch, patches, errors and metadata semantics as clients see them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 mod crud;

@@ -24,14 +24,25 @@ fn deployment() -> Deployment {
 async fn strategic_merge_patch_merges_containers_by_name() {
     let server = start();
     let api: Api<Deployment> = Api::default_namespaced(server.client.clone());
-    api.create(&PostParams::default(), &deployment()).await.unwrap();
+    api.create(&PostParams::default(), &deployment())
+        .await
+        .unwrap();
     let patch = json!({"spec": {"template": {"spec": {"containers": [
         {"name": "app", "image": "app:2", "env": [{"name": "B", "value": "2"}]}]}}}});
-    let patched = api.patch("web", &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
+    let patched = api
+        .patch("web", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .unwrap();
     let containers = &patched.spec.unwrap().template.spec.unwrap().containers;
     assert_eq!(containers.len(), 2, "the sidecar is kept");
     assert_eq!(containers[0].image.as_deref(), Some("app:2"));
-    let env: Vec<_> = containers[0].env.as_ref().unwrap().iter().map(|e| e.name.clone()).collect();
+    let env: Vec<_> = containers[0]
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| e.name.clone())
+        .collect();
     assert_eq!(env, ["A", "B"]);
     assert_eq!(patched.metadata.generation, Some(2));
 }
@@ -40,20 +51,38 @@ async fn strategic_merge_patch_merges_containers_by_name() {
 async fn merge_patch_replaces_lists_and_json_patch_tests() {
     let server = start();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c", "labels": {"a": "1"}}, "data": {"x": "1"}})).unwrap();
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "c", "labels": {"a": "1"}}, "data": {"x": "1"}}),
+    )
+    .unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
     let merged = api
-        .patch("c", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"a": null, "b": "2"}}})))
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": null, "b": "2"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(merged.labels().len(), 1);
     assert_eq!(merged.labels()["b"], "2");
-    let failing: json_patch::Patch = serde_json::from_value(json!([{"op": "test", "path": "/data/x", "value": "nope"}])).unwrap();
-    let error = api.patch("c", &PatchParams::default(), &Patch::<()>::Json(failing)).await.unwrap_err();
-    let kube::Error::Api(status) = error else { panic!() };
+    let failing: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "test", "path": "/data/x", "value": "nope"}]))
+            .unwrap();
+    let error = api
+        .patch("c", &PatchParams::default(), &Patch::<()>::Json(failing))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = error else {
+        panic!()
+    };
     assert_eq!(status.code, 422);
     let unchanged = api.get("c").await.unwrap();
-    assert_eq!(unchanged.resource_version(), merged.resource_version(), "a failed patch changes nothing");
+    assert_eq!(
+        unchanged.resource_version(),
+        merged.resource_version(),
+        "a failed patch changes nothing"
+    );
 }
 
 #[tokio::test]
@@ -62,9 +91,14 @@ async fn apply_patch_creates_then_updates() {
     let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
     let params = PatchParams::apply("tessera-test");
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"a": "1"}});
-    api.patch("applied", &params, &Patch::Apply(&body)).await.unwrap();
+    api.patch("applied", &params, &Patch::Apply(&body))
+        .await
+        .unwrap();
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"a": "2"}});
-    let updated = api.patch("applied", &params, &Patch::Apply(&body)).await.unwrap();
+    let updated = api
+        .patch("applied", &params, &Patch::Apply(&body))
+        .await
+        .unwrap();
     assert_eq!(updated.data.unwrap()["a"], "2");
 }
 
@@ -72,14 +106,30 @@ async fn apply_patch_creates_then_updates() {
 async fn status_subresource_keeps_spec_and_main_resource_keeps_status() {
     let server = start();
     let api: Api<Deployment> = Api::default_namespaced(server.client.clone());
-    api.create(&PostParams::default(), &deployment()).await.unwrap();
+    api.create(&PostParams::default(), &deployment())
+        .await
+        .unwrap();
     let status = json!({"status": {"replicas": 3}, "spec": {"replicas": 9}});
-    let patched = api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let patched = api
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
     assert_eq!(patched.status.as_ref().unwrap().replicas, Some(3));
-    assert_eq!(patched.spec.as_ref().unwrap().replicas, Some(1), "status writes ignore spec");
+    assert_eq!(
+        patched.spec.as_ref().unwrap().replicas,
+        Some(1),
+        "status writes ignore spec"
+    );
     let main = json!({"status": {"replicas": 0}, "spec": {"replicas": 2}});
-    let patched = api.patch("web", &PatchParams::default(), &Patch::Merge(&main)).await.unwrap();
-    assert_eq!(patched.status.unwrap().replicas, Some(3), "main writes ignore status");
+    let patched = api
+        .patch("web", &PatchParams::default(), &Patch::Merge(&main))
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.status.unwrap().replicas,
+        Some(3),
+        "main writes ignore status"
+    );
     assert_eq!(patched.spec.unwrap().replicas, Some(2));
     let scale = api.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.unwrap().replicas, Some(2));

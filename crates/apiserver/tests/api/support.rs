@@ -19,21 +19,40 @@ pub fn start() -> TestServer {
 
 pub fn start_with_history(history: usize) -> TestServer {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("state.db"), StoreOptions { history, fsync: false }).expect("store");
+    let store = Store::open(
+        &dir.path().join("state.db"),
+        StoreOptions {
+            history,
+            fsync: false,
+        },
+    )
+    .expect("store");
     let objects = Objects::new(store);
     let namespaces = Resource::find("", "v1", "namespaces").expect("namespaces");
     for name in ["default", "kube-system", "kube-node-lease"] {
         objects
-            .create(namespaces, None, json!({"metadata": {"name": name}}), &WriteOptions::default())
+            .create(
+                namespaces,
+                None,
+                json!({"metadata": {"name": name}}),
+                &WriteOptions::default(),
+            )
             .expect("namespace");
     }
     let server = ApiServer::new(
         objects.clone(),
-        ServerConfig { log_dir: dir.path().join("logs"), bookmark_interval: Duration::from_millis(200) },
+        ServerConfig {
+            log_dir: dir.path().join("logs"),
+            bookmark_interval: Duration::from_millis(200),
+        },
     );
     tokio::spawn(tessera_apiserver::gc::Collector::new(objects).run());
     let client = kube::Client::new(server.router(), "default");
-    TestServer { _dir: dir, server, client }
+    TestServer {
+        _dir: dir,
+        server,
+        client,
+    }
 }
 
 /// Sends a raw request to the router and returns (status, body as JSON or text).
@@ -51,17 +70,30 @@ pub async fn raw(
         request = request.header("content-type", content_type);
     }
     let request = request.body(axum::body::Body::from(body)).expect("request");
-    let response = server.server.router().oneshot(request).await.expect("infallible");
+    let response = server
+        .server
+        .router()
+        .oneshot(request)
+        .await
+        .expect("infallible");
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.expect("body").to_bytes();
-    let value = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+        serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
+    });
     (status, value, headers)
 }
 
 /// Polls until a condition holds or a deadline passes.
-pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(mut check: F) -> bool {
+pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
+    mut check: F,
+) -> bool {
     for _ in 0..100 {
         if check().await {
             return true;

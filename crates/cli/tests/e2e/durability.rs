@@ -13,7 +13,11 @@ use crate::support::Cluster;
 fn restart_finds_every_object_and_keeps_running_pods() {
     let mut cluster = Cluster::start();
     let v = "1.33";
-    cluster.ok_stdin(v, &["apply", "-f", "-"], "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n");
+    cluster.ok_stdin(
+        v,
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n",
+    );
     for i in 0..5 {
         cluster.ok_stdin(
             v,
@@ -28,7 +32,10 @@ fn restart_finds_every_object_and_keeps_running_pods() {
     );
     cluster.wait_for(v, &["get", "pod", "server"], |out| out.contains("Running"));
     let before = cluster.ok(v, &["get", "configmaps,pods,namespaces", "-A", "-o", "jsonpath={range .items[*]}{.metadata.uid}{\" \"}{.metadata.resourceVersion}{\"\\n\"}{end}"]);
-    let pod_ip = cluster.ok(v, &["get", "pod", "server", "-o", "jsonpath={.status.podIP}"]);
+    let pod_ip = cluster.ok(
+        v,
+        &["get", "pod", "server", "-o", "jsonpath={.status.podIP}"],
+    );
 
     let status = cluster.stop();
     assert!(status.success(), "clean shutdown on SIGTERM: {status}");
@@ -40,14 +47,47 @@ fn restart_finds_every_object_and_keeps_running_pods() {
     before_lines.sort();
     after_lines.sort();
     // The pod may have been touched by its node twin again; everything else is identical.
-    let pod_uid = cluster.ok(v, &["get", "pod", "server", "-o", "jsonpath={.metadata.uid}"]);
+    let pod_uid = cluster.ok(
+        v,
+        &["get", "pod", "server", "-o", "jsonpath={.metadata.uid}"],
+    );
     before_lines.retain(|l| !l.starts_with(&pod_uid));
     after_lines.retain(|l| !l.starts_with(&pod_uid));
     assert_eq!(before_lines, after_lines);
-    assert_eq!(cluster.ok(v, &["get", "configmap", "cm-3", "-n", "team-a", "-o", "jsonpath={.data.i}"]), "3");
-    assert_eq!(cluster.ok(v, &["get", "pod", "server", "-o", "jsonpath={.status.phase}"]), "Running");
-    assert_eq!(cluster.ok(v, &["get", "pod", "server", "-o", "jsonpath={.status.podIP}"]), pod_ip);
-    assert!(cluster.ok(v, &["logs", "server"]).contains("container app started"));
+    assert_eq!(
+        cluster.ok(
+            v,
+            &[
+                "get",
+                "configmap",
+                "cm-3",
+                "-n",
+                "team-a",
+                "-o",
+                "jsonpath={.data.i}"
+            ]
+        ),
+        "3"
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "pod", "server", "-o", "jsonpath={.status.phase}"]
+        ),
+        "Running"
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "pod", "server", "-o", "jsonpath={.status.podIP}"]
+        ),
+        pod_ip
+    );
+    assert!(
+        cluster
+            .ok(v, &["logs", "server"])
+            .contains("container app started")
+    );
 
     // --reset starts from an empty store.
     cluster.stop();
@@ -60,10 +100,14 @@ fn restart_finds_every_object_and_keeps_running_pods() {
 async fn kill_9_loses_no_acknowledged_write() {
     let mut cluster = Cluster::start();
     let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig()).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    let client = kube::Client::try_from(config).expect("client over TLS with the admin certificate");
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let client =
+        kube::Client::try_from(config).expect("client over TLS with the admin certificate");
     let api: Api<ConfigMap> = Api::default_namespaced(client);
 
     let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -73,7 +117,10 @@ async fn kill_9_loses_no_acknowledged_write() {
         tokio::spawn(async move {
             for i in 0.. {
                 let name = format!("write-{i}");
-                let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "data": {"i": i.to_string()}})).unwrap();
+                let cm: ConfigMap = serde_json::from_value(
+                    serde_json::json!({"metadata": {"name": name}, "data": {"i": i.to_string()}}),
+                )
+                .unwrap();
                 match api.create(&PostParams::default(), &cm).await {
                     Ok(_) => acknowledged.lock().unwrap().push(name),
                     Err(_) => break,
@@ -92,10 +139,14 @@ async fn kill_9_loses_no_acknowledged_write() {
 
     cluster.launch(&[]);
     let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig()).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    let api: Api<ConfigMap> = Api::default_namespaced(kube::Client::try_from(config).expect("client"));
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let api: Api<ConfigMap> =
+        Api::default_namespaced(kube::Client::try_from(config).expect("client"));
     let stored: std::collections::BTreeSet<String> = api
         .list(&ListParams::default())
         .await
@@ -104,6 +155,13 @@ async fn kill_9_loses_no_acknowledged_write() {
         .iter()
         .map(|cm| cm.name_any())
         .collect();
-    let lost: Vec<&String> = acknowledged.iter().filter(|name| !stored.contains(*name)).collect();
-    assert!(lost.is_empty(), "{} acknowledged writes lost after kill -9: {lost:?}", lost.len());
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|name| !stored.contains(*name))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged writes lost after kill -9: {lost:?}",
+        lost.len()
+    );
 }

@@ -43,29 +43,74 @@ fn workflow(version: &str) {
 
     // Nodes as kubectl prints them.
     let nodes = k(&["get", "nodes"]);
-    assert_eq!(header_words(&nodes), ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
-    assert!(nodes.contains("cpu-1") && nodes.contains("Ready"), "{nodes}");
+    assert_eq!(
+        header_words(&nodes),
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    );
+    assert!(
+        nodes.contains("cpu-1") && nodes.contains("Ready"),
+        "{nodes}"
+    );
 
     // Client-side apply: create, unchanged, configured.
-    assert_eq!(cluster.ok_stdin(version, &["apply", "-f", "-"], POD).trim(), "pod/web created");
-    assert_eq!(cluster.ok_stdin(version, &["apply", "-f", "-"], POD).trim(), "pod/web unchanged");
+    assert_eq!(
+        cluster.ok_stdin(version, &["apply", "-f", "-"], POD).trim(),
+        "pod/web created"
+    );
+    assert_eq!(
+        cluster.ok_stdin(version, &["apply", "-f", "-"], POD).trim(),
+        "pod/web unchanged"
+    );
     let relabelled = POD.replace("app: web", "app: web-v2");
-    assert_eq!(cluster.ok_stdin(version, &["apply", "-f", "-"], &relabelled).trim(), "pod/web configured");
-    assert_eq!(k(&["get", "pod", "web", "-o", "jsonpath={.metadata.labels.app}"]), "web-v2");
+    assert_eq!(
+        cluster
+            .ok_stdin(version, &["apply", "-f", "-"], &relabelled)
+            .trim(),
+        "pod/web configured"
+    );
+    assert_eq!(
+        k(&["get", "pod", "web", "-o", "jsonpath={.metadata.labels.app}"]),
+        "web-v2"
+    );
 
     // The node twin runs it.
     let table = cluster.wait_for(version, &["get", "pods"], |out| out.contains("Running"));
-    assert_eq!(header_words(&table), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
-    assert!(table.lines().nth(1).unwrap_or_default().contains("1/1"), "{table}");
+    assert_eq!(
+        header_words(&table),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
+    assert!(
+        table.lines().nth(1).unwrap_or_default().contains("1/1"),
+        "{table}"
+    );
     let wide = k(&["get", "pods", "-o", "wide"]);
-    assert_eq!(&header_words(&wide)[5..9], ["IP", "NODE", "NOMINATED", "NODE"]);
-    assert!(wide.contains("10.244.0.") && wide.contains("cpu-1"), "{wide}");
+    assert_eq!(
+        &header_words(&wide)[5..9],
+        ["IP", "NODE", "NOMINATED", "NODE"]
+    );
+    assert!(
+        wide.contains("10.244.0.") && wide.contains("cpu-1"),
+        "{wide}"
+    );
     let yaml = k(&["get", "pod", "web", "-o", "yaml"]);
-    assert!(yaml.contains("kind: Pod") && yaml.contains("nodeName: cpu-1"), "{yaml}");
-    let json: serde_json::Value = serde_json::from_str(&k(&["get", "pod", "web", "-o", "json"])).unwrap();
+    assert!(
+        yaml.contains("kind: Pod") && yaml.contains("nodeName: cpu-1"),
+        "{yaml}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&k(&["get", "pod", "web", "-o", "json"])).expect("pod JSON");
     assert_eq!(json["status"]["phase"], "Running");
     assert_eq!(json["status"]["qosClass"], "Burstable");
-    assert_eq!(k(&["get", "pod", "web", "-o", "jsonpath={.spec.containers[0].resources.requests.memory}"]), "64Mi");
+    assert_eq!(
+        k(&[
+            "get",
+            "pod",
+            "web",
+            "-o",
+            "jsonpath={.spec.containers[0].resources.requests.memory}"
+        ]),
+        "64Mi"
+    );
 
     // describe shows the kubelet's events.
     let described = k(&["describe", "pod", "web"]);
@@ -73,45 +118,110 @@ fn workflow(version: &str) {
     assert!(described.contains("Started container main"), "{described}");
 
     // Labels, annotations and the three patch types.
-    assert_eq!(k(&["label", "pod", "web", "tier=frontend"]).trim(), "pod/web labeled");
-    assert_eq!(k(&["annotate", "pod", "web", "owner=team-a"]).trim(), "pod/web annotated");
-    k(&["patch", "pod", "web", "-p", r#"{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}"#]);
-    k(&["patch", "pod", "web", "--type=merge", "-p", r#"{"metadata":{"labels":{"merged":"yes"}}}"#]);
-    k(&["patch", "pod", "web", "--type=json", "-p", r#"[{"op":"replace","path":"/metadata/annotations/owner","value":"team-b"}]"#]);
-    let patched: serde_json::Value = serde_json::from_str(&k(&["get", "pod", "web", "-o", "json"])).unwrap();
+    assert_eq!(
+        k(&["label", "pod", "web", "tier=frontend"]).trim(),
+        "pod/web labeled"
+    );
+    assert_eq!(
+        k(&["annotate", "pod", "web", "owner=team-a"]).trim(),
+        "pod/web annotated"
+    );
+    k(&[
+        "patch",
+        "pod",
+        "web",
+        "-p",
+        r#"{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}"#,
+    ]);
+    k(&[
+        "patch",
+        "pod",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"merged":"yes"}}}"#,
+    ]);
+    k(&[
+        "patch",
+        "pod",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/metadata/annotations/owner","value":"team-b"}]"#,
+    ]);
+    let patched: serde_json::Value =
+        serde_json::from_str(&k(&["get", "pod", "web", "-o", "json"])).expect("pod JSON");
     assert_eq!(patched["spec"]["containers"][0]["image"], "busybox:1.37");
     assert_eq!(patched["metadata"]["labels"]["merged"], "yes");
     assert_eq!(patched["metadata"]["labels"]["tier"], "frontend");
     assert_eq!(patched["metadata"]["annotations"]["owner"], "team-b");
-    let forbidden = cluster.fails(version, &["patch", "pod", "web", "-p", r#"{"spec":{"containers":[{"name":"main","env":[{"name":"A","value":"1"}]}]}}"#], None);
-    assert!(forbidden.contains("pod updates may not change fields"), "{forbidden}");
+    let forbidden = cluster.fails(
+        version,
+        &[
+            "patch",
+            "pod",
+            "web",
+            "-p",
+            r#"{"spec":{"containers":[{"name":"main","env":[{"name":"A","value":"1"}]}]}}"#,
+        ],
+        None,
+    );
+    assert!(
+        forbidden.contains("pod updates may not change fields"),
+        "{forbidden}"
+    );
 
     // Logs.
     assert_eq!(k(&["logs", "web"]), "serving on :8080\nready\n");
     let stamped = k(&["logs", "web", "--timestamps"]);
-    assert!(stamped.starts_with("20") && stamped.contains("Z serving on :8080"), "{stamped}");
+    assert!(
+        stamped.starts_with("20") && stamped.contains("Z serving on :8080"),
+        "{stamped}"
+    );
 
     // explain reads the OpenAPI schemas.
     let explained = k(&["explain", "pod.spec.containers.resources"]);
-    assert!(explained.contains("limits") && explained.contains("requests"), "{explained}");
+    assert!(
+        explained.contains("limits") && explained.contains("requests"),
+        "{explained}"
+    );
 
     // create, dry run, AlreadyExists.
-    let dry = cluster.ok_stdin(version, &["apply", "--dry-run=server", "-f", "-"], CONFIG_MAP);
+    let dry = cluster.ok_stdin(
+        version,
+        &["apply", "--dry-run=server", "-f", "-"],
+        CONFIG_MAP,
+    );
     assert_eq!(dry.trim(), "configmap/settings created (server dry run)");
     let missing = cluster.fails(version, &["get", "configmap", "settings"], None);
     assert!(missing.contains("(NotFound)"), "{missing}");
-    assert_eq!(cluster.ok_stdin(version, &["create", "-f", "-"], CONFIG_MAP).trim(), "configmap/settings created");
+    assert_eq!(
+        cluster
+            .ok_stdin(version, &["create", "-f", "-"], CONFIG_MAP)
+            .trim(),
+        "configmap/settings created"
+    );
     let again = cluster.fails(version, &["create", "-f", "-"], Some(CONFIG_MAP));
-    assert!(again.contains("configmaps \"settings\" already exists"), "{again}");
+    assert!(
+        again.contains("configmaps \"settings\" already exists"),
+        "{again}"
+    );
 
     // Events list with upstream columns.
     let events = k(&["get", "events"]);
-    assert_eq!(&header_words(&events)[..4], ["LAST", "SEEN", "TYPE", "REASON"]);
+    assert_eq!(
+        &header_words(&events)[..4],
+        ["LAST", "SEEN", "TYPE", "REASON"]
+    );
     assert!(events.contains("pod/web"), "{events}");
 
     // Delete waits until the node twin has stopped the pod.
     assert_eq!(k(&["delete", "pod", "web"]).trim(), "pod \"web\" deleted");
-    assert!(cluster.fails(version, &["get", "pod", "web"], None).contains("NotFound"));
+    assert!(
+        cluster
+            .fails(version, &["get", "pod", "web"], None)
+            .contains("NotFound")
+    );
 }
 
 #[test]
@@ -148,6 +258,7 @@ fn watch_prints_changes_as_they_happen() {
         }
     }
     let _ = watcher.kill();
+    let _ = watcher.wait();
     assert!(seen.iter().any(|l| l.starts_with("settings")), "{seen:?}");
     assert_eq!(header_words(&seen[0]), ["NAME", "DATA", "AGE"]);
 }
@@ -156,20 +267,57 @@ fn watch_prints_changes_as_they_happen() {
 fn delete_propagation_policies_with_kubectl() {
     let cluster = Cluster::start();
     let v = "1.32";
-    for (cascade, dependent_kept) in [("background", false), ("foreground", false), ("orphan", true)] {
-        cluster.ok_stdin(v, &["apply", "-f", "-"], "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owner}\n");
-        let uid = cluster.ok(v, &["get", "configmap", "owner", "-o", "jsonpath={.metadata.uid}"]);
+    for (cascade, dependent_kept) in [
+        ("background", false),
+        ("foreground", false),
+        ("orphan", true),
+    ] {
+        cluster.ok_stdin(
+            v,
+            &["apply", "-f", "-"],
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owner}\n",
+        );
+        let uid = cluster.ok(
+            v,
+            &[
+                "get",
+                "configmap",
+                "owner",
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ],
+        );
         let dependent = format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dependent\n  ownerReferences:\n  - {{apiVersion: v1, kind: ConfigMap, name: owner, uid: {uid}}}\n"
         );
         cluster.ok_stdin(v, &["apply", "-f", "-"], &dependent);
-        cluster.ok(v, &["delete", "configmap", "owner", &format!("--cascade={cascade}")]);
+        cluster.ok(
+            v,
+            &[
+                "delete",
+                "configmap",
+                "owner",
+                &format!("--cascade={cascade}"),
+            ],
+        );
         if dependent_kept {
-            let refs = cluster.wait_for(v, &["get", "configmap", "dependent", "-o", "jsonpath={.metadata.ownerReferences}"], str::is_empty);
+            let refs = cluster.wait_for(
+                v,
+                &[
+                    "get",
+                    "configmap",
+                    "dependent",
+                    "-o",
+                    "jsonpath={.metadata.ownerReferences}",
+                ],
+                str::is_empty,
+            );
             assert!(refs.is_empty());
             cluster.ok(v, &["delete", "configmap", "dependent"]);
         } else {
-            cluster.wait_for(v, &["get", "configmap", "dependent"], |out| out.contains("NotFound"));
+            cluster.wait_for(v, &["get", "configmap", "dependent"], |out| {
+                out.contains("NotFound")
+            });
         }
     }
 }
@@ -185,16 +333,49 @@ fn pods_run_to_completion_or_failure() {
     };
     cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("ok", 0));
     cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("broken", 3));
-    let table = cluster.wait_for(v, &["get", "pods"], |out| out.contains("Completed") && out.contains("Error"));
+    let table = cluster.wait_for(v, &["get", "pods"], |out| {
+        out.contains("Completed") && out.contains("Error")
+    });
     assert!(table.contains("0/1"), "{table}");
-    assert_eq!(cluster.ok(v, &["get", "pod", "ok", "-o", "jsonpath={.status.phase}"]), "Succeeded");
-    assert_eq!(cluster.ok(v, &["get", "pod", "broken", "-o", "jsonpath={.status.phase}"]), "Failed");
     assert_eq!(
-        cluster.ok(v, &["get", "pod", "broken", "-o", "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}"]),
+        cluster.ok(v, &["get", "pod", "ok", "-o", "jsonpath={.status.phase}"]),
+        "Succeeded"
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "pod", "broken", "-o", "jsonpath={.status.phase}"]
+        ),
+        "Failed"
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &[
+                "get",
+                "pod",
+                "broken",
+                "-o",
+                "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}"
+            ]
+        ),
         "3"
     );
-    assert!(cluster.ok(v, &["logs", "ok"]).contains("container train started"));
-    let failed = cluster.ok(v, &["get", "pods", "--field-selector=status.phase=Failed", "-o", "name"]);
+    assert!(
+        cluster
+            .ok(v, &["logs", "ok"])
+            .contains("container train started")
+    );
+    let failed = cluster.ok(
+        v,
+        &[
+            "get",
+            "pods",
+            "--field-selector=status.phase=Failed",
+            "-o",
+            "name",
+        ],
+    );
     assert_eq!(failed.trim(), "pod/broken");
 }
 
@@ -204,16 +385,32 @@ fn bad_input_is_reported_with_the_field() {
     let v = "1.32";
     let bad_name = POD.replace("name: web", "name: Web_1");
     let error = cluster.fails(v, &["apply", "-f", "-"], Some(&bad_name));
-    assert!(error.contains("metadata.name: Invalid value: \"Web_1\""), "{error}");
+    assert!(
+        error.contains("metadata.name: Invalid value: \"Web_1\""),
+        "{error}"
+    );
     let bad_quantity = POD.replace("cpu: 100m", "cpu: lots");
     let error = cluster.fails(v, &["apply", "-f", "-"], Some(&bad_quantity));
-    assert!(error.contains("spec.containers[0].resources.requests.cpu"), "{error}");
+    assert!(
+        error.contains("spec.containers[0].resources.requests.cpu"),
+        "{error}"
+    );
     let unknown = POD.replace("  nodeName: cpu-1", "  nodeName: cpu-1\n  bogus: 1");
-    let error = cluster.fails(v, &["apply", "--validate=strict", "-f", "-"], Some(&unknown));
+    let error = cluster.fails(
+        v,
+        &["apply", "--validate=strict", "-f", "-"],
+        Some(&unknown),
+    );
     assert!(error.contains("unknown field \"spec.bogus\""), "{error}");
-    let limits = POD.replace("requests: {cpu: 100m, memory: 64Mi}", "requests: {cpu: \"2\"}\n      limits: {cpu: \"1\"}");
+    let limits = POD.replace(
+        "requests: {cpu: 100m, memory: 64Mi}",
+        "requests: {cpu: \"2\"}\n      limits: {cpu: \"1\"}",
+    );
     let error = cluster.fails(v, &["apply", "-f", "-"], Some(&limits));
-    assert!(error.contains("must be less than or equal to cpu limit of 1"), "{error}");
+    assert!(
+        error.contains("must be less than or equal to cpu limit of 1"),
+        "{error}"
+    );
     let out = cluster.ok(v, &["get", "pods", "-o", "name"]);
     assert!(out.trim().is_empty(), "nothing was created: {out}");
 }
@@ -222,10 +419,16 @@ fn bad_input_is_reported_with_the_field() {
 fn deleting_a_namespace_deletes_what_it_holds() {
     let cluster = Cluster::start();
     let v = "1.33";
-    cluster.ok_stdin(v, &["apply", "-f", "-"], "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n");
+    cluster.ok_stdin(
+        v,
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n",
+    );
     cluster.ok_stdin(v, &["apply", "-n", "team-a", "-f", "-"], CONFIG_MAP);
     cluster.ok_stdin(v, &["apply", "-n", "team-a", "-f", "-"], POD);
-    cluster.wait_for(v, &["get", "pods", "-n", "team-a"], |out| out.contains("Running"));
+    cluster.wait_for(v, &["get", "pods", "-n", "team-a"], |out| {
+        out.contains("Running")
+    });
     cluster.ok(v, &["delete", "namespace", "team-a"]);
     let error = cluster.fails(v, &["get", "namespace", "team-a"], None);
     assert!(error.contains("NotFound"), "{error}");

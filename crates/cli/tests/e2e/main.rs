@@ -2,6 +2,8 @@
 //! the real kubectl (bundled versions 1.32 and 1.33, called explicitly) and by kube-rs over
 //! TLS; restarts and `kill -9` crashes of the server process.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 mod durability;

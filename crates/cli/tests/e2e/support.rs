@@ -44,7 +44,11 @@ impl Cluster {
     /// Starts a fresh cluster.
     pub fn start() -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut cluster = Cluster { dir, port: free_port(), child: None };
+        let mut cluster = Cluster {
+            dir,
+            port: free_port(),
+            child: None,
+        };
         cluster.launch(&[]);
         cluster
     }
@@ -73,10 +77,13 @@ impl Cluster {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if kubeconfig.exists() && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if kubeconfig.exists() && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            {
                 // Wait until the node twins have registered.
                 let nodes = self.kubectl("1.32", &["get", "nodes", "-o", "name"]);
-                if nodes.status.success() && String::from_utf8_lossy(&nodes.stdout).lines().count() >= 4 {
+                if nodes.status.success()
+                    && String::from_utf8_lossy(&nodes.stdout).lines().count() >= 4
+                {
                     return;
                 }
             }
@@ -105,13 +112,22 @@ impl Cluster {
             .args(args)
             .env("KUBECONFIG", self.kubeconfig())
             .env("HOME", &home)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = command.spawn().expect("run kubectl");
         if let Some(text) = stdin {
             use std::io::Write;
-            child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write stdin");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("write stdin");
         }
         child.wait_with_output().expect("kubectl output")
     }
@@ -144,7 +160,11 @@ impl Cluster {
     /// Runs kubectl expecting failure; returns stderr.
     pub fn fails(&self, version: &str, args: &[&str], stdin: Option<&str>) -> String {
         let output = self.kubectl_with_stdin(version, args, stdin);
-        assert!(!output.status.success(), "kubectl {} should have failed", args.join(" "));
+        assert!(
+            !output.status.success(),
+            "kubectl {} should have failed",
+            args.join(" ")
+        );
         String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
@@ -154,26 +174,39 @@ impl Cluster {
         let mut last = String::new();
         while Instant::now() < deadline {
             let output = self.kubectl(version, args);
-            last = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            last = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
             if check(&last) {
                 return last;
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("kubectl {} never satisfied the check; last output:\n{last}", args.join(" "));
+        panic!(
+            "kubectl {} never satisfied the check; last output:\n{last}",
+            args.join(" ")
+        );
     }
 
     /// Stops the server with SIGTERM and waits for it to exit.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
-        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
         child.wait().expect("wait for tessera")
     }
 
     /// Kills the server with SIGKILL.
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("running");
-        let _ = Command::new("kill").arg("-KILL").arg(child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .arg(child.id().to_string())
+            .status();
         let _ = child.wait();
     }
 }
