@@ -49,6 +49,28 @@ impl Filter {
             && (self.fields.is_empty() || self.fields.matches(object))
     }
 
+    /// Whether a stored object passes, parsing only what the filter needs: label-only
+    /// filters read just `metadata.labels`. Returns the parsed object when it was parsed whole.
+    pub fn matches_stored(&self, bytes: &[u8]) -> ApiResult<(bool, Option<Value>)> {
+        if self.fields.is_empty() {
+            #[derive(serde::Deserialize)]
+            struct Labels {
+                #[serde(default)]
+                labels: std::collections::BTreeMap<String, String>,
+            }
+            #[derive(serde::Deserialize)]
+            struct Partial {
+                metadata: Labels,
+            }
+            let partial: Partial = serde_json::from_slice(bytes)
+                .map_err(|e| ApiError::internal(format!("stored object is corrupt: {e}")))?;
+            return Ok((self.labels.matches(&partial.metadata.labels), None));
+        }
+        let object: Value = serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::internal(format!("stored object is corrupt: {e}")))?;
+        Ok((self.matches(&object), Some(object)))
+    }
+
     /// The single object name an `=` field selector pins, if any.
     pub fn pinned_name(&self) -> Option<&str> {
         self.fields.required_value("metadata.name")
@@ -176,9 +198,9 @@ pub fn list(
         if filter.is_empty() {
             selected.push((entry, None));
         } else {
-            let object = decode(entry)?;
-            if filter.matches(&object) {
-                selected.push((entry, Some(object)));
+            let (matches, object) = filter.matches_stored(&entry.value)?;
+            if matches {
+                selected.push((entry, object));
             }
         }
     }

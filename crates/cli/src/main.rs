@@ -1,5 +1,6 @@
 //! The `tessera` binary: subcommands wire the parts together; no algorithms live here.
 
+mod bench;
 mod bootstrap;
 mod up;
 
@@ -20,6 +21,15 @@ struct Cli {
 enum Command {
     /// Start the embedded platform: API server, store, controllers and node twins.
     Up(UpArgs),
+    /// Measure performance.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The API server and store: creates, watch fan-out, lists, write latency, memory.
+    Api(bench::BenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -41,7 +51,7 @@ pub struct UpArgs {
     #[arg(long)]
     pub fsync: bool,
     /// How many recent changes the store keeps for watches.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 100_000)]
     pub watch_history: usize,
 }
 
@@ -67,5 +77,6 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.command {
         Command::Up(args) => runtime.block_on(up::run(args)),
+        Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
     }
 }

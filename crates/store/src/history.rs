@@ -119,7 +119,7 @@ impl Watcher {
         }
         let start = usize::try_from(self.position + 1 - log.first).unwrap_or(usize::MAX);
         let mut batch = Vec::new();
-        for event in log.events.iter().skip(start) {
+        for event in log.events.range(start.min(log.events.len())..) {
             self.position = event.entry.revision;
             if event.entry.key.starts_with(&self.prefix) {
                 batch.push(event.clone());

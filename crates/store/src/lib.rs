@@ -110,7 +110,7 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
-            history: 20_000,
+            history: 100_000,
             fsync: false,
         }
     }

@@ -1,0 +1,305 @@
+//! `tessera bench api`: the control plane's performance, measured in-process.
+//!
+//! Drives the API server's router directly (no sockets, no TLS: the numbers are the server's
+//! own cost) over a store in a temporary directory: N pods created while W watchers follow
+//! every change, full lists of all pods, single-object write latency at a fixed request rate,
+//! and resident memory per stored object. Prints a Markdown table for docs/benchmarks.md.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::body::Body;
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use serde_json::json;
+use tessera_apiserver::{ApiServer, Objects, ServerConfig};
+use tessera_store::{Store, StoreOptions};
+use tower::ServiceExt;
+
+/// Options of `tessera bench api`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// How many pods to create.
+    #[arg(long, default_value_t = 100_000)]
+    pub pods: usize,
+    /// How many watchers follow every pod change.
+    #[arg(long, default_value_t = 50)]
+    pub watchers: usize,
+    /// Request rate of the latency phase (requests per second).
+    #[arg(long, default_value_t = 200)]
+    pub rate: u64,
+    /// Length of the latency phase, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Flush every commit to the device.
+    #[arg(long)]
+    pub fsync: bool,
+    /// How many recent changes the store keeps for watches (as `tessera up --watch-history`).
+    #[arg(long, default_value_t = 100_000)]
+    pub history: usize,
+}
+
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn pod(index: usize) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("bench-{index:06}"), "labels": {"app": "bench", "shard": (index % 16).to_string()}},
+        "spec": {"containers": [{"name": "main", "image": "registry.example/trainer:1.0",
+                                  "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                                                "limits": {"cpu": "1", "memory": "1Gi"}}}]}
+    })
+}
+
+async fn send(
+    router: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: Option<&serde_json::Value>,
+) -> anyhow::Result<(u16, bytes::Bytes)> {
+    let mut request = http::Request::builder().method(method).uri(uri);
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let body = body.map_or_else(Body::empty, |b| {
+        Body::from(serde_json::to_vec(b).unwrap_or_default())
+    });
+    let response = router.clone().oneshot(request.body(body)?).await?;
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await?.to_bytes();
+    Ok((status, bytes))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// Runs the benchmark and prints the results.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let rss_start = resident_bytes();
+    let store = Store::open(
+        &dir.path().join("state.db"),
+        StoreOptions {
+            history: args.history,
+            fsync: args.fsync,
+        },
+    )?;
+    let objects = Objects::new(store.clone());
+    crate::bootstrap::ensure_system_objects(&objects)?;
+    let server = ApiServer::new(
+        objects,
+        ServerConfig {
+            log_dir: dir.path().join("logs"),
+            bookmark_interval: Duration::from_secs(30),
+        },
+    );
+    let router = server.router();
+
+    // Watchers follow every pod change from the current revision.
+    let revision = store.revision();
+    let received = Arc::new(
+        (0..args.watchers)
+            .map(|_| AtomicU64::new(0))
+            .collect::<Vec<_>>(),
+    );
+    let mut watcher_tasks = Vec::new();
+    for w in 0..args.watchers {
+        let router = router.clone();
+        let received = received.clone();
+        let uri = format!("/api/v1/pods?watch=true&resourceVersion={revision}");
+        watcher_tasks.push(tokio::spawn(async move {
+            let request = http::Request::get(uri)
+                .body(Body::empty())
+                .expect("request");
+            let Ok(response) = router.oneshot(request).await;
+            let mut stream = response.into_body().into_data_stream();
+            while let Some(Ok(chunk)) = stream.next().await {
+                let events = chunk.iter().filter(|b| **b == b'\n').count() as u64;
+                if chunk.windows(7).any(|w| w == b"\"ERROR\"") {
+                    return false;
+                }
+                received[w].fetch_add(events, Ordering::Relaxed);
+            }
+            true
+        }));
+    }
+
+    // Create the pods from 4 concurrent clients.
+    let started = Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let mut writers = Vec::new();
+    for _ in 0..4 {
+        let router = router.clone();
+        let next = next.clone();
+        let total = args.pods as u64;
+        writers.push(tokio::spawn(async move {
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= total {
+                    return Ok::<(), anyhow::Error>(());
+                }
+                let (status, body) = send(
+                    &router,
+                    "POST",
+                    "/api/v1/namespaces/default/pods",
+                    Some(&pod(index as usize)),
+                )
+                .await?;
+                if status != 201 {
+                    bail!(
+                        "create failed ({status}): {}",
+                        String::from_utf8_lossy(&body)
+                    );
+                }
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await??;
+    }
+    let create_elapsed = started.elapsed();
+
+    // Every watcher must see every creation.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let behind = loop {
+        let behind = received
+            .iter()
+            .filter(|r| r.load(Ordering::Relaxed) < args.pods as u64)
+            .count();
+        if behind == 0 || Instant::now() > deadline {
+            break behind;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let fan_out_elapsed = started.elapsed();
+    for task in &watcher_tasks {
+        task.abort();
+    }
+    let rss_loaded = resident_bytes();
+    let json_bytes: usize = store
+        .list("/core/pods/")
+        .entries
+        .iter()
+        .map(|e| e.value.len())
+        .sum();
+
+    // Full lists.
+    let mut list_times = Vec::new();
+    let mut list_bytes = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let (status, body) = send(&router, "GET", "/api/v1/pods", None).await?;
+        if status != 200 {
+            bail!("list failed ({status})");
+        }
+        list_times.push(t.elapsed());
+        list_bytes = body.len();
+    }
+    list_times.sort();
+    let t = Instant::now();
+    let (_, selected) = send(&router, "GET", "/api/v1/pods?labelSelector=shard%3D3", None).await?;
+    let selector_list = t.elapsed();
+    let selected_items = serde_json::from_slice::<serde_json::Value>(&selected)?["items"]
+        .as_array()
+        .map_or(0, Vec::len);
+
+    // Latency of single-object writes at a fixed rate (open loop).
+    let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
+    let total = args.rate * args.seconds;
+    let mut tasks = Vec::new();
+    let phase_start = tokio::time::Instant::now();
+    for i in 0..total {
+        tokio::time::sleep_until(phase_start + interval * i as u32).await;
+        let router = router.clone();
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let patch = json!({"metadata": {"labels": {"touched": i.to_string()}}});
+            let request = http::Request::patch(format!(
+                "/api/v1/namespaces/default/pods/bench-{:06}",
+                i as usize % 1000
+            ))
+            .header("content-type", "application/merge-patch+json")
+            .body(Body::from(patch.to_string()))
+            .expect("request");
+            let Ok(response) = router.oneshot(request).await;
+            let ok = response.status() == 200;
+            let _ = response.into_body().collect().await;
+            (t.elapsed(), ok)
+        }));
+    }
+    let mut latencies = Vec::new();
+    let mut failures = 0;
+    for task in tasks {
+        let (latency, ok) = task.await?;
+        if !ok {
+            failures += 1;
+        }
+        latencies.push(latency);
+    }
+    latencies.sort();
+
+    let pods = args.pods as f64;
+    let rss_per_object = (rss_loaded.saturating_sub(rss_start)) as f64 / pods;
+    let json_per_object = json_bytes as f64 / pods;
+    println!("| measurement | result |");
+    println!("|---|---|");
+    println!(
+        "| create {} pods (4 clients) | {:.2} s, {:.0} pods/s |",
+        args.pods,
+        create_elapsed.as_secs_f64(),
+        pods / create_elapsed.as_secs_f64()
+    );
+    println!(
+        "| {} watchers receive every creation | {} behind; all caught up {:.2} s after the first write |",
+        args.watchers,
+        behind,
+        fan_out_elapsed.as_secs_f64()
+    );
+    println!(
+        "| full list of {} pods ({:.1} MiB) | median {:.0} ms, max {:.0} ms |",
+        args.pods,
+        list_bytes as f64 / 1_048_576.0,
+        percentile(&list_times, 0.5).as_secs_f64() * 1e3,
+        percentile(&list_times, 1.0).as_secs_f64() * 1e3
+    );
+    println!(
+        "| label-selected list ({selected_items} of {} pods) | {:.0} ms |",
+        args.pods,
+        selector_list.as_secs_f64() * 1e3
+    );
+    println!(
+        "| single-object writes at {} req/s for {} s | p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, {failures} failed |",
+        args.rate,
+        args.seconds,
+        percentile(&latencies, 0.5).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        percentile(&latencies, 1.0).as_secs_f64() * 1e3
+    );
+    println!(
+        "| resident memory at {} pods | {:.0} MiB total; {:.0} B per object, of which JSON {:.0} B, overhead {:.0} B |",
+        args.pods,
+        rss_loaded as f64 / 1_048_576.0,
+        rss_per_object,
+        json_per_object,
+        rss_per_object - json_per_object
+    );
+    Ok(())
+}
