@@ -6,6 +6,7 @@
 //! (finalizers, owner references with a garbage collector, namespace lifecycle). Knows
 //! nothing about scheduling, queueing or node internals.
 
+pub mod convert;
 pub mod discovery;
 pub mod error;
 pub mod gc;

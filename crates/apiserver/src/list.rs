@@ -12,8 +12,9 @@ use http::StatusCode;
 use serde_json::{Value, json};
 use tessera_store::{Entry, Snapshot};
 
+use crate::convert::is_view;
 use crate::error::{ApiError, ApiResult};
-use crate::objects::decode;
+use crate::objects::decode_as;
 use crate::request::Query;
 use crate::resource::Resource;
 use crate::selectors::{FieldSelector, LabelSelector, labels_of};
@@ -195,7 +196,12 @@ pub fn list(
             next_key = selected.last().map(|(e, _)| e.key.to_string());
             break;
         }
-        if filter.is_empty() {
+        if is_view(resource) {
+            let object = decode_as(resource, entry)?;
+            if filter.matches(&object) {
+                selected.push((entry, Some(object)));
+            }
+        } else if filter.is_empty() {
             selected.push((entry, None));
         } else {
             let (matches, object) = filter.matches_stored(&entry.value)?;
@@ -217,7 +223,7 @@ pub fn list(
     if wants_table(accept) {
         let objects = selected
             .into_iter()
-            .map(|(entry, object)| object.map_or_else(|| decode(entry), Ok))
+            .map(|(entry, object)| object.map_or_else(|| decode_as(resource, entry), Ok))
             .collect::<ApiResult<Vec<_>>>()?;
         let table = crate::table::table(
             resource.group(),
@@ -235,7 +241,7 @@ pub fn list(
             .into_iter()
             .map(|(entry, object)| {
                 object
-                    .map_or_else(|| decode(entry), Ok)
+                    .map_or_else(|| decode_as(resource, entry), Ok)
                     .map(|o| crate::table::partial_metadata(&o))
             })
             .collect::<ApiResult<Vec<_>>>()?;
@@ -269,11 +275,16 @@ pub fn list(
         + 2;
     let mut body = Vec::with_capacity(size);
     body.extend_from_slice(head.as_bytes());
-    for (index, (entry, _)) in selected.iter().enumerate() {
+    for (index, (entry, object)) in selected.iter().enumerate() {
         if index > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(&entry.value);
+        match object {
+            // Converted views are written from their served form.
+            Some(object) if is_view(resource) => serde_json::to_writer(&mut body, object)
+                .map_err(|e| ApiError::internal(e.to_string()))?,
+            _ => body.extend_from_slice(&entry.value),
+        }
     }
     body.extend_from_slice(b"]}");
     Ok(raw_json(StatusCode::OK, body))

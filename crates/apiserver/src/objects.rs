@@ -13,6 +13,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tessera_store::{Entry, Mutation, Snapshot, Store};
 
+use crate::convert;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta::{self, finalizers, is_deleting, meta_str, metadata_mut};
 use crate::patch::{self, PatchError, Schema};
@@ -126,8 +127,15 @@ pub fn decode(entry: &Entry) -> ApiResult<Value> {
         .map_err(|e| ApiError::internal(format!("stored object {} is corrupt: {e}", entry.key)))
 }
 
-fn encode(object: &Value) -> Bytes {
-    Bytes::from(serde_json::to_vec(object).unwrap_or_default())
+/// Decodes a stored value into the form a resource serves.
+pub fn decode_as(resource: Resource, entry: &Entry) -> ApiResult<Value> {
+    Ok(convert::from_storage(resource, decode(entry)?))
+}
+
+/// Encodes an object of a resource in its stored form.
+fn encode_as(resource: Resource, object: &Value) -> Bytes {
+    let stored = convert::to_storage(resource, object.clone());
+    Bytes::from(serde_json::to_vec(&stored).unwrap_or_default())
 }
 
 fn set_resource_version(object: &mut Value, revision: u64) {
@@ -170,7 +178,7 @@ impl Objects {
             .store
             .get(&key)
             .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
-        decode(&entry)
+        decode_as(resource, &entry)
     }
 
     /// A consistent snapshot of a resource's objects, optionally in one namespace.
@@ -375,7 +383,7 @@ impl Objects {
                     return Ok(Mutation::Keep);
                 }
                 set_resource_version(&mut result, revision);
-                let bytes = encode(&result);
+                let bytes = encode_as(resource, &result);
                 stored = Some(result);
                 Ok(Mutation::Put(bytes))
             })?;
@@ -530,7 +538,7 @@ impl Objects {
         self.store.mutate(&key, |current, revision| {
             let current = current
                 .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
-            let current = decode(current)?;
+            let current = decode_as(resource, current)?;
             let requested = change(&current)?;
             let mut next = merge_update(resource, &current, requested, part);
             let causes = strategy::validate_update(resource, &current, &next);
@@ -548,7 +556,7 @@ impl Objects {
             }
             if is_deleting(&next) && !holds_deletion(resource, &next) {
                 set_resource_version(&mut next, revision);
-                let bytes = encode(&next);
+                let bytes = encode_as(resource, &next);
                 stored = Some(next);
                 return Ok(if options.dry_run {
                     Mutation::Keep
@@ -561,7 +569,7 @@ impl Objects {
                 return Ok(Mutation::Keep);
             }
             set_resource_version(&mut next, revision);
-            let bytes = encode(&next);
+            let bytes = encode_as(resource, &next);
             stored = Some(next);
             Ok(Mutation::Put(bytes))
         })??;
@@ -604,7 +612,7 @@ impl Objects {
         self.store.mutate(&key, |current, revision| {
             let current = current
                 .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
-            let mut object = decode(current)?;
+            let mut object = decode_as(resource, current)?;
             if let Some(uid) = &options.precondition_uid
                 && meta_str(&object, "uid") != Some(uid.as_str())
             {
@@ -661,7 +669,7 @@ impl Objects {
                 } else if grace == 0 && resource.kind() == "Pod" && finalizer_list.is_empty() {
                     // A second delete with no grace finishes a terminating pod.
                     set_resource_version(&mut object, revision);
-                    let bytes = encode(&object);
+                    let bytes = encode_as(resource, &object);
                     result = Some(Deleted { object, gone: true });
                     return Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(bytes) });
                 } else {
@@ -671,12 +679,12 @@ impl Objects {
                     object["status"]["phase"] = json!("Terminating");
                 }
                 set_resource_version(&mut object, revision);
-                let bytes = encode(&object);
+                let bytes = encode_as(resource, &object);
                 result = Some(Deleted { object, gone: false });
                 return Ok(if dry_run { Mutation::Keep } else { Mutation::Put(bytes) });
             }
             set_resource_version(&mut object, revision);
-            let bytes = encode(&object);
+            let bytes = encode_as(resource, &object);
             result = Some(Deleted { object, gone: true });
             Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(bytes) })
         })??;

@@ -69,12 +69,18 @@ impl Resource {
     }
 
     /// The store key prefix of all objects of this resource, or of one namespace's objects.
+    /// Resources stored in another's form share its keys.
     pub fn prefix(&self, namespace: Option<&str>) -> String {
+        let storage = crate::convert::storage_of(*self);
         match namespace {
             Some(namespace) if self.namespaced() => {
-                format!("/{}/{}/{namespace}/", self.storage_group(), self.plural())
+                format!(
+                    "/{}/{}/{namespace}/",
+                    storage.storage_group(),
+                    storage.plural()
+                )
             }
-            _ => format!("/{}/{}/", self.storage_group(), self.plural()),
+            _ => format!("/{}/{}/", storage.storage_group(), storage.plural()),
         }
     }
 

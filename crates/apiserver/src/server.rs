@@ -507,7 +507,7 @@ async fn delete_collection(
     let snapshot = server.objects.list(resource, namespace);
     let mut deleted = Vec::new();
     for entry in snapshot.entries.iter() {
-        let object = crate::objects::decode(entry)?;
+        let object = crate::objects::decode_as(resource, entry)?;
         if !filter.matches(&object) {
             continue;
         }

@@ -183,13 +183,13 @@ impl Stream {
                     self.emit_entry("MODIFIED", &event.entry, None);
                     return;
                 }
-                let Ok(new) = serde_json::from_slice::<Value>(&event.entry.value) else {
+                let Some(new) = self.present(&event.entry.value) else {
                     return;
                 };
                 let old_matches = event
                     .previous
                     .as_ref()
-                    .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+                    .and_then(|bytes| self.present(bytes))
                     .is_some_and(|old| self.filter.matches(&old));
                 let new_matches = self.filter.matches(&new);
                 let kind = match (old_matches, new_matches) {
@@ -203,9 +203,15 @@ impl Stream {
         }
     }
 
+    /// Parses stored bytes into the form the watched resource serves.
+    fn present(&self, bytes: &[u8]) -> Option<Value> {
+        let stored = serde_json::from_slice::<Value>(bytes).ok()?;
+        Some(crate::convert::from_storage(self.resource, stored))
+    }
+
     /// Emits an event for an entry if it passes the filter.
     fn emit_entry(&mut self, kind: &str, entry: &Entry, parsed: Option<Value>) {
-        if self.filter.is_empty() && !self.table {
+        if self.filter.is_empty() && !self.table && !crate::convert::is_view(self.resource) {
             let mut chunk = Vec::with_capacity(entry.value.len() + 32);
             chunk.extend_from_slice(b"{\"type\":\"");
             chunk.extend_from_slice(kind.as_bytes());
@@ -217,9 +223,9 @@ impl Stream {
         }
         let object = match parsed {
             Some(object) => object,
-            None => match serde_json::from_slice::<Value>(&entry.value) {
-                Ok(object) => object,
-                Err(_) => return,
+            None => match self.present(&entry.value) {
+                Some(object) => object,
+                None => return,
             },
         };
         if !self.filter.matches(&object) {
@@ -231,7 +237,7 @@ impl Stream {
     fn push(&mut self, kind: &str, entry: &Entry, object: Option<Value>) {
         let object = match object {
             Some(object) => object,
-            None => serde_json::from_slice(&entry.value).unwrap_or(Value::Null),
+            None => self.present(&entry.value).unwrap_or(Value::Null),
         };
         let rendered = if self.table {
             let revision = entry.revision.to_string();

@@ -291,3 +291,84 @@ async fn pods_on_existing_nodes_terminate_gracefully() {
     .unwrap();
     assert!(api.get_opt("on-node").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn events_recorded_through_events_k8s_io_are_core_events() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let server = start();
+    let events: Api<Event> = Api::default_namespaced(server.client.clone());
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "pulled.1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "web", "uid": "u-1"},
+        "reason": "Pulled", "note": "image present", "type": "Normal", "action": "Pull",
+        "reportingController": "example.com/agent", "reportingInstance": "agent-1"
+    }))
+    .unwrap();
+    events.create(&PostParams::default(), &event).await.unwrap();
+    // kubectl describe reads core events with involvedObject field selectors.
+    let core: Api<CoreEvent> = Api::default_namespaced(server.client.clone());
+    let listed = core
+        .list(
+            &kube::api::ListParams::default()
+                .fields("involvedObject.name=web,involvedObject.uid=u-1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].message.as_deref(), Some("image present"));
+    assert_eq!(
+        listed.items[0].reporting_component.as_deref(),
+        Some("example.com/agent")
+    );
+    // And the events.k8s.io view reads back what was written.
+    let read = events.get("pulled.1").await.unwrap();
+    assert_eq!(read.note.as_deref(), Some("image present"));
+    assert_eq!(read.regarding.unwrap().name.as_deref(), Some("web"));
+    let merged = events
+        .patch(
+            "pulled.1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"note": "updated"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.note.as_deref(), Some("updated"));
+    assert_eq!(
+        core.get("pulled.1").await.unwrap().message.as_deref(),
+        Some("updated")
+    );
+    let view = events
+        .list(&kube::api::ListParams::default().fields("regarding.name=web"))
+        .await
+        .unwrap();
+    assert_eq!(view.items.len(), 1);
+}
+
+#[tokio::test]
+async fn delete_collection_removes_only_selected_objects() {
+    let server = start();
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
+    for (name, team) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"team": team}}}))
+                .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    api.delete_collection(
+        &DeleteParams::default(),
+        &kube::api::ListParams::default().labels("team=x"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<String> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    assert_eq!(left, ["c"]);
+}

@@ -366,6 +366,21 @@ fn pods_run_to_completion_or_failure() {
             .ok(v, &["logs", "ok"])
             .contains("container train started")
     );
+    // Following the log of a pod that stops ends when it stops.
+    cluster.ok_stdin(
+        v,
+        &["apply", "-f", "-"],
+        &pod("follow", 0).replace("1s", "2s"),
+    );
+    let followed = cluster.ok(v, &["logs", "-f", "follow"]);
+    assert!(followed.contains("container train started"), "{followed}");
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "pod", "follow", "-o", "jsonpath={.status.phase}"]
+        ),
+        "Succeeded"
+    );
     let failed = cluster.ok(
         v,
         &[
@@ -434,4 +449,45 @@ fn deleting_a_namespace_deletes_what_it_holds() {
     assert!(error.contains("NotFound"), "{error}");
     let left = cluster.ok(v, &["get", "configmaps,pods", "-n", "team-a", "-o", "name"]);
     assert!(left.trim().is_empty(), "{left}");
+}
+
+#[test]
+fn binding_a_pending_pod_starts_it_on_the_node() {
+    let cluster = Cluster::start();
+    let v = "1.32";
+    cluster.ok_stdin(v, &["apply", "-f", "-"], "apiVersion: v1\nkind: Pod\nmetadata: {name: unbound}\nspec:\n  containers: [{name: c, image: app:1}]\n");
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "pod", "unbound", "-o", "jsonpath={.status.phase}"]
+        ),
+        "Pending"
+    );
+    let binding = r#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"unbound"},"target":{"apiVersion":"v1","kind":"Node","name":"gpu-2"}}"#;
+    cluster.ok_stdin(
+        v,
+        &[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/pods/unbound/binding",
+            "-f",
+            "-",
+        ],
+        binding,
+    );
+    cluster.wait_for(v, &["get", "pod", "unbound", "-o", "wide"], |out| {
+        out.contains("Running") && out.contains("gpu-2")
+    });
+    let again = cluster.fails(
+        v,
+        &[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/pods/unbound/binding",
+            "-f",
+            "-",
+        ],
+        Some(binding),
+    );
+    assert!(again.contains("already assigned to node"), "{again}");
 }

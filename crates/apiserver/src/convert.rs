@@ -1,0 +1,94 @@
+//! Resources served in one form and stored in another. Today: `events.k8s.io/v1` Events are
+//! stored as core `v1` Events, as upstream does, so `kubectl describe` (which reads core
+//! events) shows events that controllers record through `events.k8s.io` (kube-rs's
+//! `Recorder`, for one).
+//!
+//! Pure field mappings; knows nothing about storage or HTTP.
+
+use serde_json::{Map, Value, json};
+
+use crate::resource::Resource;
+
+/// (served field, stored core field) pairs of `events.k8s.io/v1` ↔ core `v1` Events.
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+/// Whether a resource is stored in another resource's form.
+pub fn is_view(resource: Resource) -> bool {
+    (resource.group(), resource.kind()) == ("events.k8s.io", "Event")
+}
+
+/// The resource whose form and keys a resource is stored under.
+pub fn storage_of(resource: Resource) -> Resource {
+    if is_view(resource) {
+        Resource::find("", "v1", "events").unwrap_or(resource)
+    } else {
+        resource
+    }
+}
+
+fn rename(object: Value, pairs: impl Iterator<Item = (&'static str, &'static str)>) -> Value {
+    let Value::Object(mut map) = object else {
+        return object;
+    };
+    let mut renamed = Map::new();
+    for (from, to) in pairs {
+        if let Some(value) = map.remove(from) {
+            renamed.insert(to.to_string(), value);
+        }
+    }
+    map.extend(renamed);
+    Value::Object(map)
+}
+
+/// Converts an object from its served form to its stored form.
+pub fn to_storage(resource: Resource, object: Value) -> Value {
+    if !is_view(resource) {
+        return object;
+    }
+    let mut stored = rename(object, EVENT_FIELDS.iter().copied());
+    stored["apiVersion"] = json!("v1");
+    stored["kind"] = json!("Event");
+    stored
+}
+
+/// Converts an object from its stored form to its served form.
+pub fn from_storage(resource: Resource, object: Value) -> Value {
+    if !is_view(resource) {
+        return object;
+    }
+    let mut served = rename(object, EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)));
+    served["apiVersion"] = json!("events.k8s.io/v1");
+    served["kind"] = json!("Event");
+    served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_between_forms() {
+        let events = Resource::find("events.k8s.io", "v1", "events").unwrap();
+        let served = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e"}, "regarding": {"kind": "Pod", "name": "p"},
+            "note": "pulled", "reason": "Pulled", "reportingController": "kubelet", "type": "Normal"});
+        let stored = to_storage(events, served.clone());
+        assert_eq!(stored["apiVersion"], "v1");
+        assert_eq!(stored["involvedObject"]["name"], "p");
+        assert_eq!(stored["message"], "pulled");
+        assert_eq!(stored["reportingComponent"], "kubelet");
+        assert!(stored.get("note").is_none());
+        assert_eq!(from_storage(events, stored), served);
+        assert_eq!(storage_of(events).group(), "");
+        let pods = Resource::find("", "v1", "pods").unwrap();
+        assert_eq!(to_storage(pods, json!({"a": 1})), json!({"a": 1}));
+    }
+}
