@@ -15,6 +15,7 @@ pub mod meta;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod request;
 pub mod resource;
 pub mod selectors;

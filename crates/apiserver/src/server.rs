@@ -231,6 +231,7 @@ pub(crate) fn decode_object(content_type: &str, body: &[u8]) -> ApiResult<Value>
                 ))
             })?
         }
+        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(body)?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {

@@ -491,3 +491,104 @@ fn binding_a_pending_pod_starts_it_on_the_node() {
     );
     assert!(again.contains("already assigned to node"), "{again}");
 }
+
+/// kubectl 1.32+ sends protobuf bodies for its `create <kind>` generators.
+fn protobuf_generators(version: &str) {
+    let cluster = Cluster::start();
+    let k = |args: &[&str]| cluster.ok(version, args);
+    assert_eq!(
+        k(&["create", "namespace", "team-a"]).trim(),
+        "namespace/team-a created"
+    );
+    k(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "team-a",
+        "--from-literal=mode=fast",
+        "--from-literal=level=3",
+    ]);
+    k(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "-n",
+        "team-a",
+        "--from-literal=password=hunter2",
+    ]);
+    k(&[
+        "create",
+        "deployment",
+        "web",
+        "-n",
+        "team-a",
+        "--image=nginx:1.27",
+        "--replicas=0",
+        "--port=80",
+    ]);
+    k(&["create", "priorityclass", "zero", "--value=0"]);
+    assert_eq!(
+        k(&[
+            "get",
+            "configmap",
+            "settings",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data}"
+        ]),
+        r#"{"level":"3","mode":"fast"}"#
+    );
+    assert_eq!(
+        k(&[
+            "get",
+            "secret",
+            "creds",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.password}"
+        ]),
+        "aHVudGVyMg=="
+    );
+    let deployment: serde_json::Value = serde_json::from_str(&k(&[
+        "get",
+        "deployment",
+        "web",
+        "-n",
+        "team-a",
+        "-o",
+        "json",
+    ]))
+    .expect("deployment JSON");
+    assert_eq!(
+        deployment["spec"]["replicas"], 0,
+        "an explicit zero is kept"
+    );
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["ports"][0]["containerPort"], 80);
+    assert_eq!(
+        container["imagePullPolicy"], "IfNotPresent",
+        "Go zero values are unset, then defaulted"
+    );
+    assert!(
+        container["ports"][0].get("hostPort").is_none(),
+        "{container}"
+    );
+    assert_eq!(
+        k(&["get", "priorityclass", "zero", "-o", "jsonpath={.value}"]),
+        "0"
+    );
+}
+
+#[test]
+fn kubectl_1_32_protobuf_generators() {
+    protobuf_generators("1.32");
+}
+
+#[test]
+fn kubectl_1_33_protobuf_generators() {
+    protobuf_generators("1.33");
+}
