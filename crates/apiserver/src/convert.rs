@@ -20,14 +20,26 @@ const EVENT_FIELDS: &[(&str, &str)] = &[
     ("deprecatedCount", "count"),
 ];
 
-/// Whether a resource is stored in another resource's form.
+/// Whether a resource is stored in another resource's form: `events.k8s.io` Events, and
+/// custom kinds served in a version other than their storage version (conversion `None`:
+/// only `apiVersion` differs).
 pub fn is_view(resource: Resource) -> bool {
+    is_event_view(resource) || other_version(resource).is_some()
+}
+
+fn is_event_view(resource: Resource) -> bool {
     (resource.group(), resource.kind()) == ("events.k8s.io", "Event")
+}
+
+/// The storage version of a custom kind served in another version.
+fn other_version(resource: Resource) -> Option<&'static str> {
+    let custom = resource.info.custom.as_ref()?;
+    (custom.storage_version != resource.info.version).then_some(custom.storage_version.as_str())
 }
 
 /// The resource whose form and keys a resource is stored under.
 pub fn storage_of(resource: Resource) -> Resource {
-    if is_view(resource) {
+    if is_event_view(resource) {
         Resource::find("", "v1", "events").unwrap_or(resource)
     } else {
         resource
@@ -50,7 +62,12 @@ fn rename(object: Value, pairs: impl Iterator<Item = (&'static str, &'static str
 
 /// Converts an object from its served form to its stored form.
 pub fn to_storage(resource: Resource, object: Value) -> Value {
-    if !is_view(resource) {
+    if let Some(storage) = other_version(resource) {
+        let mut stored = object;
+        stored["apiVersion"] = json!(format!("{}/{storage}", resource.group()));
+        return stored;
+    }
+    if !is_event_view(resource) {
         return object;
     }
     let mut stored = rename(object, EVENT_FIELDS.iter().copied());
@@ -61,7 +78,12 @@ pub fn to_storage(resource: Resource, object: Value) -> Value {
 
 /// Converts an object from its stored form to its served form.
 pub fn from_storage(resource: Resource, object: Value) -> Value {
-    if !is_view(resource) {
+    if other_version(resource).is_some() {
+        let mut served = object;
+        served["apiVersion"] = json!(resource.info.api_version());
+        return served;
+    }
+    if !is_event_view(resource) {
         return object;
     }
     let mut served = rename(object, EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)));

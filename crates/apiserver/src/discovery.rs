@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use tessera_model::kinds::{self, KindInfo};
+use tessera_model::kinds::KindInfo;
 
 /// The Kubernetes version whose API Tessera serves.
 pub const KUBERNETES_VERSION: &str = "v1.34.1";
@@ -55,29 +55,38 @@ const VERBS: &[&str] = &[
     "watch",
 ];
 
-/// Groups (with their versions) in serving order, core first.
-fn groups() -> BTreeMap<&'static str, Vec<&'static str>> {
+/// The kinds a server serves, as discovery lists them.
+pub type Kinds = [&'static KindInfo];
+
+/// Groups (with their versions, preferred first) in serving order, core first.
+fn groups(kinds: &Kinds) -> BTreeMap<&'static str, Vec<&'static str>> {
     let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for kind in kinds::builtin() {
+    for kind in kinds {
         let versions = groups.entry(kind.group).or_default();
         if !versions.contains(&kind.version) {
             versions.push(kind.version);
         }
     }
+    for versions in groups.values_mut() {
+        versions.sort_by(|a, b| crate::crd::version_priority(a, b));
+    }
     groups
 }
 
-fn kinds_in(group: &str, version: &str) -> impl Iterator<Item = &'static KindInfo> {
-    let group = group.to_string();
-    let version = version.to_string();
-    kinds::builtin()
+fn kinds_in<'a>(
+    kinds: &'a Kinds,
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = &'static KindInfo> + 'a {
+    kinds
         .iter()
+        .copied()
         .filter(move |k| k.group == group && k.version == version)
 }
 
 /// Whether a group/version is served.
-pub fn serves(group: &str, version: &str) -> bool {
-    kinds_in(group, version).next().is_some()
+pub fn serves(kinds: &Kinds, group: &str, version: &str) -> bool {
+    kinds_in(kinds, group, version).next().is_some()
 }
 
 /// Legacy `/api`.
@@ -90,8 +99,8 @@ pub fn legacy_core_versions() -> Value {
 }
 
 /// Legacy `/apis`.
-pub fn legacy_groups() -> Value {
-    let groups: Vec<Value> = groups()
+pub fn legacy_groups(kinds: &Kinds) -> Value {
+    let groups: Vec<Value> = groups(kinds)
         .into_iter()
         .filter(|(group, _)| !group.is_empty())
         .map(|(group, versions)| {
@@ -106,8 +115,8 @@ pub fn legacy_groups() -> Value {
 }
 
 /// Legacy `/apis/<group>`.
-pub fn legacy_group(group: &str) -> Option<Value> {
-    let versions = groups().remove(group)?;
+pub fn legacy_group(kinds: &Kinds, group: &str) -> Option<Value> {
+    let versions = groups(kinds).remove(group)?;
     let versions: Vec<Value> = versions
         .iter()
         .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
@@ -119,9 +128,9 @@ pub fn legacy_group(group: &str) -> Option<Value> {
 }
 
 /// Legacy `/api/v1` or `/apis/<group>/<version>`: an `APIResourceList`.
-pub fn resource_list(group: &str, version: &str) -> Value {
+pub fn resource_list(kinds: &Kinds, group: &str, version: &str) -> Value {
     let mut resources = Vec::new();
-    for kind in kinds_in(group, version) {
+    for kind in kinds_in(kinds, group, version) {
         resources.push(json!({
             "name": kind.plural,
             "singularName": kind.singular,
@@ -169,11 +178,11 @@ fn storage_version_hash(kind: &KindInfo) -> String {
     base64::engine::general_purpose::STANDARD.encode(hash.to_be_bytes())
 }
 
-fn aggregated_group(group: &str, versions: &[&str]) -> Value {
+fn aggregated_group(kinds: &Kinds, group: &str, versions: &[&str]) -> Value {
     let versions: Vec<Value> = versions
         .iter()
         .map(|version| {
-            let resources: Vec<Value> = kinds_in(group, version)
+            let resources: Vec<Value> = kinds_in(kinds, group, version)
                 .map(|kind| {
                     let subresources: Vec<Value> = kind
                         .subresources
@@ -211,11 +220,11 @@ fn aggregated_group(group: &str, versions: &[&str]) -> Value {
 }
 
 /// Aggregated `/api` (core only) or `/apis` (every other group).
-pub fn aggregated(core: bool) -> Value {
-    let items: Vec<Value> = groups()
+pub fn aggregated(kinds: &Kinds, core: bool) -> Value {
+    let items: Vec<Value> = groups(kinds)
         .into_iter()
         .filter(|(group, _)| group.is_empty() == core)
-        .map(|(group, versions)| aggregated_group(group, &versions))
+        .map(|(group, versions)| aggregated_group(kinds, group, &versions))
         .collect();
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
            "metadata": {}, "items": items})
@@ -225,9 +234,13 @@ pub fn aggregated(core: bool) -> Value {
 mod tests {
     use super::*;
 
+    fn builtin() -> Vec<&'static KindInfo> {
+        tessera_model::kinds::builtin().iter().collect()
+    }
+
     #[test]
     fn legacy_core_list_has_pod_subresources_for_drain() {
-        let list = resource_list("", "v1");
+        let list = resource_list(&builtin(), "", "v1");
         let resources = list["resources"].as_array().unwrap();
         let eviction = resources
             .iter()
@@ -244,10 +257,10 @@ mod tests {
 
     #[test]
     fn aggregated_discovery_splits_core_and_groups() {
-        let core = aggregated(true);
+        let core = aggregated(&builtin(), true);
         assert_eq!(core["items"].as_array().unwrap().len(), 1);
         assert_eq!(core["items"][0]["metadata"]["name"], "");
-        let groups = aggregated(false);
+        let groups = aggregated(&builtin(), false);
         let names: Vec<_> = groups["items"]
             .as_array()
             .unwrap()

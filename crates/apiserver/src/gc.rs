@@ -16,6 +16,7 @@ use crate::meta::{finalizers, is_deleting, meta_str};
 use crate::objects::{
     DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Objects, Part, Propagation, decode,
 };
+use crate::registry::Registry;
 use crate::resource::Resource;
 
 /// Where an object lives, recovered from its store key.
@@ -26,29 +27,18 @@ struct Location {
 
 impl Location {
     /// (resource, namespace, name) of a key `/<group>/<plural>/[<namespace>/]<name>`.
-    fn parse(&self) -> Option<(Resource, Option<String>, String)> {
-        let mut parts = self.key.trim_start_matches('/').splitn(4, '/');
+    fn parse(&self, registry: &Registry) -> Option<(Resource, Option<String>, String)> {
+        let mut parts = self.key.trim_start_matches('/').splitn(3, '/');
         let group = parts.next()?;
         let plural = parts.next()?;
         let group = if group == "core" { "" } else { group };
-        let info = tessera_model::kinds::builtin()
-            .iter()
-            .find(|k| k.group == group && k.plural == plural)?;
-        let resource = Resource { info };
-        let rest: Vec<&str> = parts.collect();
+        let resource = registry.by_storage(group, plural)?;
+        let rest = parts.next()?;
         if resource.namespaced() {
-            let (namespace, name) = rest.first()?.split_once('/').map_or_else(
-                || (rest.first().copied(), rest.get(1).copied()),
-                |(ns, name)| (Some(ns), Some(name)),
-            );
-            let (namespace, name) = match (namespace, name, rest.get(1)) {
-                (Some(ns), Some(name), _) => (ns, name),
-                (Some(ns), None, Some(name)) => (ns, *name),
-                _ => return None,
-            };
+            let (namespace, name) = rest.split_once('/')?;
             Some((resource, Some(namespace.to_string()), name.to_string()))
         } else {
-            Some((resource, None, rest.first()?.to_string()))
+            Some((resource, None, rest.to_string()))
         }
     }
 }
@@ -61,6 +51,8 @@ enum Work {
     Owner(String),
     /// Empty a terminating namespace.
     Namespace(String),
+    /// Delete the objects of a CustomResourceDefinition being deleted.
+    CustomResources(String),
 }
 
 #[derive(Default)]
@@ -73,6 +65,8 @@ struct Index {
     dependents: HashMap<String, BTreeSet<String>>,
     /// Namespaces being deleted.
     terminating: BTreeSet<String>,
+    /// CRDs being deleted, by the store prefix of their objects.
+    terminating_crds: HashMap<String, String>,
 }
 
 impl Index {
@@ -117,11 +111,13 @@ fn owner_uids(object: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn namespace_of_key(key: &str) -> Option<String> {
+fn namespace_of_key(registry: &Registry, key: &str) -> Option<String> {
     let location = Location {
         key: key.to_string(),
     };
-    location.parse().and_then(|(_, namespace, _)| namespace)
+    location
+        .parse(registry)
+        .and_then(|(_, namespace, _)| namespace)
 }
 
 /// The garbage collector and namespace controller.
@@ -178,7 +174,7 @@ impl Collector {
 
     /// Updates the index from one change and queues the work it implies.
     fn observe(&mut self, key: &str, object: Option<&Value>, kind: EventKind) {
-        let namespace = namespace_of_key(key);
+        let namespace = namespace_of_key(self.objects.registry(), key);
         if kind == EventKind::Deleted {
             let uid = self.index.objects.get(key).map(|(uid, _)| uid.clone());
             let owners = self
@@ -204,6 +200,16 @@ impl Collector {
                 && self.index.terminating.contains(&namespace)
             {
                 self.queue.push_back(Work::Namespace(namespace));
+            }
+            let crds: Vec<String> = self
+                .index
+                .terminating_crds
+                .iter()
+                .filter(|(prefix, _)| key.starts_with(prefix.as_str()))
+                .map(|(_, crd)| crd.clone())
+                .collect();
+            for crd in crds {
+                self.queue.push_back(Work::CustomResources(crd));
             }
             if key.starts_with("/core/namespaces/")
                 && let Some(object) = object
@@ -236,6 +242,13 @@ impl Collector {
                 self.index.terminating.insert(name.to_string());
                 self.queue.push_back(Work::Namespace(name.to_string()));
             }
+            if key.starts_with(crate::registry::CRD_PREFIX)
+                && held.iter().any(|f| f == crate::crd::CLEANUP_FINALIZER)
+                && let Some(name) = meta_str(object, "name")
+            {
+                self.queue
+                    .push_back(Work::CustomResources(name.to_string()));
+            }
         }
     }
 
@@ -250,6 +263,7 @@ impl Collector {
                 Work::Dependent(key) => self.check_dependent(key),
                 Work::Owner(key) => self.process_owner(key),
                 Work::Namespace(name) => self.empty_namespace(name),
+                Work::CustomResources(name) => self.delete_custom_resources(name),
             };
             if let Err(error) = outcome
                 && error.code != 404
@@ -264,7 +278,7 @@ impl Collector {
         let (resource, namespace, name) = Location {
             key: key.to_string(),
         }
-        .parse()?;
+        .parse(self.objects.registry())?;
         let entry = self.objects.store().get(key)?;
         let object = decode(&entry).ok()?;
         Some((resource, namespace, name, object))
@@ -433,6 +447,59 @@ impl Collector {
         Ok(())
     }
 
+    fn delete_custom_resources(&mut self, crd_name: &str) -> crate::ApiResult<()> {
+        let Some(crds) = Resource::find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        else {
+            return Ok(());
+        };
+        let Ok(crd) = self.objects.get(crds, None, crd_name) else {
+            self.index
+                .terminating_crds
+                .retain(|_, name| name != crd_name);
+            return Ok(());
+        };
+        if !is_deleting(&crd) {
+            return Ok(());
+        }
+        let kinds = self.objects.registry().kinds_of_crd(crd_name);
+        let Some(resource) = kinds.first().copied() else {
+            return self.release(crds, None, crd_name, crate::crd::CLEANUP_FINALIZER);
+        };
+        let prefix = resource.prefix(None);
+        self.index
+            .terminating_crds
+            .insert(prefix.clone(), crd_name.to_string());
+        let snapshot = self.objects.store().list(&prefix);
+        for entry in snapshot.entries.iter() {
+            let Some((storage, namespace, name)) = (Location {
+                key: entry.key.to_string(),
+            })
+            .parse(self.objects.registry()) else {
+                continue;
+            };
+            let Ok(item) = decode(entry) else { continue };
+            if is_deleting(&item) {
+                continue;
+            }
+            match self.objects.delete(
+                storage,
+                namespace.as_deref(),
+                &name,
+                &DeleteOptions::default(),
+                false,
+            ) {
+                Ok(_) => {}
+                Err(error) if error.code == 404 => {}
+                Err(error) => return Err(error),
+            }
+        }
+        if self.objects.store().count(&prefix) == 0 {
+            self.index.terminating_crds.remove(&prefix);
+            return self.release(crds, None, crd_name, crate::crd::CLEANUP_FINALIZER);
+        }
+        Ok(())
+    }
+
     fn empty_namespace(&mut self, namespace: &str) -> crate::ApiResult<()> {
         let Some(namespaces) = Resource::find("", "v1", "namespaces") else {
             return Ok(());
@@ -445,11 +512,10 @@ impl Collector {
             return Ok(());
         }
         let mut remaining = 0;
-        for info in tessera_model::kinds::builtin()
-            .iter()
-            .filter(|k| k.namespaced)
+        for resource in storage_resources(self.objects.registry())
+            .into_iter()
+            .filter(Resource::namespaced)
         {
-            let resource = Resource { info };
             let snapshot = self.objects.list(resource, Some(namespace));
             for entry in snapshot.entries.iter() {
                 remaining += 1;
@@ -483,16 +549,27 @@ impl Collector {
     }
 }
 
+/// One resource per storage location (custom kinds serve several versions from one).
+fn storage_resources(registry: &Registry) -> Vec<Resource> {
+    let mut seen = BTreeSet::new();
+    registry
+        .all()
+        .into_iter()
+        .filter(|r| seen.insert(r.prefix(None)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn keys_map_back_to_resources() {
+        let registry = Registry::default();
         let pod = Location {
             key: "/core/pods/team-a/p1".into(),
         }
-        .parse()
+        .parse(&registry)
         .unwrap();
         assert_eq!(
             (pod.0.kind(), pod.1.as_deref(), pod.2.as_str()),
@@ -501,7 +578,7 @@ mod tests {
         let node = Location {
             key: "/core/nodes/gpu-1".into(),
         }
-        .parse()
+        .parse(&registry)
         .unwrap();
         assert_eq!(
             (node.0.kind(), node.1, node.2.as_str()),
@@ -510,14 +587,14 @@ mod tests {
         let rs = Location {
             key: "/apps/replicasets/default/web-1".into(),
         }
-        .parse()
+        .parse(&registry)
         .unwrap();
         assert_eq!(rs.0.kind(), "ReplicaSet");
         assert!(
             Location {
                 key: "/nope/x/y".into()
             }
-            .parse()
+            .parse(&registry)
             .is_none()
         );
     }

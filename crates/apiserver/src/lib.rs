@@ -7,15 +7,18 @@
 //! nothing about scheduling, queueing or node internals.
 
 pub mod convert;
+pub mod crd;
 pub mod discovery;
 pub mod error;
 pub mod gc;
+pub mod jsonpath;
 pub mod list;
 pub mod meta;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
+pub mod registry;
 pub mod request;
 pub mod resource;
 pub mod selectors;

@@ -226,8 +226,7 @@ pub fn list(
             .map(|(entry, object)| object.map_or_else(|| decode_as(resource, entry), Ok))
             .collect::<ApiResult<Vec<_>>>()?;
         let table = crate::table::table(
-            resource.group(),
-            resource.kind(),
+            resource,
             &objects,
             server.objects.now(),
             &revision,

@@ -16,7 +16,8 @@ use tessera_store::{Entry, Mutation, Snapshot, Store};
 use crate::convert;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta::{self, finalizers, is_deleting, meta_str, metadata_mut};
-use crate::patch::{self, PatchError, Schema};
+use crate::patch::{self, PatchError};
+use crate::registry::Registry;
 use crate::resource::Resource;
 use crate::strategy;
 use crate::validation;
@@ -119,6 +120,7 @@ pub const ORPHAN_FINALIZER: &str = "orphan";
 pub struct Objects {
     store: Store,
     clock: Clock,
+    registry: Arc<Registry>,
 }
 
 /// Decodes a stored value.
@@ -150,7 +152,26 @@ impl Objects {
 
     /// Objects over a store with a given clock.
     pub fn with_clock(store: Store, clock: Clock) -> Objects {
-        Objects { store, clock }
+        let registry = Arc::new(Registry::load(&store));
+        Objects {
+            store,
+            clock,
+            registry,
+        }
+    }
+
+    /// The served resources, built-in and custom.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Keeps the registry in step after a write to a CustomResourceDefinition.
+    fn after_write(&self, resource: Resource) {
+        if (resource.group(), resource.kind())
+            == ("apiextensions.k8s.io", "CustomResourceDefinition")
+        {
+            self.registry.refresh(&self.store);
+        }
     }
 
     /// The store underneath.
@@ -224,7 +245,7 @@ impl Objects {
                 )));
             }
         }
-        let findings = validation::validate(object, Schema::definition(&resource.info.definition));
+        let findings = validation::validate_resource(resource, object);
         let mut warnings = Vec::new();
         if !findings.unknown_fields.is_empty() {
             match options.field_validation {
@@ -336,6 +357,12 @@ impl Objects {
                 }
             }
         }
+        if resource.info.custom.as_ref().is_some_and(|c| c.terminating) {
+            return Err(ApiError::method_not_allowed(&format!(
+                "create not allowed while custom resource definition {} is terminating",
+                resource.info.custom.as_ref().map_or("", |c| c.crd.as_str())
+            )));
+        }
         let warnings = self.admit(resource, &mut object, options)?;
         self.check_namespace(resource, namespace)?;
 
@@ -389,6 +416,7 @@ impl Objects {
             })?;
             match outcome {
                 Ok(_) => {
+                    self.after_write(resource);
                     return Ok(Written {
                         object: stored.unwrap_or(Value::Null),
                         warnings,
@@ -458,7 +486,7 @@ impl Objects {
         part: Part,
         options: &WriteOptions,
     ) -> ApiResult<Written> {
-        let schema = Schema::definition(&resource.info.definition);
+        let schema = resource.schema();
         let mut warnings = Vec::new();
         let written = self.write(
             resource,
@@ -469,7 +497,12 @@ impl Objects {
                 let patched = match body {
                     PatchBody::Json(bytes) => patch::json_patch(current, bytes),
                     PatchBody::Merge(value) => patch::merge_patch(current, value),
-                    PatchBody::Strategic(value) => patch::strategic_merge(current, value, schema),
+                    PatchBody::Strategic(_) if resource.is_custom() => {
+                    return Err(ApiError::unsupported_media_type(
+                        "application/strategic-merge-patch+json (strategic merge patch is not supported for custom resources)",
+                    ));
+                }
+                PatchBody::Strategic(value) => patch::strategic_merge(current, value, schema),
                 }
                 .map_err(|error| match error {
                     PatchError::Malformed(message) => ApiError::bad_request(message),
@@ -541,6 +574,7 @@ impl Objects {
             let current = decode_as(resource, current)?;
             let requested = change(&current)?;
             let mut next = merge_update(resource, &current, requested, part);
+            strategy::after_update(resource, &mut next);
             let causes = strategy::validate_update(resource, &current, &next);
             if !causes.is_empty() {
                 return Err(ApiError::invalid(
@@ -573,6 +607,7 @@ impl Objects {
             stored = Some(next);
             Ok(Mutation::Put(bytes))
         })??;
+        self.after_write(resource);
         Ok(Written {
             object: stored.unwrap_or(Value::Null),
             warnings: Vec::new(),
@@ -688,6 +723,7 @@ impl Objects {
             result = Some(Deleted { object, gone: true });
             Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(bytes) })
         })??;
+        self.after_write(resource);
         result.ok_or_else(|| ApiError::internal("delete produced no result"))
     }
 }

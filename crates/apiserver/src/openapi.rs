@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use tessera_model::kinds::{self, KindInfo};
+use tessera_model::kinds::KindInfo;
 use tessera_model::schema;
 
 /// The path of a group-version document, e.g. `api/v1` or `apis/apps/v1`.
@@ -21,37 +21,73 @@ fn document_path(group: &str, version: &str) -> String {
 }
 
 /// `/openapi/v3`: where each group-version document lives.
-pub fn index() -> Value {
+pub fn index(kinds: &[&'static KindInfo]) -> Value {
     let mut paths = Map::new();
     let mut seen = BTreeSet::new();
-    for kind in kinds::builtin() {
+    for kind in kinds {
         if seen.insert((kind.group, kind.version)) {
             let path = document_path(kind.group, kind.version);
-            let url = format!("/openapi/v3/{path}?hash={}", hash_of(&path));
+            let url = format!(
+                "/openapi/v3/{path}?hash={}",
+                hash_of(kinds, kind.group, kind.version)
+            );
             paths.insert(path, json!({"serverRelativeURL": url}));
         }
     }
     json!({"paths": paths})
 }
 
-fn hash_of(path: &str) -> String {
+/// A hash that changes whenever the document of a group-version would (kubectl caches
+/// documents by it): the path, the server version and the identity of each kind's definition
+/// (custom kinds get a new one whenever their CRD changes).
+fn hash_of(kinds: &[&'static KindInfo], group: &str, version: &str) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in path.bytes().chain(env!("CARGO_PKG_VERSION").bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    let mut mix = |bytes: &[u8]| {
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    mix(document_path(group, version).as_bytes());
+    mix(env!("CARGO_PKG_VERSION").as_bytes());
+    for kind in kinds
+        .iter()
+        .filter(|k| k.group == group && k.version == version)
+    {
+        mix(&(std::ptr::from_ref::<KindInfo>(kind) as usize).to_le_bytes());
     }
     format!("{hash:016X}")
 }
 
+/// The OpenAPI definition of a custom kind: its CRD schema, with `metadata` as ObjectMeta and
+/// the GVK extension clients match on.
+fn custom_definition(kind: &KindInfo) -> Option<Value> {
+    let custom = kind.custom.as_ref()?;
+    let mut schema = custom.schema.clone();
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.insert(
+            "metadata".into(),
+            json!({"allOf": [{"$ref": format!("{}io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", schema::REF_PREFIX)}],
+                   "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}),
+        );
+        properties.entry("apiVersion").or_insert(json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}));
+        properties.entry("kind").or_insert(json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}));
+    }
+    schema["x-kubernetes-group-version-kind"] =
+        json!([{"group": kind.group, "version": kind.version, "kind": kind.kind}]);
+    Some(schema)
+}
+
 /// The document for `api/v1` or `apis/<group>/<version>`, if served.
-pub fn document(path: &str) -> Option<Value> {
+pub fn document(kinds: &[&'static KindInfo], path: &str) -> Option<Value> {
     let (group, version) = match path.trim_matches('/').split('/').collect::<Vec<_>>()[..] {
         ["api", version] => ("", version),
         ["apis", group, version] => (group, version),
         _ => return None,
     };
-    let served: Vec<&KindInfo> = kinds::builtin()
+    let served: Vec<&KindInfo> = kinds
         .iter()
+        .copied()
         .filter(|k| k.group == group && k.version == version)
         .collect();
     if served.is_empty() {
@@ -59,8 +95,17 @@ pub fn document(path: &str) -> Option<Value> {
     }
     let mut paths = Map::new();
     let mut needed = BTreeSet::new();
+    let mut components = Map::new();
     for kind in &served {
-        needed.insert(kind.definition.clone());
+        match custom_definition(kind) {
+            Some(definition) => {
+                components.insert(kind.definition.clone(), definition);
+                needed.insert("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".to_string());
+            }
+            None => {
+                needed.insert(kind.definition.clone());
+            }
+        }
         let base = document_path(kind.group, kind.version);
         let collection = if kind.namespaced {
             format!("/{base}/namespaces/{{namespace}}/{}", kind.plural)
@@ -94,7 +139,6 @@ pub fn document(path: &str) -> Option<Value> {
         paths.insert(collection, json!({"post": operation("create", "post")}));
     }
     // Include every definition reachable from the served kinds.
-    let mut components = Map::new();
     let mut pending: Vec<String> = needed.into_iter().collect();
     while let Some(name) = pending.pop() {
         if components.contains_key(&name) {
@@ -137,7 +181,8 @@ mod tests {
 
     #[test]
     fn index_lists_every_group_version() {
-        let index = index();
+        let builtin: Vec<&'static KindInfo> = tessera_model::kinds::builtin().iter().collect();
+        let index = index(&builtin);
         let paths = index["paths"].as_object().unwrap();
         assert!(paths.contains_key("api/v1"));
         assert!(paths.contains_key("apis/apps/v1"));
@@ -152,7 +197,8 @@ mod tests {
 
     #[test]
     fn documents_declare_field_validation_and_close_over_references() {
-        let doc = document("apis/apps/v1").unwrap();
+        let builtin: Vec<&'static KindInfo> = tessera_model::kinds::builtin().iter().collect();
+        let doc = document(&builtin, "apis/apps/v1").unwrap();
         let patch =
             &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         assert_eq!(patch["parameters"][0]["name"], "fieldValidation");
@@ -164,6 +210,6 @@ mod tests {
         assert!(schemas.contains_key("io.k8s.api.apps.v1.Deployment"));
         assert!(schemas.contains_key("io.k8s.api.core.v1.PodSpec"));
         assert!(schemas.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
-        assert!(document("apis/nope/v1").is_none());
+        assert!(document(&builtin, "apis/nope/v1").is_none());
     }
 }

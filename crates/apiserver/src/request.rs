@@ -50,17 +50,19 @@ pub struct ResourcePath {
 
 impl ResourcePath {
     /// The served resource type, or 404.
-    pub fn resource(&self) -> ApiResult<Resource> {
-        Resource::find(&self.group, &self.version, &self.plural).ok_or_else(|| {
-            ApiError::no_route(&format!(
-                "get {}",
-                if self.group.is_empty() {
-                    self.plural.clone()
-                } else {
-                    format!("{}.{}", self.plural, self.group)
-                }
-            ))
-        })
+    pub fn resource(&self, registry: &crate::registry::Registry) -> ApiResult<Resource> {
+        registry
+            .find(&self.group, &self.version, &self.plural)
+            .ok_or_else(|| {
+                ApiError::no_route(&format!(
+                    "get {}",
+                    if self.group.is_empty() {
+                        self.plural.clone()
+                    } else {
+                        format!("{}.{}", self.plural, self.group)
+                    }
+                ))
+            })
     }
 }
 

@@ -54,6 +54,19 @@ impl Resource {
         self.info.namespaced
     }
 
+    /// The OpenAPI schema objects of this resource are validated against.
+    pub fn schema(&self) -> crate::patch::Schema<'static> {
+        match &self.info.custom {
+            Some(custom) => crate::patch::Schema::of(&custom.schema),
+            None => crate::patch::Schema::definition(&self.info.definition),
+        }
+    }
+
+    /// Whether the resource comes from a CustomResourceDefinition.
+    pub fn is_custom(&self) -> bool {
+        self.info.custom.is_some()
+    }
+
     /// Whether the kind has a `/status` subresource (and so main-resource writes keep status).
     pub fn has_status(&self) -> bool {
         self.info.has(Subresource::Status)

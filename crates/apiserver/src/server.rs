@@ -59,6 +59,16 @@ impl ApiServer {
         })
     }
 
+    /// Every served kind, built-in and custom.
+    pub(crate) fn kinds(&self) -> Vec<&'static tessera_model::KindInfo> {
+        self.objects
+            .registry()
+            .all()
+            .into_iter()
+            .map(|r| r.info)
+            .collect()
+    }
+
     /// The objects the server serves.
     pub fn objects(&self) -> &Objects {
         &self.objects
@@ -135,7 +145,7 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
         Target::CoreGroup => {
             read_only(request.method())?;
             Ok(if discovery::wants_aggregated(&accept) {
-                aggregated_response(&discovery::aggregated(true))
+                aggregated_response(&discovery::aggregated(&server.kinds(), true))
             } else {
                 json_response(StatusCode::OK, &discovery::legacy_core_versions())
             })
@@ -143,35 +153,38 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
         Target::Groups => {
             read_only(request.method())?;
             Ok(if discovery::wants_aggregated(&accept) {
-                aggregated_response(&discovery::aggregated(false))
+                aggregated_response(&discovery::aggregated(&server.kinds(), false))
             } else {
-                json_response(StatusCode::OK, &discovery::legacy_groups())
+                json_response(StatusCode::OK, &discovery::legacy_groups(&server.kinds()))
             })
         }
         Target::Group(group) => {
             read_only(request.method())?;
-            let body = discovery::legacy_group(&group)
+            let body = discovery::legacy_group(&server.kinds(), &group)
                 .ok_or_else(|| ApiError::no_route(request.uri().path()))?;
             Ok(json_response(StatusCode::OK, &body))
         }
         Target::GroupVersion(group, version) => {
             read_only(request.method())?;
-            if !discovery::serves(&group, &version) {
+            if !discovery::serves(&server.kinds(), &group, &version) {
                 return Err(ApiError::no_route(request.uri().path()));
             }
             Ok(json_response(
                 StatusCode::OK,
-                &discovery::resource_list(&group, &version),
+                &discovery::resource_list(&server.kinds(), &group, &version),
             ))
         }
         Target::OpenApiIndex => {
             read_only(request.method())?;
-            Ok(json_response(StatusCode::OK, &openapi::index()))
+            Ok(json_response(
+                StatusCode::OK,
+                &openapi::index(&server.kinds()),
+            ))
         }
         Target::OpenApiDocument(path) => {
             read_only(request.method())?;
-            let document =
-                openapi::document(&path).ok_or_else(|| ApiError::no_route(request.uri().path()))?;
+            let document = openapi::document(&server.kinds(), &path)
+                .ok_or_else(|| ApiError::no_route(request.uri().path()))?;
             Ok(json_response(StatusCode::OK, &document))
         }
         Target::Resource(path) => resource_request(server, path, request, &accept).await,
@@ -278,7 +291,7 @@ async fn resource_request(
     request: Request,
     accept: &str,
 ) -> ApiResult<Response> {
-    let resource = path.resource()?;
+    let resource = path.resource(server.objects.registry())?;
     let query = Query::parse(request.uri().query());
     let method = request.method().clone();
     if !resource.namespaced() && path.namespace.is_some() {
@@ -305,8 +318,7 @@ async fn resource_request(
             let object = server.objects.get(resource, namespace, name)?;
             Ok(if wants_table(accept) {
                 let table = crate::table::table(
-                    resource.group(),
-                    resource.kind(),
+                    resource,
                     std::slice::from_ref(&object),
                     server.objects.now(),
                     crate::meta::meta_str(&object, "resourceVersion").unwrap_or_default(),

@@ -224,17 +224,39 @@ async fn scale(
     name: &str,
     request: Request,
 ) -> ApiResult<Response> {
+    // Where replicas live: fixed for built-in kinds, declared by the CRD for custom ones.
+    let paths = resource.info.custom.as_ref().and_then(|c| c.scale.clone());
+    let pointer = |path: Option<&str>, fallback: &str| -> String {
+        path.and_then(crate::jsonpath::to_pointer)
+            .unwrap_or_else(|| fallback.to_string())
+    };
+    let spec_pointer = pointer(
+        paths.as_ref().map(|p| p.spec_replicas.as_str()),
+        "/spec/replicas",
+    );
+    let status_pointer = pointer(
+        paths.as_ref().map(|p| p.status_replicas.as_str()),
+        "/status/replicas",
+    );
+    let selector_path = paths.as_ref().and_then(|p| p.label_selector.clone());
     let view = |object: &Value| -> Value {
-        let selector = object
-            .pointer("/spec/selector/matchLabels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default();
+        let selector = match &selector_path {
+            Some(path) => crate::jsonpath::select(object, path)
+                .first()
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string(),
+            None => object
+                .pointer("/spec/selector/matchLabels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default(),
+        };
         json!({
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
@@ -245,9 +267,9 @@ async fn scale(
                 "resourceVersion": meta_str(object, "resourceVersion"),
                 "creationTimestamp": meta_str(object, "creationTimestamp"),
             },
-            "spec": {"replicas": object.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+            "spec": {"replicas": object.pointer(&spec_pointer).cloned().unwrap_or(json!(0))},
             "status": {
-                "replicas": object.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+                "replicas": object.pointer(&status_pointer).cloned().unwrap_or(json!(0)),
                 "selector": selector,
             },
         })
@@ -303,7 +325,7 @@ async fn scale(
                                 )
                             })?;
                         let mut next = current.clone();
-                        next["spec"]["replicas"] = json!(replicas);
+                        set_at(&mut next, &spec_pointer, json!(replicas));
                         Ok(next)
                     })?;
             Ok(json_response(StatusCode::OK, &view(&written.object)))
@@ -451,4 +473,27 @@ fn log(
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+/// Sets a value at a JSON Pointer, creating the objects on the way.
+fn set_at(object: &mut Value, pointer: &str, value: Value) {
+    let mut current = object;
+    let parts: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    for (index, part) in parts.iter().enumerate() {
+        if !current.is_object() {
+            *current = json!({});
+        }
+        let Some(map) = current.as_object_mut() else {
+            return;
+        };
+        if index == parts.len() - 1 {
+            map.insert(part.clone(), value);
+            return;
+        }
+        current = map.entry(part.clone()).or_insert_with(|| json!({}));
+    }
 }

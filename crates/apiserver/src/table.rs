@@ -898,17 +898,70 @@ pub fn partial_metadata(object: &Value) -> Value {
     })
 }
 
-/// A Table of objects of one kind.
+/// A cell of a CRD's printer column, as upstream's table convertor renders it.
+fn printer_cell(column: &tessera_model::PrinterColumn, object: &Value, now: SystemTime) -> Value {
+    let Some(value) = crate::jsonpath::select(object, &column.json_path)
+        .into_iter()
+        .next()
+    else {
+        return Value::Null;
+    };
+    match column.kind.as_str() {
+        "date" => json!(since(value.as_str(), now)),
+        "integer" => value.as_i64().map_or(Value::Null, |n| json!(n)),
+        "number" => value.as_f64().map_or(Value::Null, |n| json!(n)),
+        "boolean" => value.as_bool().map_or(Value::Null, |b| json!(b)),
+        _ => match value {
+            Value::String(text) => json!(text),
+            other => json!(other.to_string()),
+        },
+    }
+}
+
+/// A Table of objects of one resource.
 pub fn table(
-    group: &str,
-    kind: &str,
+    resource: crate::resource::Resource,
     objects: &[Value],
     now: SystemTime,
     resource_version: &str,
     continue_token: Option<&str>,
     with_headers: bool,
 ) -> Value {
-    let columns = columns(group, kind);
+    if let Some(custom) = &resource.info.custom {
+        let mut printer = custom.printer_columns.clone();
+        if printer.is_empty() {
+            printer.push(tessera_model::PrinterColumn {
+                name: "Age".into(),
+                kind: "date".into(),
+                format: String::new(),
+                description: String::new(),
+                priority: 0,
+                json_path: ".metadata.creationTimestamp".into(),
+            });
+        }
+        let rows: Vec<Value> = objects
+            .iter()
+            .map(|object| {
+                let mut cells = vec![name(object, now)];
+                cells.extend(printer.iter().map(|c| printer_cell(c, object, now)));
+                json!({"cells": cells, "object": partial_metadata(object)})
+            })
+            .collect();
+        let mut definitions = vec![
+            json!({"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}),
+        ];
+        definitions.extend(printer.iter().map(|c| {
+            json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority})
+        }));
+        return assemble(
+            rows,
+            definitions,
+            resource_version,
+            continue_token,
+            with_headers,
+        );
+    }
+    let columns = columns(resource.group(), resource.kind());
     let rows: Vec<Value> = objects
         .iter()
         .map(|object| {
@@ -916,6 +969,22 @@ pub fn table(
             json!({"cells": cells, "object": partial_metadata(object)})
         })
         .collect();
+    assemble(
+        rows,
+        column_definitions(&columns),
+        resource_version,
+        continue_token,
+        with_headers,
+    )
+}
+
+fn assemble(
+    rows: Vec<Value>,
+    definitions: Vec<Value>,
+    resource_version: &str,
+    continue_token: Option<&str>,
+    with_headers: bool,
+) -> Value {
     let mut metadata = json!({"resourceVersion": resource_version});
     if let Some(token) = continue_token {
         metadata["continue"] = json!(token);
@@ -927,7 +996,7 @@ pub fn table(
         "rows": rows,
     });
     if with_headers {
-        table["columnDefinitions"] = json!(column_definitions(&columns));
+        table["columnDefinitions"] = json!(definitions);
     }
     table
 }
@@ -935,6 +1004,7 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resource::Resource;
     use std::time::Duration;
 
     #[test]
@@ -974,7 +1044,14 @@ mod tests {
                 {"name": "b", "ready": false, "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
             ]}
         });
-        let table = table("", "Pod", &[pod], now, "7", None, true);
+        let table = table(
+            Resource::find("", "v1", "pods").unwrap(),
+            &[pod],
+            now,
+            "7",
+            None,
+            true,
+        );
         assert_eq!(
             table["rows"][0]["cells"],
             json!([
@@ -1028,8 +1105,7 @@ mod tests {
             "spec": {"unschedulable": true},
             "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.34.1"}}});
         let cells = &table(
-            "",
-            "Node",
+            Resource::find("", "v1", "nodes").unwrap(),
             &[node],
             SystemTime::UNIX_EPOCH,
             "1",

@@ -26,7 +26,7 @@ pub struct Findings {
 /// Validates (and normalises) an object in place against a schema.
 pub fn validate(object: &mut Value, schema: Schema<'_>) -> Findings {
     let mut findings = Findings::default();
-    walk(object, schema, "", true, &mut findings);
+    walk(object, schema, "", Mode::Root, &mut findings);
     findings
 }
 
@@ -50,7 +50,51 @@ fn type_name(value: &Value) -> &'static str {
     }
 }
 
-fn walk(value: &mut Value, schema: Schema<'_>, path: &str, root: bool, findings: &mut Findings) {
+/// Validates an object of a resource: built-in kinds against their definitions, custom kinds
+/// against their CRD schema, with `apiVersion`, `kind` and `metadata` checked as every
+/// object's are.
+pub fn validate_resource(resource: crate::resource::Resource, object: &mut Value) -> Findings {
+    let mut findings = Findings::default();
+    if resource.is_custom() {
+        walk(
+            object,
+            resource.schema(),
+            "",
+            Mode::CustomRoot,
+            &mut findings,
+        );
+    } else {
+        walk(object, resource.schema(), "", Mode::Root, &mut findings);
+    }
+    findings
+}
+
+/// Where in a document a schema node is being applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The root of a built-in object.
+    Root,
+    /// The root of a custom object (or an embedded resource): `apiVersion`, `kind` and
+    /// `metadata` are implicit.
+    CustomRoot,
+    /// Anywhere else.
+    Nested,
+}
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+fn flag(node: &Value, name: &str) -> bool {
+    node.get(name).and_then(Value::as_bool) == Some(true)
+}
+
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(text) => format!("{text:?}"),
+        other => other.to_string(),
+    }
+}
+
+fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings: &mut Findings) {
     let Some(node) = schema.resolved() else {
         return;
     };
@@ -58,11 +102,7 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, root: bool, findings:
         check_quantity(value, path, findings);
         return;
     }
-    if node
-        .get("x-kubernetes-int-or-string")
-        .and_then(Value::as_bool)
-        == Some(true)
-    {
+    if flag(node, "x-kubernetes-int-or-string") {
         if !matches!(type_name(value), "string" | "integer") {
             findings.causes.push(Cause::type_invalid(
                 path,
@@ -72,34 +112,93 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, root: bool, findings:
                 ),
             ));
         }
+        check_value_constraints(value, node, path, findings);
         return;
     }
-    let Some(expected) = node.get("type").and_then(Value::as_str) else {
-        return;
-    };
-    let actual = type_name(value);
-    let matches = actual == expected || (expected == "number" && actual == "integer");
-    if !matches {
-        findings.causes.push(Cause::type_invalid(
-            path,
-            format!("got \"{actual}\", expected \"{expected}\""),
-        ));
-        return;
+    if let Some(expected) = node.get("type").and_then(Value::as_str) {
+        let actual = type_name(value);
+        let matches = actual == expected || (expected == "number" && actual == "integer");
+        if !matches {
+            findings.causes.push(Cause::type_invalid(
+                path,
+                format!("got \"{actual}\", expected \"{expected}\""),
+            ));
+            return;
+        }
     }
+    check_value_constraints(value, node, path, findings);
     match value {
         Value::Object(object) => {
             let properties = node.get("properties").and_then(Value::as_object);
-            let additional = node.get("additionalProperties").filter(|a| a.is_object());
+            let additional = node.get("additionalProperties");
+            let additional_schema = additional.filter(|a| a.is_object());
+            let preserve = flag(node, "x-kubernetes-preserve-unknown-fields")
+                || additional == Some(&Value::Bool(true));
             let free_form = properties.is_none() && additional.is_none();
-            object.retain(|_, v| !v.is_null());
+            let embedded = mode == Mode::CustomRoot || flag(node, "x-kubernetes-embedded-resource");
+            // Defaults fill absent properties.
+            if let Some(properties) = properties {
+                for (key, property) in properties {
+                    if !object.contains_key(key)
+                        && let Some(default) = Schema::of(property)
+                            .resolved()
+                            .and_then(|p| p.get("default"))
+                    {
+                        object.insert(key.clone(), default.clone());
+                    }
+                }
+            }
+            object.retain(|key, v| {
+                !v.is_null()
+                    || properties
+                        .and_then(|p| p.get(key))
+                        .is_some_and(|p| flag(p, "nullable"))
+            });
             let mut unknown = Vec::new();
             for (key, child) in object.iter_mut() {
                 let child_path = join(path, key);
                 if let Some(property) = properties.and_then(|p| p.get(key)) {
-                    walk(child, Schema::of(property), &child_path, false, findings);
-                } else if let Some(additional) = additional {
-                    walk(child, Schema::of(additional), &child_path, false, findings);
-                } else if !free_form {
+                    if embedded && key == "metadata" {
+                        walk(
+                            child,
+                            Schema::definition(OBJECT_META),
+                            &child_path,
+                            Mode::Nested,
+                            findings,
+                        );
+                    } else if !child.is_null() {
+                        walk(
+                            child,
+                            Schema::of(property),
+                            &child_path,
+                            Mode::Nested,
+                            findings,
+                        );
+                    }
+                } else if embedded && matches!(key.as_str(), "apiVersion" | "kind") {
+                    if !child.is_string() {
+                        findings.causes.push(Cause::type_invalid(
+                            &child_path,
+                            format!("got \"{}\", expected \"string\"", type_name(child)),
+                        ));
+                    }
+                } else if embedded && key == "metadata" {
+                    walk(
+                        child,
+                        Schema::definition(OBJECT_META),
+                        &child_path,
+                        Mode::Nested,
+                        findings,
+                    );
+                } else if let Some(additional) = additional_schema {
+                    walk(
+                        child,
+                        Schema::of(additional),
+                        &child_path,
+                        Mode::Nested,
+                        findings,
+                    );
+                } else if !free_form && !preserve {
                     unknown.push(key.clone());
                     findings.unknown_fields.push(child_path);
                 }
@@ -109,11 +208,31 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, root: bool, findings:
             }
             if let Some(required) = node.get("required").and_then(Value::as_array) {
                 for field in required.iter().filter_map(Value::as_str) {
-                    let server_filled = root && matches!(field, "metadata" | "apiVersion" | "kind");
+                    let server_filled =
+                        mode != Mode::Nested && matches!(field, "metadata" | "apiVersion" | "kind");
                     if !server_filled && !object.contains_key(field) {
                         findings.causes.push(Cause::required(join(path, field)));
                     }
                 }
+            }
+            let count = object.len() as u64;
+            if let Some(max) = node.get("maxProperties").and_then(Value::as_u64)
+                && count > max
+            {
+                findings.causes.push(Cause {
+                    reason: "FieldValueTooMany",
+                    field: path.to_string(),
+                    message: format!("Too many: {count}: must have at most {max} items"),
+                });
+            }
+            if let Some(min) = node.get("minProperties").and_then(Value::as_u64)
+                && count < min
+            {
+                findings.causes.push(Cause::invalid(
+                    path,
+                    &Value::from(count),
+                    format!("{path} in body should have at least {min} properties"),
+                ));
             }
         }
         Value::Array(items) => {
@@ -123,13 +242,186 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, root: bool, findings:
                     item,
                     item_schema,
                     &format!("{path}[{index}]"),
-                    false,
+                    Mode::Nested,
                     findings,
                 );
+            }
+            check_list(items, node, path, findings);
+        }
+        _ => {}
+    }
+}
+
+/// enum, pattern, lengths and numeric bounds.
+fn check_value_constraints(value: &Value, node: &Value, path: &str, findings: &mut Findings) {
+    if let Some(allowed) = node.get("enum").and_then(Value::as_array)
+        && !value.is_null()
+        && !allowed.contains(value)
+    {
+        let listed = allowed.iter().map(shown).collect::<Vec<_>>().join(", ");
+        findings.causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            field: path.to_string(),
+            message: format!(
+                "Unsupported value: {}: supported values: {listed}",
+                shown(value)
+            ),
+        });
+    }
+    match value {
+        Value::String(text) => {
+            if let Some(pattern) = node.get("pattern").and_then(Value::as_str)
+                && !pattern_matches(pattern, text)
+            {
+                findings.causes.push(Cause::invalid(
+                    path,
+                    value,
+                    format!("{path} in body should match '{pattern}'"),
+                ));
+            }
+            let length = text.chars().count() as u64;
+            if let Some(max) = node.get("maxLength").and_then(Value::as_u64)
+                && length > max
+            {
+                findings.causes.push(Cause {
+                    reason: "FieldValueTooLong",
+                    field: path.to_string(),
+                    message: format!("Too long: may not be more than {max} bytes"),
+                });
+            }
+            if let Some(min) = node.get("minLength").and_then(Value::as_u64)
+                && length < min
+            {
+                findings.causes.push(Cause::invalid(
+                    path,
+                    value,
+                    format!("{path} in body should be at least {min} chars long"),
+                ));
+            }
+        }
+        Value::Number(number) => {
+            let Some(x) = number.as_f64() else { return };
+            if let Some(min) = node.get("minimum").and_then(Value::as_f64) {
+                let exclusive = flag(node, "exclusiveMinimum");
+                if x < min || (exclusive && x == min) {
+                    let relation = if exclusive {
+                        "greater than"
+                    } else {
+                        "greater than or equal to"
+                    };
+                    findings.causes.push(Cause::invalid(
+                        path,
+                        value,
+                        format!("{path} in body should be {relation} {min}"),
+                    ));
+                }
+            }
+            if let Some(max) = node.get("maximum").and_then(Value::as_f64) {
+                let exclusive = flag(node, "exclusiveMaximum");
+                if x > max || (exclusive && x == max) {
+                    let relation = if exclusive {
+                        "less than"
+                    } else {
+                        "less than or equal to"
+                    };
+                    findings.causes.push(Cause::invalid(
+                        path,
+                        value,
+                        format!("{path} in body should be {relation} {max}"),
+                    ));
+                }
+            }
+            if let Some(step) = node.get("multipleOf").and_then(Value::as_f64)
+                && step > 0.0
+                && (x / step).fract() != 0.0
+            {
+                findings.causes.push(Cause::invalid(
+                    path,
+                    value,
+                    format!("{path} in body should be a multiple of {step}"),
+                ));
             }
         }
         _ => {}
     }
+}
+
+/// maxItems/minItems and the uniqueness that list types and `uniqueItems` demand.
+fn check_list(items: &[Value], node: &Value, path: &str, findings: &mut Findings) {
+    let count = items.len() as u64;
+    if let Some(max) = node.get("maxItems").and_then(Value::as_u64)
+        && count > max
+    {
+        findings.causes.push(Cause {
+            reason: "FieldValueTooMany",
+            field: path.to_string(),
+            message: format!("Too many: {count}: must have at most {max} items"),
+        });
+    }
+    if let Some(min) = node.get("minItems").and_then(Value::as_u64)
+        && count < min
+    {
+        findings.causes.push(Cause::invalid(
+            path,
+            &Value::from(count),
+            format!("{path} in body should have at least {min} items"),
+        ));
+    }
+    let list_type = node.get("x-kubernetes-list-type").and_then(Value::as_str);
+    type Identity = Box<dyn Fn(&Value) -> Value>;
+    let identity: Option<Identity> = match list_type {
+        Some("set") => Some(Box::new(Value::clone)),
+        Some("map") => {
+            let keys: Vec<String> = node
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .map(|k| {
+                    k.iter()
+                        .filter_map(|k| k.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(Box::new(move |item: &Value| {
+                Value::Array(
+                    keys.iter()
+                        .map(|k| item.get(k).cloned().unwrap_or(Value::Null))
+                        .collect(),
+                )
+            }))
+        }
+        _ if flag(node, "uniqueItems") => Some(Box::new(Value::clone)),
+        _ => None,
+    };
+    if let Some(identity) = identity {
+        let mut seen = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            let id = identity(item);
+            if seen.contains(&id) {
+                findings
+                    .causes
+                    .push(Cause::duplicate(format!("{path}[{index}]"), &id));
+            } else {
+                seen.push(id);
+            }
+        }
+    }
+}
+
+/// Whether a text matches an OpenAPI (RE2-style) pattern; compiled patterns are cached.
+fn pattern_matches(pattern: &str, text: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    static CACHE: LazyLock<Mutex<HashMap<String, Option<regex::Regex>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.len() > 4096 {
+        cache.clear();
+    }
+    let compiled = cache
+        .entry(pattern.to_string())
+        .or_insert_with(|| regex::Regex::new(pattern).ok());
+    // A pattern the engine cannot compile is not held against the value.
+    compiled.as_ref().is_none_or(|re| re.is_match(text))
 }
 
 fn check_quantity(value: &mut Value, path: &str, findings: &mut Findings) {

@@ -242,8 +242,7 @@ impl Stream {
         let rendered = if self.table {
             let revision = entry.revision.to_string();
             let table = crate::table::table(
-                self.resource.group(),
-                self.resource.kind(),
+                self.resource,
                 std::slice::from_ref(&object),
                 self.server.objects.now(),
                 &revision,

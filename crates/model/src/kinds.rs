@@ -87,8 +87,55 @@ pub struct KindInfo {
     pub subresources: &'static [Subresource],
     /// The OpenAPI definition name, e.g. `io.k8s.api.core.v1.Pod`.
     pub definition: String,
-    /// Adds the kind's schema (and everything it refers to) to a generator.
-    pub schema: fn(&mut SchemaGenerator) -> Schema,
+    /// Adds a built-in kind's schema (and everything it refers to) to a generator.
+    pub schema: Option<fn(&mut SchemaGenerator) -> Schema>,
+    /// What a CustomResourceDefinition says of a custom kind.
+    pub custom: Option<CustomKind>,
+}
+
+/// A kind served from a CustomResourceDefinition version.
+#[derive(Debug, Clone)]
+pub struct CustomKind {
+    /// The CRD's name (`<plural>.<group>`).
+    pub crd: String,
+    /// The version objects are stored in.
+    pub storage_version: String,
+    /// The version's `openAPIV3Schema`.
+    pub schema: serde_json::Value,
+    /// `additionalPrinterColumns` of the version.
+    pub printer_columns: Vec<PrinterColumn>,
+    /// The scale subresource's paths, if served.
+    pub scale: Option<ScalePaths>,
+    /// Whether the CRD is being deleted (no new objects are accepted).
+    pub terminating: bool,
+}
+
+/// One `additionalPrinterColumns` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrinterColumn {
+    /// Column name.
+    pub name: String,
+    /// OpenAPI type (`string`, `integer`, `number`, `boolean`, `date`).
+    pub kind: String,
+    /// Format hint.
+    pub format: String,
+    /// Description.
+    pub description: String,
+    /// 0 shows by default; higher only with `-o wide`.
+    pub priority: i64,
+    /// The JSONPath of the value (`.spec.replicas`).
+    pub json_path: String,
+}
+
+/// The JSON paths of a custom kind's scale subresource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalePaths {
+    /// `.spec.replicas`-like path.
+    pub spec_replicas: String,
+    /// `.status.replicas`-like path.
+    pub status_replicas: String,
+    /// Optional `.status.selector`-like path.
+    pub label_selector: Option<String>,
 }
 
 impl KindInfo {
@@ -135,7 +182,8 @@ where
         categories,
         subresources,
         definition: K::schema_name().into_owned(),
-        schema: |generator| generator.subschema_for::<K>(),
+        schema: Some(|generator| generator.subschema_for::<K>()),
+        custom: None,
     }
 }
 

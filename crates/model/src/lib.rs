@@ -9,5 +9,5 @@ pub mod schema;
 pub mod time;
 
 pub use k8s_openapi;
-pub use kinds::{KindInfo, Subresource};
+pub use kinds::{CustomKind, KindInfo, PrinterColumn, ScalePaths, Subresource};
 pub use quantity::{Format, Quantity, QuantityError};

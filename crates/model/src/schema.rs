@@ -42,7 +42,9 @@ pub fn referenced(schema: &Value) -> Option<&str> {
 fn build() -> Map<String, Value> {
     let mut generator = SchemaSettings::openapi3().into_generator();
     for kind in kinds::builtin() {
-        (kind.schema)(&mut generator);
+        if let Some(schema) = kind.schema {
+            schema(&mut generator);
+        }
     }
     let mut definitions = generator.take_definitions(true);
     for value in definitions.values_mut() {
@@ -57,6 +59,13 @@ fn build() -> Map<String, Value> {
         }
     }
     add_patch_strategies(&mut definitions);
+    // `JSON` holds any JSON value upstream, not only objects.
+    if let Some(Value::Object(any)) =
+        definitions.get_mut("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON")
+    {
+        any.remove("type");
+        any.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
+    }
     definitions
 }
 

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod crds;
 mod crud;
 mod list_watch;
 mod patching;
