@@ -74,7 +74,9 @@ fn build() -> Map<String, Value> {
 fn wrap_references(value: &mut Value) {
     match value {
         Value::Object(object) => {
+            // Only a string `$ref` is a reference: JSONSchemaProps has a property named `$ref`.
             if object.len() > 1
+                && object.get("$ref").is_some_and(Value::is_string)
                 && let Some(reference) = object.remove("$ref")
             {
                 object.insert("allOf".into(), json!([{ "$ref": reference }]));
@@ -152,6 +154,18 @@ mod tests {
         );
         let volumes = &spec["properties"]["volumes"];
         assert_eq!(volumes["x-kubernetes-patch-strategy"], "merge,retainKeys");
+    }
+
+    #[test]
+    fn properties_named_ref_are_not_references() {
+        let props =
+            definition("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps")
+                .unwrap();
+        assert!(
+            props["properties"]["$ref"]["type"].is_string(),
+            "{}",
+            props["properties"]["$ref"]
+        );
     }
 
     #[test]

@@ -6,5 +6,6 @@
 
 mod support;
 
+mod crds;
 mod durability;
 mod kubectl;
