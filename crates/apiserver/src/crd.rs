@@ -157,12 +157,25 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     causes
 }
 
-/// The structural-schema rules a CRD schema must follow (a subset of upstream's).
+/// The structural-schema rules a CRD schema must follow (a subset of upstream's), and that
+/// its CEL validation rules compile.
 fn check_structural(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     let Some(object) = schema.as_object() else {
         causes.push(Cause::invalid(path, schema, "must be a schema object"));
         return;
     };
+    if let Some(Value::Array(rules)) = object.get("x-kubernetes-validations") {
+        for (index, rule) in rules.iter().enumerate() {
+            let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
+            if let Err(error) = crate::rules::compiles(text) {
+                causes.push(Cause::invalid(
+                    format!("{path}.x-kubernetes-validations[{index}].rule"),
+                    &json!(text),
+                    format!("compilation failed: {error}"),
+                ));
+            }
+        }
+    }
     let typed = object.contains_key("type")
         || object.get("x-kubernetes-int-or-string") == Some(&json!(true))
         || object.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true))

@@ -21,6 +21,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod request;
 pub mod resource;
+pub mod rules;
 pub mod selectors;
 pub mod server;
 pub mod strategy;

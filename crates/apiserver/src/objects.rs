@@ -272,6 +272,9 @@ impl Objects {
         let mut causes = findings.causes;
         causes.extend(meta::check_metadata(resource, object));
         causes.extend(strategy::validate(resource, object));
+        if resource.is_custom() && causes.is_empty() {
+            causes.extend(crate::rules::check(resource.schema(), object, None));
+        }
         if !causes.is_empty() {
             let name = meta_str(object, "name").unwrap_or_default().to_string();
             return Err(ApiError::invalid(
@@ -575,7 +578,15 @@ impl Objects {
             let requested = change(&current)?;
             let mut next = merge_update(resource, &current, requested, part);
             strategy::after_update(resource, &mut next);
-            let causes = strategy::validate_update(resource, &current, &next);
+            let mut causes = strategy::validate_update(resource, &current, &next);
+            if resource.is_custom() {
+                // Transition rules see the stored object as oldSelf.
+                for cause in crate::rules::check(resource.schema(), &next, Some(&current)) {
+                    if !causes.contains(&cause) {
+                        causes.push(cause);
+                    }
+                }
+            }
             if !causes.is_empty() {
                 return Err(ApiError::invalid(
                     resource.group(),

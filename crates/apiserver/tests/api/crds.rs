@@ -347,3 +347,62 @@ async fn invalid_crds_are_rejected_with_field_paths() {
     let (_, list, _) = raw(&server, "GET", CRDS, None, vec![]).await;
     assert_eq!(list["items"], json!([]));
 }
+
+#[tokio::test]
+async fn cel_validation_rules_guard_creates_and_transitions() {
+    let server = start();
+    let mut crd = widget_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"] = json!([
+        {"rule": "!has(self.owner) || self.replicas >= 1", "message": "owned widgets need a replica"},
+        {"rule": "self.size == oldSelf.size", "message": "size is immutable", "fieldPath": ".size"}
+    ]);
+    let (code, answer) = post(&server, CRDS, &crd).await;
+    assert_eq!(code, 201, "{answer}");
+    let (code, answer) = post(
+        &server,
+        WIDGETS,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"size": "small", "owner": "team", "replicas": 0}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{answer}");
+    assert_eq!(
+        answer["details"]["causes"][0]["message"],
+        "Invalid value: \"object\": owned widgets need a replica"
+    );
+    let (code, _) = post(
+        &server,
+        WIDGETS,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"size": "small"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "the transition rule is not applied on create");
+    let change = json!({"spec": {"size": "large"}});
+    let (code, answer, _) = raw(
+        &server,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        Some("application/merge-patch+json"),
+        change.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(code, 422, "{answer}");
+    assert_eq!(answer["details"]["causes"][0]["field"], "spec.size");
+    assert_eq!(
+        answer["details"]["causes"][0]["message"],
+        "Invalid value: \"object\": size is immutable"
+    );
+
+    let mut broken = widget_crd();
+    broken["metadata"]["name"] = json!("gizmos.example.com");
+    broken["spec"]["names"] = json!({"plural": "gizmos", "kind": "Gizmo"});
+    broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
+        json!([{"rule": "self.size ==="}]);
+    let (code, answer) = post(&server, CRDS, &broken).await;
+    assert_eq!(code, 422, "{answer}");
+    assert_eq!(
+        answer["details"]["causes"][0]["field"],
+        "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule"
+    );
+}

@@ -163,6 +163,14 @@ fn upstream_crds_and_examples_work_unchanged() {
         "{error}"
     );
 
+    // Upstream's CEL rules hold too.
+    let uneven = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: uneven}\nspec:\n  resourceGroups:\n  - coveredResources: [cpu, memory]\n    flavors:\n    - name: default-flavor\n      resources: [{name: cpu, nominalQuota: 1}]\n";
+    let error = cluster.fails(v, &["apply", "-f", "-"], Some(uneven));
+    assert!(
+        error.contains("flavors must have the same number of resources as the coveredResources"),
+        "{error}"
+    );
+
     // Deleting a CRD deletes its objects.
     cluster.ok(
         v,
