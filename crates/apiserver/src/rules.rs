@@ -147,10 +147,10 @@ fn evaluate(rule: &Value, value: &Value, old: Option<&Value>, path: &str, causes
         return;
     };
     context.add_variable_from_value("self", self_value);
-    if let Some(old) = old {
-        if let Ok(old_value) = cel::to_value(old) {
-            context.add_variable_from_value("oldSelf", old_value);
-        }
+    if let Some(old) = old
+        && let Ok(old_value) = cel::to_value(old)
+    {
+        context.add_variable_from_value("oldSelf", old_value);
     }
     let holds = match program.execute(&context) {
         Ok(cel::Value::Bool(holds)) => holds,
