@@ -10,6 +10,7 @@ pub mod convert;
 pub mod crd;
 pub mod discovery;
 pub mod error;
+pub mod eviction;
 pub mod gc;
 pub mod jsonpath;
 pub mod list;

@@ -366,6 +366,8 @@ impl Objects {
                 resource.info.custom.as_ref().map_or("", |c| c.crd.as_str())
             )));
         }
+        // Status is the server's to set: it is reset before validation, as upstream does.
+        strategy::reset_status(resource, &mut object);
         let warnings = self.admit(resource, &mut object, options)?;
         self.check_namespace(resource, namespace)?;
 

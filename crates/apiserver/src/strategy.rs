@@ -10,14 +10,19 @@ use tessera_model::Quantity;
 use crate::error::Cause;
 use crate::resource::Resource;
 
-/// Fills defaults and resets what a client may not set when creating an object.
-pub fn prepare_for_create(resource: Resource, object: &mut Value) {
+/// Drops the status a client sent with a create, for kinds whose status the server owns.
+pub fn reset_status(resource: Resource, object: &mut Value) {
     if resource.has_status()
         && !matches!(resource.kind(), "Node" | "PersistentVolume")
         && let Some(map) = object.as_object_mut()
     {
         map.remove("status");
     }
+}
+
+/// Fills defaults and resets what a client may not set when creating an object.
+pub fn prepare_for_create(resource: Resource, object: &mut Value) {
+    reset_status(resource, object);
     match (resource.group(), resource.kind()) {
         ("", "Pod") => {
             if let Some(spec) = object.get_mut("spec") {

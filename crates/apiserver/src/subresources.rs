@@ -20,7 +20,7 @@ use tessera_model::Subresource;
 
 use crate::error::{ApiError, ApiResult};
 use crate::meta::meta_str;
-use crate::objects::{DeleteOptions, Part, PatchBody, WriteOptions};
+use crate::objects::{Part, PatchBody, WriteOptions};
 use crate::request::Query;
 use crate::resource::Resource;
 use crate::server::{self, ApiServer, MAX_BODY_BYTES, decode_object, json_response};
@@ -123,19 +123,7 @@ pub async fn handle(
             serves(resource, Subresource::Eviction)?;
             let (content_type, body) = body_of(request).await?;
             let eviction = decode_object(&content_type, &body)?;
-            let grace = eviction
-                .pointer("/deleteOptions/gracePeriodSeconds")
-                .and_then(Value::as_i64);
-            server.objects.delete(
-                resource,
-                namespace,
-                name,
-                &DeleteOptions {
-                    grace_period_seconds: grace,
-                    ..DeleteOptions::default()
-                },
-                false,
-            )?;
+            crate::eviction::evict(&server.objects, resource, namespace, name, &eviction)?;
             Ok(success(StatusCode::CREATED))
         }
         "finalize" if resource.kind() == "Namespace" && method == Method::PUT => {

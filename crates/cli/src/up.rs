@@ -78,6 +78,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     let collector = tokio::spawn(Collector::new(objects.clone()).run());
     let client = kube::Client::new(router.clone(), "default");
+    let disruption = tokio::spawn(tessera_controllers::pdb::run(client.clone()));
     let twins = NodeTwins::new(
         client,
         &topology,
@@ -122,6 +123,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let _ = stop_tx.send(());
     twin_task.abort();
     collector.abort();
+    disruption.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
     Ok(())
 }

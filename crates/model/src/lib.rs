@@ -6,6 +6,7 @@
 pub mod kinds;
 pub mod quantity;
 pub mod schema;
+pub mod selector;
 pub mod time;
 
 pub use k8s_openapi;

@@ -7,6 +7,7 @@ mod support;
 
 mod crds;
 mod crud;
+mod eviction;
 mod list_watch;
 mod patching;
 mod requests;

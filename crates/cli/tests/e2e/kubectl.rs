@@ -592,3 +592,111 @@ fn kubectl_1_32_protobuf_generators() {
 fn kubectl_1_33_protobuf_generators() {
     protobuf_generators("1.33");
 }
+
+#[test]
+fn drain_waits_for_the_disruption_budget() {
+    let cluster = Cluster::start();
+    let v = "1.33";
+    let pod = |name: &str, node: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: web}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  containers: [{{name: c, image: web:1}}]\n"
+        )
+    };
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("web-1", "cpu-1"));
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("web-2", "cpu-2"));
+    cluster.ok(
+        v,
+        &[
+            "create",
+            "pdb",
+            "web",
+            "--selector=app=web",
+            "--min-available=2",
+        ],
+    );
+    cluster.wait_for(v, &["get", "pdb", "web"], |out| {
+        out.lines()
+            .nth(1)
+            .is_some_and(|row| row.split_whitespace().nth(3) == Some("0"))
+    });
+    let status: serde_json::Value =
+        serde_json::from_str(&cluster.ok(v, &["get", "pdb", "web", "-o", "jsonpath={.status}"]))
+            .expect("status");
+    assert_eq!(
+        (
+            status["currentHealthy"].as_i64(),
+            status["desiredHealthy"].as_i64()
+        ),
+        (Some(2), Some(2))
+    );
+
+    // Blocked: the budget allows no disruption.
+    let blocked = cluster.kubectl(
+        v,
+        &[
+            "drain",
+            "cpu-1",
+            "--ignore-daemonsets",
+            "--force",
+            "--timeout=3s",
+        ],
+    );
+    assert!(!blocked.status.success());
+    let stderr = String::from_utf8_lossy(&blocked.stderr);
+    assert!(
+        stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{stderr}"
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "pod", "web-1", "-o", "jsonpath={.spec.nodeName}"]
+        ),
+        "cpu-1"
+    );
+
+    // A third healthy replica elsewhere makes room for one disruption; the drain completes.
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("web-3", "gpu-1"));
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "pdb",
+            "web",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+        |out| out == "1",
+    );
+    let drained = cluster.ok(
+        v,
+        &[
+            "drain",
+            "cpu-1",
+            "--ignore-daemonsets",
+            "--force",
+            "--timeout=30s",
+        ],
+    );
+    assert!(
+        drained.contains("pod/web-1 evicted") && drained.contains("node/cpu-1 drained"),
+        "{drained}"
+    );
+    assert!(
+        cluster
+            .ok(v, &["get", "nodes"])
+            .contains("SchedulingDisabled")
+    );
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "pdb",
+            "web",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+        |out| out == "0",
+    );
+    cluster.ok(v, &["uncordon", "cpu-1"]);
+}

@@ -1,0 +1,9 @@
+//! Controllers that wire Tessera's pure cores to a Kubernetes API through kube-rs. The same
+//! code runs against the embedded API server (over an in-process transport) and against a
+//! real cluster.
+//!
+//! Each controller module is a thin shell; the decisions live in pure functions (for example
+//! [`disruption::budget`]) that take a snapshot and the time and do no I/O.
+
+pub mod disruption;
+pub mod pdb;

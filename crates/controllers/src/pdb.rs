@@ -1,0 +1,167 @@
+//! The disruption controller: keeps every PodDisruptionBudget's status current from the pods
+//! it selects, so the eviction API can honour it. Decisions are made by
+//! [`crate::disruption::budget`]; this module watches, computes and patches.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use tessera_model::selector;
+
+use crate::disruption;
+
+/// The field manager the controller writes status as.
+pub const MANAGER: &str = "tessera-disruption-controller";
+
+/// Runs the disruption controller until the task is dropped.
+pub async fn run(client: Client) {
+    let (pdb_store, pdb_writer) = reflector::store::<PodDisruptionBudget>();
+    let (pod_store, pod_writer) = reflector::store::<Pod>();
+    let pdbs = reflector::reflector(
+        pdb_writer,
+        watcher(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    )
+    .touched_objects()
+    .map(|_| ());
+    let pods = reflector::reflector(
+        pod_writer,
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff(),
+    )
+    .touched_objects()
+    .map(|_| ());
+    let mut changes = futures::stream::select(pdbs, pods).boxed();
+    let mut resync = tokio::time::interval(Duration::from_secs(15));
+    loop {
+        tokio::select! {
+            change = changes.next() => {
+                if change.is_none() {
+                    return;
+                }
+                // Coalesce a burst of changes into one pass.
+                while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(20), changes.next()).await {}
+            }
+            _ = resync.tick() => {}
+        }
+        if let Err(error) = reconcile_all(&client, &pdb_store, &pod_store).await {
+            tracing::warn!(%error, "disruption controller pass failed");
+        }
+    }
+}
+
+async fn reconcile_all(
+    client: &Client,
+    pdbs: &Store<PodDisruptionBudget>,
+    pods: &Store<Pod>,
+) -> Result<(), kube::Error> {
+    let now = SystemTime::now();
+    let pods: Vec<Value> = pods
+        .state()
+        .iter()
+        .filter_map(|p| serde_json::to_value(p.as_ref()).ok())
+        .collect();
+    for pdb in pdbs.state() {
+        let namespace = pdb.namespace().unwrap_or_default();
+        let Ok(pdb_value) = serde_json::to_value(pdb.as_ref()) else {
+            continue;
+        };
+        let selector_value = pdb_value.pointer("/spec/selector");
+        let selected: Vec<&Value> = pods
+            .iter()
+            .filter(|p| {
+                p.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace.as_str())
+            })
+            .filter(|p| selector::matches(selector_value, &selector::labels(p)))
+            .collect();
+        let expected = expected_replicas(client, &namespace, &selected).await;
+        let status = disruption::budget(&pdb_value, &selected, expected, now);
+        if pdb_value.get("status") == Some(&status) {
+            continue;
+        }
+        let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
+        // A merge patch would leave stale disruptedPods entries behind; replace that map.
+        let mut patch = json!({"status": status});
+        if patch["status"].get("disruptedPods").is_none() {
+            patch["status"]["disruptedPods"] = Value::Null;
+        }
+        let params = PatchParams {
+            field_manager: Some(MANAGER.into()),
+            ..PatchParams::default()
+        };
+        api.patch_status(&pdb.name_any(), &params, &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The replicas the selected pods' controllers want, summed over distinct controllers; `None`
+/// when some pod has no scalable controller (the pod count is used then).
+async fn expected_replicas(client: &Client, namespace: &str, pods: &[&Value]) -> Option<i64> {
+    let mut controllers = BTreeSet::new();
+    for pod in pods {
+        let owner = pod
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .and_then(|refs| {
+                refs.iter()
+                    .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+            })?;
+        let kind = owner.get("kind").and_then(Value::as_str)?.to_string();
+        let name = owner.get("name").and_then(Value::as_str)?.to_string();
+        controllers.insert((kind, name));
+    }
+    if controllers.is_empty() {
+        return None;
+    }
+    let mut scales: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for (kind, name) in controllers {
+        let (kind, name, replicas) = match kind.as_str() {
+            "ReplicaSet" => {
+                let rs = Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+                    .get(&name)
+                    .await
+                    .ok()?;
+                let deployment = rs
+                    .owner_references()
+                    .iter()
+                    .find(|r| r.kind == "Deployment" && r.controller == Some(true))
+                    .map(|r| r.name.clone());
+                match deployment {
+                    Some(deployment) => {
+                        let d = Api::<Deployment>::namespaced(client.clone(), namespace)
+                            .get(&deployment)
+                            .await
+                            .ok()?;
+                        (
+                            "Deployment".to_string(),
+                            deployment,
+                            d.spec.and_then(|s| s.replicas).unwrap_or(1),
+                        )
+                    }
+                    None => (kind, name, rs.spec.and_then(|s| s.replicas).unwrap_or(1)),
+                }
+            }
+            "StatefulSet" => {
+                let set = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+                    .get(&name)
+                    .await
+                    .ok()?;
+                (kind, name, set.spec.and_then(|s| s.replicas).unwrap_or(1))
+            }
+            _ => return None,
+        };
+        scales.insert((kind, name), i64::from(replicas));
+    }
+    Some(scales.values().sum())
+}
