@@ -53,6 +53,8 @@ enum Work {
     Namespace(String),
     /// Delete the objects of a CustomResourceDefinition being deleted.
     CustomResources(String),
+    /// Refresh the `status.used` of a namespace's ResourceQuotas.
+    Quotas(String),
 }
 
 #[derive(Default)]
@@ -175,6 +177,15 @@ impl Collector {
     /// Updates the index from one change and queues the work it implies.
     fn observe(&mut self, key: &str, object: Option<&Value>, kind: EventKind) {
         let namespace = namespace_of_key(self.objects.registry(), key);
+        if let Some(namespace) = &namespace
+            && self
+                .objects
+                .store()
+                .count(&format!("/core/resourcequotas/{namespace}/"))
+                > 0
+        {
+            self.queue.push_back(Work::Quotas(namespace.clone()));
+        }
         if kind == EventKind::Deleted {
             let uid = self.index.objects.get(key).map(|(uid, _)| uid.clone());
             let owners = self
@@ -264,6 +275,7 @@ impl Collector {
                 Work::Owner(key) => self.process_owner(key),
                 Work::Namespace(name) => self.empty_namespace(name),
                 Work::CustomResources(name) => self.delete_custom_resources(name),
+                Work::Quotas(namespace) => self.refresh_quotas(namespace),
             };
             if let Err(error) = outcome
                 && error.code != 404
@@ -444,6 +456,29 @@ impl Collector {
                 }
                 Ok(next)
             })?;
+        Ok(())
+    }
+
+    fn refresh_quotas(&mut self, namespace: &str) -> crate::ApiResult<()> {
+        let Some(quotas) = Resource::find("", "v1", "resourcequotas") else {
+            return Ok(());
+        };
+        for entry in self.objects.list(quotas, Some(namespace)).entries.iter() {
+            let Ok(quota) = decode(entry) else { continue };
+            let used = crate::admission::usage::namespace_usage(&self.objects, namespace, &quota);
+            let used: serde_json::Map<String, Value> = used
+                .into_iter()
+                .map(|(k, v)| (k, json!(v.to_canonical())))
+                .collect();
+            let hard = quota.pointer("/spec/hard").cloned().unwrap_or(json!({}));
+            let name = meta_str(&quota, "name").unwrap_or_default().to_string();
+            self.objects
+                .update_with(quotas, Some(namespace), &name, Part::Status, |current| {
+                    let mut next = current.clone();
+                    next["status"] = json!({"hard": hard, "used": used});
+                    Ok(next)
+                })?;
+        }
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 //! (finalizers, owner references with a garbage collector, namespace lifecycle). Knows
 //! nothing about scheduling, queueing or node internals.
 
+pub mod admission;
 pub mod convert;
 pub mod crd;
 pub mod discovery;

@@ -165,6 +165,25 @@ impl Objects {
         &self.registry
     }
 
+    /// Creates the `default` ServiceAccount of a namespace if it is missing, as upstream's
+    /// service account controller does (synchronously here, so pods can follow at once).
+    pub fn ensure_default_service_account(&self, namespace: &str) {
+        let Some(accounts) = Resource::find("", "v1", "serviceaccounts") else {
+            return;
+        };
+        if self.get(accounts, Some(namespace), "default").is_ok() {
+            return;
+        }
+        let account =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        if let Err(error) =
+            self.create(accounts, Some(namespace), account, &WriteOptions::default())
+            && error.code != 409
+        {
+            tracing::warn!(%namespace, %error, "cannot create the default service account");
+        }
+    }
+
     /// Keeps the registry in step after a write to a CustomResourceDefinition.
     fn after_write(&self, resource: Resource) {
         if (resource.group(), resource.kind())
@@ -395,6 +414,7 @@ impl Objects {
             metadata.insert("generation".into(), json!(1));
         }
         strategy::prepare_for_create(resource, &mut object);
+        crate::admission::admit_create(self, resource, namespace, &mut object)?;
 
         // A generated name may collide; upstream retries with a new suffix.
         for attempt in 0..8 {
@@ -422,6 +442,11 @@ impl Objects {
             match outcome {
                 Ok(_) => {
                     self.after_write(resource);
+                    if is_namespace(resource) && !options.dry_run {
+                        self.ensure_default_service_account(
+                            meta_str(&object, "name").unwrap_or_default(),
+                        );
+                    }
                     return Ok(Written {
                         object: stored.unwrap_or(Value::Null),
                         warnings,

@@ -145,7 +145,30 @@ fn default_pod_spec(spec: &mut Value) {
                 default_str(container, "terminationMessagePath", "/dev/termination-log");
                 default_str(container, "terminationMessagePolicy", "File");
                 default_value(container, "resources", json!({}));
+                default_requests_to_limits(container);
             }
+        }
+    }
+}
+
+/// Requests default to limits, resource by resource, as upstream's pod defaulting does.
+pub fn default_requests_to_limits(container: &mut Value) {
+    let Some(limits) = container
+        .pointer("/resources/limits")
+        .and_then(Value::as_object)
+        .cloned()
+    else {
+        return;
+    };
+    for (name, value) in limits {
+        if container
+            .pointer(&format!("/resources/requests/{name}"))
+            .is_none()
+        {
+            if !container["resources"]["requests"].is_object() {
+                container["resources"]["requests"] = json!({});
+            }
+            container["resources"]["requests"][&name] = value;
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Objects every cluster starts with: the system namespaces.
+//! Objects every cluster starts with: the system namespaces, their default service accounts
+//! and the system PriorityClasses.
 
 use serde_json::json;
 use tessera_apiserver::objects::WriteOptions;
@@ -21,6 +22,26 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
         objects
             .create(namespaces, None, namespace, &WriteOptions::default())
             .map_err(|e| anyhow::anyhow!("create namespace {name}: {e}"))?;
+    }
+    // Namespaces from earlier runs (or created while no controller ran) get theirs too.
+    for entry in objects.list(namespaces, None).entries.iter() {
+        if let Ok(namespace) = tessera_apiserver::objects::decode(entry)
+            && let Some(name) = namespace.pointer("/metadata/name").and_then(|n| n.as_str())
+        {
+            objects.ensure_default_service_account(name);
+        }
+    }
+    let classes = Resource::find("scheduling.k8s.io", "v1", "priorityclasses")
+        .ok_or_else(|| anyhow::anyhow!("the priorityclasses resource is not served"))?;
+    for (name, value, description) in tessera_apiserver::admission::SYSTEM_PRIORITY_CLASSES {
+        if objects.get(classes, None, name).is_ok() {
+            continue;
+        }
+        let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "description": description});
+        objects
+            .create(classes, None, class, &WriteOptions::default())
+            .map_err(|e| anyhow::anyhow!("create priority class {name}: {e}"))?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod admission;
 mod crds;
 mod crud;
 mod eviction;

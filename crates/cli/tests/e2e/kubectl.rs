@@ -700,3 +700,51 @@ fn drain_waits_for_the_disruption_budget() {
     );
     cluster.ok(v, &["uncordon", "cpu-1"]);
 }
+
+#[test]
+fn quota_and_limit_range_rejections_read_like_upstream() {
+    let cluster = Cluster::start();
+    let v = "1.32";
+    cluster.ok(v, &["create", "namespace", "team-a"]);
+    cluster.ok(
+        v,
+        &[
+            "create",
+            "quota",
+            "gpus",
+            "-n",
+            "team-a",
+            "--hard=requests.nvidia.com/gpu=1,pods=5",
+        ],
+    );
+    let pod = |name: &str, gpus: u32| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: train\n    image: trainer:1\n    resources:\n      limits: {{nvidia.com/gpu: \"{gpus}\"}}\n"
+        )
+    };
+    cluster.ok_stdin(v, &["apply", "-n", "team-a", "-f", "-"], &pod("first", 1));
+    let error = cluster.fails(
+        v,
+        &["apply", "-n", "team-a", "-f", "-"],
+        Some(&pod("second", 1)),
+    );
+    assert!(
+        error.contains("is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1"),
+        "{error}"
+    );
+    let described = cluster.wait_for(v, &["describe", "quota", "gpus", "-n", "team-a"], |out| {
+        out.contains("requests.nvidia.com/gpu  1     1")
+    });
+    assert!(described.contains("pods"), "{described}");
+    cluster.ok_stdin(
+        v,
+        &["apply", "-n", "team-a", "-f", "-"],
+        "apiVersion: v1\nkind: LimitRange\nmetadata: {name: cpu}\nspec:\n  limits:\n  - type: Container\n    max: {cpu: \"2\"}\n",
+    );
+    let big = "apiVersion: v1\nkind: Pod\nmetadata: {name: big}\nspec:\n  containers:\n  - name: c\n    image: i\n    resources: {limits: {cpu: \"4\"}}\n";
+    let error = cluster.fails(v, &["apply", "-n", "team-a", "-f", "-"], Some(big));
+    assert!(
+        error.contains("maximum cpu usage per Container is 2, but limit is 4"),
+        "{error}"
+    );
+}

@@ -1,0 +1,652 @@
+//! Admission of new objects, as upstream's built-in admission plugins do it:
+//! ServiceAccount (default service account), Priority (PriorityClass resolution),
+//! LimitRanger (defaults, min/max, limit/request ratio) and ResourceQuota (compute,
+//! extended resources, object counts, scopes, PriorityClass scope selectors), with upstream's
+//! error messages. The quota arithmetic is in [`usage`], pure over objects.
+//!
+//! Runs inside [`crate::objects::Objects::create`] after validation and defaulting.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use tessera_model::Quantity;
+
+use crate::error::{ApiError, ApiResult};
+use crate::meta::meta_str;
+use crate::objects::{Objects, decode};
+use crate::resource::Resource;
+
+/// The built-in PriorityClasses every cluster has.
+pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+];
+
+fn forbidden(resource: Resource, object: &Value, detail: &str) -> ApiError {
+    ApiError::forbidden(
+        resource.group(),
+        resource.plural(),
+        meta_str(object, "name").unwrap_or_default(),
+        detail,
+    )
+}
+
+fn list_in(objects: &Objects, group: &str, plural: &str, namespace: Option<&str>) -> Vec<Value> {
+    let Some(resource) = Resource::find(group, "v1", plural) else {
+        return Vec::new();
+    };
+    objects
+        .list(resource, namespace)
+        .entries
+        .iter()
+        .filter_map(|entry| decode(entry).ok())
+        .collect()
+}
+
+/// Admits a new object (mutating it) or refuses it.
+pub fn admit_create(
+    objects: &Objects,
+    resource: Resource,
+    namespace: Option<&str>,
+    object: &mut Value,
+) -> ApiResult<()> {
+    if (resource.group(), resource.kind()) == ("", "Pod") {
+        default_service_account(objects, resource, namespace, object)?;
+        resolve_priority(objects, resource, object)?;
+        apply_limit_ranges(objects, resource, namespace, object)?;
+    }
+    if let Some(namespace) = namespace {
+        enforce_quota(objects, resource, namespace, object)?;
+    }
+    Ok(())
+}
+
+fn default_service_account(
+    objects: &Objects,
+    resource: Resource,
+    namespace: Option<&str>,
+    pod: &mut Value,
+) -> ApiResult<()> {
+    let spec = &mut pod["spec"];
+    let name = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            spec.get("serviceAccount")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or("default")
+        .to_string();
+    spec["serviceAccountName"] = json!(name);
+    spec["serviceAccount"] = json!(name);
+    let Some(accounts) = Resource::find("", "v1", "serviceaccounts") else {
+        return Ok(());
+    };
+    if objects.get(accounts, namespace, &name).is_err() {
+        return Err(forbidden(
+            resource,
+            pod,
+            &format!(
+                "error looking up service account {}/{name}: serviceaccount \"{name}\" not found",
+                namespace.unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn resolve_priority(objects: &Objects, resource: Resource, pod: &mut Value) -> ApiResult<()> {
+    let classes = list_in(objects, "scheduling.k8s.io", "priorityclasses", None);
+    let requested = pod
+        .pointer("/spec/priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    let class = match &requested {
+        Some(name) => Some(
+            classes
+                .iter()
+                .find(|c| meta_str(c, "name") == Some(name.as_str()))
+                .ok_or_else(|| {
+                    forbidden(
+                        resource,
+                        pod,
+                        &format!("no PriorityClass with name {name} was found"),
+                    )
+                })?,
+        ),
+        None => classes
+            .iter()
+            .find(|c| c.get("globalDefault").and_then(Value::as_bool) == Some(true)),
+    };
+    let (name, value, preemption) = match class {
+        Some(class) => (
+            meta_str(class, "name").map(str::to_string),
+            class.get("value").and_then(Value::as_i64).unwrap_or(0),
+            class
+                .get("preemptionPolicy")
+                .and_then(Value::as_str)
+                .unwrap_or("PreemptLowerPriority")
+                .to_string(),
+        ),
+        None => (None, 0, "PreemptLowerPriority".to_string()),
+    };
+    if let Some(given) = pod.pointer("/spec/priority").and_then(Value::as_i64)
+        && given != value
+    {
+        return Err(forbidden(
+            resource,
+            pod,
+            &format!(
+                "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"
+            ),
+        ));
+    }
+    let spec = &mut pod["spec"];
+    if let Some(name) = name {
+        spec["priorityClassName"] = json!(name);
+    }
+    spec["priority"] = json!(value);
+    spec["preemptionPolicy"] = json!(preemption);
+    Ok(())
+}
+
+fn quantity(value: Option<&Value>) -> Option<Quantity> {
+    value?.as_str()?.parse().ok()
+}
+
+fn apply_limit_ranges(
+    objects: &Objects,
+    resource: Resource,
+    namespace: Option<&str>,
+    pod: &mut Value,
+) -> ApiResult<()> {
+    let ranges = list_in(objects, "", "limitranges", namespace);
+    let mut problems = Vec::new();
+    for range in &ranges {
+        let limits = range
+            .pointer("/spec/limits")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for item in limits
+            .iter()
+            .filter(|l| l.get("type").and_then(Value::as_str) == Some("Container"))
+        {
+            for list in ["containers", "initContainers"] {
+                let Some(Value::Array(containers)) = pod.pointer_mut(&format!("/spec/{list}"))
+                else {
+                    continue;
+                };
+                for container in containers.iter_mut() {
+                    default_container(container, item);
+                    check_container(container, item, &mut problems);
+                }
+            }
+        }
+        for item in limits
+            .iter()
+            .filter(|l| l.get("type").and_then(Value::as_str) == Some("Pod"))
+        {
+            check_pod_totals(pod, item, &mut problems);
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(forbidden(
+            resource,
+            pod,
+            &format!("[{}]", problems.join(", ")),
+        ))
+    }
+}
+
+fn default_container(container: &mut Value, item: &Value) {
+    for (from, to) in [("default", "limits"), ("defaultRequest", "requests")] {
+        let Some(defaults) = item.get(from).and_then(Value::as_object) else {
+            continue;
+        };
+        for (name, value) in defaults {
+            let slot = &mut container["resources"][to];
+            if !slot.is_object() {
+                *slot = json!({});
+            }
+            if slot.get(name).is_none() {
+                slot[name] = value.clone();
+            }
+        }
+    }
+    // A limit without a request implies an equal request, as upstream's defaulting does.
+    crate::strategy::default_requests_to_limits(container);
+}
+
+fn check_container(container: &Value, item: &Value, problems: &mut Vec<String>) {
+    let name_of = |resource: &str| resource.to_string();
+    for (bound, field, check_limit) in [
+        ("min", "requests", false),
+        ("min", "limits", true),
+        ("max", "limits", true),
+    ] {
+        let Some(bounds) = item.get(bound).and_then(Value::as_object) else {
+            continue;
+        };
+        for (resource, limit) in bounds {
+            let Some(limit) = quantity(Some(limit)) else {
+                continue;
+            };
+            let value = quantity(container.pointer(&format!("/resources/{field}/{resource}")));
+            match (bound, value) {
+                ("min", Some(value)) if value < limit => problems.push(format!(
+                    "minimum {} usage per Container is {limit}, but {} is {value}",
+                    name_of(resource),
+                    if check_limit { "limit" } else { "request" }
+                )),
+                ("max", Some(value)) if value > limit => problems.push(format!(
+                    "maximum {} usage per Container is {limit}, but limit is {value}",
+                    name_of(resource)
+                )),
+                ("max", None) => problems.push(format!(
+                    "maximum {} usage per Container is {limit}.  No limit is specified",
+                    name_of(resource)
+                )),
+                _ => {}
+            }
+        }
+    }
+    if let Some(ratios) = item.get("maxLimitRequestRatio").and_then(Value::as_object) {
+        for (resource, ratio) in ratios {
+            let (Some(ratio), Some(limit), Some(request)) = (
+                quantity(Some(ratio)),
+                quantity(container.pointer(&format!("/resources/limits/{resource}"))),
+                quantity(container.pointer(&format!("/resources/requests/{resource}"))),
+            ) else {
+                continue;
+            };
+            if request.is_zero() {
+                continue;
+            }
+            let actual = limit.nanos() as f64 / request.nanos() as f64;
+            if actual > ratio.nanos() as f64 / 1e9 {
+                problems.push(format!(
+                    "{resource} max limit to request ratio per Container is {ratio}, but provided ratio is {actual:.6}"
+                ));
+            }
+        }
+    }
+}
+
+fn check_pod_totals(pod: &Value, item: &Value, problems: &mut Vec<String>) {
+    let totals = usage::pod_resources(pod);
+    for (bound, word) in [("min", "minimum"), ("max", "maximum")] {
+        let Some(bounds) = item.get(bound).and_then(Value::as_object) else {
+            continue;
+        };
+        for (resource, limit) in bounds {
+            let Some(limit) = quantity(Some(limit)) else {
+                continue;
+            };
+            let key = if bound == "min" {
+                format!("requests.{resource}")
+            } else {
+                format!("limits.{resource}")
+            };
+            let value = totals.get(&key).copied().unwrap_or(Quantity::ZERO);
+            let bad = if bound == "min" {
+                value < limit
+            } else {
+                value > limit
+            };
+            if bad {
+                let what = if bound == "min" { "request" } else { "limit" };
+                problems.push(format!(
+                    "{word} {resource} usage per Pod is {limit}, but {what} is {value}"
+                ));
+            }
+        }
+    }
+}
+
+fn enforce_quota(
+    objects: &Objects,
+    resource: Resource,
+    namespace: &str,
+    object: &Value,
+) -> ApiResult<()> {
+    let quotas = list_in(objects, "", "resourcequotas", Some(namespace));
+    if quotas.is_empty() {
+        return Ok(());
+    }
+    let delta = usage::of_object(resource, object);
+    for quota in &quotas {
+        if !usage::quota_selects(quota, resource, object) {
+            continue;
+        }
+        let hard: BTreeMap<String, Quantity> = quota
+            .pointer("/spec/hard")
+            .and_then(Value::as_object)
+            .map(|h| {
+                h.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), quantity(Some(v))?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let quota_name = meta_str(quota, "name").unwrap_or_default();
+        if resource.kind() == "Pod" {
+            let missing = usage::missing_pod_resources(object, &hard);
+            if !missing.is_empty() {
+                return Err(forbidden(
+                    resource,
+                    object,
+                    &format!(
+                        "failed quota: {quota_name}: must specify {}",
+                        missing.join(",")
+                    ),
+                ));
+            }
+        }
+        let used = usage::namespace_usage(objects, namespace, quota);
+        let mut requested = Vec::new();
+        let mut current = Vec::new();
+        let mut limited = Vec::new();
+        for (name, limit) in &hard {
+            let Some(add) = delta.get(name) else { continue };
+            let now = used.get(name).copied().unwrap_or(Quantity::ZERO);
+            if now.checked_add(add).is_none_or(|total| total > *limit) {
+                requested.push(format!("{name}={add}"));
+                current.push(format!("{name}={now}"));
+                limited.push(format!("{name}={limit}"));
+            }
+        }
+        if !requested.is_empty() {
+            return Err(forbidden(
+                resource,
+                object,
+                &format!(
+                    "exceeded quota: {quota_name}, requested: {}, used: {}, limited: {}",
+                    requested.join(","),
+                    current.join(","),
+                    limited.join(",")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Quota arithmetic: what an object uses, what a namespace uses, which quotas select what.
+pub mod usage {
+    use super::*;
+
+    /// Effective resource totals of a pod: `requests.<r>` and `limits.<r>`, each the larger of
+    /// the containers' sum and the largest init container, as upstream computes them.
+    pub fn pod_resources(pod: &Value) -> BTreeMap<String, Quantity> {
+        let mut totals = BTreeMap::new();
+        for field in ["requests", "limits"] {
+            let mut sum: BTreeMap<String, Quantity> = BTreeMap::new();
+            for container in pod
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                for (name, value) in container
+                    .pointer(&format!("/resources/{field}"))
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(q) = quantity(Some(value)) {
+                        let entry = sum.entry(name.clone()).or_insert(Quantity::ZERO);
+                        *entry = entry.checked_add(&q).unwrap_or(*entry);
+                    }
+                }
+            }
+            for container in pod
+                .pointer("/spec/initContainers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                for (name, value) in container
+                    .pointer(&format!("/resources/{field}"))
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(q) = quantity(Some(value)) {
+                        let entry = sum.entry(name.clone()).or_insert(Quantity::ZERO);
+                        if q > *entry {
+                            *entry = q;
+                        }
+                    }
+                }
+            }
+            for (name, value) in sum {
+                totals.insert(format!("{field}.{name}"), value);
+            }
+        }
+        totals
+    }
+
+    /// What creating an object adds to quota usage.
+    pub fn of_object(resource: Resource, object: &Value) -> BTreeMap<String, Quantity> {
+        let one = Quantity::from_units(1, tessera_model::Format::DecimalSi);
+        let mut delta = BTreeMap::new();
+        let count_name = if resource.group().is_empty() {
+            format!("count/{}", resource.plural())
+        } else {
+            format!("count/{}.{}", resource.plural(), resource.group())
+        };
+        delta.insert(count_name, one);
+        match (resource.group(), resource.kind()) {
+            ("", "Pod") => {
+                delta.insert("pods".into(), one);
+                for (name, value) in pod_resources(object) {
+                    if let Some(plain) = name.strip_prefix("requests.")
+                        && matches!(plain, "cpu" | "memory" | "ephemeral-storage")
+                    {
+                        delta.insert(plain.to_string(), value);
+                    }
+                    delta.insert(name, value);
+                }
+            }
+            (
+                "",
+                kind @ ("ConfigMap"
+                | "Secret"
+                | "Service"
+                | "PersistentVolumeClaim"
+                | "ReplicationController"
+                | "ResourceQuota"),
+            ) => {
+                let legacy = match kind {
+                    "ConfigMap" => "configmaps",
+                    "Secret" => "secrets",
+                    "Service" => "services",
+                    "PersistentVolumeClaim" => "persistentvolumeclaims",
+                    "ReplicationController" => "replicationcontrollers",
+                    _ => "resourcequotas",
+                };
+                delta.insert(legacy.into(), one);
+                if kind == "Service" {
+                    match object.pointer("/spec/type").and_then(Value::as_str) {
+                        Some("LoadBalancer") => {
+                            delta.insert("services.loadbalancers".into(), one);
+                        }
+                        Some("NodePort") => {
+                            delta.insert("services.nodeports".into(), one);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        delta
+    }
+
+    /// Compute resources a quota constrains that a pod's containers leave unspecified.
+    pub fn missing_pod_resources(pod: &Value, hard: &BTreeMap<String, Quantity>) -> Vec<String> {
+        let mut missing = Vec::new();
+        for constrained in hard.keys() {
+            let (field, name) = match constrained.as_str() {
+                "cpu" | "memory" => ("requests", constrained.as_str()),
+                other => match other.split_once('.') {
+                    Some((field @ ("requests" | "limits"), name))
+                        if matches!(name, "cpu" | "memory") =>
+                    {
+                        (field, name)
+                    }
+                    _ => continue,
+                },
+            };
+            let lacking: Vec<String> = pod
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|c| c.pointer(&format!("/resources/{field}/{name}")).is_none())
+                .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect();
+            if !lacking.is_empty() {
+                missing.push(format!("{field}.{name} for: {}", lacking.join(",")));
+            }
+        }
+        missing.sort();
+        missing.dedup();
+        missing
+    }
+
+    fn terminal(pod: &Value) -> bool {
+        matches!(
+            pod.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        )
+    }
+
+    /// Whether a quota's scopes and scope selector select an object (only pods have scopes).
+    pub fn quota_selects(quota: &Value, resource: Resource, object: &Value) -> bool {
+        let scopes: Vec<&str> = quota
+            .pointer("/spec/scopes")
+            .and_then(Value::as_array)
+            .map(|s| s.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let expressions = quota
+            .pointer("/spec/scopeSelector/matchExpressions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if scopes.is_empty() && expressions.is_empty() {
+            return true;
+        }
+        if (resource.group(), resource.kind()) != ("", "Pod") {
+            return false;
+        }
+        let best_effort =
+            crate::strategy::qos_class(object.get("spec").unwrap_or(&Value::Null)) == "BestEffort";
+        let terminating = object.pointer("/spec/activeDeadlineSeconds").is_some();
+        let priority_class = object
+            .pointer("/spec/priorityClassName")
+            .and_then(Value::as_str);
+        let scope_holds = |scope: &str, operator: &str, values: &[&str]| -> bool {
+            let holds = match scope {
+                "BestEffort" => best_effort,
+                "NotBestEffort" => !best_effort,
+                "Terminating" => terminating,
+                "NotTerminating" => !terminating,
+                "PriorityClass" => match operator {
+                    "In" => priority_class.is_some_and(|p| values.contains(&p)),
+                    "NotIn" => priority_class.is_none_or(|p| !values.contains(&p)),
+                    "Exists" => priority_class.is_some(),
+                    "DoesNotExist" => priority_class.is_none(),
+                    _ => false,
+                },
+                _ => false,
+            };
+            if scope == "PriorityClass" {
+                holds
+            } else {
+                match operator {
+                    "DoesNotExist" => !holds,
+                    _ => holds,
+                }
+            }
+        };
+        scopes.iter().all(|scope| scope_holds(scope, "Exists", &[]))
+            && expressions.iter().all(|e| {
+                let values: Vec<&str> = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|v| v.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                scope_holds(
+                    e.get("scopeName")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                    e.get("operator")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                    &values,
+                )
+            })
+    }
+
+    /// What a namespace uses of the resources a quota constrains.
+    pub fn namespace_usage(
+        objects: &Objects,
+        namespace: &str,
+        quota: &Value,
+    ) -> BTreeMap<String, Quantity> {
+        let hard: Vec<String> = quota
+            .pointer("/spec/hard")
+            .and_then(Value::as_object)
+            .map(|h| h.keys().cloned().collect())
+            .unwrap_or_default();
+        let mut used: BTreeMap<String, Quantity> =
+            hard.iter().map(|k| (k.clone(), Quantity::ZERO)).collect();
+        let resources = objects.registry().all();
+        for resource in resources.iter().filter(|r| r.namespaced()) {
+            let count_name = if resource.group().is_empty() {
+                format!("count/{}", resource.plural())
+            } else {
+                format!("count/{}.{}", resource.plural(), resource.group())
+            };
+            let is_pod = (resource.group(), resource.kind()) == ("", "Pod");
+            let relevant = hard.iter().any(|h| {
+                *h == count_name
+                    || (is_pod && !h.starts_with("count/"))
+                    || h == resource.plural()
+                    || h.starts_with("services.")
+            });
+            if !relevant || crate::convert::is_view(*resource) {
+                continue;
+            }
+            for entry in objects.list(*resource, Some(namespace)).entries.iter() {
+                let Ok(object) = decode(entry) else { continue };
+                if is_pod && terminal(&object) {
+                    continue;
+                }
+                if !quota_selects(quota, *resource, &object) {
+                    continue;
+                }
+                for (name, value) in of_object(*resource, &object) {
+                    if let Some(total) = used.get_mut(&name) {
+                        *total = total.checked_add(&value).unwrap_or(*total);
+                    }
+                }
+            }
+        }
+        used
+    }
+}
