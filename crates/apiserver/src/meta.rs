@@ -38,6 +38,24 @@ pub fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
     object.get("metadata")?.get(field)?.as_str()
 }
 
+/// Drops empty metadata lists and maps, which upstream never stores (`omitempty`).
+pub fn normalize_metadata(object: &mut Value) {
+    if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+        metadata.retain(|key, value| {
+            let empty = match value {
+                Value::Array(items) => items.is_empty(),
+                Value::Object(map) => map.is_empty(),
+                _ => false,
+            };
+            !(empty
+                && matches!(
+                    key.as_str(),
+                    "finalizers" | "ownerReferences" | "labels" | "annotations" | "managedFields"
+                ))
+        });
+    }
+}
+
 /// The object's finalizers.
 pub fn finalizers(object: &Value) -> Vec<String> {
     object

@@ -414,6 +414,7 @@ impl Objects {
             metadata.insert("generation".into(), json!(1));
         }
         strategy::prepare_for_create(resource, &mut object);
+        meta::normalize_metadata(&mut object);
         crate::admission::admit_create(self, resource, namespace, &mut object)?;
 
         // A generated name may collide; upstream retries with a new suffix.
@@ -605,6 +606,7 @@ impl Objects {
             let requested = change(&current)?;
             let mut next = merge_update(resource, &current, requested, part);
             strategy::after_update(resource, &mut next);
+            meta::normalize_metadata(&mut next);
             let mut causes = strategy::validate_update(resource, &current, &next);
             if resource.is_custom() {
                 // Transition rules see the stored object as oldSelf.

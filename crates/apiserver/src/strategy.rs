@@ -82,7 +82,29 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) {
             default_template(spec);
         }
         ("batch", "Job") => {
+            let uid = crate::meta::meta_str(object, "uid")
+                .unwrap_or_default()
+                .to_string();
+            let name = crate::meta::meta_str(object, "name")
+                .unwrap_or_default()
+                .to_string();
             let spec = ensure_object(object, "spec");
+            // Upstream generates the selector from the Job's UID unless told otherwise.
+            if spec.get("manualSelector").and_then(Value::as_bool) != Some(true) {
+                spec["selector"] =
+                    json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+                let template = ensure_object(spec, "template");
+                let metadata = ensure_object(template, "metadata");
+                let labels = ensure_object(metadata, "labels");
+                for (key, value) in [
+                    ("batch.kubernetes.io/controller-uid", &uid),
+                    ("batch.kubernetes.io/job-name", &name),
+                    ("controller-uid", &uid),
+                    ("job-name", &name),
+                ] {
+                    labels[key] = json!(value);
+                }
+            }
             default_value(spec, "parallelism", json!(1));
             default_value(spec, "backoffLimit", json!(6));
             default_value(spec, "completionMode", json!("NonIndexed"));
@@ -264,6 +286,26 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
             } else {
                 causes.push(Cause::required("spec.containers"));
             }
+        }
+        ("batch", "Job")
+            if !matches!(
+                object
+                    .pointer("/spec/template/spec/restartPolicy")
+                    .and_then(Value::as_str),
+                Some("Never" | "OnFailure")
+            ) =>
+        {
+            let given = object
+                .pointer("/spec/template/spec/restartPolicy")
+                .and_then(Value::as_str)
+                .unwrap_or("Always");
+            causes.push(Cause {
+                reason: "FieldValueNotSupported",
+                field: "spec.template.spec.restartPolicy".into(),
+                message: format!(
+                    "Unsupported value: {given:?}: supported values: \"OnFailure\", \"Never\""
+                ),
+            });
         }
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
             if let Some(spec) = object.pointer("/spec/template/spec") {

@@ -79,6 +79,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let collector = tokio::spawn(Collector::new(objects.clone()).run());
     let client = kube::Client::new(router.clone(), "default");
     let disruption = tokio::spawn(tessera_controllers::pdb::run(client.clone()));
+    let jobs = tokio::spawn(tessera_controllers::jobs::run(
+        client.clone(),
+        tessera_controllers::jobs::JobConfig::default(),
+    ));
     let twins = NodeTwins::new(
         client,
         &topology,
@@ -124,6 +128,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     twin_task.abort();
     collector.abort();
     disruption.abort();
+    jobs.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
     Ok(())
 }

@@ -6,4 +6,6 @@
 //! [`disruption::budget`]) that take a snapshot and the time and do no I/O.
 
 pub mod disruption;
+pub mod job;
+pub mod jobs;
 pub mod pdb;

@@ -273,11 +273,22 @@ impl NodeTwins {
         }
         if pod.metadata.deletion_timestamp.is_some() {
             running.remove(&key);
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
             if matches!(phase.as_str(), "Running" | "Pending") {
                 self.event(pod, &node, "Normal", "Killing", "Stopping container", None)
                     .await;
+                // As the kubelet does: the stopped containers end the pod as Failed before
+                // it is removed (pods held by finalizers show it).
+                let status = finished_status(pod, "Failed", 137, "Error", SystemTime::now());
+                match pods
+                    .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+                    Err(error) => return Err(error),
+                }
             }
-            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
             let params = DeleteParams {
                 grace_period_seconds: Some(0),
                 preconditions: Some(kube::api::Preconditions {

@@ -9,3 +9,4 @@ mod support;
 mod crds;
 mod durability;
 mod kubectl;
+mod workloads;

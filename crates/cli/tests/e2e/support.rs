@@ -219,3 +219,73 @@ impl Drop for Cluster {
         }
     }
 }
+
+/// Binds pending pods to nodes round-robin until dropped: a stand-in for the scheduler in
+/// tests of workload controllers.
+pub struct TestBinder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestBinder {
+    /// Starts binding pods of a cluster to the given nodes.
+    pub fn start(cluster: &Cluster, nodes: &[&str]) -> TestBinder {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let kubeconfig = cluster.kubeconfig();
+        let nodes: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                use k8s_openapi::api::core::v1::Pod;
+                let config = kube::Config::from_custom_kubeconfig(
+                    kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig"),
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .expect("config");
+                let client = kube::Client::try_from(config).expect("client");
+                let pods: kube::Api<Pod> = kube::Api::all(client.clone());
+                let mut next = 0usize;
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    let params = kube::api::ListParams::default().fields("spec.nodeName=");
+                    if let Ok(list) = pods.list(&params).await {
+                        for pod in list.items {
+                            if pod.metadata.deletion_timestamp.is_some() {
+                                continue;
+                            }
+                            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+                            let name = pod.metadata.name.clone().unwrap_or_default();
+                            let node = &nodes[next % nodes.len()];
+                            next += 1;
+                            let binding = serde_json::json!({"apiVersion": "v1", "kind": "Binding",
+                                "metadata": {"name": name}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+                            let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/pods/{name}/binding"))
+                                .header("content-type", "application/json")
+                                .body(serde_json::to_vec(&binding).expect("binding"))
+                                .expect("request");
+                            let _ = client.request_text(request).await;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+        });
+        TestBinder {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for TestBinder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
