@@ -79,6 +79,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let collector = tokio::spawn(Collector::new(objects.clone()).run());
     let client = kube::Client::new(router.clone(), "default");
     let disruption = tokio::spawn(tessera_controllers::pdb::run(client.clone()));
+    let apps = tokio::spawn(tessera_controllers::apps::run(client.clone()));
     let jobs = tokio::spawn(tessera_controllers::jobs::run(
         client.clone(),
         tessera_controllers::jobs::JobConfig::default(),
@@ -129,6 +130,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     collector.abort();
     disruption.abort();
     jobs.abort();
+    apps.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
     Ok(())
 }

@@ -5,7 +5,10 @@
 //! Each controller module is a thin shell; the decisions live in pure functions (for example
 //! [`disruption::budget`]) that take a snapshot and the time and do no I/O.
 
+pub mod apps;
+pub mod deployment;
 pub mod disruption;
 pub mod job;
 pub mod jobs;
 pub mod pdb;
+pub mod replicaset;

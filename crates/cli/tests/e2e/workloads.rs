@@ -97,3 +97,79 @@ fn indexed_jobs_complete_and_failure_policies_fail_fast() {
         |out| out.trim().is_empty(),
     );
 }
+
+#[test]
+fn deployments_roll_out_and_roll_forward() {
+    let cluster = Cluster::start();
+    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2"]);
+    let v = "1.33";
+    cluster.ok(
+        v,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=3",
+        ],
+    );
+    let status = cluster.ok(v, &["rollout", "status", "deployment/web", "--timeout=30s"]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    let table = cluster.ok(v, &["get", "deployment", "web"]);
+    assert!(
+        table.lines().nth(1).is_some_and(|row| row.contains("3/3")),
+        "{table}"
+    );
+    cluster.ok(v, &["set", "image", "deployment/web", "nginx=nginx:1.28"]);
+    let status = cluster.ok(v, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    let sets = cluster.ok(v, &["get", "rs", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.spec.replicas}/{.spec.template.spec.containers[0].image} {end}"]);
+    let mut sets: Vec<&str> = sets.split_whitespace().collect();
+    sets.sort();
+    assert_eq!(sets, ["0/nginx:1.27", "3/nginx:1.28"]);
+    let images = cluster.ok(
+        v,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "--field-selector=status.phase=Running",
+            "-o",
+            "jsonpath={.items[*].spec.containers[0].image}",
+        ],
+    );
+    assert_eq!(
+        images
+            .split_whitespace()
+            .filter(|i| *i == "nginx:1.28")
+            .count(),
+        3,
+        "{images}"
+    );
+    cluster.ok(v, &["scale", "deployment", "web", "--replicas=1"]);
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.replicas}/{.status.availableReplicas}",
+        ],
+        |out| out == "1/1",
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Progressing\")].reason}"
+            ]
+        ),
+        "NewReplicaSetAvailable"
+    );
+}

@@ -1,0 +1,211 @@
+//! Controller shells for ReplicaSets and Deployments: watch, ask the cores
+//! ([`crate::replicaset::plan`], [`crate::deployment::plan`]) and apply their plans.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tessera_model::time::timestamp;
+
+use crate::{deployment, replicaset};
+
+/// The field manager these controllers write as.
+pub const MANAGER: &str = "tessera-apps-controller";
+
+/// Errors of one reconciliation (retried).
+#[derive(Debug, thiserror::Error)]
+pub enum AppsError {
+    /// The API refused or failed a request.
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    /// An object could not be converted.
+    #[error("conversion: {0}")]
+    Convert(#[from] serde_json::Error),
+}
+
+struct Context {
+    client: Client,
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(MANAGER.into()),
+        ..PatchParams::default()
+    }
+}
+
+fn post() -> PostParams {
+    PostParams {
+        field_manager: Some(MANAGER.into()),
+        ..PostParams::default()
+    }
+}
+
+fn ignore_missing<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// The `key=value,…` form of a selector's matchLabels.
+fn selector_string(selector: Option<&Value>) -> String {
+    selector
+        .and_then(|s| s.get("matchLabels"))
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// Objects of a list whose controller reference is the owner's UID.
+fn owned_by<K: serde::Serialize + Resource>(
+    items: &[K],
+    owner_uid: &str,
+) -> Result<Vec<Value>, serde_json::Error> {
+    let mut owned = Vec::new();
+    for item in items {
+        let controlled = item
+            .meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.uid == owner_uid);
+        if controlled {
+            owned.push(serde_json::to_value(item)?);
+        }
+    }
+    Ok(owned)
+}
+
+fn error_policy<K>(_object: Arc<K>, error: &AppsError, _context: Arc<Context>) -> Action {
+    tracing::debug!(%error, "reconciliation failed; retrying");
+    Action::requeue(Duration::from_millis(500))
+}
+
+/// Runs the ReplicaSet and Deployment controllers until the task is dropped.
+pub async fn run(client: Client) {
+    let context = Arc::new(Context {
+        client: client.clone(),
+    });
+    let replica_sets = Controller::new(
+        Api::<ReplicaSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
+    .run(reconcile_replica_set, error_policy, context.clone())
+    .for_each(|_| async {});
+    let deployments = Controller::new(
+        Api::<Deployment>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<ReplicaSet>::all(client), watcher::Config::default())
+    .run(reconcile_deployment, error_policy, context)
+    .for_each(|_| async {});
+    futures::join!(replica_sets, deployments);
+}
+
+async fn reconcile_replica_set(
+    rs: Arc<ReplicaSet>,
+    context: Arc<Context>,
+) -> Result<Action, AppsError> {
+    let namespace = rs.namespace().unwrap_or_default();
+    let value = serde_json::to_value(rs.as_ref())?;
+    if value.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok(Action::await_change());
+    }
+    let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
+    let selector = selector_string(value.pointer("/spec/selector"));
+    let listed = pods.list(&ListParams::default().labels(&selector)).await?;
+    let owned = owned_by(&listed.items, &rs.uid().unwrap_or_default())?;
+    let plan = replicaset::plan(&value, &owned, SystemTime::now());
+    for name in &plan.delete {
+        ignore_missing(pods.delete(name, &DeleteParams::default()).await)?;
+    }
+    for _ in 0..plan.create {
+        let pod: Pod = serde_json::from_value(replicaset::pod_from_template(
+            &value,
+            "apps/v1",
+            "ReplicaSet",
+            &format!("{}-", rs.name_any()),
+        ))?;
+        pods.create(&post(), &pod).await?;
+    }
+    if value.get("status") != Some(&plan.status) {
+        let api: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
+        ignore_missing(
+            api.patch_status(
+                &rs.name_any(),
+                &params(),
+                &Patch::Merge(&json!({"status": plan.status})),
+            )
+            .await,
+        )?;
+    }
+    Ok(match plan.requeue_after {
+        Some(after) => Action::requeue(after),
+        None => Action::requeue(Duration::from_secs(60)),
+    })
+}
+
+async fn reconcile_deployment(
+    deployment_object: Arc<Deployment>,
+    context: Arc<Context>,
+) -> Result<Action, AppsError> {
+    let namespace = deployment_object.namespace().unwrap_or_default();
+    let value = serde_json::to_value(deployment_object.as_ref())?;
+    if value.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok(Action::await_change());
+    }
+    let api: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
+    let listed = api.list(&ListParams::default()).await?;
+    let owned = owned_by(&listed.items, &deployment_object.uid().unwrap_or_default())?;
+    let plan = deployment::plan(&value, &owned, &timestamp(SystemTime::now()));
+    if let Some(new) = &plan.create {
+        let rs: ReplicaSet = serde_json::from_value(new.clone())?;
+        match api.create(&post(), &rs).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    for (name, replicas) in &plan.scale {
+        ignore_missing(
+            api.patch(
+                name,
+                &params(),
+                &Patch::Merge(&json!({"spec": {"replicas": replicas}})),
+            )
+            .await,
+        )?;
+    }
+    for name in &plan.delete {
+        ignore_missing(api.delete(name, &DeleteParams::default()).await)?;
+    }
+    if value.get("status") != Some(&plan.status) {
+        let deployments: Api<Deployment> = Api::namespaced(context.client.clone(), &namespace);
+        ignore_missing(
+            deployments
+                .patch_status(
+                    &deployment_object.name_any(),
+                    &params(),
+                    &Patch::Merge(&json!({"status": plan.status})),
+                )
+                .await,
+        )?;
+    }
+    Ok(Action::requeue(Duration::from_secs(30)))
+}
