@@ -71,14 +71,36 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) {
             );
             default_template(spec);
         }
-        ("apps", "ReplicaSet" | "StatefulSet") => {
+        ("apps", "ReplicaSet") => {
             let spec = ensure_object(object, "spec");
             default_value(spec, "replicas", json!(1));
+            default_template(spec);
+        }
+        ("apps", "StatefulSet") => {
+            let spec = ensure_object(object, "spec");
+            default_value(spec, "replicas", json!(1));
+            default_value(spec, "podManagementPolicy", json!("OrderedReady"));
+            default_value(spec, "revisionHistoryLimit", json!(10));
+            default_value(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+            );
+            default_value(
+                spec,
+                "persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
             default_template(spec);
         }
         ("apps", "DaemonSet") => {
             let spec = ensure_object(object, "spec");
             default_value(spec, "revisionHistoryLimit", json!(10));
+            default_value(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
             default_template(spec);
         }
         ("batch", "Job") => {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
@@ -14,7 +14,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tessera_model::time::timestamp;
 
-use crate::{deployment, replicaset};
+use crate::{daemonset, deployment, replicaset, statefulset};
 
 /// The field manager these controllers write as.
 pub const MANAGER: &str = "tessera-apps-controller";
@@ -96,7 +96,8 @@ fn error_policy<K>(_object: Arc<K>, error: &AppsError, _context: Arc<Context>) -
     Action::requeue(Duration::from_millis(500))
 }
 
-/// Runs the ReplicaSet and Deployment controllers until the task is dropped.
+/// Runs the ReplicaSet, Deployment, DaemonSet and StatefulSet controllers until the task is
+/// dropped.
 pub async fn run(client: Client) {
     let context = Arc::new(Context {
         client: client.clone(),
@@ -112,10 +113,112 @@ pub async fn run(client: Client) {
         Api::<Deployment>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(Api::<ReplicaSet>::all(client), watcher::Config::default())
-    .run(reconcile_deployment, error_policy, context)
+    .owns(
+        Api::<ReplicaSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .run(reconcile_deployment, error_policy, context.clone())
     .for_each(|_| async {});
-    futures::join!(replica_sets, deployments);
+    let daemon_sets = Controller::new(
+        Api::<DaemonSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
+    .run(reconcile_daemon_set, error_policy, context.clone())
+    .for_each(|_| async {});
+    let stateful_sets = Controller::new(
+        Api::<StatefulSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Pod>::all(client), watcher::Config::default())
+    .run(reconcile_stateful_set, error_policy, context)
+    .for_each(|_| async {});
+    futures::join!(replica_sets, deployments, daemon_sets, stateful_sets);
+}
+
+async fn reconcile_daemon_set(
+    ds: Arc<DaemonSet>,
+    context: Arc<Context>,
+) -> Result<Action, AppsError> {
+    let namespace = ds.namespace().unwrap_or_default();
+    let value = serde_json::to_value(ds.as_ref())?;
+    if value.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok(Action::await_change());
+    }
+    let nodes: Vec<Value> = Api::<Node>::all(context.client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
+    let listed = pods
+        .list(&ListParams::default().labels(&selector_string(value.pointer("/spec/selector"))))
+        .await?;
+    let owned = owned_by(&listed.items, &ds.uid().unwrap_or_default())?;
+    let plan = daemonset::plan(&value, &nodes, &owned);
+    for name in &plan.delete {
+        ignore_missing(pods.delete(name, &DeleteParams::default()).await)?;
+    }
+    for node in &plan.create_on {
+        let pod: Pod = serde_json::from_value(daemonset::pod_for(&value, node))?;
+        pods.create(&post(), &pod).await?;
+    }
+    if value.get("status") != Some(&plan.status) {
+        let api: Api<DaemonSet> = Api::namespaced(context.client.clone(), &namespace);
+        ignore_missing(
+            api.patch_status(
+                &ds.name_any(),
+                &params(),
+                &Patch::Merge(&json!({"status": plan.status})),
+            )
+            .await,
+        )?;
+    }
+    // Nodes come and go without touching the DaemonSet: look again regularly.
+    Ok(Action::requeue(Duration::from_secs(5)))
+}
+
+async fn reconcile_stateful_set(
+    set: Arc<StatefulSet>,
+    context: Arc<Context>,
+) -> Result<Action, AppsError> {
+    let namespace = set.namespace().unwrap_or_default();
+    let value = serde_json::to_value(set.as_ref())?;
+    if value.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok(Action::await_change());
+    }
+    let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
+    let listed = pods
+        .list(&ListParams::default().labels(&selector_string(value.pointer("/spec/selector"))))
+        .await?;
+    let owned = owned_by(&listed.items, &set.uid().unwrap_or_default())?;
+    let plan = statefulset::plan(&value, &owned);
+    for name in &plan.delete {
+        ignore_missing(pods.delete(name, &DeleteParams::default()).await)?;
+    }
+    for ordinal in &plan.create {
+        let pod: Pod = serde_json::from_value(statefulset::pod_for(&value, *ordinal))?;
+        match pods.create(&post(), &pod).await {
+            Ok(_) => {}
+            // The previous pod of this ordinal is still terminating.
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    if value.get("status") != Some(&plan.status) {
+        let api: Api<StatefulSet> = Api::namespaced(context.client.clone(), &namespace);
+        ignore_missing(
+            api.patch_status(
+                &set.name_any(),
+                &params(),
+                &Patch::Merge(&json!({"status": plan.status})),
+            )
+            .await,
+        )?;
+    }
+    Ok(Action::requeue(Duration::from_secs(30)))
 }
 
 async fn reconcile_replica_set(

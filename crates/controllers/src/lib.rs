@@ -6,9 +6,11 @@
 //! [`disruption::budget`]) that take a snapshot and the time and do no I/O.
 
 pub mod apps;
+pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod job;
 pub mod jobs;
 pub mod pdb;
 pub mod replicaset;
+pub mod statefulset;

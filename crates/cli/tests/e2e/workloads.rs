@@ -173,3 +173,75 @@ fn deployments_roll_out_and_roll_forward() {
         "NewReplicaSetAvailable"
     );
 }
+
+#[test]
+fn daemon_sets_and_stateful_sets() {
+    let cluster = Cluster::start();
+    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2"]);
+    let v = "1.33";
+    let daemon = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: gpu-agent}\nspec:\n  selector: {matchLabels: {app: gpu-agent}}\n  template:\n    metadata: {labels: {app: gpu-agent}}\n    spec:\n      nodeSelector: {tessera.dev/pool: gpu}\n      containers: [{name: agent, image: agent:1}]\n";
+    cluster.ok_stdin(v, &["apply", "-f", "-"], daemon);
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "ds",
+            "gpu-agent",
+            "-o",
+            "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}",
+        ],
+        |out| out == "2/2",
+    );
+    let nodes = cluster.ok(
+        v,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=gpu-agent",
+            "-o",
+            "jsonpath={.items[*].spec.nodeName}",
+        ],
+    );
+    let mut nodes: Vec<&str> = nodes.split_whitespace().collect();
+    nodes.sort();
+    assert_eq!(nodes, ["gpu-1", "gpu-2"]);
+
+    let stateful = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  serviceName: db\n  replicas: 3\n  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n    spec:\n      containers: [{name: db, image: db:1}]\n";
+    cluster.ok_stdin(v, &["apply", "-f", "-"], stateful);
+    cluster.wait_for(
+        v,
+        &["get", "sts", "db", "-o", "jsonpath={.status.readyReplicas}"],
+        |out| out == "3",
+    );
+    let names = cluster.ok(
+        v,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=db",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
+    assert_eq!(names, "db-0 db-1 db-2");
+    let rollout = cluster.ok(v, &["rollout", "status", "statefulset/db", "--timeout=20s"]);
+    assert!(
+        rollout.contains("roll out complete") || rollout.contains("rolled out"),
+        "{rollout}"
+    );
+    cluster.ok(v, &["scale", "statefulset", "db", "--replicas=1"]);
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=db",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+        |out| out == "db-0",
+    );
+}

@@ -1,0 +1,242 @@
+//! The StatefulSet core: pods with stable names `<set>-<ordinal>`, started in order and
+//! stopped in reverse (`OrderedReady`) or all at once (`Parallel`), failed pods recreated under
+//! the same name, and rolling updates from the highest ordinal down (honouring `partition`).
+//!
+//! Pure: no I/O.
+
+use serde_json::{Value, json};
+
+use crate::daemonset::REVISION_HASH;
+use crate::deployment::template_hash;
+
+/// What to do for a StatefulSet.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatefulSetPlan {
+    /// Ordinals to create.
+    pub create: Vec<i64>,
+    /// Names of pods to delete.
+    pub delete: Vec<String>,
+    /// The new status.
+    pub status: Value,
+}
+
+fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn ordinal(set_name: &str, pod: &Value) -> Option<i64> {
+    text(pod, "/metadata/name")
+        .strip_prefix(&format!("{set_name}-"))?
+        .parse()
+        .ok()
+}
+
+fn running_and_ready(pod: &Value) -> bool {
+    text(pod, "/status/phase") == "Running" && crate::replicaset::ready_since(pod).is_some()
+}
+
+/// Plans a StatefulSet's next step from the pods it owns.
+pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
+    let name = text(set, "/metadata/name");
+    let replicas = set
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0);
+    let parallel = text(set, "/spec/podManagementPolicy") == "Parallel";
+    let revision = template_hash(set.pointer("/spec/template").unwrap_or(&Value::Null));
+    let mut plan = StatefulSetPlan::default();
+    let mut by_ordinal: Vec<(i64, &Value)> = pods
+        .iter()
+        .filter_map(|p| ordinal(name, p).map(|o| (o, p)))
+        .collect();
+    by_ordinal.sort_by_key(|(o, _)| *o);
+    let deleting = |p: &Value| p.pointer("/metadata/deletionTimestamp").is_some();
+
+    // Failed pods are removed, to come back under the same name.
+    for (_, pod) in &by_ordinal {
+        if text(pod, "/status/phase") == "Failed" && !deleting(pod) {
+            plan.delete.push(text(pod, "/metadata/name").to_string());
+        }
+    }
+    let live: Vec<(i64, &Value)> = by_ordinal
+        .iter()
+        .filter(|(_, p)| text(p, "/status/phase") != "Failed")
+        .map(|(o, p)| (*o, *p))
+        .collect();
+    let present = |o: i64| live.iter().any(|(x, _)| *x == o);
+    let all_ready_below = |o: i64| {
+        live.iter()
+            .filter(|(x, _)| *x < o)
+            .all(|(_, p)| running_and_ready(p) && !deleting(p))
+    };
+
+    // Scale up: lowest missing ordinal first; in order unless Parallel.
+    for o in 0..replicas {
+        if present(o) {
+            continue;
+        }
+        if parallel || (all_ready_below(o) && (0..o).all(present)) {
+            plan.create.push(o);
+            if !parallel {
+                break;
+            }
+        } else {
+            break;
+        }
+    }
+    // Scale down: highest ordinal first; one at a time unless Parallel.
+    let mut extra: Vec<&(i64, &Value)> = live.iter().filter(|(o, _)| *o >= replicas).collect();
+    extra.sort_by_key(|(o, _)| std::cmp::Reverse(*o));
+    let in_flight = live.iter().any(|(_, p)| deleting(p));
+    if parallel {
+        plan.delete.extend(
+            extra
+                .iter()
+                .filter(|(_, p)| !deleting(p))
+                .map(|(_, p)| text(p, "/metadata/name").to_string()),
+        );
+    } else if let Some((_, pod)) = extra.first()
+        && !in_flight
+        && live
+            .iter()
+            .filter(|(o, _)| *o < replicas)
+            .all(|(_, p)| running_and_ready(p))
+    {
+        plan.delete.push(text(pod, "/metadata/name").to_string());
+    }
+    // Rolling update: outdated pods at or above the partition, highest first, one at a time.
+    let partition = set
+        .pointer("/spec/updateStrategy/rollingUpdate/partition")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let rolling = text(set, "/spec/updateStrategy/type") != "OnDelete";
+    let settled = plan.create.is_empty()
+        && plan.delete.is_empty()
+        && !in_flight
+        && live.iter().all(|(_, p)| running_and_ready(p));
+    if rolling && settled {
+        let outdated = live.iter().rev().find(|(o, p)| {
+            *o >= partition
+                && *o < replicas
+                && text(p, &format!("/metadata/labels/{REVISION_HASH}")) != revision
+        });
+        if let Some((_, pod)) = outdated {
+            plan.delete.push(text(pod, "/metadata/name").to_string());
+        }
+    }
+    let current: Vec<&Value> = live
+        .iter()
+        .filter(|(o, _)| *o < replicas)
+        .map(|(_, p)| *p)
+        .collect();
+    let ready = current.iter().filter(|p| running_and_ready(p)).count();
+    let updated = current
+        .iter()
+        .filter(|p| text(p, &format!("/metadata/labels/{REVISION_HASH}")) == revision)
+        .count();
+    plan.status = json!({
+        "observedGeneration": set.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
+        "replicas": current.len(),
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "currentReplicas": updated,
+        "updatedReplicas": updated,
+        "currentRevision": format!("{name}-{revision}"),
+        "updateRevision": format!("{name}-{revision}"),
+    });
+    plan
+}
+
+/// The pod of an ordinal.
+pub fn pod_for(set: &Value, ordinal: i64) -> Value {
+    let name = text(set, "/metadata/name");
+    let pod_name = format!("{name}-{ordinal}");
+    let mut pod = crate::replicaset::pod_from_template(set, "apps/v1", "StatefulSet", "");
+    if let Some(metadata) = pod["metadata"].as_object_mut() {
+        metadata.remove("generateName");
+    }
+    pod["metadata"]["name"] = json!(pod_name);
+    if !pod["metadata"]["labels"].is_object() {
+        pod["metadata"]["labels"] = json!({});
+    }
+    let revision = template_hash(set.pointer("/spec/template").unwrap_or(&Value::Null));
+    pod["metadata"]["labels"][REVISION_HASH] = json!(revision);
+    pod["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] = json!(pod_name);
+    pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = json!(ordinal.to_string());
+    pod["spec"]["hostname"] = json!(pod_name);
+    if let Some(service) = set
+        .pointer("/spec/serviceName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        pod["spec"]["subdomain"] = json!(service);
+    }
+    pod
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(replicas: i64, policy: &str) -> Value {
+        json!({"metadata": {"name": "db", "uid": "u", "generation": 1},
+               "spec": {"replicas": replicas, "podManagementPolicy": policy, "serviceName": "db",
+                        "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    }
+
+    fn pod(set_value: &Value, ordinal: i64, ready: bool) -> Value {
+        let mut pod = pod_for(set_value, ordinal);
+        pod["status"] = if ready {
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+        } else {
+            json!({"phase": "Pending"})
+        };
+        pod
+    }
+
+    #[test]
+    fn ordered_start_waits_for_each_ordinal() {
+        let s = set(3, "OrderedReady");
+        assert_eq!(plan(&s, &[]).create, [0]);
+        assert_eq!(plan(&s, &[pod(&s, 0, false)]).create, Vec::<i64>::new());
+        assert_eq!(plan(&s, &[pod(&s, 0, true)]).create, [1]);
+        let parallel = set(3, "Parallel");
+        assert_eq!(plan(&parallel, &[]).create, [0, 1, 2]);
+        let p = pod_for(&s, 2);
+        assert_eq!(
+            (
+                p["metadata"]["name"].as_str(),
+                p["spec"]["hostname"].as_str(),
+                p["spec"]["subdomain"].as_str()
+            ),
+            (Some("db-2"), Some("db-2"), Some("db"))
+        );
+    }
+
+    #[test]
+    fn scale_down_highest_first_and_failed_pods_return() {
+        let s = set(1, "OrderedReady");
+        let pods = [pod(&s, 0, true), pod(&s, 1, true), pod(&s, 2, true)];
+        assert_eq!(plan(&s, &pods).delete, ["db-2"]);
+        let mut failed = pod(&s, 0, true);
+        failed["status"]["phase"] = json!("Failed");
+        let planned = plan(&s, &[failed]);
+        assert_eq!(planned.delete, ["db-0"]);
+    }
+
+    #[test]
+    fn rolling_updates_go_from_the_top_and_respect_the_partition() {
+        let old = set(3, "OrderedReady");
+        let pods: Vec<Value> = (0..3).map(|o| pod(&old, o, true)).collect();
+        let mut new = set(3, "OrderedReady");
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("v2");
+        assert_eq!(plan(&new, &pods).delete, ["db-2"]);
+        new["spec"]["updateStrategy"] =
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 3}});
+        assert!(plan(&new, &pods).delete.is_empty());
+    }
+}
