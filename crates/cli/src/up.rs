@@ -80,6 +80,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let client = kube::Client::new(router.clone(), "default");
     let disruption = tokio::spawn(tessera_controllers::pdb::run(client.clone()));
     let apps = tokio::spawn(tessera_controllers::apps::run(client.clone()));
+    let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(client.clone()));
+    let leader_worker_sets = tokio::spawn(tessera_controllers::custom::run_leader_worker_sets(
+        client.clone(),
+    ));
     let jobs = tokio::spawn(tessera_controllers::jobs::run(
         client.clone(),
         tessera_controllers::jobs::JobConfig::default(),
@@ -131,6 +135,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     disruption.abort();
     jobs.abort();
     apps.abort();
+    jobsets.abort();
+    leader_worker_sets.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
     Ok(())
 }

@@ -6,11 +6,14 @@
 //! [`disruption::budget`]) that take a snapshot and the time and do no I/O.
 
 pub mod apps;
+pub mod custom;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod job;
 pub mod jobs;
+pub mod jobset;
+pub mod lws;
 pub mod pdb;
 pub mod replicaset;
 pub mod statefulset;

@@ -47,6 +47,13 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
         .unwrap_or(1)
         .max(0);
     let parallel = text(set, "/spec/podManagementPolicy") == "Parallel";
+    // `spec.ordinals.start` shifts the ordinal range (LeaderWorkerSet workers start at 1).
+    let start = set
+        .pointer("/spec/ordinals/start")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+        .max(0);
+    let end = start + replicas;
     let revision = template_hash(set.pointer("/spec/template").unwrap_or(&Value::Null));
     let mut plan = StatefulSetPlan::default();
     let mut by_ordinal: Vec<(i64, &Value)> = pods
@@ -75,11 +82,11 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
     };
 
     // Scale up: lowest missing ordinal first; in order unless Parallel.
-    for o in 0..replicas {
+    for o in start..end {
         if present(o) {
             continue;
         }
-        if parallel || (all_ready_below(o) && (0..o).all(present)) {
+        if parallel || (all_ready_below(o) && (start..o).all(present)) {
             plan.create.push(o);
             if !parallel {
                 break;
@@ -89,7 +96,10 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
         }
     }
     // Scale down: highest ordinal first; one at a time unless Parallel.
-    let mut extra: Vec<&(i64, &Value)> = live.iter().filter(|(o, _)| *o >= replicas).collect();
+    let mut extra: Vec<&(i64, &Value)> = live
+        .iter()
+        .filter(|(o, _)| *o >= end || *o < start)
+        .collect();
     extra.sort_by_key(|(o, _)| std::cmp::Reverse(*o));
     let in_flight = live.iter().any(|(_, p)| deleting(p));
     if parallel {
@@ -103,7 +113,7 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
         && !in_flight
         && live
             .iter()
-            .filter(|(o, _)| *o < replicas)
+            .filter(|(o, _)| *o < end)
             .all(|(_, p)| running_and_ready(p))
     {
         plan.delete.push(text(pod, "/metadata/name").to_string());
@@ -120,8 +130,8 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
         && live.iter().all(|(_, p)| running_and_ready(p));
     if rolling && settled {
         let outdated = live.iter().rev().find(|(o, p)| {
-            *o >= partition
-                && *o < replicas
+            *o >= start + partition
+                && *o < end
                 && text(p, &format!("/metadata/labels/{REVISION_HASH}")) != revision
         });
         if let Some((_, pod)) = outdated {
@@ -130,7 +140,7 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
     }
     let current: Vec<&Value> = live
         .iter()
-        .filter(|(o, _)| *o < replicas)
+        .filter(|(o, _)| *o >= start && *o < end)
         .map(|(_, p)| *p)
         .collect();
     let ready = current.iter().filter(|p| running_and_ready(p)).count();

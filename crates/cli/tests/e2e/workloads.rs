@@ -245,3 +245,119 @@ fn daemon_sets_and_stateful_sets() {
         |out| out == "db-0",
     );
 }
+
+fn fixture(path: &str) -> String {
+    format!(
+        "{}/tests/fixtures/upstream/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn upstream_jobset_and_leader_worker_set_examples_run() {
+    let cluster = Cluster::start();
+    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2", "gpu-1", "gpu-2"]);
+    let v = "1.33";
+    cluster.ok(
+        v,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            &fixture("jobset/crd-jobsets.yaml"),
+        ],
+    );
+    cluster.ok(
+        v,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            &fixture("lws/crd-leaderworkersets.yaml"),
+        ],
+    );
+    cluster.ok(v, &["apply", "-f", &fixture("jobset/paralleljobs.yaml")]);
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "jobset",
+            "paralleljobs",
+            "-o",
+            "jsonpath={.status.terminalState}",
+        ],
+        |out| out == "Completed",
+    );
+    let table = cluster.ok(v, &["get", "jobset", "paralleljobs"]);
+    assert!(table.contains("Completed"), "{table}");
+    let jobs = cluster.ok(
+        v,
+        &[
+            "get",
+            "jobs",
+            "-l",
+            "jobset.sigs.k8s.io/jobset-name=paralleljobs",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
+    assert_eq!(jobs, "paralleljobs-driver-0 paralleljobs-workers-0");
+    assert_eq!(
+        cluster.ok(
+            v,
+            &[
+                "get",
+                "svc",
+                "paralleljobs",
+                "-o",
+                "jsonpath={.spec.clusterIP}"
+            ]
+        ),
+        "None"
+    );
+
+    cluster.ok(v, &["apply", "-f", &fixture("lws/lws.yaml")]);
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "lws",
+            "leaderworkerset-sample",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |out| out == "3",
+    );
+    let pods = cluster.ok(
+        v,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "leaderworkerset.sigs.k8s.io/name=leaderworkerset-sample",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
+    let mut pods: Vec<&str> = pods.split_whitespace().collect();
+    pods.sort();
+    assert_eq!(pods.len(), 12, "{pods:?}");
+    assert!(
+        pods.contains(&"leaderworkerset-sample-0") && pods.contains(&"leaderworkerset-sample-2-3"),
+        "{pods:?}"
+    );
+    let address = cluster.ok(
+        v,
+        &[
+            "get",
+            "pod",
+            "leaderworkerset-sample-1-2",
+            "-o",
+            "jsonpath={.spec.containers[0].env[?(@.name==\"LWS_LEADER_ADDRESS\")].value}",
+        ],
+    );
+    assert_eq!(
+        address,
+        "leaderworkerset-sample-1.leaderworkerset-sample.default"
+    );
+}

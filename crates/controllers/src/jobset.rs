@@ -1,0 +1,573 @@
+//! The JobSet core (jobset.x-k8s.io/v1alpha2): the Jobs a JobSet runs — one per replica of
+//! each replicatedJob, named `<jobset>-<replicatedJob>-<index>` with upstream's labels and
+//! annotations — started in order when `startupPolicy` asks, restarted as a whole per
+//! `failurePolicy` (maxRestarts and rules), finished per `successPolicy` (All or Any over
+//! target replicatedJobs), with pod DNS through a headless Service, the exclusive-placement
+//! annotation turned into pod (anti-)affinity, and upstream's status.
+//!
+//! Pure: no I/O.
+
+use serde_json::{Value, json};
+
+/// Label and annotation keys upstream puts on JobSet Jobs and pods.
+pub mod keys {
+    /// The JobSet's name.
+    pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
+    /// The replicatedJob's name.
+    pub const REPLICATED_JOB_NAME: &str = "jobset.sigs.k8s.io/replicatedjob-name";
+    /// The replicatedJob's replica count.
+    pub const REPLICATED_JOB_REPLICAS: &str = "jobset.sigs.k8s.io/replicatedjob-replicas";
+    /// The Job's index within its replicatedJob.
+    pub const JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
+    /// The Job's index across the JobSet.
+    pub const JOB_GLOBAL_INDEX: &str = "jobset.sigs.k8s.io/job-global-index";
+    /// How many times the JobSet has restarted.
+    pub const RESTART_ATTEMPT: &str = "jobset.sigs.k8s.io/restart-attempt";
+    /// A stable key of the Job (namespace/name).
+    pub const JOB_KEY: &str = "jobset.sigs.k8s.io/job-key";
+    /// Exclusive placement: one Job per topology domain.
+    pub const EXCLUSIVE_TOPOLOGY: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";
+}
+
+use keys::*;
+
+/// What to do for a JobSet.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobSetPlan {
+    /// Jobs to create.
+    pub create: Vec<Value>,
+    /// Names of Jobs to delete (a restart, or a finished JobSet's active Jobs).
+    pub delete: Vec<String>,
+    /// Job names to suspend or resume: (name, suspend).
+    pub suspend: Vec<(String, bool)>,
+    /// The headless Service for pod DNS, if the JobSet wants one.
+    pub service: Option<Value>,
+    /// The JobSet's new status.
+    pub status: Value,
+}
+
+fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn int(value: &Value, pointer: &str) -> i64 {
+    value.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn job_condition(job: &Value, kind: &str) -> Option<Value> {
+    job.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == kind && c["status"] == "True")
+        .cloned()
+}
+
+/// A stable key of a Job, as upstream's `job-key` (hex of FNV-1a over namespace/name).
+fn job_key(namespace: &str, name: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in format!("{namespace}/{name}").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+fn replicated_jobs(jobset: &Value) -> Vec<Value> {
+    jobset
+        .pointer("/spec/replicatedJobs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Whether the JobSet's pods get DNS hostnames, and under which subdomain.
+fn subdomain(jobset: &Value) -> Option<String> {
+    let enabled = jobset
+        .pointer("/spec/network/enableDNSHostnames")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    enabled.then(|| match text(jobset, "/spec/network/subdomain") {
+        "" => text(jobset, "/metadata/name").to_string(),
+        subdomain => subdomain.to_string(),
+    })
+}
+
+/// The Job for one replica of a replicatedJob.
+pub fn job_for(
+    jobset: &Value,
+    replicated: &Value,
+    index: i64,
+    global_index: i64,
+    restarts: i64,
+) -> Value {
+    let name = text(jobset, "/metadata/name");
+    let namespace = text(jobset, "/metadata/namespace");
+    let rjob = text(replicated, "/name");
+    let job_name = format!("{name}-{rjob}-{index}");
+    let key = job_key(namespace, &job_name);
+    let replicas = replicated
+        .get("replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let labels = json!({
+        JOBSET_NAME: name, REPLICATED_JOB_NAME: rjob,
+        REPLICATED_JOB_REPLICAS: replicas.to_string(), JOB_INDEX: index.to_string(),
+        JOB_GLOBAL_INDEX: global_index.to_string(), RESTART_ATTEMPT: restarts.to_string(), JOB_KEY: key,
+    });
+    let mut job = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": replicated.pointer("/template/metadata").cloned().unwrap_or_else(|| json!({})),
+        "spec": replicated.pointer("/template/spec").cloned().unwrap_or_else(|| json!({})),
+    });
+    job["metadata"]["name"] = json!(job_name);
+    job["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name,
+        "uid": text(jobset, "/metadata/uid"), "controller": true, "blockOwnerDeletion": true,
+    }]);
+    for field in ["labels", "annotations"] {
+        if !job["metadata"][field].is_object() {
+            job["metadata"][field] = json!({});
+        }
+        if !job["spec"]["template"]["metadata"][field].is_object() {
+            job["spec"]["template"]["metadata"][field] = json!({});
+        }
+        for (k, v) in labels.as_object().into_iter().flatten() {
+            job["metadata"][field][k] = v.clone();
+            job["spec"]["template"]["metadata"][field][k] = v.clone();
+        }
+    }
+    if let Some(subdomain) = subdomain(jobset) {
+        job["spec"]["template"]["spec"]["subdomain"] = json!(subdomain);
+    }
+    // JobSet's webhook defaults the pods' restart policy.
+    if job.pointer("/spec/template/spec/restartPolicy").is_none() {
+        job["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+    }
+    if jobset.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+        job["spec"]["suspend"] = json!(true);
+    }
+    let topology = jobset
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            EXCLUSIVE_TOPOLOGY.replace('/', "~1")
+        ))
+        .or_else(|| {
+            replicated.pointer(&format!(
+                "/template/metadata/annotations/{}",
+                EXCLUSIVE_TOPOLOGY.replace('/', "~1")
+            ))
+        })
+        .and_then(Value::as_str);
+    if let Some(topology) = topology {
+        let affinity = &mut job["spec"]["template"]["spec"]["affinity"];
+        affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!([{
+            "labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [key]}]},
+            "topologyKey": topology,
+        }]);
+        affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!([{
+            "labelSelector": {"matchExpressions": [
+                {"key": JOB_KEY, "operator": "Exists"},
+                {"key": JOB_KEY, "operator": "NotIn", "values": [key]}]},
+            "topologyKey": topology,
+        }]);
+    }
+    job
+}
+
+fn condition(kind: &str, reason: &str, message: &str, now: &str) -> Value {
+    json!({"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now})
+}
+
+/// Plans a JobSet's next step from the Jobs it owns.
+pub fn plan(jobset: &Value, jobs: &[Value], now: &str) -> JobSetPlan {
+    let mut plan = JobSetPlan::default();
+    let name = text(jobset, "/metadata/name");
+    let restarts = int(jobset, "/status/restarts");
+    let mut status = jobset
+        .get("status")
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    let mut conditions: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let finished = conditions
+        .iter()
+        .any(|c| (c["type"] == "Completed" || c["type"] == "Failed") && c["status"] == "True");
+    let replicated = replicated_jobs(jobset);
+    let current: Vec<&Value> = jobs
+        .iter()
+        .filter(|j| {
+            text(
+                j,
+                &format!("/metadata/labels/{}", RESTART_ATTEMPT.replace('/', "~1")),
+            ) == restarts.to_string()
+        })
+        .collect();
+    // Jobs of earlier attempts are cleaned up.
+    plan.delete.extend(
+        jobs.iter()
+            .filter(|j| !current.iter().any(|c| std::ptr::eq(*c, *j)))
+            .filter(|j| j.pointer("/metadata/deletionTimestamp").is_none())
+            .map(|j| text(j, "/metadata/name").to_string()),
+    );
+    let of = |rjob: &str| -> Vec<&Value> {
+        current
+            .iter()
+            .copied()
+            .filter(|j| {
+                text(
+                    j,
+                    &format!(
+                        "/metadata/labels/{}",
+                        REPLICATED_JOB_NAME.replace('/', "~1")
+                    ),
+                ) == rjob
+            })
+            .collect()
+    };
+
+    // Per-replicatedJob status.
+    let mut rjob_status = Vec::new();
+    for rj in &replicated {
+        let rjob = text(rj, "/name");
+        let rjobs = of(rjob);
+        let count = |check: &dyn Fn(&Value) -> bool| rjobs.iter().filter(|j| check(j)).count();
+        let ready = count(&|j: &Value| {
+            let parallelism = j
+                .pointer("/spec/parallelism")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            int(j, "/status/ready") + int(j, "/status/succeeded") >= parallelism
+                && job_condition(j, "Failed").is_none()
+        });
+        rjob_status.push(json!({
+            "name": rjob,
+            "ready": ready,
+            "succeeded": count(&|j: &Value| job_condition(j, "Complete").is_some()),
+            "failed": count(&|j: &Value| job_condition(j, "Failed").is_some()),
+            "active": count(&|j: &Value| int(j, "/status/active") > 0),
+            "suspended": count(&|j: &Value| j.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)),
+        }));
+    }
+    status["replicatedJobsStatus"] = json!(rjob_status);
+    status["restarts"] = json!(restarts);
+    if finished {
+        status["conditions"] = json!(conditions);
+        plan.status = status;
+        return plan;
+    }
+    plan.service = subdomain(jobset).map(|service| {
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service, "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "name": name, "uid": text(jobset, "/metadata/uid"), "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: name}, "publishNotReadyAddresses": true}})
+    });
+
+    // Failure: the first failed Job decides, per failurePolicy.
+    if let Some(failed) = current
+        .iter()
+        .find(|j| job_condition(j, "Failed").is_some())
+    {
+        let reason = job_condition(failed, "Failed")
+            .map(|c| text(&c, "/reason").to_string())
+            .unwrap_or_default();
+        let failed_rjob = text(
+            failed,
+            &format!(
+                "/metadata/labels/{}",
+                REPLICATED_JOB_NAME.replace('/', "~1")
+            ),
+        );
+        let rule = jobset
+            .pointer("/spec/failurePolicy/rules")
+            .and_then(Value::as_array)
+            .and_then(|rules| {
+                rules.iter().find(|rule| {
+                    let reasons_ok = rule
+                        .get("onJobFailureReasons")
+                        .and_then(Value::as_array)
+                        .is_none_or(|r| r.is_empty() || r.iter().any(|x| x == reason.as_str()));
+                    let target_ok = rule
+                        .get("targetReplicatedJobs")
+                        .and_then(Value::as_array)
+                        .is_none_or(|t| t.is_empty() || t.iter().any(|x| x == failed_rjob));
+                    reasons_ok && target_ok
+                })
+            });
+        let action = rule.map_or("RestartJobSet", |r| text(r, "/action"));
+        let max_restarts = int(jobset, "/spec/failurePolicy/maxRestarts");
+        let restart = match action {
+            "FailJobSet" => false,
+            "RestartJobSetAndIgnoreMaxRestarts" => true,
+            _ => restarts < max_restarts,
+        };
+        if restart {
+            plan.delete.extend(
+                current
+                    .iter()
+                    .map(|j| text(j, "/metadata/name").to_string()),
+            );
+            status["restarts"] = json!(restarts + 1);
+            status["conditions"] = json!(conditions);
+            plan.status = status;
+            return plan;
+        }
+        let message = if action == "FailJobSet" {
+            format!(
+                "Failed due to matching FailJobSet rule for job {}",
+                text(failed, "/metadata/name")
+            )
+        } else {
+            "jobset failed due to reaching max number of restarts".to_string()
+        };
+        let reason = if action == "FailJobSet" {
+            "FailJobSetActionMatched"
+        } else {
+            "ReachedMaxRestarts"
+        };
+        conditions.push(condition("Failed", reason, &message, now));
+        status["terminalState"] = json!("Failed");
+        plan.delete.extend(
+            current
+                .iter()
+                .filter(|j| {
+                    job_condition(j, "Complete").is_none() && job_condition(j, "Failed").is_none()
+                })
+                .map(|j| text(j, "/metadata/name").to_string()),
+        );
+        status["conditions"] = json!(conditions);
+        plan.status = status;
+        return plan;
+    }
+
+    // Success per successPolicy.
+    let operator = jobset
+        .pointer("/spec/successPolicy/operator")
+        .and_then(Value::as_str)
+        .unwrap_or("All");
+    let targets: Vec<String> = jobset
+        .pointer("/spec/successPolicy/targetReplicatedJobs")
+        .and_then(Value::as_array)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_else(|| {
+            replicated
+                .iter()
+                .map(|r| text(r, "/name").to_string())
+                .collect()
+        });
+    let target_jobs: Vec<&Value> = targets.iter().flat_map(|t| of(t)).collect();
+    let expected: i64 = replicated
+        .iter()
+        .filter(|r| targets.iter().any(|t| t == text(r, "/name")))
+        .map(|r| r.get("replicas").and_then(Value::as_i64).unwrap_or(1))
+        .sum();
+    let complete = target_jobs
+        .iter()
+        .filter(|j| job_condition(j, "Complete").is_some())
+        .count() as i64;
+    let succeeded = match operator {
+        "Any" => complete > 0,
+        _ => expected > 0 && complete >= expected,
+    };
+    if succeeded {
+        conditions.push(condition(
+            "Completed",
+            "AllJobsCompleted",
+            "jobset completed successfully",
+            now,
+        ));
+        status["terminalState"] = json!("Completed");
+        plan.delete.extend(
+            current
+                .iter()
+                .filter(|j| job_condition(j, "Complete").is_none())
+                .map(|j| text(j, "/metadata/name").to_string()),
+        );
+        status["conditions"] = json!(conditions);
+        plan.status = status;
+        return plan;
+    }
+
+    // Creation, in order when asked.
+    let in_order = text(jobset, "/spec/startupPolicy/startupPolicyOrder") == "InOrder";
+    let suspended = jobset.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+    let mut global = 0;
+    for (position, rj) in replicated.iter().enumerate() {
+        let rjob = text(rj, "/name");
+        let replicas = rj.get("replicas").and_then(Value::as_i64).unwrap_or(1);
+        let existing = of(rjob);
+        if in_order && position > 0 {
+            let previous = &rjob_status[position - 1];
+            let previous_replicas = replicated[position - 1]
+                .get("replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            if int(previous, "/ready") < previous_replicas {
+                break;
+            }
+        }
+        for index in 0..replicas {
+            let job_name = format!("{name}-{rjob}-{index}");
+            if !existing
+                .iter()
+                .any(|j| text(j, "/metadata/name") == job_name)
+            {
+                plan.create
+                    .push(job_for(jobset, rj, index, global + index, restarts));
+            }
+        }
+        global += replicas;
+    }
+    for job in &current {
+        let job_suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+        if job_suspended != suspended {
+            plan.suspend
+                .push((text(job, "/metadata/name").to_string(), suspended));
+        }
+    }
+    let suspended_condition = conditions.iter().position(|c| c["type"] == "Suspended");
+    match (suspended, suspended_condition) {
+        (true, None) => conditions.push(condition(
+            "Suspended",
+            "SuspendedJobs",
+            "jobset is suspended",
+            now,
+        )),
+        (false, Some(index)) => {
+            conditions[index] = json!({"type": "Suspended", "status": "False", "reason": "ResumeJobs", "message": "jobset is resumed", "lastTransitionTime": now});
+        }
+        _ => {}
+    }
+    status["conditions"] = json!(conditions);
+    plan.status = status;
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jobset(extra: Value) -> Value {
+        let mut js = json!({"metadata": {"name": "train", "namespace": "ml", "uid": "js"},
+            "spec": {"replicatedJobs": [
+                {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 1, "template": {"spec": {"containers": [{"name": "w", "image": "w"}]}}}}},
+                {"name": "driver", "replicas": 1, "template": {"spec": {"template": {"spec": {"containers": [{"name": "d", "image": "d"}]}}}}}]}});
+        json_patch::merge(&mut js, &extra);
+        js
+    }
+
+    fn job(plan_job: &Value, condition: Option<&str>, ready: i64) -> Value {
+        let mut job = plan_job.clone();
+        job["status"] = json!({"ready": ready});
+        if let Some(kind) = condition {
+            job["status"]["conditions"] =
+                json!([{"type": kind, "status": "True", "reason": "BackoffLimitExceeded"}]);
+        }
+        job
+    }
+
+    #[test]
+    fn creates_every_job_with_upstream_labels_and_a_headless_service() {
+        let js = jobset(json!({}));
+        let plan = plan(&js, &[], "now");
+        let names: Vec<&str> = plan
+            .create
+            .iter()
+            .map(|j| j["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["train-workers-0", "train-workers-1", "train-driver-0"]
+        );
+        let driver = &plan.create[2];
+        assert_eq!(driver["metadata"]["labels"][JOB_GLOBAL_INDEX], "2");
+        assert_eq!(
+            driver["spec"]["template"]["metadata"]["labels"][REPLICATED_JOB_NAME],
+            "driver"
+        );
+        assert_eq!(driver["spec"]["template"]["spec"]["subdomain"], "train");
+        assert_eq!(plan.service.unwrap()["spec"]["clusterIP"], "None");
+    }
+
+    #[test]
+    fn in_order_startup_waits_for_readiness() {
+        let js = jobset(json!({"spec": {"startupPolicy": {"startupPolicyOrder": "InOrder"}}}));
+        let first = plan(&js, &[], "now");
+        assert_eq!(first.create.len(), 2, "only the workers");
+        let workers: Vec<Value> = first.create.iter().map(|j| job(j, None, 1)).collect();
+        let second = plan(&js, &workers, "now");
+        assert_eq!(second.create.len(), 1);
+        assert_eq!(second.create[0]["metadata"]["name"], "train-driver-0");
+    }
+
+    #[test]
+    fn success_and_failure_policies() {
+        let js = jobset(
+            json!({"spec": {"successPolicy": {"operator": "All", "targetReplicatedJobs": ["driver"]}}}),
+        );
+        let created = plan(&js, &[], "now").create;
+        let jobs = vec![
+            job(&created[0], None, 1),
+            job(&created[1], None, 1),
+            job(&created[2], Some("Complete"), 0),
+        ];
+        let done = plan(&js, &jobs, "now");
+        assert_eq!(done.status["terminalState"], "Completed");
+        assert_eq!(done.status["conditions"][0]["reason"], "AllJobsCompleted");
+        assert_eq!(done.delete, ["train-workers-0", "train-workers-1"]);
+
+        let js = jobset(json!({"spec": {"failurePolicy": {"maxRestarts": 1}}}));
+        let created = plan(&js, &[], "now").create;
+        let jobs = vec![
+            job(&created[0], Some("Failed"), 0),
+            job(&created[1], None, 1),
+            job(&created[2], None, 1),
+        ];
+        let restart = plan(&js, &jobs, "now");
+        assert_eq!(restart.status["restarts"], 1);
+        assert_eq!(restart.delete.len(), 3);
+        let mut after = js.clone();
+        after["status"] = json!({"restarts": 1});
+        let again: Vec<Value> = plan(&after, &[], "now")
+            .create
+            .iter()
+            .map(|j| job(j, Some("Failed"), 0))
+            .collect();
+        assert_eq!(again[0]["metadata"]["labels"][RESTART_ATTEMPT], "1");
+        let failed = plan(&after, &again, "now");
+        assert_eq!(failed.status["terminalState"], "Failed");
+        assert_eq!(
+            failed.status["conditions"][0]["reason"],
+            "ReachedMaxRestarts"
+        );
+    }
+
+    #[test]
+    fn exclusive_placement_becomes_affinity() {
+        let js = jobset(
+            json!({"metadata": {"annotations": {EXCLUSIVE_TOPOLOGY: "cloud.google.com/gke-nodepool"}}}),
+        );
+        let created = plan(&js, &[], "now").create;
+        let affinity = &created[0]["spec"]["template"]["spec"]["affinity"];
+        assert_eq!(
+            affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"],
+            "cloud.google.com/gke-nodepool"
+        );
+        assert_eq!(
+            affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]
+                ["matchExpressions"][1]["operator"],
+            "NotIn"
+        );
+    }
+}
