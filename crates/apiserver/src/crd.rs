@@ -335,6 +335,7 @@ pub fn kinds_of(crd: &Value) -> Vec<KindInfo> {
                 subresources,
                 definition: format!("{}.{name}.{kind}", reversed_domain(group)),
                 schema: None,
+                create_only: false,
                 custom: Some(CustomKind {
                     crd: text(crd, "/metadata/name").to_string(),
                     storage_version: storage_version.clone(),

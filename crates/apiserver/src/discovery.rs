@@ -58,6 +58,10 @@ const VERBS: &[&str] = &[
 /// The kinds a server serves, as discovery lists them.
 pub type Kinds = [&'static KindInfo];
 
+fn verbs_of(kind: &KindInfo) -> &'static [&'static str] {
+    if kind.create_only { &["create"] } else { VERBS }
+}
+
 /// Groups (with their versions, preferred first) in serving order, core first.
 fn groups(kinds: &Kinds) -> BTreeMap<&'static str, Vec<&'static str>> {
     let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -136,7 +140,7 @@ pub fn resource_list(kinds: &Kinds, group: &str, version: &str) -> Value {
             "singularName": kind.singular,
             "namespaced": kind.namespaced,
             "kind": kind.kind,
-            "verbs": VERBS,
+            "verbs": verbs_of(kind),
             "shortNames": kind.short_names,
             "categories": kind.categories,
             "storageVersionHash": storage_version_hash(kind),
@@ -199,7 +203,7 @@ fn aggregated_group(kinds: &Kinds, group: &str, versions: &[&str]) -> Value {
                         "responseKind": {"group": kind.group, "version": kind.version, "kind": kind.kind},
                         "scope": if kind.namespaced { "Namespaced" } else { "Cluster" },
                         "singularResource": kind.singular,
-                        "verbs": VERBS,
+                        "verbs": verbs_of(kind),
                     });
                     if !kind.short_names.is_empty() {
                         entry["shortNames"] = json!(kind.short_names);

@@ -210,7 +210,7 @@ impl ApiError {
     /// 403.
     pub fn forbidden(group: &str, resource: &str, name: &str, detail: &str) -> ApiError {
         let message = if name.is_empty() {
-            format!("{}: {detail}", qualified(group, resource))
+            format!("{} is forbidden: {detail}", qualified(group, resource))
         } else {
             format!(
                 "{} \"{name}\" is forbidden: {detail}",

@@ -6,11 +6,14 @@
 //! (finalizers, owner references with a garbage collector, namespace lifecycle). Knows
 //! nothing about scheduling, queueing or node internals.
 
+pub mod access;
 pub mod admission;
+pub mod authn;
 pub mod convert;
 pub mod crd;
 pub mod discovery;
 pub mod error;
+pub mod escalation;
 pub mod eviction;
 pub mod gc;
 pub mod jsonpath;
@@ -19,10 +22,13 @@ pub mod meta;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod policy;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod request;
 pub mod resource;
+pub mod reviews;
 pub mod rules;
 pub mod selectors;
 pub mod server;

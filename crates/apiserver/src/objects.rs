@@ -121,6 +121,7 @@ pub struct Objects {
     store: Store,
     clock: Clock,
     registry: Arc<Registry>,
+    rbac_generation: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Decodes a stored value.
@@ -157,7 +158,13 @@ impl Objects {
             store,
             clock,
             registry,
+            rbac_generation: Arc::default(),
         }
+    }
+
+    /// A counter bumped by every write to an RBAC object (authorizers cache by it).
+    pub fn rbac_generation(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.rbac_generation.clone()
     }
 
     /// The served resources, built-in and custom.
@@ -186,6 +193,10 @@ impl Objects {
 
     /// Keeps the registry in step after a write to a CustomResourceDefinition.
     fn after_write(&self, resource: Resource) {
+        if resource.group() == "rbac.authorization.k8s.io" {
+            self.rbac_generation
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
         if (resource.group(), resource.kind())
             == ("apiextensions.k8s.io", "CustomResourceDefinition")
         {

@@ -40,6 +40,10 @@ pub struct ServerConfig {
     pub log_dir: PathBuf,
     /// How often a watch that allows bookmarks receives one.
     pub bookmark_interval: Duration,
+    /// The key ServiceAccount tokens are signed with.
+    pub token_secret: Vec<u8>,
+    /// Static bearer tokens (`--token-auth-file`).
+    pub static_tokens: crate::authn::StaticTokens,
 }
 
 /// The API server's shared state.
@@ -47,15 +51,24 @@ pub struct ApiServer {
     pub(crate) objects: Objects,
     pub(crate) config: ServerConfig,
     pub(crate) pages: Mutex<PageCache>,
+    pub(crate) authenticator: crate::authn::Authenticator,
+    pub(crate) rbac: crate::rbac::Rbac,
 }
 
 impl ApiServer {
     /// A server over a set of objects.
     pub fn new(objects: Objects, config: ServerConfig) -> Arc<ApiServer> {
+        let authenticator = crate::authn::Authenticator {
+            signer: crate::authn::TokenSigner::new(&config.token_secret),
+            static_tokens: config.static_tokens.clone(),
+        };
+        let rbac = crate::rbac::Rbac::new(objects.rbac_generation());
         Arc::new(ApiServer {
             objects,
             config,
             pages: Mutex::new(PageCache::default()),
+            authenticator,
+            rbac,
         })
     }
 
@@ -127,6 +140,15 @@ pub(crate) fn wants_table(accept: &str) -> bool {
 async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response> {
     let target = parse_path(request.uri().path())?;
     let accept = accept(request.headers());
+    let user = crate::access::check(
+        server,
+        &target,
+        request.method(),
+        request.uri().path(),
+        &Query::parse(request.uri().query()),
+        request.headers(),
+        request.extensions(),
+    )?;
     let read_only = |method: &Method| -> ApiResult<()> {
         if method == Method::GET || method == Method::HEAD {
             Ok(())
@@ -187,7 +209,10 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
                 .ok_or_else(|| ApiError::no_route(request.uri().path()))?;
             Ok(json_response(StatusCode::OK, &document))
         }
-        Target::Resource(path) => resource_request(server, path, request, &accept).await,
+        Target::Resource(path) => {
+            let user = user.unwrap_or_default();
+            resource_request(server, path, request, &accept, &user).await
+        }
     }
 }
 
@@ -290,6 +315,7 @@ async fn resource_request(
     path: ResourcePath,
     request: Request,
     accept: &str,
+    user: &crate::authn::UserInfo,
 ) -> ApiResult<Response> {
     let resource = path.resource(server.objects.registry())?;
     let query = Query::parse(request.uri().query());
@@ -298,6 +324,30 @@ async fn resource_request(
         return Err(ApiError::no_route(request.uri().path()));
     }
     let namespace = path.namespace.as_deref();
+    if resource.info.create_only {
+        if method != Method::POST {
+            return Err(ApiError::method_not_allowed(method.as_str()));
+        }
+        let (headers, body) = read_body(request).await?;
+        let review = decode_object(&content_type(&headers), &body)?;
+        let answer = crate::reviews::review(server, resource, namespace, user, review)?;
+        return Ok(json_response(StatusCode::CREATED, &answer));
+    }
+    if path.subresource.as_deref() == Some("token") && resource.kind() == "ServiceAccount" {
+        if method != Method::POST {
+            return Err(ApiError::method_not_allowed(method.as_str()));
+        }
+        let (headers, body) = read_body(request).await?;
+        let token_request = decode_object(&content_type(&headers), &body)?;
+        let name = path.name.clone().unwrap_or_default();
+        let answer = crate::reviews::token_request(
+            server,
+            namespace.unwrap_or("default"),
+            &name,
+            &token_request,
+        )?;
+        return Ok(json_response(StatusCode::CREATED, &answer));
+    }
     if let Some(sub) = path.subresource.as_deref() {
         let name = path.name.clone().unwrap_or_default();
         return subresources::handle(server, resource, namespace, &name, sub, request, &query)
@@ -334,6 +384,7 @@ async fn resource_request(
             let options = write_options(&query)?;
             let (headers, body) = read_body(request).await?;
             let object = decode_object(&content_type(&headers), &body)?;
+            crate::escalation::check(server, user, resource, namespace, &object)?;
             let written = server
                 .objects
                 .create(resource, namespace, object, &options)?;
@@ -343,6 +394,7 @@ async fn resource_request(
             let options = write_options(&query)?;
             let (headers, body) = read_body(request).await?;
             let object = decode_object(&content_type(&headers), &body)?;
+            crate::escalation::check(server, user, resource, namespace, &object)?;
             let written =
                 server
                     .objects

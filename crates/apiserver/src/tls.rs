@@ -54,6 +54,10 @@ pub enum TlsError {
 pub struct Pki {
     /// CA certificate.
     pub ca_cert: String,
+    /// CA key (signs client certificates for users).
+    pub ca_key: String,
+    /// The secret ServiceAccount tokens are signed with.
+    pub token_key: String,
     /// Serving certificate.
     pub server_cert: String,
     /// Serving key.
@@ -78,24 +82,39 @@ fn write(path: &Path, contents: &str) -> Result<(), TlsError> {
     })
 }
 
+/// The PKI files, in `<data-dir>/pki`.
+const FILES: [&str; 7] = [
+    "ca.crt",
+    "ca.key",
+    "token.key",
+    "server.crt",
+    "server.key",
+    "admin.crt",
+    "admin.key",
+];
+
 impl Pki {
-    /// Loads the PKI from `<dir>/pki`, generating it on first use.
+    /// Loads the PKI from `<dir>/pki`, generating it on first use (or when incomplete).
     pub fn load_or_create(dir: &Path) -> Result<Pki, TlsError> {
         let pki = dir.join("pki");
-        let files = [
-            "ca.crt",
-            "server.crt",
-            "server.key",
-            "admin.crt",
-            "admin.key",
-        ];
-        if files.iter().all(|f| pki.join(f).exists()) {
+        if FILES.iter().all(|f| pki.join(f).exists()) {
+            let [
+                ca_cert,
+                ca_key,
+                token_key,
+                server_cert,
+                server_key,
+                admin_cert,
+                admin_key,
+            ] = FILES.map(|f| read(&pki.join(f)));
             return Ok(Pki {
-                ca_cert: read(&pki.join("ca.crt"))?,
-                server_cert: read(&pki.join("server.crt"))?,
-                server_key: read(&pki.join("server.key"))?,
-                admin_cert: read(&pki.join("admin.crt"))?,
-                admin_key: read(&pki.join("admin.key"))?,
+                ca_cert: ca_cert?,
+                ca_key: ca_key?,
+                token_key: token_key?,
+                server_cert: server_cert?,
+                server_key: server_key?,
+                admin_cert: admin_cert?,
+                admin_key: admin_key?,
             });
         }
         std::fs::create_dir_all(&pki).map_err(|source| TlsError::Io {
@@ -103,15 +122,22 @@ impl Pki {
             source,
         })?;
         let generated = Pki::generate()?;
-        write(&pki.join("ca.crt"), &generated.ca_cert)?;
-        write(&pki.join("server.crt"), &generated.server_cert)?;
-        write(&pki.join("server.key"), &generated.server_key)?;
-        write(&pki.join("admin.crt"), &generated.admin_cert)?;
-        write(&pki.join("admin.key"), &generated.admin_key)?;
+        let contents = [
+            &generated.ca_cert,
+            &generated.ca_key,
+            &generated.token_key,
+            &generated.server_cert,
+            &generated.server_key,
+            &generated.admin_cert,
+            &generated.admin_key,
+        ];
+        for (file, content) in FILES.iter().zip(contents) {
+            write(&pki.join(file), content)?;
+        }
         Ok(generated)
     }
 
-    /// Generates a fresh CA, serving certificate and admin client certificate.
+    /// Generates a fresh CA, serving certificate, admin client certificate and token key.
     pub fn generate() -> Result<Pki, TlsError> {
         let ca_key = KeyPair::generate()?;
         let mut ca_params = CertificateParams::default();
@@ -133,16 +159,12 @@ impl Pki {
             "kubernetes.default".to_string(),
             "kubernetes.default.svc".to_string(),
         ])?;
-        server_params.subject_alt_names.push(SanType::IpAddress(
-            "127.0.0.1"
-                .parse()
-                .map_err(|_| rcgen::Error::InvalidIpAddressOctetLength(0))?,
-        ));
-        server_params.subject_alt_names.push(SanType::IpAddress(
-            "::1"
-                .parse()
-                .map_err(|_| rcgen::Error::InvalidIpAddressOctetLength(0))?,
-        ));
+        for ip in [
+            std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::Ipv6Addr::LOCALHOST.into(),
+        ] {
+            server_params.subject_alt_names.push(SanType::IpAddress(ip));
+        }
         server_params.distinguished_name = name("tessera-apiserver", None);
         server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         set_validity(&mut server_params, 2);
@@ -154,9 +176,14 @@ impl Pki {
         admin_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         set_validity(&mut admin_params, 2);
         let admin_cert = admin_params.signed_by(&admin_key, &issuer)?;
+        let token_key = (0..4)
+            .map(|_| format!("{:016x}", fastrand::u64(..)))
+            .collect::<String>();
 
         Ok(Pki {
             ca_cert: ca_cert.pem(),
+            ca_key: ca_key.serialize_pem(),
+            token_key,
             server_cert: server_cert.pem(),
             server_key: server_key.serialize_pem(),
             admin_cert: admin_cert.pem(),
@@ -164,8 +191,44 @@ impl Pki {
         })
     }
 
+    /// A client certificate and key (PEM) for a user and groups, signed by the cluster CA.
+    pub fn client_certificate(
+        &self,
+        user: &str,
+        groups: &[String],
+    ) -> Result<(String, String), TlsError> {
+        let ca_key = KeyPair::from_pem(&self.ca_key)?;
+        // The CA's name and key are all an issuer needs (the key identifier derives from the key).
+        let mut ca_params = CertificateParams::default();
+        ca_params.distinguished_name = name("tessera-ca", None);
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let issuer = Issuer::from_params(&ca_params, &ca_key);
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = user_subject(user, groups)?;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        set_validity(&mut params, 1);
+        let certificate = params.signed_by(&key, &issuer)?;
+        Ok((certificate.pem(), key.serialize_pem()))
+    }
+
+    /// A kubeconfig for a user with its own certificate (CN the user, O the groups).
+    pub fn user_kubeconfig(
+        &self,
+        server: &str,
+        user: &str,
+        groups: &[String],
+    ) -> Result<String, TlsError> {
+        let (cert, key) = self.client_certificate(user, groups)?;
+        Ok(self.kubeconfig_with(server, user, &cert, &key))
+    }
+
     /// A kubeconfig for the admin user against a server URL.
     pub fn kubeconfig(&self, server: &str) -> String {
+        self.kubeconfig_with(server, "tessera-admin", &self.admin_cert, &self.admin_key)
+    }
+
+    fn kubeconfig_with(&self, server: &str, user: &str, cert: &str, key: &str) -> String {
         let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
         format!(
             "apiVersion: v1
@@ -176,7 +239,7 @@ clusters:
     server: {server}
     certificate-authority-data: {ca}
 users:
-- name: tessera-admin
+- name: {user}
   user:
     client-certificate-data: {cert}
     client-key-data: {key}
@@ -184,13 +247,13 @@ contexts:
 - name: tessera
   context:
     cluster: tessera
-    user: tessera-admin
+    user: {user}
     namespace: default
 current-context: tessera
 ",
             ca = b64(&self.ca_cert),
-            cert = b64(&self.admin_cert),
-            key = b64(&self.admin_key),
+            cert = b64(cert),
+            key = b64(key),
         )
     }
 
@@ -227,6 +290,26 @@ current-context: tessera
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     }
+}
+
+/// The subject of a user certificate: CN the user, one O per group. rcgen keeps one value per
+/// attribute type, so a second group is written under the same OID as a custom type; more
+/// than two groups do not fit in one certificate here.
+pub fn user_subject(user: &str, groups: &[String]) -> Result<DistinguishedName, TlsError> {
+    if groups.len() > 2 {
+        return Err(TlsError::Config(rustls::Error::General(
+            "a user certificate can carry at most two groups; bind further groups' roles to the user instead".into(),
+        )));
+    }
+    let mut subject = DistinguishedName::new();
+    subject.push(DnType::CommonName, user);
+    if let Some(first) = groups.first() {
+        subject.push(DnType::OrganizationName, first.as_str());
+    }
+    if let Some(second) = groups.get(1) {
+        subject.push(DnType::CustomDnType(vec![2, 5, 4, 10]), second.as_str());
+    }
+    Ok(subject)
 }
 
 fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
@@ -279,9 +362,22 @@ pub async fn serve(
                     return;
                 }
             };
+            // The verified client certificate, if any, is the connection's identity.
+            let identity = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|certs| certs.first())
+                .and_then(|cert| crate::authn::certificate_identity(cert.as_ref()));
             let service = hyper::service::service_fn(
                 move |request: hyper::Request<hyper::body::Incoming>| {
-                    router.clone().oneshot(request.map(axum::body::Body::new))
+                    let mut request = request.map(axum::body::Body::new);
+                    if let Some(user) = &identity {
+                        request
+                            .extensions_mut()
+                            .insert(crate::authn::Authenticated(user.clone()));
+                    }
+                    router.clone().oneshot(request)
                 },
             );
             if let Err(error) = auto::Builder::new(TokioExecutor::new())

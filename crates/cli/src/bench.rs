@@ -14,9 +14,13 @@ use axum::body::Body;
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use serde_json::json;
+use tessera_apiserver::authn::{Identified, IdentityLayer, UserInfo};
 use tessera_apiserver::{ApiServer, Objects, ServerConfig};
 use tessera_store::{Store, StoreOptions};
 use tower::ServiceExt;
+
+/// The router as an admin client sees it.
+type Router = Identified<axum::Router>;
 
 /// Options of `tessera bench api`.
 #[derive(clap::Args, Debug, Clone)]
@@ -65,7 +69,7 @@ fn pod(index: usize) -> serde_json::Value {
 }
 
 async fn send(
-    router: &axum::Router,
+    router: &Router,
     method: &str,
     uri: &str,
     body: Option<&serde_json::Value>,
@@ -109,9 +113,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         ServerConfig {
             log_dir: dir.path().join("logs"),
             bookmark_interval: Duration::from_secs(30),
+            token_secret: b"bench".to_vec(),
+            static_tokens: Default::default(),
         },
     );
-    let router = server.router();
+    // The benchmark acts as a cluster admin: authorization is measured too.
+    let router: Router = tower::ServiceBuilder::new()
+        .layer(IdentityLayer::new(UserInfo::new(
+            "bench",
+            &["system:masters"],
+        )))
+        .service(server.router());
 
     // Watchers follow every pod change from the current revision.
     let revision = store.revision();
@@ -300,6 +312,152 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         rss_per_object,
         json_per_object,
         rss_per_object - json_per_object
+    );
+    Ok(())
+}
+
+/// Options of `tessera bench rbac`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RbacBenchArgs {
+    /// Roles (half ClusterRoles, half namespaced Roles).
+    #[arg(long, default_value_t = 1_000)]
+    pub roles: usize,
+    /// Bindings (a fifth ClusterRoleBindings, the rest RoleBindings).
+    #[arg(long, default_value_t = 5_000)]
+    pub bindings: usize,
+    /// Authorization decisions to time.
+    #[arg(long, default_value_t = 200_000)]
+    pub decisions: usize,
+}
+
+/// Times RBAC authorization decisions over a large policy.
+pub async fn rbac(args: RbacBenchArgs) -> anyhow::Result<()> {
+    use tessera_apiserver::objects::WriteOptions;
+    use tessera_apiserver::rbac::{Attributes, Rbac};
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let store = Store::open(
+        &dir.path().join("state.db"),
+        StoreOptions {
+            history: 1_000,
+            fsync: false,
+        },
+    )?;
+    let objects = Objects::new(store);
+    let find = |plural: &str| {
+        tessera_apiserver::Resource::find("rbac.authorization.k8s.io", "v1", plural)
+            .ok_or_else(|| anyhow::anyhow!("{plural} not served"))
+    };
+    let namespaces = 50;
+    let resources = [
+        "pods",
+        "configmaps",
+        "secrets",
+        "services",
+        "deployments",
+        "jobs",
+        "leases",
+        "events",
+    ];
+    let rules = |i: usize| {
+        json!((0..5).map(|r| json!({"apiGroups": ["", "apps", "batch"], "resources": [resources[(i + r) % resources.len()]],
+            "verbs": ["get", "list", "watch"]})).collect::<Vec<_>>())
+    };
+    let options = WriteOptions::default();
+    let namespace_resource = tessera_apiserver::Resource::find("", "v1", "namespaces")
+        .ok_or_else(|| anyhow::anyhow!("namespaces not served"))?;
+    for n in 0..namespaces {
+        objects
+            .create(
+                namespace_resource,
+                None,
+                json!({"metadata": {"name": format!("ns-{n}")}}),
+                &options,
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    for i in 0..args.roles {
+        if i % 2 == 0 {
+            objects
+                .create(
+                    find("clusterroles")?,
+                    None,
+                    json!({"metadata": {"name": format!("role-{i}")}, "rules": rules(i)}),
+                    &options,
+                )
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        } else {
+            let ns = format!("ns-{}", i % namespaces);
+            objects
+                .create(
+                    find("roles")?,
+                    Some(&ns),
+                    json!({"metadata": {"name": format!("role-{i}")}, "rules": rules(i)}),
+                    &options,
+                )
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+    }
+    let users = 1_000;
+    for b in 0..args.bindings {
+        let subject = if b % 3 == 0 {
+            json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": format!("group-{}", b % 100)})
+        } else {
+            json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": format!("user-{}", b % users)})
+        };
+        if b % 5 == 0 {
+            let role = format!("role-{}", (b * 2) % args.roles.max(2) / 2 * 2);
+            objects.create(find("clusterrolebindings")?, None, json!({"metadata": {"name": format!("binding-{b}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}, "subjects": [subject]}), &options)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        } else {
+            let ns = format!("ns-{}", b % namespaces);
+            objects.create(find("rolebindings")?, Some(&ns), json!({"metadata": {"name": format!("binding-{b}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("role-{}", (b % (args.roles / 2).max(1)) * 2)},
+                "subjects": [subject]}), &options)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+    }
+    let rbac = Rbac::new(objects.rbac_generation());
+    let attributes = |i: usize| Attributes {
+        verb: ["get", "list", "delete"][i % 3].into(),
+        resource_request: true,
+        group: String::new(),
+        resource: resources[i % resources.len()].into(),
+        namespace: format!("ns-{}", i % namespaces),
+        name: "x".into(),
+        ..Attributes::default()
+    };
+    let user = |i: usize| {
+        UserInfo::new(
+            format!("user-{}", i % users),
+            &[&format!("group-{}", i % 100)],
+        )
+    };
+    let _ = rbac.authorize(&objects, &user(0), &attributes(0));
+    let cases: Vec<(UserInfo, Attributes)> = (0..args.decisions)
+        .map(|i| (user(i * 7), attributes(i * 13)))
+        .collect();
+    let mut timings = Vec::with_capacity(args.decisions);
+    let mut allowed = 0usize;
+    for (u, a) in &cases {
+        let t = Instant::now();
+        let decision = rbac.authorize(&objects, u, a);
+        let elapsed = t.elapsed();
+        timings.push(elapsed);
+        allowed += usize::from(decision.allowed);
+    }
+    timings.sort();
+    println!("| measurement | result |");
+    println!("|---|---|");
+    println!(
+        "| RBAC decision, {} roles, {} bindings ({} of {} allowed) | p50 {:.2} µs, p99 {:.2} µs, max {:.1} µs |",
+        args.roles,
+        args.bindings,
+        allowed,
+        args.decisions,
+        percentile(&timings, 0.5).as_secs_f64() * 1e6,
+        percentile(&timings, 0.99).as_secs_f64() * 1e6,
+        percentile(&timings, 1.0).as_secs_f64() * 1e6,
     );
     Ok(())
 }

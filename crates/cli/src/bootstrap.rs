@@ -31,6 +31,42 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
             objects.ensure_default_service_account(name);
         }
     }
+    // The bootstrap RBAC policy and the identities of Tessera's own components.
+    for object in tessera_apiserver::policy::bootstrap() {
+        let plural = match object["kind"].as_str() {
+            Some("ClusterRole") => "clusterroles",
+            _ => "clusterrolebindings",
+        };
+        let resource = Resource::find("rbac.authorization.k8s.io", "v1", plural)
+            .ok_or_else(|| anyhow::anyhow!("{plural} are not served"))?;
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if objects.get(resource, None, &name).is_err() {
+            objects
+                .create(resource, None, object, &WriteOptions::default())
+                .map_err(|e| anyhow::anyhow!("create {plural} {name}: {e}"))?;
+        }
+    }
+    let accounts = Resource::find("", "v1", "serviceaccounts")
+        .ok_or_else(|| anyhow::anyhow!("serviceaccounts are not served"))?;
+    for component in tessera_apiserver::policy::COMPONENTS {
+        if objects
+            .get(accounts, Some("kube-system"), component.name)
+            .is_err()
+        {
+            let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": component.name}});
+            objects
+                .create(
+                    accounts,
+                    Some("kube-system"),
+                    account,
+                    &WriteOptions::default(),
+                )
+                .map_err(|e| anyhow::anyhow!("create service account {}: {e}", component.name))?;
+        }
+    }
     let classes = Resource::find("scheduling.k8s.io", "v1", "priorityclasses")
         .ok_or_else(|| anyhow::anyhow!("the priorityclasses resource is not served"))?;
     for (name, value, description) in tessera_apiserver::admission::SYSTEM_PRIORITY_CLASSES {

@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Start the embedded platform: API server, store, controllers and node twins.
     Up(UpArgs),
+    /// Print a kubeconfig for a user, authenticated by a client certificate the cluster's CA signs.
+    Kubeconfig(KubeconfigArgs),
     /// Measure performance.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -30,6 +32,8 @@ enum Command {
 enum BenchCommand {
     /// The API server and store: creates, watch fan-out, lists, write latency, memory.
     Api(bench::BenchArgs),
+    /// RBAC authorization decisions over a large policy.
+    Rbac(bench::RbacBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -53,6 +57,23 @@ pub struct UpArgs {
     /// How many recent changes the store keeps for watches.
     #[arg(long, default_value_t = 100_000)]
     pub watch_history: usize,
+    /// Static bearer tokens, one `token,user,uid,"group1,group2"` line each.
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+}
+
+/// Options of `tessera kubeconfig`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KubeconfigArgs {
+    /// The data directory of the cluster (its CA signs the certificate).
+    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir())]
+    pub data_dir: PathBuf,
+    /// The user name (the certificate's CN).
+    #[arg(long)]
+    pub user: String,
+    /// A group (the certificate's O); at most two.
+    #[arg(long = "group")]
+    pub groups: Vec<String>,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -77,6 +98,8 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.command {
         Command::Up(args) => runtime.block_on(up::run(args)),
+        Command::Kubeconfig(args) => up::print_kubeconfig(&args),
         Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
+        Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
     }
 }

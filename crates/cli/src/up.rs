@@ -4,7 +4,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
+use tessera_apiserver::authn::{IdentityLayer, StaticTokens};
 use tessera_apiserver::gc::Collector;
+use tessera_apiserver::policy;
 use tessera_apiserver::tls::Pki;
 use tessera_apiserver::{ApiServer, Objects, ServerConfig};
 use tessera_node::{NodeTwins, Topology, TwinConfig};
@@ -56,17 +58,25 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let objects = Objects::new(store);
     bootstrap::ensure_system_objects(&objects)?;
 
+    let pki = Pki::load_or_create(&args.data_dir).context("set up certificates")?;
+    let static_tokens = match &args.token_auth_file {
+        Some(path) => {
+            StaticTokens::load(path).map_err(|e| anyhow::anyhow!("token auth file: {e}"))?
+        }
+        None => StaticTokens::default(),
+    };
     let log_dir = args.data_dir.join("logs");
     let server = ApiServer::new(
         objects.clone(),
         ServerConfig {
             log_dir: log_dir.clone(),
             bookmark_interval: Duration::from_secs(30),
+            token_secret: pki.token_key.clone().into_bytes(),
+            static_tokens,
         },
     );
     let router = server.router();
 
-    let pki = Pki::load_or_create(&args.data_dir).context("set up certificates")?;
     let tls = pki.server_config().context("TLS configuration")?;
     let listener = TcpListener::bind(args.listen)
         .await
@@ -77,19 +87,31 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("write {}", kubeconfig.display()))?;
 
     let collector = tokio::spawn(Collector::new(objects.clone()).run());
-    let client = kube::Client::new(router.clone(), "default");
-    let disruption = tokio::spawn(tessera_controllers::pdb::run(client.clone()));
-    let apps = tokio::spawn(tessera_controllers::apps::run(client.clone()));
-    let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(client.clone()));
+    // Each in-process component acts under its own least-privilege identity.
+    let client_for = |component: &str| {
+        let service = tower::ServiceBuilder::new()
+            .layer(IdentityLayer::new(policy::identity(component)))
+            .service(router.clone());
+        kube::Client::new(service, "default")
+    };
+    let disruption = tokio::spawn(tessera_controllers::pdb::run(client_for(
+        "disruption-controller",
+    )));
+    let apps = tokio::spawn(tessera_controllers::apps::run(client_for(
+        "apps-controller",
+    )));
+    let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(client_for(
+        "workload-controller",
+    )));
     let leader_worker_sets = tokio::spawn(tessera_controllers::custom::run_leader_worker_sets(
-        client.clone(),
+        client_for("workload-controller"),
     ));
     let jobs = tokio::spawn(tessera_controllers::jobs::run(
-        client.clone(),
+        client_for("job-controller"),
         tessera_controllers::jobs::JobConfig::default(),
     ));
     let twins = NodeTwins::new(
-        client,
+        client_for("node-twins"),
         &topology,
         TwinConfig {
             log_dir,
@@ -160,4 +182,21 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
+}
+
+/// Prints a kubeconfig for a user of the cluster in a data directory.
+pub fn print_kubeconfig(args: &crate::KubeconfigArgs) -> anyhow::Result<()> {
+    let pki = Pki::load_or_create(&args.data_dir).context("load the cluster's certificates")?;
+    // Reuse the address the admin kubeconfig points at.
+    let admin = std::fs::read_to_string(args.data_dir.join("kubeconfig")).unwrap_or_default();
+    let server = admin
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("server: "))
+        .unwrap_or("https://127.0.0.1:6443")
+        .to_string();
+    let kubeconfig = pki
+        .user_kubeconfig(&server, &args.user, &args.groups)
+        .context("issue the user's certificate")?;
+    print!("{kubeconfig}");
+    Ok(())
 }

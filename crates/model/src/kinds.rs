@@ -8,7 +8,8 @@ use std::any::TypeId;
 use std::sync::LazyLock;
 
 use k8s_openapi::api::{
-    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+    apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
     discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
     node::v1 as node, policy::v1 as policy, rbac::v1 as rbac, resource::v1 as resource,
     scheduling::v1 as scheduling, storage::v1 as storage,
@@ -30,6 +31,8 @@ pub enum Subresource {
     Binding,
     /// `pods/eviction`: a `policy/v1` Eviction.
     Eviction,
+    /// `serviceaccounts/token`: an `authentication.k8s.io/v1` TokenRequest.
+    Token,
 }
 
 impl Subresource {
@@ -41,6 +44,7 @@ impl Subresource {
             Subresource::Log => "log",
             Subresource::Binding => "binding",
             Subresource::Eviction => "eviction",
+            Subresource::Token => "token",
         }
     }
 
@@ -51,6 +55,7 @@ impl Subresource {
             Subresource::Scale => ("autoscaling", "v1", "Scale"),
             Subresource::Binding => ("", "v1", "Binding"),
             Subresource::Eviction => ("policy", "v1", "Eviction"),
+            Subresource::Token => ("authentication.k8s.io", "v1", "TokenRequest"),
         }
     }
 
@@ -59,7 +64,7 @@ impl Subresource {
         match self {
             Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
             Subresource::Log => &["get"],
-            Subresource::Binding | Subresource::Eviction => &["create"],
+            Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
         }
     }
 }
@@ -91,6 +96,8 @@ pub struct KindInfo {
     pub schema: Option<fn(&mut SchemaGenerator) -> Schema>,
     /// What a CustomResourceDefinition says of a custom kind.
     pub custom: Option<CustomKind>,
+    /// Whether the kind is a create-only request (reviews) that is answered, never stored.
+    pub create_only: bool,
 }
 
 /// A kind served from a CustomResourceDefinition version.
@@ -184,6 +191,17 @@ where
         definition: K::schema_name().into_owned(),
         schema: Some(|generator| generator.subschema_for::<K>()),
         custom: None,
+        create_only: false,
+    }
+}
+
+fn review<K>() -> KindInfo
+where
+    K: Resource + JsonSchema + 'static,
+{
+    KindInfo {
+        create_only: true,
+        ..info::<K>(&[], &[], &[])
     }
 }
 
@@ -204,7 +222,7 @@ static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         info::<core::Endpoints>(&["ep"], NONE, NONE_SUB),
         info::<core::ConfigMap>(&["cm"], NONE, NONE_SUB),
         info::<core::Secret>(NONE, NONE, NONE_SUB),
-        info::<core::ServiceAccount>(&["sa"], NONE, NONE_SUB),
+        info::<core::ServiceAccount>(&["sa"], NONE, &[Subresource::Token]),
         info::<core::Event>(&["ev"], NONE, NONE_SUB),
         info::<core::PersistentVolume>(&["pv"], NONE, STATUS),
         info::<core::PersistentVolumeClaim>(&["pvc"], NONE, STATUS),
@@ -254,6 +272,13 @@ static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         info::<events::Event>(&["ev"], NONE, NONE_SUB),
         // apiextensions.k8s.io/v1
         info::<apiextensions::CustomResourceDefinition>(&["crd", "crds"], NONE, STATUS),
+        // authorization.k8s.io/v1 and authentication.k8s.io/v1: reviews, answered not stored
+        review::<authorization::SelfSubjectAccessReview>(),
+        review::<authorization::SelfSubjectRulesReview>(),
+        review::<authorization::SubjectAccessReview>(),
+        review::<authorization::LocalSubjectAccessReview>(),
+        review::<authentication::SelfSubjectReview>(),
+        review::<authentication::TokenReview>(),
     ]
 });
 

@@ -226,13 +226,12 @@ async fn status_scale_and_printer_columns() {
     assert_eq!(scaled["status"]["replicas"], 2);
 
     use http_body_util::BodyExt;
-    use tower::ServiceExt;
     let request = http::Request::builder()
         .uri(WIDGETS)
         .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
         .body(axum::body::Body::empty())
         .unwrap();
-    let response = server.server.router().oneshot(request).await.unwrap();
+    let response = crate::support::send(&server, request).await;
     let table: Value =
         serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
     let names: Vec<&str> = table["columnDefinitions"]

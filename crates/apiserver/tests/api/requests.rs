@@ -216,7 +216,6 @@ async fn failed_updates_leave_the_stored_object_unchanged() {
 async fn discovery_serves_aggregated_and_legacy_forms() {
     let server = start();
     use http_body_util::BodyExt;
-    use tower::ServiceExt;
     let request = http::Request::builder()
         .uri("/apis")
         .header(
@@ -225,7 +224,7 @@ async fn discovery_serves_aggregated_and_legacy_forms() {
         )
         .body(axum::body::Body::empty())
         .unwrap();
-    let response = server.server.router().oneshot(request).await.unwrap();
+    let response = crate::support::send(&server, request).await;
     assert_eq!(
         response.headers()["content-type"],
         "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -255,7 +254,6 @@ async fn discovery_serves_aggregated_and_legacy_forms() {
 async fn tables_follow_the_accept_header() {
     let server = start();
     use http_body_util::BodyExt;
-    use tower::ServiceExt;
     let request = http::Request::builder()
         .uri("/api/v1/namespaces")
         .header(
@@ -264,7 +262,7 @@ async fn tables_follow_the_accept_header() {
         )
         .body(axum::body::Body::empty())
         .unwrap();
-    let response = server.server.router().oneshot(request).await.unwrap();
+    let response = crate::support::send(&server, request).await;
     let table: serde_json::Value =
         serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert_eq!(table["kind"], "Table");

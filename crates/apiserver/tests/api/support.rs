@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use serde_json::json;
+use tessera_apiserver::authn::{Authenticated, IdentityLayer, UserInfo};
 use tessera_apiserver::objects::WriteOptions;
 use tessera_apiserver::{ApiServer, Objects, Resource, ServerConfig};
 use tessera_store::{Store, StoreOptions};
@@ -44,15 +45,45 @@ pub fn start_with_history(history: usize) -> TestServer {
         ServerConfig {
             log_dir: dir.path().join("logs"),
             bookmark_interval: Duration::from_millis(200),
+            token_secret: b"test-secret".to_vec(),
+            static_tokens: Default::default(),
         },
     );
     tokio::spawn(tessera_apiserver::gc::Collector::new(objects).run());
-    let client = kube::Client::new(server.router(), "default");
+    let client = client_as(&server, admin());
     TestServer {
         _dir: dir,
         server,
         client,
     }
+}
+
+/// The identity tests act as unless they say otherwise.
+pub fn admin() -> UserInfo {
+    UserInfo::new("test-admin", &["system:masters"])
+}
+
+/// An in-process kube-rs client acting as a user.
+pub fn client_as(server: &std::sync::Arc<ApiServer>, user: UserInfo) -> kube::Client {
+    let service = tower::ServiceBuilder::new()
+        .layer(IdentityLayer::new(user))
+        .service(server.router());
+    kube::Client::new(service, "default")
+}
+
+/// Sends a request to the router as the test admin.
+pub async fn send(
+    server: &TestServer,
+    mut request: http::Request<axum::body::Body>,
+) -> http::Response<axum::body::Body> {
+    use tower::ServiceExt;
+    request.extensions_mut().insert(Authenticated(admin()));
+    server
+        .server
+        .router()
+        .oneshot(request)
+        .await
+        .expect("infallible")
 }
 
 /// Sends a raw request to the router and returns (status, body as JSON or text).
@@ -64,18 +95,12 @@ pub async fn raw(
     body: Vec<u8>,
 ) -> (u16, serde_json::Value, http::HeaderMap) {
     use http_body_util::BodyExt;
-    use tower::ServiceExt;
     let mut request = http::Request::builder().method(method).uri(uri);
     if let Some(content_type) = content_type {
         request = request.header("content-type", content_type);
     }
     let request = request.body(axum::body::Body::from(body)).expect("request");
-    let response = server
-        .server
-        .router()
-        .oneshot(request)
-        .await
-        .expect("infallible");
+    let response = send(server, request).await;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let bytes = response

@@ -9,4 +9,5 @@ mod support;
 mod crds;
 mod durability;
 mod kubectl;
+mod rbac;
 mod workloads;

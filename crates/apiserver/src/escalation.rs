@@ -1,0 +1,115 @@
+//! RBAC's escalation and bind checks on writes of Roles, ClusterRoles and their bindings: a
+//! user may only grant permissions they hold, unless RBAC allows them the `escalate` verb on
+//! roles or the `bind` verb on the role a binding refers to.
+
+use serde_json::Value;
+
+use crate::authn::UserInfo;
+use crate::error::{ApiError, ApiResult};
+use crate::rbac::{Attributes, MASTERS, Rule, covers};
+use crate::resource::Resource;
+use crate::server::ApiServer;
+
+fn allowed(
+    server: &ApiServer,
+    user: &UserInfo,
+    verb: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    let attributes = Attributes {
+        verb: verb.into(),
+        resource_request: true,
+        group: "rbac.authorization.k8s.io".into(),
+        resource: resource.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        ..Attributes::default()
+    };
+    server
+        .rbac
+        .authorize(&server.objects, user, &attributes)
+        .allowed
+}
+
+/// Refuses a role or binding the user could not have created without escalating.
+pub fn check(
+    server: &ApiServer,
+    user: &UserInfo,
+    resource: Resource,
+    namespace: Option<&str>,
+    object: &Value,
+) -> ApiResult<()> {
+    if resource.group() != "rbac.authorization.k8s.io" || user.groups.iter().any(|g| g == MASTERS) {
+        return Ok(());
+    }
+    let namespace = namespace.unwrap_or_default();
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let held = server.rbac.rules(&server.objects, user, namespace);
+    match resource.kind() {
+        "Role" | "ClusterRole" => {
+            if allowed(server, user, "escalate", resource.plural(), namespace, name) {
+                return Ok(());
+            }
+            let requested: Vec<Rule> = object
+                .get("rules")
+                .and_then(Value::as_array)
+                .map(|rules| rules.iter().map(Rule::from_json).collect())
+                .unwrap_or_default();
+            if let Some(missing) = requested.iter().find(|rule| !covers(&held, rule)) {
+                return Err(ApiError::forbidden(
+                    resource.group(),
+                    resource.plural(),
+                    name,
+                    &format!(
+                        "user \"{}\" (groups={:?}) is attempting to grant RBAC permissions not currently held: {}",
+                        user.name,
+                        user.groups,
+                        missing.to_json()
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        "RoleBinding" | "ClusterRoleBinding" => {
+            let kind = object
+                .pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let role = object
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let plural = if kind == "ClusterRole" {
+                "clusterroles"
+            } else {
+                "roles"
+            };
+            let bind_namespace = if kind == "ClusterRole" { "" } else { namespace };
+            if allowed(server, user, "bind", plural, bind_namespace, role) {
+                return Ok(());
+            }
+            let rules = server
+                .rbac
+                .role_rules(&server.objects, namespace, kind, role)
+                .unwrap_or_default();
+            if rules.iter().all(|rule| covers(&held, rule)) {
+                return Ok(());
+            }
+            Err(ApiError::forbidden(
+                resource.group(),
+                resource.plural(),
+                name,
+                &format!(
+                    "user \"{}\" (groups={:?}) is attempting to grant RBAC permissions not currently held: binding to {kind} \"{role}\"",
+                    user.name, user.groups
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,272 @@
+//! The bootstrap RBAC policy: upstream's user-facing roles (`cluster-admin`, and `admin`,
+//! `edit`, `view` aggregated by label), the roles every authenticated user holds
+//! (`system:basic-user`, `system:discovery`, `system:public-info-viewer`), and one
+//! least-privilege role and identity per Tessera controller.
+//!
+//! Data only; `tessera up` creates whatever is missing.
+
+use serde_json::{Value, json};
+
+use crate::authn::UserInfo;
+
+/// An in-process component's identity and the rules its role grants.
+pub struct Component {
+    /// The ServiceAccount-style name in `kube-system`.
+    pub name: &'static str,
+    /// Rules as (apiGroups, resources, verbs).
+    pub rules: &'static [(
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static [&'static str],
+    )],
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+const STATUS: &[&str] = &["get", "update", "patch"];
+
+/// Tessera's own controllers and node twins.
+pub const COMPONENTS: &[Component] = &[
+    Component {
+        name: "node-twins",
+        rules: &[
+            (&[""], &["nodes"], WRITE),
+            (&[""], &["nodes/status", "pods/status"], STATUS),
+            (&[""], &["pods"], &["get", "list", "watch", "delete"]),
+            (&["coordination.k8s.io"], &["leases"], WRITE),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
+    Component {
+        name: "job-controller",
+        rules: &[
+            (&["batch"], &["jobs"], WRITE),
+            (&["batch"], &["jobs/status", "jobs/finalizers"], STATUS),
+            (&[""], &["pods"], WRITE),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
+    Component {
+        name: "apps-controller",
+        rules: &[
+            (
+                &["apps"],
+                &["replicasets", "deployments", "daemonsets", "statefulsets"],
+                WRITE,
+            ),
+            (
+                &["apps"],
+                &[
+                    "replicasets/status",
+                    "deployments/status",
+                    "daemonsets/status",
+                    "statefulsets/status",
+                ],
+                STATUS,
+            ),
+            (&[""], &["pods"], WRITE),
+            (&[""], &["nodes"], READ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
+    Component {
+        name: "disruption-controller",
+        rules: &[
+            (&["policy"], &["poddisruptionbudgets"], READ),
+            (&["policy"], &["poddisruptionbudgets/status"], STATUS),
+            (&[""], &["pods"], READ),
+            (
+                &["apps"],
+                &["replicasets", "deployments", "statefulsets"],
+                READ,
+            ),
+        ],
+    },
+    Component {
+        name: "workload-controller",
+        rules: &[
+            (&["jobset.x-k8s.io"], &["jobsets"], WRITE),
+            (&["jobset.x-k8s.io"], &["jobsets/status"], STATUS),
+            (&["leaderworkerset.x-k8s.io"], &["leaderworkersets"], WRITE),
+            (
+                &["leaderworkerset.x-k8s.io"],
+                &["leaderworkersets/status"],
+                STATUS,
+            ),
+            (&["batch"], &["jobs"], WRITE),
+            (&["apps"], &["statefulsets"], WRITE),
+            (&[""], &["services"], WRITE),
+            (&[""], &["pods"], &["get", "list", "watch", "delete"]),
+            (
+                &["apiextensions.k8s.io"],
+                &["customresourcedefinitions"],
+                READ,
+            ),
+        ],
+    },
+];
+
+/// The identity a component acts as.
+pub fn identity(component: &str) -> UserInfo {
+    UserInfo::service_account("kube-system", component, &format!("tessera-{component}"))
+}
+
+fn rules(list: &[(&[&str], &[&str], &[&str])]) -> Value {
+    json!(list
+        .iter()
+        .map(|(groups, resources, verbs)| json!({"apiGroups": groups, "resources": resources, "verbs": verbs}))
+        .collect::<Vec<_>>())
+}
+
+fn bootstrap_labels() -> Value {
+    json!({"kubernetes.io/bootstrapping": "rbac-defaults"})
+}
+
+fn cluster_role(name: &str, rules: Value, extra_labels: Value) -> Value {
+    let mut labels = bootstrap_labels();
+    if let Some(extra) = extra_labels.as_object() {
+        for (k, v) in extra {
+            labels[k] = v.clone();
+        }
+    }
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+           "metadata": {"name": name, "labels": labels}, "rules": rules})
+}
+
+fn aggregated(name: &str, selector_label: &str) -> Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+           "metadata": {"name": name, "labels": bootstrap_labels()},
+           "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {selector_label: "true"}}]}, "rules": []})
+}
+
+fn binding(name: &str, role: &str, subjects: Value) -> Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+           "metadata": {"name": name, "labels": bootstrap_labels()},
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+           "subjects": subjects})
+}
+
+const VIEW_RESOURCES: &[&str] = &[
+    "pods",
+    "pods/log",
+    "pods/status",
+    "services",
+    "endpoints",
+    "configmaps",
+    "persistentvolumeclaims",
+    "replicationcontrollers",
+    "events",
+    "limitranges",
+    "resourcequotas",
+    "serviceaccounts",
+    "namespaces",
+];
+
+/// Every bootstrap ClusterRole and ClusterRoleBinding.
+pub fn bootstrap() -> Vec<Value> {
+    let mut objects = vec![
+        cluster_role(
+            "cluster-admin",
+            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                                             {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
+            json!({}),
+        ),
+        aggregated("admin", "rbac.authorization.k8s.io/aggregate-to-admin"),
+        aggregated("edit", "rbac.authorization.k8s.io/aggregate-to-edit"),
+        aggregated("view", "rbac.authorization.k8s.io/aggregate-to-view"),
+        cluster_role(
+            "system:aggregate-to-view",
+            json!([
+                {"apiGroups": [""], "resources": VIEW_RESOURCES, "verbs": READ},
+                {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets", "daemonsets", "deployments/scale", "replicasets/scale", "statefulsets/scale"], "verbs": READ},
+                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": READ},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": READ},
+                {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies", "ingresses"], "verbs": READ},
+                {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims", "resourceclaimtemplates"], "verbs": READ},
+            ]),
+            json!({"rbac.authorization.k8s.io/aggregate-to-view": "true", "rbac.authorization.k8s.io/aggregate-to-edit": "true", "rbac.authorization.k8s.io/aggregate-to-admin": "true"}),
+        ),
+        cluster_role(
+            "system:aggregate-to-edit",
+            json!([
+                {"apiGroups": [""], "resources": ["pods", "services", "configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts", "replicationcontrollers", "pods/eviction"], "verbs": ["create", "delete", "deletecollection", "patch", "update"]},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
+                {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets", "daemonsets", "deployments/scale", "replicasets/scale", "statefulsets/scale"], "verbs": ["create", "delete", "deletecollection", "patch", "update"]},
+                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["create", "delete", "deletecollection", "patch", "update"]},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create", "delete", "deletecollection", "patch", "update"]},
+                {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims", "resourceclaimtemplates"], "verbs": ["create", "delete", "deletecollection", "patch", "update"]},
+                {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+            ]),
+            json!({"rbac.authorization.k8s.io/aggregate-to-edit": "true", "rbac.authorization.k8s.io/aggregate-to-admin": "true"}),
+        ),
+        cluster_role(
+            "system:aggregate-to-admin",
+            json!([
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": WRITE},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+            ]),
+            json!({"rbac.authorization.k8s.io/aggregate-to-admin": "true"}),
+        ),
+        cluster_role(
+            "system:basic-user",
+            json!([{"apiGroups": ["authorization.k8s.io"],
+            "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}]),
+            json!({}),
+        ),
+        cluster_role(
+            "system:discovery",
+            json!([{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version", "/version/", "/healthz", "/livez", "/readyz"], "verbs": ["get"]}]),
+            json!({}),
+        ),
+        cluster_role(
+            "system:public-info-viewer",
+            json!([{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+            json!({}),
+        ),
+        binding(
+            "cluster-admin",
+            "cluster-admin",
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]),
+        ),
+        binding(
+            "system:basic-user",
+            "system:basic-user",
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]),
+        ),
+        binding(
+            "system:discovery",
+            "system:discovery",
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]),
+        ),
+        binding(
+            "system:public-info-viewer",
+            "system:public-info-viewer",
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]),
+        ),
+    ];
+    for component in COMPONENTS {
+        let role = format!("system:controller:{}", component.name);
+        objects.push(cluster_role(&role, rules(component.rules), json!({})));
+        objects.push(binding(
+            &role,
+            &role,
+            json!([{"kind": "ServiceAccount", "name": component.name, "namespace": "kube-system"}]),
+        ));
+    }
+    objects
+}
