@@ -32,6 +32,7 @@ pub mod reviews;
 pub mod rules;
 pub mod selectors;
 pub mod server;
+pub mod ssa;
 pub mod strategy;
 pub mod subresources;
 pub mod table;

@@ -44,6 +44,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// Unknown-field handling.
     pub field_validation: FieldValidation,
+    /// The manager the write's changed fields are recorded for in `managedFields`.
+    pub field_manager: Option<String>,
 }
 
 /// Which part of an object a write addresses.
@@ -64,6 +66,15 @@ pub enum PatchBody {
     Merge(Value),
     /// Strategic merge patch.
     Strategic(Value),
+    /// Server-side apply of a configuration by a manager.
+    Apply {
+        /// The applied configuration.
+        config: Value,
+        /// The manager applying it.
+        manager: String,
+        /// Whether to take over fields other managers own.
+        force: bool,
+    },
 }
 
 /// How dependents are treated when their owner is deleted.
@@ -426,6 +437,16 @@ impl Objects {
         }
         strategy::prepare_for_create(resource, &mut object);
         meta::normalize_metadata(&mut object);
+        if let Some(manager) = &options.field_manager {
+            crate::ssa::record_update(
+                &json!({}),
+                &mut object,
+                manager,
+                &resource.info.api_version(),
+                &now,
+                resource.schema(),
+            );
+        }
         crate::admission::admit_create(self, resource, namespace, &mut object)?;
 
         // A generated name may collide; upstream retries with a new suffix.
@@ -545,6 +566,14 @@ impl Objects {
                     ));
                 }
                 PatchBody::Strategic(value) => patch::strategic_merge(current, value, schema),
+                PatchBody::Apply { config, manager, force } => {
+                    let now = meta::timestamp(self.now());
+                    let api_version = resource.info.api_version();
+                    match crate::ssa::apply(current, config, manager, &api_version, &now, *force, schema) {
+                        Ok(applied) => Ok(applied.object),
+                        Err(conflicts) => return Err(apply_conflict(resource, name, &conflicts)),
+                    }
+                }
                 }
                 .map_err(|error| match error {
                     PatchError::Malformed(message) => ApiError::bad_request(message),
@@ -618,6 +647,17 @@ impl Objects {
             let mut next = merge_update(resource, &current, requested, part);
             strategy::after_update(resource, &mut next);
             meta::normalize_metadata(&mut next);
+            if let Some(manager) = &options.field_manager {
+                let now = meta::timestamp(self.now());
+                crate::ssa::record_update(
+                    &current,
+                    &mut next,
+                    manager,
+                    &resource.info.api_version(),
+                    &now,
+                    resource.schema(),
+                );
+            }
             let mut causes = strategy::validate_update(resource, &current, &next);
             if resource.is_custom() {
                 // Transition rules see the stored object as oldSelf.
@@ -912,4 +952,39 @@ fn merge_update(resource: Resource, current: &Value, requested: Value, part: Par
         metadata_mut(&mut next).insert("generation".into(), json!(generation + 1));
     }
     next
+}
+
+/// The 409 an apply answers when it would change fields other managers own.
+fn apply_conflict(resource: Resource, name: &str, conflicts: &[crate::ssa::Conflict]) -> ApiError {
+    let listed: Vec<String> = conflicts
+        .iter()
+        .map(|c| {
+            format!(
+                "conflict with \"{}\" using {}: {}",
+                c.manager, c.api_version, c.field
+            )
+        })
+        .collect();
+    let summary = if conflicts.len() == 1 {
+        format!("Apply failed with 1 conflict: {}", listed[0])
+    } else {
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            listed.join("\n")
+        )
+    };
+    let mut error = ApiError::conflict(resource.group(), resource.plural(), name, "");
+    error.message = summary;
+    if let Some(details) = error.details.as_mut() {
+        details.causes = conflicts
+            .iter()
+            .map(|c| Cause {
+                reason: "FieldManagerConflict",
+                field: c.field.clone(),
+                message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+            })
+            .collect();
+    }
+    error
 }

@@ -280,6 +280,18 @@ pub(crate) fn decode_object(content_type: &str, body: &[u8]) -> ApiResult<Value>
     Ok(value)
 }
 
+/// The manager a write is recorded for: `fieldManager`, else the client's user agent.
+fn field_manager(query: &Query, headers: &HeaderMap) -> Option<String> {
+    if let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return Some(manager.to_string());
+    }
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown");
+    Some(agent.split('/').next().unwrap_or("unknown").to_string())
+}
+
 fn write_options(query: &Query) -> ApiResult<WriteOptions> {
     let dry_run = match query.get("dryRun") {
         None | Some("") => false,
@@ -303,6 +315,7 @@ fn write_options(query: &Query) -> ApiResult<WriteOptions> {
     Ok(WriteOptions {
         dry_run,
         field_validation,
+        field_manager: None,
     })
 }
 
@@ -381,8 +394,9 @@ async fn resource_request(
             })
         }
         (Method::POST, None) => {
-            let options = write_options(&query)?;
+            let mut options = write_options(&query)?;
             let (headers, body) = read_body(request).await?;
+            options.field_manager = field_manager(&query, &headers);
             let object = decode_object(&content_type(&headers), &body)?;
             crate::escalation::check(server, user, resource, namespace, &object)?;
             let written = server
@@ -391,8 +405,9 @@ async fn resource_request(
             Ok(written_response(StatusCode::CREATED, written))
         }
         (Method::PUT, Some(name)) => {
-            let options = write_options(&query)?;
+            let mut options = write_options(&query)?;
             let (headers, body) = read_body(request).await?;
+            options.field_manager = field_manager(&query, &headers);
             let object = decode_object(&content_type(&headers), &body)?;
             crate::escalation::check(server, user, resource, namespace, &object)?;
             let written =
@@ -435,22 +450,47 @@ pub(crate) async fn patch(
     request: Request,
     query: &Query,
 ) -> ApiResult<Response> {
-    let options = write_options(query)?;
+    let mut options = write_options(query)?;
     let (headers, body) = read_body(request).await?;
-    let body = patch_body(&content_type(&headers), body)?;
-    if let PatchBody::Merge(apply) = &body
-        && content_type(&headers) == "application/apply-patch+yaml"
-    {
-        // Server-side apply (subset): create if missing, else merge.
+    let kind = content_type(&headers);
+    let body = if kind == "application/apply-patch+yaml" {
+        let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) else {
+            return Err(ApiError::bad_request(
+                "PATCH, application/apply-patch+yaml requires fieldManager to be set",
+            ));
+        };
+        let config = decode_object(&kind, &body)?;
+        let force = query.flag("force");
         if server.objects.get(resource, namespace, name).is_err() {
-            let mut object = apply.clone();
+            // Apply creates what does not exist yet.
+            let schema = resource.schema();
+            let now = crate::meta::timestamp(server.objects.now());
+            let mut object = crate::ssa::apply(
+                &json!({}),
+                &config,
+                manager,
+                &resource.info.api_version(),
+                &now,
+                force,
+                schema,
+            )
+            .map_err(|_| ApiError::internal("apply to an empty object conflicted"))?
+            .object;
             crate::meta::metadata_mut(&mut object).insert("name".into(), json!(name));
             let written = server
                 .objects
                 .create(resource, namespace, object, &options)?;
             return Ok(written_response(StatusCode::CREATED, written));
         }
-    }
+        PatchBody::Apply {
+            config,
+            manager: manager.to_string(),
+            force,
+        }
+    } else {
+        options.field_manager = field_manager(query, &headers);
+        patch_body(&kind, body)?
+    };
     let written = server
         .objects
         .patch(resource, namespace, name, &body, part, &options)?;

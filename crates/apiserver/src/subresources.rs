@@ -291,7 +291,9 @@ async fn scale(
                         let scale = view(current);
                         let patched = match &change {
                             PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
-                            PatchBody::Merge(patch) | PatchBody::Strategic(patch) => {
+                            PatchBody::Merge(patch)
+                            | PatchBody::Strategic(patch)
+                            | PatchBody::Apply { config: patch, .. } => {
                                 crate::patch::merge_patch(&scale, patch)
                             }
                         }

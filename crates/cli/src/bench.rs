@@ -461,3 +461,138 @@ pub async fn rbac(args: RbacBenchArgs) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Options of `tessera bench apply`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ApplyBenchArgs {
+    /// How many objects each phase writes.
+    #[arg(long, default_value_t = 10_000)]
+    pub objects: usize,
+}
+
+/// Throughput of custom-object validation (schema and CEL) and of server-side apply.
+pub async fn apply(args: ApplyBenchArgs) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let store = Store::open(
+        &dir.path().join("state.db"),
+        StoreOptions {
+            history: 100_000,
+            fsync: false,
+        },
+    )?;
+    let objects = Objects::new(store);
+    crate::bootstrap::ensure_system_objects(&objects)?;
+    let server = ApiServer::new(
+        objects,
+        ServerConfig {
+            log_dir: dir.path().join("logs"),
+            bookmark_interval: Duration::from_secs(30),
+            token_secret: b"bench".to_vec(),
+            static_tokens: Default::default(),
+        },
+    );
+    let router: Router = tower::ServiceBuilder::new()
+        .layer(IdentityLayer::new(UserInfo::new(
+            "bench",
+            &["system:masters"],
+        )))
+        .service(server.router());
+    let spec_schema = json!({
+        "type": "object", "required": ["queue", "workers"],
+        "x-kubernetes-validations": [{"rule": "self.workers <= self.maxWorkers", "message": "workers may not exceed maxWorkers"}],
+        "properties": {
+            "queue": {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 63},
+            "priority": {"type": "string", "enum": ["low", "normal", "high"], "default": "normal"},
+            "workers": {"type": "integer", "minimum": 1},
+            "maxWorkers": {"type": "integer", "minimum": 1, "default": 64},
+            "resources": {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": true}},
+            "tolerations": {"type": "array", "maxItems": 16, "items": {"type": "object", "properties": {
+                "key": {"type": "string"}, "operator": {"type": "string", "enum": ["Equal", "Exists"]},
+                "effect": {"type": "string"}}}}
+        }
+    });
+    let version = json!({"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec_schema}}}});
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "trainings.bench.tessera.dev"},
+        "spec": {"group": "bench.tessera.dev", "scope": "Namespaced",
+            "names": {"plural": "trainings", "kind": "Training"}, "versions": [version]}
+    });
+    let (status, body) = send(
+        &router,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(&crd),
+    )
+    .await?;
+    if status != 201 {
+        bail!("CRD: {status} {}", String::from_utf8_lossy(&body));
+    }
+    let started = Instant::now();
+    for i in 0..args.objects {
+        let training = json!({"apiVersion": "bench.tessera.dev/v1", "kind": "Training", "metadata": {"name": format!("t-{i:05}")},
+            "spec": {"queue": "team-a", "workers": 8, "resources": {"nvidia.com/gpu": 8, "cpu": "64"},
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}});
+        let (status, body) = send(
+            &router,
+            "POST",
+            "/apis/bench.tessera.dev/v1/namespaces/default/trainings",
+            Some(&training),
+        )
+        .await?;
+        if status != 201 {
+            bail!("custom object: {status} {}", String::from_utf8_lossy(&body));
+        }
+    }
+    let validated = started.elapsed();
+
+    let deployment = |i: usize, image: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": format!("d-{i:05}"), "labels": {"app": "bench"}},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "bench"}},
+                        "template": {"metadata": {"labels": {"app": "bench"}},
+                                     "spec": {"containers": [{"name": "app", "image": image, "ports": [{"containerPort": 8080}]}]}}}})
+    };
+    let apply_all = |image: &'static str| {
+        let router = router.clone();
+        async move {
+            let started = Instant::now();
+            for i in 0..args.objects {
+                let request = http::Request::patch(format!("/apis/apps/v1/namespaces/default/deployments/d-{i:05}?fieldManager=bench&force=true"))
+                    .header("content-type", "application/apply-patch+yaml")
+                    .body(Body::from(deployment(i, image).to_string()))?;
+                let response = router.clone().oneshot(request).await?;
+                let status = response.status().as_u16();
+                if status != 200 && status != 201 {
+                    let body = response.into_body().collect().await?.to_bytes();
+                    bail!("apply: {status} {}", String::from_utf8_lossy(&body));
+                }
+            }
+            Ok::<Duration, anyhow::Error>(started.elapsed())
+        }
+    };
+    let created = apply_all("app:1").await?;
+    let updated = apply_all("app:2").await?;
+    let rate = |d: Duration| args.objects as f64 / d.as_secs_f64();
+    println!("| measurement | result |");
+    println!("|---|---|");
+    println!(
+        "| create {} custom objects (schema, defaults, CEL rule) | {:.2} s, {:.0} objects/s |",
+        args.objects,
+        validated.as_secs_f64(),
+        rate(validated)
+    );
+    println!(
+        "| server-side apply, {} Deployments created | {:.2} s, {:.0} applies/s |",
+        args.objects,
+        created.as_secs_f64(),
+        rate(created)
+    );
+    println!(
+        "| server-side apply, {} Deployments changed | {:.2} s, {:.0} applies/s |",
+        args.objects,
+        updated.as_secs_f64(),
+        rate(updated)
+    );
+    Ok(())
+}

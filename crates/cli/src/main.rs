@@ -34,6 +34,8 @@ enum BenchCommand {
     Api(bench::BenchArgs),
     /// RBAC authorization decisions over a large policy.
     Rbac(bench::RbacBenchArgs),
+    /// Custom-object validation and server-side apply throughput.
+    Apply(bench::ApplyBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -101,5 +103,6 @@ fn main() -> anyhow::Result<()> {
         Command::Kubeconfig(args) => up::print_kubeconfig(&args),
         Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
+        Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),
     }
 }

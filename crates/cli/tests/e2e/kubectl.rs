@@ -748,3 +748,80 @@ fn quota_and_limit_range_rejections_read_like_upstream() {
         "{error}"
     );
 }
+
+#[test]
+fn server_side_apply_tracks_owners_conflicts_and_removals() {
+    let cluster = Cluster::start();
+    let v = "1.33";
+    let config = |replicas: u32, labels: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {{{labels}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers: [{{name: app, image: app:1}}]\n"
+        )
+    };
+    let applied = cluster.ok_stdin(
+        v,
+        &["apply", "--server-side", "-f", "-"],
+        &config(2, "app: web, tier: gpu"),
+    );
+    assert_eq!(applied.trim(), "deployment.apps/web serverside-applied");
+    let managers = cluster.ok(
+        v,
+        &[
+            "get",
+            "deploy",
+            "web",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
+        ],
+    );
+    assert_eq!(managers.trim(), "kubectl/Apply");
+
+    cluster.ok(
+        v,
+        &["patch", "deploy", "web", "-p", r#"{"spec":{"replicas":4}}"#],
+    );
+    let conflict = cluster.fails(
+        v,
+        &["apply", "--server-side", "-f", "-"],
+        Some(&config(2, "app: web, tier: gpu")),
+    );
+    assert!(
+        conflict.contains("Apply failed with 1 conflict: conflict with \"kubectl-patch\" using apps/v1: .spec.replicas"),
+        "{conflict}"
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]
+        ),
+        "4"
+    );
+
+    cluster.ok_stdin(
+        v,
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        &config(2, "app: web, tier: gpu"),
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]
+        ),
+        "2"
+    );
+
+    // A label the manager stops applying is removed.
+    cluster.ok_stdin(
+        v,
+        &["apply", "--server-side", "-f", "-"],
+        &config(2, "app: web"),
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &["get", "deploy", "web", "-o", "jsonpath={.metadata.labels}"]
+        ),
+        r#"{"app":"web"}"#
+    );
+}
