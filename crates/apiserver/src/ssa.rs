@@ -175,7 +175,7 @@ pub fn value_at<'a>(object: &'a Value, path: &[Element], schema: Schema<'_>) -> 
                 current = current
                     .as_array()?
                     .iter()
-                    .find(|item| item.to_string() == *value)?;
+                    .find(|item| is_set_value(item, value))?;
             }
         }
     }
@@ -224,7 +224,7 @@ fn remove_at(object: &mut Value, path: &[Element], schema: Schema<'_>) {
         }
         Element::Value(value) => {
             if let Some(items) = current.as_array_mut() {
-                items.retain(|item| item.to_string() != *value);
+                items.retain(|item| !is_set_value(item, value));
             }
         }
     }
@@ -328,14 +328,17 @@ pub fn to_fields_v1(set: &BTreeSet<Path>) -> Value {
     Value::Object(root)
 }
 
+/// Whether a set member renders as the `v:` element text.
+fn is_set_value(item: &Value, text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|parsed| parsed == *item)
+}
+
 /// A field set from its FieldsV1 form.
 pub fn from_fields_v1(value: &Value) -> BTreeSet<Path> {
     fn walk(value: &Value, path: &mut Path, out: &mut BTreeSet<Path>) {
         let Some(map) = value.as_object() else { return };
-        if map.is_empty() || map.contains_key(".") {
-            if !path.is_empty() {
-                out.insert(path.clone());
-            }
+        if (map.is_empty() || map.contains_key(".")) && !path.is_empty() {
+            out.insert(path.clone());
         }
         for (key, child) in map {
             if key == "." {
