@@ -418,6 +418,11 @@ async fn resource_request(
         }
         (Method::PATCH, Some(name)) => {
             let name = name.to_string();
+            let guard = |object: &Value| {
+                crate::escalation::check(server, user, resource, namespace, object)
+            };
+            let guard: Option<&(dyn Fn(&Value) -> ApiResult<()> + Sync)> =
+                crate::escalation::applies(resource, user).then_some(&guard);
             patch(
                 server,
                 resource,
@@ -426,6 +431,7 @@ async fn resource_request(
                 Part::Main,
                 request,
                 &query,
+                guard,
             )
             .await
         }
@@ -440,7 +446,10 @@ async fn resource_request(
     }
 }
 
-/// Handles a PATCH of an object or of its status.
+/// Handles a PATCH of an object or of its status. A `guard` sees the patched object before
+/// anything is stored and may refuse it (RBAC's escalation check); the write then goes
+/// through as an update preconditioned on the resourceVersion the guard saw.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn patch(
     server: &Arc<ApiServer>,
     resource: Resource,
@@ -449,6 +458,7 @@ pub(crate) async fn patch(
     part: Part,
     request: Request,
     query: &Query,
+    guard: Option<&(dyn Fn(&Value) -> ApiResult<()> + Sync)>,
 ) -> ApiResult<Response> {
     let mut options = write_options(query)?;
     let (headers, body) = read_body(request).await?;
@@ -477,6 +487,9 @@ pub(crate) async fn patch(
             .map_err(|_| ApiError::internal("apply to an empty object conflicted"))?
             .object;
             crate::meta::metadata_mut(&mut object).insert("name".into(), json!(name));
+            if let Some(guard) = guard {
+                guard(&object)?;
+            }
             let written = server
                 .objects
                 .create(resource, namespace, object, &options)?;
@@ -491,9 +504,40 @@ pub(crate) async fn patch(
         options.field_manager = field_manager(query, &headers);
         patch_body(&kind, body)?
     };
-    let written = server
-        .objects
-        .patch(resource, namespace, name, &body, part, &options)?;
+    let Some(guard) = guard else {
+        let written = server
+            .objects
+            .patch(resource, namespace, name, &body, part, &options)?;
+        return Ok(written_response(StatusCode::OK, written));
+    };
+    let preview = server.objects.patch(
+        resource,
+        namespace,
+        name,
+        &body,
+        part,
+        &WriteOptions {
+            dry_run: true,
+            ..options.clone()
+        },
+    )?;
+    guard(&preview.object)?;
+    if options.dry_run {
+        return Ok(written_response(StatusCode::OK, preview));
+    }
+    // The preview already carries the manager's managedFields and the stored
+    // resourceVersion, which makes the update fail with a conflict if the object moved.
+    let written = server.objects.update(
+        resource,
+        namespace,
+        name,
+        preview.object,
+        part,
+        &WriteOptions {
+            field_manager: None,
+            ..options
+        },
+    )?;
     Ok(written_response(StatusCode::OK, written))
 }
 

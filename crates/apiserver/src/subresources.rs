@@ -93,6 +93,7 @@ pub async fn handle(
                         Part::Status,
                         request,
                         query,
+                        None,
                     )
                     .await
                 }

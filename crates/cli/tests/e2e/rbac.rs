@@ -142,6 +142,56 @@ fn users_and_service_accounts_get_exactly_what_rbac_grants() {
         error.contains("attempting to grant RBAC permissions not currently held"),
         "{error}"
     );
+    // Patching a held role into one that grants more is the same escalation, and changes nothing.
+    let widen = r#"[{"op":"add","path":"/rules/-","value":{"apiGroups":[""],"resources":["nodes"],"verbs":["delete"]}}]"#;
+    let (ok, _, error) = kubectl_as(
+        &cluster,
+        &alice,
+        &[
+            "patch",
+            "role",
+            "reader",
+            "-n",
+            "team-a",
+            "--type=json",
+            "-p",
+            widen,
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        error.contains("attempting to grant RBAC permissions not currently held"),
+        "{error}"
+    );
+    let narrow = r#"{"rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}]}"#;
+    let (ok, _, error) = kubectl_as(
+        &cluster,
+        &alice,
+        &[
+            "patch",
+            "role",
+            "reader",
+            "-n",
+            "team-a",
+            "--type=merge",
+            "-p",
+            narrow,
+        ],
+    );
+    assert!(ok, "{error}");
+    let verbs = cluster.ok(
+        v,
+        &[
+            "get",
+            "role",
+            "reader",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.rules[*].verbs}",
+        ],
+    );
+    assert_eq!(verbs, r#"["get"]"#);
 
     // Impersonation needs its own permission.
     let (_, as_alice, _) = kubectl_as(
