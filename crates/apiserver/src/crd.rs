@@ -1,5 +1,5 @@
-//! CustomResourceDefinitions: validating a CRD, turning its versions into served kinds, and
-//! the status the server reports for it (accepted names, `NamesAccepted`, `Established`).
+//! CustomResourceDefinitions: validating a CRD and turning its versions into served kinds.
+//! The status the server keeps on a CRD is in `crd_status`.
 //!
 //! Pure functions over JSON; the registry and the store are elsewhere.
 
@@ -357,49 +357,6 @@ pub fn reversed_domain(group: &str) -> String {
     group.split('.').rev().collect::<Vec<_>>().join(".")
 }
 
-/// The status the server reports for an accepted CRD.
-pub fn status(crd: &Value, now: &str) -> Value {
-    let mut names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
-    let kind = text(&names, "/kind").to_string();
-    if text(&names, "/singular").is_empty() {
-        names["singular"] = json!(kind.to_ascii_lowercase());
-    }
-    if text(&names, "/listKind").is_empty() {
-        names["listKind"] = json!(format!("{kind}List"));
-    }
-    let mut stored: Vec<String> = crd
-        .pointer("/status/storedVersions")
-        .and_then(Value::as_array)
-        .map(|v| {
-            v.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(storage) = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .and_then(|v| {
-            v.iter()
-                .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        })
-        .map(|v| text(v, "/name").to_string())
-        && !stored.contains(&storage)
-    {
-        stored.push(storage);
-    }
-    json!({
-        "acceptedNames": names,
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found", "lastTransitionTime": now},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted", "lastTransitionTime": now},
-        ],
-        "storedVersions": stored,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,14 +466,5 @@ mod tests {
                 "v2", "v1", "v10beta3", "v1beta1", "v2alpha1", "v1alpha1", "foo"
             ]
         );
-    }
-
-    #[test]
-    fn status_accepts_names_and_records_the_storage_version() {
-        let status = status(&widget_crd(), "2026-01-01T00:00:00Z");
-        assert_eq!(status["acceptedNames"]["listKind"], "WidgetList");
-        assert_eq!(status["acceptedNames"]["singular"], "widget");
-        assert_eq!(status["conditions"][1]["type"], "Established");
-        assert_eq!(status["storedVersions"], json!(["v1"]));
     }
 }

@@ -498,7 +498,8 @@ impl Collector {
         }
         let kinds = self.objects.registry().kinds_of_crd(crd_name);
         let Some(resource) = kinds.first().copied() else {
-            return self.release(crds, None, crd_name, crate::crd::CLEANUP_FINALIZER);
+            self.release(crds, None, crd_name, crate::crd::CLEANUP_FINALIZER)?;
+            return self.reconsider_group(crds, crd_name);
         };
         let prefix = resource.prefix(None);
         self.index
@@ -530,7 +531,31 @@ impl Collector {
         }
         if self.objects.store().count(&prefix) == 0 {
             self.index.terminating_crds.remove(&prefix);
-            return self.release(crds, None, crd_name, crate::crd::CLEANUP_FINALIZER);
+            self.release(crds, None, crd_name, crate::crd::CLEANUP_FINALIZER)?;
+            return self.reconsider_group(crds, crd_name);
+        }
+        Ok(())
+    }
+
+    /// A deleted CRD frees its names: the other CRDs of its group are written again so
+    /// their status is recomputed, as upstream's naming controller requeues them.
+    fn reconsider_group(&self, crds: Resource, deleted: &str) -> crate::ApiResult<()> {
+        let group = crate::crd_status::group_of(deleted);
+        let snapshot = self.objects.store().list(&crds.prefix(None));
+        for entry in snapshot.entries.iter() {
+            let Ok(crd) = decode(entry) else { continue };
+            let name = crate::meta::meta_str(&crd, "name").unwrap_or_default();
+            if name == deleted || crate::crd_status::group_of(name) != group {
+                continue;
+            }
+            match self
+                .objects
+                .update_with(crds, None, name, Part::Main, |current| Ok(current.clone()))
+            {
+                Ok(_) => {}
+                Err(error) if error.code == 404 => {}
+                Err(error) => return Err(error),
+            }
         }
         Ok(())
     }

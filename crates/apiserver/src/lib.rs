@@ -11,6 +11,7 @@ pub mod admission;
 pub mod authn;
 pub mod convert;
 pub mod crd;
+pub mod crd_status;
 pub mod discovery;
 pub mod error;
 pub mod escalation;

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tessera_store::{Entry, Mutation, Snapshot, Store};
 
 use crate::convert;
+use crate::crd_status::{self, ClaimedNames};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta::{self, finalizers, is_deleting, meta_str, metadata_mut};
 use crate::patch::{self, PatchError};
@@ -202,15 +203,28 @@ impl Objects {
         }
     }
 
+    /// For a CRD, the names the other CRDs of its group hold — read before the write's
+    /// transaction, as upstream's naming controller reads them from its informer.
+    fn crd_claims(&self, resource: Resource, name: &str) -> Option<ClaimedNames> {
+        if !is_crd(resource) {
+            return None;
+        }
+        let snapshot = self.store.list(crate::registry::CRD_PREFIX);
+        let crds: Vec<Value> = snapshot
+            .entries
+            .iter()
+            .filter_map(|entry| serde_json::from_slice(&entry.value).ok())
+            .collect();
+        Some(ClaimedNames::by_others(&crds, name))
+    }
+
     /// Keeps the registry in step after a write to a CustomResourceDefinition.
     fn after_write(&self, resource: Resource) {
         if resource.group() == "rbac.authorization.k8s.io" {
             self.rbac_generation
                 .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
-        if (resource.group(), resource.kind())
-            == ("apiextensions.k8s.io", "CustomResourceDefinition")
-        {
+        if is_crd(resource) {
             self.registry.refresh(&self.store);
         }
     }
@@ -436,6 +450,11 @@ impl Objects {
             metadata.insert("generation".into(), json!(1));
         }
         strategy::prepare_for_create(resource, &mut object);
+        if let Some(claims) =
+            self.crd_claims(resource, meta_str(&object, "name").unwrap_or_default())
+        {
+            object["status"] = crd_status::status(&object, &now, &claims);
+        }
         meta::normalize_metadata(&mut object);
         if let Some(manager) = &options.field_manager {
             crate::ssa::record_update(
@@ -638,6 +657,7 @@ impl Objects {
         part: Part,
     ) -> ApiResult<Written> {
         let key = resource.key(Self::namespace_of(resource, namespace), name);
+        let claims = self.crd_claims(resource, name);
         let mut stored = None;
         self.store.mutate(&key, |current, revision| {
             let current = current
@@ -645,7 +665,9 @@ impl Objects {
             let current = decode_as(resource, current)?;
             let requested = change(&current)?;
             let mut next = merge_update(resource, &current, requested, part);
-            strategy::after_update(resource, &mut next);
+            if let Some(claims) = &claims {
+                next["status"] = crd_status::status(&next, &meta::timestamp(self.now()), claims);
+            }
             meta::normalize_metadata(&mut next);
             if let Some(manager) = &options.field_manager {
                 let now = meta::timestamp(self.now());
@@ -987,4 +1009,8 @@ fn apply_conflict(resource: Resource, name: &str, conflicts: &[crate::ssa::Confl
             .collect();
     }
     error
+}
+
+fn is_crd(resource: Resource) -> bool {
+    (resource.group(), resource.kind()) == ("apiextensions.k8s.io", "CustomResourceDefinition")
 }

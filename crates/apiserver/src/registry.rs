@@ -45,6 +45,10 @@ impl Registry {
             let Ok(crd) = serde_json::from_slice::<Value>(&entry.value) else {
                 continue;
             };
+            // A CRD whose names were refused is stored but not served.
+            if !crate::crd_status::is_established(&crd) {
+                continue;
+            }
             let name = crd
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)

@@ -421,7 +421,7 @@ async fn resource_request(
             let guard = |object: &Value| {
                 crate::escalation::check(server, user, resource, namespace, object)
             };
-            let guard: Option<&(dyn Fn(&Value) -> ApiResult<()> + Sync)> =
+            let guard: Option<&WriteGuard<'_>> =
                 crate::escalation::applies(resource, user).then_some(&guard);
             patch(
                 server,
@@ -446,6 +446,9 @@ async fn resource_request(
     }
 }
 
+/// A check of the object a write would store, run before anything is stored.
+pub(crate) type WriteGuard<'a> = dyn Fn(&Value) -> ApiResult<()> + Sync + 'a;
+
 /// Handles a PATCH of an object or of its status. A `guard` sees the patched object before
 /// anything is stored and may refuse it (RBAC's escalation check); the write then goes
 /// through as an update preconditioned on the resourceVersion the guard saw.
@@ -458,7 +461,7 @@ pub(crate) async fn patch(
     part: Part,
     request: Request,
     query: &Query,
-    guard: Option<&(dyn Fn(&Value) -> ApiResult<()> + Sync)>,
+    guard: Option<&WriteGuard<'_>>,
 ) -> ApiResult<Response> {
     let mut options = write_options(query)?;
     let (headers, body) = read_body(request).await?;

@@ -49,10 +49,6 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) {
                 finalizers.push(json!(crate::crd::CLEANUP_FINALIZER));
             }
             metadata.insert("finalizers".into(), json!(finalizers));
-            let now = crate::meta::meta_str(object, "creationTimestamp")
-                .unwrap_or_default()
-                .to_string();
-            object["status"] = crate::crd::status(object, &now);
         }
         ("", "Service") => {
             let spec = ensure_object(object, "spec");
@@ -273,26 +269,6 @@ pub fn qos_class(spec: &Value) -> &'static str {
 
 fn quantity(value: &Value) -> Option<Quantity> {
     value.as_str()?.parse().ok()
-}
-
-/// Keeps server-maintained status current after an update of the main resource.
-pub fn after_update(resource: Resource, object: &mut Value) {
-    if (resource.group(), resource.kind()) == ("apiextensions.k8s.io", "CustomResourceDefinition") {
-        let since = object
-            .pointer("/status/conditions/0/lastTransitionTime")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let mut status = crate::crd::status(object, &since);
-        if object.pointer("/metadata/deletionTimestamp").is_some()
-            && let Some(conditions) = status["conditions"].as_array_mut()
-        {
-            conditions.push(json!({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
-                "message": "CustomResourceDefinition marked for deletion; instances are being deleted",
-                "lastTransitionTime": since}));
-        }
-        object["status"] = status;
-    }
 }
 
 /// Rules of a kind that a structural schema cannot express, checked on create and update.

@@ -326,6 +326,52 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving_it() {
 }
 
 #[tokio::test]
+async fn a_crd_whose_kind_is_taken_is_stored_but_not_served_until_the_name_frees() {
+    let server = start();
+    install(&server).await;
+    let mut gadgets = widget_crd();
+    gadgets["metadata"]["name"] = json!("gadgets.example.com");
+    gadgets["spec"]["names"] =
+        json!({"plural": "gadgets", "kind": "Widget", "listKind": "GadgetList"});
+    let (code, crd) = post(&server, CRDS, &gadgets).await;
+    assert_eq!(code, 201, "{crd}");
+    let conditions = &crd["status"]["conditions"];
+    assert_eq!(conditions[0]["type"], "NamesAccepted");
+    assert_eq!(conditions[0]["status"], "False");
+    assert_eq!(conditions[0]["reason"], "KindConflict");
+    assert_eq!(conditions[0]["message"], r#""Widget" is already in use"#);
+    assert_eq!(conditions[1]["reason"], "NotAccepted");
+    let gadget_list = "/apis/example.com/v1/namespaces/default/gadgets";
+    let (code, _, _) = raw(&server, "GET", gadget_list, None, vec![]).await;
+    assert_eq!(code, 404, "an unaccepted CRD is not served");
+
+    let (code, _, _) = raw(
+        &server,
+        "DELETE",
+        &format!("{CRDS}/widgets.example.com"),
+        None,
+        vec![],
+    )
+    .await;
+    assert!(code == 200 || code == 202);
+    let established = eventually(|| async {
+        let (_, crd, _) = raw(
+            &server,
+            "GET",
+            &format!("{CRDS}/gadgets.example.com"),
+            None,
+            vec![],
+        )
+        .await;
+        crd["status"]["conditions"][1]["status"] == "True"
+    })
+    .await;
+    assert!(established, "freed names are accepted for the waiting CRD");
+    let (code, _, _) = raw(&server, "GET", gadget_list, None, vec![]).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
 async fn invalid_crds_are_rejected_with_field_paths() {
     let server = start();
     let mut crd = widget_crd();
