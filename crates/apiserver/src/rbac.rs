@@ -141,25 +141,54 @@ struct Binding {
     rules: Option<Arc<RoleRules>>,
 }
 
-/// A role's rules, with the plain ones indexed by group, resource and subresource so a
-/// decision looks up instead of scanning.
+/// Interned names of API groups, resources and subresources: a decision hashes the request's
+/// names once, and every role it checks then looks up one small integer key.
+#[derive(Debug, Default)]
+struct Symbols(HashMap<String, u32, foldhash::fast::RandomState>);
+
+impl Symbols {
+    fn intern(&mut self, name: &str) -> u32 {
+        let next = u32::try_from(self.0.len()).unwrap_or(u32::MAX);
+        *self.0.entry(name.to_string()).or_insert(next)
+    }
+
+    fn get(&self, name: &str) -> Option<u32> {
+        self.0.get(name).copied()
+    }
+
+    /// The index key of a resource request; `None` when no plain rule names it.
+    fn key_of(&self, attributes: &Attributes) -> Option<GrantKey> {
+        if !attributes.resource_request {
+            return None;
+        }
+        Some((
+            self.get(&attributes.group)?,
+            self.get(&attributes.resource)?,
+            self.get(&attributes.subresource)?,
+        ))
+    }
+}
+
 /// Verbs and resource names a plain rule grants.
 type Grant = (Vec<String>, Vec<String>);
-/// group → resource → subresource ("" for none) → grants.
-type GrantIndex = HashMap<String, HashMap<String, HashMap<String, Vec<Grant>>>>;
+/// (group, resource, subresource — "" for none), interned.
+type GrantKey = (u32, u32, u32);
+type GrantIndex = HashMap<GrantKey, Vec<Grant>, foldhash::fast::RandomState>;
 
+/// A role's rules, with the plain ones indexed by group, resource and subresource so a
+/// decision looks up instead of scanning.
 #[derive(Debug)]
 struct RoleRules {
     rules: Vec<Rule>,
-    /// group → resource → subresource ("" for none) → grants (verbs, resource names).
+    /// Grants of plain rules by interned (group, resource, subresource).
     indexed: GrantIndex,
     /// Rules with wildcard groups or resources, and non-resource rules: scanned.
     scanned: Vec<Rule>,
 }
 
 impl RoleRules {
-    fn new(rules: Vec<Rule>) -> RoleRules {
-        let mut indexed = GrantIndex::new();
+    fn new(rules: Vec<Rule>, symbols: &mut Symbols) -> RoleRules {
+        let mut indexed = GrantIndex::default();
         let mut scanned = Vec::new();
         for rule in &rules {
             let wildcard = !rule.non_resource_urls.is_empty()
@@ -176,12 +205,13 @@ impl RoleRules {
                 for resource in &rule.resources {
                     let (resource, subresource) =
                         resource.split_once('/').unwrap_or((resource, ""));
+                    let key = (
+                        symbols.intern(group),
+                        symbols.intern(resource),
+                        symbols.intern(subresource),
+                    );
                     indexed
-                        .entry(group.clone())
-                        .or_default()
-                        .entry(resource.to_string())
-                        .or_default()
-                        .entry(subresource.to_string())
+                        .entry(key)
                         .or_default()
                         .push((rule.verbs.clone(), rule.resource_names.clone()));
                 }
@@ -194,23 +224,18 @@ impl RoleRules {
         }
     }
 
-    fn allows(&self, attributes: &Attributes) -> bool {
-        if attributes.resource_request {
-            let grants = self
-                .indexed
-                .get(attributes.group.as_str())
-                .and_then(|resources| resources.get(attributes.resource.as_str()))
-                .and_then(|subresources| subresources.get(attributes.subresource.as_str()));
-            let granted = grants.into_iter().flatten().any(|(verbs, names)| {
+    /// Whether the rules allow a request whose interned index key is `key`.
+    fn allows(&self, attributes: &Attributes, key: Option<GrantKey>) -> bool {
+        let granted = key
+            .and_then(|key| self.indexed.get(&key))
+            .into_iter()
+            .flatten()
+            .any(|(verbs, names)| {
                 verbs.iter().any(|v| v == "*" || *v == attributes.verb)
                     && (names.is_empty()
                         || (!attributes.name.is_empty() && names.contains(&attributes.name)))
             });
-            if granted {
-                return true;
-            }
-        }
-        self.scanned.iter().any(|rule| rule.allows(attributes))
+        granted || self.scanned.iter().any(|rule| rule.allows(attributes))
     }
 }
 
@@ -223,6 +248,7 @@ enum SubjectKey {
 
 #[derive(Default)]
 struct Snapshot {
+    symbols: Symbols,
     cluster_roles: HashMap<String, Arc<RoleRules>>,
     /// namespace → role name → rules.
     roles: HashMap<String, HashMap<String, Arc<RoleRules>>>,
@@ -343,16 +369,20 @@ impl Snapshot {
                     }
                 }
             }
-            snapshot
-                .cluster_roles
-                .insert(name_of(role), Arc::new(RoleRules::new(rules)));
+            snapshot.cluster_roles.insert(
+                name_of(role),
+                Arc::new(RoleRules::new(rules, &mut snapshot.symbols)),
+            );
         }
         for role in list(objects, "roles") {
             snapshot
                 .roles
                 .entry(namespace_of(&role))
                 .or_default()
-                .insert(name_of(&role), Arc::new(RoleRules::new(rules_of(&role))));
+                .insert(
+                    name_of(&role),
+                    Arc::new(RoleRules::new(rules_of(&role), &mut snapshot.symbols)),
+                );
         }
         let binding = |object: &Value, kind: &'static str| Binding {
             kind,
@@ -528,10 +558,11 @@ impl Rbac {
             };
         }
         let snapshot = self.snapshot(objects);
+        let key = snapshot.symbols.key_of(attributes);
         for binding in snapshot.bindings_for(user, &attributes.namespace) {
             if snapshot
                 .role_rules(binding)
-                .is_some_and(|rules| rules.allows(attributes))
+                .is_some_and(|rules| rules.allows(attributes, key))
             {
                 let scope = if binding.kind == "RoleBinding" {
                     format!(" in namespace \"{}\"", binding.namespace)
@@ -681,6 +712,75 @@ pub fn forbidden_message(user: &UserInfo, attributes: &Attributes) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod index {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn pick(options: &'static [&'static str]) -> impl Strategy<Value = String> {
+            proptest::sample::select(options).prop_map(str::to_string)
+        }
+
+        fn a_rule() -> impl Strategy<Value = Rule> {
+            (
+                proptest::collection::vec(pick(&["get", "list", "*", "create"]), 1..3),
+                proptest::collection::vec(pick(&["", "apps", "*"]), 1..3),
+                proptest::collection::vec(
+                    pick(&[
+                        "pods",
+                        "pods/log",
+                        "*",
+                        "deployments",
+                        "*/scale",
+                        "deployments/scale",
+                    ]),
+                    1..3,
+                ),
+                proptest::collection::vec(pick(&["a", "b"]), 0..2),
+            )
+                .prop_map(|(verbs, api_groups, resources, resource_names)| Rule {
+                    verbs,
+                    api_groups,
+                    resources,
+                    resource_names,
+                    non_resource_urls: vec![],
+                })
+        }
+
+        fn a_request() -> impl Strategy<Value = Attributes> {
+            (
+                pick(&["get", "list", "create", "delete"]),
+                pick(&["", "apps", "batch"]),
+                pick(&["pods", "deployments", "jobs"]),
+                pick(&["", "log", "scale"]),
+                pick(&["", "a", "c"]),
+            )
+                .prop_map(|(verb, group, resource, subresource, name)| Attributes {
+                    verb,
+                    resource_request: true,
+                    group,
+                    resource,
+                    subresource,
+                    name,
+                    ..Attributes::default()
+                })
+        }
+
+        proptest! {
+            /// The interned index decides exactly as scanning every rule does.
+            #[test]
+            fn indexed_rules_decide_like_a_scan(
+                rules in proptest::collection::vec(a_rule(), 0..5),
+                request in a_request(),
+            ) {
+                let scanned = rules.iter().any(|rule| rule.allows(&request));
+                let mut symbols = Symbols::default();
+                let indexed = RoleRules::new(rules, &mut symbols);
+                let key = symbols.key_of(&request);
+                prop_assert_eq!(indexed.allows(&request, key), scanned);
+            }
+        }
+    }
 
     fn rule(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Rule {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
