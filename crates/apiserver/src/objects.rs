@@ -47,6 +47,9 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// The manager the write's changed fields are recorded for in `managedFields`.
     pub field_manager: Option<String>,
+    /// The subresource the write came through (`status`, `scale`), recorded with its
+    /// `managedFields` entry.
+    pub subresource: Option<&'static str>,
 }
 
 /// Which part of an object a write addresses.
@@ -463,6 +466,7 @@ impl Objects {
                 manager,
                 &resource.info.api_version(),
                 &now,
+                options.subresource,
                 resource.schema(),
             );
         }
@@ -645,6 +649,20 @@ impl Objects {
         )
     }
 
+    /// [`Objects::update_with`] for a client's request, with its options (dry run, field
+    /// manager, subresource).
+    pub fn update_with_options(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        part: Part,
+        options: &WriteOptions,
+        change: impl FnOnce(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<Written> {
+        self.write(resource, namespace, name, options, change, part)
+    }
+
     /// The shared update path: `change` turns the stored object into the requested one;
     /// server-owned fields, status handling, generation and finalizers are then applied.
     fn write(
@@ -677,6 +695,7 @@ impl Objects {
                     manager,
                     &resource.info.api_version(),
                     &now,
+                    options.subresource,
                     resource.schema(),
                 );
             }

@@ -227,7 +227,7 @@ fn aggregated_response(value: &Value) -> Response {
 }
 
 /// Reads a request body up to the limit.
-async fn read_body(request: Request) -> ApiResult<(HeaderMap, Bytes)> {
+pub(crate) async fn read_body(request: Request) -> ApiResult<(HeaderMap, Bytes)> {
     let (parts, body) = request.into_parts();
     let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
     let bytes = limited
@@ -238,7 +238,7 @@ async fn read_body(request: Request) -> ApiResult<(HeaderMap, Bytes)> {
     Ok((parts.headers, bytes))
 }
 
-fn content_type(headers: &HeaderMap) -> String {
+pub(crate) fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -281,7 +281,7 @@ pub(crate) fn decode_object(content_type: &str, body: &[u8]) -> ApiResult<Value>
 }
 
 /// The manager a write is recorded for: `fieldManager`, else the client's user agent.
-fn field_manager(query: &Query, headers: &HeaderMap) -> Option<String> {
+pub(crate) fn field_manager(query: &Query, headers: &HeaderMap) -> Option<String> {
     if let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) {
         return Some(manager.to_string());
     }
@@ -292,7 +292,7 @@ fn field_manager(query: &Query, headers: &HeaderMap) -> Option<String> {
     Some(agent.split('/').next().unwrap_or("unknown").to_string())
 }
 
-fn write_options(query: &Query) -> ApiResult<WriteOptions> {
+pub(crate) fn write_options(query: &Query) -> ApiResult<WriteOptions> {
     let dry_run = match query.get("dryRun") {
         None | Some("") => false,
         Some("All") => true,
@@ -315,7 +315,7 @@ fn write_options(query: &Query) -> ApiResult<WriteOptions> {
     Ok(WriteOptions {
         dry_run,
         field_validation,
-        field_manager: None,
+        ..WriteOptions::default()
     })
 }
 
@@ -464,6 +464,9 @@ pub(crate) async fn patch(
     guard: Option<&WriteGuard<'_>>,
 ) -> ApiResult<Response> {
     let mut options = write_options(query)?;
+    if part == Part::Status {
+        options.subresource = Some("status");
+    }
     let (headers, body) = read_body(request).await?;
     let kind = content_type(&headers);
     let body = if kind == "application/apply-patch+yaml" {

@@ -117,6 +117,20 @@ pub fn fields(object: &Value, schema: Schema<'_>) -> BTreeSet<Path> {
     set
 }
 
+/// The field set of an object's `.status`: what writes through the status subresource own.
+fn status_fields(object: &Value, schema: Schema<'_>) -> BTreeSet<Path> {
+    let mut set = BTreeSet::new();
+    if let Some(status) = object.get("status") {
+        let mut path = vec![Element::Field("status".into())];
+        collect(status, schema.property("status"), &mut path, &mut set);
+    }
+    set
+}
+
+fn in_status(path: &[Element]) -> bool {
+    matches!(path.first(), Some(Element::Field(f)) if f == "status")
+}
+
 fn collect(value: &Value, schema: Schema<'_>, path: &mut Path, out: &mut BTreeSet<Path>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
@@ -526,18 +540,28 @@ pub fn apply(
 }
 
 /// Records an ordinary write: its manager now owns the fields it changed or added; fields
-/// it removed are owned by nobody.
+/// it removed are owned by nobody. Writes through a subresource (`status`, `scale`) are
+/// recorded in an entry of their own, as upstream keeps them.
 pub fn record_update(
     old: &Value,
     new: &mut Value,
     manager: &str,
     api_version: &str,
     now: &str,
+    subresource: Option<&str>,
     schema: Schema<'_>,
 ) {
     let mut entries = managed(old);
-    let before = fields(old, schema);
-    let after = fields(new, schema);
+    // A status write owns status fields only; any other write owns everything but status.
+    let status_write = subresource == Some("status");
+    let tracked = |object: &Value| {
+        if status_write {
+            status_fields(object, schema)
+        } else {
+            fields(object, schema)
+        }
+    };
+    let (before, after) = (tracked(old), tracked(new));
     let changed: BTreeSet<Path> = after
         .iter()
         .filter(|path| {
@@ -547,14 +571,16 @@ pub fn record_update(
         .collect();
     for entry in entries.iter_mut() {
         entry.fields.retain(|path| {
-            after.contains(path) && !(changed.contains(path) && entry.manager != manager)
+            in_status(path) != status_write
+                || (after.contains(path) && !(changed.contains(path) && entry.manager != manager))
         });
     }
     if !changed.is_empty() {
-        match entries
-            .iter_mut()
-            .find(|e| e.manager == manager && e.operation == "Update")
-        {
+        match entries.iter_mut().find(|e| {
+            e.manager == manager
+                && e.operation == "Update"
+                && e.subresource.as_deref() == subresource
+        }) {
             Some(entry) => {
                 entry.fields.extend(changed);
                 entry.time = now.to_string();
@@ -564,7 +590,7 @@ pub fn record_update(
                 operation: "Update".into(),
                 api_version: api_version.to_string(),
                 time: now.to_string(),
-                subresource: None,
+                subresource: subresource.map(str::to_string),
                 fields: changed,
             }),
         }
@@ -702,6 +728,7 @@ mod tests {
             "kubectl-scale",
             "apps/v1",
             "t",
+            Some("scale"),
             schema,
         );
         let entries = managed(&scaled);
@@ -709,6 +736,7 @@ mod tests {
             .iter()
             .find(|m| m.manager == "kubectl-scale")
             .unwrap();
+        assert_eq!(scaler.subresource.as_deref(), Some("scale"));
         assert_eq!(
             scaler
                 .fields

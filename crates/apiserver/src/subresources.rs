@@ -13,7 +13,6 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{Method, StatusCode, header};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use tessera_model::Subresource;
@@ -23,7 +22,7 @@ use crate::meta::meta_str;
 use crate::objects::{Part, PatchBody, WriteOptions};
 use crate::request::Query;
 use crate::resource::Resource;
-use crate::server::{self, ApiServer, MAX_BODY_BYTES, decode_object, json_response};
+use crate::server::{self, ApiServer, decode_object, json_response};
 
 fn serves(resource: Resource, sub: Subresource) -> ApiResult<()> {
     if resource.info.has(sub) {
@@ -38,18 +37,22 @@ fn serves(resource: Resource, sub: Subresource) -> ApiResult<()> {
 }
 
 async fn body_of(request: Request) -> ApiResult<(String, Bytes)> {
-    let content_type = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or_default().trim().to_string())
-        .unwrap_or_else(|| "application/json".into());
-    let bytes = http_body_util::Limited::new(request.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-        .map_err(|_| ApiError::too_large(MAX_BODY_BYTES))?
-        .to_bytes();
-    Ok((content_type, bytes))
+    let (headers, body) = server::read_body(request).await?;
+    Ok((server::content_type(&headers), body))
+}
+
+/// The options of a client's write through a subresource: dry run, field validation, and
+/// the field manager its `managedFields` entry is recorded for.
+async fn subresource_write(
+    request: Request,
+    query: &Query,
+    subresource: &'static str,
+) -> ApiResult<(String, Bytes, WriteOptions)> {
+    let mut options = server::write_options(query)?;
+    let (headers, body) = server::read_body(request).await?;
+    options.field_manager = server::field_manager(query, &headers);
+    options.subresource = Some(subresource);
+    Ok((server::content_type(&headers), body, options))
 }
 
 /// Routes a subresource request.
@@ -72,7 +75,8 @@ pub async fn handle(
                     &server.objects.get(resource, namespace, name)?,
                 )),
                 Method::PUT => {
-                    let (content_type, body) = body_of(request).await?;
+                    let (content_type, body, options) =
+                        subresource_write(request, query, "status").await?;
                     let object = decode_object(&content_type, &body)?;
                     let written = server.objects.update(
                         resource,
@@ -80,7 +84,7 @@ pub async fn handle(
                         name,
                         object,
                         Part::Status,
-                        &WriteOptions::default(),
+                        &options,
                     )?;
                     Ok(json_response(StatusCode::OK, &written.object))
                 }
@@ -102,7 +106,7 @@ pub async fn handle(
         }
         "scale" => {
             serves(resource, Subresource::Scale)?;
-            scale(server, resource, namespace, name, request).await
+            scale(server, resource, namespace, name, request, query).await
         }
         "log" => {
             serves(resource, Subresource::Log)?;
@@ -212,6 +216,7 @@ async fn scale(
     namespace: Option<&str>,
     name: &str,
     request: Request,
+    query: &Query,
 ) -> ApiResult<Response> {
     // Where replicas live: fixed for built-in kinds, declared by the CRD for custom ones.
     let paths = resource.info.custom.as_ref().and_then(|c| c.scale.clone());
@@ -270,7 +275,7 @@ async fn scale(
             &view(&server.objects.get(resource, namespace, name)?),
         )),
         Method::PUT | Method::PATCH => {
-            let (content_type, body) = body_of(request).await?;
+            let (content_type, body, options) = subresource_write(request, query, "scale").await?;
             let change: PatchBody = if method == Method::PUT {
                 PatchBody::Merge(decode_object(&content_type, &body)?)
             } else {
@@ -285,40 +290,44 @@ async fn scale(
                     other => return Err(ApiError::unsupported_media_type(other)),
                 }
             };
-            let written =
-                server
-                    .objects
-                    .update_with(resource, namespace, name, Part::Main, |current| {
-                        let scale = view(current);
-                        let patched = match &change {
-                            PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
-                            PatchBody::Merge(patch)
-                            | PatchBody::Strategic(patch)
-                            | PatchBody::Apply { config: patch, .. } => {
-                                crate::patch::merge_patch(&scale, patch)
-                            }
+            let written = server.objects.update_with_options(
+                resource,
+                namespace,
+                name,
+                Part::Main,
+                &options,
+                |current| {
+                    let scale = view(current);
+                    let patched = match &change {
+                        PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
+                        PatchBody::Merge(patch)
+                        | PatchBody::Strategic(patch)
+                        | PatchBody::Apply { config: patch, .. } => {
+                            crate::patch::merge_patch(&scale, patch)
                         }
-                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                        let replicas = patched
-                            .pointer("/spec/replicas")
-                            .and_then(Value::as_i64)
-                            .filter(|r| *r >= 0)
-                            .ok_or_else(|| {
-                                ApiError::invalid(
-                                    "autoscaling",
-                                    "Scale",
-                                    name,
-                                    vec![crate::error::Cause::invalid(
-                                        "spec.replicas",
-                                        patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
-                                        "must be greater than or equal to 0",
-                                    )],
-                                )
-                            })?;
-                        let mut next = current.clone();
-                        set_at(&mut next, &spec_pointer, json!(replicas));
-                        Ok(next)
-                    })?;
+                    }
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                    let replicas = patched
+                        .pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .filter(|r| *r >= 0)
+                        .ok_or_else(|| {
+                            ApiError::invalid(
+                                "autoscaling",
+                                "Scale",
+                                name,
+                                vec![crate::error::Cause::invalid(
+                                    "spec.replicas",
+                                    patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
+                                    "must be greater than or equal to 0",
+                                )],
+                            )
+                        })?;
+                    let mut next = current.clone();
+                    set_at(&mut next, &spec_pointer, json!(replicas));
+                    Ok(next)
+                },
+            )?;
             Ok(json_response(StatusCode::OK, &view(&written.object)))
         }
         other => Err(ApiError::method_not_allowed(other.as_str())),

@@ -206,7 +206,7 @@ async fn status_scale_and_printer_columns() {
     let (code, _, _) = raw(
         &server,
         "PATCH",
-        &format!("{WIDGETS}/w/status"),
+        &format!("{WIDGETS}/w/status?fieldManager=widget-controller"),
         Some("application/merge-patch+json"),
         status.to_string().into_bytes(),
     )
@@ -216,7 +216,7 @@ async fn status_scale_and_printer_columns() {
     let (code, scaled, _) = raw(
         &server,
         "PATCH",
-        &format!("{WIDGETS}/w/scale"),
+        &format!("{WIDGETS}/w/scale?fieldManager=autoscaler"),
         Some("application/merge-patch+json"),
         scale.to_string().into_bytes(),
     )
@@ -224,6 +224,23 @@ async fn status_scale_and_printer_columns() {
     assert_eq!(code, 200, "{scaled}");
     assert_eq!(scaled["spec"]["replicas"], 5);
     assert_eq!(scaled["status"]["replicas"], 2);
+    // Writes through subresources are owned by their managers, entry by subresource.
+    let (_, got, _) = raw(&server, "GET", &format!("{WIDGETS}/w"), None, vec![]).await;
+    let entries = got["metadata"]["managedFields"].as_array().unwrap();
+    let entry = |manager: &str| {
+        entries
+            .iter()
+            .find(|e| e["manager"] == manager)
+            .unwrap_or_else(|| panic!("no entry for {manager}: {entries:?}"))
+    };
+    assert_eq!(entry("widget-controller")["subresource"], "status");
+    assert!(entry("widget-controller")["fieldsV1"]["f:status"]["f:replicas"].is_object());
+    assert_eq!(entry("autoscaler")["subresource"], "scale");
+    assert_eq!(entry("autoscaler")["operation"], "Update");
+    assert_eq!(
+        entry("autoscaler")["fieldsV1"],
+        json!({"f:spec": {"f:replicas": {}}})
+    );
 
     use http_body_util::BodyExt;
     let request = http::Request::builder()
