@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
+use tessera_model::json::strings_at;
 
 fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
     value
@@ -46,15 +47,9 @@ impl ClaimedNames {
                     .resources
                     .insert(text(names, &format!("/{key}")).into());
             }
-            for short in names
-                .get("shortNames")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
-                claimed.resources.insert(short.into());
-            }
+            claimed
+                .resources
+                .extend(strings_at::<Vec<String>>(names, "/shortNames"));
             for key in ["kind", "listKind"] {
                 claimed.kinds.insert(text(names, &format!("/{key}")).into());
             }
@@ -126,16 +121,10 @@ pub fn status(crd: &Value, now: &str, claimed: &ClaimedNames) -> Value {
             Err(message) => conflict = Some((reason, message)),
         }
     }
-    let short_names = |value: &Value| -> Vec<String> {
-        value
-            .get("shortNames")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect()
-    };
-    let (wanted, held) = (short_names(&requested), short_names(&accepted));
+    let (wanted, held): (Vec<String>, Vec<String>) = (
+        strings_at(&requested, "/shortNames"),
+        strings_at(&accepted, "/shortNames"),
+    );
     if wanted != held {
         let errors: Vec<String> = wanted
             .iter()
@@ -228,15 +217,7 @@ pub fn status(crd: &Value, now: &str, claimed: &ClaimedNames) -> Value {
         conditions.push(terminating);
     }
 
-    let mut stored: Vec<String> = crd
-        .pointer("/status/storedVersions")
-        .and_then(Value::as_array)
-        .map(|v| {
-            v.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut stored: Vec<String> = strings_at(crd, "/status/storedVersions");
     if let Some(storage) = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)

@@ -56,15 +56,7 @@ pub struct Rule {
 }
 
 fn strings(value: &Value, field: &str) -> Vec<String> {
-    value
-        .get(field)
-        .and_then(Value::as_array)
-        .map(|v| {
-            v.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    tessera_model::json::strings_at(value, &format!("/{field}"))
 }
 
 impl Rule {

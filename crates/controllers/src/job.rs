@@ -222,24 +222,10 @@ pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration
     let finished = condition_true(job, "Complete") || condition_true(job, "Failed");
 
     // --- accounting of finished pods (two-phase through uncountedTerminatedPods) ---
-    let uncounted_succeeded: BTreeSet<String> = status
-        .pointer("/uncountedTerminatedPods/succeeded")
-        .and_then(Value::as_array)
-        .map(|v| {
-            v.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let uncounted_failed: BTreeSet<String> = status
-        .pointer("/uncountedTerminatedPods/failed")
-        .and_then(Value::as_array)
-        .map(|v| {
-            v.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let uncounted_succeeded: BTreeSet<String> =
+        tessera_model::json::strings_at(&status, "/uncountedTerminatedPods/succeeded");
+    let uncounted_failed: BTreeSet<String> =
+        tessera_model::json::strings_at(&status, "/uncountedTerminatedPods/failed");
     let mut succeeded = int(&status, "/succeeded").unwrap_or(0);
     let mut failed = int(&status, "/failed").unwrap_or(0);
     let mut completed_indexes = parse_indexes(text(&status, "/completedIndexes"));

@@ -3,6 +3,7 @@
 //!
 //! Knows nothing about storage, HTTP or scheduling.
 
+pub mod json;
 pub mod kinds;
 pub mod quantity;
 pub mod schema;

@@ -53,6 +53,11 @@ async fn post(server: &TestServer, uri: &str, body: &Value) -> (u16, Value) {
     (code, answer)
 }
 
+async fn delete_crd(server: &TestServer, name: &str) {
+    let (code, answer, _) = raw(server, "DELETE", &format!("{CRDS}/{name}"), None, vec![]).await;
+    assert!(code == 200 || code == 202, "{answer}");
+}
+
 async fn install(server: &TestServer) {
     let (code, crd) = post(server, CRDS, &widget_crd()).await;
     assert_eq!(code, 201, "{crd}");
@@ -308,15 +313,7 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving_it() {
         let (code, _) = post(&server, WIDGETS, &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": "small"}})).await;
         assert_eq!(code, 201);
     }
-    let (code, _, _) = raw(
-        &server,
-        "DELETE",
-        &format!("{CRDS}/widgets.example.com"),
-        None,
-        vec![],
-    )
-    .await;
-    assert!(code == 200 || code == 202);
+    delete_crd(&server, "widgets.example.com").await;
     let gone = eventually(|| async {
         let (code, _, _) = raw(
             &server,
@@ -362,15 +359,7 @@ async fn a_crd_whose_kind_is_taken_is_stored_but_not_served_until_the_name_frees
     let (code, _, _) = raw(&server, "GET", gadget_list, None, vec![]).await;
     assert_eq!(code, 404, "an unaccepted CRD is not served");
 
-    let (code, _, _) = raw(
-        &server,
-        "DELETE",
-        &format!("{CRDS}/widgets.example.com"),
-        None,
-        vec![],
-    )
-    .await;
-    assert!(code == 200 || code == 202);
+    delete_crd(&server, "widgets.example.com").await;
     let established = eventually(|| async {
         let (_, crd, _) = raw(
             &server,

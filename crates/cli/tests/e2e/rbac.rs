@@ -143,41 +143,25 @@ fn users_and_service_accounts_get_exactly_what_rbac_grants() {
         "{error}"
     );
     // Patching a held role into one that grants more is the same escalation, and changes nothing.
+    let patch_reader = |kind: &str, patch: &str| {
+        let kind = format!("--type={kind}");
+        kubectl_as(
+            &cluster,
+            &alice,
+            &[
+                "patch", "role", "reader", "-n", "team-a", &kind, "-p", patch,
+            ],
+        )
+    };
     let widen = r#"[{"op":"add","path":"/rules/-","value":{"apiGroups":[""],"resources":["nodes"],"verbs":["delete"]}}]"#;
-    let (ok, _, error) = kubectl_as(
-        &cluster,
-        &alice,
-        &[
-            "patch",
-            "role",
-            "reader",
-            "-n",
-            "team-a",
-            "--type=json",
-            "-p",
-            widen,
-        ],
-    );
+    let (ok, _, error) = patch_reader("json", widen);
     assert!(!ok);
     assert!(
         error.contains("attempting to grant RBAC permissions not currently held"),
         "{error}"
     );
     let narrow = r#"{"rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}]}"#;
-    let (ok, _, error) = kubectl_as(
-        &cluster,
-        &alice,
-        &[
-            "patch",
-            "role",
-            "reader",
-            "-n",
-            "team-a",
-            "--type=merge",
-            "-p",
-            narrow,
-        ],
-    );
+    let (ok, _, error) = patch_reader("merge", narrow);
     assert!(ok, "{error}");
     let verbs = cluster.ok(
         v,

@@ -1,0 +1,37 @@
+//! Small readers over untyped JSON objects, for code that works on stored objects as
+//! `serde_json::Value` rather than typed structs.
+//!
+//! Reading only: nothing here builds or changes an object.
+
+use serde_json::Value;
+
+/// The strings of the array at a JSON pointer (non-strings skipped; empty when absent).
+pub fn strings_at<B: FromIterator<String>>(value: &Value, pointer: &str) -> B {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.as_str().map(str::to_string))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_string_arrays_and_skips_the_rest() {
+        let object = json!({"a": {"b": ["x", 1, "y"]}, "c": "not a list"});
+        let table: [(&str, Vec<&str>); 3] = [
+            ("/a/b", vec!["x", "y"]),
+            ("/c", vec![]),
+            ("/missing", vec![]),
+        ];
+        for (pointer, want) in table {
+            let got: Vec<String> = strings_at(&object, pointer);
+            assert_eq!(got, want, "{pointer}");
+        }
+    }
+}
