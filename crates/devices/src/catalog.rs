@@ -2,15 +2,20 @@
 //! capability, memory, NVLink, sharing capabilities and MIG profile tables, read from the YAML
 //! compiled into the binary (`data/gpus.yaml`) or from a user's file, and checked on load.
 //!
-//! Knows nothing about nodes, topology files or Kubernetes objects; server models and
-//! interconnect matrices belong to a later part of the catalog.
+//! Server models (`data/servers.yaml`, see [`crate::server`]) are part of the catalog; their
+//! GPU model references are checked here. Knows nothing about nodes, topology files or
+//! Kubernetes objects.
 
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-/// The catalog shipped with Tessera.
+use crate::server::ServerModel;
+
+/// The GPU models shipped with Tessera.
 pub const BUILT_IN: &str = include_str!("../data/gpus.yaml");
+/// The server models shipped with Tessera.
+pub const BUILT_IN_SERVERS: &str = include_str!("../data/servers.yaml");
 
 /// A catalog that cannot be used: the file's location or the field, and what is wrong.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -172,73 +177,105 @@ impl GpuModel {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CatalogFile {
+    #[serde(default)]
     gpus: Vec<GpuModel>,
+    #[serde(default)]
+    servers: Vec<ServerModel>,
 }
 
 /// The checked catalog.
 #[derive(Debug, Clone)]
 pub struct Catalog {
     gpus: Vec<GpuModel>,
+    servers: Vec<ServerModel>,
 }
 
 impl Catalog {
     /// The catalog shipped with Tessera.
     pub fn built_in() -> Result<Catalog, CatalogError> {
-        Catalog::parse("built-in catalog (crates/devices/data/gpus.yaml)", BUILT_IN)
+        Catalog::parse_all(&[
+            ("built-in catalog (crates/devices/data/gpus.yaml)", BUILT_IN),
+            (
+                "built-in catalog (crates/devices/data/servers.yaml)",
+                BUILT_IN_SERVERS,
+            ),
+        ])
     }
 
-    /// Reads and checks a catalog; `source_name` names it in errors.
+    /// Reads and checks one catalog file; `source_name` names it in errors.
     pub fn parse(source_name: &str, text: &str) -> Result<Catalog, CatalogError> {
-        let file: CatalogFile =
-            serde_saphyr::from_str(text).map_err(|error| CatalogError::Parse {
-                source_name: source_name.to_string(),
-                message: error.to_string(),
-            })?;
-        let invalid = |field: String, message: String| CatalogError::Invalid {
-            source_name: source_name.to_string(),
-            field,
-            message,
+        Catalog::parse_all(&[(source_name, text)])
+    }
+
+    /// Reads and checks catalog files (`gpus:` and `servers:` lists, in any of them) as one
+    /// catalog; each is named in errors by its source name.
+    pub fn parse_all(sources: &[(&str, &str)]) -> Result<Catalog, CatalogError> {
+        let mut catalog = Catalog {
+            gpus: Vec::new(),
+            servers: Vec::new(),
         };
-        let mut names = BTreeSet::new();
-        for (i, gpu) in file.gpus.iter().enumerate() {
-            let at = |field: &str| format!("gpus[{i}].{field}");
-            if !names.insert(gpu.name.as_str()) {
-                return Err(invalid(
-                    at("name"),
-                    format!("duplicate model {:?}", gpu.name),
-                ));
+        let mut server_sources = Vec::new();
+        for (source_name, text) in sources {
+            let file: CatalogFile =
+                serde_saphyr::from_str(text).map_err(|error| CatalogError::Parse {
+                    source_name: source_name.to_string(),
+                    message: error.to_string(),
+                })?;
+            let invalid = |field: String, message: String| CatalogError::Invalid {
+                source_name: source_name.to_string(),
+                field,
+                message,
+            };
+            for (i, gpu) in file.gpus.iter().enumerate() {
+                if catalog.gpu(&gpu.name).is_some() {
+                    return Err(invalid(
+                        format!("gpus[{i}].name"),
+                        format!("duplicate model {:?}", gpu.name),
+                    ));
+                }
+                check_gpu(gpu)
+                    .map_err(|(field, message)| invalid(format!("gpus[{i}].{field}"), message))?;
+                catalog.gpus.push(gpu.clone());
             }
-            if gpu.vendor_id != gpu.vendor.pci_id() {
-                return Err(invalid(
-                    at("vendorId"),
-                    format!(
-                        "{:?} is not the PCI ID of {:?} ({})",
-                        gpu.vendor_id,
-                        gpu.vendor,
-                        gpu.vendor.pci_id()
-                    ),
-                ));
-            }
-            let hex4 =
-                |s: &str| s.len() == 4 && s.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'));
-            if !hex4(&gpu.device_id) {
-                return Err(invalid(
-                    at("deviceId"),
-                    format!("{:?} is not four lower-case hex digits", gpu.device_id),
-                ));
-            }
-            if gpu.compute_capability.is_some() && gpu.compute_capability().is_none() {
-                return Err(invalid(
-                    at("computeCapability"),
-                    format!("{:?} is not <major>.<minor>", gpu.compute_capability),
-                ));
-            }
-            if let Some(mig) = &gpu.mig {
-                check_mig(mig, &|field| at(&format!("mig.{field}")))
-                    .map_err(|(field, message)| invalid(field, message))?;
+            for (i, server) in file.servers.into_iter().enumerate() {
+                server_sources.push((source_name.to_string(), i));
+                catalog.servers.push(server);
             }
         }
-        Ok(Catalog { gpus: file.gpus })
+        // Servers are checked once every GPU model is known, whichever file it came from.
+        let mut names = BTreeSet::new();
+        for (server, (source_name, i)) in catalog.servers.iter().zip(&server_sources) {
+            let invalid = |field: &str, message: String| CatalogError::Invalid {
+                source_name: source_name.clone(),
+                field: format!("servers[{i}].{field}"),
+                message,
+            };
+            if !names.insert(server.name.as_str()) {
+                return Err(invalid(
+                    "name",
+                    format!("duplicate server model {:?}", server.name),
+                ));
+            }
+            server
+                .check()
+                .map_err(|(field, message)| invalid(&field, message))?;
+            if let Some(model) = &server.gpu_model
+                && catalog.gpu(model).is_none()
+            {
+                return Err(invalid("gpuModel", format!("unknown GPU model {model:?}")));
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// Every server model, in catalog order.
+    pub fn servers(&self) -> &[ServerModel] {
+        &self.servers
+    }
+
+    /// A server model by catalog name.
+    pub fn server(&self, name: &str) -> Option<&ServerModel> {
+        self.servers.iter().find(|server| server.name == name)
     }
 
     /// Every model, in catalog order.
@@ -257,6 +294,38 @@ impl Catalog {
             gpu.vendor_id.eq_ignore_ascii_case(vendor_id)
                 && gpu.device_id.eq_ignore_ascii_case(device_id)
         })
+    }
+}
+
+/// Checks one GPU model; returns the field (relative to the model) and message.
+fn check_gpu(gpu: &GpuModel) -> Result<(), (String, String)> {
+    if gpu.vendor_id != gpu.vendor.pci_id() {
+        return Err((
+            "vendorId".into(),
+            format!(
+                "{:?} is not the PCI ID of {:?} ({})",
+                gpu.vendor_id,
+                gpu.vendor,
+                gpu.vendor.pci_id()
+            ),
+        ));
+    }
+    let hex4 = |s: &str| s.len() == 4 && s.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'));
+    if !hex4(&gpu.device_id) {
+        return Err((
+            "deviceId".into(),
+            format!("{:?} is not four lower-case hex digits", gpu.device_id),
+        ));
+    }
+    if gpu.compute_capability.is_some() && gpu.compute_capability().is_none() {
+        return Err((
+            "computeCapability".into(),
+            format!("{:?} is not <major>.<minor>", gpu.compute_capability),
+        ));
+    }
+    match &gpu.mig {
+        Some(mig) => check_mig(mig, &|field| format!("mig.{field}")),
+        None => Ok(()),
     }
 }
 
@@ -425,6 +494,49 @@ mod tests {
             Catalog::parse("test.yaml", &wrong_vendor),
             Err(CatalogError::Invalid { field, .. }) if field == "gpus[0].vendorId"
         ));
+    }
+
+    #[test]
+    fn bad_servers_name_the_field_in_their_file() {
+        let server = |gpu_model: &str, numa: u8, second_bus: &str| {
+            format!(
+                "servers:\n- name: s\n  description: d\n  gpuModel: {gpu_model}\n  sockets: 2\n  coresPerSocket: 8\n  memoryGiB: 64\n  fabric: {{kind: pcie}}\n  gpus:\n  - {{busId: '0000:01:00.0', numa: {numa}, pcieRoot: r0, pcieSwitch: s0}}\n  - {{busId: '{second_bus}', numa: 0, pcieRoot: r0, pcieSwitch: s0}}\n  nics: []\n"
+            )
+        };
+        let table = [
+            (server("L40S", 0, "0000:02:00.0"), None),
+            (
+                server("B300", 0, "0000:02:00.0"),
+                Some(("servers[0].gpuModel", "unknown GPU model \"B300\"")),
+            ),
+            (
+                server("L40S", 2, "0000:02:00.0"),
+                Some(("servers[0].gpus[0].numa", "NUMA node 2 does not exist")),
+            ),
+            (
+                server("L40S", 0, "0000:01:00.0"),
+                Some(("servers[0].gpus[1].busId", "used twice")),
+            ),
+        ];
+        for (text, expected) in table {
+            let result = Catalog::parse_all(&[("gpus.yaml", BUILT_IN), ("lab.yaml", &text)]);
+            match (result, expected) {
+                (Ok(catalog), None) => assert!(catalog.server("s").is_some()),
+                (
+                    Err(CatalogError::Invalid {
+                        source_name,
+                        field,
+                        message,
+                    }),
+                    Some((want_field, want)),
+                ) => {
+                    assert_eq!(source_name, "lab.yaml");
+                    assert_eq!(field, want_field);
+                    assert!(message.contains(want), "{message}");
+                }
+                (other, expected) => panic!("{other:?}, expected {expected:?}"),
+            }
+        }
     }
 
     proptest::proptest! {

@@ -1,12 +1,14 @@
 //! Accelerators as Tessera knows them: the hardware catalog of GPU models with their MIG
-//! profile tables ([`catalog`]) and the MIG layout planner that places partitions on a GPU
-//! ([`mig`]).
+//! profile tables ([`catalog`]), server models with their device topology ([`server`]), and
+//! the MIG layout planner that places partitions on a GPU ([`mig`]).
 //!
 //! Pure data and functions: no I/O beyond parsing the catalog compiled into the binary, no
 //! knowledge of Kubernetes objects or of scheduling.
 
 pub mod catalog;
 pub mod mig;
+pub mod server;
 
 pub use catalog::{Catalog, CatalogError, GpuModel, MigProfile};
 pub use mig::{LayoutError, Placement, plan_layout};
+pub use server::{Fabric, Link, ServerModel};
