@@ -2,6 +2,7 @@
 
 mod bench;
 mod bootstrap;
+mod catalog;
 mod up;
 
 use std::net::SocketAddr;
@@ -23,6 +24,8 @@ enum Command {
     Up(UpArgs),
     /// Print a kubeconfig for a user, authenticated by a client certificate the cluster's CA signs.
     Kubeconfig(KubeconfigArgs),
+    /// Print the accelerator catalog: GPU models, MIG profiles, server models and topologies.
+    Catalog(catalog::CatalogArgs),
     /// Measure performance.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -101,6 +104,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Up(args) => runtime.block_on(up::run(args)),
         Command::Kubeconfig(args) => up::print_kubeconfig(&args),
+        Command::Catalog(args) => catalog::run(&args),
         Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
         Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod catalog;
 mod crds;
 mod durability;
 mod kubectl;

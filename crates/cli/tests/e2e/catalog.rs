@@ -1,0 +1,62 @@
+//! `tessera catalog`: the built-in catalog printed as a user sees it, and a user's catalog
+//! file rejected with its name and the field at fault.
+
+use std::process::Command;
+
+fn tessera(args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("tessera");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_catalog_prints_models_profiles_and_topologies() {
+    let (ok, listing, error) = tessera(&["catalog"]);
+    assert!(ok, "{error}");
+    assert!(listing.contains("H200-SXM5-141GB\t10de:2335\tNVIDIA H200\t143771MiB\t9.0\t7"));
+    assert!(listing.contains("pcie-l40s-4\t4x L40S\t2\t2\t"));
+
+    let (ok, profiles, _) = tessera(&["catalog", "--mig", "H200-SXM5-141GB"]);
+    assert!(ok);
+    assert!(
+        profiles.contains("3g.71gb\t3/7\t72704MiB\t2\t4/8\t0,4"),
+        "{profiles}"
+    );
+
+    let (ok, matrix, _) = tessera(&["catalog", "--topology", "pcie-l40s-4"]);
+    assert!(ok);
+    assert!(
+        matrix.contains("GPU2\tSYS\tSYS\tX\tNODE\tSYS\tNODE\t1"),
+        "{matrix}"
+    );
+
+    let (ok, _, error) = tessera(&["catalog", "--mig", "L40S"]);
+    assert!(!ok);
+    assert!(error.contains("L40S does not support MIG"), "{error}");
+}
+
+#[test]
+fn a_bad_catalog_file_is_named_with_its_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("lab-servers.yaml");
+    std::fs::write(
+        &path,
+        "servers:\n- name: odd\n  description: unknown GPU\n  gpuModel: H300\n  sockets: 1\n  coresPerSocket: 8\n  memoryGiB: 64\n  fabric: {kind: pcie}\n  gpus:\n  - {busId: '0000:01:00.0', numa: 0, pcieRoot: r0, pcieSwitch: s0}\n  nics: []\n",
+    )
+    .expect("write");
+    let file = path.to_string_lossy().into_owned();
+    let (ok, _, error) = tessera(&["catalog", "--file", &file]);
+    assert!(!ok);
+    assert!(
+        error.contains(&format!(
+            "{file}: servers[0].gpuModel: unknown GPU model \"H300\""
+        )),
+        "{error}"
+    );
+}
