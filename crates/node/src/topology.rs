@@ -10,15 +10,25 @@
 //!   capacity: {cpu: "16", memory: 64Gi, pods: "110", ephemeral-storage: 200Gi}
 //!   labels: {node-role.kubernetes.io/worker: ""}
 //!   taints: [{key: dedicated, value: batch, effect: NoSchedule}]
+//! - name: h200                # a catalog server model: capacity defaults from it
+//!   count: 2
+//!   server: hgx-h200
+//!   placement: {zone: lab-a, block: b1, racks: [r1, r2]}
+//!   devices: {exposure: dra, sharing: {mig: {layout: all-1g.18gb}}}
+//!   kubelet: {topologyManagerPolicy: single-numa-node, topologyManagerScope: pod, cpuManagerPolicy: static}
 //! ```
 //!
 //! Parsing is strict (unknown fields are errors naming their path) and validated (names,
-//! quantities, taint effects). Knows nothing about the API server.
+//! quantities, taint effects; server models, MIG layouts and sharing against the accelerator
+//! catalog, see [`crate::hardware`]). Knows nothing about the API server.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use tessera_devices::Catalog;
 use tessera_model::Quantity;
+
+use crate::hardware::{self, Devices, KubeletPolicies, PoolHardware, PoolPlacement};
 
 /// The built-in lab topology used when no file is given.
 pub const DEFAULT_TOPOLOGY: &str = r#"apiVersion: tessera.dev/v1alpha1
@@ -52,6 +62,9 @@ pub struct Topology {
     pub metadata: Option<BTreeMap<String, serde_json::Value>>,
     /// Groups of identical nodes.
     pub pools: Vec<Pool>,
+    /// Each pool's checked hardware (filled by validation).
+    #[serde(skip)]
+    hardware: Vec<Option<PoolHardware>>,
 }
 
 /// A group of identical nodes.
@@ -62,7 +75,8 @@ pub struct Pool {
     pub name: String,
     /// How many nodes.
     pub count: u32,
-    /// Resource capacity of each node.
+    /// Resource capacity of each node (cpu, memory and pods default from the server model).
+    #[serde(default)]
     pub capacity: BTreeMap<String, String>,
     /// Resources held back from pods (allocatable = capacity − reserved).
     #[serde(default)]
@@ -73,6 +87,18 @@ pub struct Pool {
     /// Taints of each node.
     #[serde(default)]
     pub taints: Vec<Taint>,
+    /// The catalog server model of each node.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// Zone, block and racks.
+    #[serde(default)]
+    pub placement: PoolPlacement,
+    /// How accelerators are offered and shared (needs `server`).
+    #[serde(default)]
+    pub devices: Option<Devices>,
+    /// Kubelet resource-manager policies.
+    #[serde(default)]
+    pub kubelet: KubeletPolicies,
 }
 
 /// A node taint.
@@ -121,6 +147,12 @@ pub struct NodeSpec {
     pub labels: BTreeMap<String, String>,
     /// Taints.
     pub taints: Vec<Taint>,
+    /// The server model and its accelerators, for pools that name one.
+    pub hardware: Option<PoolHardware>,
+    /// How accelerators are offered and shared.
+    pub devices: Option<Devices>,
+    /// Kubelet resource-manager policies.
+    pub kubelet: KubeletPolicies,
 }
 
 impl NodeSpec {
@@ -138,9 +170,15 @@ impl NodeSpec {
 impl Topology {
     /// Parses and validates a topology document.
     pub fn parse(text: &str) -> Result<Topology, TopologyError> {
-        let topology: Topology =
+        let catalog = Catalog::built_in().map_err(|e| TopologyError::Parse(e.to_string()))?;
+        Topology::parse_with(text, &catalog)
+    }
+
+    /// Parses and validates a topology document against an accelerator catalog.
+    pub fn parse_with(text: &str, catalog: &Catalog) -> Result<Topology, TopologyError> {
+        let mut topology: Topology =
             serde_saphyr::from_str(text).map_err(|e| TopologyError::Parse(e.to_string()))?;
-        topology.validate()?;
+        topology.validate(catalog)?;
         Ok(topology)
     }
 
@@ -149,7 +187,7 @@ impl Topology {
         Topology::parse(DEFAULT_TOPOLOGY).expect("the built-in topology is valid")
     }
 
-    fn validate(&self) -> Result<(), TopologyError> {
+    fn validate(&mut self, catalog: &Catalog) -> Result<(), TopologyError> {
         let invalid =
             |field: String, message: String| Err(TopologyError::Invalid { field, message });
         if self.api_version != "tessera.dev/v1alpha1" {
@@ -168,7 +206,9 @@ impl Topology {
             return invalid("pools".into(), "at least one pool is required".into());
         }
         let mut names = std::collections::BTreeSet::new();
-        for (i, pool) in self.pools.iter().enumerate() {
+        self.hardware.clear();
+        for i in 0..self.pools.len() {
+            let pool = &self.pools[i];
             let at = |field: &str| format!("pools[{i}].{field}");
             let label_ok = !pool.name.is_empty()
                 && pool.name.len() <= 50
@@ -206,6 +246,42 @@ impl Topology {
                     }
                 }
             }
+            let hardware = match &pool.server {
+                Some(server) => Some(
+                    hardware::check(catalog, server, pool.devices.as_ref(), &pool.kubelet)
+                        .map_err(|(field, message)| TopologyError::Invalid {
+                            field: at(&field),
+                            message,
+                        })?,
+                ),
+                None if pool.devices.is_some() => {
+                    return invalid(
+                        at("devices"),
+                        "needs a server model (server) whose accelerators it offers".into(),
+                    );
+                }
+                None => None,
+            };
+            if let Some(hardware) = &hardware {
+                // Capacity defaults from the server model; the file may override it.
+                let server = &hardware.server;
+                let defaults = [
+                    (
+                        "cpu",
+                        (u32::from(server.sockets) * server.cores_per_socket).to_string(),
+                    ),
+                    ("memory", format!("{}Gi", server.memory_gib)),
+                    ("pods", "110".to_string()),
+                ];
+                for (resource, value) in defaults {
+                    self.pools[i]
+                        .capacity
+                        .entry(resource.to_string())
+                        .or_insert(value);
+                }
+            }
+            self.hardware.push(hardware);
+            let pool = &self.pools[i];
             for resource in ["cpu", "memory", "pods"] {
                 if !pool.capacity.contains_key(resource) {
                     return invalid(format!("{}.{resource}", at("capacity")), "required".into());
@@ -236,7 +312,8 @@ impl Topology {
     pub fn nodes(&self) -> Vec<NodeSpec> {
         let mut nodes = Vec::new();
         let mut index = 0;
-        for pool in &self.pools {
+        for (p, pool) in self.pools.iter().enumerate() {
+            let hardware = self.hardware.get(p).cloned().flatten();
             let parse = |map: &BTreeMap<String, String>| -> BTreeMap<String, Quantity> {
                 map.iter()
                     .filter_map(|(k, v)| v.parse().ok().map(|q| (k.clone(), q)))
@@ -258,6 +335,9 @@ impl Topology {
             for n in 1..=pool.count {
                 let name = format!("{}-{n}", pool.name);
                 let mut labels = pool.labels.clone();
+                for (key, value) in pool.placement.labels(n as usize - 1) {
+                    labels.entry(key.to_string()).or_insert(value);
+                }
                 labels.insert("kubernetes.io/hostname".into(), name.clone());
                 labels.insert("kubernetes.io/os".into(), "linux".into());
                 labels.insert("kubernetes.io/arch".into(), "amd64".into());
@@ -271,6 +351,9 @@ impl Topology {
                     allocatable: allocatable.clone(),
                     labels,
                     taints: pool.taints.clone(),
+                    hardware: hardware.clone(),
+                    devices: pool.devices.clone(),
+                    kubelet: pool.kubelet.clone(),
                 });
                 index += 1;
             }
@@ -305,6 +388,33 @@ mod tests {
     }
 
     #[test]
+    fn accelerator_pools_take_capacity_and_placement_from_the_catalog() {
+        let topology = Topology::parse(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: h200\n  count: 3\n  server: hgx-h200\n  capacity: {pods: \"250\"}\n  placement: {zone: lab-a, block: b1, racks: [r1, r2]}\n  devices: {exposure: dra, sharing: {mig: {layout: all-balanced}}}\n  kubelet: {topologyManagerPolicy: single-numa-node, topologyManagerScope: pod}\n",
+        )
+        .unwrap();
+        let nodes = topology.nodes();
+        let racks: Vec<&str> = nodes
+            .iter()
+            .map(|n| n.labels[hardware::RACK_LABEL].as_str())
+            .collect();
+        assert_eq!(racks, ["r1", "r2", "r1"]);
+        assert_eq!(nodes[0].labels[hardware::ZONE_LABEL], "lab-a");
+        assert_eq!(nodes[0].labels[hardware::BLOCK_LABEL], "b1");
+        assert_eq!(nodes[0].capacity["cpu"].to_canonical(), "112");
+        assert_eq!(nodes[0].capacity["memory"].to_canonical(), "2Ti");
+        assert_eq!(nodes[0].capacity["pods"].to_canonical(), "250");
+        let hardware = nodes[0].hardware.as_ref().unwrap();
+        assert_eq!(hardware.server.gpus.len(), 8);
+        assert_eq!(
+            hardware.mig_profiles.as_deref(),
+            Some(&["1g.18gb", "1g.18gb", "2g.35gb", "3g.71gb"].map(String::from)[..])
+        );
+        assert_eq!(nodes[0].kubelet.topology_manager_policy, "single-numa-node");
+        assert_eq!(nodes[0].kubelet.cpu_manager_policy, "none");
+    }
+
+    #[test]
     fn bad_topologies_name_the_field() {
         let base = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n";
         let table = [
@@ -327,6 +437,22 @@ mod tests {
             (
                 "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  taints: [{key: k, effect: Never}]\n",
                 "pools[0].taints[0].effect",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h900\n",
+                "pools[0].server: unknown server model \"dgx-h900\"",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\n  devices: {exposure: dra, sharing: {mig: {layout: [4g.40gb, 4g.40gb]}}}\n",
+                "pools[0].devices.sharing.mig.layout: H100-SXM5-80GB allows at most 1 instance(s) of 4g.40gb",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  devices: {exposure: device-plugin}\n",
+                "pools[0].devices: needs a server model",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: pcie-l40s-4\n  devices: {exposure: nvlink}\n",
+                "nvlink",
             ),
         ];
         for (pools, field) in table {
