@@ -3,15 +3,14 @@
 
 use std::process::Command;
 
+use crate::support::outcome;
+
 fn tessera(args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("tessera");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+    outcome(
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(args)
+            .output()
+            .expect("tessera"),
     )
 }
 

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::support::{Cluster, kubectl_binary};
+use crate::support::{Cluster, kubectl_binary, outcome};
 
 fn kubeconfig_for(cluster: &Cluster, user: &str, groups: &[&str]) -> std::path::PathBuf {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
@@ -30,16 +30,13 @@ fn kubectl_as(
     kubeconfig: &std::path::Path,
     args: &[&str],
 ) -> (bool, String, String) {
-    let output = Command::new(kubectl_binary("1.33"))
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .env("HOME", cluster.dir.path().join("home-rbac"))
-        .output()
-        .expect("kubectl");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+    outcome(
+        Command::new(kubectl_binary("1.33"))
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("HOME", cluster.dir.path().join("home-rbac"))
+            .output()
+            .expect("kubectl"),
     )
 }
 
@@ -270,12 +267,7 @@ fn kubectl_as_stdin(
         .expect("stdin")
         .write_all(input.as_bytes())
         .expect("stdin");
-    let output = child.wait_with_output().expect("kubectl");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    outcome(child.wait_with_output().expect("kubectl"))
 }
 
 #[test]

@@ -30,6 +30,15 @@ fn kubectl_dir() -> PathBuf {
 }
 
 /// The path of a bundled kubectl version, e.g. `1.32`.
+/// A finished command as (succeeded, stdout, stderr).
+pub fn outcome(output: Output) -> (bool, String, String) {
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 pub fn kubectl_binary(version: &str) -> PathBuf {
     let binary = kubectl_dir().join(format!("kubectl.{version}"));
     assert!(
