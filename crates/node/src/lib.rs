@@ -7,6 +7,7 @@
 //! `Client`, so it is indifferent to whether the API server is in-process or remote.
 //! Knows nothing about real hardware.
 
+pub mod accelerators;
 pub mod hardware;
 pub mod runtime;
 pub mod topology;

@@ -319,7 +319,22 @@ impl Topology {
                     .filter_map(|(k, v)| v.parse().ok().map(|q| (k.clone(), q)))
                     .collect()
             };
-            let capacity = parse(&pool.capacity);
+            let mut capacity = parse(&pool.capacity);
+            let mut device_labels = BTreeMap::new();
+            if let Some(hardware) = &hardware {
+                // Devices are advertised as the device plugin and GFD/NFD would.
+                for (resource, count) in
+                    crate::accelerators::extended_resources(hardware, pool.devices.as_ref())
+                {
+                    capacity.entry(resource).or_insert_with(|| {
+                        Quantity::from_units(
+                            i64::try_from(count).unwrap_or(i64::MAX),
+                            tessera_model::Format::DecimalSi,
+                        )
+                    });
+                }
+                device_labels = crate::accelerators::labels(hardware, pool.devices.as_ref());
+            }
             let reserved = parse(&pool.reserved);
             let allocatable: BTreeMap<String, Quantity> = capacity
                 .iter()
@@ -337,6 +352,9 @@ impl Topology {
                 let mut labels = pool.labels.clone();
                 for (key, value) in pool.placement.labels(n as usize - 1) {
                     labels.entry(key.to_string()).or_insert(value);
+                }
+                for (key, value) in &device_labels {
+                    labels.entry(key.clone()).or_insert_with(|| value.clone());
                 }
                 labels.insert("kubernetes.io/hostname".into(), name.clone());
                 labels.insert("kubernetes.io/os".into(), "linux".into());
@@ -412,6 +430,23 @@ mod tests {
         );
         assert_eq!(nodes[0].kubelet.topology_manager_policy, "single-numa-node");
         assert_eq!(nodes[0].kubelet.cpu_manager_policy, "none");
+        // DRA pools carry GFD labels but no extended resources.
+        assert_eq!(nodes[0].labels["nvidia.com/mig-2g.35gb.count"], "8");
+        assert!(
+            !nodes[0]
+                .capacity
+                .keys()
+                .any(|k| k.starts_with("nvidia.com/"))
+        );
+
+        let l40s = Topology::parse(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: l40s\n  count: 1\n  server: pcie-l40s-4\n  devices: {exposure: device-plugin, sharing: {timeSlicing: {replicas: 4}}}\n",
+        )
+        .unwrap();
+        let node = &l40s.nodes()[0];
+        assert_eq!(node.capacity["nvidia.com/gpu"].to_canonical(), "16");
+        assert_eq!(node.allocatable["nvidia.com/gpu"].to_canonical(), "16");
+        assert_eq!(node.labels["nvidia.com/gpu.product"], "NVIDIA-L40S-SHARED");
     }
 
     #[test]
