@@ -33,6 +33,7 @@ use crate::hardware::{self, Devices, KubeletPolicies, PoolHardware, PoolPlacemen
 /// The built-in lab topology used when no file is given.
 pub const DEFAULT_TOPOLOGY: &str = r#"apiVersion: tessera.dev/v1alpha1
 kind: ClusterTopology
+metadata: {name: tessera-lab}
 pools:
 - name: cpu
   count: 2
@@ -40,13 +41,43 @@ pools:
   labels:
     node-role.kubernetes.io/worker: ""
     tessera.dev/pool: cpu
-- name: gpu
+  placement: {zone: lab-a}
+- name: h100
   count: 2
-  capacity: {cpu: "64", memory: 512Gi, pods: "110", ephemeral-storage: 1Ti}
+  server: dgx-h100
+  capacity: {ephemeral-storage: 2Ti}
   labels:
     node-role.kubernetes.io/worker: ""
-    tessera.dev/pool: gpu
-    topology.kubernetes.io/zone: lab-a
+    tessera.dev/pool: h100
+  placement: {zone: lab-a, block: b1, racks: [r1, r2]}
+  devices: {exposure: dra}
+  kubelet: {topologyManagerPolicy: single-numa-node, topologyManagerScope: pod, cpuManagerPolicy: static}
+- name: h200
+  count: 2
+  server: hgx-h200
+  capacity: {ephemeral-storage: 2Ti}
+  labels:
+    node-role.kubernetes.io/worker: ""
+    tessera.dev/pool: h200
+  placement: {zone: lab-a, block: b1, racks: [r3]}
+  devices: {exposure: dra, sharing: {mig: {layout: all-1g.18gb}}}
+- name: l40s
+  count: 1
+  server: pcie-l40s-4
+  capacity: {ephemeral-storage: 1Ti}
+  labels:
+    node-role.kubernetes.io/worker: ""
+    tessera.dev/pool: l40s
+  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+  placement: {zone: lab-b}
+  devices: {exposure: device-plugin, sharing: {timeSlicing: {replicas: 4}}}
+- name: control-plane
+  count: 1
+  capacity: {cpu: "8", memory: 32Gi, pods: "110", ephemeral-storage: 100Gi}
+  labels:
+    node-role.kubernetes.io/control-plane: ""
+  taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]
+  placement: {zone: lab-a}
 "#;
 
 /// A cluster topology.
@@ -388,8 +419,23 @@ mod tests {
     fn default_lab_expands_to_named_nodes() {
         let nodes = Topology::default_lab().nodes();
         let names: Vec<_> = nodes.iter().map(|n| n.name.as_str()).collect();
-        assert_eq!(names, ["cpu-1", "cpu-2", "gpu-1", "gpu-2"]);
+        assert_eq!(
+            names,
+            [
+                "cpu-1",
+                "cpu-2",
+                "h100-1",
+                "h100-2",
+                "h200-1",
+                "h200-2",
+                "l40s-1",
+                "control-plane-1"
+            ]
+        );
         assert_eq!(nodes[2].pod_cidr(), "10.244.2.0/24");
+        assert_eq!(nodes[3].labels[hardware::RACK_LABEL], "r2");
+        assert_eq!(nodes[6].capacity["nvidia.com/gpu"].to_canonical(), "16");
+        assert_eq!(nodes[4].labels["nvidia.com/mig-1g.18gb.count"], "56");
         assert_eq!(nodes[0].labels["kubernetes.io/hostname"], "cpu-1");
         assert_eq!(nodes[0].capacity["memory"].to_canonical(), "64Gi");
     }

@@ -328,7 +328,7 @@ fn pods_run_to_completion_or_failure() {
     let v = "1.33";
     let pod = |name: &str, exit: u8| {
         format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations: {{sim.tessera.dev/duration: 1s, sim.tessera.dev/exit-code: \"{exit}\"}}\nspec:\n  nodeName: gpu-1\n  restartPolicy: Never\n  containers: [{{name: train, image: trainer:v1}}]\n"
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations: {{sim.tessera.dev/duration: 1s, sim.tessera.dev/exit-code: \"{exit}\"}}\nspec:\n  nodeName: h100-1\n  restartPolicy: Never\n  containers: [{{name: train, image: trainer:v1}}]\n"
         )
     };
     cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("ok", 0));
@@ -463,7 +463,7 @@ fn binding_a_pending_pod_starts_it_on_the_node() {
         ),
         "Pending"
     );
-    let binding = r#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"unbound"},"target":{"apiVersion":"v1","kind":"Node","name":"gpu-2"}}"#;
+    let binding = r#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"unbound"},"target":{"apiVersion":"v1","kind":"Node","name":"h100-2"}}"#;
     cluster.ok_stdin(
         v,
         &[
@@ -476,7 +476,7 @@ fn binding_a_pending_pod_starts_it_on_the_node() {
         binding,
     );
     cluster.wait_for(v, &["get", "pod", "unbound", "-o", "wide"], |out| {
-        out.contains("Running") && out.contains("gpu-2")
+        out.contains("Running") && out.contains("h100-2")
     });
     let again = cluster.fails(
         v,
@@ -656,7 +656,7 @@ fn drain_waits_for_the_disruption_budget() {
     );
 
     // A third healthy replica elsewhere makes room for one disruption; the drain completes.
-    cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("web-3", "gpu-1"));
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("web-3", "h100-1"));
     cluster.wait_for(
         v,
         &[

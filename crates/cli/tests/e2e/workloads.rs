@@ -5,7 +5,7 @@ use crate::support::{Cluster, TestBinder};
 #[test]
 fn indexed_jobs_complete_and_failure_policies_fail_fast() {
     let cluster = Cluster::start();
-    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2", "gpu-1", "gpu-2"]);
+    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2", "h100-1", "h100-2"]);
     let v = "1.33";
     let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: shards}\nspec:\n  completions: 3\n  parallelism: 2\n  completionMode: Indexed\n  template:\n    metadata:\n      annotations: {sim.tessera.dev/duration: 1s}\n    spec:\n      restartPolicy: Never\n      containers: [{name: work, image: worker:1}]\n";
     cluster.ok_stdin(v, &["apply", "-f", "-"], job);
@@ -179,7 +179,7 @@ fn daemon_sets_and_stateful_sets() {
     let cluster = Cluster::start();
     let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2"]);
     let v = "1.33";
-    let daemon = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: gpu-agent}\nspec:\n  selector: {matchLabels: {app: gpu-agent}}\n  template:\n    metadata: {labels: {app: gpu-agent}}\n    spec:\n      nodeSelector: {tessera.dev/pool: gpu}\n      containers: [{name: agent, image: agent:1}]\n";
+    let daemon = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: gpu-agent}\nspec:\n  selector: {matchLabels: {app: gpu-agent}}\n  template:\n    metadata: {labels: {app: gpu-agent}}\n    spec:\n      nodeSelector: {nvidia.com/gpu.present: \"true\"}\n      containers: [{name: agent, image: agent:1}]\n";
     cluster.ok_stdin(v, &["apply", "-f", "-"], daemon);
     cluster.wait_for(
         v,
@@ -190,7 +190,8 @@ fn daemon_sets_and_stateful_sets() {
             "-o",
             "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}",
         ],
-        |out| out == "2/2",
+        // GPU nodes by their GFD label; the tainted L40S node is skipped, as upstream does.
+        |out| out == "4/4",
     );
     let nodes = cluster.ok(
         v,
@@ -205,7 +206,7 @@ fn daemon_sets_and_stateful_sets() {
     );
     let mut nodes: Vec<&str> = nodes.split_whitespace().collect();
     nodes.sort();
-    assert_eq!(nodes, ["gpu-1", "gpu-2"]);
+    assert_eq!(nodes, ["h100-1", "h100-2", "h200-1", "h200-2"]);
 
     let stateful = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  serviceName: db\n  replicas: 3\n  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n    spec:\n      containers: [{name: db, image: db:1}]\n";
     cluster.ok_stdin(v, &["apply", "-f", "-"], stateful);
@@ -256,7 +257,7 @@ fn fixture(path: &str) -> String {
 #[test]
 fn upstream_jobset_and_leader_worker_set_examples_run() {
     let cluster = Cluster::start();
-    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2", "gpu-1", "gpu-2"]);
+    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2", "h100-1", "h100-2"]);
     let v = "1.33";
     cluster.ok(
         v,
