@@ -20,7 +20,7 @@ pub const CUDA_VERSION: (&str, &str) = ("12", "8");
 fn sharing_replicas(devices: Option<&Devices>) -> Option<(&'static str, u32)> {
     match devices.and_then(|d| d.sharing.as_ref()) {
         Some(Sharing::TimeSlicing { replicas }) => Some(("time-slicing", *replicas)),
-        Some(Sharing::Mps { replicas }) => Some(("mps", *replicas)),
+        Some(Sharing::Mps { replicas, .. }) => Some(("mps", *replicas)),
         _ => None,
     }
 }

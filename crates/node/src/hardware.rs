@@ -76,6 +76,10 @@ pub enum Sharing {
     Mps {
         /// Replicas per GPU (2 or more).
         replicas: u32,
+        /// Pinned device memory per client (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`), a quantity
+        /// such as `20Gi`; by default the GPU's memory divided by the replicas.
+        #[serde(default, rename = "memoryLimit")]
+        memory_limit: Option<String>,
     },
 }
 
@@ -248,7 +252,7 @@ pub fn check(
                 })?;
                 mig_profiles = Some(profiles);
             }
-            Some(Sharing::TimeSlicing { replicas }) | Some(Sharing::Mps { replicas }) => {
+            Some(Sharing::TimeSlicing { replicas }) | Some(Sharing::Mps { replicas, .. }) => {
                 let (field, supported) = match devices.sharing {
                     Some(Sharing::Mps { .. }) => ("mps", gpu.sharing.mps),
                     _ => ("timeSlicing", gpu.sharing.time_slicing),
@@ -264,6 +268,27 @@ pub fn check(
                         format!("devices.sharing.{field}.replicas"),
                         format!("must be at least 2, got {replicas}"),
                     ));
+                }
+                if let Some(Sharing::Mps {
+                    memory_limit: Some(limit),
+                    ..
+                }) = &devices.sharing
+                {
+                    let field = "devices.sharing.mps.memoryLimit".to_string();
+                    let bytes = limit
+                        .parse::<tessera_model::Quantity>()
+                        .map_err(|error| (field.clone(), format!("{limit:?}: {error}")))?
+                        .value();
+                    let gpu_bytes = i128::from(gpu.memory_mib) * 1024 * 1024;
+                    if bytes <= 0 || bytes > gpu_bytes {
+                        return Err((
+                            field,
+                            format!(
+                                "{limit} is not within the GPU's {} MiB of memory",
+                                gpu.memory_mib
+                            ),
+                        ));
+                    }
                 }
             }
         }
@@ -326,6 +351,13 @@ mod tests {
             exposure: Exposure::DevicePlugin,
             sharing: Some(Sharing::TimeSlicing { replicas }),
         };
+        let mps = |limit: &str| Devices {
+            exposure: Exposure::DevicePlugin,
+            sharing: Some(Sharing::Mps {
+                replicas: 4,
+                memory_limit: Some(limit.to_string()),
+            }),
+        };
         let policies = KubeletPolicies::default();
         let strict = KubeletPolicies {
             topology_manager_policy: "strict".into(),
@@ -367,6 +399,22 @@ mod tests {
                 Some(slicing(1)),
                 &policies,
                 Some(("devices.sharing.timeSlicing.replicas", "at least 2")),
+            ),
+            ("dgx-h100", Some(mps("20Gi")), &policies, None),
+            (
+                "dgx-h100",
+                Some(mps("100Gi")),
+                &policies,
+                Some((
+                    "devices.sharing.mps.memoryLimit",
+                    "within the GPU's 81559 MiB",
+                )),
+            ),
+            (
+                "dgx-h100",
+                Some(mps("lots")),
+                &policies,
+                Some(("devices.sharing.mps.memoryLimit", "\"lots\"")),
             ),
             (
                 "cpu-worker",
