@@ -41,6 +41,13 @@ pub const COMPONENTS: &[Component] = &[
                 &["events"],
                 &["create", "update", "patch"],
             ),
+            // As the DRA driver of DRA pools: its DeviceClasses and the nodes' slices.
+            (&["resource.k8s.io"], &["resourceslices"], WRITE),
+            (
+                &["resource.k8s.io"],
+                &["deviceclasses"],
+                &["get", "list", "watch", "create"],
+            ),
         ],
     },
     Component {

@@ -9,6 +9,7 @@
 
 pub mod accelerators;
 pub mod hardware;
+pub mod resource_slice;
 pub mod runtime;
 pub mod topology;
 mod twin;

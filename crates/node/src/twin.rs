@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -16,6 +17,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use crate::runtime::Behaviour;
+
+/// The field manager the twins publish devices as (the DRA driver's kubelet plugin).
+const DRIVER_MANAGER: &str = "gpu.nvidia.com-kubelet-plugin";
 use crate::topology::{NodeSpec, Topology};
 
 /// The kubelet version node twins report.
@@ -128,6 +132,7 @@ impl NodeTwins {
         for spec in self.nodes.values() {
             self.register(spec).await?;
         }
+        self.publish_devices().await?;
         tracing::info!(nodes = self.nodes.len(), "node twins registered");
         let heartbeat = tokio::spawn(heartbeat(
             self.client.clone(),
@@ -177,6 +182,40 @@ impl NodeTwins {
                 &Patch::Merge(&node_status(spec)),
             )
             .await?;
+        Ok(())
+    }
+
+    /// Acts as the DRA driver of DRA pools: installs its DeviceClasses and publishes each
+    /// node's ResourceSlice (server-side apply, so a restart re-asserts the same slice).
+    async fn publish_devices(&self) -> Result<(), kube::Error> {
+        let slices: Vec<Value> = self
+            .nodes
+            .values()
+            .filter_map(crate::resource_slice::resource_slice)
+            .collect();
+        if slices.is_empty() {
+            return Ok(());
+        }
+        let classes: Api<DeviceClass> = Api::all(self.client.clone());
+        for class in crate::resource_slice::nvidia_device_classes() {
+            let class: DeviceClass =
+                serde_json::from_value(class).map_err(kube::Error::SerdeError)?;
+            match classes.create(&PostParams::default(), &class).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(error) => return Err(error),
+            }
+        }
+        let api: Api<ResourceSlice> = Api::all(self.client.clone());
+        let params = PatchParams::apply(DRIVER_MANAGER).force();
+        for slice in slices {
+            let name = slice
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            api.patch(&name, &params, &Patch::Apply(&slice)).await?;
+        }
         Ok(())
     }
 

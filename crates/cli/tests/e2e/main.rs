@@ -6,6 +6,7 @@
 
 mod support;
 
+mod accelerators;
 mod catalog;
 mod crds;
 mod durability;
