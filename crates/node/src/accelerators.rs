@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use tessera_devices::catalog::Vendor;
 
-use crate::hardware::{Devices, Exposure, PoolHardware, Sharing};
+use crate::hardware::{Devices, Exposure, MigMode, PoolHardware, Sharing};
 
 /// The NVIDIA driver the twins report (GFD's `nvidia.com/cuda.driver-version.*`).
 pub const DRIVER_VERSION: (&str, &str, &str) = ("570", "172", "08");
@@ -87,8 +87,9 @@ pub fn labels(hardware: &PoolHardware, devices: Option<&Devices>) -> BTreeMap<St
     set("mig.capable", gpu.mig.is_some().to_string());
     set("mps.capable", gpu.sharing.mps.to_string());
     set("vgpu.present", "false".into());
-    match &hardware.mig_profiles {
-        Some(profiles) => {
+    match &hardware.mig {
+        Some(MigMode::Dynamic) => set("mig.strategy", "mixed".into()),
+        Some(MigMode::Static(profiles)) => {
             set("mig.strategy", "mixed".into());
             for (profile, per_gpu) in profile_counts(profiles) {
                 set(
@@ -124,7 +125,7 @@ pub fn extended_resources(
         return resources;
     }
     let count = hardware.server.gpus.len() as u64;
-    match (gpu.vendor, &hardware.mig_profiles) {
+    match (gpu.vendor, hardware.mig_profiles()) {
         (Vendor::Nvidia, Some(profiles)) => {
             for (profile, per_gpu) in profile_counts(profiles) {
                 resources.insert(format!("nvidia.com/mig-{profile}"), per_gpu as u64 * count);

@@ -62,9 +62,10 @@ pub enum Exposure {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub enum Sharing {
-    /// MIG partitions, the same layout on every GPU.
+    /// MIG partitions: the same fixed layout on every GPU, or `dynamic` (DRA only: every
+    /// placement offered as a partitionable device, instances made when a claim is prepared).
     Mig {
-        /// `all-<profile>` (`all-1g.18gb`), `all-balanced`, or a list of profiles.
+        /// `all-<profile>` (`all-1g.18gb`), `all-balanced`, `dynamic`, or a list of profiles.
         layout: MigLayout,
     },
     /// CUDA time-slicing: each GPU offered `replicas` times.
@@ -173,15 +174,34 @@ impl Default for KubeletPolicies {
     }
 }
 
-/// A pool's hardware after checking: the server model and, per GPU, the MIG profiles.
+/// How a pool's GPUs are partitioned with MIG.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MigMode {
+    /// A fixed layout: the profiles of each GPU.
+    Static(Vec<String>),
+    /// Partitions made on demand (DRA partitionable devices with shared counters).
+    Dynamic,
+}
+
+/// A pool's hardware after checking: the server model and its MIG mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolHardware {
     /// The server model.
     pub server: ServerModel,
     /// Its GPU model, if it has GPUs.
     pub gpu: Option<GpuModel>,
-    /// The MIG profiles of each GPU, when the pool uses MIG.
-    pub mig_profiles: Option<Vec<String>>,
+    /// MIG, when the pool uses it.
+    pub mig: Option<MigMode>,
+}
+
+impl PoolHardware {
+    /// The fixed MIG profiles of each GPU, when the pool has a fixed layout.
+    pub fn mig_profiles(&self) -> Option<&[String]> {
+        match &self.mig {
+            Some(MigMode::Static(profiles)) => Some(profiles),
+            _ => None,
+        }
+    }
 }
 
 /// Checks a pool's hardware fields against the catalog; errors are (field, message) with the
@@ -232,7 +252,7 @@ pub fn check(
         .as_deref()
         .and_then(|name| catalog.gpu(name))
         .cloned();
-    let mut mig_profiles = None;
+    let mut mig = None;
     if let Some(devices) = devices {
         let Some(gpu) = &gpu else {
             return Err((
@@ -242,6 +262,23 @@ pub fn check(
         };
         match &devices.sharing {
             None => {}
+            Some(Sharing::Mig {
+                layout: MigLayout::Named(name),
+            }) if name == "dynamic" => {
+                if gpu.mig.is_none() {
+                    return Err((
+                        "devices.sharing.mig.layout".into(),
+                        format!("{} does not support MIG", gpu.name),
+                    ));
+                }
+                if devices.exposure != Exposure::Dra {
+                    return Err((
+                        "devices.sharing.mig.layout".into(),
+                        "dynamic MIG needs exposure dra: a device plugin cannot create MIG instances on demand".into(),
+                    ));
+                }
+                mig = Some(MigMode::Dynamic);
+            }
             Some(Sharing::Mig { layout }) => {
                 let profiles = layout
                     .profiles(gpu)
@@ -250,7 +287,7 @@ pub fn check(
                 plan_layout(gpu, &names).map_err(|error| {
                     ("devices.sharing.mig.layout".to_string(), error.to_string())
                 })?;
-                mig_profiles = Some(profiles);
+                mig = Some(MigMode::Static(profiles));
             }
             Some(Sharing::TimeSlicing { replicas }) | Some(Sharing::Mps { replicas, .. }) => {
                 let (field, supported) = match devices.sharing {
@@ -296,7 +333,7 @@ pub fn check(
     Ok(PoolHardware {
         server: model.clone(),
         gpu,
-        mig_profiles,
+        mig,
     })
 }
 
@@ -415,6 +452,26 @@ mod tests {
                 Some(mps("lots")),
                 &policies,
                 Some(("devices.sharing.mps.memoryLimit", "\"lots\"")),
+            ),
+            (
+                "dgx-h100",
+                Some(mig(MigLayout::Named("dynamic".into()))),
+                &policies,
+                None,
+            ),
+            (
+                "dgx-h100",
+                Some(Devices {
+                    exposure: Exposure::DevicePlugin,
+                    sharing: Some(Sharing::Mig {
+                        layout: MigLayout::Named("dynamic".into()),
+                    }),
+                }),
+                &policies,
+                Some((
+                    "devices.sharing.mig.layout",
+                    "dynamic MIG needs exposure dra",
+                )),
             ),
             (
                 "cpu-worker",

@@ -11,10 +11,12 @@
 //! GPU index, so they are stable across restarts.
 
 use serde_json::{Value, json};
+use tessera_devices::GpuModel;
 use tessera_devices::catalog::Vendor;
+use tessera_devices::server::GpuSlot;
 
 use crate::accelerators::{CUDA_VERSION, DRIVER_VERSION};
-use crate::hardware::Exposure;
+use crate::hardware::{Exposure, MigMode};
 use crate::topology::NodeSpec;
 
 /// NVIDIA's DRA driver name.
@@ -34,14 +36,54 @@ pub fn slice_name(node: &str, driver: &str) -> String {
     format!("{node}-{driver}")
 }
 
-/// The ResourceSlice of a node in a DRA pool with NVIDIA GPUs; `None` for other nodes.
-pub fn resource_slice(node: &NodeSpec) -> Option<Value> {
-    let hardware = node.hardware.as_ref()?;
-    let gpu = hardware.gpu.as_ref()?;
+/// The memory of a MIG profile in MiB (stated, or from the name's GB).
+fn profile_memory_mib(gpu: &GpuModel, profile: &str) -> u64 {
+    gpu.mig_profile(profile)
+        .and_then(|p| {
+            p.memory_mib
+                .or_else(|| p.named_memory_gb().map(|gb| u64::from(gb) * 1024))
+        })
+        .unwrap_or(0)
+}
+
+/// A MIG device's name: NVIDIA's scheme without the NVML profile ID.
+fn mig_device_name(parent: &str, profile: &str, start: u8) -> String {
+    format!("{parent}-mig-{}-{start}", profile.replace(['.', '+'], ""))
+}
+
+/// The name of GPU `index`'s counter set (dynamic MIG).
+fn counter_set(index: usize) -> String {
+    format!("gpu-{index}-counter-set")
+}
+
+/// What a device on `[start, start + size)` memory slices with `compute` slices consumes.
+fn consumption(index: usize, start: u8, size: u8, compute: u8) -> Value {
+    let mut counters = serde_json::Map::new();
+    counters.insert(
+        "computeSlices".into(),
+        json!({"value": compute.to_string()}),
+    );
+    for slice in start..start + size {
+        counters.insert(format!("memorySlice{slice}"), json!({"value": "1"}));
+    }
+    json!([{"counterSet": counter_set(index), "counters": counters}])
+}
+
+/// The ResourceSlices of a node in a DRA pool with NVIDIA GPUs (none for other nodes): one
+/// slice with every device, or — with dynamic MIG — one slice per GPU holding its counter set
+/// and its partitionable devices (1.34 keeps counters beside the devices that use them, and
+/// a slice with counters holds at most 64 devices).
+pub fn resource_slices(node: &NodeSpec) -> Vec<Value> {
+    let Some(hardware) = node.hardware.as_ref() else {
+        return Vec::new();
+    };
+    let Some(gpu) = hardware.gpu.as_ref() else {
+        return Vec::new();
+    };
     if gpu.vendor != Vendor::Nvidia
         || node.devices.as_ref().map(|d| d.exposure) != Some(Exposure::Dra)
     {
-        return None;
+        return Vec::new();
     }
     let (major, minor, revision) = DRIVER_VERSION;
     // Semantic versions: no leading zeros.
@@ -54,7 +96,7 @@ pub fn resource_slice(node: &NodeSpec) -> Option<Value> {
         .compute_capability()
         .map(|(major, minor)| format!("{major}.{minor}.0"))
         .unwrap_or_else(|| "0.0.0".into());
-    let common = |slot: &tessera_devices::server::GpuSlot| {
+    let common = |slot: &GpuSlot| {
         json!({
             "productName": {"string": gpu.product_name},
             "brand": {"string": "Nvidia"},
@@ -66,64 +108,107 @@ pub fn resource_slice(node: &NodeSpec) -> Option<Value> {
             "resource.kubernetes.io/pcieRoot": {"string": slot.pcie_root},
         })
     };
-    let mut devices = Vec::new();
+    let device = |name: &str, attributes: Value, memory_mib: u64| {
+        json!({
+            "name": name,
+            "attributes": attributes,
+            "capacity": {"memory": {"value": format!("{memory_mib}Mi")}},
+        })
+    };
+    // (devices, shared counters) per slice.
+    let mut slices: Vec<(Vec<Value>, Option<Value>)> = Vec::new();
+    let mut whole = Vec::new();
     for (index, slot) in hardware.server.gpus.iter().enumerate() {
         let parent = format!("gpu-{index}");
         let parent_uuid = device_uuid("GPU", &node.name, &parent);
         let base = common(slot);
-        match &hardware.mig_profiles {
-            None => {
-                let mut attributes = base;
-                attributes["type"] = json!({"string": "gpu"});
-                attributes["uuid"] = json!({"string": parent_uuid});
-                devices.push(json!({
-                    "name": parent,
-                    "attributes": attributes,
-                    "capacity": {"memory": {"value": format!("{}Mi", gpu.memory_mib)}},
-                }));
-            }
-            Some(profiles) => {
+        let mig_attributes = |profile: &str| {
+            let mut attributes = base.clone();
+            attributes["type"] = json!({"string": "mig"});
+            attributes["parentUUID"] = json!({"string": parent_uuid});
+            attributes["profile"] = json!({"string": profile});
+            attributes
+        };
+        match (&hardware.mig, &gpu.mig) {
+            (Some(MigMode::Static(profiles)), _) => {
                 let names: Vec<&str> = profiles.iter().map(String::as_str).collect();
                 // The layout was checked when the topology was read.
                 let placements = tessera_devices::plan_layout(gpu, &names).unwrap_or_default();
                 for placement in placements {
-                    let name = format!(
-                        "{parent}-mig-{}-{}",
-                        placement.profile.replace(['.', '+'], ""),
-                        placement.start
-                    );
-                    let memory = gpu
-                        .mig_profile(&placement.profile)
-                        .and_then(|p| {
-                            p.memory_mib
-                                .or_else(|| p.named_memory_gb().map(|gb| u64::from(gb) * 1024))
-                        })
-                        .unwrap_or(0);
-                    let mut attributes = base.clone();
-                    attributes["type"] = json!({"string": "mig"});
+                    let name = mig_device_name(&parent, &placement.profile, placement.start);
+                    let mut attributes = mig_attributes(&placement.profile);
                     attributes["uuid"] = json!({"string": device_uuid("MIG", &node.name, &name)});
-                    attributes["parentUUID"] = json!({"string": parent_uuid});
-                    attributes["profile"] = json!({"string": placement.profile});
-                    devices.push(json!({
-                        "name": name,
-                        "attributes": attributes,
-                        "capacity": {"memory": {"value": format!("{memory}Mi")}},
-                    }));
+                    let memory = profile_memory_mib(gpu, &placement.profile);
+                    whole.push(device(&name, attributes, memory));
                 }
+            }
+            (Some(MigMode::Dynamic), Some(mig)) => {
+                let mut counters = serde_json::Map::new();
+                counters.insert(
+                    "computeSlices".into(),
+                    json!({"value": mig.compute_slices.to_string()}),
+                );
+                for slice in 0..mig.memory_slices {
+                    counters.insert(format!("memorySlice{slice}"), json!({"value": "1"}));
+                }
+                let mut attributes = base.clone();
+                attributes["type"] = json!({"string": "gpu"});
+                attributes["uuid"] = json!({"string": parent_uuid});
+                let mut full = device(&parent, attributes, gpu.memory_mib);
+                full["consumesCounters"] =
+                    consumption(index, 0, mig.memory_slices, mig.compute_slices);
+                let mut devices = vec![full];
+                for profile in &mig.profiles {
+                    for start in &profile.starts {
+                        let name = mig_device_name(&parent, &profile.name, *start);
+                        let memory = profile_memory_mib(gpu, &profile.name);
+                        let mut partition = device(&name, mig_attributes(&profile.name), memory);
+                        partition["consumesCounters"] =
+                            consumption(index, *start, profile.size, profile.compute_slices);
+                        devices.push(partition);
+                    }
+                }
+                let shared = json!([{"name": counter_set(index), "counters": counters}]);
+                slices.push((devices, Some(shared)));
+            }
+            _ => {
+                let mut attributes = base;
+                attributes["type"] = json!({"string": "gpu"});
+                attributes["uuid"] = json!({"string": parent_uuid});
+                whole.push(device(&parent, attributes, gpu.memory_mib));
             }
         }
     }
-    Some(json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": slice_name(&node.name, NVIDIA_DRIVER)},
-        "spec": {
-            "driver": NVIDIA_DRIVER,
-            "nodeName": node.name,
-            "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }))
+    if !whole.is_empty() {
+        slices.push((whole, None));
+    }
+    let count = slices.len();
+    slices
+        .into_iter()
+        .enumerate()
+        .map(|(i, (devices, shared))| {
+            let name = if count == 1 {
+                slice_name(&node.name, NVIDIA_DRIVER)
+            } else {
+                format!("{}-{i}", slice_name(&node.name, NVIDIA_DRIVER))
+            };
+            let mut slice = json!({
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": name},
+                "spec": {
+                    "driver": NVIDIA_DRIVER,
+                    "nodeName": node.name,
+                    "pool": {"name": node.name, "generation": 1, "resourceSliceCount": count},
+                    "devices": devices,
+                },
+            });
+            if let Some(shared) = shared {
+                slice["spec"]["sharedCounters"] = shared;
+            }
+            slice
+        })
+        .collect()
 }
 
 /// The DeviceClasses NVIDIA's DRA driver installs for GPUs and MIG devices.
@@ -154,6 +239,12 @@ mod tests {
     use crate::topology::Topology;
     use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
 
+    fn single(node: &NodeSpec) -> Value {
+        let mut slices = resource_slices(node);
+        assert_eq!(slices.len(), 1, "{}", node.name);
+        slices.remove(0)
+    }
+
     fn lab_node(name: &str) -> NodeSpec {
         Topology::default_lab()
             .nodes()
@@ -164,7 +255,7 @@ mod tests {
 
     #[test]
     fn whole_gpus_are_published_with_nvidia_attributes() {
-        let value = resource_slice(&lab_node("h100-1")).expect("a DRA node");
+        let value = single(&lab_node("h100-1"));
         let slice: ResourceSlice = serde_json::from_value(value.clone()).expect("typed slice");
         assert_eq!(slice.spec.driver, "gpu.nvidia.com");
         assert_eq!(slice.spec.node_name.as_deref(), Some("h100-1"));
@@ -188,8 +279,8 @@ mod tests {
         );
         assert_eq!(first["capacity"]["memory"]["value"], "81559Mi");
         // Stable across calls (restarts), distinct across nodes.
-        let again = resource_slice(&lab_node("h100-1")).expect("slice");
-        let other = resource_slice(&lab_node("h100-2")).expect("slice");
+        let again = single(&lab_node("h100-1"));
+        let other = single(&lab_node("h100-2"));
         let uuid = |v: &Value| v["spec"]["devices"][0]["attributes"]["uuid"]["string"].clone();
         assert_eq!(uuid(&value), uuid(&again));
         assert_ne!(uuid(&value), uuid(&other));
@@ -198,7 +289,7 @@ mod tests {
 
     #[test]
     fn mig_layouts_publish_mig_devices() {
-        let value = resource_slice(&lab_node("h200-1")).expect("a DRA node");
+        let value = single(&lab_node("h200-1"));
         let devices = value["spec"]["devices"].as_array().expect("devices");
         assert_eq!(devices.len(), 56, "7 x 1g.18gb on 8 GPUs");
         let first = &devices[0];
@@ -217,9 +308,62 @@ mod tests {
     }
 
     #[test]
+    fn dynamic_mig_publishes_partitionable_devices_with_shared_counters() {
+        let topology = Topology::parse(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: h100\n  count: 1\n  server: dgx-h100\n  devices: {exposure: dra, sharing: {mig: {layout: dynamic}}}\n",
+        )
+        .expect("topology");
+        let node = &topology.nodes()[0];
+        let slices = resource_slices(node);
+        assert_eq!(slices.len(), 8, "one slice per GPU");
+        for (i, value) in slices.iter().enumerate() {
+            let slice: ResourceSlice = serde_json::from_value(value.clone()).expect("typed");
+            assert_eq!(slice.spec.pool.resource_slice_count, 8);
+            assert_eq!(
+                slice.metadata.name.as_deref(),
+                Some(format!("h100-1-gpu.nvidia.com-{i}").as_str())
+            );
+            let devices = slice.spec.devices.expect("devices");
+            assert_eq!(devices.len(), 26, "the GPU and every MIG placement");
+            assert!(
+                devices.len() <= 64,
+                "the 1.34 limit for slices with counters"
+            );
+            let shared = slice.spec.shared_counters.expect("counters");
+            assert_eq!(shared[0].name, format!("gpu-{i}-counter-set"));
+            assert_eq!(
+                shared[0].counters.len(),
+                9,
+                "computeSlices and 8 memory slices"
+            );
+        }
+        let devices = slices[0]["spec"]["devices"].as_array().expect("devices");
+        let find = |name: &str| {
+            devices
+                .iter()
+                .find(|d| d["name"] == name)
+                .unwrap_or_else(|| panic!("{name}"))
+        };
+        assert_eq!(
+            find("gpu-0-mig-3g40gb-4")["consumesCounters"],
+            json!([{"counterSet": "gpu-0-counter-set", "counters": {
+                "computeSlices": {"value": "3"}, "memorySlice4": {"value": "1"},
+                "memorySlice5": {"value": "1"}, "memorySlice6": {"value": "1"},
+                "memorySlice7": {"value": "1"}}}])
+        );
+        let full = &find("gpu-0")["consumesCounters"][0]["counters"];
+        assert_eq!(full["computeSlices"]["value"], "7");
+        assert_eq!(full["memorySlice0"]["value"], "1");
+        assert_eq!(
+            find("gpu-0-mig-1g10gbme-6")["attributes"]["profile"]["string"],
+            "1g.10gb+me"
+        );
+    }
+
+    #[test]
     fn only_dra_pools_with_nvidia_gpus_publish() {
         for name in ["cpu-1", "l40s-1", "control-plane-1"] {
-            assert!(resource_slice(&lab_node(name)).is_none(), "{name}");
+            assert!(resource_slices(&lab_node(name)).is_empty(), "{name}");
         }
         for class in nvidia_device_classes() {
             let typed: DeviceClass = serde_json::from_value(class).expect("typed class");

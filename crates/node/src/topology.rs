@@ -471,7 +471,7 @@ mod tests {
         let hardware = nodes[0].hardware.as_ref().unwrap();
         assert_eq!(hardware.server.gpus.len(), 8);
         assert_eq!(
-            hardware.mig_profiles.as_deref(),
+            hardware.mig_profiles(),
             Some(&["1g.18gb", "1g.18gb", "2g.35gb", "3g.71gb"].map(String::from)[..])
         );
         assert_eq!(nodes[0].kubelet.topology_manager_policy, "single-numa-node");

@@ -191,7 +191,7 @@ impl NodeTwins {
         let slices: Vec<Value> = self
             .nodes
             .values()
-            .filter_map(crate::resource_slice::resource_slice)
+            .flat_map(crate::resource_slice::resource_slices)
             .collect();
         if slices.is_empty() {
             return Ok(());
