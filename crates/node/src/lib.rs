@@ -8,6 +8,7 @@
 //! Knows nothing about real hardware.
 
 pub mod accelerators;
+pub mod device_admission;
 pub mod hardware;
 pub mod resource_slice;
 pub mod runtime;
