@@ -23,7 +23,7 @@ use crate::topology::NodeSpec;
 pub const NVIDIA_DRIVER: &str = "gpu.nvidia.com";
 
 /// The stable UUID of a simulated device (`GPU-…` or `MIG-…`).
-fn device_uuid(prefix: &str, node: &str, device: &str) -> String {
+pub(crate) fn device_uuid(prefix: &str, node: &str, device: &str) -> String {
     let name = format!("tessera://{node}/{device}");
     format!(
         "{prefix}-{}",

@@ -16,6 +16,7 @@ use tessera_model::time::{micro_timestamp, parse_timestamp, timestamp};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
+use crate::gpu_assignments::{GpuAssignments, device_log_lines};
 use crate::runtime::Behaviour;
 
 /// The field manager the twins publish devices as (the DRA driver's kubelet plugin).
@@ -51,6 +52,7 @@ pub struct NodeTwins {
     client: Client,
     config: TwinConfig,
     nodes: BTreeMap<String, NodeSpec>,
+    gpus: std::sync::Mutex<GpuAssignments>,
 }
 
 /// A run of a pod that ends at a deadline.
@@ -119,6 +121,7 @@ impl NodeTwins {
             client,
             config,
             nodes,
+            gpus: std::sync::Mutex::default(),
         }
     }
 
@@ -235,6 +238,7 @@ impl NodeTwins {
                             let key = pod_key(&pod);
                             running.remove(&key);
                             self.release_ip(&mut ips, &pod);
+                            self.release_gpus(&pod);
                             continue;
                         }
                         Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
@@ -345,6 +349,7 @@ impl NodeTwins {
         }
         if matches!(phase.as_str(), "Succeeded" | "Failed") {
             running.remove(&key);
+            self.release_gpus(pod);
             return Ok(());
         }
         if running.get(&key).is_some_and(|r| r.uid == uid) {
@@ -378,7 +383,19 @@ impl NodeTwins {
             running.insert(key.clone(), self.schedule(&key, &uid, 0, remaining, done));
             return Ok(());
         }
-        // Pending: start the containers.
+        // Pending: admit the pod's devices, then start the containers.
+        let admitted = self
+            .gpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admit(spec, &key, pod);
+        let devices = match admitted {
+            Ok(devices) => devices,
+            Err(error) => {
+                self.reject(pod, error.reason(), &error.to_string()).await?;
+                return Ok(());
+            }
+        };
         let ip = self.allocate_ip(ips, spec).unwrap_or_default();
         for (container, image) in containers(pod) {
             self.event(
@@ -408,11 +425,18 @@ impl NodeTwins {
                 Some(&container),
             )
             .await;
-            let lines = behaviour.logs.clone().unwrap_or_else(|| {
+            let mut lines = device_log_lines(
+                &node,
+                devices
+                    .get(&container)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default(),
+            );
+            lines.extend(behaviour.logs.clone().unwrap_or_else(|| {
                 vec![format!(
                     "tessera node twin {node}: container {container} started (image {image})"
                 )]
-            });
+            }));
             self.append_log(&key, &container, &lines).await;
         }
         let now = SystemTime::now();
@@ -542,6 +566,34 @@ impl NodeTwins {
             key.clone(),
             self.schedule(&key, &done.uid, restarts, behaviour.duration, done_tx),
         );
+        Ok(())
+    }
+
+    fn release_gpus(&self, pod: &Pod) {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
+            self.gpus
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .release(node, &pod_key(pod));
+        }
+    }
+
+    /// Rejects a pod at admission, as the kubelet does: Failed, with the reason and
+    /// `Pod was rejected: <message>`, and a warning event.
+    async fn reject(&self, pod: &Pod, reason: &str, message: &str) -> Result<(), kube::Error> {
+        let (namespace, name) = pod_key(pod);
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        self.event(pod, &node, "Warning", reason, message, None)
+            .await;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let status = json!({"status": {"phase": "Failed", "reason": reason,
+            "message": format!("Pod was rejected: {message}")}});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
         Ok(())
     }
 

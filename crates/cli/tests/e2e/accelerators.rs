@@ -57,3 +57,58 @@ fn lab_gpu_nodes_advertise_devices_like_the_nvidia_stack() {
         "deviceclass.resource.k8s.io/gpu.nvidia.com\ndeviceclass.resource.k8s.io/mig.nvidia.com"
     );
 }
+
+#[test]
+fn device_plugin_gpus_are_admitted_with_topology_manager_semantics() {
+    let topology = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: dgx\n  count: 1\n  server: dgx-h100\n  devices: {exposure: device-plugin}\n  kubelet: {topologyManagerPolicy: single-numa-node}\n";
+    let cluster = Cluster::start_with_topology(topology, 1);
+    let v = "1.33";
+    let pod = |name: &str, gpus: u32| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: dgx-1\n  containers:\n  - name: train\n    image: trainer:1\n    resources: {{limits: {{nvidia.com/gpu: \"{gpus}\"}}}}\n"
+        )
+    };
+    let phase = |name: &str, want: &'static str| {
+        cluster.wait_for(
+            v,
+            &["get", "pod", name, "-o", "jsonpath={.status.phase}"],
+            move |out| out == want,
+        );
+    };
+    // Three GPUs on each NUMA node are taken; two more fit on neither alone.
+    for name in ["numa0", "numa1"] {
+        cluster.ok_stdin(v, &["apply", "-f", "-"], &pod(name, 3));
+        phase(name, "Running");
+    }
+    let logs = cluster.ok(v, &["logs", "numa0"]);
+    let visible = logs
+        .lines()
+        .find_map(|l| l.strip_prefix("NVIDIA_VISIBLE_DEVICES="))
+        .unwrap_or_else(|| panic!("no device env in {logs}"));
+    assert_eq!(
+        visible.split(',').filter(|u| u.starts_with("GPU-")).count(),
+        3
+    );
+    assert!(logs.contains("CDI devices: nvidia.com/gpu=GPU-"), "{logs}");
+
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("split", 2));
+    phase("split", "Failed");
+    let status = cluster.ok(
+        v,
+        &[
+            "get",
+            "pod",
+            "split",
+            "-o",
+            "jsonpath={.status.reason}: {.status.message}",
+        ],
+    );
+    assert_eq!(
+        status,
+        "TopologyAffinityError: Pod was rejected: Resources cannot be allocated with Topology locality"
+    );
+    // Freeing a NUMA node's GPUs lets the same request in.
+    cluster.ok(v, &["delete", "pod", "numa1", "--wait=true"]);
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("fits", 2));
+    phase("fits", "Running");
+}

@@ -10,6 +10,8 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
     pub port: u16,
     child: Option<Child>,
+    /// Nodes the topology has: start-up waits until they are registered.
+    nodes: usize,
 }
 
 fn free_port() -> u16 {
@@ -51,14 +53,33 @@ pub fn kubectl_binary(version: &str) -> PathBuf {
 
 impl Cluster {
     /// Starts a fresh cluster.
+    /// The platform on the built-in lab topology (eight nodes).
     pub fn start() -> Cluster {
+        Cluster::start_on(None, 8)
+    }
+
+    /// The platform on a topology file with `nodes` nodes.
+    pub fn start_with_topology(topology: &str, nodes: usize) -> Cluster {
+        Cluster::start_on(Some(topology), nodes)
+    }
+
+    fn start_on(topology: Option<&str>, nodes: usize) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut cluster = Cluster {
             dir,
             port: free_port(),
             child: None,
+            nodes,
         };
-        cluster.launch(&[]);
+        match topology {
+            Some(text) => {
+                let path = cluster.dir.path().join("topology.yaml");
+                std::fs::write(&path, text).expect("write topology");
+                let path = path.to_string_lossy().into_owned();
+                cluster.launch(&["--topology", &path]);
+            }
+            None => cluster.launch(&[]),
+        }
         cluster
     }
 
@@ -91,7 +112,7 @@ impl Cluster {
                 // Wait until the node twins have registered.
                 let nodes = self.kubectl("1.32", &["get", "nodes", "-o", "name"]);
                 if nodes.status.success()
-                    && String::from_utf8_lossy(&nodes.stdout).lines().count() >= 4
+                    && String::from_utf8_lossy(&nodes.stdout).lines().count() >= self.nodes
                 {
                     return;
                 }
