@@ -1,5 +1,6 @@
 //! The `tessera` binary: subcommands wire the parts together; no algorithms live here.
 
+mod agent;
 mod bench;
 mod bootstrap;
 mod catalog;
@@ -26,6 +27,9 @@ enum Command {
     Kubeconfig(KubeconfigArgs),
     /// Print the accelerator catalog: GPU models, MIG profiles, server models and topologies.
     Catalog(catalog::CatalogArgs),
+    /// The node agent on a real machine: discovery.
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
     /// Measure performance.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -105,6 +109,7 @@ fn main() -> anyhow::Result<()> {
         Command::Up(args) => runtime.block_on(up::run(args)),
         Command::Kubeconfig(args) => up::print_kubeconfig(&args),
         Command::Catalog(args) => catalog::run(&args),
+        Command::Agent(command) => agent::run(&command),
         Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
         Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),

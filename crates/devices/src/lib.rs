@@ -2,12 +2,14 @@
 //! profile tables ([`catalog`]), server models with their device topology ([`server`]), and
 //! the MIG layout planner that places partitions on a GPU ([`mig`]).
 //!
-//! Pure data and functions: no I/O beyond parsing the catalog compiled into the binary, no
-//! knowledge of Kubernetes objects or of scheduling.
+//! The catalog, servers and MIG planner are pure data and functions; [`sysfs`] discovery is
+//! the one part that reads files (from a root given to it). No knowledge of Kubernetes
+//! objects or of scheduling.
 
 pub mod catalog;
 pub mod mig;
 pub mod server;
+pub mod sysfs;
 
 pub use catalog::{Catalog, CatalogError, GpuModel, MigProfile};
 pub use mig::{LayoutError, Placement, plan_layout};

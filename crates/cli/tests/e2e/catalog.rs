@@ -59,3 +59,26 @@ fn a_bad_catalog_file_is_named_with_its_field() {
         "{error}"
     );
 }
+
+#[test]
+fn agent_discover_reads_a_recorded_sysfs_tree() {
+    let root = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../devices/tests/fixtures/sysfs-h100-pair"
+    );
+    let (ok, out, warnings) = tessera(&["agent", "discover", "--root", root]);
+    assert!(ok, "{warnings}");
+    assert!(out.contains("NUMA nodes: 0,1"), "{out}");
+    assert!(
+        out.contains("0000:9d:00.0\t10de:2330\t030200\t1\tpci0000:97\tH100-SXM5-80GB"),
+        "{out}"
+    );
+    assert!(
+        out.contains("feature.node.kubernetes.io/pci-10de.present=true"),
+        "{out}"
+    );
+    assert!(
+        warnings.contains("warning: 0000:ff:00.0: unreadable IDs"),
+        "{warnings}"
+    );
+}

@@ -1,0 +1,64 @@
+//! `tessera agent`: the node agent's commands on a real machine. `discover` inventories the
+//! accelerators sysfs shows (under `--root`, `/` by default) against the catalog and prints
+//! them with their NUMA nodes and PCIe roots, and the labels the node would carry; what could
+//! not be read is printed as warnings, never a failure.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use tessera_devices::Catalog;
+
+/// `tessera agent` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum AgentCommand {
+    /// Inventory this machine's accelerators from sysfs.
+    Discover(DiscoverArgs),
+}
+
+/// Arguments of `tessera agent discover`.
+#[derive(Args, Debug)]
+pub struct DiscoverArgs {
+    /// The filesystem root holding `sys/` (a recorded tree in tests).
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+}
+
+/// Runs a `tessera agent` subcommand.
+pub fn run(command: &AgentCommand) -> anyhow::Result<()> {
+    match command {
+        AgentCommand::Discover(args) => {
+            let catalog = Catalog::built_in()?;
+            let inventory = tessera_devices::sysfs::discover(&args.root, &catalog);
+            for warning in &inventory.warnings {
+                eprintln!("warning: {warning}");
+            }
+            let numa: Vec<String> = inventory.numa_nodes.iter().map(u32::to_string).collect();
+            println!(
+                "NUMA nodes: {}",
+                if numa.is_empty() {
+                    "-".into()
+                } else {
+                    numa.join(",")
+                }
+            );
+            println!("BUS ID\tVENDOR:DEVICE\tCLASS\tNUMA\tPCIE ROOT\tMODEL");
+            for a in &inventory.accelerators {
+                println!(
+                    "{}\t{}:{}\t{}\t{}\t{}\t{}",
+                    a.bus_id,
+                    a.vendor_id,
+                    a.device_id,
+                    a.class,
+                    a.numa.map_or("-".into(), |n| n.to_string()),
+                    a.pcie_root.as_deref().unwrap_or("-"),
+                    a.model.as_deref().unwrap_or("unknown")
+                );
+            }
+            println!("LABELS");
+            for (key, value) in inventory.labels() {
+                println!("{key}={value}");
+            }
+            Ok(())
+        }
+    }
+}
