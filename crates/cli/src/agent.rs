@@ -27,23 +27,27 @@ pub struct DiscoverArgs {
 pub fn run(command: &AgentCommand) -> anyhow::Result<()> {
     match command {
         AgentCommand::Discover(args) => {
+            use std::fmt::Write;
+            let mut out = String::new();
             let catalog = Catalog::built_in()?;
             let inventory = tessera_devices::sysfs::discover(&args.root, &catalog);
             for warning in &inventory.warnings {
                 eprintln!("warning: {warning}");
             }
             let numa: Vec<String> = inventory.numa_nodes.iter().map(u32::to_string).collect();
-            println!(
+            writeln!(
+                out,
                 "NUMA nodes: {}",
                 if numa.is_empty() {
                     "-".into()
                 } else {
                     numa.join(",")
                 }
-            );
-            println!("BUS ID\tVENDOR:DEVICE\tCLASS\tNUMA\tPCIE ROOT\tMODEL");
+            )?;
+            writeln!(out, "BUS ID\tVENDOR:DEVICE\tCLASS\tNUMA\tPCIE ROOT\tMODEL")?;
             for a in &inventory.accelerators {
-                println!(
+                writeln!(
+                    out,
                     "{}\t{}:{}\t{}\t{}\t{}\t{}",
                     a.bus_id,
                     a.vendor_id,
@@ -52,13 +56,13 @@ pub fn run(command: &AgentCommand) -> anyhow::Result<()> {
                     a.numa.map_or("-".into(), |n| n.to_string()),
                     a.pcie_root.as_deref().unwrap_or("-"),
                     a.model.as_deref().unwrap_or("unknown")
-                );
+                )?;
             }
-            println!("LABELS");
+            writeln!(out, "LABELS")?;
             for (key, value) in inventory.labels() {
-                println!("{key}={value}");
+                writeln!(out, "{key}={value}")?;
             }
-            Ok(())
+            crate::output::emit(&out)
         }
     }
 }

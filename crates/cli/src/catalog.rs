@@ -41,8 +41,7 @@ pub fn run(args: &CatalogArgs) -> anyhow::Result<()> {
             .map(|(name, text)| (name.as_str(), text.as_str())),
     );
     let catalog = Catalog::parse_all(&sources)?;
-    print!("{}", render(&catalog, args)?);
-    Ok(())
+    crate::output::emit(&render(&catalog, args)?)
 }
 
 fn render(catalog: &Catalog, args: &CatalogArgs) -> anyhow::Result<String> {

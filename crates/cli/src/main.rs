@@ -4,6 +4,8 @@ mod agent;
 mod bench;
 mod bootstrap;
 mod catalog;
+mod node;
+mod output;
 mod up;
 
 use std::net::SocketAddr;
@@ -27,6 +29,9 @@ enum Command {
     Kubeconfig(KubeconfigArgs),
     /// Print the accelerator catalog: GPU models, MIG profiles, server models and topologies.
     Catalog(catalog::CatalogArgs),
+    /// Inspect nodes of a topology.
+    #[command(subcommand)]
+    Node(node::NodeCommand),
     /// The node agent on a real machine: discovery.
     #[command(subcommand)]
     Agent(agent::AgentCommand),
@@ -110,6 +115,7 @@ fn main() -> anyhow::Result<()> {
         Command::Kubeconfig(args) => up::print_kubeconfig(&args),
         Command::Catalog(args) => catalog::run(&args),
         Command::Agent(command) => agent::run(&command),
+        Command::Node(command) => node::run(&command),
         Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
         Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),

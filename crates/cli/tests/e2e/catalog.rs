@@ -82,3 +82,27 @@ fn agent_discover_reads_a_recorded_sysfs_tree() {
         "{warnings}"
     );
 }
+
+#[test]
+fn node_inventory_prints_devices_topology_and_labels() {
+    let (ok, out, error) = tessera(&["node", "inventory", "h200-1"]);
+    assert!(ok, "{error}");
+    assert!(out.contains("Server: hgx-h200"), "{out}");
+    assert!(
+        out.contains("MIG layout per GPU: 1g.18gb, 1g.18gb"),
+        "{out}"
+    );
+    assert!(out.contains("GPU4\t0000:9d:00.0\t1\tpci0000:97"), "{out}");
+    assert!(out.contains("GPU0\tX\tNV18"), "{out}");
+    assert!(
+        out.contains("  nvidia.com/gpu.product=NVIDIA-H200"),
+        "{out}"
+    );
+    assert!(out.contains("  tessera.dev/rack=r3"), "{out}");
+    let (ok, _, error) = tessera(&["node", "inventory", "gpu-9"]);
+    assert!(!ok);
+    assert!(
+        error.contains("no node \"gpu-9\" in the topology (it has cpu-1,"),
+        "{error}"
+    );
+}

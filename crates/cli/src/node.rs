@@ -1,0 +1,107 @@
+//! `tessera node inventory NODE`: what a node of the topology has — its server model, GPUs and
+//! NICs with NUMA nodes and PCIe roots, the device topology matrix, MIG layout, kubelet
+//! policies, capacity and the labels its twin carries.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use tessera_node::Topology;
+
+/// `tessera node` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum NodeCommand {
+    /// Print a node's inventory.
+    Inventory(InventoryArgs),
+}
+
+/// Arguments of `tessera node inventory`.
+#[derive(Args, Debug)]
+pub struct InventoryArgs {
+    /// The node name (`h100-1`).
+    pub node: String,
+    /// The cluster topology file (the built-in lab when absent).
+    #[arg(long)]
+    pub topology: Option<PathBuf>,
+}
+
+/// Runs a `tessera node` subcommand.
+pub fn run(command: &NodeCommand) -> anyhow::Result<()> {
+    let NodeCommand::Inventory(args) = command;
+    crate::output::emit(&inventory(args)?)
+}
+
+fn inventory(args: &InventoryArgs) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let topology = match &args.topology {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading topology file {}", path.display()))?;
+            Topology::parse(&text).with_context(|| format!("topology file {}", path.display()))?
+        }
+        None => Topology::default_lab(),
+    };
+    let nodes = topology.nodes();
+    let node = nodes
+        .iter()
+        .find(|n| n.name == args.node)
+        .with_context(|| {
+            let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+            format!(
+                "no node {:?} in the topology (it has {})",
+                args.node,
+                names.join(", ")
+            )
+        })?;
+    writeln!(out, "Node: {}\nPool: {}", node.name, node.pool)?;
+    if let Some(hardware) = &node.hardware {
+        let server = &hardware.server;
+        writeln!(out, "Server: {} ({})", server.name, server.description)?;
+        writeln!(
+            out,
+            "Sockets: {} x {} cores, {} GiB",
+            server.sockets, server.cores_per_socket, server.memory_gib
+        )?;
+        if let Some(devices) = &node.devices {
+            writeln!(
+                out,
+                "Devices: {:?}, sharing {:?}",
+                devices.exposure, devices.sharing
+            )?;
+        }
+        if let Some(profiles) = hardware.mig_profiles() {
+            writeln!(out, "MIG layout per GPU: {}", profiles.join(", "))?;
+        }
+        writeln!(
+            out,
+            "Kubelet: topologyManagerPolicy={} topologyManagerScope={} cpuManagerPolicy={}",
+            node.kubelet.topology_manager_policy,
+            node.kubelet.topology_manager_scope,
+            node.kubelet.cpu_manager_policy
+        )?;
+        writeln!(out, "GPU\tBUS ID\tNUMA\tPCIE ROOT")?;
+        for (i, gpu) in server.gpus.iter().enumerate() {
+            writeln!(
+                out,
+                "GPU{i}\t{}\t{}\t{}",
+                gpu.bus_id, gpu.numa, gpu.pcie_root
+            )?;
+        }
+        writeln!(out, "Topology:")?;
+        write!(out, "{}", server.topology_matrix())?;
+    }
+    writeln!(out, "Capacity:")?;
+    for (resource, quantity) in &node.capacity {
+        writeln!(out, "  {resource}: {}", quantity.to_canonical())?;
+    }
+    writeln!(out, "Labels:")?;
+    for (key, value) in &node.labels {
+        writeln!(out, "  {key}={value}")?;
+    }
+    writeln!(out, "Taints:")?;
+    for taint in &node.taints {
+        writeln!(out, "  {}={}:{}", taint.key, taint.value, taint.effect)?;
+    }
+    Ok(out)
+}
