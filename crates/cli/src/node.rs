@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use tessera_node::Topology;
 
 /// `tessera node` subcommands.
 #[derive(Subcommand, Debug)]
@@ -34,14 +33,7 @@ pub fn run(command: &NodeCommand) -> anyhow::Result<()> {
 fn inventory(args: &InventoryArgs) -> anyhow::Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
-    let topology = match &args.topology {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading topology file {}", path.display()))?;
-            Topology::parse(&text).with_context(|| format!("topology file {}", path.display()))?
-        }
-        None => Topology::default_lab(),
-    };
+    let topology = crate::up::load_topology(args.topology.as_deref())?;
     let nodes = topology.nodes();
     let node = nodes
         .iter()

@@ -32,16 +32,21 @@ fn remove_store(data_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the platform until Ctrl-C or SIGTERM.
-pub async fn run(args: UpArgs) -> anyhow::Result<()> {
-    let topology = match &args.topology {
+/// The topology in `path`, or the built-in lab.
+pub fn load_topology(path: Option<&std::path::Path>) -> anyhow::Result<Topology> {
+    Ok(match path {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("read topology file {}", path.display()))?;
             Topology::parse(&text).with_context(|| format!("topology file {}", path.display()))?
         }
         None => Topology::default_lab(),
-    };
+    })
+}
+
+/// Runs the platform until Ctrl-C or SIGTERM.
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let topology = load_topology(args.topology.as_deref())?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
     if args.reset {
