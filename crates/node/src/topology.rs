@@ -130,6 +130,9 @@ pub struct Pool {
     /// Kubelet resource-manager policies.
     #[serde(default)]
     pub kubelet: KubeletPolicies,
+    /// Nodes join tainted and are opened only after validation.
+    #[serde(default)]
+    pub onboarding: bool,
 }
 
 /// A node taint.
@@ -184,6 +187,8 @@ pub struct NodeSpec {
     pub devices: Option<Devices>,
     /// Kubelet resource-manager policies.
     pub kubelet: KubeletPolicies,
+    /// Whether the node goes through onboarding.
+    pub onboarding: bool,
 }
 
 impl NodeSpec {
@@ -403,6 +408,7 @@ impl Topology {
                     hardware: hardware.clone(),
                     devices: pool.devices.clone(),
                     kubelet: pool.kubelet.clone(),
+                    onboarding: pool.onboarding,
                 });
                 index += 1;
             }

@@ -17,6 +17,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use crate::gpu_assignments::{GpuAssignments, device_log_lines};
+use crate::onboarding::{ONBOARDING_LABEL, ONBOARDING_TAINT};
 use crate::runtime::Behaviour;
 
 /// The field manager the twins publish devices as (the DRA driver's kubelet plugin).
@@ -136,6 +137,7 @@ impl NodeTwins {
             self.register(spec).await?;
         }
         self.publish_devices().await?;
+        self.onboard().await?;
         tracing::info!(nodes = self.nodes.len(), "node twins registered");
         let heartbeat = tokio::spawn(heartbeat(
             self.client.clone(),
@@ -149,17 +151,22 @@ impl NodeTwins {
 
     async fn register(&self, spec: &NodeSpec) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let taints: Vec<Value> = spec
+        let mut taints: Vec<Value> = spec
             .taints
             .iter()
             .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect}))
             .collect();
+        let mut labels = spec.labels.clone();
+        if spec.onboarding {
+            taints.push(json!({"key": ONBOARDING_TAINT, "effect": "NoSchedule"}));
+            labels.insert(ONBOARDING_LABEL.into(), "validating".into());
+        }
         match nodes.get_opt(&spec.name).await? {
             None => {
                 let node: Node = serde_json::from_value(json!({
                     "apiVersion": "v1",
                     "kind": "Node",
-                    "metadata": {"name": spec.name, "labels": spec.labels},
+                    "metadata": {"name": spec.name, "labels": labels},
                     "spec": {
                         "podCIDR": spec.pod_cidr(),
                         "podCIDRs": [spec.pod_cidr()],
@@ -220,6 +227,71 @@ impl NodeTwins {
             api.patch(&name, &params, &Patch::Apply(&slice)).await?;
         }
         Ok(())
+    }
+
+    /// Validates nodes that joined for onboarding and opens those that pass.
+    async fn onboard(&self) -> Result<(), kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let slices: Api<ResourceSlice> = Api::all(self.client.clone());
+        for spec in self.nodes.values().filter(|spec| spec.onboarding) {
+            let node = nodes.get(&spec.name).await?;
+            let state = node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(ONBOARDING_LABEL).cloned());
+            if state.as_deref() != Some("validating") {
+                continue;
+            }
+            let published = slices.list(&Default::default()).await?.items;
+            let (state, kind, reason, message) =
+                match crate::onboarding::validate(spec, &node, &published) {
+                    Ok(message) => ("complete", "Normal", "NodeOnboarded", message),
+                    Err(message) => ("failed", "Warning", "NodeOnboardingFailed", message),
+                };
+            let taints: Vec<Value> = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| state != "complete" || t.key != ONBOARDING_TAINT)
+                .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect}))
+                .collect();
+            // An empty list is removed (merge patch null), as a node without taints has none.
+            let taints = if taints.is_empty() {
+                Value::Null
+            } else {
+                json!(taints)
+            };
+            let patch = json!({"metadata": {"labels": {ONBOARDING_LABEL: state}},
+                "spec": {"taints": taints}});
+            nodes
+                .patch(&spec.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            self.node_event(&spec.name, kind, reason, &message).await;
+        }
+        Ok(())
+    }
+
+    async fn node_event(&self, node: &str, kind: &str, reason: &str, message: &str) {
+        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), "default");
+        let now = timestamp(SystemTime::now());
+        let event = json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": format!("{node}."), "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
+            "reason": reason, "message": message, "type": kind,
+            "source": {"component": "tessera-onboarding", "host": node},
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "reportingComponent": "tessera-onboarding", "reportingInstance": node,
+        });
+        let Ok(event) = serde_json::from_value::<CoreEvent>(event) else {
+            return;
+        };
+        if let Err(error) = events.create(&PostParams::default(), &event).await {
+            tracing::debug!(%error, "cannot record an event");
+        }
     }
 
     async fn run_pods(self) -> Result<(), kube::Error> {

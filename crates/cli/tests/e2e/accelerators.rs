@@ -112,3 +112,40 @@ fn device_plugin_gpus_are_admitted_with_topology_manager_semantics() {
     cluster.ok_stdin(v, &["apply", "-f", "-"], &pod("fits", 2));
     phase("fits", "Running");
 }
+
+#[test]
+fn a_new_gpu_node_is_validated_before_it_opens() {
+    let topology = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: new\n  count: 1\n  server: hgx-h200\n  onboarding: true\n  devices: {exposure: dra}\n";
+    let cluster = Cluster::start_with_topology(topology, 1);
+    let v = "1.33";
+    let state = cluster.wait_for(
+        v,
+        &[
+            "get",
+            "node",
+            "new-1",
+            "-o",
+            r#"jsonpath={.metadata.labels.node\.tessera\.dev/onboarding} {.spec.taints}"#,
+        ],
+        |out| out.starts_with("complete"),
+    );
+    assert_eq!(state.trim(), "complete", "the onboarding taint is gone");
+    let events = cluster.wait_for(
+        v,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=new-1",
+            "-o",
+            "jsonpath={.items[*].reason}: {.items[*].message}",
+        ],
+        |out| out.contains("NodeOnboarded"),
+    );
+    assert!(
+        events.contains(
+            "validated 8 GPU(s) (H200-SXM5-141GB): labels, 0 extended resource(s), 8 DRA device(s)"
+        ),
+        "{events}"
+    );
+}
