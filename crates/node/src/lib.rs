@@ -11,6 +11,7 @@ pub mod accelerators;
 pub mod device_admission;
 pub mod gpu_assignments;
 pub mod hardware;
+pub mod network;
 pub mod onboarding;
 pub mod resource_slice;
 pub mod runtime;

@@ -29,6 +29,7 @@ use tessera_devices::Catalog;
 use tessera_model::Quantity;
 
 use crate::hardware::{self, Devices, KubeletPolicies, PoolHardware, PoolPlacement};
+use crate::network::Networking;
 
 /// The built-in lab topology used when no file is given.
 pub const DEFAULT_TOPOLOGY: &str = r#"apiVersion: tessera.dev/v1alpha1
@@ -93,6 +94,9 @@ pub struct Topology {
     pub metadata: Option<BTreeMap<String, serde_json::Value>>,
     /// Groups of identical nodes.
     pub pools: Vec<Pool>,
+    /// The address plan (node InternalIPs and pod CIDRs).
+    #[serde(default)]
+    pub networking: Networking,
     /// Each pool's checked hardware (filled by validation).
     #[serde(skip)]
     hardware: Vec<Option<PoolHardware>>,
@@ -189,17 +193,24 @@ pub struct NodeSpec {
     pub kubelet: KubeletPolicies,
     /// Whether the node goes through onboarding.
     pub onboarding: bool,
+    /// The topology's address plan.
+    pub networking: Networking,
 }
 
 impl NodeSpec {
     /// The node's internal IP address.
     pub fn internal_ip(&self) -> String {
-        format!("10.0.{}.{}", self.index / 250, self.index % 250 + 2)
+        self.networking.node_ip(self.index)
     }
 
     /// The node's pod CIDR.
     pub fn pod_cidr(&self) -> String {
-        format!("10.244.{}.0/24", self.index)
+        self.networking.node_pod_cidr(self.index)
+    }
+
+    /// A pod address in the node's pod CIDR.
+    pub fn pod_ip(&self, octet: u8) -> String {
+        self.networking.pod_ip(self.index, octet)
     }
 }
 
@@ -341,6 +352,10 @@ impl Topology {
                 }
             }
         }
+        let nodes: u64 = self.pools.iter().map(|p| u64::from(p.count)).sum();
+        self.networking
+            .check(nodes)
+            .map_err(|(field, message)| TopologyError::Invalid { field, message })?;
         Ok(())
     }
 
@@ -409,6 +424,7 @@ impl Topology {
                     devices: pool.devices.clone(),
                     kubelet: pool.kubelet.clone(),
                     onboarding: pool.onboarding,
+                    networking: self.networking.clone(),
                 });
                 index += 1;
             }
@@ -524,6 +540,14 @@ mod tests {
             (
                 "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  taints: [{key: k, effect: Never}]\n",
                 "pools[0].taints[0].effect",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\nnetworking: {podCIDR: 10.0.0.0/8}\n",
+                "networking.podCIDR: 10.0.0.0/8 overlaps networking.nodeCIDR 10.0.0.0/16",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\nnetworking: {nodeCIDR: 10.0.0.1/16}\n",
+                "host bits set",
             ),
             (
                 "- name: a\n  count: 1\n  server: dgx-h900\n",

@@ -357,7 +357,7 @@ impl NodeTwins {
         let used = ips.entry(spec.name.clone()).or_default();
         let octet = (2..=254u8).find(|o| !used.contains(o))?;
         used.insert(octet);
-        Some(format!("10.244.{}.{octet}", spec.index))
+        Some(spec.pod_ip(octet))
     }
 
     async fn reconcile(
