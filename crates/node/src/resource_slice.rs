@@ -85,6 +85,22 @@ pub fn resource_slices(node: &NodeSpec) -> Vec<Value> {
     {
         return Vec::new();
     }
+    nvidia_slices(
+        &node.name,
+        &hardware.server.gpus,
+        gpu,
+        hardware.mig.as_ref(),
+    )
+}
+
+/// The ResourceSlices NVIDIA's DRA driver publishes for `gpus` of one model on `node_name`
+/// (also what `tessera agent discover` shows for a real machine).
+pub fn nvidia_slices(
+    node_name: &str,
+    gpus: &[GpuSlot],
+    gpu: &GpuModel,
+    mig_mode: Option<&MigMode>,
+) -> Vec<Value> {
     let (major, minor, revision) = DRIVER_VERSION;
     // Semantic versions: no leading zeros.
     let driver_version = format!(
@@ -118,9 +134,9 @@ pub fn resource_slices(node: &NodeSpec) -> Vec<Value> {
     // (devices, shared counters) per slice.
     let mut slices: Vec<(Vec<Value>, Option<Value>)> = Vec::new();
     let mut whole = Vec::new();
-    for (index, slot) in hardware.server.gpus.iter().enumerate() {
+    for (index, slot) in gpus.iter().enumerate() {
         let parent = format!("gpu-{index}");
-        let parent_uuid = device_uuid("GPU", &node.name, &parent);
+        let parent_uuid = device_uuid("GPU", node_name, &parent);
         let base = common(slot);
         let mig_attributes = |profile: &str| {
             let mut attributes = base.clone();
@@ -129,7 +145,7 @@ pub fn resource_slices(node: &NodeSpec) -> Vec<Value> {
             attributes["profile"] = json!({"string": profile});
             attributes
         };
-        match (&hardware.mig, &gpu.mig) {
+        match (mig_mode, &gpu.mig) {
             (Some(MigMode::Static(profiles)), _) => {
                 let names: Vec<&str> = profiles.iter().map(String::as_str).collect();
                 // The layout was checked when the topology was read.
@@ -137,7 +153,7 @@ pub fn resource_slices(node: &NodeSpec) -> Vec<Value> {
                 for placement in placements {
                     let name = mig_device_name(&parent, &placement.profile, placement.start);
                     let mut attributes = mig_attributes(&placement.profile);
-                    attributes["uuid"] = json!({"string": device_uuid("MIG", &node.name, &name)});
+                    attributes["uuid"] = json!({"string": device_uuid("MIG", node_name, &name)});
                     let memory = profile_memory_mib(gpu, &placement.profile);
                     whole.push(device(&name, attributes, memory));
                 }
@@ -188,9 +204,9 @@ pub fn resource_slices(node: &NodeSpec) -> Vec<Value> {
         .enumerate()
         .map(|(i, (devices, shared))| {
             let name = if count == 1 {
-                slice_name(&node.name, NVIDIA_DRIVER)
+                slice_name(node_name, NVIDIA_DRIVER)
             } else {
-                format!("{}-{i}", slice_name(&node.name, NVIDIA_DRIVER))
+                format!("{}-{i}", slice_name(node_name, NVIDIA_DRIVER))
             };
             let mut slice = json!({
                 "apiVersion": "resource.k8s.io/v1",
@@ -198,8 +214,8 @@ pub fn resource_slices(node: &NodeSpec) -> Vec<Value> {
                 "metadata": {"name": name},
                 "spec": {
                     "driver": NVIDIA_DRIVER,
-                    "nodeName": node.name,
-                    "pool": {"name": node.name, "generation": 1, "resourceSliceCount": count},
+                    "nodeName": node_name,
+                    "pool": {"name": node_name, "generation": 1, "resourceSliceCount": count},
                     "devices": devices,
                 },
             });

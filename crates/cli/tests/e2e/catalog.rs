@@ -81,6 +81,17 @@ fn agent_discover_reads_a_recorded_sysfs_tree() {
         warnings.contains("warning: 0000:ff:00.0: unreadable IDs"),
         "{warnings}"
     );
+    let slice = out
+        .split("RESOURCESLICES\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no slice in {out}"));
+    let slice: serde_json::Value = serde_json::from_str(slice.trim()).expect("one JSON slice");
+    assert_eq!(slice["spec"]["driver"], "gpu.nvidia.com");
+    assert_eq!(slice["spec"]["devices"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        slice["spec"]["devices"][1]["attributes"]["resource.kubernetes.io/pcieRoot"]["string"],
+        "pci0000:97"
+    );
 }
 
 #[test]
