@@ -19,10 +19,10 @@ use tokio::sync::mpsc;
 use crate::gpu_assignments::{GpuAssignments, device_log_lines};
 use crate::onboarding::{ONBOARDING_LABEL, ONBOARDING_TAINT};
 use crate::runtime::Behaviour;
+use crate::topology::{NodeSpec, Topology};
 
 /// The field manager the twins publish devices as (the DRA driver's kubelet plugin).
 const DRIVER_MANAGER: &str = "gpu.nvidia.com-kubelet-plugin";
-use crate::topology::{NodeSpec, Topology};
 
 /// The kubelet version node twins report.
 pub const KUBELET_VERSION: &str = "v1.34.1-tessera";
@@ -233,7 +233,12 @@ impl NodeTwins {
     async fn onboard(&self) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let slices: Api<ResourceSlice> = Api::all(self.client.clone());
-        for spec in self.nodes.values().filter(|spec| spec.onboarding) {
+        let onboarding: Vec<&NodeSpec> = self.nodes.values().filter(|s| s.onboarding).collect();
+        if onboarding.is_empty() {
+            return Ok(());
+        }
+        let published = slices.list(&Default::default()).await?.items;
+        for spec in onboarding {
             let node = nodes.get(&spec.name).await?;
             let state = node
                 .metadata
@@ -243,7 +248,6 @@ impl NodeTwins {
             if state.as_deref() != Some("validating") {
                 continue;
             }
-            let published = slices.list(&Default::default()).await?.items;
             let (state, kind, reason, message) =
                 match crate::onboarding::validate(spec, &node, &published) {
                     Ok(message) => ("complete", "Normal", "NodeOnboarded", message),
@@ -275,23 +279,17 @@ impl NodeTwins {
     }
 
     async fn node_event(&self, node: &str, kind: &str, reason: &str, message: &str) {
-        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), "default");
-        let now = timestamp(SystemTime::now());
-        let event = json!({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": format!("{node}."), "namespace": "default"},
-            "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
-            "reason": reason, "message": message, "type": kind,
-            "source": {"component": "tessera-onboarding", "host": node},
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-            "reportingComponent": "tessera-onboarding", "reportingInstance": node,
-        });
-        let Ok(event) = serde_json::from_value::<CoreEvent>(event) else {
-            return;
-        };
-        if let Err(error) = events.create(&PostParams::default(), &event).await {
-            tracing::debug!(%error, "cannot record an event");
-        }
+        let involved = json!({"kind": "Node", "name": node, "apiVersion": "v1"});
+        self.record_event(
+            "default",
+            node,
+            involved,
+            kind,
+            reason,
+            message,
+            "tessera-onboarding",
+        )
+        .await;
     }
 
     async fn run_pods(self) -> Result<(), kube::Error> {
@@ -714,21 +712,42 @@ impl NodeTwins {
         container: Option<&str>,
     ) {
         let (namespace, name) = pod_key(pod);
-        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), &namespace);
-        let now = timestamp(SystemTime::now());
         let mut involved = json!({"kind": "Pod", "namespace": namespace, "name": name,
             "uid": pod.metadata.uid, "apiVersion": "v1"});
         if let Some(container) = container {
             involved["fieldPath"] = json!(format!("spec.containers{{{container}}}"));
         }
+        self.record_event(&namespace, node, involved, kind, reason, message, "kubelet")
+            .await;
+    }
+
+    /// Records an event about `involved` as `component` on `node`; failures are only logged.
+    #[allow(clippy::too_many_arguments)]
+    async fn record_event(
+        &self,
+        namespace: &str,
+        node: &str,
+        involved: Value,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        component: &str,
+    ) {
+        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), namespace);
+        let now = timestamp(SystemTime::now());
+        let prefix = involved
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("event")
+            .to_string();
         let event = json!({
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": format!("{name}."), "namespace": namespace},
+            "metadata": {"generateName": format!("{prefix}."), "namespace": namespace},
             "involvedObject": involved,
             "reason": reason, "message": message, "type": kind,
-            "source": {"component": "kubelet", "host": node},
+            "source": {"component": component, "host": node},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-            "reportingComponent": "kubelet", "reportingInstance": node,
+            "reportingComponent": component, "reportingInstance": node,
         });
         let Ok(event) = serde_json::from_value::<CoreEvent>(event) else {
             return;
