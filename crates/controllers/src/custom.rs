@@ -103,21 +103,45 @@ fn owned<K: serde::Serialize + kube::Resource>(
 
 /// Runs the JobSet controller once the JobSet CRD exists (again after it is re-installed).
 pub async fn run_jobsets(client: Client) {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-        "jobsets",
-    );
+    let gvk = GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet");
+    run_while_crd_exists::<Job, _, _>(client, gvk, "jobsets.jobset.x-k8s.io", reconcile_jobset)
+        .await;
+}
+
+/// Runs a controller of the custom kind `gvk` owning `Owned` objects whenever its CRD
+/// (`<plural>.<group>`) exists, stopping it when the CRD goes and starting it again after.
+async fn run_while_crd_exists<Owned, Reconcile, Done>(
+    client: Client,
+    gvk: GroupVersionKind,
+    crd: &'static str,
+    reconcile: Reconcile,
+) where
+    Owned: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    Reconcile: FnMut(Arc<DynamicObject>, Arc<Context>) -> Done + Clone,
+    Done: std::future::Future<Output = Result<Action, CustomError>> + Send + 'static,
+{
+    let plural = crd.split('.').next().unwrap_or(crd);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
     loop {
-        wait_for_crd(&client, "jobsets.jobset.x-k8s.io").await;
+        wait_for_crd(&client, crd).await;
         let context = Arc::new(Context {
             client: client.clone(),
             resource: resource.clone(),
         });
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         Controller::new_with(api, watcher::Config::default(), resource.clone())
-            .owns(Api::<Job>::all(client.clone()), watcher::Config::default())
-            .run(reconcile_jobset, error_policy, context)
-            .take_until(crd_gone(client.clone(), "jobsets.jobset.x-k8s.io"))
+            .owns(
+                Api::<Owned>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .run(reconcile.clone(), error_policy, context)
+            .take_until(crd_gone(client.clone(), crd))
             .for_each(|_| async {})
             .await;
     }
@@ -198,30 +222,14 @@ async fn reconcile_jobset(
 
 /// Runs the LeaderWorkerSet controller once its CRD exists (again after it is re-installed).
 pub async fn run_leader_worker_sets(client: Client) {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"),
-        "leaderworkersets",
-    );
-    loop {
-        wait_for_crd(&client, "leaderworkersets.leaderworkerset.x-k8s.io").await;
-        let context = Arc::new(Context {
-            client: client.clone(),
-            resource: resource.clone(),
-        });
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        Controller::new_with(api, watcher::Config::default(), resource.clone())
-            .owns(
-                Api::<StatefulSet>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .run(reconcile_lws, error_policy, context)
-            .take_until(crd_gone(
-                client.clone(),
-                "leaderworkersets.leaderworkerset.x-k8s.io",
-            ))
-            .for_each(|_| async {})
-            .await;
-    }
+    let gvk = GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
+    run_while_crd_exists::<StatefulSet, _, _>(
+        client,
+        gvk,
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+        reconcile_lws,
+    )
+    .await;
 }
 
 async fn reconcile_lws(
