@@ -14,38 +14,22 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tessera_model::time::timestamp;
 
+use crate::shell::ReconcileError;
 use crate::{daemonset, deployment, replicaset, statefulset};
 
 /// The field manager these controllers write as.
 pub const MANAGER: &str = "tessera-apps-controller";
-
-/// Errors of one reconciliation (retried).
-#[derive(Debug, thiserror::Error)]
-pub enum AppsError {
-    /// The API refused or failed a request.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-    /// An object could not be converted.
-    #[error("conversion: {0}")]
-    Convert(#[from] serde_json::Error),
-}
 
 struct Context {
     client: Client,
 }
 
 fn params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(MANAGER.into()),
-        ..PatchParams::default()
-    }
+    crate::shell::patch_params(MANAGER)
 }
 
 fn post() -> PostParams {
-    PostParams {
-        field_manager: Some(MANAGER.into()),
-        ..PostParams::default()
-    }
+    crate::shell::post_params(MANAGER)
 }
 
 fn ignore_missing<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
@@ -91,11 +75,6 @@ fn owned_by<K: serde::Serialize + Resource>(
     Ok(owned)
 }
 
-fn error_policy<K>(_object: Arc<K>, error: &AppsError, _context: Arc<Context>) -> Action {
-    tracing::debug!(%error, "reconciliation failed; retrying");
-    Action::requeue(Duration::from_millis(500))
-}
-
 /// Runs the ReplicaSet, Deployment, DaemonSet and StatefulSet controllers until the task is
 /// dropped.
 pub async fn run(client: Client) {
@@ -107,7 +86,11 @@ pub async fn run(client: Client) {
         watcher::Config::default(),
     )
     .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
-    .run(reconcile_replica_set, error_policy, context.clone())
+    .run(
+        reconcile_replica_set,
+        crate::shell::retry_soon,
+        context.clone(),
+    )
     .for_each(|_| async {});
     let deployments = Controller::new(
         Api::<Deployment>::all(client.clone()),
@@ -117,21 +100,29 @@ pub async fn run(client: Client) {
         Api::<ReplicaSet>::all(client.clone()),
         watcher::Config::default(),
     )
-    .run(reconcile_deployment, error_policy, context.clone())
+    .run(
+        reconcile_deployment,
+        crate::shell::retry_soon,
+        context.clone(),
+    )
     .for_each(|_| async {});
     let daemon_sets = Controller::new(
         Api::<DaemonSet>::all(client.clone()),
         watcher::Config::default(),
     )
     .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
-    .run(reconcile_daemon_set, error_policy, context.clone())
+    .run(
+        reconcile_daemon_set,
+        crate::shell::retry_soon,
+        context.clone(),
+    )
     .for_each(|_| async {});
     let stateful_sets = Controller::new(
         Api::<StatefulSet>::all(client.clone()),
         watcher::Config::default(),
     )
     .owns(Api::<Pod>::all(client), watcher::Config::default())
-    .run(reconcile_stateful_set, error_policy, context)
+    .run(reconcile_stateful_set, crate::shell::retry_soon, context)
     .for_each(|_| async {});
     futures::join!(replica_sets, deployments, daemon_sets, stateful_sets);
 }
@@ -139,7 +130,7 @@ pub async fn run(client: Client) {
 async fn reconcile_daemon_set(
     ds: Arc<DaemonSet>,
     context: Arc<Context>,
-) -> Result<Action, AppsError> {
+) -> Result<Action, ReconcileError> {
     let namespace = ds.namespace().unwrap_or_default();
     let value = serde_json::to_value(ds.as_ref())?;
     if value.pointer("/metadata/deletionTimestamp").is_some() {
@@ -183,7 +174,7 @@ async fn reconcile_daemon_set(
 async fn reconcile_stateful_set(
     set: Arc<StatefulSet>,
     context: Arc<Context>,
-) -> Result<Action, AppsError> {
+) -> Result<Action, ReconcileError> {
     let namespace = set.namespace().unwrap_or_default();
     let value = serde_json::to_value(set.as_ref())?;
     if value.pointer("/metadata/deletionTimestamp").is_some() {
@@ -224,7 +215,7 @@ async fn reconcile_stateful_set(
 async fn reconcile_replica_set(
     rs: Arc<ReplicaSet>,
     context: Arc<Context>,
-) -> Result<Action, AppsError> {
+) -> Result<Action, ReconcileError> {
     let namespace = rs.namespace().unwrap_or_default();
     let value = serde_json::to_value(rs.as_ref())?;
     if value.pointer("/metadata/deletionTimestamp").is_some() {
@@ -267,7 +258,7 @@ async fn reconcile_replica_set(
 async fn reconcile_deployment(
     deployment_object: Arc<Deployment>,
     context: Arc<Context>,
-) -> Result<Action, AppsError> {
+) -> Result<Action, ReconcileError> {
     let namespace = deployment_object.namespace().unwrap_or_default();
     let value = serde_json::to_value(deployment_object.as_ref())?;
     if value.pointer("/metadata/deletionTimestamp").is_some() {

@@ -21,21 +21,11 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tessera_model::time::timestamp;
 
+use crate::shell::ReconcileError;
 use crate::{jobset, lws};
 
 /// The field manager these controllers write as.
 pub const MANAGER: &str = "tessera-workload-controller";
-
-/// Errors of one reconciliation (retried).
-#[derive(Debug, thiserror::Error)]
-pub enum CustomError {
-    /// The API refused or failed a request.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-    /// An object could not be converted.
-    #[error("conversion: {0}")]
-    Convert(#[from] serde_json::Error),
-}
 
 struct Context {
     client: Client,
@@ -43,17 +33,11 @@ struct Context {
 }
 
 fn params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(MANAGER.into()),
-        ..PatchParams::default()
-    }
+    crate::shell::patch_params(MANAGER)
 }
 
 fn post() -> PostParams {
-    PostParams {
-        field_manager: Some(MANAGER.into()),
-        ..PostParams::default()
-    }
+    crate::shell::post_params(MANAGER)
 }
 
 fn tolerate(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
@@ -73,15 +57,6 @@ async fn wait_for_crd(client: &Client, name: &str) {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-}
-
-fn error_policy(
-    _object: Arc<DynamicObject>,
-    error: &CustomError,
-    _context: Arc<Context>,
-) -> Action {
-    tracing::debug!(%error, "reconciliation failed; retrying");
-    Action::requeue(Duration::from_millis(500))
 }
 
 fn owned<K: serde::Serialize + kube::Resource>(
@@ -124,7 +99,7 @@ async fn run_while_crd_exists<Owned, Reconcile, Done>(
         + Sync
         + 'static,
     Reconcile: FnMut(Arc<DynamicObject>, Arc<Context>) -> Done + Clone,
-    Done: std::future::Future<Output = Result<Action, CustomError>> + Send + 'static,
+    Done: std::future::Future<Output = Result<Action, ReconcileError>> + Send + 'static,
 {
     let plural = crd.split('.').next().unwrap_or(crd);
     let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
@@ -140,7 +115,7 @@ async fn run_while_crd_exists<Owned, Reconcile, Done>(
                 Api::<Owned>::all(client.clone()),
                 watcher::Config::default(),
             )
-            .run(reconcile.clone(), error_policy, context)
+            .run(reconcile.clone(), crate::shell::retry_soon, context)
             .take_until(crd_gone(client.clone(), crd))
             .for_each(|_| async {})
             .await;
@@ -161,7 +136,7 @@ async fn crd_gone(client: Client, name: &'static str) {
 async fn reconcile_jobset(
     object: Arc<DynamicObject>,
     context: Arc<Context>,
-) -> Result<Action, CustomError> {
+) -> Result<Action, ReconcileError> {
     let namespace = object.namespace().unwrap_or_default();
     let value = serde_json::to_value(object.as_ref())?;
     if value.pointer("/metadata/deletionTimestamp").is_some() {
@@ -235,7 +210,7 @@ pub async fn run_leader_worker_sets(client: Client) {
 async fn reconcile_lws(
     object: Arc<DynamicObject>,
     context: Arc<Context>,
-) -> Result<Action, CustomError> {
+) -> Result<Action, ReconcileError> {
     let namespace = object.namespace().unwrap_or_default();
     let value = serde_json::to_value(object.as_ref())?;
     if value.pointer("/metadata/deletionTimestamp").is_some() {

@@ -17,6 +17,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::job::{self, CONTROLLER_UID, TRACKING_FINALIZER};
+use crate::shell::ReconcileError;
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-job-controller";
@@ -41,17 +42,6 @@ struct Context {
     config: JobConfig,
 }
 
-/// Errors of one reconciliation (retried).
-#[derive(Debug, thiserror::Error)]
-pub enum JobError {
-    /// The API refused or failed a request.
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-    /// An object could not be converted.
-    #[error("conversion: {0}")]
-    Convert(#[from] serde_json::Error),
-}
-
 /// Runs the Job controller until the task is dropped.
 pub async fn run(client: Client, config: JobConfig) {
     let context = Arc::new(Context {
@@ -61,25 +51,17 @@ pub async fn run(client: Client, config: JobConfig) {
     let sweeper = tokio::spawn(sweep_orphans(client.clone()));
     Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
         .owns(Api::<Pod>::all(client), watcher::Config::default())
-        .run(reconcile, error_policy, context)
+        .run(reconcile, crate::shell::retry_soon, context)
         .for_each(|_| async {})
         .await;
     sweeper.abort();
 }
 
-fn error_policy(_job: Arc<Job>, error: &JobError, _context: Arc<Context>) -> Action {
-    tracing::debug!(%error, "job reconciliation failed; retrying");
-    Action::requeue(Duration::from_millis(500))
-}
-
 fn params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(MANAGER.into()),
-        ..PatchParams::default()
-    }
+    crate::shell::patch_params(MANAGER)
 }
 
-async fn release(pods: &Api<Pod>, pod: &Value) -> Result<(), JobError> {
+async fn release(pods: &Api<Pod>, pod: &Value) -> Result<(), ReconcileError> {
     let name = pod
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -102,7 +84,7 @@ async fn release(pods: &Api<Pod>, pod: &Value) -> Result<(), JobError> {
     }
 }
 
-async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action, JobError> {
+async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action, ReconcileError> {
     let namespace = job_object.namespace().unwrap_or_default();
     let job_value = serde_json::to_value(job_object.as_ref())?;
     let uid = job_object.uid().unwrap_or_default();

@@ -16,4 +16,5 @@ pub mod jobset;
 pub mod lws;
 pub mod pdb;
 pub mod replicaset;
+pub mod shell;
 pub mod statefulset;
