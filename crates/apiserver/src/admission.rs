@@ -394,42 +394,14 @@ pub mod usage {
         let mut totals = BTreeMap::new();
         for field in ["requests", "limits"] {
             let mut sum: BTreeMap<String, Quantity> = BTreeMap::new();
-            for container in pod
-                .pointer("/spec/containers")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                for (name, value) in container
-                    .pointer(&format!("/resources/{field}"))
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(q) = quantity(Some(value)) {
-                        let entry = sum.entry(name.clone()).or_insert(Quantity::ZERO);
-                        *entry = entry.checked_add(&q).unwrap_or(*entry);
-                    }
-                }
+            for (name, q) in container_resources(pod, "containers", field) {
+                let entry = sum.entry(name.clone()).or_insert(Quantity::ZERO);
+                *entry = entry.checked_add(&q).unwrap_or(*entry);
             }
-            for container in pod
-                .pointer("/spec/initContainers")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                for (name, value) in container
-                    .pointer(&format!("/resources/{field}"))
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(q) = quantity(Some(value)) {
-                        let entry = sum.entry(name.clone()).or_insert(Quantity::ZERO);
-                        if q > *entry {
-                            *entry = q;
-                        }
-                    }
+            for (name, q) in container_resources(pod, "initContainers", field) {
+                let entry = sum.entry(name.clone()).or_insert(Quantity::ZERO);
+                if q > *entry {
+                    *entry = q;
                 }
             }
             for (name, value) in sum {
@@ -649,4 +621,18 @@ pub mod usage {
         }
         used
     }
+}
+/// The quantities in `resources.<field>` of each container in `spec.<list>`.
+fn container_resources<'a>(
+    pod: &'a Value,
+    list: &str,
+    field: &'a str,
+) -> impl Iterator<Item = (&'a String, Quantity)> + 'a {
+    pod.pointer(&format!("/spec/{list}"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(move |container| container.get("resources")?.get(field)?.as_object())
+        .flatten()
+        .filter_map(|(name, value)| Some((name, quantity(Some(value))?)))
 }

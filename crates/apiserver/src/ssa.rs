@@ -51,26 +51,17 @@ fn ignored(path: &[Element]) -> bool {
 /// How a list field merges: by key fields, as a set, or atomically.
 fn list_keys(schema: Schema<'_>) -> Option<Vec<String>> {
     let raw = schema.raw()?;
-    if let Some(keys) = raw
-        .get("x-kubernetes-list-map-keys")
-        .and_then(Value::as_array)
-    {
-        return Some(
-            keys.iter()
-                .filter_map(|k| k.as_str().map(str::to_string))
-                .collect(),
-        );
-    }
     let resolved = schema.resolved().unwrap_or(raw);
-    if let Some(keys) = resolved
-        .get("x-kubernetes-list-map-keys")
-        .and_then(Value::as_array)
-    {
-        return Some(
-            keys.iter()
-                .filter_map(|k| k.as_str().map(str::to_string))
-                .collect(),
-        );
+    for node in [raw, resolved] {
+        if node
+            .get("x-kubernetes-list-map-keys")
+            .is_some_and(Value::is_array)
+        {
+            return Some(tessera_model::json::strings_at(
+                node,
+                "/x-kubernetes-list-map-keys",
+            ));
+        }
     }
     let merges = raw
         .get("x-kubernetes-patch-strategy")

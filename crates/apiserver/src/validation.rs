@@ -215,25 +215,13 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
                     }
                 }
             }
-            let count = object.len() as u64;
-            if let Some(max) = node.get("maxProperties").and_then(Value::as_u64)
-                && count > max
-            {
-                findings.causes.push(Cause {
-                    reason: "FieldValueTooMany",
-                    field: path.to_string(),
-                    message: format!("Too many: {count}: must have at most {max} items"),
-                });
-            }
-            if let Some(min) = node.get("minProperties").and_then(Value::as_u64)
-                && count < min
-            {
-                findings.causes.push(Cause::invalid(
-                    path,
-                    &Value::from(count),
-                    format!("{path} in body should have at least {min} properties"),
-                ));
-            }
+            check_count(
+                object.len(),
+                node,
+                ("maxProperties", "minProperties", "properties"),
+                path,
+                findings,
+            );
         }
         Value::Array(items) => {
             let item_schema = Schema::of(node).items();
@@ -346,10 +334,17 @@ fn check_value_constraints(value: &Value, node: &Value, path: &str, findings: &m
     }
 }
 
-/// maxItems/minItems and the uniqueness that list types and `uniqueItems` demand.
-fn check_list(items: &[Value], node: &Value, path: &str, findings: &mut Findings) {
-    let count = items.len() as u64;
-    if let Some(max) = node.get("maxItems").and_then(Value::as_u64)
+/// A size limit pair (`maxItems`/`minItems` or `maxProperties`/`minProperties`), reported
+/// with upstream's messages; `noun` names what is counted in the minimum's message.
+fn check_count(
+    count: usize,
+    node: &Value,
+    (max_key, min_key, noun): (&str, &str, &str),
+    path: &str,
+    findings: &mut Findings,
+) {
+    let count = count as u64;
+    if let Some(max) = node.get(max_key).and_then(Value::as_u64)
         && count > max
     {
         findings.causes.push(Cause {
@@ -358,15 +353,26 @@ fn check_list(items: &[Value], node: &Value, path: &str, findings: &mut Findings
             message: format!("Too many: {count}: must have at most {max} items"),
         });
     }
-    if let Some(min) = node.get("minItems").and_then(Value::as_u64)
+    if let Some(min) = node.get(min_key).and_then(Value::as_u64)
         && count < min
     {
         findings.causes.push(Cause::invalid(
             path,
             &Value::from(count),
-            format!("{path} in body should have at least {min} items"),
+            format!("{path} in body should have at least {min} {noun}"),
         ));
     }
+}
+
+/// maxItems/minItems and the uniqueness that list types and `uniqueItems` demand.
+fn check_list(items: &[Value], node: &Value, path: &str, findings: &mut Findings) {
+    check_count(
+        items.len(),
+        node,
+        ("maxItems", "minItems", "items"),
+        path,
+        findings,
+    );
     let list_type = node.get("x-kubernetes-list-type").and_then(Value::as_str);
     type Identity = Box<dyn Fn(&Value) -> Value>;
     let identity: Option<Identity> = match list_type {
