@@ -9,16 +9,10 @@ use tessera_model::kinds::{CustomKind, KindInfo, PrinterColumn, ScalePaths, Subr
 
 use crate::error::Cause;
 use crate::resource::{NameRule, check_name};
+use tessera_model::json::text;
 
 /// Finalizer that holds a deleted CRD until its objects are gone.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
 
 /// Checks a CRD's spec; returns every problem with its field path.
 pub fn validate(crd: &Value) -> Vec<Cause> {

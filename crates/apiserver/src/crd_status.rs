@@ -9,13 +9,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use tessera_model::json::strings_at;
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
+use tessera_model::json::text;
 
 /// The group of a CRD from its name, `<plural>.<group>`.
 pub fn group_of(crd_name: &str) -> &str {

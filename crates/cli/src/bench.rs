@@ -95,6 +95,28 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
+/// An API server on `store` with the system objects, served to an in-process client acting as
+/// a cluster admin (so authorization is measured too).
+fn admin_router(store: Store, dir: &std::path::Path) -> anyhow::Result<Router> {
+    let objects = Objects::new(store);
+    crate::bootstrap::ensure_system_objects(&objects)?;
+    let server = ApiServer::new(
+        objects,
+        ServerConfig {
+            log_dir: dir.join("logs"),
+            bookmark_interval: Duration::from_secs(30),
+            token_secret: b"bench".to_vec(),
+            static_tokens: Default::default(),
+        },
+    );
+    Ok(tower::ServiceBuilder::new()
+        .layer(IdentityLayer::new(UserInfo::new(
+            "bench",
+            &["system:masters"],
+        )))
+        .service(server.router()))
+}
+
 /// Runs the benchmark and prints the results.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("temporary directory")?;
@@ -106,24 +128,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             fsync: args.fsync,
         },
     )?;
-    let objects = Objects::new(store.clone());
-    crate::bootstrap::ensure_system_objects(&objects)?;
-    let server = ApiServer::new(
-        objects,
-        ServerConfig {
-            log_dir: dir.path().join("logs"),
-            bookmark_interval: Duration::from_secs(30),
-            token_secret: b"bench".to_vec(),
-            static_tokens: Default::default(),
-        },
-    );
-    // The benchmark acts as a cluster admin: authorization is measured too.
-    let router: Router = tower::ServiceBuilder::new()
-        .layer(IdentityLayer::new(UserInfo::new(
-            "bench",
-            &["system:masters"],
-        )))
-        .service(server.router());
+    let router = admin_router(store.clone(), dir.path())?;
 
     // Watchers follow every pod change from the current revision.
     let revision = store.revision();
@@ -480,23 +485,7 @@ pub async fn apply(args: ApplyBenchArgs) -> anyhow::Result<()> {
             fsync: false,
         },
     )?;
-    let objects = Objects::new(store);
-    crate::bootstrap::ensure_system_objects(&objects)?;
-    let server = ApiServer::new(
-        objects,
-        ServerConfig {
-            log_dir: dir.path().join("logs"),
-            bookmark_interval: Duration::from_secs(30),
-            token_secret: b"bench".to_vec(),
-            static_tokens: Default::default(),
-        },
-    );
-    let router: Router = tower::ServiceBuilder::new()
-        .layer(IdentityLayer::new(UserInfo::new(
-            "bench",
-            &["system:masters"],
-        )))
-        .service(server.router());
+    let router = admin_router(store, dir.path())?;
     let spec_schema = json!({
         "type": "object", "required": ["queue", "workers"],
         "x-kubernetes-validations": [{"rule": "self.workers <= self.maxWorkers", "message": "workers may not exceed maxWorkers"}],

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::deployment::template_hash;
+use tessera_model::json::text;
 
 /// Label carrying the template revision of a daemon or stateful pod.
 pub const REVISION_HASH: &str = "controller-revision-hash";
@@ -24,13 +25,6 @@ pub struct DaemonSetPlan {
     pub delete: Vec<String>,
     /// The new status.
     pub status: Value,
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 /// The tolerations upstream adds to every daemon pod.

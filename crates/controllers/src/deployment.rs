@@ -6,6 +6,7 @@
 //! Pure: no I/O.
 
 use serde_json::{Value, json};
+use tessera_model::json::text;
 
 /// Label carrying the hash of a ReplicaSet's pod template.
 pub const TEMPLATE_HASH: &str = "pod-template-hash";
@@ -23,13 +24,6 @@ pub struct DeploymentPlan {
     pub delete: Vec<String>,
     /// The Deployment's new status.
     pub status: Value,
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 fn int(value: &Value, pointer: &str) -> i64 {

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
+use tessera_model::json::text;
 use tessera_model::time::{parse_timestamp, timestamp};
 
 /// The finalizer that keeps a pod until the controller has counted it.
@@ -41,13 +42,6 @@ pub struct JobPlan {
 
 fn int(value: &Value, pointer: &str) -> Option<i64> {
     value.pointer(pointer).and_then(Value::as_i64)
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 fn phase(pod: &Value) -> &str {

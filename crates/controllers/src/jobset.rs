@@ -30,6 +30,7 @@ pub mod keys {
 }
 
 use keys::*;
+use tessera_model::json::text;
 
 /// What to do for a JobSet.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -44,13 +45,6 @@ pub struct JobSetPlan {
     pub service: Option<Value>,
     /// The JobSet's new status.
     pub status: Value,
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 fn int(value: &Value, pointer: &str) -> i64 {

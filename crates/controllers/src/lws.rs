@@ -7,6 +7,7 @@
 //! Pure: no I/O.
 
 use serde_json::{Value, json};
+use tessera_model::json::text;
 
 /// The LeaderWorkerSet's name.
 pub const NAME: &str = "leaderworkerset.sigs.k8s.io/name";
@@ -32,13 +33,6 @@ pub struct LwsPlan {
     pub service: Option<Value>,
     /// The new status.
     pub status: Value,
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 fn label<'a>(value: &'a Value, key: &str) -> &'a str {

@@ -9,6 +9,7 @@
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
+use tessera_model::json::text;
 use tessera_model::time::parse_timestamp;
 
 /// What to do for a ReplicaSet.
@@ -22,13 +23,6 @@ pub struct ReplicaSetPlan {
     pub status: Value,
     /// When to look again (a pod becoming available after minReadySeconds).
     pub requeue_after: Option<Duration>,
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 /// When a pod became Ready, if it is.

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::daemonset::REVISION_HASH;
 use crate::deployment::template_hash;
+use tessera_model::json::text;
 
 /// What to do for a StatefulSet.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -18,13 +19,6 @@ pub struct StatefulSetPlan {
     pub delete: Vec<String>,
     /// The new status.
     pub status: Value,
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 fn ordinal(set_name: &str, pod: &Value) -> Option<i64> {

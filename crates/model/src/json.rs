@@ -5,6 +5,14 @@
 
 use serde_json::Value;
 
+/// The string at a JSON pointer ("" when absent or not a string).
+pub fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
 /// The strings of the array at a JSON pointer (non-strings skipped; empty when absent).
 pub fn strings_at<B: FromIterator<String>>(value: &Value, pointer: &str) -> B {
     value
@@ -20,6 +28,14 @@ pub fn strings_at<B: FromIterator<String>>(value: &Value, pointer: &str) -> B {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn reads_strings_or_nothing() {
+        let object = json!({"a": {"b": "x"}, "c": 1});
+        assert_eq!(text(&object, "/a/b"), "x");
+        assert_eq!(text(&object, "/c"), "");
+        assert_eq!(text(&object, "/missing"), "");
+    }
 
     #[test]
     fn reads_string_arrays_and_skips_the_rest() {
