@@ -117,6 +117,21 @@ impl fmt::Display for Link {
     }
 }
 
+impl Link {
+    /// How fast the link is relative to the others, higher is better: the number the GPU-set
+    /// chooser sums over pairs.
+    pub fn rank(self) -> u8 {
+        match self {
+            Link::Itself => 0,
+            Link::Nvlink(links) => 100u8.saturating_add(links),
+            Link::Xgmi => 100,
+            Link::Pix => 30,
+            Link::Node => 20,
+            Link::Sys => 10,
+        }
+    }
+}
+
 /// The PCIe link between two devices given where they sit.
 fn pcie_link(a: (u8, &str), b: (u8, &str)) -> Link {
     if a.1 == b.1 {
