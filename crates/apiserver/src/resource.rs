@@ -159,6 +159,9 @@ impl Resource {
             ("", "Secret") => &["metadata.name", "metadata.namespace", "type"],
             ("batch", "Job") => &["metadata.name", "metadata.namespace", "status.successful"],
             ("apps", "ReplicaSet") => &["metadata.name", "metadata.namespace", "status.replicas"],
+            ("resource.k8s.io", "ResourceSlice") => {
+                &["metadata.name", "spec.nodeName", "spec.driver"]
+            }
             _ => &["metadata.name", "metadata.namespace"],
         }
     }

@@ -1,21 +1,36 @@
-//! `tessera agent`: the node agent's commands on a real machine. `discover` inventories the
-//! accelerators sysfs shows (under `--root`, `/` by default) against the catalog and prints
-//! them with their NUMA nodes and PCIe roots, the labels the node would carry and the
-//! ResourceSlice NVIDIA's DRA driver would publish; what could not be read is printed as
+//! `tessera agent`: the node agent on a real machine.
+//!
+//! `discover` inventories the accelerators sysfs shows (under `--root`) against the catalog
+//! and prints them with their NUMA nodes and PCIe roots, the labels the node would carry and
+//! the ResourceSlice NVIDIA's DRA driver would publish; what could not be read is printed as
 //! warnings, never a failure.
+//!
+//! `serve` offers the discovered NVIDIA GPUs to the kubelet, one way per node as NVIDIA
+//! advises (never both for the same GPUs): as a device plugin (`nvidia.com/gpu`) or as the
+//! DRA driver `gpu.nvidia.com` (publishes the node's ResourceSlice, serves the DRA kubelet
+//! plugin and its registration), until interrupted.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use clap::{Args, Subcommand};
-use tessera_devices::Catalog;
-use tessera_devices::server::GpuSlot;
-use tessera_node::resource_slice::nvidia_slices;
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use tessera_devices::server::{GpuSlot, Link};
+use tessera_devices::sysfs::Inventory;
+use tessera_devices::{Catalog, GpuModel, GpuTopology};
+use tessera_node::resource_slice::{nvidia_device_classes, nvidia_slices};
+use tessera_plugins::cdi;
+use tessera_plugins::device_plugin::{DevicePluginSpec, GpuDevicePlugin, PluginDevice};
+use tessera_plugins::dra_plugin::{ApiClaims, DraDevice, DraKubeletPlugin, DraPluginSpec};
+use tessera_plugins::lifecycle::{self, DevicePluginEndpoint, DraEndpoint, RegistrationService};
 
 /// `tessera agent` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum AgentCommand {
     /// Inventory this machine's accelerators from sysfs.
     Discover(DiscoverArgs),
+    /// Offer this machine's NVIDIA GPUs to the kubelet (device plugin or DRA driver).
+    Serve(ServeArgs),
 }
 
 /// Arguments of `tessera agent discover`.
@@ -29,69 +44,249 @@ pub struct DiscoverArgs {
     pub node_name: String,
 }
 
+/// How the GPUs are offered.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// NVIDIA's device plugin API: the extended resource `nvidia.com/gpu`.
+    DevicePlugin,
+    /// NVIDIA's DRA driver `gpu.nvidia.com`: ResourceSlices and claims.
+    Dra,
+}
+
+/// Arguments of `tessera agent serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The filesystem root holding `sys/`.
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// This node's name (the DRA pool and the ResourceSlice's node).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+    /// Device plugin or DRA driver.
+    #[arg(long, value_enum, default_value = "device-plugin")]
+    pub exposure: Exposure,
+    /// The kubelet's device-plugin directory.
+    #[arg(long, default_value = "/var/lib/kubelet/device-plugins")]
+    pub device_plugin_dir: PathBuf,
+    /// The kubelet's plugin registry (DRA).
+    #[arg(long, default_value = "/var/lib/kubelet/plugins_registry")]
+    pub plugins_registry_dir: PathBuf,
+    /// The kubelet's plugin directory (DRA: `<dir>/gpu.nvidia.com/dra.sock`).
+    #[arg(long, default_value = "/var/lib/kubelet/plugins")]
+    pub plugins_dir: PathBuf,
+    /// Where CDI specs for prepared claims go (DRA).
+    #[arg(long, default_value = "/var/run/cdi")]
+    pub cdi_dir: PathBuf,
+    /// The kubeconfig for reading claims and publishing slices (DRA); in-cluster or
+    /// `$KUBECONFIG` without it.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// How often sockets are checked for a restarted kubelet, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub poll_ms: u64,
+}
+
+/// The NVIDIA driver name.
+const DRIVER: &str = "gpu.nvidia.com";
+
+/// The discovered GPUs of the first model the catalog knows, in bus order.
+fn known_gpus<'c>(
+    inventory: &Inventory,
+    catalog: &'c Catalog,
+) -> Option<(&'c GpuModel, Vec<GpuSlot>)> {
+    let model = inventory
+        .accelerators
+        .iter()
+        .find_map(|a| a.model.as_deref().and_then(|m| catalog.gpu(m)))?;
+    let slots = inventory
+        .accelerators
+        .iter()
+        .filter(|a| a.model.as_deref() == Some(model.name.as_str()))
+        .map(|a| GpuSlot {
+            bus_id: a.bus_id.clone(),
+            numa: a.numa.and_then(|n| u8::try_from(n).ok()).unwrap_or(0),
+            pcie_root: a.pcie_root.clone().unwrap_or_default(),
+            pcie_switch: String::new(),
+        })
+        .collect();
+    Some((model, slots))
+}
+
 /// Runs a `tessera agent` subcommand.
-pub fn run(command: &AgentCommand) -> anyhow::Result<()> {
+pub fn run(command: &AgentCommand, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
     match command {
-        AgentCommand::Discover(args) => {
-            use std::fmt::Write;
-            let mut out = String::new();
-            let catalog = Catalog::built_in()?;
-            let inventory = tessera_devices::sysfs::discover(&args.root, &catalog);
-            for warning in &inventory.warnings {
-                eprintln!("warning: {warning}");
-            }
-            let numa: Vec<String> = inventory.numa_nodes.iter().map(u32::to_string).collect();
-            writeln!(
-                out,
-                "NUMA nodes: {}",
-                if numa.is_empty() {
-                    "-".into()
-                } else {
-                    numa.join(",")
-                }
-            )?;
-            writeln!(out, "BUS ID\tVENDOR:DEVICE\tCLASS\tNUMA\tPCIE ROOT\tMODEL")?;
-            for a in &inventory.accelerators {
-                writeln!(
-                    out,
-                    "{}\t{}:{}\t{}\t{}\t{}\t{}",
-                    a.bus_id,
-                    a.vendor_id,
-                    a.device_id,
-                    a.class,
-                    a.numa.map_or("-".into(), |n| n.to_string()),
-                    a.pcie_root.as_deref().unwrap_or("-"),
-                    a.model.as_deref().unwrap_or("unknown")
-                )?;
-            }
-            writeln!(out, "LABELS")?;
-            for (key, value) in inventory.labels() {
-                writeln!(out, "{key}={value}")?;
-            }
-            // What NVIDIA's DRA driver would publish for the GPUs of the first known model.
-            let known = inventory
-                .accelerators
-                .iter()
-                .find_map(|a| a.model.as_deref().and_then(|m| catalog.gpu(m)));
-            if let Some(model) = known {
-                let slots: Vec<GpuSlot> = inventory
-                    .accelerators
-                    .iter()
-                    .filter(|a| a.model.as_deref() == Some(model.name.as_str()))
-                    .map(|a| GpuSlot {
-                        bus_id: a.bus_id.clone(),
-                        numa: a.numa.and_then(|n| u8::try_from(n).ok()).unwrap_or(0),
-                        pcie_root: a.pcie_root.clone().unwrap_or_default(),
-                        pcie_switch: String::new(),
-                    })
-                    .collect();
-                let slices = nvidia_slices(&args.node_name, &slots, model, None);
-                writeln!(out, "RESOURCESLICES")?;
-                for slice in slices {
-                    writeln!(out, "{}", serde_json::to_string_pretty(&slice)?)?;
-                }
-            }
-            crate::output::emit(&out)
+        AgentCommand::Discover(args) => discover(args),
+        AgentCommand::Serve(args) => runtime.block_on(serve(args)),
+    }
+}
+
+fn inventory(root: &Path) -> anyhow::Result<(Catalog, Inventory)> {
+    let catalog = Catalog::built_in()?;
+    let inventory = tessera_devices::sysfs::discover(root, &catalog);
+    for warning in &inventory.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok((catalog, inventory))
+}
+
+fn discover(args: &DiscoverArgs) -> anyhow::Result<()> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let (catalog, inventory) = inventory(&args.root)?;
+    let numa: Vec<String> = inventory.numa_nodes.iter().map(u32::to_string).collect();
+    writeln!(
+        out,
+        "NUMA nodes: {}",
+        if numa.is_empty() {
+            "-".into()
+        } else {
+            numa.join(",")
+        }
+    )?;
+    writeln!(out, "BUS ID\tVENDOR:DEVICE\tCLASS\tNUMA\tPCIE ROOT\tMODEL")?;
+    for a in &inventory.accelerators {
+        writeln!(
+            out,
+            "{}\t{}:{}\t{}\t{}\t{}\t{}",
+            a.bus_id,
+            a.vendor_id,
+            a.device_id,
+            a.class,
+            a.numa.map_or("-".into(), |n| n.to_string()),
+            a.pcie_root.as_deref().unwrap_or("-"),
+            a.model.as_deref().unwrap_or("unknown")
+        )?;
+    }
+    writeln!(out, "LABELS")?;
+    for (key, value) in inventory.labels() {
+        writeln!(out, "{key}={value}")?;
+    }
+    if let Some((model, slots)) = known_gpus(&inventory, &catalog) {
+        writeln!(out, "RESOURCESLICES")?;
+        for slice in nvidia_slices(&args.node_name, &slots, model, None) {
+            writeln!(out, "{}", serde_json::to_string_pretty(&slice)?)?;
         }
     }
+    crate::output::emit(&out)
+}
+
+/// Links between discovered GPUs as PCIe alone tells them: one root complex, one NUMA node,
+/// or across sockets (NVLink needs NVML).
+fn pcie_topology(slots: &[GpuSlot]) -> GpuTopology {
+    let link = |a: &GpuSlot, b: &GpuSlot| {
+        if a.pcie_root == b.pcie_root && !a.pcie_root.is_empty() {
+            Link::Pix
+        } else if a.numa == b.numa {
+            Link::Node
+        } else {
+            Link::Sys
+        }
+    };
+    GpuTopology {
+        links: slots
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                slots
+                    .iter()
+                    .enumerate()
+                    .map(|(j, b)| if i == j { Link::Itself } else { link(a, b) })
+                    .collect()
+            })
+            .collect(),
+        numa: slots.iter().map(|s| Some(s.numa)).collect(),
+    }
+}
+
+async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    let (catalog, inventory) = inventory(&args.root)?;
+    let (model, slots) = known_gpus(&inventory, &catalog)
+        .context("no GPU of a catalog model was found; nothing to serve")?;
+    let poll = Duration::from_millis(args.poll_ms.max(10));
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    tracing::info!(model = %model.name, gpus = slots.len(), exposure = ?args.exposure, "serving GPUs");
+    match args.exposure {
+        Exposure::DevicePlugin => {
+            // Without NVML the device IDs are indexes (deviceIDStrategy: index).
+            let devices = slots
+                .iter()
+                .enumerate()
+                .map(|(index, slot)| PluginDevice {
+                    id: index.to_string(),
+                    index,
+                    numa: Some(slot.numa),
+                    healthy: true,
+                })
+                .collect();
+            let plugin = GpuDevicePlugin::new(
+                DevicePluginSpec {
+                    resource_name: "nvidia.com/gpu".into(),
+                    visible_devices_env: "NVIDIA_VISIBLE_DEVICES".into(),
+                    cdi_kind: "nvidia.com/gpu".into(),
+                    topology: pcie_topology(&slots),
+                },
+                devices,
+            );
+            let endpoint = DevicePluginEndpoint {
+                dir: args.device_plugin_dir.clone(),
+                socket_name: "nvidia-gpu.sock".into(),
+                poll,
+            };
+            lifecycle::run_device_plugin(plugin, endpoint, shutdown).await?;
+        }
+        Exposure::Dra => {
+            let client = match &args.kubeconfig {
+                Some(path) => {
+                    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                        .with_context(|| format!("read {}", path.display()))?;
+                    let config =
+                        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                            .await
+                            .context("kubeconfig")?;
+                    kube::Client::try_from(config)?
+                }
+                None => kube::Client::try_default().await.context("no kubeconfig")?,
+            };
+            let slices = nvidia_slices(&args.node_name, &slots, model, None);
+            tessera_node::dra_publish::publish(&client, &nvidia_device_classes(), &slices)
+                .await
+                .context("publish ResourceSlices")?;
+            let devices = (0..slots.len())
+                .map(|minor| DraDevice {
+                    name: format!("gpu-{minor}"),
+                    edits: cdi::ContainerEdits {
+                        env: vec![format!("NVIDIA_VISIBLE_DEVICES={minor}")],
+                        device_nodes: vec![cdi::DeviceNode {
+                            path: format!("/dev/nvidia{minor}"),
+                        }],
+                    },
+                })
+                .collect();
+            let plugin_dir = args.plugins_dir.join(DRIVER);
+            let (plugin, warning) = DraKubeletPlugin::new(
+                DraPluginSpec {
+                    driver: DRIVER.into(),
+                    node_name: args.node_name.clone(),
+                    cdi_dir: args.cdi_dir.clone(),
+                    checkpoint_path: plugin_dir.join("checkpoint.json"),
+                    devices,
+                },
+                ApiClaims(client),
+            );
+            if let Some(warning) = warning {
+                eprintln!("warning: {warning}");
+            }
+            let endpoint = DraEndpoint {
+                registry_dir: args.plugins_registry_dir.clone(),
+                plugin_dir,
+                poll,
+            };
+            let (_, socket) = lifecycle::dra_sockets(DRIVER, &endpoint);
+            let registration = RegistrationService::dra(DRIVER, &socket);
+            lifecycle::run_dra_plugin(plugin, registration, DRIVER, endpoint, shutdown).await?;
+        }
+    }
+    Ok(())
 }

@@ -32,7 +32,7 @@ enum Command {
     /// Inspect nodes of a topology.
     #[command(subcommand)]
     Node(node::NodeCommand),
-    /// The node agent on a real machine: discovery.
+    /// The node agent on a real machine: discovery, device plugin and DRA kubelet plugin.
     #[command(subcommand)]
     Agent(agent::AgentCommand),
     /// Measure performance.
@@ -114,7 +114,7 @@ fn main() -> anyhow::Result<()> {
         Command::Up(args) => runtime.block_on(up::run(args)),
         Command::Kubeconfig(args) => up::print_kubeconfig(&args),
         Command::Catalog(args) => catalog::run(&args),
-        Command::Agent(command) => agent::run(&command),
+        Command::Agent(command) => agent::run(&command, &runtime),
         Command::Node(command) => node::run(&command),
         Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),

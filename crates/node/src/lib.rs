@@ -9,6 +9,7 @@
 
 pub mod accelerators;
 pub mod device_admission;
+pub mod dra_publish;
 pub mod gpu_assignments;
 pub mod hardware;
 pub mod network;

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -20,9 +20,6 @@ use crate::gpu_assignments::{GpuAssignments, device_log_lines};
 use crate::onboarding::{ONBOARDING_LABEL, ONBOARDING_TAINT};
 use crate::runtime::Behaviour;
 use crate::topology::{NodeSpec, Topology};
-
-/// The field manager the twins publish devices as (the DRA driver's kubelet plugin).
-const DRIVER_MANAGER: &str = "gpu.nvidia.com-kubelet-plugin";
 
 /// The kubelet version node twins report.
 pub const KUBELET_VERSION: &str = "v1.34.1-tessera";
@@ -206,27 +203,8 @@ impl NodeTwins {
         if slices.is_empty() {
             return Ok(());
         }
-        let classes: Api<DeviceClass> = Api::all(self.client.clone());
-        for class in crate::resource_slice::nvidia_device_classes() {
-            let class: DeviceClass =
-                serde_json::from_value(class).map_err(kube::Error::SerdeError)?;
-            match classes.create(&PostParams::default(), &class).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(error) => return Err(error),
-            }
-        }
-        let api: Api<ResourceSlice> = Api::all(self.client.clone());
-        let params = PatchParams::apply(DRIVER_MANAGER).force();
-        for slice in slices {
-            let name = slice
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            api.patch(&name, &params, &Patch::Apply(&slice)).await?;
-        }
-        Ok(())
+        let classes = crate::resource_slice::nvidia_device_classes();
+        crate::dra_publish::publish(&self.client, &classes, &slices).await
     }
 
     /// Validates nodes that joined for onboarding and opens those that pass.

@@ -7,6 +7,7 @@
 mod support;
 
 mod accelerators;
+mod agent;
 mod catalog;
 mod crds;
 mod durability;

@@ -1,0 +1,42 @@
+//! Publishing what a DRA driver offers: its DeviceClasses (created once, left alone when they
+//! exist, as the driver's Helm chart installs them) and its ResourceSlices (server-side apply
+//! as the driver's kubelet plugin, so a restart re-asserts the same slices). Shared by the
+//! node twins and by `tessera agent serve` on a real node.
+//!
+//! Knows nothing of what the slices contain.
+
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::Value;
+
+/// The field manager slices are applied as (the NVIDIA DRA driver's kubelet plugin).
+pub const DRIVER_MANAGER: &str = "gpu.nvidia.com-kubelet-plugin";
+
+/// Creates the missing `classes` and applies `slices`.
+pub async fn publish(
+    client: &Client,
+    classes: &[Value],
+    slices: &[Value],
+) -> Result<(), kube::Error> {
+    let class_api: Api<DeviceClass> = Api::all(client.clone());
+    for class in classes {
+        let class: DeviceClass =
+            serde_json::from_value(class.clone()).map_err(kube::Error::SerdeError)?;
+        match class_api.create(&PostParams::default(), &class).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    let slice_api: Api<ResourceSlice> = Api::all(client.clone());
+    let params = PatchParams::apply(DRIVER_MANAGER).force();
+    for slice in slices {
+        let name = slice
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        slice_api.patch(name, &params, &Patch::Apply(slice)).await?;
+    }
+    Ok(())
+}
