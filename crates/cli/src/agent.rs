@@ -1,9 +1,10 @@
 //! `tessera agent`: the node agent on a real machine.
 //!
 //! `discover` inventories the accelerators sysfs shows (under `--root`) against the catalog
-//! and prints them with their NUMA nodes and PCIe roots, the labels the node would carry and
-//! the ResourceSlice NVIDIA's DRA driver would publish; what could not be read is printed as
-//! warnings, never a failure.
+//! and, on the live machine (`--root /`), what NVML reports when the NVIDIA driver is there
+//! (UUIDs, memory, MIG mode, NVLink/PCIe links); it prints them with their NUMA nodes and
+//! PCIe roots, the labels the node would carry and the ResourceSlice NVIDIA's DRA driver
+//! would publish. What could not be read is printed as warnings, never a failure.
 //!
 //! `serve` offers the discovered NVIDIA GPUs to the kubelet, one way per node as NVIDIA
 //! advises (never both for the same GPUs): as a device plugin (`nvidia.com/gpu`) or as the
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
+use tessera_devices::nvml::NvmlReport;
 use tessera_devices::server::{GpuSlot, Link};
 use tessera_devices::sysfs::Inventory;
 use tessera_devices::{Catalog, GpuModel, GpuTopology};
@@ -120,6 +122,26 @@ pub fn run(command: &AgentCommand, runtime: &tokio::runtime::Runtime) -> anyhow:
     }
 }
 
+/// NVML's report on the live machine; `None` (with a warning) where the driver is absent,
+/// and not asked at all for a recorded tree (it would describe this machine instead).
+fn nvml_report(root: &Path) -> Option<NvmlReport> {
+    if root != Path::new("/") {
+        return None;
+    }
+    match tessera_devices::nvml::probe(None) {
+        Ok(report) => {
+            for warning in &report.warnings {
+                eprintln!("warning: NVML: {warning}");
+            }
+            Some(report)
+        }
+        Err(reason) => {
+            eprintln!("warning: {reason}; using sysfs alone");
+            None
+        }
+    }
+}
+
 fn inventory(root: &Path) -> anyhow::Result<(Catalog, Inventory)> {
     let catalog = Catalog::built_in()?;
     let inventory = tessera_devices::sysfs::discover(root, &catalog);
@@ -156,6 +178,29 @@ fn discover(args: &DiscoverArgs) -> anyhow::Result<()> {
             a.pcie_root.as_deref().unwrap_or("-"),
             a.model.as_deref().unwrap_or("unknown")
         )?;
+    }
+    if let Some(report) = nvml_report(&args.root) {
+        let cuda = report
+            .cuda_version
+            .map_or("-".into(), |(major, minor)| format!("{major}.{minor}"));
+        writeln!(out, "NVML driver {} CUDA {cuda}", report.driver_version)?;
+        writeln!(out, "INDEX\tUUID\tBUS ID\tNAME\tMEMORY\tMIG")?;
+        for gpu in &report.gpus {
+            let mig = match gpu.mig_enabled {
+                Some(true) => "enabled",
+                Some(false) => "disabled",
+                None => "-",
+            };
+            writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}MiB\t{mig}",
+                gpu.index, gpu.uuid, gpu.bus_id, gpu.name, gpu.memory_mib
+            )?;
+        }
+        for (a, row) in report.links.iter().enumerate() {
+            let cells: Vec<String> = row.iter().map(ToString::to_string).collect();
+            writeln!(out, "GPU{a}\t{}", cells.join("\t"))?;
+        }
     }
     writeln!(out, "LABELS")?;
     for (key, value) in inventory.labels() {
@@ -207,25 +252,45 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
     };
     tracing::info!(model = %model.name, gpus = slots.len(), exposure = ?args.exposure, "serving GPUs");
+    let nvml = nvml_report(&args.root);
+    // NVML's view of each slot, matched by bus ID.
+    let nvml_gpu = |slot: &GpuSlot| {
+        nvml.as_ref()
+            .and_then(|r| r.gpus.iter().position(|g| g.bus_id == slot.bus_id))
+    };
     match args.exposure {
         Exposure::DevicePlugin => {
-            // Without NVML the device IDs are indexes (deviceIDStrategy: index).
+            // Device IDs are UUIDs where NVML reads them (deviceIDStrategy: uuid), else
+            // indexes (deviceIDStrategy: index).
             let devices = slots
                 .iter()
                 .enumerate()
                 .map(|(index, slot)| PluginDevice {
-                    id: index.to_string(),
+                    id: nvml_gpu(slot)
+                        .and_then(|i| nvml.as_ref().map(|r| r.gpus[i].uuid.clone()))
+                        .unwrap_or_else(|| index.to_string()),
                     index,
                     numa: Some(slot.numa),
                     healthy: true,
                 })
                 .collect();
+            let mut topology = pcie_topology(&slots);
+            if let Some(report) = &nvml {
+                // NVLink only NVML sees.
+                for (a, first) in slots.iter().enumerate() {
+                    for (b, second) in slots.iter().enumerate() {
+                        if let (Some(i), Some(j)) = (nvml_gpu(first), nvml_gpu(second)) {
+                            topology.links[a][b] = report.links[i][j];
+                        }
+                    }
+                }
+            }
             let plugin = GpuDevicePlugin::new(
                 DevicePluginSpec {
                     resource_name: "nvidia.com/gpu".into(),
                     visible_devices_env: "NVIDIA_VISIBLE_DEVICES".into(),
                     cdi_kind: "nvidia.com/gpu".into(),
-                    topology: pcie_topology(&slots),
+                    topology,
                 },
                 devices,
             );
