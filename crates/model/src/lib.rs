@@ -5,6 +5,7 @@
 
 pub mod json;
 pub mod kinds;
+pub mod node_selector;
 pub mod quantity;
 pub mod schema;
 pub mod selector;

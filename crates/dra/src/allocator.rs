@@ -1,0 +1,812 @@
+//! The structured allocator: given the pools a node reaches, the DeviceClasses and what is
+//! already allocated, it finds devices for every request of a pod's claims or says there are
+//! none — upstream's semantics (`exactly` with `ExactCount`/`All`, `firstAvailable` tried in
+//! order, class and request CEL selectors, `adminAccess`, `matchAttribute` and
+//! `distinctAttribute` constraints, shared counters of partitionable devices, device taints
+//! and tolerations, incomplete and invalid pools) by a depth-first search with backtracking
+//! over combinations. `Ok(None)` is "does not fit on this node"; an error is input no node
+//! could satisfy (unknown class, bad CEL, a request with neither or both of `exactly` and
+//! `firstAvailable`) or a search past its step budget.
+//!
+//! Pure and deterministic: the first solution in pool, slice and device order wins.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceClass,
+    DeviceRequestAllocationResult, DeviceTaint, DeviceToleration, ResourceClaim, ResourceSlice,
+};
+
+use crate::pools::{self, Counters, DeviceId, NodeView, Pool, PoolDevice};
+use crate::selector::{Attribute, Selector, SelectorError, qualify};
+
+/// Upstream's limit on devices in one allocation result.
+pub const MAX_RESULTS: usize = 32;
+/// Search steps one allocation may take before it gives up.
+pub const STEP_BUDGET: u64 = 200_000;
+
+/// Why allocation could not even be attempted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocationError {
+    /// A request names a class that does not exist.
+    #[error("claim {claim}: request {request}: device class {class} does not exist")]
+    UnknownClass {
+        /// `namespace/name`.
+        claim: String,
+        /// The request.
+        request: String,
+        /// The class.
+        class: String,
+    },
+    /// A selector does not compile or fails at run time.
+    #[error("claim {claim}: {source}")]
+    Selector {
+        /// `namespace/name`.
+        claim: String,
+        /// The selector error.
+        source: SelectorError,
+    },
+    /// A request is malformed.
+    #[error("claim {claim}: request {request}: {message}")]
+    Request {
+        /// `namespace/name`.
+        claim: String,
+        /// The request.
+        request: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// `allocationMode: All` met a pool that is being updated.
+    #[error(
+        "claim {claim}: request {request} asks for all devices, but resource pool {pool} is currently being updated"
+    )]
+    IncompletePool {
+        /// `namespace/name`.
+        claim: String,
+        /// The request.
+        request: String,
+        /// `driver/pool`.
+        pool: String,
+    },
+    /// The search took too many steps.
+    #[error("allocation search gave up after {STEP_BUDGET} steps")]
+    SearchLimit,
+}
+
+/// A class: its selectors and configuration.
+struct Class {
+    selectors: Vec<Selector>,
+    config: Vec<k8s_openapi::api::resource::v1::DeviceClassConfiguration>,
+}
+
+/// The allocator for one node.
+pub struct Allocator {
+    node: NodeView,
+    pools: Vec<Pool>,
+    classes: HashMap<String, Result<Class, SelectorError>>,
+    in_use: BTreeSet<DeviceId>,
+    consumed: BTreeMap<(String, String), Counters>,
+}
+
+/// A request alternative: a plain request or one subrequest of `firstAvailable`.
+#[derive(Clone)]
+struct Alternative {
+    /// The request name (constraints refer to it).
+    parent: String,
+    /// The name results carry (`parent` or `parent/sub`).
+    result_name: String,
+    class: String,
+    selectors: Vec<Selector>,
+    mode: Mode,
+    admin: bool,
+    tolerations: Vec<DeviceToleration>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Count(usize),
+    All,
+}
+
+enum ConstraintKind {
+    Match(String),
+    Distinct(String),
+}
+
+struct Constraint {
+    requests: Vec<String>,
+    kind: ConstraintKind,
+}
+
+struct ClaimPlan<'c> {
+    claim: &'c ResourceClaim,
+    requests: Vec<Vec<Alternative>>,
+    constraints: Vec<Constraint>,
+}
+
+#[derive(Clone)]
+struct Pick {
+    claim: usize,
+    alternative: Alternative,
+    pool: usize,
+    device: usize,
+}
+
+#[derive(Default)]
+struct State {
+    picks: Vec<Pick>,
+    steps: u64,
+    selectable: HashMap<(String, usize, usize, usize), bool>,
+}
+
+fn claim_key(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Whether `toleration` tolerates `taint` (upstream's `ToleratesTaint`).
+pub fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
+    let key_ok = match toleration.key.as_deref() {
+        None | Some("") => toleration.operator.as_deref() == Some("Exists"),
+        Some(key) => key == taint.key,
+    };
+    let effect_ok = toleration
+        .effect
+        .as_deref()
+        .is_none_or(|e| e.is_empty() || e == taint.effect);
+    let value_ok = match toleration.operator.as_deref() {
+        Some("Exists") => true,
+        _ => {
+            toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default()
+        }
+    };
+    key_ok && effect_ok && value_ok
+}
+
+fn blocked(device: &PoolDevice, tolerations: &[DeviceToleration]) -> bool {
+    device.taints.iter().any(|taint| {
+        matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+            && !tolerations.iter().any(|t| tolerates(t, taint))
+    })
+}
+
+fn attribute<'d>(device: &'d PoolDevice, name: &str) -> Option<&'d Attribute> {
+    let driver = device.id.driver.as_str();
+    let wanted = qualify(name, driver);
+    device
+        .view
+        .attributes
+        .iter()
+        .find(|(n, _)| qualify(n, driver) == wanted)
+        .map(|(_, v)| v)
+}
+
+impl Allocator {
+    /// An allocator for `node` over `slices` and `classes`; `allocated` are the claims whose
+    /// allocations hold devices now (admin-access results hold none).
+    pub fn new(
+        node: NodeView,
+        slices: &[ResourceSlice],
+        classes: &[DeviceClass],
+        allocated: &[ResourceClaim],
+    ) -> Allocator {
+        let pools = pools::gather(slices, &node);
+        let classes = classes
+            .iter()
+            .map(|class| {
+                let compiled = class
+                    .spec
+                    .selectors
+                    .iter()
+                    .flatten()
+                    .filter_map(|s| s.cel.as_ref())
+                    .map(|cel| Selector::compile(&cel.expression))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|selectors| Class {
+                        selectors,
+                        config: class.spec.config.clone().unwrap_or_default(),
+                    });
+                (class.metadata.name.clone().unwrap_or_default(), compiled)
+            })
+            .collect();
+        let mut in_use = BTreeSet::new();
+        for claim in allocated {
+            let results = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref())
+                .and_then(|a| a.devices.as_ref())
+                .and_then(|d| d.results.as_ref());
+            for result in results.into_iter().flatten() {
+                if result.admin_access != Some(true) {
+                    in_use.insert(DeviceId {
+                        driver: result.driver.clone(),
+                        pool: result.pool.clone(),
+                        device: result.device.clone(),
+                    });
+                }
+            }
+        }
+        // Counters already consumed by allocated devices (all pools, all slices).
+        let mut consumed: BTreeMap<(String, String), Counters> = BTreeMap::new();
+        for pool in &pools {
+            for device in &pool.devices {
+                if in_use.contains(&device.id) {
+                    let used = consumed
+                        .entry((pool.driver.clone(), pool.name.clone()))
+                        .or_default();
+                    add_counters(used, &device.consumes);
+                }
+            }
+        }
+        Allocator {
+            node,
+            pools,
+            classes,
+            in_use,
+            consumed,
+        }
+    }
+
+    /// The pools this node reaches.
+    pub fn pools(&self) -> &[Pool] {
+        &self.pools
+    }
+
+    fn plan<'c>(&self, claim: &'c ResourceClaim) -> Result<ClaimPlan<'c>, AllocationError> {
+        let key = claim_key(claim);
+        let mut requests = Vec::new();
+        for request in claim
+            .spec
+            .devices
+            .as_ref()
+            .and_then(|d| d.requests.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let fail = |message: &str| AllocationError::Request {
+                claim: key.clone(),
+                request: request.name.clone(),
+                message: message.to_string(),
+            };
+            let mut alternatives = Vec::new();
+            match (&request.exactly, &request.first_available) {
+                (Some(exact), None) => alternatives.push(self.alternative(
+                    &key,
+                    &request.name,
+                    None,
+                    &exact.device_class_name,
+                    exact.selectors.as_deref().unwrap_or_default(),
+                    exact.allocation_mode.as_deref(),
+                    exact.count,
+                    exact.admin_access == Some(true),
+                    exact.tolerations.clone().unwrap_or_default(),
+                )?),
+                (None, Some(subrequests)) if !subrequests.is_empty() => {
+                    for sub in subrequests {
+                        alternatives.push(self.alternative(
+                            &key,
+                            &request.name,
+                            Some(&sub.name),
+                            &sub.device_class_name,
+                            sub.selectors.as_deref().unwrap_or_default(),
+                            sub.allocation_mode.as_deref(),
+                            sub.count,
+                            false,
+                            sub.tolerations.clone().unwrap_or_default(),
+                        )?);
+                    }
+                }
+                _ => return Err(fail("exactly one of exactly or firstAvailable must be set")),
+            }
+            requests.push(alternatives);
+        }
+        let constraints = claim
+            .spec
+            .devices
+            .as_ref()
+            .and_then(|d| d.constraints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let kind = match (&c.match_attribute, &c.distinct_attribute) {
+                    (Some(attr), _) => ConstraintKind::Match(attr.clone()),
+                    (None, Some(attr)) => ConstraintKind::Distinct(attr.clone()),
+                    (None, None) => return None,
+                };
+                Some(Constraint {
+                    requests: c.requests.clone().unwrap_or_default(),
+                    kind,
+                })
+            })
+            .collect();
+        Ok(ClaimPlan {
+            claim,
+            requests,
+            constraints,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alternative(
+        &self,
+        claim: &str,
+        parent: &str,
+        sub: Option<&str>,
+        class: &str,
+        selectors: &[k8s_openapi::api::resource::v1::DeviceSelector],
+        mode: Option<&str>,
+        count: Option<i64>,
+        admin: bool,
+        tolerations: Vec<DeviceToleration>,
+    ) -> Result<Alternative, AllocationError> {
+        let result_name = sub.map_or_else(|| parent.to_string(), |s| format!("{parent}/{s}"));
+        let fail = |message: String| AllocationError::Request {
+            claim: claim.to_string(),
+            request: result_name.clone(),
+            message,
+        };
+        let class_selectors = match self.classes.get(class) {
+            None => {
+                return Err(AllocationError::UnknownClass {
+                    claim: claim.to_string(),
+                    request: result_name.clone(),
+                    class: class.to_string(),
+                });
+            }
+            Some(Err(source)) => {
+                return Err(AllocationError::Selector {
+                    claim: claim.to_string(),
+                    source: source.clone(),
+                });
+            }
+            Some(Ok(class)) => class.selectors.clone(),
+        };
+        let mut all = class_selectors;
+        for selector in selectors {
+            if let Some(cel) = &selector.cel {
+                all.push(Selector::compile(&cel.expression).map_err(|source| {
+                    AllocationError::Selector {
+                        claim: claim.to_string(),
+                        source,
+                    }
+                })?);
+            }
+        }
+        let mode = match mode.unwrap_or("ExactCount") {
+            "ExactCount" => {
+                let count = count.unwrap_or(1);
+                if !(1..=MAX_RESULTS as i64).contains(&count) {
+                    return Err(fail(format!(
+                        "count must be between 1 and {MAX_RESULTS}, is {count}"
+                    )));
+                }
+                Mode::Count(count as usize)
+            }
+            "All" => Mode::All,
+            other => return Err(fail(format!("unknown allocationMode {other:?}"))),
+        };
+        Ok(Alternative {
+            parent: parent.to_string(),
+            result_name,
+            class: class.to_string(),
+            selectors: all,
+            mode,
+            admin,
+            tolerations,
+        })
+    }
+
+    /// Allocates every claim of `claims` (a pod's unallocated claims) on this node together.
+    pub fn allocate(
+        &self,
+        claims: &[&ResourceClaim],
+    ) -> Result<Option<Vec<AllocationResult>>, AllocationError> {
+        let plans = claims
+            .iter()
+            .map(|c| self.plan(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut state = State::default();
+        if !self.solve(&plans, &mut state, 0, 0)? {
+            return Ok(None);
+        }
+        Ok(Some(
+            plans
+                .iter()
+                .enumerate()
+                .map(|(i, plan)| self.result(plan, state.picks.iter().filter(|p| p.claim == i)))
+                .collect(),
+        ))
+    }
+
+    fn device(&self, pool: usize, device: usize) -> &PoolDevice {
+        &self.pools[pool].devices[device]
+    }
+
+    fn solve(
+        &self,
+        plans: &[ClaimPlan<'_>],
+        state: &mut State,
+        claim: usize,
+        request: usize,
+    ) -> Result<bool, AllocationError> {
+        let Some(plan) = plans.get(claim) else {
+            return Ok(true);
+        };
+        let Some(alternatives) = plan.requests.get(request) else {
+            return self.solve(plans, state, claim + 1, 0);
+        };
+        for alternative in alternatives {
+            let found = match alternative.mode {
+                Mode::Count(n) => {
+                    self.pick(plans, state, claim, request, alternative, n, (0, 0))?
+                }
+                Mode::All => self.pick_all(plans, state, claim, request, alternative)?,
+            };
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether `candidate` may be added for `alternative` of `claim` now.
+    fn fits(
+        &self,
+        plans: &[ClaimPlan<'_>],
+        state: &mut State,
+        claim: usize,
+        alternative: &Alternative,
+        (pool, index): (usize, usize),
+    ) -> Result<bool, AllocationError> {
+        let device = self.device(pool, index);
+        // In use: by other claims (unless admin access), or already picked in this attempt
+        // (admin access only blocks picking the same device twice in one claim).
+        if !alternative.admin && self.in_use.contains(&device.id) {
+            return Ok(false);
+        }
+        let taken = state.picks.iter().any(|p| {
+            p.pool == pool
+                && p.device == index
+                && (p.claim == claim || (!alternative.admin && !p.alternative.admin))
+        });
+        if taken {
+            return Ok(false);
+        }
+        let key = (alternative.result_name.clone(), claim, pool, index);
+        let selectable = match state.selectable.get(&key) {
+            Some(&known) => known,
+            None => {
+                let mut ok = true;
+                for selector in &alternative.selectors {
+                    if !selector
+                        .matches(&device.id.to_string(), &device.view)
+                        .map_err(|source| AllocationError::Selector {
+                            claim: claim_key(plans[claim].claim),
+                            source,
+                        })?
+                    {
+                        ok = false;
+                        break;
+                    }
+                }
+                state.selectable.insert(key, ok);
+                ok
+            }
+        };
+        if !selectable || blocked(device, &alternative.tolerations) {
+            return Ok(false);
+        }
+        if !device.consumes.is_empty() && !self.counters_left(state, pool, device) {
+            return Ok(false);
+        }
+        Ok(self.constraints_hold(plans, state, claim, alternative, device))
+    }
+
+    fn counters_left(&self, state: &State, pool: usize, device: &PoolDevice) -> bool {
+        let pool_info = &self.pools[pool];
+        let mut used = self
+            .consumed
+            .get(&(pool_info.driver.clone(), pool_info.name.clone()))
+            .cloned()
+            .unwrap_or_default();
+        for pick in state.picks.iter().filter(|p| p.pool == pool) {
+            add_counters(&mut used, &self.device(pick.pool, pick.device).consumes);
+        }
+        add_counters(&mut used, &device.consumes);
+        used.iter().all(|(set, counters)| {
+            counters.iter().all(|(name, amount)| {
+                pool_info
+                    .counters
+                    .get(set)
+                    .and_then(|c| c.get(name))
+                    .is_some_and(|have| amount <= have)
+            })
+        })
+    }
+
+    fn constraints_hold(
+        &self,
+        plans: &[ClaimPlan<'_>],
+        state: &State,
+        claim: usize,
+        alternative: &Alternative,
+        device: &PoolDevice,
+    ) -> bool {
+        let covers = |c: &Constraint, a: &Alternative| {
+            c.requests.is_empty()
+                || c.requests
+                    .iter()
+                    .any(|r| *r == a.parent || *r == a.result_name)
+        };
+        plans[claim].constraints.iter().all(|constraint| {
+            if !covers(constraint, alternative) {
+                return true;
+            }
+            let others = state
+                .picks
+                .iter()
+                .filter(|p| p.claim == claim && covers(constraint, &p.alternative))
+                .map(|p| self.device(p.pool, p.device));
+            match &constraint.kind {
+                ConstraintKind::Match(name) => {
+                    let Some(value) = attribute(device, name) else {
+                        return false;
+                    };
+                    others.map(|o| attribute(o, name)).all(|v| v == Some(value))
+                }
+                ConstraintKind::Distinct(name) => {
+                    let Some(value) = attribute(device, name) else {
+                        return false;
+                    };
+                    others.map(|o| attribute(o, name)).all(|v| v != Some(value))
+                }
+            }
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pick(
+        &self,
+        plans: &[ClaimPlan<'_>],
+        state: &mut State,
+        claim: usize,
+        request: usize,
+        alternative: &Alternative,
+        remaining: usize,
+        start: (usize, usize),
+    ) -> Result<bool, AllocationError> {
+        if remaining == 0 {
+            return self.solve(plans, state, claim, request + 1);
+        }
+        if state.picks.iter().filter(|p| p.claim == claim).count() >= MAX_RESULTS {
+            return Ok(false);
+        }
+        for pool in start.0..self.pools.len() {
+            let info = &self.pools[pool];
+            if !info.complete || info.invalid.is_some() {
+                continue;
+            }
+            let first = if pool == start.0 { start.1 } else { 0 };
+            for index in first..info.devices.len() {
+                state.steps += 1;
+                if state.steps > STEP_BUDGET {
+                    return Err(AllocationError::SearchLimit);
+                }
+                if !self.fits(plans, state, claim, alternative, (pool, index))? {
+                    continue;
+                }
+                state.picks.push(Pick {
+                    claim,
+                    alternative: alternative.clone(),
+                    pool,
+                    device: index,
+                });
+                // Devices within one request are interchangeable: combinations, not
+                // permutations, so the next pick starts after this one.
+                if self.pick(
+                    plans,
+                    state,
+                    claim,
+                    request,
+                    alternative,
+                    remaining - 1,
+                    (pool, index + 1),
+                )? {
+                    return Ok(true);
+                }
+                state.picks.pop();
+            }
+        }
+        Ok(false)
+    }
+
+    fn pick_all(
+        &self,
+        plans: &[ClaimPlan<'_>],
+        state: &mut State,
+        claim: usize,
+        request: usize,
+        alternative: &Alternative,
+    ) -> Result<bool, AllocationError> {
+        let before = state.picks.len();
+        // Upstream enumerates every device up front and cannot with a pool in flux.
+        for (pool, info) in self.pools.iter().enumerate() {
+            if info.complete && info.invalid.is_none() {
+                continue;
+            }
+            let any_selectable = (0..info.devices.len()).any(|index| {
+                let device = self.device(pool, index);
+                alternative.selectors.iter().all(|s| {
+                    s.matches(&device.id.to_string(), &device.view)
+                        .unwrap_or(false)
+                })
+            });
+            if any_selectable {
+                return Err(AllocationError::IncompletePool {
+                    claim: claim_key(plans[claim].claim),
+                    request: alternative.result_name.clone(),
+                    pool: format!("{}/{}", info.driver, info.name),
+                });
+            }
+        }
+        for (pool, info) in self.pools.iter().enumerate() {
+            if !info.complete || info.invalid.is_some() {
+                continue;
+            }
+            for index in 0..info.devices.len() {
+                let device = self.device(pool, index);
+                let mut matching = true;
+                for selector in &alternative.selectors {
+                    if !selector
+                        .matches(&device.id.to_string(), &device.view)
+                        .map_err(|source| AllocationError::Selector {
+                            claim: claim_key(plans[claim].claim),
+                            source,
+                        })?
+                    {
+                        matching = false;
+                        break;
+                    }
+                }
+                if !matching {
+                    continue;
+                }
+                // Every matching device must be allocatable: one that is not fails the request.
+                if !self.fits(plans, state, claim, alternative, (pool, index))? {
+                    state.picks.truncate(before);
+                    return Ok(false);
+                }
+                state.picks.push(Pick {
+                    claim,
+                    alternative: alternative.clone(),
+                    pool,
+                    device: index,
+                });
+            }
+        }
+        let added = state.picks.len() - before;
+        if added == 0 || state.picks.iter().filter(|p| p.claim == claim).count() > MAX_RESULTS {
+            state.picks.truncate(before);
+            return Ok(false);
+        }
+        if self.solve(plans, state, claim, request + 1)? {
+            return Ok(true);
+        }
+        state.picks.truncate(before);
+        Ok(false)
+    }
+
+    fn result<'p>(
+        &self,
+        plan: &ClaimPlan<'_>,
+        picks: impl Iterator<Item = &'p Pick>,
+    ) -> AllocationResult {
+        let picks: Vec<&Pick> = picks.collect();
+        let results: Vec<DeviceRequestAllocationResult> = picks
+            .iter()
+            .map(|p| {
+                let device = self.device(p.pool, p.device);
+                DeviceRequestAllocationResult {
+                    request: p.alternative.result_name.clone(),
+                    driver: device.id.driver.clone(),
+                    pool: device.id.pool.clone(),
+                    device: device.id.device.clone(),
+                    admin_access: p.alternative.admin.then_some(true),
+                    tolerations: (!p.alternative.tolerations.is_empty())
+                        .then(|| p.alternative.tolerations.clone()),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        // Class configuration first (once per class), then the claim's own.
+        let mut config = Vec::new();
+        let mut classes_seen = BTreeSet::new();
+        for pick in &picks {
+            if !classes_seen.insert(pick.alternative.class.clone()) {
+                continue;
+            }
+            if let Some(Ok(class)) = self.classes.get(&pick.alternative.class) {
+                let requests: Vec<String> = picks
+                    .iter()
+                    .filter(|p| p.alternative.class == pick.alternative.class)
+                    .map(|p| p.alternative.result_name.clone())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                for c in &class.config {
+                    config.push(DeviceAllocationConfiguration {
+                        source: "FromClass".into(),
+                        requests: Some(requests.clone()),
+                        opaque: c.opaque.clone(),
+                    });
+                }
+            }
+        }
+        let allocated: BTreeSet<&str> = picks
+            .iter()
+            .flat_map(|p| {
+                [
+                    p.alternative.parent.as_str(),
+                    p.alternative.result_name.as_str(),
+                ]
+            })
+            .collect();
+        for c in plan
+            .claim
+            .spec
+            .devices
+            .as_ref()
+            .and_then(|d| d.config.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let requests = c.requests.clone().unwrap_or_default();
+            if requests.is_empty() || requests.iter().any(|r| allocated.contains(r.as_str())) {
+                config.push(DeviceAllocationConfiguration {
+                    source: "FromClaim".into(),
+                    requests: Some(requests),
+                    opaque: c.opaque.clone(),
+                });
+            }
+        }
+        let node_local = picks
+            .iter()
+            .any(|p| self.device(p.pool, p.device).node_local);
+        AllocationResult {
+            allocation_timestamp: None,
+            devices: Some(DeviceAllocationResult {
+                results: Some(results),
+                config: (!config.is_empty()).then_some(config),
+            }),
+            node_selector: node_local.then(|| NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: "metadata.name".into(),
+                        operator: "In".into(),
+                        values: Some(vec![self.node.name.clone()]),
+                    }]),
+                    match_expressions: None,
+                }],
+            }),
+        }
+    }
+}
+
+fn add_counters(total: &mut Counters, more: &Counters) {
+    for (set, counters) in more {
+        let entry = total.entry(set.clone()).or_default();
+        for (name, amount) in counters {
+            let sum = entry
+                .get(name)
+                .and_then(|have| have.checked_add(amount))
+                .unwrap_or(*amount);
+            entry.insert(name.clone(), sum);
+        }
+    }
+}
