@@ -48,6 +48,27 @@ pub const COMPONENTS: &[Component] = &[
                 &["deviceclasses"],
                 &["get", "list", "watch", "create"],
             ),
+            // As the kubelet: the claims of the pods it prepares.
+            (&["resource.k8s.io"], &["resourceclaims"], READ),
+        ],
+    },
+    Component {
+        name: "resourceclaim-controller",
+        rules: &[
+            (&["resource.k8s.io"], &["resourceclaims"], WRITE),
+            (&["resource.k8s.io"], &["resourceclaims/status"], STATUS),
+            (
+                &["resource.k8s.io"],
+                &["resourceclaimtemplates", "resourceslices", "deviceclasses"],
+                READ,
+            ),
+            (&[""], &["pods", "nodes"], READ),
+            (&[""], &["pods/status"], STATUS),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
         ],
     },
     Component {

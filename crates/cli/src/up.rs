@@ -115,6 +115,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("job-controller"),
         tessera_controllers::jobs::JobConfig::default(),
     ));
+    let claims = tokio::spawn(tessera_controllers::resource_claims::run(client_for(
+        "resourceclaim-controller",
+    )));
     let twins = NodeTwins::new(
         client_for("node-twins"),
         &topology,
@@ -161,6 +164,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     collector.abort();
     disruption.abort();
     jobs.abort();
+    claims.abort();
     apps.abort();
     jobsets.abort();
     leader_worker_sets.abort();

@@ -16,5 +16,7 @@ pub mod jobset;
 pub mod lws;
 pub mod pdb;
 pub mod replicaset;
+pub mod resource_claim;
+pub mod resource_claims;
 pub mod shell;
 pub mod statefulset;

@@ -8,6 +8,7 @@
 //! Knows nothing about real hardware.
 
 pub mod accelerators;
+pub mod claim_devices;
 pub mod device_admission;
 pub mod dra_publish;
 pub mod gpu_assignments;

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -16,6 +16,7 @@ use tessera_model::time::{micro_timestamp, parse_timestamp, timestamp};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
+use crate::claim_devices;
 use crate::gpu_assignments::{GpuAssignments, device_log_lines};
 use crate::onboarding::{ONBOARDING_LABEL, ONBOARDING_TAINT};
 use crate::runtime::Behaviour;
@@ -51,6 +52,8 @@ pub struct NodeTwins {
     config: TwinConfig,
     nodes: BTreeMap<String, NodeSpec>,
     gpus: std::sync::Mutex<GpuAssignments>,
+    /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
+    waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
 }
 
 /// A run of a pod that ends at a deadline.
@@ -120,6 +123,7 @@ impl NodeTwins {
             config,
             nodes,
             gpus: std::sync::Mutex::default(),
+            waiting_for_claims: std::sync::Mutex::default(),
         }
     }
 
@@ -276,8 +280,33 @@ impl NodeTwins {
         let mut running: HashMap<(String, String), Running> = HashMap::new();
         let mut ips: HashMap<String, BTreeSet<u8>> = HashMap::new();
         let mut stream = watcher(pods.clone(), watcher::Config::default()).boxed();
+        let mut claim_stream = watcher(
+            Api::<ResourceClaim>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .boxed();
         loop {
             tokio::select! {
+                Some(Ok(watcher::Event::Apply(claim))) = claim_stream.next() => {
+                    // A claim reserved for a waiting pod: its containers may start now.
+                    let ready: Vec<(String, String)> = {
+                        let mut waiting = self.waiting_for_claims.lock().unwrap_or_else(|p| p.into_inner());
+                        claim
+                            .status
+                            .iter()
+                            .flat_map(|s| s.reserved_for.iter().flatten())
+                            .filter_map(|c| waiting.remove(&c.uid))
+                            .collect()
+                    };
+                    for (namespace, name) in ready {
+                        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+                        if let Ok(Some(pod)) = api.get_opt(&name).await
+                            && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                        {
+                            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                        }
+                    }
+                }
                 event = stream.next() => {
                     let Some(event) = event else { return Ok(()) };
                     let pods_seen = match event {
@@ -431,7 +460,31 @@ impl NodeTwins {
             running.insert(key.clone(), self.schedule(&key, &uid, 0, remaining, done));
             return Ok(());
         }
-        // Pending: admit the pod's devices, then start the containers.
+        // Pending: prepare the pod's claims and admit its devices, then start the containers.
+        let mut claim_lines = BTreeMap::new();
+        if !claim_devices::claim_names(pod).is_empty() {
+            match self.prepare_claims(pod, spec).await? {
+                Ok(lines) => claim_lines = lines,
+                Err(not_ready) => {
+                    self.waiting_for_claims
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(uid.clone(), key.clone());
+                    if let claim_devices::NotReady::Failed(message) = not_ready {
+                        self.event(
+                            pod,
+                            &node,
+                            "Warning",
+                            "FailedPrepareDynamicResources",
+                            &message,
+                            None,
+                        )
+                        .await;
+                    }
+                    return Ok(());
+                }
+            }
+        }
         let admitted = self
             .gpus
             .lock()
@@ -480,6 +533,7 @@ impl NodeTwins {
                     .map(Vec::as_slice)
                     .unwrap_or_default(),
             );
+            lines.extend(claim_lines.remove(&container).unwrap_or_default());
             lines.extend(behaviour.logs.clone().unwrap_or_else(|| {
                 vec![format!(
                     "tessera node twin {node}: container {container} started (image {image})"
@@ -615,6 +669,24 @@ impl NodeTwins {
             self.schedule(&key, &done.uid, restarts, behaviour.duration, done_tx),
         );
         Ok(())
+    }
+
+    /// Fetches the pod's claims and prepares them for its containers.
+    async fn prepare_claims(
+        &self,
+        pod: &Pod,
+        spec: &NodeSpec,
+    ) -> Result<Result<BTreeMap<String, Vec<String>>, claim_devices::NotReady>, kube::Error> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
+        let mut claims = BTreeMap::new();
+        for (pod_claim, name) in claim_devices::claim_names(pod) {
+            let Some(name) = name else { continue };
+            if let Some(claim) = api.get_opt(&name).await? {
+                claims.insert(pod_claim, claim);
+            }
+        }
+        Ok(claim_devices::container_devices(pod, spec, &claims))
     }
 
     fn release_gpus(&self, pod: &Pod) {

@@ -10,6 +10,7 @@ mod accelerators;
 mod agent;
 mod catalog;
 mod crds;
+mod dra;
 mod durability;
 mod kubectl;
 mod rbac;

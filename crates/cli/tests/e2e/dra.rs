@@ -1,0 +1,212 @@
+//! DRA claims on the default lab with kubectl: NVIDIA's published quickstart manifests
+//! (ResourceClaimTemplates, a claim shared by two pods, a claim shared by two containers),
+//! a MIG claim with a CEL profile selector and a parent constraint, and a claim no node can
+//! satisfy. Pods carry `nodeName` until the scheduler places them; the claim controller
+//! allocates on that node and reserves, the node twin prepares and the containers print
+//! their devices.
+
+use std::collections::BTreeSet;
+
+use crate::support::Cluster;
+
+const V: &str = "1.33";
+
+/// An upstream quickstart manifest with every pod bound to `node`.
+fn quickstart(name: &str, node: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/upstream/dra-driver-nvidia-gpu/{name}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).expect("fixture").replace(
+        "\nspec:\n  containers:",
+        &format!("\nspec:\n  nodeName: {node}\n  containers:"),
+    )
+}
+
+fn running(cluster: &Cluster, namespace: &str, pod: &str) {
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pod",
+            "-n",
+            namespace,
+            pod,
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+        |out| out == "Running",
+    );
+}
+
+/// The CDI devices a container printed.
+fn devices(cluster: &Cluster, namespace: &str, pod: &str, container: &str) -> Vec<String> {
+    let logs = cluster.ok(V, &["logs", "-n", namespace, pod, "-c", container]);
+    logs.lines()
+        .find_map(|l| l.strip_prefix("CDI devices: "))
+        .unwrap_or_else(|| panic!("no CDI devices in the log of {pod}/{container}: {logs}"))
+        .split(' ')
+        .map(|d| {
+            d.rsplit('-')
+                .take(2)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("-")
+        })
+        .collect()
+}
+
+#[test]
+fn nvidia_quickstart_claims_get_their_devices() {
+    let cluster = Cluster::start();
+
+    // gpu-test1: a template, two pods, one distinct GPU each.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &quickstart("gpu-test1", "h100-1"));
+    running(&cluster, "gpu-test1", "pod1");
+    running(&cluster, "gpu-test1", "pod2");
+    let first = devices(&cluster, "gpu-test1", "pod1", "ctr");
+    let second = devices(&cluster, "gpu-test1", "pod2", "ctr");
+    assert_eq!((first.len(), second.len()), (1, 1));
+    assert_ne!(first, second, "each pod has its own GPU");
+    let claims = cluster.ok(
+        V,
+        &[
+            "get", "resourceclaims", "-n", "gpu-test1", "-o",
+            r#"jsonpath={range .items[*]}{.metadata.annotations.resource\.kubernetes\.io/pod-claim-name} {.metadata.ownerReferences[0].name} {.status.reservedFor[0].name} {.status.allocation.devices.results[0].pool}{"\n"}{end}"#,
+        ],
+    );
+    let claims: BTreeSet<&str> = claims.lines().collect();
+    assert_eq!(
+        claims,
+        BTreeSet::from(["gpu pod1 pod1 h100-1", "gpu pod2 pod2 h100-1"])
+    );
+    let statuses = cluster.ok(
+        V,
+        &[
+            "get",
+            "pod",
+            "-n",
+            "gpu-test1",
+            "pod1",
+            "-o",
+            "jsonpath={.status.resourceClaimStatuses[0].name}",
+        ],
+    );
+    assert_eq!(statuses, "gpu");
+
+    // gpu-test2: two containers of one pod share one GPU.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &quickstart("gpu-test2", "h100-1"));
+    running(&cluster, "gpu-test2", "pod");
+    let shared = devices(&cluster, "gpu-test2", "pod", "ctr0");
+    assert_eq!(shared, devices(&cluster, "gpu-test2", "pod", "ctr1"));
+    assert!(!shared.contains(&first[0]) && !shared.contains(&second[0]));
+
+    // gpu-test3: one claim shared by two pods.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &quickstart("gpu-test3", "h100-2"));
+    running(&cluster, "gpu-test3", "pod1");
+    running(&cluster, "gpu-test3", "pod2");
+    assert_eq!(
+        devices(&cluster, "gpu-test3", "pod1", "ctr"),
+        devices(&cluster, "gpu-test3", "pod2", "ctr")
+    );
+    let reserved = cluster.ok(
+        V,
+        &[
+            "get",
+            "resourceclaim",
+            "-n",
+            "gpu-test3",
+            "single-gpu",
+            "-o",
+            "jsonpath={.status.reservedFor[*].name}|{.metadata.finalizers}",
+        ],
+    );
+    let (pods, finalizers) = reserved.split_once('|').expect("two fields");
+    assert_eq!(
+        pods.split(' ').collect::<BTreeSet<_>>(),
+        BTreeSet::from(["pod1", "pod2"])
+    );
+    assert_eq!(
+        finalizers,
+        r#"["resource.kubernetes.io/delete-protection"]"#
+    );
+
+    // When both pods are gone the claim is deallocated.
+    cluster.ok(
+        V,
+        &[
+            "delete",
+            "pod",
+            "-n",
+            "gpu-test3",
+            "pod1",
+            "pod2",
+            "--wait=false",
+        ],
+    );
+    cluster.wait_for(
+        V,
+        &["get", "resourceclaim", "-n", "gpu-test3", "single-gpu", "-o", "jsonpath={.status.allocation.devices.results[0].device}|{.status.reservedFor}|{.metadata.finalizers}"],
+        |out| out == "||",
+    );
+}
+
+#[test]
+fn mig_claims_and_unsatisfiable_claims() {
+    let cluster = Cluster::start();
+    // Two 1g.18gb MIG devices of one parent GPU on an H200 node.
+    let mig = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: two-migs}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: a\n        exactly: {deviceClassName: mig.nvidia.com, selectors: [{cel: {expression: \"device.attributes['gpu.nvidia.com'].profile == '1g.18gb'\"}}]}\n      - name: b\n        exactly: {deviceClassName: mig.nvidia.com, selectors: [{cel: {expression: \"device.attributes['gpu.nvidia.com'].profile == '1g.18gb'\"}}]}\n      constraints:\n      - {requests: [], matchAttribute: gpu.nvidia.com/parentUUID}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: mig}\nspec:\n  nodeName: h200-1\n  resourceClaims: [{name: migs, resourceClaimTemplateName: two-migs}]\n  containers:\n  - name: a\n    image: cuda:12\n    resources: {claims: [{name: migs, request: a}]}\n  - name: b\n    image: cuda:12\n    resources: {claims: [{name: migs, request: b}]}\n";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], mig);
+    running(&cluster, "default", "mig");
+    let a = devices(&cluster, "default", "mig", "a");
+    let b = devices(&cluster, "default", "mig", "b");
+    assert_eq!((a.len(), b.len()), (1, 1));
+    assert_ne!(a, b, "each request gets its own MIG device");
+    let results = cluster.ok(
+        V,
+        &[
+            "get",
+            "resourceclaims",
+            "-o",
+            "jsonpath={.items[0].status.allocation.devices.results[*].device}",
+        ],
+    );
+    let parents: BTreeSet<&str> = results
+        .split(' ')
+        .map(|d| d.split("-mig-").next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        parents.len(),
+        1,
+        "both devices on one parent GPU: {results}"
+    );
+
+    // Nine GPUs on an eight-GPU node: the pod stays Pending with the reason.
+    let nine = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: nine}\nspec:\n  devices:\n    requests:\n    - name: gpus\n      exactly: {deviceClassName: gpu.nvidia.com, count: 9}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: greedy}\nspec:\n  nodeName: h100-1\n  resourceClaims: [{name: gpus, resourceClaimName: nine}]\n  containers:\n  - name: train\n    image: trainer:1\n    resources: {claims: [{name: gpus}]}\n";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], nine);
+    let events = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=greedy",
+            "-o",
+            "jsonpath={range .items[*]}{.type} {.reason}: {.message}{\"\\n\"}{end}",
+        ],
+        |out| out.contains("FailedScheduling"),
+    );
+    assert!(
+        events.contains("Warning FailedScheduling: cannot allocate all claims on node h100-1"),
+        "{events}"
+    );
+    assert_eq!(
+        cluster.ok(
+            V,
+            &["get", "pod", "greedy", "-o", "jsonpath={.status.phase}"]
+        ),
+        "Pending"
+    );
+}

@@ -1,0 +1,233 @@
+//! The ResourceClaim shell: watches pods, claims, templates, slices, classes and nodes, runs
+//! [`crate::resource_claim::reconcile`] over a snapshot after each burst of changes (and
+//! every few seconds), and writes its actions — claims created, finalizers, claim status by
+//! update with the resourceVersion it was computed from (a conflict waits for the next pass),
+//! pod claim statuses, and warning events (each message once per pod).
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use serde_json::json;
+use tessera_model::time::timestamp;
+
+use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, reconcile};
+use crate::shell::{patch_params, post_params};
+
+/// The field manager the controller writes as.
+pub const MANAGER: &str = "tessera-resourceclaim-controller";
+
+fn store<K>(client: &Client) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let changes = reflector::reflector(
+        writer,
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default()).default_backoff(),
+    )
+    .touched_objects()
+    .map(|_| ())
+    .boxed();
+    (reader, changes)
+}
+
+fn all<K>(store: &Store<K>) -> Vec<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.state().iter().map(|k| k.as_ref().clone()).collect()
+}
+
+/// Runs the controller until the task is dropped.
+pub async fn run(client: Client) {
+    let (pods, pod_changes) = store::<Pod>(&client);
+    let (claims, claim_changes) = store::<ResourceClaim>(&client);
+    let (templates, template_changes) = store::<ResourceClaimTemplate>(&client);
+    let (slices, slice_changes) = store::<ResourceSlice>(&client);
+    let (classes, class_changes) = store::<DeviceClass>(&client);
+    let (nodes, node_changes) = store::<Node>(&client);
+    let mut changes = futures::stream::select_all([
+        pod_changes,
+        claim_changes,
+        template_changes,
+        slice_changes,
+        class_changes,
+        node_changes,
+    ]);
+    let mut resync = tokio::time::interval(Duration::from_secs(5));
+    let mut warned: HashMap<(String, String), String> = HashMap::new();
+    loop {
+        tokio::select! {
+            change = changes.next() => {
+                if change.is_none() {
+                    return;
+                }
+                while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(20), changes.next()).await {}
+            }
+            _ = resync.tick() => {}
+        }
+        let snapshot = Snapshot {
+            pods: all(&pods),
+            claims: all(&claims),
+            templates: all(&templates),
+            slices: all(&slices),
+            classes: all(&classes),
+            nodes: all(&nodes),
+        };
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let actions = reconcile(&snapshot, &now);
+        if let Err(error) = apply(&client, &snapshot, actions, &mut warned).await {
+            tracing::debug!(%error, "resource claim pass stopped; retrying on the next change");
+        }
+    }
+}
+
+async fn apply(
+    client: &Client,
+    snapshot: &Snapshot,
+    actions: Vec<Action>,
+    warned: &mut HashMap<(String, String), String>,
+) -> Result<(), kube::Error> {
+    // resourceVersions this pass wrote, so a status update follows its own finalizer write.
+    let mut written: HashMap<(String, String), String> = HashMap::new();
+    for action in actions {
+        match action {
+            Action::CreateClaim(claim) => {
+                let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+                Api::<ResourceClaim>::namespaced(client.clone(), &namespace)
+                    .create(&post_params(MANAGER), &claim)
+                    .await?;
+            }
+            Action::SetPodClaimStatuses {
+                namespace,
+                pod,
+                statuses,
+            } => {
+                let statuses: Vec<_> = statuses
+                    .iter()
+                    .map(|(name, claim)| json!({"name": name, "resourceClaimName": claim}))
+                    .collect();
+                Api::<Pod>::namespaced(client.clone(), &namespace)
+                    .patch_status(
+                        &pod,
+                        &patch_params(MANAGER),
+                        &Patch::Merge(json!({"status": {"resourceClaimStatuses": statuses}})),
+                    )
+                    .await?;
+            }
+            Action::Protect { namespace, name } | Action::Unprotect { namespace, name } => {
+                let claim = snapshot.claims.iter().find(|c| {
+                    c.metadata.namespace.as_deref() == Some(namespace.as_str())
+                        && c.metadata.name.as_deref() == Some(name.as_str())
+                });
+                let mut finalizers: Vec<String> = claim
+                    .and_then(|c| c.metadata.finalizers.clone())
+                    .unwrap_or_default();
+                let protect = !finalizers.iter().any(|f| f == DELETE_PROTECTION);
+                if protect {
+                    finalizers.push(DELETE_PROTECTION.into());
+                } else {
+                    finalizers.retain(|f| f != DELETE_PROTECTION);
+                }
+                let updated = Api::<ResourceClaim>::namespaced(client.clone(), &namespace)
+                    .patch(
+                        &name,
+                        &patch_params(MANAGER),
+                        &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+                    )
+                    .await?;
+                if let Some(version) = updated.metadata.resource_version {
+                    written.insert((namespace, name), version);
+                }
+            }
+            Action::SetClaimStatus {
+                namespace,
+                name,
+                resource_version,
+                status,
+            } => {
+                let api = Api::<ResourceClaim>::namespaced(client.clone(), &namespace);
+                let version = written
+                    .get(&(namespace.clone(), name.clone()))
+                    .cloned()
+                    .unwrap_or(resource_version);
+                let Some(mut claim) = snapshot
+                    .claims
+                    .iter()
+                    .find(|c| {
+                        c.metadata.namespace.as_deref() == Some(namespace.as_str())
+                            && c.metadata.name.as_deref() == Some(name.as_str())
+                    })
+                    .cloned()
+                else {
+                    continue;
+                };
+                claim.metadata.resource_version = Some(version);
+                claim.metadata.managed_fields = None;
+                claim.status = Some(*status);
+                let updated = api
+                    .replace_status(&name, &post_params(MANAGER), &claim)
+                    .await?;
+                if let Some(version) = updated.metadata.resource_version {
+                    written.insert((namespace, name), version);
+                }
+            }
+            Action::Warn {
+                namespace,
+                pod,
+                reason,
+                message,
+            } => {
+                let key = (namespace.clone(), pod.clone());
+                if warned.get(&key) == Some(&message) {
+                    continue;
+                }
+                warned.insert(key, message.clone());
+                let uid = snapshot
+                    .pods
+                    .iter()
+                    .find(|p| {
+                        p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                            && p.metadata.name.as_deref() == Some(pod.as_str())
+                    })
+                    .and_then(|p| p.metadata.uid.clone())
+                    .unwrap_or_default();
+                let now = timestamp(SystemTime::now());
+                let event = json!({
+                    "apiVersion": "v1", "kind": "Event",
+                    "metadata": {"generateName": format!("{pod}."), "namespace": namespace},
+                    "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": uid},
+                    "reason": reason, "message": message, "type": "Warning",
+                    "source": {"component": "resourceclaim-controller"},
+                    "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+                    "reportingComponent": "resourceclaim-controller",
+                });
+                let event: Event =
+                    serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
+                if let Err(error) = Api::<Event>::namespaced(client.clone(), &namespace)
+                    .create(&PostParams::default(), &event)
+                    .await
+                {
+                    tracing::debug!(%error, "cannot record an event");
+                }
+            }
+        }
+    }
+    Ok(())
+}
