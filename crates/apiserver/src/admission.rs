@@ -62,11 +62,38 @@ pub fn admit_create(
         default_service_account(objects, resource, namespace, object)?;
         resolve_priority(objects, resource, object)?;
         apply_limit_ranges(objects, resource, namespace, object)?;
+        default_toleration_seconds(object);
     }
     if let Some(namespace) = namespace {
         enforce_quota(objects, resource, namespace, object)?;
     }
     Ok(())
+}
+
+/// The DefaultTolerationSeconds plugin: a pod that does not already tolerate the
+/// `not-ready` / `unreachable` NoExecute taints gets tolerations for them of 300 s, so its
+/// pods leave a failed node five minutes after the taint.
+fn default_toleration_seconds(pod: &mut Value) {
+    const SECONDS: u64 = 300;
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerations = pod["spec"]["tolerations"].as_array();
+        let tolerated = tolerations.into_iter().flatten().any(|t| {
+            let t_key = t.get("key").and_then(Value::as_str).unwrap_or_default();
+            let effect = t.get("effect").and_then(Value::as_str).unwrap_or_default();
+            (t_key == key || t_key.is_empty()) && (effect == "NoExecute" || effect.is_empty())
+        });
+        if tolerated {
+            continue;
+        }
+        let toleration = json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": SECONDS});
+        match pod["spec"]["tolerations"].as_array_mut() {
+            Some(list) => list.push(toleration),
+            None => pod["spec"]["tolerations"] = json!([toleration]),
+        }
+    }
 }
 
 fn default_service_account(

@@ -53,6 +53,24 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
+        name: "node-controller",
+        rules: &[
+            (
+                &[""],
+                &["nodes"],
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            (&[""], &["nodes/status"], STATUS),
+            (&[""], &["pods"], &["get", "list", "watch", "delete"]),
+            (&["coordination.k8s.io"], &["leases"], READ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
+    Component {
         name: "resourceclaim-controller",
         rules: &[
             (&["resource.k8s.io"], &["resourceclaims"], WRITE),

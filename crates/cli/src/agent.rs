@@ -302,18 +302,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             lifecycle::run_device_plugin(plugin, endpoint, shutdown).await?;
         }
         Exposure::Dra => {
-            let client = match &args.kubeconfig {
-                Some(path) => {
-                    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                        .with_context(|| format!("read {}", path.display()))?;
-                    let config =
-                        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                            .await
-                            .context("kubeconfig")?;
-                    kube::Client::try_from(config)?
-                }
-                None => kube::Client::try_default().await.context("no kubeconfig")?,
-            };
+            let client = crate::client::connect(args.kubeconfig.as_deref()).await?;
             let slices = nvidia_slices(&args.node_name, &slots, model, None);
             tessera_node::dra_publish::publish(&client, &nvidia_device_classes(), &slices)
                 .await

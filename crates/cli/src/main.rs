@@ -4,6 +4,8 @@ mod agent;
 mod bench;
 mod bootstrap;
 mod catalog;
+mod client;
+mod fault;
 mod node;
 mod output;
 mod up;
@@ -35,6 +37,8 @@ enum Command {
     /// The node agent on a real machine: discovery, device plugin and DRA kubelet plugin.
     #[command(subcommand)]
     Agent(agent::AgentCommand),
+    /// Inject hardware and node faults into a running platform, and recover.
+    Fault(FaultArgs),
     /// Measure performance.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -74,6 +78,22 @@ pub struct UpArgs {
     /// Static bearer tokens, one `token,user,uid,"group1,group2"` line each.
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
+    /// Seconds a node's Lease may go unrenewed before the node is Unknown and tainted
+    /// unreachable (kube-controller-manager's `--node-monitor-grace-period`).
+    #[arg(long, default_value_t = 50)]
+    pub node_monitor_grace_period: u64,
+}
+
+/// Options of `tessera fault`.
+#[derive(clap::Args, Debug)]
+pub struct FaultArgs {
+    #[command(subcommand)]
+    command: fault::FaultCommand,
+    #[command(flatten)]
+    target: fault::Target,
+    /// The platform's data directory (its kubeconfig is used without --kubeconfig).
+    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir(), global = true)]
+    data_dir: PathBuf,
 }
 
 /// Options of `tessera kubeconfig`.
@@ -116,6 +136,9 @@ fn main() -> anyhow::Result<()> {
         Command::Catalog(args) => catalog::run(&args),
         Command::Agent(command) => agent::run(&command, &runtime),
         Command::Node(command) => node::run(&command),
+        Command::Fault(args) => {
+            runtime.block_on(fault::run(&args.command, &args.target, args.data_dir))
+        }
         Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
         Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),

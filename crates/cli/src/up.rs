@@ -115,6 +115,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("job-controller"),
         tessera_controllers::jobs::JobConfig::default(),
     ));
+    let node_monitor = tokio::spawn(tessera_controllers::node_monitor::run(
+        client_for("node-controller"),
+        tessera_controllers::node_monitor::NodeMonitorConfig {
+            grace_period: Duration::from_secs(args.node_monitor_grace_period),
+            period: Duration::from_secs(1),
+        },
+    ));
     let claims = tokio::spawn(tessera_controllers::resource_claims::run(client_for(
         "resourceclaim-controller",
     )));
@@ -123,6 +130,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         &topology,
         TwinConfig {
             log_dir,
+            // The kubelet renews every 10 s against a 50 s grace period; a shorter grace
+            // period (tests, demos) needs proportionally quicker renewals.
+            lease_interval: Duration::from_secs(10)
+                .min(Duration::from_secs(args.node_monitor_grace_period) / 5),
             ..TwinConfig::default()
         },
     );
@@ -165,6 +176,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     disruption.abort();
     jobs.abort();
     claims.abort();
+    node_monitor.abort();
     apps.abort();
     jobsets.abort();
     leader_worker_sets.abort();

@@ -14,6 +14,8 @@ pub mod job;
 pub mod jobs;
 pub mod jobset;
 pub mod lws;
+pub mod node_lifecycle;
+pub mod node_monitor;
 pub mod pdb;
 pub mod replicaset;
 pub mod resource_claim;

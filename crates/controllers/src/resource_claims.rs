@@ -5,63 +5,32 @@
 //! pod claim statuses, and warning events (each message once per pod).
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PostParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
-use tessera_model::time::timestamp;
 
 use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, reconcile};
-use crate::shell::{patch_params, post_params};
+use crate::shell::{all, patch_params, post_params, record_event, watched};
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-resourceclaim-controller";
 
-fn store<K>(client: &Client) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store::<K>();
-    let changes = reflector::reflector(
-        writer,
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default()).default_backoff(),
-    )
-    .touched_objects()
-    .map(|_| ())
-    .boxed();
-    (reader, changes)
-}
-
-fn all<K>(store: &Store<K>) -> Vec<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    store.state().iter().map(|k| k.as_ref().clone()).collect()
-}
-
 /// Runs the controller until the task is dropped.
 pub async fn run(client: Client) {
-    let (pods, pod_changes) = store::<Pod>(&client);
-    let (claims, claim_changes) = store::<ResourceClaim>(&client);
-    let (templates, template_changes) = store::<ResourceClaimTemplate>(&client);
-    let (slices, slice_changes) = store::<ResourceSlice>(&client);
-    let (classes, class_changes) = store::<DeviceClass>(&client);
-    let (nodes, node_changes) = store::<Node>(&client);
+    let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
+    let (claims, claim_changes) = watched(Api::<ResourceClaim>::all(client.clone()));
+    let (templates, template_changes) = watched(Api::<ResourceClaimTemplate>::all(client.clone()));
+    let (slices, slice_changes) = watched(Api::<ResourceSlice>::all(client.clone()));
+    let (classes, class_changes) = watched(Api::<DeviceClass>::all(client.clone()));
+    let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
     let mut changes = futures::stream::select_all([
         pod_changes,
         claim_changes,
@@ -208,24 +177,16 @@ async fn apply(
                     })
                     .and_then(|p| p.metadata.uid.clone())
                     .unwrap_or_default();
-                let now = timestamp(SystemTime::now());
-                let event = json!({
-                    "apiVersion": "v1", "kind": "Event",
-                    "metadata": {"generateName": format!("{pod}."), "namespace": namespace},
-                    "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": uid},
-                    "reason": reason, "message": message, "type": "Warning",
-                    "source": {"component": "resourceclaim-controller"},
-                    "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-                    "reportingComponent": "resourceclaim-controller",
-                });
-                let event: Event =
-                    serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
-                if let Err(error) = Api::<Event>::namespaced(client.clone(), &namespace)
-                    .create(&PostParams::default(), &event)
-                    .await
-                {
-                    tracing::debug!(%error, "cannot record an event");
-                }
+                let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": uid});
+                record_event(
+                    client,
+                    involved,
+                    "Warning",
+                    &reason,
+                    &message,
+                    "resourceclaim-controller",
+                )
+                .await;
             }
         }
     }

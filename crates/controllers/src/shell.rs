@@ -1,13 +1,19 @@
 //! What every controller shell shares: the error of one reconciliation, the retry policy,
-//! and write parameters that name the controller as field manager.
+//! write parameters that name the controller as field manager, and recording an event.
 //!
 //! Knows nothing about any kind; the shells bring their own context and reconcilers.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use serde_json::{Value, json};
 
 /// Errors of one reconciliation (retried).
 #[derive(Debug, thiserror::Error)]
@@ -40,4 +46,76 @@ pub fn post_params(manager: &str) -> PostParams {
         field_manager: Some(manager.into()),
         ..PostParams::default()
     }
+}
+
+/// Records a `core/v1` event about `involved` (an object reference) from `component`; a
+/// failure is logged, never fatal.
+pub async fn record_event(
+    client: &Client,
+    involved: Value,
+    kind: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+) {
+    let namespace = involved
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    let name = involved
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("event")
+        .to_string();
+    let now = tessera_model::time::timestamp(std::time::SystemTime::now());
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": format!("{name}."), "namespace": namespace},
+        "involvedObject": involved,
+        "reason": reason, "message": message, "type": kind,
+        "source": {"component": component},
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        "reportingComponent": component,
+    });
+    let Ok(event) = serde_json::from_value::<Event>(event) else {
+        return;
+    };
+    if let Err(error) = Api::<Event>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &event)
+        .await
+    {
+        tracing::debug!(%error, "cannot record an event");
+    }
+}
+
+/// A reflector over `api`: the store it fills and the stream that must be polled to fill
+/// it (one item per touched object).
+pub fn watched<K>(api: Api<K>) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    )
+    .touched_objects()
+    .map(|_| ())
+    .boxed();
+    (reader, stream)
+}
+
+/// Everything a store holds now.
+pub fn all<K>(store: &Store<K>) -> Vec<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.state().iter().map(|k| k.as_ref().clone()).collect()
 }

@@ -96,6 +96,18 @@ impl GpuAssignments {
     }
 
     /// GPUs in use on a node.
+    /// The pods holding GPU `gpu` on `node`.
+    pub fn holders(&self, node: &str, gpu: usize) -> Vec<PodKey> {
+        self.held
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter(|(_, gpus)| gpus.contains(&gpu))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// The GPUs held on `node`.
     pub fn in_use(&self, node: &str) -> BTreeSet<usize> {
         self.held
             .get(node)

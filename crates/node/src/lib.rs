@@ -11,6 +11,7 @@ pub mod accelerators;
 pub mod claim_devices;
 pub mod device_admission;
 pub mod dra_publish;
+pub mod faults;
 pub mod gpu_assignments;
 pub mod hardware;
 pub mod network;

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -17,8 +18,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use crate::claim_devices;
+use crate::faults::{Faults, NodeFault};
 use crate::gpu_assignments::{GpuAssignments, device_log_lines};
 use crate::onboarding::{ONBOARDING_LABEL, ONBOARDING_TAINT};
+use crate::resource_slice::device_uuid;
 use crate::runtime::Behaviour;
 use crate::topology::{NodeSpec, Topology};
 
@@ -54,6 +57,8 @@ pub struct NodeTwins {
     gpus: std::sync::Mutex<GpuAssignments>,
     /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
     waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
+    /// Injected faults by node, shared with the heartbeat.
+    faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
 }
 
 /// A run of a pod that ends at a deadline.
@@ -124,6 +129,7 @@ impl NodeTwins {
             nodes,
             gpus: std::sync::Mutex::default(),
             waiting_for_claims: std::sync::Mutex::default(),
+            faults: Arc::default(),
         }
     }
 
@@ -144,6 +150,7 @@ impl NodeTwins {
             self.client.clone(),
             self.nodes.values().cloned().collect(),
             self.config.clone(),
+            self.faults.clone(),
         ));
         let result = self.run_pods().await;
         heartbeat.abort();
@@ -172,7 +179,8 @@ impl NodeTwins {
                         "podCIDR": spec.pod_cidr(),
                         "podCIDRs": [spec.pod_cidr()],
                         "providerID": format!("tessera://{}", spec.name),
-                        "taints": taints,
+                        // Omitted when empty, as Go's omitempty renders it.
+                        "taints": (!taints.is_empty()).then_some(taints),
                     },
                 }))
                 .map_err(kube::Error::SerdeError)?;
@@ -285,9 +293,41 @@ impl NodeTwins {
             watcher::Config::default(),
         )
         .boxed();
+        let mut node_stream = watcher(
+            Api::<Node>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .boxed();
         loop {
             tokio::select! {
-                Some(Ok(watcher::Event::Apply(claim))) = claim_stream.next() => {
+                Some(event) = node_stream.next() => {
+                    let node = match event {
+                        Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => node,
+                        Ok(_) => continue,
+                        Err(error) => {
+                            tracing::warn!(%error, "node watch failed; retrying");
+                            continue;
+                        }
+                    };
+                    let name = node.metadata.name.clone().unwrap_or_default();
+                    let was_unreachable = self.unreachable(&name);
+                    if let Err(error) = self.apply_faults(&node, &mut running).await {
+                        tracing::warn!(node = %name, %error, "node twin could not apply faults");
+                    }
+                    if was_unreachable && !self.unreachable(&name) {
+                        // Back in touch: catch up with what happened to the node's pods.
+                        let on_node = pods
+                            .list(&kube::api::ListParams::default().fields(&format!("spec.nodeName={name}")))
+                            .await;
+                        for pod in on_node.map(|l| l.items).unwrap_or_default() {
+                            if let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await {
+                                tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                            }
+                        }
+                    }
+                }
+                Some(event) = claim_stream.next() => {
+                    let Ok(watcher::Event::Apply(claim)) = event else { continue };
                     // A claim reserved for a waiting pod: its containers may start now.
                     let ready: Vec<(String, String)> = {
                         let mut waiting = self.waiting_for_claims.lock().unwrap_or_else(|p| p.into_inner());
@@ -378,6 +418,10 @@ impl NodeTwins {
         let Some(spec) = self.nodes.get(&node) else {
             return Ok(());
         };
+        if self.unreachable(&node) {
+            // The kubelet is cut off: nothing happens on the node until it is back.
+            return Ok(());
+        }
         let key = pod_key(pod);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let phase = pod
@@ -671,6 +715,189 @@ impl NodeTwins {
         Ok(())
     }
 
+    /// Applies the faults annotated on one of this twin's nodes when they changed: node
+    /// status (allocatable, conditions), DRA device taints, and failing the containers of
+    /// GPUs that just turned unhealthy.
+    async fn apply_faults(
+        &self,
+        node: &Node,
+        running: &mut HashMap<(String, String), Running>,
+    ) -> Result<(), kube::Error> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let Some(spec) = self.nodes.get(&name) else {
+            return Ok(());
+        };
+        let (faults, problems) =
+            Faults::parse(&node.metadata.annotations.clone().unwrap_or_default());
+        for problem in problems {
+            tracing::warn!(node = %name, %problem, "ignoring a malformed fault");
+        }
+        let before = {
+            let mut all = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+            let before = all.get(&name).cloned().unwrap_or_default();
+            if before == faults {
+                return Ok(());
+            }
+            all.insert(name.clone(), faults.clone());
+            before
+        };
+        tracing::info!(node = %name, ?faults, "faults changed");
+        if faults.node != Some(NodeFault::Unreachable) {
+            let status = faulted_status(spec, &faults);
+            Api::<Node>::all(self.client.clone())
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await?;
+        }
+        let mut slices = crate::resource_slice::resource_slices(spec);
+        if !slices.is_empty() {
+            crate::faults::taint_slices(&mut slices, &faults);
+            crate::dra_publish::publish(&self.client, &[], &slices).await?;
+        }
+        let newly: Vec<usize> = faults
+            .unhealthy_gpus()
+            .difference(&before.unhealthy_gpus())
+            .copied()
+            .collect();
+        for gpu in newly {
+            let xid = faults.gpus.get(&gpu).copied().unwrap_or_default();
+            let message = format!(
+                "GPU gpu-{gpu} ({}): XID {xid}: {}",
+                device_uuid("GPU", &name, &format!("gpu-{gpu}")),
+                crate::faults::xid_description(xid)
+            );
+            self.node_event(&name, "Warning", "GPUUnhealthy", &message)
+                .await;
+            for key in self.gpu_users(&name, gpu).await? {
+                self.fail_on_device(&key, &message, running).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `node` is cut off by an injected fault.
+    fn unreachable(&self, node: &str) -> bool {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .is_some_and(|f| f.node == Some(NodeFault::Unreachable))
+    }
+
+    /// Pods using GPU `gpu` of `node`: device-plugin holders and pods reserving a claim
+    /// allocated one of its DRA devices.
+    async fn gpu_users(
+        &self,
+        node: &str,
+        gpu: usize,
+    ) -> Result<Vec<(String, String)>, kube::Error> {
+        let mut users: BTreeSet<(String, String)> = self
+            .gpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .holders(node, gpu)
+            .into_iter()
+            .collect();
+        let claims = Api::<ResourceClaim>::all(self.client.clone())
+            .list(&Default::default())
+            .await?;
+        for claim in claims {
+            let status = claim.status.as_ref();
+            let on_gpu = status
+                .and_then(|s| s.allocation.as_ref())
+                .and_then(|a| a.devices.as_ref())
+                .and_then(|d| d.results.as_ref())
+                .is_some_and(|results| {
+                    results.iter().any(|r| {
+                        r.pool == node && crate::faults::parent_gpu(&r.device) == Some(gpu)
+                    })
+                });
+            if on_gpu {
+                let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+                for consumer in status
+                    .and_then(|s| s.reserved_for.as_ref())
+                    .into_iter()
+                    .flatten()
+                {
+                    users.insert((namespace.clone(), consumer.name.clone()));
+                }
+            }
+        }
+        Ok(users.into_iter().collect())
+    }
+
+    /// A running pod's containers crash because its device failed: pods that restart
+    /// (`Always`) record the crash and run on, others end Failed.
+    async fn fail_on_device(
+        &self,
+        key: &(String, String),
+        message: &str,
+        running: &mut HashMap<(String, String), Running>,
+    ) -> Result<(), kube::Error> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
+        let Some(pod) = pods.get_opt(&key.1).await? else {
+            return Ok(());
+        };
+        if pod.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running") {
+            return Ok(());
+        }
+        let Some(spec) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| self.nodes.get(n))
+        else {
+            return Ok(());
+        };
+        let now = SystemTime::now();
+        for (container, _) in containers(&pod) {
+            self.append_log(
+                key,
+                &container,
+                &[format!(
+                    "CUDA error: unspecified launch failure ({message})"
+                )],
+            )
+            .await;
+        }
+        let status = if restart_policy(&pod) == "Always" {
+            let restarts = running.get(key).map_or(0, |r| r.run) + 1;
+            if let Some(entry) = running.get_mut(key) {
+                entry.run = restarts;
+            }
+            let ip = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .unwrap_or_default();
+            let terminated = json!({"terminated": {"exitCode": 1, "reason": "Error", "message": message,
+                "startedAt": timestamp(now), "finishedAt": timestamp(now)}});
+            running_status(
+                &pod,
+                spec,
+                &ip,
+                now,
+                i32::try_from(restarts).unwrap_or(i32::MAX),
+                Some(terminated),
+            )
+        } else {
+            running.remove(key);
+            self.release_gpus(&pod);
+            let mut status = finished_status(&pod, "Failed", 1, "Error", now);
+            for container in status
+                .pointer_mut("/status/containerStatuses")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                container["state"]["terminated"]["message"] = json!(message);
+            }
+            status
+        };
+        pods.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        Ok(())
+    }
+
     /// Fetches the pod's claims and prepares them for its containers.
     async fn prepare_claims(
         &self,
@@ -941,12 +1168,63 @@ fn node_status(spec: &NodeSpec) -> Value {
 }
 
 /// Renews each node's Lease and refreshes its conditions.
-async fn heartbeat(client: Client, nodes: Vec<NodeSpec>, config: TwinConfig) {
+/// The status a kubelet posts for a node with faults: allocatable without unhealthy GPUs,
+/// Ready per the node fault, and `NetworkInterfacesDegraded` naming NICs that are down.
+fn faulted_status(spec: &NodeSpec, faults: &Faults) -> Value {
+    let mut status = node_status(spec);
+    let allocatable: serde_json::Map<String, Value> = faults
+        .allocatable(spec)
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v.to_canonical())))
+        .collect();
+    status["status"]["allocatable"] = Value::Object(allocatable);
+    let now = timestamp(SystemTime::now());
+    if let Some(conditions) = status["status"]["conditions"].as_array_mut() {
+        if faults.node == Some(NodeFault::NotReady) {
+            for condition in conditions.iter_mut() {
+                if condition["type"] == "Ready" {
+                    condition["status"] = json!("False");
+                    condition["reason"] = json!("KubeletNotReady");
+                    condition["message"] = json!("container runtime is down");
+                }
+            }
+        }
+        let (degraded, reason, message) = if faults.nics_down.is_empty() {
+            (
+                "False",
+                "NetworkInterfacesUp",
+                "all network interfaces are up".to_string(),
+            )
+        } else {
+            let nics: Vec<&str> = faults.nics_down.iter().map(String::as_str).collect();
+            (
+                "True",
+                "NetworkInterfaceDown",
+                format!("network interfaces down: {}", nics.join(", ")),
+            )
+        };
+        conditions.push(json!({"type": "NetworkInterfacesDegraded", "status": degraded,
+            "reason": reason, "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now}));
+    }
+    status
+}
+
+async fn heartbeat(
+    client: Client,
+    nodes: Vec<NodeSpec>,
+    config: TwinConfig,
+    faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
+) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let node_api: Api<Node> = Api::all(client);
     let mut last_status = tokio::time::Instant::now();
     loop {
-        for spec in &nodes {
+        let current = faults.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let reachable: Vec<&NodeSpec> = nodes
+            .iter()
+            .filter(|n| current.get(&n.name).and_then(|f| f.node) != Some(NodeFault::Unreachable))
+            .collect();
+        for spec in reachable.iter().copied() {
             let lease = json!({
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": spec.name, "namespace": "kube-node-lease",
@@ -967,8 +1245,9 @@ async fn heartbeat(client: Client, nodes: Vec<NodeSpec>, config: TwinConfig) {
         }
         if last_status.elapsed() >= config.status_interval {
             last_status = tokio::time::Instant::now();
-            for spec in &nodes {
-                let patch = node_status(spec);
+            for spec in reachable.iter().copied() {
+                let patch =
+                    faulted_status(spec, &current.get(&spec.name).cloned().unwrap_or_default());
                 let conditions = json!({"status": {"conditions": patch["status"]["conditions"]}});
                 if let Err(error) = node_api
                     .patch_status(

@@ -12,6 +12,7 @@ mod catalog;
 mod crds;
 mod dra;
 mod durability;
+mod faults;
 mod kubectl;
 mod rbac;
 mod workloads;

@@ -63,14 +63,24 @@ impl Cluster {
         Cluster::start_on(Some(topology), nodes)
     }
 
-    fn start_on(topology: Option<&str>, nodes: usize) -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut cluster = Cluster {
-            dir,
+    /// The platform on the built-in lab with extra `tessera up` flags.
+    pub fn start_with_args(extra: &[&str]) -> Cluster {
+        let mut cluster = Cluster::empty(8);
+        cluster.launch(extra);
+        cluster
+    }
+
+    fn empty(nodes: usize) -> Cluster {
+        Cluster {
+            dir: tempfile::tempdir().expect("tempdir"),
             port: free_port(),
             child: None,
             nodes,
-        };
+        }
+    }
+
+    fn start_on(topology: Option<&str>, nodes: usize) -> Cluster {
+        let mut cluster = Cluster::empty(nodes);
         match topology {
             Some(text) => {
                 let path = cluster.dir.path().join("topology.yaml");

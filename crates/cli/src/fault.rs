@@ -1,0 +1,205 @@
+//! `tessera fault`: injects hardware and node faults into a running platform, and clears
+//! them, by annotating the Node (`fault.tessera.dev/…`, see `tessera_node::faults`); the node
+//! twin reacts as the hardware and kubelet would, the node lifecycle controller as upstream's.
+//! The node and the GPU index are checked against what the API shows before anything is
+//! written.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Map, Value, json};
+use tessera_node::faults::{PREFIX, fatal, xid_description};
+
+/// `tessera fault` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum FaultCommand {
+    /// A GPU reports an XID error (79: fallen off the bus, 48: double-bit ECC, …).
+    Xid(XidArgs),
+    /// The node's NVLink fabric goes down.
+    Nvlink(NodeArg),
+    /// A network interface goes down.
+    Nic(NicArgs),
+    /// The node goes NotReady (kubelet up, runtime down) or unreachable (kubelet silent).
+    Node(NodeStateArgs),
+    /// Recover: clear one fault, or every fault of the node.
+    Clear(ClearArgs),
+}
+
+/// Where the cluster is.
+#[derive(Args, Debug)]
+pub struct Target {
+    /// The kubeconfig (default: the platform's, in its data directory).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// A node.
+#[derive(Args, Debug)]
+pub struct NodeArg {
+    /// The node name.
+    pub node: String,
+}
+
+/// Arguments of `tessera fault xid`.
+#[derive(Args, Debug)]
+pub struct XidArgs {
+    /// The node name.
+    pub node: String,
+    /// The GPU index on the node.
+    #[arg(long)]
+    pub gpu: usize,
+    /// The XID code.
+    #[arg(long)]
+    pub xid: u32,
+}
+
+/// Arguments of `tessera fault nic`.
+#[derive(Args, Debug)]
+pub struct NicArgs {
+    /// The node name.
+    pub node: String,
+    /// The interface (`mlx5_0`).
+    #[arg(long)]
+    pub nic: String,
+}
+
+/// Node states.
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub enum NodeState {
+    /// The kubelet reports Ready=False.
+    NotReady,
+    /// The kubelet stops posting status and renewing its Lease.
+    Unreachable,
+}
+
+/// Arguments of `tessera fault node`.
+#[derive(Args, Debug)]
+pub struct NodeStateArgs {
+    /// The node name.
+    pub node: String,
+    /// What happens to it.
+    #[arg(long, value_enum)]
+    pub state: NodeState,
+}
+
+/// Arguments of `tessera fault clear`.
+#[derive(Args, Debug)]
+pub struct ClearArgs {
+    /// The node name.
+    pub node: String,
+    /// Only this GPU's XID.
+    #[arg(long)]
+    pub gpu: Option<usize>,
+    /// Only this NIC.
+    #[arg(long)]
+    pub nic: Option<String>,
+    /// Only the NVLink fault.
+    #[arg(long)]
+    pub nvlink: bool,
+    /// Only the node state.
+    #[arg(long = "node-state")]
+    pub node_state: bool,
+}
+
+/// Runs a `tessera fault` subcommand.
+pub async fn run(command: &FaultCommand, target: &Target, data_dir: PathBuf) -> anyhow::Result<()> {
+    let kubeconfig = target
+        .kubeconfig
+        .clone()
+        .or_else(|| Some(data_dir.join("kubeconfig")).filter(|p| p.exists()));
+    let client = crate::client::connect(kubeconfig.as_deref()).await?;
+    let nodes: Api<Node> = Api::all(client);
+    let name = match command {
+        FaultCommand::Xid(a) => &a.node,
+        FaultCommand::Nvlink(a) => &a.node,
+        FaultCommand::Nic(a) => &a.node,
+        FaultCommand::Node(a) => &a.node,
+        FaultCommand::Clear(a) => &a.node,
+    };
+    let node = nodes
+        .get_opt(name)
+        .await?
+        .with_context(|| format!("node {name:?} not found"))?;
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    let mut changes = Map::new();
+    let message = match command {
+        FaultCommand::Xid(args) => {
+            let gpus: Option<usize> = node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("nvidia.com/gpu.count"))
+                .and_then(|c| c.parse().ok());
+            match gpus {
+                None => bail!("node {name} has no NVIDIA GPUs (no nvidia.com/gpu.count label)"),
+                Some(count) if args.gpu >= count => bail!(
+                    "--gpu {}: node {name} has {count} GPUs (0-{})",
+                    args.gpu,
+                    count - 1
+                ),
+                Some(_) => {}
+            }
+            changes.insert(
+                format!("{PREFIX}gpu-{}", args.gpu),
+                json!(format!("xid-{}", args.xid)),
+            );
+            format!(
+                "XID {} ({}) on GPU {} of {name}{}",
+                args.xid,
+                xid_description(args.xid),
+                args.gpu,
+                if fatal(args.xid) {
+                    ": the GPU is now unhealthy"
+                } else {
+                    ": an application error, the GPU stays healthy"
+                }
+            )
+        }
+        FaultCommand::Nvlink(_) => {
+            changes.insert(format!("{PREFIX}nvlink"), json!("down"));
+            format!("NVLink down on {name}")
+        }
+        FaultCommand::Nic(args) => {
+            changes.insert(format!("{PREFIX}nic-{}", args.nic), json!("down"));
+            format!("{} down on {name}", args.nic)
+        }
+        FaultCommand::Node(args) => {
+            let state = match args.state {
+                NodeState::NotReady => "not-ready",
+                NodeState::Unreachable => "unreachable",
+            };
+            changes.insert(format!("{PREFIX}node"), json!(state));
+            format!("node {name} is now {state}")
+        }
+        FaultCommand::Clear(args) => {
+            let only = args
+                .gpu
+                .map(|g| format!("{PREFIX}gpu-{g}"))
+                .or_else(|| args.nic.as_ref().map(|n| format!("{PREFIX}nic-{n}")))
+                .or_else(|| args.nvlink.then(|| format!("{PREFIX}nvlink")))
+                .or_else(|| args.node_state.then(|| format!("{PREFIX}node")));
+            for key in annotations.keys().filter(|k| k.starts_with(PREFIX)) {
+                if only.as_ref().is_none_or(|o| o == key) {
+                    changes.insert(key.clone(), Value::Null);
+                }
+            }
+            if changes.is_empty() {
+                bail!("node {name} has no such fault to clear");
+            }
+            format!("cleared {} fault(s) on {name}", changes.len())
+        }
+    };
+    nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": changes}})),
+        )
+        .await?;
+    println!("{message}");
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! The node lifecycle shell: watches nodes, node Leases and pods, runs
+//! [`crate::node_lifecycle::reconcile`] every monitor period (and at the next eviction due),
+//! and writes its actions: conditions set to Unknown with a `NodeNotReady` event from
+//! `node-controller`, condition taints, and taint evictions (pod deletions) with a
+//! `TaintManagerEviction` event from `taint-eviction-controller`.
+
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, Patch};
+use kube::{Api, Client};
+use serde_json::json;
+use tessera_model::time::timestamp;
+
+use crate::node_lifecycle::{Action, reconcile};
+use crate::shell::{all, patch_params, record_event, watched};
+
+/// The field manager the controller writes as.
+pub const MANAGER: &str = "tessera-node-lifecycle-controller";
+
+/// Settings.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeMonitorConfig {
+    /// How long a Lease may go unrenewed before the node is Unknown (`--node-monitor-grace-period`).
+    pub grace_period: Duration,
+    /// How often nodes are checked (`--node-monitor-period`).
+    pub period: Duration,
+}
+
+impl Default for NodeMonitorConfig {
+    fn default() -> Self {
+        NodeMonitorConfig {
+            grace_period: Duration::from_secs(50),
+            period: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Runs the controller until the task is dropped.
+pub async fn run(client: Client, config: NodeMonitorConfig) {
+    let started = SystemTime::now();
+    let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
+    let (leases, lease_changes) =
+        watched(Api::<Lease>::namespaced(client.clone(), "kube-node-lease"));
+    let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
+    // The reflectors fill the stores as they are polled.
+    let mut changes = futures::stream::select_all([node_changes, lease_changes, pod_changes]);
+    let mut wake = tokio::time::Instant::now() + config.period;
+    loop {
+        tokio::select! {
+            change = changes.next() => {
+                if change.is_none() {
+                    return;
+                }
+                continue;
+            }
+            () = tokio::time::sleep_until(wake) => {}
+        }
+        let now = SystemTime::now();
+        let (actions, next) = reconcile(
+            &all(&nodes),
+            &all(&leases),
+            &all(&pods),
+            now,
+            config.grace_period,
+            started,
+        );
+        for action in actions {
+            if let Err(error) = apply(&client, action).await {
+                tracing::debug!(%error, "node lifecycle action failed; retrying next period");
+            }
+        }
+        let until_next = next
+            .and_then(|at| at.duration_since(SystemTime::now()).ok())
+            .map_or(config.period, |d| d.min(config.period));
+        wake = tokio::time::Instant::now() + until_next;
+    }
+}
+
+async fn apply(client: &Client, action: Action) -> Result<(), kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    match action {
+        Action::MarkUnknown { node } => {
+            let Some(current) = nodes.get_opt(&node).await? else {
+                return Ok(());
+            };
+            let now = timestamp(SystemTime::now());
+            let conditions: Vec<_> = current
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| {
+                    let mut c = serde_json::to_value(c).unwrap_or_default();
+                    c["status"] = json!("Unknown");
+                    c["reason"] = json!("NodeStatusUnknown");
+                    c["message"] = json!("Kubelet stopped posting node status.");
+                    c["lastTransitionTime"] = json!(now);
+                    c
+                })
+                .collect();
+            nodes
+                .patch_status(
+                    &node,
+                    &patch_params(MANAGER),
+                    &Patch::Merge(json!({"status": {"conditions": conditions}})),
+                )
+                .await?;
+            let involved = json!({"kind": "Node", "name": node, "uid": node});
+            record_event(
+                client,
+                involved,
+                "Normal",
+                "NodeNotReady",
+                &format!("Node {node} status is now: NodeNotReady"),
+                "node-controller",
+            )
+            .await;
+        }
+        Action::SetTaints { node, taints } => {
+            // No taints left: the field goes, as Go's omitempty renders it.
+            let taints = if taints.is_empty() {
+                json!(null)
+            } else {
+                json!(taints)
+            };
+            nodes
+                .patch(
+                    &node,
+                    &patch_params(MANAGER),
+                    &Patch::Merge(json!({"spec": {"taints": taints}})),
+                )
+                .await?;
+        }
+        Action::Evict { namespace, pod, .. } => {
+            let involved =
+                json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod});
+            record_event(
+                client,
+                involved,
+                "Normal",
+                "TaintManagerEviction",
+                &format!("Marking for deletion Pod {namespace}/{pod}"),
+                "taint-eviction-controller",
+            )
+            .await;
+            match Api::<Pod>::namespaced(client.clone(), &namespace)
+                .delete(&pod, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,278 @@
+//! Injected hardware and node faults, and what they do to a node twin. A fault is a Node
+//! annotation (so `kubectl` shows it and `tessera fault` sets it through the API):
+//!
+//! | annotation | value | effect |
+//! |---|---|---|
+//! | `fault.tessera.dev/gpu-<i>` | `xid-<code>` | a fatal XID (all but the application XIDs 13, 31, 43, 45, 68, 109 that NVIDIA's device plugin skips) makes GPU `i` unhealthy: device-plugin allocatable drops, its DRA devices get the NoSchedule taint `gpu.nvidia.com/xid=<code>`, containers using it fail |
+//! | `fault.tessera.dev/nvlink` | `down` | every GPU's DRA devices get the NoSchedule taint `gpu.nvidia.com/nvlink=down` |
+//! | `fault.tessera.dev/nic-<name>` | `down` | node condition `NetworkInterfacesDegraded=True` naming the NICs |
+//! | `fault.tessera.dev/node` | `not-ready` / `unreachable` | the kubelet reports Ready=False / stops posting status and renewing its Lease |
+//!
+//! Removing an annotation recovers. Pure: parsing and effects; the twin applies them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+use tessera_model::Quantity;
+
+use crate::topology::NodeSpec;
+
+/// The annotation prefix of faults.
+pub const PREFIX: &str = "fault.tessera.dev/";
+
+/// XIDs NVIDIA's device plugin treats as application errors, not device failures.
+pub const APPLICATION_XIDS: [u32; 6] = [13, 31, 43, 45, 68, 109];
+
+/// A node-level fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeFault {
+    /// The kubelet reports Ready=False.
+    NotReady,
+    /// The kubelet stops posting status and renewing its Lease.
+    Unreachable,
+}
+
+/// The faults of one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// XID per GPU index.
+    pub gpus: BTreeMap<usize, u32>,
+    /// NVLink down.
+    pub nvlink_down: bool,
+    /// NICs down.
+    pub nics_down: BTreeSet<String>,
+    /// The node's own fault.
+    pub node: Option<NodeFault>,
+}
+
+/// What an XID means, in NVIDIA's words where it has them.
+pub fn xid_description(xid: u32) -> &'static str {
+    match xid {
+        13 => "Graphics Engine Exception",
+        31 => "GPU memory page fault",
+        43 => "GPU stopped processing",
+        45 => "Preemptive cleanup, due to previous errors",
+        48 => "Double Bit ECC Error",
+        61 | 62 => "Internal micro-controller error",
+        63 => "ECC page retirement or row remapping recording event",
+        64 => "ECC page retirement or row remapper recording failure",
+        68 => "NVDEC0 Exception",
+        74 => "NVLink Error",
+        79 => "GPU has fallen off the bus",
+        92 => "High single-bit ECC error rate",
+        94 => "Contained ECC error",
+        95 => "Uncontained ECC error",
+        109 => "Context Switch Timeout Error",
+        119 | 120 => "GSP error",
+        _ => "GPU error",
+    }
+}
+
+/// Whether an XID makes the device unhealthy.
+pub fn fatal(xid: u32) -> bool {
+    !APPLICATION_XIDS.contains(&xid)
+}
+
+impl Faults {
+    /// Reads the faults from a node's annotations; malformed ones are reported, not applied.
+    pub fn parse(annotations: &BTreeMap<String, String>) -> (Faults, Vec<String>) {
+        let mut faults = Faults::default();
+        let mut problems = Vec::new();
+        for (key, value) in annotations {
+            let Some(what) = key.strip_prefix(PREFIX) else {
+                continue;
+            };
+            let bad = || format!("{key}: unsupported value {value:?}");
+            if let Some(index) = what.strip_prefix("gpu-") {
+                match (
+                    index.parse::<usize>(),
+                    value.strip_prefix("xid-").map(str::parse::<u32>),
+                ) {
+                    (Ok(index), Some(Ok(xid))) => {
+                        faults.gpus.insert(index, xid);
+                    }
+                    _ => problems.push(bad()),
+                }
+            } else if let Some(nic) = what.strip_prefix("nic-") {
+                if value == "down" {
+                    faults.nics_down.insert(nic.to_string());
+                } else {
+                    problems.push(bad());
+                }
+            } else if what == "nvlink" {
+                if value == "down" {
+                    faults.nvlink_down = true;
+                } else {
+                    problems.push(bad());
+                }
+            } else if what == "node" {
+                match value.as_str() {
+                    "not-ready" => faults.node = Some(NodeFault::NotReady),
+                    "unreachable" => faults.node = Some(NodeFault::Unreachable),
+                    _ => problems.push(bad()),
+                }
+            } else {
+                problems.push(format!("{key}: unknown fault"));
+            }
+        }
+        (faults, problems)
+    }
+
+    /// The GPUs a fatal XID made unhealthy.
+    pub fn unhealthy_gpus(&self) -> BTreeSet<usize> {
+        self.gpus
+            .iter()
+            .filter(|(_, xid)| fatal(**xid))
+            .map(|(gpu, _)| *gpu)
+            .collect()
+    }
+
+    /// The node's allocatable with unhealthy GPUs' device-plugin resources taken out (each
+    /// `nvidia.com/*` resource splits evenly over the node's GPUs, as every layout here does).
+    pub fn allocatable(&self, node: &NodeSpec) -> BTreeMap<String, Quantity> {
+        let mut allocatable = node.allocatable.clone();
+        let gpus = node.hardware.as_ref().map_or(0, |h| h.server.gpus.len());
+        let lost = self
+            .unhealthy_gpus()
+            .into_iter()
+            .filter(|g| *g < gpus)
+            .count();
+        if gpus == 0 || lost == 0 {
+            return allocatable;
+        }
+        for (name, quantity) in allocatable.iter_mut() {
+            if name.starts_with("nvidia.com/") {
+                let total = quantity.value();
+                let per_gpu = total / gpus as i128;
+                let left = total - per_gpu * lost as i128;
+                *quantity = Quantity::from_units(
+                    i64::try_from(left.max(0)).unwrap_or(0),
+                    quantity.format(),
+                );
+            }
+        }
+        allocatable
+    }
+
+    /// The taints a DRA device gets: `parent` is the GPU index the device lives on.
+    pub fn device_taints(&self, parent: usize) -> Vec<Value> {
+        let mut taints = Vec::new();
+        if let Some(xid) = self.gpus.get(&parent).filter(|x| fatal(**x)) {
+            taints.push(json!({"key": "gpu.nvidia.com/xid", "value": xid.to_string(), "effect": "NoSchedule"}));
+        }
+        if self.nvlink_down {
+            taints.push(
+                json!({"key": "gpu.nvidia.com/nvlink", "value": "down", "effect": "NoSchedule"}),
+            );
+        }
+        taints
+    }
+}
+
+/// The GPU index a DRA device name (`gpu-3`, `gpu-3-mig-1g18gb-0`) lives on.
+pub fn parent_gpu(device: &str) -> Option<usize> {
+    let rest = device.strip_prefix("gpu-")?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// `slices` with each device tainted as `faults` say (taints replace earlier ones).
+pub fn taint_slices(slices: &mut [Value], faults: &Faults) {
+    for slice in slices {
+        let Some(devices) = slice
+            .pointer_mut("/spec/devices")
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for device in devices {
+            let Some(parent) = device
+                .get("name")
+                .and_then(Value::as_str)
+                .and_then(parent_gpu)
+            else {
+                continue;
+            };
+            let taints = faults.device_taints(parent);
+            if let Some(object) = device.as_object_mut() {
+                if taints.is_empty() {
+                    object.remove("taints");
+                } else {
+                    object.insert("taints".into(), Value::Array(taints));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+
+    #[test]
+    fn annotations_parse_into_faults() {
+        let annotations: BTreeMap<String, String> = [
+            ("fault.tessera.dev/gpu-3", "xid-79"),
+            ("fault.tessera.dev/gpu-1", "xid-13"),
+            ("fault.tessera.dev/nic-mlx5_0", "down"),
+            ("fault.tessera.dev/nvlink", "down"),
+            ("fault.tessera.dev/node", "unreachable"),
+            ("fault.tessera.dev/gpu-x", "xid-48"),
+            ("fault.tessera.dev/fan", "loud"),
+            ("other.example.com/x", "y"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let (faults, problems) = Faults::parse(&annotations);
+        assert_eq!(faults.gpus, BTreeMap::from([(1, 13), (3, 79)]));
+        assert_eq!(
+            faults.unhealthy_gpus(),
+            BTreeSet::from([3]),
+            "XID 13 is an application error"
+        );
+        assert!(faults.nvlink_down);
+        assert_eq!(faults.nics_down, BTreeSet::from(["mlx5_0".to_string()]));
+        assert_eq!(faults.node, Some(NodeFault::Unreachable));
+        assert_eq!(
+            problems,
+            [
+                "fault.tessera.dev/fan: unknown fault",
+                "fault.tessera.dev/gpu-x: unsupported value \"xid-48\""
+            ]
+        );
+    }
+
+    #[test]
+    fn unhealthy_gpus_lower_allocatable_and_taint_their_devices() {
+        let topology = Topology::parse(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: l40s\n  count: 1\n  server: pcie-l40s-4\n  devices: {exposure: device-plugin, sharing: {timeSlicing: {replicas: 4}}}\n",
+        )
+        .expect("topology");
+        let node = &topology.nodes()[0];
+        let faults = Faults {
+            gpus: BTreeMap::from([(2, 48)]),
+            ..Faults::default()
+        };
+        assert_eq!(node.allocatable["nvidia.com/gpu"].value(), 16);
+        assert_eq!(
+            faults.allocatable(node)["nvidia.com/gpu"].value(),
+            12,
+            "one GPU's four replicas gone"
+        );
+        assert_eq!(faults.allocatable(node)["cpu"], node.allocatable["cpu"]);
+
+        let mut slices = vec![json!({"spec": {"devices": [
+            {"name": "gpu-2"}, {"name": "gpu-2-mig-1g18gb-0"}, {"name": "gpu-3", "taints": [{"key": "old"}]}
+        ]}})];
+        taint_slices(&mut slices, &faults);
+        let devices = &slices[0]["spec"]["devices"];
+        assert_eq!(devices[0]["taints"][0]["key"], "gpu.nvidia.com/xid");
+        assert_eq!(devices[0]["taints"][0]["value"], "48");
+        assert_eq!(devices[1]["taints"][0]["effect"], "NoSchedule");
+        assert!(
+            devices[2].get("taints").is_none(),
+            "recovered devices lose their taints"
+        );
+    }
+}
