@@ -5,55 +5,28 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tessera_model::selector;
 
 use crate::disruption;
+use crate::shell::{next_pass, watched};
 
 /// The field manager the controller writes status as.
 pub const MANAGER: &str = "tessera-disruption-controller";
 
 /// Runs the disruption controller until the task is dropped.
 pub async fn run(client: Client) {
-    let (pdb_store, pdb_writer) = reflector::store::<PodDisruptionBudget>();
-    let (pod_store, pod_writer) = reflector::store::<Pod>();
-    let pdbs = reflector::reflector(
-        pdb_writer,
-        watcher(
-            Api::<PodDisruptionBudget>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-    )
-    .touched_objects()
-    .map(|_| ());
-    let pods = reflector::reflector(
-        pod_writer,
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff(),
-    )
-    .touched_objects()
-    .map(|_| ());
-    let mut changes = futures::stream::select(pdbs, pods).boxed();
+    let (pdb_store, pdb_changes) = watched(Api::<PodDisruptionBudget>::all(client.clone()));
+    let (pod_store, pod_changes) = watched(Api::<Pod>::all(client.clone()));
+    let mut changes = futures::stream::select_all([pdb_changes, pod_changes]);
     let mut resync = tokio::time::interval(Duration::from_secs(15));
-    loop {
-        tokio::select! {
-            change = changes.next() => {
-                if change.is_none() {
-                    return;
-                }
-                // Coalesce a burst of changes into one pass.
-                while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(20), changes.next()).await {}
-            }
-            _ = resync.tick() => {}
-        }
+    while next_pass(&mut changes, &mut resync).await {
         if let Err(error) = reconcile_all(&client, &pdb_store, &pod_store).await {
             tracing::warn!(%error, "disruption controller pass failed");
         }

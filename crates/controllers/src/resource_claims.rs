@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
@@ -18,7 +17,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, reconcile};
-use crate::shell::{all, patch_params, post_params, record_event, watched};
+use crate::shell::{all, next_pass, patch_params, post_params, record_event, watched};
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-resourceclaim-controller";
@@ -41,16 +40,7 @@ pub async fn run(client: Client) {
     ]);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut warned: HashMap<(String, String), String> = HashMap::new();
-    loop {
-        tokio::select! {
-            change = changes.next() => {
-                if change.is_none() {
-                    return;
-                }
-                while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(20), changes.next()).await {}
-            }
-            _ = resync.tick() => {}
-        }
+    while next_pass(&mut changes, &mut resync).await {
         let snapshot = Snapshot {
             pods: all(&pods),
             claims: all(&claims),

@@ -119,3 +119,24 @@ where
 {
     store.state().iter().map(|k| k.as_ref().clone()).collect()
 }
+
+/// Waits until the next reconciliation pass is due: a change (after letting a burst of
+/// changes settle, so a burst makes one pass) or the resync tick. False once the watches
+/// have ended.
+pub async fn next_pass(
+    changes: &mut futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>,
+    resync: &mut tokio::time::Interval,
+) -> bool {
+    tokio::select! {
+        change = changes.next() => {
+            if change.is_none() {
+                return false;
+            }
+            while let Ok(Some(())) =
+                tokio::time::timeout(std::time::Duration::from_millis(20), changes.next()).await
+            {}
+            true
+        }
+        _ = resync.tick() => true,
+    }
+}

@@ -168,6 +168,27 @@ pub fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
     key_ok && effect_ok && value_ok
 }
 
+/// Whether `device` passes every selector of `alternative` (class and request); a selector
+/// that fails at run time is an error of the claim.
+fn selected(
+    claim: &ResourceClaim,
+    alternative: &Alternative,
+    device: &PoolDevice,
+) -> Result<bool, AllocationError> {
+    for selector in &alternative.selectors {
+        let matches = selector
+            .matches(&device.id.to_string(), &device.view)
+            .map_err(|source| AllocationError::Selector {
+                claim: claim_key(claim),
+                source,
+            })?;
+        if !matches {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 fn blocked(device: &PoolDevice, tolerations: &[DeviceToleration]) -> bool {
     device.taints.iter().any(|taint| {
         matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
@@ -482,19 +503,7 @@ impl Allocator {
         let selectable = match state.selectable.get(&key) {
             Some(&known) => known,
             None => {
-                let mut ok = true;
-                for selector in &alternative.selectors {
-                    if !selector
-                        .matches(&device.id.to_string(), &device.view)
-                        .map_err(|source| AllocationError::Selector {
-                            claim: claim_key(plans[claim].claim),
-                            source,
-                        })?
-                    {
-                        ok = false;
-                        break;
-                    }
-                }
+                let ok = selected(plans[claim].claim, alternative, device)?;
                 state.selectable.insert(key, ok);
                 ok
             }
@@ -641,11 +650,7 @@ impl Allocator {
                 continue;
             }
             let any_selectable = (0..info.devices.len()).any(|index| {
-                let device = self.device(pool, index);
-                alternative.selectors.iter().all(|s| {
-                    s.matches(&device.id.to_string(), &device.view)
-                        .unwrap_or(false)
-                })
+                selected(plans[claim].claim, alternative, self.device(pool, index)).unwrap_or(false)
             });
             if any_selectable {
                 return Err(AllocationError::IncompletePool {
@@ -660,21 +665,7 @@ impl Allocator {
                 continue;
             }
             for index in 0..info.devices.len() {
-                let device = self.device(pool, index);
-                let mut matching = true;
-                for selector in &alternative.selectors {
-                    if !selector
-                        .matches(&device.id.to_string(), &device.view)
-                        .map_err(|source| AllocationError::Selector {
-                            claim: claim_key(plans[claim].claim),
-                            source,
-                        })?
-                    {
-                        matching = false;
-                        break;
-                    }
-                }
-                if !matching {
+                if !selected(plans[claim].claim, alternative, self.device(pool, index))? {
                     continue;
                 }
                 // Every matching device must be allocatable: one that is not fails the request.

@@ -650,12 +650,7 @@ impl NodeTwins {
             running.remove(&key);
             return Ok(());
         }
-        let Some(spec) = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_ref())
-            .and_then(|n| self.nodes.get(n))
-        else {
+        let Some(spec) = self.node_of(&pod) else {
             return Ok(());
         };
         let behaviour = Behaviour::from_annotations(&annotations_of(&pod), &restart_policy(&pod))
@@ -774,6 +769,14 @@ impl NodeTwins {
         Ok(())
     }
 
+    /// The node twin a pod is bound to, if it is one of these.
+    fn node_of(&self, pod: &Pod) -> Option<&NodeSpec> {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| self.nodes.get(n))
+    }
+
     /// Whether `node` is cut off by an injected fault.
     fn unreachable(&self, node: &str) -> bool {
         self.faults
@@ -840,12 +843,7 @@ impl NodeTwins {
         if pod.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running") {
             return Ok(());
         }
-        let Some(spec) = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_ref())
-            .and_then(|n| self.nodes.get(n))
-        else {
+        let Some(spec) = self.node_of(&pod) else {
             return Ok(());
         };
         let now = SystemTime::now();
