@@ -129,6 +129,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("node-twins"),
         &topology,
         TwinConfig {
+            device_checkpoint: Some(args.data_dir.join("kubelet/device_manager_checkpoint.json")),
             log_dir,
             // The kubelet renews every 10 s against a 50 s grace period; a shorter grace
             // period (tests, demos) needs proportionally quicker renewals.

@@ -1,152 +1,317 @@
-//! Which whole GPUs each pod holds on device-plugin nodes, as the kubelet's device manager
-//! tracks it: a pod's `nvidia.com/gpu` limits are admitted through the Topology Manager
-//! ([`crate::device_admission`]) when its containers start, split between its containers in
-//! order, and released when the pod ends or is deleted. Also what a container then sees: the
-//! env and CDI device names NVIDIA's device plugin (CDI mode, UUID device IDs) gives it.
+//! Which devices each pod holds on device-plugin nodes, as the kubelet's device manager
+//! tracks it: whole GPUs (admitted through the Topology Manager, [`crate::device_admission`]),
+//! time-slicing or MPS replicas of a GPU (NVIDIA's `<uuid>::<n>` replica IDs, spread over the
+//! GPUs), or MIG devices of a static layout (`nvidia.com/mig-<profile>`). Devices are split
+//! between a pod's containers in order, released when the pod ends or is deleted, and kept in
+//! a checkpoint so a restarted twin hands out nothing twice (as the kubelet's
+//! `kubelet_internal_checkpoint`). Also what a container then sees: the env and CDI device
+//! names NVIDIA's device plugin (CDI mode, UUID device IDs) gives it.
 //!
-//! Pure bookkeeping; the twin calls it. MIG and shared GPUs are not assigned here.
+//! Pure bookkeeping; the twin calls it and stores the checkpoint.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde::{Deserialize, Serialize};
 use tessera_model::Quantity;
 
 use crate::device_admission::{AdmissionError, admit_gpus};
-use crate::hardware::Exposure;
-use crate::resource_slice::device_uuid;
+use crate::hardware::{Exposure, MigMode, Sharing};
+use crate::resource_slice::{device_uuid, mig_device_name};
 use crate::topology::NodeSpec;
 
-/// The extended resource assigned here.
+/// The extended resource of whole GPUs and replicas.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
 /// A pod: namespace and name.
 type PodKey = (String, String);
 
-/// GPUs held per node and pod.
-#[derive(Debug, Default)]
-pub struct GpuAssignments {
-    held: BTreeMap<String, BTreeMap<PodKey, Vec<usize>>>,
+/// One device a pod holds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Unit {
+    /// A whole GPU.
+    Gpu(usize),
+    /// A time-slicing or MPS replica of a GPU.
+    Replica {
+        /// The GPU.
+        gpu: usize,
+        /// The replica number.
+        replica: u32,
+    },
+    /// A MIG device (its name as the DRA driver would publish it).
+    Mig {
+        /// The parent GPU.
+        gpu: usize,
+        /// The device name (`gpu-0-mig-1g18gb-0`).
+        name: String,
+    },
 }
 
-/// Whole GPUs a container requests (`limits`, as for every extended resource).
-fn container_gpus(container: &k8s_openapi::api::core::v1::Container) -> usize {
+impl Unit {
+    /// The GPU it lives on.
+    pub fn gpu(&self) -> usize {
+        match self {
+            Unit::Gpu(gpu) | Unit::Replica { gpu, .. } | Unit::Mig { gpu, .. } => *gpu,
+        }
+    }
+
+    /// What `NVIDIA_VISIBLE_DEVICES` names: the GPU's UUID, or the MIG device's.
+    fn visible(&self, node: &str) -> String {
+        match self {
+            Unit::Gpu(gpu) | Unit::Replica { gpu, .. } => {
+                device_uuid("GPU", node, &format!("gpu-{gpu}"))
+            }
+            Unit::Mig { name, .. } => device_uuid("MIG", node, name),
+        }
+    }
+
+    /// The device plugin's ID for it (replicas as `<uuid>::<n>`).
+    pub fn device_id(&self, node: &str) -> String {
+        match self {
+            Unit::Replica { replica, .. } => format!("{}::{replica}", self.visible(node)),
+            _ => self.visible(node),
+        }
+    }
+}
+
+/// Devices held per node and pod, with the container each went to.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuAssignments {
+    held: BTreeMap<String, BTreeMap<String, Vec<(String, Unit)>>>,
+}
+
+/// How a device-plugin node hands out its GPUs.
+enum Offer {
+    /// Whole GPUs, through the Topology Manager.
+    Whole,
+    /// `replicas` per GPU.
+    Replicas(u32),
+    /// The MIG devices of a static layout: (GPU, profile, device name).
+    Mig(Vec<(usize, String, String)>),
+}
+
+fn offer(node: &NodeSpec) -> Option<Offer> {
+    let devices = node.devices.as_ref()?;
+    let hardware = node.hardware.as_ref()?;
+    let gpu = hardware.gpu.as_ref()?;
+    if devices.exposure != Exposure::DevicePlugin || gpu.vendor_id != "10de" {
+        return None;
+    }
+    if let Some(MigMode::Static(profiles)) = &hardware.mig {
+        let names: Vec<&str> = profiles.iter().map(String::as_str).collect();
+        let placements = tessera_devices::plan_layout(gpu, &names).unwrap_or_default();
+        let devices = (0..hardware.server.gpus.len())
+            .flat_map(|index| {
+                placements.iter().map(move |p| {
+                    let name = mig_device_name(&format!("gpu-{index}"), &p.profile, p.start);
+                    (index, p.profile.clone(), name)
+                })
+            })
+            .collect();
+        return Some(Offer::Mig(devices));
+    }
+    Some(match devices.sharing {
+        Some(Sharing::TimeSlicing { replicas } | Sharing::Mps { replicas, .. }) => {
+            Offer::Replicas(replicas)
+        }
+        _ => Offer::Whole,
+    })
+}
+
+/// How many of `resource` a container asks for (`limits`, as for every extended resource).
+fn wanted(container: &Container, resource: &str) -> usize {
     container
         .resources
         .as_ref()
         .and_then(|r| r.limits.as_ref())
-        .and_then(|limits| limits.get(GPU_RESOURCE))
+        .and_then(|limits| limits.get(resource))
         .and_then(|q| q.0.parse::<Quantity>().ok())
         .map_or(0, |q| usize::try_from(q.value()).unwrap_or(0))
 }
 
-/// Whether a node hands out whole GPUs through the device plugin.
-fn assigns_whole_gpus(node: &NodeSpec) -> bool {
-    node.devices
-        .as_ref()
-        .is_some_and(|d| d.exposure == Exposure::DevicePlugin && d.sharing.is_none())
-        && node
-            .hardware
-            .as_ref()
-            .is_some_and(|h| h.gpu.as_ref().is_some_and(|g| g.vendor_id == "10de"))
+fn pod_id((namespace, name): &PodKey) -> String {
+    format!("{namespace}/{name}")
 }
 
 impl GpuAssignments {
-    /// Admits a starting pod's GPUs on `node`; returns each container's GPU indexes (by
+    /// Admits a starting pod's devices on `node`; returns each container's devices (by
     /// container name; empty when the pod asks for none or the node does not assign them).
     pub fn admit(
         &mut self,
         node: &NodeSpec,
         key: &PodKey,
         pod: &Pod,
-    ) -> Result<BTreeMap<String, Vec<usize>>, AdmissionError> {
+    ) -> Result<BTreeMap<String, Vec<Unit>>, AdmissionError> {
         let containers = pod
             .spec
             .as_ref()
             .map(|s| s.containers.as_slice())
             .unwrap_or_default();
-        let wanted: usize = containers.iter().map(container_gpus).sum();
-        let (true, Some(hardware)) = (assigns_whole_gpus(node), node.hardware.as_ref()) else {
+        let Some(offer) = offer(node) else {
             return Ok(BTreeMap::new());
         };
-        if wanted == 0 {
+        let held = self.held.entry(node.name.clone()).or_default();
+        if let Some(existing) = held.get(&pod_id(key)) {
+            // Already admitted (a repeated start): hand out the same devices.
+            return Ok(by_container(existing));
+        }
+        let in_use: BTreeSet<Unit> = held.values().flatten().map(|(_, u)| u.clone()).collect();
+        let mut granted: Vec<(String, Unit)> = Vec::new();
+        match offer {
+            Offer::Whole => {
+                let total: usize = containers.iter().map(|c| wanted(c, GPU_RESOURCE)).sum();
+                if total > 0 {
+                    let busy: BTreeSet<usize> = in_use.iter().map(Unit::gpu).collect();
+                    let hardware = node.hardware.as_ref().map(|h| &h.server);
+                    let Some(server) = hardware else {
+                        return Ok(BTreeMap::new());
+                    };
+                    let gpus = admit_gpus(
+                        server,
+                        &busy,
+                        total,
+                        &node.kubelet.topology_manager_policy,
+                        GPU_RESOURCE,
+                    )?;
+                    let mut next = gpus.into_iter();
+                    for container in containers {
+                        for gpu in next.by_ref().take(wanted(container, GPU_RESOURCE)) {
+                            granted.push((container.name.clone(), Unit::Gpu(gpu)));
+                        }
+                    }
+                }
+            }
+            Offer::Replicas(replicas) => {
+                let gpus = node.hardware.as_ref().map_or(0, |h| h.server.gpus.len());
+                for container in containers {
+                    for _ in 0..wanted(container, GPU_RESOURCE) {
+                        // The least shared GPU first, then the lowest index and replica.
+                        let taken =
+                            |u: &Unit| in_use.contains(u) || granted.iter().any(|(_, g)| g == u);
+                        let load = |gpu: usize| {
+                            in_use
+                                .iter()
+                                .chain(granted.iter().map(|(_, u)| u))
+                                .filter(|u| u.gpu() == gpu)
+                                .count()
+                        };
+                        let choice = (0..gpus)
+                            .flat_map(|gpu| {
+                                (0..replicas).map(move |replica| Unit::Replica { gpu, replica })
+                            })
+                            .filter(|u| !taken(u))
+                            .min_by_key(|u| (load(u.gpu()), u.clone()));
+                        let Some(unit) = choice else {
+                            return Err(AdmissionError::Unavailable {
+                                resource: GPU_RESOURCE.into(),
+                                requested: containers.iter().map(|c| wanted(c, GPU_RESOURCE)).sum(),
+                                available: gpus * replicas as usize - in_use.len(),
+                            });
+                        };
+                        granted.push((container.name.clone(), unit));
+                    }
+                }
+            }
+            Offer::Mig(devices) => {
+                let profiles: BTreeSet<&str> = devices.iter().map(|(_, p, _)| p.as_str()).collect();
+                for container in containers {
+                    for profile in &profiles {
+                        let resource = format!("nvidia.com/mig-{profile}");
+                        let count = wanted(container, &resource);
+                        let free: Vec<Unit> = devices
+                            .iter()
+                            .filter(|(_, p, _)| p == profile)
+                            .map(|(gpu, _, name)| Unit::Mig {
+                                gpu: *gpu,
+                                name: name.clone(),
+                            })
+                            .filter(|u| !in_use.contains(u) && !granted.iter().any(|(_, g)| g == u))
+                            .collect();
+                        if free.len() < count {
+                            return Err(AdmissionError::Unavailable {
+                                resource,
+                                requested: count,
+                                available: free.len(),
+                            });
+                        }
+                        for unit in free.into_iter().take(count) {
+                            granted.push((container.name.clone(), unit));
+                        }
+                    }
+                }
+            }
+        }
+        if granted.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let held = self.held.entry(node.name.clone()).or_default();
-        if let Some(existing) = held.get(key) {
-            // Already admitted (a repeated start): hand out the same devices.
-            return Ok(split(containers, existing));
-        }
-        let in_use: BTreeSet<usize> = held.values().flatten().copied().collect();
-        let gpus = admit_gpus(
-            &hardware.server,
-            &in_use,
-            wanted,
-            &node.kubelet.topology_manager_policy,
-            GPU_RESOURCE,
-        )?;
-        held.insert(key.clone(), gpus.clone());
-        Ok(split(containers, &gpus))
+        let result = by_container(&granted);
+        held.insert(pod_id(key), granted);
+        Ok(result)
     }
 
-    /// Frees a pod's GPUs.
+    /// Frees a pod's devices.
     pub fn release(&mut self, node: &str, key: &PodKey) {
         if let Some(held) = self.held.get_mut(node) {
-            held.remove(key);
+            held.remove(&pod_id(key));
         }
     }
 
-    /// GPUs in use on a node.
-    /// The pods holding GPU `gpu` on `node`.
+    /// Frees the devices of every pod on these twins' nodes not in `alive` (`namespace/name`):
+    /// what a restarted twin does once it has seen all pods.
+    pub fn retain(&mut self, alive: &BTreeSet<String>) {
+        for held in self.held.values_mut() {
+            held.retain(|pod, _| alive.contains(pod));
+        }
+    }
+
+    /// The pods holding a device of GPU `gpu` on `node`.
     pub fn holders(&self, node: &str, gpu: usize) -> Vec<PodKey> {
         self.held
             .get(node)
             .into_iter()
             .flatten()
-            .filter(|(_, gpus)| gpus.contains(&gpu))
-            .map(|(key, _)| key.clone())
+            .filter(|(_, units)| units.iter().any(|(_, u)| u.gpu() == gpu))
+            .filter_map(|(pod, _)| {
+                let (namespace, name) = pod.split_once('/')?;
+                Some((namespace.to_string(), name.to_string()))
+            })
             .collect()
     }
 
-    /// The GPUs held on `node`.
-    pub fn in_use(&self, node: &str) -> BTreeSet<usize> {
+    /// The devices held on `node`.
+    pub fn in_use(&self, node: &str) -> BTreeSet<Unit> {
         self.held
             .get(node)
-            .map(|held| held.values().flatten().copied().collect())
+            .map(|held| held.values().flatten().map(|(_, u)| u.clone()).collect())
             .unwrap_or_default()
     }
 }
 
-fn split(
-    containers: &[k8s_openapi::api::core::v1::Container],
-    gpus: &[usize],
-) -> BTreeMap<String, Vec<usize>> {
-    let mut next = 0;
-    containers
-        .iter()
-        .map(|container| {
-            let count = container_gpus(container).min(gpus.len().saturating_sub(next));
-            let mine = gpus[next..next + count].to_vec();
-            next += count;
-            (container.name.clone(), mine)
-        })
-        .collect()
+fn by_container(units: &[(String, Unit)]) -> BTreeMap<String, Vec<Unit>> {
+    let mut result: BTreeMap<String, Vec<Unit>> = BTreeMap::new();
+    for (container, unit) in units {
+        result
+            .entry(container.clone())
+            .or_default()
+            .push(unit.clone());
+    }
+    result
 }
 
-/// The log lines a container with these GPUs prints: the env and CDI devices it was given.
-pub fn device_log_lines(node: &str, gpus: &[usize]) -> Vec<String> {
-    if gpus.is_empty() {
+/// The log lines a container with these devices prints: the env and CDI devices it was given.
+pub fn device_log_lines(node: &str, units: &[Unit]) -> Vec<String> {
+    if units.is_empty() {
         return Vec::new();
     }
-    let uuids: Vec<String> = gpus
+    let mut visible: Vec<String> = units.iter().map(|u| u.visible(node)).collect();
+    visible.dedup();
+    let cdi: Vec<String> = units
         .iter()
-        .map(|i| device_uuid("GPU", node, &format!("gpu-{i}")))
-        .collect();
-    let cdi: Vec<String> = uuids
-        .iter()
-        .map(|u| format!("nvidia.com/gpu={u}"))
+        .map(|u| format!("nvidia.com/gpu={}", u.device_id(node)))
         .collect();
     vec![
-        format!("NVIDIA_VISIBLE_DEVICES={}", uuids.join(",")),
+        format!("NVIDIA_VISIBLE_DEVICES={}", visible.join(",")),
         format!("CDI devices: {}", cdi.join(" ")),
     ]
 }
@@ -169,6 +334,10 @@ mod tests {
         .expect("pod")
     }
 
+    fn gpus(indexes: &[usize]) -> Vec<Unit> {
+        indexes.iter().map(|&i| Unit::Gpu(i)).collect()
+    }
+
     fn node(policy: &str) -> NodeSpec {
         let text = format!(
             "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: dgx\n  count: 1\n  server: dgx-h100\n  devices: {{exposure: device-plugin}}\n  kubelet: {{topologyManagerPolicy: {policy}}}\n"
@@ -185,13 +354,13 @@ mod tests {
         let got = assignments
             .admit(&node, &first, &pod(&[1, 2]))
             .expect("admitted");
-        assert_eq!(got["c0"], [0]);
-        assert_eq!(got["c1"], [1, 2]);
+        assert_eq!(got["c0"], [Unit::Gpu(0)]);
+        assert_eq!(got["c1"], [Unit::Gpu(1), Unit::Gpu(2)]);
         // Three GPUs held on NUMA 0: a 4-GPU pod fits only NUMA 1.
         let got = assignments
             .admit(&node, &second, &pod(&[4]))
             .expect("admitted");
-        assert_eq!(got["c0"], [4, 5, 6, 7]);
+        assert_eq!(got["c0"], gpus(&[4, 5, 6, 7]));
         let third = ("ns".to_string(), "c".to_string());
         assert_eq!(
             assignments.admit(&node, &third, &pod(&[2])),
@@ -202,11 +371,14 @@ mod tests {
             })
         );
         assignments.release(&node.name, &first);
-        assert_eq!(assignments.in_use(&node.name), BTreeSet::from([4, 5, 6, 7]));
+        assert_eq!(
+            assignments.in_use(&node.name),
+            gpus(&[4, 5, 6, 7]).into_iter().collect()
+        );
         let got = assignments
             .admit(&node, &third, &pod(&[2]))
             .expect("admitted");
-        assert_eq!(got["c0"], [0, 1]);
+        assert_eq!(got["c0"], gpus(&[0, 1]));
         // Three GPUs held on each NUMA node: two more fit on neither alone.
         let mut split = GpuAssignments::default();
         for name in ["x", "y"] {
@@ -214,13 +386,98 @@ mod tests {
                 .admit(&node, &("ns".into(), name.into()), &pod(&[3]))
                 .expect("admitted");
         }
-        assert_eq!(split.in_use(&node.name), BTreeSet::from([0, 1, 2, 4, 5, 6]));
+        assert_eq!(
+            split.in_use(&node.name),
+            gpus(&[0, 1, 2, 4, 5, 6]).into_iter().collect()
+        );
         assert_eq!(
             split.admit(&node, &("ns".into(), "w".into()), &pod(&[2])),
             Err(AdmissionError::TopologyAffinity)
         );
-        let lines = device_log_lines(&node.name, &[0, 1]);
+        let lines = device_log_lines(&node.name, &gpus(&[0, 1]));
         assert!(lines[0].starts_with("NVIDIA_VISIBLE_DEVICES=GPU-"));
         assert!(lines[1].starts_with("CDI devices: nvidia.com/gpu=GPU-"));
+    }
+
+    fn pod_asking(limits: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "c0", "image": "x", "resources": {"limits": limits}}]}}))
+        .expect("pod")
+    }
+
+    fn pool(devices: &str) -> NodeSpec {
+        let text = format!(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: n\n  count: 1\n  server: hgx-h200\n  devices: {devices}\n"
+        );
+        Topology::parse(&text).expect("topology").nodes().remove(0)
+    }
+
+    #[test]
+    fn replicas_spread_over_gpus_and_mig_devices_go_by_profile() {
+        let shared = pool("{exposure: device-plugin, sharing: {timeSlicing: {replicas: 2}}}");
+        let mut assignments = GpuAssignments::default();
+        let got = assignments
+            .admit(
+                &shared,
+                &("ns".into(), "a".into()),
+                &pod_asking(json!({"nvidia.com/gpu": "3"})),
+            )
+            .expect("admitted");
+        assert_eq!(
+            got["c0"],
+            [
+                Unit::Replica { gpu: 0, replica: 0 },
+                Unit::Replica { gpu: 1, replica: 0 },
+                Unit::Replica { gpu: 2, replica: 0 }
+            ]
+        );
+        let lines = device_log_lines(&shared.name, &got["c0"]);
+        assert!(lines[1].contains("::0"), "replica IDs: {}", lines[1]);
+        assert_eq!(
+            assignments.admit(
+                &shared,
+                &("ns".into(), "b".into()),
+                &pod_asking(json!({"nvidia.com/gpu": "14"}))
+            ),
+            Err(AdmissionError::Unavailable {
+                resource: GPU_RESOURCE.into(),
+                requested: 14,
+                available: 13
+            })
+        );
+
+        let mig = pool("{exposure: device-plugin, sharing: {mig: {layout: all-balanced}}}");
+        let mut assignments = GpuAssignments::default();
+        let got = assignments
+            .admit(
+                &mig,
+                &("ns".into(), "a".into()),
+                &pod_asking(json!({"nvidia.com/mig-1g.18gb": "3", "nvidia.com/mig-3g.71gb": "1"})),
+            )
+            .expect("admitted");
+        let names: Vec<String> = got["c0"]
+            .iter()
+            .map(|u| match u {
+                Unit::Mig { name, .. } => name.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(names.len(), 4);
+        assert!(
+            names.iter().filter(|n| n.contains("-mig-1g18gb-")).count() == 3,
+            "{names:?}"
+        );
+        assert!(
+            names.iter().any(|n| n.contains("-mig-3g71gb-")),
+            "{names:?}"
+        );
+        assert!(device_log_lines(&mig.name, &got["c0"])[0].contains("MIG-"));
+
+        // A checkpoint restores what was held; pods gone meanwhile are released.
+        let text = serde_json::to_string(&assignments).expect("checkpoint");
+        let mut restored: GpuAssignments = serde_json::from_str(&text).expect("restore");
+        assert_eq!(restored, assignments);
+        restored.retain(&BTreeSet::new());
+        assert!(restored.in_use(&mig.name).is_empty());
     }
 }

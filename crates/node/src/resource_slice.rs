@@ -47,7 +47,7 @@ fn profile_memory_mib(gpu: &GpuModel, profile: &str) -> u64 {
 }
 
 /// A MIG device's name: NVIDIA's scheme without the NVML profile ID.
-fn mig_device_name(parent: &str, profile: &str, start: u8) -> String {
+pub fn mig_device_name(parent: &str, profile: &str, start: u8) -> String {
     format!("{parent}-mig-{}-{start}", profile.replace(['.', '+'], ""))
 }
 

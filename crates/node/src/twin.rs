@@ -37,6 +37,8 @@ pub struct TwinConfig {
     pub lease_interval: Duration,
     /// How often node conditions are refreshed.
     pub status_interval: Duration,
+    /// Where the devices pods hold are checkpointed (none: kept in memory only).
+    pub device_checkpoint: Option<PathBuf>,
 }
 
 impl Default for TwinConfig {
@@ -45,6 +47,7 @@ impl Default for TwinConfig {
             log_dir: PathBuf::from("logs"),
             lease_interval: Duration::from_secs(10),
             status_interval: Duration::from_secs(60),
+            device_checkpoint: None,
         }
     }
 }
@@ -118,6 +121,7 @@ fn pod_key(pod: &Pod) -> (String, String) {
 impl NodeTwins {
     /// Twins for every node of a topology, talking to the API through a client.
     pub fn new(client: Client, topology: &Topology, config: TwinConfig) -> NodeTwins {
+        let gpus = load_checkpoint(config.device_checkpoint.as_deref());
         let nodes = topology
             .nodes()
             .into_iter()
@@ -127,7 +131,7 @@ impl NodeTwins {
             client,
             config,
             nodes,
-            gpus: std::sync::Mutex::default(),
+            gpus: std::sync::Mutex::new(gpus),
             waiting_for_claims: std::sync::Mutex::default(),
             faults: Arc::default(),
         }
@@ -288,6 +292,7 @@ impl NodeTwins {
         let mut running: HashMap<(String, String), Running> = HashMap::new();
         let mut ips: HashMap<String, BTreeSet<u8>> = HashMap::new();
         let mut stream = watcher(pods.clone(), watcher::Config::default()).boxed();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut claim_stream = watcher(
             Api::<ResourceClaim>::all(self.client.clone()),
             watcher::Config::default(),
@@ -350,7 +355,12 @@ impl NodeTwins {
                 event = stream.next() => {
                     let Some(event) = event else { return Ok(()) };
                     let pods_seen = match event {
-                        Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => vec![pod],
+                        Ok(watcher::Event::InitApply(pod)) => {
+                            let (namespace, name) = pod_key(&pod);
+                            seen.insert(format!("{namespace}/{name}"));
+                            vec![pod]
+                        }
+                        Ok(watcher::Event::Apply(pod)) => vec![pod],
                         Ok(watcher::Event::Delete(pod)) => {
                             let key = pod_key(&pod);
                             running.remove(&key);
@@ -358,7 +368,16 @@ impl NodeTwins {
                             self.release_gpus(&pod);
                             continue;
                         }
-                        Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
+                        Ok(watcher::Event::Init) => {
+                            seen.clear();
+                            continue;
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            // Devices of pods that went away while the twin was down are free.
+                            self.gpus.lock().unwrap_or_else(|p| p.into_inner()).retain(&seen);
+                            self.save_checkpoint();
+                            continue;
+                        }
                         Err(error) => {
                             tracing::warn!(%error, "pod watch failed; retrying");
                             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -535,7 +554,12 @@ impl NodeTwins {
             .unwrap_or_else(|p| p.into_inner())
             .admit(spec, &key, pod);
         let devices = match admitted {
-            Ok(devices) => devices,
+            Ok(devices) => {
+                if !devices.is_empty() {
+                    self.save_checkpoint();
+                }
+                devices
+            }
             Err(error) => {
                 self.reject(pod, error.reason(), &error.to_string()).await?;
                 return Ok(());
@@ -920,6 +944,29 @@ impl NodeTwins {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .release(node, &pod_key(pod));
+            self.save_checkpoint();
+        }
+    }
+
+    /// Writes the devices pods hold to the checkpoint, atomically; a failure is logged.
+    fn save_checkpoint(&self) {
+        let Some(path) = self.config.device_checkpoint.as_deref() else {
+            return;
+        };
+        let text = {
+            let gpus = self.gpus.lock().unwrap_or_else(|p| p.into_inner());
+            serde_json::to_vec(&*gpus)
+        };
+        let write = |text: Vec<u8>| -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let temporary = path.with_extension("tmp");
+            std::fs::write(&temporary, text)?;
+            std::fs::rename(&temporary, path)
+        };
+        if let Err(error) = text.map_err(std::io::Error::other).and_then(write) {
+            tracing::warn!(path = %path.display(), %error, "cannot write the device checkpoint");
         }
     }
 
@@ -1166,6 +1213,25 @@ fn node_status(spec: &NodeSpec) -> Value {
 }
 
 /// Renews each node's Lease and refreshes its conditions.
+/// The device assignments of a previous run; an unreadable checkpoint starts empty, with a
+/// warning.
+fn load_checkpoint(path: Option<&std::path::Path>) -> GpuAssignments {
+    let Some(path) = path else {
+        return GpuAssignments::default();
+    };
+    match std::fs::read(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => GpuAssignments::default(),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "cannot read the device checkpoint");
+            GpuAssignments::default()
+        }
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|error| {
+            tracing::warn!(path = %path.display(), %error, "ignoring an invalid device checkpoint");
+            GpuAssignments::default()
+        }),
+    }
+}
+
 /// The status a kubelet posts for a node with faults: allocatable without unhealthy GPUs,
 /// Ready per the node fault, and `NetworkInterfacesDegraded` naming NICs that are down.
 fn faulted_status(spec: &NodeSpec, faults: &Faults) -> Value {

@@ -149,3 +149,105 @@ fn a_new_gpu_node_is_validated_before_it_opens() {
         "{events}"
     );
 }
+
+#[test]
+fn shared_and_mig_device_plugin_pods_get_devices_that_survive_a_restart() {
+    let topology = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: l40s\n  count: 1\n  server: pcie-l40s-4\n  devices: {exposure: device-plugin, sharing: {timeSlicing: {replicas: 4}}}\n- name: mig\n  count: 1\n  server: hgx-h200\n  devices: {exposure: device-plugin, sharing: {mig: {layout: all-balanced}}}\n";
+    let mut cluster = Cluster::start_with_topology(topology, 2);
+    let path = cluster
+        .dir
+        .path()
+        .join("topology.yaml")
+        .to_string_lossy()
+        .into_owned();
+    let v = "1.33";
+    let pod = |name: &str, node: &str, limits: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  containers:\n  - name: c\n    image: cuda:12\n    resources: {{limits: {{{limits}}}}}\n"
+        )
+    };
+    let phase = |cluster: &Cluster, name: &str, want: &'static str| {
+        cluster.wait_for(
+            v,
+            &["get", "pod", name, "-o", "jsonpath={.status.phase}"],
+            move |out| out == want,
+        );
+    };
+    cluster.ok_stdin(
+        v,
+        &["apply", "-f", "-"],
+        &pod("shared", "l40s-1", "nvidia.com/gpu: 2"),
+    );
+    cluster.ok_stdin(
+        v,
+        &["apply", "-f", "-"],
+        &pod(
+            "slices",
+            "mig-1",
+            "nvidia.com/mig-1g.18gb: 2, nvidia.com/mig-3g.71gb: 1",
+        ),
+    );
+    phase(&cluster, "shared", "Running");
+    phase(&cluster, "slices", "Running");
+    // Time-slicing replicas: NVIDIA's `<uuid>::<n>` IDs, spread over two GPUs.
+    let logs = cluster.ok(v, &["logs", "shared"]);
+    let cdi = logs
+        .lines()
+        .find_map(|l| l.strip_prefix("CDI devices: "))
+        .unwrap_or_else(|| panic!("{logs}"));
+    assert_eq!(
+        cdi.split(' ').filter(|d| d.ends_with("::0")).count(),
+        2,
+        "{cdi}"
+    );
+    let visible = logs
+        .lines()
+        .find_map(|l| l.strip_prefix("NVIDIA_VISIBLE_DEVICES="))
+        .unwrap_or_default();
+    assert_eq!(
+        visible.split(',').count(),
+        2,
+        "two distinct GPUs: {visible}"
+    );
+    // MIG devices of the requested profiles.
+    let logs = cluster.ok(v, &["logs", "slices"]);
+    let visible = logs
+        .lines()
+        .find_map(|l| l.strip_prefix("NVIDIA_VISIBLE_DEVICES="))
+        .unwrap_or_else(|| panic!("{logs}"));
+    assert_eq!(
+        visible.split(',').filter(|d| d.starts_with("MIG-")).count(),
+        3,
+        "{visible}"
+    );
+
+    // After a restart the held devices are still held: 14 replicas are left, not 16.
+    cluster.stop();
+    cluster.launch(&["--topology", &path]);
+    cluster.ok_stdin(
+        v,
+        &["apply", "-f", "-"],
+        &pod("greedy", "l40s-1", "nvidia.com/gpu: 15"),
+    );
+    phase(&cluster, "greedy", "Failed");
+    let status = cluster.ok(
+        v,
+        &[
+            "get",
+            "pod",
+            "greedy",
+            "-o",
+            "jsonpath={.status.reason}: {.status.message}",
+        ],
+    );
+    assert!(
+        status.starts_with("UnexpectedAdmissionError: Pod was rejected: Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 15, Available: 14"),
+        "{status}"
+    );
+    cluster.ok_stdin(
+        v,
+        &["apply", "-f", "-"],
+        &pod("fits", "l40s-1", "nvidia.com/gpu: 14"),
+    );
+    phase(&cluster, "fits", "Running");
+}
