@@ -10,6 +10,7 @@ pub mod quantity;
 pub mod schema;
 pub mod selector;
 pub mod time;
+pub mod yaml_location;
 
 pub use k8s_openapi;
 pub use kinds::{CustomKind, KindInfo, PrinterColumn, ScalePaths, Subresource};

@@ -159,12 +159,14 @@ pub enum TopologyError {
     #[error("topology: {0}")]
     Parse(String),
     /// A value is invalid.
-    #[error("topology: {field}: {message}")]
+    #[error("topology: {}{field}: {message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
     Invalid {
         /// The field path.
         field: String,
         /// What is wrong.
         message: String,
+        /// The line the field is on, when it can be found.
+        line: Option<usize>,
     },
 }
 
@@ -225,7 +227,14 @@ impl Topology {
     pub fn parse_with(text: &str, catalog: &Catalog) -> Result<Topology, TopologyError> {
         let mut topology: Topology =
             serde_saphyr::from_str(text).map_err(|e| TopologyError::Parse(e.to_string()))?;
-        topology.validate(catalog)?;
+        topology.validate(catalog).map_err(|error| match error {
+            TopologyError::Invalid { field, message, .. } => TopologyError::Invalid {
+                line: tessera_model::yaml_location::line_of(text, &field),
+                field,
+                message,
+            },
+            other => other,
+        })?;
         Ok(topology)
     }
 
@@ -235,8 +244,13 @@ impl Topology {
     }
 
     fn validate(&mut self, catalog: &Catalog) -> Result<(), TopologyError> {
-        let invalid =
-            |field: String, message: String| Err(TopologyError::Invalid { field, message });
+        let invalid = |field: String, message: String| {
+            Err(TopologyError::Invalid {
+                field,
+                message,
+                line: None,
+            })
+        };
         if self.api_version != "tessera.dev/v1alpha1" {
             return invalid(
                 "apiVersion".into(),
@@ -297,6 +311,7 @@ impl Topology {
                 Some(server) => Some(
                     hardware::check(catalog, server, pool.devices.as_ref(), &pool.kubelet)
                         .map_err(|(field, message)| TopologyError::Invalid {
+                            line: None,
                             field: at(&field),
                             message,
                         })?,
@@ -355,7 +370,11 @@ impl Topology {
         let nodes: u64 = self.pools.iter().map(|p| u64::from(p.count)).sum();
         self.networking
             .check(nodes)
-            .map_err(|(field, message)| TopologyError::Invalid { field, message })?;
+            .map_err(|(field, message)| TopologyError::Invalid {
+                field,
+                message,
+                line: None,
+            })?;
         Ok(())
     }
 
@@ -551,7 +570,7 @@ mod tests {
             ),
             (
                 "- name: a\n  count: 1\n  server: dgx-h900\n",
-                "pools[0].server: unknown server model \"dgx-h900\"",
+                "line 6: pools[0].server: unknown server model \"dgx-h900\"",
             ),
             (
                 "- name: a\n  count: 1\n  server: dgx-h100\n  devices: {exposure: dra, sharing: {mig: {layout: [4g.40gb, 4g.40gb]}}}\n",
