@@ -243,6 +243,41 @@ fn pcie_topology(slots: &[GpuSlot]) -> GpuTopology {
     }
 }
 
+/// Marks GPUs unhealthy on the XID and ECC events NVML reports (NVIDIA's skip list of
+/// application XIDs applies), on a thread of its own until `watching` turns false.
+fn watch_health(plugin: GpuDevicePlugin, watching: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering;
+    std::thread::spawn(move || {
+        let result = tessera_devices::nvml::watch_health(
+            None,
+            1000,
+            || watching.load(Ordering::Relaxed),
+            |event| {
+                let fatal = event.xid.is_none_or(|xid| {
+                    tessera_devices::nvml::fatal_xid(u32::try_from(xid).unwrap_or(u32::MAX))
+                });
+                tracing::warn!(gpu = ?event.uuid, what = %event.what, fatal, "GPU health event");
+                if !fatal {
+                    return;
+                }
+                match &event.uuid {
+                    Some(uuid) => {
+                        plugin.set_health(uuid, false);
+                    }
+                    None => {
+                        for device in plugin.devices() {
+                            plugin.set_health(&device.id, false);
+                        }
+                    }
+                }
+            },
+        );
+        if let Err(error) = result {
+            tracing::warn!(%error, "GPU health watch stopped");
+        }
+    });
+}
+
 async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let (catalog, inventory) = inventory(&args.root)?;
     let (model, slots) = known_gpus(&inventory, &catalog)
@@ -299,7 +334,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
                 socket_name: "nvidia-gpu.sock".into(),
                 poll,
             };
-            lifecycle::run_device_plugin(plugin, endpoint, shutdown).await?;
+            let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(nvml.is_some()));
+            if nvml.is_some() {
+                watch_health(plugin.clone(), watching.clone());
+            }
+            let result = lifecycle::run_device_plugin(plugin, endpoint, shutdown).await;
+            watching.store(false, std::sync::atomic::Ordering::Relaxed);
+            result?;
         }
         Exposure::Dra => {
             let client = crate::client::connect(args.kubeconfig.as_deref()).await?;

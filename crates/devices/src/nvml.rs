@@ -162,6 +162,123 @@ pub fn probe(library: Option<&OsStr>) -> Result<NvmlReport, String> {
     })
 }
 
+/// A health event NVML reported for one GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthEvent {
+    /// The GPU's UUID, when NVML could name it (`None`: treat every GPU as affected).
+    pub uuid: Option<String>,
+    /// The XID of a critical XID event; `None` for ECC events and watcher failures.
+    pub xid: Option<u64>,
+    /// What happened, for people.
+    pub what: String,
+}
+
+/// Watches every GPU for critical XID and double-bit ECC events, as NVIDIA's device plugin
+/// does, until `keep_going` says stop (checked every `poll_ms`). Three wait failures in a row
+/// end the watch with an event naming no GPU (NVIDIA then marks every GPU unhealthy).
+/// Blocking: run it on a thread of its own.
+pub fn watch_health(
+    library: Option<&OsStr>,
+    poll_ms: u32,
+    keep_going: impl Fn() -> bool,
+    mut on_event: impl FnMut(HealthEvent),
+) -> Result<(), String> {
+    use nvml_wrapper::bitmasks::event::EventTypes;
+    use nvml_wrapper::enums::event::XidError;
+    use nvml_wrapper::error::NvmlError;
+
+    let path = library.unwrap_or(OsStr::new(LIBRARY));
+    let nvml = Nvml::builder()
+        .lib_path(path)
+        .init()
+        .map_err(|e| format!("NVML unavailable ({}): {e}", path.to_string_lossy()))?;
+    let mut set = nvml
+        .create_event_set()
+        .map_err(|e| format!("NVML event set: {e}"))?;
+    let count = nvml
+        .device_count()
+        .map_err(|e| format!("NVML device count: {e}"))?;
+    for index in 0..count {
+        let device = nvml
+            .device_by_index(index)
+            .map_err(|e| format!("NVML GPU {index}: {e}"))?;
+        set = device
+            .register_events(
+                EventTypes::CRITICAL_XID_ERROR | EventTypes::DOUBLE_BIT_ECC_ERROR,
+                set,
+            )
+            .map_err(|e| format!("NVML GPU {index}: cannot watch health events: {e:?}"))?;
+    }
+    let mut failures = 0;
+    while keep_going() {
+        match set.wait(poll_ms) {
+            Ok(event) => {
+                failures = 0;
+                let xid = match event.event_data {
+                    Some(XidError::Value(xid)) => Some(xid),
+                    _ => None,
+                };
+                let what = match xid {
+                    Some(xid) => format!(
+                        "XID {xid}: {}",
+                        xid_description(u32::try_from(xid).unwrap_or(u32::MAX))
+                    ),
+                    None => "double-bit ECC error".into(),
+                };
+                on_event(HealthEvent {
+                    uuid: event.device.uuid().ok(),
+                    xid,
+                    what,
+                });
+            }
+            Err(NvmlError::Timeout) => failures = 0,
+            Err(error) => {
+                failures += 1;
+                if failures >= 3 {
+                    on_event(HealthEvent {
+                        uuid: None,
+                        xid: None,
+                        what: format!("health events cannot be read: {error}"),
+                    });
+                    return Err(format!("NVML event wait failed three times: {error}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What an XID means, in NVIDIA's words where it has them.
+pub fn xid_description(xid: u32) -> &'static str {
+    match xid {
+        13 => "Graphics Engine Exception",
+        31 => "GPU memory page fault",
+        43 => "GPU stopped processing",
+        45 => "Preemptive cleanup, due to previous errors",
+        48 => "Double Bit ECC Error",
+        61 | 62 => "Internal micro-controller error",
+        63 => "ECC page retirement or row remapping recording event",
+        64 => "ECC page retirement or row remapper recording failure",
+        68 => "NVDEC0 Exception",
+        74 => "NVLink Error",
+        79 => "GPU has fallen off the bus",
+        92 => "High single-bit ECC error rate",
+        94 => "Contained ECC error",
+        95 => "Uncontained ECC error",
+        109 => "Context Switch Timeout Error",
+        119 | 120 => "GSP error",
+        _ => "GPU error",
+    }
+}
+
+/// XIDs NVIDIA's device plugin treats as application errors, not device failures.
+pub const APPLICATION_XIDS: [u32; 6] = [13, 31, 43, 45, 68, 109];
+
+/// Whether an XID makes the device unhealthy.
+pub fn fatal_xid(xid: u32) -> bool {
+    !APPLICATION_XIDS.contains(&xid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,12 +302,18 @@ mod tests {
 
     #[test]
     fn a_missing_library_is_a_clear_error_not_a_crash() {
-        let error = probe(Some(OsStr::new("/nonexistent/libnvidia-ml.so.1")))
-            .expect_err("no library there");
+        let missing = OsStr::new("/nonexistent/libnvidia-ml.so.1");
+        let error = probe(Some(missing)).expect_err("no library there");
         assert!(
             error.starts_with("NVML unavailable (/nonexistent/libnvidia-ml.so.1): "),
             "{error}"
         );
+        let mut events = Vec::new();
+        let error = watch_health(Some(missing), 10, || true, |e| events.push(e))
+            .expect_err("no library there");
+        assert!(error.starts_with("NVML unavailable"), "{error}");
+        assert!(events.is_empty());
+        assert!(fatal_xid(79) && fatal_xid(48) && !fatal_xid(13) && !fatal_xid(109));
     }
 
     /// Runs against the real driver only where NVML finds a GPU (a machine with an NVIDIA

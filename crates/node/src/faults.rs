@@ -20,8 +20,7 @@ use crate::topology::NodeSpec;
 /// The annotation prefix of faults.
 pub const PREFIX: &str = "fault.tessera.dev/";
 
-/// XIDs NVIDIA's device plugin treats as application errors, not device failures.
-pub const APPLICATION_XIDS: [u32; 6] = [13, 31, 43, 45, 68, 109];
+pub use tessera_devices::nvml::{APPLICATION_XIDS, xid_description};
 
 /// A node-level fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,32 +44,9 @@ pub struct Faults {
     pub node: Option<NodeFault>,
 }
 
-/// What an XID means, in NVIDIA's words where it has them.
-pub fn xid_description(xid: u32) -> &'static str {
-    match xid {
-        13 => "Graphics Engine Exception",
-        31 => "GPU memory page fault",
-        43 => "GPU stopped processing",
-        45 => "Preemptive cleanup, due to previous errors",
-        48 => "Double Bit ECC Error",
-        61 | 62 => "Internal micro-controller error",
-        63 => "ECC page retirement or row remapping recording event",
-        64 => "ECC page retirement or row remapper recording failure",
-        68 => "NVDEC0 Exception",
-        74 => "NVLink Error",
-        79 => "GPU has fallen off the bus",
-        92 => "High single-bit ECC error rate",
-        94 => "Contained ECC error",
-        95 => "Uncontained ECC error",
-        109 => "Context Switch Timeout Error",
-        119 | 120 => "GSP error",
-        _ => "GPU error",
-    }
-}
-
 /// Whether an XID makes the device unhealthy.
 pub fn fatal(xid: u32) -> bool {
-    !APPLICATION_XIDS.contains(&xid)
+    tessera_devices::nvml::fatal_xid(xid)
 }
 
 impl Faults {
