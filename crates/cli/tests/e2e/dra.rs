@@ -210,3 +210,48 @@ fn mig_claims_and_unsatisfiable_claims() {
         "Pending"
     );
 }
+
+#[test]
+fn dra_example_driver_manifests_apply_unchanged() {
+    let cluster = Cluster::start_with_topology(
+        "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: cpu\n  count: 1\n  server: cpu-worker\n",
+        1,
+    );
+    for example in [
+        "basic-resourceclaimtemplate",
+        "cel-selector",
+        "admin-access",
+        "prioritized-alternatives",
+        "partitionable-devices",
+    ] {
+        let path = format!(
+            "{}/tests/fixtures/upstream/dra-example-driver/{example}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let manifest = std::fs::read_to_string(&path).expect("fixture");
+        let out = cluster.ok_stdin(V, &["apply", "-f", "-"], &manifest);
+        assert!(
+            out.lines().all(|l| l.ends_with(" created")),
+            "{example}: {out}"
+        );
+    }
+    // The prioritized list and the CEL selector are stored as written.
+    let subrequests = cluster.ok(
+        V,
+        &[
+            "get",
+            "resourceclaimtemplates",
+            "-n",
+            "prioritized-alternatives",
+            "-o",
+            "jsonpath={.items[0].spec.spec.devices.requests[0].firstAvailable[*].name}",
+        ],
+    );
+    assert!(!subrequests.is_empty(), "firstAvailable kept");
+    let selector = cluster.ok(
+        V,
+        &["get", "resourceclaimtemplates", "-n", "cel-selector", "-o",
+          "jsonpath={.items[0].spec.spec.devices.requests[0].exactly.selectors[0].cel.expression}"],
+    );
+    assert!(selector.contains("device.attributes"), "{selector}");
+}
