@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tessera_model::taints::tolerates;
 
 /// Taint of a node whose kubelet reports NotReady.
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
@@ -73,30 +74,6 @@ fn ready(node: &Node) -> Option<&str> {
         .iter()
         .find(|c| c.type_ == "Ready")
         .map(|c| c.status.as_str())
-}
-
-/// Upstream's `ToleratesTaint`.
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or_default();
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or_default();
-    let operator = toleration.operator.as_deref().unwrap_or("Equal");
-    if key.is_empty() {
-        return operator == "Exists";
-    }
-    if key != taint.key {
-        return false;
-    }
-    match operator {
-        "Exists" => true,
-        "Equal" | "" => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
-        _ => false,
-    }
 }
 
 /// The actions due at `now`, and when to look again (the next eviction due).

@@ -210,9 +210,9 @@ fn attribute<'d>(device: &'d PoolDevice, name: &str) -> Option<&'d Attribute> {
 impl Allocator {
     /// An allocator for `node` over `slices` and `classes`; `allocated` are the claims whose
     /// allocations hold devices now (admin-access results hold none).
-    pub fn new(
+    pub fn new<'s>(
         node: NodeView,
-        slices: &[ResourceSlice],
+        slices: impl IntoIterator<Item = &'s ResourceSlice>,
         classes: &[DeviceClass],
         allocated: &[ResourceClaim],
     ) -> Allocator {

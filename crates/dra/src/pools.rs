@@ -134,7 +134,10 @@ fn reach(
 }
 
 /// The pools `slices` offer to `node`.
-pub fn gather(slices: &[ResourceSlice], node: &NodeView) -> Vec<Pool> {
+pub fn gather<'s>(
+    slices: impl IntoIterator<Item = &'s ResourceSlice>,
+    node: &NodeView,
+) -> Vec<Pool> {
     // (driver, pool) → slices at the highest generation.
     let mut newest: BTreeMap<(String, String), (i64, Vec<&ResourceSlice>)> = BTreeMap::new();
     for slice in slices {

@@ -9,6 +9,7 @@ pub mod node_selector;
 pub mod quantity;
 pub mod schema;
 pub mod selector;
+pub mod taints;
 pub mod time;
 pub mod yaml_location;
 

@@ -1,0 +1,202 @@
+//! kube-scheduler's Filter plugins, in its order, with its reasons: NodeUnschedulable,
+//! NodeName, TaintToleration, NodeAffinity (nodeSelector and required node affinity),
+//! NodePorts, NodeResourcesFit (every requested resource against allocatable, `Too many pods`).
+//! DynamicResources needs the claims and lives in [`crate::schedule`].
+//!
+//! Pure: a pod and a node in, a verdict out.
+
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use tessera_model::node_selector;
+use tessera_model::taints::tolerated;
+
+use crate::node_info::{NodeInfo, host_ports};
+use crate::resources::Amounts;
+
+/// A plugin that rejected a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Plugin {
+    /// `spec.unschedulable`.
+    NodeUnschedulable,
+    /// `spec.nodeName` names another node.
+    NodeName,
+    /// An untolerated NoSchedule/NoExecute taint.
+    TaintToleration,
+    /// nodeSelector or required node affinity.
+    NodeAffinity,
+    /// Host ports in use.
+    NodePorts,
+    /// Not enough allocatable.
+    NodeResourcesFit,
+    /// Claims cannot be allocated or are bound elsewhere.
+    DynamicResources,
+}
+
+/// Why a node was rejected: the plugin and upstream's reason strings (one node may give
+/// several, as NodeResourcesFit does per resource).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// Who rejected.
+    pub plugin: Plugin,
+    /// The reasons, as the FailedScheduling message counts them.
+    pub reasons: Vec<String>,
+}
+
+impl Rejection {
+    fn one(plugin: Plugin, reason: &str) -> Rejection {
+        Rejection {
+            plugin,
+            reasons: vec![reason.to_string()],
+        }
+    }
+}
+
+/// The reason strings.
+pub mod reasons {
+    /// NodeUnschedulable.
+    pub const UNSCHEDULABLE: &str = "node(s) were unschedulable";
+    /// NodeName.
+    pub const NODE_NAME: &str = "node(s) didn't match the requested node name";
+    /// TaintToleration.
+    pub const TAINTS: &str = "node(s) had untolerated taint(s)";
+    /// NodeAffinity.
+    pub const AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
+    /// NodePorts.
+    pub const PORTS: &str = "node(s) didn't have free ports for the requested pod ports";
+    /// NodeResourcesFit, pod count.
+    pub const TOO_MANY_PODS: &str = "Too many pods";
+    /// DynamicResources.
+    pub const CLAIMS: &str = "cannot allocate all claims";
+    /// DynamicResources: a claim allocated for other nodes.
+    pub const CLAIM_ELSEWHERE: &str = "resourceclaim not available on the node";
+}
+
+fn tolerations(pod: &Pod) -> &[Toleration] {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default()
+}
+
+/// Runs the filters in upstream's order; the first rejection stops.
+pub fn run(pod: &Pod, requests: &Amounts, node: &NodeInfo) -> Result<(), Rejection> {
+    node_unschedulable(pod, node)?;
+    node_name(pod, node)?;
+    taint_toleration(pod, node)?;
+    node_affinity(pod, node)?;
+    node_ports(pod, node)?;
+    node_resources_fit(requests, node)
+}
+
+/// NodeUnschedulable: a cordoned node takes only pods tolerating its taint.
+pub fn node_unschedulable(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
+    if !node.unschedulable {
+        return Ok(());
+    }
+    let taint = k8s_openapi::api::core::v1::Taint {
+        key: "node.kubernetes.io/unschedulable".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
+    if tolerated(tolerations(pod), &taint) {
+        Ok(())
+    } else {
+        Err(Rejection::one(
+            Plugin::NodeUnschedulable,
+            reasons::UNSCHEDULABLE,
+        ))
+    }
+}
+
+/// NodeName.
+pub fn node_name(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
+    match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+        Some(name) if !name.is_empty() && name != node.name => {
+            Err(Rejection::one(Plugin::NodeName, reasons::NODE_NAME))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// TaintToleration: every NoSchedule and NoExecute taint tolerated.
+pub fn taint_toleration(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
+    let tolerations = tolerations(pod);
+    let blocked = node.taints.iter().any(|taint| {
+        matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+            && !tolerated(tolerations, taint)
+    });
+    if blocked {
+        Err(Rejection::one(Plugin::TaintToleration, reasons::TAINTS))
+    } else {
+        Ok(())
+    }
+}
+
+/// NodeAffinity: `nodeSelector` and the required node affinity terms.
+pub fn node_affinity(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(());
+    };
+    let selector_ok = spec
+        .node_selector
+        .iter()
+        .flatten()
+        .all(|(k, v)| node.labels.get(k) == Some(v));
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let affinity_ok = required.is_none_or(|r| node_selector::matches(r, &node.name, &node.labels));
+    if selector_ok && affinity_ok {
+        Ok(())
+    } else {
+        Err(Rejection::one(Plugin::NodeAffinity, reasons::AFFINITY))
+    }
+}
+
+/// NodePorts: a wanted host port clashes when protocol and port match and either host IP is
+/// the wildcard or they are equal.
+pub fn node_ports(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
+    let wildcard = |ip: &str| ip == "0.0.0.0" || ip == "::" || ip.is_empty();
+    let clash = host_ports(pod).into_iter().any(|(protocol, ip, port)| {
+        node.ports.iter().any(|(p, i, n)| {
+            *p == protocol && *n == port && (wildcard(&ip) || wildcard(i) || *i == ip)
+        })
+    });
+    if clash {
+        Err(Rejection::one(Plugin::NodePorts, reasons::PORTS))
+    } else {
+        Ok(())
+    }
+}
+
+/// NodeResourcesFit: one pod more, and every requested resource within allocatable.
+pub fn node_resources_fit(requests: &Amounts, node: &NodeInfo) -> Result<(), Rejection> {
+    let mut reasons = Vec::new();
+    let pods_used = node.requested.get("pods").copied().unwrap_or(0);
+    let pods_allowed = node.allocatable.get("pods").copied().unwrap_or(0);
+    if pods_used + 1000 > pods_allowed {
+        reasons.push(reasons::TOO_MANY_PODS.to_string());
+    }
+    for (name, amount) in requests {
+        if *amount <= 0 || name == "pods" {
+            continue;
+        }
+        let used = node.requested.get(name).copied().unwrap_or(0);
+        let allocatable = node.allocatable.get(name).copied().unwrap_or(0);
+        if used + amount > allocatable {
+            reasons.push(format!("Insufficient {name}"));
+        }
+    }
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(Rejection {
+            plugin: Plugin::NodeResourcesFit,
+            reasons,
+        })
+    }
+}

@@ -1,0 +1,15 @@
+//! The scheduling core: kube-scheduler's filters and scores over a snapshot of nodes, pods,
+//! claims and slices, DRA allocation through `tessera-dra`, and upstream's FailedScheduling
+//! explanations. The embedded platform's scheduler, the scheduler against a real cluster and
+//! the simulator all call it.
+//!
+//! Pure and deterministic: no I/O, no clock, ties broken by node name.
+
+pub mod filters;
+pub mod node_info;
+pub mod resources;
+pub mod schedule;
+pub mod score;
+
+pub use node_info::NodeInfo;
+pub use schedule::{Decision, FitError, Scheduler};

@@ -1,0 +1,118 @@
+//! The scheduler's view of a node: what it offers (allocatable, labels, taints,
+//! unschedulable) and what the pods bound to it already take (requests, the non-zero CPU and
+//! memory scoring uses, host ports, pod count). Built from a snapshot of Nodes and Pods;
+//! updated in place when a pod is assumed onto a node.
+//!
+//! Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+
+use crate::resources::{Amounts, amounts, nonzero_cpu_memory, pod_requests};
+
+/// A host port in use: (protocol, host IP, port).
+pub type HostPort = (String, String, i32);
+
+/// A node as the scheduler sees it.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInfo {
+    /// Its name.
+    pub name: String,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its taints.
+    pub taints: Vec<Taint>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// Allocatable amounts (milli-units).
+    pub allocatable: Amounts,
+    /// Requested by its pods (milli-units), `pods` included.
+    pub requested: Amounts,
+    /// CPU and memory its pods request with upstream's non-zero defaults (for scoring).
+    pub nonzero: (i128, i128),
+    /// Host ports its pods hold.
+    pub ports: BTreeSet<HostPort>,
+}
+
+/// Whether a pod still holds resources (bound, not finished).
+pub fn holds_resources(pod: &Pod) -> bool {
+    !matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// The host ports a pod asks for.
+pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = p.host_port.filter(|p| *p > 0)?;
+            Some((
+                p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                p.host_ip.clone().unwrap_or_else(|| "0.0.0.0".into()),
+                port,
+            ))
+        })
+        .collect()
+}
+
+impl NodeInfo {
+    /// A node with nothing on it yet.
+    pub fn new(node: &Node) -> NodeInfo {
+        NodeInfo {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            taints: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default(),
+            unschedulable: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
+            allocatable: amounts(node.status.as_ref().and_then(|s| s.allocatable.as_ref())),
+            requested: Amounts::new(),
+            nonzero: (0, 0),
+            ports: BTreeSet::new(),
+        }
+    }
+
+    /// Adds a pod's usage (bound or assumed).
+    pub fn add_pod(&mut self, pod: &Pod) {
+        for (name, amount) in pod_requests(pod) {
+            *self.requested.entry(name).or_insert(0) += amount;
+        }
+        *self.requested.entry("pods".into()).or_insert(0) += 1000;
+        let (cpu, memory) = nonzero_cpu_memory(pod);
+        self.nonzero.0 += cpu;
+        self.nonzero.1 += memory;
+        self.ports.extend(host_ports(pod));
+    }
+}
+
+/// The nodes of a snapshot with the pods bound to them, sorted by name.
+pub fn build(nodes: &[Node], pods: &[Pod]) -> Vec<NodeInfo> {
+    let mut infos: Vec<NodeInfo> = nodes.iter().map(NodeInfo::new).collect();
+    infos.sort_by(|a, b| a.name.cmp(&b.name));
+    let index: BTreeMap<String, usize> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
+    for pod in pods.iter().filter(|p| holds_resources(p)) {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
+        if let Some(&i) = node.and_then(|n| index.get(n)) {
+            infos[i].add_pod(pod);
+        }
+    }
+    infos
+}

@@ -1,0 +1,171 @@
+//! What a pod asks of a node, as kube-scheduler computes it (`resourcehelper.PodRequests`):
+//! the app containers' requests plus running sidecars (restartable init containers), or the
+//! largest init container step if that is more, plus the pod overhead; a container's missing
+//! request defaults to its limit. Amounts are milli-units of each resource so CPU, memory and
+//! extended resources compare alike.
+//!
+//! Pure.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+use tessera_model::Quantity;
+
+/// Amounts by resource name, in milli-units.
+pub type Amounts = BTreeMap<String, i128>;
+
+/// The CPU request assumed for scoring a container that states none (upstream's
+/// `DefaultMilliCPURequest`).
+pub const DEFAULT_CPU_MILLI: i128 = 100;
+/// The memory request assumed for scoring a container that states none (200 MiB).
+pub const DEFAULT_MEMORY_MILLI: i128 = 200 * 1024 * 1024 * 1000;
+
+fn milli(quantity: &ApiQuantity) -> Option<i128> {
+    quantity.0.parse::<Quantity>().ok().map(|q| q.milli_value())
+}
+
+/// Reads a resource list into amounts.
+pub fn amounts(list: Option<&BTreeMap<String, ApiQuantity>>) -> Amounts {
+    list.into_iter()
+        .flatten()
+        .filter_map(|(name, q)| Some((name.clone(), milli(q)?)))
+        .collect()
+}
+
+fn container_requests(container: &Container) -> Amounts {
+    let resources = container.resources.as_ref();
+    let mut requests = amounts(resources.and_then(|r| r.requests.as_ref()));
+    for (name, limit) in amounts(resources.and_then(|r| r.limits.as_ref())) {
+        requests.entry(name).or_insert(limit);
+    }
+    requests
+}
+
+fn add(total: &mut Amounts, more: &Amounts) {
+    for (name, amount) in more {
+        *total.entry(name.clone()).or_insert(0) += amount;
+    }
+}
+
+fn max_into(total: &mut Amounts, other: &Amounts) {
+    for (name, amount) in other {
+        let entry = total.entry(name.clone()).or_insert(0);
+        *entry = (*entry).max(*amount);
+    }
+}
+
+/// What the pod requests of its node.
+pub fn pod_requests(pod: &Pod) -> Amounts {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Amounts::new();
+    };
+    let mut requests = Amounts::new();
+    for container in &spec.containers {
+        add(&mut requests, &container_requests(container));
+    }
+    let mut sidecars = Amounts::new();
+    let mut init_peak = Amounts::new();
+    for init in spec.init_containers.iter().flatten() {
+        let own = container_requests(init);
+        let step = if init.restart_policy.as_deref() == Some("Always") {
+            // A sidecar keeps running beside the app containers.
+            add(&mut requests, &own);
+            add(&mut sidecars, &own);
+            sidecars.clone()
+        } else {
+            let mut step = own;
+            add(&mut step, &sidecars);
+            step
+        };
+        max_into(&mut init_peak, &step);
+    }
+    max_into(&mut requests, &init_peak);
+    add(&mut requests, &amounts(spec.overhead.as_ref()));
+    requests.retain(|_, amount| *amount != 0);
+    requests
+}
+
+/// CPU and memory for scoring, with upstream's defaults for containers that request none.
+pub fn nonzero_cpu_memory(pod: &Pod) -> (i128, i128) {
+    let Some(spec) = pod.spec.as_ref() else {
+        return (0, 0);
+    };
+    let mut cpu = 0;
+    let mut memory = 0;
+    for container in &spec.containers {
+        let requests = container_requests(container);
+        cpu += requests.get("cpu").copied().unwrap_or(DEFAULT_CPU_MILLI);
+        memory += requests
+            .get("memory")
+            .copied()
+            .unwrap_or(DEFAULT_MEMORY_MILLI);
+    }
+    (cpu, memory)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).expect("pod")
+    }
+
+    fn container(name: &str, cpu: &str, extra: serde_json::Value) -> serde_json::Value {
+        let mut c = json!({"name": name, "resources": {"requests": {"cpu": cpu}}});
+        if let (Some(c), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
+            for (k, v) in extra {
+                c.insert(k.clone(), v.clone());
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn requests_follow_upstream_arithmetic() {
+        let table = [
+            // Two app containers add up.
+            (
+                json!({"containers": [container("a", "1", json!({})), container("b", "500m", json!({}))]}),
+                1500,
+            ),
+            // A large init container dominates.
+            (
+                json!({"initContainers": [container("i", "4", json!({}))], "containers": [container("a", "1", json!({}))]}),
+                4000,
+            ),
+            // A sidecar runs beside the app and beside later init containers.
+            (
+                json!({"initContainers": [container("s", "1", json!({"restartPolicy": "Always"})), container("i", "2", json!({}))],
+                    "containers": [container("a", "1", json!({}))]}),
+                3000,
+            ),
+            (
+                json!({"initContainers": [container("s", "1", json!({"restartPolicy": "Always"}))],
+                    "containers": [container("a", "1", json!({}))], "overhead": {"cpu": "250m"}}),
+                2250,
+            ),
+        ];
+        for (i, (spec, cpu)) in table.into_iter().enumerate() {
+            assert_eq!(
+                pod_requests(&pod(spec)).get("cpu").copied(),
+                Some(cpu),
+                "case {i}"
+            );
+        }
+        let gpu = pod(
+            json!({"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}),
+        );
+        assert_eq!(
+            pod_requests(&gpu).get("nvidia.com/gpu").copied(),
+            Some(2000),
+            "limits stand in for requests"
+        );
+        assert_eq!(
+            nonzero_cpu_memory(&gpu),
+            (DEFAULT_CPU_MILLI, DEFAULT_MEMORY_MILLI)
+        );
+    }
+}

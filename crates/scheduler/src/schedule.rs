@@ -1,0 +1,226 @@
+//! One scheduling decision: every node through the filters (and, for a pod with
+//! ResourceClaims, DRA: allocated claims pin their nodes, unallocated ones must be allocatable
+//! together on the node), the feasible ones scored, the best taken (ties by node name). A pod
+//! that fits nowhere gets upstream's explanation: `0/N nodes are available: <count> <reason>,
+//! ….` with the reasons sorted. `assume` books a decision into the snapshot so the next pod
+//! sees it.
+//!
+//! Pure and deterministic.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
+use tessera_dra::{Allocator, NodeView};
+use tessera_model::node_selector;
+
+use crate::filters::{self, Plugin, Rejection, reasons};
+use crate::node_info::NodeInfo;
+use crate::resources::pod_requests;
+use crate::score::{self, Strategy};
+
+/// Where a pod goes, and the allocations its claims get there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The node.
+    pub node: String,
+    /// Allocations for the pod's unallocated claims, by claim name.
+    pub allocations: Vec<(String, AllocationResult)>,
+}
+
+/// Why a pod fits nowhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FitError {
+    /// Nodes considered.
+    pub nodes: usize,
+    /// Each node's rejection.
+    pub diagnosis: BTreeMap<String, Rejection>,
+}
+
+impl FitError {
+    /// How many nodes gave each reason.
+    pub fn histogram(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for rejection in self.diagnosis.values() {
+            for reason in &rejection.reasons {
+                *counts.entry(reason.clone()).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+}
+
+impl fmt::Display for FitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Upstream sorts the "<count> <reason>" strings themselves.
+        let mut entries: Vec<String> = self
+            .histogram()
+            .into_iter()
+            .map(|(reason, count)| format!("{count} {reason}"))
+            .collect();
+        entries.sort();
+        write!(
+            f,
+            "0/{} nodes are available: {}.",
+            self.nodes,
+            entries.join(", ")
+        )
+    }
+}
+
+/// The scheduler over one snapshot.
+pub struct Scheduler {
+    nodes: Vec<NodeInfo>,
+    slices: Vec<ResourceSlice>,
+    /// Slices by node name; slices for many nodes under "".
+    slices_by_node: BTreeMap<String, Vec<usize>>,
+    classes: Vec<DeviceClass>,
+    /// Claims holding devices (allocated), including those assumed here.
+    allocated: Vec<ResourceClaim>,
+    strategy: Strategy,
+}
+
+impl Scheduler {
+    /// A scheduler over `nodes` (with their pods booked), the DRA objects, and every claim.
+    pub fn new(
+        nodes: Vec<NodeInfo>,
+        slices: Vec<ResourceSlice>,
+        classes: Vec<DeviceClass>,
+        claims: &[ResourceClaim],
+        strategy: Strategy,
+    ) -> Scheduler {
+        let mut slices_by_node: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, slice) in slices.iter().enumerate() {
+            let key = slice.spec.node_name.clone().unwrap_or_default();
+            slices_by_node.entry(key).or_default().push(i);
+        }
+        Scheduler {
+            nodes,
+            slices,
+            slices_by_node,
+            classes,
+            allocated: claims
+                .iter()
+                .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
+                .cloned()
+                .collect(),
+            strategy,
+        }
+    }
+
+    /// The nodes as booked now.
+    pub fn nodes(&self) -> &[NodeInfo] {
+        &self.nodes
+    }
+
+    /// The slices a node can reach: its own and those not bound to one node.
+    fn node_slices<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a ResourceSlice> + 'a {
+        let own = self.slices_by_node.get(node).into_iter().flatten();
+        let shared = self.slices_by_node.get("").into_iter().flatten();
+        own.chain(shared).map(|&i| &self.slices[i])
+    }
+
+    /// DynamicResources for one node: allocated claims must be usable there, unallocated
+    /// ones allocatable together.
+    fn dynamic_resources(
+        &self,
+        node: &NodeInfo,
+        claims: &[ResourceClaim],
+    ) -> Result<Vec<(String, AllocationResult)>, Rejection> {
+        let reject = |reason: String| Rejection {
+            plugin: Plugin::DynamicResources,
+            reasons: vec![reason],
+        };
+        let mut pending = Vec::new();
+        for claim in claims {
+            match claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
+                Some(allocation) => {
+                    let here = allocation
+                        .node_selector
+                        .as_ref()
+                        .is_none_or(|s| node_selector::matches(s, &node.name, &node.labels));
+                    if !here {
+                        return Err(reject(reasons::CLAIM_ELSEWHERE.into()));
+                    }
+                }
+                None => pending.push(claim),
+            }
+        }
+        if pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let view = NodeView {
+            name: node.name.clone(),
+            labels: node.labels.clone(),
+        };
+        let allocator = Allocator::new(
+            view,
+            self.node_slices(&node.name),
+            &self.classes,
+            &self.allocated,
+        );
+        match allocator.allocate(&pending) {
+            Ok(Some(results)) => Ok(pending
+                .iter()
+                .zip(results)
+                .map(|(claim, result)| (claim.metadata.name.clone().unwrap_or_default(), result))
+                .collect()),
+            Ok(None) => Err(reject(reasons::CLAIMS.into())),
+            Err(error) => Err(reject(error.to_string())),
+        }
+    }
+
+    /// Places `pod`, whose claims (resolved, in its order) are `claims`.
+    pub fn schedule(&self, pod: &Pod, claims: &[ResourceClaim]) -> Result<Decision, FitError> {
+        let requests = pod_requests(pod);
+        let mut feasible: Vec<(&NodeInfo, Vec<(String, AllocationResult)>)> = Vec::new();
+        let mut diagnosis = BTreeMap::new();
+        for node in &self.nodes {
+            let verdict = filters::run(pod, &requests, node)
+                .and_then(|()| self.dynamic_resources(node, claims));
+            match verdict {
+                Ok(allocations) => feasible.push((node, allocations)),
+                Err(rejection) => {
+                    diagnosis.insert(node.name.clone(), rejection);
+                }
+            }
+        }
+        if feasible.is_empty() {
+            return Err(FitError {
+                nodes: self.nodes.len(),
+                diagnosis,
+            });
+        }
+        let candidates: Vec<&NodeInfo> = feasible.iter().map(|(n, _)| *n).collect();
+        let scores = score::score(pod, &candidates, self.strategy);
+        let best = scores
+            .iter()
+            .enumerate()
+            .max_by(|(i, a), (j, b)| a.cmp(b).then(j.cmp(i)))
+            .map_or(0, |(i, _)| i);
+        let (node, allocations) = feasible.swap_remove(best);
+        Ok(Decision {
+            node: node.name.clone(),
+            allocations,
+        })
+    }
+
+    /// Books a decision: the pod's usage onto its node, its new allocations as held.
+    pub fn assume(&mut self, pod: &Pod, decision: &Decision, claims: &[ResourceClaim]) {
+        if let Some(node) = self.nodes.iter_mut().find(|n| n.name == decision.node) {
+            node.add_pod(pod);
+        }
+        for (name, allocation) in &decision.allocations {
+            if let Some(claim) = claims
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(name))
+            {
+                let mut claim = claim.clone();
+                claim.status.get_or_insert_with(Default::default).allocation =
+                    Some(allocation.clone());
+                self.allocated.push(claim);
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! kube-scheduler's Score plugins with their default weights: TaintToleration (3, fewer
+//! intolerable PreferNoSchedule taints is better), NodeAffinity (2, the weights of matching
+//! preferred terms), NodeResourcesFit (1, `LeastAllocated` by default or `MostAllocated`, over
+//! CPU and memory with upstream's non-zero requests) and NodeResourcesBalancedAllocation (1).
+//! Each plugin's scores are normalized to 0–100 over the feasible nodes before weighting.
+//!
+//! Pure.
+
+use k8s_openapi::api::core::v1::Pod;
+use tessera_model::node_selector;
+use tessera_model::taints::tolerated;
+
+use crate::node_info::NodeInfo;
+use crate::resources::nonzero_cpu_memory;
+
+/// How NodeResourcesFit scores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// Prefer the emptiest node (spread).
+    #[default]
+    LeastAllocated,
+    /// Prefer the fullest node (bin-packing).
+    MostAllocated,
+}
+
+/// The maximum node score.
+pub const MAX: i64 = 100;
+
+fn fraction(requested: i128, allocatable: i128) -> Option<(i128, i128)> {
+    (allocatable > 0).then_some((requested.min(allocatable), allocatable))
+}
+
+/// NodeResourcesFit's score of `node` with `pod` on it.
+pub fn resources_fit(strategy: Strategy, pod: (i128, i128), node: &NodeInfo) -> i64 {
+    let resources = [
+        (
+            node.nonzero.0 + pod.0,
+            node.allocatable.get("cpu").copied().unwrap_or(0),
+        ),
+        (
+            node.nonzero.1 + pod.1,
+            node.allocatable.get("memory").copied().unwrap_or(0),
+        ),
+    ];
+    let mut total = 0i128;
+    for (requested, allocatable) in resources {
+        let Some((requested, allocatable)) = fraction(requested, allocatable) else {
+            continue;
+        };
+        total += match strategy {
+            Strategy::LeastAllocated => (allocatable - requested) * i128::from(MAX) / allocatable,
+            Strategy::MostAllocated => requested * i128::from(MAX) / allocatable,
+        };
+    }
+    i64::try_from(total / 2).unwrap_or(0)
+}
+
+/// NodeResourcesBalancedAllocation: how even CPU and memory use would be.
+pub fn balanced(pod: (i128, i128), node: &NodeInfo) -> i64 {
+    let share = |requested: i128, allocatable: i128| {
+        if allocatable <= 0 {
+            0.0
+        } else {
+            (requested as f64 / allocatable as f64).min(1.0)
+        }
+    };
+    let cpu = share(
+        node.nonzero.0 + pod.0,
+        node.allocatable.get("cpu").copied().unwrap_or(0),
+    );
+    let memory = share(
+        node.nonzero.1 + pod.1,
+        node.allocatable.get("memory").copied().unwrap_or(0),
+    );
+    let deviation = (cpu - memory).abs() / 2.0;
+    ((1.0 - deviation) * MAX as f64) as i64
+}
+
+/// NodeAffinity's raw score: the summed weights of matching preferred terms.
+pub fn affinity(pod: &Pod, node: &NodeInfo) -> i64 {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .into_iter()
+        .flatten()
+        .filter(|term| node_selector::term_matches(&term.preference, &node.name, &node.labels))
+        .map(|term| i64::from(term.weight))
+        .sum()
+}
+
+/// TaintToleration's raw score: intolerable PreferNoSchedule taints (fewer is better).
+pub fn intolerable(pod: &Pod, node: &NodeInfo) -> i64 {
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default();
+    node.taints
+        .iter()
+        .filter(|t| t.effect == "PreferNoSchedule" && !tolerated(tolerations, t))
+        .count() as i64
+}
+
+/// Scales raw scores to 0–100 by the highest (or, `reverse`, so the lowest gets 100).
+fn normalize(raw: &[i64], reverse: bool) -> Vec<i64> {
+    let max = raw.iter().copied().max().unwrap_or(0);
+    raw.iter()
+        .map(|&r| {
+            let scaled = if max > 0 { r * MAX / max } else { 0 };
+            if reverse { MAX - scaled } else { scaled }
+        })
+        .collect()
+}
+
+/// The weighted total score of each candidate node for `pod`.
+pub fn score(pod: &Pod, nodes: &[&NodeInfo], strategy: Strategy) -> Vec<i64> {
+    let demand = nonzero_cpu_memory(pod);
+    let taints = normalize(
+        &nodes
+            .iter()
+            .map(|n| intolerable(pod, n))
+            .collect::<Vec<_>>(),
+        true,
+    );
+    let affinity = normalize(
+        &nodes.iter().map(|n| affinity(pod, n)).collect::<Vec<_>>(),
+        false,
+    );
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            3 * taints[i]
+                + 2 * affinity[i]
+                + resources_fit(strategy, demand, node)
+                + balanced(demand, node)
+        })
+        .collect()
+}

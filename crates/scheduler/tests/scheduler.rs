@@ -1,0 +1,378 @@
+//! The scheduling core, table by table: each filter's verdict and reason, upstream's
+//! FailedScheduling message, scoring strategies and preferences, booking decisions, and DRA
+//! claims (allocated on the chosen node, pinning their node once allocated).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use serde_json::{Value, json};
+use tessera_scheduler::Scheduler;
+use tessera_scheduler::filters::{self, Plugin};
+use tessera_scheduler::node_info::{self, NodeInfo};
+use tessera_scheduler::resources::pod_requests;
+use tessera_scheduler::score::Strategy;
+
+fn node(name: &str, extra: Value) -> Node {
+    let mut node = json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "zone": "a"}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+    });
+    merge(&mut node, extra);
+    serde_json::from_value(node).unwrap()
+}
+
+fn pod(name: &str, extra: Value) -> Pod {
+    let mut pod = json!({
+        "metadata": {"namespace": "ml", "name": name, "uid": format!("uid-{name}")},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+    });
+    merge(&mut pod, extra);
+    serde_json::from_value(pod).unwrap()
+}
+
+fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(base), Value::Object(extra)) => {
+            for (k, v) in extra {
+                merge(base.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (base, extra) => *base = extra,
+    }
+}
+
+fn info(node: &Node, pods: &[Pod]) -> NodeInfo {
+    node_info::build(std::slice::from_ref(node), pods).remove(0)
+}
+
+#[test]
+fn each_filter_rejects_with_upstream_reasons() {
+    let busy = pod(
+        "busy",
+        json!({"spec": {"nodeName": "n", "containers": [{"name": "c",
+        "ports": [{"containerPort": 80, "hostPort": 8080}],
+        "resources": {"requests": {"cpu": "3500m", "memory": "1Gi"}}}]}}),
+    );
+    type Case<'a> = (&'a str, Node, Pod, Option<(Plugin, &'a str)>);
+    let cases: Vec<Case> = vec![
+        ("fits", node("n", json!({})), pod("p", json!({})), None),
+        (
+            "cordoned",
+            node("n", json!({"spec": {"unschedulable": true}})),
+            pod("p", json!({})),
+            Some((Plugin::NodeUnschedulable, "node(s) were unschedulable")),
+        ),
+        (
+            "cordoned but tolerated",
+            node("n", json!({"spec": {"unschedulable": true}})),
+            pod(
+                "p",
+                json!({"spec": {"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}}),
+            ),
+            None,
+        ),
+        (
+            "another node's pod",
+            node("n", json!({})),
+            pod("p", json!({"spec": {"nodeName": "m"}})),
+            Some((
+                Plugin::NodeName,
+                "node(s) didn't match the requested node name",
+            )),
+        ),
+        (
+            "tainted",
+            node(
+                "n",
+                json!({"spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}}),
+            ),
+            pod("p", json!({})),
+            Some((Plugin::TaintToleration, "node(s) had untolerated taint(s)")),
+        ),
+        (
+            "taint tolerated",
+            node(
+                "n",
+                json!({"spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}}),
+            ),
+            pod(
+                "p",
+                json!({"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}),
+            ),
+            None,
+        ),
+        (
+            "PreferNoSchedule does not filter",
+            node(
+                "n",
+                json!({"spec": {"taints": [{"key": "soft", "effect": "PreferNoSchedule"}]}}),
+            ),
+            pod("p", json!({})),
+            None,
+        ),
+        (
+            "nodeSelector",
+            node("n", json!({})),
+            pod("p", json!({"spec": {"nodeSelector": {"zone": "b"}}})),
+            Some((
+                Plugin::NodeAffinity,
+                "node(s) didn't match Pod's node affinity/selector",
+            )),
+        ),
+        (
+            "required affinity",
+            node("n", json!({})),
+            pod(
+                "p",
+                json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}}}}}),
+            ),
+            None,
+        ),
+        (
+            "host port",
+            node("n", json!({})),
+            pod(
+                "p",
+                json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 1, "hostPort": 8080}]}]}}),
+            ),
+            Some((
+                Plugin::NodePorts,
+                "node(s) didn't have free ports for the requested pod ports",
+            )),
+        ),
+        (
+            "cpu",
+            node("n", json!({})),
+            pod("p", json!({})),
+            Some((Plugin::NodeResourcesFit, "Insufficient cpu")),
+        ),
+        (
+            "gpus",
+            node("n", json!({})),
+            pod(
+                "p",
+                json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}),
+            ),
+            Some((Plugin::NodeResourcesFit, "Insufficient nvidia.com/gpu")),
+        ),
+        (
+            "pods",
+            node("n", json!({"status": {"allocatable": {"pods": "1"}}})),
+            pod("p", json!({"spec": {"containers": [{"name": "c"}]}})),
+            Some((Plugin::NodeResourcesFit, "Too many pods")),
+        ),
+    ];
+    for (what, node, candidate, want) in cases {
+        // "host port", "cpu" and "pods" run against a node that already has `busy`.
+        let bound: Vec<Pod> = if matches!(what, "host port" | "cpu" | "pods") {
+            vec![busy.clone()]
+        } else {
+            vec![]
+        };
+        let got = filters::run(&candidate, &pod_requests(&candidate), &info(&node, &bound));
+        match (got, want) {
+            (Ok(()), None) => {}
+            (Err(rejection), Some((plugin, reason))) => {
+                assert_eq!(rejection.plugin, plugin, "{what}");
+                assert_eq!(rejection.reasons[0], reason, "{what}");
+            }
+            (got, want) => panic!("{what}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+fn scheduler(nodes: &[Node], pods: &[Pod], strategy: Strategy) -> Scheduler {
+    Scheduler::new(node_info::build(nodes, pods), vec![], vec![], &[], strategy)
+}
+
+#[test]
+fn fit_errors_read_like_upstream() {
+    let gpu_pod = pod(
+        "train",
+        json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}),
+    );
+    let nodes = [
+        node("cpu-1", json!({})),
+        node("cpu-2", json!({})),
+        node(
+            "l40s-1",
+            json!({"spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"nvidia.com/gpu": "16"}}}),
+        ),
+        node(
+            "h100-1",
+            json!({"status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "2"}}}),
+        ),
+    ];
+    let error = scheduler(&nodes, &[], Strategy::default())
+        .schedule(&gpu_pod, &[])
+        .expect_err("fits nowhere");
+    assert_eq!(
+        error.to_string(),
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient nvidia.com/gpu."
+    );
+    assert_eq!(error.diagnosis["l40s-1"].plugin, Plugin::TaintToleration);
+}
+
+#[test]
+fn scoring_spreads_packs_and_follows_preferences() {
+    let nodes = [node("a", json!({})), node("b", json!({}))];
+    let on_a = pod("on-a", json!({"spec": {"nodeName": "a"}}));
+    let new = pod("new", json!({}));
+    let spread = scheduler(
+        &nodes,
+        std::slice::from_ref(&on_a),
+        Strategy::LeastAllocated,
+    );
+    assert_eq!(
+        spread.schedule(&new, &[]).unwrap().node,
+        "b",
+        "LeastAllocated spreads"
+    );
+    let pack = scheduler(&nodes, std::slice::from_ref(&on_a), Strategy::MostAllocated);
+    assert_eq!(
+        pack.schedule(&new, &[]).unwrap().node,
+        "a",
+        "MostAllocated packs"
+    );
+    // Ties go to the first node by name.
+    assert_eq!(
+        scheduler(&nodes, &[], Strategy::default())
+            .schedule(&new, &[])
+            .unwrap()
+            .node,
+        "a"
+    );
+    // Preferred affinity outweighs a little spreading.
+    let prefers_a = pod(
+        "p",
+        json!({"spec": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}}]}}}}),
+    );
+    assert_eq!(spread.schedule(&prefers_a, &[]).unwrap().node, "a");
+    // PreferNoSchedule taints repel.
+    let soft = [
+        node(
+            "a",
+            json!({"spec": {"taints": [{"key": "x", "effect": "PreferNoSchedule"}]}}),
+        ),
+        node("b", json!({})),
+    ];
+    assert_eq!(
+        scheduler(&soft, &[], Strategy::MostAllocated)
+            .schedule(&new, &[])
+            .unwrap()
+            .node,
+        "b"
+    );
+}
+
+#[test]
+fn assumed_pods_take_their_room() {
+    let nodes = [node("a", json!({}))];
+    let mut scheduler = scheduler(&nodes, &[], Strategy::default());
+    for i in 0..4 {
+        let p = pod(&format!("p{i}"), json!({}));
+        let decision = scheduler.schedule(&p, &[]).expect("fits");
+        scheduler.assume(&p, &decision, &[]);
+    }
+    let error = scheduler
+        .schedule(&pod("p4", json!({})), &[])
+        .expect_err("full");
+    assert_eq!(
+        error.to_string(),
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
+}
+
+fn dra() -> (Vec<ResourceSlice>, Vec<DeviceClass>) {
+    let slice = |node: &str, gpus: usize| -> ResourceSlice {
+        let devices: Vec<Value> = (0..gpus)
+            .map(|i| json!({"name": format!("gpu-{i}"), "attributes": {"type": {"string": "gpu"}}}))
+            .collect();
+        serde_json::from_value(
+            json!({"metadata": {"name": format!("{node}-gpu")}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}),
+        )
+        .unwrap()
+    };
+    let class: DeviceClass = serde_json::from_value(json!({"metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}))
+    .unwrap();
+    (vec![slice("a", 1), slice("b", 2)], vec![class])
+}
+
+fn claim(name: &str, count: i64, allocated_on: Option<&str>) -> ResourceClaim {
+    let mut claim = json!({"metadata": {"namespace": "ml", "name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}]}}});
+    if let Some(node) = allocated_on {
+        claim["status"] = json!({"allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": "gpu-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}});
+    }
+    serde_json::from_value(claim).unwrap()
+}
+
+#[test]
+fn claims_are_allocated_on_the_chosen_node_and_pin_it_once_allocated() {
+    let nodes = [node("a", json!({})), node("b", json!({}))];
+    let (slices, classes) = dra();
+    let p = pod("p", json!({}));
+    let mut scheduler = Scheduler::new(
+        node_info::build(&nodes, &[]),
+        slices,
+        classes,
+        &[],
+        Strategy::default(),
+    );
+    // Two GPUs exist only on b.
+    let two = claim("two", 2, None);
+    let decision = scheduler
+        .schedule(&p, std::slice::from_ref(&two))
+        .expect("fits on b");
+    assert_eq!(decision.node, "b");
+    let results = decision.allocations[0]
+        .1
+        .devices
+        .as_ref()
+        .unwrap()
+        .results
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        results
+            .iter()
+            .map(|r| r.device.as_str())
+            .collect::<Vec<_>>(),
+        ["gpu-0", "gpu-1"]
+    );
+    scheduler.assume(&p, &decision, std::slice::from_ref(&two));
+    // b's GPUs are now held: a one-GPU claim goes to a; a three-GPU claim fits nowhere.
+    assert_eq!(
+        scheduler
+            .schedule(&pod("q", json!({})), &[claim("one", 1, None)])
+            .unwrap()
+            .node,
+        "a"
+    );
+    let error = scheduler
+        .schedule(&pod("r", json!({})), &[claim("three", 3, None)])
+        .expect_err("too many");
+    assert_eq!(
+        error.to_string(),
+        "0/2 nodes are available: 2 cannot allocate all claims."
+    );
+    // An allocated (shared) claim pins its node.
+    let shared = claim("shared", 1, Some("a"));
+    let decision = scheduler
+        .schedule(&pod("s", json!({})), std::slice::from_ref(&shared))
+        .unwrap();
+    assert_eq!(
+        (decision.node.as_str(), decision.allocations.len()),
+        ("a", 0)
+    );
+}
