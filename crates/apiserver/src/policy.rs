@@ -53,6 +53,30 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
+        name: "scheduler",
+        rules: &[
+            (&[""], &["pods", "nodes"], READ),
+            (&[""], &["pods/binding"], &["create"]),
+            (&[""], &["pods/status"], STATUS),
+            (
+                &["resource.k8s.io"],
+                &["resourceclaims"],
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            (&["resource.k8s.io"], &["resourceclaims/status"], STATUS),
+            (
+                &["resource.k8s.io"],
+                &["resourceslices", "deviceclasses"],
+                READ,
+            ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
+    Component {
         name: "node-controller",
         rules: &[
             (

@@ -39,6 +39,9 @@ enum Command {
     Agent(agent::AgentCommand),
     /// Inject hardware and node faults into a running platform, and recover.
     Fault(FaultArgs),
+    /// Run Tessera's scheduler against a cluster as a second scheduler (pods with
+    /// `schedulerName: tessera`).
+    Scheduler(SchedulerArgs),
     /// Measure performance.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -96,6 +99,14 @@ pub struct FaultArgs {
     data_dir: PathBuf,
 }
 
+/// Options of `tessera scheduler`.
+#[derive(clap::Args, Debug)]
+pub struct SchedulerArgs {
+    /// The kubeconfig of the cluster (in-cluster or `$KUBECONFIG` without it).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
 /// Options of `tessera kubeconfig`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct KubeconfigArgs {
@@ -136,6 +147,15 @@ fn main() -> anyhow::Result<()> {
         Command::Catalog(args) => catalog::run(&args),
         Command::Agent(command) => agent::run(&command, &runtime),
         Command::Node(command) => node::run(&command),
+        Command::Scheduler(args) => runtime.block_on(async {
+            let client = client::connect(args.kubeconfig.as_deref()).await?;
+            tracing::info!("scheduling pods with schedulerName: tessera");
+            tokio::select! {
+                () = tessera_controllers::scheduler::run(client, tessera_controllers::scheduler::SchedulerConfig::second()) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            Ok(())
+        }),
         Command::Fault(args) => {
             runtime.block_on(fault::run(&args.command, &args.target, args.data_dir))
         }

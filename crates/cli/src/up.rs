@@ -122,6 +122,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             period: Duration::from_secs(1),
         },
     ));
+    let scheduler = tokio::spawn(tessera_controllers::scheduler::run(
+        client_for("scheduler"),
+        tessera_controllers::scheduler::SchedulerConfig::embedded(),
+    ));
     let claims = tokio::spawn(tessera_controllers::resource_claims::run(client_for(
         "resourceclaim-controller",
     )));
@@ -177,6 +181,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     disruption.abort();
     jobs.abort();
     claims.abort();
+    scheduler.abort();
     node_monitor.abort();
     apps.abort();
     jobsets.abort();

@@ -20,5 +20,6 @@ pub mod pdb;
 pub mod replicaset;
 pub mod resource_claim;
 pub mod resource_claims;
+pub mod scheduler;
 pub mod shell;
 pub mod statefulset;

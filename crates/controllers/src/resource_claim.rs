@@ -148,7 +148,8 @@ fn reserved_for(claim: &ResourceClaim, uid: &str) -> bool {
         .is_some_and(|r| r.iter().any(|c| c.uid == uid))
 }
 
-fn protected(claim: &ResourceClaim) -> bool {
+/// Whether the claim carries the delete-protection finalizer.
+pub fn protected(claim: &ResourceClaim) -> bool {
     claim
         .metadata
         .finalizers
@@ -157,7 +158,8 @@ fn protected(claim: &ResourceClaim) -> bool {
         .any(|f| f == DELETE_PROTECTION)
 }
 
-fn consumer(pod: &Pod) -> ResourceClaimConsumerReference {
+/// The `reservedFor` entry of a pod.
+pub fn consumer(pod: &Pod) -> ResourceClaimConsumerReference {
     ResourceClaimConsumerReference {
         api_group: None,
         resource: "pods".into(),

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    AllocationResult, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, reconcile};
+use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, consumer, protected, reconcile};
 use crate::shell::{all, next_pass, patch_params, post_params, record_event, watched};
 
 /// The field manager the controller writes as.
@@ -180,5 +180,48 @@ async fn apply(
             }
         }
     }
+    Ok(())
+}
+
+/// Allocates (when `allocation` is given) and reserves `claim` for `pod`, as the scheduler's
+/// PreBind does: the delete-protection finalizer first, then the status, each write
+/// conditional on the version read, so a concurrent change makes it fail rather than clobber.
+pub async fn allocate_and_reserve(
+    client: &Client,
+    claim: &ResourceClaim,
+    allocation: Option<&AllocationResult>,
+    pod: &Pod,
+    manager: &str,
+) -> Result<(), kube::Error> {
+    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let api = Api::<ResourceClaim>::namespaced(client.clone(), &namespace);
+    let mut claim = claim.clone();
+    if allocation.is_some() && !protected(&claim) {
+        let mut finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
+        finalizers.push(DELETE_PROTECTION.into());
+        claim = api
+            .patch(
+                &name,
+                &patch_params(manager),
+                &Patch::Merge(json!({"metadata": {
+                    "finalizers": finalizers,
+                    "resourceVersion": claim.metadata.resource_version,
+                }})),
+            )
+            .await?;
+    }
+    let status = claim.status.get_or_insert_with(Default::default);
+    if let Some(allocation) = allocation {
+        status.allocation = Some(allocation.clone());
+    }
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+    if !reserved.iter().any(|c| c.uid == uid) {
+        reserved.push(consumer(pod));
+    }
+    claim.metadata.managed_fields = None;
+    api.replace_status(&name, &post_params(manager), &claim)
+        .await?;
     Ok(())
 }

@@ -455,7 +455,8 @@ fn deleting_a_namespace_deletes_what_it_holds() {
 fn binding_a_pending_pod_starts_it_on_the_node() {
     let cluster = Cluster::start();
     let v = "1.32";
-    cluster.ok_stdin(v, &["apply", "-f", "-"], "apiVersion: v1\nkind: Pod\nmetadata: {name: unbound}\nspec:\n  containers: [{name: c, image: app:1}]\n");
+    // A pod for another scheduler: the embedded one leaves it to whoever binds it.
+    cluster.ok_stdin(v, &["apply", "-f", "-"], "apiVersion: v1\nkind: Pod\nmetadata: {name: unbound}\nspec:\n  schedulerName: my-scheduler\n  containers: [{name: c, image: app:1}]\n");
     assert_eq!(
         cluster.ok(
             v,

@@ -15,4 +15,5 @@ mod durability;
 mod faults;
 mod kubectl;
 mod rbac;
+mod scheduling;
 mod workloads;

@@ -1,11 +1,10 @@
 //! Workload controllers driven with kubectl; a test binder stands in for the scheduler.
 
-use crate::support::{Cluster, TestBinder};
+use crate::support::Cluster;
 
 #[test]
 fn indexed_jobs_complete_and_failure_policies_fail_fast() {
     let cluster = Cluster::start();
-    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2", "h100-1", "h100-2"]);
     let v = "1.33";
     let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: shards}\nspec:\n  completions: 3\n  parallelism: 2\n  completionMode: Indexed\n  template:\n    metadata:\n      annotations: {sim.tessera.dev/duration: 1s}\n    spec:\n      restartPolicy: Never\n      containers: [{name: work, image: worker:1}]\n";
     cluster.ok_stdin(v, &["apply", "-f", "-"], job);
@@ -101,7 +100,6 @@ fn indexed_jobs_complete_and_failure_policies_fail_fast() {
 #[test]
 fn deployments_roll_out_and_roll_forward() {
     let cluster = Cluster::start();
-    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2"]);
     let v = "1.33";
     cluster.ok(
         v,
@@ -177,7 +175,6 @@ fn deployments_roll_out_and_roll_forward() {
 #[test]
 fn daemon_sets_and_stateful_sets() {
     let cluster = Cluster::start();
-    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2"]);
     let v = "1.33";
     let daemon = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: gpu-agent}\nspec:\n  selector: {matchLabels: {app: gpu-agent}}\n  template:\n    metadata: {labels: {app: gpu-agent}}\n    spec:\n      nodeSelector: {nvidia.com/gpu.present: \"true\"}\n      containers: [{name: agent, image: agent:1}]\n";
     cluster.ok_stdin(v, &["apply", "-f", "-"], daemon);
@@ -257,7 +254,6 @@ fn fixture(path: &str) -> String {
 #[test]
 fn upstream_jobset_and_leader_worker_set_examples_run() {
     let cluster = Cluster::start();
-    let _binder = TestBinder::start(&cluster, &["cpu-1", "cpu-2", "h100-1", "h100-2"]);
     let v = "1.33";
     cluster.ok(
         v,

@@ -1,0 +1,174 @@
+//! The embedded scheduler with kubectl on the default lab: pods without `nodeName` are
+//! placed and bound (`Scheduled` events), taints and tolerations and node selectors decide
+//! where, a pod that fits nowhere gets upstream's `FailedScheduling` message and condition,
+//! and NVIDIA's DRA quickstart runs exactly as published.
+
+use std::collections::BTreeSet;
+
+use crate::support::Cluster;
+
+const V: &str = "1.33";
+
+fn node_of(cluster: &Cluster, pod: &str) -> String {
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.spec.nodeName} {.status.phase}",
+        ],
+        |out| out.ends_with("Running"),
+    );
+    cluster.ok(V, &["get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"])
+}
+
+#[test]
+fn pods_are_placed_by_taints_selectors_and_resources() {
+    let cluster = Cluster::start();
+    cluster.ok(V, &["run", "web", "--image=nginx"]);
+    let node = node_of(&cluster, "web");
+    assert!(!node.is_empty());
+    let scheduled = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=Scheduled,involvedObject.name=web",
+            "-o",
+            "jsonpath={.items[0].message}",
+        ],
+        |out| !out.is_empty(),
+    );
+    assert_eq!(
+        scheduled,
+        format!("Successfully assigned default/web to {node}")
+    );
+
+    // One GPU through the device plugin: only the tainted L40S node has nvidia.com/gpu.
+    let gpu_pod = |name: &str, tolerate: bool| {
+        let tolerations = if tolerate {
+            "  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n"
+        } else {
+            ""
+        };
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n{tolerations}  containers: [{{name: c, image: cuda:12, resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]\n"
+        )
+    };
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &gpu_pod("untolerated", false));
+    let message = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pod",
+            "untolerated",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}",
+        ],
+        |out| !out.is_empty(),
+    );
+    assert_eq!(
+        message,
+        "0/8 nodes are available: 2 node(s) had untolerated taint(s), 6 Insufficient nvidia.com/gpu."
+    );
+    let events = cluster.ok(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=FailedScheduling,involvedObject.name=untolerated",
+            "-o",
+            "jsonpath={.items[*].type}",
+        ],
+    );
+    assert_eq!(events, "Warning");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &gpu_pod("tolerated", true));
+    assert_eq!(node_of(&cluster, "tolerated"), "l40s-1");
+
+    // A node selector on the rack label picks the one node there.
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: rack2}\nspec:\n  nodeSelector: {tessera.dev/rack: r2}\n  containers: [{name: c, image: app:1}]\n",
+    );
+    assert_eq!(node_of(&cluster, "rack2"), "h100-2");
+
+    // A Deployment's pods are scheduled without anyone binding them.
+    cluster.ok(
+        V,
+        &[
+            "create",
+            "deployment",
+            "api",
+            "--image=api:1",
+            "--replicas=3",
+        ],
+    );
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "deployment",
+            "api",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |out| out == "3",
+    );
+}
+
+#[test]
+fn the_nvidia_quickstart_runs_as_published() {
+    let cluster = Cluster::start();
+    let path = format!(
+        "{}/tests/fixtures/upstream/dra-driver-nvidia-gpu/gpu-test1.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let manifest = std::fs::read_to_string(path).expect("fixture");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &manifest);
+    let mut devices = BTreeSet::new();
+    for pod in ["pod1", "pod2"] {
+        let placed = cluster.wait_for(
+            V,
+            &[
+                "get",
+                "pod",
+                "-n",
+                "gpu-test1",
+                pod,
+                "-o",
+                "jsonpath={.spec.nodeName} {.status.phase}",
+            ],
+            |out| out.ends_with("Running"),
+        );
+        // Whole GPUs of class gpu.nvidia.com live on the H100 nodes (the H200s are MIG).
+        assert!(placed.starts_with("h100-"), "{placed}");
+        let logs = cluster.ok(V, &["logs", "-n", "gpu-test1", pod]);
+        let cdi = logs
+            .lines()
+            .find_map(|l| l.strip_prefix("CDI devices: k8s.gpu.nvidia.com/claim="))
+            .unwrap_or_else(|| panic!("{logs}"))
+            .to_string();
+        devices.insert(format!("{placed}/{}", &cdi[cdi.len() - 5..]));
+    }
+    assert_eq!(devices.len(), 2, "two distinct GPUs: {devices:?}");
+    let claims = cluster.ok(
+        V,
+        &[
+            "get",
+            "resourceclaims",
+            "-n",
+            "gpu-test1",
+            "-o",
+            "jsonpath={.items[*].status.reservedFor[0].name}",
+        ],
+    );
+    assert_eq!(
+        claims.split(' ').collect::<BTreeSet<_>>(),
+        BTreeSet::from(["pod1", "pod2"])
+    );
+}

@@ -1,0 +1,246 @@
+//! The scheduler shell: watches pods, nodes and the DRA objects; after each burst of changes
+//! (and every few seconds) it takes the pods waiting for one of its scheduler names, highest
+//! priority first then oldest, and places them one at a time with
+//! [`tessera_scheduler::Scheduler`] over one snapshot, booking each decision before the next.
+//! A placement is written as upstream's binding cycle does: claims allocated and reserved
+//! (PreBind), then `pods/binding`, and a `Scheduled` event. A pod that fits nowhere gets the
+//! `PodScheduled=False` condition (reason `Unschedulable`) and a `FailedScheduling` event with
+//! upstream's message, each once per message. Pods whose claims are not created yet wait
+//! silently (upstream's PreEnqueue).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use kube::api::Patch;
+use kube::{Api, Client};
+use serde_json::json;
+use tessera_scheduler::score::Strategy;
+use tessera_scheduler::{Decision, Scheduler, node_info};
+
+use crate::resource_claims::allocate_and_reserve;
+use crate::shell::{all, next_pass, patch_params, post_params, record_event, watched};
+
+/// The field manager and event source.
+pub const MANAGER: &str = "default-scheduler";
+
+/// Settings.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// The `spec.schedulerName`s this scheduler serves.
+    pub scheduler_names: Vec<String>,
+    /// How NodeResourcesFit scores.
+    pub strategy: Strategy,
+}
+
+impl SchedulerConfig {
+    /// The embedded platform's default scheduler: `default-scheduler` and `tessera` pods.
+    pub fn embedded() -> SchedulerConfig {
+        SchedulerConfig {
+            scheduler_names: vec!["default-scheduler".into(), "tessera".into()],
+            strategy: Strategy::default(),
+        }
+    }
+
+    /// A second scheduler beside a cluster's own: only `tessera` pods.
+    pub fn second() -> SchedulerConfig {
+        SchedulerConfig {
+            scheduler_names: vec!["tessera".into()],
+            strategy: Strategy::default(),
+        }
+    }
+}
+
+fn waiting(pod: &Pod, names: &[String]) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let finished = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    );
+    let scheduler = spec
+        .scheduler_name
+        .as_deref()
+        .unwrap_or("default-scheduler");
+    spec.node_name.as_deref().is_none_or(str::is_empty)
+        && pod.metadata.deletion_timestamp.is_none()
+        && !finished
+        && spec.scheduling_gates.as_ref().is_none_or(Vec::is_empty)
+        && names.iter().any(|n| n == scheduler)
+}
+
+/// The pod's claims in its order, or `None` while one does not exist yet.
+fn pod_claims(pod: &Pod, claims: &[ResourceClaim]) -> Option<Vec<ResourceClaim>> {
+    let namespace = pod.metadata.namespace.as_deref();
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref());
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|pod_claim| {
+            let name = pod_claim.resource_claim_name.clone().or_else(|| {
+                statuses
+                    .into_iter()
+                    .flatten()
+                    .find(|s| s.name == pod_claim.name)
+                    .and_then(|s| s.resource_claim_name.clone())
+            })?;
+            claims
+                .iter()
+                .find(|c| {
+                    c.metadata.namespace.as_deref() == namespace
+                        && c.metadata.name.as_deref() == Some(name.as_str())
+                })
+                .cloned()
+        })
+        .collect()
+}
+
+/// Runs the scheduler until the task is dropped.
+pub async fn run(client: Client, config: SchedulerConfig) {
+    let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
+    let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
+    let (claims, claim_changes) = watched(Api::<ResourceClaim>::all(client.clone()));
+    let (slices, slice_changes) = watched(Api::<ResourceSlice>::all(client.clone()));
+    let (classes, class_changes) = watched(Api::<DeviceClass>::all(client.clone()));
+    let mut changes = futures::stream::select_all([
+        pod_changes,
+        node_changes,
+        claim_changes,
+        slice_changes,
+        class_changes,
+    ]);
+    let mut resync = tokio::time::interval(Duration::from_secs(5));
+    let mut reported: HashMap<String, String> = HashMap::new();
+    while next_pass(&mut changes, &mut resync).await {
+        let all_pods = all(&pods);
+        let all_claims = all(&claims);
+        let mut queue: Vec<&Pod> = all_pods
+            .iter()
+            .filter(|p| waiting(p, &config.scheduler_names))
+            .collect();
+        if queue.is_empty() {
+            continue;
+        }
+        queue.sort_by_key(|p| {
+            (
+                std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)),
+                p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                p.metadata.name.clone(),
+            )
+        });
+        let mut scheduler = Scheduler::new(
+            node_info::build(&all(&nodes), &all_pods),
+            all(&slices),
+            all(&classes),
+            &all_claims,
+            config.strategy,
+        );
+        for pod in queue {
+            let Some(pod_claims) = pod_claims(pod, &all_claims) else {
+                continue;
+            };
+            let key = format!(
+                "{}/{}",
+                pod.metadata.namespace.as_deref().unwrap_or_default(),
+                pod.metadata.name.as_deref().unwrap_or_default()
+            );
+            match scheduler.schedule(pod, &pod_claims) {
+                Ok(decision) => match bind(&client, pod, &pod_claims, &decision).await {
+                    Ok(()) => {
+                        reported.remove(&key);
+                        scheduler.assume(pod, &decision, &pod_claims);
+                    }
+                    Err(error) => {
+                        tracing::debug!(pod = %key, %error, "binding failed; retrying");
+                    }
+                },
+                Err(fit) => {
+                    let message = fit.to_string();
+                    if reported.get(&key) != Some(&message) {
+                        unschedulable(&client, pod, &message).await;
+                        reported.insert(key, message);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// PreBind (claims) and Bind.
+async fn bind(
+    client: &Client,
+    pod: &Pod,
+    claims: &[ResourceClaim],
+    decision: &Decision,
+) -> Result<(), kube::Error> {
+    for claim in claims {
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let allocation = decision
+            .allocations
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| a);
+        allocate_and_reserve(client, claim, allocation, pod, MANAGER).await?;
+    }
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace, "uid": pod.metadata.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": decision.node},
+    });
+    Api::<Pod>::namespaced(client.clone(), &namespace)
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            &name,
+            &post_params(MANAGER),
+            &binding,
+        )
+        .await?;
+    let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": pod.metadata.uid});
+    record_event(
+        client,
+        involved,
+        "Normal",
+        "Scheduled",
+        &format!(
+            "Successfully assigned {namespace}/{name} to {}",
+            decision.node
+        ),
+        MANAGER,
+    )
+    .await;
+    Ok(())
+}
+
+/// The condition and event of a pod that fits nowhere.
+async fn unschedulable(client: &Client, pod: &Pod, message: &str) {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let now = tessera_model::time::timestamp(std::time::SystemTime::now());
+    let condition = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
+        "reason": "Unschedulable", "message": message, "lastTransitionTime": now, "lastProbeTime": null}]}});
+    if let Err(error) = Api::<Pod>::namespaced(client.clone(), &namespace)
+        .patch_status(&name, &patch_params(MANAGER), &Patch::Strategic(condition))
+        .await
+    {
+        tracing::debug!(pod = %name, %error, "cannot record the PodScheduled condition");
+    }
+    let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": pod.metadata.uid});
+    record_event(
+        client,
+        involved,
+        "Warning",
+        "FailedScheduling",
+        message,
+        MANAGER,
+    )
+    .await;
+}
