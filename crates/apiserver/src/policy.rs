@@ -55,7 +55,7 @@ pub const COMPONENTS: &[Component] = &[
     Component {
         name: "scheduler",
         rules: &[
-            (&[""], &["pods", "nodes"], READ),
+            (&[""], &["pods", "nodes", "namespaces"], READ),
             (&[""], &["pods/binding"], &["create"]),
             (&[""], &["pods/status"], STATUS),
             (

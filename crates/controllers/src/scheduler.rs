@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::Patch;
 use kube::{Api, Client};
@@ -109,12 +109,14 @@ pub async fn run(client: Client, config: SchedulerConfig) {
     let (claims, claim_changes) = watched(Api::<ResourceClaim>::all(client.clone()));
     let (slices, slice_changes) = watched(Api::<ResourceSlice>::all(client.clone()));
     let (classes, class_changes) = watched(Api::<DeviceClass>::all(client.clone()));
+    let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
     let mut changes = futures::stream::select_all([
         pod_changes,
         node_changes,
         claim_changes,
         slice_changes,
         class_changes,
+        namespace_changes,
     ]);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut reported: HashMap<String, String> = HashMap::new();
@@ -141,6 +143,17 @@ pub async fn run(client: Client, config: SchedulerConfig) {
             all(&classes),
             &all_claims,
             config.strategy,
+        )
+        .with_namespaces(
+            all(&namespaces)
+                .into_iter()
+                .map(|n| {
+                    (
+                        n.metadata.name.unwrap_or_default(),
+                        n.metadata.labels.unwrap_or_default(),
+                    )
+                })
+                .collect(),
         );
         for pod in queue {
             let Some(pod_claims) = pod_claims(pod, &all_claims) else {

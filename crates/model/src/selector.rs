@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 /// Whether labels satisfy a LabelSelector given as JSON. A missing selector matches nothing;
@@ -43,6 +44,31 @@ pub fn matches(selector: Option<&Value>, labels: &BTreeMap<String, String>) -> b
         }
     }
     true
+}
+
+/// Whether labels satisfy a typed LabelSelector (an empty selector matches everything).
+pub fn matches_typed(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let required = selector.match_labels.iter().flatten();
+    for (key, value) in required {
+        if labels.get(key) != Some(value) {
+            return false;
+        }
+    }
+    selector
+        .match_expressions
+        .iter()
+        .flatten()
+        .all(|expression| {
+            let values = expression.values.as_deref().unwrap_or_default();
+            let present = labels.get(&expression.key);
+            match expression.operator.as_str() {
+                "In" => present.is_some_and(|v| values.contains(v)),
+                "NotIn" => present.is_none_or(|v| !values.contains(v)),
+                "Exists" => present.is_some(),
+                "DoesNotExist" => present.is_none(),
+                _ => false,
+            }
+        })
 }
 
 /// The labels of an object given as JSON.

@@ -27,6 +27,10 @@ pub enum Plugin {
     NodePorts,
     /// Not enough allocatable.
     NodeResourcesFit,
+    /// A DoNotSchedule topology spread constraint.
+    PodTopologySpread,
+    /// Required inter-pod (anti-)affinity.
+    InterPodAffinity,
     /// Claims cannot be allocated or are bound elsewhere.
     DynamicResources,
 }
@@ -42,7 +46,8 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    fn one(plugin: Plugin, reason: &str) -> Rejection {
+    /// A rejection with one reason.
+    pub fn one(plugin: Plugin, reason: &str) -> Rejection {
         Rejection {
             plugin,
             reasons: vec![reason.to_string()],
@@ -66,6 +71,18 @@ pub mod reasons {
     pub const TOO_MANY_PODS: &str = "Too many pods";
     /// DynamicResources.
     pub const CLAIMS: &str = "cannot allocate all claims";
+    /// PodTopologySpread.
+    pub const SPREAD: &str = "node(s) didn't match pod topology spread constraints";
+    /// PodTopologySpread: the node lacks the topology key.
+    pub const SPREAD_LABEL: &str =
+        "node(s) didn't match pod topology spread constraints (missing required label)";
+    /// InterPodAffinity: required affinity.
+    pub const AFFINITY_RULES: &str = "node(s) didn't match pod affinity rules";
+    /// InterPodAffinity: required anti-affinity.
+    pub const ANTI_AFFINITY_RULES: &str = "node(s) didn't match pod anti-affinity rules";
+    /// InterPodAffinity: an existing pod's anti-affinity.
+    pub const EXISTING_ANTI_AFFINITY: &str =
+        "node(s) didn't satisfy existing pods anti-affinity rules";
     /// DynamicResources: a claim allocated for other nodes.
     pub const CLAIM_ELSEWHERE: &str = "resourceclaim not available on the node";
 }

@@ -7,6 +7,7 @@
 
 pub mod filters;
 pub mod node_info;
+pub mod pod_topology;
 pub mod resources;
 pub mod schedule;
 pub mod score;

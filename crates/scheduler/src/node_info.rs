@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm, Taint};
 
 use crate::resources::{Amounts, amounts, nonzero_cpu_memory, pod_requests};
 
@@ -33,6 +33,45 @@ pub struct NodeInfo {
     pub nonzero: (i128, i128),
     /// Host ports its pods hold.
     pub ports: BTreeSet<HostPort>,
+    /// Its pods, as affinity and spreading see them.
+    pub pods: Vec<PodSummary>,
+}
+
+/// What inter-pod affinity and topology spreading need of a pod already placed.
+#[derive(Debug, Clone, Default)]
+pub struct PodSummary {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its required anti-affinity terms (they bind pods that come later, too).
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    /// Priority.
+    pub priority: i32,
+}
+
+impl PodSummary {
+    /// The summary of a pod.
+    pub fn of(pod: &Pod) -> PodSummary {
+        PodSummary {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            anti_affinity: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.affinity.as_ref())
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .and_then(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .clone()
+                })
+                .unwrap_or_default(),
+            priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+        }
+    }
 }
 
 /// Whether a pod still holds resources (bound, not finished).
@@ -83,6 +122,7 @@ impl NodeInfo {
             requested: Amounts::new(),
             nonzero: (0, 0),
             ports: BTreeSet::new(),
+            pods: Vec::new(),
         }
     }
 
@@ -96,6 +136,7 @@ impl NodeInfo {
         self.nonzero.0 += cpu;
         self.nonzero.1 += memory;
         self.ports.extend(host_ports(pod));
+        self.pods.push(PodSummary::of(pod));
     }
 }
 

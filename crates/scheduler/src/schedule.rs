@@ -17,6 +17,7 @@ use tessera_model::node_selector;
 
 use crate::filters::{self, Plugin, Rejection, reasons};
 use crate::node_info::NodeInfo;
+use crate::pod_topology::{Context, NamespaceLabels};
 use crate::resources::pod_requests;
 use crate::score::{self, Strategy};
 
@@ -79,6 +80,7 @@ pub struct Scheduler {
     /// Claims holding devices (allocated), including those assumed here.
     allocated: Vec<ResourceClaim>,
     strategy: Strategy,
+    namespaces: NamespaceLabels,
 }
 
 impl Scheduler {
@@ -106,7 +108,14 @@ impl Scheduler {
                 .cloned()
                 .collect(),
             strategy,
+            namespaces: NamespaceLabels::new(),
         }
+    }
+
+    /// Namespace labels, for affinity terms with a `namespaceSelector`.
+    pub fn with_namespaces(mut self, namespaces: NamespaceLabels) -> Scheduler {
+        self.namespaces = namespaces;
+        self
     }
 
     /// The nodes as booked now.
@@ -174,10 +183,13 @@ impl Scheduler {
     /// Places `pod`, whose claims (resolved, in its order) are `claims`.
     pub fn schedule(&self, pod: &Pod, claims: &[ResourceClaim]) -> Result<Decision, FitError> {
         let requests = pod_requests(pod);
+        let context = Context::new(pod, &self.nodes, &self.namespaces);
         let mut feasible: Vec<(&NodeInfo, Vec<(String, AllocationResult)>)> = Vec::new();
         let mut diagnosis = BTreeMap::new();
         for node in &self.nodes {
             let verdict = filters::run(pod, &requests, node)
+                .and_then(|()| context.spread_filter(node))
+                .and_then(|()| context.affinity_filter(node))
                 .and_then(|()| self.dynamic_resources(node, claims));
             match verdict {
                 Ok(allocations) => feasible.push((node, allocations)),
@@ -193,7 +205,19 @@ impl Scheduler {
             });
         }
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|(n, _)| *n).collect();
-        let scores = score::score(pod, &candidates, self.strategy);
+        let mut scores = score::score(pod, &candidates, self.strategy);
+        if !context.is_empty() {
+            let affinity: Vec<i64> = candidates
+                .iter()
+                .map(|n| context.affinity_score(n))
+                .collect();
+            let spread: Vec<i64> = candidates.iter().map(|n| context.spread_count(n)).collect();
+            let affinity = score::normalize_range(&affinity, false);
+            let spread = score::normalize_range(&spread, true);
+            for (i, total) in scores.iter_mut().enumerate() {
+                *total += 2 * affinity[i] + 2 * spread[i];
+            }
+        }
         let best = scores
             .iter()
             .enumerate()

@@ -117,6 +117,24 @@ fn normalize(raw: &[i64], reverse: bool) -> Vec<i64> {
         .collect()
 }
 
+/// Scales raw scores (possibly negative) to 0–100 over their range, upstream's
+/// `(s − min) · 100 / (max − min)`; `reverse` gives the lowest 100. All equal: all 0.
+pub fn normalize_range(raw: &[i64], reverse: bool) -> Vec<i64> {
+    let (Some(&min), Some(&max)) = (raw.iter().min(), raw.iter().max()) else {
+        return Vec::new();
+    };
+    raw.iter()
+        .map(|&r| {
+            if max == min {
+                0
+            } else {
+                let scaled = (r - min) * MAX / (max - min);
+                if reverse { MAX - scaled } else { scaled }
+            }
+        })
+        .collect()
+}
+
 /// The weighted total score of each candidate node for `pod`.
 pub fn score(pod: &Pod, nodes: &[&NodeInfo], strategy: Strategy) -> Vec<i64> {
     let demand = nonzero_cpu_memory(pod);

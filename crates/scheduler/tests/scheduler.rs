@@ -376,3 +376,149 @@ fn claims_are_allocated_on_the_chosen_node_and_pin_it_once_allocated() {
         ("a", 0)
     );
 }
+
+fn zoned(name: &str, zone: &str) -> Node {
+    node(
+        name,
+        json!({"metadata": {"labels": {"zone": zone}}, "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"}}}),
+    )
+}
+
+fn labelled(name: &str, node: Option<&str>, labels: Value, extra: Value) -> Pod {
+    let mut spec = json!({"containers": [{"name": "c"}]});
+    if let Some(node) = node {
+        spec["nodeName"] = json!(node);
+    }
+    let mut p = json!({"metadata": {"labels": labels}, "spec": spec});
+    merge(&mut p, extra);
+    pod(name, p)
+}
+
+#[test]
+fn topology_spread_and_inter_pod_affinity() {
+    let nodes = [
+        zoned("a1", "a"),
+        zoned("a2", "a"),
+        zoned("b1", "b"),
+        zoned("c1", "c"),
+    ];
+    let app = json!({"app": "web"});
+    // Two web pods in zone a, one in b: with maxSkew 1 over zones, the next goes to c.
+    let placed = [
+        labelled("w1", Some("a1"), app.clone(), json!({})),
+        labelled("w2", Some("a2"), app.clone(), json!({})),
+        labelled("w3", Some("b1"), app.clone(), json!({})),
+    ];
+    let spread = json!({"spec": {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]}});
+    let s = scheduler(&nodes, &placed, Strategy::default());
+    let next = labelled("w4", None, app.clone(), spread.clone());
+    assert_eq!(s.schedule(&next, &[]).unwrap().node, "c1");
+    // Without zone c, nothing satisfies the skew in a; b is the only place.
+    let s = scheduler(&nodes[..3], &placed, Strategy::default());
+    assert_eq!(s.schedule(&next, &[]).unwrap().node, "b1");
+    // minDomains 3 with two zones: the global minimum counts as 0, so no zone is low enough.
+    let strict = labelled(
+        "w4",
+        None,
+        app.clone(),
+        json!({"spec": {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "minDomains": 3,
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]}}),
+    );
+    let error = scheduler(&nodes[..3], &placed, Strategy::default())
+        .schedule(&strict, &[])
+        .expect_err("skew");
+    assert_eq!(
+        error.to_string(),
+        "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints."
+    );
+
+    // Required affinity to the cache pods' zone; anti-affinity away from other trainers.
+    let cache = labelled("cache", Some("b1"), json!({"app": "cache"}), json!({}));
+    let near = labelled(
+        "near",
+        None,
+        json!({}),
+        json!({"spec": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}]}}}}),
+    );
+    let s = scheduler(&nodes, std::slice::from_ref(&cache), Strategy::default());
+    assert_eq!(s.schedule(&near, &[]).unwrap().node, "b1");
+    let alone = |name: &str| {
+        labelled(
+            name,
+            None,
+            json!({"app": "trainer"}),
+            json!({"spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "trainer"}}, "topologyKey": "kubernetes.io/hostname"}]}}}}),
+        )
+    };
+    let mut s = scheduler(&nodes, &[], Strategy::default());
+    let mut used = std::collections::BTreeSet::new();
+    for i in 0..4 {
+        let p = alone(&format!("t{i}"));
+        let decision = s.schedule(&p, &[]).expect("a free node");
+        assert!(used.insert(decision.node.clone()), "one trainer per node");
+        s.assume(&p, &decision, &[]);
+    }
+    // Upstream checks the placed pods' anti-affinity first.
+    let error = s.schedule(&alone("t4"), &[]).expect_err("all nodes taken");
+    assert_eq!(
+        error.to_string(),
+        "0/4 nodes are available: 4 node(s) didn't satisfy existing pods anti-affinity rules."
+    );
+    // A plain pod selected by the trainers' anti-affinity is kept off their nodes too.
+    let plain = labelled("plain", None, json!({"app": "trainer"}), json!({}));
+    let error = s.schedule(&plain, &[]).expect_err("symmetric");
+    assert_eq!(
+        error.to_string(),
+        "0/4 nodes are available: 4 node(s) didn't satisfy existing pods anti-affinity rules."
+    );
+    // Anti-affinity of the incoming pod alone.
+    let avoid = labelled(
+        "avoid",
+        None,
+        json!({}),
+        json!({"spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}]}}}}),
+    );
+    let error = scheduler(
+        &nodes[2..3],
+        std::slice::from_ref(&cache),
+        Strategy::default(),
+    )
+    .schedule(&avoid, &[])
+    .expect_err("the cache's zone");
+    assert_eq!(
+        error.to_string(),
+        "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
+    );
+    // The first pod of a self-affine group may go anywhere.
+    let group = labelled(
+        "g0",
+        None,
+        json!({"group": "x"}),
+        json!({"spec": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"group": "x"}}, "topologyKey": "zone"}]}}}}),
+    );
+    assert!(
+        scheduler(&nodes, &[], Strategy::default())
+            .schedule(&group, &[])
+            .is_ok()
+    );
+    // Preferred affinity pulls towards the cache.
+    let prefers = labelled(
+        "pref",
+        None,
+        json!({}),
+        json!({"spec": {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}}]}}}}),
+    );
+    assert_eq!(
+        scheduler(&nodes, std::slice::from_ref(&cache), Strategy::default())
+            .schedule(&prefers, &[])
+            .unwrap()
+            .node,
+        "b1"
+    );
+}
