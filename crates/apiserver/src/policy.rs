@@ -56,6 +56,8 @@ pub const COMPONENTS: &[Component] = &[
         name: "scheduler",
         rules: &[
             (&[""], &["pods", "nodes", "namespaces"], READ),
+            (&[""], &["pods"], &["delete"]),
+            (&["policy"], &["poddisruptionbudgets"], READ),
             (&[""], &["pods/binding"], &["create"]),
             (&[""], &["pods/status"], STATUS),
             (

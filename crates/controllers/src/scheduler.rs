@@ -12,10 +12,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
+use tessera_scheduler::preemption::{Budget, Nomination};
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Decision, Scheduler, node_info};
 
@@ -110,6 +112,7 @@ pub async fn run(client: Client, config: SchedulerConfig) {
     let (slices, slice_changes) = watched(Api::<ResourceSlice>::all(client.clone()));
     let (classes, class_changes) = watched(Api::<DeviceClass>::all(client.clone()));
     let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
+    let (budgets, budget_changes) = watched(Api::<PodDisruptionBudget>::all(client.clone()));
     let mut changes = futures::stream::select_all([
         pod_changes,
         node_changes,
@@ -117,6 +120,7 @@ pub async fn run(client: Client, config: SchedulerConfig) {
         slice_changes,
         class_changes,
         namespace_changes,
+        budget_changes,
     ]);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut reported: HashMap<String, String> = HashMap::new();
@@ -154,7 +158,9 @@ pub async fn run(client: Client, config: SchedulerConfig) {
                     )
                 })
                 .collect(),
-        );
+        )
+        .with_pods(&all_pods)
+        .with_budgets(all(&budgets).iter().filter_map(budget).collect());
         for pod in queue {
             let Some(pod_claims) = pod_claims(pod, &all_claims) else {
                 continue;
@@ -175,7 +181,15 @@ pub async fn run(client: Client, config: SchedulerConfig) {
                     }
                 },
                 Err(fit) => {
-                    let message = fit.to_string();
+                    let mut message = fit.to_string();
+                    if !waiting_for_victims(pod, &all_pods) {
+                        match scheduler.preempt(pod, &pod_claims, &fit) {
+                            Ok(nomination) => preempt(&client, pod, &nomination).await,
+                            Err(none) => {
+                                message = format!("{message} preemption: {}", none.message())
+                            }
+                        }
+                    }
                     if reported.get(&key) != Some(&message) {
                         unschedulable(&client, pod, &message).await;
                         reported.insert(key, message);
@@ -183,6 +197,65 @@ pub async fn run(client: Client, config: SchedulerConfig) {
                 }
             }
         }
+    }
+}
+
+/// A budget as preemption reads it.
+fn budget(pdb: &PodDisruptionBudget) -> Option<Budget> {
+    Some(Budget {
+        namespace: pdb.metadata.namespace.clone()?,
+        selector: pdb.spec.as_ref()?.selector.clone()?,
+        allowed: i64::from(pdb.status.as_ref()?.disruptions_allowed),
+    })
+}
+
+/// Whether the pod was nominated to a node where victims are still terminating: it waits
+/// for them instead of preempting again.
+fn waiting_for_victims(pod: &Pod, pods: &[Pod]) -> bool {
+    let Some(node) = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+    else {
+        return false;
+    };
+    pods.iter().any(|p| {
+        p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+            && p.metadata.deletion_timestamp.is_some()
+    })
+}
+
+/// Evicts the victims and records the nomination.
+async fn preempt(client: &Client, pod: &Pod, nomination: &Nomination) {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    for (victim_namespace, victim) in &nomination.victims {
+        let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": victim_namespace, "name": victim});
+        record_event(
+            client,
+            involved,
+            "Normal",
+            "Preempted",
+            &format!(
+                "Preempted by pod {namespace}/{name} on node {}",
+                nomination.node
+            ),
+            MANAGER,
+        )
+        .await;
+        let deleted = Api::<Pod>::namespaced(client.clone(), victim_namespace)
+            .delete(victim, &Default::default())
+            .await;
+        if let Err(error) = deleted {
+            tracing::debug!(%victim, %error, "cannot preempt");
+        }
+    }
+    let status = json!({"status": {"nominatedNodeName": nomination.node}});
+    if let Err(error) = Api::<Pod>::namespaced(client.clone(), &namespace)
+        .patch_status(&name, &patch_params(MANAGER), &Patch::Merge(status))
+        .await
+    {
+        tracing::debug!(pod = %name, %error, "cannot record the nominated node");
     }
 }
 

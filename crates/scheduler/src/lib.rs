@@ -8,6 +8,7 @@
 pub mod filters;
 pub mod node_info;
 pub mod pod_topology;
+pub mod preemption;
 pub mod resources;
 pub mod schedule;
 pub mod score;

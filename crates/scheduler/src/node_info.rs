@@ -138,6 +138,31 @@ impl NodeInfo {
         self.ports.extend(host_ports(pod));
         self.pods.push(PodSummary::of(pod));
     }
+
+    /// Takes a pod's usage off again (a preemption trial).
+    pub fn remove_pod(&mut self, pod: &Pod) {
+        for (name, amount) in pod_requests(pod) {
+            *self.requested.entry(name).or_insert(0) -= amount;
+        }
+        *self.requested.entry("pods".into()).or_insert(0) -= 1000;
+        let (cpu, memory) = nonzero_cpu_memory(pod);
+        self.nonzero.0 -= cpu;
+        self.nonzero.1 -= memory;
+        for port in host_ports(pod) {
+            self.ports.remove(&port);
+        }
+        let (namespace, name) = (
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+        );
+        if let Some(i) = self
+            .pods
+            .iter()
+            .position(|p| p.namespace == namespace && p.name == name)
+        {
+            self.pods.remove(i);
+        }
+    }
 }
 
 /// The nodes of a snapshot with the pods bound to them, sorted by name.

@@ -7,7 +7,7 @@
 //!
 //! Pure and deterministic.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -18,6 +18,10 @@ use tessera_model::node_selector;
 use crate::filters::{self, Plugin, Rejection, reasons};
 use crate::node_info::NodeInfo;
 use crate::pod_topology::{Context, NamespaceLabels};
+use crate::preemption::{
+    Budget, NoPreemption, Nomination, candidate_rank, freed_claims, gang_of, more_important,
+    priority, resolvable, violations,
+};
 use crate::resources::pod_requests;
 use crate::score::{self, Strategy};
 
@@ -81,6 +85,9 @@ pub struct Scheduler {
     allocated: Vec<ResourceClaim>,
     strategy: Strategy,
     namespaces: NamespaceLabels,
+    /// Pods holding resources on each node (for preemption).
+    bound: BTreeMap<String, Vec<Pod>>,
+    budgets: Vec<Budget>,
 }
 
 impl Scheduler {
@@ -109,7 +116,25 @@ impl Scheduler {
                 .collect(),
             strategy,
             namespaces: NamespaceLabels::new(),
+            bound: BTreeMap::new(),
+            budgets: Vec::new(),
         }
+    }
+
+    /// The pods placed on the nodes (what preemption may evict).
+    pub fn with_pods(mut self, pods: &[Pod]) -> Scheduler {
+        for pod in pods.iter().filter(|p| crate::node_info::holds_resources(p)) {
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                self.bound.entry(node).or_default().push(pod.clone());
+            }
+        }
+        self
+    }
+
+    /// Disruption budgets preemption tries not to violate.
+    pub fn with_budgets(mut self, budgets: Vec<Budget>) -> Scheduler {
+        self.budgets = budgets;
+        self
     }
 
     /// Namespace labels, for affinity terms with a `namespaceSelector`.
@@ -136,6 +161,7 @@ impl Scheduler {
         &self,
         node: &NodeInfo,
         claims: &[ResourceClaim],
+        freed: &BTreeSet<(String, String)>,
     ) -> Result<Vec<(String, AllocationResult)>, Rejection> {
         let reject = |reason: String| Rejection {
             plugin: Plugin::DynamicResources,
@@ -163,12 +189,24 @@ impl Scheduler {
             name: node.name.clone(),
             labels: node.labels.clone(),
         };
-        let allocator = Allocator::new(
-            view,
-            self.node_slices(&node.name),
-            &self.classes,
-            &self.allocated,
-        );
+        let still_held: Vec<ResourceClaim>;
+        let held = if freed.is_empty() {
+            &self.allocated
+        } else {
+            still_held = self
+                .allocated
+                .iter()
+                .filter(|c| {
+                    !freed.contains(&(
+                        c.metadata.namespace.clone().unwrap_or_default(),
+                        c.metadata.name.clone().unwrap_or_default(),
+                    ))
+                })
+                .cloned()
+                .collect();
+            &still_held
+        };
+        let allocator = Allocator::new(view, self.node_slices(&node.name), &self.classes, held);
         match allocator.allocate(&pending) {
             Ok(Some(results)) => Ok(pending
                 .iter()
@@ -190,7 +228,7 @@ impl Scheduler {
             let verdict = filters::run(pod, &requests, node)
                 .and_then(|()| context.spread_filter(node))
                 .and_then(|()| context.affinity_filter(node))
-                .and_then(|()| self.dynamic_resources(node, claims));
+                .and_then(|()| self.dynamic_resources(node, claims, &BTreeSet::new()));
             match verdict {
                 Ok(allocations) => feasible.push((node, allocations)),
                 Err(rejection) => {
@@ -228,6 +266,115 @@ impl Scheduler {
             node: node.name.clone(),
             allocations,
         })
+    }
+
+    /// Whether `pod` fits on the trial `node` (pods removed), with `freed` claims released.
+    fn fits_on(
+        &self,
+        pod: &Pod,
+        requests: &crate::resources::Amounts,
+        context: &Context,
+        node: &NodeInfo,
+        claims: &[ResourceClaim],
+        freed: &BTreeSet<(String, String)>,
+    ) -> bool {
+        filters::run(pod, requests, node)
+            .and_then(|()| context.spread_filter(node))
+            .and_then(|()| context.affinity_filter(node))
+            .and_then(|()| self.dynamic_resources(node, claims, freed))
+            .is_ok()
+    }
+
+    /// DefaultPreemption for a pod `fit` says fits nowhere (see [`crate::preemption`]).
+    pub fn preempt(
+        &self,
+        pod: &Pod,
+        claims: &[ResourceClaim],
+        fit: &FitError,
+    ) -> Result<Nomination, NoPreemption> {
+        let spec = pod.spec.as_ref();
+        if spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+            return Err(NoPreemption::NotEligible);
+        }
+        let own = priority(pod);
+        let requests = pod_requests(pod);
+        let context = Context::new(pod, &self.nodes, &self.namespaces);
+        let all_bound: Vec<Pod> = self.bound.values().flatten().cloned().collect();
+        let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+        let mut outcome = BTreeMap::new();
+        let mut best: Option<(_, Nomination)> = None;
+        for node in &self.nodes {
+            let Some(rejection) = fit.diagnosis.get(&node.name) else {
+                continue;
+            };
+            if !resolvable(rejection.plugin) {
+                outcome.insert(node.name.clone(), true);
+                continue;
+            }
+            // Lower-priority pods whose whole gang is lower priority too.
+            let lower: Vec<&Pod> = self
+                .bound
+                .get(&node.name)
+                .into_iter()
+                .flatten()
+                .filter(|p| priority(p) < own)
+                .filter(|p| gang_of(p, &all_bound).iter().all(|g| priority(g) < own))
+                .collect();
+            let mut trial = node.clone();
+            for p in &lower {
+                trial.remove_pod(p);
+            }
+            let all_uids: BTreeSet<String> = lower.iter().map(|p| uid(p)).collect();
+            let freed = freed_claims(&self.allocated, &all_uids);
+            if lower.is_empty() || !self.fits_on(pod, &requests, &context, &trial, claims, &freed) {
+                outcome.insert(node.name.clone(), false);
+                continue;
+            }
+            // Reprieve: budget-violating pods first, most important first.
+            let mut order = lower.clone();
+            order.sort_by(|a, b| more_important(a, b));
+            let (violating, rest): (Vec<&Pod>, Vec<&Pod>) = order
+                .into_iter()
+                .partition(|p| violations(&[p], &self.budgets) > 0);
+            let mut victims: Vec<&Pod> = Vec::new();
+            let mut evicted: BTreeSet<String> = all_uids.clone();
+            for candidate in violating.into_iter().chain(rest) {
+                trial.add_pod(candidate);
+                evicted.remove(&uid(candidate));
+                let freed = freed_claims(&self.allocated, &evicted);
+                if !self.fits_on(pod, &requests, &context, &trial, claims, &freed) {
+                    trial.remove_pod(candidate);
+                    evicted.insert(uid(candidate));
+                    victims.push(candidate);
+                }
+            }
+            // A victim's gang goes with it.
+            let mut with_gangs: Vec<&Pod> = Vec::new();
+            for victim in &victims {
+                for member in gang_of(victim, &all_bound) {
+                    if !with_gangs.iter().any(|p| uid(p) == uid(member)) {
+                        with_gangs.push(member);
+                    }
+                }
+            }
+            let rank = candidate_rank(&node.name, &with_gangs, &self.budgets);
+            let nomination = Nomination {
+                node: node.name.clone(),
+                victims: with_gangs
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.metadata.namespace.clone().unwrap_or_default(),
+                            p.metadata.name.clone().unwrap_or_default(),
+                        )
+                    })
+                    .collect(),
+            };
+            if best.as_ref().is_none_or(|(r, _)| rank < *r) {
+                best = Some((rank, nomination));
+            }
+        }
+        best.map(|(_, n)| n).ok_or(NoPreemption::Nodes(outcome))
     }
 
     /// Books a decision: the pod's usage onto its node, its new allocations as held.

@@ -522,3 +522,171 @@ fn topology_spread_and_inter_pod_affinity() {
         "b1"
     );
 }
+
+fn prioritized(name: &str, node: Option<&str>, priority: i32, cpu: &str, extra: Value) -> Pod {
+    let mut spec = json!({"priority": priority, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]});
+    if let Some(node) = node {
+        spec["nodeName"] = json!(node);
+    }
+    let mut p = json!({"spec": spec});
+    merge(&mut p, extra);
+    pod(name, p)
+}
+
+fn preempting(
+    nodes: &[Node],
+    pods: &[Pod],
+    budgets: Vec<tessera_scheduler::preemption::Budget>,
+) -> Scheduler {
+    Scheduler::new(
+        node_info::build(nodes, pods),
+        vec![],
+        vec![],
+        &[],
+        Strategy::default(),
+    )
+    .with_pods(pods)
+    .with_budgets(budgets)
+}
+
+#[test]
+fn preemption_picks_victims_and_nodes_in_upstream_order() {
+    use tessera_scheduler::preemption::{Budget, NoPreemption};
+    let nodes = [node("a", json!({}))];
+    let low = [
+        prioritized(
+            "low-1",
+            Some("a"),
+            0,
+            "2",
+            json!({"status": {"startTime": "2026-01-01T00:00:00Z"}}),
+        ),
+        prioritized(
+            "low-2",
+            Some("a"),
+            0,
+            "2",
+            json!({"status": {"startTime": "2026-01-02T00:00:00Z"}}),
+        ),
+    ];
+    let high = prioritized("high", None, 100, "2", json!({}));
+    let s = preempting(&nodes, &low, vec![]);
+    let fit = s.schedule(&high, &[]).expect_err("full");
+    let nomination = s.preempt(&high, &[], &fit).expect("preempts");
+    assert_eq!(nomination.node, "a");
+    assert_eq!(
+        nomination.victims,
+        [("ml".to_string(), "low-2".to_string())],
+        "the later-started pod goes"
+    );
+
+    let never = prioritized(
+        "never",
+        None,
+        100,
+        "2",
+        json!({"spec": {"preemptionPolicy": "Never"}}),
+    );
+    assert_eq!(s.preempt(&never, &[], &fit), Err(NoPreemption::NotEligible));
+    assert_eq!(
+        NoPreemption::NotEligible.message(),
+        "not eligible due to preemptionPolicy=Never."
+    );
+    let peer = prioritized("peer", None, 0, "2", json!({}));
+    let error = s
+        .preempt(&peer, &[], &s.schedule(&peer, &[]).expect_err("full"))
+        .expect_err("no victims");
+    assert_eq!(
+        error.message(),
+        "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    );
+    let tainted = [node(
+        "t",
+        json!({"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}),
+    )];
+    let s2 = preempting(&tainted, &[], vec![]);
+    let error = s2
+        .preempt(&high, &[], &s2.schedule(&high, &[]).expect_err("taint"))
+        .expect_err("helpless");
+    assert_eq!(
+        error.message(),
+        "0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    );
+
+    // Budgets steer the choice of node: x's pod may not be disrupted, y's may.
+    let two = [node("x", json!({})), node("y", json!({}))];
+    let guarded = [
+        prioritized(
+            "guarded",
+            Some("x"),
+            0,
+            "3",
+            json!({"metadata": {"labels": {"app": "db"}}}),
+        ),
+        prioritized("free", Some("y"), 0, "3", json!({})),
+    ];
+    let budget = Budget {
+        namespace: "ml".into(),
+        selector: serde_json::from_value(json!({"matchLabels": {"app": "db"}})).unwrap(),
+        allowed: 0,
+    };
+    let s = preempting(&two, &guarded, vec![budget]);
+    let fit = s.schedule(&high, &[]).expect_err("full");
+    assert_eq!(s.preempt(&high, &[], &fit).unwrap().node, "y");
+
+    // A victim's gang goes with it, wherever its members run.
+    let gang = |name: &str, node: &str| {
+        prioritized(
+            name,
+            Some(node),
+            0,
+            "3",
+            json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "g"}}}),
+        )
+    };
+    let ganged = [gang("g-0", "x"), gang("g-1", "y")];
+    let s = preempting(&two, &ganged, vec![]);
+    let fit = s.schedule(&high, &[]).expect_err("full");
+    let nomination = s.preempt(&high, &[], &fit).unwrap();
+    assert_eq!(nomination.victims.len(), 2, "{nomination:?}");
+}
+
+#[test]
+fn preemption_counts_devices_freed_from_victims_claims() {
+    let nodes = [node("b", json!({}))];
+    let (slices, classes) = dra();
+    let holder = prioritized("holder", Some("b"), 0, "100m", json!({}));
+    let mut held = claim("held", 2, None);
+    held.status = Some(
+        serde_json::from_value(json!({
+        "allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "b", "device": "gpu-0"},
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "b", "device": "gpu-1"}]}},
+        "reservedFor": [{"resource": "pods", "name": "holder", "uid": "uid-holder"}]}))
+        .unwrap(),
+    );
+    let s = Scheduler::new(
+        node_info::build(&nodes, std::slice::from_ref(&holder)),
+        slices,
+        classes,
+        std::slice::from_ref(&held),
+        Strategy::default(),
+    )
+    .with_pods(std::slice::from_ref(&holder));
+    let high = prioritized("high", None, 10, "100m", json!({}));
+    let wants = claim("wants", 1, None);
+    let fit = s
+        .schedule(&high, std::slice::from_ref(&wants))
+        .expect_err("GPUs taken");
+    assert_eq!(
+        fit.to_string(),
+        "0/1 nodes are available: 1 cannot allocate all claims."
+    );
+    let nomination = s
+        .preempt(&high, std::slice::from_ref(&wants), &fit)
+        .expect("the holder's GPUs free up");
+    assert_eq!(
+        nomination.victims,
+        [("ml".to_string(), "holder".to_string())]
+    );
+}

@@ -172,3 +172,78 @@ fn the_nvidia_quickstart_runs_as_published() {
         BTreeSet::from(["pod1", "pod2"])
     );
 }
+
+#[test]
+fn a_high_priority_job_preempts_a_low_priority_one() {
+    let topology = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: dgx\n  count: 1\n  server: dgx-h100\n  devices: {exposure: device-plugin}\n";
+    let cluster = Cluster::start_with_topology(topology, 1);
+    let job = |name: &str, class: &str, gpus: u32| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: {name}}}\nspec:\n  backoffLimit: 3\n  template:\n    metadata: {{annotations: {{sim.tessera.dev/duration: 1h}}}}\n    spec:\n      priorityClassName: {class}\n      restartPolicy: Never\n      containers: [{{name: train, image: trainer:1, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}]\n"
+        )
+    };
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: batch-low}\nvalue: 100\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: prod-high}\nvalue: 10000\n",
+    );
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &job("sweep", "batch-low", 8));
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "job-name=sweep",
+            "-o",
+            "jsonpath={.items[*].status.phase}",
+        ],
+        |out| out == "Running",
+    );
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &job("finetune", "prod-high", 4));
+    let placed = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "job-name=finetune",
+            "-o",
+            "jsonpath={.items[0].spec.nodeName} {.items[0].status.phase}",
+        ],
+        |out| out == "dgx-1 Running",
+    );
+    assert_eq!(placed, "dgx-1 Running");
+    let preempted = cluster.ok(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=Preempted",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    assert!(
+        preempted.starts_with("Preempted by pod default/finetune-"),
+        "{preempted}"
+    );
+    // The low-priority job's replacement pod finds no victims it may take.
+    let pending = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=FailedScheduling",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+        |out| out.contains("preemption:"),
+    );
+    assert!(
+        pending.contains("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."),
+        "{pending}"
+    );
+}
