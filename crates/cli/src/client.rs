@@ -19,3 +19,14 @@ pub async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> 
         .with_context(|| format!("use {}", path.display()))?;
     Ok(kube::Client::try_from(config)?)
 }
+
+/// A client for a command about a running platform: `--kubeconfig`, else the platform's own
+/// kubeconfig in its data directory when there is one, else discovery.
+pub async fn connect_platform(
+    kubeconfig: Option<&Path>,
+    data_dir: &Path,
+) -> anyhow::Result<kube::Client> {
+    let platform = data_dir.join("kubeconfig");
+    let chosen = kubeconfig.or_else(|| platform.exists().then_some(platform.as_path()));
+    connect(chosen).await
+}

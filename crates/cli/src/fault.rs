@@ -107,11 +107,7 @@ pub struct ClearArgs {
 
 /// Runs a `tessera fault` subcommand.
 pub async fn run(command: &FaultCommand, target: &Target, data_dir: PathBuf) -> anyhow::Result<()> {
-    let kubeconfig = target
-        .kubeconfig
-        .clone()
-        .or_else(|| Some(data_dir.join("kubeconfig")).filter(|p| p.exists()));
-    let client = crate::client::connect(kubeconfig.as_deref()).await?;
+    let client = crate::client::connect_platform(target.kubeconfig.as_deref(), &data_dir).await?;
     let nodes: Api<Node> = Api::all(client);
     let name = match command {
         FaultCommand::Xid(a) => &a.node,

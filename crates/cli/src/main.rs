@@ -5,6 +5,7 @@ mod bench;
 mod bootstrap;
 mod catalog;
 mod client;
+mod explain;
 mod fault;
 mod node;
 mod output;
@@ -39,6 +40,8 @@ enum Command {
     Agent(agent::AgentCommand),
     /// Inject hardware and node faults into a running platform, and recover.
     Fault(FaultArgs),
+    /// Explain a pod's placement: every node's verdict per filter and what would make it fit.
+    Explain(ExplainArgs),
     /// Run Tessera's scheduler against a cluster as a second scheduler (pods with
     /// `schedulerName: tessera`).
     Scheduler(SchedulerArgs),
@@ -94,6 +97,16 @@ pub struct FaultArgs {
     command: fault::FaultCommand,
     #[command(flatten)]
     target: fault::Target,
+    /// The platform's data directory (its kubeconfig is used without --kubeconfig).
+    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir(), global = true)]
+    data_dir: PathBuf,
+}
+
+/// Options of `tessera explain`.
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    #[command(subcommand)]
+    command: explain::ExplainCommand,
     /// The platform's data directory (its kubeconfig is used without --kubeconfig).
     #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir(), global = true)]
     data_dir: PathBuf,
@@ -156,6 +169,7 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }),
+        Command::Explain(args) => runtime.block_on(explain::run(&args.command, args.data_dir)),
         Command::Fault(args) => {
             runtime.block_on(fault::run(&args.command, &args.target, args.data_dir))
         }

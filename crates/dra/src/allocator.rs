@@ -74,6 +74,34 @@ pub enum AllocationError {
     SearchLimit,
 }
 
+/// What one request finds on a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// The request (`gpu`, or `gpu/small`).
+    pub request: String,
+    /// Its device class.
+    pub class: String,
+    /// How many it wants (`None`: all).
+    pub wants: Option<usize>,
+    /// Devices matching the class and selectors.
+    pub matching: usize,
+    /// Of those, free and not tainted against it.
+    pub free: usize,
+}
+
+impl std::fmt::Display for Diagnosis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let wants = self.wants.map_or("all".into(), |n| n.to_string());
+        write!(
+            f,
+            "claim {} request {}: wants {wants} of class {}; {} device(s) match its selectors, {} free",
+            self.claim, self.request, self.class, self.matching, self.free
+        )
+    }
+}
+
 /// A class: its selectors and configuration.
 struct Class {
     selectors: Vec<Selector>,
@@ -421,6 +449,47 @@ impl Allocator {
             admin,
             tolerations,
         })
+    }
+
+    /// What each request of `claim` finds on this node, for people: how many devices match
+    /// its class and selectors, how many of those are free and untainted, against what it
+    /// wants.
+    pub fn diagnose(&self, claim: &ResourceClaim) -> Result<Vec<Diagnosis>, AllocationError> {
+        let key = claim_key(claim);
+        let plan = self.plan(claim)?;
+        let mut out = Vec::new();
+        for alternatives in &plan.requests {
+            for alternative in alternatives {
+                let mut matching = 0;
+                let mut free = 0;
+                for pool in self
+                    .pools
+                    .iter()
+                    .filter(|p| p.complete && p.invalid.is_none())
+                {
+                    for device in &pool.devices {
+                        if selected(claim, alternative, device)? {
+                            matching += 1;
+                            let usable = (alternative.admin || !self.in_use.contains(&device.id))
+                                && !blocked(device, &alternative.tolerations);
+                            free += usize::from(usable);
+                        }
+                    }
+                }
+                out.push(Diagnosis {
+                    claim: key.clone(),
+                    request: alternative.result_name.clone(),
+                    class: alternative.class.clone(),
+                    wants: match alternative.mode {
+                        Mode::Count(n) => Some(n),
+                        Mode::All => None,
+                    },
+                    matching,
+                    free,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// Allocates every claim of `claims` (a pod's unallocated claims) on this node together.

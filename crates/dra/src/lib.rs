@@ -10,5 +10,5 @@ pub mod allocator;
 pub mod pools;
 pub mod selector;
 
-pub use allocator::{AllocationError, Allocator};
+pub use allocator::{AllocationError, Allocator, Diagnosis};
 pub use pools::{DeviceId, NodeView};

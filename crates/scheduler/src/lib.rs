@@ -5,6 +5,7 @@
 //!
 //! Pure and deterministic: no I/O, no clock, ties broken by node name.
 
+pub mod explain;
 pub mod filters;
 pub mod node_info;
 pub mod pod_topology;

@@ -12,7 +12,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
-use tessera_dra::{Allocator, NodeView};
+use tessera_dra::{Allocator, Diagnosis, NodeView};
 use tessera_model::node_selector;
 
 use crate::filters::{self, Plugin, Rejection, reasons};
@@ -266,6 +266,45 @@ impl Scheduler {
             node: node.name.clone(),
             allocations,
         })
+    }
+
+    /// DynamicResources' verdict for `explain`: `None` when the claims fit, else why, with
+    /// what each unallocated request finds on the node.
+    pub(crate) fn claims_verdict(
+        &self,
+        node: &NodeInfo,
+        claims: &[ResourceClaim],
+    ) -> Option<(Vec<String>, Vec<Diagnosis>)> {
+        let rejection = self
+            .dynamic_resources(node, claims, &BTreeSet::new())
+            .err()?;
+        let mut reasons = rejection.reasons;
+        let view = NodeView {
+            name: node.name.clone(),
+            labels: node.labels.clone(),
+        };
+        let allocator = Allocator::new(
+            view,
+            self.node_slices(&node.name),
+            &self.classes,
+            &self.allocated,
+        );
+        let mut found = Vec::new();
+        for claim in claims.iter().filter(|c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref())
+                .is_none()
+        }) {
+            match allocator.diagnose(claim) {
+                Ok(diagnoses) => {
+                    reasons.extend(diagnoses.iter().map(ToString::to_string));
+                    found.extend(diagnoses);
+                }
+                Err(error) => reasons.push(error.to_string()),
+            }
+        }
+        Some((reasons, found))
     }
 
     /// Whether `pod` fits on the trial `node` (pods removed), with `freed` claims released.

@@ -690,3 +690,48 @@ fn preemption_counts_devices_freed_from_victims_claims() {
         [("ml".to_string(), "holder".to_string())]
     );
 }
+
+#[test]
+fn explanations_give_every_verdict_and_the_smallest_changes() {
+    let nodes = [
+        node("cpu-1", json!({})),
+        node(
+            "l40s-1",
+            json!({"spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "4"}}}),
+        ),
+        node(
+            "h100-1",
+            json!({"status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "8"}}}),
+        ),
+    ];
+    let holder = pod(
+        "holder",
+        json!({"spec": {"nodeName": "h100-1", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "6"}}}]}}),
+    );
+    let want = pod(
+        "train",
+        json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}),
+    );
+    let s = scheduler(&nodes, std::slice::from_ref(&holder), Strategy::default());
+    let explanation = s.explain(&want, &[], std::slice::from_ref(&holder));
+    assert!(explanation.nodes.iter().all(|n| !n.fits()));
+    let text = explanation.render("ml/train");
+    assert!(text.starts_with("Pod ml/train: 0/3 nodes fit\n"), "{text}");
+    assert!(
+        text.contains("  TaintToleration: untolerated taint nvidia.com/gpu=present:NoSchedule\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  NodeResourcesFit: Insufficient nvidia.com/gpu: wants 4, 2 free of 8\n"),
+        "{text}"
+    );
+    assert_eq!(
+        explanation.suggestions,
+        [
+            "ask for at most 2 nvidia.com/gpu to fit on h100-1 now",
+            "tolerate nvidia.com/gpu=present:NoSchedule to run on l40s-1",
+            "wait for ml/holder on h100-1 to finish (they hold nvidia.com/gpu)",
+        ]
+    );
+}

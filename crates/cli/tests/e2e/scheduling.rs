@@ -72,7 +72,7 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
     );
     assert_eq!(
         message,
-        "0/8 nodes are available: 2 node(s) had untolerated taint(s), 6 Insufficient nvidia.com/gpu."
+        "0/8 nodes are available: 2 node(s) had untolerated taint(s), 6 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: 2 Preemption is not helpful for scheduling, 6 No preemption victims found for incoming pod."
     );
     let events = cluster.ok(
         V,
@@ -86,6 +86,22 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
         ],
     );
     assert_eq!(events, "Warning");
+    // `tessera explain` gives each node's verdicts and the smallest change.
+    let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
+    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["explain", "pod", "default/untolerated", "--kubeconfig", &kubeconfig])
+        .output()
+        .expect("tessera explain");
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(text.starts_with("Pod default/untolerated: 0/8 nodes fit\n"), "{text}");
+    assert!(
+        text.contains("l40s-1:\n  NodeUnschedulable: ok\n  NodeName: ok\n  TaintToleration: untolerated taint nvidia.com/gpu=present:NoSchedule\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("To fit:\n  - tolerate nvidia.com/gpu=present:NoSchedule to run on l40s-1\n"),
+        "{text}"
+    );
     cluster.ok_stdin(V, &["apply", "-f", "-"], &gpu_pod("tolerated", true));
     assert_eq!(node_of(&cluster, "tolerated"), "l40s-1");
 

@@ -1,0 +1,101 @@
+//! `tessera explain pod NAMESPACE/NAME`: reads the cluster (nodes, pods, claims, slices,
+//! classes) and prints, from the scheduler core, every node's verdict per filter, what the
+//! pod's claims find on each node, and the smallest changes that would let it fit.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use kube::Api;
+use tessera_scheduler::Scheduler;
+use tessera_scheduler::node_info;
+use tessera_scheduler::score::Strategy;
+
+/// `tessera explain` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ExplainCommand {
+    /// Why a pod is (or would be) placed where it is, node by node.
+    Pod(PodArgs),
+}
+
+/// Arguments of `tessera explain pod`.
+#[derive(Args, Debug)]
+pub struct PodArgs {
+    /// `NAMESPACE/NAME` (or `NAME` in `default`).
+    pub pod: String,
+    /// The kubeconfig (default: the platform's, in its data directory).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+async fn list<K>(client: &kube::Client) -> anyhow::Result<Vec<K>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::de::DeserializeOwned,
+{
+    Ok(Api::<K>::all(client.clone())
+        .list(&Default::default())
+        .await?
+        .items)
+}
+
+/// Runs `tessera explain`.
+pub async fn run(command: &ExplainCommand, data_dir: PathBuf) -> anyhow::Result<()> {
+    let ExplainCommand::Pod(args) = command;
+    let client = crate::client::connect_platform(args.kubeconfig.as_deref(), &data_dir).await?;
+    let (namespace, name) = args.pod.split_once('/').unwrap_or(("default", &args.pod));
+    let pod = Api::<Pod>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await?
+        .with_context(|| format!("pod {namespace}/{name} not found"))?;
+    let nodes: Vec<Node> = list(&client).await?;
+    let pods: Vec<Pod> = list(&client).await?;
+    let claims: Vec<ResourceClaim> = list(&client).await?;
+    let slices: Vec<ResourceSlice> = list(&client).await?;
+    let classes: Vec<DeviceClass> = list(&client).await?;
+    // The pod itself does not count against the nodes it is judged for.
+    let others: Vec<Pod> = pods
+        .iter()
+        .filter(|p| p.metadata.uid != pod.metadata.uid)
+        .cloned()
+        .collect();
+    let pod_claims: Vec<ResourceClaim> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let claim_name = c.resource_claim_name.clone().or_else(|| {
+                pod.status
+                    .as_ref()?
+                    .resource_claim_statuses
+                    .as_ref()?
+                    .iter()
+                    .find(|s| s.name == c.name)?
+                    .resource_claim_name
+                    .clone()
+            })?;
+            claims
+                .iter()
+                .find(|k| {
+                    k.metadata.namespace.as_deref() == Some(namespace)
+                        && k.metadata.name.as_deref() == Some(claim_name.as_str())
+                })
+                .cloned()
+        })
+        .collect();
+    let scheduler = Scheduler::new(
+        node_info::build(&nodes, &others),
+        slices,
+        classes,
+        &claims,
+        Strategy::default(),
+    );
+    let explanation = scheduler.explain(&pod, &pod_claims, &others);
+    crate::output::emit(&explanation.render(&format!("{namespace}/{name}")))
+}

@@ -1,0 +1,301 @@
+//! `tessera explain pod`: every node's verdict from every filter (not only the first that
+//! failed), what the pod's claims find on each node (devices matching each request, how many
+//! are free), and the smallest changes that would let the pod fit — tolerate a taint, ask for
+//! less of a resource, wait for a named pod that holds what is missing, relax a selector.
+//!
+//! Pure: the scheduler's snapshot in, a report out.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+
+use crate::filters::{self, Plugin};
+use crate::node_info::NodeInfo;
+use crate::pod_topology::Context;
+use crate::resources::{Amounts, pod_requests};
+use crate::schedule::Scheduler;
+
+/// One node's verdicts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeReport {
+    /// The node.
+    pub node: String,
+    /// Each filter's verdict: (plugin, `None` = passes, or the reasons).
+    pub verdicts: Vec<(Plugin, Option<Vec<String>>)>,
+}
+
+impl NodeReport {
+    /// Whether every filter passed.
+    pub fn fits(&self) -> bool {
+        self.verdicts.iter().all(|(_, v)| v.is_none())
+    }
+
+    fn failing(&self) -> Vec<Plugin> {
+        self.verdicts
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(p, _)| *p)
+            .collect()
+    }
+}
+
+/// The explanation of a pod's placement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// Per node, by name.
+    pub nodes: Vec<NodeReport>,
+    /// What would make the pod fit, smallest first.
+    pub suggestions: Vec<String>,
+}
+
+fn amount_text(resource: &str, milli: i128) -> String {
+    if resource == "cpu" {
+        if milli % 1000 == 0 {
+            format!("{}", milli / 1000)
+        } else {
+            format!("{milli}m")
+        }
+    } else if resource == "memory" || resource == "ephemeral-storage" {
+        let bytes = milli / 1000;
+        if bytes % (1 << 30) == 0 {
+            format!("{}Gi", bytes >> 30)
+        } else {
+            format!("{}Mi", bytes >> 20)
+        }
+    } else {
+        format!("{}", milli / 1000)
+    }
+}
+
+impl Explanation {
+    /// The report as `tessera explain pod` prints it.
+    pub fn render(&self, pod: &str) -> String {
+        let mut out = String::new();
+        let fitting = self.nodes.iter().filter(|n| n.fits()).count();
+        let _ = writeln!(out, "Pod {pod}: {fitting}/{} nodes fit", self.nodes.len());
+        for node in &self.nodes {
+            let _ = writeln!(out, "{}:", node.node);
+            for (plugin, verdict) in &node.verdicts {
+                let text = match verdict {
+                    None => "ok".to_string(),
+                    Some(reasons) => reasons.join("; "),
+                };
+                let _ = writeln!(out, "  {plugin:?}: {text}");
+            }
+        }
+        if !self.suggestions.is_empty() {
+            let _ = writeln!(out, "To fit:");
+            for suggestion in &self.suggestions {
+                let _ = writeln!(out, "  - {suggestion}");
+            }
+        }
+        out
+    }
+}
+
+fn verdict<T>(result: Result<T, filters::Rejection>) -> Option<Vec<String>> {
+    result.err().map(|r| r.reasons)
+}
+
+impl Scheduler {
+    /// Explains where `pod` (with its resolved `claims`) fits and why not elsewhere.
+    pub fn explain(&self, pod: &Pod, claims: &[ResourceClaim], pods: &[Pod]) -> Explanation {
+        let requests = pod_requests(pod);
+        let context = Context::new(pod, self.nodes(), &Default::default());
+        let mut reports = Vec::new();
+        let mut devices: BTreeMap<String, Vec<tessera_dra::Diagnosis>> = BTreeMap::new();
+        for node in self.nodes() {
+            let claims_verdict = self.claims_verdict(node, claims).map(|(reasons, found)| {
+                devices.insert(node.name.clone(), found);
+                reasons
+            });
+            let verdicts = vec![
+                (
+                    Plugin::NodeUnschedulable,
+                    verdict(filters::node_unschedulable(pod, node)),
+                ),
+                (Plugin::NodeName, verdict(filters::node_name(pod, node))),
+                (
+                    Plugin::TaintToleration,
+                    verdict(filters::taint_toleration(pod, node)).map(|_| untolerated(pod, node)),
+                ),
+                (
+                    Plugin::NodeAffinity,
+                    verdict(filters::node_affinity(pod, node)),
+                ),
+                (Plugin::NodePorts, verdict(filters::node_ports(pod, node))),
+                (
+                    Plugin::NodeResourcesFit,
+                    verdict(filters::node_resources_fit(&requests, node))
+                        .map(|_| shortfall(&requests, node)),
+                ),
+                (
+                    Plugin::PodTopologySpread,
+                    verdict(context.spread_filter(node)),
+                ),
+                (
+                    Plugin::InterPodAffinity,
+                    verdict(context.affinity_filter(node)),
+                ),
+                (Plugin::DynamicResources, claims_verdict),
+            ];
+            reports.push(NodeReport {
+                node: node.name.clone(),
+                verdicts,
+            });
+        }
+        let suggestions = suggest(pod, &requests, self.nodes(), &reports, pods, &devices);
+        Explanation {
+            nodes: reports,
+            suggestions,
+        }
+    }
+}
+
+/// The taints a pod does not tolerate on a node, as `key=value:effect`.
+fn untolerated(pod: &Pod, node: &NodeInfo) -> Vec<String> {
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default();
+    node.taints
+        .iter()
+        .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+        .filter(|t| !tessera_model::taints::tolerated(tolerations, t))
+        .map(|t| {
+            format!(
+                "untolerated taint {}={}:{}",
+                t.key,
+                t.value.as_deref().unwrap_or_default(),
+                t.effect
+            )
+        })
+        .collect()
+}
+
+/// Per resource: wanted, free.
+fn shortfall(requests: &Amounts, node: &NodeInfo) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, amount) in requests {
+        let free = node.allocatable.get(name).copied().unwrap_or(0)
+            - node.requested.get(name).copied().unwrap_or(0);
+        if *amount > free {
+            out.push(format!(
+                "Insufficient {name}: wants {}, {} free of {}",
+                amount_text(name, *amount),
+                amount_text(name, free.max(0)),
+                amount_text(name, node.allocatable.get(name).copied().unwrap_or(0))
+            ));
+        }
+    }
+    let pods_free = node.allocatable.get("pods").copied().unwrap_or(0)
+        - node.requested.get("pods").copied().unwrap_or(0);
+    if pods_free < 1000 {
+        out.push("Too many pods".into());
+    }
+    out
+}
+
+fn suggest(
+    pod: &Pod,
+    requests: &Amounts,
+    nodes: &[NodeInfo],
+    reports: &[NodeReport],
+    pods: &[Pod],
+    devices: &BTreeMap<String, Vec<tessera_dra::Diagnosis>>,
+) -> Vec<String> {
+    let mut suggestions = Vec::new();
+    if reports.iter().any(NodeReport::fits) {
+        return suggestions;
+    }
+    let by_name: BTreeMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    for report in reports {
+        let failing = report.failing();
+        let Some(node) = by_name.get(report.node.as_str()) else {
+            continue;
+        };
+        match failing.as_slice() {
+            [Plugin::TaintToleration] => {
+                let taints: Vec<String> = untolerated(pod, node)
+                    .into_iter()
+                    .map(|t| t.trim_start_matches("untolerated taint ").to_string())
+                    .collect();
+                suggestions.push(format!(
+                    "tolerate {} to run on {}",
+                    taints.join(", "),
+                    node.name
+                ));
+            }
+            [Plugin::NodeResourcesFit] => {
+                for (name, amount) in requests {
+                    let free = node.allocatable.get(name).copied().unwrap_or(0)
+                        - node.requested.get(name).copied().unwrap_or(0);
+                    if *amount <= free {
+                        continue;
+                    }
+                    if node.allocatable.get(name).copied().unwrap_or(0) >= *amount {
+                        // Enough exists: name the pods holding it.
+                        let holders: Vec<String> = pods
+                            .iter()
+                            .filter(|p| {
+                                p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                                    == Some(node.name.as_str())
+                            })
+                            .filter(|p| pod_requests(p).get(name).copied().unwrap_or(0) > 0)
+                            .map(|p| {
+                                format!(
+                                    "{}/{}",
+                                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                                    p.metadata.name.as_deref().unwrap_or_default()
+                                )
+                            })
+                            .collect();
+                        if !holders.is_empty() {
+                            suggestions.push(format!(
+                                "wait for {} on {} to finish (they hold {name})",
+                                holders.join(", "),
+                                node.name
+                            ));
+                        }
+                    }
+                    if free > 0 {
+                        suggestions.push(format!(
+                            "ask for at most {} {name} to fit on {} now",
+                            amount_text(name, free),
+                            node.name
+                        ));
+                    }
+                }
+            }
+            [Plugin::NodeAffinity] => suggestions.push(format!(
+                "relax the node selector or affinity to allow {}",
+                node.name
+            )),
+            [Plugin::DynamicResources] => {
+                for found in devices.get(&node.name).into_iter().flatten() {
+                    let short = found.wants.is_some_and(|n| n > found.free);
+                    if short && found.free > 0 {
+                        suggestions.push(format!(
+                            "ask for at most {} device(s) in request {} of claim {} to fit on {}",
+                            found.free, found.request, found.claim, node.name
+                        ));
+                    } else if short && found.matching > found.free {
+                        suggestions.push(format!(
+                            "wait for the {} device(s) of class {} in use on {} to be released",
+                            found.matching - found.free,
+                            found.class,
+                            node.name
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    suggestions.sort();
+    suggestions.dedup();
+    suggestions
+}
