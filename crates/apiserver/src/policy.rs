@@ -58,6 +58,7 @@ pub const COMPONENTS: &[Component] = &[
             (&[""], &["pods", "nodes", "namespaces"], READ),
             (&[""], &["pods"], &["delete"]),
             (&["policy"], &["poddisruptionbudgets"], READ),
+            (&["scheduling.x-k8s.io"], &["podgroups"], READ),
             (&[""], &["pods/binding"], &["create"]),
             (&[""], &["pods/status"], STATUS),
             (

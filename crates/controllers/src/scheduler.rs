@@ -17,7 +17,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
-use tessera_scheduler::preemption::{Budget, Nomination};
+use tessera_scheduler::preemption::{Budget, Nomination, POD_GROUP_LABEL};
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Decision, Scheduler, node_info};
 
@@ -161,7 +161,12 @@ pub async fn run(client: Client, config: SchedulerConfig) {
         )
         .with_pods(&all_pods)
         .with_budgets(all(&budgets).iter().filter_map(budget).collect());
-        for pod in queue {
+        // Gangs first, whole; then single pods.
+        let groups = pod_groups(&client, &queue, &all_pods).await;
+        for group in &groups {
+            schedule_gang(&client, &mut scheduler, group, &all_claims, &mut reported).await;
+        }
+        for pod in queue.into_iter().filter(|p| group_name(p).is_none()) {
             let Some(pod_claims) = pod_claims(pod, &all_claims) else {
                 continue;
             };
@@ -196,6 +201,177 @@ pub async fn run(client: Client, config: SchedulerConfig) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The pod group a pod belongs to (`scheduling.x-k8s.io/pod-group`).
+fn group_name(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(POD_GROUP_LABEL)
+        .map(String::as_str)
+}
+
+/// A gang waiting to be placed.
+struct Gang<'a> {
+    namespace: String,
+    name: String,
+    /// Members not yet bound, in queue order.
+    waiting: Vec<&'a Pod>,
+    /// How many more must be placed (minMember less those already bound).
+    needed: usize,
+    /// The minimum the group declares.
+    min_member: usize,
+    /// All members must share a value of this node label.
+    topology_key: Option<String>,
+    /// When the group gives up waiting for members.
+    timeout: Option<std::time::Duration>,
+}
+
+/// PodGroups (scheduler-plugins' `scheduling.x-k8s.io/v1alpha1`) by namespace and name; none
+/// when the CRD is not installed.
+async fn pod_group_objects(client: &Client) -> HashMap<(String, String), serde_json::Value> {
+    let resource = kube::discovery::ApiResource {
+        group: "scheduling.x-k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "scheduling.x-k8s.io/v1alpha1".into(),
+        kind: "PodGroup".into(),
+        plural: "podgroups".into(),
+    };
+    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
+    let Ok(list) = api.list(&Default::default()).await else {
+        return HashMap::new();
+    };
+    list.items
+        .into_iter()
+        .filter_map(|o| {
+            let key = (o.metadata.namespace.clone()?, o.metadata.name.clone()?);
+            Some((key, serde_json::to_value(&o).ok()?))
+        })
+        .collect()
+}
+
+/// The gangs among the waiting pods: minMember from the PodGroup (or, without one, every
+/// pod carrying the label), members already bound counted.
+async fn pod_groups<'a>(client: &Client, queue: &[&'a Pod], pods: &[Pod]) -> Vec<Gang<'a>> {
+    let mut waiting: std::collections::BTreeMap<(String, String), Vec<&'a Pod>> =
+        Default::default();
+    for pod in queue {
+        if let Some(group) = group_name(pod) {
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            waiting
+                .entry((namespace, group.to_string()))
+                .or_default()
+                .push(pod);
+        }
+    }
+    if waiting.is_empty() {
+        return Vec::new();
+    }
+    let objects = pod_group_objects(client).await;
+    waiting
+        .into_iter()
+        .map(|((namespace, name), members)| {
+            let all_members = pods.iter().filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                    && group_name(p) == Some(name.as_str())
+                    && p.metadata.deletion_timestamp.is_none()
+            });
+            let bound = all_members
+                .clone()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+                .count();
+            let object = objects.get(&(namespace.clone(), name.clone()));
+            let min_member = object
+                .and_then(|o| o.pointer("/spec/minMember"))
+                .and_then(serde_json::Value::as_u64)
+                .map_or_else(
+                    || all_members.count(),
+                    |m| usize::try_from(m).unwrap_or(usize::MAX),
+                );
+            let topology_key = object
+                .and_then(|o| o.pointer("/metadata/annotations/tessera.dev~1gang-topology"))
+                .and_then(serde_json::Value::as_str)
+                .map(String::from);
+            let timeout = object
+                .and_then(|o| o.pointer("/spec/scheduleTimeoutSeconds"))
+                .and_then(serde_json::Value::as_u64)
+                .map(std::time::Duration::from_secs);
+            Gang {
+                namespace,
+                name,
+                needed: min_member.saturating_sub(bound),
+                min_member,
+                waiting: members,
+                topology_key,
+                timeout,
+            }
+        })
+        .collect()
+}
+
+/// Places a gang whole, or reports why on every waiting member.
+async fn schedule_gang(
+    client: &Client,
+    scheduler: &mut Scheduler,
+    gang: &Gang<'_>,
+    claims: &[ResourceClaim],
+    reported: &mut HashMap<String, String>,
+) {
+    let members: Option<Vec<(&Pod, Vec<ResourceClaim>)>> = gang
+        .waiting
+        .iter()
+        .map(|p| Some((*p, pod_claims(p, claims)?)))
+        .collect();
+    let Some(members) = members else { return };
+    let message = if members.len() < gang.needed {
+        // Not all members exist yet: wait, and say so once the timeout has passed.
+        let oldest = gang
+            .waiting
+            .iter()
+            .filter_map(|p| p.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0)
+            .min();
+        let waited = oldest.map(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t));
+        let expired = match (gang.timeout, waited) {
+            (Some(limit), Some(waited)) => waited.as_secs() >= limit.as_secs() as i64,
+            _ => false,
+        };
+        if !expired {
+            return;
+        }
+        format!(
+            "pod group {}/{}: only {} of {} required members exist",
+            gang.namespace,
+            gang.name,
+            members.len() + (gang.min_member - gang.needed),
+            gang.min_member
+        )
+    } else {
+        match scheduler.schedule_group(&members, gang.needed, gang.topology_key.as_deref()) {
+            Ok((decisions, booked)) => {
+                for ((pod, pod_claims), decision) in members.iter().zip(&decisions) {
+                    if let Err(error) = bind(client, pod, pod_claims, decision).await {
+                        tracing::debug!(pod = ?pod.metadata.name, %error, "binding a gang member failed");
+                    }
+                }
+                *scheduler = booked;
+                return;
+            }
+            Err(error) => format!("pod group {}/{}: {error}", gang.namespace, gang.name),
+        }
+    };
+    for pod in &gang.waiting {
+        let key = format!(
+            "{}/{}",
+            gang.namespace,
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        if reported.get(&key) != Some(&message) {
+            unschedulable(client, pod, &message).await;
+            reported.insert(key, message.clone());
         }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod explain;
 pub mod filters;
+pub mod gang;
 pub mod node_info;
 pub mod pod_topology;
 pub mod preemption;

@@ -75,6 +75,7 @@ impl fmt::Display for FitError {
 }
 
 /// The scheduler over one snapshot.
+#[derive(Clone)]
 pub struct Scheduler {
     nodes: Vec<NodeInfo>,
     slices: Vec<ResourceSlice>,
@@ -88,6 +89,16 @@ pub struct Scheduler {
     /// Pods holding resources on each node (for preemption).
     bound: BTreeMap<String, Vec<Pod>>,
     budgets: Vec<Budget>,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("nodes", &self.nodes.len())
+            .field("slices", &self.slices.len())
+            .field("allocated", &self.allocated.len())
+            .finish()
+    }
 }
 
 impl Scheduler {
@@ -146,6 +157,11 @@ impl Scheduler {
     /// The nodes as booked now.
     pub fn nodes(&self) -> &[NodeInfo] {
         &self.nodes
+    }
+
+    /// Keeps only the nodes `keep` accepts (a gang's topology domain).
+    pub fn retain_nodes(&mut self, keep: impl Fn(&NodeInfo) -> bool) {
+        self.nodes.retain(|n| keep(n));
     }
 
     /// The slices a node can reach: its own and those not bound to one node.

@@ -735,3 +735,54 @@ fn explanations_give_every_verdict_and_the_smallest_changes() {
         ]
     );
 }
+
+#[test]
+fn gangs_are_placed_whole_or_not_at_all() {
+    let gpu_node = |name: &str, rack: &str| {
+        node(
+            name,
+            json!({"metadata": {"labels": {"rack": rack}},
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}),
+        )
+    };
+    let nodes = [gpu_node("g1", "r1"), gpu_node("g2", "r2")];
+    let member = |i: usize| {
+        pod(
+            &format!("w{i}"),
+            json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}),
+        )
+    };
+    let members: Vec<Pod> = (0..17).map(member).collect();
+    let s = scheduler(&nodes, &[], Strategy::default());
+    let group = |n: usize| -> Vec<(&Pod, Vec<ResourceClaim>)> {
+        members[..n].iter().map(|p| (p, vec![])).collect()
+    };
+
+    // Sixteen one-GPU members across two eight-GPU nodes.
+    let (decisions, booked) = s.schedule_group(&group(16), 16, None).expect("fits");
+    let per_node = |name: &str| decisions.iter().filter(|d| d.node == name).count();
+    assert_eq!((per_node("g1"), per_node("g2")), (8, 8));
+    assert!(
+        booked.schedule(&member(99), &[]).is_err(),
+        "the booked snapshot is full"
+    );
+    // Seventeen do not fit: nothing is placed.
+    let error = s
+        .schedule_group(&group(17), 17, None)
+        .expect_err("one too many");
+    assert_eq!(error.placed, 16);
+    assert!(error.to_string().starts_with("only 16 of 17 required members fit; w16: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."), "{error}");
+    assert!(
+        s.schedule(&member(99), &[]).is_ok(),
+        "the real snapshot is untouched"
+    );
+    // Within one rack: eight fit in r1; twelve fit in no single rack.
+    let (decisions, _) = s
+        .schedule_group(&group(8), 8, Some("rack"))
+        .expect("one rack");
+    assert!(decisions.iter().all(|d| d.node == "g1"));
+    let error = s
+        .schedule_group(&group(12), 12, Some("rack"))
+        .expect_err("no rack holds twelve");
+    assert_eq!(error.placed, 8);
+}

@@ -89,11 +89,20 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
     // `tessera explain` gives each node's verdicts and the smallest change.
     let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
     let explained = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["explain", "pod", "default/untolerated", "--kubeconfig", &kubeconfig])
+        .args([
+            "explain",
+            "pod",
+            "default/untolerated",
+            "--kubeconfig",
+            &kubeconfig,
+        ])
         .output()
         .expect("tessera explain");
     let text = String::from_utf8_lossy(&explained.stdout);
-    assert!(text.starts_with("Pod default/untolerated: 0/8 nodes fit\n"), "{text}");
+    assert!(
+        text.starts_with("Pod default/untolerated: 0/8 nodes fit\n"),
+        "{text}"
+    );
     assert!(
         text.contains("l40s-1:\n  NodeUnschedulable: ok\n  NodeName: ok\n  TaintToleration: untolerated taint nvidia.com/gpu=present:NoSchedule\n"),
         "{text}"
@@ -262,4 +271,86 @@ fn a_high_priority_job_preempts_a_low_priority_one() {
         pending.contains("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."),
         "{pending}"
     );
+}
+
+#[test]
+fn a_sixteen_pod_gang_binds_whole_across_two_nodes() {
+    let topology = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: dgx\n  count: 2\n  server: dgx-h100\n  devices: {exposure: device-plugin}\n";
+    let cluster = Cluster::start_with_topology(topology, 2);
+    let crd = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/upstream/scheduler-plugins/crd-podgroups.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("fixture");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &crd);
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "crd",
+            "podgroups.scheduling.x-k8s.io",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+        ],
+        |out| out == "True",
+    );
+    let group = |name: &str, min: usize| {
+        format!(
+            "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {{name: {name}}}\nspec: {{minMember: {min}}}\n"
+        )
+    };
+    let members = |group: &str, count: usize| -> String {
+        (0..count)
+            .map(|i| format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {group}-{i}, labels: {{scheduling.x-k8s.io/pod-group: {group}}}}}\nspec:\n  containers: [{{name: w, image: trainer:1, resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]\n"))
+            .collect::<Vec<_>>()
+            .join("---\n")
+    };
+    // Sixteen one-GPU workers: they bind together, eight per node.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &group("train", 16));
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &members("train", 16));
+    let placed = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "scheduling.x-k8s.io/pod-group=train",
+            "-o",
+            "jsonpath={.items[*].spec.nodeName}",
+        ],
+        |out| out.split(' ').filter(|n| !n.is_empty()).count() == 16,
+    );
+    let on = |node: &str| placed.split(' ').filter(|n| *n == node).count();
+    assert_eq!((on("dgx-1"), on("dgx-2")), (8, 8));
+
+    // A second gang needing four GPUs finds none: no member binds, each says why.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &group("eval", 4));
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &members("eval", 4));
+    let message = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pod",
+            "eval-0",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}",
+        ],
+        |out| !out.is_empty(),
+    );
+    assert!(
+        message.starts_with("pod group default/eval: only 0 of 4 required members fit; eval-0: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
+        "{message}"
+    );
+    let bound = cluster.ok(
+        V,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "scheduling.x-k8s.io/pod-group=eval",
+            "-o",
+            "jsonpath={.items[*].spec.nodeName}",
+        ],
+    );
+    assert_eq!(bound.trim(), "", "no partial group");
 }
