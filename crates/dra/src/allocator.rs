@@ -166,7 +166,12 @@ struct State {
     picks: Vec<Pick>,
     steps: u64,
     selectable: HashMap<(String, usize, usize, usize), bool>,
+    /// Complete solutions found so far, with their scores.
+    solutions: Vec<(i64, Vec<Pick>)>,
 }
+
+/// How many complete solutions the search compares before it settles.
+pub const SOLUTIONS_COMPARED: usize = 16;
 
 fn claim_key(claim: &ResourceClaim) -> String {
     format!(
@@ -502,14 +507,22 @@ impl Allocator {
             .map(|c| self.plan(c))
             .collect::<Result<Vec<_>, _>>()?;
         let mut state = State::default();
-        if !self.solve(&plans, &mut state, 0, 0)? {
+        self.solve(&plans, &mut state, 0, 0)?;
+        // The best solution; the first found wins ties (upstream's first fit among equals).
+        let Some(best) = state
+            .solutions
+            .iter()
+            .enumerate()
+            .max_by(|(i, (a, _)), (j, (b, _))| a.cmp(b).then(j.cmp(i)))
+            .map(|(_, (_, picks))| picks.clone())
+        else {
             return Ok(None);
-        }
+        };
         Ok(Some(
             plans
                 .iter()
                 .enumerate()
-                .map(|(i, plan)| self.result(plan, state.picks.iter().filter(|p| p.claim == i)))
+                .map(|(i, plan)| self.result(plan, best.iter().filter(|p| p.claim == i)))
                 .collect(),
         ))
     }
@@ -526,7 +539,10 @@ impl Allocator {
         request: usize,
     ) -> Result<bool, AllocationError> {
         let Some(plan) = plans.get(claim) else {
-            return Ok(true);
+            // A complete solution: keep it, and look for better ones until enough are seen.
+            let score = self.solution_score(plans, &state.picks);
+            state.solutions.push((score, state.picks.clone()));
+            return Ok(state.solutions.len() >= SOLUTIONS_COMPARED);
         };
         let Some(alternatives) = plan.requests.get(request) else {
             return self.solve(plans, state, claim + 1, 0);
@@ -543,6 +559,44 @@ impl Allocator {
             }
         }
         Ok(false)
+    }
+
+    /// How good a complete solution is (higher is better): devices of one request on one
+    /// PCIe root, partitions packed onto GPUs already partly used (whole GPUs stay free), and
+    /// earlier `firstAvailable` alternatives before later ones.
+    fn solution_score(&self, plans: &[ClaimPlan<'_>], picks: &[Pick]) -> i64 {
+        let mut score = 0i64;
+        for (i, a) in picks.iter().enumerate() {
+            let device = self.device(a.pool, a.device);
+            let rank = plans[a.claim].requests.iter().find_map(|alternatives| {
+                alternatives
+                    .iter()
+                    .position(|alt| alt.result_name == a.alternative.result_name)
+            });
+            score -= 1000 * i64::try_from(rank.unwrap_or(0)).unwrap_or(0);
+            let pool = &self.pools[a.pool];
+            let used = self.consumed.get(&(pool.driver.clone(), pool.name.clone()));
+            if device
+                .consumes
+                .keys()
+                .any(|set| used.is_some_and(|u| u.contains_key(set)))
+            {
+                score += 20;
+            }
+            for b in &picks[i + 1..] {
+                if a.claim != b.claim || a.alternative.parent != b.alternative.parent {
+                    continue;
+                }
+                let other = self.device(b.pool, b.device);
+                let root = "resource.kubernetes.io/pcieRoot";
+                if attribute(device, root).is_some()
+                    && attribute(device, root) == attribute(other, root)
+                {
+                    score += 30;
+                }
+            }
+        }
+        score
     }
 
     /// Whether `candidate` may be added for `alternative` of `claim` now.
@@ -674,7 +728,11 @@ impl Allocator {
             for index in first..info.devices.len() {
                 state.steps += 1;
                 if state.steps > STEP_BUDGET {
-                    return Err(AllocationError::SearchLimit);
+                    // Settle for the best found so far, if any.
+                    if state.solutions.is_empty() {
+                        return Err(AllocationError::SearchLimit);
+                    }
+                    return Ok(true);
                 }
                 if !self.fits(plans, state, claim, alternative, (pool, index))? {
                     continue;

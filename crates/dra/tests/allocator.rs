@@ -228,7 +228,8 @@ fn whole_gpus_counts_constraints_and_selectors() {
                 {"name": "four", "deviceClassName": "gpu.nvidia.com", "count": 4},
                 {"name": "two", "deviceClassName": "gpu.nvidia.com", "count": 2}]}),
             ),
-            Ok(Some(vec![strings(&["gpu/two=gpu-0", "gpu/two=gpu-1"])])),
+            // Two on one PCIe root beat the first two found.
+            Ok(Some(vec![strings(&["gpu/two=gpu-0", "gpu/two=gpu-2"])])),
         ),
         (
             "allocationMode All",
@@ -432,5 +433,49 @@ fn partitionable_devices_share_counters() {
             json!({"requests": [profile("c", "1g.10gb")]})
         )])),
         Ok(Some(vec![strings(&["c=gpu-0-mig-1g10gb-6"])]))
+    );
+}
+
+#[test]
+fn partitions_pack_onto_gpus_already_in_use() {
+    // Two partitionable GPUs, each with two 1g placements; one placement of gpu-1 is taken.
+    let counters = |gpu: usize| -> Value {
+        let c: serde_json::Map<String, Value> = (0..2)
+            .map(|i| (format!("memorySlice{i}"), json!({"value": "1"})))
+            .collect();
+        json!({"name": format!("gpu-{gpu}-counter-set"), "counters": c})
+    };
+    let device = |gpu: usize, slot: usize| {
+        json!({"name": format!("gpu-{gpu}-mig-1g-{slot}"), "attributes": {"type": {"string": "mig"}},
+            "consumesCounters": [{"counterSet": format!("gpu-{gpu}-counter-set"), "counters": {format!("memorySlice{slot}"): {"value": "1"}}}]})
+    };
+    let slice: ResourceSlice = serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+        "sharedCounters": [counters(0), counters(1)],
+        "devices": [device(0, 0), device(0, 1), device(1, 0), device(1, 1)]}}))
+    .unwrap();
+    let slices = vec![slice];
+    let mig = || {
+        one(
+            "m",
+            json!({"name": "mig", "exactly": {"deviceClassName": "mig.nvidia.com"}}),
+        )
+    };
+    let mut taken = one(
+        "taken",
+        json!({"name": "mig", "exactly": {"deviceClassName": "mig.nvidia.com"}}),
+    );
+    taken.status = Some(serde_json::from_value(json!({"allocation": {"devices": {"results": [
+        {"request": "mig", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-1-mig-1g-0"}]}}})).unwrap());
+    let empty = Allocator::new(node("n1"), &slices, &classes(), &[]);
+    assert_eq!(
+        devices(&empty.allocate(&[&mig()])),
+        Ok(Some(vec![strings(&["mig=gpu-0-mig-1g-0"])]))
+    );
+    let busy = Allocator::new(node("n1"), &slices, &classes(), &[taken]);
+    assert_eq!(
+        devices(&busy.allocate(&[&mig()])),
+        Ok(Some(vec![strings(&["mig=gpu-1-mig-1g-1"])])),
+        "the partly used GPU takes the partition; gpu-0 stays whole"
     );
 }
