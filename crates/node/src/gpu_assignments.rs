@@ -288,6 +288,49 @@ impl GpuAssignments {
     }
 }
 
+/// Annotation: the node's Topology Manager policy, for NUMA-aware scheduling.
+pub const POLICY_ANNOTATION: &str = "tessera.dev/topology-manager-policy";
+/// Annotation: whole GPUs per NUMA node (`0:4,1:4`).
+pub const GPUS_PER_NUMA: &str = "tessera.dev/gpus-per-numa";
+/// Annotation: free whole GPUs per NUMA node, kept current by the twin.
+pub const FREE_GPUS_PER_NUMA: &str = "tessera.dev/gpus-free-per-numa";
+
+/// What a whole-GPU device-plugin node tells the scheduler about its GPUs' NUMA layout (as a
+/// NodeResourceTopology exporter would): its policy, GPUs and free GPUs per NUMA node; `None`
+/// for other nodes.
+pub fn numa_annotations(
+    node: &NodeSpec,
+    in_use: &BTreeSet<Unit>,
+) -> Option<BTreeMap<String, String>> {
+    if !matches!(offer(node), Some(Offer::Whole)) {
+        return None;
+    }
+    let hardware = node.hardware.as_ref()?;
+    let mut total: BTreeMap<u8, usize> = BTreeMap::new();
+    let mut free: BTreeMap<u8, usize> = BTreeMap::new();
+    for (index, slot) in hardware.server.gpus.iter().enumerate() {
+        *total.entry(slot.numa).or_insert(0) += 1;
+        let entry = free.entry(slot.numa).or_insert(0);
+        if !in_use.contains(&Unit::Gpu(index)) {
+            *entry += 1;
+        }
+    }
+    let render = |m: &BTreeMap<u8, usize>| {
+        m.iter()
+            .map(|(numa, n)| format!("{numa}:{n}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    Some(BTreeMap::from([
+        (
+            POLICY_ANNOTATION.to_string(),
+            node.kubelet.topology_manager_policy.clone(),
+        ),
+        (GPUS_PER_NUMA.to_string(), render(&total)),
+        (FREE_GPUS_PER_NUMA.to_string(), render(&free)),
+    ]))
+}
+
 fn by_container(units: &[(String, Unit)]) -> BTreeMap<String, Vec<Unit>> {
     let mut result: BTreeMap<String, Vec<Unit>> = BTreeMap::new();
     for (container, unit) in units {

@@ -149,6 +149,9 @@ impl NodeTwins {
         }
         self.publish_devices().await?;
         self.onboard().await?;
+        for name in self.nodes.keys() {
+            self.publish_numa(name).await;
+        }
         tracing::info!(nodes = self.nodes.len(), "node twins registered");
         let heartbeat = tokio::spawn(heartbeat(
             self.client.clone(),
@@ -365,7 +368,7 @@ impl NodeTwins {
                             let key = pod_key(&pod);
                             running.remove(&key);
                             self.release_ip(&mut ips, &pod);
-                            self.release_gpus(&pod);
+                            self.release_gpus(&pod).await;
                             continue;
                         }
                         Ok(watcher::Event::Init) => {
@@ -376,6 +379,9 @@ impl NodeTwins {
                             // Devices of pods that went away while the twin was down are free.
                             self.gpus.lock().unwrap_or_else(|p| p.into_inner()).retain(&seen);
                             self.save_checkpoint();
+                            for name in self.nodes.keys() {
+                                self.publish_numa(name).await;
+                            }
                             continue;
                         }
                         Err(error) => {
@@ -489,7 +495,7 @@ impl NodeTwins {
         }
         if matches!(phase.as_str(), "Succeeded" | "Failed") {
             running.remove(&key);
-            self.release_gpus(pod);
+            self.release_gpus(pod).await;
             return Ok(());
         }
         if running.get(&key).is_some_and(|r| r.uid == uid) {
@@ -557,6 +563,7 @@ impl NodeTwins {
             Ok(devices) => {
                 if !devices.is_empty() {
                     self.save_checkpoint();
+                    self.publish_numa(&node).await;
                 }
                 devices
             }
@@ -903,7 +910,7 @@ impl NodeTwins {
             )
         } else {
             running.remove(key);
-            self.release_gpus(&pod);
+            self.release_gpus(&pod).await;
             let mut status = finished_status(&pod, "Failed", 1, "Error", now);
             for container in status
                 .pointer_mut("/status/containerStatuses")
@@ -938,13 +945,36 @@ impl NodeTwins {
         Ok(claim_devices::container_devices(pod, spec, &claims))
     }
 
-    fn release_gpus(&self, pod: &Pod) {
+    async fn release_gpus(&self, pod: &Pod) {
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
             self.gpus
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .release(node, &pod_key(pod));
             self.save_checkpoint();
+            self.publish_numa(node).await;
+        }
+    }
+
+    /// Tells the scheduler the node's free GPUs per NUMA node (whole-GPU device-plugin nodes).
+    async fn publish_numa(&self, node: &str) {
+        let Some(spec) = self.nodes.get(node) else {
+            return;
+        };
+        let in_use = self
+            .gpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .in_use(node);
+        let Some(annotations) = crate::gpu_assignments::numa_annotations(spec, &in_use) else {
+            return;
+        };
+        let patch = json!({"metadata": {"annotations": annotations}});
+        if let Err(error) = Api::<Node>::all(self.client.clone())
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(%node, %error, "cannot publish the node's GPU NUMA layout");
         }
     }
 

@@ -132,6 +132,10 @@ impl Scheduler {
                         .map(|_| shortfall(&requests, node)),
                 ),
                 (
+                    Plugin::NodeResourceTopologyMatch,
+                    verdict(filters::node_resource_topology(&requests, node)),
+                ),
+                (
                     Plugin::PodTopologySpread,
                     verdict(context.spread_filter(node)),
                 ),

@@ -27,6 +27,8 @@ pub enum Plugin {
     NodePorts,
     /// Not enough allocatable.
     NodeResourcesFit,
+    /// GPUs cannot be NUMA-aligned as the node's Topology Manager policy demands.
+    NodeResourceTopologyMatch,
     /// A DoNotSchedule topology spread constraint.
     PodTopologySpread,
     /// Required inter-pod (anti-)affinity.
@@ -71,6 +73,8 @@ pub mod reasons {
     pub const TOO_MANY_PODS: &str = "Too many pods";
     /// DynamicResources.
     pub const CLAIMS: &str = "cannot allocate all claims";
+    /// NodeResourceTopologyMatch.
+    pub const NUMA: &str = "node(s) could not align the pod's GPUs to the Topology Manager policy";
     /// PodTopologySpread.
     pub const SPREAD: &str = "node(s) didn't match pod topology spread constraints";
     /// PodTopologySpread: the node lacks the topology key.
@@ -101,7 +105,40 @@ pub fn run(pod: &Pod, requests: &Amounts, node: &NodeInfo) -> Result<(), Rejecti
     taint_toleration(pod, node)?;
     node_affinity(pod, node)?;
     node_ports(pod, node)?;
-    node_resources_fit(requests, node)
+    node_resources_fit(requests, node)?;
+    node_resource_topology(requests, node)
+}
+
+/// The whole GPUs a pod asks for, in units.
+pub fn gpus_wanted(requests: &Amounts) -> i64 {
+    i64::try_from(requests.get("nvidia.com/gpu").copied().unwrap_or(0) / 1000).unwrap_or(i64::MAX)
+}
+
+/// NodeResourceTopologyMatch (as scheduler-plugins does with NodeResourceTopology): a node
+/// whose kubelet runs `single-numa-node` takes the pod only if one NUMA node has its GPUs
+/// free; `restricted` only if its GPUs fit in as few NUMA nodes as they could at best. A
+/// placement its kubelet would reject with TopologyAffinityError is never chosen.
+pub fn node_resource_topology(requests: &Amounts, node: &NodeInfo) -> Result<(), Rejection> {
+    let wanted = gpus_wanted(requests);
+    let Some(numa) = node.gpu_numa.as_ref().filter(|_| wanted > 0) else {
+        return Ok(());
+    };
+    let aligned = match numa.policy.as_str() {
+        "single-numa-node" => numa.free.values().any(|free| *free >= wanted),
+        "restricted" => {
+            let best = crate::node_info::GpuNuma::narrowest(&numa.total, wanted);
+            best.is_some() && crate::node_info::GpuNuma::narrowest(&numa.free, wanted) == best
+        }
+        _ => true,
+    };
+    if aligned {
+        Ok(())
+    } else {
+        Err(Rejection::one(
+            Plugin::NodeResourceTopologyMatch,
+            reasons::NUMA,
+        ))
+    }
 }
 
 /// NodeUnschedulable: a cordoned node takes only pods tolerating its taint.

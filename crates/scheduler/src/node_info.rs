@@ -35,6 +35,77 @@ pub struct NodeInfo {
     pub ports: BTreeSet<HostPort>,
     /// Its pods, as affinity and spreading see them.
     pub pods: Vec<PodSummary>,
+    /// Its whole GPUs by NUMA node, when the node publishes them.
+    pub gpu_numa: Option<GpuNuma>,
+}
+
+/// A node's whole GPUs by NUMA node and its kubelet's Topology Manager policy, from the
+/// `tessera.dev/gpus-per-numa`, `tessera.dev/gpus-free-per-numa` and
+/// `tessera.dev/topology-manager-policy` annotations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuNuma {
+    /// `none`, `best-effort`, `restricted` or `single-numa-node`.
+    pub policy: String,
+    /// GPUs per NUMA node.
+    pub total: BTreeMap<u32, i64>,
+    /// Free GPUs per NUMA node.
+    pub free: BTreeMap<u32, i64>,
+}
+
+fn numa_counts(text: &str) -> Option<BTreeMap<u32, i64>> {
+    text.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (numa, count) = pair.split_once(':')?;
+            Some((numa.trim().parse().ok()?, count.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+impl GpuNuma {
+    /// Reads a node's annotations; `None` when it publishes no layout.
+    pub fn of(node: &Node) -> Option<GpuNuma> {
+        let annotations = node.metadata.annotations.as_ref()?;
+        Some(GpuNuma {
+            policy: annotations
+                .get("tessera.dev/topology-manager-policy")?
+                .clone(),
+            total: numa_counts(annotations.get("tessera.dev/gpus-per-numa")?)?,
+            free: numa_counts(annotations.get("tessera.dev/gpus-free-per-numa")?)?,
+        })
+    }
+
+    /// The fewest NUMA nodes whose GPUs (all, or only free ones) add up to `wanted`.
+    pub fn narrowest(counts: &BTreeMap<u32, i64>, wanted: i64) -> Option<usize> {
+        let mut sorted: Vec<i64> = counts.values().copied().collect();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let mut sum = 0;
+        for (i, n) in sorted.iter().enumerate() {
+            sum += n;
+            if sum >= wanted {
+                return Some(i + 1);
+            }
+        }
+        None
+    }
+
+    /// Books `wanted` GPUs as the kubelet would: on one NUMA node when one suffices (the
+    /// lowest-numbered), else from the fullest ones.
+    pub fn take(&mut self, wanted: i64) {
+        if let Some((_, free)) = self.free.iter_mut().find(|(_, f)| **f >= wanted) {
+            *free -= wanted;
+            return;
+        }
+        let mut left = wanted;
+        let mut order: Vec<u32> = self.free.keys().copied().collect();
+        order.sort_by_key(|n| std::cmp::Reverse(self.free[n]));
+        for numa in order {
+            let free = self.free.entry(numa).or_insert(0);
+            let used = (*free).min(left);
+            *free -= used;
+            left -= used;
+        }
+    }
 }
 
 /// What inter-pod affinity and topology spreading need of a pod already placed.
@@ -123,6 +194,7 @@ impl NodeInfo {
             nonzero: (0, 0),
             ports: BTreeSet::new(),
             pods: Vec::new(),
+            gpu_numa: GpuNuma::of(node),
         }
     }
 
@@ -137,6 +209,15 @@ impl NodeInfo {
         self.nonzero.1 += memory;
         self.ports.extend(host_ports(pod));
         self.pods.push(PodSummary::of(pod));
+    }
+
+    /// Books an assumed pod's GPUs on the NUMA layout (bound pods are already in the free
+    /// counts the node publishes).
+    pub fn take_gpus(&mut self, pod: &Pod) {
+        let wanted = crate::filters::gpus_wanted(&pod_requests(pod));
+        if let Some(numa) = self.gpu_numa.as_mut().filter(|_| wanted > 0) {
+            numa.take(wanted);
+        }
     }
 
     /// Takes a pod's usage off again (a preemption trial).

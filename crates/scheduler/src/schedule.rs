@@ -436,6 +436,7 @@ impl Scheduler {
     pub fn assume(&mut self, pod: &Pod, decision: &Decision, claims: &[ResourceClaim]) {
         if let Some(node) = self.nodes.iter_mut().find(|n| n.name == decision.node) {
             node.add_pod(pod);
+            node.take_gpus(pod);
         }
         for (name, allocation) in &decision.allocations {
             if let Some(claim) = claims

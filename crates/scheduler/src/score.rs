@@ -117,6 +117,16 @@ fn normalize(raw: &[i64], reverse: bool) -> Vec<i64> {
         .collect()
 }
 
+/// NUMA alignment of a GPU pod on a node that publishes its GPU layout: 100 when one NUMA
+/// node has the GPUs free (the kubelet can align them under any policy), else 0.
+pub fn numa_alignment(pod: &Pod, node: &NodeInfo) -> i64 {
+    let wanted = crate::filters::gpus_wanted(&crate::resources::pod_requests(pod));
+    match node.gpu_numa.as_ref() {
+        Some(numa) if wanted > 0 && numa.free.values().any(|f| *f >= wanted) => MAX,
+        _ => 0,
+    }
+}
+
 /// Scales raw scores (possibly negative) to 0–100 over their range, upstream's
 /// `(s − min) · 100 / (max − min)`; `reverse` gives the lowest 100. All equal: all 0.
 pub fn normalize_range(raw: &[i64], reverse: bool) -> Vec<i64> {
@@ -157,6 +167,7 @@ pub fn score(pod: &Pod, nodes: &[&NodeInfo], strategy: Strategy) -> Vec<i64> {
                 + 2 * affinity[i]
                 + resources_fit(strategy, demand, node)
                 + balanced(demand, node)
+                + numa_alignment(pod, node)
         })
         .collect()
 }

@@ -786,3 +786,70 @@ fn gangs_are_placed_whole_or_not_at_all() {
         .expect_err("no rack holds twelve");
     assert_eq!(error.placed, 8);
 }
+
+#[test]
+fn gpus_are_numa_aligned_as_the_kubelet_policy_demands() {
+    let dgx = |name: &str, policy: &str, free: &str| {
+        node(
+            name,
+            json!({"metadata": {"annotations": {
+            "tessera.dev/topology-manager-policy": policy,
+            "tessera.dev/gpus-per-numa": "0:4,1:4",
+            "tessera.dev/gpus-free-per-numa": free}},
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}),
+        )
+    };
+    let gpus = |n: u32| {
+        pod(
+            &format!("g{n}"),
+            json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": n.to_string()}}}]}}),
+        )
+    };
+    let cases = [
+        ("single-numa-node", "0:2,1:3", 3, true),
+        ("single-numa-node", "0:2,1:3", 4, false),
+        ("restricted", "0:2,1:3", 4, false),
+        ("restricted", "0:2,1:3", 5, true),
+        ("best-effort", "0:2,1:3", 4, true),
+        ("none", "0:1,1:1", 2, true),
+    ];
+    for (policy, free, wanted, fits) in cases {
+        let s = scheduler(&[dgx("n", policy, free)], &[], Strategy::default());
+        let result = s.schedule(&gpus(wanted), &[]);
+        assert_eq!(
+            result.is_ok(),
+            fits,
+            "{policy} {free} wants {wanted}: {result:?}"
+        );
+        if let Err(error) = result {
+            assert_eq!(
+                error.to_string(),
+                "0/1 nodes are available: 1 node(s) could not align the pod's GPUs to the Topology Manager policy."
+            );
+        }
+    }
+    // Booking keeps the layout current within a pass: two 4-GPU pods fill both NUMA nodes.
+    let mut s = scheduler(
+        &[dgx("n", "single-numa-node", "0:4,1:4")],
+        &[],
+        Strategy::default(),
+    );
+    for i in 0..2 {
+        let p = gpus(4);
+        let decision = s
+            .schedule(&p, &[])
+            .unwrap_or_else(|e| panic!("pod {i}: {e}"));
+        s.assume(&p, &decision, &[]);
+    }
+    assert!(s.schedule(&gpus(1), &[]).is_err());
+    // Where both fit, the node that can keep the GPUs on one NUMA node is preferred.
+    let s = scheduler(
+        &[
+            dgx("a", "best-effort", "0:2,1:2"),
+            dgx("b", "best-effort", "0:1,1:3"),
+        ],
+        &[],
+        Strategy::default(),
+    );
+    assert_eq!(s.schedule(&gpus(3), &[]).unwrap().node, "b");
+}

@@ -354,3 +354,47 @@ fn a_sixteen_pod_gang_binds_whole_across_two_nodes() {
     );
     assert_eq!(bound.trim(), "", "no partial group");
 }
+
+#[test]
+fn the_scheduler_never_picks_a_placement_the_kubelet_would_reject() {
+    let topology = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: dgx\n  count: 1\n  server: dgx-h100\n  devices: {exposure: device-plugin}\n  kubelet: {topologyManagerPolicy: single-numa-node}\n";
+    let cluster = Cluster::start_with_topology(topology, 1);
+    let pod = |name: &str, gpus: u32| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers: [{{name: c, image: cuda:12, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}]\n"
+        )
+    };
+    for name in ["a", "b"] {
+        cluster.ok_stdin(V, &["apply", "-f", "-"], &pod(name, 3));
+        cluster.wait_for(
+            V,
+            &["get", "pod", name, "-o", "jsonpath={.status.phase}"],
+            |out| out == "Running",
+        );
+    }
+    // Two GPUs are free, one per NUMA node: the kubelet would refuse a 2-GPU pod, so the
+    // scheduler keeps it Pending instead of binding it to fail.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &pod("split", 2));
+    let message = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pod",
+            "split",
+            "-o",
+            "jsonpath={.status.phase} {.status.conditions[?(@.type==\"PodScheduled\")].message}",
+        ],
+        |out| out.contains("nodes are available"),
+    );
+    assert!(
+        message.starts_with("Pending 0/1 nodes are available: 1 node(s) could not align the pod's GPUs to the Topology Manager policy."),
+        "{message}"
+    );
+    // A single GPU still fits.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &pod("one", 1));
+    cluster.wait_for(
+        V,
+        &["get", "pod", "one", "-o", "jsonpath={.status.phase}"],
+        |out| out == "Running",
+    );
+}
