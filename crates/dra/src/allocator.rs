@@ -10,6 +10,7 @@
 //!
 //! Pure and deterministic: the first solution in pool, slice and device order wins.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
@@ -103,18 +104,80 @@ impl std::fmt::Display for Diagnosis {
 }
 
 /// A class: its selectors and configuration.
+#[derive(Clone)]
 struct Class {
     selectors: Vec<Selector>,
     config: Vec<k8s_openapi::api::resource::v1::DeviceClassConfiguration>,
 }
 
 /// The allocator for one node.
-pub struct Allocator {
+pub struct Allocator<'a> {
     node: NodeView,
     pools: Vec<Pool>,
-    classes: HashMap<String, Result<Class, SelectorError>>,
-    in_use: BTreeSet<DeviceId>,
+    classes: Cow<'a, DeviceClasses>,
+    in_use: Cow<'a, BTreeSet<DeviceId>>,
     consumed: BTreeMap<(String, String), Counters>,
+}
+
+/// DeviceClasses with their selectors compiled, built once and shared by every allocation.
+#[derive(Clone, Default)]
+pub struct DeviceClasses {
+    classes: HashMap<String, Result<Class, SelectorError>>,
+}
+
+impl DeviceClasses {
+    /// Compiles `classes`.
+    pub fn new(classes: &[DeviceClass]) -> DeviceClasses {
+        DeviceClasses {
+            classes: classes
+                .iter()
+                .map(|class| {
+                    let compiled = class
+                        .spec
+                        .selectors
+                        .iter()
+                        .flatten()
+                        .filter_map(|s| s.cel.as_ref())
+                        .map(|cel| Selector::compile(&cel.expression))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map(|selectors| Class {
+                            selectors,
+                            config: class.spec.config.clone().unwrap_or_default(),
+                        });
+                    (class.metadata.name.clone().unwrap_or_default(), compiled)
+                })
+                .collect(),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Result<Class, SelectorError>> {
+        self.classes.get(name)
+    }
+}
+
+/// The devices allocated claims hold (admin-access results hold none).
+pub fn devices_in_use(allocated: &[ResourceClaim]) -> BTreeSet<DeviceId> {
+    let mut in_use = BTreeSet::new();
+    for claim in allocated {
+        add_in_use(&mut in_use, claim.status.as_ref().and_then(|s| s.allocation.as_ref()));
+    }
+    in_use
+}
+
+/// Adds the devices of one allocation to `in_use`.
+pub fn add_in_use(in_use: &mut BTreeSet<DeviceId>, allocation: Option<&AllocationResult>) {
+    let results = allocation
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref());
+    for result in results.into_iter().flatten() {
+        if result.admin_access != Some(true) {
+            in_use.insert(DeviceId {
+                driver: result.driver.clone(),
+                pool: result.pool.clone(),
+                device: result.device.clone(),
+            });
+        }
+    }
 }
 
 /// A request alternative: a plain request or one subrequest of `firstAvailable`.
@@ -240,52 +303,41 @@ fn attribute<'d>(device: &'d PoolDevice, name: &str) -> Option<&'d Attribute> {
         .map(|(_, v)| v)
 }
 
-impl Allocator {
+impl<'a> Allocator<'a> {
     /// An allocator for `node` over `slices` and `classes`; `allocated` are the claims whose
-    /// allocations hold devices now (admin-access results hold none).
+    /// allocations hold devices now. Compiles the classes each time: for many allocations,
+    /// build [`DeviceClasses`] and [`devices_in_use`] once and use [`Allocator::prepared`].
     pub fn new<'s>(
         node: NodeView,
         slices: impl IntoIterator<Item = &'s ResourceSlice>,
         classes: &[DeviceClass],
         allocated: &[ResourceClaim],
-    ) -> Allocator {
+    ) -> Allocator<'static> {
+        Allocator::build(
+            node,
+            slices,
+            Cow::Owned(DeviceClasses::new(classes)),
+            Cow::Owned(devices_in_use(allocated)),
+        )
+    }
+
+    /// An allocator over precompiled classes and a precomputed set of devices in use.
+    pub fn prepared<'s>(
+        node: NodeView,
+        slices: impl IntoIterator<Item = &'s ResourceSlice>,
+        classes: &'a DeviceClasses,
+        in_use: &'a BTreeSet<DeviceId>,
+    ) -> Allocator<'a> {
+        Allocator::build(node, slices, Cow::Borrowed(classes), Cow::Borrowed(in_use))
+    }
+
+    fn build<'s>(
+        node: NodeView,
+        slices: impl IntoIterator<Item = &'s ResourceSlice>,
+        classes: Cow<'a, DeviceClasses>,
+        in_use: Cow<'a, BTreeSet<DeviceId>>,
+    ) -> Allocator<'a> {
         let pools = pools::gather(slices, &node);
-        let classes = classes
-            .iter()
-            .map(|class| {
-                let compiled = class
-                    .spec
-                    .selectors
-                    .iter()
-                    .flatten()
-                    .filter_map(|s| s.cel.as_ref())
-                    .map(|cel| Selector::compile(&cel.expression))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(|selectors| Class {
-                        selectors,
-                        config: class.spec.config.clone().unwrap_or_default(),
-                    });
-                (class.metadata.name.clone().unwrap_or_default(), compiled)
-            })
-            .collect();
-        let mut in_use = BTreeSet::new();
-        for claim in allocated {
-            let results = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.allocation.as_ref())
-                .and_then(|a| a.devices.as_ref())
-                .and_then(|d| d.results.as_ref());
-            for result in results.into_iter().flatten() {
-                if result.admin_access != Some(true) {
-                    in_use.insert(DeviceId {
-                        driver: result.driver.clone(),
-                        pool: result.pool.clone(),
-                        device: result.device.clone(),
-                    });
-                }
-            }
-        }
         // Counters already consumed by allocated devices (all pools, all slices).
         let mut consumed: BTreeMap<(String, String), Counters> = BTreeMap::new();
         for pool in &pools {

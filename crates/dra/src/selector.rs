@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use cel::extractors::This;
 use cel::objects::{Key, Map, Opaque, Value};
@@ -269,8 +269,24 @@ pub enum SelectorError {
 }
 
 impl Selector {
-    /// Compiles `expression`.
+    /// Compiles `expression`, once: compiled selectors are cached by their text (as
+    /// upstream's `cel.NewCache`), so claims from one template share one program.
     pub fn compile(expression: &str) -> Result<Selector, SelectorError> {
+        static CACHE: LazyLock<Mutex<HashMap<String, Result<Selector, SelectorError>>>> =
+            LazyLock::new(|| Mutex::new(HashMap::new()));
+        let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(known) = cache.get(expression) {
+            return known.clone();
+        }
+        if cache.len() >= 4096 {
+            cache.clear();
+        }
+        let compiled = Selector::compile_uncached(expression);
+        cache.insert(expression.to_string(), compiled.clone());
+        compiled
+    }
+
+    fn compile_uncached(expression: &str) -> Result<Selector, SelectorError> {
         let fail = |message: String| SelectorError::Compile {
             expression: expression.to_string(),
             message,

@@ -12,7 +12,8 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
-use tessera_dra::{Allocator, Diagnosis, NodeView};
+use tessera_dra::allocator::{DeviceClasses, add_in_use, devices_in_use};
+use tessera_dra::{Allocator, DeviceId, Diagnosis, NodeView};
 use tessera_model::node_selector;
 
 use crate::filters::{self, Plugin, Rejection, reasons};
@@ -81,9 +82,11 @@ pub struct Scheduler {
     slices: Vec<ResourceSlice>,
     /// Slices by node name; slices for many nodes under "".
     slices_by_node: BTreeMap<String, Vec<usize>>,
-    classes: Vec<DeviceClass>,
+    classes: DeviceClasses,
     /// Claims holding devices (allocated), including those assumed here.
     allocated: Vec<ResourceClaim>,
+    /// The devices they hold.
+    in_use: BTreeSet<DeviceId>,
     strategy: Strategy,
     namespaces: NamespaceLabels,
     /// Pods holding resources on each node (for preemption).
@@ -119,7 +122,8 @@ impl Scheduler {
             nodes,
             slices,
             slices_by_node,
-            classes,
+            classes: DeviceClasses::new(&classes),
+            in_use: devices_in_use(claims),
             allocated: claims
                 .iter()
                 .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
@@ -205,11 +209,11 @@ impl Scheduler {
             name: node.name.clone(),
             labels: node.labels.clone(),
         };
-        let still_held: Vec<ResourceClaim>;
+        let still_held: BTreeSet<DeviceId>;
         let held = if freed.is_empty() {
-            &self.allocated
+            &self.in_use
         } else {
-            still_held = self
+            let kept: Vec<ResourceClaim> = self
                 .allocated
                 .iter()
                 .filter(|c| {
@@ -220,9 +224,11 @@ impl Scheduler {
                 })
                 .cloned()
                 .collect();
+            still_held = devices_in_use(&kept);
             &still_held
         };
-        let allocator = Allocator::new(view, self.node_slices(&node.name), &self.classes, held);
+        let allocator =
+            Allocator::prepared(view, self.node_slices(&node.name), &self.classes, held);
         match allocator.allocate(&pending) {
             Ok(Some(results)) => Ok(pending
                 .iter()
@@ -299,12 +305,8 @@ impl Scheduler {
             name: node.name.clone(),
             labels: node.labels.clone(),
         };
-        let allocator = Allocator::new(
-            view,
-            self.node_slices(&node.name),
-            &self.classes,
-            &self.allocated,
-        );
+        let allocator =
+            Allocator::prepared(view, self.node_slices(&node.name), &self.classes, &self.in_use);
         let mut found = Vec::new();
         for claim in claims.iter().filter(|c| {
             c.status
@@ -446,6 +448,7 @@ impl Scheduler {
                 let mut claim = claim.clone();
                 claim.status.get_or_insert_with(Default::default).allocation =
                     Some(allocation.clone());
+                add_in_use(&mut self.in_use, Some(allocation));
                 self.allocated.push(claim);
             }
         }
