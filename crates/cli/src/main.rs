@@ -2,6 +2,7 @@
 
 mod agent;
 mod bench;
+mod bench_scheduler;
 mod bootstrap;
 mod catalog;
 mod client;
@@ -58,6 +59,8 @@ enum BenchCommand {
     Rbac(bench::RbacBenchArgs),
     /// Custom-object validation and server-side apply throughput.
     Apply(bench::ApplyBenchArgs),
+    /// The scheduling core on scheduler_perf-shaped workloads.
+    Scheduler(bench_scheduler::SchedulerBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -176,5 +179,6 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
         Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),
+        Command::Bench(BenchCommand::Scheduler(args)) => bench_scheduler::run(&args),
     }
 }

@@ -113,10 +113,19 @@ struct Class {
 /// The allocator for one node.
 pub struct Allocator<'a> {
     node: NodeView,
-    pools: Vec<Pool>,
+    pools: Cow<'a, [Pool]>,
     classes: Cow<'a, DeviceClasses>,
     in_use: Cow<'a, BTreeSet<DeviceId>>,
     consumed: BTreeMap<(String, String), Counters>,
+    /// Selector verdicts shared across allocations over the same pools.
+    verdicts: Option<&'a SelectorVerdicts>,
+}
+
+/// Selector verdicts remembered across allocations over the same (borrowed) pools: keyed by
+/// the compiled selector and the device's place, valid while those pools live.
+#[derive(Debug, Default)]
+pub struct SelectorVerdicts {
+    known: std::sync::Mutex<HashMap<(usize, usize, usize), bool>>,
 }
 
 /// DeviceClasses with their selectors compiled, built once and shared by every allocation.
@@ -231,6 +240,8 @@ struct State {
     selectable: HashMap<(String, usize, usize, usize), bool>,
     /// Complete solutions found so far, with their scores.
     solutions: Vec<(i64, Vec<Pick>)>,
+    /// How many to compare.
+    limit: usize,
 }
 
 /// How many complete solutions the search compares before it settles.
@@ -331,6 +342,25 @@ impl<'a> Allocator<'a> {
         Allocator::build(node, slices, Cow::Borrowed(classes), Cow::Borrowed(in_use))
     }
 
+    /// An allocator over pools gathered once for the node (see [`pools::gather`]), sharing
+    /// selector verdicts with every other allocation over the same pools.
+    pub fn over_pools(
+        node: NodeView,
+        pools: &'a [Pool],
+        classes: &'a DeviceClasses,
+        in_use: &'a BTreeSet<DeviceId>,
+        verdicts: &'a SelectorVerdicts,
+    ) -> Allocator<'a> {
+        let mut allocator = Allocator::from_parts(
+            node,
+            Cow::Borrowed(pools),
+            Cow::Borrowed(classes),
+            Cow::Borrowed(in_use),
+        );
+        allocator.verdicts = Some(verdicts);
+        allocator
+    }
+
     fn build<'s>(
         node: NodeView,
         slices: impl IntoIterator<Item = &'s ResourceSlice>,
@@ -338,9 +368,18 @@ impl<'a> Allocator<'a> {
         in_use: Cow<'a, BTreeSet<DeviceId>>,
     ) -> Allocator<'a> {
         let pools = pools::gather(slices, &node);
+        Allocator::from_parts(node, Cow::Owned(pools), classes, in_use)
+    }
+
+    fn from_parts(
+        node: NodeView,
+        pools: Cow<'a, [Pool]>,
+        classes: Cow<'a, DeviceClasses>,
+        in_use: Cow<'a, BTreeSet<DeviceId>>,
+    ) -> Allocator<'a> {
         // Counters already consumed by allocated devices (all pools, all slices).
         let mut consumed: BTreeMap<(String, String), Counters> = BTreeMap::new();
-        for pool in &pools {
+        for pool in pools.iter() {
             for device in &pool.devices {
                 if in_use.contains(&device.id) {
                     let used = consumed
@@ -356,6 +395,7 @@ impl<'a> Allocator<'a> {
             classes,
             in_use,
             consumed,
+            verdicts: None,
         }
     }
 
@@ -554,11 +594,24 @@ impl<'a> Allocator<'a> {
         &self,
         claims: &[&ResourceClaim],
     ) -> Result<Option<Vec<AllocationResult>>, AllocationError> {
+        self.allocate_comparing(claims, SOLUTIONS_COMPARED)
+    }
+
+    /// As [`Allocator::allocate`], comparing at most `solutions` complete solutions (1: the
+    /// first found, enough to know that the claims fit).
+    pub fn allocate_comparing(
+        &self,
+        claims: &[&ResourceClaim],
+        solutions: usize,
+    ) -> Result<Option<Vec<AllocationResult>>, AllocationError> {
         let plans = claims
             .iter()
             .map(|c| self.plan(c))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut state = State::default();
+        let mut state = State {
+            limit: solutions.max(1),
+            ..State::default()
+        };
         self.solve(&plans, &mut state, 0, 0)?;
         // The best solution; the first found wins ties (upstream's first fit among equals).
         let Some(best) = state
@@ -594,7 +647,7 @@ impl<'a> Allocator<'a> {
             // A complete solution: keep it, and look for better ones until enough are seen.
             let score = self.solution_score(plans, &state.picks);
             state.solutions.push((score, state.picks.clone()));
-            return Ok(state.solutions.len() >= SOLUTIONS_COMPARED);
+            return Ok(state.solutions.len() >= state.limit);
         };
         let Some(alternatives) = plan.requests.get(request) else {
             return self.solve(plans, state, claim + 1, 0);
@@ -611,6 +664,53 @@ impl<'a> Allocator<'a> {
             }
         }
         Ok(false)
+    }
+
+    /// [`selected`], remembering verdicts in the shared cache when there is one.
+    fn selected_shared(
+        &self,
+        claim: &ResourceClaim,
+        alternative: &Alternative,
+        (pool, index): (usize, usize),
+    ) -> Result<bool, AllocationError> {
+        let device = self.device(pool, index);
+        let Some(verdicts) = self.verdicts else {
+            return selected(claim, alternative, device);
+        };
+        for selector in &alternative.selectors {
+            let key = (
+                selector.identity(),
+                std::ptr::from_ref(&self.pools[pool]) as usize,
+                index,
+            );
+            let known = verdicts
+                .known
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .copied();
+            let matches = match known {
+                Some(known) => known,
+                None => {
+                    let matches = selector
+                        .matches(&device.id.to_string(), &device.view)
+                        .map_err(|source| AllocationError::Selector {
+                            claim: claim_key(claim),
+                            source,
+                        })?;
+                    verdicts
+                        .known
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, matches);
+                    matches
+                }
+            };
+            if !matches {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// How good a complete solution is (higher is better): devices of one request on one
@@ -678,7 +778,7 @@ impl<'a> Allocator<'a> {
         let selectable = match state.selectable.get(&key) {
             Some(&known) => known,
             None => {
-                let ok = selected(plans[claim].claim, alternative, device)?;
+                let ok = self.selected_shared(plans[claim].claim, alternative, (pool, index))?;
                 state.selectable.insert(key, ok);
                 ok
             }
@@ -844,7 +944,7 @@ impl<'a> Allocator<'a> {
                 continue;
             }
             for index in 0..info.devices.len() {
-                if !selected(plans[claim].claim, alternative, self.device(pool, index))? {
+                if !self.selected_shared(plans[claim].claim, alternative, (pool, index))? {
                     continue;
                 }
                 // Every matching device must be allocatable: one that is not fails the request.

@@ -310,6 +310,11 @@ impl Selector {
         })
     }
 
+    /// A number naming this compiled program for caches (equal for clones).
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.program) as usize
+    }
+
     /// The expression text.
     pub fn expression(&self) -> &str {
         &self.expression

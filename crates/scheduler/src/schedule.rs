@@ -7,12 +7,16 @@
 //!
 //! Pure and deterministic.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
-use tessera_dra::allocator::{DeviceClasses, add_in_use, devices_in_use};
+use tessera_dra::allocator::{
+    DeviceClasses, SOLUTIONS_COMPARED, SelectorVerdicts, add_in_use, devices_in_use,
+};
+use tessera_dra::pools::Pool;
 use tessera_dra::{Allocator, DeviceId, Diagnosis, NodeView};
 use tessera_model::node_selector;
 
@@ -87,11 +91,28 @@ pub struct Scheduler {
     allocated: Vec<ResourceClaim>,
     /// The devices they hold.
     in_use: BTreeSet<DeviceId>,
+    /// The pools each node reaches, gathered once (shared by clones, so addresses are stable
+    /// for the selector verdict cache).
+    pools: Arc<HashMap<String, Vec<Pool>>>,
+    verdicts: Arc<SelectorVerdicts>,
+    /// Where the next search for feasible nodes starts (upstream rotates it).
+    next_start: Arc<std::sync::atomic::AtomicUsize>,
     strategy: Strategy,
     namespaces: NamespaceLabels,
     /// Pods holding resources on each node (for preemption).
     bound: BTreeMap<String, Vec<Pod>>,
     budgets: Vec<Budget>,
+}
+
+/// How many feasible nodes a search looks for before it scores (upstream's adaptive
+/// `percentageOfNodesToScore`): all below 100 nodes, else `max(5, 50 − n/125)` percent of
+/// them but at least 100.
+pub fn feasible_nodes_to_find(nodes: usize) -> usize {
+    if nodes < 100 {
+        return nodes;
+    }
+    let percent = 50usize.saturating_sub(nodes / 125).max(5);
+    (nodes * percent / 100).max(100)
 }
 
 impl fmt::Debug for Scheduler {
@@ -118,10 +139,28 @@ impl Scheduler {
             let key = slice.spec.node_name.clone().unwrap_or_default();
             slices_by_node.entry(key).or_default().push(i);
         }
+        let mut pools = HashMap::new();
+        if !slices.is_empty() {
+            for node in &nodes {
+                let own = slices_by_node.get(&node.name).into_iter().flatten();
+                let shared = slices_by_node.get("").into_iter().flatten();
+                let view = NodeView {
+                    name: node.name.clone(),
+                    labels: node.labels.clone(),
+                };
+                let reached = tessera_dra::pools::gather(own.chain(shared).map(|&i| &slices[i]), &view);
+                if !reached.is_empty() {
+                    pools.insert(node.name.clone(), reached);
+                }
+            }
+        }
         Scheduler {
             nodes,
             slices,
             slices_by_node,
+            pools: Arc::new(pools),
+            verdicts: Arc::new(SelectorVerdicts::default()),
+            next_start: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             classes: DeviceClasses::new(&classes),
             in_use: devices_in_use(claims),
             allocated: claims
@@ -182,6 +221,7 @@ impl Scheduler {
         node: &NodeInfo,
         claims: &[ResourceClaim],
         freed: &BTreeSet<(String, String)>,
+        solutions: usize,
     ) -> Result<Vec<(String, AllocationResult)>, Rejection> {
         let reject = |reason: String| Rejection {
             plugin: Plugin::DynamicResources,
@@ -227,9 +267,9 @@ impl Scheduler {
             still_held = devices_in_use(&kept);
             &still_held
         };
-        let allocator =
-            Allocator::prepared(view, self.node_slices(&node.name), &self.classes, held);
-        match allocator.allocate(&pending) {
+        let pools = self.pools.get(&node.name).map_or(&[][..], Vec::as_slice);
+        let allocator = Allocator::over_pools(view, pools, &self.classes, held, &self.verdicts);
+        match allocator.allocate_comparing(&pending, solutions) {
             Ok(Some(results)) => Ok(pending
                 .iter()
                 .zip(results)
@@ -246,11 +286,22 @@ impl Scheduler {
         let context = Context::new(pod, &self.nodes, &self.namespaces);
         let mut feasible: Vec<(&NodeInfo, Vec<(String, AllocationResult)>)> = Vec::new();
         let mut diagnosis = BTreeMap::new();
-        for node in &self.nodes {
+        // Upstream's percentageOfNodesToScore: stop once enough feasible nodes are found,
+        // starting where the previous search stopped.
+        let total = self.nodes.len();
+        let wanted = feasible_nodes_to_find(total);
+        let start = self.next_start.load(std::sync::atomic::Ordering::Relaxed) % total.max(1);
+        let mut visited = 0;
+        for offset in 0..total {
+            if feasible.len() >= wanted {
+                break;
+            }
+            visited += 1;
+            let node = &self.nodes[(start + offset) % total];
             let verdict = filters::run(pod, &requests, node)
                 .and_then(|()| context.spread_filter(node))
                 .and_then(|()| context.affinity_filter(node))
-                .and_then(|()| self.dynamic_resources(node, claims, &BTreeSet::new()));
+                .and_then(|()| self.dynamic_resources(node, claims, &BTreeSet::new(), 1));
             match verdict {
                 Ok(allocations) => feasible.push((node, allocations)),
                 Err(rejection) => {
@@ -258,6 +309,10 @@ impl Scheduler {
                 }
             }
         }
+        self.next_start.store(
+            (start + visited) % total.max(1),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         if feasible.is_empty() {
             return Err(FitError {
                 nodes: self.nodes.len(),
@@ -278,12 +333,19 @@ impl Scheduler {
                 *total += 2 * affinity[i] + 2 * spread[i];
             }
         }
+        // The highest score; ties go to the node first by name.
         let best = scores
             .iter()
             .enumerate()
-            .max_by(|(i, a), (j, b)| a.cmp(b).then(j.cmp(i)))
+            .max_by(|(i, a), (j, b)| a.cmp(b).then(candidates[*j].name.cmp(&candidates[*i].name)))
             .map_or(0, |(i, _)| i);
-        let (node, allocations) = feasible.swap_remove(best);
+        let (node, mut allocations) = feasible.swap_remove(best);
+        if !allocations.is_empty() {
+            // Feasibility took the first allocation found; the chosen node gets the best.
+            if let Ok(better) = self.dynamic_resources(node, claims, &BTreeSet::new(), SOLUTIONS_COMPARED) {
+                allocations = better;
+            }
+        }
         Ok(Decision {
             node: node.name.clone(),
             allocations,
@@ -298,7 +360,7 @@ impl Scheduler {
         claims: &[ResourceClaim],
     ) -> Option<(Vec<String>, Vec<Diagnosis>)> {
         let rejection = self
-            .dynamic_resources(node, claims, &BTreeSet::new())
+            .dynamic_resources(node, claims, &BTreeSet::new(), 1)
             .err()?;
         let mut reasons = rejection.reasons;
         let view = NodeView {
@@ -338,7 +400,7 @@ impl Scheduler {
         filters::run(pod, requests, node)
             .and_then(|()| context.spread_filter(node))
             .and_then(|()| context.affinity_filter(node))
-            .and_then(|()| self.dynamic_resources(node, claims, freed))
+            .and_then(|()| self.dynamic_resources(node, claims, freed, 1))
             .is_ok()
     }
 

@@ -119,8 +119,7 @@ fn normalize(raw: &[i64], reverse: bool) -> Vec<i64> {
 
 /// NUMA alignment of a GPU pod on a node that publishes its GPU layout: 100 when one NUMA
 /// node has the GPUs free (the kubelet can align them under any policy), else 0.
-pub fn numa_alignment(pod: &Pod, node: &NodeInfo) -> i64 {
-    let wanted = crate::filters::gpus_wanted(&crate::resources::pod_requests(pod));
+pub fn numa_alignment(wanted: i64, node: &NodeInfo) -> i64 {
     match node.gpu_numa.as_ref() {
         Some(numa) if wanted > 0 && numa.free.values().any(|f| *f >= wanted) => MAX,
         _ => 0,
@@ -148,6 +147,7 @@ pub fn normalize_range(raw: &[i64], reverse: bool) -> Vec<i64> {
 /// The weighted total score of each candidate node for `pod`.
 pub fn score(pod: &Pod, nodes: &[&NodeInfo], strategy: Strategy) -> Vec<i64> {
     let demand = nonzero_cpu_memory(pod);
+    let gpus = crate::filters::gpus_wanted(&crate::resources::pod_requests(pod));
     let taints = normalize(
         &nodes
             .iter()
@@ -167,7 +167,7 @@ pub fn score(pod: &Pod, nodes: &[&NodeInfo], strategy: Strategy) -> Vec<i64> {
                 + 2 * affinity[i]
                 + resources_fit(strategy, demand, node)
                 + balanced(demand, node)
-                + numa_alignment(pod, node)
+                + numa_alignment(gpus, node)
         })
         .collect()
 }
