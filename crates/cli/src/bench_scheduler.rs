@@ -74,12 +74,24 @@ fn scheduling_basic(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
         .map(|i| node(&format!("node-{i}"), None))
         .collect::<Result<_, _>>()?;
     let initial: Vec<Pod> = (0..args.initial_pods)
-        .map(|i| pod(&format!("init-{i}"), Some(&format!("node-{}", i % args.nodes)), json!({})))
+        .map(|i| {
+            pod(
+                &format!("init-{i}"),
+                Some(&format!("node-{}", i % args.nodes)),
+                json!({}),
+            )
+        })
         .collect::<Result<_, _>>()?;
     let measured: Vec<Pod> = (0..args.pods)
         .map(|i| pod(&format!("pod-{i}"), None, json!({})))
         .collect::<Result<_, _>>()?;
-    let mut scheduler = Scheduler::new(node_info::build(&nodes, &initial), vec![], vec![], &[], Strategy::default());
+    let mut scheduler = Scheduler::new(
+        node_info::build(&nodes, &initial),
+        vec![],
+        vec![],
+        &[],
+        Strategy::default(),
+    );
     let start = Instant::now();
     let mut placed = 0;
     for p in &measured {
@@ -89,7 +101,10 @@ fn scheduling_basic(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
         }
     }
     Ok(Row {
-        workload: format!("SchedulingBasic/{}Nodes_{}Pods (core)", args.nodes, args.pods),
+        workload: format!(
+            "SchedulingBasic/{}Nodes_{}Pods (core)",
+            args.nodes, args.pods
+        ),
         pods: placed,
         seconds: start.elapsed().as_secs_f64(),
         floor: "680",
@@ -113,9 +128,17 @@ fn dra(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
                 "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}))
         })
         .collect::<Result<_, _>>()?;
-    let class: DeviceClass = serde_json::from_value(json!({"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [
-        {"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}))?;
-    let mut scheduler = Scheduler::new(node_info::build(&nodes, &[]), slices, vec![class], &[], Strategy::default());
+    let class: DeviceClass = serde_json::from_value(
+        json!({"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [
+        {"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}),
+    )?;
+    let mut scheduler = Scheduler::new(
+        node_info::build(&nodes, &[]),
+        slices,
+        vec![class],
+        &[],
+        Strategy::default(),
+    );
     let work: Vec<(Pod, ResourceClaim)> = (0..args.dra_pods)
         .map(|i| -> anyhow::Result<_> {
             let claim: ResourceClaim = serde_json::from_value(json!({"metadata": {"namespace": "bench", "name": format!("claim-{i}")},
@@ -134,7 +157,10 @@ fn dra(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
         }
     }
     Ok(Row {
-        workload: format!("DRA claims, {} nodes × 8 GPUs, {} pods (core)", args.dra_nodes, args.dra_pods),
+        workload: format!(
+            "DRA claims, {} nodes × 8 GPUs, {} pods (core)",
+            args.dra_nodes, args.dra_pods
+        ),
         pods: placed,
         seconds: start.elapsed().as_secs_f64(),
         floor: "50–120",
@@ -145,22 +171,36 @@ fn gangs(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
     let nodes: Vec<Node> = (0..args.gangs)
         .map(|i| node(&format!("dgx-{i}"), Some(8)))
         .collect::<Result<_, _>>()?;
-    let mut scheduler = Scheduler::new(node_info::build(&nodes, &[]), vec![], vec![], &[], Strategy::default());
+    let mut scheduler = Scheduler::new(
+        node_info::build(&nodes, &[]),
+        vec![],
+        vec![],
+        &[],
+        Strategy::default(),
+    );
     let gpu = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]});
     let members: Vec<Vec<Pod>> = (0..args.gangs)
-        .map(|g| (0..8).map(|m| pod(&format!("g{g}-{m}"), None, gpu.clone())).collect::<Result<Vec<_>, _>>())
+        .map(|g| {
+            (0..8)
+                .map(|m| pod(&format!("g{g}-{m}"), None, gpu.clone()))
+                .collect::<Result<Vec<_>, _>>()
+        })
         .collect::<Result<_, _>>()?;
     let start = Instant::now();
     let mut placed = 0;
     for group in &members {
-        let members: Vec<(&Pod, Vec<ResourceClaim>)> = group.iter().map(|p| (p, Vec::new())).collect();
+        let members: Vec<(&Pod, Vec<ResourceClaim>)> =
+            group.iter().map(|p| (p, Vec::new())).collect();
         if let Ok((decisions, booked)) = scheduler.schedule_group(&members, 8, None) {
             placed += decisions.len();
             scheduler = booked;
         }
     }
     Ok(Row {
-        workload: format!("{} gangs of 8 one-GPU pods on {} nodes (core)", args.gangs, args.gangs),
+        workload: format!(
+            "{} gangs of 8 one-GPU pods on {} nodes (core)",
+            args.gangs, args.gangs
+        ),
         pods: placed,
         seconds: start.elapsed().as_secs_f64(),
         floor: "–",

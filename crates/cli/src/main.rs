@@ -91,6 +91,10 @@ pub struct UpArgs {
     /// unreachable (kube-controller-manager's `--node-monitor-grace-period`).
     #[arg(long, default_value_t = 50)]
     pub node_monitor_grace_period: u64,
+    /// A KubeSchedulerConfiguration file: scheduling profiles (score plugins and weights,
+    /// NodeResourcesFit scoring strategy, percentageOfNodesToScore).
+    #[arg(long)]
+    pub scheduler_config: Option<PathBuf>,
 }
 
 /// Options of `tessera fault`.
@@ -121,6 +125,9 @@ pub struct SchedulerArgs {
     /// The kubeconfig of the cluster (in-cluster or `$KUBECONFIG` without it).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// A KubeSchedulerConfiguration file (its profiles name the schedulerNames served).
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 /// Options of `tessera kubeconfig`.
@@ -164,10 +171,12 @@ fn main() -> anyhow::Result<()> {
         Command::Agent(command) => agent::run(&command, &runtime),
         Command::Node(command) => node::run(&command),
         Command::Scheduler(args) => runtime.block_on(async {
+            let profiles = up::load_scheduler_profiles(args.config.as_deref())?;
             let client = client::connect(args.kubeconfig.as_deref()).await?;
-            tracing::info!("scheduling pods with schedulerName: tessera");
+            let config = tessera_controllers::scheduler::SchedulerConfig::second(profiles);
+            tracing::info!(profiles = ?config.profiles.iter().map(|p| &p.scheduler_name).collect::<Vec<_>>(), "scheduling");
             tokio::select! {
-                () = tessera_controllers::scheduler::run(client, tessera_controllers::scheduler::SchedulerConfig::second()) => {}
+                () = tessera_controllers::scheduler::run(client, config) => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
             Ok(())

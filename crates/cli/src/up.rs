@@ -44,9 +44,22 @@ pub fn load_topology(path: Option<&std::path::Path>) -> anyhow::Result<Topology>
     })
 }
 
+/// Scheduling profiles from a KubeSchedulerConfiguration file, checked before anything starts.
+pub fn load_scheduler_profiles(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Option<Vec<tessera_scheduler::profile::Profile>>> {
+    let Some(path) = path else { return Ok(None) };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("read scheduler configuration {}", path.display()))?;
+    let profiles = tessera_scheduler::profile::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(Some(profiles))
+}
+
 /// Runs the platform until Ctrl-C or SIGTERM.
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let topology = load_topology(args.topology.as_deref())?;
+    let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
     if args.reset {
@@ -124,7 +137,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     ));
     let scheduler = tokio::spawn(tessera_controllers::scheduler::run(
         client_for("scheduler"),
-        tessera_controllers::scheduler::SchedulerConfig::embedded(),
+        tessera_controllers::scheduler::SchedulerConfig::embedded(profiles),
     ));
     let claims = tokio::spawn(tessera_controllers::resource_claims::run(client_for(
         "resourceclaim-controller",

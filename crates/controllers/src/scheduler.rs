@@ -18,6 +18,7 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 use tessera_scheduler::preemption::{Budget, Nomination, POD_GROUP_LABEL};
+use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Decision, Scheduler, node_info};
 
@@ -27,30 +28,51 @@ use crate::shell::{all, next_pass, patch_params, post_params, record_event, watc
 /// The field manager and event source.
 pub const MANAGER: &str = "default-scheduler";
 
-/// Settings.
+/// Settings: the profiles served, one per `schedulerName`.
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// The `spec.schedulerName`s this scheduler serves.
-    pub scheduler_names: Vec<String>,
-    /// How NodeResourcesFit scores.
-    pub strategy: Strategy,
+    /// The profiles (from a KubeSchedulerConfiguration file, or the defaults).
+    pub profiles: Vec<Profile>,
+}
+
+fn named(name: &str) -> Profile {
+    Profile {
+        scheduler_name: name.into(),
+        ..Profile::default()
+    }
 }
 
 impl SchedulerConfig {
-    /// The embedded platform's default scheduler: `default-scheduler` and `tessera` pods.
-    pub fn embedded() -> SchedulerConfig {
+    /// The embedded platform's default scheduler: `default-scheduler` and `tessera` pods,
+    /// or the profiles of a configuration file.
+    pub fn embedded(profiles: Option<Vec<Profile>>) -> SchedulerConfig {
         SchedulerConfig {
-            scheduler_names: vec!["default-scheduler".into(), "tessera".into()],
-            strategy: Strategy::default(),
+            profiles: profiles
+                .unwrap_or_else(|| vec![named("default-scheduler"), named("tessera")]),
         }
     }
 
-    /// A second scheduler beside a cluster's own: only `tessera` pods.
-    pub fn second() -> SchedulerConfig {
+    /// A second scheduler beside a cluster's own: `tessera` pods (or the file's profiles).
+    pub fn second(profiles: Option<Vec<Profile>>) -> SchedulerConfig {
         SchedulerConfig {
-            scheduler_names: vec!["tessera".into()],
-            strategy: Strategy::default(),
+            profiles: profiles.unwrap_or_else(|| vec![named("tessera")]),
         }
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.profiles
+            .iter()
+            .map(|p| p.scheduler_name.clone())
+            .collect()
+    }
+
+    fn profile_for(&self, pod: &Pod) -> Option<&Profile> {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or("default-scheduler");
+        self.profiles.iter().find(|p| p.scheduler_name == name)
     }
 }
 
@@ -129,7 +151,7 @@ pub async fn run(client: Client, config: SchedulerConfig) {
         let all_claims = all(&claims);
         let mut queue: Vec<&Pod> = all_pods
             .iter()
-            .filter(|p| waiting(p, &config.scheduler_names))
+            .filter(|p| waiting(p, &config.names()))
             .collect();
         if queue.is_empty() {
             continue;
@@ -146,7 +168,7 @@ pub async fn run(client: Client, config: SchedulerConfig) {
             all(&slices),
             all(&classes),
             &all_claims,
-            config.strategy,
+            Strategy::default(),
         )
         .with_namespaces(
             all(&namespaces)
@@ -164,9 +186,15 @@ pub async fn run(client: Client, config: SchedulerConfig) {
         // Gangs first, whole; then single pods.
         let groups = pod_groups(&client, &queue, &all_pods).await;
         for group in &groups {
+            if let Some(profile) = group.waiting.first().and_then(|p| config.profile_for(p)) {
+                scheduler.set_profile(profile);
+            }
             schedule_gang(&client, &mut scheduler, group, &all_claims, &mut reported).await;
         }
         for pod in queue.into_iter().filter(|p| group_name(p).is_none()) {
+            if let Some(profile) = config.profile_for(pod) {
+                scheduler.set_profile(profile);
+            }
             let Some(pod_claims) = pod_claims(pod, &all_claims) else {
                 continue;
             };

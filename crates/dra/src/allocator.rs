@@ -168,7 +168,10 @@ impl DeviceClasses {
 pub fn devices_in_use(allocated: &[ResourceClaim]) -> BTreeSet<DeviceId> {
     let mut in_use = BTreeSet::new();
     for claim in allocated {
-        add_in_use(&mut in_use, claim.status.as_ref().and_then(|s| s.allocation.as_ref()));
+        add_in_use(
+            &mut in_use,
+            claim.status.as_ref().and_then(|s| s.allocation.as_ref()),
+        );
     }
     in_use
 }

@@ -214,6 +214,9 @@ pub fn node_affinity(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
 /// NodePorts: a wanted host port clashes when protocol and port match and either host IP is
 /// the wildcard or they are equal.
 pub fn node_ports(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
+    if node.ports.is_empty() {
+        return Ok(());
+    }
     let wildcard = |ip: &str| ip == "0.0.0.0" || ip == "::" || ip.is_empty();
     let clash = host_ports(pod).into_iter().any(|(protocol, ip, port)| {
         node.ports.iter().any(|(p, i, n)| {

@@ -11,6 +11,7 @@ pub mod gang;
 pub mod node_info;
 pub mod pod_topology;
 pub mod preemption;
+pub mod profile;
 pub mod resources;
 pub mod schedule;
 pub mod score;

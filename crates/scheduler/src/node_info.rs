@@ -37,6 +37,8 @@ pub struct NodeInfo {
     pub pods: Vec<PodSummary>,
     /// Its whole GPUs by NUMA node, when the node publishes them.
     pub gpu_numa: Option<GpuNuma>,
+    /// How many of its pods carry required anti-affinity (so most pods can skip the check).
+    pub anti_affinity_pods: usize,
 }
 
 /// A node's whole GPUs by NUMA node and its kubelet's Topology Manager policy, from the
@@ -195,6 +197,7 @@ impl NodeInfo {
             ports: BTreeSet::new(),
             pods: Vec::new(),
             gpu_numa: GpuNuma::of(node),
+            anti_affinity_pods: 0,
         }
     }
 
@@ -208,7 +211,9 @@ impl NodeInfo {
         self.nonzero.0 += cpu;
         self.nonzero.1 += memory;
         self.ports.extend(host_ports(pod));
-        self.pods.push(PodSummary::of(pod));
+        let summary = PodSummary::of(pod);
+        self.anti_affinity_pods += usize::from(!summary.anti_affinity.is_empty());
+        self.pods.push(summary);
     }
 
     /// Books an assumed pod's GPUs on the NUMA layout (bound pods are already in the free
@@ -241,7 +246,8 @@ impl NodeInfo {
             .iter()
             .position(|p| p.namespace == namespace && p.name == name)
         {
-            self.pods.remove(i);
+            let gone = self.pods.remove(i);
+            self.anti_affinity_pods -= usize::from(!gone.anti_affinity.is_empty());
         }
     }
 }

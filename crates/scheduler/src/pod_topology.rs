@@ -224,7 +224,7 @@ impl Context {
             }
         }
         // Existing pods whose required anti-affinity selects this pod.
-        for node in nodes.iter().filter(|n| n.pods.iter().any(|p| !p.anti_affinity.is_empty())) {
+        for node in nodes.iter().filter(|n| n.anti_affinity_pods > 0) {
             for existing in &node.pods {
                 for term in &existing.anti_affinity {
                     let term = Term::new(term, &existing.namespace, &existing.labels);

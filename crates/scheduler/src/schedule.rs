@@ -8,8 +8,8 @@
 //! Pure and deterministic.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
@@ -27,6 +27,7 @@ use crate::preemption::{
     Budget, NoPreemption, Nomination, candidate_rank, freed_claims, gang_of, more_important,
     priority, resolvable, violations,
 };
+use crate::profile::Profile;
 use crate::resources::pod_requests;
 use crate::score::{self, Strategy};
 
@@ -97,7 +98,7 @@ pub struct Scheduler {
     verdicts: Arc<SelectorVerdicts>,
     /// Where the next search for feasible nodes starts (upstream rotates it).
     next_start: Arc<std::sync::atomic::AtomicUsize>,
-    strategy: Strategy,
+    profile: Profile,
     namespaces: NamespaceLabels,
     /// Pods holding resources on each node (for preemption).
     bound: BTreeMap<String, Vec<Pod>>,
@@ -107,11 +108,14 @@ pub struct Scheduler {
 /// How many feasible nodes a search looks for before it scores (upstream's adaptive
 /// `percentageOfNodesToScore`): all below 100 nodes, else `max(5, 50 − n/125)` percent of
 /// them but at least 100.
-pub fn feasible_nodes_to_find(nodes: usize) -> usize {
-    if nodes < 100 {
+pub fn feasible_nodes_to_find(nodes: usize, configured: Option<u32>) -> usize {
+    if nodes < 100 || configured == Some(100) {
         return nodes;
     }
-    let percent = 50usize.saturating_sub(nodes / 125).max(5);
+    let percent = match configured.filter(|p| *p > 0) {
+        Some(p) => p as usize,
+        None => 50usize.saturating_sub(nodes / 125).max(5),
+    };
     (nodes * percent / 100).max(100)
 }
 
@@ -148,7 +152,8 @@ impl Scheduler {
                     name: node.name.clone(),
                     labels: node.labels.clone(),
                 };
-                let reached = tessera_dra::pools::gather(own.chain(shared).map(|&i| &slices[i]), &view);
+                let reached =
+                    tessera_dra::pools::gather(own.chain(shared).map(|&i| &slices[i]), &view);
                 if !reached.is_empty() {
                     pools.insert(node.name.clone(), reached);
                 }
@@ -168,7 +173,10 @@ impl Scheduler {
                 .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
                 .cloned()
                 .collect(),
-            strategy,
+            profile: Profile {
+                strategy,
+                ..Profile::default()
+            },
             namespaces: NamespaceLabels::new(),
             bound: BTreeMap::new(),
             budgets: Vec::new(),
@@ -189,6 +197,19 @@ impl Scheduler {
     pub fn with_budgets(mut self, budgets: Vec<Budget>) -> Scheduler {
         self.budgets = budgets;
         self
+    }
+
+    /// Scores and searches as `profile` says (a KubeSchedulerConfiguration profile).
+    pub fn with_profile(mut self, profile: Profile) -> Scheduler {
+        self.profile = profile;
+        self
+    }
+
+    /// Switches profile (pods of another `schedulerName`), keeping what is booked.
+    pub fn set_profile(&mut self, profile: &Profile) {
+        if self.profile != *profile {
+            self.profile = profile.clone();
+        }
     }
 
     /// Namespace labels, for affinity terms with a `namespaceSelector`.
@@ -289,7 +310,7 @@ impl Scheduler {
         // Upstream's percentageOfNodesToScore: stop once enough feasible nodes are found,
         // starting where the previous search stopped.
         let total = self.nodes.len();
-        let wanted = feasible_nodes_to_find(total);
+        let wanted = feasible_nodes_to_find(total, self.profile.percentage_of_nodes_to_score);
         let start = self.next_start.load(std::sync::atomic::Ordering::Relaxed) % total.max(1);
         let mut visited = 0;
         for offset in 0..total {
@@ -320,7 +341,7 @@ impl Scheduler {
             });
         }
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|(n, _)| *n).collect();
-        let mut scores = score::score(pod, &candidates, self.strategy);
+        let mut scores = score::score(pod, &candidates, &self.profile);
         if !context.is_empty() {
             let affinity: Vec<i64> = candidates
                 .iter()
@@ -329,8 +350,12 @@ impl Scheduler {
             let spread: Vec<i64> = candidates.iter().map(|n| context.spread_count(n)).collect();
             let affinity = score::normalize_range(&affinity, false);
             let spread = score::normalize_range(&spread, true);
+            let (w_affinity, w_spread) = (
+                self.profile.weight("InterPodAffinity"),
+                self.profile.weight("PodTopologySpread"),
+            );
             for (i, total) in scores.iter_mut().enumerate() {
-                *total += 2 * affinity[i] + 2 * spread[i];
+                *total += w_affinity * affinity[i] + w_spread * spread[i];
             }
         }
         // The highest score; ties go to the node first by name.
@@ -342,7 +367,9 @@ impl Scheduler {
         let (node, mut allocations) = feasible.swap_remove(best);
         if !allocations.is_empty() {
             // Feasibility took the first allocation found; the chosen node gets the best.
-            if let Ok(better) = self.dynamic_resources(node, claims, &BTreeSet::new(), SOLUTIONS_COMPARED) {
+            if let Ok(better) =
+                self.dynamic_resources(node, claims, &BTreeSet::new(), SOLUTIONS_COMPARED)
+            {
                 allocations = better;
             }
         }
@@ -367,8 +394,12 @@ impl Scheduler {
             name: node.name.clone(),
             labels: node.labels.clone(),
         };
-        let allocator =
-            Allocator::prepared(view, self.node_slices(&node.name), &self.classes, &self.in_use);
+        let allocator = Allocator::prepared(
+            view,
+            self.node_slices(&node.name),
+            &self.classes,
+            &self.in_use,
+        );
         let mut found = Vec::new();
         for claim in claims.iter().filter(|c| {
             c.status

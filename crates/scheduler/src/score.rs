@@ -13,46 +13,54 @@ use tessera_model::taints::tolerated;
 use crate::node_info::NodeInfo;
 use crate::resources::nonzero_cpu_memory;
 
-/// How NodeResourcesFit scores.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Strategy {
-    /// Prefer the emptiest node (spread).
-    #[default]
-    LeastAllocated,
-    /// Prefer the fullest node (bin-packing).
-    MostAllocated,
-}
+pub use crate::profile::Strategy;
+use crate::profile::{Profile, shape_score};
+use crate::resources::Amounts;
 
 /// The maximum node score.
 pub const MAX: i64 = 100;
 
-fn fraction(requested: i128, allocatable: i128) -> Option<(i128, i128)> {
-    (allocatable > 0).then_some((requested.min(allocatable), allocatable))
-}
-
-/// NodeResourcesFit's score of `node` with `pod` on it.
-pub fn resources_fit(strategy: Strategy, pod: (i128, i128), node: &NodeInfo) -> i64 {
-    let resources = [
-        (
-            node.nonzero.0 + pod.0,
-            node.allocatable.get("cpu").copied().unwrap_or(0),
-        ),
-        (
-            node.nonzero.1 + pod.1,
-            node.allocatable.get("memory").copied().unwrap_or(0),
-        ),
-    ];
+/// NodeResourcesFit's score of `node` with the pod on it: the weighted mean over the
+/// profile's resources (CPU and memory with upstream's non-zero requests) of the strategy's
+/// per-resource score.
+pub fn resources_fit(
+    profile: &Profile,
+    requests: &Amounts,
+    demand: (i128, i128),
+    node: &NodeInfo,
+) -> i64 {
     let mut total = 0i128;
-    for (requested, allocatable) in resources {
-        let Some((requested, allocatable)) = fraction(requested, allocatable) else {
+    let mut weights = 0i128;
+    for (resource, weight) in &profile.resources {
+        let allocatable = node.allocatable.get(resource).copied().unwrap_or(0);
+        if allocatable <= 0 {
             continue;
-        };
-        total += match strategy {
+        }
+        let requested = match resource.as_str() {
+            "cpu" => node.nonzero.0 + demand.0,
+            "memory" => node.nonzero.1 + demand.1,
+            other => {
+                node.requested.get(other).copied().unwrap_or(0)
+                    + requests.get(other).copied().unwrap_or(0)
+            }
+        }
+        .min(allocatable);
+        let score = match &profile.strategy {
             Strategy::LeastAllocated => (allocatable - requested) * i128::from(MAX) / allocatable,
             Strategy::MostAllocated => requested * i128::from(MAX) / allocatable,
+            Strategy::RequestedToCapacityRatio(shape) => {
+                let utilization = i64::try_from(requested * 100 / allocatable).unwrap_or(100);
+                i128::from(shape_score(shape, utilization))
+            }
         };
+        total += score * i128::from(*weight);
+        weights += i128::from(*weight);
     }
-    i64::try_from(total / 2).unwrap_or(0)
+    if weights == 0 {
+        0
+    } else {
+        i64::try_from(total / weights).unwrap_or(0)
+    }
 }
 
 /// NodeResourcesBalancedAllocation: how even CPU and memory use would be.
@@ -144,10 +152,11 @@ pub fn normalize_range(raw: &[i64], reverse: bool) -> Vec<i64> {
         .collect()
 }
 
-/// The weighted total score of each candidate node for `pod`.
-pub fn score(pod: &Pod, nodes: &[&NodeInfo], strategy: Strategy) -> Vec<i64> {
+/// The weighted total score of each candidate node for `pod` under `profile`.
+pub fn score(pod: &Pod, nodes: &[&NodeInfo], profile: &Profile) -> Vec<i64> {
     let demand = nonzero_cpu_memory(pod);
-    let gpus = crate::filters::gpus_wanted(&crate::resources::pod_requests(pod));
+    let requests = crate::resources::pod_requests(pod);
+    let gpus = crate::filters::gpus_wanted(&requests);
     let taints = normalize(
         &nodes
             .iter()
@@ -159,15 +168,22 @@ pub fn score(pod: &Pod, nodes: &[&NodeInfo], strategy: Strategy) -> Vec<i64> {
         &nodes.iter().map(|n| affinity(pod, n)).collect::<Vec<_>>(),
         false,
     );
+    let (w_taint, w_affinity, w_fit, w_balanced, w_numa) = (
+        profile.weight("TaintToleration"),
+        profile.weight("NodeAffinity"),
+        profile.weight("NodeResourcesFit"),
+        profile.weight("NodeResourcesBalancedAllocation"),
+        profile.weight("NodeResourceTopologyMatch"),
+    );
     nodes
         .iter()
         .enumerate()
         .map(|(i, node)| {
-            3 * taints[i]
-                + 2 * affinity[i]
-                + resources_fit(strategy, demand, node)
-                + balanced(demand, node)
-                + numa_alignment(gpus, node)
+            w_taint * taints[i]
+                + w_affinity * affinity[i]
+                + w_fit * resources_fit(profile, &requests, demand, node)
+                + w_balanced * balanced(demand, node)
+                + w_numa * numa_alignment(gpus, node)
         })
         .collect()
 }

@@ -853,3 +853,32 @@ fn gpus_are_numa_aligned_as_the_kubelet_policy_demands() {
     );
     assert_eq!(s.schedule(&gpus(3), &[]).unwrap().node, "b");
 }
+
+#[test]
+fn profiles_change_how_nodes_score() {
+    use tessera_scheduler::profile::{Profile, parse};
+    let gpu = |name: &str| {
+        node(
+            name,
+            json!({"status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}),
+        )
+    };
+    let nodes = [gpu("a"), gpu("b")];
+    let busy = pod(
+        "busy",
+        json!({"spec": {"nodeName": "a", "containers": [{"name": "c", "resources": {"requests": {"cpu": "32"}, "limits": {"nvidia.com/gpu": "4"}}}]}}),
+    );
+    let want = pod(
+        "want",
+        json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}),
+    );
+    // The default spreads over CPU and memory: b is emptier.
+    let spread = scheduler(&nodes, std::slice::from_ref(&busy), Strategy::default());
+    assert_eq!(spread.schedule(&want, &[]).unwrap().node, "b");
+    // A GPU bin-packing profile (RequestedToCapacityRatio on nvidia.com/gpu) fills a first.
+    let text = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: packer\n  pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        type: RequestedToCapacityRatio\n        resources: [{name: nvidia.com/gpu, weight: 1}]\n        requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]}\n";
+    let profile: Profile = parse(text).unwrap().remove(0);
+    let pack =
+        scheduler(&nodes, std::slice::from_ref(&busy), Strategy::default()).with_profile(profile);
+    assert_eq!(pack.schedule(&want, &[]).unwrap().node, "a");
+}
