@@ -64,10 +64,77 @@ pub fn admit_create(
         apply_limit_ranges(objects, resource, namespace, object)?;
         default_toleration_seconds(object);
     }
+    if resource.group() == "resource.k8s.io"
+        && matches!(resource.kind(), "ResourceClaim" | "ResourceClaimTemplate")
+    {
+        check_admin_access(objects, resource, namespace, object)?;
+    }
     if let Some(namespace) = namespace {
         enforce_quota(objects, resource, namespace, object)?;
     }
     Ok(())
+}
+
+/// The label a namespace needs before its claims may ask for admin access to devices.
+pub const ADMIN_ACCESS_LABEL: &str = "resource.kubernetes.io/admin-access";
+
+/// DRA admin access (monitoring, diagnostics: devices in use by others) is only for
+/// namespaces labelled `resource.kubernetes.io/admin-access: "true"`, as upstream enforces.
+fn check_admin_access(
+    objects: &Objects,
+    resource: Resource,
+    namespace: Option<&str>,
+    object: &Value,
+) -> ApiResult<()> {
+    let spec = if resource.kind() == "ResourceClaimTemplate" {
+        object.pointer("/spec/spec")
+    } else {
+        object.get("spec")
+    };
+    let prefix = if resource.kind() == "ResourceClaimTemplate" {
+        "spec.spec"
+    } else {
+        "spec"
+    };
+    let requests = spec
+        .and_then(|s| s.pointer("/devices/requests"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let Some(index) = requests
+        .iter()
+        .position(|r| r.pointer("/exactly/adminAccess") == Some(&Value::Bool(true)))
+    else {
+        return Ok(());
+    };
+    let labelled = namespace
+        .and_then(|ns| {
+            let namespaces = Resource::find("", "v1", "namespaces")?;
+            objects.get(namespaces, None, ns).ok()
+        })
+        .and_then(|ns| {
+            ns.pointer(&format!(
+                "/metadata/labels/{}",
+                ADMIN_ACCESS_LABEL.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .map(|v| v == "true")
+        })
+        .unwrap_or(false);
+    if labelled {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        resource.group(),
+        resource.kind(),
+        meta_str(object, "name").unwrap_or_default(),
+        vec![crate::error::Cause::forbidden(
+            format!("{prefix}.devices.requests[{index}].exactly.adminAccess"),
+            format!(
+                "admin access to devices requires the `{ADMIN_ACCESS_LABEL}: true` label on the containing namespace"
+            ),
+        )],
+    ))
 }
 
 /// The DefaultTolerationSeconds plugin: a pod that does not already tolerate the

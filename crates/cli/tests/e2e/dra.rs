@@ -255,3 +255,64 @@ fn dra_example_driver_manifests_apply_unchanged() {
     );
     assert!(selector.contains("device.attributes"), "{selector}");
 }
+
+#[test]
+fn admin_access_sees_devices_in_use_only_where_allowed() {
+    let cluster = Cluster::start();
+    // A workload holds one H100 GPU.
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: one}\nspec:\n  devices:\n    requests:\n    - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: holder}\nspec:\n  nodeSelector: {kubernetes.io/hostname: h100-1}\n  resourceClaims: [{name: gpu, resourceClaimName: one}]\n  containers: [{name: c, image: cuda:12, resources: {claims: [{name: gpu}]}}]\n",
+    );
+    running(&cluster, "default", "holder");
+    let held = cluster.ok(
+        V,
+        &[
+            "get",
+            "resourceclaim",
+            "one",
+            "-o",
+            "jsonpath={.status.allocation.devices.results[0].device}",
+        ],
+    );
+    let monitor = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: all-gpus}\nspec:\n  devices:\n    requests:\n    - {name: gpus, exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All, adminAccess: true}}\n";
+    // Not in an ordinary namespace.
+    cluster.ok(V, &["create", "namespace", "plain"]);
+    let refused = cluster.fails(V, &["apply", "-n", "plain", "-f", "-"], Some(monitor));
+    assert!(
+        refused.contains("spec.devices.requests[0].exactly.adminAccess: Forbidden: admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace"),
+        "{refused}"
+    );
+    // In a labelled namespace the monitor gets every GPU of the node, the held one included.
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: monitoring, labels: {resource.kubernetes.io/admin-access: \"true\"}}\n",
+    );
+    cluster.ok_stdin(V, &["apply", "-n", "monitoring", "-f", "-"], monitor);
+    cluster.ok_stdin(
+        V,
+        &["apply", "-n", "monitoring", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: dcgm}\nspec:\n  nodeSelector: {kubernetes.io/hostname: h100-1}\n  resourceClaims: [{name: gpus, resourceClaimName: all-gpus}]\n  containers: [{name: c, image: dcgm:4, resources: {claims: [{name: gpus}]}}]\n",
+    );
+    running(&cluster, "monitoring", "dcgm");
+    let results = cluster.ok(
+        V,
+        &[
+            "get",
+            "resourceclaim",
+            "-n",
+            "monitoring",
+            "all-gpus",
+            "-o",
+            "jsonpath={range .status.allocation.devices.results[*]}{.device}:{.adminAccess} {end}",
+        ],
+    );
+    let devices: Vec<&str> = results.split_whitespace().collect();
+    assert_eq!(devices.len(), 8, "{results}");
+    assert!(
+        devices.contains(&format!("{held}:true").as_str()),
+        "{results}"
+    );
+}

@@ -398,3 +398,40 @@ fn the_scheduler_never_picks_a_placement_the_kubelet_would_reject() {
         |out| out == "Running",
     );
 }
+
+#[test]
+fn a_four_gpu_pod_gets_an_nvlink_set_on_one_numa_node() {
+    let topology = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: dgx\n  count: 1\n  server: dgx-h100\n  devices: {exposure: device-plugin}\n  kubelet: {topologyManagerPolicy: single-numa-node}\n";
+    let cluster = Cluster::start_with_topology(topology, 1);
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: four}\nspec:\n  containers: [{name: c, image: cuda:12, resources: {limits: {nvidia.com/gpu: 4}}}]\n",
+    );
+    assert_eq!(node_of(&cluster, "four"), "dgx-1");
+    let logs = cluster.ok(V, &["logs", "four"]);
+    let visible = logs
+        .lines()
+        .find_map(|l| l.strip_prefix("NVIDIA_VISIBLE_DEVICES="))
+        .unwrap_or_else(|| panic!("{logs}"));
+    assert_eq!(visible.split(',').count(), 4);
+    // All four on NUMA node 0, whose GPUs are NV18-connected through the NVSwitch fabric.
+    let free = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "node",
+            "dgx-1",
+            "-o",
+            r#"jsonpath={.metadata.annotations.tessera\.dev/gpus-free-per-numa}"#,
+        ],
+        |out| out == "0:0,1:4",
+    );
+    assert_eq!(free, "0:0,1:4");
+    let matrix = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["catalog", "--topology", "dgx-h100"])
+        .output()
+        .expect("catalog");
+    let matrix = String::from_utf8_lossy(&matrix.stdout);
+    assert!(matrix.contains("GPU0\tX\tNV18\tNV18\tNV18"), "{matrix}");
+}
