@@ -63,23 +63,10 @@ pub async fn run(command: &ExplainCommand, data_dir: PathBuf) -> anyhow::Result<
         .filter(|p| p.metadata.uid != pod.metadata.uid)
         .cloned()
         .collect();
-    let pod_claims: Vec<ResourceClaim> = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.resource_claims.as_ref())
+    let pod_claims: Vec<ResourceClaim> = tessera_model::pod_claims::claim_names(&pod)
         .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let claim_name = c.resource_claim_name.clone().or_else(|| {
-                pod.status
-                    .as_ref()?
-                    .resource_claim_statuses
-                    .as_ref()?
-                    .iter()
-                    .find(|s| s.name == c.name)?
-                    .resource_claim_name
-                    .clone()
-            })?;
+        .filter_map(|(_, claim_name)| {
+            let claim_name = claim_name?;
             claims
                 .iter()
                 .find(|k| {

@@ -1,6 +1,6 @@
-//! The ResourceClaim core: what upstream's resourceclaim controller does, and — for pods that
-//! are already bound to a node (`spec.nodeName` set, the only way to place them until the
-//! scheduler allocates) — what the scheduler's DynamicResources plugin does:
+//! The ResourceClaim core: what upstream's resourceclaim controller does, and — for pods
+//! created already bound to a node (`spec.nodeName`, which bypasses the scheduler) — what the
+//! scheduler's DynamicResources plugin does for the others:
 //!
 //! - a pod claim from a ResourceClaimTemplate gets its own claim (`generateName`
 //!   `<pod>-<claim>-`, annotation `resource.kubernetes.io/pod-claim-name`, owned by the pod),

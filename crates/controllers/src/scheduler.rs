@@ -17,6 +17,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
+use tessera_model::pod_claims::claim_names;
 use tessera_scheduler::preemption::{Budget, Nomination, POD_GROUP_LABEL};
 use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
@@ -98,23 +99,10 @@ fn waiting(pod: &Pod, names: &[String]) -> bool {
 /// The pod's claims in its order, or `None` while one does not exist yet.
 fn pod_claims(pod: &Pod, claims: &[ResourceClaim]) -> Option<Vec<ResourceClaim>> {
     let namespace = pod.metadata.namespace.as_deref();
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_claim_statuses.as_ref());
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.resource_claims.as_ref())
+    claim_names(pod)
         .into_iter()
-        .flatten()
-        .map(|pod_claim| {
-            let name = pod_claim.resource_claim_name.clone().or_else(|| {
-                statuses
-                    .into_iter()
-                    .flatten()
-                    .find(|s| s.name == pod_claim.name)
-                    .and_then(|s| s.resource_claim_name.clone())
-            })?;
+        .map(|(_, name)| {
+            let name = name?;
             claims
                 .iter()
                 .find(|c| {

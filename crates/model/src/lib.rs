@@ -6,6 +6,7 @@
 pub mod json;
 pub mod kinds;
 pub mod node_selector;
+pub mod pod_claims;
 pub mod quantity;
 pub mod schema;
 pub mod selector;

@@ -21,29 +21,7 @@ use crate::topology::NodeSpec;
 /// The DRA driver node twins act as.
 pub const DRIVER: &str = "gpu.nvidia.com";
 
-/// Each pod claim and the ResourceClaim it names, when known yet.
-pub fn claim_names(pod: &Pod) -> Vec<(String, Option<String>)> {
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_claim_statuses.as_ref());
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.resource_claims.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let name = c.resource_claim_name.clone().or_else(|| {
-                statuses
-                    .into_iter()
-                    .flatten()
-                    .find(|s| s.name == c.name)
-                    .and_then(|s| s.resource_claim_name.clone())
-            });
-            (c.name.clone(), name)
-        })
-        .collect()
-}
+pub use tessera_model::pod_claims::claim_names;
 
 /// Why a pod's claims are not ready for its containers.
 #[derive(Debug, Clone, PartialEq, Eq)]
