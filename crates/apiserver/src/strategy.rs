@@ -319,9 +319,67 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
                 ));
             }
         }
+        ("resource.k8s.io", "DeviceClass") => {
+            check_selectors(
+                object.pointer("/spec/selectors"),
+                "spec.selectors",
+                &mut causes,
+            );
+        }
+        ("resource.k8s.io", kind @ ("ResourceClaim" | "ResourceClaimTemplate")) => {
+            let (pointer, path) = if kind == "ResourceClaim" {
+                ("/spec/devices/requests", "spec.devices.requests")
+            } else {
+                ("/spec/spec/devices/requests", "spec.spec.devices.requests")
+            };
+            let requests = object.pointer(pointer).and_then(Value::as_array);
+            for (i, request) in requests.into_iter().flatten().enumerate() {
+                check_selectors(
+                    request.pointer("/exactly/selectors"),
+                    &format!("{path}[{i}].exactly.selectors"),
+                    &mut causes,
+                );
+                let subrequests = request.get("firstAvailable").and_then(Value::as_array);
+                for (j, sub) in subrequests.into_iter().flatten().enumerate() {
+                    check_selectors(
+                        sub.get("selectors"),
+                        &format!("{path}[{i}].firstAvailable[{j}].selectors"),
+                        &mut causes,
+                    );
+                }
+            }
+        }
         _ => {}
     }
     causes
+}
+
+/// Device selectors must compile in the DRA CEL environment and stay within its size limit,
+/// as upstream checks when a claim or class is written.
+fn check_selectors(selectors: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+    for (i, selector) in selectors
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let Some(expression) = selector.pointer("/cel/expression").and_then(Value::as_str) else {
+            continue;
+        };
+        if let Err(error) = tessera_dra::selector::Selector::compile(expression) {
+            let detail = match error {
+                tessera_dra::selector::SelectorError::Compile { message, .. } => {
+                    format!("compilation failed: {message}")
+                }
+                other => other.to_string(),
+            };
+            causes.push(Cause::invalid(
+                format!("{path}[{i}].cel.expression"),
+                &json!(expression),
+                detail,
+            ));
+        }
+    }
 }
 
 fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {

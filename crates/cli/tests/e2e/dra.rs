@@ -183,6 +183,35 @@ fn mig_claims_and_unsatisfiable_claims() {
         "both devices on one parent GPU: {results}"
     );
 
+    // A selector that does not compile is refused when the claim is written.
+    let refused = cluster.fails(
+        V,
+        &["apply", "-f", "-"],
+        Some("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: broken}\nspec:\n  devices:\n    requests:\n    - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, selectors: [{cel: {expression: \"device.driver ==\"}}]}}\n"),
+    );
+    assert!(
+        refused.contains("spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value: \"device.driver ==\": compilation failed"),
+        "{refused}"
+    );
+    // One that fails at run time (a field no device has) leaves the pod Pending and says why.
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: odd}\nspec:\n  devices:\n    requests:\n    - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, selectors: [{cel: {expression: \"device.attributes['gpu.nvidia.com'].colour == 'blue'\"}}]}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: odd}\nspec:\n  resourceClaims: [{name: gpu, resourceClaimName: odd}]\n  containers: [{name: c, image: cuda:12, resources: {claims: [{name: gpu}]}}]\n",
+    );
+    let why = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pod",
+            "odd",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}",
+        ],
+        |out| out.contains("CEL runtime error"),
+    );
+    assert!(why.starts_with("0/8 nodes are available:"), "{why}");
+
     // Nine GPUs on an eight-GPU node: the pod stays Pending with the reason.
     let nine = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: nine}\nspec:\n  devices:\n    requests:\n    - name: gpus\n      exactly: {deviceClassName: gpu.nvidia.com, count: 9}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: greedy}\nspec:\n  nodeName: h100-1\n  resourceClaims: [{name: gpus, resourceClaimName: nine}]\n  containers:\n  - name: train\n    image: trainer:1\n    resources: {claims: [{name: gpus}]}\n";
     cluster.ok_stdin(V, &["apply", "-f", "-"], nine);
