@@ -97,7 +97,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// An API server on `store` with the system objects, served to an in-process client acting as
 /// a cluster admin (so authorization is measured too).
-fn admin_router(store: Store, dir: &std::path::Path) -> anyhow::Result<Router> {
+pub(crate) fn admin_router(store: Store, dir: &std::path::Path) -> anyhow::Result<Router> {
     let objects = Objects::new(store);
     crate::bootstrap::ensure_system_objects(&objects)?;
     let server = ApiServer::new(

@@ -33,6 +33,10 @@ pub struct SchedulerBenchArgs {
     /// Gangs of eight one-GPU pods.
     #[arg(long, default_value_t = 1000)]
     pub gangs: usize,
+    /// Also run SchedulingBasic and DRA through the embedded API server (create everything,
+    /// then time the scheduler shell until every pod is bound).
+    #[arg(long)]
+    pub api: bool,
 }
 
 fn node(name: &str, gpus: Option<usize>) -> anyhow::Result<Node> {
@@ -49,7 +53,7 @@ fn node(name: &str, gpus: Option<usize>) -> anyhow::Result<Node> {
 fn pod(name: &str, node: Option<&str>, extra: serde_json::Value) -> anyhow::Result<Pod> {
     let mut pod = json!({
         "metadata": {"namespace": "bench", "name": name, "uid": name},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]},
+        "spec": {"containers": [{"name": "c", "image": "pause:3.10", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]},
     });
     if let Some(node) = node {
         pod["spec"]["nodeName"] = json!(node);
@@ -111,7 +115,15 @@ fn scheduling_basic(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
     })
 }
 
-fn dra(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
+/// The DRA cluster: nodes, their slices, the class, and (pod, claim) pairs.
+type DraCluster = (
+    Vec<Node>,
+    Vec<ResourceSlice>,
+    Vec<DeviceClass>,
+    Vec<(Pod, ResourceClaim)>,
+);
+
+fn dra_cluster(args: &SchedulerBenchArgs) -> anyhow::Result<DraCluster> {
     let nodes: Vec<Node> = (0..args.dra_nodes)
         .map(|i| node(&format!("gpu-{i}"), None))
         .collect::<Result<_, _>>()?;
@@ -132,13 +144,6 @@ fn dra(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
         json!({"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [
         {"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}),
     )?;
-    let mut scheduler = Scheduler::new(
-        node_info::build(&nodes, &[]),
-        slices,
-        vec![class],
-        &[],
-        Strategy::default(),
-    );
     let work: Vec<(Pod, ResourceClaim)> = (0..args.dra_pods)
         .map(|i| -> anyhow::Result<_> {
             let claim: ResourceClaim = serde_json::from_value(json!({"metadata": {"namespace": "bench", "name": format!("claim-{i}")},
@@ -147,6 +152,18 @@ fn dra(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
             Ok((p, claim))
         })
         .collect::<Result<_, _>>()?;
+    Ok((nodes, slices, vec![class], work))
+}
+
+fn dra(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
+    let (nodes, slices, classes, work) = dra_cluster(args)?;
+    let mut scheduler = Scheduler::new(
+        node_info::build(&nodes, &[]),
+        slices,
+        classes,
+        &[],
+        Strategy::default(),
+    );
     let start = Instant::now();
     let mut placed = 0;
     for (p, claim) in &work {
@@ -207,9 +224,150 @@ fn gangs(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
     })
 }
 
+/// Creates `items` through the API from 8 concurrent clients, each through `api_for(item)`.
+async fn create_all<K>(items: Vec<K>, api_for: impl Fn(&K) -> kube::Api<K>) -> anyhow::Result<()>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned
+        + Send
+        + 'static,
+{
+    use futures::StreamExt;
+    let results: Vec<Result<K, kube::Error>> = futures::stream::iter(items)
+        .map(|item| {
+            let api = api_for(&item);
+            async move { api.create(&Default::default(), &item).await }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    for result in results {
+        result?;
+    }
+    Ok(())
+}
+
+/// What one workload through the API creates before the clock starts.
+struct ApiWorkload {
+    name: String,
+    nodes: Vec<Node>,
+    slices: Vec<ResourceSlice>,
+    classes: Vec<DeviceClass>,
+    claims: Vec<ResourceClaim>,
+    pods: Vec<Pod>,
+    floor: &'static str,
+}
+
+/// One workload through the API: nodes (with allocatable), DRA objects and pods created with
+/// no scheduler running; then the scheduler starts and the clock runs until all are bound.
+async fn through_api(work: ApiWorkload) -> anyhow::Result<Row> {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let dir = tempfile::tempdir()?;
+    let store = tessera_store::Store::open(&dir.path().join("state.db"), Default::default())?;
+    let router = crate::bench::admin_router(store, dir.path())?;
+    let client = kube::Client::new(router, "default");
+    let statuses: Vec<serde_json::Value> = work
+        .nodes
+        .iter()
+        .map(|n| json!({"status": n.status}))
+        .collect();
+    create_all(work.nodes.clone(), |_| kube::Api::all(client.clone())).await?;
+    let node_api: kube::Api<Node> = kube::Api::all(client.clone());
+    for (node, status) in work.nodes.iter().zip(statuses) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        node_api
+            .patch_status(&name, &Default::default(), &kube::api::Patch::Merge(status))
+            .await?;
+    }
+    create_all(work.slices, |_| kube::Api::all(client.clone())).await?;
+    create_all(work.classes, |_| kube::Api::all(client.clone())).await?;
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "bench"}}))?;
+    create_all(vec![namespace], |_| kube::Api::all(client.clone())).await?;
+    create_all(work.claims, |_| {
+        kube::Api::namespaced(client.clone(), "bench")
+    })
+    .await?;
+    let total = work.pods.len();
+    create_all(work.pods, |_| {
+        kube::Api::namespaced(client.clone(), "bench")
+    })
+    .await?;
+    let pod_api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "bench");
+    let mut events = watcher(pod_api, watcher::Config::default()).boxed();
+    let start = Instant::now();
+    let scheduler = tokio::spawn(tessera_controllers::scheduler::run(
+        client.clone(),
+        tessera_controllers::scheduler::SchedulerConfig::embedded(None),
+    ));
+    let mut bound = std::collections::BTreeSet::new();
+    while bound.len() < total {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(120), events.next()).await;
+        let Ok(Some(event)) = event else { break };
+        if let Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) = event
+            && pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some()
+        {
+            bound.insert(pod.metadata.name.clone().unwrap_or_default());
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    scheduler.abort();
+    Ok(Row {
+        workload: work.name,
+        pods: bound.len(),
+        seconds,
+        floor: work.floor,
+    })
+}
+
 /// Runs the scheduler benchmarks.
 pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
-    let rows = [scheduling_basic(args)?, dra(args)?, gangs(args)?];
+    let mut rows = vec![scheduling_basic(args)?, dra(args)?, gangs(args)?];
+    if args.api {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let nodes: Vec<Node> = (0..args.nodes)
+            .map(|i| node(&format!("node-{i}"), None))
+            .collect::<Result<_, _>>()?;
+        let pods: Vec<Pod> = (0..args.pods)
+            .map(|i| pod(&format!("pod-{i}"), None, json!({})))
+            .collect::<Result<_, _>>()?;
+        rows.push(runtime.block_on(through_api(ApiWorkload {
+            name: format!(
+                "SchedulingBasic/{}Nodes_{}Pods (embedded API)",
+                args.nodes, args.pods
+            ),
+            nodes,
+            slices: vec![],
+            classes: vec![],
+            claims: vec![],
+            pods,
+            floor: "680",
+        }))?);
+        let (nodes, slices, classes, work) = dra_cluster(args)?;
+        let (pods, claims): (Vec<Pod>, Vec<ResourceClaim>) = work.into_iter().unzip();
+        rows.push(runtime.block_on(through_api(ApiWorkload {
+            name: format!(
+                "DRA claims, {} nodes × 8 GPUs, {} pods (embedded API)",
+                args.dra_nodes, args.dra_pods
+            ),
+            nodes,
+            slices,
+            classes,
+            claims,
+            pods,
+            floor: "50–120",
+        }))?);
+    }
     println!("| workload | pods placed | seconds | pods/s | upstream floor (pods/s) |");
     println!("|---|---|---|---|---|");
     for row in rows {
