@@ -286,17 +286,25 @@ fn selected(
     device: &PoolDevice,
 ) -> Result<bool, AllocationError> {
     for selector in &alternative.selectors {
-        let matches = selector
-            .matches(&device.id.to_string(), &device.view)
-            .map_err(|source| AllocationError::Selector {
-                claim: claim_key(claim),
-                source,
-            })?;
-        if !matches {
+        if !evaluate(claim, selector, device)? {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// One selector on one device; a run-time failure is an error of the claim.
+fn evaluate(
+    claim: &ResourceClaim,
+    selector: &Selector,
+    device: &PoolDevice,
+) -> Result<bool, AllocationError> {
+    selector
+        .matches(&device.id.to_string(), &device.view)
+        .map_err(|source| AllocationError::Selector {
+            claim: claim_key(claim),
+            source,
+        })
 }
 
 fn blocked(device: &PoolDevice, tolerations: &[DeviceToleration]) -> bool {
@@ -695,12 +703,7 @@ impl<'a> Allocator<'a> {
             let matches = match known {
                 Some(known) => known,
                 None => {
-                    let matches = selector
-                        .matches(&device.id.to_string(), &device.view)
-                        .map_err(|source| AllocationError::Selector {
-                            claim: claim_key(claim),
-                            source,
-                        })?;
+                    let matches = evaluate(claim, selector, device)?;
                     verdicts
                         .known
                         .lock()

@@ -160,11 +160,7 @@ impl Scheduler {
 
 /// The taints a pod does not tolerate on a node, as `key=value:effect`.
 fn untolerated(pod: &Pod, node: &NodeInfo) -> Vec<String> {
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or_default();
+    let tolerations = crate::filters::tolerations(pod);
     node.taints
         .iter()
         .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))

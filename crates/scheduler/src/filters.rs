@@ -91,7 +91,8 @@ pub mod reasons {
     pub const CLAIM_ELSEWHERE: &str = "resourceclaim not available on the node";
 }
 
-fn tolerations(pod: &Pod) -> &[Toleration] {
+/// The pod's tolerations.
+pub fn tolerations(pod: &Pod) -> &[Toleration] {
     pod.spec
         .as_ref()
         .and_then(|s| s.tolerations.as_deref())

@@ -103,11 +103,7 @@ pub fn affinity(pod: &Pod, node: &NodeInfo) -> i64 {
 
 /// TaintToleration's raw score: intolerable PreferNoSchedule taints (fewer is better).
 pub fn intolerable(pod: &Pod, node: &NodeInfo) -> i64 {
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or_default();
+    let tolerations = crate::filters::tolerations(pod);
     node.taints
         .iter()
         .filter(|t| t.effect == "PreferNoSchedule" && !tolerated(tolerations, t))
