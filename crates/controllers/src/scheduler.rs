@@ -179,6 +179,7 @@ pub async fn run(client: Client, config: SchedulerConfig) {
             }
             schedule_gang(&client, &mut scheduler, group, &all_claims, &mut reported).await;
         }
+        let mut binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)> = Vec::new();
         for pod in queue.into_iter().filter(|p| group_name(p).is_none()) {
             if let Some(profile) = config.profile_for(pod) {
                 scheduler.set_profile(profile);
@@ -192,15 +193,13 @@ pub async fn run(client: Client, config: SchedulerConfig) {
                 pod.metadata.name.as_deref().unwrap_or_default()
             );
             match scheduler.schedule(pod, &pod_claims) {
-                Ok(decision) => match bind(&client, pod, &pod_claims, &decision).await {
-                    Ok(()) => {
-                        reported.remove(&key);
-                        scheduler.assume(pod, &decision, &pod_claims);
-                    }
-                    Err(error) => {
-                        tracing::debug!(pod = %key, %error, "binding failed; retrying");
-                    }
-                },
+                Ok(decision) => {
+                    // As upstream: the decision is booked now and bound asynchronously; a
+                    // binding that fails leaves the pod unbound for the next pass.
+                    reported.remove(&key);
+                    scheduler.assume(pod, &decision, &pod_claims);
+                    binds.push((pod, pod_claims, decision));
+                }
                 Err(fit) => {
                     let mut message = fit.to_string();
                     if !waiting_for_victims(pod, &all_pods) {
@@ -218,8 +217,24 @@ pub async fn run(client: Client, config: SchedulerConfig) {
                 }
             }
         }
+        bind_all(&client, binds).await;
     }
 }
+
+/// The binding cycles of a pass, run concurrently.
+async fn bind_all(client: &Client, binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>) {
+    use futures::StreamExt;
+    futures::stream::iter(binds)
+        .for_each_concurrent(BINDING_CONCURRENCY, |(pod, claims, decision)| async move {
+            if let Err(error) = bind(client, pod, &claims, &decision).await {
+                tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
+            }
+        })
+        .await;
+}
+
+/// How many binding cycles run at once.
+const BINDING_CONCURRENCY: usize = 16;
 
 /// The pod group a pod belongs to (`scheduling.x-k8s.io/pod-group`).
 fn group_name(pod: &Pod) -> Option<&str> {
@@ -368,12 +383,13 @@ async fn schedule_gang(
     } else {
         match scheduler.schedule_group(&members, gang.needed, gang.topology_key.as_deref()) {
             Ok((decisions, booked)) => {
-                for ((pod, pod_claims), decision) in members.iter().zip(&decisions) {
-                    if let Err(error) = bind(client, pod, pod_claims, decision).await {
-                        tracing::debug!(pod = ?pod.metadata.name, %error, "binding a gang member failed");
-                    }
-                }
+                let binds = members
+                    .iter()
+                    .zip(decisions)
+                    .map(|((pod, claims), decision)| (*pod, claims.clone(), decision))
+                    .collect();
                 *scheduler = booked;
+                bind_all(client, binds).await;
                 return;
             }
             Err(error) => format!("pod group {}/{}: {error}", gang.namespace, gang.name),
