@@ -2,13 +2,17 @@
 //! already allocated, it finds devices for every request of a pod's claims or says there are
 //! none — upstream's semantics (`exactly` with `ExactCount`/`All`, `firstAvailable` tried in
 //! order, class and request CEL selectors, `adminAccess`, `matchAttribute` and
-//! `distinctAttribute` constraints, shared counters of partitionable devices, device taints
-//! and tolerations, incomplete and invalid pools) by a depth-first search with backtracking
+//! `distinctAttribute` constraints, shared counters of partitionable devices, consumable
+//! capacity of devices allowing multiple allocations, device taints and tolerations,
+//! incomplete and invalid pools) by a depth-first search with backtracking
 //! over combinations. `Ok(None)` is "does not fit on this node"; an error is input no node
 //! could satisfy (unknown class, bad CEL, a request with neither or both of `exactly` and
 //! `firstAvailable`) or a search past its step budget.
 //!
-//! Pure and deterministic: the first solution in pool, slice and device order wins.
+//! Unlike upstream's first fit, up to [`SOLUTIONS_COMPARED`] complete solutions are compared
+//! (devices of one request on one PCIe root, partitions packed onto GPUs already in use,
+//! earlier `firstAvailable` choices first). Pure and deterministic: ties go to the solution
+//! found first in pool, slice and device order.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -19,6 +23,7 @@ use k8s_openapi::api::resource::v1::{
     DeviceRequestAllocationResult, DeviceTaint, DeviceToleration, ResourceClaim, ResourceSlice,
 };
 
+use crate::capacity::{self, Consumed};
 use crate::pools::{self, Counters, DeviceId, NodeView, Pool, PoolDevice};
 use crate::selector::{Attribute, Selector, SelectorError, qualify};
 
@@ -115,7 +120,7 @@ pub struct Allocator<'a> {
     node: NodeView,
     pools: Cow<'a, [Pool]>,
     classes: Cow<'a, DeviceClasses>,
-    in_use: Cow<'a, BTreeSet<DeviceId>>,
+    in_use: Cow<'a, DevicesInUse>,
     consumed: BTreeMap<(String, String), Counters>,
     /// Selector verdicts shared across allocations over the same pools.
     verdicts: Option<&'a SelectorVerdicts>,
@@ -164,9 +169,26 @@ impl DeviceClasses {
     }
 }
 
+/// What allocated claims hold: devices held whole, and the capacity consumed of devices that
+/// allow multiple allocations.
+#[derive(Debug, Clone, Default)]
+pub struct DevicesInUse {
+    /// Devices held by one claim.
+    pub exclusive: BTreeSet<DeviceId>,
+    /// Capacity consumed of shared devices.
+    pub shared: BTreeMap<DeviceId, Consumed>,
+}
+
+impl DevicesInUse {
+    /// Whether a device is held whole.
+    pub fn contains(&self, id: &DeviceId) -> bool {
+        self.exclusive.contains(id)
+    }
+}
+
 /// The devices allocated claims hold (admin-access results hold none).
-pub fn devices_in_use(allocated: &[ResourceClaim]) -> BTreeSet<DeviceId> {
-    let mut in_use = BTreeSet::new();
+pub fn devices_in_use(allocated: &[ResourceClaim]) -> DevicesInUse {
+    let mut in_use = DevicesInUse::default();
     for claim in allocated {
         add_in_use(
             &mut in_use,
@@ -177,17 +199,29 @@ pub fn devices_in_use(allocated: &[ResourceClaim]) -> BTreeSet<DeviceId> {
 }
 
 /// Adds the devices of one allocation to `in_use`.
-pub fn add_in_use(in_use: &mut BTreeSet<DeviceId>, allocation: Option<&AllocationResult>) {
+pub fn add_in_use(in_use: &mut DevicesInUse, allocation: Option<&AllocationResult>) {
     let results = allocation
         .and_then(|a| a.devices.as_ref())
         .and_then(|d| d.results.as_ref());
     for result in results.into_iter().flatten() {
-        if result.admin_access != Some(true) {
-            in_use.insert(DeviceId {
-                driver: result.driver.clone(),
-                pool: result.pool.clone(),
-                device: result.device.clone(),
-            });
+        if result.admin_access == Some(true) {
+            continue;
+        }
+        let id = DeviceId {
+            driver: result.driver.clone(),
+            pool: result.pool.clone(),
+            device: result.device.clone(),
+        };
+        if result.share_id.is_some() {
+            let consumed: Consumed = result
+                .consumed_capacity
+                .iter()
+                .flatten()
+                .filter_map(|(name, q)| Some((name.clone(), q.0.parse().ok()?)))
+                .collect();
+            capacity::add(in_use.shared.entry(id).or_default(), &consumed);
+        } else {
+            in_use.exclusive.insert(id);
         }
     }
 }
@@ -195,6 +229,8 @@ pub fn add_in_use(in_use: &mut BTreeSet<DeviceId>, allocation: Option<&Allocatio
 /// A request alternative: a plain request or one subrequest of `firstAvailable`.
 #[derive(Clone)]
 struct Alternative {
+    /// Capacity it asks of a shared device.
+    capacity: BTreeMap<String, tessera_model::quantity::Quantity>,
     /// The request name (constraints refer to it).
     parent: String,
     /// The name results carry (`parent` or `parent/sub`).
@@ -234,6 +270,8 @@ struct Pick {
     alternative: Alternative,
     pool: usize,
     device: usize,
+    /// What it consumes of a shared device.
+    consumed: Option<Consumed>,
 }
 
 #[derive(Default)]
@@ -348,7 +386,7 @@ impl<'a> Allocator<'a> {
         node: NodeView,
         slices: impl IntoIterator<Item = &'s ResourceSlice>,
         classes: &'a DeviceClasses,
-        in_use: &'a BTreeSet<DeviceId>,
+        in_use: &'a DevicesInUse,
     ) -> Allocator<'a> {
         Allocator::build(node, slices, Cow::Borrowed(classes), Cow::Borrowed(in_use))
     }
@@ -359,7 +397,7 @@ impl<'a> Allocator<'a> {
         node: NodeView,
         pools: &'a [Pool],
         classes: &'a DeviceClasses,
-        in_use: &'a BTreeSet<DeviceId>,
+        in_use: &'a DevicesInUse,
         verdicts: &'a SelectorVerdicts,
     ) -> Allocator<'a> {
         let mut allocator = Allocator::from_parts(
@@ -376,7 +414,7 @@ impl<'a> Allocator<'a> {
         node: NodeView,
         slices: impl IntoIterator<Item = &'s ResourceSlice>,
         classes: Cow<'a, DeviceClasses>,
-        in_use: Cow<'a, BTreeSet<DeviceId>>,
+        in_use: Cow<'a, DevicesInUse>,
     ) -> Allocator<'a> {
         let pools = pools::gather(slices, &node);
         Allocator::from_parts(node, Cow::Owned(pools), classes, in_use)
@@ -386,7 +424,7 @@ impl<'a> Allocator<'a> {
         node: NodeView,
         pools: Cow<'a, [Pool]>,
         classes: Cow<'a, DeviceClasses>,
-        in_use: Cow<'a, BTreeSet<DeviceId>>,
+        in_use: Cow<'a, DevicesInUse>,
     ) -> Allocator<'a> {
         // Counters already consumed by allocated devices (all pools, all slices).
         let mut consumed: BTreeMap<(String, String), Counters> = BTreeMap::new();
@@ -437,6 +475,7 @@ impl<'a> Allocator<'a> {
                     &key,
                     &request.name,
                     None,
+                    exact.capacity.as_ref(),
                     &exact.device_class_name,
                     exact.selectors.as_deref().unwrap_or_default(),
                     exact.allocation_mode.as_deref(),
@@ -450,6 +489,7 @@ impl<'a> Allocator<'a> {
                             &key,
                             &request.name,
                             Some(&sub.name),
+                            sub.capacity.as_ref(),
                             &sub.device_class_name,
                             sub.selectors.as_deref().unwrap_or_default(),
                             sub.allocation_mode.as_deref(),
@@ -495,6 +535,7 @@ impl<'a> Allocator<'a> {
         claim: &str,
         parent: &str,
         sub: Option<&str>,
+        capacity: Option<&k8s_openapi::api::resource::v1::CapacityRequirements>,
         class: &str,
         selectors: &[k8s_openapi::api::resource::v1::DeviceSelector],
         mode: Option<&str>,
@@ -548,7 +589,23 @@ impl<'a> Allocator<'a> {
             "All" => Mode::All,
             other => return Err(fail(format!("unknown allocationMode {other:?}"))),
         };
+        let mut requested = BTreeMap::new();
+        for (name, quantity) in capacity
+            .and_then(|c| c.requests.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let parsed =
+                quantity
+                    .0
+                    .parse()
+                    .map_err(|e: tessera_model::quantity::QuantityError| {
+                        fail(format!("capacity.requests[{name}]: {e}"))
+                    })?;
+            requested.insert(name.clone(), parsed);
+        }
         Ok(Alternative {
+            capacity: requested,
             parent: parent.to_string(),
             result_name,
             class: class.to_string(),
@@ -719,6 +776,16 @@ impl<'a> Allocator<'a> {
         Ok(true)
     }
 
+    /// What `alternative` consumes of a shared device (`None` for exclusive devices).
+    fn consumption(
+        &self,
+        alternative: &Alternative,
+        (pool, index): (usize, usize),
+    ) -> Option<Consumed> {
+        let policies = self.device(pool, index).shared.as_ref()?;
+        capacity::consumption(policies, &alternative.capacity)
+    }
+
     /// How good a complete solution is (higher is better): devices of one request on one
     /// PCIe root, partitions packed onto GPUs already partly used (whole GPUs stay free), and
     /// earlier `firstAvailable` alternatives before later ones.
@@ -767,18 +834,53 @@ impl<'a> Allocator<'a> {
         (pool, index): (usize, usize),
     ) -> Result<bool, AllocationError> {
         let device = self.device(pool, index);
-        // In use: by other claims (unless admin access), or already picked in this attempt
-        // (admin access only blocks picking the same device twice in one claim).
-        if !alternative.admin && self.in_use.contains(&device.id) {
-            return Ok(false);
-        }
-        let taken = state.picks.iter().any(|p| {
-            p.pool == pool
-                && p.device == index
-                && (p.claim == claim || (!alternative.admin && !p.alternative.admin))
-        });
-        if taken {
-            return Ok(false);
+        if let Some(policies) = &device.shared {
+            // A shared device: room left in its capacities decides, not exclusivity.
+            let Some(needed) = capacity::consumption(policies, &alternative.capacity) else {
+                return Ok(false);
+            };
+            let mut used = self
+                .in_use
+                .shared
+                .get(&device.id)
+                .cloned()
+                .unwrap_or_default();
+            for pick in state
+                .picks
+                .iter()
+                .filter(|p| p.pool == pool && p.device == index)
+            {
+                if let Some(consumed) = &pick.consumed {
+                    capacity::add(&mut used, consumed);
+                }
+            }
+            if !capacity::fits(policies, &used, &needed) {
+                return Ok(false);
+            }
+        } else {
+            // In use: by other claims (unless admin access), or already picked in this attempt
+            // (admin access only blocks picking the same device twice in one claim).
+            if !alternative.admin && self.in_use.contains(&device.id) {
+                return Ok(false);
+            }
+            let taken = state.picks.iter().any(|p| {
+                p.pool == pool
+                    && p.device == index
+                    && (p.claim == claim || (!alternative.admin && !p.alternative.admin))
+            });
+            if taken {
+                return Ok(false);
+            }
+            // Capacity asked of an exclusive device is a requirement on what it has.
+            let enough = alternative.capacity.iter().all(|(name, wanted)| {
+                let (domain, id) = qualify(name, &device.id.driver);
+                device.view.capacity.iter().any(|(have, value)| {
+                    qualify(have, &device.id.driver) == (domain, id) && value >= wanted
+                })
+            });
+            if !enough {
+                return Ok(false);
+            }
         }
         let key = (alternative.result_name.clone(), claim, pool, index);
         let selectable = match state.selectable.get(&key) {
@@ -900,6 +1002,7 @@ impl<'a> Allocator<'a> {
                     alternative: alternative.clone(),
                     pool,
                     device: index,
+                    consumed: self.consumption(alternative, (pool, index)),
                 });
                 // Devices within one request are interchangeable: combinations, not
                 // permutations, so the next pick starts after this one.
@@ -963,6 +1066,7 @@ impl<'a> Allocator<'a> {
                     alternative: alternative.clone(),
                     pool,
                     device: index,
+                    consumed: self.consumption(alternative, (pool, index)),
                 });
             }
         }
@@ -996,6 +1100,34 @@ impl<'a> Allocator<'a> {
                     admin_access: p.alternative.admin.then_some(true),
                     tolerations: (!p.alternative.tolerations.is_empty())
                         .then(|| p.alternative.tolerations.clone()),
+                    // A share of a device allowing multiple allocations: an ID for the share
+                    // (stable for the claim, request and device) and what it consumes.
+                    share_id: p.consumed.as_ref().map(|_| {
+                        uuid::Uuid::new_v5(
+                            &uuid::Uuid::NAMESPACE_OID,
+                            format!(
+                                "{}/{}/{}",
+                                claim_key(plan.claim),
+                                p.alternative.result_name,
+                                device.id
+                            )
+                            .as_bytes(),
+                        )
+                        .to_string()
+                    }),
+                    consumed_capacity: p.consumed.as_ref().map(|consumed| {
+                        consumed
+                            .iter()
+                            .map(|(name, q)| {
+                                (
+                                    name.clone(),
+                                    k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                                        q.to_canonical(),
+                                    ),
+                                )
+                            })
+                            .collect()
+                    }),
                     ..Default::default()
                 }
             })

@@ -7,6 +7,7 @@
 //! beyond the node it is asked about.
 
 pub mod allocator;
+pub mod capacity;
 pub mod pools;
 pub mod selector;
 

@@ -57,6 +57,8 @@ pub struct PoolDevice {
     pub taints: Vec<DeviceTaint>,
     /// Whether it is reachable from this node only (its allocation pins the pod to it).
     pub node_local: bool,
+    /// For a device that allows multiple allocations: its consumable capacities.
+    pub shared: Option<BTreeMap<String, crate::capacity::CapacityPolicy>>,
 }
 
 /// One pool.
@@ -230,6 +232,8 @@ pub fn gather<'s>(
                     consumes,
                     taints: device.taints.clone().unwrap_or_default(),
                     node_local,
+                    shared: (device.allow_multiple_allocations == Some(true))
+                        .then(|| crate::capacity::policies(device)),
                 });
             }
         }

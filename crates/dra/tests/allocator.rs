@@ -479,3 +479,68 @@ fn partitions_pack_onto_gpus_already_in_use() {
         "the partly used GPU takes the partition; gpu-0 stays whole"
     );
 }
+
+#[test]
+fn devices_allowing_multiple_allocations_share_their_capacity() {
+    let shared: ResourceSlice = serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0", "allowMultipleAllocations": true,
+            "attributes": {"type": {"string": "gpu"}},
+            "capacity": {"memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi",
+                "validRange": {"min": "10Gi", "max": "80Gi", "step": "10Gi"}}}}}]}}))
+    .unwrap();
+    let slices = vec![shared];
+    let asking = |name: &str, memory: Option<&str>| {
+        let mut request = json!({"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}});
+        if let Some(memory) = memory {
+            request["exactly"]["capacity"] = json!({"requests": {"memory": memory}});
+        }
+        one(name, request)
+    };
+    let allocate = |held: &[ResourceClaim], claim: &ResourceClaim| {
+        Allocator::new(node("n1"), &slices, &classes(), held)
+            .allocate(&[claim])
+            .unwrap()
+    };
+    // 35Gi rounds up to 40Gi: two of them share the GPU, a third does not fit.
+    let first = allocate(&[], &asking("a", Some("35Gi")))
+        .expect("fits")
+        .remove(0);
+    let result = &first.devices.as_ref().unwrap().results.as_ref().unwrap()[0];
+    assert_eq!(result.device, "gpu-0");
+    assert!(result.share_id.is_some());
+    assert_eq!(
+        result.consumed_capacity.as_ref().unwrap()["memory"].0,
+        "40Gi"
+    );
+    let mut a = asking("a", Some("35Gi"));
+    a.status = Some(k8s_openapi::api::resource::v1::ResourceClaimStatus {
+        allocation: Some(first),
+        ..Default::default()
+    });
+    let second = allocate(std::slice::from_ref(&a), &asking("b", Some("40Gi")))
+        .expect("room for another 40Gi");
+    let mut b = asking("b", Some("40Gi"));
+    b.status = Some(k8s_openapi::api::resource::v1::ResourceClaimStatus {
+        allocation: Some(second.into_iter().next().unwrap()),
+        ..Default::default()
+    });
+    let held = [a, b];
+    assert!(
+        allocate(&held, &asking("c", Some("1Gi"))).is_none(),
+        "80Gi taken"
+    );
+    // Without a request the policy's default is consumed; beyond the range nothing fits.
+    let c = allocate(&held[..1], &asking("c", None))
+        .expect("the default 10Gi")
+        .remove(0);
+    assert_eq!(
+        c.devices.unwrap().results.unwrap()[0]
+            .consumed_capacity
+            .as_ref()
+            .unwrap()["memory"]
+            .0,
+        "10Gi"
+    );
+    assert!(allocate(&[], &asking("d", Some("90Gi"))).is_none());
+}

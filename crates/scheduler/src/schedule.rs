@@ -14,10 +14,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
 use tessera_dra::allocator::{
-    DeviceClasses, SOLUTIONS_COMPARED, SelectorVerdicts, add_in_use, devices_in_use,
+    DeviceClasses, DevicesInUse, SOLUTIONS_COMPARED, SelectorVerdicts, add_in_use, devices_in_use,
 };
 use tessera_dra::pools::Pool;
-use tessera_dra::{Allocator, DeviceId, Diagnosis, NodeView};
+use tessera_dra::{Allocator, Diagnosis, NodeView};
 use tessera_model::node_selector;
 
 use crate::filters::{self, Plugin, Rejection, reasons};
@@ -91,7 +91,7 @@ pub struct Scheduler {
     /// Claims holding devices (allocated), including those assumed here.
     allocated: Vec<ResourceClaim>,
     /// The devices they hold.
-    in_use: BTreeSet<DeviceId>,
+    in_use: DevicesInUse,
     /// The pools each node reaches, gathered once (shared by clones, so addresses are stable
     /// for the selector verdict cache).
     pools: Arc<HashMap<String, Vec<Pool>>>,
@@ -270,7 +270,7 @@ impl Scheduler {
             name: node.name.clone(),
             labels: node.labels.clone(),
         };
-        let still_held: BTreeSet<DeviceId>;
+        let still_held: DevicesInUse;
         let held = if freed.is_empty() {
             &self.in_use
         } else {
