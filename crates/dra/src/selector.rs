@@ -3,7 +3,8 @@
 //! quantity and semver libraries (`quantity()`, `isQuantity()`, `semver()`, `isSemver()`,
 //! `compareTo`, `isGreaterThan`, `isLessThan`, `add`, `sub`, `asInteger`,
 //! `asApproximateFloat`, `sign`, `isInteger`, `major`, `minor`, `patch`), and upstream's rules:
-//! an expression must return a bool, at most 10 KiB long; a domain no attribute uses is an
+//! an expression must return a bool, at most 10 KiB long and within the cost limit (a static
+//! worst-case estimate, comprehensions multiplied by what they can iterate); a domain no attribute uses is an
 //! empty map (so `'x' in device.attributes['other.com']` is false), while reading a missing
 //! field is an error that aborts the allocation, not a mismatch.
 //!
@@ -20,6 +21,59 @@ use tessera_model::quantity::Quantity;
 
 /// Upstream's `CELSelectorExpressionMaxLength`.
 pub const MAX_EXPRESSION_LENGTH: usize = 10 * 1024;
+
+/// Upstream's `CELSelectorExpressionMaxCost`.
+pub const MAX_COST: u64 = 1_000_000;
+
+/// How many elements a comprehension over something other than a list literal may see at
+/// worst: a device has at most 32 attributes and capacities, a string at most 64 characters.
+const WORST_CASE_ELEMENTS: u64 = 64;
+
+/// A worst-case estimate of an expression's evaluation cost: one per node, comprehensions
+/// (`all`, `exists`, `map`, `filter`) multiplied by how many elements they can iterate —
+/// a list literal's length, or [`WORST_CASE_ELEMENTS`] — so nested ones multiply.
+pub fn estimated_cost(expr: &cel::common::ast::IdedExpr) -> u64 {
+    use cel::common::ast::{EntryExpr, Expr};
+    let node = |e: &cel::common::ast::IdedExpr| estimated_cost(e);
+    1u64.saturating_add(match &expr.expr {
+        Expr::Call(call) => call
+            .args
+            .iter()
+            .map(node)
+            .chain(call.target.as_deref().map(node))
+            .fold(0u64, u64::saturating_add),
+        Expr::Comprehension(c) => {
+            let elements = match &c.iter_range.expr {
+                Expr::List(list) => list.elements.len() as u64,
+                _ => WORST_CASE_ELEMENTS,
+            };
+            let body = node(&c.loop_cond).saturating_add(node(&c.loop_step));
+            node(&c.iter_range)
+                .saturating_add(node(&c.accu_init))
+                .saturating_add(elements.saturating_mul(body))
+                .saturating_add(node(&c.result))
+        }
+        Expr::List(list) => list.elements.iter().map(node).fold(0, u64::saturating_add),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(e) => node(&e.key).saturating_add(node(&e.value)),
+                EntryExpr::StructField(f) => node(&f.value),
+            })
+            .fold(0, u64::saturating_add),
+        Expr::Struct(st) => st
+            .entries
+            .iter()
+            .map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(e) => node(&e.key).saturating_add(node(&e.value)),
+                EntryExpr::StructField(f) => node(&f.value),
+            })
+            .fold(0, u64::saturating_add),
+        Expr::Select(select) => node(&select.operand),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
+    })
+}
 
 /// An attribute value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,6 +352,12 @@ impl Selector {
             )));
         }
         let program = Program::compile(expression).map_err(|e| fail(e.to_string()))?;
+        let cost = estimated_cost(program.expression());
+        if cost > MAX_COST {
+            return Err(fail(format!(
+                "estimated cost {cost} exceeds the limit of {MAX_COST}"
+            )));
+        }
         let domains = DOMAIN_INDEX
             .captures_iter(expression)
             .filter_map(|c| c.get(1).or_else(|| c.get(2)))
@@ -497,6 +557,23 @@ mod tests {
                 (got, want) => panic!("{expression}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn costly_expressions_are_refused() {
+        let cheap = Selector::compile("device.driver == 'gpu.nvidia.com'").expect("cheap");
+        assert!(estimated_cost(cheap.program.expression()) < 20);
+        // Four nested comprehensions over 40-element lists: 40^4 iterations.
+        let list: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+        let list = format!("[{}]", list.join(","));
+        let nested = format!(
+            "{list}.all(a, {list}.all(b, {list}.all(c, {list}.all(d, a + b + c + d >= 0))))"
+        );
+        let error = Selector::compile(&nested).expect_err("too costly");
+        assert!(
+            error.to_string().contains("exceeds the limit of 1000000"),
+            "{error}"
+        );
     }
 
     #[test]
