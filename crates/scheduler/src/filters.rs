@@ -233,28 +233,36 @@ pub fn node_ports(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
 
 /// NodeResourcesFit: one pod more, and every requested resource within allocatable.
 pub fn node_resources_fit(requests: &Amounts, node: &NodeInfo) -> Result<(), Rejection> {
+    let common = &node.common;
+    let pods_full = common.pods_requested + 1000 > common.pods;
+    let short = |name: &str, amount: i128| -> bool {
+        match name {
+            "cpu" => common.cpu_requested + amount > common.cpu,
+            "memory" => common.memory_requested + amount > common.memory,
+            _ => {
+                node.requested.get(name).copied().unwrap_or(0) + amount
+                    > node.allocatable.get(name).copied().unwrap_or(0)
+            }
+        }
+    };
+    let fits = !pods_full
+        && requests
+            .iter()
+            .all(|(name, amount)| *amount <= 0 || name == "pods" || !short(name, *amount));
+    if fits {
+        return Ok(());
+    }
     let mut reasons = Vec::new();
-    let pods_used = node.requested.get("pods").copied().unwrap_or(0);
-    let pods_allowed = node.allocatable.get("pods").copied().unwrap_or(0);
-    if pods_used + 1000 > pods_allowed {
+    if pods_full {
         reasons.push(reasons::TOO_MANY_PODS.to_string());
     }
     for (name, amount) in requests {
-        if *amount <= 0 || name == "pods" {
-            continue;
-        }
-        let used = node.requested.get(name).copied().unwrap_or(0);
-        let allocatable = node.allocatable.get(name).copied().unwrap_or(0);
-        if used + amount > allocatable {
+        if *amount > 0 && name != "pods" && short(name, *amount) {
             reasons.push(format!("Insufficient {name}"));
         }
     }
-    if reasons.is_empty() {
-        Ok(())
-    } else {
-        Err(Rejection {
-            plugin: Plugin::NodeResourcesFit,
-            reasons,
-        })
-    }
+    Err(Rejection {
+        plugin: Plugin::NodeResourcesFit,
+        reasons,
+    })
 }

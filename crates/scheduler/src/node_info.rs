@@ -39,6 +39,26 @@ pub struct NodeInfo {
     pub gpu_numa: Option<GpuNuma>,
     /// How many of its pods carry required anti-affinity (so most pods can skip the check).
     pub anti_affinity_pods: usize,
+    /// CPU, memory and pod count, allocatable and requested, kept beside the maps because
+    /// every filter and score reads them (milli-units).
+    pub common: Common,
+}
+
+/// The resources every pod asks for, as plain numbers (milli-units).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Common {
+    /// Allocatable CPU.
+    pub cpu: i128,
+    /// Allocatable memory.
+    pub memory: i128,
+    /// Allocatable pods.
+    pub pods: i128,
+    /// CPU requested.
+    pub cpu_requested: i128,
+    /// Memory requested.
+    pub memory_requested: i128,
+    /// Pods placed.
+    pub pods_requested: i128,
 }
 
 /// A node's whole GPUs by NUMA node and its kubelet's Topology Manager policy, from the
@@ -198,7 +218,27 @@ impl NodeInfo {
             pods: Vec::new(),
             gpu_numa: GpuNuma::of(node),
             anti_affinity_pods: 0,
+            common: Common::default(),
         }
+        .with_common()
+    }
+
+    fn with_common(mut self) -> NodeInfo {
+        self.refresh_common();
+        self
+    }
+
+    /// Copies CPU, memory and pods from the maps into [`Common`].
+    fn refresh_common(&mut self) {
+        let get = |m: &Amounts, k: &str| m.get(k).copied().unwrap_or(0);
+        self.common = Common {
+            cpu: get(&self.allocatable, "cpu"),
+            memory: get(&self.allocatable, "memory"),
+            pods: get(&self.allocatable, "pods"),
+            cpu_requested: get(&self.requested, "cpu"),
+            memory_requested: get(&self.requested, "memory"),
+            pods_requested: get(&self.requested, "pods"),
+        };
     }
 
     /// Adds a pod's usage (bound or assumed).
@@ -214,6 +254,7 @@ impl NodeInfo {
         let summary = PodSummary::of(pod);
         self.anti_affinity_pods += usize::from(!summary.anti_affinity.is_empty());
         self.pods.push(summary);
+        self.refresh_common();
     }
 
     /// Books an assumed pod's GPUs on the NUMA layout (bound pods are already in the free
@@ -249,6 +290,7 @@ impl NodeInfo {
             let gone = self.pods.remove(i);
             self.anti_affinity_pods -= usize::from(!gone.anti_affinity.is_empty());
         }
+        self.refresh_common();
     }
 }
 

@@ -32,7 +32,11 @@ pub fn resources_fit(
     let mut total = 0i128;
     let mut weights = 0i128;
     for (resource, weight) in &profile.resources {
-        let allocatable = node.allocatable.get(resource).copied().unwrap_or(0);
+        let allocatable = match resource.as_str() {
+            "cpu" => node.common.cpu,
+            "memory" => node.common.memory,
+            other => node.allocatable.get(other).copied().unwrap_or(0),
+        };
         if allocatable <= 0 {
             continue;
         }
@@ -65,23 +69,18 @@ pub fn resources_fit(
 
 /// NodeResourcesBalancedAllocation: how even CPU and memory use would be.
 pub fn balanced(pod: (i128, i128), node: &NodeInfo) -> i64 {
-    let share = |requested: i128, allocatable: i128| {
+    // Integer arithmetic in parts per million: CPU and memory shares after placement.
+    let share = |requested: i128, allocatable: i128| -> i128 {
         if allocatable <= 0 {
-            0.0
+            0
         } else {
-            (requested as f64 / allocatable as f64).min(1.0)
+            (requested * 1_000_000 / allocatable).min(1_000_000)
         }
     };
-    let cpu = share(
-        node.nonzero.0 + pod.0,
-        node.allocatable.get("cpu").copied().unwrap_or(0),
-    );
-    let memory = share(
-        node.nonzero.1 + pod.1,
-        node.allocatable.get("memory").copied().unwrap_or(0),
-    );
-    let deviation = (cpu - memory).abs() / 2.0;
-    ((1.0 - deviation) * MAX as f64) as i64
+    let cpu = share(node.nonzero.0 + pod.0, node.common.cpu);
+    let memory = share(node.nonzero.1 + pod.1, node.common.memory);
+    let deviation = (cpu - memory).abs() / 2;
+    i64::try_from((1_000_000 - deviation) * i128::from(MAX) / 1_000_000).unwrap_or(0)
 }
 
 /// NodeAffinity's raw score: the summed weights of matching preferred terms.
