@@ -122,6 +122,8 @@ pub struct Allocator<'a> {
     classes: Cow<'a, DeviceClasses>,
     in_use: Cow<'a, DevicesInUse>,
     consumed: BTreeMap<(String, String), Counters>,
+    /// Per pool and device: held whole by an allocated claim (looked up once).
+    busy: Vec<Vec<bool>>,
     /// Selector verdicts shared across allocations over the same pools.
     verdicts: Option<&'a SelectorVerdicts>,
 }
@@ -278,7 +280,7 @@ struct Pick {
 struct State {
     picks: Vec<Pick>,
     steps: u64,
-    selectable: HashMap<(String, usize, usize, usize), bool>,
+    selectable: HashMap<(usize, usize, usize, usize), bool>,
     /// Complete solutions found so far, with their scores.
     solutions: Vec<(i64, Vec<Pick>)>,
     /// How many to compare.
@@ -428,15 +430,20 @@ impl<'a> Allocator<'a> {
     ) -> Allocator<'a> {
         // Counters already consumed by allocated devices (all pools, all slices).
         let mut consumed: BTreeMap<(String, String), Counters> = BTreeMap::new();
+        let mut busy = Vec::with_capacity(pools.len());
         for pool in pools.iter() {
+            let mut held = Vec::with_capacity(pool.devices.len());
             for device in &pool.devices {
-                if in_use.contains(&device.id) {
+                let taken = !in_use.exclusive.is_empty() && in_use.contains(&device.id);
+                if taken {
                     let used = consumed
                         .entry((pool.driver.clone(), pool.name.clone()))
                         .or_default();
                     add_counters(used, &device.consumes);
                 }
+                held.push(taken);
             }
+            busy.push(held);
         }
         Allocator {
             node,
@@ -444,6 +451,7 @@ impl<'a> Allocator<'a> {
             classes,
             in_use,
             consumed,
+            busy,
             verdicts: None,
         }
     }
@@ -860,7 +868,7 @@ impl<'a> Allocator<'a> {
         } else {
             // In use: by other claims (unless admin access), or already picked in this attempt
             // (admin access only blocks picking the same device twice in one claim).
-            if !alternative.admin && self.in_use.contains(&device.id) {
+            if !alternative.admin && self.busy[pool][index] {
                 return Ok(false);
             }
             let taken = state.picks.iter().any(|p| {
@@ -882,7 +890,8 @@ impl<'a> Allocator<'a> {
                 return Ok(false);
             }
         }
-        let key = (alternative.result_name.clone(), claim, pool, index);
+        // Alternatives live in the plans for the whole search: their address names them.
+        let key = (std::ptr::from_ref(alternative) as usize, claim, pool, index);
         let selectable = match state.selectable.get(&key) {
             Some(&known) => known,
             None => {
