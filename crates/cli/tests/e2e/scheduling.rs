@@ -435,3 +435,60 @@ fn a_four_gpu_pod_gets_an_nvlink_set_on_one_numa_node() {
     let matrix = String::from_utf8_lossy(&matrix.stdout);
     assert!(matrix.contains("GPU0\tX\tNV18\tNV18\tNV18"), "{matrix}");
 }
+
+#[test]
+fn jobset_exclusive_topology_gives_each_job_its_own_rack() {
+    let cluster = Cluster::start();
+    let crd = format!(
+        "{}/tests/fixtures/upstream/jobset/crd-jobsets.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cluster.ok(V, &["apply", "--server-side", "-f", &crd]);
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "crd",
+            "jobsets.jobset.x-k8s.io",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+        ],
+        |out| out == "True",
+    );
+    let jobset = "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata:\n  name: racks\n  annotations: {alpha.jobset.sigs.k8s.io/exclusive-topology: tessera.dev/rack}\nspec:\n  replicatedJobs:\n  - name: workers\n    replicas: 2\n    template:\n      spec:\n        parallelism: 2\n        completions: 2\n        template:\n          metadata: {annotations: {sim.tessera.dev/duration: 1h}}\n          spec:\n            restartPolicy: Never\n            containers: [{name: w, image: trainer:1}]\n";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], jobset);
+    let placed = cluster.wait_for(
+        V,
+        &["get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=racks", "-o",
+          "jsonpath={range .items[*]}{.metadata.labels.jobset\\.sigs\\.k8s\\.io/job-index}={.spec.nodeName}{\"\\n\"}{end}"],
+        |out| out.lines().filter(|l| !l.ends_with('=')).count() == 4,
+    );
+    let rack_of = |node: &str| {
+        cluster.ok(
+            V,
+            &[
+                "get",
+                "node",
+                node,
+                "-o",
+                r#"jsonpath={.metadata.labels.tessera\.dev/rack}"#,
+            ],
+        )
+    };
+    let mut racks: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for line in placed.lines() {
+        let (job, node) = line.split_once('=').expect("job=node");
+        racks
+            .entry(job.to_string())
+            .or_default()
+            .insert(rack_of(node));
+    }
+    assert_eq!(racks.len(), 2, "{placed}");
+    assert!(
+        racks.values().all(|r| r.len() == 1),
+        "each job in one rack: {racks:?}"
+    );
+    let used: std::collections::BTreeSet<&String> = racks.values().flatten().collect();
+    assert_eq!(used.len(), 2, "the two jobs in different racks: {racks:?}");
+}
