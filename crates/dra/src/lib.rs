@@ -1,6 +1,7 @@
 //! Dynamic Resource Allocation, the pure part: CEL device selectors in the Kubernetes DRA
-//! environment ([`selector`]), resource pools as a node sees them ([`pools`]), and the
-//! structured allocator that satisfies ResourceClaims from them ([`allocator`]).
+//! environment ([`selector`]), resource pools as a node sees them ([`pools`]), consumable
+//! capacity of shared devices ([`capacity`]), and the structured allocator that satisfies
+//! ResourceClaims from them ([`allocator`]).
 //!
 //! No I/O and no clock: callers hand in slices, classes and claims (from the API, or from the
 //! simulator's snapshot) and write the results back. Knows nothing of pods or scheduling
