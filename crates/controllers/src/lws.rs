@@ -2,7 +2,9 @@
 //! `replicas` groups and, per leader pod, a worker StatefulSet of `size - 1` pods (ordinals
 //! from 1, owned by the leader so a group lives and dies together), with upstream's labels
 //! and `LWS_*` environment, `LeaderCreated`/`LeaderReady` startup, and
-//! `RecreateGroupOnPodRestart` recreating a whole group when one of its pods restarts.
+//! `RecreateGroupOnPodRestart` recreating a whole group when one of its pods restarts, and
+//! `leaderworkerset.sigs.k8s.io/exclusive-topology` as pod (anti-)affinity: one group per
+//! domain.
 //!
 //! Pure: no I/O.
 
@@ -19,6 +21,44 @@ pub const WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
 pub const GROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/group-key";
 /// The group size, annotated on leaders.
 pub const SIZE: &str = "leaderworkerset.sigs.k8s.io/size";
+/// One group per domain of this node label.
+pub const EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
+/// The ordinal label StatefulSet pods carry.
+const POD_INDEX: &str = "apps.kubernetes.io/pod-index";
+
+/// Exclusive placement as affinity: leaders avoid each other's domains; a group's workers
+/// join their leader's domain and avoid the other leaders'.
+fn exclusive(template: &mut Value, name: &str, key: &str, group: Option<i64>) {
+    let leaders = json!([{"key": NAME, "operator": "In", "values": [name]},
+                         {"key": WORKER_INDEX, "operator": "In", "values": ["0"]}]);
+    let affinity = &mut template["spec"]["affinity"];
+    match group {
+        None => {
+            affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+                json!([{"labelSelector": {"matchExpressions": leaders}, "topologyKey": key}]);
+            // Only nodes that are in some domain of the key.
+            affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!({
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "Exists"}]}]
+            });
+        }
+        Some(group) => {
+            let mut own = leaders.clone();
+            let mut others = leaders;
+            if let (Some(own), Some(others)) = (own.as_array_mut(), others.as_array_mut()) {
+                own.push(
+                    json!({"key": POD_INDEX, "operator": "In", "values": [group.to_string()]}),
+                );
+                others.push(
+                    json!({"key": POD_INDEX, "operator": "NotIn", "values": [group.to_string()]}),
+                );
+            }
+            affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+                json!([{"labelSelector": {"matchExpressions": own}, "topologyKey": key}]);
+            affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+                json!([{"labelSelector": {"matchExpressions": others}, "topologyKey": key}]);
+        }
+    }
+}
 
 /// What to do for a LeaderWorkerSet.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -93,6 +133,13 @@ pub fn plan(lws: &Value, sets: &[Value], pods: &[Value], now: &str) -> LwsPlan {
         .unwrap_or(1)
         .max(1);
     let leader_ready_first = text(lws, "/spec/startupPolicy") == "LeaderReady";
+    let exclusive_key = lws
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            EXCLUSIVE_TOPOLOGY.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .map(String::from);
     let recreate_groups = text(lws, "/spec/leaderWorkerTemplate/restartPolicy") != "None";
     let worker_template = lws
         .pointer("/spec/leaderWorkerTemplate/workerTemplate")
@@ -133,6 +180,9 @@ pub fn plan(lws: &Value, sets: &[Value], pods: &[Value], now: &str) -> LwsPlan {
                 json!({"fieldRef": {"fieldPath": format!("metadata.labels['{WORKER_INDEX}']")}}),
             ));
             env(pairs, &mut template);
+            if let Some(key) = &exclusive_key {
+                exclusive(&mut template, name, key, None);
+            }
             plan.create.push(json!({
                 "apiVersion": "apps/v1", "kind": "StatefulSet",
                 "metadata": {"name": name, "labels": {NAME: name}, "ownerReferences": owner("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1", name, uid)},
@@ -186,6 +236,9 @@ pub fn plan(lws: &Value, sets: &[Value], pods: &[Value], now: &str) -> LwsPlan {
             ];
             pairs.extend(common_env(json!({"fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}})));
             env(pairs, &mut template);
+            if let Some(key) = &exclusive_key {
+                exclusive(&mut template, name, key, Some(group));
+            }
             plan.create.push(json!({
                 "apiVersion": "apps/v1", "kind": "StatefulSet",
                 "metadata": {"name": worker_set_name, "labels": {NAME: name, GROUP_INDEX: group.to_string()},
@@ -309,5 +362,29 @@ mod tests {
             "now",
         );
         assert_eq!(planned.restart_leaders, ["llm-0"]);
+    }
+
+    #[test]
+    fn exclusive_topology_becomes_one_group_per_domain() {
+        let mut set = lws("LeaderCreated");
+        set["metadata"]["annotations"] = json!({EXCLUSIVE_TOPOLOGY: "tessera.dev/rack"});
+        let leaders = plan(&set, &[], &[], "now").create;
+        let anti = &leaders[0]["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            [0];
+        assert_eq!(anti["topologyKey"], "tessera.dev/rack");
+        let leader_set = json!({"metadata": {"name": "llm"}, "spec": {"replicas": 2}});
+        let workers = plan(&set, &[leader_set], &[leader(1, false)], "now").create;
+        let affinity = &workers[0]["spec"]["template"]["spec"]["affinity"];
+        let own = &affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+        assert_eq!(
+            own["labelSelector"]["matchExpressions"][2]["values"][0],
+            "1"
+        );
+        let others =
+            &affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+        assert_eq!(
+            others["labelSelector"]["matchExpressions"][2]["operator"],
+            "NotIn"
+        );
     }
 }

@@ -492,3 +492,70 @@ fn jobset_exclusive_topology_gives_each_job_its_own_rack() {
     let used: std::collections::BTreeSet<&String> = racks.values().flatten().collect();
     assert_eq!(used.len(), 2, "the two jobs in different racks: {racks:?}");
 }
+
+#[test]
+fn leader_worker_set_exclusive_topology_gives_each_group_its_own_rack() {
+    let cluster = Cluster::start();
+    let crd = format!(
+        "{}/tests/fixtures/upstream/lws/crd-leaderworkersets.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cluster.ok(V, &["apply", "--server-side", "-f", &crd]);
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "crd",
+            "leaderworkersets.leaderworkerset.x-k8s.io",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+        ],
+        |out| out == "True",
+    );
+    let lws = "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata:\n  name: serve\n  annotations: {leaderworkerset.sigs.k8s.io/exclusive-topology: tessera.dev/rack}\nspec:\n  replicas: 2\n  leaderWorkerTemplate:\n    size: 2\n    workerTemplate:\n      spec:\n        containers: [{name: vllm, image: vllm:0.9}]\n";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], lws);
+    let placed = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "leaderworkerset.sigs.k8s.io/name=serve",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.spec.nodeName}{\"\\n\"}{end}",
+        ],
+        |out| out.lines().filter(|l| !l.ends_with('=')).count() == 4,
+    );
+    let rack_of = |node: &str| {
+        cluster.ok(
+            V,
+            &[
+                "get",
+                "node",
+                node,
+                "-o",
+                r#"jsonpath={.metadata.labels.tessera\.dev/rack}"#,
+            ],
+        )
+    };
+    // Pods serve-<g> (leader) and serve-<g>-1 (worker) form group g.
+    let mut racks: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for line in placed.lines() {
+        let (pod, node) = line.split_once('=').expect("pod=node");
+        let group = pod
+            .trim_start_matches("serve-")
+            .split('-')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        racks.entry(group).or_default().insert(rack_of(node));
+    }
+    assert_eq!(racks.len(), 2, "{placed}");
+    assert!(
+        racks.values().all(|r| r.len() == 1),
+        "each group in one rack: {racks:?}"
+    );
+    let used: std::collections::BTreeSet<&String> = racks.values().flatten().collect();
+    assert_eq!(used.len(), 2, "the groups in different racks: {racks:?}");
+}
