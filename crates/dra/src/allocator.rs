@@ -175,8 +175,8 @@ impl DeviceClasses {
 /// allow multiple allocations.
 #[derive(Debug, Clone, Default)]
 pub struct DevicesInUse {
-    /// Devices held by one claim.
-    pub exclusive: BTreeSet<DeviceId>,
+    /// Devices held by one claim: driver → pool → device names (looked up by pool once).
+    exclusive: HashMap<String, HashMap<String, std::collections::HashSet<String>>>,
     /// Capacity consumed of shared devices.
     pub shared: BTreeMap<DeviceId, Consumed>,
 }
@@ -184,7 +184,22 @@ pub struct DevicesInUse {
 impl DevicesInUse {
     /// Whether a device is held whole.
     pub fn contains(&self, id: &DeviceId) -> bool {
-        self.exclusive.contains(id)
+        self.pool(&id.driver, &id.pool)
+            .is_some_and(|held| held.contains(&id.device))
+    }
+
+    /// The devices held whole in one pool.
+    fn pool(&self, driver: &str, pool: &str) -> Option<&std::collections::HashSet<String>> {
+        self.exclusive.get(driver)?.get(pool)
+    }
+
+    fn insert(&mut self, id: DeviceId) {
+        self.exclusive
+            .entry(id.driver)
+            .or_default()
+            .entry(id.pool)
+            .or_default()
+            .insert(id.device);
     }
 }
 
@@ -223,7 +238,7 @@ pub fn add_in_use(in_use: &mut DevicesInUse, allocation: Option<&AllocationResul
                 .collect();
             capacity::add(in_use.shared.entry(id).or_default(), &consumed);
         } else {
-            in_use.exclusive.insert(id);
+            in_use.insert(id);
         }
     }
 }
@@ -433,8 +448,9 @@ impl<'a> Allocator<'a> {
         let mut busy = Vec::with_capacity(pools.len());
         for pool in pools.iter() {
             let mut held = Vec::with_capacity(pool.devices.len());
+            let pool_held = in_use.pool(&pool.driver, &pool.name);
             for device in &pool.devices {
-                let taken = !in_use.exclusive.is_empty() && in_use.contains(&device.id);
+                let taken = pool_held.is_some_and(|h| h.contains(&device.id.device));
                 if taken {
                     let used = consumed
                         .entry((pool.driver.clone(), pool.name.clone()))
