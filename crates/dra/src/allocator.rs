@@ -689,6 +689,21 @@ impl<'a> Allocator<'a> {
         self.allocate_comparing(claims, SOLUTIONS_COMPARED)
     }
 
+    /// Whether the claims fit on this node at all: the first solution found ends the search
+    /// and no result is built (what a Filter needs).
+    pub fn feasible(&self, claims: &[&ResourceClaim]) -> Result<bool, AllocationError> {
+        let plans = claims
+            .iter()
+            .map(|c| self.plan(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut state = State {
+            limit: 1,
+            ..State::default()
+        };
+        self.solve(&plans, &mut state, 0, 0)?;
+        Ok(!state.solutions.is_empty())
+    }
+
     /// As [`Allocator::allocate`], comparing at most `solutions` complete solutions (1: the
     /// first found, enough to know that the claims fit).
     pub fn allocate_comparing(

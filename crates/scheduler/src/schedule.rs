@@ -266,9 +266,10 @@ impl Scheduler {
         if pending.is_empty() {
             return Ok(Vec::new());
         }
+        // The pools were gathered with the node's labels already.
         let view = NodeView {
             name: node.name.clone(),
-            labels: node.labels.clone(),
+            labels: BTreeMap::new(),
         };
         let still_held: DevicesInUse;
         let held = if freed.is_empty() {
@@ -290,6 +291,14 @@ impl Scheduler {
         };
         let pools = self.pools.get(&node.name).map_or(&[][..], Vec::as_slice);
         let allocator = Allocator::over_pools(view, pools, &self.classes, held, &self.verdicts);
+        if solutions <= 1 {
+            // Feasibility only: the chosen node gets its allocation afterwards.
+            return match allocator.feasible(&pending) {
+                Ok(true) => Ok(Vec::new()),
+                Ok(false) => Err(reject(reasons::CLAIMS.into())),
+                Err(error) => Err(reject(error.to_string())),
+            };
+        }
         match allocator.allocate_comparing(&pending, solutions) {
             Ok(Some(results)) => Ok(pending
                 .iter()
@@ -365,12 +374,23 @@ impl Scheduler {
             .max_by(|(i, a), (j, b)| a.cmp(b).then(candidates[*j].name.cmp(&candidates[*i].name)))
             .map_or(0, |(i, _)| i);
         let (node, mut allocations) = feasible.swap_remove(best);
-        if !allocations.is_empty() {
-            // Feasibility took the first allocation found; the chosen node gets the best.
-            if let Ok(better) =
-                self.dynamic_resources(node, claims, &BTreeSet::new(), SOLUTIONS_COMPARED)
-            {
-                allocations = better;
+        let unallocated = claims.iter().any(|c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref())
+                .is_none()
+        });
+        if unallocated {
+            // Feasibility only checked that the claims fit; the chosen node gets the best
+            // allocation.
+            match self.dynamic_resources(node, claims, &BTreeSet::new(), SOLUTIONS_COMPARED) {
+                Ok(best) => allocations = best,
+                Err(rejection) => {
+                    return Err(FitError {
+                        nodes: total,
+                        diagnosis: BTreeMap::from([(node.name.clone(), rejection)]),
+                    });
+                }
             }
         }
         Ok(Decision {
