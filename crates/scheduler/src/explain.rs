@@ -14,7 +14,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use crate::filters::{self, Plugin};
 use crate::node_info::NodeInfo;
 use crate::pod_topology::Context;
-use crate::resources::{Amounts, pod_requests};
+use crate::resources::{Amounts, Demand, pod_requests};
 use crate::schedule::Scheduler;
 
 /// One node's verdicts.
@@ -102,7 +102,8 @@ fn verdict<T>(result: Result<T, filters::Rejection>) -> Option<Vec<String>> {
 impl Scheduler {
     /// Explains where `pod` (with its resolved `claims`) fits and why not elsewhere.
     pub fn explain(&self, pod: &Pod, claims: &[ResourceClaim], pods: &[Pod]) -> Explanation {
-        let requests = pod_requests(pod);
+        let demand = Demand::of(pod);
+        let requests = &demand.requests;
         let context = Context::new(pod, self.nodes(), &Default::default());
         let mut reports = Vec::new();
         let mut devices: BTreeMap<String, Vec<tessera_dra::Diagnosis>> = BTreeMap::new();
@@ -125,15 +126,18 @@ impl Scheduler {
                     Plugin::NodeAffinity,
                     verdict(filters::node_affinity(pod, node)),
                 ),
-                (Plugin::NodePorts, verdict(filters::node_ports(pod, node))),
+                (
+                    Plugin::NodePorts,
+                    verdict(filters::node_ports(&demand, node)),
+                ),
                 (
                     Plugin::NodeResourcesFit,
-                    verdict(filters::node_resources_fit(&requests, node))
-                        .map(|_| shortfall(&requests, node)),
+                    verdict(filters::node_resources_fit(&demand, node))
+                        .map(|_| shortfall(requests, node)),
                 ),
                 (
                     Plugin::NodeResourceTopologyMatch,
-                    verdict(filters::node_resource_topology(&requests, node)),
+                    verdict(filters::node_resource_topology(&demand, node)),
                 ),
                 (
                     Plugin::PodTopologySpread,
@@ -150,7 +154,7 @@ impl Scheduler {
                 verdicts,
             });
         }
-        let suggestions = suggest(pod, &requests, self.nodes(), &reports, pods, &devices);
+        let suggestions = suggest(pod, requests, self.nodes(), &reports, pods, &devices);
         Explanation {
             nodes: reports,
             suggestions,

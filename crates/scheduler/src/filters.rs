@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Pod, Toleration};
 use tessera_model::node_selector;
 use tessera_model::taints::tolerated;
 
-use crate::node_info::{NodeInfo, host_ports};
-use crate::resources::Amounts;
+use crate::node_info::NodeInfo;
+use crate::resources::{Amounts, Demand};
 
 /// A plugin that rejected a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -100,14 +100,23 @@ pub fn tolerations(pod: &Pod) -> &[Toleration] {
 }
 
 /// Runs the filters in upstream's order; the first rejection stops.
-pub fn run(pod: &Pod, requests: &Amounts, node: &NodeInfo) -> Result<(), Rejection> {
+pub fn run(pod: &Pod, demand: &Demand, node: &NodeInfo) -> Result<(), Rejection> {
+    if demand.plain && node.common.plain {
+        // Every other filter would pass (see `Demand::plain`).
+        return node_resources_fit(demand, node);
+    }
+    run_every(pod, demand, node)
+}
+
+/// Every filter, without the plain-pod shortcut.
+pub fn run_every(pod: &Pod, demand: &Demand, node: &NodeInfo) -> Result<(), Rejection> {
     node_unschedulable(pod, node)?;
     node_name(pod, node)?;
     taint_toleration(pod, node)?;
     node_affinity(pod, node)?;
-    node_ports(pod, node)?;
-    node_resources_fit(requests, node)?;
-    node_resource_topology(requests, node)
+    node_ports(demand, node)?;
+    node_resources_fit(demand, node)?;
+    node_resource_topology(demand, node)
 }
 
 /// The whole GPUs a pod asks for, in units.
@@ -119,8 +128,8 @@ pub fn gpus_wanted(requests: &Amounts) -> i64 {
 /// whose kubelet runs `single-numa-node` takes the pod only if one NUMA node has its GPUs
 /// free; `restricted` only if its GPUs fit in as few NUMA nodes as they could at best. A
 /// placement its kubelet would reject with TopologyAffinityError is never chosen.
-pub fn node_resource_topology(requests: &Amounts, node: &NodeInfo) -> Result<(), Rejection> {
-    let wanted = gpus_wanted(requests);
+pub fn node_resource_topology(demand: &Demand, node: &NodeInfo) -> Result<(), Rejection> {
+    let wanted = demand.gpus;
     let Some(numa) = node.gpu_numa.as_ref().filter(|_| wanted > 0) else {
         return Ok(());
     };
@@ -214,15 +223,15 @@ pub fn node_affinity(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
 
 /// NodePorts: a wanted host port clashes when protocol and port match and either host IP is
 /// the wildcard or they are equal.
-pub fn node_ports(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
-    if node.ports.is_empty() {
+pub fn node_ports(demand: &Demand, node: &NodeInfo) -> Result<(), Rejection> {
+    if node.ports.is_empty() || demand.host_ports.is_empty() {
         return Ok(());
     }
     let wildcard = |ip: &str| ip == "0.0.0.0" || ip == "::" || ip.is_empty();
-    let clash = host_ports(pod).into_iter().any(|(protocol, ip, port)| {
-        node.ports.iter().any(|(p, i, n)| {
-            *p == protocol && *n == port && (wildcard(&ip) || wildcard(i) || *i == ip)
-        })
+    let clash = demand.host_ports.iter().any(|(protocol, ip, port)| {
+        node.ports
+            .iter()
+            .any(|(p, i, n)| p == protocol && n == port && (wildcard(ip) || wildcard(i) || i == ip))
     });
     if clash {
         Err(Rejection::one(Plugin::NodePorts, reasons::PORTS))
@@ -232,23 +241,23 @@ pub fn node_ports(pod: &Pod, node: &NodeInfo) -> Result<(), Rejection> {
 }
 
 /// NodeResourcesFit: one pod more, and every requested resource within allocatable.
-pub fn node_resources_fit(requests: &Amounts, node: &NodeInfo) -> Result<(), Rejection> {
+pub fn node_resources_fit(demand: &Demand, node: &NodeInfo) -> Result<(), Rejection> {
     let common = &node.common;
-    let pods_full = common.pods_requested + 1000 > common.pods;
-    let short = |name: &str, amount: i128| -> bool {
-        match name {
-            "cpu" => common.cpu_requested + amount > common.cpu,
-            "memory" => common.memory_requested + amount > common.memory,
-            _ => {
-                node.requested.get(name).copied().unwrap_or(0) + amount
-                    > node.allocatable.get(name).copied().unwrap_or(0)
-            }
-        }
+    let pods_full = common.pods_requested.saturating_add(1000) > common.pods;
+    let cpu_short = demand.cpu > 0 && common.cpu_requested.saturating_add(demand.cpu) > common.cpu;
+    let memory_short =
+        demand.memory > 0 && common.memory_requested.saturating_add(demand.memory) > common.memory;
+    let other_short = |name: &str, amount: i128| -> bool {
+        node.requested.get(name).copied().unwrap_or(0) + amount
+            > node.allocatable.get(name).copied().unwrap_or(0)
     };
     let fits = !pods_full
-        && requests
+        && !cpu_short
+        && !memory_short
+        && demand
+            .others
             .iter()
-            .all(|(name, amount)| *amount <= 0 || name == "pods" || !short(name, *amount));
+            .all(|(name, amount)| !other_short(name, *amount));
     if fits {
         return Ok(());
     }
@@ -256,8 +265,15 @@ pub fn node_resources_fit(requests: &Amounts, node: &NodeInfo) -> Result<(), Rej
     if pods_full {
         reasons.push(reasons::TOO_MANY_PODS.to_string());
     }
-    for (name, amount) in requests {
-        if *amount > 0 && name != "pods" && short(name, *amount) {
+    // Upstream lists the short resources in name order.
+    for (name, amount) in &demand.requests {
+        let short = match name.as_str() {
+            "cpu" => cpu_short,
+            "memory" => memory_short,
+            "pods" => false,
+            other => *amount > 0 && other_short(other, *amount),
+        };
+        if short {
             reasons.push(format!("Insufficient {name}"));
         }
     }

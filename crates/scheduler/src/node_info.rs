@@ -44,21 +44,34 @@ pub struct NodeInfo {
     pub common: Common,
 }
 
-/// The resources every pod asks for, as plain numbers (milli-units).
+/// The resources every pod asks for, as 64-bit numbers (milli-units, saturated), kept
+/// together so that judging a node for an ordinary pod reads one small block.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Common {
     /// Allocatable CPU.
-    pub cpu: i128,
+    pub cpu: i64,
     /// Allocatable memory.
-    pub memory: i128,
+    pub memory: i64,
     /// Allocatable pods.
-    pub pods: i128,
+    pub pods: i64,
     /// CPU requested.
-    pub cpu_requested: i128,
+    pub cpu_requested: i64,
     /// Memory requested.
-    pub memory_requested: i128,
+    pub memory_requested: i64,
     /// Pods placed.
-    pub pods_requested: i128,
+    pub pods_requested: i64,
+    /// CPU requested with upstream's non-zero defaults (scoring).
+    pub cpu_nonzero: i64,
+    /// Memory requested with upstream's non-zero defaults (scoring).
+    pub memory_nonzero: i64,
+    /// Schedulable, untainted, no host port in use, no published GPU layout: for a pod
+    /// that names no node and selects none, only the resources decide.
+    pub plain: bool,
+}
+
+/// An amount as a saturated 64-bit number.
+pub fn narrow(amount: i128) -> i64 {
+    i64::try_from(amount).unwrap_or(if amount < 0 { i64::MIN } else { i64::MAX })
 }
 
 /// A node's whole GPUs by NUMA node and its kubelet's Topology Manager policy, from the
@@ -230,7 +243,7 @@ impl NodeInfo {
 
     /// Copies CPU, memory and pods from the maps into [`Common`].
     fn refresh_common(&mut self) {
-        let get = |m: &Amounts, k: &str| m.get(k).copied().unwrap_or(0);
+        let get = |m: &Amounts, k: &str| narrow(m.get(k).copied().unwrap_or(0));
         self.common = Common {
             cpu: get(&self.allocatable, "cpu"),
             memory: get(&self.allocatable, "memory"),
@@ -238,6 +251,12 @@ impl NodeInfo {
             cpu_requested: get(&self.requested, "cpu"),
             memory_requested: get(&self.requested, "memory"),
             pods_requested: get(&self.requested, "pods"),
+            cpu_nonzero: narrow(self.nonzero.0),
+            memory_nonzero: narrow(self.nonzero.1),
+            plain: !self.unschedulable
+                && self.taints.is_empty()
+                && self.ports.is_empty()
+                && self.gpu_numa.is_none(),
         };
     }
 

@@ -105,6 +105,17 @@ fn domain<'a>(node: &'a NodeInfo, key: &str) -> Option<&'a str> {
 impl Context {
     /// Precomputes `pod`'s rules over `nodes`.
     pub fn new(pod: &Pod, nodes: &[NodeInfo], namespaces: &NamespaceLabels) -> Context {
+        let holders = nodes.iter().filter(|n| n.anti_affinity_pods > 0);
+        Context::build(pod, nodes, holders, namespaces)
+    }
+
+    /// [`Context::new`] told which nodes hold pods with required anti-affinity.
+    pub fn build<'a>(
+        pod: &Pod,
+        nodes: &[NodeInfo],
+        anti_affinity_holders: impl Iterator<Item = &'a NodeInfo>,
+        namespaces: &NamespaceLabels,
+    ) -> Context {
         let mut context = Context::default();
         let Some(spec) = pod.spec.as_ref() else {
             return context;
@@ -224,7 +235,7 @@ impl Context {
             }
         }
         // Existing pods whose required anti-affinity selects this pod.
-        for node in nodes.iter().filter(|n| n.anti_affinity_pods > 0) {
+        for node in anti_affinity_holders {
             for existing in &node.pods {
                 for term in &existing.anti_affinity {
                     let term = Term::new(term, &existing.namespace, &existing.labels);

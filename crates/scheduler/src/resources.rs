@@ -12,6 +12,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use tessera_model::Quantity;
 
+use crate::node_info::narrow;
+
 /// Amounts by resource name, in milli-units.
 pub type Amounts = BTreeMap<String, i128>;
 
@@ -84,6 +86,66 @@ pub fn pod_requests(pod: &Pod) -> Amounts {
     add(&mut requests, &amounts(spec.overhead.as_ref()));
     requests.retain(|_, amount| *amount != 0);
     requests
+}
+
+/// Everything the filters and scores need of one pod, computed once per scheduling attempt
+/// so that judging each node reads plain numbers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Demand {
+    /// [`pod_requests`].
+    pub requests: Amounts,
+    /// Requested CPU (milli-cores, saturated).
+    pub cpu: i64,
+    /// Requested memory (milli-bytes, saturated).
+    pub memory: i64,
+    /// Positive requests of every other resource but `pods`, by name.
+    pub others: Vec<(String, i128)>,
+    /// CPU and memory for scoring ([`nonzero_cpu_memory`], saturated).
+    pub nonzero: (i64, i64),
+    /// Whole `nvidia.com/gpu` units.
+    pub gpus: i64,
+    /// Host ports the pod asks for.
+    pub host_ports: Vec<crate::node_info::HostPort>,
+    /// The pod names no node and has no nodeSelector or required node affinity: on a
+    /// [plain](crate::node_info::Common::plain) node only NodeResourcesFit can reject it.
+    pub plain: bool,
+}
+
+impl Demand {
+    /// The demand of `pod`.
+    pub fn of(pod: &Pod) -> Demand {
+        let requests = pod_requests(pod);
+        let get = |name: &str| requests.get(name).copied().unwrap_or(0);
+        let (cpu, memory) = nonzero_cpu_memory(pod);
+        Demand {
+            cpu: narrow(get("cpu")),
+            memory: narrow(get("memory")),
+            others: requests
+                .iter()
+                .filter(|(name, amount)| {
+                    **amount > 0 && !matches!(name.as_str(), "cpu" | "memory" | "pods")
+                })
+                .map(|(name, amount)| (name.clone(), *amount))
+                .collect(),
+            nonzero: (narrow(cpu), narrow(memory)),
+            gpus: i64::try_from(get("nvidia.com/gpu") / 1000).unwrap_or(i64::MAX),
+            host_ports: crate::node_info::host_ports(pod),
+            plain: pod.spec.as_ref().is_none_or(|spec| {
+                spec.node_name.as_deref().is_none_or(str::is_empty)
+                    && spec.node_selector.as_ref().is_none_or(|s| s.is_empty())
+                    && spec
+                        .affinity
+                        .as_ref()
+                        .and_then(|a| a.node_affinity.as_ref())
+                        .and_then(|a| {
+                            a.required_during_scheduling_ignored_during_execution
+                                .as_ref()
+                        })
+                        .is_none()
+            }),
+            requests,
+        }
+    }
 }
 
 /// CPU and memory for scoring, with upstream's defaults for containers that request none.

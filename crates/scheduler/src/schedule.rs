@@ -28,7 +28,7 @@ use crate::preemption::{
     priority, resolvable, violations,
 };
 use crate::profile::Profile;
-use crate::resources::pod_requests;
+use crate::resources::Demand;
 use crate::score::{self, Strategy};
 
 /// Where a pod goes, and the allocations its claims get there.
@@ -84,6 +84,11 @@ impl fmt::Display for FitError {
 #[derive(Clone)]
 pub struct Scheduler {
     nodes: Vec<NodeInfo>,
+    /// Node positions by name.
+    node_index: HashMap<String, usize>,
+    /// Positions of the nodes holding pods with required anti-affinity (which every
+    /// incoming pod must respect).
+    anti_affinity_holders: BTreeSet<usize>,
     slices: Vec<ResourceSlice>,
     /// Slices by node name; slices for many nodes under "".
     slices_by_node: BTreeMap<String, Vec<usize>>,
@@ -129,6 +134,20 @@ impl fmt::Debug for Scheduler {
     }
 }
 
+fn index_of(nodes: &[NodeInfo]) -> HashMap<String, usize> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect()
+}
+
+fn holders_of(nodes: &[NodeInfo]) -> BTreeSet<usize> {
+    (0..nodes.len())
+        .filter(|&i| nodes[i].anti_affinity_pods > 0)
+        .collect()
+}
+
 impl Scheduler {
     /// A scheduler over `nodes` (with their pods booked), the DRA objects, and every claim.
     pub fn new(
@@ -138,6 +157,8 @@ impl Scheduler {
         claims: &[ResourceClaim],
         strategy: Strategy,
     ) -> Scheduler {
+        let mut nodes = nodes;
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let mut slices_by_node: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, slice) in slices.iter().enumerate() {
             let key = slice.spec.node_name.clone().unwrap_or_default();
@@ -160,6 +181,8 @@ impl Scheduler {
             }
         }
         Scheduler {
+            node_index: index_of(&nodes),
+            anti_affinity_holders: holders_of(&nodes),
             nodes,
             slices,
             slices_by_node,
@@ -226,6 +249,14 @@ impl Scheduler {
     /// Keeps only the nodes `keep` accepts (a gang's topology domain).
     pub fn retain_nodes(&mut self, keep: impl Fn(&NodeInfo) -> bool) {
         self.nodes.retain(|n| keep(n));
+        self.node_index = index_of(&self.nodes);
+        self.anti_affinity_holders = holders_of(&self.nodes);
+    }
+
+    /// The pod's cross-node context over this snapshot.
+    fn context(&self, pod: &Pod) -> Context {
+        let holders = self.anti_affinity_holders.iter().map(|&i| &self.nodes[i]);
+        Context::build(pod, &self.nodes, holders, &self.namespaces)
     }
 
     /// The slices a node can reach: its own and those not bound to one node.
@@ -312,14 +343,18 @@ impl Scheduler {
 
     /// Places `pod`, whose claims (resolved, in its order) are `claims`.
     pub fn schedule(&self, pod: &Pod, claims: &[ResourceClaim]) -> Result<Decision, FitError> {
-        let requests = pod_requests(pod);
-        let context = Context::new(pod, &self.nodes, &self.namespaces);
-        let mut feasible: Vec<(&NodeInfo, Vec<(String, AllocationResult)>)> = Vec::new();
+        let demand = Demand::of(pod);
+        let context = self.context(pod);
         let mut diagnosis = BTreeMap::new();
         // Upstream's percentageOfNodesToScore: stop once enough feasible nodes are found,
         // starting where the previous search stopped.
         let total = self.nodes.len();
         let wanted = feasible_nodes_to_find(total, self.profile.percentage_of_nodes_to_score);
+        // Positions of feasible nodes; the nodes are sorted by name, so a position also
+        // breaks ties by name.
+        let mut feasible: Vec<usize> = Vec::with_capacity(wanted.min(total));
+        let cross_node = !context.is_empty();
+        let no_claims = BTreeSet::new();
         let start = self.next_start.load(std::sync::atomic::Ordering::Relaxed) % total.max(1);
         let mut visited = 0;
         for offset in 0..total {
@@ -327,13 +362,22 @@ impl Scheduler {
                 break;
             }
             visited += 1;
-            let node = &self.nodes[(start + offset) % total];
-            let verdict = filters::run(pod, &requests, node)
-                .and_then(|()| context.spread_filter(node))
-                .and_then(|()| context.affinity_filter(node))
-                .and_then(|()| self.dynamic_resources(node, claims, &BTreeSet::new(), 1));
+            let position = (start + offset) % total;
+            let node = &self.nodes[position];
+            let mut verdict = filters::run(pod, &demand, node);
+            if cross_node {
+                verdict = verdict
+                    .and_then(|()| context.spread_filter(node))
+                    .and_then(|()| context.affinity_filter(node));
+            }
+            if !claims.is_empty() {
+                verdict = verdict.and_then(|()| {
+                    self.dynamic_resources(node, claims, &no_claims, 1)
+                        .map(drop)
+                });
+            }
             match verdict {
-                Ok(allocations) => feasible.push((node, allocations)),
+                Ok(()) => feasible.push(position),
                 Err(rejection) => {
                     diagnosis.insert(node.name.clone(), rejection);
                 }
@@ -349,9 +393,9 @@ impl Scheduler {
                 diagnosis,
             });
         }
-        let candidates: Vec<&NodeInfo> = feasible.iter().map(|(n, _)| *n).collect();
-        let mut scores = score::score(pod, &candidates, &self.profile);
-        if !context.is_empty() {
+        let candidates: Vec<&NodeInfo> = feasible.iter().map(|&i| &self.nodes[i]).collect();
+        let mut scores = score::score(pod, &demand, &candidates, &self.profile);
+        if cross_node {
             let affinity: Vec<i64> = candidates
                 .iter()
                 .map(|n| context.affinity_score(n))
@@ -367,13 +411,15 @@ impl Scheduler {
                 *total += w_affinity * affinity[i] + w_spread * spread[i];
             }
         }
-        // The highest score; ties go to the node first by name.
+        // The highest score; ties go to the node first by name (the lowest position).
         let best = scores
             .iter()
+            .zip(&feasible)
             .enumerate()
-            .max_by(|(i, a), (j, b)| a.cmp(b).then(candidates[*j].name.cmp(&candidates[*i].name)))
-            .map_or(0, |(i, _)| i);
-        let (node, mut allocations) = feasible.swap_remove(best);
+            .max_by(|(_, (a, i)), (_, (b, j))| a.cmp(b).then(j.cmp(i)))
+            .map_or(0, |(k, _)| k);
+        let node = candidates[best];
+        let mut allocations = Vec::new();
         let unallocated = claims.iter().any(|c| {
             c.status
                 .as_ref()
@@ -383,7 +429,7 @@ impl Scheduler {
         if unallocated {
             // Feasibility only checked that the claims fit; the chosen node gets the best
             // allocation.
-            match self.dynamic_resources(node, claims, &BTreeSet::new(), SOLUTIONS_COMPARED) {
+            match self.dynamic_resources(node, claims, &no_claims, SOLUTIONS_COMPARED) {
                 Ok(best) => allocations = best,
                 Err(rejection) => {
                     return Err(FitError {
@@ -442,13 +488,13 @@ impl Scheduler {
     fn fits_on(
         &self,
         pod: &Pod,
-        requests: &crate::resources::Amounts,
+        demand: &Demand,
         context: &Context,
         node: &NodeInfo,
         claims: &[ResourceClaim],
         freed: &BTreeSet<(String, String)>,
     ) -> bool {
-        filters::run(pod, requests, node)
+        filters::run(pod, demand, node)
             .and_then(|()| context.spread_filter(node))
             .and_then(|()| context.affinity_filter(node))
             .and_then(|()| self.dynamic_resources(node, claims, freed, 1))
@@ -467,8 +513,8 @@ impl Scheduler {
             return Err(NoPreemption::NotEligible);
         }
         let own = priority(pod);
-        let requests = pod_requests(pod);
-        let context = Context::new(pod, &self.nodes, &self.namespaces);
+        let demand = Demand::of(pod);
+        let context = self.context(pod);
         let all_bound: Vec<Pod> = self.bound.values().flatten().cloned().collect();
         let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
         let mut outcome = BTreeMap::new();
@@ -496,7 +542,7 @@ impl Scheduler {
             }
             let all_uids: BTreeSet<String> = lower.iter().map(|p| uid(p)).collect();
             let freed = freed_claims(&self.allocated, &all_uids);
-            if lower.is_empty() || !self.fits_on(pod, &requests, &context, &trial, claims, &freed) {
+            if lower.is_empty() || !self.fits_on(pod, &demand, &context, &trial, claims, &freed) {
                 outcome.insert(node.name.clone(), false);
                 continue;
             }
@@ -512,7 +558,7 @@ impl Scheduler {
                 trial.add_pod(candidate);
                 evicted.remove(&uid(candidate));
                 let freed = freed_claims(&self.allocated, &evicted);
-                if !self.fits_on(pod, &requests, &context, &trial, claims, &freed) {
+                if !self.fits_on(pod, &demand, &context, &trial, claims, &freed) {
                     trial.remove_pod(candidate);
                     evicted.insert(uid(candidate));
                     victims.push(candidate);
@@ -549,9 +595,13 @@ impl Scheduler {
 
     /// Books a decision: the pod's usage onto its node, its new allocations as held.
     pub fn assume(&mut self, pod: &Pod, decision: &Decision, claims: &[ResourceClaim]) {
-        if let Some(node) = self.nodes.iter_mut().find(|n| n.name == decision.node) {
+        if let Some(&i) = self.node_index.get(&decision.node) {
+            let node = &mut self.nodes[i];
             node.add_pod(pod);
             node.take_gpus(pod);
+            if node.anti_affinity_pods > 0 {
+                self.anti_affinity_holders.insert(i);
+            }
         }
         for (name, allocation) in &decision.allocations {
             if let Some(claim) = claims

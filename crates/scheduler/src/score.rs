@@ -10,12 +10,11 @@ use k8s_openapi::api::core::v1::Pod;
 use tessera_model::node_selector;
 use tessera_model::taints::tolerated;
 
-use crate::node_info::NodeInfo;
-use crate::resources::nonzero_cpu_memory;
+use crate::node_info::{NodeInfo, narrow};
 
 pub use crate::profile::Strategy;
 use crate::profile::{Profile, shape_score};
-use crate::resources::Amounts;
+use crate::resources::Demand;
 
 /// The maximum node score.
 pub const MAX: i64 = 100;
@@ -23,64 +22,93 @@ pub const MAX: i64 = 100;
 /// NodeResourcesFit's score of `node` with the pod on it: the weighted mean over the
 /// profile's resources (CPU and memory with upstream's non-zero requests) of the strategy's
 /// per-resource score.
-pub fn resources_fit(
-    profile: &Profile,
-    requests: &Amounts,
-    demand: (i128, i128),
-    node: &NodeInfo,
-) -> i64 {
-    let mut total = 0i128;
-    let mut weights = 0i128;
-    for (resource, weight) in &profile.resources {
-        let allocatable = match resource.as_str() {
-            "cpu" => node.common.cpu,
-            "memory" => node.common.memory,
-            other => node.allocatable.get(other).copied().unwrap_or(0),
+pub fn resources_fit(profile: &Profile, demand: &Demand, node: &NodeInfo) -> i64 {
+    fit_score(&axes(profile, demand), &profile.strategy, demand, node)
+}
+
+/// A resource NodeResourcesFit scores, resolved once per pod.
+enum Axis<'a> {
+    Cpu,
+    Memory,
+    /// Any other resource, with the pod's request of it.
+    Other(&'a str, i128),
+}
+
+fn axes<'a>(profile: &'a Profile, demand: &Demand) -> Vec<(Axis<'a>, i64)> {
+    profile
+        .resources
+        .iter()
+        .map(|(resource, weight)| {
+            let axis = match resource.as_str() {
+                "cpu" => Axis::Cpu,
+                "memory" => Axis::Memory,
+                other => Axis::Other(other, demand.requests.get(other).copied().unwrap_or(0)),
+            };
+            (axis, *weight)
+        })
+        .collect()
+}
+
+fn fit_score(axes: &[(Axis, i64)], strategy: &Strategy, demand: &Demand, node: &NodeInfo) -> i64 {
+    let mut total = 0i64;
+    let mut weights = 0i64;
+    for (axis, weight) in axes {
+        let (allocatable, requested) = match axis {
+            Axis::Cpu => (
+                node.common.cpu,
+                node.common.cpu_nonzero.saturating_add(demand.nonzero.0),
+            ),
+            Axis::Memory => (
+                node.common.memory,
+                node.common.memory_nonzero.saturating_add(demand.nonzero.1),
+            ),
+            Axis::Other(name, wanted) => (
+                narrow(node.allocatable.get(*name).copied().unwrap_or(0)),
+                narrow(node.requested.get(*name).copied().unwrap_or(0) + wanted),
+            ),
         };
         if allocatable <= 0 {
             continue;
         }
-        let requested = match resource.as_str() {
-            "cpu" => node.nonzero.0 + demand.0,
-            "memory" => node.nonzero.1 + demand.1,
-            other => {
-                node.requested.get(other).copied().unwrap_or(0)
-                    + requests.get(other).copied().unwrap_or(0)
-            }
-        }
-        .min(allocatable);
-        let score = match &profile.strategy {
-            Strategy::LeastAllocated => (allocatable - requested) * i128::from(MAX) / allocatable,
-            Strategy::MostAllocated => requested * i128::from(MAX) / allocatable,
+        let requested = requested.min(allocatable);
+        let score = match strategy {
+            Strategy::LeastAllocated => per_hundred(allocatable - requested, allocatable),
+            Strategy::MostAllocated => per_hundred(requested, allocatable),
             Strategy::RequestedToCapacityRatio(shape) => {
-                let utilization = i64::try_from(requested * 100 / allocatable).unwrap_or(100);
-                i128::from(shape_score(shape, utilization))
+                shape_score(shape, per_hundred(requested, allocatable))
             }
         };
-        total += score * i128::from(*weight);
-        weights += i128::from(*weight);
+        total += score * weight;
+        weights += weight;
     }
-    if weights == 0 {
-        0
-    } else {
-        i64::try_from(total / weights).unwrap_or(0)
+    if weights == 0 { 0 } else { total / weights }
+}
+
+/// `part · 100 / whole`, truncated as upstream's int64 arithmetic (`0 ≤ part ≤ whole`,
+/// `whole > 0`); the product is widened only when it would overflow.
+fn per_hundred(part: i64, whole: i64) -> i64 {
+    match part.checked_mul(MAX) {
+        Some(product) => product / whole,
+        None => narrow(i128::from(part) * i128::from(MAX) / i128::from(whole)),
     }
 }
 
-/// NodeResourcesBalancedAllocation: how even CPU and memory use would be.
-pub fn balanced(pod: (i128, i128), node: &NodeInfo) -> i64 {
-    // Integer arithmetic in parts per million: CPU and memory shares after placement.
-    let share = |requested: i128, allocatable: i128| -> i128 {
-        if allocatable <= 0 {
-            0
-        } else {
-            (requested * 1_000_000 / allocatable).min(1_000_000)
-        }
+/// NodeResourcesBalancedAllocation: how even CPU and memory use would be, in upstream's
+/// floating point (`(1 − |cpu share − memory share| / 2) · 100`, each share capped at 1).
+pub fn balanced(pod: (i64, i64), node: &NodeInfo) -> i64 {
+    let share = |requested: i64, allocatable: i64| -> Option<f64> {
+        (allocatable > 0).then(|| (requested as f64 / allocatable as f64).min(1.0))
     };
-    let cpu = share(node.nonzero.0 + pod.0, node.common.cpu);
-    let memory = share(node.nonzero.1 + pod.1, node.common.memory);
-    let deviation = (cpu - memory).abs() / 2;
-    i64::try_from((1_000_000 - deviation) * i128::from(MAX) / 1_000_000).unwrap_or(0)
+    let common = &node.common;
+    let shares = [
+        share(common.cpu_nonzero.saturating_add(pod.0), common.cpu),
+        share(common.memory_nonzero.saturating_add(pod.1), common.memory),
+    ];
+    let deviation = match shares {
+        [Some(cpu), Some(memory)] => ((cpu - memory) / 2.0).abs(),
+        _ => 0.0,
+    };
+    ((1.0 - deviation) * MAX as f64) as i64
 }
 
 /// NodeAffinity's raw score: the summed weights of matching preferred terms.
@@ -148,10 +176,7 @@ pub fn normalize_range(raw: &[i64], reverse: bool) -> Vec<i64> {
 }
 
 /// The weighted total score of each candidate node for `pod` under `profile`.
-pub fn score(pod: &Pod, nodes: &[&NodeInfo], profile: &Profile) -> Vec<i64> {
-    let demand = nonzero_cpu_memory(pod);
-    let requests = crate::resources::pod_requests(pod);
-    let gpus = crate::filters::gpus_wanted(&requests);
+pub fn score(pod: &Pod, demand: &Demand, nodes: &[&NodeInfo], profile: &Profile) -> Vec<i64> {
     let taints = normalize(
         &nodes
             .iter()
@@ -170,15 +195,16 @@ pub fn score(pod: &Pod, nodes: &[&NodeInfo], profile: &Profile) -> Vec<i64> {
         profile.weight("NodeResourcesBalancedAllocation"),
         profile.weight("NodeResourceTopologyMatch"),
     );
+    let axes = axes(profile, demand);
     nodes
         .iter()
         .enumerate()
         .map(|(i, node)| {
             w_taint * taints[i]
                 + w_affinity * affinity[i]
-                + w_fit * resources_fit(profile, &requests, demand, node)
-                + w_balanced * balanced(demand, node)
-                + w_numa * numa_alignment(gpus, node)
+                + w_fit * fit_score(&axes, &profile.strategy, demand, node)
+                + w_balanced * balanced(demand.nonzero, node)
+                + w_numa * numa_alignment(demand.gpus, node)
         })
         .collect()
 }

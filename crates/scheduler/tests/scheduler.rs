@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tessera_scheduler::Scheduler;
 use tessera_scheduler::filters::{self, Plugin};
 use tessera_scheduler::node_info::{self, NodeInfo};
-use tessera_scheduler::resources::pod_requests;
+use tessera_scheduler::resources::Demand;
 use tessera_scheduler::score::Strategy;
 
 fn node(name: &str, extra: Value) -> Node {
@@ -165,6 +165,22 @@ fn each_filter_rejects_with_upstream_reasons() {
             Some((Plugin::NodeResourcesFit, "Too many pods")),
         ),
     ];
+    // The plain-pod shortcut agrees with every filter on every pairing of these nodes (empty
+    // and with `busy`) and pods.
+    let infos: Vec<NodeInfo> = cases
+        .iter()
+        .flat_map(|(_, node, _, _)| [info(node, &[]), info(node, std::slice::from_ref(&busy))])
+        .collect();
+    for (what, _, candidate, _) in &cases {
+        let demand = Demand::of(candidate);
+        for node in &infos {
+            assert_eq!(
+                filters::run(candidate, &demand, node),
+                filters::run_every(candidate, &demand, node),
+                "{what} on {node:?}"
+            );
+        }
+    }
     for (what, node, candidate, want) in cases {
         // "host port", "cpu" and "pods" run against a node that already has `busy`.
         let bound: Vec<Pod> = if matches!(what, "host port" | "cpu" | "pods") {
@@ -172,7 +188,7 @@ fn each_filter_rejects_with_upstream_reasons() {
         } else {
             vec![]
         };
-        let got = filters::run(&candidate, &pod_requests(&candidate), &info(&node, &bound));
+        let got = filters::run(&candidate, &Demand::of(&candidate), &info(&node, &bound));
         match (got, want) {
             (Ok(()), None) => {}
             (Err(rejection), Some((plugin, reason))) => {
