@@ -132,7 +132,7 @@ pub struct Allocator<'a> {
 /// the compiled selector and the device's place, valid while those pools live.
 #[derive(Debug, Default)]
 pub struct SelectorVerdicts {
-    known: std::sync::Mutex<HashMap<(usize, usize, usize), bool>>,
+    known: std::sync::Mutex<foldhash::HashMap<(usize, usize, usize), bool>>,
 }
 
 /// DeviceClasses with their selectors compiled, built once and shared by every allocation.
@@ -169,6 +169,183 @@ impl DeviceClasses {
     fn get(&self, name: &str) -> Option<&Result<Class, SelectorError>> {
         self.classes.get(name)
     }
+
+    /// Resolves a pod's claims against the classes once (selectors compiled, modes, counts
+    /// and capacities checked), for allocation on many nodes.
+    pub fn plan<'c>(
+        &self,
+        claims: &[&'c ResourceClaim],
+    ) -> Result<ClaimPlans<'c>, AllocationError> {
+        Ok(ClaimPlans(
+            claims
+                .iter()
+                .map(|c| self.plan_claim(c))
+                .collect::<Result<_, _>>()?,
+        ))
+    }
+
+    fn plan_claim<'c>(&self, claim: &'c ResourceClaim) -> Result<ClaimPlan<'c>, AllocationError> {
+        let key = claim_key(claim);
+        let mut requests = Vec::new();
+        for request in claim
+            .spec
+            .devices
+            .as_ref()
+            .and_then(|d| d.requests.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let fail = |message: &str| AllocationError::Request {
+                claim: key.clone(),
+                request: request.name.clone(),
+                message: message.to_string(),
+            };
+            let mut alternatives = Vec::new();
+            match (&request.exactly, &request.first_available) {
+                (Some(exact), None) => alternatives.push(self.alternative(
+                    &key,
+                    &request.name,
+                    None,
+                    exact.capacity.as_ref(),
+                    &exact.device_class_name,
+                    exact.selectors.as_deref().unwrap_or_default(),
+                    exact.allocation_mode.as_deref(),
+                    exact.count,
+                    exact.admin_access == Some(true),
+                    exact.tolerations.clone().unwrap_or_default(),
+                )?),
+                (None, Some(subrequests)) if !subrequests.is_empty() => {
+                    for sub in subrequests {
+                        alternatives.push(self.alternative(
+                            &key,
+                            &request.name,
+                            Some(&sub.name),
+                            sub.capacity.as_ref(),
+                            &sub.device_class_name,
+                            sub.selectors.as_deref().unwrap_or_default(),
+                            sub.allocation_mode.as_deref(),
+                            sub.count,
+                            false,
+                            sub.tolerations.clone().unwrap_or_default(),
+                        )?);
+                    }
+                }
+                _ => return Err(fail("exactly one of exactly or firstAvailable must be set")),
+            }
+            requests.push(alternatives);
+        }
+        let constraints = claim
+            .spec
+            .devices
+            .as_ref()
+            .and_then(|d| d.constraints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let kind = match (&c.match_attribute, &c.distinct_attribute) {
+                    (Some(attr), _) => ConstraintKind::Match(attr.clone()),
+                    (None, Some(attr)) => ConstraintKind::Distinct(attr.clone()),
+                    (None, None) => return None,
+                };
+                Some(Constraint {
+                    requests: c.requests.clone().unwrap_or_default(),
+                    kind,
+                })
+            })
+            .collect();
+        Ok(ClaimPlan {
+            claim,
+            requests,
+            constraints,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alternative(
+        &self,
+        claim: &str,
+        parent: &str,
+        sub: Option<&str>,
+        capacity: Option<&k8s_openapi::api::resource::v1::CapacityRequirements>,
+        class: &str,
+        selectors: &[k8s_openapi::api::resource::v1::DeviceSelector],
+        mode: Option<&str>,
+        count: Option<i64>,
+        admin: bool,
+        tolerations: Vec<DeviceToleration>,
+    ) -> Result<Alternative, AllocationError> {
+        let result_name = sub.map_or_else(|| parent.to_string(), |s| format!("{parent}/{s}"));
+        let fail = |message: String| AllocationError::Request {
+            claim: claim.to_string(),
+            request: result_name.clone(),
+            message,
+        };
+        let class_selectors = match self.get(class) {
+            None => {
+                return Err(AllocationError::UnknownClass {
+                    claim: claim.to_string(),
+                    request: result_name.clone(),
+                    class: class.to_string(),
+                });
+            }
+            Some(Err(source)) => {
+                return Err(AllocationError::Selector {
+                    claim: claim.to_string(),
+                    source: source.clone(),
+                });
+            }
+            Some(Ok(class)) => class.selectors.clone(),
+        };
+        let mut all = class_selectors;
+        for selector in selectors {
+            if let Some(cel) = &selector.cel {
+                all.push(Selector::compile(&cel.expression).map_err(|source| {
+                    AllocationError::Selector {
+                        claim: claim.to_string(),
+                        source,
+                    }
+                })?);
+            }
+        }
+        let mode = match mode.unwrap_or("ExactCount") {
+            "ExactCount" => {
+                let count = count.unwrap_or(1);
+                if !(1..=MAX_RESULTS as i64).contains(&count) {
+                    return Err(fail(format!(
+                        "count must be between 1 and {MAX_RESULTS}, is {count}"
+                    )));
+                }
+                Mode::Count(count as usize)
+            }
+            "All" => Mode::All,
+            other => return Err(fail(format!("unknown allocationMode {other:?}"))),
+        };
+        let mut requested = BTreeMap::new();
+        for (name, quantity) in capacity
+            .and_then(|c| c.requests.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let parsed =
+                quantity
+                    .0
+                    .parse()
+                    .map_err(|e: tessera_model::quantity::QuantityError| {
+                        fail(format!("capacity.requests[{name}]: {e}"))
+                    })?;
+            requested.insert(name.clone(), parsed);
+        }
+        Ok(Alternative {
+            capacity: requested,
+            parent: parent.to_string(),
+            result_name,
+            class: class.to_string(),
+            selectors: all,
+            mode,
+            admin,
+            tolerations,
+        })
+    }
 }
 
 /// What allocated claims hold: devices held whole, and the capacity consumed of devices that
@@ -176,7 +353,7 @@ impl DeviceClasses {
 #[derive(Debug, Clone, Default)]
 pub struct DevicesInUse {
     /// Devices held by one claim: driver → pool → device names (looked up by pool once).
-    exclusive: HashMap<String, HashMap<String, std::collections::HashSet<String>>>,
+    exclusive: foldhash::HashMap<String, foldhash::HashMap<String, foldhash::HashSet<String>>>,
     /// Capacity consumed of shared devices.
     pub shared: BTreeMap<DeviceId, Consumed>,
 }
@@ -189,7 +366,7 @@ impl DevicesInUse {
     }
 
     /// The devices held whole in one pool.
-    fn pool(&self, driver: &str, pool: &str) -> Option<&std::collections::HashSet<String>> {
+    fn pool(&self, driver: &str, pool: &str) -> Option<&foldhash::HashSet<String>> {
         self.exclusive.get(driver)?.get(pool)
     }
 
@@ -201,6 +378,62 @@ impl DevicesInUse {
             .or_default()
             .insert(id.device);
     }
+}
+
+/// The fewest devices held whole that `claims` take together, wherever they are allocated:
+/// each ExactCount request its count (a `firstAvailable` request its cheapest alternative);
+/// `All` and admin-access requests count none. A node with fewer free devices cannot take
+/// them, which a scheduler may tell without running the allocator.
+pub fn devices_needed(claims: &[&ResourceClaim]) -> usize {
+    let count = |mode: Option<&str>, count: Option<i64>| -> usize {
+        match mode.unwrap_or("ExactCount") {
+            "ExactCount" => usize::try_from(count.unwrap_or(1)).unwrap_or(0),
+            _ => 0,
+        }
+    };
+    claims
+        .iter()
+        .flat_map(|c| c.spec.devices.as_ref().and_then(|d| d.requests.as_ref()))
+        .flatten()
+        .map(
+            |request| match (&request.exactly, &request.first_available) {
+                (Some(exact), _) if exact.admin_access == Some(true) => 0,
+                (Some(exact), _) => count(exact.allocation_mode.as_deref(), exact.count),
+                (None, Some(subs)) => subs
+                    .iter()
+                    .map(|s| count(s.allocation_mode.as_deref(), s.count))
+                    .min()
+                    .unwrap_or(0),
+                (None, None) => 0,
+            },
+        )
+        .sum()
+}
+
+/// Devices of `pools` a claim could still take whole, when every device there is this
+/// node's own and held whole when allocated (`None` otherwise: devices shared between nodes
+/// or allocated many times bound nothing). Incomplete or invalid pools offer none.
+pub fn free_local_devices(pools: &[Pool], in_use: &DevicesInUse) -> Option<usize> {
+    let mut free = 0;
+    for pool in pools {
+        if pool
+            .devices
+            .iter()
+            .any(|d| !d.node_local || d.shared.is_some())
+        {
+            return None;
+        }
+        if !pool.complete || pool.invalid.is_some() {
+            continue;
+        }
+        let held = in_use.pool(&pool.driver, &pool.name);
+        free += pool
+            .devices
+            .iter()
+            .filter(|d| held.is_none_or(|h| !h.contains(&d.id.device)))
+            .count();
+    }
+    Some(free)
 }
 
 /// The devices allocated claims hold (admin-access results hold none).
@@ -275,6 +508,9 @@ struct Constraint {
     kind: ConstraintKind,
 }
 
+/// Claims resolved against the classes ([`DeviceClasses::plan`]).
+pub struct ClaimPlans<'c>(Vec<ClaimPlan<'c>>);
+
 struct ClaimPlan<'c> {
     claim: &'c ResourceClaim,
     requests: Vec<Vec<Alternative>>,
@@ -282,9 +518,9 @@ struct ClaimPlan<'c> {
 }
 
 #[derive(Clone)]
-struct Pick {
+struct Pick<'p> {
     claim: usize,
-    alternative: Alternative,
+    alternative: &'p Alternative,
     pool: usize,
     device: usize,
     /// What it consumes of a shared device.
@@ -292,12 +528,12 @@ struct Pick {
 }
 
 #[derive(Default)]
-struct State {
-    picks: Vec<Pick>,
+struct State<'p> {
+    picks: Vec<Pick<'p>>,
     steps: u64,
-    selectable: HashMap<(usize, usize, usize, usize), bool>,
+    selectable: foldhash::HashMap<(usize, usize, usize, usize), bool>,
     /// Complete solutions found so far, with their scores.
-    solutions: Vec<(i64, Vec<Pick>)>,
+    solutions: Vec<(i64, Vec<Pick<'p>>)>,
     /// How many to compare.
     limit: usize,
 }
@@ -477,175 +713,12 @@ impl<'a> Allocator<'a> {
         &self.pools
     }
 
-    fn plan<'c>(&self, claim: &'c ResourceClaim) -> Result<ClaimPlan<'c>, AllocationError> {
-        let key = claim_key(claim);
-        let mut requests = Vec::new();
-        for request in claim
-            .spec
-            .devices
-            .as_ref()
-            .and_then(|d| d.requests.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            let fail = |message: &str| AllocationError::Request {
-                claim: key.clone(),
-                request: request.name.clone(),
-                message: message.to_string(),
-            };
-            let mut alternatives = Vec::new();
-            match (&request.exactly, &request.first_available) {
-                (Some(exact), None) => alternatives.push(self.alternative(
-                    &key,
-                    &request.name,
-                    None,
-                    exact.capacity.as_ref(),
-                    &exact.device_class_name,
-                    exact.selectors.as_deref().unwrap_or_default(),
-                    exact.allocation_mode.as_deref(),
-                    exact.count,
-                    exact.admin_access == Some(true),
-                    exact.tolerations.clone().unwrap_or_default(),
-                )?),
-                (None, Some(subrequests)) if !subrequests.is_empty() => {
-                    for sub in subrequests {
-                        alternatives.push(self.alternative(
-                            &key,
-                            &request.name,
-                            Some(&sub.name),
-                            sub.capacity.as_ref(),
-                            &sub.device_class_name,
-                            sub.selectors.as_deref().unwrap_or_default(),
-                            sub.allocation_mode.as_deref(),
-                            sub.count,
-                            false,
-                            sub.tolerations.clone().unwrap_or_default(),
-                        )?);
-                    }
-                }
-                _ => return Err(fail("exactly one of exactly or firstAvailable must be set")),
-            }
-            requests.push(alternatives);
-        }
-        let constraints = claim
-            .spec
-            .devices
-            .as_ref()
-            .and_then(|d| d.constraints.as_ref())
-            .into_iter()
-            .flatten()
-            .filter_map(|c| {
-                let kind = match (&c.match_attribute, &c.distinct_attribute) {
-                    (Some(attr), _) => ConstraintKind::Match(attr.clone()),
-                    (None, Some(attr)) => ConstraintKind::Distinct(attr.clone()),
-                    (None, None) => return None,
-                };
-                Some(Constraint {
-                    requests: c.requests.clone().unwrap_or_default(),
-                    kind,
-                })
-            })
-            .collect();
-        Ok(ClaimPlan {
-            claim,
-            requests,
-            constraints,
-        })
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn alternative(
-        &self,
-        claim: &str,
-        parent: &str,
-        sub: Option<&str>,
-        capacity: Option<&k8s_openapi::api::resource::v1::CapacityRequirements>,
-        class: &str,
-        selectors: &[k8s_openapi::api::resource::v1::DeviceSelector],
-        mode: Option<&str>,
-        count: Option<i64>,
-        admin: bool,
-        tolerations: Vec<DeviceToleration>,
-    ) -> Result<Alternative, AllocationError> {
-        let result_name = sub.map_or_else(|| parent.to_string(), |s| format!("{parent}/{s}"));
-        let fail = |message: String| AllocationError::Request {
-            claim: claim.to_string(),
-            request: result_name.clone(),
-            message,
-        };
-        let class_selectors = match self.classes.get(class) {
-            None => {
-                return Err(AllocationError::UnknownClass {
-                    claim: claim.to_string(),
-                    request: result_name.clone(),
-                    class: class.to_string(),
-                });
-            }
-            Some(Err(source)) => {
-                return Err(AllocationError::Selector {
-                    claim: claim.to_string(),
-                    source: source.clone(),
-                });
-            }
-            Some(Ok(class)) => class.selectors.clone(),
-        };
-        let mut all = class_selectors;
-        for selector in selectors {
-            if let Some(cel) = &selector.cel {
-                all.push(Selector::compile(&cel.expression).map_err(|source| {
-                    AllocationError::Selector {
-                        claim: claim.to_string(),
-                        source,
-                    }
-                })?);
-            }
-        }
-        let mode = match mode.unwrap_or("ExactCount") {
-            "ExactCount" => {
-                let count = count.unwrap_or(1);
-                if !(1..=MAX_RESULTS as i64).contains(&count) {
-                    return Err(fail(format!(
-                        "count must be between 1 and {MAX_RESULTS}, is {count}"
-                    )));
-                }
-                Mode::Count(count as usize)
-            }
-            "All" => Mode::All,
-            other => return Err(fail(format!("unknown allocationMode {other:?}"))),
-        };
-        let mut requested = BTreeMap::new();
-        for (name, quantity) in capacity
-            .and_then(|c| c.requests.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            let parsed =
-                quantity
-                    .0
-                    .parse()
-                    .map_err(|e: tessera_model::quantity::QuantityError| {
-                        fail(format!("capacity.requests[{name}]: {e}"))
-                    })?;
-            requested.insert(name.clone(), parsed);
-        }
-        Ok(Alternative {
-            capacity: requested,
-            parent: parent.to_string(),
-            result_name,
-            class: class.to_string(),
-            selectors: all,
-            mode,
-            admin,
-            tolerations,
-        })
-    }
-
     /// What each request of `claim` finds on this node, for people: how many devices match
     /// its class and selectors, how many of those are free and untainted, against what it
     /// wants.
     pub fn diagnose(&self, claim: &ResourceClaim) -> Result<Vec<Diagnosis>, AllocationError> {
         let key = claim_key(claim);
-        let plan = self.plan(claim)?;
+        let plan = self.classes.plan_claim(claim)?;
         let mut out = Vec::new();
         for alternatives in &plan.requests {
             for alternative in alternatives {
@@ -692,10 +765,12 @@ impl<'a> Allocator<'a> {
     /// Whether the claims fit on this node at all: the first solution found ends the search
     /// and no result is built (what a Filter needs).
     pub fn feasible(&self, claims: &[&ResourceClaim]) -> Result<bool, AllocationError> {
-        let plans = claims
-            .iter()
-            .map(|c| self.plan(c))
-            .collect::<Result<Vec<_>, _>>()?;
+        self.feasible_planned(&self.classes.plan(claims)?)
+    }
+
+    /// [`Allocator::feasible`] for claims planned once.
+    pub fn feasible_planned(&self, plans: &ClaimPlans<'_>) -> Result<bool, AllocationError> {
+        let plans = &plans.0;
         let mut state = State {
             limit: 1,
             ..State::default()
@@ -711,10 +786,16 @@ impl<'a> Allocator<'a> {
         claims: &[&ResourceClaim],
         solutions: usize,
     ) -> Result<Option<Vec<AllocationResult>>, AllocationError> {
-        let plans = claims
-            .iter()
-            .map(|c| self.plan(c))
-            .collect::<Result<Vec<_>, _>>()?;
+        self.allocate_planned(&self.classes.plan(claims)?, solutions)
+    }
+
+    /// [`Allocator::allocate_comparing`] for claims planned once.
+    pub fn allocate_planned(
+        &self,
+        plans: &ClaimPlans<'_>,
+        solutions: usize,
+    ) -> Result<Option<Vec<AllocationResult>>, AllocationError> {
+        let plans = &plans.0;
         let mut state = State {
             limit: solutions.max(1),
             ..State::default()
@@ -743,10 +824,10 @@ impl<'a> Allocator<'a> {
         &self.pools[pool].devices[device]
     }
 
-    fn solve(
+    fn solve<'p>(
         &self,
-        plans: &[ClaimPlan<'_>],
-        state: &mut State,
+        plans: &'p [ClaimPlan<'_>],
+        state: &mut State<'p>,
         claim: usize,
         request: usize,
     ) -> Result<bool, AllocationError> {
@@ -864,12 +945,12 @@ impl<'a> Allocator<'a> {
     }
 
     /// Whether `candidate` may be added for `alternative` of `claim` now.
-    fn fits(
+    fn fits<'p>(
         &self,
-        plans: &[ClaimPlan<'_>],
-        state: &mut State,
+        plans: &'p [ClaimPlan<'_>],
+        state: &mut State<'p>,
         claim: usize,
-        alternative: &Alternative,
+        alternative: &'p Alternative,
         (pool, index): (usize, usize),
     ) -> Result<bool, AllocationError> {
         let device = self.device(pool, index);
@@ -940,7 +1021,7 @@ impl<'a> Allocator<'a> {
         Ok(self.constraints_hold(plans, state, claim, alternative, device))
     }
 
-    fn counters_left(&self, state: &State, pool: usize, device: &PoolDevice) -> bool {
+    fn counters_left(&self, state: &State<'_>, pool: usize, device: &PoolDevice) -> bool {
         let pool_info = &self.pools[pool];
         let mut used = self
             .consumed
@@ -962,12 +1043,12 @@ impl<'a> Allocator<'a> {
         })
     }
 
-    fn constraints_hold(
+    fn constraints_hold<'p>(
         &self,
-        plans: &[ClaimPlan<'_>],
-        state: &State,
+        plans: &'p [ClaimPlan<'_>],
+        state: &State<'p>,
         claim: usize,
-        alternative: &Alternative,
+        alternative: &'p Alternative,
         device: &PoolDevice,
     ) -> bool {
         let covers = |c: &Constraint, a: &Alternative| {
@@ -1003,13 +1084,13 @@ impl<'a> Allocator<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn pick(
+    fn pick<'p>(
         &self,
-        plans: &[ClaimPlan<'_>],
-        state: &mut State,
+        plans: &'p [ClaimPlan<'_>],
+        state: &mut State<'p>,
         claim: usize,
         request: usize,
-        alternative: &Alternative,
+        alternative: &'p Alternative,
         remaining: usize,
         start: (usize, usize),
     ) -> Result<bool, AllocationError> {
@@ -1039,7 +1120,7 @@ impl<'a> Allocator<'a> {
                 }
                 state.picks.push(Pick {
                     claim,
-                    alternative: alternative.clone(),
+                    alternative,
                     pool,
                     device: index,
                     consumed: self.consumption(alternative, (pool, index)),
@@ -1063,13 +1144,13 @@ impl<'a> Allocator<'a> {
         Ok(false)
     }
 
-    fn pick_all(
+    fn pick_all<'p>(
         &self,
-        plans: &[ClaimPlan<'_>],
-        state: &mut State,
+        plans: &'p [ClaimPlan<'_>],
+        state: &mut State<'p>,
         claim: usize,
         request: usize,
-        alternative: &Alternative,
+        alternative: &'p Alternative,
     ) -> Result<bool, AllocationError> {
         let before = state.picks.len();
         // Upstream enumerates every device up front and cannot with a pool in flux.
@@ -1103,7 +1184,7 @@ impl<'a> Allocator<'a> {
                 }
                 state.picks.push(Pick {
                     claim,
-                    alternative: alternative.clone(),
+                    alternative,
                     pool,
                     device: index,
                     consumed: self.consumption(alternative, (pool, index)),
@@ -1125,7 +1206,7 @@ impl<'a> Allocator<'a> {
     fn result<'p>(
         &self,
         plan: &ClaimPlan<'_>,
-        picks: impl Iterator<Item = &'p Pick>,
+        picks: impl Iterator<Item = &'p Pick<'p>>,
     ) -> AllocationResult {
         let picks: Vec<&Pick> = picks.collect();
         let results: Vec<DeviceRequestAllocationResult> = picks

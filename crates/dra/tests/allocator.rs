@@ -253,6 +253,12 @@ fn whole_gpus_counts_constraints_and_selectors() {
     }
 }
 
+/// `first` allocated on an empty n1.
+fn allocator_first(slices: &[ResourceSlice]) -> ResourceClaim {
+    let empty = Allocator::new(node("n1"), slices, &classes(), &[]);
+    allocated(one("first", gpus(1)), &empty)
+}
+
 #[test]
 fn allocated_devices_admin_access_and_several_claims() {
     let slices = vec![slice(
@@ -300,6 +306,32 @@ fn allocated_devices_admin_access_and_several_claims() {
     // Class configuration comes first, once, then the node selector pins the node.
     let config = devices_result.config.as_ref().unwrap();
     assert_eq!((config[0].source.as_str(), config.len()), ("FromClass", 1));
+    // The free-device bound a scheduler uses to skip the search agrees with the allocator.
+    let gathered = tessera_dra::pools::gather(&slices, &node("n1"));
+    let held =
+        tessera_dra::allocator::devices_in_use(std::slice::from_ref(&allocator_first(&slices)));
+    assert_eq!(
+        tessera_dra::allocator::free_local_devices(&gathered, &held),
+        Some(1)
+    );
+    let needed = |claims: &[&ResourceClaim]| tessera_dra::allocator::devices_needed(claims);
+    assert_eq!(
+        needed(&[&one("x", gpus(1)), &one("y", gpus(1))]),
+        2,
+        "more than the 1 free: the allocator says no too"
+    );
+    assert_eq!(needed(&[&one("x", gpus(3))]), 3);
+    assert_eq!(needed(&[&admin]), 0, "admin access takes nothing whole");
+    assert_eq!(
+        needed(&[&one(
+            "f",
+            json!({"name": "gpu", "firstAvailable": [
+            {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+            {"name": "small", "deviceClassName": "gpu.nvidia.com", "count": 2}]})
+        )]),
+        2,
+        "the cheapest alternative"
+    );
     let selector = result[0].node_selector.as_ref().unwrap();
     assert_eq!(
         selector.node_selector_terms[0]

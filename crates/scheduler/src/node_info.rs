@@ -39,6 +39,9 @@ pub struct NodeInfo {
     pub gpu_numa: Option<GpuNuma>,
     /// How many of its pods carry required anti-affinity (so most pods can skip the check).
     pub anti_affinity_pods: usize,
+    /// DRA devices it could still give whole, when that bounds what it can take (see
+    /// `tessera_dra::allocator::free_local_devices`); `None`: unknown or unbounded.
+    pub free_devices: Option<usize>,
     /// CPU, memory and pod count, allocatable and requested, kept beside the maps because
     /// every filter and score reads them (milli-units).
     pub common: Common,
@@ -231,6 +234,7 @@ impl NodeInfo {
             pods: Vec::new(),
             gpu_numa: GpuNuma::of(node),
             anti_affinity_pods: 0,
+            free_devices: None,
             common: Common::default(),
         }
         .with_common()

@@ -14,10 +14,11 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
 use tessera_dra::allocator::{
-    DeviceClasses, DevicesInUse, SOLUTIONS_COMPARED, SelectorVerdicts, add_in_use, devices_in_use,
+    ClaimPlans, DeviceClasses, DevicesInUse, SOLUTIONS_COMPARED, SelectorVerdicts, add_in_use,
+    devices_in_use, devices_needed, free_local_devices,
 };
 use tessera_dra::pools::Pool;
-use tessera_dra::{Allocator, Diagnosis, NodeView};
+use tessera_dra::{AllocationError, Allocator, Diagnosis, NodeView};
 use tessera_model::node_selector;
 
 use crate::filters::{self, Plugin, Rejection, reasons};
@@ -134,6 +135,48 @@ impl fmt::Debug for Scheduler {
     }
 }
 
+/// A pod's claims as DynamicResources judges them, resolved once per scheduling attempt.
+struct PodClaims<'c> {
+    /// Allocations of the claims already allocated (they must be usable on the node).
+    allocated: Vec<&'c AllocationResult>,
+    /// The claims still to allocate.
+    pending: Vec<&'c ResourceClaim>,
+    /// `pending` resolved against the classes.
+    plans: Result<ClaimPlans<'c>, AllocationError>,
+    /// The fewest devices `pending` takes whole.
+    needed: usize,
+}
+
+impl<'c> PodClaims<'c> {
+    fn new(claims: &'c [ResourceClaim], classes: &DeviceClasses) -> PodClaims<'c> {
+        let mut allocated = Vec::new();
+        let mut pending = Vec::new();
+        for claim in claims {
+            match claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
+                Some(allocation) => allocated.push(allocation),
+                None => pending.push(claim),
+            }
+        }
+        PodClaims {
+            plans: classes.plan(&pending),
+            needed: devices_needed(&pending),
+            allocated,
+            pending,
+        }
+    }
+}
+
+/// The devices a node could still give whole, from the pools it reaches.
+fn free_devices(
+    pools: &HashMap<String, Vec<Pool>>,
+    node: &str,
+    in_use: &DevicesInUse,
+) -> Option<usize> {
+    pools
+        .get(node)
+        .map_or(Some(0), |pools| free_local_devices(pools, in_use))
+}
+
 fn index_of(nodes: &[NodeInfo]) -> HashMap<String, usize> {
     nodes
         .iter()
@@ -180,6 +223,10 @@ impl Scheduler {
                 }
             }
         }
+        let in_use = devices_in_use(claims);
+        for node in &mut nodes {
+            node.free_devices = free_devices(&pools, &node.name, &in_use);
+        }
         Scheduler {
             node_index: index_of(&nodes),
             anti_affinity_holders: holders_of(&nodes),
@@ -190,7 +237,7 @@ impl Scheduler {
             verdicts: Arc::new(SelectorVerdicts::default()),
             next_start: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             classes: DeviceClasses::new(&classes),
-            in_use: devices_in_use(claims),
+            in_use,
             allocated: claims
                 .iter()
                 .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
@@ -275,27 +322,45 @@ impl Scheduler {
         freed: &BTreeSet<(String, String)>,
         solutions: usize,
     ) -> Result<Vec<(String, AllocationResult)>, Rejection> {
+        self.dynamic_resources_planned(
+            node,
+            &PodClaims::new(claims, &self.classes),
+            freed,
+            solutions,
+        )
+    }
+
+    /// [`Scheduler::dynamic_resources`] with the pod's claims planned once.
+    fn dynamic_resources_planned(
+        &self,
+        node: &NodeInfo,
+        claims: &PodClaims<'_>,
+        freed: &BTreeSet<(String, String)>,
+        solutions: usize,
+    ) -> Result<Vec<(String, AllocationResult)>, Rejection> {
         let reject = |reason: String| Rejection {
             plugin: Plugin::DynamicResources,
             reasons: vec![reason],
         };
-        let mut pending = Vec::new();
-        for claim in claims {
-            match claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
-                Some(allocation) => {
-                    let here = allocation
-                        .node_selector
-                        .as_ref()
-                        .is_none_or(|s| node_selector::matches(s, &node.name, &node.labels));
-                    if !here {
-                        return Err(reject(reasons::CLAIM_ELSEWHERE.into()));
-                    }
-                }
-                None => pending.push(claim),
+        for allocation in &claims.allocated {
+            let here = allocation
+                .node_selector
+                .as_ref()
+                .is_none_or(|s| node_selector::matches(s, &node.name, &node.labels));
+            if !here {
+                return Err(reject(reasons::CLAIM_ELSEWHERE.into()));
             }
         }
-        if pending.is_empty() {
+        if claims.pending.is_empty() {
             return Ok(Vec::new());
+        }
+        let plans = match &claims.plans {
+            Ok(plans) => plans,
+            Err(error) => return Err(reject(error.to_string())),
+        };
+        // Too few free devices: no need to search (the count is stale once claims are freed).
+        if freed.is_empty() && node.free_devices.is_some_and(|free| free < claims.needed) {
+            return Err(reject(reasons::CLAIMS.into()));
         }
         // The pools were gathered with the node's labels already.
         let view = NodeView {
@@ -324,14 +389,15 @@ impl Scheduler {
         let allocator = Allocator::over_pools(view, pools, &self.classes, held, &self.verdicts);
         if solutions <= 1 {
             // Feasibility only: the chosen node gets its allocation afterwards.
-            return match allocator.feasible(&pending) {
+            return match allocator.feasible_planned(plans) {
                 Ok(true) => Ok(Vec::new()),
                 Ok(false) => Err(reject(reasons::CLAIMS.into())),
                 Err(error) => Err(reject(error.to_string())),
             };
         }
-        match allocator.allocate_comparing(&pending, solutions) {
-            Ok(Some(results)) => Ok(pending
+        match allocator.allocate_planned(plans, solutions) {
+            Ok(Some(results)) => Ok(claims
+                .pending
                 .iter()
                 .zip(results)
                 .map(|(claim, result)| (claim.metadata.name.clone().unwrap_or_default(), result))
@@ -355,6 +421,7 @@ impl Scheduler {
         let mut feasible: Vec<usize> = Vec::with_capacity(wanted.min(total));
         let cross_node = !context.is_empty();
         let no_claims = BTreeSet::new();
+        let pod_claims = PodClaims::new(claims, &self.classes);
         let start = self.next_start.load(std::sync::atomic::Ordering::Relaxed) % total.max(1);
         let mut visited = 0;
         for offset in 0..total {
@@ -372,7 +439,7 @@ impl Scheduler {
             }
             if !claims.is_empty() {
                 verdict = verdict.and_then(|()| {
-                    self.dynamic_resources(node, claims, &no_claims, 1)
+                    self.dynamic_resources_planned(node, &pod_claims, &no_claims, 1)
                         .map(drop)
                 });
             }
@@ -429,7 +496,8 @@ impl Scheduler {
         if unallocated {
             // Feasibility only checked that the claims fit; the chosen node gets the best
             // allocation.
-            match self.dynamic_resources(node, claims, &no_claims, SOLUTIONS_COMPARED) {
+            match self.dynamic_resources_planned(node, &pod_claims, &no_claims, SOLUTIONS_COMPARED)
+            {
                 Ok(best) => allocations = best,
                 Err(rejection) => {
                     return Err(FitError {
@@ -614,6 +682,11 @@ impl Scheduler {
                 add_in_use(&mut self.in_use, Some(allocation));
                 self.allocated.push(claim);
             }
+        }
+        if !decision.allocations.is_empty()
+            && let Some(&i) = self.node_index.get(&decision.node)
+        {
+            self.nodes[i].free_devices = free_devices(&self.pools, &decision.node, &self.in_use);
         }
     }
 }
