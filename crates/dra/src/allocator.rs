@@ -775,7 +775,7 @@ impl<'a> Allocator<'a> {
             limit: 1,
             ..State::default()
         };
-        self.solve(&plans, &mut state, 0, 0)?;
+        self.solve(plans, &mut state, 0, 0)?;
         Ok(!state.solutions.is_empty())
     }
 
@@ -800,7 +800,7 @@ impl<'a> Allocator<'a> {
             limit: solutions.max(1),
             ..State::default()
         };
-        self.solve(&plans, &mut state, 0, 0)?;
+        self.solve(plans, &mut state, 0, 0)?;
         // The best solution; the first found wins ties (upstream's first fit among equals).
         let Some(best) = state
             .solutions
@@ -1064,7 +1064,7 @@ impl<'a> Allocator<'a> {
             let others = state
                 .picks
                 .iter()
-                .filter(|p| p.claim == claim && covers(constraint, &p.alternative))
+                .filter(|p| p.claim == claim && covers(constraint, p.alternative))
                 .map(|p| self.device(p.pool, p.device));
             match &constraint.kind {
                 ConstraintKind::Match(name) => {
