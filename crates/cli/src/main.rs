@@ -10,6 +10,7 @@ mod explain;
 mod fault;
 mod node;
 mod output;
+mod sim;
 mod up;
 
 use std::net::SocketAddr;
@@ -49,6 +50,9 @@ enum Command {
     /// Measure performance.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The digital twin: simulate placement on a cluster, faster than real time.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
 }
 
 #[derive(Subcommand)]
@@ -189,5 +193,6 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
         Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),
         Command::Bench(BenchCommand::Scheduler(args)) => bench_scheduler::run(&args),
+        Command::Sim(command) => sim::run(&command),
     }
 }

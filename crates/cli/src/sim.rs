@@ -1,0 +1,313 @@
+//! `tessera sim`: the digital twin's shell. Reads traces, runs the pure simulation core
+//! (`tessera-sim`) — one FGD experiment, or a grid of them in parallel on every core — and
+//! appends rows in the layout of the FGD artifact's `analysis_allo_discrete.csv`, with a summary
+//! (allocation at 100% arrived workload per trace and policy) on standard output. A grid with
+//! any failed run writes nothing: a partial result is never presented as complete.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use tessera_sim::Policy;
+use tessera_sim::fgd::{self, Outcome};
+use tessera_sim::trace::{self, TraceNode, TracePod};
+
+/// `tessera sim` subcommands.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum SimCommand {
+    /// One FGD experiment: a trace's pods arriving on a cluster under one policy.
+    Fgd(FgdArgs),
+    /// A grid of FGD experiments (traces × policies × seeds) in parallel.
+    FgdGrid(FgdGridArgs),
+}
+
+/// Options of `tessera sim fgd`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FgdArgs {
+    /// The node list (openb_node_list_gpu_node.csv).
+    #[arg(long)]
+    pub nodes: PathBuf,
+    /// The pod list (an openb_pod_list_*.csv).
+    #[arg(long)]
+    pub pods: PathBuf,
+    /// random, dotprod, gpuclustering, gpupacking, bestfit, fgd or tessera.
+    #[arg(long, value_parser = parse_policy)]
+    pub policy: Policy,
+    /// The seed of arrival order, workload tuning and node priorities.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Tune the workload up to this multiple of the cluster's GPU capacity.
+    #[arg(long, default_value_t = 1.3)]
+    pub tune: f64,
+    /// Append the row to this CSV (with a header when it is new); standard output otherwise.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Options of `tessera sim fgd-grid`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FgdGridArgs {
+    /// The node list.
+    #[arg(long)]
+    pub nodes: PathBuf,
+    /// A folder of pod lists: every `openb_pod_list_*.csv` in it.
+    #[arg(long)]
+    pub pods_dir: PathBuf,
+    /// Policies, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_policy,
+          default_value = "random,dotprod,gpuclustering,gpupacking,bestfit,fgd,tessera")]
+    pub policies: Vec<Policy>,
+    /// Seeds: `42..51` (inclusive) or a comma-separated list.
+    #[arg(long, default_value = "42..51", value_parser = parse_seeds)]
+    pub seeds: Seeds,
+    /// Tune factor.
+    #[arg(long, default_value_t = 1.3)]
+    pub tune: f64,
+    /// Where the rows go (overwritten).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Parallel runs (default: every core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+/// A list of seeds.
+#[derive(Debug, Clone)]
+pub struct Seeds(pub Vec<u64>);
+
+fn parse_policy(text: &str) -> Result<Policy, String> {
+    Policy::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown policy {text:?} (one of {})", names.join(", "))
+    })
+}
+
+fn parse_seeds(text: &str) -> Result<Seeds, String> {
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{s:?} is not a seed"))
+    };
+    let seeds = match text.split_once("..") {
+        Some((from, to)) => {
+            let (from, to) = (number(from)?, number(to)?);
+            if from > to || to - from > 10_000 {
+                return Err(format!("{text:?} is not a range of at most 10,001 seeds"));
+            }
+            (from..=to).collect()
+        }
+        None => text.split(',').map(number).collect::<Result<_, _>>()?,
+    };
+    Ok(Seeds(seeds))
+}
+
+fn read_nodes(path: &Path) -> anyhow::Result<Vec<TraceNode>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(trace::parse_nodes(&path.display().to_string(), &text)?)
+}
+
+fn read_pods(path: &Path) -> anyhow::Result<Vec<TracePod>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(trace::parse_pods(&path.display().to_string(), &text)?)
+}
+
+/// The workload's name: the pod list's file name without `.csv`.
+fn workload(path: &Path) -> String {
+    path.file_stem()
+        .map_or_else(|| "workload".into(), |s| s.to_string_lossy().into_owned())
+}
+
+fn percent(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".into(), |v| format!("{v:.2}"))
+}
+
+/// Runs `tessera sim`.
+pub fn run(command: &SimCommand) -> anyhow::Result<()> {
+    match command {
+        SimCommand::Fgd(args) => single(args),
+        SimCommand::FgdGrid(args) => grid(args),
+    }
+}
+
+fn single(args: &FgdArgs) -> anyhow::Result<()> {
+    let nodes = read_nodes(&args.nodes)?;
+    let pods = read_pods(&args.pods)?;
+    let started = Instant::now();
+    let outcome = fgd::run(&nodes, &pods, args.policy, args.seed, args.tune)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let name = workload(&args.pods);
+    let row = fgd::discrete_row(&name, args.policy, args.tune, args.seed, &outcome);
+    match &args.out {
+        Some(path) => append(path, &[row])?,
+        None => println!("{}\n{row}", fgd::discrete_header()),
+    }
+    eprintln!(
+        "{name} {} seed {}: {}% of GPUs allocated at 100% arrived, {}% at the end; {} pods arrived, {} placed, {} unschedulable; {seconds:.2} s",
+        args.policy,
+        args.seed,
+        percent(fgd::discrete(&outcome)[100]),
+        percent(Some(outcome.allocation_at(f64::INFINITY))),
+        outcome.arrived_pods,
+        outcome.placed,
+        outcome.failed,
+    );
+    Ok(())
+}
+
+/// Appends rows to a CSV, writing the header first when the file is new or empty.
+fn append(path: &Path, rows: &[String]) -> anyhow::Result<()> {
+    let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    if fresh {
+        writeln!(file, "{}", fgd::discrete_header())?;
+    }
+    for row in rows {
+        writeln!(file, "{row}")?;
+    }
+    Ok(())
+}
+
+struct Job {
+    workload: usize,
+    policy: Policy,
+    seed: u64,
+}
+
+fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
+    let nodes = read_nodes(&args.nodes)?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&args.pods_dir)
+        .with_context(|| format!("reading {}", args.pods_dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("openb_pod_list_") && n.ends_with(".csv"))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("{}: no openb_pod_list_*.csv files", args.pods_dir.display());
+    }
+    let workloads: Vec<(String, Vec<TracePod>)> = files
+        .iter()
+        .map(|f| Ok((workload(f), read_pods(f)?)))
+        .collect::<anyhow::Result<_>>()?;
+    let mut jobs = Vec::new();
+    for workload in 0..workloads.len() {
+        for &policy in &args.policies {
+            for &seed in &args.seeds.0 {
+                jobs.push(Job {
+                    workload,
+                    policy,
+                    seed,
+                });
+            }
+        }
+    }
+    let workers = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, jobs.len());
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Outcome, String>>>> = Mutex::new(vec![None; jobs.len()]);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    let pods = &workloads[job.workload].1;
+                    let outcome = fgd::run(&nodes, pods, job.policy, job.seed, args.tune)
+                        .map_err(|e| e.to_string());
+                    if let Ok(mut results) = results.lock() {
+                        results[i] = Some(outcome);
+                    }
+                }
+            });
+        }
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let results = results
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a simulation thread panicked"))?;
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    let mut at_100: std::collections::BTreeMap<(usize, Policy), Vec<f64>> = Default::default();
+    for (job, result) in jobs.iter().zip(results) {
+        let name = &workloads[job.workload].0;
+        match result {
+            Some(Ok(outcome)) => {
+                if let Some(value) = fgd::discrete(&outcome)[100] {
+                    at_100
+                        .entry((job.workload, job.policy))
+                        .or_default()
+                        .push(value);
+                }
+                rows.push(fgd::discrete_row(
+                    name, job.policy, args.tune, job.seed, &outcome,
+                ));
+            }
+            Some(Err(error)) => {
+                failures.push(format!("{name} {} seed {}: {error}", job.policy, job.seed))
+            }
+            None => failures.push(format!(
+                "{name} {} seed {}: did not run",
+                job.policy, job.seed
+            )),
+        }
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} runs failed; nothing written:\n{}",
+            failures.len(),
+            jobs.len(),
+            failures.join("\n")
+        );
+    }
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(
+        &args.out,
+        format!("{}\n{}\n", fgd::discrete_header(), rows.join("\n")),
+    )
+    .with_context(|| format!("writing {}", args.out.display()))?;
+    // The summary: mean allocation at 100% arrived per workload and policy.
+    let mut out = String::from("| workload |");
+    for policy in &args.policies {
+        out.push_str(&format!(" {} |", policy.label()));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(args.policies.len()));
+    out.push('\n');
+    for (w, (name, _)) in workloads.iter().enumerate() {
+        out.push_str(&format!("| {name} |"));
+        for policy in &args.policies {
+            let values = at_100.get(&(w, *policy)).cloned().unwrap_or_default();
+            let mean =
+                (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+            out.push_str(&format!(" {} |", percent(mean)));
+        }
+        out.push('\n');
+    }
+    println!("{out}");
+    eprintln!(
+        "{} runs ({} workloads × {} policies × {} seeds) on {workers} threads in {seconds:.1} s; rows in {}",
+        jobs.len(),
+        workloads.len(),
+        args.policies.len(),
+        args.seeds.0.len(),
+        args.out.display()
+    );
+    Ok(())
+}

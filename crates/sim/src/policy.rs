@@ -1,0 +1,399 @@
+//! The placement policies of the FGD artifact, scored exactly as its plugins do (integer
+//! truncation included, so that ties — broken by node name — fall where they fall there), and
+//! Tessera's own. Each gives a feasible node a [`Verdict`]: a score (higher is better) and the
+//! GPUs the pod would take there. Random is decided by the engine (it draws a node, not a score).
+//!
+//! | policy | node score | GPU choice |
+//! |---|---|---|
+//! | Random | a uniformly drawn feasible node | a uniformly drawn GPU with room |
+//! | DotProduct | `100·(1 − ½(c·cpu/128000² + F·g/8000²))` | best fit |
+//! | GpuClustering | pods of one kind together, fuller nodes first | best fit |
+//! | GpuPacking | shared GPUs, then used nodes, then free ones | best fit |
+//! | BestFit | least CPU and GPU left afterwards, min-max normalised | best fit |
+//! | FGD | `100·σ(ΔS/1000)`: the least growth of fragmentation | the GPU of that score |
+//! | Tessera | the least growth of fragmentation, exactly, then the tightest fit | the GPU of that |
+//!
+//! Pure.
+
+use crate::cluster::{Demand, MILLI, Node};
+use crate::frag::{TypicalPod, node_fragmentation};
+
+/// The CPU one node may have at most, for normalising (the artifact's `MaxSpecCpu`).
+pub const MAX_SPEC_CPU: f64 = 128_000.0;
+/// The GPU thousandths one node may have at most (`MaxSpecGpu`).
+pub const MAX_SPEC_GPU: f64 = 8_000.0;
+/// The maximum node score.
+pub const MAX_SCORE: i64 = 100;
+
+/// A placement policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Policy {
+    /// `random`.
+    Random,
+    /// `dotprod`.
+    DotProduct,
+    /// `gpuclustering`.
+    GpuClustering,
+    /// `gpupacking`.
+    GpuPacking,
+    /// `bestfit`.
+    BestFit,
+    /// `fgd`.
+    Fgd,
+    /// `tessera`.
+    Tessera,
+}
+
+impl Policy {
+    /// Every policy, in the artifact's order, Tessera's last.
+    pub const ALL: [Policy; 7] = [
+        Policy::Random,
+        Policy::DotProduct,
+        Policy::GpuClustering,
+        Policy::GpuPacking,
+        Policy::BestFit,
+        Policy::Fgd,
+        Policy::Tessera,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Random => "random",
+            Policy::DotProduct => "dotprod",
+            Policy::GpuClustering => "gpuclustering",
+            Policy::GpuPacking => "gpupacking",
+            Policy::BestFit => "bestfit",
+            Policy::Fgd => "fgd",
+            Policy::Tessera => "tessera",
+        }
+    }
+
+    /// The artifact's label in its CSV output (`sc_policy`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Policy::Random => "01-Random",
+            Policy::DotProduct => "02-DotProd",
+            Policy::GpuClustering => "03-GpuClustering",
+            Policy::GpuPacking => "04-GpuPacking",
+            Policy::BestFit => "05-BestFit",
+            Policy::Fgd => "06-FGD",
+            Policy::Tessera => "07-Tessera",
+        }
+    }
+
+    /// The policy of a command-line name.
+    pub fn from_name(name: &str) -> Option<Policy> {
+        Policy::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A feasible node's score for a pod and the GPUs the pod would take there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Higher is better; equal scores go to the node first by name.
+    pub score: i64,
+    /// A second key for equal scores (higher is better), before the name.
+    pub tie_break: i64,
+    /// GPU indices.
+    pub gpus: Vec<usize>,
+}
+
+impl Verdict {
+    fn best_fit(score: i64, node: &Node, pod: &Demand) -> Verdict {
+        Verdict {
+            score,
+            tie_break: 0,
+            gpus: node.best_fit_gpus(pod),
+        }
+    }
+}
+
+/// What scoring needs besides the node and the pod.
+pub struct Context<'a> {
+    /// The workload's typical pods.
+    pub typical: &'a [TypicalPod],
+    /// The node's fragmentation as it is ([`crate::frag::of_node`]).
+    pub fragmentation: f64,
+}
+
+/// The verdict of `policy` (not Random) on a node that fits `pod`.
+pub fn score(policy: Policy, node: &Node, pod: &Demand, context: &Context<'_>) -> Verdict {
+    match policy {
+        Policy::Random => Verdict::best_fit(0, node, pod),
+        Policy::DotProduct => Verdict::best_fit(dot_product(node, pod), node, pod),
+        Policy::GpuClustering => Verdict::best_fit(gpu_clustering(node, pod), node, pod),
+        Policy::GpuPacking => Verdict::best_fit(gpu_packing(node, pod), node, pod),
+        Policy::BestFit => Verdict::best_fit(best_fit(node, pod), node, pod),
+        Policy::Fgd => fgd(node, pod, context),
+        Policy::Tessera => tessera(node, pod, context),
+    }
+}
+
+/// `calculateDotProductScore` with dimension extension `merge` and normalisation `max`.
+pub fn dot_product(node: &Node, pod: &Demand) -> i64 {
+    let node_vec = [
+        node.cpu_left as f64 / MAX_SPEC_CPU,
+        node.gpu_free() as f64 / MAX_SPEC_GPU,
+    ];
+    let pod_vec = [
+        pod.cpu as f64 / MAX_SPEC_CPU,
+        pod.total_milli() as f64 / MAX_SPEC_GPU,
+    ];
+    let dot = node_vec[0] * pod_vec[0] + node_vec[1] * pod_vec[1];
+    let score = 1.0 - dot / 2.0;
+    (MAX_SCORE as f64 * score) as i64
+}
+
+/// `GpuClusteringScorePlugin.Score`: a GPU pod prefers nodes holding only pods of its kind,
+/// then nodes holding its kind among others, then empty nodes, then the rest; within each band
+/// fuller nodes first.
+pub fn gpu_clustering(node: &Node, pod: &Demand) -> i64 {
+    let Some(tag) = pod.tag() else {
+        return 0;
+    };
+    let base = MAX_SCORE / 4 * (MAX_SPEC_GPU as i64 - node.gpu_free()) / MAX_SPEC_GPU as i64;
+    let kinds = node.tags.values().filter(|n| **n > 0).count();
+    let here = node.tags.get(&tag).is_some_and(|n| *n > 0);
+    base + match (here, kinds) {
+        (true, 1) => MAX_SCORE * 3 / 4,
+        (true, _) => MAX_SCORE * 2 / 4,
+        (false, 0) => MAX_SCORE / 4,
+        (false, _) => 0,
+    }
+}
+
+/// `getPackingScore`: GPUs already shared first (the fuller the better), then fully free GPUs
+/// of used nodes (the fewer the better), then free nodes (the fewer GPUs the better).
+pub fn gpu_packing(node: &Node, pod: &Demand) -> i64 {
+    if !pod.uses_gpus() {
+        return 0;
+    }
+    let fully_free = node.fully_free() as i64;
+    if fully_free == node.gpus.len() as i64 {
+        return (MAX_SCORE / 3 - fully_free).max(fully_free);
+    }
+    let taken = node.packed(pod);
+    let whole = taken.iter().filter(|&&i| node.gpus[i] == MILLI).count() as i64;
+    if whole > 0 {
+        return (MAX_SCORE / 2 - whole).max(MAX_SCORE / 3);
+    }
+    let free_ratio: i64 = taken.iter().map(|&i| node.gpus[i] * 100 / MILLI).sum();
+    (MAX_SCORE - free_ratio / 10).max(MAX_SCORE / 2)
+}
+
+/// `getBestFitScore` before normalisation: the less CPU and GPU left after placing, the
+/// better.
+pub fn best_fit(node: &Node, pod: &Demand) -> i64 {
+    let left = [
+        (node.cpu_left - pod.cpu) as f64 / MAX_SPEC_CPU * 0.5,
+        (node.gpu_free() - pod.total_milli()) as f64 / MAX_SPEC_GPU * 0.5,
+    ];
+    let score = (1.0 - (left[0] + left[1])) * MAX_SCORE as f64;
+    score as i64
+}
+
+/// The artifact's `NormalizeScore`: integer min-max scaling to 0–100 (all equal: all 0).
+pub fn normalize(scores: &mut [i64]) {
+    let (Some(&lowest), Some(&highest)) = (scores.iter().min(), scores.iter().max()) else {
+        return;
+    };
+    let range = highest - lowest;
+    for score in scores.iter_mut() {
+        *score = if range == 0 {
+            0
+        } else {
+            (*score - lowest) * MAX_SCORE / range
+        };
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// The node's fragmentation with `pod` placed on `gpus`.
+fn fragmentation_after(node: &Node, pod: &Demand, gpus: &[usize], typical: &[TypicalPod]) -> f64 {
+    let mut free = node.gpus.clone();
+    if pod.uses_gpus() {
+        for &i in gpus {
+            free[i] -= pod.milli;
+        }
+    }
+    node_fragmentation(node.cpu_left - pod.cpu, &free, &node.model, typical)
+}
+
+/// `calculateGpuShareFragExtendScore`: `int(100·σ((S(n) − S(n′))/1000))`; for a share, the
+/// best GPU (the first reaching the truncated maximum); otherwise the packed GPUs for the
+/// score and the lowest-numbered free ones for the placement.
+pub fn fgd(node: &Node, pod: &Demand, context: &Context<'_>) -> Verdict {
+    let score_of = |after: f64| -> i64 {
+        (sigmoid((context.fragmentation - after) / 1000.0) * MAX_SCORE as f64) as i64
+    };
+    if pod.is_share() {
+        let mut best: Option<(i64, usize)> = None;
+        for (i, free) in node.gpus.iter().enumerate() {
+            if *free < pod.milli {
+                continue;
+            }
+            let score = score_of(fragmentation_after(node, pod, &[i], context.typical));
+            if best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, i));
+            }
+        }
+        let (score, gpu) = best.unwrap_or((0, 0));
+        return Verdict {
+            score,
+            tie_break: 0,
+            gpus: vec![gpu],
+        };
+    }
+    let packed = node.packed(pod);
+    Verdict {
+        score: score_of(fragmentation_after(node, pod, &packed, context.typical)),
+        tie_break: 0,
+        gpus: node.exclusive(pod),
+    }
+}
+
+/// Tessera's policy: FGD's measure without its quantisation. The node (and, for a share, the
+/// GPU) whose fragmentation grows least, compared exactly (to a thousandth of a GPU thousandth)
+/// rather than through a truncated sigmoid that makes most nodes tie; among equals, the
+/// placement leaving the least free GPU then CPU on the node (packing keeps whole nodes free
+/// for the large pods that arrive later), and only then the name.
+pub fn tessera(node: &Node, pod: &Demand, context: &Context<'_>) -> Verdict {
+    let growth = |after: f64| -> i64 { ((after - context.fragmentation) * 1000.0).round() as i64 };
+    // What the node keeps free afterwards, GPU first (less is tighter).
+    let left = (node.gpu_free() - pod.total_milli()) * 1_000_000 + (node.cpu_left - pod.cpu);
+    let candidates: Vec<Vec<usize>> = if pod.is_share() {
+        node.gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f >= pod.milli)
+            .map(|(i, _)| vec![i])
+            .collect()
+    } else {
+        vec![node.packed(pod)]
+    };
+    let mut best: Option<Verdict> = None;
+    for gpus in candidates {
+        let after = fragmentation_after(node, pod, &gpus, context.typical);
+        // Among GPUs of one node, the one with the least room left breaks ties.
+        let room: i64 = gpus.iter().map(|&i| node.gpus[i]).sum();
+        let verdict = Verdict {
+            score: -growth(after),
+            tie_break: -(left * 2 * MILLI + room),
+            gpus,
+        };
+        if best
+            .as_ref()
+            .is_none_or(|b| (verdict.score, verdict.tie_break) > (b.score, b.tie_break))
+        {
+            best = Some(verdict);
+        }
+    }
+    best.unwrap_or(Verdict {
+        score: 0,
+        tie_break: 0,
+        gpus: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Tag;
+
+    fn pod(cpu: i64, gpus: u32, milli: i64) -> Demand {
+        Demand {
+            cpu,
+            memory: 0,
+            gpus,
+            milli,
+            models: String::new(),
+        }
+    }
+
+    fn node(cpu_left: i64, gpus: &[i64]) -> Node {
+        let mut node = Node::new("n", 96_000, 1 << 20, gpus.len() as u32, "G2");
+        node.cpu_left = cpu_left;
+        node.gpus = gpus.to_vec();
+        node
+    }
+
+    #[test]
+    fn artifact_scores_by_hand() {
+        // DotProduct: c=64000, F=8000; pod 8000 CPU, 1000 GPU:
+        // 1 − ½(0.5·0.0625 + 1·0.125) = 0.921875 → 92.
+        assert_eq!(
+            dot_product(&node(64_000, &[1000; 8]), &pod(8000, 1, 1000)),
+            92
+        );
+        // BestFit: (1 − (56000/128000·½ + 7000/8000·½))·100 = 34.375 → 34.
+        assert_eq!(best_fit(&node(64_000, &[1000; 8]), &pod(8000, 1, 1000)), 34);
+        let mut scores = vec![34, 50, 40];
+        normalize(&mut scores);
+        assert_eq!(scores, vec![0, 100, 37]);
+        let mut equal = vec![7, 7];
+        normalize(&mut equal);
+        assert_eq!(equal, vec![0, 0]);
+        // GpuPacking: a free node scores 33 − G; a used node's free GPUs 50 − n; shared
+        // GPUs 100 − Σ⌊f·100/1000⌋/10.
+        let share = pod(1000, 1, 300);
+        assert_eq!(gpu_packing(&node(64_000, &[1000; 8]), &share), 25);
+        assert_eq!(gpu_packing(&node(64_000, &[1000, 200]), &share), 49);
+        assert_eq!(gpu_packing(&node(64_000, &[1000, 500]), &share), 95);
+        assert_eq!(
+            gpu_packing(&node(64_000, &[1000, 500]), &pod(1000, 0, 0)),
+            0
+        );
+        // GpuClustering: base 25·(8000 − 3500)/8000 = 14 plus the band.
+        let mut clustered = node(64_000, &[1000, 1000, 500, 1000]);
+        assert_eq!(gpu_clustering(&clustered, &share), 14 + 25);
+        clustered.tags.insert(Tag::Share, 1);
+        assert_eq!(gpu_clustering(&clustered, &share), 14 + 75);
+        assert_eq!(gpu_clustering(&clustered, &pod(1000, 1, 1000)), 14);
+        clustered.tags.insert(Tag::Whole(1), 1);
+        assert_eq!(gpu_clustering(&clustered, &share), 14 + 50);
+    }
+
+    #[test]
+    fn fgd_prefers_placements_that_fragment_least() {
+        // One typical pod: half a GPU. Free 1000 and 600: a 400 share on the 600 GPU leaves
+        // 200 (a fragment for 500); on the 1000 GPU it leaves 600 (still usable).
+        let typical = vec![TypicalPod {
+            cpu: 1000,
+            milli: 500,
+            gpus: 1,
+            models: String::new(),
+            probability: 1.0,
+        }];
+        let n = node(64_000, &[1000, 600]);
+        let context = Context {
+            typical: &typical,
+            fragmentation: node_fragmentation(n.cpu_left, &n.gpus, &n.model, &typical),
+        };
+        let verdict = fgd(&n, &pod(1000, 1, 400), &context);
+        // ΔS = 0 − 0 on GPU 0 (600 left and 600 ≥ 500: no fragment) → σ(0) = 0.5 → 50;
+        // GPU 1: 200 becomes a fragment → σ(−0.2)·100 = 45.
+        assert_eq!((verdict.score, verdict.gpus.clone()), (50, vec![0]));
+        let ours = tessera(&n, &pod(1000, 1, 400), &context);
+        assert_eq!(ours.gpus, vec![0]);
+        assert_eq!(ours.score, 0);
+    }
+
+    #[test]
+    fn names_and_labels_round_trip() {
+        for policy in Policy::ALL {
+            assert_eq!(Policy::from_name(policy.name()), Some(policy));
+        }
+        assert_eq!(Policy::Fgd.label(), "06-FGD");
+        assert_eq!(Policy::from_name("worstfit"), None);
+    }
+}
