@@ -44,6 +44,10 @@ pub struct Engine<'t> {
     typical: &'t [TypicalPod],
     /// Each node's fragmentation as it is.
     fragmentation: Vec<f64>,
+    /// Each node's model pressure ([`Context::pressure`]).
+    pressure: Vec<f64>,
+    /// Each node's CPU per GPU thousandth ([`Context::cpu_per_gpu`]).
+    cpu_per_gpu: Vec<f64>,
     /// Each node's version: bumped on every placement.
     versions: Vec<u64>,
     /// Pod shapes seen, by shape.
@@ -64,7 +68,11 @@ impl<'t> Engine<'t> {
             .iter()
             .map(|n| n.gpus.len() as i64 * crate::cluster::MILLI - n.gpu_free())
             .sum();
+        let pressure = crate::frag::model_pressure(&nodes, typical);
+        let cpu_per_gpu = crate::frag::cpu_per_gpu(&nodes, typical);
         Engine {
+            pressure,
+            cpu_per_gpu,
             versions: vec![0; nodes.len()],
             nodes,
             policy,
@@ -100,6 +108,8 @@ impl<'t> Engine<'t> {
         let context = Context {
             typical: self.typical,
             fragmentation: self.fragmentation[node],
+            pressure: self.pressure[node],
+            cpu_per_gpu: self.cpu_per_gpu[node],
         };
         Some(policy::score(self.policy, node_ref, pod, &context))
     }

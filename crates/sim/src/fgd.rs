@@ -57,6 +57,8 @@ pub struct Outcome {
     pub events: Vec<Event>,
     /// The cluster's fragmentation at the end (GPU thousandths).
     pub fragmentation: f64,
+    /// The pods that fit nowhere, with the index of their event.
+    pub unschedulable: Vec<(usize, Demand)>,
 }
 
 impl Outcome {
@@ -153,11 +155,15 @@ pub fn run(
     let mut engine = Engine::new(cluster, policy, &typical, rng.u64(..));
     let mut events = Vec::with_capacity(order.len());
     let (mut arrived, mut placed, mut failed) = (0, 0, 0);
+    let mut unschedulable = Vec::new();
     for pod in &order {
         arrived += pod.total_milli();
         match engine.schedule(pod) {
             Placement::Placed { .. } => placed += 1,
-            Placement::Unschedulable => failed += 1,
+            Placement::Unschedulable => {
+                failed += 1;
+                unschedulable.push((events.len(), pod.clone()));
+            }
         }
         events.push(Event {
             arrived,
@@ -171,6 +177,7 @@ pub fn run(
         failed,
         events,
         fragmentation: engine.fragmentation(),
+        unschedulable,
     })
 }
 

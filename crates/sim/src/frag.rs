@@ -94,6 +94,62 @@ pub fn node_fragmentation(cpu_left: i64, gpus: &[i64], model: &str, typical: &[T
     amount
 }
 
+/// For each node, how much the typical pods that list GPU models need its model: their GPU
+/// demand that can use it (split evenly over the models each lists), as a share of all typical
+/// GPU demand, divided by the model's share of the cluster's GPUs. 0 for a model nobody lists.
+pub fn model_pressure(nodes: &[Node], typical: &[TypicalPod]) -> Vec<f64> {
+    let mut supply: BTreeMap<&str, f64> = BTreeMap::new();
+    for node in nodes {
+        *supply.entry(node.model.as_str()).or_insert(0.0) += node.gpus.len() as f64;
+    }
+    let all_supply: f64 = supply.values().sum();
+    let demand_of = |t: &TypicalPod| t.probability * (t.milli * i64::from(t.gpus)) as f64;
+    let all_demand: f64 = typical.iter().filter(|t| t.milli > 0).map(demand_of).sum();
+    let mut constrained: BTreeMap<&str, f64> = BTreeMap::new();
+    for t in typical.iter().filter(|t| t.milli > 0) {
+        let listed: Vec<&str> = t
+            .models
+            .split('|')
+            .filter(|m| !m.is_empty() && supply.contains_key(m))
+            .collect();
+        for model in &listed {
+            *constrained.entry(model).or_insert(0.0) += demand_of(t) / listed.len() as f64;
+        }
+    }
+    nodes
+        .iter()
+        .map(|node| {
+            let demand = constrained.get(node.model.as_str()).copied().unwrap_or(0.0);
+            let share = supply.get(node.model.as_str()).copied().unwrap_or(0.0) / all_supply;
+            if all_demand > 0.0 && share > 0.0 {
+                demand / all_demand / share
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// For each node, the CPU (milli-cores) per GPU thousandth that the typical GPU pods able to
+/// use its model ask for, weighted by probability (0 when none can).
+pub fn cpu_per_gpu(nodes: &[Node], typical: &[TypicalPod]) -> Vec<f64> {
+    nodes
+        .iter()
+        .map(|node| {
+            let (cpu, gpu) = typical
+                .iter()
+                .filter(|t| t.milli > 0 && accepts(&t.models, &node.model))
+                .fold((0.0, 0.0), |(cpu, gpu), t| {
+                    (
+                        cpu + t.probability * t.cpu as f64,
+                        gpu + t.probability * (t.milli * i64::from(t.gpus)) as f64,
+                    )
+                });
+            if gpu > 0.0 { cpu / gpu } else { 0.0 }
+        })
+        .collect()
+}
+
 /// [`node_fragmentation`] of a node as it is.
 pub fn of_node(node: &Node, typical: &[TypicalPod]) -> f64 {
     node_fragmentation(node.cpu_left, &node.gpus, &node.model, typical)
@@ -164,5 +220,41 @@ mod tests {
         let starved = node_fragmentation(0, &[1000, 300], "T4", &typical);
         assert!((starved - 1300.0).abs() < 1e-9);
         assert_eq!(node_fragmentation(4000, &[0, 0], "T4", &typical), 0.0);
+    }
+
+    #[test]
+    fn model_pressure_and_cpu_per_gpu() {
+        let nodes = vec![
+            Node::new("t1", 32_000, 1, 2, "T4"),
+            Node::new("t2", 32_000, 1, 2, "T4"),
+            Node::new("g", 96_000, 1, 8, "G2"),
+        ];
+        let typical = vec![
+            TypicalPod {
+                cpu: 4000,
+                milli: 1000,
+                gpus: 1,
+                models: "T4".into(),
+                probability: 0.5,
+            },
+            TypicalPod {
+                cpu: 2000,
+                milli: 1000,
+                gpus: 1,
+                models: String::new(),
+                probability: 0.5,
+            },
+        ];
+        // Half the GPU demand needs T4, which is a third of the GPUs: pressure 1.5.
+        let pressure = model_pressure(&nodes, &typical);
+        assert!(
+            (pressure[0] - 1.5).abs() < 1e-12 && pressure[2] == 0.0,
+            "{pressure:?}"
+        );
+        let ratio = cpu_per_gpu(&nodes, &typical);
+        assert!(
+            (ratio[0] - 3.0).abs() < 1e-12 && (ratio[2] - 2.0).abs() < 1e-12,
+            "{ratio:?}"
+        );
     }
 }

@@ -11,7 +11,7 @@
 //! | GpuPacking | shared GPUs, then used nodes, then free ones | best fit |
 //! | BestFit | least CPU and GPU left afterwards, min-max normalised | best fit |
 //! | FGD | `100·σ(ΔS/1000)`: the least growth of fragmentation | the GPU of that score |
-//! | Tessera | the least growth of fragmentation, exactly, then the tightest fit | the GPU of that |
+//! | Tessera | FGD's, counting GPU the node's CPU cannot feed and GPU models others need | the GPU of that score |
 //!
 //! Pure.
 
@@ -121,6 +121,13 @@ pub struct Context<'a> {
     pub typical: &'a [TypicalPod],
     /// The node's fragmentation as it is ([`crate::frag::of_node`]).
     pub fragmentation: f64,
+    /// How much the workload's model-constrained pods need this node's GPU model, per unit
+    /// of the cluster's supply of it (0 when nothing asks for a model;
+    /// [`crate::frag::model_pressure`]).
+    pub pressure: f64,
+    /// CPU (milli-cores) per GPU thousandth that the typical GPU pods able to use this node's
+    /// model ask for ([`crate::frag::cpu_per_gpu`]).
+    pub cpu_per_gpu: f64,
 }
 
 /// The verdict of `policy` (not Random) on a node that fits `pod`.
@@ -262,47 +269,64 @@ pub fn fgd(node: &Node, pod: &Demand, context: &Context<'_>) -> Verdict {
     }
 }
 
-/// Tessera's policy: FGD's measure without its quantisation. The node (and, for a share, the
-/// GPU) whose fragmentation grows least, compared exactly (to a thousandth of a GPU thousandth)
-/// rather than through a truncated sigmoid that makes most nodes tie; among equals, the
-/// placement leaving the least free GPU then CPU on the node (packing keeps whole nodes free
-/// for the large pods that arrive later), and only then the name.
+/// Tessera's policy: FGD's fragmentation gradient, extended with what FGD's per-node measure
+/// cannot see. For a GPU pod the node's fragmentation also counts
+///
+/// - **GPU its CPU cannot feed**: free GPU thousandths beyond what the node's free CPU can
+///   serve at the CPU-per-GPU ratio of the typical pods that may use its model
+///   ([`Context::cpu_per_gpu`]) — FGD only sees CPU once it is already short for a typical pod;
+/// - **GPU others need more**: a pod that lists no GPU model, placed on a model that the
+///   workload's model-constrained pods need ([`Context::pressure`]), is charged that pressure
+///   for every GPU thousandth it takes — FGD sees every model as equally available.
+///
+/// The score is FGD's `int(100·σ(−Δ/1000))` of the extended measure, ties to the node first by
+/// name, GPUs chosen as FGD chooses them. CPU-only pods are placed exactly as FGD places them.
 pub fn tessera(node: &Node, pod: &Demand, context: &Context<'_>) -> Verdict {
-    let growth = |after: f64| -> i64 { ((after - context.fragmentation) * 1000.0).round() as i64 };
-    // What the node keeps free afterwards, GPU first (less is tighter).
-    let left = (node.gpu_free() - pod.total_milli()) * 1_000_000 + (node.cpu_left - pod.cpu);
-    let candidates: Vec<Vec<usize>> = if pod.is_share() {
-        node.gpus
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| **f >= pod.milli)
-            .map(|(i, _)| vec![i])
-            .collect()
-    } else {
-        vec![node.packed(pod)]
-    };
-    let mut best: Option<Verdict> = None;
-    for gpus in candidates {
-        let after = fragmentation_after(node, pod, &gpus, context.typical);
-        // Among GPUs of one node, the one with the least room left breaks ties.
-        let room: i64 = gpus.iter().map(|&i| node.gpus[i]).sum();
-        let verdict = Verdict {
-            score: -growth(after),
-            tie_break: -(left * 2 * MILLI + room),
-            gpus,
-        };
-        if best
-            .as_ref()
-            .is_none_or(|b| (verdict.score, verdict.tie_break) > (b.score, b.tie_break))
-        {
-            best = Some(verdict);
-        }
+    if !pod.uses_gpus() {
+        return fgd(node, pod, context);
     }
-    best.unwrap_or(Verdict {
-        score: 0,
+    let unfed = |cpu_left: i64, gpu_free: i64| -> f64 {
+        if context.cpu_per_gpu <= 0.0 {
+            0.0
+        } else {
+            (gpu_free as f64 - cpu_left as f64 / context.cpu_per_gpu).max(0.0)
+        }
+    };
+    let any_model = pod.models.split('|').all(str::is_empty);
+    let pressure = if any_model {
+        context.pressure * pod.total_milli() as f64
+    } else {
+        0.0
+    };
+    let before = context.fragmentation + unfed(node.cpu_left, node.gpu_free());
+    let score_of = |gpus: &[usize]| -> i64 {
+        let after = fragmentation_after(node, pod, gpus, context.typical)
+            + unfed(node.cpu_left - pod.cpu, node.gpu_free() - pod.total_milli())
+            + pressure;
+        (sigmoid((before - after) / 1000.0) * MAX_SCORE as f64) as i64
+    };
+    if pod.is_share() {
+        let mut best: Option<(i64, usize)> = None;
+        for (i, free) in node.gpus.iter().enumerate() {
+            if *free >= pod.milli {
+                let score = score_of(&[i]);
+                if best.is_none_or(|(b, _)| score > b) {
+                    best = Some((score, i));
+                }
+            }
+        }
+        let (score, gpu) = best.unwrap_or((0, 0));
+        return Verdict {
+            score,
+            tie_break: 0,
+            gpus: vec![gpu],
+        };
+    }
+    Verdict {
+        score: score_of(&node.packed(pod)),
         tie_break: 0,
-        gpus: Vec::new(),
-    })
+        gpus: node.exclusive(pod),
+    }
 }
 
 #[cfg(test)]
@@ -378,14 +402,36 @@ mod tests {
         let context = Context {
             typical: &typical,
             fragmentation: node_fragmentation(n.cpu_left, &n.gpus, &n.model, &typical),
+            pressure: 0.0,
+            cpu_per_gpu: 0.0,
         };
         let verdict = fgd(&n, &pod(1000, 1, 400), &context);
         // ΔS = 0 − 0 on GPU 0 (600 left and 600 ≥ 500: no fragment) → σ(0) = 0.5 → 50;
         // GPU 1: 200 becomes a fragment → σ(−0.2)·100 = 45.
         assert_eq!((verdict.score, verdict.gpus.clone()), (50, vec![0]));
-        let ours = tessera(&n, &pod(1000, 1, 400), &context);
-        assert_eq!(ours.gpus, vec![0]);
-        assert_eq!(ours.score, 0);
+        // Tessera without model pressure and with CPU to spare is FGD.
+        assert_eq!(tessera(&n, &pod(1000, 1, 400), &context), verdict);
+        // Model pressure 1: a pod that lists no model pays its 400 thousandths → σ(−0.4) → 40;
+        // a pod that lists the model pays nothing.
+        let pressed = Context {
+            pressure: 1.0,
+            ..context
+        };
+        assert_eq!(tessera(&n, &pod(1000, 1, 400), &pressed).score, 40);
+        let mut listed = pod(1000, 1, 400);
+        listed.models = "G2".into();
+        assert_eq!(tessera(&n, &listed, &pressed).score, 50);
+        // Two CPU milli-cores per GPU thousandth: with 2000 CPU left, 600 of the 1600 free
+        // thousandths cannot be fed; after the pod, 700 of 1200 → Δ +100 → σ(−0.1) → 47.
+        let mut starved = n.clone();
+        starved.cpu_left = 2000;
+        let hungry = Context {
+            pressure: 0.0,
+            cpu_per_gpu: 2.0,
+            fragmentation: node_fragmentation(2000, &n.gpus, &n.model, &typical),
+            ..pressed
+        };
+        assert_eq!(tessera(&starved, &pod(1000, 1, 400), &hungry).score, 47);
     }
 
     #[test]
