@@ -65,6 +65,8 @@ enum BenchCommand {
     Apply(bench::ApplyBenchArgs),
     /// The scheduling core on scheduler_perf-shaped workloads.
     Scheduler(bench_scheduler::SchedulerBenchArgs),
+    /// The simulator: one FGD experiment per policy, against the artifact's time.
+    Sim(sim::SimBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -193,6 +195,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
         Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),
         Command::Bench(BenchCommand::Scheduler(args)) => bench_scheduler::run(&args),
+        Command::Bench(BenchCommand::Sim(args)) => sim::bench(&args),
         Command::Sim(command) => sim::run(&command),
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use tessera_sim::Policy;
-use tessera_sim::fgd::{self, Outcome};
+use tessera_sim::fgd;
 use tessera_sim::trace::{self, TraceNode, TracePod};
 
 /// `tessera sim` subcommands.
@@ -218,7 +218,9 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, jobs.len());
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Outcome, String>>>> = Mutex::new(vec![None; jobs.len()]);
+    // Each run keeps only its row and its allocation at 100% (not its events).
+    type Done = Result<(String, Option<f64>), String>;
+    let results: Mutex<Vec<Option<Done>>> = Mutex::new(vec![None; jobs.len()]);
     let started = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..workers {
@@ -226,8 +228,12 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { break };
-                    let pods = &workloads[job.workload].1;
+                    let (name, pods) = &workloads[job.workload];
                     let outcome = fgd::run(&nodes, pods, job.policy, job.seed, args.tune)
+                        .map(|o| {
+                            let row = fgd::discrete_row(name, job.policy, args.tune, job.seed, &o);
+                            (row, fgd::discrete(&o)[100])
+                        })
                         .map_err(|e| e.to_string());
                     if let Ok(mut results) = results.lock() {
                         results[i] = Some(outcome);
@@ -246,16 +252,14 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
     for (job, result) in jobs.iter().zip(results) {
         let name = &workloads[job.workload].0;
         match result {
-            Some(Ok(outcome)) => {
-                if let Some(value) = fgd::discrete(&outcome)[100] {
+            Some(Ok((row, value))) => {
+                if let Some(value) = value {
                     at_100
                         .entry((job.workload, job.policy))
                         .or_default()
                         .push(value);
                 }
-                rows.push(fgd::discrete_row(
-                    name, job.policy, args.tune, job.seed, &outcome,
-                ));
+                rows.push(row);
             }
             Some(Err(error)) => {
                 failures.push(format!("{name} {} seed {}: {error}", job.policy, job.seed))
@@ -309,5 +313,65 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
         args.seeds.0.len(),
         args.out.display()
     );
+    Ok(())
+}
+
+/// Options of `tessera bench sim`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimBenchArgs {
+    /// The node list.
+    #[arg(long, default_value = "data/openb/openb_node_list_gpu_node.csv")]
+    pub nodes: PathBuf,
+    /// The pod list.
+    #[arg(long, default_value = "data/openb/openb_pod_list_default.csv")]
+    pub pods: PathBuf,
+    /// Seeds to time each policy over.
+    #[arg(long, default_value = "42..46", value_parser = parse_seeds)]
+    pub seeds: Seeds,
+}
+
+/// The artifact's time for one experiment on 2 vCPUs (its README: about 10 minutes).
+const ARTIFACT_SECONDS: f64 = 600.0;
+
+/// The process's peak resident memory in MiB (Linux), if known.
+fn peak_memory_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// `tessera bench sim`: one FGD experiment per policy and seed, timed one at a time on one
+/// core; a Markdown table with seconds per experiment and the speed-up over the artifact.
+pub fn bench(args: &SimBenchArgs) -> anyhow::Result<()> {
+    let nodes = read_nodes(&args.nodes)?;
+    let pods = read_pods(&args.pods)?;
+    let name = workload(&args.pods);
+    println!(
+        "| policy ({name}, {} seeds) | seconds per experiment | speed-up over the artifact (≈600 s) | allocation at 100% arrived |",
+        args.seeds.0.len()
+    );
+    println!("|---|---|---|---|");
+    for policy in Policy::ALL {
+        let mut seconds = 0.0;
+        let mut allocation = 0.0;
+        for &seed in &args.seeds.0 {
+            let started = Instant::now();
+            let outcome = fgd::run(&nodes, &pods, policy, seed, 1.3)?;
+            seconds += started.elapsed().as_secs_f64();
+            allocation += fgd::discrete(&outcome)[100].unwrap_or(0.0);
+        }
+        let runs = args.seeds.0.len().max(1) as f64;
+        let each = seconds / runs;
+        println!(
+            "| {} | {each:.3} | {:.0}× | {:.2}% |",
+            policy.label(),
+            ARTIFACT_SECONDS / each.max(1e-9),
+            allocation / runs
+        );
+    }
+    if let Some(peak) = peak_memory_mib() {
+        println!("\npeak resident memory: {peak:.0} MiB");
+    }
     Ok(())
 }

@@ -317,6 +317,30 @@ mod tests {
         assert_eq!(reduced[0].num_gpu, 8);
     }
 
+    proptest::proptest! {
+        /// Any text is read or refused with a message; nothing panics.
+        #[test]
+        fn arbitrary_text_never_panics(body in "[a-z0-9,|\n\"-]{0,200}") {
+            let _ = parse_pods("p.csv", &format!("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n{body}"));
+            let _ = parse_nodes("n.csv", &body);
+        }
+
+        /// Well-formed rows come back as written.
+        #[test]
+        fn rows_round_trip(rows in proptest::collection::vec((0i64..100_000, 0i64..1_000_000, 0u32..=8, 1i64..=1000), 1..20)) {
+            let mut text = String::from("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n");
+            for (i, (cpu, memory, gpus, milli)) in rows.iter().enumerate() {
+                let milli = if *gpus > 1 { 1000 } else { *milli };
+                text.push_str(&format!("p{i},{cpu},{memory},{gpus},{milli}\n"));
+            }
+            let pods = parse_pods("p.csv", &text).expect("valid rows");
+            proptest::prop_assert_eq!(pods.len(), rows.len());
+            for (pod, (cpu, memory, gpus, _)) in pods.iter().zip(&rows) {
+                proptest::prop_assert_eq!((pod.cpu_milli, pod.memory_mib, pod.num_gpu), (*cpu, *memory, *gpus));
+            }
+        }
+    }
+
     #[test]
     fn bad_input_names_file_line_and_column() {
         let header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";

@@ -16,4 +16,5 @@ mod faults;
 mod kubectl;
 mod rbac;
 mod scheduling;
+mod sim;
 mod workloads;
