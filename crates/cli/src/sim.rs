@@ -1,8 +1,13 @@
-//! `tessera sim`: the digital twin's shell. Reads traces, runs the pure simulation core
-//! (`tessera-sim`) — one FGD experiment, or a grid of them in parallel on every core — and
-//! appends rows in the layout of the FGD artifact's `analysis_allo_discrete.csv`, with a summary
-//! (allocation at 100% arrived workload per trace and policy) on standard output. A grid with
-//! any failed run writes nothing: a partial result is never presented as complete.
+//! `tessera sim`: the digital twin's shell. Reads clusters and workloads, runs the pure
+//! simulation core (`tessera-sim`) and writes what it found:
+//!
+//! - `sim run`: a workload over time (Kubernetes manifests on a topology, placed by the
+//!   scheduling core; or an openb trace on an openb cluster) — event log, summary, HTML report;
+//! - `sim fgd` / `sim fgd-grid`: FGD experiments, one or a grid in parallel on every core,
+//!   appending rows in the layout of the artifact's `analysis_allo_discrete.csv`.
+//!
+//! Results are rendered before anything is written, and a grid with any failed run writes
+//! nothing: a partial result is never presented as complete.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,11 +18,15 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use tessera_sim::Policy;
 use tessera_sim::fgd;
+use tessera_sim::timeline::{self, Event, Options, Summary};
 use tessera_sim::trace::{self, TraceNode, TracePod};
 
 /// `tessera sim` subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum SimCommand {
+    /// A workload over time: arrivals, a waiting queue, departures; an event log, a summary
+    /// and an HTML report.
+    Run(RunArgs),
     /// One FGD experiment: a trace's pods arriving on a cluster under one policy.
     Fgd(FgdArgs),
     /// A grid of FGD experiments (traces × policies × seeds) in parallel.
@@ -45,6 +54,45 @@ pub struct FgdArgs {
     /// Append the row to this CSV (with a header when it is new); standard output otherwise.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// Options of `tessera sim run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The cluster: a topology file (YAML, as `tessera up --topology` takes), or an openb node
+    /// list (`.csv`). Without it, the built-in lab topology.
+    #[arg(long)]
+    pub cluster: Option<PathBuf>,
+    /// The workload: Kubernetes manifests (YAML; repeat for more files) with
+    /// `sim.tessera.dev/arrival` and `sim.tessera.dev/duration` annotations, or one openb pod
+    /// list (`.csv`, with creation_time and deletion_time) on an openb cluster.
+    #[arg(long, required = true)]
+    pub workload: Vec<PathBuf>,
+    /// A KubeSchedulerConfiguration file: the profiles that place manifests' pods.
+    #[arg(long)]
+    pub scheduler_config: Option<PathBuf>,
+    /// The namespace (team) of an openb trace's pods.
+    #[arg(long, default_value = "openb")]
+    pub namespace: String,
+    /// The policy for openb traces: random, dotprod, gpuclustering, gpupacking, bestfit, fgd
+    /// or tessera.
+    #[arg(long, value_parser = parse_policy, default_value = "tessera")]
+    pub policy: Policy,
+    /// The seed (Random's draws on openb traces).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Give a pod up after it waited this many seconds.
+    #[arg(long)]
+    pub max_wait: Option<i64>,
+    /// Write the event log here (JSON Lines).
+    #[arg(long)]
+    pub events: Option<PathBuf>,
+    /// Write the summary here (JSON).
+    #[arg(long)]
+    pub summary: Option<PathBuf>,
+    /// Write the HTML report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Options of `tessera sim fgd-grid`.
@@ -129,9 +177,153 @@ fn percent(value: Option<f64>) -> String {
 /// Runs `tessera sim`.
 pub fn run(command: &SimCommand) -> anyhow::Result<()> {
     match command {
+        SimCommand::Run(args) => timeline(args),
         SimCommand::Fgd(args) => single(args),
         SimCommand::FgdGrid(args) => grid(args),
     }
+}
+
+fn is_csv(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+}
+
+/// An openb trace on an openb cluster, under one of the artifact's policies or Tessera's.
+fn trace_timeline(
+    nodes: &Path,
+    pods: &Path,
+    args: &RunArgs,
+    options: &Options,
+) -> anyhow::Result<(Vec<Event>, Summary)> {
+    use tessera_sim::cluster::{Demand, Node};
+    let nodes = read_nodes(nodes)?;
+    let trace_pods = read_pods(pods)?;
+    let pods = tessera_sim::trace_placer::from_trace(&trace_pods, &args.namespace)
+        .with_context(|| format!("{}", pods.display()))?;
+    let demands: Vec<Demand> = pods.iter().map(|p| p.work.clone()).collect();
+    let typical = tessera_sim::frag::typical_pods(&demands);
+    let cluster: Vec<Node> = nodes.iter().map(|n| Node::of_trace(n, &n.name)).collect();
+    let mut placer =
+        tessera_sim::trace_placer::TracePlacer::new(cluster, args.policy, &typical, args.seed);
+    Ok(timeline::run(&mut placer, pods, options)?)
+}
+
+/// Kubernetes manifests on a topology's cluster, placed by the scheduling core.
+fn manifest_timeline(
+    topology: &tessera_node::Topology,
+    files: &[PathBuf],
+    args: &RunArgs,
+    options: &Options,
+) -> anyhow::Result<(Vec<Event>, Summary)> {
+    let mut texts = Vec::new();
+    for path in files {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        texts.push((path.display().to_string(), text));
+    }
+    let workload = tessera_sim::workload::parse(&texts)?;
+    let profiles =
+        crate::up::load_scheduler_profiles(args.scheduler_config.as_deref())?.unwrap_or_default();
+    let mut placer = tessera_sim::kube_placer::KubePlacer::new(
+        &topology.nodes(),
+        workload.classes,
+        workload.claims,
+        profiles,
+        &workload.pods,
+    )?;
+    Ok(timeline::run(&mut placer, workload.pods, options)?)
+}
+
+fn timeline(args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(wait) = args.max_wait.filter(|w| *w < 0) {
+        bail!("--max-wait must not be negative, is {wait}");
+    }
+    let traces = args.workload.iter().filter(|p| is_csv(p)).count();
+    let cluster_is_csv = args.cluster.as_deref().is_some_and(is_csv);
+    let started = Instant::now();
+    let (events, summary, title) = match (&args.cluster, args.workload.as_slice()) {
+        (Some(nodes), [pods]) if cluster_is_csv && traces == 1 => {
+            let options = Options {
+                policy: args.policy.name().to_string(),
+                seed: args.seed,
+                max_wait: args.max_wait,
+            };
+            let (events, summary) = trace_timeline(nodes, pods, args, &options)?;
+            (
+                events,
+                summary,
+                format!("{} on {}", workload(pods), workload(nodes)),
+            )
+        }
+        _ if cluster_is_csv || traces > 0 => bail!(
+            "an openb node list (.csv) takes one openb pod list (.csv), and a topology takes \
+             Kubernetes manifests (YAML)"
+        ),
+        (cluster, files) => {
+            let topology = crate::up::load_topology(cluster.as_deref())?;
+            let options = Options {
+                policy: args
+                    .scheduler_config
+                    .as_ref()
+                    .map_or_else(|| "default-scheduler".into(), |p| workload(p)),
+                seed: args.seed,
+                max_wait: args.max_wait,
+            };
+            let (events, summary) = manifest_timeline(&topology, files, args, &options)?;
+            let names: Vec<String> = files.iter().map(|f| workload(f)).collect();
+            let on = cluster
+                .as_deref()
+                .map_or_else(|| "the lab".into(), workload);
+            (events, summary, format!("{} on {on}", names.join(", ")))
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    // Everything is rendered before anything is written: no half-written result.
+    let mut log = String::new();
+    for event in &events {
+        log.push_str(&serde_json::to_string(event)?);
+        log.push('\n');
+    }
+    let summary_json = serde_json::to_string_pretty(&summary)?;
+    let page = tessera_sim::report::html(&title, &summary);
+    for (path, text) in [
+        (&args.events, &log),
+        (&args.summary, &summary_json),
+        (&args.report, &page),
+    ] {
+        if let Some(path) = path {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    let o = &summary.overall;
+    println!(
+        "{title}, {} seed {}: {} pods, {} placed, {} completed, {} failed, {} still waiting",
+        summary.policy, summary.seed, o.pods, o.placed, o.completed, o.failed, o.pending
+    );
+    println!(
+        "makespan {}; mean wait {}, p95 {}; mean completion {}; time-weighted GPU allocation {:.2}%",
+        tessera_sim::report::duration(summary.makespan as f64),
+        tessera_sim::report::duration(o.mean_wait),
+        tessera_sim::report::duration(o.p95_wait as f64),
+        tessera_sim::report::duration(o.mean_completion),
+        summary.mean_allocation
+    );
+    for (namespace, f) in &summary.namespaces {
+        println!(
+            "  {namespace}: {} pods, {} placed, {} failed, {} waiting; mean wait {}",
+            f.pods,
+            f.placed,
+            f.failed,
+            f.pending,
+            tessera_sim::report::duration(f.mean_wait)
+        );
+    }
+    eprintln!(
+        "{} events in {seconds:.2} s ({:.0}× faster than real time)",
+        events.len(),
+        summary.makespan as f64 / seconds.max(1e-9)
+    );
+    Ok(())
 }
 
 fn single(args: &FgdArgs) -> anyhow::Result<()> {

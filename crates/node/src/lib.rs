@@ -15,6 +15,7 @@ pub mod faults;
 pub mod gpu_assignments;
 pub mod hardware;
 pub mod network;
+pub mod node_object;
 pub mod onboarding;
 pub mod resource_slice;
 pub mod runtime;

@@ -20,13 +20,11 @@ use tokio::sync::mpsc;
 use crate::claim_devices;
 use crate::faults::{Faults, NodeFault};
 use crate::gpu_assignments::{GpuAssignments, device_log_lines};
+use crate::node_object::node_status;
 use crate::onboarding::{ONBOARDING_LABEL, ONBOARDING_TAINT};
 use crate::resource_slice::device_uuid;
 use crate::runtime::Behaviour;
 use crate::topology::{NodeSpec, Topology};
-
-/// The kubelet version node twins report.
-pub const KUBELET_VERSION: &str = "v1.34.1-tessera";
 
 /// Settings of the node twins.
 #[derive(Debug, Clone)]
@@ -166,31 +164,10 @@ impl NodeTwins {
 
     async fn register(&self, spec: &NodeSpec) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let mut taints: Vec<Value> = spec
-            .taints
-            .iter()
-            .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect}))
-            .collect();
-        let mut labels = spec.labels.clone();
-        if spec.onboarding {
-            taints.push(json!({"key": ONBOARDING_TAINT, "effect": "NoSchedule"}));
-            labels.insert(ONBOARDING_LABEL.into(), "validating".into());
-        }
         match nodes.get_opt(&spec.name).await? {
             None => {
-                let node: Node = serde_json::from_value(json!({
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {"name": spec.name, "labels": labels},
-                    "spec": {
-                        "podCIDR": spec.pod_cidr(),
-                        "podCIDRs": [spec.pod_cidr()],
-                        "providerID": format!("tessera://{}", spec.name),
-                        // Omitted when empty, as Go's omitempty renders it.
-                        "taints": (!taints.is_empty()).then_some(taints),
-                    },
-                }))
-                .map_err(kube::Error::SerdeError)?;
+                let node: Node = serde_json::from_value(crate::node_object::registration(spec))
+                    .map_err(kube::Error::SerdeError)?;
                 nodes.create(&PostParams::default(), &node).await?;
             }
             Some(_) => {
@@ -205,7 +182,7 @@ impl NodeTwins {
             .patch_status(
                 &spec.name,
                 &PatchParams::default(),
-                &Patch::Merge(&node_status(spec)),
+                &Patch::Merge(&node_status(spec, &timestamp(SystemTime::now()))),
             )
             .await?;
         Ok(())
@@ -1201,47 +1178,6 @@ fn finished_status(pod: &Pod, phase: &str, exit_code: i32, reason: &str, now: Sy
     }})
 }
 
-fn node_status(spec: &NodeSpec) -> Value {
-    let now = timestamp(SystemTime::now());
-    let quantities = |map: &BTreeMap<String, tessera_model::Quantity>| -> Value {
-        map.iter()
-            .map(|(k, v)| (k.clone(), json!(v.to_canonical())))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
-    };
-    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
-        json!({"type": kind, "status": status, "reason": reason, "message": message,
-               "lastHeartbeatTime": now, "lastTransitionTime": now})
-    };
-    json!({"status": {
-        "capacity": quantities(&spec.capacity),
-        "allocatable": quantities(&spec.allocatable),
-        "conditions": [
-            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-        ],
-        "addresses": [
-            {"type": "InternalIP", "address": spec.internal_ip()},
-            {"type": "Hostname", "address": spec.name},
-        ],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-        "nodeInfo": {
-            "machineID": format!("{:032x}", spec.index as u128 + 1),
-            "systemUUID": format!("00000000-0000-0000-0000-{:012x}", spec.index + 1),
-            "bootID": format!("tessera-{}", spec.name),
-            "kernelVersion": "6.1.0-tessera",
-            "osImage": "Tessera node twin",
-            "containerRuntimeVersion": "tessera-twin://0.1.0",
-            "kubeletVersion": KUBELET_VERSION,
-            "kubeProxyVersion": "",
-            "operatingSystem": "linux",
-            "architecture": "amd64",
-        },
-    }})
-}
-
 /// Renews each node's Lease and refreshes its conditions.
 /// The device assignments of a previous run; an unreadable checkpoint starts empty, with a
 /// warning.
@@ -1265,7 +1201,7 @@ fn load_checkpoint(path: Option<&std::path::Path>) -> GpuAssignments {
 /// The status a kubelet posts for a node with faults: allocatable without unhealthy GPUs,
 /// Ready per the node fault, and `NetworkInterfacesDegraded` naming NICs that are down.
 fn faulted_status(spec: &NodeSpec, faults: &Faults) -> Value {
-    let mut status = node_status(spec);
+    let mut status = node_status(spec, &timestamp(SystemTime::now()));
     let allocatable: serde_json::Map<String, Value> = faults
         .allocatable(spec)
         .iter()

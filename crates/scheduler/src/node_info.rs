@@ -129,12 +129,14 @@ impl GpuNuma {
 
     /// Books `wanted` GPUs as the kubelet would: on one NUMA node when one suffices (the
     /// lowest-numbered), else from the fullest ones.
-    pub fn take(&mut self, wanted: i64) {
-        if let Some((_, free)) = self.free.iter_mut().find(|(_, f)| **f >= wanted) {
+    /// Returns how many it took of each NUMA node.
+    pub fn take(&mut self, wanted: i64) -> Vec<(u32, i64)> {
+        if let Some((&numa, free)) = self.free.iter_mut().find(|(_, f)| **f >= wanted) {
             *free -= wanted;
-            return;
+            return vec![(numa, wanted)];
         }
         let mut left = wanted;
+        let mut taken = Vec::new();
         let mut order: Vec<u32> = self.free.keys().copied().collect();
         order.sort_by_key(|n| std::cmp::Reverse(self.free[n]));
         for numa in order {
@@ -142,6 +144,17 @@ impl GpuNuma {
             let used = (*free).min(left);
             *free -= used;
             left -= used;
+            if used > 0 {
+                taken.push((numa, used));
+            }
+        }
+        taken
+    }
+
+    /// Gives back what [`GpuNuma::take`] took.
+    pub fn give(&mut self, taken: &[(u32, i64)]) {
+        for &(numa, count) in taken {
+            *self.free.entry(numa).or_insert(0) += count;
         }
     }
 }
@@ -282,10 +295,12 @@ impl NodeInfo {
 
     /// Books an assumed pod's GPUs on the NUMA layout (bound pods are already in the free
     /// counts the node publishes).
-    pub fn take_gpus(&mut self, pod: &Pod) {
+    /// Returns how many it took of each NUMA node.
+    pub fn take_gpus(&mut self, pod: &Pod) -> Vec<(u32, i64)> {
         let wanted = crate::filters::gpus_wanted(&pod_requests(pod));
-        if let Some(numa) = self.gpu_numa.as_mut().filter(|_| wanted > 0) {
-            numa.take(wanted);
+        match self.gpu_numa.as_mut().filter(|_| wanted > 0) {
+            Some(numa) => numa.take(wanted),
+            None => Vec::new(),
         }
     }
 

@@ -109,6 +109,15 @@ pub struct Scheduler {
     /// Pods holding resources on each node (for preemption).
     bound: BTreeMap<String, Vec<Pod>>,
     budgets: Vec<Budget>,
+    /// GPUs assumed pods took of their node's NUMA layout, by (namespace, name).
+    gpus_taken: HashMap<(String, String), Vec<(u32, i64)>>,
+}
+
+fn pod_key(pod: &Pod) -> (String, String) {
+    (
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 /// How many feasible nodes a search looks for before it scores (upstream's adaptive
@@ -250,6 +259,7 @@ impl Scheduler {
             namespaces: NamespaceLabels::new(),
             bound: BTreeMap::new(),
             budgets: Vec::new(),
+            gpus_taken: HashMap::new(),
         }
     }
 
@@ -666,7 +676,10 @@ impl Scheduler {
         if let Some(&i) = self.node_index.get(&decision.node) {
             let node = &mut self.nodes[i];
             node.add_pod(pod);
-            node.take_gpus(pod);
+            let taken = node.take_gpus(pod);
+            if !taken.is_empty() {
+                self.gpus_taken.insert(pod_key(pod), taken);
+            }
             if node.anti_affinity_pods > 0 {
                 self.anti_affinity_holders.insert(i);
             }
@@ -687,6 +700,39 @@ impl Scheduler {
             && let Some(&i) = self.node_index.get(&decision.node)
         {
             self.nodes[i].free_devices = free_devices(&self.pools, &decision.node, &self.in_use);
+        }
+    }
+
+    /// Undoes [`Scheduler::assume`] for a pod that left `node`: its usage, the GPUs it took
+    /// of the NUMA layout, and the allocations of its claims named `claims` (deallocated, as
+    /// the claim controller does once no pod reserves them).
+    pub fn forget(&mut self, pod: &Pod, node: &str, claims: &[String]) {
+        let taken = self.gpus_taken.remove(&pod_key(pod));
+        if let Some(&i) = self.node_index.get(node) {
+            let info = &mut self.nodes[i];
+            info.remove_pod(pod);
+            if let (Some(numa), Some(taken)) = (info.gpu_numa.as_mut(), taken) {
+                numa.give(&taken);
+            }
+            if info.anti_affinity_pods == 0 {
+                self.anti_affinity_holders.remove(&i);
+            }
+        }
+        if claims.is_empty() {
+            return;
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        self.allocated.retain(|claim| {
+            claim.metadata.namespace.as_deref().unwrap_or_default() != namespace
+                || !claim
+                    .metadata
+                    .name
+                    .as_ref()
+                    .is_some_and(|name| claims.contains(name))
+        });
+        self.in_use = devices_in_use(&self.allocated);
+        if let Some(&i) = self.node_index.get(node) {
+            self.nodes[i].free_devices = free_devices(&self.pools, node, &self.in_use);
         }
     }
 }

@@ -302,6 +302,12 @@ fn assumed_pods_take_their_room() {
         error.to_string(),
         "0/1 nodes are available: 1 Insufficient cpu."
     );
+    // A pod that leaves gives its room back (the simulator's departures).
+    scheduler.forget(&pod("p0", json!({})), "a", &[]);
+    let p4 = pod("p4", json!({}));
+    let decision = scheduler.schedule(&p4, &[]).expect("room again");
+    scheduler.assume(&p4, &decision, &[]);
+    assert!(scheduler.schedule(&pod("p5", json!({})), &[]).is_err());
 }
 
 fn dra() -> (Vec<ResourceSlice>, Vec<DeviceClass>) {
@@ -381,6 +387,15 @@ fn claims_are_allocated_on_the_chosen_node_and_pin_it_once_allocated() {
     assert_eq!(
         error.to_string(),
         "0/2 nodes are available: 2 cannot allocate all claims."
+    );
+    // Once the pod leaves, its claim's devices are free again: two GPUs fit on b.
+    scheduler.forget(&p, "b", &["two".to_string()]);
+    assert_eq!(
+        scheduler
+            .schedule(&pod("t", json!({})), &[claim("two-more", 2, None)])
+            .unwrap()
+            .node,
+        "b"
     );
     // An allocated (shared) claim pins its node.
     let shared = claim("shared", 1, Some("a"));
@@ -858,6 +873,13 @@ fn gpus_are_numa_aligned_as_the_kubelet_policy_demands() {
         s.assume(&p, &decision, &[]);
     }
     assert!(s.schedule(&gpus(1), &[]).is_err());
+    // A pod that leaves gives its NUMA node's GPUs back.
+    s.forget(&gpus(4), "n", &[]);
+    assert!(s.schedule(&gpus(4), &[]).is_ok());
+    assert!(
+        s.schedule(&gpus(5), &[]).is_err(),
+        "one NUMA node is still full"
+    );
     // Where both fit, the node that can keep the GPUs on one NUMA node is preferred.
     let s = scheduler(
         &[

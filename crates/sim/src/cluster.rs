@@ -69,6 +69,37 @@ impl Demand {
     }
 }
 
+impl Demand {
+    /// What a trace pod asks (a pod with no GPUs asks no share and no model).
+    pub fn of_trace(pod: &crate::trace::TracePod) -> Demand {
+        let gpu = pod.num_gpu > 0;
+        Demand {
+            cpu: pod.cpu_milli,
+            memory: pod.memory_mib,
+            gpus: pod.num_gpu,
+            milli: if gpu { pod.gpu_milli } else { 0 },
+            models: if gpu {
+                pod.gpu_spec.clone()
+            } else {
+                String::new()
+            },
+        }
+    }
+}
+
+impl Node {
+    /// An empty node of a trace, named `name`.
+    pub fn of_trace(node: &crate::trace::TraceNode, name: &str) -> Node {
+        Node::new(
+            name,
+            node.cpu_milli,
+            node.memory_mib,
+            node.gpus,
+            &node.model,
+        )
+    }
+}
+
 /// Whether a `|`-separated list of models (empty: any) accepts `model`.
 pub fn accepts(models: &str, model: &str) -> bool {
     let mut listed = models.split('|').filter(|m| !m.is_empty()).peekable();
@@ -197,6 +228,29 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Takes a departed pod off the node (the GPUs it was placed with).
+    pub fn release(&mut self, pod: &Demand, gpus: &[usize]) {
+        self.cpu_left += pod.cpu;
+        self.memory_left += pod.memory;
+        if pod.uses_gpus() {
+            for &i in gpus {
+                if let Some(free) = self.gpus.get_mut(i) {
+                    *free = (*free + pod.milli).min(MILLI);
+                }
+            }
+        }
+        if let Some(tag) = pod.tag()
+            && let Some(count) = self.tags.get_mut(&tag)
+        {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.tags.remove(&tag);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +290,10 @@ mod tests {
             (7000, 100, 2400)
         );
         assert_eq!(node.tags.get(&Tag::Share), Some(&1));
+        let placed = node.clone();
+        node.place(&pod(500, 1, 1000, ""), &[0]);
+        node.release(&pod(500, 1, 1000, ""), &[0]);
+        assert_eq!(node, placed, "release undoes place");
         assert!(accepts("", "T4") && accepts("|", "T4") && !accepts("A10", ""));
     }
 }

@@ -201,6 +201,18 @@ impl<'t> Engine<'t> {
         chosen
     }
 
+    /// Takes a departed pod off its node.
+    pub fn release(&mut self, node: usize, pod: &Demand, gpus: &[usize]) {
+        let Some(state) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let before = state.gpu_free();
+        state.release(pod, gpus);
+        self.used -= state.gpu_free() - before;
+        self.fragmentation[node] = of_node(&self.nodes[node], self.typical);
+        self.versions[node] += 1;
+    }
+
     fn place(&mut self, node: usize, pod: &Demand, gpus: &[usize]) {
         let before = self.nodes[node].gpu_free();
         self.nodes[node].place(pod, gpus);

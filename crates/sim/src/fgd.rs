@@ -75,21 +75,6 @@ impl Outcome {
     }
 }
 
-fn demand(pod: &TracePod) -> Demand {
-    let gpu = pod.num_gpu > 0;
-    Demand {
-        cpu: pod.cpu_milli,
-        memory: pod.memory_mib,
-        gpus: pod.num_gpu,
-        milli: if gpu { pod.gpu_milli } else { 0 },
-        models: if gpu {
-            pod.gpu_spec.clone()
-        } else {
-            String::new()
-        },
-    }
-}
-
 /// Runs one experiment: `pods` of a trace over `nodes` under `policy`.
 pub fn run(
     nodes: &[TraceNode],
@@ -110,7 +95,7 @@ pub fn run(
     }
     let mut originals: Vec<&TracePod> = pods.iter().collect();
     originals.sort_by(|a, b| a.name.cmp(&b.name));
-    let demands: Vec<Demand> = originals.iter().map(|p| demand(p)).collect();
+    let demands: Vec<Demand> = originals.iter().map(|p| Demand::of_trace(p)).collect();
     let typical = typical_pods(&demands);
 
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -141,15 +126,7 @@ pub fn run(
     let cluster: Vec<Node> = sorted
         .iter()
         .zip(&prefix)
-        .map(|(n, p)| {
-            Node::new(
-                &format!("{p:04}-{}", n.name),
-                n.cpu_milli,
-                n.memory_mib,
-                n.gpus,
-                &n.model,
-            )
-        })
+        .map(|(n, p)| Node::of_trace(n, &format!("{p:04}-{}", n.name)))
         .collect();
 
     let mut engine = Engine::new(cluster, policy, &typical, rng.u64(..));

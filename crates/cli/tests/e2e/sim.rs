@@ -1,6 +1,7 @@
 //! `tessera sim`: an FGD experiment and a small grid on tiny traces, rows in the artifact's
 //! layout; bad traces rejected with file, line and column, and a grid writes nothing when a
-//! run fails.
+//! run fails. `tessera sim run`: a timed trace that queues, and Kubernetes manifests on the lab
+//! topology placed by the scheduling core, with the event log, summary and report.
 
 use std::process::Command;
 
@@ -151,4 +152,135 @@ fn bad_traces_are_named_and_nothing_is_written() {
         "{error}"
     );
     assert!(!grid.exists());
+}
+
+#[test]
+fn a_timed_trace_waits_for_room_and_writes_log_summary_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = dir.path().join("nodes.csv");
+    std::fs::write(
+        &nodes,
+        "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,1,T4\n",
+    )
+    .unwrap();
+    // One GPU: a holds it 0–100; b arrives at 10 and waits until 100; c (no GPU) runs at once.
+    let pods = dir.path().join("pods.csv");
+    std::fs::write(
+        &pods,
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time\n\
+         a,1000,1024,1,1000,0,100\nb,1000,1024,1,1000,10,60\nc,1000,1024,0,0,20,30\n",
+    )
+    .unwrap();
+    let (events, summary, report) = (
+        dir.path().join("events.jsonl"),
+        dir.path().join("summary.json"),
+        dir.path().join("report.html"),
+    );
+    let (ok, out, error) = tessera(&[
+        "sim",
+        "run",
+        "--cluster",
+        nodes.to_str().unwrap(),
+        "--workload",
+        pods.to_str().unwrap(),
+        "--policy",
+        "bestfit",
+        "--events",
+        events.to_str().unwrap(),
+        "--summary",
+        summary.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(ok, "{error}");
+    assert!(
+        out.contains("3 pods, 3 placed, 3 completed, 0 failed, 0 still waiting"),
+        "{out}"
+    );
+    assert!(out.contains("makespan 2m 30s"), "{out}");
+    let log = std::fs::read_to_string(&events).unwrap();
+    let placed_b = log
+        .lines()
+        .find(|l| l.contains("\"pod\":\"b\"") && l.contains("\"event\":\"placed\""))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        placed_b.contains("\"time\":100") && placed_b.contains("\"waited\":90"),
+        "{placed_b}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(summary["overall"]["completed"], 3);
+    assert_eq!(summary["namespaces"]["openb"]["placed"], 3);
+    assert_eq!(summary["makespan"], 150);
+    let page = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        page.contains("<svg") && !page.contains("<script src"),
+        "self-contained"
+    );
+}
+
+#[test]
+fn manifests_run_on_a_topology_through_the_scheduling_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sim/teams.yaml");
+    let summary = dir.path().join("summary.json");
+    let (ok, out, error) = tessera(&[
+        "sim",
+        "run",
+        "--workload",
+        example,
+        "--summary",
+        summary.to_str().unwrap(),
+    ]);
+    assert!(ok, "{error}");
+    assert!(
+        out.starts_with("teams on the lab, default-scheduler"),
+        "{out}"
+    );
+    assert!(
+        out.contains("52 pods, 52 placed, 52 completed, 0 failed, 0 still waiting"),
+        "{out}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    // Two DGX H100s for three 8-GPU runs at a time: the third waits for the first to end.
+    assert_eq!(summary["namespaces"]["research"]["pods"], 46);
+    assert!(
+        summary["namespaces"]["research"]["meanWait"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert_eq!(summary["namespaces"]["serving"]["meanWait"], 0.0);
+    assert_eq!(summary["totalGpus"], 36);
+
+    // A manifest the simulator cannot take names file, line and document; nothing is written.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+    )
+    .unwrap();
+    let out_file = dir.path().join("events.jsonl");
+    let (ok, _, error) = tessera(&[
+        "sim",
+        "run",
+        "--workload",
+        bad.to_str().unwrap(),
+        "--events",
+        out_file.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        error.contains("bad.yaml:6: document 2: kind Service (v1) is not simulated"),
+        "{error}"
+    );
+    assert!(!out_file.exists());
+    // A trace needs an openb cluster.
+    let (ok, _, error) = tessera(&["sim", "run", "--workload", "pods.csv"]);
+    assert!(!ok);
+    assert!(
+        error.contains("an openb node list (.csv) takes one openb pod list"),
+        "{error}"
+    );
 }

@@ -1,0 +1,692 @@
+//! A Kubernetes workload for the timeline: the manifests users apply to the live platform,
+//! unchanged, plus two optional annotations that say when and for how long.
+//!
+//! | annotation | on | meaning | default |
+//! |---|---|---|---|
+//! | `sim.tessera.dev/arrival` | the object (Pod, Job, Deployment…) | when it is created, from the start (Go duration: `90s`, `2h`) | `0s` |
+//! | `sim.tessera.dev/duration` | the pod (template) | how long containers run, as node twins read it | `1s`, or forever with `restartPolicy: Always` |
+//! | `sim.tessera.dev/lifetime` | the object | when it is deleted, from its arrival (its pods leave) | never |
+//!
+//! Kinds: Pods; Jobs (`completions` pods, `parallelism` at a time — each next pod arrives as
+//! one ends); Deployments, ReplicaSets and StatefulSets (`replicas` pods that run until the
+//! object's lifetime ends); ResourceClaims, ResourceClaimTemplates (a claim per pod, named
+//! `<pod>-<claim>`), DeviceClasses and PriorityClasses (pods get their priority, as admission
+//! gives it); Namespaces and `List`s. Anything else is an error naming the file, document
+//! and line.
+//!
+//! Pure: text in, pods out. Knows nothing about placement.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
+use serde_json::{Value, json};
+use tessera_node::runtime::{Behaviour, parse_duration};
+
+use crate::timeline::TimedPod;
+
+/// Annotation: when an object arrives.
+pub const ARRIVAL: &str = "sim.tessera.dev/arrival";
+/// Annotation: when an object is deleted, from its arrival.
+pub const LIFETIME: &str = "sim.tessera.dev/lifetime";
+
+/// A pod as the scheduling core takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimPod {
+    /// The pod (namespace, name, priority set).
+    pub pod: Pod,
+    /// The claims it uses, by name in its namespace.
+    pub claims: Vec<String>,
+    /// Pods of equal shape are judged alike: namespace, labels and spec, without the name.
+    pub shape: String,
+    /// Whether it has required or preferred pod (anti-)affinity, so another pod's placement
+    /// may change its verdict.
+    pub pod_affinity: bool,
+}
+
+/// A parsed workload.
+#[derive(Debug, Clone, Default)]
+pub struct Workload {
+    /// The pods, in manifest order (a Job's later pods follow its earlier ones).
+    pub pods: Vec<TimedPod<SimPod>>,
+    /// Every claim: those given and one per template use.
+    pub claims: Vec<ResourceClaim>,
+    /// DeviceClasses the workload brings.
+    pub classes: Vec<DeviceClass>,
+}
+
+/// Why a workload cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: document {document}: {message}")]
+pub struct WorkloadError {
+    /// The file.
+    pub file: String,
+    /// The document's first line.
+    pub line: usize,
+    /// The document (from 1).
+    pub document: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Where an object came from.
+#[derive(Clone)]
+struct Origin {
+    file: String,
+    line: usize,
+    document: usize,
+}
+
+impl Origin {
+    fn error(&self, message: impl Into<String>) -> WorkloadError {
+        WorkloadError {
+            file: self.file.clone(),
+            line: self.line,
+            document: self.document,
+            message: message.into(),
+        }
+    }
+}
+
+/// The YAML documents of a text, each with its first line (documents are separated by lines
+/// that are `---`).
+fn documents(text: &str) -> Vec<(usize, String)> {
+    let mut documents = Vec::new();
+    let mut current = String::new();
+    let mut start = 1;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_end() == "---" || line.starts_with("--- ") {
+            documents.push((start, std::mem::take(&mut current)));
+            start = i + 2;
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+    }
+    documents.push((start, current));
+    documents
+}
+
+fn seconds(text: &str) -> Result<i64, String> {
+    let duration = parse_duration(text)?;
+    // Whole seconds, rounded up: the timeline's clock ticks in seconds.
+    Ok(i64::try_from(duration.as_millis().div_ceil(1000)).unwrap_or(i64::MAX))
+}
+
+fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+fn str_at<'v>(object: &'v Value, pointer: &str) -> Option<&'v str> {
+    object.pointer(pointer).and_then(Value::as_str)
+}
+
+fn int_at(object: &Value, pointer: &str, origin: &Origin) -> Result<Option<i64>, WorkloadError> {
+    match object.pointer(pointer) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => match value.as_i64().filter(|n| *n >= 0) {
+            Some(n) => Ok(Some(n)),
+            None => Err(origin.error(format!(
+                "{}: {value} is not a non-negative integer",
+                pointer.trim_start_matches('/').replace('/', ".")
+            ))),
+        },
+    }
+}
+
+/// An object of the workload, before pods are made.
+struct Source {
+    origin: Origin,
+    object: Value,
+}
+
+/// What the workload's objects say, gathered before pods are made.
+#[derive(Default)]
+struct Gathered {
+    workloads: Vec<Source>,
+    templates: BTreeMap<(String, String), Value>,
+    claims: Vec<ResourceClaim>,
+    classes: Vec<DeviceClass>,
+    priorities: BTreeMap<String, i32>,
+    default_priority: i32,
+}
+
+fn gather(
+    gathered: &mut Gathered,
+    object: Value,
+    origin: &Origin,
+    namespace: &str,
+) -> Result<(), WorkloadError> {
+    if object.is_null() {
+        return Ok(());
+    }
+    let kind = str_at(&object, "/kind").unwrap_or_default().to_string();
+    let api_version = str_at(&object, "/apiVersion").unwrap_or_default();
+    let name = str_at(&object, "/metadata/name")
+        .unwrap_or_default()
+        .to_string();
+    let object_namespace = str_at(&object, "/metadata/namespace")
+        .unwrap_or(namespace)
+        .to_string();
+    let named = |what: &str| -> Result<(), WorkloadError> {
+        if name.is_empty() {
+            Err(origin.error(format!("{what} has no metadata.name")))
+        } else {
+            Ok(())
+        }
+    };
+    match kind.as_str() {
+        "List" => {
+            let items = object
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for item in items {
+                gather(gathered, item, origin, namespace)?;
+            }
+        }
+        "Pod" | "Job" | "Deployment" | "ReplicaSet" | "StatefulSet" => {
+            named(&kind)?;
+            let mut object = object;
+            object["metadata"]["namespace"] = json!(object_namespace);
+            gathered.workloads.push(Source {
+                origin: origin.clone(),
+                object,
+            });
+        }
+        "ResourceClaimTemplate" => {
+            named(&kind)?;
+            gathered.templates.insert((object_namespace, name), object);
+        }
+        "ResourceClaim" => {
+            named(&kind)?;
+            let mut object = object;
+            object["metadata"]["namespace"] = json!(object_namespace);
+            let claim: ResourceClaim = serde_json::from_value(object)
+                .map_err(|e| origin.error(format!("ResourceClaim {name}: {e}")))?;
+            gathered.claims.push(claim);
+        }
+        "DeviceClass" => {
+            named(&kind)?;
+            let class: DeviceClass = serde_json::from_value(object)
+                .map_err(|e| origin.error(format!("DeviceClass {name}: {e}")))?;
+            gathered.classes.push(class);
+        }
+        "PriorityClass" => {
+            named(&kind)?;
+            let value = object
+                .get("value")
+                .and_then(Value::as_i64)
+                .and_then(|v| i32::try_from(v).ok())
+                .ok_or_else(|| {
+                    origin.error(format!(
+                        "PriorityClass {name}: value must be a 32-bit integer"
+                    ))
+                })?;
+            if object.get("globalDefault").and_then(Value::as_bool) == Some(true) {
+                gathered.default_priority = value;
+            }
+            gathered.priorities.insert(name, value);
+        }
+        "Namespace" => {}
+        "" => return Err(origin.error("the document has no kind")),
+        other => {
+            return Err(origin.error(format!(
+                "kind {other} ({api_version}) is not simulated: give Pods, Jobs, Deployments, \
+                 ReplicaSets, StatefulSets, ResourceClaims, ResourceClaimTemplates, \
+                 DeviceClasses, PriorityClasses or Namespaces"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One pod to make of a workload object.
+struct PodPlan<'a> {
+    template: &'a Value,
+    name: String,
+    labels: BTreeMap<String, String>,
+    arrival: i64,
+    follows: Option<usize>,
+    lifetime: Option<i64>,
+}
+
+impl Gathered {
+    fn make_pod(
+        &self,
+        plan: PodPlan<'_>,
+        namespace: &str,
+        origin: &Origin,
+        claims: &mut Vec<ResourceClaim>,
+    ) -> Result<TimedPod<SimPod>, WorkloadError> {
+        let mut pod = plan.template.clone();
+        pod["apiVersion"] = json!("v1");
+        pod["kind"] = json!("Pod");
+        let metadata = pod
+            .as_object_mut()
+            .map(|o| o.entry("metadata").or_insert_with(|| json!({})))
+            .ok_or_else(|| origin.error("the pod template is not a mapping"))?;
+        metadata["name"] = json!(plan.name);
+        metadata["namespace"] = json!(namespace);
+        let labels = metadata
+            .as_object_mut()
+            .map(|m| m.entry("labels").or_insert_with(|| json!({})))
+            .ok_or_else(|| origin.error("metadata is not a mapping"))?;
+        for (key, value) in &plan.labels {
+            labels[key] = json!(value);
+        }
+        let pod_name = plan.name.clone();
+        let spec = pod
+            .get_mut("spec")
+            .filter(|s| s.is_object())
+            .ok_or_else(|| origin.error(format!("pod {pod_name}: spec is missing")))?;
+        // Priority, as admission gives it.
+        let priority = match spec.get("priorityClassName").and_then(Value::as_str) {
+            Some(class) => *self.priorities.get(class).ok_or_else(|| {
+                origin.error(format!(
+                    "pod {pod_name}: no PriorityClass with name {class} was found"
+                ))
+            })?,
+            None => self.default_priority,
+        };
+        spec["priority"] = json!(priority);
+        // Claims: named ones must exist; templates give the pod its own.
+        let mut claim_names = Vec::new();
+        let entries = spec
+            .get("resourceClaims")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for entry in entries {
+            let entry_name = str_at(&entry, "/name").unwrap_or_default();
+            if let Some(claim) = str_at(&entry, "/resourceClaimName") {
+                let known = claims.iter().any(|c| {
+                    c.metadata.namespace.as_deref() == Some(namespace)
+                        && c.metadata.name.as_deref() == Some(claim)
+                });
+                if !known {
+                    return Err(origin.error(format!(
+                        "pod {pod_name}: resourceclaim {namespace}/{claim} is not in the workload"
+                    )));
+                }
+                claim_names.push(claim.to_string());
+            } else if let Some(template) = str_at(&entry, "/resourceClaimTemplateName") {
+                let key = (namespace.to_string(), template.to_string());
+                let template = self.templates.get(&key).ok_or_else(|| {
+                    origin.error(format!(
+                        "pod {pod_name}: resourceclaimtemplate {namespace}/{template} is not in the workload"
+                    ))
+                })?;
+                let claim_name = format!("{pod_name}-{entry_name}");
+                let claim = json!({
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
+                    "metadata": {
+                        "namespace": namespace,
+                        "name": claim_name,
+                        "annotations": {"resource.kubernetes.io/pod-claim-name": entry_name},
+                    },
+                    "spec": template.pointer("/spec/spec").cloned().unwrap_or(json!({})),
+                });
+                let claim: ResourceClaim = serde_json::from_value(claim).map_err(|e| {
+                    origin.error(format!("pod {pod_name}: claim from template: {e}"))
+                })?;
+                claims.push(claim);
+                claim_names.push(claim_name);
+            } else {
+                return Err(origin.error(format!(
+                    "pod {pod_name}: resourceClaims entry {entry_name:?} names neither a claim nor a template"
+                )));
+            }
+        }
+        let restart_policy = str_at(&pod, "/spec/restartPolicy")
+            .unwrap_or("Always")
+            .to_string();
+        let annotations: BTreeMap<String, String> = pod
+            .pointer("/metadata/annotations")
+            .and_then(|a| serde_json::from_value(a.clone()).ok())
+            .unwrap_or_default();
+        let behaviour = Behaviour::from_annotations(&annotations, &restart_policy)
+            .map_err(|e| origin.error(format!("pod {pod_name}: {e}")))?;
+        // A pod restarted in place (restartPolicy Always) holds its node until deleted.
+        let runs = match (restart_policy.as_str(), behaviour.duration) {
+            ("Always", _) | (_, None) => None,
+            (_, Some(duration)) => {
+                Some(i64::try_from(duration.as_millis().div_ceil(1000)).unwrap_or(i64::MAX))
+            }
+        };
+        let duration = match (runs, plan.lifetime) {
+            (Some(runs), Some(lifetime)) => Some(runs.min(lifetime)),
+            (runs, lifetime) => runs.or(lifetime),
+        };
+        let pod_affinity = [
+            "/spec/affinity/podAffinity",
+            "/spec/affinity/podAntiAffinity",
+        ]
+        .iter()
+        .any(|p| pod.pointer(p).is_some_and(|v| !v.is_null()));
+        let shape = json!({
+            "namespace": namespace,
+            "labels": pod.pointer("/metadata/labels"),
+            "spec": pod.get("spec"),
+        })
+        .to_string();
+        let pod: Pod = serde_json::from_value(pod)
+            .map_err(|e| origin.error(format!("pod {pod_name}: {e}")))?;
+        Ok(TimedPod {
+            namespace: namespace.to_string(),
+            name: pod_name,
+            arrival: plan.arrival,
+            follows: plan.follows,
+            duration,
+            priority,
+            work: SimPod {
+                pod,
+                claims: claim_names,
+                shape,
+                pod_affinity,
+            },
+        })
+    }
+
+    /// The pods of one workload object.
+    fn pods_of(
+        &self,
+        source: &Source,
+        first: usize,
+        claims: &mut Vec<ResourceClaim>,
+    ) -> Result<Vec<TimedPod<SimPod>>, WorkloadError> {
+        let object = &source.object;
+        let origin = &source.origin;
+        let kind = str_at(object, "/kind").unwrap_or_default();
+        let name = str_at(object, "/metadata/name").unwrap_or_default();
+        let namespace = str_at(object, "/metadata/namespace").unwrap_or("default");
+        let when = |key: &str| -> Result<Option<i64>, WorkloadError> {
+            annotation(object, key)
+                .map(|text| {
+                    seconds(text).map_err(|e| origin.error(format!("annotation {key}: {e}")))
+                })
+                .transpose()
+        };
+        let arrival = when(ARRIVAL)?.unwrap_or(0);
+        let lifetime = when(LIFETIME)?;
+        let template = || {
+            object
+                .pointer("/spec/template")
+                .ok_or_else(|| origin.error(format!("{kind} {name}: spec.template is missing")))
+        };
+        let plan = |template, name: String, labels: BTreeMap<String, String>, follows| PodPlan {
+            template,
+            name,
+            labels,
+            arrival,
+            follows,
+            lifetime,
+        };
+        let mut pods = Vec::new();
+        match kind {
+            "Pod" => {
+                pods.push(self.make_pod(
+                    plan(object, name.to_string(), BTreeMap::new(), None),
+                    namespace,
+                    origin,
+                    claims,
+                )?);
+            }
+            "Job" => {
+                let template = template()?;
+                let parallelism = int_at(object, "/spec/parallelism", origin)?.unwrap_or(1);
+                let completions =
+                    int_at(object, "/spec/completions", origin)?.unwrap_or(parallelism.max(1));
+                let indexed = str_at(object, "/spec/completionMode") == Some("Indexed");
+                for i in 0..completions {
+                    let mut labels = BTreeMap::from([
+                        ("batch.kubernetes.io/job-name".to_string(), name.to_string()),
+                        ("job-name".to_string(), name.to_string()),
+                    ]);
+                    if indexed {
+                        labels.insert(
+                            "batch.kubernetes.io/job-completion-index".into(),
+                            i.to_string(),
+                        );
+                    }
+                    // The pod that ends to make room for this one, `parallelism` before it.
+                    let follows = (parallelism > 0 && i >= parallelism)
+                        .then(|| first + (i - parallelism) as usize);
+                    if parallelism == 0 {
+                        break;
+                    }
+                    pods.push(self.make_pod(
+                        plan(template, format!("{name}-{i}"), labels, follows),
+                        namespace,
+                        origin,
+                        claims,
+                    )?);
+                }
+            }
+            _ => {
+                let template = template()?;
+                let replicas = int_at(object, "/spec/replicas", origin)?.unwrap_or(1);
+                for i in 0..replicas {
+                    let labels = if kind == "StatefulSet" {
+                        BTreeMap::from([(
+                            "statefulset.kubernetes.io/pod-name".to_string(),
+                            format!("{name}-{i}"),
+                        )])
+                    } else {
+                        BTreeMap::new()
+                    };
+                    pods.push(self.make_pod(
+                        plan(template, format!("{name}-{i}"), labels, None),
+                        namespace,
+                        origin,
+                        claims,
+                    )?);
+                }
+            }
+        }
+        Ok(pods)
+    }
+}
+
+/// Reads a workload from manifest files (name, text).
+pub fn parse(files: &[(String, String)]) -> Result<Workload, WorkloadError> {
+    let mut gathered = Gathered::default();
+    for (file, text) in files {
+        for (document, (line, body)) in documents(text).into_iter().enumerate() {
+            let origin = Origin {
+                file: file.clone(),
+                line,
+                document: document + 1,
+            };
+            if body.trim().is_empty() {
+                continue;
+            }
+            let object: Value =
+                serde_saphyr::from_str(&body).map_err(|e| origin.error(e.to_string()))?;
+            gather(&mut gathered, object, &origin, "default")?;
+        }
+    }
+    let mut claims = std::mem::take(&mut gathered.claims);
+    let mut pods = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for source in &gathered.workloads {
+        for pod in gathered.pods_of(source, pods.len(), &mut claims)? {
+            if !seen.insert((pod.namespace.clone(), pod.name.clone())) {
+                return Err(source
+                    .origin
+                    .error(format!("pod {}/{} is made twice", pod.namespace, pod.name)));
+            }
+            pods.push(pod);
+        }
+    }
+    Ok(Workload {
+        pods,
+        claims,
+        classes: gathered.classes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<Workload, WorkloadError> {
+        parse(&[("w.yaml".into(), text.into())])
+    }
+
+    const JOB: &str = "apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  namespace: team-a
+  annotations:
+    sim.tessera.dev/arrival: 2m
+spec:
+  completions: 5
+  parallelism: 2
+  completionMode: Indexed
+  template:
+    metadata:
+      annotations:
+        sim.tessera.dev/duration: 30m
+    spec:
+      restartPolicy: Never
+      priorityClassName: high
+      containers:
+      - name: c
+        image: trainer
+        resources:
+          limits:
+            nvidia.com/gpu: 1
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: high
+value: 1000
+";
+
+    #[test]
+    fn jobs_become_waves_of_pods_with_times_and_priority() {
+        let workload = read(JOB).expect("reads");
+        let pods = &workload.pods;
+        assert_eq!(pods.len(), 5);
+        type Row<'a> = (&'a str, i64, Option<usize>, Option<i64>, i32);
+        let summary: Vec<Row> = pods
+            .iter()
+            .map(|p| {
+                (
+                    p.name.as_str(),
+                    p.arrival,
+                    p.follows,
+                    p.duration,
+                    p.priority,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("train-0", 120, None, Some(1800), 1000),
+                ("train-1", 120, None, Some(1800), 1000),
+                ("train-2", 120, Some(0), Some(1800), 1000),
+                ("train-3", 120, Some(1), Some(1800), 1000),
+                ("train-4", 120, Some(2), Some(1800), 1000),
+            ]
+        );
+        let pod = &pods[3].work.pod;
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("team-a"));
+        let labels = pod.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels["batch.kubernetes.io/job-completion-index"], "3");
+        assert_eq!(pod.spec.as_ref().and_then(|s| s.priority), Some(1000));
+        // Indexed pods differ only by their index label.
+        assert_ne!(pods[0].work.shape, pods[1].work.shape);
+    }
+
+    #[test]
+    fn template_claims_are_made_per_pod_and_deployments_run_forever() {
+        let text = "apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: serve
+  annotations: {sim.tessera.dev/lifetime: 1h}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: serve}}
+  template:
+    metadata: {labels: {app: serve}}
+    spec:
+      containers: [{name: c, image: vllm}]
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+";
+        let workload = read(text).expect("reads");
+        assert_eq!(workload.pods.len(), 2);
+        assert_eq!(
+            workload.pods[0].duration,
+            Some(3600),
+            "until the lifetime ends"
+        );
+        assert_eq!(workload.pods[1].work.claims, ["serve-1-gpu"]);
+        assert_eq!(workload.pods[0].work.shape, workload.pods[1].work.shape);
+        let names: Vec<_> = workload
+            .claims
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["serve-0-gpu", "serve-1-gpu"]);
+    }
+
+    #[test]
+    fn bad_workloads_name_file_document_and_line() {
+        let cases = [
+            (
+                "kind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n---\nkind: Service\napiVersion: v1\nmetadata: {name: s}\n",
+                "w.yaml:5: document 2: kind Service (v1) is not simulated",
+            ),
+            (
+                "kind: Pod\nmetadata:\n  name: a\n  annotations: {sim.tessera.dev/arrival: soon}\nspec: {containers: []}\n",
+                "w.yaml:1: document 1: annotation sim.tessera.dev/arrival: \"soon\"",
+            ),
+            (
+                "kind: Pod\nmetadata: {name: a}\nspec:\n  priorityClassName: gold\n  containers: []\n",
+                "no PriorityClass with name gold was found",
+            ),
+            (
+                "kind: Pod\nmetadata: {name: a}\nspec:\n  containers: []\n  resourceClaims: [{name: g, resourceClaimName: missing}]\n",
+                "resourceclaim default/missing is not in the workload",
+            ),
+            (
+                "kind: Job\nmetadata: {name: j}\nspec: {parallelism: -1, template: {spec: {containers: []}}}\n",
+                "spec.parallelism: -1 is not a non-negative integer",
+            ),
+            ("kind: Pod\nmetadata: {name: a}\n", "pod a: spec is missing"),
+            ("kind: Pod\nmetadata: {name: [\n", "w.yaml:1: document 1:"),
+            (
+                "kind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n---\nkind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n",
+                "pod default/a is made twice",
+            ),
+        ];
+        for (text, expected) in cases {
+            let error = read(text).expect_err(text).to_string();
+            assert!(
+                error.contains(expected),
+                "{text}\n→ {error}\nwanted {expected}"
+            );
+        }
+    }
+}
