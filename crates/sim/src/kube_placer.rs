@@ -6,7 +6,10 @@
 //!
 //! GPU accounting for the summary: a whole GPU is 1000; a device-plugin unit is its share of
 //! the node's GPUs (time-slicing replicas count a fraction); a MIG device, through the device
-//! plugin or DRA, its share of the GPU's memory slices or memory.
+//! plugin or DRA, its share of the GPU's memory slices or memory. Each share is booked on a
+//! GPU (DRA: the device's own; device plugin: whole units on the lowest free GPUs, shares packed
+//! onto the fullest GPU with room, as the kubelet's plugin would), so FGD's fragmentation
+//! measure applies: the free GPU thousandths the workload's typical GPU pods could not use.
 //!
 //! Not modelled yet: gangs (pods are placed one at a time) and preemption.
 
@@ -20,7 +23,7 @@ use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Scheduler, node_info};
 
-use crate::cluster::MILLI;
+use crate::cluster::{Demand, MILLI};
 use crate::timeline::{Placed, Placer};
 use crate::workload::SimPod;
 
@@ -29,19 +32,29 @@ use crate::workload::SimPod;
 #[error("{0}")]
 pub struct ClusterError(String);
 
-/// A node's GPU shares: thousandths of a GPU per unit of each extended resource, and per
-/// DRA device.
+/// A node's GPU shares: thousandths of a GPU per unit of each extended resource, and the GPU
+/// and thousandths of each DRA device (by pool and name).
 #[derive(Default)]
 struct Shares {
     per_unit: HashMap<String, HashMap<String, i64>>,
-    per_device: HashMap<(String, String), i64>,
+    per_device: HashMap<(String, String), (usize, i64)>,
 }
+
+/// GPU thousandths booked on a node's GPUs: (node, GPU index, thousandths).
+type Booked = Vec<(String, usize, i64)>;
 
 /// What a placed pod holds.
 pub struct Held {
     node: String,
-    /// GPU thousandths of its extended resources (its claims' are the claims' own).
-    unit_milli: i64,
+    /// What its extended resources booked (its claims' are the claims' own).
+    units: Booked,
+}
+
+/// A node's GPUs as fragmentation sees them.
+struct NodeGpus {
+    model: String,
+    /// Free thousandths of each GPU.
+    free: Vec<i64>,
 }
 
 /// A topology's cluster under the scheduling core.
@@ -52,9 +65,12 @@ pub struct KubePlacer {
     claims: BTreeMap<(String, String), ResourceClaim>,
     /// Pods placed that use each claim.
     users: BTreeMap<(String, String), usize>,
-    /// GPU thousandths of each allocated claim's devices.
-    claim_milli: BTreeMap<(String, String), i64>,
+    /// What each allocated claim's devices booked.
+    claim_booked: BTreeMap<(String, String), Booked>,
     shares: Shares,
+    gpus: BTreeMap<String, NodeGpus>,
+    /// The workload's typical GPU pods (FGD's measure).
+    typical: Vec<crate::frag::TypicalPod>,
     capacity: i64,
     used: i64,
     nodes: usize,
@@ -80,8 +96,19 @@ struct Objects {
     slices: Vec<ResourceSlice>,
     classes: Vec<DeviceClass>,
     shares: Shares,
+    gpus: BTreeMap<String, NodeGpus>,
     /// GPU thousandths.
     capacity: i64,
+}
+
+/// The GPU a DRA device sits on, from NVIDIA's names (`gpu-3`, `gpu-3-mig-1g.18gb-0`).
+fn gpu_index(device: &str) -> Option<usize> {
+    let digits: String = device
+        .strip_prefix("gpu-")?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// The node objects, slices and device classes a topology's twins would publish, and each
@@ -90,6 +117,7 @@ fn objects(specs: &[NodeSpec]) -> Result<Objects, ClusterError> {
     let mut nodes = Vec::new();
     let mut slices = Vec::new();
     let mut shares = Shares::default();
+    let mut gpu_map = BTreeMap::new();
     let mut capacity = 0;
     for spec in specs {
         // Simulated nodes start onboarded.
@@ -111,6 +139,13 @@ fn objects(specs: &[NodeSpec]) -> Result<Objects, ClusterError> {
         let gpus = hardware.server.gpus.len() as i64;
         capacity += gpus * MILLI;
         let model = hardware.gpu.as_ref();
+        gpu_map.insert(
+            spec.name.clone(),
+            NodeGpus {
+                model: model.map(|m| m.name.clone()).unwrap_or_default(),
+                free: vec![MILLI; hardware.server.gpus.len()],
+            },
+        );
         let mut units = HashMap::new();
         for (resource, amount) in &spec.allocatable {
             let count = amount.value();
@@ -147,10 +182,12 @@ fn objects(specs: &[NodeSpec]) -> Result<Objects, ClusterError> {
                     .get("name")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                shares.per_device.insert(
-                    (pool.clone(), name.to_string()),
-                    milli_of_device(device, memory),
-                );
+                if let Some(gpu) = gpu_index(name) {
+                    shares.per_device.insert(
+                        (pool.clone(), name.to_string()),
+                        (gpu, milli_of_device(device, memory)),
+                    );
+                }
             }
             let slice: ResourceSlice = serde_json::from_value(slice)
                 .map_err(|e| ClusterError(format!("node {}: ResourceSlice: {e}", spec.name)))?;
@@ -172,6 +209,7 @@ fn objects(specs: &[NodeSpec]) -> Result<Objects, ClusterError> {
         slices,
         classes,
         shares,
+        gpus: gpu_map,
         capacity,
     })
 }
@@ -198,6 +236,7 @@ impl KubePlacer {
             slices,
             classes: mut all_classes,
             shares,
+            gpus,
             capacity,
         } = objects(specs)?;
         for class in classes {
@@ -230,8 +269,10 @@ impl KubePlacer {
                 })
                 .collect(),
             users: BTreeMap::new(),
-            claim_milli: BTreeMap::new(),
+            claim_booked: BTreeMap::new(),
+            typical: typical_gpu_pods(pods, &shares),
             shares,
+            gpus,
             capacity,
             used: 0,
             nodes: nodes.len(),
@@ -251,19 +292,119 @@ impl KubePlacer {
             .unwrap_or(&self.profiles[0])
     }
 
-    /// GPU thousandths a pod's extended resources hold on `node`.
-    fn unit_milli(&self, pod: &Pod, node: &str) -> i64 {
-        let Some(units) = self.shares.per_unit.get(node) else {
-            return 0;
+    /// Books a pod's extended GPU resources on `node`'s GPUs: whole units on the lowest
+    /// fully free GPUs, shares on the fullest GPU with room.
+    fn book_units(&mut self, pod: &Pod, node: &str) -> Booked {
+        let mut booked = Vec::new();
+        let (Some(units), Some(gpus)) = (self.shares.per_unit.get(node), self.gpus.get_mut(node))
+        else {
+            return booked;
         };
-        tessera_scheduler::resources::pod_requests(pod)
-            .iter()
-            .filter_map(|(name, amount)| {
-                let per_unit = units.get(name)?;
-                Some(i64::try_from(*amount / 1000).unwrap_or(0) * per_unit)
-            })
-            .sum()
+        for (name, amount) in tessera_scheduler::resources::pod_requests(pod) {
+            let Some(&per_unit) = units.get(&name) else {
+                continue;
+            };
+            let count = i64::try_from(amount / 1000).unwrap_or(0);
+            if per_unit >= MILLI {
+                let mut left = count * per_unit / MILLI;
+                for (i, free) in gpus.free.iter_mut().enumerate() {
+                    if left > 0 && *free == MILLI {
+                        *free = 0;
+                        left -= 1;
+                        booked.push((node.to_string(), i, MILLI));
+                    }
+                }
+            } else {
+                let want = (count * per_unit).min(MILLI);
+                let fullest = gpus
+                    .free
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| **f >= want)
+                    .min_by_key(|(i, f)| (**f, *i))
+                    .map(|(i, _)| i);
+                if let Some(i) = fullest {
+                    gpus.free[i] -= want;
+                    booked.push((node.to_string(), i, want));
+                }
+            }
+        }
+        booked
     }
+
+    fn unbook(&mut self, booked: &Booked) {
+        for (node, gpu, milli) in booked {
+            if let Some(free) = self.gpus.get_mut(node).and_then(|g| g.free.get_mut(*gpu)) {
+                *free = (*free + milli).min(MILLI);
+            }
+            self.used -= milli;
+        }
+    }
+}
+
+/// What a pod asks of GPUs, as FGD's typical pods count it (CPU, GPU count, thousandths of
+/// each): extended resources at the cluster's usual share per unit, DRA requests as whole
+/// devices of their class (MIG devices at the smallest MIG share offered).
+fn gpu_demand(pod: &SimPod, per_unit: &HashMap<String, i64>, smallest_mig: i64) -> Demand {
+    let requests = tessera_scheduler::resources::pod_requests(&pod.pod);
+    let cpu = requests
+        .get("cpu")
+        .map_or(0, |c| i64::try_from(*c).unwrap_or(i64::MAX));
+    let mut demand = Demand {
+        cpu,
+        memory: 0,
+        gpus: 0,
+        milli: 0,
+        models: String::new(),
+    };
+    for (name, amount) in &requests {
+        if let Some(&share) = per_unit.get(name) {
+            let count = i64::try_from(*amount / 1000).unwrap_or(0);
+            if share >= MILLI {
+                demand.gpus += u32::try_from(count).unwrap_or(0);
+                demand.milli = MILLI;
+            } else if count > 0 {
+                demand.gpus = 1;
+                demand.milli = (count * share).min(MILLI);
+            }
+        }
+    }
+    for request in &pod.requests {
+        if request.mig {
+            demand.gpus = demand.gpus.max(1);
+            demand.milli = smallest_mig * i64::from(request.count.max(1));
+        } else {
+            demand.gpus += request.count;
+            demand.milli = MILLI;
+        }
+    }
+    demand
+}
+
+fn typical_gpu_pods(
+    pods: &[crate::timeline::TimedPod<SimPod>],
+    shares: &Shares,
+) -> Vec<crate::frag::TypicalPod> {
+    // The usual share per unit of each extended resource across nodes.
+    let mut per_unit: HashMap<String, i64> = HashMap::new();
+    for units in shares.per_unit.values() {
+        for (name, share) in units {
+            per_unit.entry(name.clone()).or_insert(*share);
+        }
+    }
+    let smallest_mig = shares
+        .per_device
+        .values()
+        .map(|(_, milli)| *milli)
+        .filter(|m| *m < MILLI)
+        .min()
+        .unwrap_or(MILLI);
+    let demands: Vec<Demand> = pods
+        .iter()
+        .map(|p| gpu_demand(&p.work, &per_unit, smallest_mig))
+        .filter(|d| d.gpus > 0 && d.milli > 0)
+        .collect();
+    crate::frag::typical_pods(&demands)
 }
 
 impl Placer for KubePlacer {
@@ -285,7 +426,8 @@ impl Placer for KubePlacer {
         self.scheduler.set_profile(&profile);
         let decision = self.scheduler.schedule(&work.pod, &claims).ok()?;
         self.scheduler.assume(&work.pod, &decision, &claims);
-        let unit_milli = self.unit_milli(&work.pod, &decision.node);
+        let units = self.book_units(&work.pod, &decision.node);
+        let unit_milli: i64 = units.iter().map(|(_, _, m)| m).sum();
         self.used += unit_milli;
         let mut devices = Vec::new();
         for (name, allocation) in &decision.allocations {
@@ -295,28 +437,36 @@ impl Placer for KubePlacer {
                 .and_then(|d| d.results.as_ref())
                 .into_iter()
                 .flatten();
-            let mut milli = 0;
+            let mut booked = Vec::new();
             for result in results {
                 devices.push(result.device.clone());
-                milli += self
-                    .shares
-                    .per_device
-                    .get(&(result.pool.clone(), result.device.clone()))
-                    .copied()
-                    .unwrap_or(0);
+                let device = (result.pool.clone(), result.device.clone());
+                if let Some(&(gpu, milli)) = self.shares.per_device.get(&device) {
+                    if let Some(free) = self
+                        .gpus
+                        .get_mut(&decision.node)
+                        .and_then(|g| g.free.get_mut(gpu))
+                    {
+                        *free = (*free - milli).max(0);
+                    }
+                    self.used += milli;
+                    booked.push((decision.node.clone(), gpu, milli));
+                }
             }
             let k = key(namespace, name);
             if let Some(claim) = self.claims.get_mut(&k) {
                 claim.status.get_or_insert_with(Default::default).allocation =
                     Some(allocation.clone());
             }
-            self.used += milli;
-            self.claim_milli.insert(k, milli);
+            self.claim_booked.insert(k, booked);
         }
         let mut gpu_milli = unit_milli;
         for name in &work.claims {
             let k = key(namespace, name);
-            gpu_milli += self.claim_milli.get(&k).copied().unwrap_or(0);
+            gpu_milli += self
+                .claim_booked
+                .get(&k)
+                .map_or(0, |b| b.iter().map(|(_, _, m)| m).sum());
             *self.users.entry(k).or_insert(0) += 1;
         }
         let placed = Placed {
@@ -328,7 +478,7 @@ impl Placer for KubePlacer {
             placed,
             Held {
                 node: decision.node,
-                unit_milli,
+                units,
             },
         ))
     }
@@ -344,12 +494,14 @@ impl Placer for KubePlacer {
                 if let Some(status) = self.claims.get_mut(&k).and_then(|c| c.status.as_mut()) {
                     status.allocation = None;
                 }
-                self.used -= self.claim_milli.remove(&k).unwrap_or(0);
+                if let Some(booked) = self.claim_booked.remove(&k) {
+                    self.unbook(&booked);
+                }
                 deallocated.push(name.clone());
             }
         }
         self.scheduler.forget(&work.pod, &held.node, &deallocated);
-        self.used -= held.unit_milli;
+        self.unbook(&held.units);
     }
 
     fn gpu_used(&self) -> i64 {
@@ -361,7 +513,24 @@ impl Placer for KubePlacer {
     }
 
     fn fragmentation(&self) -> Option<f64> {
-        None
+        if self.typical.is_empty() {
+            return None;
+        }
+        let cpu_left: HashMap<&str, i64> = self
+            .scheduler
+            .nodes()
+            .iter()
+            .map(|n| (n.name.as_str(), n.common.cpu - n.common.cpu_requested))
+            .collect();
+        Some(
+            self.gpus
+                .iter()
+                .map(|(name, gpus)| {
+                    let cpu = cpu_left.get(name.as_str()).copied().unwrap_or(0);
+                    crate::frag::node_fragmentation(cpu, &gpus.free, &gpus.model, &self.typical)
+                })
+                .sum(),
+        )
     }
 
     fn nodes(&self) -> usize {
@@ -486,5 +655,12 @@ spec:
         assert_eq!(summary.namespaces["research"].p95_wait, 3600);
         assert_eq!(summary.namespaces["analytics"].pending, 0);
         assert_eq!(summary.total_gpus, 36);
+        // The L40S's 4 GPUs can never take an 8-GPU pod: always fragmented for this workload.
+        let least = summary
+            .fragmentation
+            .iter()
+            .map(|s| s.value)
+            .fold(f64::INFINITY, f64::min);
+        assert!(least > 0.0 && least <= 100.0, "{:?}", summary.fragmentation);
     }
 }

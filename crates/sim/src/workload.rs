@@ -42,6 +42,46 @@ pub struct SimPod {
     /// Whether it has required or preferred pod (anti-)affinity, so another pod's placement
     /// may change its verdict.
     pub pod_affinity: bool,
+    /// What its claims request, for the fragmentation measure.
+    pub requests: Vec<DeviceAsk>,
+}
+
+/// One request of a pod's claims, roughly: how many devices, and whether they are MIG
+/// partitions (by device class name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceAsk {
+    /// Devices (`count`; 1 for `All`).
+    pub count: u32,
+    /// Whether the class is a MIG class.
+    pub mig: bool,
+}
+
+/// The requests of a claim spec (`firstAvailable`: its first choice).
+fn asks(claim_spec: &Value) -> Vec<DeviceAsk> {
+    claim_spec
+        .pointer("/devices/requests")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|request| {
+            let exact = request
+                .get("exactly")
+                .or_else(|| request.pointer("/firstAvailable/0"))?;
+            let class = exact.get("deviceClassName").and_then(Value::as_str)?;
+            let count = match exact.get("allocationMode").and_then(Value::as_str) {
+                Some("All") => 1,
+                _ => exact
+                    .get("count")
+                    .and_then(Value::as_u64)
+                    .and_then(|c| u32::try_from(c).ok())
+                    .unwrap_or(1),
+            };
+            Some(DeviceAsk {
+                count,
+                mig: class.contains("mig"),
+            })
+        })
+        .collect()
 }
 
 /// A parsed workload.
@@ -296,6 +336,7 @@ impl Gathered {
         spec["priority"] = json!(priority);
         // Claims: named ones must exist; templates give the pod its own.
         let mut claim_names = Vec::new();
+        let mut requests = Vec::new();
         let entries = spec
             .get("resourceClaims")
             .and_then(Value::as_array)
@@ -304,15 +345,16 @@ impl Gathered {
         for entry in entries {
             let entry_name = str_at(&entry, "/name").unwrap_or_default();
             if let Some(claim) = str_at(&entry, "/resourceClaimName") {
-                let known = claims.iter().any(|c| {
+                let known = claims.iter().find(|c| {
                     c.metadata.namespace.as_deref() == Some(namespace)
                         && c.metadata.name.as_deref() == Some(claim)
                 });
-                if !known {
+                let Some(known) = known else {
                     return Err(origin.error(format!(
                         "pod {pod_name}: resourceclaim {namespace}/{claim} is not in the workload"
                     )));
-                }
+                };
+                requests.extend(asks(&serde_json::to_value(&known.spec).unwrap_or_default()));
                 claim_names.push(claim.to_string());
             } else if let Some(template) = str_at(&entry, "/resourceClaimTemplateName") {
                 let key = (namespace.to_string(), template.to_string());
@@ -322,6 +364,8 @@ impl Gathered {
                     ))
                 })?;
                 let claim_name = format!("{pod_name}-{entry_name}");
+                let claim_spec = template.pointer("/spec/spec").cloned().unwrap_or(json!({}));
+                requests.extend(asks(&claim_spec));
                 let claim = json!({
                     "apiVersion": "resource.k8s.io/v1",
                     "kind": "ResourceClaim",
@@ -330,7 +374,7 @@ impl Gathered {
                         "name": claim_name,
                         "annotations": {"resource.kubernetes.io/pod-claim-name": entry_name},
                     },
-                    "spec": template.pointer("/spec/spec").cloned().unwrap_or(json!({})),
+                    "spec": claim_spec,
                 });
                 let claim: ResourceClaim = serde_json::from_value(claim).map_err(|e| {
                     origin.error(format!("pod {pod_name}: claim from template: {e}"))
@@ -389,6 +433,7 @@ impl Gathered {
                 claims: claim_names,
                 shape,
                 pod_affinity,
+                requests,
             },
         })
     }
