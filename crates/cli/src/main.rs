@@ -158,6 +158,12 @@ fn default_data_dir() -> PathBuf {
         .join("tessera")
 }
 
+/// mimalloc: the API path allocates and frees many small buffers per request (JSON, maps,
+/// strings); glibc's malloc spent a quarter of `tessera bench scheduler --api` in its own
+/// bookkeeping (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
