@@ -11,7 +11,9 @@
 //! onto the fullest GPU with room, as the kubelet's plugin would), so FGD's fragmentation
 //! measure applies: the free GPU thousandths the workload's typical GPU pods could not use.
 //!
-//! Not modelled yet: gangs (pods are placed one at a time) and preemption.
+//! Pod groups (`scheduling.x-k8s.io/pod-group`) are placed whole through the core's
+//! `schedule_group`, with the PodGroup's `minMember` and `tessera.dev/gang-topology`.
+//! Not modelled yet: preemption.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,7 +23,7 @@ use serde_json::Value;
 use tessera_node::topology::NodeSpec;
 use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
-use tessera_scheduler::{Scheduler, node_info};
+use tessera_scheduler::{Decision, Scheduler, node_info};
 
 use crate::cluster::{Demand, MILLI};
 use crate::timeline::{Placed, Placer};
@@ -292,6 +294,73 @@ impl KubePlacer {
             .unwrap_or(&self.profiles[0])
     }
 
+    /// Books what a decision gives a pod: its GPU units, its claims' allocations and devices.
+    fn book(&mut self, namespace: &str, work: &SimPod, decision: Decision) -> (Placed, Held) {
+        let units = self.book_units(&work.pod, &decision.node);
+        let unit_milli: i64 = units.iter().map(|(_, _, m)| m).sum();
+        self.used += unit_milli;
+        let mut devices = Vec::new();
+        for (name, allocation) in &decision.allocations {
+            let results = allocation
+                .devices
+                .as_ref()
+                .and_then(|d| d.results.as_ref())
+                .into_iter()
+                .flatten();
+            let mut booked = Vec::new();
+            for result in results {
+                devices.push(result.device.clone());
+                let device = (result.pool.clone(), result.device.clone());
+                if let Some(&(gpu, milli)) = self.shares.per_device.get(&device) {
+                    if let Some(free) = self
+                        .gpus
+                        .get_mut(&decision.node)
+                        .and_then(|g| g.free.get_mut(gpu))
+                    {
+                        *free = (*free - milli).max(0);
+                    }
+                    self.used += milli;
+                    booked.push((decision.node.clone(), gpu, milli));
+                }
+            }
+            let k = key(namespace, name);
+            if let Some(claim) = self.claims.get_mut(&k) {
+                claim.status.get_or_insert_with(Default::default).allocation =
+                    Some(allocation.clone());
+            }
+            self.claim_booked.insert(k, booked);
+        }
+        let mut gpu_milli = unit_milli;
+        for name in &work.claims {
+            let k = key(namespace, name);
+            gpu_milli += self
+                .claim_booked
+                .get(&k)
+                .map_or(0, |b| b.iter().map(|(_, _, m)| m).sum());
+            *self.users.entry(k).or_insert(0) += 1;
+        }
+        let placed = Placed {
+            node: decision.node.clone(),
+            devices,
+            gpu_milli,
+        };
+        (
+            placed,
+            Held {
+                node: decision.node,
+                units,
+            },
+        )
+    }
+
+    /// The pod's claims as they stand (allocated or not).
+    fn claims_of(&self, namespace: &str, work: &SimPod) -> Vec<ResourceClaim> {
+        work.claims
+            .iter()
+            .filter_map(|name| self.claims.get(&key(namespace, name)).cloned())
+            .collect()
+    }
+
     /// Books a pod's extended GPU resources on `node`'s GPUs: whole units on the lowest
     /// fully free GPUs, shares on the fullest GPU with room.
     fn book_units(&mut self, pod: &Pod, node: &str) -> Booked {
@@ -417,70 +486,43 @@ impl Placer for KubePlacer {
     }
 
     fn place(&mut self, (namespace, _): (&str, &str), work: &SimPod) -> Option<(Placed, Held)> {
-        let claims: Vec<ResourceClaim> = work
-            .claims
-            .iter()
-            .filter_map(|name| self.claims.get(&key(namespace, name)).cloned())
-            .collect();
+        let claims = self.claims_of(namespace, work);
         let profile = self.profile_for(&work.pod).clone();
         self.scheduler.set_profile(&profile);
         let decision = self.scheduler.schedule(&work.pod, &claims).ok()?;
         self.scheduler.assume(&work.pod, &decision, &claims);
-        let units = self.book_units(&work.pod, &decision.node);
-        let unit_milli: i64 = units.iter().map(|(_, _, m)| m).sum();
-        self.used += unit_milli;
-        let mut devices = Vec::new();
-        for (name, allocation) in &decision.allocations {
-            let results = allocation
-                .devices
-                .as_ref()
-                .and_then(|d| d.results.as_ref())
-                .into_iter()
-                .flatten();
-            let mut booked = Vec::new();
-            for result in results {
-                devices.push(result.device.clone());
-                let device = (result.pool.clone(), result.device.clone());
-                if let Some(&(gpu, milli)) = self.shares.per_device.get(&device) {
-                    if let Some(free) = self
-                        .gpus
-                        .get_mut(&decision.node)
-                        .and_then(|g| g.free.get_mut(gpu))
-                    {
-                        *free = (*free - milli).max(0);
-                    }
-                    self.used += milli;
-                    booked.push((decision.node.clone(), gpu, milli));
-                }
-            }
-            let k = key(namespace, name);
-            if let Some(claim) = self.claims.get_mut(&k) {
-                claim.status.get_or_insert_with(Default::default).allocation =
-                    Some(allocation.clone());
-            }
-            self.claim_booked.insert(k, booked);
-        }
-        let mut gpu_milli = unit_milli;
-        for name in &work.claims {
-            let k = key(namespace, name);
-            gpu_milli += self
-                .claim_booked
-                .get(&k)
-                .map_or(0, |b| b.iter().map(|(_, _, m)| m).sum());
-            *self.users.entry(k).or_insert(0) += 1;
-        }
-        let placed = Placed {
-            node: decision.node.clone(),
-            devices,
-            gpu_milli,
-        };
-        Some((
-            placed,
-            Held {
-                node: decision.node,
-                units,
-            },
-        ))
+        Some(self.book(namespace, work, decision))
+    }
+
+    fn group(&self, work: &SimPod) -> Option<(String, usize)> {
+        work.group.as_ref().map(|g| (g.key.clone(), g.min_member))
+    }
+
+    fn place_group(
+        &mut self,
+        members: &[((&str, &str), &SimPod)],
+        needed: usize,
+    ) -> Option<Vec<(Placed, Held)>> {
+        let first = members.first()?.1;
+        let profile = self.profile_for(&first.pod).clone();
+        self.scheduler.set_profile(&profile);
+        let with_claims: Vec<(&Pod, Vec<ResourceClaim>)> = members
+            .iter()
+            .map(|((namespace, _), work)| (&work.pod, self.claims_of(namespace, work)))
+            .collect();
+        let topology = first.group.as_ref().and_then(|g| g.topology_key.as_deref());
+        let (decisions, booked) = self
+            .scheduler
+            .schedule_group(&with_claims, needed, topology)
+            .ok()?;
+        self.scheduler = booked;
+        Some(
+            members
+                .iter()
+                .zip(decisions)
+                .map(|(((namespace, _), work), decision)| self.book(namespace, work, decision))
+                .collect(),
+        )
     }
 
     fn release(&mut self, (namespace, _): (&str, &str), work: &SimPod, held: Held) {
@@ -586,6 +628,103 @@ spec:
     image: jupyter
     resources: {limits: {nvidia.com/gpu: 2}}
 ";
+
+    const GANG: &str = "apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: gpu, namespace: research}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: eight, namespace: research}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpus, exactly: {deviceClassName: gpu.nvidia.com, count: 8}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: solo
+  namespace: research
+  annotations: {sim.tessera.dev/duration: 1h}
+spec:
+  restartPolicy: Never
+  containers: [{name: c, image: trainer}]
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: eight}]
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: ring
+  namespace: research
+  annotations: {tessera.dev/gang-topology: topology.kubernetes.io/zone}
+spec: {minMember: 16}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: ring
+  namespace: research
+  annotations: {sim.tessera.dev/arrival: 10s}
+spec:
+  completions: 16
+  parallelism: 16
+  template:
+    metadata:
+      labels: {scheduling.x-k8s.io/pod-group: ring}
+      annotations: {sim.tessera.dev/duration: 30m}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: trainer}]
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu}]
+";
+
+    #[test]
+    fn a_gang_waits_whole_until_all_its_members_fit() {
+        let workload = crate::workload::parse(&[("w.yaml".into(), GANG.into())]).expect("workload");
+        assert_eq!(
+            workload.pods[1].work.group.as_ref().map(|g| g.min_member),
+            Some(16)
+        );
+        let specs = Topology::default_lab().nodes();
+        let mut placer = KubePlacer::new(
+            &specs,
+            workload.classes,
+            workload.claims,
+            Vec::new(),
+            &workload.pods,
+        )
+        .expect("cluster");
+        let options = Options {
+            policy: "default-scheduler".into(),
+            seed: 0,
+            max_wait: None,
+        };
+        let (events, summary) = timeline::run(&mut placer, workload.pods, &options).expect("runs");
+        let placed: Vec<(i64, &str)> = events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::Placed { .. }))
+            .map(|e| (e.time, e.pod.as_str()))
+            .collect();
+        // solo holds one DGX for an hour; 8 GPUs are free on the other, but the 16-pod gang
+        // takes none of them until both DGXs are free — then all 16 at once.
+        assert_eq!(placed[0], (0, "solo"));
+        assert_eq!(placed.len(), 17);
+        assert!(placed[1..].iter().all(|(t, _)| *t == 3600), "{placed:?}");
+        let peak_before = events
+            .iter()
+            .filter(|e| e.time < 3600)
+            .map(|e| e.gpu_used)
+            .max();
+        assert_eq!(peak_before, Some(8 * MILLI), "no partial gang holds GPUs");
+        assert_eq!(summary.overall.completed, 17);
+    }
 
     #[test]
     fn jobs_queue_for_whole_nodes_and_claims_are_freed_on_departure() {

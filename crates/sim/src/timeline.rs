@@ -8,7 +8,9 @@
 //! (arrivals only take room), highest priority first, then oldest; within one retry round a
 //! pod shape that failed is not tried again (later pods of that shape cannot fit either). A
 //! pod pending longer than the maximum wait is given up (`Failed`). A pod may follow another
-//! (a Job's next completion): it arrives when that one leaves.
+//! (a Job's next completion): it arrives when that one leaves. Members of a pod group wait
+//! until enough of them have arrived, then are placed together or not at all (as the live
+//! scheduler's gangs), counting members still running.
 //!
 //! What places pods is a [`Placer`]: the openb engine (`trace_placer`) or the live
 //! scheduling core (`kube_placer`). This module knows neither.
@@ -78,6 +80,21 @@ pub trait Placer {
     /// again after arrivals are placed, not only after departures.
     fn retry_on_placement(&self) -> bool {
         false
+    }
+    /// The pod group a pod belongs to (placed all or nothing) and its minimum members.
+    fn group(&self, work: &Self::Work) -> Option<(String, usize)> {
+        let _ = work;
+        None
+    }
+    /// Places `members` of one group together — all of them, which must be at least
+    /// `needed` — or none.
+    fn place_group(
+        &mut self,
+        members: &[((&str, &str), &Self::Work)],
+        needed: usize,
+    ) -> Option<Vec<(Placed, Self::Held)>> {
+        let _ = (members, needed);
+        None
     }
 }
 
@@ -234,6 +251,8 @@ struct Run<'p, P: Placer> {
     /// Departures: (time, pod).
     departures: BinaryHeap<Reverse<(i64, usize)>>,
     events: Vec<Event>,
+    /// Members of each pod group placed and not yet gone.
+    group_running: BTreeMap<String, usize>,
 }
 
 impl<P: Placer> Run<'_, P> {
@@ -259,6 +278,49 @@ impl<P: Placer> Run<'_, P> {
         let Some((placed, held)) = self.placer.place((&p.namespace, &p.name), &p.work) else {
             return false;
         };
+        self.placed(time, pod, placed, held);
+        true
+    }
+
+    /// Tries the waiting members of `group` (minimum `min`) together; true when placed.
+    fn try_group(&mut self, time: i64, group: &str, min: usize) -> bool {
+        let members: Vec<QueueKey> = self
+            .queue
+            .iter()
+            .copied()
+            .filter(|key| {
+                self.placer
+                    .group(&self.pods[key.2].work)
+                    .is_some_and(|(g, _)| g == group)
+            })
+            .collect();
+        let running = self.group_running.get(group).copied().unwrap_or(0);
+        let needed = min.saturating_sub(running);
+        if members.is_empty() || members.len() < needed {
+            return false;
+        }
+        let work: Vec<((&str, &str), &P::Work)> = members
+            .iter()
+            .map(|key| {
+                let p = &self.pods[key.2];
+                ((p.namespace.as_str(), p.name.as_str()), &p.work)
+            })
+            .collect();
+        let Some(placements) = self.placer.place_group(&work, needed) else {
+            return false;
+        };
+        for (key, (placed, held)) in members.into_iter().zip(placements) {
+            self.queue.remove(&key);
+            self.placed(time, key.2, placed, held);
+        }
+        true
+    }
+
+    /// Records a placement.
+    fn placed(&mut self, time: i64, pod: usize, placed: Placed, held: P::Held) {
+        if let Some((group, _)) = self.placer.group(&self.pods[pod].work) {
+            *self.group_running.entry(group).or_insert(0) += 1;
+        }
         let arrived = self.records[pod].arrived_at.unwrap_or(time);
         let record = &mut self.records[pod];
         record.placed_at = Some(time);
@@ -277,13 +339,21 @@ impl<P: Placer> Run<'_, P> {
                 waited: time - arrived,
             },
         );
-        true
     }
 
-    /// A pod arrives: tried once, then queued.
+    /// A pod arrives: tried once, then queued (a group member joins the queue first, then
+    /// its group is tried).
     fn arrive(&mut self, time: i64, pod: usize) {
         self.records[pod].arrived_at = Some(time);
         self.log(time, pod, EventKind::Arrived);
+        if let Some((group, min)) = self.placer.group(&self.pods[pod].work) {
+            let key = self.key(pod);
+            self.queue.insert(key);
+            if !self.try_group(time, &group, min) {
+                self.log(time, pod, EventKind::Pending);
+            }
+            return;
+        }
         if !self.try_place(time, pod) {
             let key = self.key(pod);
             self.queue.insert(key);
@@ -294,9 +364,19 @@ impl<P: Placer> Run<'_, P> {
     /// Retries the queue in order, skipping shapes that already failed this round.
     fn retry(&mut self, time: i64) {
         let mut failed_shapes: BTreeSet<P::Shape> = BTreeSet::new();
+        let mut tried_groups: BTreeSet<String> = BTreeSet::new();
         let waiting: Vec<QueueKey> = self.queue.iter().copied().collect();
         for key in waiting {
             let pod = key.2;
+            if !self.queue.contains(&key) {
+                continue; // placed with its group this round
+            }
+            if let Some((group, min)) = self.placer.group(&self.pods[pod].work) {
+                if tried_groups.insert(group.clone()) {
+                    self.try_group(time, &group, min);
+                }
+                continue;
+            }
             let shape = self.placer.shape(&self.pods[pod].work);
             if shape.as_ref().is_some_and(|s| failed_shapes.contains(s)) {
                 continue;
@@ -318,6 +398,11 @@ impl<P: Placer> Run<'_, P> {
             }
             self.departures.pop();
             if let Some(held) = self.records[pod].running.take() {
+                if let Some((group, _)) = self.placer.group(&self.pods[pod].work)
+                    && let Some(running) = self.group_running.get_mut(&group)
+                {
+                    *running = running.saturating_sub(1);
+                }
                 let p = &self.pods[pod];
                 self.placer.release((&p.namespace, &p.name), &p.work, held);
                 self.records[pod].departed_at = Some(t);
@@ -433,6 +518,7 @@ pub fn run<P: Placer>(
         queue: BTreeSet::new(),
         departures: BinaryHeap::new(),
         events: Vec::new(),
+        group_running: BTreeMap::new(),
     };
     let mut allocation = Vec::new();
     let mut fragmentation = Vec::new();

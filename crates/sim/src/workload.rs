@@ -11,7 +11,8 @@
 //! one ends); Deployments, ReplicaSets and StatefulSets (`replicas` pods that run until the
 //! object's lifetime ends); ResourceClaims, ResourceClaimTemplates (a claim per pod, named
 //! `<pod>-<claim>`), DeviceClasses and PriorityClasses (pods get their priority, as admission
-//! gives it); Namespaces and `List`s. Anything else is an error naming the file, document
+//! gives it); PodGroups (`scheduling.x-k8s.io`: `minMember`, the `tessera.dev/gang-topology`
+//! annotation) for pods labelled `scheduling.x-k8s.io/pod-group`; Namespaces and `List`s. Anything else is an error naming the file, document
 //! and line.
 //!
 //! Pure: text in, pods out. Knows nothing about placement.
@@ -44,7 +45,23 @@ pub struct SimPod {
     pub pod_affinity: bool,
     /// What its claims request, for the fragmentation measure.
     pub requests: Vec<DeviceAsk>,
+    /// The pod group it belongs to.
+    pub group: Option<PodGroup>,
 }
+
+/// A gang: pods labelled `scheduling.x-k8s.io/pod-group`, placed all or nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGroup {
+    /// `namespace/name`.
+    pub key: String,
+    /// The PodGroup's `spec.minMember`, or every pod of the workload carrying the label.
+    pub min_member: usize,
+    /// All members within one domain of this node label (`tessera.dev/gang-topology`).
+    pub topology_key: Option<String>,
+}
+
+/// The pod-group label (scheduler-plugins' Coscheduling).
+pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 
 /// One request of a pod's claims, roughly: how many devices, and whether they are MIG
 /// partitions (by device class name).
@@ -192,6 +209,8 @@ struct Gathered {
     classes: Vec<DeviceClass>,
     priorities: BTreeMap<String, i32>,
     default_priority: i32,
+    /// PodGroups by (namespace, name): minMember and topology key.
+    groups: BTreeMap<(String, String), (Option<usize>, Option<String>)>,
 }
 
 fn gather(
@@ -272,13 +291,22 @@ fn gather(
             }
             gathered.priorities.insert(name, value);
         }
+        "PodGroup" => {
+            named(&kind)?;
+            let min = int_at(&object, "/spec/minMember", origin)?
+                .map(|m| usize::try_from(m).unwrap_or(usize::MAX));
+            let topology = annotation(&object, "tessera.dev/gang-topology").map(String::from);
+            gathered
+                .groups
+                .insert((object_namespace, name), (min, topology));
+        }
         "Namespace" => {}
         "" => return Err(origin.error("the document has no kind")),
         other => {
             return Err(origin.error(format!(
                 "kind {other} ({api_version}) is not simulated: give Pods, Jobs, Deployments, \
                  ReplicaSets, StatefulSets, ResourceClaims, ResourceClaimTemplates, \
-                 DeviceClasses, PriorityClasses or Namespaces"
+                 DeviceClasses, PriorityClasses, PodGroups or Namespaces"
             )));
         }
     }
@@ -434,6 +462,7 @@ impl Gathered {
                 shape,
                 pod_affinity,
                 requests,
+                group: None,
             },
         })
     }
@@ -538,6 +567,14 @@ impl Gathered {
     }
 }
 
+fn group_label(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(POD_GROUP_LABEL)
+        .map(String::as_str)
+}
+
 /// Reads a workload from manifest files (name, text).
 pub fn parse(files: &[(String, String)]) -> Result<Workload, WorkloadError> {
     let mut gathered = Gathered::default();
@@ -568,6 +605,27 @@ pub fn parse(files: &[(String, String)]) -> Result<Workload, WorkloadError> {
             }
             pods.push(pod);
         }
+    }
+    // Groups: the PodGroup's minMember, or every labelled pod of the workload.
+    let mut labelled: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for pod in &pods {
+        if let Some(group) = group_label(&pod.work.pod) {
+            *labelled
+                .entry((pod.namespace.clone(), group.to_string()))
+                .or_insert(0) += 1;
+        }
+    }
+    for pod in &mut pods {
+        let Some(group) = group_label(&pod.work.pod).map(str::to_string) else {
+            continue;
+        };
+        let id = (pod.namespace.clone(), group);
+        let (min, topology_key) = gathered.groups.get(&id).cloned().unwrap_or_default();
+        pod.work.group = Some(PodGroup {
+            key: format!("{}/{}", id.0, id.1),
+            min_member: min.unwrap_or_else(|| labelled.get(&id).copied().unwrap_or(0)),
+            topology_key,
+        });
     }
     Ok(Workload {
         pods,
