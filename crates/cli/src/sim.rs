@@ -520,6 +520,9 @@ pub struct SimBenchArgs {
     /// Seeds to time each policy over.
     #[arg(long, default_value = "42..46", value_parser = parse_seeds)]
     pub seeds: Seeds,
+    /// Manifests timed on the lab topology (`tessera sim run`).
+    #[arg(long, default_value = "examples/sim/teams.yaml")]
+    pub workload: PathBuf,
 }
 
 /// The artifact's time for one experiment on 2 vCPUs (its README: about 10 minutes).
@@ -562,8 +565,65 @@ pub fn bench(args: &SimBenchArgs) -> anyhow::Result<()> {
             allocation / runs
         );
     }
+    // Timelines (`tessera sim run`): simulated time against the time it took.
+    println!(
+        "\n| timeline (`tessera sim run`) | events | simulated | seconds | faster than real time |"
+    );
+    println!("|---|---|---|---|---|");
+    let run_args = |cluster: Option<PathBuf>, workload: PathBuf| RunArgs {
+        cluster,
+        workload: vec![workload],
+        scheduler_config: None,
+        namespace: "openb".into(),
+        policy: Policy::Tessera,
+        seed: 42,
+        max_wait: None,
+        events: None,
+        summary: None,
+        report: None,
+    };
+    let options = |policy: &str| Options {
+        policy: policy.into(),
+        seed: 42,
+        max_wait: None,
+    };
+    let trace_args = run_args(Some(args.nodes.clone()), args.pods.clone());
+    let started = Instant::now();
+    let (events, summary) =
+        trace_timeline(&args.nodes, &args.pods, &trace_args, &options("tessera"))?;
+    timeline_row(
+        &format!("{name} in real time, tessera policy"),
+        &events,
+        &summary,
+        started,
+    );
+    let lab = tessera_node::Topology::default_lab();
+    let manifest_args = run_args(None, args.workload.clone());
+    let started = Instant::now();
+    let (events, summary) = manifest_timeline(
+        &lab,
+        std::slice::from_ref(&args.workload),
+        &manifest_args,
+        &options("default-scheduler"),
+    )?;
+    timeline_row(
+        &format!("{} on the lab topology", workload(&args.workload)),
+        &events,
+        &summary,
+        started,
+    );
     if let Some(peak) = peak_memory_mib() {
         println!("\npeak resident memory: {peak:.0} MiB");
     }
     Ok(())
+}
+
+fn timeline_row(what: &str, events: &[Event], summary: &Summary, started: Instant) {
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "| {what} | {} | {} | {seconds:.3} | {:.0}× |",
+        events.len(),
+        tessera_sim::report::duration(summary.makespan as f64),
+        summary.makespan as f64 / seconds.max(1e-9)
+    );
 }
