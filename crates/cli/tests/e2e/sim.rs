@@ -241,6 +241,24 @@ fn manifests_run_on_a_topology_through_the_scheduling_core() {
         out.contains("52 pods, 52 placed, 52 completed, 0 failed, 0 still waiting"),
         "{out}"
     );
+    // Deterministic: the same inputs give the same event log, byte for byte.
+    let logs: Vec<String> = (0..2)
+        .map(|i| {
+            let events = dir.path().join(format!("events-{i}.jsonl"));
+            let (ok, _, error) = tessera(&[
+                "sim",
+                "run",
+                "--workload",
+                example,
+                "--events",
+                events.to_str().unwrap(),
+            ]);
+            assert!(ok, "{error}");
+            std::fs::read_to_string(&events).unwrap()
+        })
+        .collect();
+    assert_eq!(logs[0], logs[1]);
+    assert_eq!(logs[0].lines().count(), 158);
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     // Two DGX H100s for three 8-GPU runs at a time: the third waits for the first to end.
