@@ -6,7 +6,7 @@
 //!
 //! Pure.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PreferredSchedulingTerm, Toleration};
 use tessera_model::node_selector;
 use tessera_model::taints::tolerated;
 
@@ -96,45 +96,60 @@ fn per_hundred(part: i64, whole: i64) -> i64 {
 /// NodeResourcesBalancedAllocation: how even CPU and memory use would be, in upstream's
 /// floating point (`(1 − |cpu share − memory share| / 2) · 100`, each share capped at 1).
 pub fn balanced(pod: (i64, i64), node: &NodeInfo) -> i64 {
-    let share = |requested: i64, allocatable: i64| -> Option<f64> {
-        (allocatable > 0).then(|| (requested as f64 / allocatable as f64).min(1.0))
-    };
     let common = &node.common;
-    let shares = [
-        share(common.cpu_nonzero.saturating_add(pod.0), common.cpu),
-        share(common.memory_nonzero.saturating_add(pod.1), common.memory),
+    if common.cpu <= 0 || common.memory <= 0 {
+        return MAX;
+    }
+    // Both divisions side by side, so they can run as one vector division.
+    let requested = [
+        common.cpu_nonzero.saturating_add(pod.0) as f64,
+        common.memory_nonzero.saturating_add(pod.1) as f64,
     ];
-    let deviation = match shares {
-        [Some(cpu), Some(memory)] => ((cpu - memory) / 2.0).abs(),
-        _ => 0.0,
-    };
+    let allocatable = [common.cpu as f64, common.memory as f64];
+    let shares = [
+        (requested[0] / allocatable[0]).min(1.0),
+        (requested[1] / allocatable[1]).min(1.0),
+    ];
+    let deviation = ((shares[0] - shares[1]) / 2.0).abs();
     ((1.0 - deviation) * MAX as f64) as i64
 }
 
-/// NodeAffinity's raw score: the summed weights of matching preferred terms.
-pub fn affinity(pod: &Pod, node: &NodeInfo) -> i64 {
+/// The pod's preferred node-affinity terms.
+fn preferred_terms(pod: &Pod) -> &[PreferredSchedulingTerm] {
     pod.spec
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
         .and_then(|a| {
             a.preferred_during_scheduling_ignored_during_execution
-                .as_ref()
+                .as_deref()
         })
-        .into_iter()
-        .flatten()
+        .unwrap_or_default()
+}
+
+fn affinity_of(terms: &[PreferredSchedulingTerm], node: &NodeInfo) -> i64 {
+    terms
+        .iter()
         .filter(|term| node_selector::term_matches(&term.preference, &node.name, &node.labels))
         .map(|term| i64::from(term.weight))
         .sum()
 }
 
-/// TaintToleration's raw score: intolerable PreferNoSchedule taints (fewer is better).
-pub fn intolerable(pod: &Pod, node: &NodeInfo) -> i64 {
-    let tolerations = crate::filters::tolerations(pod);
+/// NodeAffinity's raw score: the summed weights of matching preferred terms.
+pub fn affinity(pod: &Pod, node: &NodeInfo) -> i64 {
+    affinity_of(preferred_terms(pod), node)
+}
+
+fn intolerable_by(tolerations: &[Toleration], node: &NodeInfo) -> i64 {
     node.taints
         .iter()
         .filter(|t| t.effect == "PreferNoSchedule" && !tolerated(tolerations, t))
         .count() as i64
+}
+
+/// TaintToleration's raw score: intolerable PreferNoSchedule taints (fewer is better).
+pub fn intolerable(pod: &Pod, node: &NodeInfo) -> i64 {
+    intolerable_by(crate::filters::tolerations(pod), node)
 }
 
 /// Scales raw scores to 0–100 by the highest (or, `reverse`, so the lowest gets 100).
@@ -177,17 +192,26 @@ pub fn normalize_range(raw: &[i64], reverse: bool) -> Vec<i64> {
 
 /// The weighted total score of each candidate node for `pod` under `profile`.
 pub fn score(pod: &Pod, demand: &Demand, nodes: &[&NodeInfo], profile: &Profile) -> Vec<i64> {
+    let tolerations = crate::filters::tolerations(pod);
     let taints = normalize(
         &nodes
             .iter()
-            .map(|n| intolerable(pod, n))
+            .map(|n| intolerable_by(tolerations, n))
             .collect::<Vec<_>>(),
         true,
     );
-    let affinity = normalize(
-        &nodes.iter().map(|n| affinity(pod, n)).collect::<Vec<_>>(),
-        false,
-    );
+    let preferred = preferred_terms(pod);
+    let affinity = if preferred.is_empty() {
+        vec![0; nodes.len()]
+    } else {
+        normalize(
+            &nodes
+                .iter()
+                .map(|n| affinity_of(preferred, n))
+                .collect::<Vec<_>>(),
+            false,
+        )
+    };
     let (w_taint, w_affinity, w_fit, w_balanced, w_numa) = (
         profile.weight("TaintToleration"),
         profile.weight("NodeAffinity"),
