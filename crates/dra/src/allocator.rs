@@ -11,7 +11,7 @@
 //!
 //! Unlike upstream's first fit, up to [`SOLUTIONS_COMPARED`] complete solutions are compared
 //! (devices of one request on one PCIe root, partitions packed onto GPUs already in use,
-//! earlier `firstAvailable` choices first). Pure and deterministic: ties go to the solution
+//! shares of shared devices packed best-fit, earlier `firstAvailable` choices first). Pure and deterministic: ties go to the solution
 //! found first in pool, slice and device order.
 
 use std::borrow::Cow;
@@ -907,12 +907,32 @@ impl<'a> Allocator<'a> {
     }
 
     /// How good a complete solution is (higher is better): devices of one request on one
-    /// PCIe root, partitions packed onto GPUs already partly used (whole GPUs stay free), and
-    /// earlier `firstAvailable` alternatives before later ones.
+    /// PCIe root, partitions packed onto GPUs already partly used (whole GPUs stay free),
+    /// shares of devices allowing multiple allocations packed best-fit (the device left
+    /// fullest, as the FGD artifact places a GPU share on the GPU with the least room that
+    /// fits), and earlier `firstAvailable` alternatives before later ones.
     fn solution_score(&self, plans: &[ClaimPlan<'_>], picks: &[Pick]) -> i64 {
         let mut score = 0i64;
         for (i, a) in picks.iter().enumerate() {
             let device = self.device(a.pool, a.device);
+            if let (Some(policies), Some(consumed)) = (&device.shared, &a.consumed) {
+                let mut used = self
+                    .in_use
+                    .shared
+                    .get(&device.id)
+                    .cloned()
+                    .unwrap_or_default();
+                for earlier in picks[..i]
+                    .iter()
+                    .filter(|p| p.pool == a.pool && p.device == a.device)
+                {
+                    if let Some(more) = &earlier.consumed {
+                        capacity::add(&mut used, more);
+                    }
+                }
+                capacity::add(&mut used, consumed);
+                score += capacity::fullness(policies, &used) / 50;
+            }
             let rank = plans[a.claim].requests.iter().find_map(|alternatives| {
                 alternatives
                     .iter()

@@ -102,6 +102,23 @@ pub fn consumption(
         .collect()
 }
 
+/// How full a shared device is with `used` consumed: thousandths of its fullest capacity.
+pub fn fullness(policies: &BTreeMap<String, CapacityPolicy>, used: &Consumed) -> i64 {
+    policies
+        .iter()
+        .map(|(name, policy)| {
+            let used = used.get(name).map_or(0, Quantity::nanos);
+            let total = policy.value.nanos();
+            if total <= 0 {
+                0
+            } else {
+                i64::try_from((used.saturating_mul(1000) / total).clamp(0, 1000)).unwrap_or(1000)
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Whether `more` fits beside `used` within the capacities.
 pub fn fits(policies: &BTreeMap<String, CapacityPolicy>, used: &Consumed, more: &Consumed) -> bool {
     more.iter().all(|(name, amount)| {

@@ -576,3 +576,55 @@ fn devices_allowing_multiple_allocations_share_their_capacity() {
     );
     assert!(allocate(&[], &asking("d", Some("90Gi"))).is_none());
 }
+
+#[test]
+fn shares_go_to_the_fullest_shared_device_that_fits() {
+    let device = |name: &str| {
+        json!({"name": name, "allowMultipleAllocations": true,
+            "attributes": {"type": {"string": "gpu"}},
+            "capacity": {"memory": {"value": "80Gi"}}})
+    };
+    let shared: ResourceSlice = serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [device("gpu-0"), device("gpu-1")]}}))
+    .unwrap();
+    let slices = vec![shared];
+    let asking = |name: &str, memory: &str| {
+        one(
+            name,
+            json!({"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                "capacity": {"requests": {"memory": memory}}}}),
+        )
+    };
+    let holding = |name: &str, memory: &str, device: &str| {
+        let mut claim = asking(name, memory);
+        claim.status = Some(
+            serde_json::from_value(json!({"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": device,
+             "shareID": format!("{name}-share"), "consumedCapacity": {"memory": memory}}]}}}))
+            .unwrap(),
+        );
+        claim
+    };
+    let device_for = |held: &[ResourceClaim], memory: &str| {
+        let allocation = Allocator::new(node("n1"), &slices, &classes(), held)
+            .allocate(&[&asking("new", memory)])
+            .unwrap()
+            .expect("fits")
+            .remove(0);
+        allocation.devices.unwrap().results.unwrap()[0]
+            .device
+            .clone()
+    };
+    // Empty: the first device.
+    assert_eq!(device_for(&[], "30Gi"), "gpu-0");
+    // gpu-1 holds 40Gi: the 30Gi share goes beside it (best fit), gpu-0 stays whole.
+    let forty = [holding("a", "40Gi", "gpu-1")];
+    assert_eq!(device_for(&forty, "30Gi"), "gpu-1");
+    // gpu-1 holds 60Gi: 30Gi no longer fits there.
+    let sixty = [holding("a", "60Gi", "gpu-1")];
+    assert_eq!(device_for(&sixty, "30Gi"), "gpu-0");
+    // Both partly used: the fuller one that fits.
+    let both = [holding("a", "20Gi", "gpu-0"), holding("b", "40Gi", "gpu-1")];
+    assert_eq!(device_for(&both, "30Gi"), "gpu-1");
+}
