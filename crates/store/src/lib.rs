@@ -1,11 +1,17 @@
 //! Durable, revisioned key-value store for API objects, on an embedded SQLite file.
 //!
 //! One global revision counts every change; each key remembers the revision of its last
-//! change (its resourceVersion). Writes are read-modify-write transactions run under one lock,
-//! so compare-and-swap needs no retry loop, and each is committed to SQLite (WAL journal)
-//! before it is acknowledged. All current values are also held in memory, which serves gets,
-//! consistent lists and a bounded history of recent changes for watches; a watch that starts
-//! before the history is answered with [`StoreError::Gone`].
+//! change (its resourceVersion). Writes are read-modify-write transactions decided one at a
+//! time against the latest value (committed or not), so compare-and-swap needs no retry loop;
+//! each is committed to SQLite (WAL journal) before it is acknowledged or seen. Commits are
+//! grouped: while one writer commits, others decide and queue their changes, and the next
+//! commit writes all of them in one transaction (as etcd batches its backend commits) — so
+//! readers never wait for the disk, and a burst of writers pays for one commit, not one each.
+//! All committed values are also held in memory, which serves gets, consistent lists and a
+//! bounded history of recent changes for watches; a watch that starts before the history is
+//! answered with [`StoreError::Gone`]. A commit that fails breaks the store: every later
+//! write fails, as etcd stops on a failed WAL write, since writes decided after it may rest on
+//! it.
 //!
 //! Knows keys, revisions and opaque byte values: nothing about Kubernetes, JSON or HTTP.
 
@@ -86,6 +92,9 @@ pub enum StoreError {
         /// What SQLite said.
         source: rusqlite::Error,
     },
+    /// An earlier commit failed; the store takes no more writes.
+    #[error("the store is unusable after a failed commit: {0}")]
+    Broken(String),
     /// A watch asked for changes older than the kept history.
     #[error("too old resource version: {requested} ({oldest})")]
     Gone {
@@ -129,8 +138,28 @@ struct Inner {
 }
 
 struct State {
+    /// The last committed revision.
     revision: u64,
+    /// Committed entries.
     entries: BTreeMap<Arc<str>, Entry>,
+    /// The latest decided revision (committed or queued).
+    decided: u64,
+    /// The latest decided value of keys with queued changes (`None`: deleted).
+    overlay: std::collections::HashMap<Arc<str>, Option<Entry>>,
+    /// Changes decided and not yet committed, in revision order.
+    queue: Vec<Event>,
+    /// Why the store broke, if a commit failed.
+    broken: Option<String>,
+}
+
+impl State {
+    /// The latest decided value of a key.
+    fn latest(&self, key: &str) -> Option<&Entry> {
+        match self.overlay.get(key) {
+            Some(pending) => pending.as_ref(),
+            None => self.entries.get(key),
+        }
+    }
 }
 
 impl Store {
@@ -154,7 +183,14 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 database: Mutex::new(database),
-                state: RwLock::new(State { revision, entries }),
+                state: RwLock::new(State {
+                    revision,
+                    entries,
+                    decided: revision,
+                    overlay: Default::default(),
+                    queue: Vec::new(),
+                    broken: None,
+                }),
                 history: Arc::new(History::new(options.history, revision)),
             }),
         })
@@ -196,54 +232,97 @@ impl Store {
         key: &str,
         decide: impl FnOnce(Option<&Entry>, u64) -> Result<Mutation, E>,
     ) -> Result<Result<Option<Entry>, E>, StoreError> {
-        let mut database = lock(&self.inner.database);
-        let mut state = write(&self.inner.state);
-        let current = state.entries.get(key);
-        let next_revision = state.revision + 1;
-        let mutation = match decide(current, next_revision) {
-            Ok(mutation) => mutation,
-            Err(error) => return Ok(Err(error)),
-        };
-        let previous = current.map(|entry| entry.value.clone());
-        let key: Arc<str> = current.map_or_else(|| key.into(), |entry| entry.key.clone());
-        let (kind, value) = match mutation {
-            Mutation::Keep => return Ok(Ok(current.cloned())),
-            Mutation::Put(value) => {
-                database.put(&key, next_revision, &value)?;
-                let kind = if previous.is_some() {
-                    EventKind::Updated
-                } else {
-                    EventKind::Created
-                };
-                (kind, value)
+        // Decide against the latest value and queue the change.
+        let (outcome, wait_for) = {
+            let mut state = write(&self.inner.state);
+            if let Some(reason) = &state.broken {
+                return Err(StoreError::Broken(reason.clone()));
             }
-            Mutation::Delete(value) => {
-                if previous.is_none() {
-                    return Ok(Ok(None));
+            let current = state.latest(key).cloned();
+            let next_revision = state.decided + 1;
+            let mutation = match decide(current.as_ref(), next_revision) {
+                Ok(mutation) => mutation,
+                Err(error) => return Ok(Err(error)),
+            };
+            let (kind, value) = match mutation {
+                Mutation::Keep => {
+                    // Answer only once what it answers with is committed.
+                    let revision = current.as_ref().map_or(0, |e| e.revision);
+                    drop(state);
+                    self.commit_through(revision)?;
+                    return Ok(Ok(current));
                 }
-                database.delete(&key, next_revision)?;
-                (EventKind::Deleted, value)
+                Mutation::Put(value) if current.is_some() => (EventKind::Updated, value),
+                Mutation::Put(value) => (EventKind::Created, value),
+                Mutation::Delete(_) if current.is_none() => return Ok(Ok(None)),
+                Mutation::Delete(value) => (EventKind::Deleted, value),
+            };
+            let previous = current.as_ref().map(|entry| entry.value.clone());
+            let key: Arc<str> = current.map_or_else(|| key.into(), |entry| entry.key);
+            let entry = Entry {
+                key: key.clone(),
+                revision: next_revision,
+                value,
+            };
+            state.decided = next_revision;
+            state
+                .overlay
+                .insert(key, (kind != EventKind::Deleted).then(|| entry.clone()));
+            state.queue.push(Event {
+                kind,
+                entry: entry.clone(),
+                previous,
+            });
+            ((kind != EventKind::Deleted).then_some(entry), next_revision)
+        };
+        self.commit_through(wait_for)?;
+        Ok(Ok(outcome))
+    }
+
+    /// Returns once `revision` is committed: commits everything queued if no other writer has.
+    fn commit_through(&self, revision: u64) -> Result<(), StoreError> {
+        let mut database = lock(&self.inner.database);
+        let batch = {
+            let mut state = write(&self.inner.state);
+            if state.revision >= revision {
+                return Ok(());
             }
+            if let Some(reason) = &state.broken {
+                return Err(StoreError::Broken(reason.clone()));
+            }
+            std::mem::take(&mut state.queue)
         };
-        let entry = Entry {
-            key: key.clone(),
-            revision: next_revision,
-            value,
-        };
-        state.revision = next_revision;
-        if kind == EventKind::Deleted {
-            state.entries.remove(&key);
-        } else {
-            state.entries.insert(key, entry.clone());
+        // Readers and other deciders proceed while the batch is written.
+        let written = database.write_batch(&batch);
+        let mut state = write(&self.inner.state);
+        if let Err(error) = written {
+            // Later decisions may rest on these changes: none of them can stand.
+            state.broken = Some(error.to_string());
+            state.queue.clear();
+            state.overlay.clear();
+            state.decided = state.revision;
+            return Err(error);
         }
-        self.inner.history.push(Event {
-            kind,
-            entry: entry.clone(),
-            previous,
-        });
+        for event in batch {
+            let key = event.entry.key.clone();
+            if event.kind == EventKind::Deleted {
+                state.entries.remove(&key);
+            } else {
+                state.entries.insert(key.clone(), event.entry.clone());
+            }
+            let newest_pending = state
+                .overlay
+                .get(&key)
+                .map(|e| e.as_ref().map_or(event.entry.revision, |e| e.revision));
+            if newest_pending == Some(event.entry.revision) {
+                state.overlay.remove(&key);
+            }
+            state.revision = event.entry.revision;
+            self.inner.history.push(event);
+        }
         drop(state);
         drop(database);
-        Ok(Ok((kind != EventKind::Deleted).then_some(entry)))
+        Ok(())
     }
 
     /// Watches keys starting with `prefix` for changes after `revision`.

@@ -78,41 +78,34 @@ impl Database {
         Ok((revision.unwrap_or(0) as u64, rows))
     }
 
-    pub(crate) fn put(&mut self, key: &str, revision: u64, value: &[u8]) -> Result<(), StoreError> {
-        self.commit(
-            |tx| {
-                tx.prepare_cached(
-                    "INSERT INTO objects (key, revision, value) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (key) DO UPDATE SET revision = ?2, value = ?3",
-                )?
-                .execute(params![key, revision as i64, value])?;
-                Ok(())
-            },
-            revision,
-        )
-    }
-
-    pub(crate) fn delete(&mut self, key: &str, revision: u64) -> Result<(), StoreError> {
-        self.commit(
-            |tx| {
-                tx.prepare_cached("DELETE FROM objects WHERE key = ?1")?
-                    .execute(params![key])?;
-                Ok(())
-            },
-            revision,
-        )
-    }
-
-    fn commit(
-        &mut self,
-        change: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>,
-        revision: u64,
-    ) -> Result<(), StoreError> {
+    /// Writes a batch of changes (in revision order) in one transaction.
+    pub(crate) fn write_batch(&mut self, batch: &[crate::Event]) -> Result<(), StoreError> {
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
         let result = (|| {
             let tx = self.connection.transaction()?;
-            change(&tx)?;
+            {
+                let mut upsert = tx.prepare_cached(
+                    "INSERT INTO objects (key, revision, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO UPDATE SET revision = ?2, value = ?3",
+                )?;
+                let mut remove = tx.prepare_cached("DELETE FROM objects WHERE key = ?1")?;
+                for event in batch {
+                    let entry = &event.entry;
+                    if event.kind == crate::EventKind::Deleted {
+                        remove.execute(params![&*entry.key])?;
+                    } else {
+                        upsert.execute(params![
+                            &*entry.key,
+                            entry.revision as i64,
+                            &entry.value[..]
+                        ])?;
+                    }
+                }
+            }
             tx.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?
-                .execute(params![revision as i64])?;
+                .execute(params![last.entry.revision as i64])?;
             tx.commit()
         })();
         result.map_err(|e| self.error(e))
