@@ -297,8 +297,15 @@ fn timeline(args: &RunArgs) -> anyhow::Result<()> {
     }
     let o = &summary.overall;
     println!(
-        "{title}, {} seed {}: {} pods, {} placed, {} completed, {} failed, {} still waiting",
-        summary.policy, summary.seed, o.pods, o.placed, o.completed, o.failed, o.pending
+        "{title}, {} seed {}: {} pods, {} placed, {} completed, {} failed, {} still waiting, {} preempted",
+        summary.policy,
+        summary.seed,
+        o.pods,
+        o.placed,
+        o.completed,
+        o.failed,
+        o.pending,
+        o.preempted
     );
     println!(
         "makespan {}; mean wait {}, p95 {}; mean completion {}; time-weighted GPU allocation {:.2}%",
@@ -310,11 +317,12 @@ fn timeline(args: &RunArgs) -> anyhow::Result<()> {
     );
     for (namespace, f) in &summary.namespaces {
         println!(
-            "  {namespace}: {} pods, {} placed, {} failed, {} waiting; mean wait {}",
+            "  {namespace}: {} pods, {} placed, {} failed, {} waiting, {} preempted; mean wait {}",
             f.pods,
             f.placed,
             f.failed,
             f.pending,
+            f.preempted,
             tessera_sim::report::duration(f.mean_wait)
         );
     }

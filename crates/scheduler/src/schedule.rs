@@ -703,6 +703,24 @@ impl Scheduler {
         }
     }
 
+    /// Counts a placed pod (its `spec.nodeName` set) among those preemption may evict; the
+    /// simulator's placements, which no later snapshot brings in.
+    pub fn add_bound(&mut self, pod: &Pod) {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            self.bound.entry(node).or_default().push(pod.clone());
+        }
+    }
+
+    /// Stops counting a pod added by [`Scheduler::add_bound`].
+    pub fn remove_bound(&mut self, namespace: &str, name: &str, node: &str) {
+        if let Some(pods) = self.bound.get_mut(node) {
+            pods.retain(|p| {
+                p.metadata.namespace.as_deref() != Some(namespace)
+                    || p.metadata.name.as_deref() != Some(name)
+            });
+        }
+    }
+
     /// Undoes [`Scheduler::assume`] for a pod that left `node`: its usage, the GPUs it took
     /// of the NUMA layout, and the allocations of its claims named `claims` (deallocated, as
     /// the claim controller does once no pod reserves them).

@@ -12,8 +12,9 @@
 //! measure applies: the free GPU thousandths the workload's typical GPU pods could not use.
 //!
 //! Pod groups (`scheduling.x-k8s.io/pod-group`) are placed whole through the core's
-//! `schedule_group`, with the PodGroup's `minMember` and `tessera.dev/gang-topology`.
-//! Not modelled yet: preemption.
+//! `schedule_group`, with the PodGroup's `minMember` and `tessera.dev/gang-topology`. A pod
+//! nothing fits gets the core's DefaultPreemption (placed pods are counted on their nodes, their
+//! claims reserved for them, so freed devices count).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -216,6 +217,25 @@ fn objects(specs: &[NodeSpec]) -> Result<Objects, ClusterError> {
     })
 }
 
+/// The pod's claims reserved for it (what preemption reads to count a victim's devices freed).
+fn reserved_for(pod: &Pod, mut claims: Vec<ResourceClaim>) -> Vec<ResourceClaim> {
+    let consumer = k8s_openapi::api::resource::v1::ResourceClaimConsumerReference {
+        resource: "pods".into(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    for claim in &mut claims {
+        claim
+            .status
+            .get_or_insert_with(Default::default)
+            .reserved_for
+            .get_or_insert_with(Vec::new)
+            .push(consumer.clone());
+    }
+    claims
+}
+
 fn key(namespace: &str, name: &str) -> (String, String) {
     (namespace.to_string(), name.to_string())
 }
@@ -296,6 +316,10 @@ impl KubePlacer {
 
     /// Books what a decision gives a pod: its GPU units, its claims' allocations and devices.
     fn book(&mut self, namespace: &str, work: &SimPod, decision: Decision) -> (Placed, Held) {
+        // Preemption may evict it: the core counts it on its node.
+        let mut bound = work.pod.clone();
+        bound.spec.get_or_insert_with(Default::default).node_name = Some(decision.node.clone());
+        self.scheduler.add_bound(&bound);
         let units = self.book_units(&work.pod, &decision.node);
         let unit_milli: i64 = units.iter().map(|(_, _, m)| m).sum();
         self.used += unit_milli;
@@ -490,8 +514,22 @@ impl Placer for KubePlacer {
         let profile = self.profile_for(&work.pod).clone();
         self.scheduler.set_profile(&profile);
         let decision = self.scheduler.schedule(&work.pod, &claims).ok()?;
-        self.scheduler.assume(&work.pod, &decision, &claims);
+        self.scheduler
+            .assume(&work.pod, &decision, &reserved_for(&work.pod, claims));
         Some(self.book(namespace, work, decision))
+    }
+
+    fn preempt(
+        &mut self,
+        (namespace, _): (&str, &str),
+        work: &SimPod,
+    ) -> Option<Vec<(String, String)>> {
+        let claims = self.claims_of(namespace, work);
+        let profile = self.profile_for(&work.pod).clone();
+        self.scheduler.set_profile(&profile);
+        let fit = self.scheduler.schedule(&work.pod, &claims).err()?;
+        let nomination = self.scheduler.preempt(&work.pod, &claims, &fit).ok()?;
+        (!nomination.victims.is_empty()).then_some(nomination.victims)
     }
 
     fn group(&self, work: &SimPod) -> Option<(String, usize)> {
@@ -508,7 +546,10 @@ impl Placer for KubePlacer {
         self.scheduler.set_profile(&profile);
         let with_claims: Vec<(&Pod, Vec<ResourceClaim>)> = members
             .iter()
-            .map(|((namespace, _), work)| (&work.pod, self.claims_of(namespace, work)))
+            .map(|((namespace, _), work)| {
+                let claims = self.claims_of(namespace, work);
+                (&work.pod, reserved_for(&work.pod, claims))
+            })
             .collect();
         let topology = first.group.as_ref().and_then(|g| g.topology_key.as_deref());
         let (decisions, booked) = self
@@ -543,6 +584,8 @@ impl Placer for KubePlacer {
             }
         }
         self.scheduler.forget(&work.pod, &held.node, &deallocated);
+        let name = work.pod.metadata.name.as_deref().unwrap_or_default();
+        self.scheduler.remove_bound(namespace, name, &held.node);
         self.unbook(&held.units);
     }
 
@@ -684,6 +727,92 @@ spec:
       containers: [{name: c, image: trainer}]
       resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu}]
 ";
+
+    const PREEMPTION: &str = "apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: urgent}
+value: 1000
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: eight, namespace: research}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpus, exactly: {deviceClassName: gpu.nvidia.com, count: 8}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch, namespace: research}
+spec:
+  parallelism: 2
+  template:
+    metadata:
+      annotations: {sim.tessera.dev/duration: 2h}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: trainer}]
+      resourceClaims: [{name: gpus, resourceClaimTemplateName: eight}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: urgent
+  namespace: research
+  annotations: {sim.tessera.dev/arrival: 10m, sim.tessera.dev/duration: 1h}
+spec:
+  priorityClassName: urgent
+  restartPolicy: Never
+  containers: [{name: c, image: trainer}]
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: eight}]
+";
+
+    #[test]
+    fn a_higher_priority_pod_preempts_and_its_victim_waits_again() {
+        let workload =
+            crate::workload::parse(&[("w.yaml".into(), PREEMPTION.into())]).expect("workload");
+        let specs = Topology::default_lab().nodes();
+        let mut placer = KubePlacer::new(
+            &specs,
+            workload.classes,
+            workload.claims,
+            Vec::new(),
+            &workload.pods,
+        )
+        .expect("cluster");
+        let options = Options {
+            policy: "default-scheduler".into(),
+            seed: 0,
+            max_wait: None,
+        };
+        let (events, summary) = timeline::run(&mut placer, workload.pods, &options).expect("runs");
+        let story: Vec<(i64, &str, String)> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Placed { node, .. } => Some((e.time, e.pod.as_str(), node.clone())),
+                EventKind::Preempted { by } => Some((e.time, e.pod.as_str(), format!("by {by}"))),
+                _ => None,
+            })
+            .collect();
+        fn at<'a>(t: i64, pod: &'a str, what: &str) -> (i64, &'a str, String) {
+            (t, pod, what.to_string())
+        }
+        assert_eq!(
+            story,
+            [
+                at(0, "batch-0", "h100-1"),
+                at(0, "batch-1", "h100-2"),
+                at(600, "batch-0", "by research/urgent"),
+                at(600, "urgent", "h100-1"),
+                at(4200, "batch-0", "h100-1"),
+            ]
+        );
+        assert_eq!(summary.namespaces["research"].preempted, 1);
+        assert_eq!(summary.overall.completed, 3);
+        // batch-0 ran again from 4200 for its full two hours.
+        assert_eq!(summary.makespan, 4200 + 7200);
+    }
 
     #[test]
     fn a_gang_waits_whole_until_all_its_members_fit() {

@@ -69,11 +69,12 @@ fn chart(title: &str, unit: &str, samples: &[Sample]) -> String {
 
 fn figures_row(name: &str, f: &Figures) -> String {
     format!(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td></tr>\n",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td></tr>\n",
         escape(name),
         f.pods,
         f.placed,
         f.completed,
+        f.preempted,
         f.failed,
         f.pending,
         duration(f.mean_wait),
@@ -110,7 +111,7 @@ time-weighted GPU allocation {alloc:.2}%.</p>
         alloc = summary.mean_allocation,
     );
     out.push_str(
-        "<table><tr><th>namespace</th><th>pods</th><th>placed</th><th>completed</th><th>failed</th><th>still waiting</th><th>mean wait</th><th>p95 wait</th><th>mean completion</th><th>GPU-hours</th></tr>\n",
+        "<table><tr><th>namespace</th><th>pods</th><th>placed</th><th>completed</th><th>preempted</th><th>failed</th><th>still waiting</th><th>mean wait</th><th>p95 wait</th><th>mean completion</th><th>GPU-hours</th></tr>\n",
     );
     out.push_str(&figures_row("all", &summary.overall));
     for (namespace, figures) in &summary.namespaces {

@@ -86,6 +86,12 @@ pub trait Placer {
         let _ = work;
         None
     }
+    /// Makes room for a pod nothing fits now by evicting lower-priority pods: the victims
+    /// (namespace, name), or `None` when preemption cannot help.
+    fn preempt(&mut self, name: (&str, &str), work: &Self::Work) -> Option<Vec<(String, String)>> {
+        let _ = (name, work);
+        None
+    }
     /// Places `members` of one group together — all of them, which must be at least
     /// `needed` — or none.
     fn place_group(
@@ -130,6 +136,11 @@ pub enum EventKind {
     Pending,
     /// It ran to its end and left.
     Departed,
+    /// It was evicted to make room for a higher-priority pod and waits again.
+    Preempted {
+        /// The pod it made room for.
+        by: String,
+    },
     /// It waited longer than the maximum and was given up.
     Failed,
 }
@@ -174,6 +185,8 @@ pub struct Figures {
     pub pending: usize,
     /// Pods that ran to their end.
     pub completed: usize,
+    /// Evictions by preemption (a pod evicted twice counts twice).
+    pub preempted: usize,
     /// Mean seconds from arrival to placement, over placed pods.
     pub mean_wait: f64,
     /// 95th percentile of the wait (seconds).
@@ -219,6 +232,9 @@ struct Record<H> {
     arrived_at: Option<i64>,
     placed_at: Option<i64>,
     departed_at: Option<i64>,
+    /// When the current run ends (a departure for another time is stale: it was preempted).
+    ends_at: Option<i64>,
+    preempted: usize,
     failed: bool,
     gpu_milli: i64,
     /// What it holds while placed.
@@ -231,6 +247,8 @@ impl<H> Default for Record<H> {
             arrived_at: None,
             placed_at: None,
             departed_at: None,
+            ends_at: None,
+            preempted: 0,
             failed: false,
             gpu_milli: 0,
             running: None,
@@ -253,6 +271,8 @@ struct Run<'p, P: Placer> {
     events: Vec<Event>,
     /// Members of each pod group placed and not yet gone.
     group_running: BTreeMap<String, usize>,
+    /// Pods by (namespace, name), for preemption's victims.
+    index: std::collections::HashMap<(String, String), usize>,
 }
 
 impl<P: Placer> Run<'_, P> {
@@ -272,14 +292,56 @@ impl<P: Placer> Run<'_, P> {
         (Reverse(self.pods[pod].priority), arrived, pod)
     }
 
-    /// Tries a pod; true when placed.
+    /// Tries a pod, preempting lower-priority pods if that makes room; true when placed.
     fn try_place(&mut self, time: i64, pod: usize) -> bool {
         let p = &self.pods[pod];
-        let Some((placed, held)) = self.placer.place((&p.namespace, &p.name), &p.work) else {
+        if let Some((placed, held)) = self.placer.place((&p.namespace, &p.name), &p.work) {
+            self.placed(time, pod, placed, held);
+            return true;
+        }
+        let Some(victims) = self.placer.preempt((&p.namespace, &p.name), &p.work) else {
             return false;
         };
-        self.placed(time, pod, placed, held);
-        true
+        let by = format!("{}/{}", p.namespace, p.name);
+        for victim in victims {
+            if let Some(&v) = self.index.get(&victim) {
+                self.evict(time, v, &by);
+            }
+        }
+        let p = &self.pods[pod];
+        match self.placer.place((&p.namespace, &p.name), &p.work) {
+            Some((placed, held)) => {
+                self.placed(time, pod, placed, held);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Evicts a running pod (preemption): it leaves its node and waits in the queue again.
+    fn evict(&mut self, time: i64, pod: usize, by: &str) {
+        let Some(held) = self.records[pod].running.take() else {
+            return;
+        };
+        self.release_held(pod, held);
+        let record = &mut self.records[pod];
+        record.ends_at = None;
+        record.placed_at = None;
+        record.preempted += 1;
+        self.log(time, pod, EventKind::Preempted { by: by.to_string() });
+        let key = self.key(pod);
+        self.queue.insert(key);
+    }
+
+    /// Gives back what a pod holds.
+    fn release_held(&mut self, pod: usize, held: P::Held) {
+        if let Some((group, _)) = self.placer.group(&self.pods[pod].work)
+            && let Some(running) = self.group_running.get_mut(&group)
+        {
+            *running = running.saturating_sub(1);
+        }
+        let p = &self.pods[pod];
+        self.placer.release((&p.namespace, &p.name), &p.work, held);
     }
 
     /// Tries the waiting members of `group` (minimum `min`) together; true when placed.
@@ -327,8 +389,9 @@ impl<P: Placer> Run<'_, P> {
         record.gpu_milli = placed.gpu_milli;
         record.running = Some(held);
         if let Some(duration) = self.pods[pod].duration {
-            self.departures
-                .push(Reverse((time.saturating_add(duration.max(0)), pod)));
+            let end = time.saturating_add(duration.max(0));
+            self.records[pod].ends_at = Some(end);
+            self.departures.push(Reverse((end, pod)));
         }
         self.log(
             time,
@@ -397,14 +460,11 @@ impl<P: Placer> Run<'_, P> {
                 break;
             }
             self.departures.pop();
+            if self.records[pod].ends_at != Some(t) {
+                continue; // the run this departure ended was preempted
+            }
             if let Some(held) = self.records[pod].running.take() {
-                if let Some((group, _)) = self.placer.group(&self.pods[pod].work)
-                    && let Some(running) = self.group_running.get_mut(&group)
-                {
-                    *running = running.saturating_sub(1);
-                }
-                let p = &self.pods[pod];
-                self.placer.release((&p.namespace, &p.name), &p.work, held);
+                self.release_held(pod, held);
                 self.records[pod].departed_at = Some(t);
                 self.log(t, pod, EventKind::Departed);
                 left.push(pod);
@@ -444,6 +504,7 @@ fn figures<'a, H: 'a>(records: impl Iterator<Item = &'a Record<H>>) -> Figures {
             }
         }
         f.failed += usize::from(record.failed);
+        f.preempted += record.preempted;
         f.pending += usize::from(record.placed_at.is_none() && !record.failed);
     }
     let mean = |v: &[i64]| {
@@ -519,7 +580,14 @@ pub fn run<P: Placer>(
         departures: BinaryHeap::new(),
         events: Vec::new(),
         group_running: BTreeMap::new(),
+        index: Default::default(),
     };
+    run.index = run
+        .pods
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ((p.namespace.clone(), p.name.clone()), i))
+        .collect();
     let mut allocation = Vec::new();
     let mut fragmentation = Vec::new();
     let mut waiting = Vec::new();

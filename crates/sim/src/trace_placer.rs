@@ -171,6 +171,7 @@ mod tests {
                     EventKind::Pending => "pending",
                     EventKind::Departed => "departed",
                     EventKind::Failed => "failed",
+                    EventKind::Preempted { .. } => "preempted",
                 };
                 (e.time, e.pod.as_str(), kind)
             })

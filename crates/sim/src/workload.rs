@@ -340,6 +340,7 @@ impl Gathered {
             .ok_or_else(|| origin.error("the pod template is not a mapping"))?;
         metadata["name"] = json!(plan.name);
         metadata["namespace"] = json!(namespace);
+        metadata["uid"] = json!(format!("sim-{namespace}-{}", plan.name));
         let labels = metadata
             .as_object_mut()
             .map(|m| m.entry("labels").or_insert_with(|| json!({})))
