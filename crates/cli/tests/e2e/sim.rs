@@ -238,7 +238,7 @@ fn manifests_run_on_a_topology_through_the_scheduling_core() {
         "{out}"
     );
     assert!(
-        out.contains("52 pods, 52 placed, 52 completed, 0 failed, 0 still waiting"),
+        out.contains("57 pods, 57 placed, 57 completed, 0 failed, 0 still waiting, 1 preempted"),
         "{out}"
     );
     // Deterministic: the same inputs give the same event log, byte for byte.
@@ -258,11 +258,25 @@ fn manifests_run_on_a_topology_through_the_scheduling_core() {
         })
         .collect();
     assert_eq!(logs[0], logs[1]);
-    assert_eq!(logs[0].lines().count(), 158);
+    assert_eq!(logs[0].lines().count(), 178);
+    // The release evaluation preempts a pre-training run, which runs again later; the
+    // fine-tune gang's four workers are placed at one moment.
+    assert!(
+        logs[0].contains(r#""pod":"pretrain-2","event":"preempted","by":"serving/release-eval-0""#),
+        "{}",
+        logs[0]
+    );
+    let gang_times: std::collections::BTreeSet<&str> = logs[0]
+        .lines()
+        .filter(|l| l.contains(r#""pod":"finetune-"#) && l.contains(r#""event":"placed""#))
+        .filter_map(|l| l.split(r#""time":"#).nth(1)?.split(',').next())
+        .collect();
+    assert_eq!(gang_times.len(), 1, "{gang_times:?}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     // Two DGX H100s for three 8-GPU runs at a time: the third waits for the first to end.
-    assert_eq!(summary["namespaces"]["research"]["pods"], 46);
+    assert_eq!(summary["namespaces"]["research"]["pods"], 50);
+    assert_eq!(summary["namespaces"]["research"]["preempted"], 1);
     assert!(
         summary["namespaces"]["research"]["meanWait"]
             .as_f64()
