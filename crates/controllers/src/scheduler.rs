@@ -18,7 +18,7 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 use tessera_model::pod_claims::claim_names;
-use tessera_scheduler::preemption::{Budget, Nomination, POD_GROUP_LABEL};
+use tessera_scheduler::preemption::{Budget, Nomination, pod_group};
 use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Decision, Scheduler, node_info};
@@ -180,7 +180,7 @@ pub async fn run(client: Client, config: SchedulerConfig) {
             schedule_gang(&client, &mut scheduler, group, &all_claims, &mut reported).await;
         }
         let mut binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)> = Vec::new();
-        for pod in queue.into_iter().filter(|p| group_name(p).is_none()) {
+        for pod in queue.into_iter().filter(|p| pod_group(p).is_none()) {
             if let Some(profile) = config.profile_for(pod) {
                 scheduler.set_profile(profile);
             }
@@ -236,15 +236,6 @@ async fn bind_all(client: &Client, binds: Vec<(&Pod, Vec<ResourceClaim>, Decisio
 /// How many binding cycles run at once.
 const BINDING_CONCURRENCY: usize = 16;
 
-/// The pod group a pod belongs to (`scheduling.x-k8s.io/pod-group`).
-fn group_name(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(POD_GROUP_LABEL)
-        .map(String::as_str)
-}
-
 /// A gang waiting to be placed.
 struct Gang<'a> {
     namespace: String,
@@ -290,7 +281,7 @@ async fn pod_groups<'a>(client: &Client, queue: &[&'a Pod], pods: &[Pod]) -> Vec
     let mut waiting: std::collections::BTreeMap<(String, String), Vec<&'a Pod>> =
         Default::default();
     for pod in queue {
-        if let Some(group) = group_name(pod) {
+        if let Some(group) = pod_group(pod) {
             let namespace = pod.metadata.namespace.clone().unwrap_or_default();
             waiting
                 .entry((namespace, group.to_string()))
@@ -307,7 +298,7 @@ async fn pod_groups<'a>(client: &Client, queue: &[&'a Pod], pods: &[Pod]) -> Vec
         .map(|((namespace, name), members)| {
             let all_members = pods.iter().filter(|p| {
                 p.metadata.namespace.as_deref() == Some(namespace.as_str())
-                    && group_name(p) == Some(name.as_str())
+                    && pod_group(p) == Some(name.as_str())
                     && p.metadata.deletion_timestamp.is_none()
             });
             let bound = all_members

@@ -916,20 +916,7 @@ impl<'a> Allocator<'a> {
         for (i, a) in picks.iter().enumerate() {
             let device = self.device(a.pool, a.device);
             if let (Some(policies), Some(consumed)) = (&device.shared, &a.consumed) {
-                let mut used = self
-                    .in_use
-                    .shared
-                    .get(&device.id)
-                    .cloned()
-                    .unwrap_or_default();
-                for earlier in picks[..i]
-                    .iter()
-                    .filter(|p| p.pool == a.pool && p.device == a.device)
-                {
-                    if let Some(more) = &earlier.consumed {
-                        capacity::add(&mut used, more);
-                    }
-                }
+                let mut used = self.shared_use((a.pool, a.device), &picks[..i]);
                 capacity::add(&mut used, consumed);
                 score += capacity::fullness(policies, &used) / 50;
             }
@@ -964,6 +951,23 @@ impl<'a> Allocator<'a> {
         score
     }
 
+    /// What a shared device has given: to claims already allocated and to `picks`.
+    fn shared_use(&self, (pool, index): (usize, usize), picks: &[Pick]) -> Consumed {
+        let device = self.device(pool, index);
+        let mut used = self
+            .in_use
+            .shared
+            .get(&device.id)
+            .cloned()
+            .unwrap_or_default();
+        for pick in picks.iter().filter(|p| p.pool == pool && p.device == index) {
+            if let Some(consumed) = &pick.consumed {
+                capacity::add(&mut used, consumed);
+            }
+        }
+        used
+    }
+
     /// Whether `candidate` may be added for `alternative` of `claim` now.
     fn fits<'p>(
         &self,
@@ -979,21 +983,7 @@ impl<'a> Allocator<'a> {
             let Some(needed) = capacity::consumption(policies, &alternative.capacity) else {
                 return Ok(false);
             };
-            let mut used = self
-                .in_use
-                .shared
-                .get(&device.id)
-                .cloned()
-                .unwrap_or_default();
-            for pick in state
-                .picks
-                .iter()
-                .filter(|p| p.pool == pool && p.device == index)
-            {
-                if let Some(consumed) = &pick.consumed {
-                    capacity::add(&mut used, consumed);
-                }
-            }
+            let used = self.shared_use((pool, index), &state.picks);
             if !capacity::fits(policies, &used, &needed) {
                 return Ok(false);
             }

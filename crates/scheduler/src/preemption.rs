@@ -22,6 +22,15 @@ use crate::filters::Plugin;
 /// The label joining pods into a gang (scheduler-plugins' convention).
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 
+/// The pod group a pod belongs to (its [`POD_GROUP_LABEL`]).
+pub fn pod_group(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(POD_GROUP_LABEL)
+        .map(String::as_str)
+}
+
 /// A disruption budget as preemption sees it.
 #[derive(Debug, Clone)]
 pub struct Budget {
@@ -123,22 +132,12 @@ fn key(pod: &Pod) -> (String, String) {
 
 /// The pods of `victim`'s gang (itself included) among `all`.
 pub fn gang_of<'a>(victim: &Pod, all: &'a [Pod]) -> Vec<&'a Pod> {
-    let group = victim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(POD_GROUP_LABEL));
-    match group {
+    match pod_group(victim) {
         None => all.iter().filter(|p| key(p) == key(victim)).collect(),
         Some(group) => all
             .iter()
             .filter(|p| {
-                p.metadata.namespace == victim.metadata.namespace
-                    && p.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(POD_GROUP_LABEL))
-                        == Some(group)
+                p.metadata.namespace == victim.metadata.namespace && pod_group(p) == Some(group)
             })
             .collect(),
     }

@@ -633,6 +633,28 @@ mod tests {
     use crate::timeline::{self, EventKind, Options};
     use tessera_node::Topology;
 
+    /// Runs a workload on the lab topology: its events, summary and GPU capacity.
+    fn simulate(text: &str) -> (Vec<timeline::Event>, timeline::Summary, i64) {
+        let workload = crate::workload::parse(&[("w.yaml".into(), text.into())]).expect("workload");
+        let specs = Topology::default_lab().nodes();
+        let mut placer = KubePlacer::new(
+            &specs,
+            workload.classes,
+            workload.claims,
+            Vec::new(),
+            &workload.pods,
+        )
+        .expect("cluster");
+        let options = Options {
+            policy: "default-scheduler".into(),
+            seed: 0,
+            max_wait: None,
+        };
+        let capacity = placer.gpu_capacity();
+        let (events, summary) = timeline::run(&mut placer, workload.pods, &options).expect("runs");
+        (events, summary, capacity)
+    }
+
     const WORKLOAD: &str = "apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: eight-gpus, namespace: research}
@@ -770,23 +792,7 @@ spec:
 
     #[test]
     fn a_higher_priority_pod_preempts_and_its_victim_waits_again() {
-        let workload =
-            crate::workload::parse(&[("w.yaml".into(), PREEMPTION.into())]).expect("workload");
-        let specs = Topology::default_lab().nodes();
-        let mut placer = KubePlacer::new(
-            &specs,
-            workload.classes,
-            workload.claims,
-            Vec::new(),
-            &workload.pods,
-        )
-        .expect("cluster");
-        let options = Options {
-            policy: "default-scheduler".into(),
-            seed: 0,
-            max_wait: None,
-        };
-        let (events, summary) = timeline::run(&mut placer, workload.pods, &options).expect("runs");
+        let (events, summary, _) = simulate(PREEMPTION);
         let story: Vec<(i64, &str, String)> = events
             .iter()
             .filter_map(|e| match &e.kind {
@@ -817,25 +823,12 @@ spec:
     #[test]
     fn a_gang_waits_whole_until_all_its_members_fit() {
         let workload = crate::workload::parse(&[("w.yaml".into(), GANG.into())]).expect("workload");
+        let group = workload.pods[1].work.group.as_ref().expect("a member");
         assert_eq!(
-            workload.pods[1].work.group.as_ref().map(|g| g.min_member),
-            Some(16)
+            (group.key.as_str(), group.min_member),
+            ("research/ring", 16)
         );
-        let specs = Topology::default_lab().nodes();
-        let mut placer = KubePlacer::new(
-            &specs,
-            workload.classes,
-            workload.claims,
-            Vec::new(),
-            &workload.pods,
-        )
-        .expect("cluster");
-        let options = Options {
-            policy: "default-scheduler".into(),
-            seed: 0,
-            max_wait: None,
-        };
-        let (events, summary) = timeline::run(&mut placer, workload.pods, &options).expect("runs");
+        let (events, summary, _) = simulate(GANG);
         let placed: Vec<(i64, &str)> = events
             .iter()
             .filter(|e| matches!(e.kind, EventKind::Placed { .. }))
@@ -857,25 +850,9 @@ spec:
 
     #[test]
     fn jobs_queue_for_whole_nodes_and_claims_are_freed_on_departure() {
-        let workload =
-            crate::workload::parse(&[("w.yaml".into(), WORKLOAD.into())]).expect("workload");
-        let specs = Topology::default_lab().nodes();
-        let mut placer = KubePlacer::new(
-            &specs,
-            workload.classes,
-            workload.claims,
-            Vec::new(),
-            &workload.pods,
-        )
-        .expect("cluster");
+        let (events, summary, capacity) = simulate(WORKLOAD);
         // 2 DGX H100 × 8 + 2 HGX H200 × 8 + 1 L40S × 4.
-        assert_eq!(placer.gpu_capacity(), 36 * MILLI);
-        let options = Options {
-            policy: "default-scheduler".into(),
-            seed: 0,
-            max_wait: None,
-        };
-        let (events, summary) = timeline::run(&mut placer, workload.pods, &options).expect("runs");
+        assert_eq!(capacity, 36 * MILLI);
         let placed: Vec<(i64, &str, &str)> = events
             .iter()
             .filter_map(|e| match &e.kind {

@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
 use serde_json::{Value, json};
 use tessera_node::runtime::{Behaviour, parse_duration};
+use tessera_scheduler::preemption::pod_group;
 
 use crate::timeline::TimedPod;
 
@@ -59,9 +60,6 @@ pub struct PodGroup {
     /// All members within one domain of this node label (`tessera.dev/gang-topology`).
     pub topology_key: Option<String>,
 }
-
-/// The pod-group label (scheduler-plugins' Coscheduling).
-pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 
 /// One request of a pod's claims, roughly: how many devices, and whether they are MIG
 /// partitions (by device class name).
@@ -568,14 +566,6 @@ impl Gathered {
     }
 }
 
-fn group_label(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(POD_GROUP_LABEL)
-        .map(String::as_str)
-}
-
 /// Reads a workload from manifest files (name, text).
 pub fn parse(files: &[(String, String)]) -> Result<Workload, WorkloadError> {
     let mut gathered = Gathered::default();
@@ -610,14 +600,14 @@ pub fn parse(files: &[(String, String)]) -> Result<Workload, WorkloadError> {
     // Groups: the PodGroup's minMember, or every labelled pod of the workload.
     let mut labelled: BTreeMap<(String, String), usize> = BTreeMap::new();
     for pod in &pods {
-        if let Some(group) = group_label(&pod.work.pod) {
+        if let Some(group) = pod_group(&pod.work.pod) {
             *labelled
                 .entry((pod.namespace.clone(), group.to_string()))
                 .or_insert(0) += 1;
         }
     }
     for pod in &mut pods {
-        let Some(group) = group_label(&pod.work.pod).map(str::to_string) else {
+        let Some(group) = pod_group(&pod.work.pod).map(str::to_string) else {
             continue;
         };
         let id = (pod.namespace.clone(), group);
