@@ -105,12 +105,26 @@ pub struct Scheduler {
     /// Where the next search for feasible nodes starts (upstream rotates it).
     next_start: Arc<std::sync::atomic::AtomicUsize>,
     profile: Profile,
+    /// Which profile scores were remembered under (unique across schedulers and changes).
+    profile_epoch: u64,
+    /// Resource scores remembered per node position: (profile epoch, what was read, score).
+    resource_memo: Arc<std::sync::Mutex<Vec<Option<ResourceMemo>>>>,
     namespaces: NamespaceLabels,
     /// Pods holding resources on each node (for preemption).
     bound: BTreeMap<String, Vec<Pod>>,
     budgets: Vec<Budget>,
     /// GPUs assumed pods took of their node's NUMA layout, by (namespace, name).
     gpus_taken: HashMap<(String, String), Vec<(u32, i64)>>,
+}
+
+/// A remembered resource score: the profile epoch, what the score read, the score.
+type ResourceMemo = (u64, score::ResourceKey, i64);
+
+/// Hands out profile epochs.
+static PROFILE_EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn next_profile_epoch() -> u64 {
+    PROFILE_EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn pod_key(pod: &Pod) -> (String, String) {
@@ -245,6 +259,8 @@ impl Scheduler {
             pools: Arc::new(pools),
             verdicts: Arc::new(SelectorVerdicts::default()),
             next_start: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            profile_epoch: next_profile_epoch(),
+            resource_memo: Arc::default(),
             classes: DeviceClasses::new(&classes),
             in_use,
             allocated: claims
@@ -282,6 +298,7 @@ impl Scheduler {
     /// Scores and searches as `profile` says (a KubeSchedulerConfiguration profile).
     pub fn with_profile(mut self, profile: Profile) -> Scheduler {
         self.profile = profile;
+        self.profile_epoch = next_profile_epoch();
         self
     }
 
@@ -289,6 +306,7 @@ impl Scheduler {
     pub fn set_profile(&mut self, profile: &Profile) {
         if self.profile != *profile {
             self.profile = profile.clone();
+            self.profile_epoch = next_profile_epoch();
         }
     }
 
@@ -471,7 +489,8 @@ impl Scheduler {
             });
         }
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|&i| &self.nodes[i]).collect();
-        let mut scores = score::score(pod, &demand, &candidates, &self.profile);
+        let resource = self.resource_scores(&demand, &feasible);
+        let mut scores = score::score(pod, &candidates, &self.profile, &resource);
         if cross_node {
             let affinity: Vec<i64> = candidates
                 .iter()
@@ -521,6 +540,39 @@ impl Scheduler {
             node: node.name.clone(),
             allocations,
         })
+    }
+
+    /// The resource part of each feasible node's score, remembered per node position by
+    /// everything it reads (most pods of a pass are alike and most nodes have not changed
+    /// since the last pod, so most are looked up, not computed).
+    fn resource_scores(&self, demand: &Demand, feasible: &[usize]) -> Vec<i64> {
+        let scorer = score::ResourceScorer::new(&self.profile, demand);
+        let mut memo = self
+            .resource_memo
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if memo.len() < self.nodes.len() {
+            memo.resize(self.nodes.len(), None);
+        }
+        feasible
+            .iter()
+            .map(|&position| {
+                let node = &self.nodes[position];
+                let Some(key) = scorer.key(demand, node) else {
+                    return scorer.score(demand, node);
+                };
+                match memo[position] {
+                    Some((epoch, seen, score)) if epoch == self.profile_epoch && seen == key => {
+                        score
+                    }
+                    _ => {
+                        let score = scorer.score(demand, node);
+                        memo[position] = Some((self.profile_epoch, key, score));
+                        score
+                    }
+                }
+            })
+            .collect()
     }
 
     /// DynamicResources' verdict for `explain`: `None` when the claims fit, else why, with

@@ -190,8 +190,70 @@ pub fn normalize_range(raw: &[i64], reverse: bool) -> Vec<i64> {
         .collect()
 }
 
-/// The weighted total score of each candidate node for `pod` under `profile`.
-pub fn score(pod: &Pod, demand: &Demand, nodes: &[&NodeInfo], profile: &Profile) -> Vec<i64> {
+/// The part of a node's score that depends only on resources — NodeResourcesFit,
+/// NodeResourcesBalancedAllocation and NUMA alignment, weighted — resolved once per pod.
+pub struct ResourceScorer<'p> {
+    axes: Vec<(Axis<'p>, i64)>,
+    strategy: &'p Strategy,
+    weights: (i64, i64, i64),
+}
+
+impl<'p> ResourceScorer<'p> {
+    /// The scorer of `demand` under `profile`.
+    pub fn new(profile: &'p Profile, demand: &Demand) -> ResourceScorer<'p> {
+        ResourceScorer {
+            axes: axes(profile, demand),
+            strategy: &profile.strategy,
+            weights: (
+                profile.weight("NodeResourcesFit"),
+                profile.weight("NodeResourcesBalancedAllocation"),
+                profile.weight("NodeResourceTopologyMatch"),
+            ),
+        }
+    }
+
+    /// The weighted resource score of `node`.
+    pub fn score(&self, demand: &Demand, node: &NodeInfo) -> i64 {
+        let (w_fit, w_balanced, w_numa) = self.weights;
+        w_fit * fit_score(&self.axes, self.strategy, demand, node)
+            + w_balanced * balanced(demand.nonzero, node)
+            + w_numa * numa_alignment(demand.gpus, node)
+    }
+
+    /// Everything [`ResourceScorer::score`] reads, when that is only CPU and memory (no other
+    /// resource is scored and no GPU layout matters): equal keys give equal scores under one
+    /// profile, so a score can be remembered by its key.
+    pub fn key(&self, demand: &Demand, node: &NodeInfo) -> Option<ResourceKey> {
+        let plain_axes = self
+            .axes
+            .iter()
+            .all(|(axis, _)| matches!(axis, Axis::Cpu | Axis::Memory));
+        let numa_matters = demand.gpus > 0 && node.gpu_numa.is_some();
+        (plain_axes && !numa_matters).then_some(ResourceKey {
+            cpu: node.common.cpu,
+            memory: node.common.memory,
+            cpu_used: node.common.cpu_nonzero,
+            memory_used: node.common.memory_nonzero,
+            cpu_wanted: demand.nonzero.0,
+            memory_wanted: demand.nonzero.1,
+        })
+    }
+}
+
+/// What a CPU-and-memory resource score reads (compared field by field: a hot path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceKey {
+    cpu: i64,
+    memory: i64,
+    cpu_used: i64,
+    memory_used: i64,
+    cpu_wanted: i64,
+    memory_wanted: i64,
+}
+
+/// The weighted total score of each candidate node for `pod` under `profile`, given each
+/// candidate's [`ResourceScorer`] score.
+pub fn score(pod: &Pod, nodes: &[&NodeInfo], profile: &Profile, resource: &[i64]) -> Vec<i64> {
     let tolerations = crate::filters::tolerations(pod);
     let taints = normalize(
         &nodes
@@ -212,23 +274,11 @@ pub fn score(pod: &Pod, demand: &Demand, nodes: &[&NodeInfo], profile: &Profile)
             false,
         )
     };
-    let (w_taint, w_affinity, w_fit, w_balanced, w_numa) = (
+    let (w_taint, w_affinity) = (
         profile.weight("TaintToleration"),
         profile.weight("NodeAffinity"),
-        profile.weight("NodeResourcesFit"),
-        profile.weight("NodeResourcesBalancedAllocation"),
-        profile.weight("NodeResourceTopologyMatch"),
     );
-    let axes = axes(profile, demand);
-    nodes
-        .iter()
-        .enumerate()
-        .map(|(i, node)| {
-            w_taint * taints[i]
-                + w_affinity * affinity[i]
-                + w_fit * fit_score(&axes, &profile.strategy, demand, node)
-                + w_balanced * balanced(demand.nonzero, node)
-                + w_numa * numa_alignment(demand.gpus, node)
-        })
+    (0..nodes.len())
+        .map(|i| w_taint * taints[i] + w_affinity * affinity[i] + resource[i])
         .collect()
 }

@@ -920,3 +920,50 @@ fn profiles_change_how_nodes_score() {
         scheduler(&nodes, std::slice::from_ref(&busy), Strategy::default()).with_profile(profile);
     assert_eq!(pack.schedule(&want, &[]).unwrap().node, "a");
 }
+
+#[test]
+fn remembered_resource_scores_decide_as_fresh_ones() {
+    // One scheduler booking pod after pod (its resource scores remembered across pods) and a
+    // fresh scheduler per pod over the same placements must choose the same nodes.
+    let nodes: Vec<Node> = (0..6)
+        .map(|i| {
+            node(
+                &format!("n{i}"),
+                json!({"status": {"allocatable": {
+                    "cpu": format!("{}", 4 + i * 3),
+                    "memory": format!("{}Gi", 8 + (5 - i) * 6),
+                    "pods": "110"}}}),
+            )
+        })
+        .collect();
+    let pods: Vec<Pod> = (0..40)
+        .map(|i| {
+            pod(
+                &format!("p{i}"),
+                json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {
+                    "cpu": format!("{}m", 100 + (i * 137) % 900),
+                    "memory": format!("{}Mi", 256 + (i * 331) % 2048)}}}]}}),
+            )
+        })
+        .collect();
+    for strategy in [Strategy::LeastAllocated, Strategy::MostAllocated] {
+        let mut warm = scheduler(&nodes, &[], strategy.clone());
+        let mut placed: Vec<Pod> = Vec::new();
+        for p in &pods {
+            let fresh = scheduler(&nodes, &placed, strategy.clone());
+            let (a, b) = (warm.schedule(p, &[]), fresh.schedule(p, &[]));
+            assert_eq!(
+                a.as_ref().map(|d| d.node.clone()).ok(),
+                b.as_ref().map(|d| d.node.clone()).ok(),
+                "{:?}",
+                p.metadata.name
+            );
+            let Ok(decision) = a else { continue };
+            warm.assume(p, &decision, &[]);
+            let mut bound = p.clone();
+            bound.spec.as_mut().unwrap().node_name = Some(decision.node.clone());
+            placed.push(bound);
+        }
+        assert!(placed.len() > 20, "most pods fit");
+    }
+}
