@@ -457,7 +457,12 @@ impl Scheduler {
                 break;
             }
             visited += 1;
-            let position = (start + offset) % total;
+            // `(start + offset) % total` without a division per node.
+            let position = if start + offset >= total {
+                start + offset - total
+            } else {
+                start + offset
+            };
             let node = &self.nodes[position];
             let mut verdict = filters::run(pod, &demand, node);
             if cross_node {
