@@ -628,6 +628,7 @@ pub fn parse(files: &[(String, String)]) -> Result<Workload, WorkloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     fn read(text: &str) -> Result<Workload, WorkloadError> {
         parse(&[("w.yaml".into(), text.into())])
@@ -743,6 +744,52 @@ spec:
             .map(|c| c.metadata.name.clone().unwrap_or_default())
             .collect();
         assert_eq!(names, ["serve-0-gpu", "serve-1-gpu"]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,400}") {
+            let _ = read(&text);
+        }
+
+        /// A valid Job with one value replaced by arbitrary text or a number: read or refused
+        /// with a located error, never a panic.
+        #[test]
+        fn mangled_manifests_are_read_or_refused(
+            field in 0usize..8,
+            value in proptest::prop_oneof![
+                "[a-z0-9.:-]{0,12}".prop_map(|s| format!("{s:?}")),
+                (-5i64..100_000).prop_map(|n| n.to_string()),
+                proptest::strategy::Just("[]".to_string()),
+                proptest::strategy::Just("{}".to_string()),
+                proptest::strategy::Just("null".to_string()),
+            ],
+        ) {
+            let targets = [
+                "completions: 5",
+                "parallelism: 2",
+                "completionMode: Indexed",
+                "sim.tessera.dev/arrival: 2m",
+                "sim.tessera.dev/duration: 30m",
+                "restartPolicy: Never",
+                "priorityClassName: high",
+                "value: 1000",
+            ];
+            let target = targets[field];
+            let (key, _) = target.split_once(": ").expect("a key");
+            let text = JOB.replacen(target, &format!("{key}: {value}"), 1);
+            match read(&text) {
+                Ok(workload) => {
+                    for pod in &workload.pods {
+                        proptest::prop_assert!(pod.follows.is_none_or(|f| f < workload.pods.len()));
+                        proptest::prop_assert!(pod.duration.is_none_or(|d| d >= 0));
+                    }
+                }
+                Err(error) => proptest::prop_assert!(error.to_string().starts_with("w.yaml:"), "{error}"),
+            }
+        }
     }
 
     #[test]
