@@ -785,6 +785,51 @@ mod tests {
         assert_eq!(slots.free, 1, "everything left");
     }
 
+    proptest::proptest! {
+        /// Whatever arrives, with whatever priorities, durations and waits: time never runs
+        /// backwards, the slots are never over-committed, every pod ends up placed, failed or
+        /// waiting, and everything placed with a duration leaves.
+        #[test]
+        fn runs_keep_their_invariants(
+            specs in proptest::collection::vec(
+                (0i64..500, proptest::option::of(1i64..200), -3i32..3, proptest::option::of(0usize..40)),
+                1..40,
+            ),
+            slots in 1i64..4,
+            max_wait in proptest::option::of(0i64..300),
+        ) {
+            let pods: Vec<TimedPod<()>> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, (arrival, duration, priority, follows))| TimedPod {
+                    namespace: format!("ns{}", i % 3),
+                    name: format!("p{i}"),
+                    arrival: *arrival,
+                    follows: follows.filter(|f| *f < i),
+                    duration: *duration,
+                    priority: *priority,
+                    work: (),
+                })
+                .collect();
+            let mut placer = Slots { free: slots, total: slots };
+            let options = Options { policy: "slots".into(), seed: 0, max_wait };
+            let (events, summary) = run(&mut placer, pods, &options).expect("runs");
+            let mut last = i64::MIN;
+            for event in &events {
+                proptest::prop_assert!(event.time >= last);
+                last = event.time;
+                proptest::prop_assert!(event.gpu_used >= 0 && event.gpu_used <= slots * MILLI);
+            }
+            let o = &summary.overall;
+            proptest::prop_assert_eq!(o.placed + o.failed + o.pending, o.pods);
+            let forever = specs.iter().any(|(_, d, _, _)| d.is_none());
+            if !forever {
+                proptest::prop_assert_eq!(o.completed, o.placed);
+                proptest::prop_assert_eq!(placer.free, slots, "everything left");
+            }
+        }
+    }
+
     #[test]
     fn a_pod_cannot_follow_a_later_one() {
         let pods = vec![pod("a", 0, Some(1), 0), pod("b", 0, None, 0)];
