@@ -370,6 +370,16 @@ impl DevicesInUse {
         self.exclusive.get(driver)?.get(pool)
     }
 
+    fn remove(&mut self, id: &DeviceId) {
+        if let Some(held) = self
+            .exclusive
+            .get_mut(&id.driver)
+            .and_then(|pools| pools.get_mut(&id.pool))
+        {
+            held.remove(&id.device);
+        }
+    }
+
     fn insert(&mut self, id: DeviceId) {
         self.exclusive
             .entry(id.driver)
@@ -448,30 +458,62 @@ pub fn devices_in_use(allocated: &[ResourceClaim]) -> DevicesInUse {
     in_use
 }
 
+/// The devices one allocation holds, as `in_use` counts them: each device with the capacity
+/// it consumes when it is a share of a device allowing multiple allocations (`None`: held
+/// whole). Admin access holds nothing.
+fn held_devices(
+    allocation: Option<&AllocationResult>,
+) -> impl Iterator<Item = (DeviceId, Option<Consumed>)> + '_ {
+    allocation
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|result| result.admin_access != Some(true))
+        .map(|result| {
+            let id = DeviceId {
+                driver: result.driver.clone(),
+                pool: result.pool.clone(),
+                device: result.device.clone(),
+            };
+            let consumed = result.share_id.is_some().then(|| {
+                result
+                    .consumed_capacity
+                    .iter()
+                    .flatten()
+                    .filter_map(|(name, q)| Some((name.clone(), q.0.parse().ok()?)))
+                    .collect::<Consumed>()
+            });
+            (id, consumed)
+        })
+}
+
 /// Adds the devices of one allocation to `in_use`.
 pub fn add_in_use(in_use: &mut DevicesInUse, allocation: Option<&AllocationResult>) {
-    let results = allocation
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.as_ref());
-    for result in results.into_iter().flatten() {
-        if result.admin_access == Some(true) {
-            continue;
+    for (id, consumed) in held_devices(allocation) {
+        match consumed {
+            Some(consumed) => capacity::add(in_use.shared.entry(id).or_default(), &consumed),
+            None => in_use.insert(id),
         }
-        let id = DeviceId {
-            driver: result.driver.clone(),
-            pool: result.pool.clone(),
-            device: result.device.clone(),
-        };
-        if result.share_id.is_some() {
-            let consumed: Consumed = result
-                .consumed_capacity
-                .iter()
-                .flatten()
-                .filter_map(|(name, q)| Some((name.clone(), q.0.parse().ok()?)))
-                .collect();
-            capacity::add(in_use.shared.entry(id).or_default(), &consumed);
-        } else {
-            in_use.insert(id);
+    }
+}
+
+/// Takes the devices of one allocation off `in_use` (the claim was deallocated).
+pub fn remove_in_use(in_use: &mut DevicesInUse, allocation: Option<&AllocationResult>) {
+    for (id, consumed) in held_devices(allocation) {
+        match consumed {
+            Some(consumed) => {
+                if let Some(used) = in_use.shared.get_mut(&id) {
+                    capacity::subtract(used, &consumed);
+                    if used
+                        .values()
+                        .all(tessera_model::quantity::Quantity::is_zero)
+                    {
+                        in_use.shared.remove(&id);
+                    }
+                }
+            }
+            None => in_use.remove(&id),
         }
     }
 }

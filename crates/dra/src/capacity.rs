@@ -142,6 +142,18 @@ pub fn add(total: &mut Consumed, more: &Consumed) {
     }
 }
 
+/// Takes `less` off `total` (never below zero).
+pub fn subtract(total: &mut Consumed, less: &Consumed) {
+    for (name, amount) in less {
+        if let Some(have) = total.get_mut(name) {
+            *have = have
+                .checked_sub(amount)
+                .filter(|left| *left >= Quantity::ZERO)
+                .unwrap_or(Quantity::ZERO);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,8 +33,18 @@ const WORST_CASE_ELEMENTS: u64 = 64;
 /// (`all`, `exists`, `map`, `filter`) multiplied by how many elements they can iterate —
 /// a list literal's length, or [`WORST_CASE_ELEMENTS`] — so nested ones multiply.
 pub fn estimated_cost(expr: &cel::common::ast::IdedExpr) -> u64 {
-    use cel::common::ast::{EntryExpr, Expr};
+    use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr};
     let node = |e: &cel::common::ast::IdedExpr| estimated_cost(e);
+    // Map and struct literals: their keys and values.
+    let entries = |entries: &[IdedEntryExpr]| {
+        entries
+            .iter()
+            .map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(e) => node(&e.key).saturating_add(node(&e.value)),
+                EntryExpr::StructField(f) => node(&f.value),
+            })
+            .fold(0, u64::saturating_add)
+    };
     1u64.saturating_add(match &expr.expr {
         Expr::Call(call) => call
             .args
@@ -54,22 +64,8 @@ pub fn estimated_cost(expr: &cel::common::ast::IdedExpr) -> u64 {
                 .saturating_add(node(&c.result))
         }
         Expr::List(list) => list.elements.iter().map(node).fold(0, u64::saturating_add),
-        Expr::Map(map) => map
-            .entries
-            .iter()
-            .map(|entry| match &entry.expr {
-                EntryExpr::MapEntry(e) => node(&e.key).saturating_add(node(&e.value)),
-                EntryExpr::StructField(f) => node(&f.value),
-            })
-            .fold(0, u64::saturating_add),
-        Expr::Struct(st) => st
-            .entries
-            .iter()
-            .map(|entry| match &entry.expr {
-                EntryExpr::MapEntry(e) => node(&e.key).saturating_add(node(&e.value)),
-                EntryExpr::StructField(f) => node(&f.value),
-            })
-            .fold(0, u64::saturating_add),
+        Expr::Map(map) => entries(&map.entries),
+        Expr::Struct(st) => entries(&st.entries),
         Expr::Select(select) => node(&select.operand),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
     })

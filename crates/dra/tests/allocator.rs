@@ -628,3 +628,33 @@ fn shares_go_to_the_fullest_shared_device_that_fits() {
     let both = [holding("a", "20Gi", "gpu-0"), holding("b", "40Gi", "gpu-1")];
     assert_eq!(device_for(&both, "30Gi"), "gpu-1");
 }
+
+#[test]
+fn deallocated_claims_give_their_devices_back() {
+    use tessera_dra::DeviceId;
+    use tessera_dra::allocator::{DevicesInUse, add_in_use, remove_in_use};
+    let allocation: k8s_openapi::api::resource::v1::AllocationResult =
+        serde_json::from_value(json!({"devices": {"results": [
+            {"request": "a", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"},
+            {"request": "b", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-1",
+             "shareID": "s1", "consumedCapacity": {"memory": "40Gi"}}]}}))
+        .unwrap();
+    let id = |device: &str| DeviceId {
+        driver: "gpu.nvidia.com".into(),
+        pool: "n1".into(),
+        device: device.into(),
+    };
+    let mut in_use = DevicesInUse::default();
+    add_in_use(&mut in_use, Some(&allocation));
+    add_in_use(&mut in_use, Some(&allocation));
+    assert!(in_use.contains(&id("gpu-0")));
+    assert_eq!(in_use.shared[&id("gpu-1")]["memory"].to_canonical(), "80Gi");
+    remove_in_use(&mut in_use, Some(&allocation));
+    assert!(!in_use.contains(&id("gpu-0")));
+    assert_eq!(in_use.shared[&id("gpu-1")]["memory"].to_canonical(), "40Gi");
+    remove_in_use(&mut in_use, Some(&allocation));
+    assert!(
+        in_use.shared.is_empty(),
+        "a share no claim holds is forgotten"
+    );
+}

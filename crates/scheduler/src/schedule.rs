@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
 use tessera_dra::allocator::{
     ClaimPlans, DeviceClasses, DevicesInUse, SOLUTIONS_COMPARED, SelectorVerdicts, add_in_use,
-    devices_in_use, devices_needed, free_local_devices,
+    devices_in_use, devices_needed, free_local_devices, remove_in_use,
 };
 use tessera_dra::pools::Pool;
 use tessera_dra::{AllocationError, Allocator, Diagnosis, NodeView};
@@ -797,15 +797,22 @@ impl Scheduler {
             return;
         }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let in_use = &mut self.in_use;
         self.allocated.retain(|claim| {
-            claim.metadata.namespace.as_deref().unwrap_or_default() != namespace
-                || !claim
+            let gone = claim.metadata.namespace.as_deref().unwrap_or_default() == namespace
+                && claim
                     .metadata
                     .name
                     .as_ref()
-                    .is_some_and(|name| claims.contains(name))
+                    .is_some_and(|name| claims.contains(name));
+            if gone {
+                remove_in_use(
+                    in_use,
+                    claim.status.as_ref().and_then(|s| s.allocation.as_ref()),
+                );
+            }
+            !gone
         });
-        self.in_use = devices_in_use(&self.allocated);
         if let Some(&i) = self.node_index.get(node) {
             self.nodes[i].free_devices = free_devices(&self.pools, node, &self.in_use);
         }

@@ -78,6 +78,8 @@ pub struct KubePlacer {
     used: i64,
     nodes: usize,
     retry_on_placement: bool,
+    /// Why the last pod that did not fit did not, for its preemption attempt.
+    last_failure: Option<((String, String), tessera_scheduler::FitError)>,
 }
 
 fn milli_of_device(device: &Value, gpu_memory_mib: u64) -> i64 {
@@ -299,19 +301,24 @@ impl KubePlacer {
             used: 0,
             nodes: nodes.len(),
             retry_on_placement: pods.iter().any(|p| p.work.pod_affinity),
+            last_failure: None,
         })
     }
 
-    fn profile_for(&self, pod: &Pod) -> &Profile {
+    /// Switches the scheduler to the profile of the pod's `schedulerName` (the first profile
+    /// when none serves it).
+    fn use_profile_of(&mut self, pod: &Pod) {
         let name = pod
             .spec
             .as_ref()
             .and_then(|s| s.scheduler_name.as_deref())
             .unwrap_or("default-scheduler");
-        self.profiles
+        let profile = self
+            .profiles
             .iter()
             .find(|p| p.scheduler_name == name)
-            .unwrap_or(&self.profiles[0])
+            .unwrap_or(&self.profiles[0]);
+        self.scheduler.set_profile(profile);
     }
 
     /// Books what a decision gives a pod: its GPU units, its claims' allocations and devices.
@@ -509,11 +516,16 @@ impl Placer for KubePlacer {
         Some(work.shape.clone())
     }
 
-    fn place(&mut self, (namespace, _): (&str, &str), work: &SimPod) -> Option<(Placed, Held)> {
+    fn place(&mut self, (namespace, name): (&str, &str), work: &SimPod) -> Option<(Placed, Held)> {
         let claims = self.claims_of(namespace, work);
-        let profile = self.profile_for(&work.pod).clone();
-        self.scheduler.set_profile(&profile);
-        let decision = self.scheduler.schedule(&work.pod, &claims).ok()?;
+        self.use_profile_of(&work.pod);
+        let decision = match self.scheduler.schedule(&work.pod, &claims) {
+            Ok(decision) => decision,
+            Err(fit) => {
+                self.last_failure = Some((key(namespace, name), fit));
+                return None;
+            }
+        };
         self.scheduler
             .assume(&work.pod, &decision, &reserved_for(&work.pod, claims));
         Some(self.book(namespace, work, decision))
@@ -521,13 +533,16 @@ impl Placer for KubePlacer {
 
     fn preempt(
         &mut self,
-        (namespace, _): (&str, &str),
+        (namespace, name): (&str, &str),
         work: &SimPod,
     ) -> Option<Vec<(String, String)>> {
         let claims = self.claims_of(namespace, work);
-        let profile = self.profile_for(&work.pod).clone();
-        self.scheduler.set_profile(&profile);
-        let fit = self.scheduler.schedule(&work.pod, &claims).err()?;
+        self.use_profile_of(&work.pod);
+        // The failure `place` just met, not a second search.
+        let fit = match self.last_failure.take() {
+            Some((failed, fit)) if failed == key(namespace, name) => fit,
+            _ => self.scheduler.schedule(&work.pod, &claims).err()?,
+        };
         let nomination = self.scheduler.preempt(&work.pod, &claims, &fit).ok()?;
         (!nomination.victims.is_empty()).then_some(nomination.victims)
     }
@@ -542,8 +557,7 @@ impl Placer for KubePlacer {
         needed: usize,
     ) -> Option<Vec<(Placed, Held)>> {
         let first = members.first()?.1;
-        let profile = self.profile_for(&first.pod).clone();
-        self.scheduler.set_profile(&profile);
+        self.use_profile_of(&first.pod);
         let with_claims: Vec<(&Pod, Vec<ResourceClaim>)> = members
             .iter()
             .map(|((namespace, _), work)| {

@@ -240,16 +240,23 @@ fn fragmentation_after(node: &Node, pod: &Demand, gpus: &[usize], typical: &[Typ
 /// best GPU (the first reaching the truncated maximum); otherwise the packed GPUs for the
 /// score and the lowest-numbered free ones for the placement.
 pub fn fgd(node: &Node, pod: &Demand, context: &Context<'_>) -> Verdict {
-    let score_of = |after: f64| -> i64 {
+    gradient_verdict(node, pod, |gpus| {
+        let after = fragmentation_after(node, pod, gpus, context.typical);
         (sigmoid((context.fragmentation - after) / 1000.0) * MAX_SCORE as f64) as i64
-    };
+    })
+}
+
+/// FGD's choice of GPUs given a score of each candidate placement: for a share, the GPU with
+/// room whose score first reaches the maximum; otherwise the packed GPUs for the score and the
+/// lowest-numbered free ones for the placement.
+fn gradient_verdict(node: &Node, pod: &Demand, score_of: impl Fn(&[usize]) -> i64) -> Verdict {
     if pod.is_share() {
         let mut best: Option<(i64, usize)> = None;
         for (i, free) in node.gpus.iter().enumerate() {
             if *free < pod.milli {
                 continue;
             }
-            let score = score_of(fragmentation_after(node, pod, &[i], context.typical));
+            let score = score_of(&[i]);
             if best.is_none_or(|(b, _)| score > b) {
                 best = Some((score, i));
             }
@@ -261,9 +268,8 @@ pub fn fgd(node: &Node, pod: &Demand, context: &Context<'_>) -> Verdict {
             gpus: vec![gpu],
         };
     }
-    let packed = node.packed(pod);
     Verdict {
-        score: score_of(fragmentation_after(node, pod, &packed, context.typical)),
+        score: score_of(&node.packed(pod)),
         tie_break: 0,
         gpus: node.exclusive(pod),
     }
@@ -305,28 +311,7 @@ pub fn tessera(node: &Node, pod: &Demand, context: &Context<'_>) -> Verdict {
             + pressure;
         (sigmoid((before - after) / 1000.0) * MAX_SCORE as f64) as i64
     };
-    if pod.is_share() {
-        let mut best: Option<(i64, usize)> = None;
-        for (i, free) in node.gpus.iter().enumerate() {
-            if *free >= pod.milli {
-                let score = score_of(&[i]);
-                if best.is_none_or(|(b, _)| score > b) {
-                    best = Some((score, i));
-                }
-            }
-        }
-        let (score, gpu) = best.unwrap_or((0, 0));
-        return Verdict {
-            score,
-            tie_break: 0,
-            gpus: vec![gpu],
-        };
-    }
-    Verdict {
-        score: score_of(&node.packed(pod)),
-        tie_break: 0,
-        gpus: node.exclusive(pod),
-    }
+    gradient_verdict(node, pod, score_of)
 }
 
 #[cfg(test)]
