@@ -125,6 +125,59 @@ pub struct Deleted {
     pub gone: bool,
 }
 
+/// A write decided and queued in the store: its answer, to be given once it is committed.
+#[must_use = "a write is acknowledged only once it is committed"]
+pub struct PendingWrite<T> {
+    pending: tessera_store::Pending<T>,
+    /// What follows a committed write (registry refresh, default service account).
+    after: Option<AfterCommit>,
+}
+
+/// Work that must see the write committed.
+struct AfterCommit {
+    objects: Objects,
+    resource: Resource,
+    /// A namespace just created, which gets its default service account.
+    namespace: Option<String>,
+}
+
+impl AfterCommit {
+    fn run(self) {
+        self.objects.after_write(self.resource);
+        if let Some(namespace) = self.namespace {
+            self.objects.ensure_default_service_account(&namespace);
+        }
+    }
+}
+
+impl<T> PendingWrite<T> {
+    /// Waits on this thread until the write is committed.
+    pub fn wait(self) -> ApiResult<T> {
+        let outcome = self.pending.wait()?;
+        if let Some(after) = self.after {
+            after.run();
+        }
+        Ok(outcome)
+    }
+
+    /// Waits without blocking the thread (the store's committer thread commits it).
+    pub async fn committed(self) -> ApiResult<T> {
+        let outcome = self.pending.committed().await?;
+        if let Some(after) = self.after {
+            after.run();
+        }
+        Ok(outcome)
+    }
+
+    /// Changes the answer; the commit waited for stays the same.
+    pub fn map<U>(self, change: impl FnOnce(T) -> U) -> PendingWrite<U> {
+        PendingWrite {
+            pending: self.pending.map(change),
+            after: self.after,
+        }
+    }
+}
+
 /// Finalizer that makes the garbage collector delete dependents before the owner.
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// Finalizer that makes the garbage collector orphan dependents before the owner goes.
@@ -380,9 +433,21 @@ impl Objects {
         &self,
         resource: Resource,
         namespace: Option<&str>,
-        mut object: Value,
+        object: Value,
         options: &WriteOptions,
     ) -> ApiResult<Written> {
+        self.create_pending(resource, namespace, object, options)?
+            .wait()
+    }
+
+    /// [`Objects::create`], answered once the returned write is committed.
+    pub fn create_pending(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> ApiResult<PendingWrite<Written>> {
         let namespace = Self::namespace_of(resource, namespace);
         if let Some(given) = object
             .get("metadata")
@@ -477,7 +542,7 @@ impl Objects {
             let name = meta_str(&object, "name").unwrap_or_default().to_string();
             let key = resource.key(namespace, &name);
             let mut stored = None;
-            let outcome = self.store.mutate(&key, |current, revision| {
+            let pending = self.store.decide(&key, |current, revision| {
                 if current.is_some() {
                     return Err(ApiError::already_exists(
                         resource.group(),
@@ -495,18 +560,18 @@ impl Objects {
                 stored = Some(result);
                 Ok(Mutation::Put(bytes))
             })?;
-            match outcome {
-                Ok(_) => {
-                    self.after_write(resource);
-                    if is_namespace(resource) && !options.dry_run {
-                        self.ensure_default_service_account(
-                            meta_str(&object, "name").unwrap_or_default(),
-                        );
-                    }
-                    return Ok(Written {
+            match pending.transpose() {
+                Ok(pending) => {
+                    let namespace_created = (is_namespace(resource) && !options.dry_run)
+                        .then(|| meta_str(&object, "name").unwrap_or_default().to_string());
+                    let written = Written {
                         object: stored.unwrap_or(Value::Null),
                         warnings,
                         created: true,
+                    };
+                    return Ok(PendingWrite {
+                        pending: pending.map(|_| written),
+                        after: Some(self.after_commit(resource, namespace_created)),
                     });
                 }
                 Err(error) if error.reason == "AlreadyExists" && generate && attempt < 7 => {
@@ -521,8 +586,30 @@ impl Objects {
         Err(ApiError::internal("could not generate a unique name"))
     }
 
+    fn after_commit(&self, resource: Resource, namespace: Option<String>) -> AfterCommit {
+        AfterCommit {
+            objects: self.clone(),
+            resource,
+            namespace,
+        }
+    }
+
     /// Replaces an object (PUT), with optimistic concurrency on `metadata.resourceVersion`.
     pub fn update(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        object: Value,
+        part: Part,
+        options: &WriteOptions,
+    ) -> ApiResult<Written> {
+        self.update_pending(resource, namespace, name, object, part, options)?
+            .wait()
+    }
+
+    /// [`Objects::update`], answered once the returned write is committed.
+    pub fn update_pending(
         &self,
         resource: Resource,
         namespace: Option<&str>,
@@ -530,7 +617,7 @@ impl Objects {
         mut object: Value,
         part: Part,
         options: &WriteOptions,
-    ) -> ApiResult<Written> {
+    ) -> ApiResult<PendingWrite<Written>> {
         let warnings = self.admit(resource, &mut object, options)?;
         if meta_str(&object, "name").is_some_and(|given| given != name) {
             return Err(ApiError::bad_request(format!(
@@ -539,7 +626,7 @@ impl Objects {
             )));
         }
         let precondition = meta_str(&object, "resourceVersion").map(str::to_string);
-        let mut written = self.write(
+        let written = self.write(
             resource,
             namespace,
             name,
@@ -558,8 +645,10 @@ impl Objects {
             },
             part,
         )?;
-        written.warnings.extend(warnings);
-        Ok(written)
+        Ok(written.map(|mut written| {
+            written.warnings.extend(warnings);
+            written
+        }))
     }
 
     /// Patches an object; the patch is applied to the stored object inside the transaction.
@@ -572,6 +661,20 @@ impl Objects {
         part: Part,
         options: &WriteOptions,
     ) -> ApiResult<Written> {
+        self.patch_pending(resource, namespace, name, body, part, options)?
+            .wait()
+    }
+
+    /// [`Objects::patch`], answered once the returned write is committed.
+    pub fn patch_pending(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        body: &PatchBody,
+        part: Part,
+        options: &WriteOptions,
+    ) -> ApiResult<PendingWrite<Written>> {
         let schema = resource.schema();
         let mut warnings = Vec::new();
         let written = self.write(
@@ -622,10 +725,10 @@ impl Objects {
             },
             part,
         )?;
-        Ok(Written {
+        Ok(written.map(|written| Written {
             warnings,
             ..written
-        })
+        }))
     }
 
     /// Updates an object by a function of its stored form, inside one transaction — the
@@ -646,7 +749,8 @@ impl Objects {
             &WriteOptions::default(),
             change,
             part,
-        )
+        )?
+        .wait()
     }
 
     /// [`Objects::update_with`] for a client's request, with its options (dry run, field
@@ -660,6 +764,20 @@ impl Objects {
         options: &WriteOptions,
         change: impl FnOnce(&Value) -> ApiResult<Value>,
     ) -> ApiResult<Written> {
+        self.write(resource, namespace, name, options, change, part)?
+            .wait()
+    }
+
+    /// [`Objects::update_with_options`], answered once the returned write is committed.
+    pub fn update_with_options_pending(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        part: Part,
+        options: &WriteOptions,
+        change: impl FnOnce(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<PendingWrite<Written>> {
         self.write(resource, namespace, name, options, change, part)
     }
 
@@ -673,77 +791,85 @@ impl Objects {
         options: &WriteOptions,
         change: impl FnOnce(&Value) -> ApiResult<Value>,
         part: Part,
-    ) -> ApiResult<Written> {
+    ) -> ApiResult<PendingWrite<Written>> {
         let key = resource.key(Self::namespace_of(resource, namespace), name);
         let claims = self.crd_claims(resource, name);
         let mut stored = None;
-        self.store.mutate(&key, |current, revision| {
-            let current = current
-                .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
-            let current = decode_as(resource, current)?;
-            let requested = change(&current)?;
-            let mut next = merge_update(resource, &current, requested, part);
-            if let Some(claims) = &claims {
-                next["status"] = crd_status::status(&next, &meta::timestamp(self.now()), claims);
-            }
-            meta::normalize_metadata(&mut next);
-            if let Some(manager) = &options.field_manager {
-                let now = meta::timestamp(self.now());
-                crate::ssa::record_update(
-                    &current,
-                    &mut next,
-                    manager,
-                    &resource.info.api_version(),
-                    &now,
-                    options.subresource,
-                    resource.schema(),
-                );
-            }
-            let mut causes = strategy::validate_update(resource, &current, &next);
-            if resource.is_custom() {
-                // Transition rules see the stored object as oldSelf.
-                for cause in crate::rules::check(resource.schema(), &next, Some(&current)) {
-                    if !causes.contains(&cause) {
-                        causes.push(cause);
+        let pending = self
+            .store
+            .decide(&key, |current, revision| {
+                let current = current.ok_or_else(|| {
+                    ApiError::not_found(resource.group(), resource.plural(), name)
+                })?;
+                let current = decode_as(resource, current)?;
+                let requested = change(&current)?;
+                let mut next = merge_update(resource, &current, requested, part);
+                if let Some(claims) = &claims {
+                    next["status"] =
+                        crd_status::status(&next, &meta::timestamp(self.now()), claims);
+                }
+                meta::normalize_metadata(&mut next);
+                if let Some(manager) = &options.field_manager {
+                    let now = meta::timestamp(self.now());
+                    crate::ssa::record_update(
+                        &current,
+                        &mut next,
+                        manager,
+                        &resource.info.api_version(),
+                        &now,
+                        options.subresource,
+                        resource.schema(),
+                    );
+                }
+                let mut causes = strategy::validate_update(resource, &current, &next);
+                if resource.is_custom() {
+                    // Transition rules see the stored object as oldSelf.
+                    for cause in crate::rules::check(resource.schema(), &next, Some(&current)) {
+                        if !causes.contains(&cause) {
+                            causes.push(cause);
+                        }
                     }
                 }
-            }
-            if !causes.is_empty() {
-                return Err(ApiError::invalid(
-                    resource.group(),
-                    resource.kind(),
-                    name,
-                    causes,
-                ));
-            }
-            if next == current {
-                stored = Some(current);
-                return Ok(Mutation::Keep);
-            }
-            if is_deleting(&next) && !holds_deletion(resource, &next) {
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(
+                        resource.group(),
+                        resource.kind(),
+                        name,
+                        causes,
+                    ));
+                }
+                if next == current {
+                    stored = Some(current);
+                    return Ok(Mutation::Keep);
+                }
+                if is_deleting(&next) && !holds_deletion(resource, &next) {
+                    set_resource_version(&mut next, revision);
+                    let bytes = encode_as(resource, &next);
+                    stored = Some(next);
+                    return Ok(if options.dry_run {
+                        Mutation::Keep
+                    } else {
+                        Mutation::Delete(bytes)
+                    });
+                }
+                if options.dry_run {
+                    stored = Some(next);
+                    return Ok(Mutation::Keep);
+                }
                 set_resource_version(&mut next, revision);
                 let bytes = encode_as(resource, &next);
                 stored = Some(next);
-                return Ok(if options.dry_run {
-                    Mutation::Keep
-                } else {
-                    Mutation::Delete(bytes)
-                });
-            }
-            if options.dry_run {
-                stored = Some(next);
-                return Ok(Mutation::Keep);
-            }
-            set_resource_version(&mut next, revision);
-            let bytes = encode_as(resource, &next);
-            stored = Some(next);
-            Ok(Mutation::Put(bytes))
-        })??;
-        self.after_write(resource);
-        Ok(Written {
+                Ok(Mutation::Put(bytes))
+            })?
+            .transpose()?;
+        let written = Written {
             object: stored.unwrap_or(Value::Null),
             warnings: Vec::new(),
             created: false,
+        };
+        Ok(PendingWrite {
+            pending: pending.map(|_| written),
+            after: Some(self.after_commit(resource, None)),
         })
     }
 
@@ -756,6 +882,19 @@ impl Objects {
         options: &DeleteOptions,
         dry_run: bool,
     ) -> ApiResult<Deleted> {
+        self.delete_pending(resource, namespace, name, options, dry_run)?
+            .wait()
+    }
+
+    /// [`Objects::delete`], answered once the returned write is committed.
+    pub fn delete_pending(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+        dry_run: bool,
+    ) -> ApiResult<PendingWrite<Deleted>> {
         let key = resource.key(Self::namespace_of(resource, namespace), name);
         // Read outside the transaction: a transaction may not call back into the store.
         let node_of = |object: &Value| {
@@ -776,7 +915,7 @@ impl Objects {
         let node_exists = |node: &str| bound_node.as_deref() != Some(node) || bound_node_exists;
         let now = self.now();
         let mut result = None;
-        self.store.mutate(&key, |current, revision| {
+        let pending = self.store.decide(&key, |current, revision| {
             let current = current
                 .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
             let mut object = decode_as(resource, current)?;
@@ -854,9 +993,13 @@ impl Objects {
             let bytes = encode_as(resource, &object);
             result = Some(Deleted { object, gone: true });
             Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(bytes) })
-        })??;
-        self.after_write(resource);
-        result.ok_or_else(|| ApiError::internal("delete produced no result"))
+        })?
+        .transpose()?;
+        let deleted = result.ok_or_else(|| ApiError::internal("delete produced no result"))?;
+        Ok(PendingWrite {
+            pending: pending.map(|_| deleted),
+            after: Some(self.after_commit(resource, None)),
+        })
     }
 }
 

@@ -401,7 +401,9 @@ async fn resource_request(
             crate::escalation::check(server, user, resource, namespace, &object)?;
             let written = server
                 .objects
-                .create(resource, namespace, object, &options)?;
+                .create_pending(resource, namespace, object, &options)?
+                .committed()
+                .await?;
             Ok(written_response(StatusCode::CREATED, written))
         }
         (Method::PUT, Some(name)) => {
@@ -410,10 +412,11 @@ async fn resource_request(
             options.field_manager = field_manager(&query, &headers);
             let object = decode_object(&content_type(&headers), &body)?;
             crate::escalation::check(server, user, resource, namespace, &object)?;
-            let written =
-                server
-                    .objects
-                    .update(resource, namespace, name, object, Part::Main, &options)?;
+            let written = server
+                .objects
+                .update_pending(resource, namespace, name, object, Part::Main, &options)?
+                .committed()
+                .await?;
             Ok(written_response(StatusCode::OK, written))
         }
         (Method::PATCH, Some(name)) => {
@@ -498,7 +501,9 @@ pub(crate) async fn patch(
             }
             let written = server
                 .objects
-                .create(resource, namespace, object, &options)?;
+                .create_pending(resource, namespace, object, &options)?
+                .committed()
+                .await?;
             return Ok(written_response(StatusCode::CREATED, written));
         }
         PatchBody::Apply {
@@ -513,7 +518,9 @@ pub(crate) async fn patch(
     let Some(guard) = guard else {
         let written = server
             .objects
-            .patch(resource, namespace, name, &body, part, &options)?;
+            .patch_pending(resource, namespace, name, &body, part, &options)?
+            .committed()
+            .await?;
         return Ok(written_response(StatusCode::OK, written));
     };
     let preview = server.objects.patch(
@@ -533,17 +540,21 @@ pub(crate) async fn patch(
     }
     // The preview already carries the manager's managedFields and the stored
     // resourceVersion, which makes the update fail with a conflict if the object moved.
-    let written = server.objects.update(
-        resource,
-        namespace,
-        name,
-        preview.object,
-        part,
-        &WriteOptions {
-            field_manager: None,
-            ..options
-        },
-    )?;
+    let written = server
+        .objects
+        .update_pending(
+            resource,
+            namespace,
+            name,
+            preview.object,
+            part,
+            &WriteOptions {
+                field_manager: None,
+                ..options
+            },
+        )?
+        .committed()
+        .await?;
     Ok(written_response(StatusCode::OK, written))
 }
 
@@ -640,7 +651,9 @@ async fn delete(
     let (options, dry_run) = delete_options(query, &body)?;
     let deleted = server
         .objects
-        .delete(resource, namespace, name, &options, dry_run)?;
+        .delete_pending(resource, namespace, name, &options, dry_run)?
+        .committed()
+        .await?;
     let status = if deleted.gone {
         StatusCode::OK
     } else {
@@ -670,14 +683,14 @@ async fn delete_collection(
             .unwrap_or_default()
             .to_string();
         let object_namespace = crate::meta::meta_str(&object, "namespace").map(str::to_string);
-        match server.objects.delete(
+        match server.objects.delete_pending(
             resource,
             object_namespace.as_deref(),
             &name,
             &options,
             dry_run,
         ) {
-            Ok(result) => deleted.push(result.object),
+            Ok(pending) => deleted.push(pending.committed().await?.object),
             Err(error) if error.code == 404 => {}
             Err(error) => return Err(error),
         }

@@ -78,14 +78,11 @@ pub async fn handle(
                     let (content_type, body, options) =
                         subresource_write(request, query, "status").await?;
                     let object = decode_object(&content_type, &body)?;
-                    let written = server.objects.update(
-                        resource,
-                        namespace,
-                        name,
-                        object,
-                        Part::Status,
-                        &options,
-                    )?;
+                    let written = server
+                        .objects
+                        .update_pending(resource, namespace, name, object, Part::Status, &options)?
+                        .committed()
+                        .await?;
                     Ok(json_response(StatusCode::OK, &written.object))
                 }
                 Method::PATCH => {
@@ -122,7 +119,7 @@ pub async fn handle(
             serves(resource, Subresource::Binding)?;
             let (content_type, body) = body_of(request).await?;
             let binding = decode_object(&content_type, &body)?;
-            bind(server, resource, namespace, name, &binding)
+            bind(server, resource, namespace, name, &binding).await
         }
         "eviction" => {
             serves(resource, Subresource::Eviction)?;
@@ -162,7 +159,7 @@ fn success(status: StatusCode) -> Response {
     )
 }
 
-fn bind(
+async fn bind(
     server: &Arc<ApiServer>,
     resource: Resource,
     namespace: Option<&str>,
@@ -184,29 +181,38 @@ fn bind(
         .to_string();
     server
         .objects
-        .update_with(resource, namespace, name, Part::Main, |current| {
-            if meta_str(current, "deletionTimestamp").is_some() {
-                return Err(ApiError::conflict(
-                    "",
-                    "pods",
-                    name,
-                    "pod is being deleted, cannot be assigned to a host",
-                ));
-            }
-            if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
-                && !existing.is_empty()
-            {
-                return Err(ApiError::conflict(
-                    "",
-                    "pods",
-                    name,
-                    &format!("pod {name} is already assigned to node \"{existing}\""),
-                ));
-            }
-            let mut next = current.clone();
-            next["spec"]["nodeName"] = json!(node);
-            Ok(next)
-        })?;
+        .update_with_options_pending(
+            resource,
+            namespace,
+            name,
+            Part::Main,
+            &Default::default(),
+            |current| {
+                if meta_str(current, "deletionTimestamp").is_some() {
+                    return Err(ApiError::conflict(
+                        "",
+                        "pods",
+                        name,
+                        "pod is being deleted, cannot be assigned to a host",
+                    ));
+                }
+                if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
+                    && !existing.is_empty()
+                {
+                    return Err(ApiError::conflict(
+                        "",
+                        "pods",
+                        name,
+                        &format!("pod {name} is already assigned to node \"{existing}\""),
+                    ));
+                }
+                let mut next = current.clone();
+                next["spec"]["nodeName"] = json!(node);
+                Ok(next)
+            },
+        )?
+        .committed()
+        .await?;
     Ok(success(StatusCode::CREATED))
 }
 
@@ -290,44 +296,48 @@ async fn scale(
                     other => return Err(ApiError::unsupported_media_type(other)),
                 }
             };
-            let written = server.objects.update_with_options(
-                resource,
-                namespace,
-                name,
-                Part::Main,
-                &options,
-                |current| {
-                    let scale = view(current);
-                    let patched = match &change {
-                        PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
-                        PatchBody::Merge(patch)
-                        | PatchBody::Strategic(patch)
-                        | PatchBody::Apply { config: patch, .. } => {
-                            crate::patch::merge_patch(&scale, patch)
+            let written = server
+                .objects
+                .update_with_options_pending(
+                    resource,
+                    namespace,
+                    name,
+                    Part::Main,
+                    &options,
+                    |current| {
+                        let scale = view(current);
+                        let patched = match &change {
+                            PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
+                            PatchBody::Merge(patch)
+                            | PatchBody::Strategic(patch)
+                            | PatchBody::Apply { config: patch, .. } => {
+                                crate::patch::merge_patch(&scale, patch)
+                            }
                         }
-                    }
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                    let replicas = patched
-                        .pointer("/spec/replicas")
-                        .and_then(Value::as_i64)
-                        .filter(|r| *r >= 0)
-                        .ok_or_else(|| {
-                            ApiError::invalid(
-                                "autoscaling",
-                                "Scale",
-                                name,
-                                vec![crate::error::Cause::invalid(
-                                    "spec.replicas",
-                                    patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
-                                    "must be greater than or equal to 0",
-                                )],
-                            )
-                        })?;
-                    let mut next = current.clone();
-                    set_at(&mut next, &spec_pointer, json!(replicas));
-                    Ok(next)
-                },
-            )?;
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                        let replicas = patched
+                            .pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .filter(|r| *r >= 0)
+                            .ok_or_else(|| {
+                                ApiError::invalid(
+                                    "autoscaling",
+                                    "Scale",
+                                    name,
+                                    vec![crate::error::Cause::invalid(
+                                        "spec.replicas",
+                                        patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
+                                        "must be greater than or equal to 0",
+                                    )],
+                                )
+                            })?;
+                        let mut next = current.clone();
+                        set_at(&mut next, &spec_pointer, json!(replicas));
+                        Ok(next)
+                    },
+                )?
+                .committed()
+                .await?;
             Ok(json_response(StatusCode::OK, &view(&written.object)))
         }
         other => Err(ApiError::method_not_allowed(other.as_str())),

@@ -24,7 +24,7 @@ use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Decision, Scheduler, node_info};
 
 use crate::resource_claims::allocate_and_reserve;
-use crate::shell::{all, next_pass, patch_params, post_params, record_event, watched};
+use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, watched};
 
 /// The field manager and event source.
 pub const MANAGER: &str = "default-scheduler";
@@ -132,6 +132,10 @@ pub async fn run(client: Client, config: SchedulerConfig) {
         namespace_changes,
         budget_changes,
     ]);
+    let writer = Writer {
+        events: EventRecorder::start(client.clone(), MANAGER),
+        client: client.clone(),
+    };
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut reported: HashMap<String, String> = HashMap::new();
     while next_pass(&mut changes, &mut resync).await {
@@ -177,7 +181,7 @@ pub async fn run(client: Client, config: SchedulerConfig) {
             if let Some(profile) = group.waiting.first().and_then(|p| config.profile_for(p)) {
                 scheduler.set_profile(profile);
             }
-            schedule_gang(&client, &mut scheduler, group, &all_claims, &mut reported).await;
+            schedule_gang(&writer, &mut scheduler, group, &all_claims, &mut reported).await;
         }
         let mut binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)> = Vec::new();
         for pod in queue.into_iter().filter(|p| pod_group(p).is_none()) {
@@ -204,29 +208,35 @@ pub async fn run(client: Client, config: SchedulerConfig) {
                     let mut message = fit.to_string();
                     if !waiting_for_victims(pod, &all_pods) {
                         match scheduler.preempt(pod, &pod_claims, &fit) {
-                            Ok(nomination) => preempt(&client, pod, &nomination).await,
+                            Ok(nomination) => preempt(&writer, pod, &nomination).await,
                             Err(none) => {
                                 message = format!("{message} preemption: {}", none.message())
                             }
                         }
                     }
                     if reported.get(&key) != Some(&message) {
-                        unschedulable(&client, pod, &message).await;
+                        unschedulable(&writer, pod, &message).await;
                         reported.insert(key, message);
                     }
                 }
             }
         }
-        bind_all(&client, binds).await;
+        bind_all(&writer, binds).await;
     }
 }
 
+/// What the scheduler writes through: the API, and events recorded in the background.
+struct Writer {
+    client: Client,
+    events: EventRecorder,
+}
+
 /// The binding cycles of a pass, run concurrently.
-async fn bind_all(client: &Client, binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>) {
+async fn bind_all(writer: &Writer, binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>) {
     use futures::StreamExt;
     futures::stream::iter(binds)
         .for_each_concurrent(BINDING_CONCURRENCY, |(pod, claims, decision)| async move {
-            if let Err(error) = bind(client, pod, &claims, &decision).await {
+            if let Err(error) = bind(writer, pod, &claims, &decision).await {
                 tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
             }
         })
@@ -336,7 +346,7 @@ async fn pod_groups<'a>(client: &Client, queue: &[&'a Pod], pods: &[Pod]) -> Vec
 
 /// Places a gang whole, or reports why on every waiting member.
 async fn schedule_gang(
-    client: &Client,
+    writer: &Writer,
     scheduler: &mut Scheduler,
     gang: &Gang<'_>,
     claims: &[ResourceClaim],
@@ -380,7 +390,7 @@ async fn schedule_gang(
                     .map(|((pod, claims), decision)| (*pod, claims.clone(), decision))
                     .collect();
                 *scheduler = booked;
-                bind_all(client, binds).await;
+                bind_all(writer, binds).await;
                 return;
             }
             Err(error) => format!("pod group {}/{}: {error}", gang.namespace, gang.name),
@@ -393,7 +403,7 @@ async fn schedule_gang(
             pod.metadata.name.as_deref().unwrap_or_default()
         );
         if reported.get(&key) != Some(&message) {
-            unschedulable(client, pod, &message).await;
+            unschedulable(writer, pod, &message).await;
             reported.insert(key, message.clone());
         }
     }
@@ -425,23 +435,24 @@ fn waiting_for_victims(pod: &Pod, pods: &[Pod]) -> bool {
 }
 
 /// Evicts the victims and records the nomination.
-async fn preempt(client: &Client, pod: &Pod, nomination: &Nomination) {
+async fn preempt(writer: &Writer, pod: &Pod, nomination: &Nomination) {
+    let client = &writer.client;
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     for (victim_namespace, victim) in &nomination.victims {
         let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": victim_namespace, "name": victim});
-        record_event(
-            client,
-            involved,
-            "Normal",
-            "Preempted",
-            &format!(
-                "Preempted by pod {namespace}/{name} on node {}",
-                nomination.node
-            ),
-            MANAGER,
-        )
-        .await;
+        writer
+            .events
+            .record(
+                involved,
+                "Normal",
+                "Preempted",
+                &format!(
+                    "Preempted by pod {namespace}/{name} on node {}",
+                    nomination.node
+                ),
+            )
+            .await;
         let deleted = Api::<Pod>::namespaced(client.clone(), victim_namespace)
             .delete(victim, &Default::default())
             .await;
@@ -460,7 +471,7 @@ async fn preempt(client: &Client, pod: &Pod, nomination: &Nomination) {
 
 /// PreBind (claims) and Bind.
 async fn bind(
-    client: &Client,
+    writer: &Writer,
     pod: &Pod,
     claims: &[ResourceClaim],
     decision: &Decision,
@@ -472,7 +483,7 @@ async fn bind(
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, a)| a);
-        allocate_and_reserve(client, claim, allocation, pod, MANAGER).await?;
+        allocate_and_reserve(&writer.client, claim, allocation, pod, MANAGER).await?;
     }
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -481,7 +492,7 @@ async fn bind(
         "metadata": {"name": name, "namespace": namespace, "uid": pod.metadata.uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": decision.node},
     });
-    Api::<Pod>::namespaced(client.clone(), &namespace)
+    Api::<Pod>::namespaced(writer.client.clone(), &namespace)
         .create_subresource::<_, serde_json::Value>(
             "binding",
             &name,
@@ -490,23 +501,24 @@ async fn bind(
         )
         .await?;
     let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": pod.metadata.uid});
-    record_event(
-        client,
-        involved,
-        "Normal",
-        "Scheduled",
-        &format!(
-            "Successfully assigned {namespace}/{name} to {}",
-            decision.node
-        ),
-        MANAGER,
-    )
-    .await;
+    writer
+        .events
+        .record(
+            involved,
+            "Normal",
+            "Scheduled",
+            &format!(
+                "Successfully assigned {namespace}/{name} to {}",
+                decision.node
+            ),
+        )
+        .await;
     Ok(())
 }
 
 /// The condition and event of a pod that fits nowhere.
-async fn unschedulable(client: &Client, pod: &Pod, message: &str) {
+async fn unschedulable(writer: &Writer, pod: &Pod, message: &str) {
+    let client = &writer.client;
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let now = tessera_model::time::timestamp(std::time::SystemTime::now());
@@ -519,13 +531,8 @@ async fn unschedulable(client: &Client, pod: &Pod, message: &str) {
         tracing::debug!(pod = %name, %error, "cannot record the PodScheduled condition");
     }
     let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": pod.metadata.uid});
-    record_event(
-        client,
-        involved,
-        "Warning",
-        "FailedScheduling",
-        message,
-        MANAGER,
-    )
-    .await;
+    writer
+        .events
+        .record(involved, "Warning", "FailedScheduling", message)
+        .await;
 }

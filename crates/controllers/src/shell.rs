@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Event;
 use kube::api::{PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, Store};
@@ -58,6 +57,11 @@ pub async fn record_event(
     message: &str,
     component: &str,
 ) {
+    post_event(client, event(involved, kind, reason, message, component)).await;
+}
+
+/// A `core/v1` event about `involved` (an object reference) from `component`.
+fn event(involved: Value, kind: &str, reason: &str, message: &str, component: &str) -> Value {
     let namespace = involved
         .get("namespace")
         .and_then(Value::as_str)
@@ -69,7 +73,7 @@ pub async fn record_event(
         .unwrap_or("event")
         .to_string();
     let now = tessera_model::time::timestamp(std::time::SystemTime::now());
-    let event = json!({
+    json!({
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"generateName": format!("{name}."), "namespace": namespace},
         "involvedObject": involved,
@@ -77,15 +81,71 @@ pub async fn record_event(
         "source": {"component": component},
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         "reportingComponent": component,
-    });
-    let Ok(event) = serde_json::from_value::<Event>(event) else {
-        return;
+    })
+}
+
+/// Creates an event; the stored event is not read back.
+async fn post_event(client: &Client, event: Value) {
+    let namespace = event
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let request = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/events"))
+        .create(
+            &PostParams::default(),
+            serde_json::to_vec(&event).unwrap_or_default(),
+        );
+    let result = match request {
+        Ok(request) => client.request_text(request).await.map(drop),
+        Err(error) => Err(kube::Error::BuildRequest(error)),
     };
-    if let Err(error) = Api::<Event>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &event)
-        .await
-    {
+    if let Err(error) = result {
         tracing::debug!(%error, "cannot record an event");
+    }
+}
+
+/// Records events without holding up the caller, as client-go's event broadcaster does: a
+/// bounded queue drained by a task of its own. Unlike client-go, which drops events when its
+/// queue is full, a full queue makes the caller wait for room: events are not lost, and a
+/// caller that outruns the API server is slowed down to its pace.
+#[derive(Clone)]
+pub struct EventRecorder {
+    queue: tokio::sync::mpsc::Sender<Value>,
+    component: String,
+}
+
+/// Events queued before new ones are dropped (client-go's `maxQueuedEvents`).
+const MAX_QUEUED_EVENTS: usize = 1000;
+
+/// Events written at once by a recorder.
+const EVENT_WRITERS: usize = 8;
+
+impl EventRecorder {
+    /// Starts a recorder for `component`; its task ends when the last clone is dropped.
+    pub fn start(client: Client, component: &str) -> EventRecorder {
+        let (queue, mut events) = tokio::sync::mpsc::channel::<Value>(MAX_QUEUED_EVENTS);
+        tokio::spawn(
+            futures::stream::poll_fn(move |cx| events.poll_recv(cx)).for_each_concurrent(
+                EVENT_WRITERS,
+                move |event| {
+                    let client = client.clone();
+                    async move { post_event(&client, event).await }
+                },
+            ),
+        );
+        EventRecorder {
+            queue,
+            component: component.to_string(),
+        }
+    }
+
+    /// Queues an event about `involved` (an object reference), waiting while the queue is
+    /// full.
+    pub async fn record(&self, involved: Value, kind: &str, reason: &str, message: &str) {
+        let event = event(involved, kind, reason, message, &self.component);
+        if self.queue.send(event).await.is_err() {
+            tracing::debug!(reason, "the event recorder has stopped; event dropped");
+        }
     }
 }
 

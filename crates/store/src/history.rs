@@ -35,20 +35,35 @@ impl History {
         }
     }
 
-    pub(crate) fn push(&self, event: Event) {
-        let revision = event.entry.revision;
+    /// Logs committed changes (in revision order) and wakes watchers once.
+    pub(crate) fn push_all(&self, events: Vec<Event>) {
+        let Some(revision) = events.last().map(|e| e.entry.revision) else {
+            return;
+        };
         {
             let mut log = write(&self.log);
-            if log.events.len() == log.capacity {
-                log.events.pop_front();
-                log.first += 1;
+            for event in events {
+                if log.events.len() == log.capacity {
+                    log.events.pop_front();
+                    log.first += 1;
+                }
+                if log.events.is_empty() {
+                    log.first = event.entry.revision;
+                }
+                log.events.push_back(Arc::new(event));
             }
-            if log.events.is_empty() {
-                log.first = revision;
-            }
-            log.events.push_back(Arc::new(event));
         }
         self.latest.send_replace(revision);
+    }
+
+    /// Wakes everyone waiting for a change without logging one (the store broke).
+    pub(crate) fn touch(&self) {
+        self.latest.send_modify(|_| {});
+    }
+
+    /// A receiver of the latest committed revision.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.latest.subscribe()
     }
 
     /// The oldest revision a watch may start from (it then sees changes after it).

@@ -4,9 +4,12 @@
 //! change (its resourceVersion). Writes are read-modify-write transactions decided one at a
 //! time against the latest value (committed or not), so compare-and-swap needs no retry loop;
 //! each is committed to SQLite (WAL journal) before it is acknowledged or seen. Commits are
-//! grouped: while one writer commits, others decide and queue their changes, and the next
+//! grouped: while one commit is written, writers decide and queue their changes, and the next
 //! commit writes all of them in one transaction (as etcd batches its backend commits) — so
 //! readers never wait for the disk, and a burst of writers pays for one commit, not one each.
+//! A writer either waits on its thread ([`Pending::wait`], which commits the queue itself if
+//! no one else is) or asynchronously ([`Pending::committed`]): then the store's committer
+//! thread writes the queue, and the task's thread goes on deciding other requests meanwhile.
 //! All committed values are also held in memory, which serves gets, consistent lists and a
 //! bounded history of recent changes for watches; a watch that starts before the history is
 //! answered with [`StoreError::Gone`]. A commit that fails breaks the store: every later
@@ -15,6 +18,7 @@
 //!
 //! Knows keys, revisions and opaque byte values: nothing about Kubernetes, JSON or HTTP.
 
+mod committer;
 mod history;
 mod sqlite;
 
@@ -25,6 +29,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 
+use committer::Signal;
 use history::History;
 pub use history::Watcher;
 use sqlite::Database;
@@ -135,6 +140,82 @@ struct Inner {
     database: Mutex<Database>,
     state: RwLock<State>,
     history: Arc<History>,
+    /// Wakes the committer thread when changes are queued.
+    committer: Arc<Signal>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.committer.shut_down();
+    }
+}
+
+/// A change decided and queued: its outcome, to be acknowledged once it is committed.
+#[must_use = "a change is acknowledged only once it is committed"]
+pub struct Pending<T> {
+    store: Store,
+    /// The revision that must be committed before the outcome may be acted on.
+    revision: u64,
+    outcome: T,
+}
+
+impl<T, E> Pending<Result<T, E>> {
+    /// Splits off a refused transaction: it changed nothing, so there is nothing to wait for.
+    pub fn transpose(self) -> Result<Pending<T>, E> {
+        let Pending {
+            store,
+            revision,
+            outcome,
+        } = self;
+        outcome.map(|outcome| Pending {
+            store,
+            revision,
+            outcome,
+        })
+    }
+}
+
+impl<T> Pending<T> {
+    /// Waits on this thread until the change is committed, committing everything queued
+    /// itself if no other writer is.
+    pub fn wait(self) -> Result<T, StoreError> {
+        self.store.commit_through(self.revision)?;
+        Ok(self.outcome)
+    }
+
+    /// Waits without blocking the thread: the committer thread writes the change (with
+    /// whatever else is queued by then).
+    pub async fn committed(self) -> Result<T, StoreError> {
+        let mut latest = self.store.inner.history.subscribe();
+        loop {
+            {
+                let state = read(&self.store.inner.state);
+                if state.revision >= self.revision {
+                    break;
+                }
+                if let Some(reason) = &state.broken {
+                    return Err(StoreError::Broken(reason.clone()));
+                }
+            }
+            // The sender lives as long as the store this pending change holds.
+            let _ = latest.changed().await;
+        }
+        Ok(self.outcome)
+    }
+
+    /// The outcome, before it is committed: for building the answer while waiting.
+    pub fn outcome(&self) -> &T {
+        &self.outcome
+    }
+
+    /// Changes the outcome; the commit waited for stays the same.
+    pub fn map<U>(self, change: impl FnOnce(T) -> U) -> Pending<U> {
+        Pending {
+            store: self.store,
+            revision: self.revision,
+            outcome: change(self.outcome),
+        }
+    }
 }
 
 struct State {
@@ -180,7 +261,7 @@ impl Store {
             })
             .collect();
         tracing::debug!(revision, path = %path.display(), "store opened");
-        Ok(Store {
+        let store = Store {
             inner: Arc::new(Inner {
                 database: Mutex::new(database),
                 state: RwLock::new(State {
@@ -192,8 +273,11 @@ impl Store {
                     broken: None,
                 }),
                 history: Arc::new(History::new(options.history, revision)),
+                committer: Arc::new(Signal::default()),
             }),
-        })
+        };
+        committer::start(&store)?;
+        Ok(store)
     }
 
     /// The current revision.
@@ -221,66 +305,85 @@ impl Store {
         }
     }
 
-    /// Runs a read-modify-write transaction on one key.
+    /// Runs a read-modify-write transaction on one key and waits on this thread until it is
+    /// committed ([`Store::decide`], then [`Pending::wait`]).
     ///
-    /// `decide` sees the current entry (if any) and the revision this change would get, and
-    /// returns what to do or an error that aborts the transaction. Transactions are
-    /// serialised; a returned `Ok` means the change is committed to the database.
-    /// `decide` runs under the store's locks and must not call the store itself.
+    /// A returned `Ok` means the change is committed to the database.
     pub fn mutate<E>(
         &self,
         key: &str,
         decide: impl FnOnce(Option<&Entry>, u64) -> Result<Mutation, E>,
     ) -> Result<Result<Option<Entry>, E>, StoreError> {
-        // Decide against the latest value and queue the change.
-        let (outcome, wait_for) = {
-            let mut state = write(&self.inner.state);
-            if let Some(reason) = &state.broken {
-                return Err(StoreError::Broken(reason.clone()));
-            }
-            let current = state.latest(key).cloned();
-            let next_revision = state.decided + 1;
-            let mutation = match decide(current.as_ref(), next_revision) {
-                Ok(mutation) => mutation,
-                Err(error) => return Ok(Err(error)),
-            };
-            let (kind, value) = match mutation {
-                Mutation::Keep => {
-                    // Answer only once what it answers with is committed.
-                    let revision = current.as_ref().map_or(0, |e| e.revision);
-                    drop(state);
-                    self.commit_through(revision)?;
-                    return Ok(Ok(current));
-                }
-                Mutation::Put(value) if current.is_some() => (EventKind::Updated, value),
-                Mutation::Put(value) => (EventKind::Created, value),
-                Mutation::Delete(_) if current.is_none() => return Ok(Ok(None)),
-                Mutation::Delete(value) => (EventKind::Deleted, value),
-            };
-            let previous = current.as_ref().map(|entry| entry.value.clone());
-            let key: Arc<str> = current.map_or_else(|| key.into(), |entry| entry.key);
-            let entry = Entry {
-                key: key.clone(),
-                revision: next_revision,
-                value,
-            };
-            state.decided = next_revision;
-            state
-                .overlay
-                .insert(key, (kind != EventKind::Deleted).then(|| entry.clone()));
-            state.queue.push(Event {
-                kind,
-                entry: entry.clone(),
-                previous,
-            });
-            ((kind != EventKind::Deleted).then_some(entry), next_revision)
+        self.decide(key, decide)?.wait()
+    }
+
+    /// Decides a read-modify-write transaction on one key and queues the change.
+    ///
+    /// `decide` sees the latest entry (if any; committed or queued) and the revision this
+    /// change would get, and returns what to do or an error that aborts the transaction with
+    /// nothing changed. Transactions are serialised. The change is acknowledged once the
+    /// returned [`Pending`] is committed; the outcome is the entry as stored (`None` for a
+    /// deletion). `decide` runs under the store's lock and must not call the store itself.
+    pub fn decide<E>(
+        &self,
+        key: &str,
+        decide: impl FnOnce(Option<&Entry>, u64) -> Result<Mutation, E>,
+    ) -> Result<Pending<Result<Option<Entry>, E>>, StoreError> {
+        let pending = |revision, outcome| Pending {
+            store: self.clone(),
+            revision,
+            outcome,
         };
-        self.commit_through(wait_for)?;
-        Ok(Ok(outcome))
+        let mut state = write(&self.inner.state);
+        if let Some(reason) = &state.broken {
+            return Err(StoreError::Broken(reason.clone()));
+        }
+        let current = state.latest(key).cloned();
+        let next_revision = state.decided + 1;
+        let mutation = match decide(current.as_ref(), next_revision) {
+            Ok(mutation) => mutation,
+            Err(error) => return Ok(pending(0, Err(error))),
+        };
+        let (kind, value) = match mutation {
+            Mutation::Keep => {
+                // Answer only once what it answers with is committed.
+                let revision = current.as_ref().map_or(0, |e| e.revision);
+                return Ok(pending(revision, Ok(current)));
+            }
+            Mutation::Put(value) if current.is_some() => (EventKind::Updated, value),
+            Mutation::Put(value) => (EventKind::Created, value),
+            Mutation::Delete(_) if current.is_none() => return Ok(pending(0, Ok(None))),
+            Mutation::Delete(value) => (EventKind::Deleted, value),
+        };
+        let previous = current.as_ref().map(|entry| entry.value.clone());
+        let key: Arc<str> = current.map_or_else(|| key.into(), |entry| entry.key);
+        let entry = Entry {
+            key: key.clone(),
+            revision: next_revision,
+            value,
+        };
+        state.decided = next_revision;
+        state
+            .overlay
+            .insert(key, (kind != EventKind::Deleted).then(|| entry.clone()));
+        state.queue.push(Event {
+            kind,
+            entry: entry.clone(),
+            previous,
+        });
+        drop(state);
+        self.inner.committer.wake();
+        Ok(pending(
+            next_revision,
+            Ok((kind != EventKind::Deleted).then_some(entry)),
+        ))
     }
 
     /// Returns once `revision` is committed: commits everything queued if no other writer has.
     fn commit_through(&self, revision: u64) -> Result<(), StoreError> {
+        if read(&self.inner.state).revision >= revision {
+            return Ok(());
+        }
         let mut database = lock(&self.inner.database);
         let batch = {
             let mut state = write(&self.inner.state);
@@ -292,6 +395,9 @@ impl Store {
             }
             std::mem::take(&mut state.queue)
         };
+        if batch.is_empty() {
+            return Ok(());
+        }
         // Readers and other deciders proceed while the batch is written.
         let written = database.write_batch(&batch);
         let mut state = write(&self.inner.state);
@@ -301,9 +407,12 @@ impl Store {
             state.queue.clear();
             state.overlay.clear();
             state.decided = state.revision;
+            drop(state);
+            // Wake those waiting for a commit that will not come.
+            self.inner.history.touch();
             return Err(error);
         }
-        for event in batch {
+        for event in &batch {
             let key = event.entry.key.clone();
             if event.kind == EventKind::Deleted {
                 state.entries.remove(&key);
@@ -318,11 +427,17 @@ impl Store {
                 state.overlay.remove(&key);
             }
             state.revision = event.entry.revision;
-            self.inner.history.push(event);
         }
+        self.inner.history.push_all(batch);
         drop(state);
         drop(database);
         Ok(())
+    }
+
+    /// Commits whatever is queued now (the committer thread's work).
+    fn commit_queued(&self) -> Result<(), StoreError> {
+        let decided = read(&self.inner.state).decided;
+        self.commit_through(decided)
     }
 
     /// Watches keys starting with `prefix` for changes after `revision`.

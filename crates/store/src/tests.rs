@@ -222,3 +222,56 @@ fn concurrent_writers_are_grouped_without_losing_or_reordering_anything() {
     assert_eq!(reopened.revision(), 4000);
     assert_eq!(&reopened.get("/counter").unwrap().value[..], b"2000");
 }
+
+#[test]
+fn changes_awaited_as_tasks_are_committed_by_the_committer_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 1000);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // One thread decides every change and no task commits: only the committer thread can.
+    let entries = runtime.block_on(async {
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let value = Bytes::from(i.to_string());
+                    store
+                        .decide::<Infallible>(&format!("/k/{i}"), |_, _| Ok(Mutation::Put(value)))
+                        .expect("decided")
+                        .committed()
+                        .await
+                        .expect("committed")
+                        .expect("stored")
+                        .expect("an entry")
+                })
+            })
+            .collect();
+        let mut entries = Vec::new();
+        for task in tasks {
+            entries.push(task.await.unwrap());
+        }
+        entries
+    });
+    for entry in &entries {
+        // Acknowledged means committed: readers see it.
+        assert_eq!(store.get(&entry.key).unwrap().revision, entry.revision);
+    }
+    assert_eq!(store.revision(), 200);
+    drop(store);
+    assert_eq!(open(&dir, 10).count("/k/"), 200);
+}
+
+#[test]
+fn a_refused_change_needs_no_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 10);
+    let refused = store
+        .decide("/k", |_, _| Err::<Mutation, _>("no"))
+        .unwrap()
+        .transpose();
+    assert!(matches!(refused, Err("no")));
+    assert_eq!(store.revision(), 0);
+}
