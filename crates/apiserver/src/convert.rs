@@ -60,6 +60,11 @@ fn rename(object: Value, pairs: impl Iterator<Item = (&'static str, &'static str
     Value::Object(map)
 }
 
+/// Whether the resource is stored as it is served (no conversion either way).
+pub fn stored_as_served(resource: Resource) -> bool {
+    other_version(resource).is_none() && !is_event_view(resource)
+}
+
 /// Converts an object from its served form to its stored form.
 pub fn to_storage(resource: Resource, object: Value) -> Value {
     if let Some(storage) = other_version(resource) {

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tessera_store::{Entry, Mutation, Snapshot, Store};
+use tessera_store::{Entry, Mutation, NewValue, Snapshot, Store};
 
 use crate::convert;
 use crate::crd_status::{self, ClaimedNames};
@@ -204,9 +204,60 @@ pub fn decode_as(resource: Resource, entry: &Entry) -> ApiResult<Value> {
 }
 
 /// Encodes an object of a resource in its stored form.
-fn encode_as(resource: Resource, object: &Value) -> Bytes {
-    let stored = convert::to_storage(resource, object.clone());
-    Bytes::from(serde_json::to_vec(&stored).unwrap_or_default())
+/// Encodes an object in its stored form, leaving the place of `metadata.resourceVersion` for
+/// the store to write the change's revision in (it is known only once the change is queued).
+/// `resourceVersion` comes first in `metadata`; everything else keeps its order.
+fn encode_versioned(resource: Resource, object: &Value) -> NewValue {
+    let converted;
+    let stored = if convert::stored_as_served(resource) {
+        object
+    } else {
+        converted = convert::to_storage(resource, object.clone());
+        &converted
+    };
+    let mut out = Vec::with_capacity(1024);
+    let mut revision_at = None;
+    match stored {
+        Value::Object(fields) => {
+            out.push(b'{');
+            for (i, (key, value)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(&mut out, key);
+                out.push(b':');
+                match (key.as_str(), value) {
+                    ("metadata", Value::Object(metadata)) => {
+                        out.extend_from_slice(br#"{"resourceVersion":""#);
+                        revision_at = Some(out.len());
+                        out.push(b'"');
+                        for (key, value) in metadata.iter().filter(|(k, _)| *k != "resourceVersion")
+                        {
+                            out.push(b',');
+                            write_json(&mut out, key);
+                            out.push(b':');
+                            write_json(&mut out, value);
+                        }
+                        out.push(b'}');
+                    }
+                    _ => write_json(&mut out, value),
+                }
+            }
+            out.push(b'}');
+        }
+        other => write_json(&mut out, other),
+    }
+    NewValue {
+        bytes: out.into(),
+        revision_at,
+    }
+}
+
+/// Appends JSON; writing strings and `Value`s to memory cannot fail.
+fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
+    if let Err(error) = serde_json::to_writer(out, value) {
+        tracing::error!(%error, "cannot encode an object");
+    }
 }
 
 fn set_resource_version(object: &mut Value, revision: u64) {
@@ -542,7 +593,7 @@ impl Objects {
             let name = meta_str(&object, "name").unwrap_or_default().to_string();
             let key = resource.key(namespace, &name);
             let mut stored = None;
-            let pending = self.store.decide(&key, |current, revision| {
+            let pending = self.store.decide(&key, |current| {
                 if current.is_some() {
                     return Err(ApiError::already_exists(
                         resource.group(),
@@ -550,22 +601,25 @@ impl Objects {
                         &name,
                     ));
                 }
-                let mut result = object.clone();
+                let result = object.clone();
                 if options.dry_run {
                     stored = Some(result);
                     return Ok(Mutation::Keep);
                 }
-                set_resource_version(&mut result, revision);
-                let bytes = encode_as(resource, &result);
+                let value = encode_versioned(resource, &result);
                 stored = Some(result);
-                Ok(Mutation::Put(bytes))
+                Ok(Mutation::Put(value))
             })?;
             match pending.transpose() {
                 Ok(pending) => {
+                    let mut stored = stored.unwrap_or(Value::Null);
+                    if !options.dry_run {
+                        set_resource_version(&mut stored, pending.revision());
+                    }
                     let namespace_created = (is_namespace(resource) && !options.dry_run)
                         .then(|| meta_str(&object, "name").unwrap_or_default().to_string());
                     let written = Written {
-                        object: stored.unwrap_or(Value::Null),
+                        object: stored,
                         warnings,
                         created: true,
                     };
@@ -795,9 +849,10 @@ impl Objects {
         let key = resource.key(Self::namespace_of(resource, namespace), name);
         let claims = self.crd_claims(resource, name);
         let mut stored = None;
+        let mut versioned = false;
         let pending = self
             .store
-            .decide(&key, |current, revision| {
+            .decide(&key, |current| {
                 let current = current.ok_or_else(|| {
                     ApiError::not_found(resource.group(), resource.plural(), name)
                 })?;
@@ -842,28 +897,27 @@ impl Objects {
                     stored = Some(current);
                     return Ok(Mutation::Keep);
                 }
-                if is_deleting(&next) && !holds_deletion(resource, &next) {
-                    set_resource_version(&mut next, revision);
-                    let bytes = encode_as(resource, &next);
-                    stored = Some(next);
-                    return Ok(if options.dry_run {
-                        Mutation::Keep
-                    } else {
-                        Mutation::Delete(bytes)
-                    });
-                }
                 if options.dry_run {
                     stored = Some(next);
                     return Ok(Mutation::Keep);
                 }
-                set_resource_version(&mut next, revision);
-                let bytes = encode_as(resource, &next);
+                let value = encode_versioned(resource, &next);
+                let deleted = is_deleting(&next) && !holds_deletion(resource, &next);
                 stored = Some(next);
-                Ok(Mutation::Put(bytes))
+                versioned = true;
+                Ok(if deleted {
+                    Mutation::Delete(value)
+                } else {
+                    Mutation::Put(value)
+                })
             })?
             .transpose()?;
+        let mut stored = stored.unwrap_or(Value::Null);
+        if versioned {
+            set_resource_version(&mut stored, pending.revision());
+        }
         let written = Written {
-            object: stored.unwrap_or(Value::Null),
+            object: stored,
             warnings: Vec::new(),
             created: false,
         };
@@ -915,7 +969,7 @@ impl Objects {
         let node_exists = |node: &str| bound_node.as_deref() != Some(node) || bound_node_exists;
         let now = self.now();
         let mut result = None;
-        let pending = self.store.decide(&key, |current, revision| {
+        let pending = self.store.decide(&key, |current| {
             let current = current
                 .ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
             let mut object = decode_as(resource, current)?;
@@ -974,28 +1028,28 @@ impl Objects {
                     metadata.insert("generation".into(), json!(generation + 1));
                 } else if grace == 0 && resource.kind() == "Pod" && finalizer_list.is_empty() {
                     // A second delete with no grace finishes a terminating pod.
-                    set_resource_version(&mut object, revision);
-                    let bytes = encode_as(resource, &object);
+                    let value = encode_versioned(resource, &object);
                     result = Some(Deleted { object, gone: true });
-                    return Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(bytes) });
+                    return Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(value) });
                 } else {
                     metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
                 }
                 if needs_namespace_cleanup {
                     object["status"]["phase"] = json!("Terminating");
                 }
-                set_resource_version(&mut object, revision);
-                let bytes = encode_as(resource, &object);
+                let value = encode_versioned(resource, &object);
                 result = Some(Deleted { object, gone: false });
-                return Ok(if dry_run { Mutation::Keep } else { Mutation::Put(bytes) });
+                return Ok(if dry_run { Mutation::Keep } else { Mutation::Put(value) });
             }
-            set_resource_version(&mut object, revision);
-            let bytes = encode_as(resource, &object);
+            let value = encode_versioned(resource, &object);
             result = Some(Deleted { object, gone: true });
-            Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(bytes) })
+            Ok(if dry_run { Mutation::Keep } else { Mutation::Delete(value) })
         })?
         .transpose()?;
-        let deleted = result.ok_or_else(|| ApiError::internal("delete produced no result"))?;
+        let mut deleted = result.ok_or_else(|| ApiError::internal("delete produced no result"))?;
+        if !dry_run {
+            set_resource_version(&mut deleted.object, pending.revision());
+        }
         Ok(PendingWrite {
             pending: pending.map(|_| deleted),
             after: Some(self.after_commit(resource, None)),

@@ -9,7 +9,11 @@
 //! silently (upstream's PreEnqueue).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -116,6 +120,16 @@ fn pod_claims(pod: &Pod, claims: &[ResourceClaim]) -> Option<Vec<ResourceClaim>>
 
 /// Runs the scheduler until the task is dropped.
 pub async fn run(client: Client, config: SchedulerConfig) {
+    run_reporting_sync(client, config, None).await;
+}
+
+/// [`run`], telling `synced` once every watched kind has been listed (kube-scheduler's
+/// `WaitForCacheSync`): from then on its snapshots hold the whole cluster.
+pub async fn run_reporting_sync(
+    client: Client,
+    config: SchedulerConfig,
+    synced: Option<tokio::sync::oneshot::Sender<()>>,
+) {
     let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
     let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
     let (claims, claim_changes) = watched(Api::<ResourceClaim>::all(client.clone()));
@@ -123,7 +137,32 @@ pub async fn run(client: Client, config: SchedulerConfig) {
     let (classes, class_changes) = watched(Api::<DeviceClass>::all(client.clone()));
     let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
     let (budgets, budget_changes) = watched(Api::<PodDisruptionBudget>::all(client.clone()));
+    // As kube-scheduler, nothing is scheduled before every kind has been listed: a pass over
+    // half a cluster would report pods unschedulable for want of nodes not yet seen.
+    let all_listed = Arc::new(AtomicBool::new(false));
+    let listing = {
+        let (pods, nodes, claims) = (pods.clone(), nodes.clone(), claims.clone());
+        let (slices, classes) = (slices.clone(), classes.clone());
+        let (namespaces, budgets) = (namespaces.clone(), budgets.clone());
+        let all_listed = all_listed.clone();
+        async move {
+            let listed = pods.wait_until_ready().await.is_ok()
+                && nodes.wait_until_ready().await.is_ok()
+                && claims.wait_until_ready().await.is_ok()
+                && slices.wait_until_ready().await.is_ok()
+                && classes.wait_until_ready().await.is_ok()
+                && namespaces.wait_until_ready().await.is_ok()
+                && budgets.wait_until_ready().await.is_ok();
+            all_listed.store(listed, Ordering::Release);
+            if let Some(synced) = synced.filter(|_| listed) {
+                // The receiver may have stopped listening; nothing to do then.
+                synced.send(()).ok();
+            }
+        }
+    };
     let mut changes = futures::stream::select_all([
+        // Its end starts the first pass.
+        futures::stream::once(listing).boxed(),
         pod_changes,
         node_changes,
         claim_changes,
@@ -139,15 +178,16 @@ pub async fn run(client: Client, config: SchedulerConfig) {
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut reported: HashMap<String, String> = HashMap::new();
     while next_pass(&mut changes, &mut resync).await {
-        let all_pods = all(&pods);
-        let all_claims = all(&claims);
-        let mut queue: Vec<&Pod> = all_pods
-            .iter()
-            .filter(|p| waiting(p, &config.names()))
-            .collect();
-        if queue.is_empty() {
+        if !all_listed.load(Ordering::Acquire) {
             continue;
         }
+        let names = config.names();
+        if !pods.state().iter().any(|p| waiting(p, &names)) {
+            continue;
+        }
+        let all_pods = all(&pods);
+        let all_claims = all(&claims);
+        let mut queue: Vec<&Pod> = all_pods.iter().filter(|p| waiting(p, &names)).collect();
         queue.sort_by_key(|p| {
             (
                 std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)),
@@ -226,25 +266,46 @@ pub async fn run(client: Client, config: SchedulerConfig) {
 }
 
 /// What the scheduler writes through: the API, and events recorded in the background.
+#[derive(Clone)]
 struct Writer {
     client: Client,
     events: EventRecorder,
 }
 
-/// The binding cycles of a pass, run concurrently.
+/// The binding cycles of a pass, each a task of its own (so that they spread over the
+/// runtime's threads), at most [`BINDING_CONCURRENCY`] at a time.
 async fn bind_all(writer: &Writer, binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>) {
-    use futures::StreamExt;
-    futures::stream::iter(binds)
-        .for_each_concurrent(BINDING_CONCURRENCY, |(pod, claims, decision)| async move {
-            if let Err(error) = bind(writer, pod, &claims, &decision).await {
+    let mut running = tokio::task::JoinSet::new();
+    for (pod, claims, decision) in binds {
+        if running.len() >= BINDING_CONCURRENCY {
+            running.join_next().await;
+        }
+        let writer = writer.clone();
+        let pod = identity(pod);
+        running.spawn(async move {
+            if let Err(error) = bind(&writer, &pod, &claims, &decision).await {
                 tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
             }
-        })
-        .await;
+        });
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// The pod as a binding cycle needs it: who it is (name, namespace, uid), not its spec.
+fn identity(pod: &Pod) -> Pod {
+    Pod {
+        metadata: kube::api::ObjectMeta {
+            name: pod.metadata.name.clone(),
+            namespace: pod.metadata.namespace.clone(),
+            uid: pod.metadata.uid.clone(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
 /// How many binding cycles run at once.
-const BINDING_CONCURRENCY: usize = 16;
+const BINDING_CONCURRENCY: usize = 64;
 
 /// A gang waiting to be placed.
 struct Gang<'a> {

@@ -124,15 +124,20 @@ impl EventRecorder {
     /// Starts a recorder for `component`; its task ends when the last clone is dropped.
     pub fn start(client: Client, component: &str) -> EventRecorder {
         let (queue, mut events) = tokio::sync::mpsc::channel::<Value>(MAX_QUEUED_EVENTS);
-        tokio::spawn(
-            futures::stream::poll_fn(move |cx| events.poll_recv(cx)).for_each_concurrent(
-                EVENT_WRITERS,
-                move |event| {
-                    let client = client.clone();
-                    async move { post_event(&client, event).await }
-                },
-            ),
-        );
+        tokio::spawn(async move {
+            // Each write is a task of its own, so that writes spread over the runtime's threads.
+            let writers = Arc::new(tokio::sync::Semaphore::new(EVENT_WRITERS));
+            while let Some(event) = events.recv().await {
+                let Ok(permit) = writers.clone().acquire_owned().await else {
+                    return;
+                };
+                let client = client.clone();
+                tokio::spawn(async move {
+                    post_event(&client, event).await;
+                    drop(permit);
+                });
+            }
+        });
         EventRecorder {
             queue,
             component: component.to_string(),

@@ -1,9 +1,11 @@
 //! Durable, revisioned key-value store for API objects, on an embedded SQLite file.
 //!
 //! One global revision counts every change; each key remembers the revision of its last
-//! change (its resourceVersion). Writes are read-modify-write transactions decided one at a
-//! time against the latest value (committed or not), so compare-and-swap needs no retry loop;
-//! each is committed to SQLite (WAL journal) before it is acknowledged or seen. Commits are
+//! change (its resourceVersion). Writes are read-modify-write transactions decided against the
+//! latest value of their key (committed or not) under that key's lock, so compare-and-swap
+//! needs no retry loop, and writes to different keys decide in parallel; the revision is given
+//! when the change is queued (a value may leave a place for it, as a resourceVersion inside
+//! the object's bytes). Each is committed to SQLite (WAL journal) before it is acknowledged or seen. Commits are
 //! grouped: while one commit is written, writers decide and queue their changes, and the next
 //! commit writes all of them in one transaction (as etcd batches its backend commits) — so
 //! readers never wait for the disk, and a burst of writers pays for one commit, not one each.
@@ -70,11 +72,48 @@ pub struct Event {
 /// What a transaction decides to do with its key.
 pub enum Mutation {
     /// Store this value.
-    Put(Bytes),
-    /// Remove the key; the bytes are its final form, which watchers receive.
-    Delete(Bytes),
+    Put(NewValue),
+    /// Remove the key; the value is its final form, which watchers receive.
+    Delete(NewValue),
     /// Change nothing.
     Keep,
+}
+
+/// The bytes a change stores, and where the change's revision goes in them.
+///
+/// A transaction is decided before its revision is known; a value that must carry its own
+/// revision (an object's resourceVersion) leaves a place for it, and the store writes the
+/// revision there, in decimal, when it queues the change.
+#[derive(Debug, Clone)]
+pub struct NewValue {
+    /// The bytes, without the revision.
+    pub bytes: Bytes,
+    /// The offset in `bytes` where the revision's digits are inserted.
+    pub revision_at: Option<usize>,
+}
+
+impl From<Bytes> for NewValue {
+    fn from(bytes: Bytes) -> NewValue {
+        NewValue {
+            bytes,
+            revision_at: None,
+        }
+    }
+}
+
+impl NewValue {
+    /// The bytes with the revision written in its place.
+    fn with_revision(self, revision: u64) -> Bytes {
+        let Some(at) = self.revision_at.filter(|at| *at <= self.bytes.len()) else {
+            return self.bytes;
+        };
+        let digits = revision.to_string();
+        let mut bytes = Vec::with_capacity(self.bytes.len() + digits.len());
+        bytes.extend_from_slice(&self.bytes[..at]);
+        bytes.extend_from_slice(digits.as_bytes());
+        bytes.extend_from_slice(&self.bytes[at..]);
+        bytes.into()
+    }
 }
 
 /// A consistent view of a range of keys.
@@ -138,6 +177,8 @@ pub struct Store {
 
 struct Inner {
     database: Mutex<Database>,
+    /// Writers of one key decide one at a time; a key's lock is `key_locks[hash % len]`.
+    key_locks: Box<[Mutex<()>]>,
     state: RwLock<State>,
     history: Arc<History>,
     /// Wakes the committer thread when changes are queued.
@@ -208,6 +249,11 @@ impl<T> Pending<T> {
         &self.outcome
     }
 
+    /// The revision of the change (for a `Keep`, of the entry answered with; 0 for none).
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
     /// Changes the outcome; the commit waited for stays the same.
     pub fn map<U>(self, change: impl FnOnce(T) -> U) -> Pending<U> {
         Pending {
@@ -264,6 +310,7 @@ impl Store {
         let store = Store {
             inner: Arc::new(Inner {
                 database: Mutex::new(database),
+                key_locks: (0..KEY_LOCKS).map(|_| Mutex::new(())).collect(),
                 state: RwLock::new(State {
                     revision,
                     entries,
@@ -312,35 +359,39 @@ impl Store {
     pub fn mutate<E>(
         &self,
         key: &str,
-        decide: impl FnOnce(Option<&Entry>, u64) -> Result<Mutation, E>,
+        decide: impl FnOnce(Option<&Entry>) -> Result<Mutation, E>,
     ) -> Result<Result<Option<Entry>, E>, StoreError> {
         self.decide(key, decide)?.wait()
     }
 
     /// Decides a read-modify-write transaction on one key and queues the change.
     ///
-    /// `decide` sees the latest entry (if any; committed or queued) and the revision this
-    /// change would get, and returns what to do or an error that aborts the transaction with
-    /// nothing changed. Transactions are serialised. The change is acknowledged once the
-    /// returned [`Pending`] is committed; the outcome is the entry as stored (`None` for a
-    /// deletion). `decide` runs under the store's lock and must not call the store itself.
+    /// `decide` sees the latest entry (if any; committed or queued) and returns what to do or
+    /// an error that aborts the transaction with nothing changed. Transactions on one key are
+    /// serialised; on different keys they decide in parallel, and the change gets its revision
+    /// when it is queued. The change is acknowledged once the returned [`Pending`] is
+    /// committed; the outcome is the entry as stored (`None` for a deletion). `decide` runs
+    /// under the key's lock and must not write to the store itself.
     pub fn decide<E>(
         &self,
         key: &str,
-        decide: impl FnOnce(Option<&Entry>, u64) -> Result<Mutation, E>,
+        decide: impl FnOnce(Option<&Entry>) -> Result<Mutation, E>,
     ) -> Result<Pending<Result<Option<Entry>, E>>, StoreError> {
         let pending = |revision, outcome| Pending {
             store: self.clone(),
             revision,
             outcome,
         };
-        let mut state = write(&self.inner.state);
-        if let Some(reason) = &state.broken {
-            return Err(StoreError::Broken(reason.clone()));
-        }
-        let current = state.latest(key).cloned();
-        let next_revision = state.decided + 1;
-        let mutation = match decide(current.as_ref(), next_revision) {
+        let _key_lock = lock(&self.inner.key_locks[key_lock_index(key)]);
+        let current = {
+            let state = read(&self.inner.state);
+            if let Some(reason) = &state.broken {
+                return Err(StoreError::Broken(reason.clone()));
+            }
+            state.latest(key).cloned()
+        };
+        // Only writers of this key change its latest value, and they wait for its lock.
+        let mutation = match decide(current.as_ref()) {
             Ok(mutation) => mutation,
             Err(error) => return Ok(pending(0, Err(error))),
         };
@@ -355,6 +406,12 @@ impl Store {
             Mutation::Delete(_) if current.is_none() => return Ok(pending(0, Ok(None))),
             Mutation::Delete(value) => (EventKind::Deleted, value),
         };
+        let mut state = write(&self.inner.state);
+        if let Some(reason) = &state.broken {
+            return Err(StoreError::Broken(reason.clone()));
+        }
+        let next_revision = state.decided + 1;
+        let value = value.with_revision(next_revision);
         let previous = current.as_ref().map(|entry| entry.value.clone());
         let key: Arc<str> = current.map_or_else(|| key.into(), |entry| entry.key);
         let entry = Entry {
@@ -467,6 +524,16 @@ impl Store {
     pub fn oldest_watchable_revision(&self) -> u64 {
         self.inner.history.oldest()
     }
+}
+
+/// How many locks the keys share.
+const KEY_LOCKS: usize = 64;
+
+fn key_lock_index(key: &str) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let hash =
+        BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(key);
+    (hash % KEY_LOCKS as u64) as usize
 }
 
 fn range<'a>(

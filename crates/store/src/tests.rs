@@ -15,7 +15,7 @@ fn open(dir: &tempfile::TempDir, history: usize) -> Store {
 fn put(store: &Store, key: &str, value: &str) -> u64 {
     let value = Bytes::from(value.to_string());
     store
-        .mutate::<Infallible>(key, |_, _| Ok(Mutation::Put(value)))
+        .mutate::<Infallible>(key, |_| Ok(Mutation::Put(value.into())))
         .expect("commit")
         .expect("decided")
         .expect("stored")
@@ -24,8 +24,8 @@ fn put(store: &Store, key: &str, value: &str) -> u64 {
 
 fn delete(store: &Store, key: &str) {
     store
-        .mutate::<Infallible>(key, |current, _| {
-            Ok(current.map_or(Mutation::Keep, |e| Mutation::Delete(e.value.clone())))
+        .mutate::<Infallible>(key, |current| {
+            Ok(current.map_or(Mutation::Keep, |e| Mutation::Delete(e.value.clone().into())))
         })
         .expect("commit")
         .expect("decided");
@@ -51,11 +51,11 @@ fn compare_and_swap_aborts_without_changing_anything() {
     put(&store, "/k", "v1");
     let stale = 0u64;
     let outcome = store
-        .mutate("/k", |current, _| {
+        .mutate("/k", |current| {
             if current.map(|e| e.revision) != Some(stale) {
                 return Err("conflict");
             }
-            Ok(Mutation::Put(Bytes::from_static(b"v2")))
+            Ok(Mutation::Put(Bytes::from_static(b"v2").into()))
         })
         .unwrap();
     assert_eq!(outcome.unwrap_err(), "conflict");
@@ -188,11 +188,11 @@ fn concurrent_writers_are_grouped_without_losing_or_reordering_anything() {
             std::thread::spawn(move || {
                 for i in 0..250 {
                     let entry = store
-                        .mutate::<Infallible>("/counter", |current, _| {
+                        .mutate::<Infallible>("/counter", |current| {
                             let n: u64 = current
                                 .map(|e| std::str::from_utf8(&e.value).unwrap().parse().unwrap())
                                 .unwrap_or(0);
-                            Ok(Mutation::Put(Bytes::from((n + 1).to_string())))
+                            Ok(Mutation::Put(Bytes::from((n + 1).to_string()).into()))
                         })
                         .expect("commit")
                         .expect("decided")
@@ -239,7 +239,9 @@ fn changes_awaited_as_tasks_are_committed_by_the_committer_thread() {
                 tokio::spawn(async move {
                     let value = Bytes::from(i.to_string());
                     store
-                        .decide::<Infallible>(&format!("/k/{i}"), |_, _| Ok(Mutation::Put(value)))
+                        .decide::<Infallible>(&format!("/k/{i}"), |_| {
+                            Ok(Mutation::Put(value.into()))
+                        })
                         .expect("decided")
                         .committed()
                         .await
@@ -269,9 +271,40 @@ fn a_refused_change_needs_no_commit() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir, 10);
     let refused = store
-        .decide("/k", |_, _| Err::<Mutation, _>("no"))
+        .decide("/k", |_| Err::<Mutation, _>("no"))
         .unwrap()
         .transpose();
     assert!(matches!(refused, Err("no")));
     assert_eq!(store.revision(), 0);
+}
+
+#[test]
+fn a_value_gets_its_revision_in_the_place_it_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 10);
+    put(&store, "/a", "x");
+    let template = Bytes::from_static(br#"{"rv":""}"#);
+    let entry = store
+        .mutate::<Infallible>("/b", |_| {
+            Ok(Mutation::Put(NewValue {
+                bytes: template.clone(),
+                revision_at: Some(7),
+            }))
+        })
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(entry.revision, 2);
+    assert_eq!(&store.get("/b").unwrap().value[..], br#"{"rv":"2"}"#);
+    // An offset past the end leaves the bytes as they are.
+    store
+        .mutate::<Infallible>("/c", |_| {
+            Ok(Mutation::Put(NewValue {
+                bytes: template.clone(),
+                revision_at: Some(99),
+            }))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(&store.get("/c").unwrap().value[..], br#"{"rv":""}"#);
 }

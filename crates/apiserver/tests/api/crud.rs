@@ -372,3 +372,57 @@ async fn delete_collection_removes_only_selected_objects() {
         .collect();
     assert_eq!(left, ["c"]);
 }
+
+#[tokio::test]
+async fn every_answer_carries_the_resource_version_that_was_stored() {
+    // The revision of a change is given when it is queued, after the object was encoded:
+    // what the writer is told, what a read returns and what the store holds must agree.
+    let server = start();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::default_namespaced(server.client.clone());
+    let deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .unwrap();
+    let created = deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let version = created.resource_version().expect("a resourceVersion");
+    let read = deployments.get("web").await.unwrap();
+    assert_eq!(read.resource_version().as_deref(), Some(version.as_str()));
+    // Only the object's own metadata carries it, not the pod template's.
+    let template = read
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap();
+    assert_eq!(template.resource_version, None);
+    assert_eq!(template.labels.as_ref().unwrap()["app"], "web");
+    let patched = deployments
+        .patch(
+            "web",
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"tier": "front"}}})),
+        )
+        .await
+        .unwrap();
+    let patched_version = patched.resource_version().unwrap();
+    assert!(patched_version.parse::<u64>().unwrap() > version.parse::<u64>().unwrap());
+    let read = deployments.get("web").await.unwrap();
+    assert_eq!(read.resource_version(), Some(patched_version.clone()));
+    assert_eq!(read.labels()["tier"], "front");
+    let key = tessera_apiserver::resource::Resource::find("apps", "v1", "deployments")
+        .unwrap()
+        .key(Some("default"), "web");
+    let entry = server.server.objects().store().get(&key).unwrap();
+    assert_eq!(entry.revision.to_string(), patched_version);
+    let bytes: serde_json::Value = serde_json::from_slice(&entry.value).unwrap();
+    assert_eq!(bytes["metadata"]["resourceVersion"], json!(patched_version));
+}
