@@ -1169,20 +1169,15 @@ fn merge_update(resource: Resource, current: &Value, requested: Value, part: Par
             }
         }
     }
-    let spec_of = |object: &Value| -> Vec<(String, Value)> {
+    // Everything but metadata, status and the type: a change there is a new generation.
+    fn spec_of(object: &Value) -> impl Iterator<Item = (&String, &Value)> {
         object
             .as_object()
-            .map(|map| {
-                map.iter()
-                    .filter(|(k, _)| {
-                        !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
-                    })
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    if spec_of(current) != spec_of(&next) {
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+    }
+    if !spec_of(current).eq(spec_of(&next)) {
         let generation = current
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)

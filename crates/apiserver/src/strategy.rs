@@ -448,32 +448,63 @@ fn check_limits_cover_requests(container: &Value, at: &str, causes: &mut Vec<Cau
 }
 
 /// Rules about what an update may change, beyond those of [`validate`].
+/// Whether two pod specs differ only in what a pod update may change: container images,
+/// `activeDeadlineSeconds`, `tolerations`, `schedulingGates` and (when unset before)
+/// `nodeName`. Compared in place, without copying either spec; as `Value`'s equality, the
+/// order of an object's keys does not matter.
+fn pod_specs_alike(old: Option<&Value>, new: Option<&Value>, node_name_mutable: bool) -> bool {
+    let mutable = |key: &str| {
+        matches!(
+            key,
+            "activeDeadlineSeconds" | "tolerations" | "schedulingGates"
+        ) || (node_name_mutable && key == "nodeName")
+    };
+    let containers_alike = |old: &Value, new: &Value| match (old, new) {
+        (Value::Array(old), Value::Array(new)) => {
+            old.len() == new.len()
+                && old.iter().zip(new).all(|(old, new)| {
+                    objects_alike(old, new, &|key| key == "image", &|_, o, n| o == n)
+                })
+        }
+        _ => old == new,
+    };
+    match (old, new) {
+        (Some(old), Some(new)) => objects_alike(old, new, &mutable, &|key, old, new| {
+            if matches!(key, "containers" | "initContainers") {
+                containers_alike(old, new)
+            } else {
+                old == new
+            }
+        }),
+        (old, new) => old.unwrap_or(&Value::Null) == new.unwrap_or(&Value::Null),
+    }
+}
+
+/// Whether two objects hold the same fields, leaving out those `ignored` says, each pair
+/// compared by `alike`; values that are not objects are compared as they are.
+fn objects_alike(
+    old: &Value,
+    new: &Value,
+    ignored: &dyn Fn(&str) -> bool,
+    alike: &dyn Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
+        return old == new;
+    };
+    let kept = |map: &serde_json::Map<String, Value>| map.keys().filter(|k| !ignored(k)).count();
+    kept(old) == kept(new)
+        && old
+            .iter()
+            .filter(|(key, _)| !ignored(key))
+            .all(|(key, value)| new.get(key).is_some_and(|other| alike(key, value, other)))
+}
+
 pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     if (resource.group(), resource.kind()) == ("", "Pod") {
-        let strip = |spec: Option<&Value>| -> Value {
-            let mut spec = spec.cloned().unwrap_or(Value::Null);
-            for list in ["containers", "initContainers"] {
-                if let Some(Value::Array(items)) = spec.get_mut(list) {
-                    for item in items {
-                        if let Some(map) = item.as_object_mut() {
-                            map.remove("image");
-                        }
-                    }
-                }
-            }
-            if let Some(map) = spec.as_object_mut() {
-                for mutable in ["activeDeadlineSeconds", "tolerations", "schedulingGates"] {
-                    map.remove(mutable);
-                }
-                // spec.nodeName may be set once (binding).
-                if old.pointer("/spec/nodeName").is_none() {
-                    map.remove("nodeName");
-                }
-            }
-            spec
-        };
-        if strip(old.get("spec")) != strip(new.get("spec")) {
+        // spec.nodeName may be set once (binding).
+        let node_name_mutable = old.pointer("/spec/nodeName").is_none();
+        if !pod_specs_alike(old.get("spec"), new.get("spec"), node_name_mutable) {
             causes.push(Cause::forbidden(
                 "spec",
                 "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
@@ -578,5 +609,91 @@ mod tests {
             validate_update(pods(), &old, &env_change)[0].reason,
             "FieldValueForbidden"
         );
+    }
+
+    #[test]
+    fn pod_specs_are_compared_in_place_as_values_are() {
+        let spec = json!({"nodeName": "n1", "restartPolicy": "Always",
+            "containers": [{"name": "c", "image": "a", "args": ["x"]}],
+            "initContainers": [{"name": "i", "image": "a"}]});
+        // (case, new spec, nodeName still settable, alike)
+        let table = [
+            ("same", spec.clone(), false, true),
+            (
+                "keys in another order",
+                json!({"containers": [{"args": ["x"], "image": "a", "name": "c"}],
+                "initContainers": [{"name": "i", "image": "a"}],
+                "restartPolicy": "Always", "nodeName": "n1"}),
+                false,
+                true,
+            ),
+            (
+                "images changed",
+                json!({"nodeName": "n1", "restartPolicy": "Always",
+                "containers": [{"name": "c", "image": "b", "args": ["x"]}],
+                "initContainers": [{"name": "i", "image": "b"}]}),
+                false,
+                true,
+            ),
+            (
+                "tolerations and deadline added",
+                json!({"nodeName": "n1", "restartPolicy": "Always",
+                "activeDeadlineSeconds": 5, "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "c", "image": "a", "args": ["x"]}],
+                "initContainers": [{"name": "i", "image": "a"}]}),
+                false,
+                true,
+            ),
+            (
+                "node changed once set",
+                json!({"nodeName": "n2", "restartPolicy": "Always",
+                "containers": [{"name": "c", "image": "a", "args": ["x"]}],
+                "initContainers": [{"name": "i", "image": "a"}]}),
+                false,
+                false,
+            ),
+            (
+                "node set while unset",
+                json!({"nodeName": "n2", "restartPolicy": "Always",
+                "containers": [{"name": "c", "image": "a", "args": ["x"]}],
+                "initContainers": [{"name": "i", "image": "a"}]}),
+                true,
+                true,
+            ),
+            (
+                "container args changed",
+                json!({"nodeName": "n1", "restartPolicy": "Always",
+                "containers": [{"name": "c", "image": "a", "args": ["y"]}],
+                "initContainers": [{"name": "i", "image": "a"}]}),
+                false,
+                false,
+            ),
+            (
+                "a container added",
+                json!({"nodeName": "n1", "restartPolicy": "Always",
+                "containers": [{"name": "c", "image": "a", "args": ["x"]}, {"name": "d"}],
+                "initContainers": [{"name": "i", "image": "a"}]}),
+                false,
+                false,
+            ),
+            (
+                "a field removed",
+                json!({"nodeName": "n1",
+                "containers": [{"name": "c", "image": "a", "args": ["x"]}],
+                "initContainers": [{"name": "i", "image": "a"}]}),
+                false,
+                false,
+            ),
+            ("not an object", json!("spec"), false, false),
+        ];
+        for (case, new, node_name_mutable, alike) in table {
+            assert_eq!(
+                pod_specs_alike(Some(&spec), Some(&new), node_name_mutable),
+                alike,
+                "{case}"
+            );
+        }
+        assert!(pod_specs_alike(None, None, true));
+        assert!(!pod_specs_alike(None, Some(&spec), true));
     }
 }
