@@ -223,7 +223,7 @@ pub async fn run_reporting_sync(
             }
             schedule_gang(&writer, &mut scheduler, group, &all_claims, &mut reported).await;
         }
-        let mut binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)> = Vec::new();
+        let mut binder = Binder::new(&writer);
         for pod in queue.into_iter().filter(|p| pod_group(p).is_none()) {
             if let Some(profile) = config.profile_for(pod) {
                 scheduler.set_profile(profile);
@@ -242,7 +242,7 @@ pub async fn run_reporting_sync(
                     // binding that fails leaves the pod unbound for the next pass.
                     reported.remove(&key);
                     scheduler.assume(pod, &decision, &pod_claims);
-                    binds.push((pod, pod_claims, decision));
+                    binder.start(pod, pod_claims, decision).await;
                 }
                 Err(fit) => {
                     let mut message = fit.to_string();
@@ -261,7 +261,7 @@ pub async fn run_reporting_sync(
                 }
             }
         }
-        bind_all(&writer, binds).await;
+        binder.finish().await;
     }
 }
 
@@ -272,23 +272,49 @@ struct Writer {
     events: EventRecorder,
 }
 
-/// The binding cycles of a pass, each a task of its own (so that they spread over the
-/// runtime's threads), at most [`BINDING_CONCURRENCY`] at a time.
-async fn bind_all(writer: &Writer, binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>) {
-    let mut running = tokio::task::JoinSet::new();
-    for (pod, claims, decision) in binds {
-        if running.len() >= BINDING_CONCURRENCY {
-            running.join_next().await;
+/// Binding cycles in flight, each a task of its own (so that they spread over the runtime's
+/// threads), at most [`BINDING_CONCURRENCY`] at a time. A cycle starts as soon as its pod
+/// is placed, as upstream binds while it goes on scheduling the next pod.
+struct Binder<'w> {
+    writer: &'w Writer,
+    running: tokio::task::JoinSet<()>,
+}
+
+impl<'w> Binder<'w> {
+    fn new(writer: &'w Writer) -> Binder<'w> {
+        Binder {
+            writer,
+            running: tokio::task::JoinSet::new(),
         }
-        let writer = writer.clone();
+    }
+
+    /// Starts a binding cycle, first waiting for room if too many are in flight.
+    async fn start(&mut self, pod: &Pod, claims: Vec<ResourceClaim>, decision: Decision) {
+        if self.running.len() >= BINDING_CONCURRENCY {
+            self.running.join_next().await;
+        }
+        let writer = self.writer.clone();
         let pod = identity(pod);
-        running.spawn(async move {
+        self.running.spawn(async move {
             if let Err(error) = bind(&writer, &pod, &claims, &decision).await {
                 tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
             }
         });
     }
-    while running.join_next().await.is_some() {}
+
+    /// Waits for every cycle started.
+    async fn finish(mut self) {
+        while self.running.join_next().await.is_some() {}
+    }
+}
+
+/// The binding cycles of a gang, all started at once.
+async fn bind_all(writer: &Writer, binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>) {
+    let mut binder = Binder::new(writer);
+    for (pod, claims, decision) in binds {
+        binder.start(pod, claims, decision).await;
+    }
+    binder.finish().await;
 }
 
 /// The pod as a binding cycle needs it: who it is (name, namespace, uid), not its spec.

@@ -61,11 +61,6 @@ impl History {
         self.latest.send_modify(|_| {});
     }
 
-    /// A receiver of the latest committed revision.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
-        self.latest.subscribe()
-    }
-
     /// The oldest revision a watch may start from (it then sees changes after it).
     pub(crate) fn oldest(&self) -> u64 {
         read(&self.log).first - 1

@@ -183,6 +183,9 @@ struct Inner {
     history: Arc<History>,
     /// Wakes the committer thread when changes are queued.
     committer: Arc<Signal>,
+    /// Tasks waiting for a revision to be committed, by revision: each commit wakes only
+    /// those it satisfies.
+    waiters: Mutex<BTreeMap<u64, Vec<tokio::sync::oneshot::Sender<()>>>>,
 }
 
 impl Drop for Inner {
@@ -227,21 +230,33 @@ impl<T> Pending<T> {
     /// Waits without blocking the thread: the committer thread writes the change (with
     /// whatever else is queued by then).
     pub async fn committed(self) -> Result<T, StoreError> {
-        let mut latest = self.store.inner.history.subscribe();
-        loop {
-            {
-                let state = read(&self.store.inner.state);
-                if state.revision >= self.revision {
-                    break;
-                }
-                if let Some(reason) = &state.broken {
-                    return Err(StoreError::Broken(reason.clone()));
-                }
+        let woken = {
+            // Checked and registered under the waiters' lock, which the committer takes after
+            // advancing the revision: no commit can slip between the two.
+            let mut waiters = lock(&self.store.inner.waiters);
+            let state = read(&self.store.inner.state);
+            if state.revision >= self.revision {
+                return Ok(self.outcome);
             }
-            // The sender lives as long as the store this pending change holds.
-            let _ = latest.changed().await;
+            if let Some(reason) = &state.broken {
+                return Err(StoreError::Broken(reason.clone()));
+            }
+            let (wake, woken) = tokio::sync::oneshot::channel();
+            waiters.entry(self.revision).or_default().push(wake);
+            woken
+        };
+        // Woken when its revision is committed, or when the store breaks (or is dropped).
+        let _ = woken.await;
+        let state = read(&self.store.inner.state);
+        if state.revision >= self.revision {
+            return Ok(self.outcome);
         }
-        Ok(self.outcome)
+        Err(StoreError::Broken(
+            state
+                .broken
+                .clone()
+                .unwrap_or_else(|| "the store was closed".into()),
+        ))
     }
 
     /// The outcome, before it is committed: for building the answer while waiting.
@@ -321,6 +336,7 @@ impl Store {
                 }),
                 history: Arc::new(History::new(options.history, revision)),
                 committer: Arc::new(Signal::default()),
+                waiters: Mutex::default(),
             }),
         };
         committer::start(&store)?;
@@ -467,6 +483,7 @@ impl Store {
             drop(state);
             // Wake those waiting for a commit that will not come.
             self.inner.history.touch();
+            self.wake_waiters(u64::MAX);
             return Err(error);
         }
         for event in &batch {
@@ -485,10 +502,25 @@ impl Store {
             }
             state.revision = event.entry.revision;
         }
+        let committed = state.revision;
         self.inner.history.push_all(batch);
         drop(state);
         drop(database);
+        self.wake_waiters(committed);
         Ok(())
+    }
+
+    /// Wakes the tasks waiting for revisions up to `revision`.
+    fn wake_waiters(&self, revision: u64) {
+        let woken = {
+            let mut waiters = lock(&self.inner.waiters);
+            let later = waiters.split_off(&revision.saturating_add(1));
+            std::mem::replace(&mut *waiters, later)
+        };
+        for wake in woken.into_values().flatten() {
+            // A waiter that gave up has nothing to be told.
+            wake.send(()).ok();
+        }
     }
 
     /// Commits whatever is queued now (the committer thread's work).
