@@ -118,7 +118,7 @@ pub struct EventRecorder {
 const MAX_QUEUED_EVENTS: usize = 1000;
 
 /// Events written at once by a recorder.
-const EVENT_WRITERS: usize = 32;
+const EVENT_WRITERS: usize = 128;
 
 impl EventRecorder {
     /// Starts a recorder for `component`; its task ends when the last clone is dropped.

@@ -120,6 +120,9 @@ impl Watcher {
 
     /// The changes available now (at most `max`), without waiting.
     pub fn poll(&mut self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
+        // Marked seen before the log is read: a change logged from here on wakes the next
+        // wait, so none can slip between this read and that wait.
+        self.latest.mark_unchanged();
         let log = read(&self.history.log);
         if self.position + 1 < log.first {
             return Err(StoreError::Gone {
@@ -138,7 +141,6 @@ impl Watcher {
                 }
             }
         }
-        self.latest.mark_unchanged();
         Ok(batch)
     }
 }

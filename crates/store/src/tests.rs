@@ -308,3 +308,39 @@ fn a_value_gets_its_revision_in_the_place_it_leaves() {
         .unwrap();
     assert_eq!(&store.get("/c").unwrap().value[..], br#"{"rv":""}"#);
 }
+
+#[test]
+fn a_waiting_watcher_sees_every_change_committed_by_another_thread() {
+    // Changes are logged by whichever thread commits them (the committer, or a writer); a
+    // watcher between reading the log and waiting must still be woken by each of them.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 100_000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut watcher = store.watch("/w/", 0).unwrap();
+    let writer = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            for i in 0..2000 {
+                put(&store, &format!("/w/{i}"), "x");
+            }
+        })
+    };
+    let seen = runtime.block_on(async move {
+        let mut seen = 0;
+        while seen < 2000 {
+            let batch =
+                tokio::time::timeout(std::time::Duration::from_secs(10), watcher.next_batch(100))
+                    .await
+                    .expect("a committed change is always delivered")
+                    .unwrap();
+            seen += batch.len();
+        }
+        seen
+    });
+    writer.join().unwrap();
+    assert_eq!(seen, 2000);
+}
