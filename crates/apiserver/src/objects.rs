@@ -648,21 +648,8 @@ impl Objects {
         }
     }
 
-    /// Replaces an object (PUT), with optimistic concurrency on `metadata.resourceVersion`.
-    pub fn update(
-        &self,
-        resource: Resource,
-        namespace: Option<&str>,
-        name: &str,
-        object: Value,
-        part: Part,
-        options: &WriteOptions,
-    ) -> ApiResult<Written> {
-        self.update_pending(resource, namespace, name, object, part, options)?
-            .wait()
-    }
-
-    /// [`Objects::update`], answered once the returned write is committed.
+    /// Replaces an object (PUT), with optimistic concurrency on `metadata.resourceVersion`;
+    /// answered once the returned write is committed.
     pub fn update_pending(
         &self,
         resource: Resource,
@@ -808,21 +795,7 @@ impl Objects {
     }
 
     /// [`Objects::update_with`] for a client's request, with its options (dry run, field
-    /// manager, subresource).
-    pub fn update_with_options(
-        &self,
-        resource: Resource,
-        namespace: Option<&str>,
-        name: &str,
-        part: Part,
-        options: &WriteOptions,
-        change: impl FnOnce(&Value) -> ApiResult<Value>,
-    ) -> ApiResult<Written> {
-        self.write(resource, namespace, name, options, change, part)?
-            .wait()
-    }
-
-    /// [`Objects::update_with_options`], answered once the returned write is committed.
+    /// manager, subresource); answered once the returned write is committed.
     pub fn update_with_options_pending(
         &self,
         resource: Resource,

@@ -56,11 +56,6 @@ impl History {
         self.latest.send_replace(revision);
     }
 
-    /// Wakes everyone waiting for a change without logging one (the store broke).
-    pub(crate) fn touch(&self) {
-        self.latest.send_modify(|_| {});
-    }
-
     /// The oldest revision a watch may start from (it then sees changes after it).
     pub(crate) fn oldest(&self) -> u64 {
         read(&self.log).first - 1

@@ -259,11 +259,6 @@ impl<T> Pending<T> {
         ))
     }
 
-    /// The outcome, before it is committed: for building the answer while waiting.
-    pub fn outcome(&self) -> &T {
-        &self.outcome
-    }
-
     /// The revision of the change (for a `Keep`, of the entry answered with; 0 for none).
     pub fn revision(&self) -> u64 {
         self.revision
@@ -482,7 +477,6 @@ impl Store {
             state.decided = state.revision;
             drop(state);
             // Wake those waiting for a commit that will not come.
-            self.inner.history.touch();
             self.wake_waiters(u64::MAX);
             return Err(error);
         }
