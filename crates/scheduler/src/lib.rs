@@ -5,6 +5,7 @@
 //!
 //! Pure and deterministic: no I/O, no clock, ties broken by node name.
 
+mod claim_memo;
 pub mod explain;
 pub mod filters;
 pub mod gang;

@@ -42,6 +42,9 @@ pub struct NodeInfo {
     /// DRA devices it could still give whole, when that bounds what it can take (see
     /// `tessera_dra::allocator::free_local_devices`); `None`: unknown or unbounded.
     pub free_devices: Option<usize>,
+    /// Which state of the DRA devices it reaches it is in: changes whenever an allocation
+    /// on one of its pools is booked or released, never reused (set by the scheduler).
+    pub dra_generation: u64,
     /// CPU, memory and pod count, allocatable and requested, kept beside the maps because
     /// every filter and score reads them (milli-units).
     pub common: Common,
@@ -248,6 +251,7 @@ impl NodeInfo {
             gpu_numa: GpuNuma::of(node),
             anti_affinity_pods: 0,
             free_devices: None,
+            dra_generation: 0,
             common: Common::default(),
         }
         .with_common()

@@ -7,7 +7,7 @@
 //!
 //! Pure and deterministic.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -21,6 +21,7 @@ use tessera_dra::pools::Pool;
 use tessera_dra::{AllocationError, Allocator, Diagnosis, NodeView};
 use tessera_model::node_selector;
 
+use crate::claim_memo::{ClaimMemo, next_generation};
 use crate::filters::{self, Plugin, Rejection, reasons};
 use crate::node_info::NodeInfo;
 use crate::pod_topology::{Context, NamespaceLabels};
@@ -102,6 +103,10 @@ pub struct Scheduler {
     /// for the selector verdict cache).
     pools: Arc<HashMap<String, Vec<Pool>>>,
     verdicts: Arc<SelectorVerdicts>,
+    /// Pools more than one node reaches (booking on them changes every node's generation).
+    shared_pools: Arc<HashSet<(String, String)>>,
+    /// DynamicResources verdicts remembered per node for pods with claims alike.
+    claim_memo: Arc<std::sync::Mutex<ClaimMemo>>,
     /// Where the next search for feasible nodes starts (upstream rotates it).
     next_start: Arc<std::sync::atomic::AtomicUsize>,
     profile: Profile,
@@ -168,6 +173,8 @@ struct PodClaims<'c> {
     plans: Result<ClaimPlans<'c>, AllocationError>,
     /// The fewest devices `pending` takes whole.
     needed: usize,
+    /// The shape of `pending` when verdicts on it may be remembered (see [`ClaimMemo`]).
+    shape: Option<u64>,
 }
 
 impl<'c> PodClaims<'c> {
@@ -185,7 +192,18 @@ impl<'c> PodClaims<'c> {
             needed: devices_needed(&pending),
             allocated,
             pending,
+            shape: None,
         }
+    }
+
+    /// Gives the claims their shape in `memo`, when verdicts on them may be remembered: all
+    /// are unallocated (the allocated ones' node selectors are no part of a shape) and
+    /// resolve against the classes.
+    fn with_shape(mut self, memo: &mut ClaimMemo) -> PodClaims<'c> {
+        if self.allocated.is_empty() && !self.pending.is_empty() && self.plans.is_ok() {
+            self.shape = memo.shape(&self.pending);
+        }
+        self
     }
 }
 
@@ -247,8 +265,18 @@ impl Scheduler {
             }
         }
         let in_use = devices_in_use(claims);
+        let mut reached: HashMap<(&str, &str), usize> = HashMap::new();
+        for pool in pools.values().flatten() {
+            *reached.entry((&pool.driver, &pool.name)).or_default() += 1;
+        }
+        let shared_pools = reached
+            .into_iter()
+            .filter(|&(_, nodes)| nodes > 1)
+            .map(|((driver, pool), _)| (driver.to_string(), pool.to_string()))
+            .collect();
         for node in &mut nodes {
             node.free_devices = free_devices(&pools, &node.name, &in_use);
+            node.dra_generation = next_generation();
         }
         Scheduler {
             node_index: index_of(&nodes),
@@ -258,6 +286,8 @@ impl Scheduler {
             slices_by_node,
             pools: Arc::new(pools),
             verdicts: Arc::new(SelectorVerdicts::default()),
+            shared_pools: Arc::new(shared_pools),
+            claim_memo: Arc::default(),
             next_start: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             profile_epoch: next_profile_epoch(),
             resource_memo: Arc::default(),
@@ -449,7 +479,11 @@ impl Scheduler {
         let mut feasible: Vec<usize> = Vec::with_capacity(wanted.min(total));
         let cross_node = !context.is_empty();
         let no_claims = BTreeSet::new();
-        let pod_claims = PodClaims::new(claims, &self.classes);
+        let mut memo = self
+            .claim_memo
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let pod_claims = PodClaims::new(claims, &self.classes).with_shape(&mut memo);
         let start = self.next_start.load(std::sync::atomic::Ordering::Relaxed) % total.max(1);
         let mut visited = 0;
         for offset in 0..total {
@@ -471,10 +505,7 @@ impl Scheduler {
                     .and_then(|()| context.affinity_filter(node));
             }
             if !claims.is_empty() {
-                verdict = verdict.and_then(|()| {
-                    self.dynamic_resources_planned(node, &pod_claims, &no_claims, 1)
-                        .map(drop)
-                });
+                verdict = verdict.and_then(|()| self.claims_fit(position, &pod_claims, &mut memo));
             }
             match verdict {
                 Ok(()) => feasible.push(position),
@@ -483,6 +514,7 @@ impl Scheduler {
                 }
             }
         }
+        drop(memo);
         self.next_start.store(
             (start + visited) % total.max(1),
             std::sync::atomic::Ordering::Relaxed,
@@ -545,6 +577,69 @@ impl Scheduler {
             node: node.name.clone(),
             allocations,
         })
+    }
+
+    /// DynamicResources' Filter on the node at `position`, its verdict remembered for pods
+    /// whose claims have the same shape while the node's devices stay as they are.
+    fn claims_fit(
+        &self,
+        position: usize,
+        claims: &PodClaims<'_>,
+        memo: &mut ClaimMemo,
+    ) -> Result<(), Rejection> {
+        let node = &self.nodes[position];
+        let generation = node.dra_generation;
+        let unfit = || Rejection {
+            plugin: Plugin::DynamicResources,
+            reasons: vec![reasons::CLAIMS.into()],
+        };
+        if let Some(shape) = claims.shape
+            && let Some(fits) = memo.verdict(position, shape, generation)
+        {
+            return if fits { Ok(()) } else { Err(unfit()) };
+        }
+        let verdict = self
+            .dynamic_resources_planned(node, claims, &BTreeSet::new(), 1)
+            .map(drop);
+        if let Some(shape) = claims.shape {
+            // An error names the claim; only a plain fit or misfit holds for every pod alike.
+            match &verdict {
+                Ok(()) => memo.remember(position, shape, generation, true),
+                Err(rejection) if *rejection == unfit() => {
+                    memo.remember(position, shape, generation, false);
+                }
+                Err(_) => {}
+            }
+        }
+        verdict
+    }
+
+    /// Gives every node whose devices `allocations` touch a new device generation: the
+    /// node the pod is on, and every node when a pool it reaches is shared.
+    fn devices_changed<'a>(
+        &mut self,
+        node: &str,
+        mut allocations: impl Iterator<Item = &'a AllocationResult>,
+    ) {
+        let shared = allocations.any(|allocation| {
+            allocation
+                .devices
+                .as_ref()
+                .and_then(|d| d.results.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|r| {
+                    self.shared_pools
+                        .contains(&(r.driver.clone(), r.pool.clone()))
+                })
+        });
+        if shared {
+            for info in &mut self.nodes {
+                info.dra_generation = next_generation();
+            }
+        } else if let Some(&i) = self.node_index.get(node) {
+            self.nodes[i].dra_generation = next_generation();
+        }
     }
 
     /// The resource part of each feasible node's score, remembered per node position by
@@ -753,10 +848,12 @@ impl Scheduler {
                 self.allocated.push(claim);
             }
         }
-        if !decision.allocations.is_empty()
-            && let Some(&i) = self.node_index.get(&decision.node)
-        {
-            self.nodes[i].free_devices = free_devices(&self.pools, &decision.node, &self.in_use);
+        if !decision.allocations.is_empty() {
+            if let Some(&i) = self.node_index.get(&decision.node) {
+                self.nodes[i].free_devices =
+                    free_devices(&self.pools, &decision.node, &self.in_use);
+            }
+            self.devices_changed(&decision.node, decision.allocations.iter().map(|(_, a)| a));
         }
     }
 
@@ -798,6 +895,7 @@ impl Scheduler {
         }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let in_use = &mut self.in_use;
+        let mut released = Vec::new();
         self.allocated.retain(|claim| {
             let gone = claim.metadata.namespace.as_deref().unwrap_or_default() == namespace
                 && claim
@@ -806,15 +904,15 @@ impl Scheduler {
                     .as_ref()
                     .is_some_and(|name| claims.contains(name));
             if gone {
-                remove_in_use(
-                    in_use,
-                    claim.status.as_ref().and_then(|s| s.allocation.as_ref()),
-                );
+                let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
+                remove_in_use(in_use, allocation);
+                released.extend(allocation.cloned());
             }
             !gone
         });
         if let Some(&i) = self.node_index.get(node) {
             self.nodes[i].free_devices = free_devices(&self.pools, node, &self.in_use);
         }
+        self.devices_changed(node, released.iter());
     }
 }

@@ -967,3 +967,128 @@ fn remembered_resource_scores_decide_as_fresh_ones() {
         assert!(placed.len() > 20, "most pods fit");
     }
 }
+
+/// Slices for the remembered-verdict test: node `n{i}` has `i + 1` GPUs of its own, and every
+/// node reaches one shared pool of three fabric links.
+fn dra_with_shared_pool(nodes: usize) -> (Vec<ResourceSlice>, Vec<DeviceClass>) {
+    let slice = |name: String, driver: &str, node: Option<String>, devices: usize| {
+        let devices: Vec<Value> = (0..devices)
+            .map(|i| json!({"name": format!("dev-{i}")}))
+            .collect();
+        let mut spec = json!({"driver": driver, "devices": devices,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}});
+        match node {
+            Some(node) => spec["nodeName"] = json!(node),
+            None => spec["allNodes"] = json!(true),
+        }
+        serde_json::from_value::<ResourceSlice>(json!({"metadata": {"name": name}, "spec": spec}))
+            .unwrap()
+    };
+    let mut slices: Vec<ResourceSlice> = (0..nodes)
+        .map(|i| {
+            slice(
+                format!("n{i}"),
+                "gpu.nvidia.com",
+                Some(format!("n{i}")),
+                i + 1,
+            )
+        })
+        .collect();
+    slices.push(slice("fabric".into(), "fabric.example.com", None, 3));
+    let class = |name: &str| -> DeviceClass {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"selectors": [
+            {"cel": {"expression": format!("device.driver == '{name}'")}}]}}))
+        .unwrap()
+    };
+    (
+        slices,
+        vec![class("gpu.nvidia.com"), class("fabric.example.com")],
+    )
+}
+
+fn class_claim(name: &str, class: &str, count: i64) -> ResourceClaim {
+    serde_json::from_value(json!({"metadata": {"namespace": "ml", "name": name},
+        "spec": {"devices": {"requests": [{"name": "dev", "exactly": {"deviceClassName": class, "count": count}}]}}}))
+    .unwrap()
+}
+
+#[test]
+fn remembered_claim_verdicts_decide_as_fresh_ones() {
+    // One scheduler booking and releasing pod after pod (DynamicResources verdicts remembered
+    // for claims alike) and a fresh scheduler per pod over the same placements and
+    // allocations must decide the same: node and devices. Pods leave now and then, and one
+    // pool is shared by every node, so remembered verdicts must follow both.
+    let nodes: Vec<Node> = (0..5).map(|i| node(&format!("n{i}"), json!({}))).collect();
+    let (slices, classes) = dra_with_shared_pool(nodes.len());
+    let shapes = |i: usize| -> Vec<ResourceClaim> {
+        let name = |kind: &str| format!("{kind}-{i}");
+        // Runs of pods alike, as a Job's are.
+        match (i / 4) % 5 {
+            0 | 1 => vec![class_claim(&name("gpu"), "gpu.nvidia.com", 1)],
+            2 => vec![class_claim(&name("gpus"), "gpu.nvidia.com", 2)],
+            3 => vec![class_claim(&name("link"), "fabric.example.com", 1)],
+            _ => vec![
+                class_claim(&name("gpu"), "gpu.nvidia.com", 1),
+                class_claim(&name("link"), "fabric.example.com", 1),
+            ],
+        }
+    };
+    let no_requests = json!({"spec": {"containers": [{"name": "c"}]}});
+    let mut warm = Scheduler::new(
+        node_info::build(&nodes, &[]),
+        slices.clone(),
+        classes.clone(),
+        &[],
+        Strategy::default(),
+    );
+    // Placed pods with their node and their claims as allocated.
+    let mut placed: Vec<(Pod, String, Vec<ResourceClaim>)> = Vec::new();
+    let (mut fits, mut misfits) = (0, 0);
+    for i in 0..60 {
+        if i % 7 == 6 && !placed.is_empty() {
+            let (gone, node, claims) = placed.remove(i % placed.len());
+            let names: Vec<String> = claims
+                .iter()
+                .map(|c| c.metadata.name.clone().unwrap())
+                .collect();
+            warm.forget(&gone, &node, &names);
+        }
+        let p = pod(&format!("p{i}"), no_requests.clone());
+        let claims = shapes(i);
+        let allocated: Vec<ResourceClaim> = placed.iter().flat_map(|(_, _, c)| c.clone()).collect();
+        let bound: Vec<Pod> = placed.iter().map(|(p, _, _)| p.clone()).collect();
+        let fresh = Scheduler::new(
+            node_info::build(&nodes, &bound),
+            slices.clone(),
+            classes.clone(),
+            &allocated,
+            Strategy::default(),
+        );
+        let (a, b) = (warm.schedule(&p, &claims), fresh.schedule(&p, &claims));
+        assert_eq!(a, b, "pod p{i}");
+        let Ok(decision) = a else {
+            misfits += 1;
+            continue;
+        };
+        fits += 1;
+        warm.assume(&p, &decision, &claims);
+        let mut bound = p.clone();
+        bound.spec.as_mut().unwrap().node_name = Some(decision.node.clone());
+        let claims = claims
+            .into_iter()
+            .map(|mut claim| {
+                let name = claim.metadata.name.clone().unwrap();
+                let (_, allocation) = decision
+                    .allocations
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .unwrap();
+                claim.status = Some(serde_json::from_value(json!({})).unwrap());
+                claim.status.as_mut().unwrap().allocation = Some(allocation.clone());
+                claim
+            })
+            .collect();
+        placed.push((bound, decision.node.clone(), claims));
+    }
+    assert!(fits > 15 && misfits > 5, "{fits} placed, {misfits} not");
+}
