@@ -158,6 +158,69 @@ fn collect(value: &Value, schema: Schema<'_>, path: &mut Path, out: &mut BTreeSe
     }
 }
 
+/// The FieldsV1 form of every field `object` sets: what [`to_fields_v1`] gives for
+/// [`fields`], built in one walk without the path set (what a create records).
+pub fn fields_v1_of(object: &Value, schema: Schema<'_>) -> Value {
+    let mut root = Map::new();
+    fields_v1_into(object, schema, &mut Vec::new(), &mut root);
+    Value::Object(root)
+}
+
+/// Adds what `value` (at `path`) sets to `node`, its FieldsV1 map, keys sorted as upstream
+/// writes them; false when `value` sets nothing (a map of server-set fields only).
+fn fields_v1_into(
+    value: &Value,
+    schema: Schema<'_>,
+    path: &mut Path,
+    node: &mut Map<String, Value>,
+) -> bool {
+    let item_node = |node: &mut Map<String, Value>, element: String| -> Map<String, Value> {
+        match node.remove(&element) {
+            Some(Value::Object(existing)) => existing,
+            _ => Map::from_iter([(".".to_string(), json!({}))]),
+        }
+    };
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, child) in map {
+                path.push(Element::Field(key.clone()));
+                if !ignored(path) {
+                    let mut child_node = Map::new();
+                    if fields_v1_into(child, schema.property(key), path, &mut child_node) {
+                        node.insert(format!("f:{key}"), Value::Object(child_node));
+                    }
+                }
+                path.pop();
+            }
+            node.sort_keys();
+            !node.is_empty()
+        }
+        Value::Array(items) if !items.is_empty() => {
+            if let Some(keys) = list_keys(schema) {
+                let item_schema = schema.items();
+                for item in items {
+                    let element = format!("k:{}", key_of(item, &keys));
+                    let mut child_node = item_node(node, element.clone());
+                    path.push(Element::Key(String::new()));
+                    fields_v1_into(item, item_schema, path, &mut child_node);
+                    path.pop();
+                    child_node.sort_keys();
+                    node.insert(element, Value::Object(child_node));
+                }
+            } else if is_set(schema) {
+                for item in items {
+                    let element = format!("v:{item}");
+                    let child_node = item_node(node, element.clone());
+                    node.insert(element, Value::Object(child_node));
+                }
+            }
+            node.sort_keys();
+            true
+        }
+        _ => true,
+    }
+}
+
 /// The value at a path, if present.
 pub fn value_at<'a>(object: &'a Value, path: &[Element], schema: Schema<'_>) -> Option<&'a Value> {
     let mut current = object;
@@ -406,22 +469,30 @@ pub fn set_managed(object: &mut Value, entries: &[Managed]) {
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
-        .map(|e| {
-            let mut entry = json!({"manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
-                "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields)});
-            if let Some(sub) = &e.subresource {
-                entry["subresource"] = json!(sub);
-            }
-            entry
-        })
+        .map(|e| managed_entry(e, to_fields_v1(&e.fields)))
         .collect();
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         if list.is_empty() {
             metadata.remove("managedFields");
         } else {
-            metadata.insert("managedFields".into(), json!(list));
+            metadata.insert("managedFields".into(), Value::Array(list));
         }
     }
+}
+
+/// One `managedFields` entry: `entry`'s identity with `fields_v1` (moved, not copied).
+fn managed_entry(entry: &Managed, fields_v1: Value) -> Value {
+    let mut out = Map::new();
+    out.insert("manager".into(), json!(entry.manager));
+    out.insert("operation".into(), json!(entry.operation));
+    out.insert("apiVersion".into(), json!(entry.api_version));
+    out.insert("time".into(), json!(entry.time));
+    out.insert("fieldsType".into(), json!("FieldsV1"));
+    out.insert("fieldsV1".into(), fields_v1);
+    if let Some(sub) = &entry.subresource {
+        out.insert("subresource".into(), json!(sub));
+    }
+    Value::Object(out)
 }
 
 /// A field another manager owns that an apply would change.
@@ -542,9 +613,33 @@ pub fn record_update(
     subresource: Option<&str>,
     schema: Schema<'_>,
 ) {
-    let mut entries = managed(old);
     // A status write owns status fields only; any other write owns everything but status.
     let status_write = subresource == Some("status");
+    if !status_write && old.as_object().is_some_and(Map::is_empty) {
+        // A create: the manager owns everything it set.
+        let fields_v1 = fields_v1_of(new, schema);
+        let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if fields_v1.as_object().is_some_and(Map::is_empty) {
+            metadata.remove("managedFields");
+        } else {
+            let entry = Managed {
+                manager: manager.to_string(),
+                operation: "Update".into(),
+                api_version: api_version.to_string(),
+                time: now.to_string(),
+                subresource: subresource.map(str::to_string),
+                fields: BTreeSet::new(),
+            };
+            metadata.insert(
+                "managedFields".into(),
+                Value::Array(vec![managed_entry(&entry, fields_v1)]),
+            );
+        }
+        return;
+    }
+    let mut entries = managed(old);
     let tracked = |object: &Value| {
         if status_write {
             status_fields(object, schema)
@@ -695,6 +790,83 @@ mod tests {
         )
         .unwrap();
         assert_eq!(second.object["metadata"]["labels"], json!({"app": "web"}));
+    }
+
+    #[test]
+    fn a_create_records_what_the_field_set_records() {
+        // The one-walk FieldsV1 of a create must be the path set's, byte for byte (key order
+        // included): keyed lists (duplicate keys too), sets, atomic lists, empty maps,
+        // server-set metadata, across schemas.
+        let cases = [
+            (
+                "io.k8s.api.core.v1.Pod",
+                json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": "ml", "uid": "u", "labels": {"b": "1", "a": "2"},
+                        "finalizers": ["z.io/x", "a.io/y"], "annotations": {}},
+                    "spec": {"containers": [
+                            {"name": "b", "image": "i", "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                             "env": [{"name": "X", "value": "1"}], "args": ["--a", "--b"]},
+                            {"name": "a", "image": "j", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+                            {"name": "b", "command": ["sh"]}],
+                        "tolerations": [{"key": "k", "operator": "Exists"}],
+                        "nodeSelector": {"gpu": "true"}, "securityContext": {}},
+                    "status": {"phase": "Pending"}}),
+            ),
+            (
+                "io.k8s.api.apps.v1.Deployment",
+                config(3, "img", json!({"app": "web", "tier": "gpu"})),
+            ),
+            (
+                "io.k8s.api.core.v1.Service",
+                json!({"metadata": {"name": "s"}, "spec": {"ports": [
+                    {"port": 80, "protocol": "TCP", "name": "http"},
+                    {"port": 80, "protocol": "UDP", "name": "dns"}], "selector": {"app": "x"}}}),
+            ),
+            (
+                "io.k8s.api.events.v1.Event",
+                json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                    "metadata": {"name": "e", "namespace": "ml"}, "eventTime": "2026-11-30T00:00:00.000000Z",
+                    "reason": "Scheduled", "note": "n", "type": "Normal", "action": "Binding",
+                    "regarding": {"kind": "Pod", "name": "p", "namespace": "ml"},
+                    "reportingController": "default-scheduler", "reportingInstance": "i"}),
+            ),
+            (
+                "io.k8s.api.core.v1.ConfigMap",
+                json!({"metadata": {"name": "only-server-set"}}),
+            ),
+        ];
+        for (definition, object) in cases {
+            let schema = Schema::definition(definition);
+            let expected = to_fields_v1(&fields(&object, schema));
+            let built = fields_v1_of(&object, schema);
+            assert_eq!(built.to_string(), expected.to_string(), "{definition}");
+        }
+        // Through `record_update`: the create's entry equals the general path's.
+        let schema = deployment();
+        let mut fast = config(2, "a", json!({"app": "web"}));
+        record_update(
+            &json!({}),
+            &mut fast,
+            "kubectl",
+            "apps/v1",
+            "t",
+            None,
+            schema,
+        );
+        let mut general = config(2, "a", json!({"app": "web"}));
+        let changed = fields(&general, schema);
+        set_managed(
+            &mut general,
+            &[Managed {
+                manager: "kubectl".into(),
+                operation: "Update".into(),
+                api_version: "apps/v1".into(),
+                time: "t".into(),
+                subresource: None,
+                fields: changed,
+            }],
+        );
+        assert_eq!(fast.to_string(), general.to_string());
     }
 
     #[test]

@@ -7,7 +7,9 @@
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use serde_json::json;
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Scheduler, node_info};
@@ -97,7 +99,7 @@ fn scheduling_basic(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
         node_info::build(&nodes, &initial),
         vec![],
         vec![],
-        &[],
+        [],
         Strategy::default(),
     );
     let start = Instant::now();
@@ -167,7 +169,7 @@ fn dra(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
         node_info::build(&nodes, &[]),
         slices,
         classes,
-        &[],
+        [],
         Strategy::default(),
     );
     let start = Instant::now();
@@ -200,7 +202,7 @@ fn gangs(args: &SchedulerBenchArgs) -> anyhow::Result<Row> {
         node_info::build(&nodes, &[]),
         vec![],
         vec![],
-        &[],
+        [],
         Strategy::default(),
     );
     let gpu = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]});
@@ -266,7 +268,9 @@ struct ApiWorkload {
     nodes: Vec<Node>,
     slices: Vec<ResourceSlice>,
     classes: Vec<DeviceClass>,
-    claims: Vec<ResourceClaim>,
+    /// Templates the pods' claims come from; with any, the ResourceClaim controller runs
+    /// beside the scheduler and makes each pod's claim while the clock runs.
+    templates: Vec<ResourceClaimTemplate>,
     pods: Vec<Pod>,
     floor: &'static str,
 }
@@ -298,7 +302,8 @@ async fn through_api(work: ApiWorkload) -> anyhow::Result<Row> {
     let namespace: k8s_openapi::api::core::v1::Namespace =
         serde_json::from_value(json!({"metadata": {"name": "bench"}}))?;
     create_all(vec![namespace], |_| kube::Api::all(client.clone())).await?;
-    create_all(work.claims, |_| {
+    let claim_controller = !work.templates.is_empty();
+    create_all(work.templates, |_| {
         kube::Api::namespaced(client.clone(), "bench")
     })
     .await?;
@@ -311,6 +316,9 @@ async fn through_api(work: ApiWorkload) -> anyhow::Result<Row> {
     let mut events = watcher(pod_api, watcher::Config::default()).boxed();
     let (synced, scheduler_synced) = tokio::sync::oneshot::channel();
     let started = Instant::now();
+    // Upstream's scheduler_perf runs the ResourceClaim controller for its DRA workloads too.
+    let claims = claim_controller
+        .then(|| tokio::spawn(tessera_controllers::resource_claims::run(client.clone())));
     let scheduler = tokio::spawn(tessera_controllers::scheduler::run_reporting_sync(
         client.clone(),
         tessera_controllers::scheduler::SchedulerConfig::embedded(None),
@@ -337,6 +345,9 @@ async fn through_api(work: ApiWorkload) -> anyhow::Result<Row> {
         .zip(cpu_before)
         .map(|(after, before)| after - before);
     scheduler.abort();
+    if let Some(claims) = claims {
+        claims.abort();
+    }
     Ok(Row {
         workload: work.name,
         pods: bound.len(),
@@ -370,21 +381,33 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             nodes,
             slices: vec![],
             classes: vec![],
-            claims: vec![],
+            templates: vec![],
             pods,
             floor: "680",
         }))?);
-        let (nodes, slices, classes, work) = dra_cluster(args)?;
-        let (pods, claims): (Vec<Pod>, Vec<ResourceClaim>) = work.into_iter().unzip();
+        let (nodes, slices, classes, _) = dra_cluster(args)?;
+        let template: ResourceClaimTemplate = serde_json::from_value(
+            json!({"metadata": {"namespace": "bench", "name": "gpu"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}),
+        )?;
+        let pods = (0..args.dra_pods)
+            .map(|i| {
+                pod(
+                    &format!("dra-{i}"),
+                    None,
+                    json!({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]}),
+                )
+            })
+            .collect::<Result<_, _>>()?;
         rows.push(runtime.block_on(through_api(ApiWorkload {
             name: format!(
-                "DRA claims, {} nodes × 8 GPUs, {} pods (embedded API)",
+                "DRA claims from a template, {} nodes × 8 GPUs, {} pods (embedded API, with the ResourceClaim controller)",
                 args.dra_nodes, args.dra_pods
             ),
             nodes,
             slices,
             classes,
-            claims,
+            templates: vec![template],
             pods,
             floor: "50–120",
         }))?);

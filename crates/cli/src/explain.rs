@@ -80,7 +80,7 @@ pub async fn run(command: &ExplainCommand, data_dir: PathBuf) -> anyhow::Result<
         node_info::build(&nodes, &others),
         slices,
         classes,
-        &claims,
+        claims.iter().cloned().map(std::sync::Arc::new),
         Strategy::default(),
     );
     let explanation = scheduler.explain(&pod, &pod_claims, &others);

@@ -13,7 +13,8 @@
 //!
 //! Pure: a snapshot in, actions out; the shell ([`crate::resource_claims`]) writes them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
@@ -21,6 +22,7 @@ use k8s_openapi::api::resource::v1::{
     ResourceClaimTemplate, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use tessera_dra::allocator::{DeviceClasses, add_in_use, devices_in_use};
 use tessera_dra::{Allocator, NodeView};
 
 /// The annotation naming the pod claim a generated claim is for.
@@ -28,21 +30,21 @@ pub const POD_CLAIM_NAME: &str = "resource.kubernetes.io/pod-claim-name";
 /// The finalizer on claims allocated here, removed when they are deallocated.
 pub const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
 
-/// What the cluster looks like.
+/// What the cluster looks like (a watch cache's objects, shared).
 #[derive(Default)]
 pub struct Snapshot {
     /// All pods.
-    pub pods: Vec<Pod>,
+    pub pods: Vec<Arc<Pod>>,
     /// All claims.
-    pub claims: Vec<ResourceClaim>,
+    pub claims: Vec<Arc<ResourceClaim>>,
     /// All templates.
-    pub templates: Vec<ResourceClaimTemplate>,
+    pub templates: Vec<Arc<ResourceClaimTemplate>>,
     /// All slices.
-    pub slices: Vec<ResourceSlice>,
+    pub slices: Vec<Arc<ResourceSlice>>,
     /// All classes.
-    pub classes: Vec<DeviceClass>,
+    pub classes: Vec<Arc<DeviceClass>>,
     /// All nodes.
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<Arc<Node>>,
 }
 
 /// A change to make.
@@ -111,26 +113,52 @@ fn finished(pod: &Pod) -> bool {
     )
 }
 
-/// The claim a generated pod claim resolved to: owned by the pod, annotated with its name.
-fn generated<'a>(
-    claims: &'a [ResourceClaim],
-    pod: &Pod,
-    pod_claim: &str,
-) -> Option<&'a ResourceClaim> {
-    let uid = pod.metadata.uid.as_deref()?;
-    claims.iter().find(|c| {
-        c.metadata.namespace == pod.metadata.namespace
-            && c.metadata
+/// Where each claim of a pass is, found without a scan: by (namespace, name), and a
+/// generated claim — owned by its pod, annotated with the pod claim's name — by (namespace,
+/// owner pod uid, pod claim name), the first such claim winning.
+struct ClaimIndex {
+    by_name: HashMap<(String, String), usize>,
+    generated: HashMap<(String, String, String), usize>,
+}
+
+impl ClaimIndex {
+    fn new(claims: &[Arc<ResourceClaim>]) -> ClaimIndex {
+        let mut by_name = HashMap::with_capacity(claims.len());
+        let mut generated = HashMap::new();
+        for (i, claim) in claims.iter().enumerate() {
+            let (namespace, name) = key(&claim.metadata);
+            let pod_claim = claim
+                .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(POD_CLAIM_NAME))
-                .is_some_and(|n| n == pod_claim)
-            && c.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.uid == uid && o.controller == Some(true))
-    })
+                .and_then(|a| a.get(POD_CLAIM_NAME));
+            if let Some(pod_claim) = pod_claim {
+                let owners = claim.metadata.owner_references.iter().flatten();
+                for owner in owners.filter(|o| o.controller == Some(true)) {
+                    generated
+                        .entry((namespace.clone(), owner.uid.clone(), pod_claim.clone()))
+                        .or_insert(i);
+                }
+            }
+            by_name.entry((namespace, name)).or_insert(i);
+        }
+        ClaimIndex { by_name, generated }
+    }
+
+    /// The claim a generated pod claim resolved to.
+    fn generated(&self, pod: &Pod, pod_claim: &str) -> Option<usize> {
+        let uid = pod.metadata.uid.as_deref()?;
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        self.generated
+            .get(&(namespace, uid.to_string(), pod_claim.to_string()))
+            .copied()
+    }
+
+    fn named(&self, namespace: &str, name: &str) -> Option<usize> {
+        self.by_name
+            .get(&(namespace.to_string(), name.to_string()))
+            .copied()
+    }
 }
 
 fn allocated(claim: &ResourceClaim) -> bool {
@@ -172,24 +200,26 @@ pub fn consumer(pod: &Pod) -> ResourceClaimConsumerReference {
 pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
     let mut actions = Vec::new();
     // Claims as this pass leaves them, so two pods never get the same device.
-    let mut claims: Vec<ResourceClaim> = snapshot.claims.clone();
+    // Shared until changed (copied on write).
+    let mut claims: Vec<Arc<ResourceClaim>> = snapshot.claims.clone();
+    let index = ClaimIndex::new(&claims);
     let live: BTreeMap<&str, &Pod> = snapshot
         .pods
         .iter()
         .filter(|p| !finished(p))
-        .filter_map(|p| Some((p.metadata.uid.as_deref()?, p)))
+        .filter_map(|p| Some((p.metadata.uid.as_deref()?, p.as_ref())))
         .collect();
 
     // Stale reservations first: devices of finished pods return to the pool.
     for claim in claims.iter_mut() {
-        let Some(status) = claim.status.as_mut() else {
+        let Some(status) = claim.status.as_ref() else {
             continue;
         };
-        let before = status.reserved_for.as_ref().map_or(0, Vec::len);
-        if let Some(reserved) = status.reserved_for.as_mut() {
-            reserved.retain(|c| live.contains_key(c.uid.as_str()));
-        }
-        let after = status.reserved_for.as_ref().map_or(0, Vec::len);
+        let reserved = status.reserved_for.iter().flatten();
+        let before = reserved.clone().count();
+        let after = reserved
+            .filter(|c| live.contains_key(c.uid.as_str()))
+            .count();
         let release = after == 0
             && status.allocation.is_some()
             && protected(claim)
@@ -197,7 +227,11 @@ pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
         if before == after && !release {
             continue;
         }
+        let claim = Arc::make_mut(claim);
         let status = claim.status.get_or_insert_with(Default::default);
+        if let Some(reserved) = status.reserved_for.as_mut() {
+            reserved.retain(|c| live.contains_key(c.uid.as_str()));
+        }
         if after == 0 {
             status.reserved_for = None;
         }
@@ -216,6 +250,11 @@ pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
         }
     }
 
+    // What allocations hold once the stale ones are released, kept up to date through the
+    // pass; the classes compiled once.
+    let mut in_use = devices_in_use(claims.iter().map(AsRef::as_ref));
+    let classes: Vec<DeviceClass> = snapshot.classes.iter().map(|c| (**c).clone()).collect();
+    let classes = DeviceClasses::new(&classes);
     for pod in &snapshot.pods {
         let Some(spec) = pod.spec.as_ref() else {
             continue;
@@ -234,8 +273,9 @@ pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
             if let Some(name) = &pod_claim.resource_claim_name {
                 names.push(name.clone());
             } else if let Some(template) = &pod_claim.resource_claim_template_name {
-                match generated(&claims, pod, &pod_claim.name) {
-                    Some(claim) => {
+                match index.generated(pod, &pod_claim.name) {
+                    Some(i) => {
+                        let claim = &claims[i];
                         let name = claim.metadata.name.clone().unwrap_or_default();
                         statuses.push((pod_claim.name.clone(), name.clone()));
                         names.push(name);
@@ -289,12 +329,7 @@ pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
         }
         let indexes: Vec<Option<usize>> = names
             .iter()
-            .map(|name| {
-                claims.iter().position(|c| {
-                    c.metadata.namespace.as_deref() == Some(namespace.as_str())
-                        && c.metadata.name.as_deref() == Some(name.as_str())
-                })
-            })
+            .map(|name| index.named(&namespace, name))
             .collect();
         if let Some(missing) = names.iter().zip(&indexes).find(|(_, i)| i.is_none()) {
             actions.push(Action::Warn {
@@ -322,10 +357,9 @@ pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
                     .and_then(|n| n.metadata.labels.clone())
                     .unwrap_or_default(),
             };
-            let holding: Vec<ResourceClaim> =
-                claims.iter().filter(|c| allocated(c)).cloned().collect();
-            let allocator = Allocator::new(view, &snapshot.slices, &snapshot.classes, &holding);
-            let asking: Vec<&ResourceClaim> = pending.iter().map(|&i| &claims[i]).collect();
+            let slices = snapshot.slices.iter().map(AsRef::as_ref);
+            let allocator = Allocator::prepared(view, slices, &classes, &in_use);
+            let asking: Vec<&ResourceClaim> = pending.iter().map(|&i| &*claims[i]).collect();
             let results = match allocator.allocate(&asking) {
                 Ok(Some(results)) => results,
                 Ok(None) => {
@@ -349,7 +383,8 @@ pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
             };
             for (&i, mut result) in pending.iter().zip(results) {
                 result.allocation_timestamp = Some(now.clone());
-                let claim = &mut claims[i];
+                add_in_use(&mut in_use, Some(&result));
+                let claim = Arc::make_mut(&mut claims[i]);
                 if !protected(claim) {
                     let (namespace, name) = key(&claim.metadata);
                     actions.push(Action::Protect { namespace, name });
@@ -364,11 +399,11 @@ pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
         }
         // Reserve every claim for the pod (a newly allocated one in the same write).
         for &i in &indexes {
-            let claim = &mut claims[i];
             let newly = pending.contains(&i);
-            if reserved_for(claim, &uid) && !newly {
+            if reserved_for(&claims[i], &uid) && !newly {
                 continue;
             }
+            let claim = Arc::make_mut(&mut claims[i]);
             let status = claim.status.get_or_insert_with(Default::default);
             if !status.reserved_for.iter().flatten().any(|c| c.uid == uid) {
                 status
@@ -455,26 +490,26 @@ mod tests {
 
     fn snapshot(pods: Vec<Pod>, claims: Vec<serde_json::Value>) -> Snapshot {
         Snapshot {
-            pods,
-            claims: claims.into_iter().map(|c| serde_json::from_value(c).expect("claim")).collect(),
+            pods: pods.into_iter().map(Arc::new).collect(),
+            claims: claims.into_iter().map(|c| Arc::new(serde_json::from_value(c).expect("claim"))).collect(),
             templates: vec![serde_json::from_value(json!({
                 "metadata": {"namespace": "ml", "name": "one-gpu"},
                 "spec": {"metadata": {"labels": {"team": "a"}}, "spec": {"devices": {"requests": [
                     {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
             }))
-            .expect("template")],
+            .expect("template")].into_iter().map(Arc::new).collect(),
             slices: vec![serde_json::from_value(json!({
                 "metadata": {"name": "n1-gpu"},
                 "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1",
                     "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
                     "devices": [{"name": "gpu-0"}]}
             }))
-            .expect("slice")],
+            .expect("slice")].into_iter().map(Arc::new).collect(),
             classes: vec![serde_json::from_value(json!({
                 "metadata": {"name": "gpu.nvidia.com"},
                 "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}
             }))
-            .expect("class")],
+            .expect("class")].into_iter().map(Arc::new).collect(),
             nodes: Vec::new(),
         }
     }

@@ -5,6 +5,7 @@
 //! pod claim statuses, and warning events (each message once per pod).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -17,7 +18,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, consumer, protected, reconcile};
-use crate::shell::{all, next_pass, patch_params, post_params, record_event, watched};
+use crate::shell::{next_pass, patch_params, post_params, record_event, send_unread, watched};
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-resourceclaim-controller";
@@ -42,12 +43,12 @@ pub async fn run(client: Client) {
     let mut warned: HashMap<(String, String), String> = HashMap::new();
     while next_pass(&mut changes, &mut resync).await {
         let snapshot = Snapshot {
-            pods: all(&pods),
-            claims: all(&claims),
-            templates: all(&templates),
-            slices: all(&slices),
-            classes: all(&classes),
-            nodes: all(&nodes),
+            pods: pods.state(),
+            claims: claims.state(),
+            templates: templates.state(),
+            slices: slices.state(),
+            classes: classes.state(),
+            nodes: nodes.state(),
         };
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let actions = reconcile(&snapshot, &now);
@@ -57,21 +58,133 @@ pub async fn run(client: Client) {
     }
 }
 
+/// Writes in flight at once: subjects (a pod, a claim) are written concurrently, each one's
+/// writes in the order the pass gave them.
+const WRITES_IN_FLIGHT: usize = 64;
+
+/// What a write is about: its writes stay in order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Subject {
+    Pod(String, String),
+    Claim(String, String),
+}
+
+fn subject(action: &Action) -> Subject {
+    match action {
+        Action::CreateClaim(claim) => {
+            // A generated claim belongs with its pod's other writes.
+            let owner = claim
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true));
+            let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+            match owner {
+                Some(owner) => Subject::Pod(namespace, owner.name.clone()),
+                None => Subject::Claim(
+                    namespace,
+                    claim.metadata.generate_name.clone().unwrap_or_default(),
+                ),
+            }
+        }
+        Action::SetPodClaimStatuses { namespace, pod, .. }
+        | Action::Warn { namespace, pod, .. } => Subject::Pod(namespace.clone(), pod.clone()),
+        Action::Protect { namespace, name }
+        | Action::Unprotect { namespace, name }
+        | Action::SetClaimStatus {
+            namespace, name, ..
+        } => Subject::Claim(namespace.clone(), name.clone()),
+    }
+}
+
+/// The snapshot's objects by (namespace, name), for the writes that start from them.
+struct Lookup<'s> {
+    claims: HashMap<(&'s str, &'s str), &'s ResourceClaim>,
+    pods: HashMap<(&'s str, &'s str), &'s Pod>,
+}
+
+impl<'s> Lookup<'s> {
+    fn new(snapshot: &'s Snapshot) -> Lookup<'s> {
+        fn by_key<K: kube::Resource>(items: &[Arc<K>]) -> HashMap<(&str, &str), &K> {
+            items
+                .iter()
+                .map(AsRef::as_ref)
+                .map(|item| {
+                    let meta = item.meta();
+                    let namespace = meta.namespace.as_deref().unwrap_or_default();
+                    ((namespace, meta.name.as_deref().unwrap_or_default()), item)
+                })
+                .collect()
+        }
+        Lookup {
+            claims: by_key(&snapshot.claims),
+            pods: by_key(&snapshot.pods),
+        }
+    }
+
+    fn claim(&self, namespace: &str, name: &str) -> Option<&'s ResourceClaim> {
+        self.claims.get(&(namespace, name)).copied()
+    }
+}
+
 async fn apply(
     client: &Client,
     snapshot: &Snapshot,
     actions: Vec<Action>,
     warned: &mut HashMap<(String, String), String>,
 ) -> Result<(), kube::Error> {
-    // resourceVersions this pass wrote, so a status update follows its own finalizer write.
+    use futures::StreamExt;
+    // Group by subject, in order; a warning already given for the pod is not repeated.
+    let mut groups: Vec<Vec<Action>> = Vec::new();
+    let mut group_of: HashMap<Subject, usize> = HashMap::new();
+    for action in actions {
+        if let Action::Warn {
+            namespace,
+            pod,
+            message,
+            ..
+        } = &action
+        {
+            let key = (namespace.clone(), pod.clone());
+            if warned.get(&key) == Some(message) {
+                continue;
+            }
+            warned.insert(key, message.clone());
+        }
+        let next = groups.len();
+        let group = *group_of.entry(subject(&action)).or_insert(next);
+        if group == next {
+            groups.push(Vec::new());
+        }
+        groups[group].push(action);
+    }
+    let lookup = Lookup::new(snapshot);
+    let results: Vec<Result<(), kube::Error>> = futures::stream::iter(groups)
+        .map(|group| write_in_order(client, &lookup, group))
+        .buffer_unordered(WRITES_IN_FLIGHT)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// One subject's writes, in order; the first failure ends them (the next pass retries).
+async fn write_in_order(
+    client: &Client,
+    lookup: &Lookup<'_>,
+    actions: Vec<Action>,
+) -> Result<(), kube::Error> {
+    // resourceVersions written here, so a status update follows its own finalizer write.
     let mut written: HashMap<(String, String), String> = HashMap::new();
     for action in actions {
         match action {
             Action::CreateClaim(claim) => {
                 let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-                Api::<ResourceClaim>::namespaced(client.clone(), &namespace)
-                    .create(&post_params(MANAGER), &claim)
-                    .await?;
+                let path =
+                    format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims");
+                let body = serde_json::to_vec(&claim).map_err(kube::Error::SerdeError)?;
+                let request = kube::core::Request::new(path).create(&post_params(MANAGER), body);
+                send_unread(client, request).await?;
             }
             Action::SetPodClaimStatuses {
                 namespace,
@@ -82,20 +195,18 @@ async fn apply(
                     .iter()
                     .map(|(name, claim)| json!({"name": name, "resourceClaimName": claim}))
                     .collect();
-                Api::<Pod>::namespaced(client.clone(), &namespace)
-                    .patch_status(
-                        &pod,
-                        &patch_params(MANAGER),
-                        &Patch::Merge(json!({"status": {"resourceClaimStatuses": statuses}})),
-                    )
-                    .await?;
+                let path = format!("/api/v1/namespaces/{namespace}/pods");
+                let request = kube::core::Request::new(path).patch_subresource(
+                    "status",
+                    &pod,
+                    &patch_params(MANAGER),
+                    &Patch::Merge(json!({"status": {"resourceClaimStatuses": statuses}})),
+                );
+                send_unread(client, request).await?;
             }
             Action::Protect { namespace, name } | Action::Unprotect { namespace, name } => {
-                let claim = snapshot.claims.iter().find(|c| {
-                    c.metadata.namespace.as_deref() == Some(namespace.as_str())
-                        && c.metadata.name.as_deref() == Some(name.as_str())
-                });
-                let mut finalizers: Vec<String> = claim
+                let mut finalizers: Vec<String> = lookup
+                    .claim(&namespace, &name)
                     .and_then(|c| c.metadata.finalizers.clone())
                     .unwrap_or_default();
                 let protect = !finalizers.iter().any(|f| f == DELETE_PROTECTION);
@@ -126,15 +237,7 @@ async fn apply(
                     .get(&(namespace.clone(), name.clone()))
                     .cloned()
                     .unwrap_or(resource_version);
-                let Some(mut claim) = snapshot
-                    .claims
-                    .iter()
-                    .find(|c| {
-                        c.metadata.namespace.as_deref() == Some(namespace.as_str())
-                            && c.metadata.name.as_deref() == Some(name.as_str())
-                    })
-                    .cloned()
-                else {
+                let Some(mut claim) = lookup.claim(&namespace, &name).cloned() else {
                     continue;
                 };
                 claim.metadata.resource_version = Some(version);
@@ -153,18 +256,9 @@ async fn apply(
                 reason,
                 message,
             } => {
-                let key = (namespace.clone(), pod.clone());
-                if warned.get(&key) == Some(&message) {
-                    continue;
-                }
-                warned.insert(key, message.clone());
-                let uid = snapshot
+                let uid = lookup
                     .pods
-                    .iter()
-                    .find(|p| {
-                        p.metadata.namespace.as_deref() == Some(namespace.as_str())
-                            && p.metadata.name.as_deref() == Some(pod.as_str())
-                    })
+                    .get(&(namespace.as_str(), pod.as_str()))
                     .and_then(|p| p.metadata.uid.clone())
                     .unwrap_or_default();
                 let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": uid});
@@ -221,7 +315,14 @@ pub async fn allocate_and_reserve(
         reserved.push(consumer(pod));
     }
     claim.metadata.managed_fields = None;
-    api.replace_status(&name, &post_params(manager), &claim)
-        .await?;
-    Ok(())
+    // The claim written is not read back.
+    let body = serde_json::to_vec(&claim).map_err(kube::Error::SerdeError)?;
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims");
+    let request = kube::core::Request::new(path).replace_subresource(
+        "status",
+        &name,
+        &post_params(manager),
+        body,
+    );
+    send_unread(client, request).await
 }

@@ -100,20 +100,33 @@ fn waiting(pod: &Pod, names: &[String]) -> bool {
         && names.iter().any(|n| n == scheduler)
 }
 
+/// Claims by (namespace, name).
+type ClaimsByName<'c> = HashMap<(&'c str, &'c str), &'c ResourceClaim>;
+
+fn claims_by_name(claims: &[Arc<ResourceClaim>]) -> ClaimsByName<'_> {
+    claims
+        .iter()
+        .map(AsRef::as_ref)
+        .map(|c| {
+            let namespace = c.metadata.namespace.as_deref().unwrap_or_default();
+            (
+                (namespace, c.metadata.name.as_deref().unwrap_or_default()),
+                c,
+            )
+        })
+        .collect()
+}
+
 /// The pod's claims in its order, or `None` while one does not exist yet.
-fn pod_claims(pod: &Pod, claims: &[ResourceClaim]) -> Option<Vec<ResourceClaim>> {
-    let namespace = pod.metadata.namespace.as_deref();
+fn pod_claims(pod: &Pod, claims: &ClaimsByName<'_>) -> Option<Vec<ResourceClaim>> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     claim_names(pod)
         .into_iter()
         .map(|(_, name)| {
             let name = name?;
             claims
-                .iter()
-                .find(|c| {
-                    c.metadata.namespace.as_deref() == namespace
-                        && c.metadata.name.as_deref() == Some(name.as_str())
-                })
-                .cloned()
+                .get(&(namespace, name.as_str()))
+                .map(|&claim| claim.clone())
         })
         .collect()
 }
@@ -185,9 +198,15 @@ pub async fn run_reporting_sync(
         if !pods.state().iter().any(|p| waiting(p, &names)) {
             continue;
         }
-        let all_pods = all(&pods);
-        let all_claims = all(&claims);
-        let mut queue: Vec<&Pod> = all_pods.iter().filter(|p| waiting(p, &names)).collect();
+        // The watch cache's pods, shared rather than copied.
+        let all_pods = pods.state();
+        let all_claims = claims.state();
+        let named_claims = claims_by_name(&all_claims);
+        let mut queue: Vec<&Pod> = all_pods
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|p| waiting(p, &names))
+            .collect();
         queue.sort_by_key(|p| {
             (
                 std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)),
@@ -196,10 +215,13 @@ pub async fn run_reporting_sync(
             )
         });
         let mut scheduler = Scheduler::new(
-            node_info::build(&all(&nodes), &all_pods),
+            node_info::build(
+                nodes.state().iter().map(AsRef::as_ref),
+                all_pods.iter().map(AsRef::as_ref),
+            ),
             all(&slices),
             all(&classes),
-            &all_claims,
+            all_claims.iter().cloned(),
             Strategy::default(),
         )
         .with_namespaces(
@@ -221,14 +243,14 @@ pub async fn run_reporting_sync(
             if let Some(profile) = group.waiting.first().and_then(|p| config.profile_for(p)) {
                 scheduler.set_profile(profile);
             }
-            schedule_gang(&writer, &mut scheduler, group, &all_claims, &mut reported).await;
+            schedule_gang(&writer, &mut scheduler, group, &named_claims, &mut reported).await;
         }
         let mut binder = Binder::new(&writer);
         for pod in queue.into_iter().filter(|p| pod_group(p).is_none()) {
             if let Some(profile) = config.profile_for(pod) {
                 scheduler.set_profile(profile);
             }
-            let Some(pod_claims) = pod_claims(pod, &all_claims) else {
+            let Some(pod_claims) = pod_claims(pod, &named_claims) else {
                 continue;
             };
             let key = format!(
@@ -376,7 +398,7 @@ async fn pod_group_objects(client: &Client) -> HashMap<(String, String), serde_j
 
 /// The gangs among the waiting pods: minMember from the PodGroup (or, without one, every
 /// pod carrying the label), members already bound counted.
-async fn pod_groups<'a>(client: &Client, queue: &[&'a Pod], pods: &[Pod]) -> Vec<Gang<'a>> {
+async fn pod_groups<'a>(client: &Client, queue: &[&'a Pod], pods: &[Arc<Pod>]) -> Vec<Gang<'a>> {
     let mut waiting: std::collections::BTreeMap<(String, String), Vec<&'a Pod>> =
         Default::default();
     for pod in queue {
@@ -438,7 +460,7 @@ async fn schedule_gang(
     writer: &Writer,
     scheduler: &mut Scheduler,
     gang: &Gang<'_>,
-    claims: &[ResourceClaim],
+    claims: &ClaimsByName<'_>,
     reported: &mut HashMap<String, String>,
 ) {
     let members: Option<Vec<(&Pod, Vec<ResourceClaim>)>> = gang
@@ -509,7 +531,7 @@ fn budget(pdb: &PodDisruptionBudget) -> Option<Budget> {
 
 /// Whether the pod was nominated to a node where victims are still terminating: it waits
 /// for them instead of preempting again.
-fn waiting_for_victims(pod: &Pod, pods: &[Pod]) -> bool {
+fn waiting_for_victims(pod: &Pod, pods: &[Arc<Pod>]) -> bool {
     let Some(node) = pod
         .status
         .as_ref()

@@ -84,6 +84,16 @@ fn event(involved: Value, kind: &str, reason: &str, message: &str, component: &s
     })
 }
 
+/// Sends a write whose answer the caller does not read: decoding the written object back
+/// into its type is a good part of a small write's cost on the client.
+pub async fn send_unread(
+    client: &Client,
+    request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> Result<(), kube::Error> {
+    let request = request.map_err(kube::Error::BuildRequest)?;
+    client.request_text(request).await.map(drop)
+}
+
 /// Creates an event; the stored event is not read back.
 async fn post_event(client: &Client, event: Value) {
     let namespace = event
@@ -95,11 +105,7 @@ async fn post_event(client: &Client, event: Value) {
             &PostParams::default(),
             serde_json::to_vec(&event).unwrap_or_default(),
         );
-    let result = match request {
-        Ok(request) => client.request_text(request).await.map(drop),
-        Err(error) => Err(kube::Error::BuildRequest(error)),
-    };
-    if let Err(error) = result {
+    if let Err(error) = send_unread(client, request).await {
         tracing::debug!(%error, "cannot record an event");
     }
 }
@@ -185,9 +191,13 @@ where
     store.state().iter().map(|k| k.as_ref().clone()).collect()
 }
 
+/// How long a burst of changes may keep postponing a pass: under steady churn (a scheduler
+/// binding thousands of pods) a pass still runs this often.
+const LONGEST_BURST: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Waits until the next reconciliation pass is due: a change (after letting a burst of
-/// changes settle, so a burst makes one pass) or the resync tick. False once the watches
-/// have ended.
+/// changes settle — 20 ms without one, at most [`LONGEST_BURST`] — so a burst makes one
+/// pass) or the resync tick. False once the watches have ended.
 pub async fn next_pass(
     changes: &mut futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>,
     resync: &mut tokio::time::Interval,
@@ -197,9 +207,18 @@ pub async fn next_pass(
             if change.is_none() {
                 return false;
             }
-            while let Ok(Some(())) =
-                tokio::time::timeout(std::time::Duration::from_millis(20), changes.next()).await
-            {}
+            let until = tokio::time::Instant::now() + LONGEST_BURST;
+            let quiet = std::time::Duration::from_millis(20);
+            loop {
+                let left = until.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match tokio::time::timeout(quiet.min(left), changes.next()).await {
+                    Ok(Some(())) => {}
+                    _ => break,
+                }
+            }
             true
         }
         _ = resync.tick() => true,

@@ -447,7 +447,7 @@ pub fn free_local_devices(pools: &[Pool], in_use: &DevicesInUse) -> Option<usize
 }
 
 /// The devices allocated claims hold (admin-access results hold none).
-pub fn devices_in_use(allocated: &[ResourceClaim]) -> DevicesInUse {
+pub fn devices_in_use<'a>(allocated: impl IntoIterator<Item = &'a ResourceClaim>) -> DevicesInUse {
     let mut in_use = DevicesInUse::default();
     for claim in allocated {
         add_in_use(

@@ -337,15 +337,18 @@ impl NodeInfo {
 }
 
 /// The nodes of a snapshot with the pods bound to them, sorted by name.
-pub fn build(nodes: &[Node], pods: &[Pod]) -> Vec<NodeInfo> {
-    let mut infos: Vec<NodeInfo> = nodes.iter().map(NodeInfo::new).collect();
+pub fn build<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> Vec<NodeInfo> {
+    let mut infos: Vec<NodeInfo> = nodes.into_iter().map(NodeInfo::new).collect();
     infos.sort_by(|a, b| a.name.cmp(&b.name));
     let index: BTreeMap<String, usize> = infos
         .iter()
         .enumerate()
         .map(|(i, n)| (n.name.clone(), i))
         .collect();
-    for pod in pods.iter().filter(|p| holds_resources(p)) {
+    for pod in pods.into_iter().filter(|p| holds_resources(p)) {
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
         if let Some(&i) = node.and_then(|n| index.get(n)) {
             infos[i].add_pod(pod);

@@ -131,11 +131,16 @@ fn key(pod: &Pod) -> (String, String) {
 }
 
 /// The pods of `victim`'s gang (itself included) among `all`.
-pub fn gang_of<'a>(victim: &Pod, all: &'a [Pod]) -> Vec<&'a Pod> {
+pub fn gang_of<'a>(victim: &Pod, all: &[&'a Pod]) -> Vec<&'a Pod> {
     match pod_group(victim) {
-        None => all.iter().filter(|p| key(p) == key(victim)).collect(),
+        None => all
+            .iter()
+            .copied()
+            .filter(|p| key(p) == key(victim))
+            .collect(),
         Some(group) => all
             .iter()
+            .copied()
             .filter(|p| {
                 p.metadata.namespace == victim.metadata.namespace && pod_group(p) == Some(group)
             })
@@ -163,12 +168,12 @@ pub fn violations(victims: &[&Pod], budgets: &[Budget]) -> usize {
 }
 
 /// Claims that only `victims` reserve: their devices are freed by the eviction.
-pub fn freed_claims(
-    claims: &[ResourceClaim],
+pub fn freed_claims<'a>(
+    claims: impl IntoIterator<Item = &'a ResourceClaim>,
     victims: &BTreeSet<String>,
 ) -> BTreeSet<(String, String)> {
     claims
-        .iter()
+        .into_iter()
         .filter(|c| {
             let reserved = c.status.as_ref().and_then(|s| s.reserved_for.as_ref());
             reserved.is_some_and(|r| !r.is_empty() && r.iter().all(|c| victims.contains(&c.uid)))

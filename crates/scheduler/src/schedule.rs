@@ -7,6 +7,7 @@
 //!
 //! Pure and deterministic.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -96,7 +97,7 @@ pub struct Scheduler {
     slices_by_node: BTreeMap<String, Vec<usize>>,
     classes: DeviceClasses,
     /// Claims holding devices (allocated), including those assumed here.
-    allocated: Vec<ResourceClaim>,
+    allocated: Vec<Arc<ResourceClaim>>,
     /// The devices they hold.
     in_use: DevicesInUse,
     /// The pools each node reaches, gathered once (shared by clones, so addresses are stable
@@ -116,7 +117,7 @@ pub struct Scheduler {
     resource_memo: Arc<std::sync::Mutex<Vec<Option<ResourceMemo>>>>,
     namespaces: NamespaceLabels,
     /// Pods holding resources on each node (for preemption).
-    bound: BTreeMap<String, Vec<Pod>>,
+    bound: BTreeMap<String, Vec<Arc<Pod>>>,
     budgets: Vec<Budget>,
     /// GPUs assumed pods took of their node's NUMA layout, by (namespace, name).
     gpus_taken: HashMap<(String, String), Vec<(u32, i64)>>,
@@ -238,9 +239,14 @@ impl Scheduler {
         nodes: Vec<NodeInfo>,
         slices: Vec<ResourceSlice>,
         classes: Vec<DeviceClass>,
-        claims: &[ResourceClaim],
+        claims: impl IntoIterator<Item = Arc<ResourceClaim>>,
         strategy: Strategy,
     ) -> Scheduler {
+        // Only claims holding devices matter here; shared, not copied.
+        let allocated: Vec<Arc<ResourceClaim>> = claims
+            .into_iter()
+            .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
+            .collect();
         let mut nodes = nodes;
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let mut slices_by_node: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -264,7 +270,7 @@ impl Scheduler {
                 }
             }
         }
-        let in_use = devices_in_use(claims);
+        let in_use = devices_in_use(allocated.iter().map(AsRef::as_ref));
         let mut reached: HashMap<(&str, &str), usize> = HashMap::new();
         for pool in pools.values().flatten() {
             *reached.entry((&pool.driver, &pool.name)).or_default() += 1;
@@ -293,11 +299,7 @@ impl Scheduler {
             resource_memo: Arc::default(),
             classes: DeviceClasses::new(&classes),
             in_use,
-            allocated: claims
-                .iter()
-                .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
-                .cloned()
-                .collect(),
+            allocated,
             profile: Profile {
                 strategy,
                 ..Profile::default()
@@ -309,11 +311,16 @@ impl Scheduler {
         }
     }
 
-    /// The pods placed on the nodes (what preemption may evict).
-    pub fn with_pods(mut self, pods: &[Pod]) -> Scheduler {
-        for pod in pods.iter().filter(|p| crate::node_info::holds_resources(p)) {
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                self.bound.entry(node).or_default().push(pod.clone());
+    /// The pods placed on the nodes (what preemption may evict); shared pods (`Arc<Pod>`, a
+    /// watch cache's) are kept without copying.
+    pub fn with_pods<P: Borrow<Pod> + Clone + Into<Arc<Pod>>>(mut self, pods: &[P]) -> Scheduler {
+        for pod in pods
+            .iter()
+            .filter(|p| crate::node_info::holds_resources((*p).borrow()))
+        {
+            let node = pod.borrow().spec.as_ref().and_then(|s| s.node_name.clone());
+            if let Some(node) = node {
+                self.bound.entry(node).or_default().push(pod.clone().into());
             }
         }
         self
@@ -429,7 +436,7 @@ impl Scheduler {
         let held = if freed.is_empty() {
             &self.in_use
         } else {
-            let kept: Vec<ResourceClaim> = self
+            let kept: Vec<Arc<ResourceClaim>> = self
                 .allocated
                 .iter()
                 .filter(|c| {
@@ -440,7 +447,7 @@ impl Scheduler {
                 })
                 .cloned()
                 .collect();
-            still_held = devices_in_use(&kept);
+            still_held = devices_in_use(kept.iter().map(AsRef::as_ref));
             &still_held
         };
         let pools = self.pools.get(&node.name).map_or(&[][..], Vec::as_slice);
@@ -745,7 +752,7 @@ impl Scheduler {
         let own = priority(pod);
         let demand = Demand::of(pod);
         let context = self.context(pod);
-        let all_bound: Vec<Pod> = self.bound.values().flatten().cloned().collect();
+        let all_bound: Vec<&Pod> = self.bound.values().flatten().map(AsRef::as_ref).collect();
         let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
         let mut outcome = BTreeMap::new();
         let mut best: Option<(_, Nomination)> = None;
@@ -763,6 +770,7 @@ impl Scheduler {
                 .get(&node.name)
                 .into_iter()
                 .flatten()
+                .map(AsRef::as_ref)
                 .filter(|p| priority(p) < own)
                 .filter(|p| gang_of(p, &all_bound).iter().all(|g| priority(g) < own))
                 .collect();
@@ -771,7 +779,7 @@ impl Scheduler {
                 trial.remove_pod(p);
             }
             let all_uids: BTreeSet<String> = lower.iter().map(|p| uid(p)).collect();
-            let freed = freed_claims(&self.allocated, &all_uids);
+            let freed = freed_claims(self.allocated.iter().map(AsRef::as_ref), &all_uids);
             if lower.is_empty() || !self.fits_on(pod, &demand, &context, &trial, claims, &freed) {
                 outcome.insert(node.name.clone(), false);
                 continue;
@@ -787,7 +795,7 @@ impl Scheduler {
             for candidate in violating.into_iter().chain(rest) {
                 trial.add_pod(candidate);
                 evicted.remove(&uid(candidate));
-                let freed = freed_claims(&self.allocated, &evicted);
+                let freed = freed_claims(self.allocated.iter().map(AsRef::as_ref), &evicted);
                 if !self.fits_on(pod, &demand, &context, &trial, claims, &freed) {
                     trial.remove_pod(candidate);
                     evicted.insert(uid(candidate));
@@ -845,7 +853,7 @@ impl Scheduler {
                 claim.status.get_or_insert_with(Default::default).allocation =
                     Some(allocation.clone());
                 add_in_use(&mut self.in_use, Some(allocation));
-                self.allocated.push(claim);
+                self.allocated.push(Arc::new(claim));
             }
         }
         if !decision.allocations.is_empty() {
@@ -861,7 +869,10 @@ impl Scheduler {
     /// simulator's placements, which no later snapshot brings in.
     pub fn add_bound(&mut self, pod: &Pod) {
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            self.bound.entry(node).or_default().push(pod.clone());
+            self.bound
+                .entry(node)
+                .or_default()
+                .push(Arc::new(pod.clone()));
         }
     }
 

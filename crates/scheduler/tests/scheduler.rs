@@ -201,7 +201,7 @@ fn each_filter_rejects_with_upstream_reasons() {
 }
 
 fn scheduler(nodes: &[Node], pods: &[Pod], strategy: Strategy) -> Scheduler {
-    Scheduler::new(node_info::build(nodes, pods), vec![], vec![], &[], strategy)
+    Scheduler::new(node_info::build(nodes, pods), vec![], vec![], [], strategy)
 }
 
 #[test]
@@ -348,7 +348,7 @@ fn claims_are_allocated_on_the_chosen_node_and_pin_it_once_allocated() {
         node_info::build(&nodes, &[]),
         slices,
         classes,
-        &[],
+        [],
         Strategy::default(),
     );
     // Two GPUs exist only on b.
@@ -573,7 +573,7 @@ fn preempting(
         node_info::build(nodes, pods),
         vec![],
         vec![],
-        &[],
+        [],
         Strategy::default(),
     )
     .with_pods(pods)
@@ -700,7 +700,7 @@ fn preemption_counts_devices_freed_from_victims_claims() {
         node_info::build(&nodes, std::slice::from_ref(&holder)),
         slices,
         classes,
-        std::slice::from_ref(&held),
+        [std::sync::Arc::new(held.clone())],
         Strategy::default(),
     )
     .with_pods(std::slice::from_ref(&holder));
@@ -1038,7 +1038,7 @@ fn remembered_claim_verdicts_decide_as_fresh_ones() {
         node_info::build(&nodes, &[]),
         slices.clone(),
         classes.clone(),
-        &[],
+        [],
         Strategy::default(),
     );
     // Placed pods with their node and their claims as allocated.
@@ -1061,7 +1061,7 @@ fn remembered_claim_verdicts_decide_as_fresh_ones() {
             node_info::build(&nodes, &bound),
             slices.clone(),
             classes.clone(),
-            &allocated,
+            allocated.iter().cloned().map(std::sync::Arc::new),
             Strategy::default(),
         );
         let (a, b) = (warm.schedule(&p, &claims), fresh.schedule(&p, &claims));

@@ -271,7 +271,7 @@ impl KubePlacer {
             node_info::build(&nodes, &[]),
             slices,
             all_classes,
-            &claims,
+            claims.iter().cloned().map(std::sync::Arc::new),
             Strategy::default(),
         );
         let profiles = if profiles.is_empty() {
