@@ -26,15 +26,90 @@ pub struct Findings {
 /// Validates (and normalises) an object in place against a schema.
 pub fn validate(object: &mut Value, schema: Schema<'_>) -> Findings {
     let mut findings = Findings::default();
-    walk(object, schema, "", Mode::Root, &mut findings);
+    walk(
+        object,
+        schema,
+        &FieldPath::Root,
+        Mode::Root,
+        false,
+        &mut findings,
+    );
     findings
 }
 
-fn join(path: &str, field: &str) -> String {
-    if path.is_empty() {
-        field.to_string()
-    } else {
-        format!("{path}.{field}")
+/// Where in the document a node is (`spec.containers[0].image`), written out only when a
+/// finding names it: most nodes are valid, and building every path cost more than the
+/// checks.
+#[derive(Clone, Copy)]
+enum FieldPath<'a> {
+    Root,
+    Field(&'a FieldPath<'a>, &'a str),
+    Index(&'a FieldPath<'a>, usize),
+}
+
+impl std::fmt::Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldPath::Root => Ok(()),
+            FieldPath::Field(FieldPath::Root, name) => f.write_str(name),
+            FieldPath::Field(parent, name) => write!(f, "{parent}.{name}"),
+            FieldPath::Index(parent, index) => write!(f, "{parent}[{index}]"),
+        }
+    }
+}
+
+impl From<&FieldPath<'_>> for String {
+    fn from(path: &FieldPath<'_>) -> String {
+        path.to_string()
+    }
+}
+
+/// What walking a node needs of its schema, read in one pass over the node's keys (a
+/// lookup per keyword cost a hash of the keyword each time).
+#[derive(Default)]
+struct Facts<'s> {
+    type_name: Option<&'s str>,
+    int_or_string: bool,
+    properties: Option<&'s serde_json::Map<String, Value>>,
+    additional: Option<&'s Value>,
+    preserve_unknown: bool,
+    embedded: bool,
+    required: Option<&'s Vec<Value>>,
+    /// enum, pattern, lengths or numeric bounds.
+    constrained: bool,
+    /// Size limits, list types or uniqueness.
+    counted: bool,
+}
+
+impl<'s> Facts<'s> {
+    fn of(node: &'s Value) -> Facts<'s> {
+        let mut facts = Facts::default();
+        let Some(map) = node.as_object() else {
+            return facts;
+        };
+        for (key, value) in map {
+            match key.as_str() {
+                "type" => facts.type_name = value.as_str(),
+                "x-kubernetes-int-or-string" => facts.int_or_string = value == &Value::Bool(true),
+                "properties" => facts.properties = value.as_object(),
+                "additionalProperties" => facts.additional = Some(value),
+                "x-kubernetes-preserve-unknown-fields" => {
+                    facts.preserve_unknown = value == &Value::Bool(true);
+                }
+                "x-kubernetes-embedded-resource" => facts.embedded = value == &Value::Bool(true),
+                "required" => facts.required = value.as_array(),
+                "enum" | "pattern" | "maxLength" | "minLength" | "minimum" | "maximum"
+                | "multipleOf" => facts.constrained = true,
+                "maxProperties"
+                | "minProperties"
+                | "maxItems"
+                | "minItems"
+                | "x-kubernetes-list-type"
+                | "uniqueItems" => facts.counted = true,
+                _ => {}
+            }
+        }
+        facts
     }
 }
 
@@ -59,12 +134,20 @@ pub fn validate_resource(resource: crate::resource::Resource, object: &mut Value
         walk(
             object,
             resource.schema(),
-            "",
+            &FieldPath::Root,
             Mode::CustomRoot,
+            true,
             &mut findings,
         );
     } else {
-        walk(object, resource.schema(), "", Mode::Root, &mut findings);
+        walk(
+            object,
+            resource.schema(),
+            &FieldPath::Root,
+            Mode::Root,
+            false,
+            &mut findings,
+        );
     }
     findings
 }
@@ -94,15 +177,26 @@ fn shown(value: &Value) -> String {
     }
 }
 
-fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings: &mut Findings) {
+/// Walks one node; `custom` says whether the schema is a CustomResourceDefinition's (whose
+/// `default`s fill absent fields; built-in definitions carry none, upstream defaults
+/// built-in kinds in code).
+fn walk(
+    value: &mut Value,
+    schema: Schema<'_>,
+    path: &FieldPath<'_>,
+    mode: Mode,
+    custom: bool,
+    findings: &mut Findings,
+) {
     let Some(node) = schema.resolved() else {
         return;
     };
+    let facts = Facts::of(node);
     if schema.raw().and_then(tessera_model::schema::referenced) == Some(QUANTITY) {
         check_quantity(value, path, findings);
         return;
     }
-    if flag(node, "x-kubernetes-int-or-string") {
+    if facts.int_or_string {
         if !matches!(type_name(value), "string" | "integer") {
             findings.causes.push(Cause::type_invalid(
                 path,
@@ -112,10 +206,12 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
                 ),
             ));
         }
-        check_value_constraints(value, node, path, findings);
+        if facts.constrained {
+            check_value_constraints(value, node, path, findings);
+        }
         return;
     }
-    if let Some(expected) = node.get("type").and_then(Value::as_str) {
+    if let Some(expected) = facts.type_name {
         let actual = type_name(value);
         let matches = actual == expected || (expected == "number" && actual == "integer");
         if !matches {
@@ -126,18 +222,19 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
             return;
         }
     }
-    check_value_constraints(value, node, path, findings);
+    if facts.constrained {
+        check_value_constraints(value, node, path, findings);
+    }
     match value {
         Value::Object(object) => {
-            let properties = node.get("properties").and_then(Value::as_object);
-            let additional = node.get("additionalProperties");
+            let properties = facts.properties;
+            let additional = facts.additional;
             let additional_schema = additional.filter(|a| a.is_object());
-            let preserve = flag(node, "x-kubernetes-preserve-unknown-fields")
-                || additional == Some(&Value::Bool(true));
+            let preserve = facts.preserve_unknown || additional == Some(&Value::Bool(true));
             let free_form = properties.is_none() && additional.is_none();
-            let embedded = mode == Mode::CustomRoot || flag(node, "x-kubernetes-embedded-resource");
+            let embedded = mode == Mode::CustomRoot || facts.embedded;
             // Defaults fill absent properties.
-            if let Some(properties) = properties {
+            if let Some(properties) = properties.filter(|_| custom) {
                 for (key, property) in properties {
                     if !object.contains_key(key)
                         && let Some(default) = Schema::of(property)
@@ -156,7 +253,7 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
             });
             let mut unknown = Vec::new();
             for (key, child) in object.iter_mut() {
-                let child_path = join(path, key);
+                let child_path = FieldPath::Field(path, key);
                 if let Some(property) = properties.and_then(|p| p.get(key)) {
                     if embedded && key == "metadata" {
                         walk(
@@ -164,6 +261,7 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
                             Schema::definition(OBJECT_META),
                             &child_path,
                             Mode::Nested,
+                            false,
                             findings,
                         );
                     } else if !child.is_null() {
@@ -172,6 +270,7 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
                             Schema::of(property),
                             &child_path,
                             Mode::Nested,
+                            custom,
                             findings,
                         );
                     }
@@ -188,6 +287,7 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
                         Schema::definition(OBJECT_META),
                         &child_path,
                         Mode::Nested,
+                        false,
                         findings,
                     );
                 } else if let Some(additional) = additional_schema {
@@ -196,32 +296,37 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
                         Schema::of(additional),
                         &child_path,
                         Mode::Nested,
+                        custom,
                         findings,
                     );
                 } else if !free_form && !preserve {
                     unknown.push(key.clone());
-                    findings.unknown_fields.push(child_path);
+                    findings.unknown_fields.push(child_path.to_string());
                 }
             }
             for key in unknown {
                 object.remove(&key);
             }
-            if let Some(required) = node.get("required").and_then(Value::as_array) {
+            if let Some(required) = facts.required {
                 for field in required.iter().filter_map(Value::as_str) {
                     let server_filled =
                         mode != Mode::Nested && matches!(field, "metadata" | "apiVersion" | "kind");
                     if !server_filled && !object.contains_key(field) {
-                        findings.causes.push(Cause::required(join(path, field)));
+                        findings
+                            .causes
+                            .push(Cause::required(&FieldPath::Field(path, field)));
                     }
                 }
             }
-            check_count(
-                object.len(),
-                node,
-                ("maxProperties", "minProperties", "properties"),
-                path,
-                findings,
-            );
+            if facts.counted {
+                check_count(
+                    object.len(),
+                    node,
+                    ("maxProperties", "minProperties", "properties"),
+                    path,
+                    findings,
+                );
+            }
         }
         Value::Array(items) => {
             let item_schema = Schema::of(node).items();
@@ -229,19 +334,27 @@ fn walk(value: &mut Value, schema: Schema<'_>, path: &str, mode: Mode, findings:
                 walk(
                     item,
                     item_schema,
-                    &format!("{path}[{index}]"),
+                    &FieldPath::Index(path, index),
                     Mode::Nested,
+                    custom,
                     findings,
                 );
             }
-            check_list(items, node, path, findings);
+            if facts.counted {
+                check_list(items, node, path, findings);
+            }
         }
         _ => {}
     }
 }
 
 /// enum, pattern, lengths and numeric bounds.
-fn check_value_constraints(value: &Value, node: &Value, path: &str, findings: &mut Findings) {
+fn check_value_constraints(
+    value: &Value,
+    node: &Value,
+    path: &FieldPath<'_>,
+    findings: &mut Findings,
+) {
     if let Some(allowed) = node.get("enum").and_then(Value::as_array)
         && !value.is_null()
         && !allowed.contains(value)
@@ -340,7 +453,7 @@ fn check_count(
     count: usize,
     node: &Value,
     (max_key, min_key, noun): (&str, &str, &str),
-    path: &str,
+    path: &FieldPath<'_>,
     findings: &mut Findings,
 ) {
     let count = count as u64;
@@ -365,7 +478,7 @@ fn check_count(
 }
 
 /// maxItems/minItems and the uniqueness that list types and `uniqueItems` demand.
-fn check_list(items: &[Value], node: &Value, path: &str, findings: &mut Findings) {
+fn check_list(items: &[Value], node: &Value, path: &FieldPath<'_>, findings: &mut Findings) {
     check_count(
         items.len(),
         node,
@@ -430,7 +543,7 @@ fn pattern_matches(pattern: &str, text: &str) -> bool {
     compiled.as_ref().is_none_or(|re| re.is_match(text))
 }
 
-fn check_quantity(value: &mut Value, path: &str, findings: &mut Findings) {
+fn check_quantity(value: &mut Value, path: &FieldPath<'_>, findings: &mut Findings) {
     let text = match value {
         Value::String(text) => text.clone(),
         Value::Number(number) => number.to_string(),
