@@ -1,7 +1,10 @@
 //! `tessera bench scheduler`: scheduler_perf-shaped workloads on the pure scheduling core —
 //! SchedulingBasic (nodes with pods already placed, then pods scheduled one at a time, each
 //! decision booked before the next), DRA claims (one per pod, as from a template) on nodes
-//! with eight GPUs in a ResourceSlice each, and gangs placed whole. Prints a Markdown table
+//! with eight GPUs in a ResourceSlice each, and gangs placed whole; with `--api`,
+//! SchedulingBasic and DRA through the embedded API server (DRA as upstream's
+//! `SchedulingWithResourceClaimTemplate`: pods name a ResourceClaimTemplate and the
+//! ResourceClaim controller makes their claims while the clock runs). Prints a Markdown table
 //! with pods per second beside upstream's floors.
 
 use std::time::Instant;
@@ -36,7 +39,8 @@ pub struct SchedulerBenchArgs {
     #[arg(long, default_value_t = 1000)]
     pub gangs: usize,
     /// Also run SchedulingBasic and DRA through the embedded API server (create everything,
-    /// then time the scheduler shell until every pod is bound).
+    /// then time the scheduler shell — and for DRA the ResourceClaim controller, which makes
+    /// each pod's claim from its template — until every pod is bound).
     #[arg(long)]
     pub api: bool,
 }
