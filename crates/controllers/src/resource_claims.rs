@@ -128,14 +128,12 @@ impl<'s> Lookup<'s> {
     }
 }
 
-async fn apply(
-    client: &Client,
-    snapshot: &Snapshot,
+/// A pass's actions grouped by subject, each group in the pass's order, groups in the order
+/// of their first action; a warning already given for the pod is dropped.
+fn by_subject(
     actions: Vec<Action>,
     warned: &mut HashMap<(String, String), String>,
-) -> Result<(), kube::Error> {
-    use futures::StreamExt;
-    // Group by subject, in order; a warning already given for the pod is not repeated.
+) -> Vec<Vec<Action>> {
     let mut groups: Vec<Vec<Action>> = Vec::new();
     let mut group_of: HashMap<Subject, usize> = HashMap::new();
     for action in actions {
@@ -159,6 +157,17 @@ async fn apply(
         }
         groups[group].push(action);
     }
+    groups
+}
+
+async fn apply(
+    client: &Client,
+    snapshot: &Snapshot,
+    actions: Vec<Action>,
+    warned: &mut HashMap<(String, String), String>,
+) -> Result<(), kube::Error> {
+    use futures::StreamExt;
+    let groups = by_subject(actions, warned);
     let lookup = Lookup::new(snapshot);
     let results: Vec<Result<(), kube::Error>> = futures::stream::iter(groups)
         .map(|group| write_in_order(client, &lookup, group))
@@ -325,4 +334,76 @@ pub async fn allocate_and_reserve(
         body,
     );
     send_unread(client, request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim_status(name: &str, version: &str) -> Action {
+        Action::SetClaimStatus {
+            namespace: "ml".into(),
+            name: name.into(),
+            resource_version: version.into(),
+            status: Box::default(),
+        }
+    }
+
+    fn generated(pod: &str) -> Action {
+        let claim: ResourceClaim = serde_json::from_value(json!({
+            "metadata": {"namespace": "ml", "generateName": format!("{pod}-gpu-"),
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": format!("uid-{pod}"), "controller": true}]},
+            "spec": {}
+        }))
+        .expect("claim");
+        Action::CreateClaim(Box::new(claim))
+    }
+
+    fn warn(pod: &str, message: &str) -> Action {
+        Action::Warn {
+            namespace: "ml".into(),
+            pod: pod.into(),
+            reason: "FailedResourceClaimCreation".into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn writes_keep_their_order_per_subject_and_warnings_are_not_repeated() {
+        let statuses = Action::SetPodClaimStatuses {
+            namespace: "ml".into(),
+            pod: "a".into(),
+            statuses: vec![("gpu".into(), "a-gpu-x".into())],
+        };
+        let protect = Action::Protect {
+            namespace: "ml".into(),
+            name: "c1".into(),
+        };
+        let mut warned = HashMap::from([(("ml".into(), "b".into()), "old".to_string())]);
+        let groups = by_subject(
+            vec![
+                generated("a"),
+                protect.clone(),
+                claim_status("c2", "7"),
+                statuses.clone(),
+                claim_status("c1", "5"),
+                warn("b", "old"),
+                warn("b", "new"),
+            ],
+            &mut warned,
+        );
+        assert_eq!(
+            groups,
+            vec![
+                // A pod's generated claim before its claim statuses.
+                vec![generated("a"), statuses],
+                // A claim's finalizer before its status (which follows the finalizer's version).
+                vec![protect, claim_status("c1", "5")],
+                vec![claim_status("c2", "7")],
+                // The warning given before is dropped; a new message is written and remembered.
+                vec![warn("b", "new")],
+            ]
+        );
+        assert_eq!(warned[&("ml".to_string(), "b".to_string())], "new");
+    }
 }

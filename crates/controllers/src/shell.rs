@@ -224,3 +224,28 @@ pub async fn next_pass(
         _ = resync.tick() => true,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn steady_changes_cannot_postpone_a_pass_forever() {
+        // A change every 5 ms, without end: the burst never settles for 20 ms, yet a pass is
+        // due once the burst has lasted its longest.
+        let ticking = futures::stream::unfold((), |()| async {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            Some(((), ()))
+        })
+        .boxed();
+        let mut changes = futures::stream::select_all([ticking]);
+        let mut resync = tokio::time::interval(std::time::Duration::from_secs(3600));
+        resync.tick().await;
+        let due = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            next_pass(&mut changes, &mut resync),
+        )
+        .await;
+        assert_eq!(due.ok(), Some(true));
+    }
+}
