@@ -1,7 +1,8 @@
 //! DynamicResources verdicts remembered per node for pods whose unallocated claims ask for
 //! the same thing — the pods of one Job or ReplicaSet, whose claims come from one
 //! ResourceClaimTemplate. Upstream's opportunistic batching (KEP-5598) reuses filter results
-//! across pods with one scheduling signature the same way.
+//! across pods with one scheduling signature the same way, but leaves pods with DRA claims
+//! out of signatures (kubernetes#134986); the device generation is what lets them in here.
 //!
 //! A verdict is keyed by the claims' shape (their specs, interned) and the node's device
 //! generation: a number that changes whenever an allocation on a pool the node reaches is
