@@ -41,10 +41,11 @@ pub async fn run(client: Client) {
     ]);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut warned: HashMap<(String, String), String> = HashMap::new();
+    let mut own = OwnClaims::default();
     while next_pass(&mut changes, &mut resync).await {
         let snapshot = Snapshot {
             pods: pods.state(),
-            claims: claims.state(),
+            claims: own.with(claims.state(), tokio::time::Instant::now()),
             templates: templates.state(),
             slices: slices.state(),
             classes: classes.state(),
@@ -52,9 +53,65 @@ pub async fn run(client: Client) {
         };
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let actions = reconcile(&snapshot, &now);
-        if let Err(error) = apply(&client, &snapshot, actions, &mut warned).await {
+        let created = std::sync::Mutex::new(Vec::new());
+        let result = apply(&client, &snapshot, actions, &mut warned, &created).await;
+        own.remember(
+            created.into_inner().unwrap_or_else(|p| p.into_inner()),
+            tokio::time::Instant::now(),
+        );
+        if let Err(error) = result {
             tracing::debug!(%error, "resource claim pass stopped; retrying on the next change");
         }
+    }
+}
+
+/// How long a created claim is remembered when the watch never shows it (deleted at once).
+const OWN_CLAIMS_KEPT: Duration = Duration::from_secs(600);
+
+/// Claims this controller created that its watch may not have delivered yet, kept as
+/// client-go's MutationCache keeps them for upstream's controller: a pass that did not see
+/// them would create a pod's claim a second time.
+#[derive(Default)]
+struct OwnClaims {
+    created: HashMap<(String, String), (Arc<ResourceClaim>, tokio::time::Instant)>,
+}
+
+impl OwnClaims {
+    fn remember(&mut self, claims: Vec<ResourceClaim>, now: tokio::time::Instant) {
+        for claim in claims {
+            let key = (
+                claim.metadata.namespace.clone().unwrap_or_default(),
+                claim.metadata.name.clone().unwrap_or_default(),
+            );
+            self.created.insert(key, (Arc::new(claim), now));
+        }
+    }
+
+    /// The watched claims and the created ones the watch has not shown yet; those it shows,
+    /// and those kept too long, are forgotten.
+    fn with(
+        &mut self,
+        mut watched: Vec<Arc<ResourceClaim>>,
+        now: tokio::time::Instant,
+    ) -> Vec<Arc<ResourceClaim>> {
+        if self.created.is_empty() {
+            return watched;
+        }
+        let seen: std::collections::HashSet<(&str, &str)> = watched
+            .iter()
+            .map(|c| {
+                let namespace = c.metadata.namespace.as_deref().unwrap_or_default();
+                (namespace, c.metadata.name.as_deref().unwrap_or_default())
+            })
+            .collect();
+        self.created.retain(|(namespace, name), (_, at)| {
+            !seen.contains(&(namespace.as_str(), name.as_str()))
+                && now.saturating_duration_since(*at) < OWN_CLAIMS_KEPT
+        });
+        let unseen: Vec<Arc<ResourceClaim>> =
+            self.created.values().map(|(c, _)| Arc::clone(c)).collect();
+        watched.extend(unseen);
+        watched
     }
 }
 
@@ -165,12 +222,13 @@ async fn apply(
     snapshot: &Snapshot,
     actions: Vec<Action>,
     warned: &mut HashMap<(String, String), String>,
+    created: &std::sync::Mutex<Vec<ResourceClaim>>,
 ) -> Result<(), kube::Error> {
     use futures::StreamExt;
     let groups = by_subject(actions, warned);
     let lookup = Lookup::new(snapshot);
     let results: Vec<Result<(), kube::Error>> = futures::stream::iter(groups)
-        .map(|group| write_in_order(client, &lookup, group))
+        .map(|group| write_in_order(client, &lookup, group, created))
         .buffer_unordered(WRITES_IN_FLIGHT)
         .collect()
         .await;
@@ -178,10 +236,12 @@ async fn apply(
 }
 
 /// One subject's writes, in order; the first failure ends them (the next pass retries).
+/// Claims created are added to `created`.
 async fn write_in_order(
     client: &Client,
     lookup: &Lookup<'_>,
     actions: Vec<Action>,
+    created: &std::sync::Mutex<Vec<ResourceClaim>>,
 ) -> Result<(), kube::Error> {
     // resourceVersions written here, so a status update follows its own finalizer write.
     let mut written: HashMap<(String, String), String> = HashMap::new();
@@ -189,11 +249,11 @@ async fn write_in_order(
         match action {
             Action::CreateClaim(claim) => {
                 let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-                let path =
-                    format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims");
-                let body = serde_json::to_vec(&claim).map_err(kube::Error::SerdeError)?;
-                let request = kube::core::Request::new(path).create(&post_params(MANAGER), body);
-                send_unread(client, request).await?;
+                // Read back: its generated name is what the next pass must find.
+                let made = Api::<ResourceClaim>::namespaced(client.clone(), &namespace)
+                    .create(&post_params(MANAGER), &claim)
+                    .await?;
+                created.lock().unwrap_or_else(|p| p.into_inner()).push(made);
             }
             Action::SetPodClaimStatuses {
                 namespace,
@@ -366,6 +426,50 @@ mod tests {
             reason: "FailedResourceClaimCreation".into(),
             message: message.into(),
         }
+    }
+
+    fn named_claim(name: &str) -> ResourceClaim {
+        serde_json::from_value(json!({"metadata": {"namespace": "ml", "name": name}, "spec": {}}))
+            .expect("claim")
+    }
+
+    fn names(claims: &[Arc<ResourceClaim>]) -> Vec<String> {
+        let mut names: Vec<String> = claims
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap_or_default())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_pass_sees_the_claims_it_created_until_the_watch_does() {
+        let start = tokio::time::Instant::now();
+        let mut own = OwnClaims::default();
+        own.remember(vec![named_claim("a-gpu-1"), named_claim("b-gpu-2")], start);
+        let watched = vec![Arc::new(named_claim("old"))];
+        // Not watched yet: both are added.
+        assert_eq!(
+            names(&own.with(watched.clone(), start)),
+            ["a-gpu-1", "b-gpu-2", "old"]
+        );
+        // The watch shows one: it comes from the watch alone, once, and is forgotten.
+        let watched = vec![
+            Arc::new(named_claim("old")),
+            Arc::new(named_claim("a-gpu-1")),
+        ];
+        assert_eq!(
+            names(&own.with(watched, start)),
+            ["a-gpu-1", "b-gpu-2", "old"]
+        );
+        assert_eq!(own.created.len(), 1);
+        // One the watch never shows (deleted at once) is forgotten after a while.
+        let later = start + OWN_CLAIMS_KEPT;
+        assert_eq!(
+            names(&own.with(vec![Arc::new(named_claim("old"))], later)),
+            ["old"]
+        );
+        assert!(own.created.is_empty());
     }
 
     #[test]
