@@ -6,6 +6,7 @@
 //! [`disruption::budget`]) that take a snapshot and the time and do no I/O.
 
 pub mod apps;
+pub mod assumed;
 pub mod custom;
 pub mod daemonset;
 pub mod deployment;

@@ -349,13 +349,14 @@ async fn write_in_order(
 /// Allocates (when `allocation` is given) and reserves `claim` for `pod`, as the scheduler's
 /// PreBind does: the delete-protection finalizer first, then the status, each write
 /// conditional on the version read, so a concurrent change makes it fail rather than clobber.
+/// Gives back the claim as written.
 pub async fn allocate_and_reserve(
     client: &Client,
     claim: &ResourceClaim,
     allocation: Option<&AllocationResult>,
     pod: &Pod,
     manager: &str,
-) -> Result<(), kube::Error> {
+) -> Result<ResourceClaim, kube::Error> {
     let namespace = claim.metadata.namespace.clone().unwrap_or_default();
     let name = claim.metadata.name.clone().unwrap_or_default();
     let api = Api::<ResourceClaim>::namespaced(client.clone(), &namespace);
@@ -393,7 +394,8 @@ pub async fn allocate_and_reserve(
         &post_params(manager),
         body,
     );
-    send_unread(client, request).await
+    send_unread(client, request).await?;
+    Ok(claim)
 }
 
 #[cfg(test)]

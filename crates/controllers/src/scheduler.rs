@@ -27,6 +27,7 @@ use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Decision, Scheduler, node_info};
 
+use crate::assumed::Assumed;
 use crate::resource_claims::allocate_and_reserve;
 use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, watched};
 
@@ -187,6 +188,7 @@ pub async fn run_reporting_sync(
     let writer = Writer {
         events: EventRecorder::start(client.clone(), MANAGER),
         client: client.clone(),
+        assumed: Arc::default(),
     };
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut reported: HashMap<String, String> = HashMap::new();
@@ -198,9 +200,16 @@ pub async fn run_reporting_sync(
         if !pods.state().iter().any(|p| waiting(p, &names)) {
             continue;
         }
-        // The watch cache's pods, shared rather than copied.
-        let all_pods = pods.state();
-        let all_claims = claims.state();
+        // The watch cache's objects, shared rather than copied, with the bindings of earlier
+        // passes it may not show yet.
+        let (all_pods, all_claims) = {
+            let mut assumed = writer.assumed.lock().unwrap_or_else(|p| p.into_inner());
+            let now = tokio::time::Instant::now();
+            (
+                assumed.pods(pods.state(), now),
+                assumed.claims(claims.state(), now),
+            )
+        };
         let named_claims = claims_by_name(&all_claims);
         let mut queue: Vec<&Pod> = all_pods
             .iter()
@@ -292,6 +301,16 @@ pub async fn run_reporting_sync(
 struct Writer {
     client: Client,
     events: EventRecorder,
+    /// Bindings made and not yet seen through the watch.
+    assumed: Arc<std::sync::Mutex<Assumed>>,
+}
+
+impl Writer {
+    /// Records what a binding cycle wrote, for the passes that follow.
+    fn assume(&self, record: impl FnOnce(&mut Assumed, tokio::time::Instant)) {
+        let mut assumed = self.assumed.lock().unwrap_or_else(|p| p.into_inner());
+        record(&mut assumed, tokio::time::Instant::now());
+    }
 }
 
 /// Binding cycles in flight, each a task of its own (so that they spread over the runtime's
@@ -594,7 +613,8 @@ async fn bind(
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, a)| a);
-        allocate_and_reserve(&writer.client, claim, allocation, pod, MANAGER).await?;
+        let written = allocate_and_reserve(&writer.client, claim, allocation, pod, MANAGER).await?;
+        writer.assume(|assumed, now| assumed.wrote(written, now));
     }
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -611,6 +631,7 @@ async fn bind(
             &binding,
         )
         .await?;
+    writer.assume(|assumed, now| assumed.bound(pod, &decision.node, now));
     let involved = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": pod.metadata.uid});
     writer
         .events
