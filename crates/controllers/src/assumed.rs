@@ -46,7 +46,7 @@ fn allocated(claim: &ResourceClaim) -> bool {
 #[derive(Debug, Default)]
 pub struct Assumed {
     /// Pod (namespace, name) → its uid, the node it was bound to, when.
-    pods: HashMap<Key, (String, String, Instant)>,
+    pods: HashMap<Key, ((String, String), Instant)>,
     /// Claims as written here (allocation and reservation), by (namespace, name).
     claims: HashMap<Key, (Arc<ResourceClaim>, Instant)>,
 }
@@ -56,7 +56,7 @@ impl Assumed {
     pub fn bound(&mut self, pod: &Pod, node: &str, now: Instant) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         self.pods
-            .insert(key_of(&pod.metadata), (uid, node.to_string(), now));
+            .insert(key_of(&pod.metadata), ((uid, node.to_string()), now));
     }
 
     /// Remembers a claim as written (allocated and reserved) for a pod about to be bound.
@@ -68,29 +68,19 @@ impl Assumed {
     /// The watched pods with those bound here shown bound; what the watch now shows bound,
     /// or no longer has, and what is too old, is forgotten.
     pub fn pods(&mut self, watched: Vec<Arc<Pod>>, now: Instant) -> Vec<Arc<Pod>> {
-        if self.pods.is_empty() {
-            return watched;
-        }
-        let mut still = HashMap::with_capacity(self.pods.len());
-        let overlaid = watched
-            .into_iter()
-            .map(|pod| {
-                let key = key_of(&pod.metadata);
-                let Some((uid, node, at)) = self.pods.remove(&key) else {
-                    return pod;
-                };
+        overlay(
+            &mut self.pods,
+            watched,
+            now,
+            |pod, (uid, node): &(String, String)| {
                 let same = pod.metadata.uid.as_deref().unwrap_or_default() == uid;
-                if !same || bound(&pod) || now.saturating_duration_since(at) >= KEPT {
-                    return pod;
-                }
-                let mut shown = (*pod).clone();
-                shown.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
-                still.insert(key, (uid, node, at));
-                Arc::new(shown)
-            })
-            .collect();
-        self.pods = still;
-        overlaid
+                (same && !bound(pod)).then(|| {
+                    let mut shown = pod.clone();
+                    shown.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
+                    Arc::new(shown)
+                })
+            },
+        )
     }
 
     /// The watched claims with those allocated here shown as written here; what the watch
@@ -100,28 +90,48 @@ impl Assumed {
         watched: Vec<Arc<ResourceClaim>>,
         now: Instant,
     ) -> Vec<Arc<ResourceClaim>> {
-        if self.claims.is_empty() {
-            return watched;
-        }
-        let mut still = HashMap::with_capacity(self.claims.len());
-        let overlaid = watched
-            .into_iter()
-            .map(|claim| {
-                let key = key_of(&claim.metadata);
-                let Some((ours, at)) = self.claims.remove(&key) else {
-                    return claim;
-                };
-                let same = claim.metadata.uid == ours.metadata.uid;
-                if !same || allocated(&claim) || now.saturating_duration_since(at) >= KEPT {
-                    return claim;
-                }
-                still.insert(key, (Arc::clone(&ours), at));
-                ours
-            })
-            .collect();
-        self.claims = still;
-        overlaid
+        overlay(&mut self.claims, watched, now, |claim, ours| {
+            let same = claim.metadata.uid == ours.metadata.uid;
+            (same && !allocated(claim)).then(|| Arc::clone(ours))
+        })
     }
+}
+
+/// `watched`, with each object still `remembered` (younger than [`KEPT`]) replaced by what
+/// `ours` makes of it; `ours` gives nothing once the watch shows the write (or the object
+/// is another one of the same name), and then, as for objects the watch no longer has, the
+/// memory is dropped.
+fn overlay<K: kube::Resource, V>(
+    remembered: &mut HashMap<Key, (V, Instant)>,
+    watched: Vec<Arc<K>>,
+    now: Instant,
+    ours: impl Fn(&K, &V) -> Option<Arc<K>>,
+) -> Vec<Arc<K>> {
+    if remembered.is_empty() {
+        return watched;
+    }
+    let mut still = HashMap::with_capacity(remembered.len());
+    let overlaid = watched
+        .into_iter()
+        .map(|object| {
+            let key = key_of(object.meta());
+            let Some((value, at)) = remembered.remove(&key) else {
+                return object;
+            };
+            if now.saturating_duration_since(at) >= KEPT {
+                return object;
+            }
+            match ours(&object, &value) {
+                Some(shown) => {
+                    still.insert(key, (value, at));
+                    shown
+                }
+                None => object,
+            }
+        })
+        .collect();
+    *remembered = still;
+    overlaid
 }
 
 #[cfg(test)]
