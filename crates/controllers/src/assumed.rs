@@ -16,17 +16,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use tokio::time::Instant;
 
+use crate::shell::{ObjectKey, object_key, overlay};
+
 /// How long a placement is remembered when the watch never confirms it.
 pub const KEPT: Duration = Duration::from_secs(60);
-
-type Key = (String, String);
-
-fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Key {
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
 
 fn bound(pod: &Pod) -> bool {
     pod.spec
@@ -46,9 +39,9 @@ fn allocated(claim: &ResourceClaim) -> bool {
 #[derive(Debug, Default)]
 pub struct Assumed {
     /// Pod (namespace, name) → its uid, the node it was bound to, when.
-    pods: HashMap<Key, ((String, String), Instant)>,
+    pods: HashMap<ObjectKey, ((String, String), Instant)>,
     /// Claims as written here (allocation and reservation), by (namespace, name).
-    claims: HashMap<Key, (Arc<ResourceClaim>, Instant)>,
+    claims: HashMap<ObjectKey, (Arc<ResourceClaim>, Instant)>,
 }
 
 impl Assumed {
@@ -56,13 +49,13 @@ impl Assumed {
     pub fn bound(&mut self, pod: &Pod, node: &str, now: Instant) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         self.pods
-            .insert(key_of(&pod.metadata), ((uid, node.to_string()), now));
+            .insert(object_key(&pod.metadata), ((uid, node.to_string()), now));
     }
 
     /// Remembers a claim as written (allocated and reserved) for a pod about to be bound.
     pub fn wrote(&mut self, claim: ResourceClaim, now: Instant) {
         self.claims
-            .insert(key_of(&claim.metadata), (Arc::new(claim), now));
+            .insert(object_key(&claim.metadata), (Arc::new(claim), now));
     }
 
     /// The watched pods with those bound here shown bound; what the watch now shows bound,
@@ -71,7 +64,7 @@ impl Assumed {
         overlay(
             &mut self.pods,
             watched,
-            now,
+            (now, KEPT),
             |pod, (uid, node): &(String, String)| {
                 let same = pod.metadata.uid.as_deref().unwrap_or_default() == uid;
                 (same && !bound(pod)).then(|| {
@@ -80,6 +73,7 @@ impl Assumed {
                     Arc::new(shown)
                 })
             },
+            |_| None,
         )
     }
 
@@ -90,48 +84,17 @@ impl Assumed {
         watched: Vec<Arc<ResourceClaim>>,
         now: Instant,
     ) -> Vec<Arc<ResourceClaim>> {
-        overlay(&mut self.claims, watched, now, |claim, ours| {
-            let same = claim.metadata.uid == ours.metadata.uid;
-            (same && !allocated(claim)).then(|| Arc::clone(ours))
-        })
+        overlay(
+            &mut self.claims,
+            watched,
+            (now, KEPT),
+            |claim, ours| {
+                let same = claim.metadata.uid == ours.metadata.uid;
+                (same && !allocated(claim)).then(|| Arc::clone(ours))
+            },
+            |_| None,
+        )
     }
-}
-
-/// `watched`, with each object still `remembered` (younger than [`KEPT`]) replaced by what
-/// `ours` makes of it; `ours` gives nothing once the watch shows the write (or the object
-/// is another one of the same name), and then, as for objects the watch no longer has, the
-/// memory is dropped.
-fn overlay<K: kube::Resource, V>(
-    remembered: &mut HashMap<Key, (V, Instant)>,
-    watched: Vec<Arc<K>>,
-    now: Instant,
-    ours: impl Fn(&K, &V) -> Option<Arc<K>>,
-) -> Vec<Arc<K>> {
-    if remembered.is_empty() {
-        return watched;
-    }
-    let mut still = HashMap::with_capacity(remembered.len());
-    let overlaid = watched
-        .into_iter()
-        .map(|object| {
-            let key = key_of(object.meta());
-            let Some((value, at)) = remembered.remove(&key) else {
-                return object;
-            };
-            if now.saturating_duration_since(at) >= KEPT {
-                return object;
-            }
-            match ours(&object, &value) {
-                Some(shown) => {
-                    still.insert(key, (value, at));
-                    shown
-                }
-                None => object,
-            }
-        })
-        .collect();
-    *remembered = still;
-    overlaid
 }
 
 #[cfg(test)]

@@ -253,8 +253,7 @@ pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
     // What allocations hold once the stale ones are released, kept up to date through the
     // pass; the classes compiled once.
     let mut in_use = devices_in_use(claims.iter().map(AsRef::as_ref));
-    let classes: Vec<DeviceClass> = snapshot.classes.iter().map(|c| (**c).clone()).collect();
-    let classes = DeviceClasses::new(&classes);
+    let classes = DeviceClasses::new(snapshot.classes.iter().map(AsRef::as_ref));
     for pod in &snapshot.pods {
         let Some(spec) = pod.spec.as_ref() else {
             continue;

@@ -18,7 +18,10 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, consumer, protected, reconcile};
-use crate::shell::{next_pass, patch_params, post_params, record_event, send_unread, watched};
+use crate::shell::{
+    ObjectKey, next_pass, object_key, overlay, patch_params, post_params, record_event,
+    send_unread, watched,
+};
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-resourceclaim-controller";
@@ -73,17 +76,14 @@ const OWN_CLAIMS_KEPT: Duration = Duration::from_secs(600);
 /// them would create a pod's claim a second time.
 #[derive(Default)]
 struct OwnClaims {
-    created: HashMap<(String, String), (Arc<ResourceClaim>, tokio::time::Instant)>,
+    created: HashMap<ObjectKey, (Arc<ResourceClaim>, tokio::time::Instant)>,
 }
 
 impl OwnClaims {
     fn remember(&mut self, claims: Vec<ResourceClaim>, now: tokio::time::Instant) {
         for claim in claims {
-            let key = (
-                claim.metadata.namespace.clone().unwrap_or_default(),
-                claim.metadata.name.clone().unwrap_or_default(),
-            );
-            self.created.insert(key, (Arc::new(claim), now));
+            self.created
+                .insert(object_key(&claim.metadata), (Arc::new(claim), now));
         }
     }
 
@@ -91,27 +91,16 @@ impl OwnClaims {
     /// and those kept too long, are forgotten.
     fn with(
         &mut self,
-        mut watched: Vec<Arc<ResourceClaim>>,
+        watched: Vec<Arc<ResourceClaim>>,
         now: tokio::time::Instant,
     ) -> Vec<Arc<ResourceClaim>> {
-        if self.created.is_empty() {
-            return watched;
-        }
-        let seen: std::collections::HashSet<(&str, &str)> = watched
-            .iter()
-            .map(|c| {
-                let namespace = c.metadata.namespace.as_deref().unwrap_or_default();
-                (namespace, c.metadata.name.as_deref().unwrap_or_default())
-            })
-            .collect();
-        self.created.retain(|(namespace, name), (_, at)| {
-            !seen.contains(&(namespace.as_str(), name.as_str()))
-                && now.saturating_duration_since(*at) < OWN_CLAIMS_KEPT
-        });
-        let unseen: Vec<Arc<ResourceClaim>> =
-            self.created.values().map(|(c, _)| Arc::clone(c)).collect();
-        watched.extend(unseen);
-        watched
+        overlay(
+            &mut self.created,
+            watched,
+            (now, OWN_CLAIMS_KEPT),
+            |_, _| None,
+            |created| Some(Arc::clone(created)),
+        )
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! Knows nothing about any kind; the shells bring their own context and reconcilers.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -189,6 +190,64 @@ where
     K: kube::Resource<DynamicType = ()> + Clone + 'static,
 {
     store.state().iter().map(|k| k.as_ref().clone()).collect()
+}
+
+/// An object's (namespace, name).
+pub type ObjectKey = (String, String);
+
+/// An object's (namespace, name) from its metadata.
+pub fn object_key(meta: &kube::api::ObjectMeta) -> ObjectKey {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Overlays a shell's own writes on its watch cache until the watch shows them (client-go's
+/// MutationCache, kube-scheduler's assumed pods). Each object of `watched` still
+/// `remembered` (for less than `kept`) is replaced by what `ours` makes of it; `ours` gives
+/// nothing once the watch shows the write, and the memory is dropped. A remembered object
+/// the watch does not have is added as `unseen` makes it (a creation not delivered yet), or
+/// dropped when `unseen` gives nothing (an object since deleted).
+pub fn overlay<K: kube::Resource, V>(
+    remembered: &mut HashMap<ObjectKey, (V, tokio::time::Instant)>,
+    watched: Vec<Arc<K>>,
+    (now, kept): (tokio::time::Instant, std::time::Duration),
+    ours: impl Fn(&K, &V) -> Option<Arc<K>>,
+    unseen: impl Fn(&V) -> Option<Arc<K>>,
+) -> Vec<Arc<K>> {
+    if remembered.is_empty() {
+        return watched;
+    }
+    let fresh = |at: &tokio::time::Instant| now.saturating_duration_since(*at) < kept;
+    let mut still = HashMap::with_capacity(remembered.len());
+    let mut overlaid: Vec<Arc<K>> = watched
+        .into_iter()
+        .map(|object| {
+            let key = object_key(object.meta());
+            let Some((value, at)) = remembered.remove(&key) else {
+                return object;
+            };
+            if !fresh(&at) {
+                return object;
+            }
+            match ours(&object, &value) {
+                Some(shown) => {
+                    still.insert(key, (value, at));
+                    shown
+                }
+                None => object,
+            }
+        })
+        .collect();
+    for (key, (value, at)) in remembered.drain() {
+        if let Some(added) = unseen(&value).filter(|_| fresh(&at)) {
+            overlaid.push(added);
+            still.insert(key, (value, at));
+        }
+    }
+    *remembered = still;
+    overlaid
 }
 
 /// How long a burst of changes may keep postponing a pass: under steady churn (a scheduler

@@ -143,10 +143,10 @@ pub struct DeviceClasses {
 
 impl DeviceClasses {
     /// Compiles `classes`.
-    pub fn new(classes: &[DeviceClass]) -> DeviceClasses {
+    pub fn new<'c>(classes: impl IntoIterator<Item = &'c DeviceClass>) -> DeviceClasses {
         DeviceClasses {
             classes: classes
-                .iter()
+                .into_iter()
                 .map(|class| {
                     let compiled = class
                         .spec
