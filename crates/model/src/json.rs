@@ -13,6 +13,16 @@ pub fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+/// The integer at a JSON pointer (`None` when absent or not an integer).
+pub fn int(value: &Value, pointer: &str) -> Option<i64> {
+    value.pointer(pointer).and_then(Value::as_i64)
+}
+
+/// The integer at a JSON pointer, 0 when absent or not an integer.
+pub fn int_or_zero(value: &Value, pointer: &str) -> i64 {
+    int(value, pointer).unwrap_or(0)
+}
+
 /// The strings of the array at a JSON pointer (non-strings skipped; empty when absent).
 pub fn strings_at<B: FromIterator<String>>(value: &Value, pointer: &str) -> B {
     value
@@ -35,6 +45,25 @@ mod tests {
         assert_eq!(text(&object, "/a/b"), "x");
         assert_eq!(text(&object, "/c"), "");
         assert_eq!(text(&object, "/missing"), "");
+    }
+
+    #[test]
+    fn reads_integers_or_nothing() {
+        let object = json!({"a": {"b": 7}, "c": "7", "d": 1.5});
+        let table: [(&str, Option<i64>); 4] = [
+            ("/a/b", Some(7)),
+            ("/c", None),
+            ("/d", None),
+            ("/missing", None),
+        ];
+        for (pointer, want) in table {
+            assert_eq!(int(&object, pointer), want, "{pointer}");
+            assert_eq!(
+                int_or_zero(&object, pointer),
+                want.unwrap_or(0),
+                "{pointer}"
+            );
+        }
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //!
 //! Knows nothing about storage, HTTP or scheduling.
 
+pub mod clock;
+pub mod conditions;
+pub mod event;
+pub mod ids;
 pub mod json;
 pub mod kinds;
 pub mod node_selector;

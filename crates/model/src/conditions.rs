@@ -1,0 +1,115 @@
+//! Status conditions of untyped objects (`status.conditions` lists of `{type, status, …}`):
+//! finding, reading and setting them as Kubernetes controllers do, and pod readiness.
+//!
+//! Time is an input: a setter is handed the timestamp to record; nothing here reads a clock.
+
+use serde_json::{Value, json};
+
+/// The condition of type `kind` in `object`'s `status.conditions`, whatever its status.
+pub fn find<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// Whether `object` has a condition of type `kind` with status `"True"`.
+pub fn is_true(object: &Value, kind: &str) -> bool {
+    find(object, kind).is_some_and(|c| c["status"] == "True")
+}
+
+/// Whether a pod is ready: its `Ready` condition is `"True"` (upstream's `IsPodReady`).
+pub fn pod_is_ready(pod: &Value) -> bool {
+    is_true(pod, "Ready")
+}
+
+/// Sets the condition of type `kind` in `conditions` (a `status.conditions` list) to
+/// `status`, `reason` and `message`, as upstream's `SetStatusCondition` does:
+/// `lastTransitionTime` becomes `now` only when the status changes (or the condition is
+/// new); reason and message are always updated. Returns whether anything changed.
+pub fn set(
+    conditions: &mut Vec<Value>,
+    kind: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> bool {
+    if let Some(existing) = conditions.iter_mut().find(|c| c["type"] == kind) {
+        let mut changed = false;
+        if existing["status"] != status {
+            existing["status"] = json!(status);
+            existing["lastTransitionTime"] = json!(now);
+            changed = true;
+        }
+        for (field, value) in [("reason", reason), ("message", message)] {
+            if existing[field] != value {
+                existing[field] = json!(value);
+                changed = true;
+            }
+        }
+        return changed;
+    }
+    conditions.push(json!({
+        "type": kind, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": now,
+    }));
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_follows_the_ready_condition_only() {
+        let table = [
+            (json!({}), false),
+            (json!({"status": {"conditions": []}}), false),
+            (
+                json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+                false,
+            ),
+            (
+                json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+                true,
+            ),
+            (
+                json!({"status": {"conditions": [{"type": "ContainersReady", "status": "True"}]}}),
+                false,
+            ),
+            (json!({"status": {"conditions": "not a list"}}), false),
+        ];
+        for (pod, want) in table {
+            assert_eq!(pod_is_ready(&pod), want, "{pod}");
+        }
+    }
+
+    #[test]
+    fn setting_moves_the_transition_time_only_when_the_status_changes() {
+        let mut conditions = Vec::new();
+        assert!(set(&mut conditions, "Ready", "False", "Starting", "", "t1"));
+        assert_eq!(conditions[0]["lastTransitionTime"], "t1");
+        // Same status, new reason: updated, transition time kept.
+        assert!(set(&mut conditions, "Ready", "False", "Waiting", "m", "t2"));
+        assert_eq!(conditions[0]["lastTransitionTime"], "t1");
+        assert_eq!(conditions[0]["reason"], "Waiting");
+        // Nothing new: no change.
+        assert!(!set(
+            &mut conditions,
+            "Ready",
+            "False",
+            "Waiting",
+            "m",
+            "t3"
+        ));
+        // Status flips: transition time moves.
+        assert!(set(&mut conditions, "Ready", "True", "Up", "", "t4"));
+        assert_eq!(conditions[0]["lastTransitionTime"], "t4");
+        assert_eq!(conditions.len(), 1);
+        let object = json!({"status": {"conditions": conditions}});
+        assert!(is_true(&object, "Ready"));
+        assert!(find(&object, "Other").is_none());
+    }
+}
