@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use tessera_devices::nvml::NvmlReport;
 use tessera_devices::server::{GpuSlot, Link};
-use tessera_devices::sysfs::Inventory;
 use tessera_devices::{Catalog, GpuModel, GpuTopology};
+use tessera_discovery::nvml::NvmlReport;
+use tessera_discovery::sysfs::Inventory;
 use tessera_node::resource_slice::{nvidia_device_classes, nvidia_slices};
 use tessera_plugins::cdi;
 use tessera_plugins::device_plugin::{DevicePluginSpec, GpuDevicePlugin, PluginDevice};
@@ -128,7 +128,7 @@ fn nvml_report(root: &Path) -> Option<NvmlReport> {
     if root != Path::new("/") {
         return None;
     }
-    match tessera_devices::nvml::probe(None) {
+    match tessera_discovery::nvml::probe(None) {
         Ok(report) => {
             for warning in &report.warnings {
                 eprintln!("warning: NVML: {warning}");
@@ -144,7 +144,7 @@ fn nvml_report(root: &Path) -> Option<NvmlReport> {
 
 fn inventory(root: &Path) -> anyhow::Result<(Catalog, Inventory)> {
     let catalog = Catalog::built_in()?;
-    let inventory = tessera_devices::sysfs::discover(root, &catalog);
+    let inventory = tessera_discovery::sysfs::discover(root, &catalog);
     for warning in &inventory.warnings {
         eprintln!("warning: {warning}");
     }
@@ -248,13 +248,13 @@ fn pcie_topology(slots: &[GpuSlot]) -> GpuTopology {
 fn watch_health(plugin: GpuDevicePlugin, watching: std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::Ordering;
     std::thread::spawn(move || {
-        let result = tessera_devices::nvml::watch_health(
+        let result = tessera_discovery::nvml::watch_health(
             None,
             1000,
             || watching.load(Ordering::Relaxed),
             |event| {
                 let fatal = event.xid.is_none_or(|xid| {
-                    tessera_devices::nvml::fatal_xid(u32::try_from(xid).unwrap_or(u32::MAX))
+                    tessera_discovery::nvml::fatal_xid(u32::try_from(xid).unwrap_or(u32::MAX))
                 });
                 tracing::warn!(gpu = ?event.uuid, what = %event.what, fatal, "GPU health event");
                 if !fatal {
@@ -345,7 +345,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         Exposure::Dra => {
             let client = crate::client::connect(args.kubeconfig.as_deref()).await?;
             let slices = nvidia_slices(&args.node_name, &slots, model, None);
-            tessera_node::dra_publish::publish(&client, &nvidia_device_classes(), &slices)
+            tessera_twin::dra_publish::publish(&client, &nvidia_device_classes(), &slices)
                 .await
                 .context("publish ResourceSlices")?;
             let devices = (0..slots.len())

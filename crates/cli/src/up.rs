@@ -9,8 +9,9 @@ use tessera_apiserver::gc::Collector;
 use tessera_apiserver::policy;
 use tessera_apiserver::tls::Pki;
 use tessera_apiserver::{ApiServer, Objects, ServerConfig};
-use tessera_node::{NodeTwins, Topology, TwinConfig};
+use tessera_node::Topology;
 use tessera_store::{Store, StoreOptions};
+use tessera_twin::{NodeTwins, TwinConfig};
 use tokio::net::TcpListener;
 
 use crate::UpArgs;

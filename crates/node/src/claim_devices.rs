@@ -1,7 +1,7 @@
 //! What the kubelet does with a pod's ResourceClaims before its containers start: resolve
 //! each pod claim to its ResourceClaim (by name, or through `status.resourceClaimStatuses`
 //! for claims generated from templates), require it to be allocated and reserved for the pod,
-//! prepare it as the DRA driver's kubelet plugin would ([`tessera_plugins::dra_claims::plan`]:
+//! prepare it as the DRA driver's kubelet plugin would ([`crate::dra_claims::plan`]:
 //! this node's devices only, CDI device IDs `k8s.gpu.nvidia.com/claim=<claimUID>-<device>`),
 //! and give each container the devices of the claims (and requests) it names, with the env a
 //! runtime would set (`NVIDIA_VISIBLE_DEVICES` with the device UUIDs).
@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use serde_json::Value;
-use tessera_plugins::dra_claims::{self, PreparedClaim};
 
+use crate::dra_claims::{self, PreparedClaim};
 use crate::resource_slice::resource_slices;
 use crate::topology::NodeSpec;
 

@@ -8,19 +8,25 @@
 //! | `fault.tessera.dev/nic-<name>` | `down` | node condition `NetworkInterfacesDegraded=True` naming the NICs |
 //! | `fault.tessera.dev/node` | `not-ready` / `unreachable` | the kubelet reports Ready=False / stops posting status and renewing its Lease |
 //!
-//! Removing an annotation recovers. Pure: parsing and effects; the twin applies them.
+//! Removing an annotation recovers. Pure: parsing and effects (the node status and device
+//! taints they make, the pods a failed GPU takes down); time is an input, and the twin reads
+//! the annotations and applies the effects.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
 
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use serde_json::{Value, json};
 use tessera_model::Quantity;
+use tessera_model::conditions;
+use tessera_model::time::timestamp;
 
 use crate::topology::NodeSpec;
 
 /// The annotation prefix of faults.
 pub const PREFIX: &str = "fault.tessera.dev/";
 
-pub use tessera_devices::nvml::{APPLICATION_XIDS, xid_description};
+pub use tessera_devices::xid::{APPLICATION_XIDS, xid_description};
 
 /// A node-level fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +52,7 @@ pub struct Faults {
 
 /// Whether an XID makes the device unhealthy.
 pub fn fatal(xid: u32) -> bool {
-    tessera_devices::nvml::fatal_xid(xid)
+    tessera_devices::xid::fatal_xid(xid)
 }
 
 impl Faults {
@@ -178,6 +184,87 @@ pub fn taint_slices(slices: &mut [Value], faults: &Faults) {
             }
         }
     }
+}
+
+/// What the node reports when GPU `gpu` turned unhealthy with `xid`:
+/// `GPU gpu-<i> (<uuid>): XID <xid>: <what the XID means>`.
+pub fn unhealthy_message(node: &str, gpu: usize, xid: u32) -> String {
+    format!(
+        "GPU gpu-{gpu} ({}): XID {xid}: {}",
+        crate::resource_slice::device_uuid("GPU", node, &format!("gpu-{gpu}")),
+        xid_description(xid)
+    )
+}
+
+/// The status a kubelet posts at `now` for a node with faults: allocatable without unhealthy
+/// GPUs, Ready per the node fault, and `NetworkInterfacesDegraded` naming NICs that are down.
+pub fn node_status(spec: &NodeSpec, faults: &Faults, now: SystemTime) -> Value {
+    let now = timestamp(now);
+    let mut status = crate::node_object::node_status(spec, &now);
+    let allocatable: serde_json::Map<String, Value> = faults
+        .allocatable(spec)
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v.to_canonical())))
+        .collect();
+    status["status"]["allocatable"] = Value::Object(allocatable);
+    if let Some(conditions) = status["status"]["conditions"].as_array_mut() {
+        if faults.node == Some(NodeFault::NotReady) {
+            conditions::set(
+                conditions,
+                "Ready",
+                "False",
+                "KubeletNotReady",
+                "container runtime is down",
+                &now,
+            );
+        }
+        let (degraded, reason, message) = if faults.nics_down.is_empty() {
+            (
+                "False",
+                "NetworkInterfacesUp",
+                "all network interfaces are up".to_string(),
+            )
+        } else {
+            let nics: Vec<&str> = faults.nics_down.iter().map(String::as_str).collect();
+            (
+                "True",
+                "NetworkInterfaceDown",
+                format!("network interfaces down: {}", nics.join(", ")),
+            )
+        };
+        conditions.push(json!({"type": "NetworkInterfacesDegraded", "status": degraded,
+            "reason": reason, "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now}));
+    }
+    status
+}
+
+/// The pods (namespace, name) reserving a claim that was allocated one of the DRA devices of
+/// GPU `gpu` on `node`: the containers a GPU failure on it crashes.
+pub fn claim_users(claims: &[ResourceClaim], node: &str, gpu: usize) -> BTreeSet<(String, String)> {
+    let mut users = BTreeSet::new();
+    for claim in claims {
+        let status = claim.status.as_ref();
+        let on_gpu = status
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.as_ref())
+            .is_some_and(|results| {
+                results
+                    .iter()
+                    .any(|r| r.pool == node && parent_gpu(&r.device) == Some(gpu))
+            });
+        if on_gpu {
+            let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+            for consumer in status
+                .and_then(|s| s.reserved_for.as_ref())
+                .into_iter()
+                .flatten()
+            {
+                users.insert((namespace.clone(), consumer.name.clone()));
+            }
+        }
+    }
+    users
 }
 
 #[cfg(test)]

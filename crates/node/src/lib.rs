@@ -1,26 +1,36 @@
-//! Node twins: simulated kubelets for the embedded platform.
+//! The node model: what a node of the cluster topology is and what its kubelet does, as pure
+//! data and functions.
 //!
-//! Registers one Node per entry of the cluster topology, keeps it Ready with Lease
-//! heartbeats and condition updates, and runs every pod bound to it: Pending → Running →
-//! Succeeded or Failed (or restarts, per `restartPolicy`), with container statuses, pod IPs
-//! from the node's pod CIDR, container logs and kubelet events. Works only through a kube-rs
-//! `Client`, so it is indifferent to whether the API server is in-process or remote.
-//! Knows nothing about real hardware.
+//! - [`topology`] (the topology file), [`network`] (its address plan), [`hardware`] and
+//!   [`accelerators`] (server models, GPU exposure, the labels and extended resources they
+//!   give);
+//! - [`node_object`] (the Node a topology entry registers as, its status and Lease),
+//!   [`resource_slice`] (the DRA ResourceSlices and DeviceClasses it publishes),
+//!   [`onboarding`] (validating a joining node, and the outcome);
+//! - the kubelet's decisions: [`device_admission`] and [`gpu_assignments`] (device-plugin GPUs
+//!   a pod gets and their checkpoint), [`dra_claims`] and [`claim_devices`] (preparing a pod's
+//!   ResourceClaims as the DRA driver's kubelet plugin), [`runtime`] and [`pod_status`] (how a
+//!   simulated container behaves and the statuses a kubelet posts), [`pod_ips`] (pod IPs),
+//!   [`faults`] (injected faults and their effects).
+//!
+//! No I/O, no clock, no async: time is an input. The node twins (`tessera-twin`) run these
+//! against an API server; the simulator (`tessera-sim`) schedules against the same objects
+//! without one. Knows nothing about clients or real hardware.
 
 pub mod accelerators;
 pub mod claim_devices;
 pub mod device_admission;
-pub mod dra_publish;
+pub mod dra_claims;
 pub mod faults;
 pub mod gpu_assignments;
 pub mod hardware;
 pub mod network;
 pub mod node_object;
 pub mod onboarding;
+pub mod pod_ips;
+pub mod pod_status;
 pub mod resource_slice;
 pub mod runtime;
 pub mod topology;
-mod twin;
 
 pub use topology::{NodeSpec, Topology, TopologyError};
-pub use twin::{NodeTwins, TwinConfig};

@@ -1,11 +1,14 @@
 //! The Node object a topology entry registers as: metadata and spec (labels, taints, pod CIDR,
 //! the onboarding taint for nodes that go through it) and the status a kubelet posts
-//! (capacity, allocatable, conditions, addresses, node info). Pure: the twins send these, and
-//! the simulator schedules against them without an API server. Knows nothing about clients.
+//! (capacity, allocatable, conditions, addresses, node info), and the Lease its heartbeat
+//! renews. Pure: the twins send these, and the simulator schedules against them without an
+//! API server. Knows nothing about clients.
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use serde_json::{Value, json};
+use tessera_model::time::micro_timestamp;
 
 use crate::onboarding::{ONBOARDING_LABEL, ONBOARDING_TAINT};
 use crate::topology::NodeSpec;
@@ -79,4 +82,15 @@ pub fn node_status(spec: &NodeSpec, now: &str) -> Value {
             "architecture": "amd64",
         },
     }})
+}
+
+/// The node's Lease in `kube-node-lease`, renewed at `now`.
+pub fn lease(spec: &NodeSpec, now: SystemTime) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": spec.name, "namespace": "kube-node-lease",
+                     "ownerReferences": []},
+        "spec": {"holderIdentity": spec.name, "leaseDurationSeconds": 40,
+                 "renewTime": micro_timestamp(now)},
+    })
 }

@@ -5,10 +5,12 @@
 //! then opened: the taint goes and `node.tessera.dev/onboarding` reads `complete` (or `failed`,
 //! with the taint kept and the reason in a warning event).
 //!
-//! The check is pure; the twin reads the objects and applies the outcome.
+//! The check and its outcome (the patch that opens or keeps closed the node, the event) are
+//! pure; the twin reads the objects and applies the outcome.
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
+use serde_json::{Value, json};
 
 use crate::topology::NodeSpec;
 
@@ -64,6 +66,59 @@ pub fn validate(spec: &NodeSpec, node: &Node, slices: &[ResourceSlice]) -> Resul
         "validated {gpus} GPU(s) ({model}): labels, {} extended resource(s), {published} DRA device(s); opened for workloads",
         expected.len()
     ))
+}
+
+/// What onboarding does to a node: a merge patch of its label and taints, and the event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The merge patch of the Node.
+    pub patch: Value,
+    /// The event's type (`Normal` or `Warning`).
+    pub kind: &'static str,
+    /// The event's reason.
+    pub reason: &'static str,
+    /// The event's message.
+    pub message: String,
+}
+
+/// What onboarding decides for a node that is `validating` (none for nodes in another state):
+/// [`validate`], then `complete` without the onboarding taint, or `failed` keeping it.
+pub fn decide(spec: &NodeSpec, node: &Node, slices: &[ResourceSlice]) -> Option<Outcome> {
+    let state = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(ONBOARDING_LABEL).cloned());
+    if state.as_deref() != Some("validating") {
+        return None;
+    }
+    let (state, kind, reason, message) = match validate(spec, node, slices) {
+        Ok(message) => ("complete", "Normal", "NodeOnboarded", message),
+        Err(message) => ("failed", "Warning", "NodeOnboardingFailed", message),
+    };
+    let taints: Vec<Value> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| state != "complete" || t.key != ONBOARDING_TAINT)
+        .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect}))
+        .collect();
+    // An empty list is removed (merge patch null), as a node without taints has none.
+    let taints = if taints.is_empty() {
+        Value::Null
+    } else {
+        json!(taints)
+    };
+    let patch = json!({"metadata": {"labels": {ONBOARDING_LABEL: state}},
+        "spec": {"taints": taints}});
+    Some(Outcome {
+        patch,
+        kind,
+        reason,
+        message,
+    })
 }
 
 #[cfg(test)]

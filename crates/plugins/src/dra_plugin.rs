@@ -1,6 +1,6 @@
 //! The DRA kubelet plugin service (`v1.DRAPlugin`, and `v1beta1.DRAPlugin` for kubelets
 //! 1.32–1.33): NodePrepareResources reads each claim, checks its allocation against this node
-//! ([`crate::dra_claims::plan`]), writes a CDI spec per claim and answers the CDI device IDs;
+//! ([`tessera_node::dra_claims::plan`]), writes a CDI spec per claim and answers the CDI device IDs;
 //! NodeUnprepareResources removes the spec. Prepared claims are checkpointed to a file so
 //! both calls stay idempotent across plugin restarts. Per-claim failures travel in the
 //! response's `error`, as the kubelet expects, never as a failed call.
@@ -19,8 +19,8 @@ use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
 use crate::cdi;
-use crate::dra_claims::{self, Checkpoint, PreparedClaim};
 use crate::proto::{dra_v1 as v1, dra_v1beta1 as v1beta1};
+use tessera_node::dra_claims::{self, Checkpoint, PreparedClaim};
 
 /// Where a plugin reads ResourceClaims from.
 pub trait ClaimSource: Send + Sync + 'static {

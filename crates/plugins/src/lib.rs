@@ -3,8 +3,9 @@
 //!
 //! - [`device_plugin`]: device plugin API v1beta1 for whole GPUs (ListAndWatch with health,
 //!   GetPreferredAllocation over the GPU topology, Allocate with env and CDI names);
-//! - [`dra_plugin`] and [`dra_claims`]: the DRA kubelet plugin (NodePrepareResources /
-//!   NodeUnprepareResources for `resource.k8s.io/v1` claims, CDI specs, a checkpoint);
+//! - [`dra_plugin`]: the DRA kubelet plugin (NodePrepareResources / NodeUnprepareResources
+//!   for `resource.k8s.io/v1` claims, CDI specs, a checkpoint), deciding what to prepare with
+//!   the pure `tessera_node::dra_claims`;
 //! - [`lifecycle`]: registration (device plugin `Register` to `kubelet.sock`, DRA
 //!   `pluginregistration` GetInfo / NotifyRegistrationStatus) and re-registration when the
 //!   kubelet restarts;
@@ -14,7 +15,6 @@
 
 pub mod cdi;
 pub mod device_plugin;
-pub mod dra_claims;
 pub mod dra_plugin;
 pub mod lifecycle;
 pub mod proto;

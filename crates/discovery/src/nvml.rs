@@ -4,14 +4,16 @@
 //! without it, where [`probe`] answers why not instead of failing.
 //!
 //! One GPU that cannot be read becomes a warning, never an error for the whole probe. Knows
-//! nothing of Kubernetes; `sysfs` discovery is the other, driver-free source.
+//! nothing of Kubernetes; `sysfs` discovery is the other, driver-free source. What an XID
+//! means is the catalog's knowledge ([`tessera_devices::xid`], re-exported here).
 
 use std::ffi::OsStr;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{P2pCapabilitiesIndex, P2pStatus, TopologyLevel};
 
-use crate::server::Link;
+use tessera_devices::server::Link;
+pub use tessera_devices::xid::{APPLICATION_XIDS, fatal_xid, xid_description};
 
 /// The library name the driver installs (the unversioned `.so` needs the dev package).
 pub const LIBRARY: &str = "libnvidia-ml.so.1";
@@ -248,37 +250,6 @@ pub fn watch_health(
     Ok(())
 }
 
-/// What an XID means, in NVIDIA's words where it has them.
-pub fn xid_description(xid: u32) -> &'static str {
-    match xid {
-        13 => "Graphics Engine Exception",
-        31 => "GPU memory page fault",
-        43 => "GPU stopped processing",
-        45 => "Preemptive cleanup, due to previous errors",
-        48 => "Double Bit ECC Error",
-        61 | 62 => "Internal micro-controller error",
-        63 => "ECC page retirement or row remapping recording event",
-        64 => "ECC page retirement or row remapper recording failure",
-        68 => "NVDEC0 Exception",
-        74 => "NVLink Error",
-        79 => "GPU has fallen off the bus",
-        92 => "High single-bit ECC error rate",
-        94 => "Contained ECC error",
-        95 => "Uncontained ECC error",
-        109 => "Context Switch Timeout Error",
-        119 | 120 => "GSP error",
-        _ => "GPU error",
-    }
-}
-
-/// XIDs NVIDIA's device plugin treats as application errors, not device failures.
-pub const APPLICATION_XIDS: [u32; 6] = [13, 31, 43, 45, 68, 109];
-
-/// Whether an XID makes the device unhealthy.
-pub fn fatal_xid(xid: u32) -> bool {
-    !APPLICATION_XIDS.contains(&xid)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,7 +295,7 @@ mod tests {
         if report.gpus.is_empty() {
             return;
         }
-        let catalog = crate::Catalog::built_in().expect("catalog");
+        let catalog = tessera_devices::Catalog::built_in().expect("catalog");
         let sysfs = crate::sysfs::discover(std::path::Path::new("/"), &catalog);
         for gpu in &report.gpus {
             assert!(gpu.uuid.starts_with("GPU-"), "{gpu:?}");

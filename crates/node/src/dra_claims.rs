@@ -3,7 +3,9 @@
 //! and the checkpoint of prepared claims that survives a plugin restart (so unprepare after
 //! a restart still finds the spec files, and prepare stays idempotent).
 //!
-//! Knows nothing of gRPC or of how claims are fetched.
+//! Shared by the DRA kubelet plugin (`tessera-plugins`, which serves it over gRPC and writes
+//! the CDI specs and the checkpoint) and by the node twins ([`crate::claim_devices`]). Knows
+//! nothing of gRPC or of how claims are fetched.
 
 use std::collections::BTreeMap;
 

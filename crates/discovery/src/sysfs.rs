@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::catalog::Catalog;
+use tessera_devices::catalog::Catalog;
 
 /// PCI vendors whose accelerators are inventoried.
 const VENDORS: &[&str] = &["10de", "1002", "8086"];

@@ -1,0 +1,72 @@
+//! The twins' heartbeat: each reachable node's Lease renewed every `lease_interval`, and its
+//! conditions (with those its faults set) refreshed every `status_interval`.
+//!
+//! Knows the API calls and the timers; the Lease and the status come from `tessera-node`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tessera_model::clock::Clock;
+use tessera_node::faults::{self, Faults, NodeFault};
+use tessera_node::node_object;
+use tessera_node::topology::NodeSpec;
+
+use crate::twins::TwinConfig;
+
+/// Renews each node's Lease and refreshes its conditions, every `lease_interval` and
+/// `status_interval`; nodes cut off by a fault are skipped.
+pub(crate) async fn heartbeat(
+    client: Client,
+    nodes: Vec<NodeSpec>,
+    config: TwinConfig,
+    faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
+    clock: Clock,
+) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let node_api: Api<Node> = Api::all(client);
+    let mut last_status = tokio::time::Instant::now();
+    loop {
+        let current = faults.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let reachable: Vec<&NodeSpec> = nodes
+            .iter()
+            .filter(|n| current.get(&n.name).and_then(|f| f.node) != Some(NodeFault::Unreachable))
+            .collect();
+        for spec in reachable.iter().copied() {
+            let lease = node_object::lease(spec, clock());
+            let result = leases
+                .patch(&spec.name, &PatchParams::default(), &Patch::Merge(&lease))
+                .await;
+            if let Err(kube::Error::Api(status)) = &result
+                && status.code == 404
+                && let Ok(lease) = serde_json::from_value::<Lease>(lease)
+                && let Err(error) = leases.create(&PostParams::default(), &lease).await
+            {
+                tracing::warn!(node = %spec.name, %error, "cannot create the node lease");
+            }
+        }
+        if last_status.elapsed() >= config.status_interval {
+            last_status = tokio::time::Instant::now();
+            for spec in reachable.iter().copied() {
+                let faults = current.get(&spec.name).cloned().unwrap_or_default();
+                let patch = faults::node_status(spec, &faults, clock());
+                let conditions = json!({"status": {"conditions": patch["status"]["conditions"]}});
+                if let Err(error) = node_api
+                    .patch_status(
+                        &spec.name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&conditions),
+                    )
+                    .await
+                {
+                    tracing::warn!(node = %spec.name, %error, "cannot refresh node conditions");
+                }
+            }
+        }
+        tokio::time::sleep(config.lease_interval).await;
+    }
+}

@@ -1,0 +1,383 @@
+//! The pod lifecycle on the twins' nodes: admitting a bound pod (its claims prepared, its
+//! devices admitted, an IP given), starting its containers (events, logs, the Running status),
+//! ending or restarting a run when its timer fires, rejecting it, deleting it.
+//!
+//! Knows the API calls, the timers and the order of things; the statuses, the behaviour and
+//! the admission decisions come from `tessera-node`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use std::collections::HashMap;
+use tessera_node::claim_devices;
+use tessera_node::gpu_assignments::device_log_lines;
+use tessera_node::pod_ips::PodIps;
+use tessera_node::pod_status::{
+    self, containers, finished_status, pod_key, restart_policy, running_status,
+};
+use tessera_node::runtime::Behaviour;
+use tessera_node::topology::NodeSpec;
+use tokio::sync::mpsc;
+
+use crate::twins::NodeTwins;
+
+/// A run of a pod that ends at a deadline.
+#[derive(Debug)]
+pub(crate) struct Completion {
+    namespace: String,
+    name: String,
+    uid: String,
+    run: u64,
+}
+
+/// Per-pod bookkeeping of a running pod.
+pub(crate) struct Running {
+    uid: String,
+    pub(crate) run: u64,
+    timer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(timer) = self.timer.take() {
+            timer.abort();
+        }
+    }
+}
+
+impl NodeTwins {
+    /// Brings a pod bound to one of these nodes one step on: deletes it (after stopping its
+    /// containers), forgets it when it finished, resumes its run after a restart, or admits
+    /// and starts it.
+    pub(crate) async fn reconcile(
+        &self,
+        pod: &Pod,
+        running: &mut HashMap<(String, String), Running>,
+        ips: &mut PodIps,
+        done: &mpsc::UnboundedSender<Completion>,
+    ) -> Result<(), kube::Error> {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            return Ok(());
+        };
+        let Some(spec) = self.nodes.get(&node) else {
+            return Ok(());
+        };
+        if self.unreachable(&node) {
+            // The kubelet is cut off: nothing happens on the node until it is back.
+            return Ok(());
+        }
+        let key = pod_key(pod);
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        // Remember IPs of pods that already have one (after a restart).
+        ips.remember(&node, pod);
+        let now = (self.clock)();
+        if pod.metadata.deletion_timestamp.is_some() {
+            running.remove(&key);
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
+            if matches!(phase.as_str(), "Running" | "Pending") {
+                self.event(pod, &node, "Normal", "Killing", "Stopping container", None)
+                    .await;
+                // As the kubelet does: the stopped containers end the pod as Failed before
+                // it is removed (pods held by finalizers show it).
+                let status = finished_status(pod, "Failed", 137, "Error", now);
+                match pods
+                    .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+                    Err(error) => return Err(error),
+                }
+            }
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match pods.delete(&key.1, &params).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+                Err(error) => return Err(error),
+            }
+            return Ok(());
+        }
+        if matches!(phase.as_str(), "Succeeded" | "Failed") {
+            running.remove(&key);
+            self.release_gpus(pod).await;
+            return Ok(());
+        }
+        if running.get(&key).is_some_and(|r| r.uid == uid) {
+            return Ok(());
+        }
+        let behaviour = match pod_status::behaviour(pod) {
+            Ok(behaviour) => behaviour,
+            Err(error) => {
+                self.fail_to_start(pod, &error.to_string()).await?;
+                return Ok(());
+            }
+        };
+        if phase == "Running" {
+            // Resume after a restart: the run ends relative to when the container started.
+            let remaining = pod_status::remaining_run(pod, behaviour.duration, now);
+            running.insert(key.clone(), self.schedule(&key, &uid, 0, remaining, done));
+            return Ok(());
+        }
+        // Pending: prepare the pod's claims and admit its devices, then start the containers.
+        let mut claim_lines = BTreeMap::new();
+        if !claim_devices::claim_names(pod).is_empty() {
+            match self.prepare_claims(pod, spec).await? {
+                Ok(lines) => claim_lines = lines,
+                Err(not_ready) => {
+                    self.waiting_for_claims
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(uid.clone(), key.clone());
+                    if let claim_devices::NotReady::Failed(message) = not_ready {
+                        self.event(
+                            pod,
+                            &node,
+                            "Warning",
+                            "FailedPrepareDynamicResources",
+                            &message,
+                            None,
+                        )
+                        .await;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        let admitted = self
+            .gpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admit(spec, &key, pod);
+        let devices = match admitted {
+            Ok(devices) => {
+                if !devices.is_empty() {
+                    self.save_checkpoint();
+                    self.publish_numa(&node).await;
+                }
+                devices
+            }
+            Err(error) => {
+                self.reject(pod, error.reason(), &error.to_string()).await?;
+                return Ok(());
+            }
+        };
+        let ip = ips.allocate(spec).unwrap_or_default();
+        for (container, image) in containers(pod) {
+            self.event(
+                pod,
+                &node,
+                "Normal",
+                "Pulled",
+                &format!("Container image \"{image}\" already present on machine"),
+                Some(&container),
+            )
+            .await;
+            self.event(
+                pod,
+                &node,
+                "Normal",
+                "Created",
+                &format!("Created container: {container}"),
+                Some(&container),
+            )
+            .await;
+            self.event(
+                pod,
+                &node,
+                "Normal",
+                "Started",
+                &format!("Started container {container}"),
+                Some(&container),
+            )
+            .await;
+            let mut lines = device_log_lines(
+                &node,
+                devices
+                    .get(&container)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default(),
+            );
+            lines.extend(claim_lines.remove(&container).unwrap_or_default());
+            lines.extend(behaviour.logs.clone().unwrap_or_else(|| {
+                vec![format!(
+                    "tessera node twin {node}: container {container} started (image {image})"
+                )]
+            }));
+            self.append_log(&key, &container, &lines).await;
+        }
+        let status = running_status(pod, spec, &ip, now, 0, None);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
+        pods.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        running.insert(
+            key.clone(),
+            self.schedule(&key, &uid, 0, behaviour.duration, done),
+        );
+        Ok(())
+    }
+
+    fn schedule(
+        &self,
+        key: &(String, String),
+        uid: &str,
+        run: u64,
+        after: Option<Duration>,
+        done: &mpsc::UnboundedSender<Completion>,
+    ) -> Running {
+        let timer = after.map(|after| {
+            let done = done.clone();
+            let completion = Completion {
+                namespace: key.0.clone(),
+                name: key.1.clone(),
+                uid: uid.to_string(),
+                run,
+            };
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = done.send(completion);
+            })
+        });
+        Running {
+            uid: uid.to_string(),
+            run,
+            timer,
+        }
+    }
+
+    /// A run ended: finish the pod or restart its containers, per its restart policy.
+    pub(crate) async fn complete(
+        &self,
+        done: Completion,
+        running: &mut HashMap<(String, String), Running>,
+        done_tx: &mpsc::UnboundedSender<Completion>,
+    ) -> Result<(), kube::Error> {
+        let key = (done.namespace.clone(), done.name.clone());
+        if !running
+            .get(&key)
+            .is_some_and(|r| r.uid == done.uid && r.run == done.run)
+        {
+            return Ok(());
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &done.namespace);
+        let Some(pod) = pods.get_opt(&done.name).await? else {
+            running.remove(&key);
+            return Ok(());
+        };
+        if pod.metadata.uid.as_deref() != Some(done.uid.as_str())
+            || pod.metadata.deletion_timestamp.is_some()
+        {
+            running.remove(&key);
+            return Ok(());
+        }
+        let Some(spec) = self.node_of(&pod) else {
+            return Ok(());
+        };
+        let behaviour = pod_status::behaviour(&pod).unwrap_or(Behaviour {
+            duration: None,
+            exit_code: 0,
+            logs: None,
+        });
+        let restart = pod_status::restarts(&restart_policy(&pod), behaviour.exit_code);
+        let now = (self.clock)();
+        let ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .unwrap_or_default();
+        let reason = pod_status::exit_reason(behaviour.exit_code);
+        if !restart {
+            running.remove(&key);
+            let phase = if behaviour.exit_code == 0 {
+                "Succeeded"
+            } else {
+                "Failed"
+            };
+            let status = finished_status(&pod, phase, behaviour.exit_code, reason, now);
+            pods.patch_status(&done.name, &PatchParams::default(), &Patch::Merge(&status))
+                .await?;
+            return Ok(());
+        }
+        let restarts = done.run + 1;
+        let terminated = pod_status::terminated(behaviour.exit_code, reason, None, now);
+        let status = running_status(&pod, spec, &ip, now, restarts as i32, Some(terminated));
+        pods.patch_status(&done.name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        for (container, image) in containers(&pod) {
+            let lines = behaviour.logs.clone().unwrap_or_else(|| {
+                vec![format!(
+                    "tessera node twin {}: container {container} restarted (image {image})",
+                    spec.name
+                )]
+            });
+            self.append_log(&key, &container, &lines).await;
+        }
+        running.insert(
+            key.clone(),
+            self.schedule(&key, &done.uid, restarts, behaviour.duration, done_tx),
+        );
+        Ok(())
+    }
+
+    /// Fetches the pod's claims and prepares them for its containers.
+    async fn prepare_claims(
+        &self,
+        pod: &Pod,
+        spec: &NodeSpec,
+    ) -> Result<Result<BTreeMap<String, Vec<String>>, claim_devices::NotReady>, kube::Error> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
+        let mut claims = BTreeMap::new();
+        for (pod_claim, name) in claim_devices::claim_names(pod) {
+            let Some(name) = name else { continue };
+            if let Some(claim) = api.get_opt(&name).await? {
+                claims.insert(pod_claim, claim);
+            }
+        }
+        Ok(claim_devices::container_devices(pod, spec, &claims))
+    }
+
+    /// Rejects a pod at admission, as the kubelet does: Failed, with the reason and
+    /// `Pod was rejected: <message>`, and a warning event.
+    async fn reject(&self, pod: &Pod, reason: &str, message: &str) -> Result<(), kube::Error> {
+        let (namespace, name) = pod_key(pod);
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        self.event(pod, &node, "Warning", reason, message, None)
+            .await;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let status = json!({"status": {"phase": "Failed", "reason": reason,
+            "message": format!("Pod was rejected: {message}")}});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        Ok(())
+    }
+
+    async fn fail_to_start(&self, pod: &Pod, message: &str) -> Result<(), kube::Error> {
+        let (namespace, name) = pod_key(pod);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let status = json!({"status": {"phase": "Failed", "reason": "InvalidSimulation", "message": message}});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        Ok(())
+    }
+}

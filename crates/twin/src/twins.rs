@@ -1,0 +1,362 @@
+//! The node twins: their settings and state, registration, DRA device publication,
+//! onboarding, and the watch loop that hands node, claim and pod events to the fault
+//! ([`crate::faults`]) and pod ([`crate::pods`]) handlers.
+//!
+//! Knows the API calls and the loop; what the objects hold and what the kubelet decides comes
+//! from `tessera-node`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tessera_model::clock::Clock;
+use tessera_model::time::timestamp;
+use tessera_node::faults::{Faults, NodeFault};
+use tessera_node::gpu_assignments::{self, GpuAssignments};
+use tessera_node::node_object::{self, node_status};
+use tessera_node::pod_ips::PodIps;
+use tessera_node::pod_status::pod_key;
+use tessera_node::topology::{NodeSpec, Topology};
+use tessera_node::{onboarding, resource_slice};
+use tokio::sync::mpsc;
+
+use crate::pods::{Completion, Running};
+use crate::records::load_checkpoint;
+
+/// Settings of the node twins.
+#[derive(Debug, Clone)]
+pub struct TwinConfig {
+    /// Where container logs are written (`<dir>/<namespace>/<pod>/<container>.log`).
+    pub log_dir: PathBuf,
+    /// How often Leases are renewed.
+    pub lease_interval: Duration,
+    /// How often node conditions are refreshed.
+    pub status_interval: Duration,
+    /// Where the devices pods hold are checkpointed (none: kept in memory only).
+    pub device_checkpoint: Option<PathBuf>,
+}
+
+impl Default for TwinConfig {
+    fn default() -> Self {
+        TwinConfig {
+            log_dir: PathBuf::from("logs"),
+            lease_interval: Duration::from_secs(10),
+            status_interval: Duration::from_secs(60),
+            device_checkpoint: None,
+        }
+    }
+}
+
+/// The node twins of one topology.
+pub struct NodeTwins {
+    pub(crate) client: Client,
+    pub(crate) config: TwinConfig,
+    pub(crate) nodes: BTreeMap<String, NodeSpec>,
+    pub(crate) gpus: std::sync::Mutex<GpuAssignments>,
+    /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
+    pub(crate) waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
+    /// Injected faults by node, shared with the heartbeat.
+    pub(crate) faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
+    /// Where the twins read the time.
+    pub(crate) clock: Clock,
+}
+
+impl NodeTwins {
+    /// Twins for every node of a topology, talking to the API through a client.
+    /// They read the host's clock; [`NodeTwins::with_clock`] gives them another.
+    pub fn new(client: Client, topology: &Topology, config: TwinConfig) -> NodeTwins {
+        let gpus = load_checkpoint(config.device_checkpoint.as_deref());
+        let nodes = topology
+            .nodes()
+            .into_iter()
+            .map(|spec| (spec.name.clone(), spec))
+            .collect();
+        NodeTwins {
+            client,
+            config,
+            nodes,
+            gpus: std::sync::Mutex::new(gpus),
+            waiting_for_claims: std::sync::Mutex::default(),
+            faults: Arc::default(),
+            clock: Arc::new(SystemTime::now),
+        }
+    }
+
+    /// The same twins reading the time from `clock` (statuses, events, leases, log lines);
+    /// the timers of pod runs and heartbeats stay tokio's.
+    pub fn with_clock(mut self, clock: Clock) -> NodeTwins {
+        self.clock = clock;
+        self
+    }
+
+    /// The names of the nodes these twins run.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+
+    /// Registers the nodes, then keeps them alive and runs their pods until dropped.
+    pub async fn run(self) -> Result<(), kube::Error> {
+        for spec in self.nodes.values() {
+            self.register(spec).await?;
+        }
+        self.publish_devices().await?;
+        self.onboard().await?;
+        for name in self.nodes.keys() {
+            self.publish_numa(name).await;
+        }
+        tracing::info!(nodes = self.nodes.len(), "node twins registered");
+        let heartbeat = tokio::spawn(crate::heartbeat::heartbeat(
+            self.client.clone(),
+            self.nodes.values().cloned().collect(),
+            self.config.clone(),
+            self.faults.clone(),
+            self.clock.clone(),
+        ));
+        let result = self.run_pods().await;
+        heartbeat.abort();
+        result
+    }
+
+    async fn register(&self, spec: &NodeSpec) -> Result<(), kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.get_opt(&spec.name).await? {
+            None => {
+                let node: Node = serde_json::from_value(node_object::registration(spec))
+                    .map_err(kube::Error::SerdeError)?;
+                nodes.create(&PostParams::default(), &node).await?;
+            }
+            Some(_) => {
+                // Keep what users changed (cordon, extra labels); re-assert topology labels.
+                let patch = json!({"metadata": {"labels": spec.labels}});
+                nodes
+                    .patch(&spec.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+        }
+        nodes
+            .patch_status(
+                &spec.name,
+                &PatchParams::default(),
+                &Patch::Merge(&node_status(spec, &timestamp((self.clock)()))),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Acts as the DRA driver of DRA pools: installs its DeviceClasses and publishes each
+    /// node's ResourceSlice (server-side apply, so a restart re-asserts the same slice).
+    async fn publish_devices(&self) -> Result<(), kube::Error> {
+        let slices: Vec<Value> = self
+            .nodes
+            .values()
+            .flat_map(resource_slice::resource_slices)
+            .collect();
+        if slices.is_empty() {
+            return Ok(());
+        }
+        let classes = resource_slice::nvidia_device_classes();
+        crate::dra_publish::publish(&self.client, &classes, &slices).await
+    }
+
+    /// Validates nodes that joined for onboarding and opens those that pass.
+    async fn onboard(&self) -> Result<(), kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let slices: Api<ResourceSlice> = Api::all(self.client.clone());
+        let onboarding: Vec<&NodeSpec> = self.nodes.values().filter(|s| s.onboarding).collect();
+        if onboarding.is_empty() {
+            return Ok(());
+        }
+        let published = slices.list(&Default::default()).await?.items;
+        for spec in onboarding {
+            let node = nodes.get(&spec.name).await?;
+            let Some(outcome) = onboarding::decide(spec, &node, &published) else {
+                continue;
+            };
+            nodes
+                .patch(
+                    &spec.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&outcome.patch),
+                )
+                .await?;
+            self.node_event(&spec.name, outcome.kind, outcome.reason, &outcome.message)
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn run_pods(self) -> Result<(), kube::Error> {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Completion>();
+        let mut running: HashMap<(String, String), Running> = HashMap::new();
+        let mut ips = PodIps::default();
+        let mut stream = watcher(pods.clone(), watcher::Config::default()).boxed();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut claim_stream = watcher(
+            Api::<ResourceClaim>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .boxed();
+        let mut node_stream = watcher(
+            Api::<Node>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .boxed();
+        loop {
+            tokio::select! {
+                Some(event) = node_stream.next() => {
+                    let node = match event {
+                        Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => node,
+                        Ok(_) => continue,
+                        Err(error) => {
+                            tracing::warn!(%error, "node watch failed; retrying");
+                            continue;
+                        }
+                    };
+                    let name = node.metadata.name.clone().unwrap_or_default();
+                    let was_unreachable = self.unreachable(&name);
+                    if let Err(error) = self.apply_faults(&node, &mut running).await {
+                        tracing::warn!(node = %name, %error, "node twin could not apply faults");
+                    }
+                    if was_unreachable && !self.unreachable(&name) {
+                        // Back in touch: catch up with what happened to the node's pods.
+                        let on_node = pods
+                            .list(&kube::api::ListParams::default().fields(&format!("spec.nodeName={name}")))
+                            .await;
+                        for pod in on_node.map(|l| l.items).unwrap_or_default() {
+                            if let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await {
+                                tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                            }
+                        }
+                    }
+                }
+                Some(event) = claim_stream.next() => {
+                    let Ok(watcher::Event::Apply(claim)) = event else { continue };
+                    // A claim reserved for a waiting pod: its containers may start now.
+                    let ready: Vec<(String, String)> = {
+                        let mut waiting = self.waiting_for_claims.lock().unwrap_or_else(|p| p.into_inner());
+                        claim
+                            .status
+                            .iter()
+                            .flat_map(|s| s.reserved_for.iter().flatten())
+                            .filter_map(|c| waiting.remove(&c.uid))
+                            .collect()
+                    };
+                    for (namespace, name) in ready {
+                        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+                        if let Ok(Some(pod)) = api.get_opt(&name).await
+                            && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                        {
+                            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                        }
+                    }
+                }
+                event = stream.next() => {
+                    let Some(event) = event else { return Ok(()) };
+                    let pods_seen = match event {
+                        Ok(watcher::Event::InitApply(pod)) => {
+                            let (namespace, name) = pod_key(&pod);
+                            seen.insert(format!("{namespace}/{name}"));
+                            vec![pod]
+                        }
+                        Ok(watcher::Event::Apply(pod)) => vec![pod],
+                        Ok(watcher::Event::Delete(pod)) => {
+                            let key = pod_key(&pod);
+                            running.remove(&key);
+                            ips.release(&pod);
+                            self.release_gpus(&pod).await;
+                            continue;
+                        }
+                        Ok(watcher::Event::Init) => {
+                            seen.clear();
+                            continue;
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            // Devices of pods that went away while the twin was down are free.
+                            self.gpus.lock().unwrap_or_else(|p| p.into_inner()).retain(&seen);
+                            self.save_checkpoint();
+                            for name in self.nodes.keys() {
+                                self.publish_numa(name).await;
+                            }
+                            continue;
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "pod watch failed; retrying");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            continue;
+                        }
+                    };
+                    for pod in pods_seen {
+                        if let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await {
+                            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                        }
+                    }
+                }
+                Some(done) = done_rx.recv() => {
+                    if let Err(error) = self.complete(done, &mut running, &done_tx).await {
+                        tracing::warn!(%error, "node twin could not finish a pod run");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The node twin a pod is bound to, if it is one of these.
+    pub(crate) fn node_of(&self, pod: &Pod) -> Option<&NodeSpec> {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| self.nodes.get(n))
+    }
+
+    /// Whether `node` is cut off by an injected fault.
+    pub(crate) fn unreachable(&self, node: &str) -> bool {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .is_some_and(|f| f.node == Some(NodeFault::Unreachable))
+    }
+
+    /// Frees the device-plugin devices of a pod that ended or went away.
+    pub(crate) async fn release_gpus(&self, pod: &Pod) {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
+            self.gpus
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .release(node, &pod_key(pod));
+            self.save_checkpoint();
+            self.publish_numa(node).await;
+        }
+    }
+
+    /// Tells the scheduler the node's free GPUs per NUMA node (whole-GPU device-plugin nodes).
+    pub(crate) async fn publish_numa(&self, node: &str) {
+        let Some(spec) = self.nodes.get(node) else {
+            return;
+        };
+        let in_use = self
+            .gpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .in_use(node);
+        let Some(annotations) = gpu_assignments::numa_annotations(spec, &in_use) else {
+            return;
+        };
+        let patch = json!({"metadata": {"annotations": annotations}});
+        if let Err(error) = Api::<Node>::all(self.client.clone())
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(%node, %error, "cannot publish the node's GPU NUMA layout");
+        }
+    }
+}
