@@ -338,4 +338,78 @@ mod tests {
             "recovered devices lose their taints"
         );
     }
+
+    #[test]
+    fn a_faulted_node_reports_its_faults_in_its_status() {
+        let topology = Topology::default_lab();
+        let node = &topology.nodes()[0];
+        let now = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_767_323_045);
+        let condition = |status: &Value, kind: &str| {
+            conditions::find(status, kind).cloned().unwrap_or_default()
+        };
+        let healthy = node_status(node, &Faults::default(), now);
+        assert_eq!(condition(&healthy, "Ready")["status"], "True");
+        assert_eq!(
+            condition(&healthy, "NetworkInterfacesDegraded"),
+            json!({"type": "NetworkInterfacesDegraded", "status": "False",
+                "reason": "NetworkInterfacesUp", "message": "all network interfaces are up",
+                "lastHeartbeatTime": "2026-01-02T03:04:05Z",
+                "lastTransitionTime": "2026-01-02T03:04:05Z"})
+        );
+        let faults = Faults {
+            node: Some(NodeFault::NotReady),
+            nics_down: BTreeSet::from(["mlx5_0".to_string(), "mlx5_1".to_string()]),
+            ..Faults::default()
+        };
+        let faulted = node_status(node, &faults, now);
+        assert_eq!(
+            condition(&faulted, "Ready"),
+            json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                "message": "container runtime is down",
+                "lastHeartbeatTime": "2026-01-02T03:04:05Z",
+                "lastTransitionTime": "2026-01-02T03:04:05Z"})
+        );
+        let degraded = condition(&faulted, "NetworkInterfacesDegraded");
+        assert_eq!(degraded["status"], "True");
+        assert_eq!(
+            degraded["message"],
+            "network interfaces down: mlx5_0, mlx5_1"
+        );
+    }
+
+    #[test]
+    fn a_failed_gpu_takes_down_the_pods_reserving_claims_on_it() {
+        let claim = |namespace: &str, device: &str, pool: &str, pods: &[&str]| -> ResourceClaim {
+            let reserved: Vec<Value> = pods
+                .iter()
+                .map(|p| json!({"resource": "pods", "name": p, "uid": format!("{p}-uid")}))
+                .collect();
+            serde_json::from_value(json!({
+                "metadata": {"namespace": namespace, "name": "c"},
+                "spec": {"devices": {"requests": []}},
+                "status": {"allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": device}
+                ]}}, "reservedFor": reserved},
+            }))
+            .expect("claim")
+        };
+        let claims = [
+            claim("a", "gpu-3", "n1", &["p1", "p2"]),
+            claim("b", "gpu-3-mig-1g18gb-0", "n1", &["p3"]),
+            claim("c", "gpu-2", "n1", &["p4"]),
+            claim("d", "gpu-3", "n2", &["p5"]),
+        ];
+        let users: Vec<(String, String)> = claim_users(&claims, "n1", 3).into_iter().collect();
+        let want: Vec<(String, String)> = [("a", "p1"), ("a", "p2"), ("b", "p3")]
+            .into_iter()
+            .map(|(n, p)| (n.to_string(), p.to_string()))
+            .collect();
+        assert_eq!(users, want);
+        let message = unhealthy_message("n1", 3, 79);
+        assert!(message.starts_with("GPU gpu-3 (GPU-"), "{message}");
+        assert!(
+            message.ends_with("): XID 79: GPU has fallen off the bus"),
+            "{message}"
+        );
+    }
 }

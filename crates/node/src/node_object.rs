@@ -94,3 +94,21 @@ pub fn lease(spec: &NodeSpec, now: SystemTime) -> Value {
                  "renewTime": micro_timestamp(now)},
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+
+    #[test]
+    fn the_lease_is_held_by_the_node_and_renewed_at_now() {
+        let spec = Topology::default_lab().nodes().remove(0);
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(1_767_323_045_000_001);
+        let lease = lease(&spec, now);
+        assert_eq!(lease["metadata"]["name"], spec.name.as_str());
+        assert_eq!(lease["metadata"]["namespace"], "kube-node-lease");
+        assert_eq!(lease["spec"]["holderIdentity"], spec.name.as_str());
+        assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
+        assert_eq!(lease["spec"]["renewTime"], "2026-01-02T03:04:05.000001Z");
+    }
+}

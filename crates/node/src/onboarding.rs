@@ -166,4 +166,51 @@ mod tests {
         unlabelled.metadata.labels = None;
         assert!(validate(&h100, &unlabelled, &slices).is_err_and(|e| e.contains("is missing")));
     }
+
+    #[test]
+    fn a_validated_node_opens_and_a_failed_one_stays_tainted() {
+        let l40s = spec("l40s-1");
+        let joining = |allocatable: serde_json::Value, state: &str| -> Node {
+            let mut node = node(&l40s, allocatable);
+            let labels = node.metadata.labels.get_or_insert_default();
+            labels.insert(ONBOARDING_LABEL.into(), state.into());
+            node.spec = serde_json::from_value(json!({"taints": [
+                {"key": ONBOARDING_TAINT, "effect": "NoSchedule"},
+                {"key": "team", "value": "a", "effect": "NoSchedule"},
+            ]}))
+            .ok();
+            node
+        };
+        let open = decide(
+            &l40s,
+            &joining(json!({"nvidia.com/gpu": "16"}), "validating"),
+            &[],
+        )
+        .expect("validating");
+        assert_eq!((open.kind, open.reason), ("Normal", "NodeOnboarded"));
+        assert_eq!(
+            open.patch,
+            json!({"metadata": {"labels": {ONBOARDING_LABEL: "complete"}},
+                "spec": {"taints": [{"key": "team", "value": "a", "effect": "NoSchedule"}]}})
+        );
+        let failed = decide(&l40s, &joining(json!({}), "validating"), &[]).expect("validating");
+        assert_eq!(
+            (failed.kind, failed.reason),
+            ("Warning", "NodeOnboardingFailed")
+        );
+        assert_eq!(
+            failed.patch["metadata"]["labels"][ONBOARDING_LABEL],
+            "failed"
+        );
+        assert_eq!(
+            failed.patch["spec"]["taints"].as_array().map(Vec::len),
+            Some(2)
+        );
+        assert_eq!(decide(&l40s, &joining(json!({}), "complete"), &[]), None);
+
+        let mut untainted = joining(json!({"nvidia.com/gpu": "16"}), "validating");
+        untainted.spec = None;
+        let open = decide(&l40s, &untainted, &[]).expect("validating");
+        assert_eq!(open.patch["spec"]["taints"], serde_json::Value::Null);
+    }
 }

@@ -50,3 +50,40 @@ impl PodIps {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+
+    fn pod(node: &str, ip: Option<&str>) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"nodeName": node, "containers": []},
+            "status": {"podIP": ip},
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn the_lowest_free_host_is_handed_out_and_released() {
+        let spec = Topology::default_lab().nodes().remove(0);
+        let prefix = spec.pod_ip(0);
+        let prefix = prefix.trim_end_matches('0');
+        let mut ips = PodIps::default();
+        // A pod that already had .2 before a restart keeps it.
+        ips.remember(&spec.name, &pod(&spec.name, Some(&format!("{prefix}2"))));
+        assert_eq!(ips.allocate(&spec), Some(format!("{prefix}3")));
+        assert_eq!(ips.allocate(&spec), Some(format!("{prefix}4")));
+        ips.release(&pod(&spec.name, Some(&format!("{prefix}3"))));
+        assert_eq!(ips.allocate(&spec), Some(format!("{prefix}3")));
+        // A pod without an IP, or on another node, frees nothing.
+        ips.release(&pod(&spec.name, None));
+        ips.release(&pod("elsewhere", Some(&format!("{prefix}4"))));
+        assert_eq!(ips.allocate(&spec), Some(format!("{prefix}5")));
+        for _ in 6..=254 {
+            assert!(ips.allocate(&spec).is_some());
+        }
+        assert_eq!(ips.allocate(&spec), None, "the /24 is full");
+    }
+}

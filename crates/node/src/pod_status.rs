@@ -1,8 +1,9 @@
 //! What a kubelet posts for a pod as its containers run: the Running status (conditions, IPs,
 //! container statuses with restarts and the last state), the finished status (Succeeded or
 //! Failed with the exit code), the status after a device failure crashed the containers, and
-//! the decisions in between: how a pod behaves (from its annotations and restart policy),
-//! whether a run that ended restarts, how long a resumed run has left.
+//! that of a pod rejected at admission or with unusable annotations; and the decisions in
+//! between: how a pod behaves (from its annotations and restart policy), whether a run that
+//! ended restarts, how long a resumed run has left.
 //!
 //! Pure; time is an input. The twin fetches pods, sends these statuses and runs the timers.
 
@@ -193,6 +194,18 @@ pub fn finished_status(
     }})
 }
 
+/// The status patch of a pod the kubelet rejected at admission: Failed with `reason` and
+/// `Pod was rejected: <message>`.
+pub fn rejected_status(reason: &str, message: &str) -> Value {
+    json!({"status": {"phase": "Failed", "reason": reason,
+        "message": format!("Pod was rejected: {message}")}})
+}
+
+/// The status patch of a pod whose simulation annotations are unusable (`message` says why).
+pub fn invalid_simulation_status(message: &str) -> Value {
+    json!({"status": {"phase": "Failed", "reason": "InvalidSimulation", "message": message}})
+}
+
 /// The status patch of a running pod whose containers crashed at `now` because their device
 /// failed (`message`): with `restarts` (a pod that restarts, `Always`) Running on with the
 /// crash as the last state; without, Failed with the message in each container's state.
@@ -222,4 +235,130 @@ pub fn device_failure_status(
         container["state"]["terminated"]["message"] = json!(message);
     }
     status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+
+    fn at(seconds: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    fn pod(status: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ml", "name": "train", "uid": "u1"},
+            "spec": {"nodeName": "n1", "restartPolicy": "OnFailure",
+                "containers": [{"name": "main", "image": "cuda:12"}]},
+            "status": status,
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn runs_restart_per_policy_and_resume_where_they_were() {
+        let table = [
+            ("Always", 0, true),
+            ("Always", 1, true),
+            ("OnFailure", 0, false),
+            ("OnFailure", 2, true),
+            ("Never", 1, false),
+        ];
+        for (policy, exit_code, want) in table {
+            assert_eq!(restarts(policy, exit_code), want, "{policy} {exit_code}");
+        }
+        assert_eq!(exit_reason(0), "Completed");
+        assert_eq!(exit_reason(137), "Error");
+
+        let started = pod(
+            json!({"phase": "Running", "containerStatuses": [{"name": "main",
+            "image": "cuda:12", "imageID": "", "ready": true, "restartCount": 0,
+            "state": {"running": {"startedAt": "1970-01-01T00:01:40Z"}}}]}),
+        );
+        let minute = Some(Duration::from_secs(60));
+        assert_eq!(
+            remaining_run(&started, minute, at(130)),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            remaining_run(&started, minute, at(500)),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(remaining_run(&started, None, at(130)), None);
+        assert_eq!(remaining_run(&pod(json!({})), minute, at(130)), minute);
+        assert_eq!(restart_policy(&started), "OnFailure");
+        assert_eq!(pod_key(&started), ("ml".to_string(), "train".to_string()));
+        assert_eq!(
+            containers(&started),
+            [("main".to_string(), "cuda:12".to_string())]
+        );
+        assert_eq!(
+            behaviour(&started).map(|b| b.duration),
+            Ok(Some(Duration::from_secs(1)))
+        );
+    }
+
+    #[test]
+    fn statuses_read_as_a_kubelet_posts_them() {
+        let spec = Topology::default_lab().nodes().remove(0);
+        let stamp = "1970-01-01T00:01:40Z";
+        let running = running_status(&pod(json!({})), &spec, "10.0.0.2", at(100), 0, None);
+        assert_eq!(running["status"]["phase"], "Running");
+        assert_eq!(running["status"]["startTime"], stamp);
+        assert_eq!(running["status"]["podIPs"], json!([{"ip": "10.0.0.2"}]));
+        assert_eq!(
+            running["status"]["containerStatuses"][0],
+            json!({"name": "main", "image": "cuda:12", "imageID": "tessera://cuda:12",
+                "containerID": "tessera://u1-main", "ready": true, "started": true,
+                "restartCount": 0, "state": {"running": {"startedAt": stamp}}})
+        );
+        let ready = tessera_model::conditions::find(&running, "Ready").cloned();
+        assert_eq!(
+            ready,
+            Some(json!({"type": "Ready", "status": "True", "lastTransitionTime": stamp}))
+        );
+
+        let finished = finished_status(&pod(json!({})), "Succeeded", 0, "Completed", at(100));
+        assert_eq!(
+            finished["status"]["containerStatuses"][0]["state"],
+            json!({"terminated": {"exitCode": 0, "reason": "Completed",
+                "startedAt": stamp, "finishedAt": stamp}})
+        );
+        let ready = tessera_model::conditions::find(&finished, "Ready").cloned();
+        assert_eq!(
+            ready,
+            Some(
+                json!({"type": "Ready", "status": "False", "lastTransitionTime": stamp,
+                "reason": "PodCompleted"})
+            )
+        );
+
+        let running_pod = pod(json!({"phase": "Running", "podIP": "10.0.0.9"}));
+        let crashed = device_failure_status(&running_pod, &spec, "XID 79", Some(2), at(100));
+        assert_eq!(crashed["status"]["phase"], "Running");
+        assert_eq!(crashed["status"]["podIP"], "10.0.0.9");
+        assert_eq!(crashed["status"]["containerStatuses"][0]["restartCount"], 2);
+        assert_eq!(
+            crashed["status"]["containerStatuses"][0]["lastState"],
+            json!({"terminated": {"exitCode": 1, "reason": "Error", "message": "XID 79",
+                "startedAt": stamp, "finishedAt": stamp}})
+        );
+        let failed = device_failure_status(&running_pod, &spec, "XID 79", None, at(100));
+        assert_eq!(failed["status"]["phase"], "Failed");
+        assert_eq!(
+            failed["status"]["containerStatuses"][0]["state"]["terminated"]["message"],
+            "XID 79"
+        );
+
+        assert_eq!(
+            rejected_status("UnexpectedAdmissionError", "no GPUs"),
+            json!({"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError",
+                "message": "Pod was rejected: no GPUs"}})
+        );
+        assert_eq!(
+            invalid_simulation_status("bad")["status"]["reason"],
+            "InvalidSimulation"
+        );
+    }
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use tessera_node::faults::{self, Faults, NodeFault};
+use tessera_node::faults::{self as node_faults, Faults, NodeFault};
 use tessera_node::pod_status::{self, containers, restart_policy};
 use tessera_node::resource_slice;
 
@@ -47,14 +47,14 @@ impl NodeTwins {
         };
         tracing::info!(node = %name, ?faults, "faults changed");
         if faults.node != Some(NodeFault::Unreachable) {
-            let status = faults::node_status(spec, &faults, (self.clock)());
+            let status = node_faults::node_status(spec, &faults, (self.clock)());
             Api::<Node>::all(self.client.clone())
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await?;
         }
         let mut slices = resource_slice::resource_slices(spec);
         if !slices.is_empty() {
-            faults::taint_slices(&mut slices, &faults);
+            node_faults::taint_slices(&mut slices, &faults);
             crate::dra_publish::publish(&self.client, &[], &slices).await?;
         }
         let newly: Vec<usize> = faults
@@ -64,7 +64,7 @@ impl NodeTwins {
             .collect();
         for gpu in newly {
             let xid = faults.gpus.get(&gpu).copied().unwrap_or_default();
-            let message = faults::unhealthy_message(&name, gpu, xid);
+            let message = node_faults::unhealthy_message(&name, gpu, xid);
             self.node_event(&name, "Warning", "GPUUnhealthy", &message)
                 .await;
             for key in self.gpu_users(&name, gpu).await? {
@@ -91,7 +91,7 @@ impl NodeTwins {
         let claims = Api::<ResourceClaim>::all(self.client.clone())
             .list(&Default::default())
             .await?;
-        users.extend(faults::claim_users(&claims.items, node, gpu));
+        users.extend(node_faults::claim_users(&claims.items, node, gpu));
         Ok(users.into_iter().collect())
     }
 

@@ -12,7 +12,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tessera_model::clock::Clock;
-use tessera_node::faults::{self, Faults, NodeFault};
+use tessera_node::faults::{self as node_faults, Faults, NodeFault};
 use tessera_node::node_object;
 use tessera_node::topology::NodeSpec;
 
@@ -52,8 +52,8 @@ pub(crate) async fn heartbeat(
         if last_status.elapsed() >= config.status_interval {
             last_status = tokio::time::Instant::now();
             for spec in reachable.iter().copied() {
-                let faults = current.get(&spec.name).cloned().unwrap_or_default();
-                let patch = faults::node_status(spec, &faults, clock());
+                let node = current.get(&spec.name).cloned().unwrap_or_default();
+                let patch = node_faults::node_status(spec, &node, clock());
                 let conditions = json!({"status": {"conditions": patch["status"]["conditions"]}});
                 if let Err(error) = node_api
                     .patch_status(

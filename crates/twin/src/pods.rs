@@ -5,15 +5,13 @@
 //! Knows the API calls, the timers and the order of things; the statuses, the behaviour and
 //! the admission decisions come from `tessera-node`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use serde_json::json;
-use std::collections::HashMap;
 use tessera_node::claim_devices;
 use tessera_node::gpu_assignments::device_log_lines;
 use tessera_node::pod_ips::PodIps;
@@ -80,7 +78,6 @@ impl NodeTwins {
             .unwrap_or_default();
         // Remember IPs of pods that already have one (after a restart).
         ips.remember(&node, pod);
-        let now = (self.clock)();
         if pod.metadata.deletion_timestamp.is_some() {
             running.remove(&key);
             let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
@@ -89,7 +86,7 @@ impl NodeTwins {
                     .await;
                 // As the kubelet does: the stopped containers end the pod as Failed before
                 // it is removed (pods held by finalizers show it).
-                let status = finished_status(pod, "Failed", 137, "Error", now);
+                let status = finished_status(pod, "Failed", 137, "Error", (self.clock)());
                 match pods
                     .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
                     .await
@@ -131,7 +128,7 @@ impl NodeTwins {
         };
         if phase == "Running" {
             // Resume after a restart: the run ends relative to when the container started.
-            let remaining = pod_status::remaining_run(pod, behaviour.duration, now);
+            let remaining = pod_status::remaining_run(pod, behaviour.duration, (self.clock)());
             running.insert(key.clone(), self.schedule(&key, &uid, 0, remaining, done));
             return Ok(());
         }
@@ -222,7 +219,7 @@ impl NodeTwins {
             }));
             self.append_log(&key, &container, &lines).await;
         }
-        let status = running_status(pod, spec, &ip, now, 0, None);
+        let status = running_status(pod, spec, &ip, (self.clock)(), 0, None);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
         pods.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
             .await?;
@@ -365,8 +362,7 @@ impl NodeTwins {
         self.event(pod, &node, "Warning", reason, message, None)
             .await;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        let status = json!({"status": {"phase": "Failed", "reason": reason,
-            "message": format!("Pod was rejected: {message}")}});
+        let status = pod_status::rejected_status(reason, message);
         pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await?;
         Ok(())
@@ -375,7 +371,7 @@ impl NodeTwins {
     async fn fail_to_start(&self, pod: &Pod, message: &str) -> Result<(), kube::Error> {
         let (namespace, name) = pod_key(pod);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        let status = json!({"status": {"phase": "Failed", "reason": "InvalidSimulation", "message": message}});
+        let status = pod_status::invalid_simulation_status(message);
         pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await?;
         Ok(())

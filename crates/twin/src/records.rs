@@ -5,11 +5,14 @@
 //! Failures are logged, never fatal: a twin runs on without its records. Knows nothing of
 //! what the records mean.
 
+use std::time::SystemTime;
+
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 use tessera_model::event::{Recorder, core_event};
+use tessera_model::json::text;
 use tessera_model::time::micro_timestamp;
 use tessera_node::gpu_assignments::GpuAssignments;
 use tessera_node::pod_status::pod_key;
@@ -78,8 +81,7 @@ impl NodeTwins {
             .await;
     }
 
-    /// Records an event about `involved` as `component` on `node`, in the involved object's
-    /// namespace (`default` for a Node); failures are only logged.
+    /// Records an event about `involved` as `component` on `node`; failures are only logged.
     async fn record_event(
         &self,
         node: &str,
@@ -89,15 +91,15 @@ impl NodeTwins {
         message: &str,
         component: &str,
     ) {
-        let recorder = Recorder {
+        let (namespace, event) = event_object(
+            node,
+            involved,
+            kind,
+            reason,
+            message,
             component,
-            host: Some(node),
-        };
-        let event = core_event(recorder, involved, kind, reason, message, (self.clock)());
-        let namespace = event["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default")
-            .to_string();
+            (self.clock)(),
+        );
         let Ok(event) = serde_json::from_value::<CoreEvent>(event) else {
             return;
         };
@@ -130,6 +132,26 @@ impl NodeTwins {
     }
 }
 
+/// The event `component` on `node` records about `involved` at `now`, and the namespace it
+/// goes to (the involved object's, `default` for a Node).
+fn event_object(
+    node: &str,
+    involved: Value,
+    kind: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+    now: SystemTime,
+) -> (String, Value) {
+    let recorder = Recorder {
+        component,
+        host: Some(node),
+    };
+    let event = core_event(recorder, involved, kind, reason, message, now);
+    let namespace = text(&event, "/metadata/namespace").to_string();
+    (namespace, event)
+}
+
 /// The device assignments of a previous run; an unreadable checkpoint starts empty, with a
 /// warning.
 pub(crate) fn load_checkpoint(path: Option<&std::path::Path>) -> GpuAssignments {
@@ -146,5 +168,47 @@ pub(crate) fn load_checkpoint(path: Option<&std::path::Path>) -> GpuAssignments 
             tracing::warn!(path = %path.display(), %error, "ignoring an invalid device checkpoint");
             GpuAssignments::default()
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The events are the ones the twin built itself before `tessera_model::event` did it.
+    #[test]
+    fn events_read_as_the_twin_built_them() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_323_045);
+        let stamp = "2026-01-02T03:04:05Z";
+        let pod = serde_json::json!({"kind": "Pod", "namespace": "team-a", "name": "p",
+            "uid": "u1", "apiVersion": "v1", "fieldPath": "spec.containers{c}"});
+        let node = serde_json::json!({"kind": "Node", "name": "n1", "apiVersion": "v1"});
+        let cases = [
+            ("team-a", pod, "Normal", "Started", "kubelet", "p."),
+            (
+                "default",
+                node,
+                "Warning",
+                "GPUUnhealthy",
+                "tessera-onboarding",
+                "n1.",
+            ),
+        ];
+        for (namespace, involved, kind, reason, component, prefix) in cases {
+            let before = serde_json::json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": prefix, "namespace": namespace},
+                "involvedObject": involved,
+                "reason": reason, "message": "m", "type": kind,
+                "source": {"component": component, "host": "n1"},
+                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+                "reportingComponent": component, "reportingInstance": "n1",
+            });
+            let (target, event) =
+                event_object("n1", involved.clone(), kind, reason, "m", component, now);
+            assert_eq!(target, namespace);
+            assert_eq!(event, before, "{reason}");
+        }
     }
 }
