@@ -123,6 +123,27 @@ fn conditions(ready: bool, now: &str) -> Value {
     json!(list)
 }
 
+/// When the pod started, as its status says (`now` when it does not).
+fn start_time(pod: &Pod, now: &str) -> Value {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .and_then(|t| serde_json::to_value(t).ok())
+        .unwrap_or_else(|| json!(now))
+}
+
+/// The events (reason, message) a kubelet records as it starts `container` from `image`.
+pub fn start_events(container: &str, image: &str) -> [(&'static str, String); 3] {
+    [
+        (
+            "Pulled",
+            format!("Container image \"{image}\" already present on machine"),
+        ),
+        ("Created", format!("Created container: {container}")),
+        ("Started", format!("Started container {container}")),
+    ]
+}
+
 /// A container state `terminated` at `now` with `exit_code` and `reason` (and `message`).
 pub fn terminated(exit_code: i32, reason: &str, message: Option<&str>, now: SystemTime) -> Value {
     let mut fields = json!({"exitCode": exit_code, "reason": reason});
@@ -145,12 +166,7 @@ pub fn running_status(
     last: Option<Value>,
 ) -> Value {
     let now_text = timestamp(now);
-    let start_time = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .and_then(|t| serde_json::to_value(t).ok())
-        .unwrap_or_else(|| json!(now_text));
+    let start_time = start_time(pod, &now_text);
     let state = json!({"running": {"startedAt": now_text}});
     json!({"status": {
         "phase": "Running",
@@ -173,12 +189,7 @@ pub fn finished_status(
     now: SystemTime,
 ) -> Value {
     let now_text = timestamp(now);
-    let started = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .and_then(|t| serde_json::to_value(t).ok())
-        .unwrap_or_else(|| json!(now_text));
+    let started = start_time(pod, &now_text);
     let restarts = pod
         .status
         .as_ref()
@@ -355,6 +366,14 @@ mod tests {
             rejected_status("UnexpectedAdmissionError", "no GPUs"),
             json!({"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError",
                 "message": "Pod was rejected: no GPUs"}})
+        );
+        assert_eq!(
+            start_events("main", "cuda:12").map(|(reason, _)| reason),
+            ["Pulled", "Created", "Started"]
+        );
+        assert_eq!(
+            start_events("main", "cuda:12")[0].1,
+            "Container image \"cuda:12\" already present on machine"
         );
         assert_eq!(
             invalid_simulation_status("bad")["status"]["reason"],

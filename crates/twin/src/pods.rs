@@ -177,33 +177,10 @@ impl NodeTwins {
         };
         let ip = ips.allocate(spec).unwrap_or_default();
         for (container, image) in containers(pod) {
-            self.event(
-                pod,
-                &node,
-                "Normal",
-                "Pulled",
-                &format!("Container image \"{image}\" already present on machine"),
-                Some(&container),
-            )
-            .await;
-            self.event(
-                pod,
-                &node,
-                "Normal",
-                "Created",
-                &format!("Created container: {container}"),
-                Some(&container),
-            )
-            .await;
-            self.event(
-                pod,
-                &node,
-                "Normal",
-                "Started",
-                &format!("Started container {container}"),
-                Some(&container),
-            )
-            .await;
+            for (reason, message) in pod_status::start_events(&container, &image) {
+                self.event(pod, &node, "Normal", reason, &message, Some(&container))
+                    .await;
+            }
             let mut lines = device_log_lines(
                 &node,
                 devices

@@ -5,8 +5,6 @@
 //! Failures are logged, never fatal: a twin runs on without its records. Knows nothing of
 //! what the records mean.
 
-use std::time::SystemTime;
-
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use kube::Api;
 use kube::api::PostParams;
@@ -64,42 +62,38 @@ impl NodeTwins {
         message: &str,
         container: Option<&str>,
     ) {
-        let (namespace, name) = pod_key(pod);
-        let mut involved = json!({"kind": "Pod", "namespace": namespace, "name": name,
-            "uid": pod.metadata.uid, "apiVersion": "v1"});
-        if let Some(container) = container {
-            involved["fieldPath"] = json!(format!("spec.containers{{{container}}}"));
-        }
-        self.record_event(node, involved, kind, reason, message, "kubelet")
+        let involved = pod_reference(pod, container);
+        let recorder = Recorder {
+            component: "kubelet",
+            host: Some(node),
+        };
+        self.record_event(recorder, involved, kind, reason, message)
             .await;
     }
 
     /// Records an event about the Node `node`.
     pub(crate) async fn node_event(&self, node: &str, kind: &str, reason: &str, message: &str) {
         let involved = json!({"kind": "Node", "name": node, "apiVersion": "v1"});
-        self.record_event(node, involved, kind, reason, message, "tessera-onboarding")
+        let recorder = Recorder {
+            component: "tessera-onboarding",
+            host: Some(node),
+        };
+        self.record_event(recorder, involved, kind, reason, message)
             .await;
     }
 
-    /// Records an event about `involved` as `component` on `node`; failures are only logged.
+    /// Records an event about `involved` (built by `tessera_model::event::core_event`, in the
+    /// involved object's namespace, `default` for a Node); failures are only logged.
     async fn record_event(
         &self,
-        node: &str,
+        recorder: Recorder<'_>,
         involved: Value,
         kind: &str,
         reason: &str,
         message: &str,
-        component: &str,
     ) {
-        let (namespace, event) = event_object(
-            node,
-            involved,
-            kind,
-            reason,
-            message,
-            component,
-            (self.clock)(),
-        );
+        let event = core_event(recorder, involved, kind, reason, message, (self.clock)());
+        let namespace = text(&event, "/metadata/namespace").to_string();
         let Ok(event) = serde_json::from_value::<CoreEvent>(event) else {
             return;
         };
@@ -132,24 +126,15 @@ impl NodeTwins {
     }
 }
 
-/// The event `component` on `node` records about `involved` at `now`, and the namespace it
-/// goes to (the involved object's, `default` for a Node).
-fn event_object(
-    node: &str,
-    involved: Value,
-    kind: &str,
-    reason: &str,
-    message: &str,
-    component: &str,
-    now: SystemTime,
-) -> (String, Value) {
-    let recorder = Recorder {
-        component,
-        host: Some(node),
-    };
-    let event = core_event(recorder, involved, kind, reason, message, now);
-    let namespace = text(&event, "/metadata/namespace").to_string();
-    (namespace, event)
+/// The object reference of an event about `pod`, or one of its containers.
+fn pod_reference(pod: &Pod, container: Option<&str>) -> Value {
+    let (namespace, name) = pod_key(pod);
+    let mut involved = json!({"kind": "Pod", "namespace": namespace, "name": name,
+        "uid": pod.metadata.uid, "apiVersion": "v1"});
+    if let Some(container) = container {
+        involved["fieldPath"] = json!(format!("spec.containers{{{container}}}"));
+    }
+    involved
 }
 
 /// The device assignments of a previous run; an unreadable checkpoint starts empty, with a
@@ -174,15 +159,24 @@ pub(crate) fn load_checkpoint(path: Option<&std::path::Path>) -> GpuAssignments 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime};
 
-    /// The events are the ones the twin built itself before `tessera_model::event` did it.
+    /// The events `tessera_model::event` builds for the twins are the ones the twins built
+    /// themselves before.
     #[test]
     fn events_read_as_the_twin_built_them() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_323_045);
         let stamp = "2026-01-02T03:04:05Z";
-        let pod = serde_json::json!({"kind": "Pod", "namespace": "team-a", "name": "p",
-            "uid": "u1", "apiVersion": "v1", "fieldPath": "spec.containers{c}"});
+        let pod: Pod = serde_json::from_value(
+            serde_json::json!({"metadata": {"namespace": "team-a", "name": "p", "uid": "u1"}}),
+        )
+        .expect("pod");
+        let pod = pod_reference(&pod, Some("c"));
+        assert_eq!(
+            pod,
+            serde_json::json!({"kind": "Pod", "namespace": "team-a", "name": "p",
+                "uid": "u1", "apiVersion": "v1", "fieldPath": "spec.containers{c}"})
+        );
         let node = serde_json::json!({"kind": "Node", "name": "n1", "apiVersion": "v1"});
         let cases = [
             ("team-a", pod, "Normal", "Started", "kubelet", "p."),
@@ -205,9 +199,12 @@ mod tests {
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
                 "reportingComponent": component, "reportingInstance": "n1",
             });
-            let (target, event) =
-                event_object("n1", involved.clone(), kind, reason, "m", component, now);
-            assert_eq!(target, namespace);
+            let recorder = Recorder {
+                component,
+                host: Some("n1"),
+            };
+            let event = core_event(recorder, involved.clone(), kind, reason, "m", now);
+            assert_eq!(text(&event, "/metadata/namespace"), namespace);
             assert_eq!(event, before, "{reason}");
         }
     }
