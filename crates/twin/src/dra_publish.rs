@@ -9,6 +9,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::Value;
+use tessera_model::json::text;
 
 /// The field manager slices are applied as (the NVIDIA DRA driver's kubelet plugin).
 pub const DRIVER_MANAGER: &str = "gpu.nvidia.com-kubelet-plugin";
@@ -32,10 +33,7 @@ pub async fn publish(
     let slice_api: Api<ResourceSlice> = Api::all(client.clone());
     let params = PatchParams::apply(DRIVER_MANAGER).force();
     for slice in slices {
-        let name = slice
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let name = text(slice, "/metadata/name");
         slice_api.patch(name, &params, &Patch::Apply(slice)).await?;
     }
     Ok(())

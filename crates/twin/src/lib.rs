@@ -1,10 +1,10 @@
 //! Node twins: simulated kubelets for the embedded platform.
 //!
 //! Registers one Node per entry of the cluster topology, keeps it Ready with Lease
-//! heartbeats and condition updates ([`heartbeat`]), and runs every pod bound to it
-//! ([`pods`]): Pending → Running → Succeeded or Failed (or restarts, per `restartPolicy`),
+//! heartbeats and condition updates (`heartbeat`), and runs every pod bound to it
+//! (`pods`): Pending → Running → Succeeded or Failed (or restarts, per `restartPolicy`),
 //! with container statuses, pod IPs from the node's pod CIDR, container logs and kubelet
-//! events ([`records`]); applies injected faults ([`faults`]); publishes DRA devices
+//! events (`records`); applies injected faults (`faults`); publishes DRA devices
 //! ([`dra_publish`]). Works only through a kube-rs `Client`, so it is indifferent to whether
 //! the API server is in-process or remote.
 //!
