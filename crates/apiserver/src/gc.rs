@@ -12,12 +12,13 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use serde_json::{Value, json};
 use tessera_store::{EventKind, StoreError};
 
-use crate::meta::{finalizers, is_deleting, meta_str};
-use crate::objects::{
-    DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Objects, Part, Propagation, decode,
-};
+use crate::objects::{Objects, decode};
 use crate::registry::Registry;
-use crate::resource::Resource;
+use tessera_api::meta::{finalizers, is_deleting, meta_str};
+use tessera_api::resource::Resource;
+use tessera_api::write::{
+    DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Part, Propagation,
+};
 
 /// Where an object lives, recovered from its store key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -254,7 +255,9 @@ impl Collector {
                 self.queue.push_back(Work::Namespace(name.to_string()));
             }
             if key.starts_with(crate::registry::CRD_PREFIX)
-                && held.iter().any(|f| f == crate::crd::CLEANUP_FINALIZER)
+                && held
+                    .iter()
+                    .any(|f| f == tessera_api::crd::CLEANUP_FINALIZER)
                 && let Some(name) = meta_str(object, "name")
             {
                 self.queue
@@ -302,7 +305,7 @@ impl Collector {
         decode(&entry).ok()
     }
 
-    fn check_dependent(&mut self, key: &str) -> crate::ApiResult<()> {
+    fn check_dependent(&mut self, key: &str) -> tessera_api::ApiResult<()> {
         let Some((resource, namespace, name, object)) = self.load(key) else {
             return Ok(());
         };
@@ -372,7 +375,7 @@ impl Collector {
         Ok(())
     }
 
-    fn process_owner(&mut self, key: &str) -> crate::ApiResult<()> {
+    fn process_owner(&mut self, key: &str) -> tessera_api::ApiResult<()> {
         let Some((resource, namespace, name, object)) = self.load(key) else {
             return Ok(());
         };
@@ -439,7 +442,7 @@ impl Collector {
         namespace: Option<&str>,
         name: &str,
         finalizer: &str,
-    ) -> crate::ApiResult<()> {
+    ) -> tessera_api::ApiResult<()> {
         self.objects
             .update_with(resource, namespace, name, Part::Main, |current| {
                 let mut next = current.clone();
@@ -459,13 +462,14 @@ impl Collector {
         Ok(())
     }
 
-    fn refresh_quotas(&mut self, namespace: &str) -> crate::ApiResult<()> {
+    fn refresh_quotas(&mut self, namespace: &str) -> tessera_api::ApiResult<()> {
         let Some(quotas) = Resource::find("", "v1", "resourcequotas") else {
             return Ok(());
         };
         for entry in self.objects.list(quotas, Some(namespace)).entries.iter() {
             let Ok(quota) = decode(entry) else { continue };
-            let used = crate::admission::usage::namespace_usage(&self.objects, namespace, &quota);
+            let used =
+                tessera_api::admission::usage::namespace_usage(&self.objects, namespace, &quota);
             let used: serde_json::Map<String, Value> = used
                 .into_iter()
                 .map(|(k, v)| (k, json!(v.to_canonical())))
@@ -482,7 +486,7 @@ impl Collector {
         Ok(())
     }
 
-    fn delete_custom_resources(&mut self, crd_name: &str) -> crate::ApiResult<()> {
+    fn delete_custom_resources(&mut self, crd_name: &str) -> tessera_api::ApiResult<()> {
         let Some(crds) = Resource::find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         else {
             return Ok(());
@@ -498,7 +502,7 @@ impl Collector {
         }
         let kinds = self.objects.registry().kinds_of_crd(crd_name);
         let Some(resource) = kinds.first().copied() else {
-            self.release(crds, None, crd_name, crate::crd::CLEANUP_FINALIZER)?;
+            self.release(crds, None, crd_name, tessera_api::crd::CLEANUP_FINALIZER)?;
             return self.reconsider_group(crds, crd_name);
         };
         let prefix = resource.prefix(None);
@@ -531,7 +535,7 @@ impl Collector {
         }
         if self.objects.store().count(&prefix) == 0 {
             self.index.terminating_crds.remove(&prefix);
-            self.release(crds, None, crd_name, crate::crd::CLEANUP_FINALIZER)?;
+            self.release(crds, None, crd_name, tessera_api::crd::CLEANUP_FINALIZER)?;
             return self.reconsider_group(crds, crd_name);
         }
         Ok(())
@@ -539,13 +543,13 @@ impl Collector {
 
     /// A deleted CRD frees its names: the other CRDs of its group are written again so
     /// their status is recomputed, as upstream's naming controller requeues them.
-    fn reconsider_group(&self, crds: Resource, deleted: &str) -> crate::ApiResult<()> {
-        let group = crate::crd_status::group_of(deleted);
+    fn reconsider_group(&self, crds: Resource, deleted: &str) -> tessera_api::ApiResult<()> {
+        let group = tessera_api::crd_status::group_of(deleted);
         let snapshot = self.objects.store().list(&crds.prefix(None));
         for entry in snapshot.entries.iter() {
             let Ok(crd) = decode(entry) else { continue };
-            let name = crate::meta::meta_str(&crd, "name").unwrap_or_default();
-            if name == deleted || crate::crd_status::group_of(name) != group {
+            let name = tessera_api::meta::meta_str(&crd, "name").unwrap_or_default();
+            if name == deleted || tessera_api::crd_status::group_of(name) != group {
                 continue;
             }
             match self
@@ -560,7 +564,7 @@ impl Collector {
         Ok(())
     }
 
-    fn empty_namespace(&mut self, namespace: &str) -> crate::ApiResult<()> {
+    fn empty_namespace(&mut self, namespace: &str) -> tessera_api::ApiResult<()> {
         let Some(namespaces) = Resource::find("", "v1", "namespaces") else {
             return Ok(());
         };

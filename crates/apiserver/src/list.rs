@@ -12,13 +12,13 @@ use http::StatusCode;
 use serde_json::{Value, json};
 use tessera_store::{Entry, Snapshot};
 
-use crate::convert::is_view;
-use crate::error::{ApiError, ApiResult};
 use crate::objects::decode_as;
-use crate::request::Query;
-use crate::resource::Resource;
-use crate::selectors::{FieldSelector, LabelSelector, labels_of};
 use crate::server::{ApiServer, json_response, raw_json, wants_table};
+use tessera_api::convert::is_view;
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::request::Query;
+use tessera_api::resource::Resource;
+use tessera_api::selectors::{FieldSelector, LabelSelector, labels_of};
 
 /// Label and field selectors of a list or watch.
 #[derive(Debug, Clone, Default)]
@@ -225,7 +225,7 @@ pub fn list(
             .into_iter()
             .map(|(entry, object)| object.map_or_else(|| decode_as(resource, entry), Ok))
             .collect::<ApiResult<Vec<_>>>()?;
-        let table = crate::table::table(
+        let table = tessera_api::table::table(
             resource,
             &objects,
             server.objects.now(),
@@ -241,7 +241,7 @@ pub fn list(
             .map(|(entry, object)| {
                 object
                     .map_or_else(|| decode_as(resource, entry), Ok)
-                    .map(|o| crate::table::partial_metadata(&o))
+                    .map(|o| tessera_api::table::partial_metadata(&o))
             })
             .collect::<ApiResult<Vec<_>>>()?;
         let mut metadata = json!({"resourceVersion": revision});

@@ -18,17 +18,19 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use crate::discovery;
-use crate::error::{ApiError, ApiResult};
+use crate::error::HttpError;
 use crate::list::{self, PageCache};
-use crate::objects::{
-    DeleteOptions, FieldValidation, Objects, Part, PatchBody, Propagation, WriteOptions, Written,
-};
-use crate::openapi;
-use crate::request::{Query, ResourcePath, Target, parse_path};
-use crate::resource::Resource;
+use crate::objects::Objects;
 use crate::subresources;
 use crate::watch;
+use tessera_api::discovery;
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::openapi;
+use tessera_api::request::{Query, ResourcePath, Target, parse_path};
+use tessera_api::resource::Resource;
+use tessera_api::write::{
+    DeleteOptions, FieldValidation, Part, PatchBody, Propagation, WriteOptions, Written,
+};
 
 /// The largest request body accepted (upstream's limit is 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -43,7 +45,7 @@ pub struct ServerConfig {
     /// The key ServiceAccount tokens are signed with.
     pub token_secret: Vec<u8>,
     /// Static bearer tokens (`--token-auth-file`).
-    pub static_tokens: crate::authn::StaticTokens,
+    pub static_tokens: tessera_api::authn::StaticTokens,
 }
 
 /// The API server's shared state.
@@ -52,7 +54,7 @@ pub struct ApiServer {
     pub(crate) config: ServerConfig,
     pub(crate) pages: Mutex<PageCache>,
     pub(crate) authenticator: crate::authn::Authenticator,
-    pub(crate) rbac: crate::rbac::Rbac,
+    pub(crate) rbac: tessera_api::rbac::Rbac,
 }
 
 impl ApiServer {
@@ -62,7 +64,7 @@ impl ApiServer {
             signer: crate::authn::TokenSigner::new(&config.token_secret),
             static_tokens: config.static_tokens.clone(),
         };
-        let rbac = crate::rbac::Rbac::new(objects.rbac_generation());
+        let rbac = tessera_api::rbac::Rbac::new(objects.rbac_generation());
         Arc::new(ApiServer {
             objects,
             config,
@@ -99,7 +101,7 @@ async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Respo
     let started = std::time::Instant::now();
     let response = match route(&server, request).await {
         Ok(response) => response,
-        Err(error) => error.into_response(),
+        Err(error) => HttpError(error).into_response(),
     };
     tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
     response
@@ -269,7 +271,7 @@ pub(crate) fn decode_object(content_type: &str, body: &[u8]) -> ApiResult<Value>
                 ))
             })?
         }
-        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(body)?,
+        "application/vnd.kubernetes.protobuf" => tessera_api::protobuf::decode(body)?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {
@@ -328,9 +330,11 @@ async fn resource_request(
     path: ResourcePath,
     request: Request,
     accept: &str,
-    user: &crate::authn::UserInfo,
+    user: &tessera_api::authn::UserInfo,
 ) -> ApiResult<Response> {
-    let resource = path.resource(server.objects.registry())?;
+    let resource = path.resource(|group, version, plural| {
+        server.objects.registry().find(group, version, plural)
+    })?;
     let query = Query::parse(request.uri().query());
     let method = request.method().clone();
     if !resource.namespaced() && path.namespace.is_some() {
@@ -343,7 +347,15 @@ async fn resource_request(
         }
         let (headers, body) = read_body(request).await?;
         let review = decode_object(&content_type(&headers), &body)?;
-        let answer = crate::reviews::review(server, resource, namespace, user, review)?;
+        let answer = tessera_api::reviews::review(
+            &server.rbac,
+            &server.objects,
+            |token| server.authenticator.bearer(&server.objects, token).ok(),
+            resource,
+            namespace,
+            user,
+            review,
+        )?;
         return Ok(json_response(StatusCode::CREATED, &answer));
     }
     if path.subresource.as_deref() == Some("token") && resource.kind() == "ServiceAccount" {
@@ -353,7 +365,7 @@ async fn resource_request(
         let (headers, body) = read_body(request).await?;
         let token_request = decode_object(&content_type(&headers), &body)?;
         let name = path.name.clone().unwrap_or_default();
-        let answer = crate::reviews::token_request(
+        let answer = crate::access::token_request(
             server,
             namespace.unwrap_or("default"),
             &name,
@@ -380,11 +392,11 @@ async fn resource_request(
         (Method::GET, Some(name)) => {
             let object = server.objects.get(resource, namespace, name)?;
             Ok(if wants_table(accept) {
-                let table = crate::table::table(
+                let table = tessera_api::table::table(
                     resource,
                     std::slice::from_ref(&object),
                     server.objects.now(),
-                    crate::meta::meta_str(&object, "resourceVersion").unwrap_or_default(),
+                    tessera_api::meta::meta_str(&object, "resourceVersion").unwrap_or_default(),
                     None,
                     true,
                 );
@@ -398,7 +410,14 @@ async fn resource_request(
             let (headers, body) = read_body(request).await?;
             options.field_manager = field_manager(&query, &headers);
             let object = decode_object(&content_type(&headers), &body)?;
-            crate::escalation::check(server, user, resource, namespace, &object)?;
+            tessera_api::escalation::check(
+                &server.rbac,
+                &server.objects,
+                user,
+                resource,
+                namespace,
+                &object,
+            )?;
             let written = server
                 .objects
                 .create_pending(resource, namespace, object, &options)?
@@ -411,7 +430,14 @@ async fn resource_request(
             let (headers, body) = read_body(request).await?;
             options.field_manager = field_manager(&query, &headers);
             let object = decode_object(&content_type(&headers), &body)?;
-            crate::escalation::check(server, user, resource, namespace, &object)?;
+            tessera_api::escalation::check(
+                &server.rbac,
+                &server.objects,
+                user,
+                resource,
+                namespace,
+                &object,
+            )?;
             let written = server
                 .objects
                 .update_pending(resource, namespace, name, object, Part::Main, &options)?
@@ -422,10 +448,17 @@ async fn resource_request(
         (Method::PATCH, Some(name)) => {
             let name = name.to_string();
             let guard = |object: &Value| {
-                crate::escalation::check(server, user, resource, namespace, object)
+                tessera_api::escalation::check(
+                    &server.rbac,
+                    &server.objects,
+                    user,
+                    resource,
+                    namespace,
+                    object,
+                )
             };
             let guard: Option<&WriteGuard<'_>> =
-                crate::escalation::applies(resource, user).then_some(&guard);
+                tessera_api::escalation::applies(resource, user).then_some(&guard);
             patch(
                 server,
                 resource,
@@ -483,8 +516,8 @@ pub(crate) async fn patch(
         if server.objects.get(resource, namespace, name).is_err() {
             // Apply creates what does not exist yet.
             let schema = resource.schema();
-            let now = crate::meta::timestamp(server.objects.now());
-            let mut object = crate::ssa::apply(
+            let now = tessera_api::meta::timestamp(server.objects.now());
+            let mut object = tessera_api::ssa::apply(
                 &json!({}),
                 &config,
                 manager,
@@ -495,7 +528,7 @@ pub(crate) async fn patch(
             )
             .map_err(|_| ApiError::internal("apply to an empty object conflicted"))?
             .object;
-            crate::meta::metadata_mut(&mut object).insert("name".into(), json!(name));
+            tessera_api::meta::metadata_mut(&mut object).insert("name".into(), json!(name));
             if let Some(guard) = guard {
                 guard(&object)?;
             }
@@ -679,10 +712,11 @@ async fn delete_collection(
         if !filter.matches(&object) {
             continue;
         }
-        let name = crate::meta::meta_str(&object, "name")
+        let name = tessera_api::meta::meta_str(&object, "name")
             .unwrap_or_default()
             .to_string();
-        let object_namespace = crate::meta::meta_str(&object, "namespace").map(str::to_string);
+        let object_namespace =
+            tessera_api::meta::meta_str(&object, "namespace").map(str::to_string);
         match server.objects.delete_pending(
             resource,
             object_namespace.as_deref(),

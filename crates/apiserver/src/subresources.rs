@@ -17,12 +17,12 @@ use serde_json::{Value, json};
 
 use tessera_model::Subresource;
 
-use crate::error::{ApiError, ApiResult};
-use crate::meta::meta_str;
-use crate::objects::{Part, PatchBody, WriteOptions};
-use crate::request::Query;
-use crate::resource::Resource;
 use crate::server::{self, ApiServer, decode_object, json_response};
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::meta::meta_str;
+use tessera_api::request::Query;
+use tessera_api::resource::Resource;
+use tessera_api::write::{Part, PatchBody, WriteOptions};
 
 fn serves(resource: Resource, sub: Subresource) -> ApiResult<()> {
     if resource.info.has(sub) {
@@ -175,7 +175,7 @@ async fn bind(
                 "",
                 "Binding",
                 name,
-                vec![crate::error::Cause::required("target.name")],
+                vec![tessera_api::error::Cause::required("target.name")],
             )
         })?
         .to_string();
@@ -227,7 +227,7 @@ async fn scale(
     // Where replicas live: fixed for built-in kinds, declared by the CRD for custom ones.
     let paths = resource.info.custom.as_ref().and_then(|c| c.scale.clone());
     let pointer = |path: Option<&str>, fallback: &str| -> String {
-        path.and_then(crate::jsonpath::to_pointer)
+        path.and_then(tessera_api::jsonpath::to_pointer)
             .unwrap_or_else(|| fallback.to_string())
     };
     let spec_pointer = pointer(
@@ -241,7 +241,7 @@ async fn scale(
     let selector_path = paths.as_ref().and_then(|p| p.label_selector.clone());
     let view = |object: &Value| -> Value {
         let selector = match &selector_path {
-            Some(path) => crate::jsonpath::select(object, path)
+            Some(path) => tessera_api::jsonpath::select(object, path)
                 .first()
                 .and_then(|v| v.as_str())
                 .unwrap_or_default()
@@ -307,11 +307,11 @@ async fn scale(
                     |current| {
                         let scale = view(current);
                         let patched = match &change {
-                            PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
+                            PatchBody::Json(bytes) => tessera_api::patch::json_patch(&scale, bytes),
                             PatchBody::Merge(patch)
                             | PatchBody::Strategic(patch)
                             | PatchBody::Apply { config: patch, .. } => {
-                                crate::patch::merge_patch(&scale, patch)
+                                tessera_api::patch::merge_patch(&scale, patch)
                             }
                         }
                         .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -324,7 +324,7 @@ async fn scale(
                                     "autoscaling",
                                     "Scale",
                                     name,
-                                    vec![crate::error::Cause::invalid(
+                                    vec![tessera_api::error::Cause::invalid(
                                         "spec.replicas",
                                         patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
                                         "must be greater than or equal to 0",
