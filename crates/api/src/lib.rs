@@ -17,6 +17,7 @@
 
 pub mod admission;
 pub mod authn;
+pub mod body;
 pub mod convert;
 pub mod crd;
 pub mod crd_status;
@@ -26,6 +27,7 @@ pub mod escalation;
 pub mod eviction;
 pub mod jsonpath;
 pub mod lister;
+pub mod listing;
 pub mod meta;
 pub mod openapi;
 pub mod patch;

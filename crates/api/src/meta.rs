@@ -55,16 +55,7 @@ pub fn normalize_metadata(object: &mut Value) {
 
 /// The object's finalizers.
 pub fn finalizers(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    tessera_model::json::strings_at(object, "/metadata/finalizers")
 }
 
 /// Whether deletion of the object has begun.

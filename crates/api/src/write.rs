@@ -690,16 +690,7 @@ pub fn is_namespace(resource: Resource) -> bool {
 
 /// A namespace's `spec.finalizers` (the namespace controller's `kubernetes`).
 pub fn namespace_finalizers(namespace: &Value) -> Vec<String> {
-    namespace
-        .pointer("/spec/finalizers")
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    tessera_model::json::strings_at(namespace, "/spec/finalizers")
 }
 
 /// Whether something still holds a terminating object: finalizers, a namespace's content

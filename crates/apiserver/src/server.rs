@@ -23,14 +23,16 @@ use crate::list::{self, PageCache};
 use crate::objects::Objects;
 use crate::subresources;
 use crate::watch;
+use tessera_api::body::{
+    content_type, decode_object, delete_options, field_manager, patch_body, wants_table,
+    write_options,
+};
 use tessera_api::discovery;
 use tessera_api::error::{ApiError, ApiResult};
 use tessera_api::openapi;
 use tessera_api::request::{Query, ResourcePath, Target, parse_path};
 use tessera_api::resource::Resource;
-use tessera_api::write::{
-    DeleteOptions, FieldValidation, Part, PatchBody, Propagation, WriteOptions, Written,
-};
+use tessera_api::write::{Part, PatchBody, WriteOptions, Written};
 
 /// The largest request body accepted (upstream's limit is 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -134,11 +136,6 @@ fn accept(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-/// Whether the client asked for a Table rendering.
-pub(crate) fn wants_table(accept: &str) -> bool {
-    accept.contains("as=Table")
-}
-
 async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response> {
     let target = parse_path(request.uri().path())?;
     let accept = accept(request.headers());
@@ -238,87 +235,6 @@ pub(crate) async fn read_body(request: Request) -> ApiResult<(HeaderMap, Bytes)>
         .map_err(|_| ApiError::too_large(MAX_BODY_BYTES))?
         .to_bytes();
     Ok((parts.headers, bytes))
-}
-
-pub(crate) fn content_type(headers: &HeaderMap) -> String {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_else(|| "application/json".into())
-}
-
-/// Decodes a JSON or YAML object body.
-pub(crate) fn decode_object(content_type: &str, body: &[u8]) -> ApiResult<Value> {
-    let value: Value = match content_type {
-        "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "the body of the request could not be decoded as JSON: {e}"
-            ))
-        })?,
-        "application/yaml" | "application/apply-patch+yaml" => {
-            let text = std::str::from_utf8(body)
-                .map_err(|_| ApiError::bad_request("the body of the request is not valid UTF-8"))?;
-            serde_saphyr::from_str(text).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "the body of the request could not be decoded as YAML: {e}"
-                ))
-            })?
-        }
-        "application/vnd.kubernetes.protobuf" => tessera_api::protobuf::decode(body)?,
-        other => return Err(ApiError::unsupported_media_type(other)),
-    };
-    if !value.is_object() {
-        return Err(ApiError::bad_request(
-            "the body of the request must be a JSON object",
-        ));
-    }
-    Ok(value)
-}
-
-/// The manager a write is recorded for: `fieldManager`, else the client's user agent.
-pub(crate) fn field_manager(query: &Query, headers: &HeaderMap) -> Option<String> {
-    if let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) {
-        return Some(manager.to_string());
-    }
-    let agent = headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("unknown");
-    Some(agent.split('/').next().unwrap_or("unknown").to_string())
-}
-
-pub(crate) fn write_options(query: &Query) -> ApiResult<WriteOptions> {
-    let dry_run = match query.get("dryRun") {
-        None | Some("") => false,
-        Some("All") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid dry run value: {other:?}; the only supported value is \"All\""
-            )));
-        }
-    };
-    let field_validation = match query.get("fieldValidation") {
-        None | Some("") | Some("Warn") => FieldValidation::Warn,
-        Some("Strict") => FieldValidation::Strict,
-        Some("Ignore") => FieldValidation::Ignore,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "fieldValidation must be one of Ignore, Warn or Strict, got {other:?}"
-            )));
-        }
-    };
-    Ok(WriteOptions {
-        dry_run,
-        field_validation,
-        ..WriteOptions::default()
-    })
 }
 
 fn written_response(status: StatusCode, written: Written) -> Response {
@@ -591,87 +507,6 @@ pub(crate) async fn patch(
     Ok(written_response(StatusCode::OK, written))
 }
 
-fn patch_body(content_type: &str, body: Bytes) -> ApiResult<PatchBody> {
-    let parse = |body: &[u8]| -> ApiResult<Value> {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the patch could not be decoded as JSON: {e}"))
-        })
-    };
-    Ok(match content_type {
-        "application/json-patch+json" => PatchBody::Json(body),
-        "application/merge-patch+json" => PatchBody::Merge(parse(&body)?),
-        "application/strategic-merge-patch+json" => PatchBody::Strategic(parse(&body)?),
-        "application/apply-patch+yaml" => PatchBody::Merge(decode_object(content_type, &body)?),
-        other => return Err(ApiError::unsupported_media_type(other)),
-    })
-}
-
-fn delete_options(query: &Query, body: &[u8]) -> ApiResult<(DeleteOptions, bool)> {
-    let parsed: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the DeleteOptions could not be decoded: {e}"))
-        })?
-    };
-    let propagation_text = query
-        .get("propagationPolicy")
-        .map(str::to_string)
-        .or_else(|| {
-            parsed
-                .get("propagationPolicy")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .or_else(
-            || match parsed.get("orphanDependents").and_then(Value::as_bool) {
-                Some(true) => Some("Orphan".into()),
-                Some(false) => Some("Background".into()),
-                None => None,
-            },
-        )
-        .or_else(|| match query.get("orphanDependents") {
-            Some("true") => Some("Orphan".into()),
-            Some("false") => Some("Background".into()),
-            _ => None,
-        });
-    let propagation = match propagation_text.as_deref() {
-        None => None,
-        Some("Background") => Some(Propagation::Background),
-        Some("Foreground") => Some(Propagation::Foreground),
-        Some("Orphan") => Some(Propagation::Orphan),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "propagationPolicy must be one of Background, Foreground or Orphan, got {other:?}"
-            )));
-        }
-    };
-    let grace = match query.int("gracePeriodSeconds")? {
-        Some(grace) => Some(grace),
-        None => parsed.get("gracePeriodSeconds").and_then(Value::as_i64),
-    };
-    let dry_run = query.get("dryRun") == Some("All")
-        || parsed
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|d| d.iter().any(|v| v == "All"));
-    Ok((
-        DeleteOptions {
-            grace_period_seconds: grace,
-            propagation,
-            precondition_uid: parsed
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            precondition_resource_version: parsed
-                .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        },
-        dry_run,
-    ))
-}
-
 async fn delete(
     server: &Arc<ApiServer>,
     resource: Resource,
@@ -704,7 +539,7 @@ async fn delete_collection(
 ) -> ApiResult<Response> {
     let (_, body) = read_body(request).await?;
     let (options, dry_run) = delete_options(query, &body)?;
-    let filter = list::Filter::parse(resource, query)?;
+    let filter = tessera_api::listing::Filter::parse(resource, query)?;
     let snapshot = server.objects.list(resource, namespace);
     let mut deleted = Vec::new();
     for entry in snapshot.entries.iter() {
@@ -746,30 +581,4 @@ pub(crate) fn raw_json(status: StatusCode, body: Vec<u8>) -> Response {
         Body::from(body),
     )
         .into_response()
-}
-
-#[cfg(test)]
-mod properties {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// No body, in any declared format, makes decoding panic; what decodes is an object.
-        #[test]
-        fn body_decoding_never_panics(body in proptest::collection::vec(any::<u8>(), 0..256),
-                                      kind in prop::sample::select(vec!["application/json", "application/yaml", "application/apply-patch+yaml", "text/plain", ""])) {
-            if let Ok(value) = decode_object(kind, &body) {
-                prop_assert!(value.is_object());
-            }
-            let _ = patch_body(kind, Bytes::from(body.clone()));
-            let _ = delete_options(&Query::default(), &body);
-        }
-
-        /// Text that looks like YAML or JSON objects decodes without panicking.
-        #[test]
-        fn structured_text_never_panics(text in "[a-z{}:\\[\\], \"\n-]{0,80}") {
-            let _ = decode_object("application/yaml", text.as_bytes());
-            let _ = decode_object("application/json", text.as_bytes());
-        }
-    }
 }

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 use tessera_model::Subresource;
 
-use crate::server::{self, ApiServer, decode_object, json_response};
+use crate::server::{self, ApiServer, json_response};
+use tessera_api::body::{self, decode_object};
 use tessera_api::error::{ApiError, ApiResult};
 use tessera_api::meta::meta_str;
 use tessera_api::request::Query;
@@ -38,7 +39,7 @@ fn serves(resource: Resource, sub: Subresource) -> ApiResult<()> {
 
 async fn body_of(request: Request) -> ApiResult<(String, Bytes)> {
     let (headers, body) = server::read_body(request).await?;
-    Ok((server::content_type(&headers), body))
+    Ok((body::content_type(&headers), body))
 }
 
 /// The options of a client's write through a subresource: dry run, field validation, and
@@ -48,11 +49,11 @@ async fn subresource_write(
     query: &Query,
     subresource: &'static str,
 ) -> ApiResult<(String, Bytes, WriteOptions)> {
-    let mut options = server::write_options(query)?;
+    let mut options = body::write_options(query)?;
     let (headers, body) = server::read_body(request).await?;
-    options.field_manager = server::field_manager(query, &headers);
+    options.field_manager = body::field_manager(query, &headers);
     options.subresource = Some(subresource);
-    Ok((server::content_type(&headers), body, options))
+    Ok((body::content_type(&headers), body, options))
 }
 
 /// Routes a subresource request.

@@ -16,9 +16,10 @@ use serde_json::{Value, json};
 use tessera_store::{Entry, Event, EventKind, StoreError, Watcher};
 
 use crate::error::store_error;
-use crate::list::Filter;
-use crate::server::{ApiServer, wants_table};
+use crate::server::ApiServer;
+use tessera_api::body::wants_table;
 use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::listing::Filter;
 use tessera_api::request::Query;
 use tessera_api::resource::Resource;
 
