@@ -172,7 +172,7 @@ impl Objects {
         if !is_crd(resource) {
             return None;
         }
-        let snapshot = self.store.list(crate::registry::CRD_PREFIX);
+        let snapshot = self.store.list(tessera_api::crd::CRD_PREFIX);
         let crds: Vec<Value> = snapshot
             .entries
             .iter()

@@ -11,10 +11,8 @@ use serde_json::Value;
 use tessera_model::kinds::{self, KindInfo};
 use tessera_store::Store;
 
+use tessera_api::crd::CRD_PREFIX;
 use tessera_api::resource::Resource;
-
-/// Store prefix of CustomResourceDefinitions.
-pub const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";
 
 #[derive(Default)]
 struct Custom {
