@@ -42,6 +42,7 @@ pub mod rules;
 pub mod selectors;
 pub mod ssa;
 pub mod strategy;
+pub mod subresource;
 pub mod table;
 pub mod validation;
 pub mod write;

@@ -314,7 +314,7 @@ fn node_status(node: &Value, _: SystemTime) -> Value {
         .and_then(Value::as_array)
         .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
         .map(|c| text(c, "/status"));
-    let mut status = match ready.as_deref() {
+    let mut status = match ready {
         Some("True") => "Ready".to_string(),
         Some(_) => "NotReady".to_string(),
         None => "Unknown".to_string(),
