@@ -816,3 +816,47 @@ pub fn apply_conflict(resource: Resource, name: &str, conflicts: &[ssa::Conflict
 pub fn is_crd(resource: Resource) -> bool {
     (resource.group(), resource.kind()) == ("apiextensions.k8s.io", "CustomResourceDefinition")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_names_and_uids_come_from_the_seeded_ids() {
+        let configmaps = Resource::find("", "v1", "configmaps").expect("configmaps are served");
+        let mut object = json!({"metadata": {"generateName": "web-"}, "data": {"a": "b"}});
+        let ids = Ids::seeded(7);
+        let creation = begin_create(
+            configmaps,
+            Some("default"),
+            &mut object,
+            &WriteOptions::default(),
+            &ids,
+        )
+        .expect("a valid ConfigMap");
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        stamp_create(
+            configmaps,
+            Some("default"),
+            &mut object,
+            &WriteOptions::default(),
+            now,
+            &ids,
+            None,
+        );
+        let expected = Ids::seeded(7);
+        let suffix = expected.name_suffix();
+        assert!(creation.generated);
+        assert_eq!(
+            meta_str(&object, "name"),
+            Some(format!("web-{suffix}").as_str())
+        );
+        assert_eq!(meta_str(&object, "uid"), Some(expected.uid().as_str()));
+        assert_eq!(meta_str(&object, "namespace"), Some("default"));
+        assert_eq!(
+            meta_str(&object, "creationTimestamp"),
+            Some(meta::timestamp(now).as_str())
+        );
+        assert_eq!(object.pointer("/metadata/generation"), Some(&json!(1)));
+    }
+}

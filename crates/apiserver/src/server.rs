@@ -3,7 +3,9 @@
 //! (JSON, YAML bodies, Tables), `Warning` headers, `Status` errors and body limits.
 //!
 //! The router is a plain axum `Router`, so it serves TLS sockets and in-process kube-rs
-//! clients alike. Resource semantics live in [`crate::objects`]; this module only translates.
+//! clients alike. Resource semantics are `tessera_api`'s (bodies and options in
+//! `tessera_api::body`, write decisions in `tessera_api::write`) applied over the store by
+//! [`crate::objects`]; this module only translates.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
