@@ -4,53 +4,17 @@
 
 use http::{HeaderMap, Method};
 
-use crate::authn::{Authenticated, UserInfo, unauthorized};
-use crate::error::{ApiError, ApiResult};
-use crate::rbac::{Attributes, forbidden_message};
-use crate::request::{Query, Target};
+use crate::authn::Authenticated;
 use crate::server::ApiServer;
+use tessera_api::authn::{UserInfo, unauthorized};
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::rbac::{Attributes, forbidden_message};
+use tessera_api::request::{Query, Target, attributes};
 
-/// The verb of a resource request.
-fn resource_verb(method: &Method, named: bool, query: &Query) -> &'static str {
-    match *method {
-        Method::GET | Method::HEAD if query.flag("watch") => "watch",
-        Method::GET | Method::HEAD if named => "get",
-        Method::GET | Method::HEAD => "list",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE if named => "delete",
-        Method::DELETE => "deletecollection",
-        _ => "unknown",
-    }
-}
-
-/// The authorization attributes of a request.
-pub fn attributes(target: &Target, method: &Method, path: &str, query: &Query) -> Attributes {
-    match target {
-        Target::Resource(resource) => {
-            let named = resource.name.is_some();
-            // A subresource request on a named object is a get/create/update/patch of it.
-            let verb = resource_verb(method, named, query);
-            Attributes {
-                verb: verb.to_string(),
-                resource_request: true,
-                group: resource.group.clone(),
-                resource: resource.plural.clone(),
-                subresource: resource.subresource.clone().unwrap_or_default(),
-                namespace: resource.namespace.clone().unwrap_or_default(),
-                name: resource.name.clone().unwrap_or_default(),
-                path: path.to_string(),
-            }
-        }
-        _ => Attributes {
-            verb: method.as_str().to_ascii_lowercase(),
-            resource_request: false,
-            path: path.to_string(),
-            ..Attributes::default()
-        },
-    }
-}
+use serde_json::Value;
+use tessera_api::meta::meta_str;
+use tessera_api::resource::Resource;
+use tessera_api::reviews::{epoch_seconds, token_request_answer, token_request_spec};
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
@@ -204,4 +168,31 @@ pub fn check(
         error.message = format!("forbidden: {message}");
         error
     })
+}
+
+/// Issues a token for a ServiceAccount (TokenRequest), signed with the server's key.
+pub fn token_request(
+    server: &ApiServer,
+    namespace: &str,
+    name: &str,
+    body: &Value,
+) -> ApiResult<Value> {
+    let accounts = Resource::find("", "v1", "serviceaccounts")
+        .ok_or_else(|| ApiError::internal("serviceaccounts are not served"))?;
+    let account = server.objects.get(accounts, Some(namespace), name)?;
+    let uid = meta_str(&account, "uid").unwrap_or_default();
+    let (expiration, audiences) = token_request_spec(name, body)?;
+    let now = server.objects.now();
+    let issued = epoch_seconds(now);
+    let token = server.authenticator.signer.issue(
+        namespace,
+        name,
+        uid,
+        &audiences,
+        issued,
+        issued + expiration,
+    );
+    Ok(token_request_answer(
+        namespace, name, body, &audiences, expiration, &token, now,
+    ))
 }

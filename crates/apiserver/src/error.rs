@@ -1,344 +1,28 @@
-//! API errors as Kubernetes `Status` objects: the reason and code clients switch on, the
-//! message kubectl prints (`Error from server (<Reason>): <message>`), and field causes.
+//! The HTTP and store glue of API errors: an [`ApiError`] (defined in `tessera-api`, with
+//! no knowledge of HTTP) rendered as a `Status` response, and the store's failures mapped to
+//! API errors (a compacted revision is `410 Expired`, anything else a logged 500).
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use serde_json::{Value, json};
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_store::StoreError;
 
-/// One field-level cause of an `Invalid` error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cause {
-    /// Upstream's cause type, e.g. `FieldValueRequired`, `FieldValueInvalid`.
-    pub reason: &'static str,
-    /// The field path, e.g. `spec.containers[0].name`.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-}
+/// An [`ApiError`] on its way to the client: the shell's type that renders it as a response
+/// (the orphan rule keeps `IntoResponse` off `ApiError` itself). `?` converts.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct HttpError(pub ApiError);
 
-impl Cause {
-    /// A required field is missing.
-    pub fn required(field: impl Into<String>) -> Cause {
-        Cause {
-            reason: "FieldValueRequired",
-            field: field.into(),
-            message: "Required value".into(),
-        }
-    }
-
-    /// A field has an unacceptable value.
-    pub fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Cause {
-        let shown = match value {
-            Value::String(text) => format!("{text:?}"),
-            other => other.to_string(),
-        };
-        Cause {
-            reason: "FieldValueInvalid",
-            field: field.into(),
-            message: format!("Invalid value: {shown}: {}", detail.into()),
-        }
-    }
-
-    /// A field may not be changed or set.
-    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Cause {
-        Cause {
-            reason: "FieldValueForbidden",
-            field: field.into(),
-            message: format!("Forbidden: {}", detail.into()),
-        }
-    }
-
-    /// A field has a value of the wrong JSON type or an unsupported enum value.
-    pub fn type_invalid(field: impl Into<String>, detail: impl Into<String>) -> Cause {
-        Cause {
-            reason: "FieldValueTypeInvalid",
-            field: field.into(),
-            message: format!("Invalid value: {}", detail.into()),
-        }
-    }
-
-    /// A duplicate entry in a list keyed by some field.
-    pub fn duplicate(field: impl Into<String>, value: &Value) -> Cause {
-        Cause {
-            reason: "FieldValueDuplicate",
-            field: field.into(),
-            message: format!("Duplicate value: {value}"),
-        }
-    }
-
-    fn describe(&self) -> String {
-        format!("{}: {}", self.field, self.message)
+impl From<ApiError> for HttpError {
+    fn from(error: ApiError) -> HttpError {
+        HttpError(error)
     }
 }
 
-/// An error answered to a client as a `Status`.
-#[derive(Debug, Clone)]
-pub struct ApiError {
-    /// HTTP status code.
-    pub code: u16,
-    /// Upstream's `StatusReason`, e.g. `NotFound`.
-    pub reason: &'static str,
-    /// Human-readable message.
-    pub message: String,
-    /// The resource (plural) and name the error is about, with its group.
-    pub details: Option<Box<Details>>,
-}
-
-/// The object an error is about.
-#[derive(Debug, Clone, Default)]
-pub struct Details {
-    /// Object name.
-    pub name: String,
-    /// API group.
-    pub group: String,
-    /// Resource (plural) name, which upstream puts in `details.kind`.
-    pub kind: String,
-    /// Field causes.
-    pub causes: Vec<Cause>,
-    /// Seconds a client should wait before retrying.
-    pub retry_after_seconds: Option<u32>,
-}
-
-/// Shorthand for results of API operations.
-pub type ApiResult<T> = Result<T, ApiError>;
-
-impl ApiError {
-    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-            details: None,
-        }
-    }
-
-    fn about(mut self, group: &str, resource: &str, name: &str) -> ApiError {
-        self.details = Some(Box::new(Details {
-            name: name.to_string(),
-            group: group.to_string(),
-            kind: resource.to_string(),
-            ..Details::default()
-        }));
-        self
-    }
-
-    /// 404: `pods "x" not found`.
-    pub fn not_found(group: &str, resource: &str, name: &str) -> ApiError {
-        ApiError::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", qualified(group, resource)),
-        )
-        .about(group, resource, name)
-    }
-
-    /// 404 for a path that serves nothing.
-    pub fn no_route(path: &str) -> ApiError {
-        ApiError::new(
-            404,
-            "NotFound",
-            format!("the server could not find the requested resource ({path})"),
-        )
-    }
-
-    /// 409: `pods "x" already exists`.
-    pub fn already_exists(group: &str, resource: &str, name: &str) -> ApiError {
-        ApiError::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", qualified(group, resource)),
-        )
-        .about(group, resource, name)
-    }
-
-    /// 409: the object changed since the client read it.
-    pub fn conflict(group: &str, resource: &str, name: &str, detail: &str) -> ApiError {
-        ApiError::new(
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": {detail}",
-                qualified(group, resource)
-            ),
-        )
-        .about(group, resource, name)
-    }
-
-    /// 409 for a stale resourceVersion.
-    pub fn modified(group: &str, resource: &str, name: &str) -> ApiError {
-        ApiError::conflict(
-            group,
-            resource,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        )
-    }
-
-    /// 422 with field causes: `Pod "x" is invalid: spec.containers: Required value`.
-    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiError {
-        let listed = causes.iter().map(Cause::describe).collect::<Vec<_>>();
-        let summary = if listed.len() == 1 {
-            listed[0].clone()
-        } else {
-            format!("[{}]", listed.join(", "))
-        };
-        let qualified_kind = if group.is_empty() {
-            kind.to_string()
-        } else {
-            format!("{kind}.{group}")
-        };
-        let mut error = ApiError::new(
-            422,
-            "Invalid",
-            format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
-        );
-        error.details = Some(Box::new(Details {
-            name: name.to_string(),
-            group: group.to_string(),
-            kind: kind.to_string(),
-            causes,
-            retry_after_seconds: None,
-        }));
-        error
-    }
-
-    /// 400.
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(400, "BadRequest", message)
-    }
-
-    /// 403.
-    pub fn forbidden(group: &str, resource: &str, name: &str, detail: &str) -> ApiError {
-        let message = if name.is_empty() {
-            format!("{} is forbidden: {detail}", qualified(group, resource))
-        } else {
-            format!(
-                "{} \"{name}\" is forbidden: {detail}",
-                qualified(group, resource)
-            )
-        };
-        ApiError::new(403, "Forbidden", message).about(group, resource, name)
-    }
-
-    /// 405.
-    pub fn method_not_allowed(method: &str) -> ApiError {
-        ApiError::new(
-            405,
-            "MethodNotAllowed",
-            format!("the server does not allow this method on the requested resource ({method})"),
-        )
-    }
-
-    /// 406.
-    pub fn not_acceptable(accept: &str) -> ApiError {
-        ApiError::new(
-            406,
-            "NotAcceptable",
-            format!(
-                "only the following media types are accepted: application/json, application/yaml; got {accept}"
-            ),
-        )
-    }
-
-    /// 410: a watch or list asked for a revision no longer kept.
-    pub fn gone(message: impl Into<String>) -> ApiError {
-        ApiError::new(410, "Expired", message)
-    }
-
-    /// 413.
-    pub fn too_large(limit: usize) -> ApiError {
-        ApiError::new(
-            413,
-            "RequestEntityTooLarge",
-            format!("the request body is larger than {limit} bytes"),
-        )
-    }
-
-    /// 415.
-    pub fn unsupported_media_type(content_type: &str) -> ApiError {
-        ApiError::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {content_type:?}"
-            ),
-        )
-    }
-
-    /// 429, e.g. an eviction a disruption budget refuses.
-    pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> ApiError {
-        let mut error = ApiError::new(429, "TooManyRequests", message);
-        error.details = Some(Box::new(Details {
-            retry_after_seconds: Some(retry_after_seconds),
-            ..Details::default()
-        }));
-        error
-    }
-
-    /// 500.
-    pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(500, "InternalError", message)
-    }
-
-    /// The `Status` object.
-    pub fn to_status(&self) -> Value {
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        });
-        if let Some(details) = &self.details {
-            let mut body = serde_json::Map::new();
-            if !details.name.is_empty() {
-                body.insert("name".into(), json!(details.name));
-            }
-            if !details.group.is_empty() {
-                body.insert("group".into(), json!(details.group));
-            }
-            if !details.kind.is_empty() {
-                body.insert("kind".into(), json!(details.kind));
-            }
-            if !details.causes.is_empty() {
-                let causes = details
-                    .causes
-                    .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-                    .collect::<Vec<_>>();
-                body.insert("causes".into(), json!(causes));
-            }
-            if let Some(seconds) = details.retry_after_seconds {
-                body.insert("retryAfterSeconds".into(), json!(seconds));
-            }
-            status["details"] = Value::Object(body);
-        }
-        status
-    }
-}
-
-fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}.{group}")
-    }
-}
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): {}", self.reason, self.code, self.message)
-    }
-}
-
-impl std::error::Error for ApiError {}
-
-impl IntoResponse for ApiError {
+impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = self.to_status().to_string();
+        let code = StatusCode::from_u16(self.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = self.0.to_status().to_string();
         (
             code,
             [(http::header::CONTENT_TYPE, "application/json")],
@@ -348,16 +32,27 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<tessera_store::StoreError> for ApiError {
-    fn from(error: tessera_store::StoreError) -> ApiError {
-        match error {
-            tessera_store::StoreError::Gone { requested, oldest } => {
-                ApiError::gone(format!("too old resource version: {requested} ({oldest})"))
-            }
-            other => {
-                tracing::error!(error = %other, "store failure");
-                ApiError::internal(other.to_string())
-            }
+/// The API error a store failure answers.
+pub fn store_error(error: StoreError) -> ApiError {
+    match error {
+        StoreError::Gone { requested, oldest } => {
+            ApiError::gone(format!("too old resource version: {requested} ({oldest})"))
         }
+        other => {
+            tracing::error!(error = %other, "store failure");
+            ApiError::internal(other.to_string())
+        }
+    }
+}
+
+/// `?` for store results in code that answers [`ApiResult`]s.
+pub trait StoreResultExt<T> {
+    /// The result with a store failure mapped by [`store_error`].
+    fn or_api(self) -> ApiResult<T>;
+}
+
+impl<T> StoreResultExt<T> for Result<T, StoreError> {
+    fn or_api(self) -> ApiResult<T> {
+        self.map_err(store_error)
     }
 }

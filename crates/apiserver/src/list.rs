@@ -1,82 +1,25 @@
 //! List responses: selectors, pagination with `limit`/`continue` over consistent snapshots,
 //! and the list, Table and metadata-only renderings.
 //!
-//! Unfiltered lists are assembled from the stored bytes without re-parsing objects.
+//! Unfiltered lists are assembled from the stored bytes without re-parsing objects. What a
+//! filter selects and what a continue token says is `tessera_api::listing`'s.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::response::Response;
-use base64::Engine;
 use http::StatusCode;
 use serde_json::{Value, json};
 use tessera_store::{Entry, Snapshot};
 
-use crate::convert::is_view;
-use crate::error::{ApiError, ApiResult};
 use crate::objects::decode_as;
-use crate::request::Query;
-use crate::resource::Resource;
-use crate::selectors::{FieldSelector, LabelSelector, labels_of};
-use crate::server::{ApiServer, json_response, raw_json, wants_table};
-
-/// Label and field selectors of a list or watch.
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    labels: LabelSelector,
-    fields: FieldSelector,
-}
-
-impl Filter {
-    /// Parses `labelSelector` and `fieldSelector`.
-    pub fn parse(resource: Resource, query: &Query) -> ApiResult<Filter> {
-        Ok(Filter {
-            labels: LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?,
-            fields: FieldSelector::parse(
-                query.get("fieldSelector").unwrap_or_default(),
-                resource.selectable_fields(),
-            )?,
-        })
-    }
-
-    /// Whether the filter lets everything through.
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
-    }
-
-    /// Whether an object passes.
-    pub fn matches(&self, object: &Value) -> bool {
-        (self.labels.is_empty() || self.labels.matches(&labels_of(object)))
-            && (self.fields.is_empty() || self.fields.matches(object))
-    }
-
-    /// Whether a stored object passes, parsing only what the filter needs: label-only
-    /// filters read just `metadata.labels`. Returns the parsed object when it was parsed whole.
-    pub fn matches_stored(&self, bytes: &[u8]) -> ApiResult<(bool, Option<Value>)> {
-        if self.fields.is_empty() {
-            #[derive(serde::Deserialize)]
-            struct Labels {
-                #[serde(default)]
-                labels: std::collections::BTreeMap<String, String>,
-            }
-            #[derive(serde::Deserialize)]
-            struct Partial {
-                metadata: Labels,
-            }
-            let partial: Partial = serde_json::from_slice(bytes)
-                .map_err(|e| ApiError::internal(format!("stored object is corrupt: {e}")))?;
-            return Ok((self.labels.matches(&partial.metadata.labels), None));
-        }
-        let object: Value = serde_json::from_slice(bytes)
-            .map_err(|e| ApiError::internal(format!("stored object is corrupt: {e}")))?;
-        Ok((self.matches(&object), Some(object)))
-    }
-
-    /// The single object name an `=` field selector pins, if any.
-    pub fn pinned_name(&self) -> Option<&str> {
-        self.fields.required_value("metadata.name")
-    }
-}
+use crate::server::{ApiServer, json_response, raw_json};
+use tessera_api::body::wants_table;
+use tessera_api::convert::is_view;
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::listing::{Filter, decode_continue, encode_continue};
+use tessera_api::request::Query;
+use tessera_api::resource::Resource;
 
 /// Recently paginated snapshots, so that `continue` serves the revision the list began at.
 #[derive(Default)]
@@ -108,32 +51,6 @@ impl PageCache {
             .find(|(p, s)| p == prefix && s.revision == revision)
             .map(|(_, s)| s.clone())
     }
-}
-
-fn encode_continue(revision: u64, last_key: &str) -> String {
-    let token = json!({"rv": revision, "start": last_key});
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
-}
-
-fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
-    let invalid = || {
-        ApiError::bad_request(
-            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
-        )
-    };
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| invalid())?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    let revision = value
-        .get("rv")
-        .and_then(Value::as_u64)
-        .ok_or_else(invalid)?;
-    let start = value
-        .get("start")
-        .and_then(Value::as_str)
-        .ok_or_else(invalid)?;
-    Ok((revision, start.to_string()))
 }
 
 /// Answers a list request.
@@ -225,7 +142,7 @@ pub fn list(
             .into_iter()
             .map(|(entry, object)| object.map_or_else(|| decode_as(resource, entry), Ok))
             .collect::<ApiResult<Vec<_>>>()?;
-        let table = crate::table::table(
+        let table = tessera_api::table::table(
             resource,
             &objects,
             server.objects.now(),
@@ -241,7 +158,7 @@ pub fn list(
             .map(|(entry, object)| {
                 object
                     .map_or_else(|| decode_as(resource, entry), Ok)
-                    .map(|o| crate::table::partial_metadata(&o))
+                    .map(|o| tessera_api::table::partial_metadata(&o))
             })
             .collect::<ApiResult<Vec<_>>>()?;
         let mut metadata = json!({"resourceVersion": revision});
@@ -287,19 +204,4 @@ pub fn list(
     }
     body.extend_from_slice(b"]}");
     Ok(raw_json(StatusCode::OK, body))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn continue_tokens_round_trip_and_reject_garbage() {
-        let token = encode_continue(42, "/core/pods/default/p7");
-        assert_eq!(
-            decode_continue(&token).unwrap(),
-            (42, "/core/pods/default/p7".into())
-        );
-        assert_eq!(decode_continue("not-a-token").unwrap_err().code, 400);
-    }
 }

@@ -11,10 +11,8 @@ use serde_json::Value;
 use tessera_model::kinds::{self, KindInfo};
 use tessera_store::Store;
 
-use crate::resource::Resource;
-
-/// Store prefix of CustomResourceDefinitions.
-pub const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";
+use tessera_api::crd::CRD_PREFIX;
+use tessera_api::resource::Resource;
 
 #[derive(Default)]
 struct Custom {
@@ -46,7 +44,7 @@ impl Registry {
                 continue;
             };
             // A CRD whose names were refused is stored but not served.
-            if !crate::crd_status::is_established(&crd) {
+            if !tessera_api::crd_status::is_established(&crd) {
                 continue;
             }
             let name = crd
@@ -57,7 +55,7 @@ impl Registry {
             let version = entry.revision.to_string();
             let kinds = match custom.by_crd.remove(&name) {
                 Some((known, kinds)) if known == version => kinds,
-                _ => crate::crd::kinds_of(&crd)
+                _ => tessera_api::crd::kinds_of(&crd)
                     .into_iter()
                     .map(|kind| &*Box::leak(Box::new(kind)))
                     .collect(),

@@ -3,7 +3,9 @@
 //! (JSON, YAML bodies, Tables), `Warning` headers, `Status` errors and body limits.
 //!
 //! The router is a plain axum `Router`, so it serves TLS sockets and in-process kube-rs
-//! clients alike. Resource semantics live in [`crate::objects`]; this module only translates.
+//! clients alike. Resource semantics are `tessera_api`'s (bodies and options in
+//! `tessera_api::body`, write decisions in `tessera_api::write`) applied over the store by
+//! [`crate::objects`]; this module only translates.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -18,17 +20,21 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use crate::discovery;
-use crate::error::{ApiError, ApiResult};
+use crate::error::HttpError;
 use crate::list::{self, PageCache};
-use crate::objects::{
-    DeleteOptions, FieldValidation, Objects, Part, PatchBody, Propagation, WriteOptions, Written,
-};
-use crate::openapi;
-use crate::request::{Query, ResourcePath, Target, parse_path};
-use crate::resource::Resource;
+use crate::objects::Objects;
 use crate::subresources;
 use crate::watch;
+use tessera_api::body::{
+    content_type, decode_object, delete_options, field_manager, patch_body, wants_table,
+    write_options,
+};
+use tessera_api::discovery;
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::openapi;
+use tessera_api::request::{Query, ResourcePath, Target, parse_path};
+use tessera_api::resource::Resource;
+use tessera_api::write::{Part, PatchBody, WriteOptions, Written};
 
 /// The largest request body accepted (upstream's limit is 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -43,7 +49,7 @@ pub struct ServerConfig {
     /// The key ServiceAccount tokens are signed with.
     pub token_secret: Vec<u8>,
     /// Static bearer tokens (`--token-auth-file`).
-    pub static_tokens: crate::authn::StaticTokens,
+    pub static_tokens: tessera_api::authn::StaticTokens,
 }
 
 /// The API server's shared state.
@@ -52,7 +58,7 @@ pub struct ApiServer {
     pub(crate) config: ServerConfig,
     pub(crate) pages: Mutex<PageCache>,
     pub(crate) authenticator: crate::authn::Authenticator,
-    pub(crate) rbac: crate::rbac::Rbac,
+    pub(crate) rbac: tessera_api::rbac::Rbac,
 }
 
 impl ApiServer {
@@ -62,7 +68,7 @@ impl ApiServer {
             signer: crate::authn::TokenSigner::new(&config.token_secret),
             static_tokens: config.static_tokens.clone(),
         };
-        let rbac = crate::rbac::Rbac::new(objects.rbac_generation());
+        let rbac = tessera_api::rbac::Rbac::new(objects.rbac_generation());
         Arc::new(ApiServer {
             objects,
             config,
@@ -99,7 +105,7 @@ async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Respo
     let started = std::time::Instant::now();
     let response = match route(&server, request).await {
         Ok(response) => response,
-        Err(error) => error.into_response(),
+        Err(error) => HttpError(error).into_response(),
     };
     tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
     response
@@ -130,11 +136,6 @@ fn accept(headers: &HeaderMap) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string()
-}
-
-/// Whether the client asked for a Table rendering.
-pub(crate) fn wants_table(accept: &str) -> bool {
-    accept.contains("as=Table")
 }
 
 async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response> {
@@ -238,87 +239,6 @@ pub(crate) async fn read_body(request: Request) -> ApiResult<(HeaderMap, Bytes)>
     Ok((parts.headers, bytes))
 }
 
-pub(crate) fn content_type(headers: &HeaderMap) -> String {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_else(|| "application/json".into())
-}
-
-/// Decodes a JSON or YAML object body.
-pub(crate) fn decode_object(content_type: &str, body: &[u8]) -> ApiResult<Value> {
-    let value: Value = match content_type {
-        "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "the body of the request could not be decoded as JSON: {e}"
-            ))
-        })?,
-        "application/yaml" | "application/apply-patch+yaml" => {
-            let text = std::str::from_utf8(body)
-                .map_err(|_| ApiError::bad_request("the body of the request is not valid UTF-8"))?;
-            serde_saphyr::from_str(text).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "the body of the request could not be decoded as YAML: {e}"
-                ))
-            })?
-        }
-        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(body)?,
-        other => return Err(ApiError::unsupported_media_type(other)),
-    };
-    if !value.is_object() {
-        return Err(ApiError::bad_request(
-            "the body of the request must be a JSON object",
-        ));
-    }
-    Ok(value)
-}
-
-/// The manager a write is recorded for: `fieldManager`, else the client's user agent.
-pub(crate) fn field_manager(query: &Query, headers: &HeaderMap) -> Option<String> {
-    if let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) {
-        return Some(manager.to_string());
-    }
-    let agent = headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("unknown");
-    Some(agent.split('/').next().unwrap_or("unknown").to_string())
-}
-
-pub(crate) fn write_options(query: &Query) -> ApiResult<WriteOptions> {
-    let dry_run = match query.get("dryRun") {
-        None | Some("") => false,
-        Some("All") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid dry run value: {other:?}; the only supported value is \"All\""
-            )));
-        }
-    };
-    let field_validation = match query.get("fieldValidation") {
-        None | Some("") | Some("Warn") => FieldValidation::Warn,
-        Some("Strict") => FieldValidation::Strict,
-        Some("Ignore") => FieldValidation::Ignore,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "fieldValidation must be one of Ignore, Warn or Strict, got {other:?}"
-            )));
-        }
-    };
-    Ok(WriteOptions {
-        dry_run,
-        field_validation,
-        ..WriteOptions::default()
-    })
-}
-
 fn written_response(status: StatusCode, written: Written) -> Response {
     with_warnings(json_response(status, &written.object), &written.warnings)
 }
@@ -328,9 +248,11 @@ async fn resource_request(
     path: ResourcePath,
     request: Request,
     accept: &str,
-    user: &crate::authn::UserInfo,
+    user: &tessera_api::authn::UserInfo,
 ) -> ApiResult<Response> {
-    let resource = path.resource(server.objects.registry())?;
+    let resource = path.resource(|group, version, plural| {
+        server.objects.registry().find(group, version, plural)
+    })?;
     let query = Query::parse(request.uri().query());
     let method = request.method().clone();
     if !resource.namespaced() && path.namespace.is_some() {
@@ -343,7 +265,15 @@ async fn resource_request(
         }
         let (headers, body) = read_body(request).await?;
         let review = decode_object(&content_type(&headers), &body)?;
-        let answer = crate::reviews::review(server, resource, namespace, user, review)?;
+        let answer = tessera_api::reviews::review(
+            &server.rbac,
+            &server.objects,
+            |token| server.authenticator.bearer(&server.objects, token).ok(),
+            resource,
+            namespace,
+            user,
+            review,
+        )?;
         return Ok(json_response(StatusCode::CREATED, &answer));
     }
     if path.subresource.as_deref() == Some("token") && resource.kind() == "ServiceAccount" {
@@ -353,7 +283,7 @@ async fn resource_request(
         let (headers, body) = read_body(request).await?;
         let token_request = decode_object(&content_type(&headers), &body)?;
         let name = path.name.clone().unwrap_or_default();
-        let answer = crate::reviews::token_request(
+        let answer = crate::access::token_request(
             server,
             namespace.unwrap_or("default"),
             &name,
@@ -380,11 +310,11 @@ async fn resource_request(
         (Method::GET, Some(name)) => {
             let object = server.objects.get(resource, namespace, name)?;
             Ok(if wants_table(accept) {
-                let table = crate::table::table(
+                let table = tessera_api::table::table(
                     resource,
                     std::slice::from_ref(&object),
                     server.objects.now(),
-                    crate::meta::meta_str(&object, "resourceVersion").unwrap_or_default(),
+                    tessera_api::meta::meta_str(&object, "resourceVersion").unwrap_or_default(),
                     None,
                     true,
                 );
@@ -398,7 +328,14 @@ async fn resource_request(
             let (headers, body) = read_body(request).await?;
             options.field_manager = field_manager(&query, &headers);
             let object = decode_object(&content_type(&headers), &body)?;
-            crate::escalation::check(server, user, resource, namespace, &object)?;
+            tessera_api::escalation::check(
+                &server.rbac,
+                &server.objects,
+                user,
+                resource,
+                namespace,
+                &object,
+            )?;
             let written = server
                 .objects
                 .create_pending(resource, namespace, object, &options)?
@@ -411,7 +348,14 @@ async fn resource_request(
             let (headers, body) = read_body(request).await?;
             options.field_manager = field_manager(&query, &headers);
             let object = decode_object(&content_type(&headers), &body)?;
-            crate::escalation::check(server, user, resource, namespace, &object)?;
+            tessera_api::escalation::check(
+                &server.rbac,
+                &server.objects,
+                user,
+                resource,
+                namespace,
+                &object,
+            )?;
             let written = server
                 .objects
                 .update_pending(resource, namespace, name, object, Part::Main, &options)?
@@ -422,10 +366,17 @@ async fn resource_request(
         (Method::PATCH, Some(name)) => {
             let name = name.to_string();
             let guard = |object: &Value| {
-                crate::escalation::check(server, user, resource, namespace, object)
+                tessera_api::escalation::check(
+                    &server.rbac,
+                    &server.objects,
+                    user,
+                    resource,
+                    namespace,
+                    object,
+                )
             };
             let guard: Option<&WriteGuard<'_>> =
-                crate::escalation::applies(resource, user).then_some(&guard);
+                tessera_api::escalation::applies(resource, user).then_some(&guard);
             patch(
                 server,
                 resource,
@@ -483,8 +434,8 @@ pub(crate) async fn patch(
         if server.objects.get(resource, namespace, name).is_err() {
             // Apply creates what does not exist yet.
             let schema = resource.schema();
-            let now = crate::meta::timestamp(server.objects.now());
-            let mut object = crate::ssa::apply(
+            let now = tessera_api::meta::timestamp(server.objects.now());
+            let mut object = tessera_api::ssa::apply(
                 &json!({}),
                 &config,
                 manager,
@@ -495,7 +446,7 @@ pub(crate) async fn patch(
             )
             .map_err(|_| ApiError::internal("apply to an empty object conflicted"))?
             .object;
-            crate::meta::metadata_mut(&mut object).insert("name".into(), json!(name));
+            tessera_api::meta::metadata_mut(&mut object).insert("name".into(), json!(name));
             if let Some(guard) = guard {
                 guard(&object)?;
             }
@@ -558,87 +509,6 @@ pub(crate) async fn patch(
     Ok(written_response(StatusCode::OK, written))
 }
 
-fn patch_body(content_type: &str, body: Bytes) -> ApiResult<PatchBody> {
-    let parse = |body: &[u8]| -> ApiResult<Value> {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the patch could not be decoded as JSON: {e}"))
-        })
-    };
-    Ok(match content_type {
-        "application/json-patch+json" => PatchBody::Json(body),
-        "application/merge-patch+json" => PatchBody::Merge(parse(&body)?),
-        "application/strategic-merge-patch+json" => PatchBody::Strategic(parse(&body)?),
-        "application/apply-patch+yaml" => PatchBody::Merge(decode_object(content_type, &body)?),
-        other => return Err(ApiError::unsupported_media_type(other)),
-    })
-}
-
-fn delete_options(query: &Query, body: &[u8]) -> ApiResult<(DeleteOptions, bool)> {
-    let parsed: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the DeleteOptions could not be decoded: {e}"))
-        })?
-    };
-    let propagation_text = query
-        .get("propagationPolicy")
-        .map(str::to_string)
-        .or_else(|| {
-            parsed
-                .get("propagationPolicy")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .or_else(
-            || match parsed.get("orphanDependents").and_then(Value::as_bool) {
-                Some(true) => Some("Orphan".into()),
-                Some(false) => Some("Background".into()),
-                None => None,
-            },
-        )
-        .or_else(|| match query.get("orphanDependents") {
-            Some("true") => Some("Orphan".into()),
-            Some("false") => Some("Background".into()),
-            _ => None,
-        });
-    let propagation = match propagation_text.as_deref() {
-        None => None,
-        Some("Background") => Some(Propagation::Background),
-        Some("Foreground") => Some(Propagation::Foreground),
-        Some("Orphan") => Some(Propagation::Orphan),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "propagationPolicy must be one of Background, Foreground or Orphan, got {other:?}"
-            )));
-        }
-    };
-    let grace = match query.int("gracePeriodSeconds")? {
-        Some(grace) => Some(grace),
-        None => parsed.get("gracePeriodSeconds").and_then(Value::as_i64),
-    };
-    let dry_run = query.get("dryRun") == Some("All")
-        || parsed
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|d| d.iter().any(|v| v == "All"));
-    Ok((
-        DeleteOptions {
-            grace_period_seconds: grace,
-            propagation,
-            precondition_uid: parsed
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            precondition_resource_version: parsed
-                .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        },
-        dry_run,
-    ))
-}
-
 async fn delete(
     server: &Arc<ApiServer>,
     resource: Resource,
@@ -671,7 +541,7 @@ async fn delete_collection(
 ) -> ApiResult<Response> {
     let (_, body) = read_body(request).await?;
     let (options, dry_run) = delete_options(query, &body)?;
-    let filter = list::Filter::parse(resource, query)?;
+    let filter = tessera_api::listing::Filter::parse(resource, query)?;
     let snapshot = server.objects.list(resource, namespace);
     let mut deleted = Vec::new();
     for entry in snapshot.entries.iter() {
@@ -679,10 +549,11 @@ async fn delete_collection(
         if !filter.matches(&object) {
             continue;
         }
-        let name = crate::meta::meta_str(&object, "name")
+        let name = tessera_api::meta::meta_str(&object, "name")
             .unwrap_or_default()
             .to_string();
-        let object_namespace = crate::meta::meta_str(&object, "namespace").map(str::to_string);
+        let object_namespace =
+            tessera_api::meta::meta_str(&object, "namespace").map(str::to_string);
         match server.objects.delete_pending(
             resource,
             object_namespace.as_deref(),
@@ -712,30 +583,4 @@ pub(crate) fn raw_json(status: StatusCode, body: Vec<u8>) -> Response {
         Body::from(body),
     )
         .into_response()
-}
-
-#[cfg(test)]
-mod properties {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// No body, in any declared format, makes decoding panic; what decodes is an object.
-        #[test]
-        fn body_decoding_never_panics(body in proptest::collection::vec(any::<u8>(), 0..256),
-                                      kind in prop::sample::select(vec!["application/json", "application/yaml", "application/apply-patch+yaml", "text/plain", ""])) {
-            if let Ok(value) = decode_object(kind, &body) {
-                prop_assert!(value.is_object());
-            }
-            let _ = patch_body(kind, Bytes::from(body.clone()));
-            let _ = delete_options(&Query::default(), &body);
-        }
-
-        /// Text that looks like YAML or JSON objects decodes without panicking.
-        #[test]
-        fn structured_text_never_panics(text in "[a-z{}:\\[\\], \"\n-]{0,80}") {
-            let _ = decode_object("application/yaml", text.as_bytes());
-            let _ = decode_object("application/json", text.as_bytes());
-        }
-    }
 }

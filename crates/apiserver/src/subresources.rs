@@ -2,7 +2,8 @@
 //! `namespaces/finalize`.
 //!
 //! Each translates to an operation on the owning object; none has storage of its own except
-//! logs, which node twins write under the server's log directory.
+//! logs, which node twins write under the server's log directory. What binding, Scale and
+//! log requests mean is `tessera_api::subresource`'s; this module reads and writes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,12 +18,13 @@ use serde_json::{Value, json};
 
 use tessera_model::Subresource;
 
-use crate::error::{ApiError, ApiResult};
-use crate::meta::meta_str;
-use crate::objects::{Part, PatchBody, WriteOptions};
-use crate::request::Query;
-use crate::resource::Resource;
-use crate::server::{self, ApiServer, decode_object, json_response};
+use crate::server::{self, ApiServer, json_response};
+use tessera_api::body::{self, decode_object};
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::request::Query;
+use tessera_api::resource::Resource;
+use tessera_api::subresource::{self, ScalePaths};
+use tessera_api::write::{Part, PatchBody, WriteOptions};
 
 fn serves(resource: Resource, sub: Subresource) -> ApiResult<()> {
     if resource.info.has(sub) {
@@ -38,7 +40,7 @@ fn serves(resource: Resource, sub: Subresource) -> ApiResult<()> {
 
 async fn body_of(request: Request) -> ApiResult<(String, Bytes)> {
     let (headers, body) = server::read_body(request).await?;
-    Ok((server::content_type(&headers), body))
+    Ok((body::content_type(&headers), body))
 }
 
 /// The options of a client's write through a subresource: dry run, field validation, and
@@ -48,11 +50,11 @@ async fn subresource_write(
     query: &Query,
     subresource: &'static str,
 ) -> ApiResult<(String, Bytes, WriteOptions)> {
-    let mut options = server::write_options(query)?;
+    let mut options = body::write_options(query)?;
     let (headers, body) = server::read_body(request).await?;
-    options.field_manager = server::field_manager(query, &headers);
+    options.field_manager = body::field_manager(query, &headers);
     options.subresource = Some(subresource);
-    Ok((server::content_type(&headers), body, options))
+    Ok((body::content_type(&headers), body, options))
 }
 
 /// Routes a subresource request.
@@ -166,19 +168,7 @@ async fn bind(
     name: &str,
     binding: &Value,
 ) -> ApiResult<Response> {
-    let node = binding
-        .pointer("/target/name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| {
-            ApiError::invalid(
-                "",
-                "Binding",
-                name,
-                vec![crate::error::Cause::required("target.name")],
-            )
-        })?
-        .to_string();
+    let node = subresource::binding_target(name, binding)?;
     server
         .objects
         .update_with_options_pending(
@@ -187,29 +177,7 @@ async fn bind(
             name,
             Part::Main,
             &Default::default(),
-            |current| {
-                if meta_str(current, "deletionTimestamp").is_some() {
-                    return Err(ApiError::conflict(
-                        "",
-                        "pods",
-                        name,
-                        "pod is being deleted, cannot be assigned to a host",
-                    ));
-                }
-                if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
-                    && !existing.is_empty()
-                {
-                    return Err(ApiError::conflict(
-                        "",
-                        "pods",
-                        name,
-                        &format!("pod {name} is already assigned to node \"{existing}\""),
-                    ));
-                }
-                let mut next = current.clone();
-                next["spec"]["nodeName"] = json!(node);
-                Ok(next)
-            },
+            |current| subresource::bind(current, name, &node),
         )?
         .committed()
         .await?;
@@ -224,77 +192,19 @@ async fn scale(
     request: Request,
     query: &Query,
 ) -> ApiResult<Response> {
-    // Where replicas live: fixed for built-in kinds, declared by the CRD for custom ones.
-    let paths = resource.info.custom.as_ref().and_then(|c| c.scale.clone());
-    let pointer = |path: Option<&str>, fallback: &str| -> String {
-        path.and_then(crate::jsonpath::to_pointer)
-            .unwrap_or_else(|| fallback.to_string())
-    };
-    let spec_pointer = pointer(
-        paths.as_ref().map(|p| p.spec_replicas.as_str()),
-        "/spec/replicas",
-    );
-    let status_pointer = pointer(
-        paths.as_ref().map(|p| p.status_replicas.as_str()),
-        "/status/replicas",
-    );
-    let selector_path = paths.as_ref().and_then(|p| p.label_selector.clone());
-    let view = |object: &Value| -> Value {
-        let selector = match &selector_path {
-            Some(path) => crate::jsonpath::select(object, path)
-                .first()
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_string(),
-            None => object
-                .pointer("/spec/selector/matchLabels")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default(),
-        };
-        json!({
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {
-                "name": meta_str(object, "name"),
-                "namespace": meta_str(object, "namespace"),
-                "uid": meta_str(object, "uid"),
-                "resourceVersion": meta_str(object, "resourceVersion"),
-                "creationTimestamp": meta_str(object, "creationTimestamp"),
-            },
-            "spec": {"replicas": object.pointer(&spec_pointer).cloned().unwrap_or(json!(0))},
-            "status": {
-                "replicas": object.pointer(&status_pointer).cloned().unwrap_or(json!(0)),
-                "selector": selector,
-            },
-        })
-    };
+    let scale = ScalePaths::of(resource);
     let method = request.method().clone();
     match method {
         Method::GET => Ok(json_response(
             StatusCode::OK,
-            &view(&server.objects.get(resource, namespace, name)?),
+            &scale.view(&server.objects.get(resource, namespace, name)?),
         )),
         Method::PUT | Method::PATCH => {
             let (content_type, body, options) = subresource_write(request, query, "scale").await?;
             let change: PatchBody = if method == Method::PUT {
                 PatchBody::Merge(decode_object(&content_type, &body)?)
             } else {
-                match content_type.as_str() {
-                    "application/json-patch+json" => PatchBody::Json(body),
-                    "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-                        PatchBody::Merge(
-                            serde_json::from_slice(&body)
-                                .map_err(|e| ApiError::bad_request(e.to_string()))?,
-                        )
-                    }
-                    other => return Err(ApiError::unsupported_media_type(other)),
-                }
+                subresource::scale_patch(&content_type, body)?
             };
             let written = server
                 .objects
@@ -304,41 +214,11 @@ async fn scale(
                     name,
                     Part::Main,
                     &options,
-                    |current| {
-                        let scale = view(current);
-                        let patched = match &change {
-                            PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
-                            PatchBody::Merge(patch)
-                            | PatchBody::Strategic(patch)
-                            | PatchBody::Apply { config: patch, .. } => {
-                                crate::patch::merge_patch(&scale, patch)
-                            }
-                        }
-                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                        let replicas = patched
-                            .pointer("/spec/replicas")
-                            .and_then(Value::as_i64)
-                            .filter(|r| *r >= 0)
-                            .ok_or_else(|| {
-                                ApiError::invalid(
-                                    "autoscaling",
-                                    "Scale",
-                                    name,
-                                    vec![crate::error::Cause::invalid(
-                                        "spec.replicas",
-                                        patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
-                                        "must be greater than or equal to 0",
-                                    )],
-                                )
-                            })?;
-                        let mut next = current.clone();
-                        set_at(&mut next, &spec_pointer, json!(replicas));
-                        Ok(next)
-                    },
+                    |current| scale.apply(current, name, &change),
                 )?
                 .committed()
                 .await?;
-            Ok(json_response(StatusCode::OK, &view(&written.object)))
+            Ok(json_response(StatusCode::OK, &scale.view(&written.object)))
         }
         other => Err(ApiError::method_not_allowed(other.as_str())),
     }
@@ -359,72 +239,14 @@ fn log(
     query: &Query,
 ) -> ApiResult<Response> {
     let pod = server.objects.get(resource, Some(namespace), name)?;
-    let containers: Vec<String> = pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .map(|c| {
-            c.iter()
-                .filter_map(|c| c.get("name")?.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let container = match query.get("container").filter(|c| !c.is_empty()) {
-        Some(container) => {
-            let init: Vec<String> = pod
-                .pointer("/spec/initContainers")
-                .and_then(Value::as_array)
-                .map(|c| {
-                    c.iter()
-                        .filter_map(|c| c.get("name")?.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if !containers.iter().chain(init.iter()).any(|c| c == container) {
-                return Err(ApiError::bad_request(format!(
-                    "container {container} is not valid for pod {name}"
-                )));
-            }
-            container.to_string()
-        }
-        None if containers.len() == 1 => containers[0].clone(),
-        None => {
-            return Err(ApiError::bad_request(format!(
-                "a container name must be specified for pod {name}, choose one of: [{}]",
-                containers.join(" ")
-            )));
-        }
-    };
+    let container = subresource::log_container(&pod, name, query)?;
     let path = log_path(&server.config.log_dir, namespace, name, &container);
     let timestamps = query.flag("timestamps");
     let tail = query.int("tailLines")?;
     let limit_bytes = query.int("limitBytes")?;
     let content = std::fs::read_to_string(&path).unwrap_or_default();
-    let mut lines: Vec<&str> = content.lines().collect();
-    if let Some(tail) = tail
-        && tail >= 0
-    {
-        let skip = lines.len().saturating_sub(tail as usize);
-        lines.drain(..skip);
-    }
-    let render = move |line: &str| -> String {
-        if timestamps {
-            format!("{line}\n")
-        } else {
-            let text = line.split_once(' ').map_or(line, |(_, rest)| rest);
-            format!("{text}\n")
-        }
-    };
-    let mut text: String = lines.iter().map(|l| render(l)).collect();
-    if let Some(limit) = limit_bytes
-        && limit >= 0
-        && text.len() > limit as usize
-    {
-        let mut cut = limit as usize;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
+    let text = subresource::log_text(&content, timestamps, tail, limit_bytes);
+    let render = move |line: &str| subresource::render_log_line(line, timestamps);
     if !query.flag("follow") {
         return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response());
     }
@@ -483,27 +305,4 @@ fn log(
         Body::from_stream(stream),
     )
         .into_response())
-}
-
-/// Sets a value at a JSON Pointer, creating the objects on the way.
-fn set_at(object: &mut Value, pointer: &str, value: Value) {
-    let mut current = object;
-    let parts: Vec<String> = pointer
-        .split('/')
-        .skip(1)
-        .map(|p| p.replace("~1", "/").replace("~0", "~"))
-        .collect();
-    for (index, part) in parts.iter().enumerate() {
-        if !current.is_object() {
-            *current = json!({});
-        }
-        let Some(map) = current.as_object_mut() else {
-            return;
-        };
-        if index == parts.len() - 1 {
-            map.insert(part.clone(), value);
-            return;
-        }
-        current = map.entry(part.clone()).or_insert_with(|| json!({}));
-    }
 }

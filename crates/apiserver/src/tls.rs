@@ -368,7 +368,7 @@ pub async fn serve(
                 .1
                 .peer_certificates()
                 .and_then(|certs| certs.first())
-                .and_then(|cert| crate::authn::certificate_identity(cert.as_ref()));
+                .and_then(|cert| tessera_api::authn::certificate_identity(cert.as_ref()));
             let service = hyper::service::service_fn(
                 move |request: hyper::Request<hyper::body::Incoming>| {
                     let mut request = request.map(axum::body::Body::new);

@@ -15,11 +15,13 @@ use http::{StatusCode, header};
 use serde_json::{Value, json};
 use tessera_store::{Entry, Event, EventKind, StoreError, Watcher};
 
-use crate::error::{ApiError, ApiResult};
-use crate::list::Filter;
-use crate::request::Query;
-use crate::resource::Resource;
-use crate::server::{ApiServer, wants_table};
+use crate::error::store_error;
+use crate::server::ApiServer;
+use tessera_api::body::wants_table;
+use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::listing::Filter;
+use tessera_api::request::Query;
+use tessera_api::resource::Resource;
 
 /// The longest a watch stays open when the client names no timeout.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -85,7 +87,7 @@ pub fn watch(
                             "too old resource version: {requested} ({oldest})"
                         ))),
                     ),
-                    Err(other) => return Err(other.into()),
+                    Err(other) => return Err(store_error(other)),
                 }
             }
         };
@@ -162,7 +164,7 @@ impl Stream {
                         )));
                     }
                     Err(other) => {
-                        self.error = Some(other.into());
+                        self.error = Some(store_error(other));
                     }
                 },
                 _ = tokio::time::sleep_until(self.deadline) => return None,
@@ -206,12 +208,12 @@ impl Stream {
     /// Parses stored bytes into the form the watched resource serves.
     fn present(&self, bytes: &[u8]) -> Option<Value> {
         let stored = serde_json::from_slice::<Value>(bytes).ok()?;
-        Some(crate::convert::from_storage(self.resource, stored))
+        Some(tessera_api::convert::from_storage(self.resource, stored))
     }
 
     /// Emits an event for an entry if it passes the filter.
     fn emit_entry(&mut self, kind: &str, entry: &Entry, parsed: Option<Value>) {
-        if self.filter.is_empty() && !self.table && !crate::convert::is_view(self.resource) {
+        if self.filter.is_empty() && !self.table && !tessera_api::convert::is_view(self.resource) {
             let mut chunk = Vec::with_capacity(entry.value.len() + 32);
             chunk.extend_from_slice(b"{\"type\":\"");
             chunk.extend_from_slice(kind.as_bytes());
@@ -241,7 +243,7 @@ impl Stream {
         };
         let rendered = if self.table {
             let revision = entry.revision.to_string();
-            let table = crate::table::table(
+            let table = tessera_api::table::table(
                 self.resource,
                 std::slice::from_ref(&object),
                 self.server.objects.now(),

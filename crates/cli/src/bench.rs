@@ -14,7 +14,8 @@ use axum::body::Body;
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use serde_json::json;
-use tessera_apiserver::authn::{Identified, IdentityLayer, UserInfo};
+use tessera_api::authn::UserInfo;
+use tessera_apiserver::authn::{Identified, IdentityLayer};
 use tessera_apiserver::{ApiServer, Objects, ServerConfig};
 use tessera_store::{Store, StoreOptions};
 use tower::ServiceExt;
@@ -337,8 +338,8 @@ pub struct RbacBenchArgs {
 
 /// Times RBAC authorization decisions over a large policy.
 pub async fn rbac(args: RbacBenchArgs) -> anyhow::Result<()> {
-    use tessera_apiserver::objects::WriteOptions;
-    use tessera_apiserver::rbac::{Attributes, Rbac};
+    use tessera_api::rbac::{Attributes, Rbac};
+    use tessera_api::write::WriteOptions;
     let dir = tempfile::tempdir().context("temporary directory")?;
     let store = Store::open(
         &dir.path().join("state.db"),
@@ -349,7 +350,7 @@ pub async fn rbac(args: RbacBenchArgs) -> anyhow::Result<()> {
     )?;
     let objects = Objects::new(store);
     let find = |plural: &str| {
-        tessera_apiserver::Resource::find("rbac.authorization.k8s.io", "v1", plural)
+        tessera_api::Resource::find("rbac.authorization.k8s.io", "v1", plural)
             .ok_or_else(|| anyhow::anyhow!("{plural} not served"))
     };
     let namespaces = 50;
@@ -368,7 +369,7 @@ pub async fn rbac(args: RbacBenchArgs) -> anyhow::Result<()> {
             "verbs": ["get", "list", "watch"]})).collect::<Vec<_>>())
     };
     let options = WriteOptions::default();
-    let namespace_resource = tessera_apiserver::Resource::find("", "v1", "namespaces")
+    let namespace_resource = tessera_api::Resource::find("", "v1", "namespaces")
         .ok_or_else(|| anyhow::anyhow!("namespaces not served"))?;
     for n in 0..namespaces {
         objects

@@ -2,8 +2,9 @@
 //! and the system PriorityClasses.
 
 use serde_json::json;
-use tessera_apiserver::objects::WriteOptions;
-use tessera_apiserver::{Objects, Resource};
+use tessera_api::Resource;
+use tessera_api::write::WriteOptions;
+use tessera_apiserver::Objects;
 
 /// Namespaces created on first start, as a fresh Kubernetes cluster has them.
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -32,7 +33,7 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
         }
     }
     // The bootstrap RBAC policy and the identities of Tessera's own components.
-    for object in tessera_apiserver::policy::bootstrap() {
+    for object in tessera_api::policy::bootstrap() {
         let plural = match object["kind"].as_str() {
             Some("ClusterRole") => "clusterroles",
             _ => "clusterrolebindings",
@@ -51,7 +52,7 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
     }
     let accounts = Resource::find("", "v1", "serviceaccounts")
         .ok_or_else(|| anyhow::anyhow!("serviceaccounts are not served"))?;
-    for component in tessera_apiserver::policy::COMPONENTS {
+    for component in tessera_api::policy::COMPONENTS {
         if objects
             .get(accounts, Some("kube-system"), component.name)
             .is_err()
@@ -69,7 +70,7 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
     }
     let classes = Resource::find("scheduling.k8s.io", "v1", "priorityclasses")
         .ok_or_else(|| anyhow::anyhow!("the priorityclasses resource is not served"))?;
-    for (name, value, description) in tessera_apiserver::admission::SYSTEM_PRIORITY_CLASSES {
+    for (name, value, description) in tessera_api::admission::SYSTEM_PRIORITY_CLASSES {
         if objects.get(classes, None, name).is_ok() {
             continue;
         }

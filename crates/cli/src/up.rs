@@ -4,9 +4,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use tessera_apiserver::authn::{IdentityLayer, StaticTokens};
+use tessera_api::authn::StaticTokens;
+use tessera_api::policy;
+use tessera_apiserver::authn::{IdentityLayer, load_static_tokens};
 use tessera_apiserver::gc::Collector;
-use tessera_apiserver::policy;
 use tessera_apiserver::tls::Pki;
 use tessera_apiserver::{ApiServer, Objects, ServerConfig};
 use tessera_node::Topology;
@@ -80,7 +81,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let pki = Pki::load_or_create(&args.data_dir).context("set up certificates")?;
     let static_tokens = match &args.token_auth_file {
         Some(path) => {
-            StaticTokens::load(path).map_err(|e| anyhow::anyhow!("token auth file: {e}"))?
+            load_static_tokens(path).map_err(|e| anyhow::anyhow!("token auth file: {e}"))?
         }
         None => StaticTokens::default(),
     };

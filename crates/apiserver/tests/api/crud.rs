@@ -418,7 +418,7 @@ async fn every_answer_carries_the_resource_version_that_was_stored() {
     let read = deployments.get("web").await.unwrap();
     assert_eq!(read.resource_version(), Some(patched_version.clone()));
     assert_eq!(read.labels()["tier"], "front");
-    let key = tessera_apiserver::resource::Resource::find("apps", "v1", "deployments")
+    let key = tessera_api::resource::Resource::find("apps", "v1", "deployments")
         .unwrap()
         .key(Some("default"), "web");
     let entry = server.server.objects().store().get(&key).unwrap();

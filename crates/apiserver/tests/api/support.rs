@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tessera_apiserver::authn::{Authenticated, IdentityLayer, UserInfo};
-use tessera_apiserver::objects::WriteOptions;
-use tessera_apiserver::{ApiServer, Objects, Resource, ServerConfig};
+use tessera_api::Resource;
+use tessera_api::authn::UserInfo;
+use tessera_api::write::WriteOptions;
+use tessera_apiserver::authn::{Authenticated, IdentityLayer};
+use tessera_apiserver::{ApiServer, Objects, ServerConfig};
 use tessera_store::{Store, StoreOptions};
 
 pub struct TestServer {

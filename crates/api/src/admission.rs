@@ -4,7 +4,9 @@
 //! extended resources, object counts, scopes, PriorityClass scope selectors), with upstream's
 //! error messages. The quota arithmetic is in [`usage`], pure over objects.
 //!
-//! Runs inside [`crate::objects::Objects::create`] after validation and defaulting.
+//! Runs on the create path after validation and defaulting. Reads the objects it consults
+//! (namespaces, service accounts, PriorityClasses, LimitRanges, ResourceQuotas, a namespace's
+//! content) through a [`Lister`]; knows nothing about the store.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +14,8 @@ use serde_json::{Value, json};
 use tessera_model::Quantity;
 
 use crate::error::{ApiError, ApiResult};
+use crate::lister::Lister;
 use crate::meta::meta_str;
-use crate::objects::{Objects, decode};
 use crate::resource::Resource;
 
 /// The built-in PriorityClasses every cluster has.
@@ -39,21 +41,16 @@ fn forbidden(resource: Resource, object: &Value, detail: &str) -> ApiError {
     )
 }
 
-fn list_in(objects: &Objects, group: &str, plural: &str, namespace: Option<&str>) -> Vec<Value> {
+fn list_in(objects: &dyn Lister, group: &str, plural: &str, namespace: Option<&str>) -> Vec<Value> {
     let Some(resource) = Resource::find(group, "v1", plural) else {
         return Vec::new();
     };
-    objects
-        .list(resource, namespace)
-        .entries
-        .iter()
-        .filter_map(|entry| decode(entry).ok())
-        .collect()
+    objects.list(resource, namespace)
 }
 
 /// Admits a new object (mutating it) or refuses it.
 pub fn admit_create(
-    objects: &Objects,
+    objects: &dyn Lister,
     resource: Resource,
     namespace: Option<&str>,
     object: &mut Value,
@@ -81,7 +78,7 @@ pub const ADMIN_ACCESS_LABEL: &str = "resource.kubernetes.io/admin-access";
 /// DRA admin access (monitoring, diagnostics: devices in use by others) is only for
 /// namespaces labelled `resource.kubernetes.io/admin-access: "true"`, as upstream enforces.
 fn check_admin_access(
-    objects: &Objects,
+    objects: &dyn Lister,
     resource: Resource,
     namespace: Option<&str>,
     object: &Value,
@@ -110,7 +107,7 @@ fn check_admin_access(
     let labelled = namespace
         .and_then(|ns| {
             let namespaces = Resource::find("", "v1", "namespaces")?;
-            objects.get(namespaces, None, ns).ok()
+            objects.get(namespaces, None, ns)
         })
         .and_then(|ns| {
             ns.pointer(&format!(
@@ -164,7 +161,7 @@ fn default_toleration_seconds(pod: &mut Value) {
 }
 
 fn default_service_account(
-    objects: &Objects,
+    objects: &dyn Lister,
     resource: Resource,
     namespace: Option<&str>,
     pod: &mut Value,
@@ -186,7 +183,7 @@ fn default_service_account(
     let Some(accounts) = Resource::find("", "v1", "serviceaccounts") else {
         return Ok(());
     };
-    if objects.get(accounts, namespace, &name).is_err() {
+    if objects.get(accounts, namespace, &name).is_none() {
         return Err(forbidden(
             resource,
             pod,
@@ -199,7 +196,7 @@ fn default_service_account(
     Ok(())
 }
 
-fn resolve_priority(objects: &Objects, resource: Resource, pod: &mut Value) -> ApiResult<()> {
+fn resolve_priority(objects: &dyn Lister, resource: Resource, pod: &mut Value) -> ApiResult<()> {
     let classes = list_in(objects, "scheduling.k8s.io", "priorityclasses", None);
     let requested = pod
         .pointer("/spec/priorityClassName")
@@ -260,7 +257,7 @@ fn quantity(value: Option<&Value>) -> Option<Quantity> {
 }
 
 fn apply_limit_ranges(
-    objects: &Objects,
+    objects: &dyn Lister,
     resource: Resource,
     namespace: Option<&str>,
     pod: &mut Value,
@@ -412,7 +409,7 @@ fn check_pod_totals(pod: &Value, item: &Value, problems: &mut Vec<String>) {
 }
 
 fn enforce_quota(
-    objects: &Objects,
+    objects: &dyn Lister,
     resource: Resource,
     namespace: &str,
     object: &Value,
@@ -670,7 +667,7 @@ pub mod usage {
 
     /// What a namespace uses of the resources a quota constrains.
     pub fn namespace_usage(
-        objects: &Objects,
+        objects: &dyn Lister,
         namespace: &str,
         quota: &Value,
     ) -> BTreeMap<String, Quantity> {
@@ -681,7 +678,7 @@ pub mod usage {
             .unwrap_or_default();
         let mut used: BTreeMap<String, Quantity> =
             hard.iter().map(|k| (k.clone(), Quantity::ZERO)).collect();
-        let resources = objects.registry().all();
+        let resources = objects.resources();
         for resource in resources.iter().filter(|r| r.namespaced()) {
             let count_name = if resource.group().is_empty() {
                 format!("count/{}", resource.plural())
@@ -698,8 +695,7 @@ pub mod usage {
             if !relevant || crate::convert::is_view(*resource) {
                 continue;
             }
-            for entry in objects.list(*resource, Some(namespace)).entries.iter() {
-                let Ok(object) = decode(entry) else { continue };
+            for object in objects.list(*resource, Some(namespace)) {
                 if is_pod && terminal(&object) {
                     continue;
                 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::{Value, json};
 
 use crate::authn::UserInfo;
-use crate::objects::{Objects, decode};
+use crate::lister::Lister;
 use crate::resource::Resource;
 
 /// What a request asks to do.
@@ -308,16 +308,11 @@ fn subject_keys(binding: &Binding) -> Vec<SubjectKey> {
         .collect()
 }
 
-fn list(objects: &Objects, plural: &str) -> Vec<Value> {
+fn list(objects: &dyn Lister, plural: &str) -> Vec<Value> {
     let Some(resource) = Resource::find("rbac.authorization.k8s.io", "v1", plural) else {
         return Vec::new();
     };
-    objects
-        .list(resource, None)
-        .entries
-        .iter()
-        .filter_map(|e| decode(e).ok())
-        .collect()
+    objects.list(resource, None)
 }
 
 fn name_of(object: &Value) -> String {
@@ -341,7 +336,7 @@ fn rules_of(object: &Value) -> Vec<Rule> {
 }
 
 impl Snapshot {
-    fn build(objects: &Objects) -> Snapshot {
+    fn build(objects: &dyn Lister) -> Snapshot {
         let mut snapshot = Snapshot::default();
         let cluster_roles = list(objects, "clusterroles");
         for role in &cluster_roles {
@@ -519,7 +514,7 @@ impl Rbac {
         }
     }
 
-    fn snapshot(&self, objects: &Objects) -> Arc<Snapshot> {
+    fn snapshot(&self, objects: &dyn Lister) -> Arc<Snapshot> {
         let generation = self.generation.load(Ordering::Acquire);
         if let Some((cached, snapshot)) = self
             .cache
@@ -539,7 +534,7 @@ impl Rbac {
     /// Decides a request.
     pub fn authorize(
         &self,
-        objects: &Objects,
+        objects: &dyn Lister,
         user: &UserInfo,
         attributes: &Attributes,
     ) -> Decision {
@@ -577,7 +572,7 @@ impl Rbac {
     }
 
     /// Every rule that applies to a user in a namespace.
-    pub fn rules(&self, objects: &Objects, user: &UserInfo, namespace: &str) -> Vec<Rule> {
+    pub fn rules(&self, objects: &dyn Lister, user: &UserInfo, namespace: &str) -> Vec<Rule> {
         if user.groups.iter().any(|g| g == MASTERS) {
             return vec![
                 Rule {
@@ -608,7 +603,7 @@ impl Rbac {
     /// The rules of a role a binding refers to.
     pub fn role_rules(
         &self,
-        objects: &Objects,
+        objects: &dyn Lister,
         namespace: &str,
         kind: &str,
         name: &str,

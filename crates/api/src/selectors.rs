@@ -230,20 +230,6 @@ pub fn field_value(object: &Value, path: &str) -> String {
     }
 }
 
-/// The labels of an object.
-pub fn labels_of(object: &Value) -> BTreeMap<String, String> {
-    object
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|labels| {
-            labels
-                .iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

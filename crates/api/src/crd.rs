@@ -11,6 +11,9 @@ use crate::error::Cause;
 use crate::resource::{NameRule, check_name};
 use tessera_model::json::text;
 
+/// Store prefix of CustomResourceDefinitions.
+pub const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";
+
 /// Finalizer that holds a deleted CRD until its objects are gone.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 

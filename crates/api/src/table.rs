@@ -7,6 +7,8 @@ use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
+use tessera_model::json::{int_or_zero, text};
+
 use crate::meta::{meta_str, parse_timestamp};
 
 type Cell = fn(&Value, SystemTime) -> Value;
@@ -37,7 +39,8 @@ const fn int_col(name: &'static str, priority: u8, cell: Cell) -> Column {
     }
 }
 
-fn text(value: &Value, pointer: &str) -> String {
+/// An IntOrString field as text: a number as its digits, "" when absent.
+fn int_or_string(value: &Value, pointer: &str) -> String {
     match value.pointer(pointer) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => String::new(),
@@ -45,15 +48,11 @@ fn text(value: &Value, pointer: &str) -> String {
     }
 }
 
-fn int(value: &Value, pointer: &str) -> i64 {
-    value.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
-}
-
-fn or_none(text: String) -> Value {
-    if text.is_empty() {
+fn or_none(text: impl Into<String> + AsRef<str>) -> Value {
+    if text.as_ref().is_empty() {
         json!("<none>")
     } else {
-        json!(text)
+        json!(text.into())
     }
 }
 
@@ -142,7 +141,7 @@ fn containers_of(template_spec: Option<&Value>) -> Vec<&Value> {
 }
 
 fn template_containers(object: &Value, _: SystemTime) -> Value {
-    let names: Vec<String> = containers_of(object.pointer("/spec/template/spec"))
+    let names: Vec<&str> = containers_of(object.pointer("/spec/template/spec"))
         .iter()
         .map(|c| text(c, "/name"))
         .collect();
@@ -150,7 +149,7 @@ fn template_containers(object: &Value, _: SystemTime) -> Value {
 }
 
 fn template_images(object: &Value, _: SystemTime) -> Value {
-    let images: Vec<String> = containers_of(object.pointer("/spec/template/spec"))
+    let images: Vec<&str> = containers_of(object.pointer("/spec/template/spec"))
         .iter()
         .map(|c| text(c, "/image"))
         .collect();
@@ -180,10 +179,10 @@ fn selector(object: &Value, _: SystemTime) -> Value {
                 .unwrap_or_default();
             let op = text(e, "/operator");
             let key = text(e, "/key");
-            parts.push(match op.as_str() {
+            parts.push(match op {
                 "In" => format!("{key} in ({})", values.join(",")),
                 "NotIn" => format!("{key} notin ({})", values.join(",")),
-                "Exists" => key,
+                "Exists" => key.to_string(),
                 "DoesNotExist" => format!("!{key}"),
                 _ => format!("{key} {op}"),
             });
@@ -205,10 +204,10 @@ fn selector(object: &Value, _: SystemTime) -> Value {
 
 /// The STATUS of a pod as kubectl prints it.
 pub fn pod_status(pod: &Value) -> String {
-    let mut reason = text(pod, "/status/phase");
+    let mut reason = text(pod, "/status/phase").to_string();
     let status_reason = text(pod, "/status/reason");
     if !status_reason.is_empty() {
-        reason = status_reason;
+        reason = status_reason.to_string();
     }
     let statuses = |list: &str| -> Vec<Value> {
         pod.pointer(&format!("/status/{list}"))
@@ -232,7 +231,7 @@ pub fn pod_status(pod: &Value) -> String {
         if let Some(terminated) = status.pointer("/state/terminated") {
             let r = text(terminated, "/reason");
             reason = if r.is_empty() {
-                format!("Init:ExitCode:{}", int(terminated, "/exitCode"))
+                format!("Init:ExitCode:{}", int_or_zero(terminated, "/exitCode"))
             } else {
                 format!("Init:{r}")
             };
@@ -253,15 +252,15 @@ pub fn pod_status(pod: &Value) -> String {
             if let Some(waiting) = status.pointer("/state/waiting")
                 && !text(waiting, "/reason").is_empty()
             {
-                reason = text(waiting, "/reason");
+                reason = text(waiting, "/reason").to_string();
             } else if let Some(terminated) = status.pointer("/state/terminated") {
                 let r = text(terminated, "/reason");
                 reason = if !r.is_empty() {
-                    r
-                } else if int(terminated, "/signal") != 0 {
-                    format!("Signal:{}", int(terminated, "/signal"))
+                    r.to_string()
+                } else if int_or_zero(terminated, "/signal") != 0 {
+                    format!("Signal:{}", int_or_zero(terminated, "/signal"))
                 } else {
-                    format!("ExitCode:{}", int(terminated, "/exitCode"))
+                    format!("ExitCode:{}", int_or_zero(terminated, "/exitCode"))
                 };
             } else if status.get("ready").and_then(Value::as_bool) == Some(true)
                 && status.pointer("/state/running").is_some()
@@ -303,7 +302,9 @@ fn pod_restarts(pod: &Value, _: SystemTime) -> Value {
     let restarts: i64 = pod
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)
-        .map_or(0, |s| s.iter().map(|c| int(c, "/restartCount")).sum());
+        .map_or(0, |s| {
+            s.iter().map(|c| int_or_zero(c, "/restartCount")).sum()
+        });
     json!(restarts.to_string())
 }
 
@@ -313,7 +314,7 @@ fn node_status(node: &Value, _: SystemTime) -> Value {
         .and_then(Value::as_array)
         .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
         .map(|c| text(c, "/status"));
-    let mut status = match ready.as_deref() {
+    let mut status = match ready {
         Some("True") => "Ready".to_string(),
         Some(_) => "NotReady".to_string(),
         None => "Unknown".to_string(),
@@ -368,8 +369,10 @@ fn service_ports(service: &Value, _: SystemTime) -> Value {
                 .map(|p| {
                     let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
                     match p.get("nodePort").and_then(Value::as_i64) {
-                        Some(node_port) => format!("{}:{node_port}/{protocol}", int(p, "/port")),
-                        None => format!("{}/{protocol}", int(p, "/port")),
+                        Some(node_port) => {
+                            format!("{}:{node_port}/{protocol}", int_or_zero(p, "/port"))
+                        }
+                        None => format!("{}/{protocol}", int_or_zero(p, "/port")),
                     }
                 })
                 .collect()
@@ -441,7 +444,7 @@ fn job_status(job: &Value, _: SystemTime) -> Value {
 }
 
 fn job_completions(job: &Value, _: SystemTime) -> Value {
-    let succeeded = int(job, "/status/succeeded");
+    let succeeded = int_or_zero(job, "/status/succeeded");
     match job.pointer("/spec/completions").and_then(Value::as_i64) {
         Some(completions) => json!(format!("{succeeded}/{completions}")),
         None => {
@@ -580,7 +583,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 let component = text(e, "/source/component");
                 let host = text(e, "/source/host");
                 json!(if host.is_empty() {
-                    component
+                    component.to_string()
                 } else {
                     format!("{component}, {host}")
                 })
@@ -589,7 +592,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 json!(text(e, "/message").trim().to_string())
             }),
             col("First Seen", 1, event_first_seen),
-            int_col("Count", 1, |e, _| json!(int(e, "/count"))),
+            int_col("Count", 1, |e, _| json!(int_or_zero(e, "/count"))),
             col("Name", 1, name),
         ],
         ("apps", "Deployment") => vec![
@@ -597,15 +600,15 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Ready", 0, |d, _| {
                 json!(format!(
                     "{}/{}",
-                    int(d, "/status/readyReplicas"),
-                    int(d, "/spec/replicas")
+                    int_or_zero(d, "/status/readyReplicas"),
+                    int_or_zero(d, "/spec/replicas")
                 ))
             }),
             int_col("Up-to-date", 0, |d, _| {
-                json!(int(d, "/status/updatedReplicas"))
+                json!(int_or_zero(d, "/status/updatedReplicas"))
             }),
             int_col("Available", 0, |d, _| {
-                json!(int(d, "/status/availableReplicas"))
+                json!(int_or_zero(d, "/status/availableReplicas"))
             }),
             col("Age", 0, age),
             col("Containers", 1, template_containers),
@@ -614,9 +617,13 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ],
         ("apps", "ReplicaSet") => vec![
             col("Name", 0, name),
-            int_col("Desired", 0, |r, _| json!(int(r, "/spec/replicas"))),
-            int_col("Current", 0, |r, _| json!(int(r, "/status/replicas"))),
-            int_col("Ready", 0, |r, _| json!(int(r, "/status/readyReplicas"))),
+            int_col("Desired", 0, |r, _| json!(int_or_zero(r, "/spec/replicas"))),
+            int_col("Current", 0, |r, _| {
+                json!(int_or_zero(r, "/status/replicas"))
+            }),
+            int_col("Ready", 0, |r, _| {
+                json!(int_or_zero(r, "/status/readyReplicas"))
+            }),
             col("Age", 0, age),
             col("Containers", 1, template_containers),
             col("Images", 1, template_images),
@@ -627,8 +634,8 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Ready", 0, |s, _| {
                 json!(format!(
                     "{}/{}",
-                    int(s, "/status/readyReplicas"),
-                    int(s, "/spec/replicas")
+                    int_or_zero(s, "/status/readyReplicas"),
+                    int_or_zero(s, "/spec/replicas")
                 ))
             }),
             col("Age", 0, age),
@@ -638,17 +645,19 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ("apps", "DaemonSet") => vec![
             col("Name", 0, name),
             int_col("Desired", 0, |d, _| {
-                json!(int(d, "/status/desiredNumberScheduled"))
+                json!(int_or_zero(d, "/status/desiredNumberScheduled"))
             }),
             int_col("Current", 0, |d, _| {
-                json!(int(d, "/status/currentNumberScheduled"))
+                json!(int_or_zero(d, "/status/currentNumberScheduled"))
             }),
-            int_col("Ready", 0, |d, _| json!(int(d, "/status/numberReady"))),
+            int_col("Ready", 0, |d, _| {
+                json!(int_or_zero(d, "/status/numberReady"))
+            }),
             int_col("Up-to-date", 0, |d, _| {
-                json!(int(d, "/status/updatedNumberScheduled"))
+                json!(int_or_zero(d, "/status/updatedNumberScheduled"))
             }),
             int_col("Available", 0, |d, _| {
-                json!(int(d, "/status/numberAvailable"))
+                json!(int_or_zero(d, "/status/numberAvailable"))
             }),
             col("Node Selector", 0, |d, _| {
                 let pairs: Vec<String> = d
@@ -712,26 +721,26 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Name", 0, name),
             col("Min Available", 0, |p, _| {
                 json!(if p.pointer("/spec/minAvailable").is_some() {
-                    text(p, "/spec/minAvailable")
+                    int_or_string(p, "/spec/minAvailable")
                 } else {
                     "N/A".into()
                 })
             }),
             col("Max Unavailable", 0, |p, _| {
                 json!(if p.pointer("/spec/maxUnavailable").is_some() {
-                    text(p, "/spec/maxUnavailable")
+                    int_or_string(p, "/spec/maxUnavailable")
                 } else {
                     "N/A".into()
                 })
             }),
             int_col("Allowed Disruptions", 0, |p, _| {
-                json!(int(p, "/status/disruptionsAllowed"))
+                json!(int_or_zero(p, "/status/disruptionsAllowed"))
             }),
             col("Age", 0, age),
         ],
         ("scheduling.k8s.io", "PriorityClass") => vec![
             col("Name", 0, name),
-            int_col("Value", 0, |p, _| json!(int(p, "/value"))),
+            int_col("Value", 0, |p, _| json!(int_or_zero(p, "/value"))),
             col("Global-Default", 0, |p, _| {
                 json!(
                     p.get("globalDefault")
@@ -853,7 +862,11 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                             .into_iter()
                             .flatten()
                         {
-                            out.push(format!("{}:{}", text(address, "/ip"), int(port, "/port")));
+                            out.push(format!(
+                                "{}:{}",
+                                text(address, "/ip"),
+                                int_or_zero(port, "/port")
+                            ));
                         }
                     }
                 }

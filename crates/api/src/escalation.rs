@@ -1,17 +1,21 @@
 //! RBAC's escalation and bind checks on writes of Roles, ClusterRoles and their bindings: a
 //! user may only grant permissions they hold, unless RBAC allows them the `escalate` verb on
 //! roles or the `bind` verb on the role a binding refers to.
+//!
+//! Decides over the [`Rbac`] authorizer and a [`Lister`] of the RBAC objects; knows nothing
+//! about the request that carries the write.
 
 use serde_json::Value;
 
 use crate::authn::UserInfo;
 use crate::error::{ApiError, ApiResult};
-use crate::rbac::{Attributes, MASTERS, Rule, covers};
+use crate::lister::Lister;
+use crate::rbac::{Attributes, MASTERS, Rbac, Rule, covers};
 use crate::resource::Resource;
-use crate::server::ApiServer;
 
 fn allowed(
-    server: &ApiServer,
+    rbac: &Rbac,
+    objects: &dyn Lister,
     user: &UserInfo,
     verb: &str,
     resource: &str,
@@ -27,10 +31,7 @@ fn allowed(
         name: name.into(),
         ..Attributes::default()
     };
-    server
-        .rbac
-        .authorize(&server.objects, user, &attributes)
-        .allowed
+    rbac.authorize(objects, user, &attributes).allowed
 }
 
 /// Whether writes of `resource` by `user` need the escalation check at all.
@@ -40,7 +41,8 @@ pub fn applies(resource: Resource, user: &UserInfo) -> bool {
 
 /// Refuses a role or binding the user could not have created without escalating.
 pub fn check(
-    server: &ApiServer,
+    rbac: &Rbac,
+    objects: &dyn Lister,
     user: &UserInfo,
     resource: Resource,
     namespace: Option<&str>,
@@ -54,10 +56,18 @@ pub fn check(
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let held = server.rbac.rules(&server.objects, user, namespace);
+    let held = rbac.rules(objects, user, namespace);
     match resource.kind() {
         "Role" | "ClusterRole" => {
-            if allowed(server, user, "escalate", resource.plural(), namespace, name) {
+            if allowed(
+                rbac,
+                objects,
+                user,
+                "escalate",
+                resource.plural(),
+                namespace,
+                name,
+            ) {
                 return Ok(());
             }
             let requested: Vec<Rule> = object
@@ -95,12 +105,11 @@ pub fn check(
                 "roles"
             };
             let bind_namespace = if kind == "ClusterRole" { "" } else { namespace };
-            if allowed(server, user, "bind", plural, bind_namespace, role) {
+            if allowed(rbac, objects, user, "bind", plural, bind_namespace, role) {
                 return Ok(());
             }
-            let rules = server
-                .rbac
-                .role_rules(&server.objects, namespace, kind, role)
+            let rules = rbac
+                .role_rules(objects, namespace, kind, role)
                 .unwrap_or_default();
             if rules.iter().all(|rule| covers(&held, rule)) {
                 return Ok(());

@@ -1,11 +1,15 @@
 //! Parsing request URLs into what they address (discovery, OpenAPI, a resource collection,
-//! an object or a subresource) and their query options.
+//! an object or a subresource), their query options, and the authorization attributes
+//! upstream derives from method, path and query.
 //!
-//! Knows URL grammar only: nothing about storage.
+//! Knows URL grammar only: nothing about storage or which resources are served.
 
 use std::collections::HashMap;
 
+use http::Method;
+
 use crate::error::{ApiError, ApiResult};
+use crate::rbac::Attributes;
 use crate::resource::Resource;
 
 /// What a request path addresses.
@@ -49,20 +53,22 @@ pub struct ResourcePath {
 }
 
 impl ResourcePath {
-    /// The served resource type, or 404.
-    pub fn resource(&self, registry: &crate::registry::Registry) -> ApiResult<Resource> {
-        registry
-            .find(&self.group, &self.version, &self.plural)
-            .ok_or_else(|| {
-                ApiError::no_route(&format!(
-                    "get {}",
-                    if self.group.is_empty() {
-                        self.plural.clone()
-                    } else {
-                        format!("{}.{}", self.plural, self.group)
-                    }
-                ))
-            })
+    /// The served resource type as `find` looks it up by group, version and plural (the
+    /// shell's registry), or 404.
+    pub fn resource(
+        &self,
+        find: impl FnOnce(&str, &str, &str) -> Option<Resource>,
+    ) -> ApiResult<Resource> {
+        find(&self.group, &self.version, &self.plural).ok_or_else(|| {
+            ApiError::no_route(&format!(
+                "get {}",
+                if self.group.is_empty() {
+                    self.plural.clone()
+                } else {
+                    format!("{}.{}", self.plural, self.group)
+                }
+            ))
+        })
     }
 }
 
@@ -193,6 +199,48 @@ impl Query {
                 ))
             }),
         }
+    }
+}
+
+/// The verb of a resource request.
+fn resource_verb(method: &Method, named: bool, query: &Query) -> &'static str {
+    match *method {
+        Method::GET | Method::HEAD if query.flag("watch") => "watch",
+        Method::GET | Method::HEAD if named => "get",
+        Method::GET | Method::HEAD => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if named => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// The authorization attributes of a request.
+pub fn attributes(target: &Target, method: &Method, path: &str, query: &Query) -> Attributes {
+    match target {
+        Target::Resource(resource) => {
+            let named = resource.name.is_some();
+            // A subresource request on a named object is a get/create/update/patch of it.
+            let verb = resource_verb(method, named, query);
+            Attributes {
+                verb: verb.to_string(),
+                resource_request: true,
+                group: resource.group.clone(),
+                resource: resource.plural.clone(),
+                subresource: resource.subresource.clone().unwrap_or_default(),
+                namespace: resource.namespace.clone().unwrap_or_default(),
+                name: resource.name.clone().unwrap_or_default(),
+                path: path.to_string(),
+            }
+        }
+        _ => Attributes {
+            verb: method.as_str().to_ascii_lowercase(),
+            resource_request: false,
+            path: path.to_string(),
+            ..Attributes::default()
+        },
     }
 }
 

@@ -1,17 +1,19 @@
 //! Requests that are answered, never stored: SelfSubjectAccessReview, SelfSubjectRulesReview,
 //! SubjectAccessReview, LocalSubjectAccessReview, SelfSubjectReview, TokenReview, and the
 //! `serviceaccounts/token` TokenRequest.
+//!
+//! Decides over the [`Rbac`] authorizer and a [`Lister`]; the shell authenticates the token
+//! of a TokenReview, reads the ServiceAccount of a TokenRequest and signs its token.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
 use crate::authn::{API_AUDIENCE, UserInfo};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::meta_str;
-use crate::rbac::Attributes;
+use crate::lister::Lister;
+use crate::rbac::{Attributes, Rbac};
 use crate::resource::Resource;
-use crate::server::ApiServer;
 
 fn attributes_from(spec: &Value, namespace_override: Option<&str>) -> Attributes {
     let text = |pointer: &str| {
@@ -86,8 +88,11 @@ fn answer(mut request: Value, status: Value) -> Value {
 }
 
 /// Answers a review.
+/// `authenticate` tells who a TokenReview's token stands for (`None`: invalid).
 pub fn review(
-    server: &ApiServer,
+    rbac: &Rbac,
+    objects: &dyn Lister,
+    authenticate: impl FnOnce(&str) -> Option<UserInfo>,
     resource: Resource,
     namespace: Option<&str>,
     user: &UserInfo,
@@ -95,7 +100,7 @@ pub fn review(
 ) -> ApiResult<Value> {
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
     let decide = |subject: &UserInfo, attributes: &Attributes| {
-        let decision = server.rbac.authorize(&server.objects, subject, attributes);
+        let decision = rbac.authorize(objects, subject, attributes);
         json!({"allowed": decision.allowed, "reason": decision.reason})
     };
     Ok(match resource.kind() {
@@ -116,7 +121,7 @@ pub fn review(
                 .get("namespace")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let rules = server.rbac.rules(&server.objects, user, namespace);
+            let rules = rbac.rules(objects, user, namespace);
             let (resource_rules, non_resource_rules): (Vec<_>, Vec<_>) =
                 rules.iter().partition(|r| r.non_resource_urls.is_empty());
             answer(
@@ -134,12 +139,12 @@ pub fn review(
                 .get("token")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            match server.authenticator.bearer(&server.objects, token) {
-                Ok(reviewed) => answer(
+            match authenticate(token) {
+                Some(reviewed) => answer(
                     body,
                     json!({"authenticated": true, "user": reviewed.to_json(), "audiences": [API_AUDIENCE]}),
                 ),
-                Err(_) => answer(
+                None => answer(
                     body,
                     json!({"authenticated": false, "error": "invalid bearer token"}),
                 ),
@@ -149,17 +154,9 @@ pub fn review(
     })
 }
 
-/// Issues a token for a ServiceAccount (TokenRequest).
-pub fn token_request(
-    server: &ApiServer,
-    namespace: &str,
-    name: &str,
-    body: &Value,
-) -> ApiResult<Value> {
-    let accounts = Resource::find("", "v1", "serviceaccounts")
-        .ok_or_else(|| ApiError::internal("serviceaccounts are not served"))?;
-    let account = server.objects.get(accounts, Some(namespace), name)?;
-    let uid = meta_str(&account, "uid").unwrap_or_default();
+/// What a TokenRequest asks for: the token's lifetime in seconds (at least ten minutes, at
+/// most 48 hours) and its audiences (this server's by default).
+pub fn token_request_spec(name: &str, body: &Value) -> ApiResult<(u64, Vec<String>)> {
     let requested = body
         .pointer("/spec/expirationSeconds")
         .and_then(Value::as_i64)
@@ -187,18 +184,26 @@ pub fn token_request(
         })
         .filter(|a: &Vec<String>| !a.is_empty())
         .unwrap_or_else(|| vec![API_AUDIENCE.to_string()]);
-    let now = server.objects.now();
-    let issued = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let token = server.authenticator.signer.issue(
-        namespace,
-        name,
-        uid,
-        &audiences,
-        issued,
-        issued + expiration,
-    );
+    Ok((expiration, audiences))
+}
+
+/// Seconds since the epoch, as tokens count time.
+pub fn epoch_seconds(at: SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The answer to a TokenRequest: the issued `token`, valid for `expiration` seconds from
+/// `now`.
+pub fn token_request_answer(
+    namespace: &str,
+    name: &str,
+    body: &Value,
+    audiences: &[String],
+    expiration: u64,
+    token: &str,
+    now: SystemTime,
+) -> Value {
     let expires = crate::meta::timestamp(now + Duration::from_secs(expiration));
     let mut response = json!({
         "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
@@ -209,5 +214,5 @@ pub fn token_request(
     if let Some(bound) = body.pointer("/spec/boundObjectRef") {
         response["spec"]["boundObjectRef"] = bound.clone();
     }
-    Ok(response)
+    response
 }

@@ -1,25 +1,22 @@
 //! Object metadata rules: names, generated names, labels, annotations, timestamps and the
 //! fields only the server may set.
 //!
-//! Knows nothing about storage or HTTP.
+//! Knows nothing about storage or HTTP, and draws no randomness: generated names take their
+//! suffix from the caller's seeded [`Ids`].
 
 pub use tessera_model::time::{micro_timestamp, parse_timestamp, timestamp};
 
 use serde_json::{Map, Value, json};
+use tessera_model::ids::Ids;
 
 use crate::error::Cause;
 use crate::resource::{NameRule, Resource, check_name};
 
-/// The characters upstream uses for generated name suffixes.
-const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// A name made from a `generateName` prefix and five random characters.
-pub fn generate_name(prefix: &str) -> String {
+/// A name made from a `generateName` prefix (cut to 58 characters, as upstream does) and a
+/// five-character suffix drawn from `ids`.
+pub fn generate_name(prefix: &str, ids: &Ids) -> String {
     let prefix: String = prefix.chars().take(58).collect();
-    let suffix: String = (0..5)
-        .map(|_| SUFFIX_ALPHABET[fastrand::usize(..SUFFIX_ALPHABET.len())] as char)
-        .collect();
-    format!("{prefix}{suffix}")
+    format!("{prefix}{}", ids.name_suffix())
 }
 
 /// The object's `metadata`, created if missing or not a map.
@@ -58,16 +55,7 @@ pub fn normalize_metadata(object: &mut Value) {
 
 /// The object's finalizers.
 pub fn finalizers(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    tessera_model::json::strings_at(object, "/metadata/finalizers")
 }
 
 /// Whether deletion of the object has begun.
@@ -155,10 +143,11 @@ pub fn check_label_value(value: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_model::ids::SUFFIX_ALPHABET;
 
     #[test]
     fn generated_names_keep_the_prefix() {
-        let name = generate_name("web-");
+        let name = generate_name("web-", &Ids::seeded(3));
         assert!(name.starts_with("web-") && name.len() == 9);
         assert!(name[4..].bytes().all(|b| SUFFIX_ALPHABET.contains(&b)));
     }

@@ -1,0 +1,261 @@
+//! The semantics of subresources that translate to operations on their object: a pod's
+//! Binding (`pods/binding`), the Scale view of a scalable kind (`/scale`: where replicas and
+//! the selector live, and how a Scale write changes the object), and which container's log
+//! a `pods/log` request reads and how its lines are rendered.
+//!
+//! Knows nothing about transactions, files or responses: the shell reads and writes.
+
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult, Cause};
+use crate::meta::meta_str;
+use crate::request::Query;
+use crate::resource::Resource;
+use crate::write::PatchBody;
+
+/// The node a Binding names, or 422.
+pub fn binding_target(name: &str, binding: &Value) -> ApiResult<String> {
+    binding
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::invalid("", "Binding", name, vec![Cause::required("target.name")]))
+}
+
+/// The pod bound to `node`, or the 409 upstream answers for a pod that is being deleted or
+/// already bound.
+pub fn bind(current: &Value, name: &str, node: &str) -> ApiResult<Value> {
+    if meta_str(current, "deletionTimestamp").is_some() {
+        return Err(ApiError::conflict(
+            "",
+            "pods",
+            name,
+            "pod is being deleted, cannot be assigned to a host",
+        ));
+    }
+    if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
+        && !existing.is_empty()
+    {
+        return Err(ApiError::conflict(
+            "",
+            "pods",
+            name,
+            &format!("pod {name} is already assigned to node \"{existing}\""),
+        ));
+    }
+    let mut next = current.clone();
+    next["spec"]["nodeName"] = json!(node);
+    Ok(next)
+}
+
+/// Where a kind keeps what its Scale shows: fixed for built-in kinds, declared by the CRD
+/// for custom ones.
+#[derive(Debug, Clone)]
+pub struct ScalePaths {
+    spec_pointer: String,
+    status_pointer: String,
+    selector_path: Option<String>,
+}
+
+impl ScalePaths {
+    /// The paths of a resource's Scale.
+    pub fn of(resource: Resource) -> ScalePaths {
+        let paths = resource.info.custom.as_ref().and_then(|c| c.scale.clone());
+        let pointer = |path: Option<&str>, fallback: &str| -> String {
+            path.and_then(crate::jsonpath::to_pointer)
+                .unwrap_or_else(|| fallback.to_string())
+        };
+        ScalePaths {
+            spec_pointer: pointer(
+                paths.as_ref().map(|p| p.spec_replicas.as_str()),
+                "/spec/replicas",
+            ),
+            status_pointer: pointer(
+                paths.as_ref().map(|p| p.status_replicas.as_str()),
+                "/status/replicas",
+            ),
+            selector_path: paths.as_ref().and_then(|p| p.label_selector.clone()),
+        }
+    }
+
+    /// The `autoscaling/v1` Scale of an object.
+    pub fn view(&self, object: &Value) -> Value {
+        let selector = match &self.selector_path {
+            Some(path) => crate::jsonpath::select(object, path)
+                .first()
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string(),
+            None => object
+                .pointer("/spec/selector/matchLabels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default(),
+        };
+        json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": meta_str(object, "name"),
+                "namespace": meta_str(object, "namespace"),
+                "uid": meta_str(object, "uid"),
+                "resourceVersion": meta_str(object, "resourceVersion"),
+                "creationTimestamp": meta_str(object, "creationTimestamp"),
+            },
+            "spec": {"replicas": object.pointer(&self.spec_pointer).cloned().unwrap_or(json!(0))},
+            "status": {
+                "replicas": object.pointer(&self.status_pointer).cloned().unwrap_or(json!(0)),
+                "selector": selector,
+            },
+        })
+    }
+
+    /// The object after a Scale write (`change`: a replacement as a merge, or a patch): the
+    /// patched Scale's `spec.replicas`, which must be a non-negative integer, written back.
+    pub fn apply(&self, current: &Value, name: &str, change: &PatchBody) -> ApiResult<Value> {
+        let scale = self.view(current);
+        let patched = match change {
+            PatchBody::Json(bytes) => crate::patch::json_patch(&scale, bytes),
+            PatchBody::Merge(patch)
+            | PatchBody::Strategic(patch)
+            | PatchBody::Apply { config: patch, .. } => crate::patch::merge_patch(&scale, patch),
+        }
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let replicas = patched
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .filter(|r| *r >= 0)
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    name,
+                    vec![Cause::invalid(
+                        "spec.replicas",
+                        patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
+                        "must be greater than or equal to 0",
+                    )],
+                )
+            })?;
+        let mut next = current.clone();
+        set_at(&mut next, &self.spec_pointer, json!(replicas));
+        Ok(next)
+    }
+}
+
+/// The body of a Scale PATCH in its flavour (strategic merge is a merge for Scale).
+pub fn scale_patch(content_type: &str, body: bytes::Bytes) -> ApiResult<PatchBody> {
+    Ok(match content_type {
+        "application/json-patch+json" => PatchBody::Json(body),
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+            PatchBody::Merge(
+                serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?,
+            )
+        }
+        other => return Err(ApiError::unsupported_media_type(other)),
+    })
+}
+
+/// The container whose log a `pods/log` request reads: the one named by `container` (a
+/// container or init container of the pod), else the pod's only container.
+pub fn log_container(pod: &Value, name: &str, query: &Query) -> ApiResult<String> {
+    let names = |list: &str| -> Vec<String> {
+        pod.pointer(list)
+            .and_then(Value::as_array)
+            .map(|c| {
+                c.iter()
+                    .filter_map(|c| c.get("name")?.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let containers = names("/spec/containers");
+    match query.get("container").filter(|c| !c.is_empty()) {
+        Some(container) => {
+            let init = names("/spec/initContainers");
+            if !containers.iter().chain(init.iter()).any(|c| c == container) {
+                return Err(ApiError::bad_request(format!(
+                    "container {container} is not valid for pod {name}"
+                )));
+            }
+            Ok(container.to_string())
+        }
+        None if containers.len() == 1 => Ok(containers[0].clone()),
+        None => Err(ApiError::bad_request(format!(
+            "a container name must be specified for pod {name}, choose one of: [{}]",
+            containers.join(" ")
+        ))),
+    }
+}
+
+/// One stored log line as served: with its leading timestamp when `timestamps`, without it
+/// otherwise.
+pub fn render_log_line(line: &str, timestamps: bool) -> String {
+    if timestamps {
+        format!("{line}\n")
+    } else {
+        let text = line.split_once(' ').map_or(line, |(_, rest)| rest);
+        format!("{text}\n")
+    }
+}
+
+/// The first response of a `pods/log` request from the log's `content`: the last
+/// `tail_lines` lines, rendered, cut to `limit_bytes` (on a character boundary).
+pub fn log_text(
+    content: &str,
+    timestamps: bool,
+    tail_lines: Option<i64>,
+    limit_bytes: Option<i64>,
+) -> String {
+    let mut lines: Vec<&str> = content.lines().collect();
+    if let Some(tail) = tail_lines
+        && tail >= 0
+    {
+        let skip = lines.len().saturating_sub(tail as usize);
+        lines.drain(..skip);
+    }
+    let mut text: String = lines
+        .iter()
+        .map(|l| render_log_line(l, timestamps))
+        .collect();
+    if let Some(limit) = limit_bytes
+        && limit >= 0
+        && text.len() > limit as usize
+    {
+        let mut cut = limit as usize;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+/// Sets a value at a JSON Pointer, creating the objects on the way.
+fn set_at(object: &mut Value, pointer: &str, value: Value) {
+    let mut current = object;
+    let parts: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    for (index, part) in parts.iter().enumerate() {
+        if !current.is_object() {
+            *current = json!({});
+        }
+        let Some(map) = current.as_object_mut() else {
+            return;
+        };
+        if index == parts.len() - 1 {
+            map.insert(part.clone(), value);
+            return;
+        }
+        current = map.entry(part.clone()).or_insert_with(|| json!({}));
+    }
+}

@@ -1,0 +1,862 @@
+//! The semantics of writes, decided over the objects involved: what a request body must be
+//! (apiVersion, kind, schema, unknown fields), the metadata the server sets on create, how an
+//! update is merged with the stored object (server-owned metadata, status, generation), how
+//! a patch of each flavour applies, what a delete does (preconditions, finalizers, pod grace,
+//! namespace cleanup), and the stored encoding of an object.
+//!
+//! Knows nothing about the store's transactions, the clock or the host's randomness: the
+//! shell reads the stored object, passes the time and a seeded [`Ids`], and commits what is
+//! decided here.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tessera_model::ids::Ids;
+
+use crate::convert;
+use crate::crd_status::{self, ClaimedNames};
+use crate::error::{ApiError, ApiResult, Cause};
+use crate::meta::{self, finalizers, is_deleting, meta_str, metadata_mut};
+use crate::patch::{self, PatchError};
+use crate::resource::Resource;
+use crate::ssa;
+use crate::strategy;
+use crate::validation;
+
+/// What to do with unknown fields in a request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Fail the request.
+    Strict,
+    /// Drop them and warn (the default).
+    #[default]
+    Warn,
+    /// Drop them silently.
+    Ignore,
+}
+
+/// Options every write takes.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Validate and compute the result, but persist nothing.
+    pub dry_run: bool,
+    /// Unknown-field handling.
+    pub field_validation: FieldValidation,
+    /// The manager the write's changed fields are recorded for in `managedFields`.
+    pub field_manager: Option<String>,
+    /// The subresource the write came through (`status`, `scale`), recorded with its
+    /// `managedFields` entry.
+    pub subresource: Option<&'static str>,
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The object (its status is kept, for kinds with a status subresource).
+    Main,
+    /// Only `.status`.
+    Status,
+}
+
+/// A patch body and its flavour.
+#[derive(Debug, Clone)]
+pub enum PatchBody {
+    /// RFC 6902 JSON Patch (raw bytes).
+    Json(Bytes),
+    /// RFC 7386 merge patch.
+    Merge(Value),
+    /// Strategic merge patch.
+    Strategic(Value),
+    /// Server-side apply of a configuration by a manager.
+    Apply {
+        /// The applied configuration.
+        config: Value,
+        /// The manager applying it.
+        manager: String,
+        /// Whether to take over fields other managers own.
+        force: bool,
+    },
+}
+
+/// How dependents are treated when their owner is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// Delete the owner now; the garbage collector deletes dependents afterwards.
+    Background,
+    /// Delete dependents first, then the owner.
+    Foreground,
+    /// Keep dependents, removing their owner references.
+    Orphan,
+}
+
+/// Options of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// Seconds of grace before a pod is removed; 0 removes at once.
+    pub grace_period_seconds: Option<i64>,
+    /// Dependent handling; `None` means background.
+    pub propagation: Option<Propagation>,
+    /// Only delete if the UID matches.
+    pub precondition_uid: Option<String>,
+    /// Only delete if the resourceVersion matches.
+    pub precondition_resource_version: Option<String>,
+}
+
+/// The result of a write.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The object as stored (or as it would be, for dry runs).
+    pub object: Value,
+    /// Warnings for the client (`Warning` headers).
+    pub warnings: Vec<String>,
+    /// Whether the write created the object.
+    pub created: bool,
+}
+
+/// The result of a delete.
+#[derive(Debug, Clone)]
+pub struct Deleted {
+    /// The object's final form, or its terminating form if it is not gone yet.
+    pub object: Value,
+    /// Whether the object is gone (false: finalizers or grace are pending).
+    pub gone: bool,
+}
+
+/// Finalizer that makes the garbage collector delete dependents before the owner.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+/// Finalizer that makes the garbage collector orphan dependents before the owner goes.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+
+/// An object in its stored encoding, with the place the store writes its revision into.
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    /// The JSON bytes, `metadata.resourceVersion` left empty.
+    pub bytes: Vec<u8>,
+    /// Where the revision goes: just after `"resourceVersion":"`, if the object has metadata.
+    pub revision_at: Option<usize>,
+}
+
+/// Encodes an object in its stored form, leaving the place of `metadata.resourceVersion` for
+/// the store to write the change's revision in (it is known only once the change is queued).
+/// `resourceVersion` comes first in `metadata`; everything else keeps its order.
+pub fn encode_versioned(resource: Resource, object: &Value) -> Encoded {
+    let converted;
+    let stored = if convert::stored_as_served(resource) {
+        object
+    } else {
+        converted = convert::to_storage(resource, object.clone());
+        &converted
+    };
+    let mut out = Vec::with_capacity(1024);
+    let mut revision_at = None;
+    match stored {
+        Value::Object(fields) => {
+            out.push(b'{');
+            for (i, (key, value)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(&mut out, key);
+                out.push(b':');
+                match (key.as_str(), value) {
+                    ("metadata", Value::Object(metadata)) => {
+                        out.extend_from_slice(br#"{"resourceVersion":""#);
+                        revision_at = Some(out.len());
+                        out.push(b'"');
+                        for (key, value) in metadata.iter().filter(|(k, _)| *k != "resourceVersion")
+                        {
+                            out.push(b',');
+                            write_json(&mut out, key);
+                            out.push(b':');
+                            write_json(&mut out, value);
+                        }
+                        out.push(b'}');
+                    }
+                    _ => write_json(&mut out, value),
+                }
+            }
+            out.push(b'}');
+        }
+        other => write_json(&mut out, other),
+    }
+    Encoded {
+        bytes: out,
+        revision_at,
+    }
+}
+
+/// Appends JSON; writing strings and `Value`s to memory cannot fail.
+fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
+    if let Err(error) = serde_json::to_writer(out, value) {
+        tracing::error!(%error, "cannot encode an object");
+    }
+}
+
+/// Sets `metadata.resourceVersion` to a committed revision.
+pub fn set_resource_version(object: &mut Value, revision: u64) {
+    metadata_mut(object).insert("resourceVersion".into(), json!(revision.to_string()));
+}
+
+/// Checks a request body: apiVersion and kind, schema, metadata and kind rules.
+/// Returns warnings for unknown fields (which are removed) or fails.
+pub fn admit(
+    resource: Resource,
+    object: &mut Value,
+    options: &WriteOptions,
+) -> ApiResult<Vec<String>> {
+    let Some(map) = object.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    };
+    let api_version = resource.info.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None => {
+            map.insert("apiVersion".into(), json!(api_version));
+        }
+        Some(given) if given == api_version => {}
+        Some(given) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({given}) does not match the expected API version ({api_version})"
+            )));
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None => {
+            map.insert("kind".into(), json!(resource.kind()));
+        }
+        Some(given) if given == resource.kind() => {}
+        Some(given) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({given}) does not match the expected kind ({})",
+                resource.kind()
+            )));
+        }
+    }
+    let findings = validation::validate_resource(resource, object);
+    let mut warnings = Vec::new();
+    if !findings.unknown_fields.is_empty() {
+        match options.field_validation {
+            FieldValidation::Strict => {
+                let listed = findings
+                    .unknown_fields
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(ApiError::bad_request(format!(
+                    "strict decoding error: {listed}"
+                )));
+            }
+            FieldValidation::Warn => warnings.extend(
+                findings
+                    .unknown_fields
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\"")),
+            ),
+            FieldValidation::Ignore => {}
+        }
+    }
+    let mut causes = findings.causes;
+    causes.extend(meta::check_metadata(resource, object));
+    causes.extend(strategy::validate(resource, object));
+    if resource.is_custom() && causes.is_empty() {
+        causes.extend(crate::rules::check(resource.schema(), object, None));
+    }
+    if !causes.is_empty() {
+        let name = meta_str(object, "name").unwrap_or_default().to_string();
+        return Err(ApiError::invalid(
+            resource.group(),
+            resource.kind(),
+            &name,
+            causes,
+        ));
+    }
+    Ok(warnings)
+}
+
+/// What [`begin_create`] decided about a new object's name, and the warnings of its body.
+#[derive(Debug, Clone)]
+pub struct Creation {
+    /// Warnings for the client.
+    pub warnings: Vec<String>,
+    /// Whether the name was generated (a collision is then retried with a new suffix).
+    pub generated: bool,
+    /// The `generateName` prefix, if any.
+    pub prefix: Option<String>,
+}
+
+/// The first checks of a create, before anything is read: the body's namespace agrees with
+/// the request's, a name is given or generated, the custom resource is not terminating,
+/// status is reset (it is the server's to set) and the body is admitted.
+pub fn begin_create(
+    resource: Resource,
+    namespace: Option<&str>,
+    object: &mut Value,
+    options: &WriteOptions,
+    ids: &Ids,
+) -> ApiResult<Creation> {
+    if let Some(given) = object
+        .get("metadata")
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        && resource.namespaced()
+        && Some(given) != namespace
+        && !given.is_empty()
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let generated = meta_str(object, "name").is_none_or(str::is_empty);
+    let prefix = meta_str(object, "generateName").map(str::to_string);
+    if generated {
+        match &prefix {
+            Some(prefix) if !prefix.is_empty() => regenerate_name(object, prefix, ids),
+            _ => {
+                return Err(ApiError::invalid(
+                    resource.group(),
+                    resource.kind(),
+                    "",
+                    vec![Cause {
+                        reason: "FieldValueRequired",
+                        field: "metadata.name".into(),
+                        message: "Required value: name or generateName is required".into(),
+                    }],
+                ));
+            }
+        }
+    }
+    if resource.info.custom.as_ref().is_some_and(|c| c.terminating) {
+        return Err(ApiError::method_not_allowed(&format!(
+            "create not allowed while custom resource definition {} is terminating",
+            resource.info.custom.as_ref().map_or("", |c| c.crd.as_str())
+        )));
+    }
+    // Status is the server's to set: it is reset before validation, as upstream does.
+    strategy::reset_status(resource, object);
+    let warnings = admit(resource, object, options)?;
+    Ok(Creation {
+        warnings,
+        generated,
+        prefix,
+    })
+}
+
+/// Refuses new content in a namespace that is being terminated.
+pub fn check_namespace_open(
+    resource: Resource,
+    namespace: &str,
+    namespace_object: &Value,
+) -> ApiResult<()> {
+    if is_deleting(namespace_object) {
+        return Err(ApiError::forbidden(
+            resource.group(),
+            resource.plural(),
+            "",
+            &format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The server-set metadata of a new object (UID from `ids`, creation time `now`, generation 1,
+/// namespace), the kind's create strategy, a CRD's initial status (given the names other CRDs
+/// of its group hold), normalized metadata and the manager's `managedFields` entry.
+pub fn stamp_create(
+    resource: Resource,
+    namespace: Option<&str>,
+    object: &mut Value,
+    options: &WriteOptions,
+    now: SystemTime,
+    ids: &Ids,
+    claims: Option<&ClaimedNames>,
+) {
+    let now = meta::timestamp(now);
+    {
+        let metadata = metadata_mut(object);
+        for server_set in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "selfLink",
+        ] {
+            metadata.remove(server_set);
+        }
+        if let Some(namespace) = namespace {
+            metadata.insert("namespace".into(), json!(namespace));
+        } else {
+            metadata.remove("namespace");
+        }
+        metadata.insert("uid".into(), json!(ids.uid()));
+        metadata.insert("creationTimestamp".into(), json!(now));
+        metadata.insert("generation".into(), json!(1));
+    }
+    strategy::prepare_for_create(resource, object);
+    if let Some(claims) = claims {
+        object["status"] = crd_status::status(object, &now, claims);
+    }
+    meta::normalize_metadata(object);
+    if let Some(manager) = &options.field_manager {
+        ssa::record_update(
+            &json!({}),
+            object,
+            manager,
+            &resource.info.api_version(),
+            &now,
+            options.subresource,
+            resource.schema(),
+        );
+    }
+}
+
+/// Gives a new object another generated name after a collision.
+pub fn regenerate_name(object: &mut Value, prefix: &str, ids: &Ids) {
+    metadata_mut(object).insert("name".into(), json!(meta::generate_name(prefix, ids)));
+}
+
+/// The checks of a replacement (PUT) body: it is admitted and names the object of the URL.
+/// Returns its warnings and the `resourceVersion` it requires of the stored object.
+pub fn begin_update(
+    resource: Resource,
+    name: &str,
+    object: &mut Value,
+    options: &WriteOptions,
+) -> ApiResult<(Vec<String>, Option<String>)> {
+    let warnings = admit(resource, object, options)?;
+    if meta_str(object, "name").is_some_and(|given| given != name) {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            meta_str(object, "name").unwrap_or_default()
+        )));
+    }
+    let precondition = meta_str(object, "resourceVersion").map(str::to_string);
+    Ok((warnings, precondition))
+}
+
+/// Whether the stored object still has the `resourceVersion` a write requires.
+pub fn check_precondition(
+    resource: Resource,
+    name: &str,
+    current: &Value,
+    precondition: Option<&str>,
+) -> ApiResult<()> {
+    if let Some(wanted) = precondition
+        && meta_str(current, "resourceVersion") != Some(wanted)
+    {
+        return Err(ApiError::modified(
+            resource.group(),
+            resource.plural(),
+            name,
+        ));
+    }
+    Ok(())
+}
+
+/// Applies a patch to the stored object and admits the result; returns the requested object
+/// and the body's warnings. A `resourceVersion` in the patch is a precondition.
+pub fn apply_patch(
+    resource: Resource,
+    name: &str,
+    current: &Value,
+    body: &PatchBody,
+    options: &WriteOptions,
+    now: SystemTime,
+) -> ApiResult<(Value, Vec<String>)> {
+    let schema = resource.schema();
+    let patched = match body {
+        PatchBody::Json(bytes) => patch::json_patch(current, bytes),
+        PatchBody::Merge(value) => patch::merge_patch(current, value),
+        PatchBody::Strategic(_) if resource.is_custom() => {
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json (strategic merge patch is not supported for custom resources)",
+            ));
+        }
+        PatchBody::Strategic(value) => patch::strategic_merge(current, value, schema),
+        PatchBody::Apply {
+            config,
+            manager,
+            force,
+        } => {
+            let now = meta::timestamp(now);
+            let api_version = resource.info.api_version();
+            match ssa::apply(current, config, manager, &api_version, &now, *force, schema) {
+                Ok(applied) => Ok(applied.object),
+                Err(conflicts) => return Err(apply_conflict(resource, name, &conflicts)),
+            }
+        }
+    }
+    .map_err(|error| match error {
+        PatchError::Malformed(message) => ApiError::bad_request(message),
+        PatchError::DoesNotApply(message) => {
+            let mut error = ApiError::invalid(resource.group(), resource.kind(), name, vec![]);
+            error.message = message;
+            error
+        }
+    })?;
+    let mut patched = patched;
+    // A resourceVersion in the patch is a precondition.
+    let given = meta_str(&patched, "resourceVersion").map(str::to_string);
+    if given.is_some() && given.as_deref() != meta_str(current, "resourceVersion") {
+        return Err(ApiError::modified(
+            resource.group(),
+            resource.plural(),
+            name,
+        ));
+    }
+    let warnings = admit(resource, &mut patched, options)?;
+    Ok((patched, warnings))
+}
+
+/// The object an update stores, from the stored one and the requested one: merged as the
+/// part addressed demands, a CRD's status recomputed, metadata normalized, the manager's
+/// fields recorded, and validated against the stored object (transition rules included).
+#[allow(clippy::too_many_arguments)]
+pub fn next_version(
+    resource: Resource,
+    name: &str,
+    current: &Value,
+    requested: Value,
+    part: Part,
+    options: &WriteOptions,
+    now: SystemTime,
+    claims: Option<&ClaimedNames>,
+) -> ApiResult<Value> {
+    let mut next = merge_update(resource, current, requested, part);
+    if let Some(claims) = claims {
+        next["status"] = crd_status::status(&next, &meta::timestamp(now), claims);
+    }
+    meta::normalize_metadata(&mut next);
+    if let Some(manager) = &options.field_manager {
+        let now = meta::timestamp(now);
+        ssa::record_update(
+            current,
+            &mut next,
+            manager,
+            &resource.info.api_version(),
+            &now,
+            options.subresource,
+            resource.schema(),
+        );
+    }
+    let mut causes = strategy::validate_update(resource, current, &next);
+    if resource.is_custom() {
+        // Transition rules see the stored object as oldSelf.
+        for cause in crate::rules::check(resource.schema(), &next, Some(current)) {
+            if !causes.contains(&cause) {
+                causes.push(cause);
+            }
+        }
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            resource.group(),
+            resource.kind(),
+            name,
+            causes,
+        ));
+    }
+    Ok(next)
+}
+
+/// What a delete does to the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    /// The object goes now.
+    Remove,
+    /// The object stays, terminating (finalizers, grace or namespace cleanup pending); it
+    /// was updated in place.
+    Terminate,
+}
+
+/// Decides a delete of the stored `object` (updated in place when it stays, terminating):
+/// preconditions, propagation finalizers, a pod's grace period (`node_exists` tells whether
+/// the node it is bound to exists) and a namespace's content cleanup.
+pub fn decide_delete(
+    resource: Resource,
+    name: &str,
+    object: &mut Value,
+    options: &DeleteOptions,
+    node_exists: &dyn Fn(&str) -> bool,
+    now: SystemTime,
+) -> ApiResult<Deletion> {
+    if let Some(uid) = &options.precondition_uid
+        && meta_str(object, "uid") != Some(uid.as_str())
+    {
+        return Err(ApiError::conflict(
+            resource.group(),
+            resource.plural(),
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta_str(object, "uid").unwrap_or_default()
+            ),
+        ));
+    }
+    if let Some(version) = &options.precondition_resource_version
+        && meta_str(object, "resourceVersion") != Some(version.as_str())
+    {
+        return Err(ApiError::conflict(
+            resource.group(),
+            resource.plural(),
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {version}, ResourceVersion in object meta: {}",
+                meta_str(object, "resourceVersion").unwrap_or_default()
+            ),
+        ));
+    }
+    let mut finalizer_list = finalizers(object);
+    let add_finalizer = match options.propagation {
+        Some(Propagation::Foreground) => Some(FOREGROUND_FINALIZER),
+        Some(Propagation::Orphan) => Some(ORPHAN_FINALIZER),
+        _ => None,
+    };
+    if let Some(finalizer) = add_finalizer
+        && !finalizer_list.iter().any(|f| f == finalizer)
+        && !is_deleting(object)
+    {
+        finalizer_list.push(finalizer.to_string());
+    }
+    let grace = pod_grace_seconds(resource, object, options, node_exists);
+    let needs_namespace_cleanup =
+        is_namespace(resource) && !namespace_finalizers(object).is_empty();
+    let keep = !finalizer_list.is_empty() || grace > 0 || needs_namespace_cleanup;
+    if !keep {
+        return Ok(Deletion::Remove);
+    }
+    let already = is_deleting(object);
+    let metadata = metadata_mut(object);
+    if !finalizer_list.is_empty() {
+        metadata.insert("finalizers".into(), json!(finalizer_list));
+    }
+    if !already {
+        let at = now + Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+        metadata.insert("deletionTimestamp".into(), json!(meta::timestamp(at)));
+        metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        let generation = metadata
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        metadata.insert("generation".into(), json!(generation + 1));
+    } else if grace == 0 && resource.kind() == "Pod" && finalizer_list.is_empty() {
+        // A second delete with no grace finishes a terminating pod.
+        return Ok(Deletion::Remove);
+    } else {
+        metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
+    }
+    if needs_namespace_cleanup {
+        object["status"]["phase"] = json!("Terminating");
+    }
+    Ok(Deletion::Terminate)
+}
+
+/// A pod's grace period: its node twin must confirm termination unless the pod never ran,
+/// already finished, is bound to a node that does not exist, or the grace period is zero.
+pub fn pod_grace_seconds(
+    resource: Resource,
+    pod: &Value,
+    options: &DeleteOptions,
+    node_exists: &dyn Fn(&str) -> bool,
+) -> i64 {
+    if (resource.group(), resource.kind()) != ("", "Pod") {
+        return 0;
+    }
+    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str);
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    let runs = node.is_some_and(node_exists) && !matches!(phase, Some("Succeeded" | "Failed"));
+    if !runs {
+        return 0;
+    }
+    options
+        .grace_period_seconds
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30)
+        .max(0)
+}
+
+pub fn is_namespace(resource: Resource) -> bool {
+    (resource.group(), resource.kind()) == ("", "Namespace")
+}
+
+/// A namespace's `spec.finalizers` (the namespace controller's `kubernetes`).
+pub fn namespace_finalizers(namespace: &Value) -> Vec<String> {
+    tessera_model::json::strings_at(namespace, "/spec/finalizers")
+}
+
+/// Whether something still holds a terminating object: finalizers, a namespace's content
+/// finalizer, or a pod's kubelet (a pod on a node with grace left).
+pub fn holds_deletion(resource: Resource, object: &Value) -> bool {
+    let kubelet = (resource.group(), resource.kind()) == ("", "Pod")
+        && object
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|grace| grace > 0);
+    let namespace = is_namespace(resource) && !namespace_finalizers(object).is_empty();
+    !finalizers(object).is_empty() || kubelet || namespace
+}
+
+/// Combines the stored object with a requested one: server-owned metadata is kept, status or
+/// the rest is kept depending on the part addressed, and generation follows spec changes.
+pub fn merge_update(resource: Resource, current: &Value, requested: Value, part: Part) -> Value {
+    let mut next = match part {
+        Part::Status => {
+            let mut next = current.clone();
+            match requested.get("status") {
+                Some(status) => next["status"] = status.clone(),
+                None => {
+                    if let Some(map) = next.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+            next
+        }
+        Part::Main => {
+            let mut next = requested;
+            if resource.has_status() {
+                match current.get("status") {
+                    Some(status) => next["status"] = status.clone(),
+                    None => {
+                        if let Some(map) = next.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
+                }
+            }
+            next
+        }
+    };
+    let kept = [
+        "uid",
+        "creationTimestamp",
+        "name",
+        "namespace",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "resourceVersion",
+    ];
+    {
+        let current_meta = current.get("metadata").and_then(Value::as_object);
+        let metadata = metadata_mut(&mut next);
+        for field in kept {
+            match current_meta.and_then(|m| m.get(field)) {
+                Some(value) => {
+                    metadata.insert(field.into(), value.clone());
+                }
+                None => {
+                    metadata.remove(field);
+                }
+            }
+        }
+    }
+    // Everything but metadata, status and the type: a change there is a new generation.
+    fn spec_of(object: &Value) -> impl Iterator<Item = (&String, &Value)> {
+        object
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+    }
+    if !spec_of(current).eq(spec_of(&next)) {
+        let generation = current
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        metadata_mut(&mut next).insert("generation".into(), json!(generation + 1));
+    }
+    next
+}
+
+/// The 409 an apply answers when it would change fields other managers own.
+pub fn apply_conflict(resource: Resource, name: &str, conflicts: &[ssa::Conflict]) -> ApiError {
+    let listed: Vec<String> = conflicts
+        .iter()
+        .map(|c| {
+            format!(
+                "conflict with \"{}\" using {}: {}",
+                c.manager, c.api_version, c.field
+            )
+        })
+        .collect();
+    let summary = if conflicts.len() == 1 {
+        format!("Apply failed with 1 conflict: {}", listed[0])
+    } else {
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            listed.join("\n")
+        )
+    };
+    let mut error = ApiError::conflict(resource.group(), resource.plural(), name, "");
+    error.message = summary;
+    if let Some(details) = error.details.as_mut() {
+        details.causes = conflicts
+            .iter()
+            .map(|c| Cause {
+                reason: "FieldManagerConflict",
+                field: c.field.clone(),
+                message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+            })
+            .collect();
+    }
+    error
+}
+
+pub fn is_crd(resource: Resource) -> bool {
+    (resource.group(), resource.kind()) == ("apiextensions.k8s.io", "CustomResourceDefinition")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_names_and_uids_come_from_the_seeded_ids() {
+        let configmaps = Resource::find("", "v1", "configmaps").expect("configmaps are served");
+        let mut object = json!({"metadata": {"generateName": "web-"}, "data": {"a": "b"}});
+        let ids = Ids::seeded(7);
+        let creation = begin_create(
+            configmaps,
+            Some("default"),
+            &mut object,
+            &WriteOptions::default(),
+            &ids,
+        )
+        .expect("a valid ConfigMap");
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        stamp_create(
+            configmaps,
+            Some("default"),
+            &mut object,
+            &WriteOptions::default(),
+            now,
+            &ids,
+            None,
+        );
+        let expected = Ids::seeded(7);
+        let suffix = expected.name_suffix();
+        assert!(creation.generated);
+        assert_eq!(
+            meta_str(&object, "name"),
+            Some(format!("web-{suffix}").as_str())
+        );
+        assert_eq!(meta_str(&object, "uid"), Some(expected.uid().as_str()));
+        assert_eq!(meta_str(&object, "namespace"), Some("default"));
+        assert_eq!(
+            meta_str(&object, "creationTimestamp"),
+            Some(meta::timestamp(now).as_str())
+        );
+        assert_eq!(object.pointer("/metadata/generation"), Some(&json!(1)));
+    }
+}
