@@ -1,5 +1,5 @@
 //! Controller shells for ReplicaSets and Deployments: watch, ask the cores
-//! ([`crate::replicaset::plan`], [`crate::deployment::plan`]) and apply their plans.
+//! ([`tessera_workloads::replicaset::plan`], [`tessera_workloads::deployment::plan`]) and apply their plans.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tessera_model::time::timestamp;
 
 use crate::shell::ReconcileError;
-use crate::{daemonset, deployment, replicaset, statefulset};
+use tessera_workloads::{daemonset, deployment, replicaset, statefulset};
 
 /// The field manager these controllers write as.
 pub const MANAGER: &str = "tessera-apps-controller";

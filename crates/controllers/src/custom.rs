@@ -1,7 +1,7 @@
 //! Controller shells for the upstream custom workload kinds Tessera runs natively: JobSet
 //! (jobset.x-k8s.io/v1alpha2) and LeaderWorkerSet (leaderworkerset.x-k8s.io/v1). Each waits
-//! until its CRD is installed, then drives the pure cores ([`crate::jobset`],
-//! [`crate::lws`]).
+//! until its CRD is installed, then drives the pure cores ([`tessera_workloads::jobset`],
+//! [`tessera_workloads::lws`]).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tessera_model::time::timestamp;
 
 use crate::shell::ReconcileError;
-use crate::{jobset, lws};
+use tessera_workloads::{jobset, lws};
 
 /// The field manager these controllers write as.
 pub const MANAGER: &str = "tessera-workload-controller";

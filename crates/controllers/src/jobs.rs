@@ -1,4 +1,4 @@
-//! The Job controller shell: watches Jobs and their pods, asks [`crate::job::plan`] what to
+//! The Job controller shell: watches Jobs and their pods, asks [`tessera_workloads::job::plan`] what to
 //! do, and carries it out — creating pods, deleting pods (released first, so the controller's
 //! own deletions are not counted as failures), recording status, releasing tracking
 //! finalizers, and deleting Jobs whose TTL has passed. Pods whose Job is gone are released by
@@ -16,8 +16,8 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::job::{self, CONTROLLER_UID, TRACKING_FINALIZER};
 use crate::shell::ReconcileError;
+use tessera_workloads::job::{self, CONTROLLER_UID, TRACKING_FINALIZER};
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-job-controller";

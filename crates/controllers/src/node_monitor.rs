@@ -1,5 +1,5 @@
 //! The node lifecycle shell: watches nodes, node Leases and pods, runs
-//! [`crate::node_lifecycle::reconcile`] every monitor period (and at the next eviction due),
+//! [`tessera_workloads::node_lifecycle::reconcile`] every monitor period (and at the next eviction due),
 //! and writes its actions: conditions set to Unknown with a `NodeNotReady` event from
 //! `node-controller`, condition taints, and taint evictions (pod deletions) with a
 //! `TaintManagerEviction` event from `taint-eviction-controller`.
@@ -14,8 +14,8 @@ use kube::{Api, Client};
 use serde_json::json;
 use tessera_model::time::timestamp;
 
-use crate::node_lifecycle::{Action, reconcile};
 use crate::shell::{all, patch_params, record_event, watched};
+use tessera_workloads::node_lifecycle::{Action, reconcile};
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-node-lifecycle-controller";

@@ -1,6 +1,6 @@
 //! The disruption controller: keeps every PodDisruptionBudget's status current from the pods
 //! it selects, so the eviction API can honour it. Decisions are made by
-//! [`crate::disruption::budget`]; this module watches, computes and patches.
+//! [`tessera_workloads::disruption::budget`]; this module watches, computes and patches.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
@@ -14,8 +14,8 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tessera_model::selector;
 
-use crate::disruption;
 use crate::shell::{next_pass, watched};
+use tessera_workloads::disruption;
 
 /// The field manager the controller writes status as.
 pub const MANAGER: &str = "tessera-disruption-controller";

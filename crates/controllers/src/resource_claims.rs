@@ -1,5 +1,5 @@
 //! The ResourceClaim shell: watches pods, claims, templates, slices, classes and nodes, runs
-//! [`crate::resource_claim::reconcile`] over a snapshot after each burst of changes (and
+//! [`tessera_workloads::resource_claim::reconcile`] over a snapshot after each burst of changes (and
 //! every few seconds), and writes its actions — claims created, finalizers, claim status by
 //! update with the resourceVersion it was computed from (a conflict waits for the next pass),
 //! pod claim statuses, and warning events (each message once per pod).
@@ -17,10 +17,12 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, consumer, protected, reconcile};
 use crate::shell::{
     ObjectKey, next_pass, object_key, overlay, patch_params, post_params, record_event,
     send_unread, watched,
+};
+use tessera_workloads::resource_claim::{
+    Action, DELETE_PROTECTION, Snapshot, consumer, protected, reconcile,
 };
 
 /// The field manager the controller writes as.

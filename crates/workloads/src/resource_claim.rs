@@ -11,7 +11,7 @@
 //! - reservations of pods that are gone or finished are dropped, and a claim this controller
 //!   allocated that no pod reserves any more is deallocated (and its finalizer removed).
 //!
-//! Pure: a snapshot in, actions out; the shell ([`crate::resource_claims`]) writes them.
+//! Pure: a snapshot in, actions out; the shell (`tessera_controllers::resource_claims`) writes them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
