@@ -12,7 +12,6 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
-use tessera_model::time::timestamp;
 
 use crate::shell::ReconcileError;
 use tessera_workloads::{daemonset, deployment, replicaset, statefulset};
@@ -267,7 +266,7 @@ async fn reconcile_deployment(
     let api: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
     let listed = api.list(&ListParams::default()).await?;
     let owned = owned_by(&listed.items, &deployment_object.uid().unwrap_or_default())?;
-    let plan = deployment::plan(&value, &owned, &timestamp(SystemTime::now()));
+    let plan = deployment::plan(&value, &owned, SystemTime::now());
     if let Some(new) = &plan.create {
         let rs: ReplicaSet = serde_json::from_value(new.clone())?;
         match api.create(&post(), &rs).await {

@@ -19,7 +19,6 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use tessera_model::time::timestamp;
 
 use crate::shell::ReconcileError;
 use tessera_workloads::{jobset, lws};
@@ -151,7 +150,7 @@ async fn reconcile_jobset(
         )))
         .await?;
     let owned_jobs = owned(&listed.items, &object.uid().unwrap_or_default())?;
-    let plan = jobset::plan(&value, &owned_jobs, &timestamp(SystemTime::now()));
+    let plan = jobset::plan(&value, &owned_jobs, SystemTime::now());
     if let Some(service) = &plan.service {
         let services: Api<Service> = Api::namespaced(context.client.clone(), &namespace);
         let service: Service = serde_json::from_value(service.clone())?;
@@ -234,7 +233,7 @@ async fn reconcile_lws(
         .iter()
         .map(serde_json::to_value)
         .collect::<Result<_, _>>()?;
-    let plan = lws::plan(&value, &sets, &pods, &timestamp(SystemTime::now()));
+    let plan = lws::plan(&value, &sets, &pods, SystemTime::now());
     if let Some(service) = &plan.service {
         let services: Api<Service> = Api::namespaced(context.client.clone(), &namespace);
         let service: Service = serde_json::from_value(service.clone())?;

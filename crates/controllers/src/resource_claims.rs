@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
@@ -56,8 +55,7 @@ pub async fn run(client: Client) {
             classes: classes.state(),
             nodes: nodes.state(),
         };
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let actions = reconcile(&snapshot, &now);
+        let actions = reconcile(&snapshot, std::time::SystemTime::now());
         let created = std::sync::Mutex::new(Vec::new());
         let result = apply(&client, &snapshot, actions, &mut warned, &created).await;
         own.remember(

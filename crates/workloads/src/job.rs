@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use tessera_model::json::text;
+use tessera_model::conditions::{is_true, pod_is_ready};
+use tessera_model::json::{int, text};
 use tessera_model::time::{parse_timestamp, timestamp};
 
 /// The finalizer that keeps a pod until the controller has counted it.
@@ -40,10 +41,6 @@ pub struct JobPlan {
     pub requeue_after: Option<Duration>,
 }
 
-fn int(value: &Value, pointer: &str) -> Option<i64> {
-    value.pointer(pointer).and_then(Value::as_i64)
-}
-
 fn phase(pod: &Value) -> &str {
     text(pod, "/status/phase")
 }
@@ -61,21 +58,6 @@ fn index_of(pod: &Value) -> Option<i64> {
     ))
     .and_then(Value::as_str)
     .and_then(|i| i.parse().ok())
-}
-
-fn is_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-}
-
-fn condition_true(job: &Value, kind: &str) -> bool {
-    job.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
 }
 
 /// Parses `completedIndexes`-style interval lists (`1,3-5`).
@@ -213,7 +195,7 @@ pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration
     let backoff_limit = int(job, "/spec/backoffLimit").unwrap_or(6);
     let per_index_limit = int(job, "/spec/backoffLimitPerIndex");
     let suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
-    let finished = condition_true(job, "Complete") || condition_true(job, "Failed");
+    let finished = is_true(job, "Complete") || is_true(job, "Failed");
 
     // --- accounting of finished pods (two-phase through uncountedTerminatedPods) ---
     let uncounted_succeeded: BTreeSet<String> =
@@ -321,7 +303,7 @@ pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration
     status["succeeded"] = json!(succeeded);
     status["failed"] = json!(failed);
     status["active"] = json!(active.len());
-    status["ready"] = json!(active.iter().filter(|p| is_ready(p)).count());
+    status["ready"] = json!(active.iter().filter(|p| pod_is_ready(p)).count());
     status["terminating"] = json!(terminating);
     status["uncountedTerminatedPods"] =
         json!({"succeeded": next_uncounted_succeeded, "failed": next_uncounted_failed});
@@ -567,7 +549,7 @@ pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration
         plan.create.extend((0..missing).map(|_| None));
         if (active.len() as i64) > wanted {
             let mut excess: Vec<&&Value> = active.iter().collect();
-            excess.sort_by_key(|p| (is_ready(p), phase(p) == "Running"));
+            excess.sort_by_key(|p| (pod_is_ready(p), phase(p) == "Running"));
             plan.delete.extend(
                 excess
                     .into_iter()

@@ -27,3 +27,16 @@ pub mod plan;
 pub mod replicaset;
 pub mod resource_claim;
 pub mod statefulset;
+
+/// A `SystemTime` as the API's `Time` (the Unix epoch for times before it or out of range).
+pub(crate) fn meta_time(
+    time: std::time::SystemTime,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    let nanos = time
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_nanosecond(nanos)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::daemonset::REVISION_HASH;
 use crate::deployment::template_hash;
+use tessera_model::conditions::pod_is_ready;
 use tessera_model::json::text;
 
 /// What to do for a StatefulSet.
@@ -29,7 +30,7 @@ fn ordinal(set_name: &str, pod: &Value) -> Option<i64> {
 }
 
 fn running_and_ready(pod: &Value) -> bool {
-    text(pod, "/status/phase") == "Running" && crate::replicaset::ready_since(pod).is_some()
+    text(pod, "/status/phase") == "Running" && pod_is_ready(pod)
 }
 
 /// Plans a StatefulSet's next step from the pods it owns.
