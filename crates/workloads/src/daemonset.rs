@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
 
 use crate::deployment::template_hash;
@@ -245,6 +246,21 @@ pub fn plan(daemon_set: &Value, nodes: &[Value], pods: &[Value]) -> DaemonSetPla
         "observedGeneration": daemon_set.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
     });
     plan
+}
+
+impl DaemonSetPlan {
+    /// The writes that carry the plan out for `daemon_set`: deletions, a pod per node, the
+    /// new status.
+    pub fn writes(self, daemon_set: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.delete(Resource::Pod, &self.delete);
+        writes.create(
+            Resource::Pod,
+            self.create_on.iter().map(|node| pod_for(daemon_set, node)),
+        );
+        writes.status(daemon_set, self.status);
+        writes
+    }
 }
 
 /// The daemon pod for a node.

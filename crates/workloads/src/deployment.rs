@@ -7,6 +7,7 @@
 
 use std::time::SystemTime;
 
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
 use tessera_model::json::{int_or_zero, text};
 use tessera_model::time::timestamp;
@@ -113,6 +114,24 @@ fn revision(rs: &Value) -> i64 {
 fn condition(kind: &str, status: &str, reason: &str, message: &str, now: &str) -> Value {
     json!({"type": kind, "status": status, "reason": reason, "message": message,
            "lastUpdateTime": now, "lastTransitionTime": now})
+}
+
+impl DeploymentPlan {
+    /// The writes that carry the plan out for `deployment`: the new ReplicaSet, scalings,
+    /// deletions of old ReplicaSets, the new status.
+    pub fn writes(self, deployment: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.create(Resource::ReplicaSet, self.create);
+        writes.patch(
+            Resource::ReplicaSet,
+            self.scale
+                .into_iter()
+                .map(|(name, replicas)| (name, json!({"spec": {"replicas": replicas}}))),
+        );
+        writes.delete(Resource::ReplicaSet, &self.delete);
+        writes.status(deployment, self.status);
+        writes
+    }
 }
 
 /// Plans a Deployment's next step from the ReplicaSets it owns.

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
+use crate::plan::{Resource, Write, Writes};
 use serde_json::{Value, json};
 use tessera_model::conditions::{is_true, pod_is_ready};
 use tessera_model::json::{int, text};
@@ -179,6 +180,57 @@ fn failure_action(job: &Value, pod: &Value) -> Option<(String, String)> {
 fn condition(kind: &str, reason: &str, message: &str, now: &str) -> Value {
     json!({"type": kind, "status": "True", "reason": reason, "message": message,
            "lastProbeTime": now, "lastTransitionTime": now})
+}
+
+/// The merge patch that removes the tracking finalizer from a pod, keeping its others.
+pub fn release_patch(pod: &Value) -> Value {
+    let kept: Vec<Value> = pod
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|f| {
+            f.iter()
+                .filter(|f| *f != TRACKING_FINALIZER)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({"metadata": {"finalizers": kept}})
+}
+
+impl JobPlan {
+    /// The writes that carry the plan out for `job` and its `pods` (those the plan was made
+    /// from): pods deleted (each released first, so the controller's own deletions are not
+    /// counted as failures), the new status, finished pods released (counted first, released
+    /// after: a crash in between cannot count a pod twice), new pods, and the Job itself
+    /// deleted (its pods in the background) once its TTL has passed.
+    pub fn writes(self, job: &Value, pods: &[Value]) -> Writes {
+        let mut writes = Writes::default();
+        let release = |writes: &mut Writes, name: &String| {
+            if let Some(pod) = pods.iter().find(|p| text(p, "/metadata/name") == name) {
+                writes.patch(Resource::Pod, [(name.clone(), release_patch(pod))]);
+            }
+        };
+        for name in &self.delete {
+            release(&mut writes, name);
+            writes.delete(Resource::Pod, [name]);
+        }
+        writes.status(job, self.status);
+        for name in &self.release {
+            release(&mut writes, name);
+        }
+        writes.create(
+            Resource::Pod,
+            self.create.iter().map(|index| pod_for(job, *index)),
+        );
+        if self.delete_job {
+            writes.0.push(Write::Delete {
+                resource: Resource::Job,
+                name: text(job, "/metadata/name").to_string(),
+                background: true,
+            });
+        }
+        writes
+    }
 }
 
 /// Computes what to do for a Job given its pods (those carrying its controller UID).

@@ -9,6 +9,7 @@
 
 use std::time::SystemTime;
 
+use crate::plan::{Resource, Write, Writes};
 use serde_json::{Value, json};
 
 /// Label and annotation keys upstream puts on JobSet Jobs and pods.
@@ -170,6 +171,32 @@ pub fn job_for(
 
 fn condition(kind: &str, reason: &str, message: &str, now: &str) -> Value {
     json!({"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now})
+}
+
+impl JobSetPlan {
+    /// The writes that carry the plan out for `jobset`: the headless Service, deletions of
+    /// Jobs (their pods in the background), suspensions and resumptions, new Jobs, the new
+    /// status.
+    pub fn writes(self, jobset: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.create(Resource::Service, self.service);
+        writes
+            .0
+            .extend(self.delete.into_iter().map(|name| Write::Delete {
+                resource: Resource::Job,
+                name,
+                background: true,
+            }));
+        writes.patch(
+            Resource::Job,
+            self.suspend
+                .into_iter()
+                .map(|(name, suspend)| (name, json!({"spec": {"suspend": suspend}}))),
+        );
+        writes.create(Resource::Job, self.create);
+        writes.status(jobset, self.status);
+        writes
+    }
 }
 
 /// Plans a JobSet's next step from the Jobs it owns.

@@ -10,6 +10,7 @@
 
 use std::time::SystemTime;
 
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
 use tessera_model::conditions::pod_is_ready;
 use tessera_model::json::text;
@@ -119,6 +120,25 @@ fn env(pairs: Vec<Value>, template: &mut Value) {
 
 fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
     json!([{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}])
+}
+
+impl LwsPlan {
+    /// The writes that carry the plan out for `lws`: the headless Service, new StatefulSets,
+    /// scalings, leader pods deleted for a group restart, the new status.
+    pub fn writes(self, lws: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.create(Resource::Service, self.service);
+        writes.create(Resource::StatefulSet, self.create);
+        writes.patch(
+            Resource::StatefulSet,
+            self.scale
+                .into_iter()
+                .map(|(name, replicas)| (name, json!({"spec": {"replicas": replicas}}))),
+        );
+        writes.delete(Resource::Pod, &self.restart_leaders);
+        writes.status(lws, self.status);
+        writes
+    }
 }
 
 /// Plans a LeaderWorkerSet's next step from its StatefulSets and pods.

@@ -4,6 +4,7 @@
 //!
 //! Pure: no I/O.
 
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
 
 use crate::daemonset::REVISION_HASH;
@@ -154,6 +155,21 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
         "updateRevision": format!("{name}-{revision}"),
     });
     plan
+}
+
+impl StatefulSetPlan {
+    /// The writes that carry the plan out for `set`: deletions, a pod per ordinal, the new
+    /// status.
+    pub fn writes(self, set: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.delete(Resource::Pod, &self.delete);
+        writes.create(
+            Resource::Pod,
+            self.create.iter().map(|ordinal| pod_for(set, *ordinal)),
+        );
+        writes.status(set, self.status);
+        writes
+    }
 }
 
 /// The pod of an ordinal.
