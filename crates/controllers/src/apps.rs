@@ -14,11 +14,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ApiResource, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use tessera_model::clock::Clock;
 
-use crate::shell::{Owner, ReconcileError, Tolerated, apply};
+use crate::shell::{Owner, ReconcileError, Tolerated, apply, owned_by};
 use tessera_workloads::{daemonset, deployment, replicaset, statefulset};
 
 /// The field manager these controllers write as.
@@ -42,26 +42,6 @@ fn selector_string(selector: Option<&Value>) -> String {
                 .join(",")
         })
         .unwrap_or_default()
-}
-
-/// Objects of a list whose controller reference is the owner's UID.
-fn owned_by<K: serde::Serialize + Resource>(
-    items: &[K],
-    owner_uid: &str,
-) -> Result<Vec<Value>, serde_json::Error> {
-    let mut owned = Vec::new();
-    for item in items {
-        let controlled = item
-            .meta()
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|r| r.controller == Some(true) && r.uid == owner_uid);
-        if controlled {
-            owned.push(serde_json::to_value(item)?);
-        }
-    }
-    Ok(owned)
 }
 
 /// Runs the ReplicaSet, Deployment, DaemonSet and StatefulSet controllers until the task is

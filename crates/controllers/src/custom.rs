@@ -21,7 +21,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use tessera_model::clock::Clock;
 
-use crate::shell::{Owner, ReconcileError, Tolerated, apply};
+use crate::shell::{Owner, ReconcileError, Tolerated, apply, owned_by};
 use tessera_workloads::{jobset, lws};
 
 /// The field manager these controllers write as.
@@ -50,23 +50,6 @@ async fn wait_for_crd(client: &Client, name: &str) {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-}
-
-fn owned<K: serde::Serialize + kube::Resource>(
-    items: &[K],
-    uid: &str,
-) -> Result<Vec<Value>, serde_json::Error> {
-    items
-        .iter()
-        .filter(|item| {
-            item.meta()
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|r| r.controller == Some(true) && r.uid == uid)
-        })
-        .map(serde_json::to_value)
-        .collect()
 }
 
 /// Runs the JobSet controller once the JobSet CRD exists (again after it is re-installed),
@@ -150,7 +133,7 @@ async fn reconcile_jobset(
             object.name_any()
         )))
         .await?;
-    let owned_jobs = owned(&listed.items, &object.uid().unwrap_or_default())?;
+    let owned_jobs = owned_by(&listed.items, &object.uid().unwrap_or_default())?;
     let writes = jobset::plan(&value, &owned_jobs, (context.clock)()).writes(&value);
     let name = object.name_any();
     let owner = Owner {

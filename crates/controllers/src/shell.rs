@@ -295,6 +295,26 @@ async fn write_status(
     Ok(())
 }
 
+/// The objects of a list (as JSON) whose controller reference is the owner's UID.
+pub fn owned_by<K: serde::Serialize + kube::Resource>(
+    items: &[K],
+    owner_uid: &str,
+) -> Result<Vec<Value>, serde_json::Error> {
+    let mut owned = Vec::new();
+    for item in items {
+        let controlled = item
+            .meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.uid == owner_uid);
+        if controlled {
+            owned.push(serde_json::to_value(item)?);
+        }
+    }
+    Ok(owned)
+}
+
 /// A reflector over `api`: the store it fills and the stream that must be polled to fill
 /// it (one item per touched object).
 pub fn watched<K>(api: Api<K>) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
