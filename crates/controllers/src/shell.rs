@@ -441,6 +441,138 @@ pub async fn next_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    /// A client whose API answers every request with `answer(method, path)` (a status code)
+    /// and remembers each request as `METHOD path?query body`.
+    fn recording(answer: fn(&str, &str) -> u16) -> (Client, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let log = log.clone();
+            async move {
+                use http_body_util::BodyExt;
+                let (parts, body) = request.into_parts();
+                let body = body.collect().await?.to_bytes();
+                let path = parts.uri.path_and_query().map(|p| p.as_str().to_string());
+                let path = path.unwrap_or_default();
+                let code = answer(parts.method.as_str(), parts.uri.path());
+                log.lock().expect("log").push(format!(
+                    "{} {path} {}",
+                    parts.method,
+                    String::from_utf8_lossy(&body)
+                ));
+                let body = if code < 300 && parts.uri.path().contains("/jobs") {
+                    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}})
+                } else if code < 300 {
+                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}})
+                } else {
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "code": code, "reason": "NotFound", "message": "no"})
+                };
+                let response = http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(bytes_of(&body))?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(response)
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    fn bytes_of(value: &Value) -> kube::client::Body {
+        kube::client::Body::from(serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn a_plan_is_written_in_order_as_the_manager_with_tolerated_codes() {
+        // Deletions of `gone` answer 404; everything else succeeds.
+        let (client, seen) = recording(|method, path| {
+            if method == "DELETE" && path.ends_with("/gone") {
+                404
+            } else {
+                200
+            }
+        });
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "j-"},
+            "spec": {"containers": []}});
+        let writes = Writes(vec![
+            Write::Patch(
+                Resource::Pod,
+                "gone".into(),
+                json!({"metadata": {"finalizers": []}}),
+            ),
+            Write::Delete {
+                resource: Resource::Pod,
+                name: "gone".into(),
+                background: false,
+            },
+            Write::Status(json!({"active": 1})),
+            Write::Create(Resource::Pod, pod),
+            Write::Delete {
+                resource: Resource::Job,
+                name: "j".into(),
+                background: true,
+            },
+        ]);
+        let resource = ApiResource::erase::<Job>(&());
+        let owner = Owner {
+            resource: &resource,
+            namespace: "ml",
+            name: "j",
+        };
+        let tolerated = Tolerated {
+            create: &[],
+            change: &[404],
+            status: &[],
+        };
+        apply(&client, owner, writes, "tester", tolerated)
+            .await
+            .expect("a 404 on a deletion is tolerated");
+        let seen = seen.lock().expect("log").clone();
+        let lines: Vec<&str> = seen
+            .iter()
+            .map(|l| l.split(' ').next().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            lines,
+            ["PATCH", "DELETE", "PATCH", "POST", "DELETE"],
+            "{seen:#?}"
+        );
+        assert!(
+            seen[0].starts_with("PATCH /api/v1/namespaces/ml/pods/gone?&fieldManager=tester"),
+            "{seen:#?}"
+        );
+        assert!(seen[2].starts_with("PATCH /apis/batch/v1/namespaces/ml/jobs/j/status?&fieldManager=tester {\"status\":{\"active\":1}}"), "{seen:#?}");
+        assert!(
+            seen[3].starts_with("POST /api/v1/namespaces/ml/pods?&fieldManager=tester"),
+            "{seen:#?}"
+        );
+        assert!(
+            seen[4].contains("\"propagationPolicy\":\"Background\""),
+            "{seen:#?}"
+        );
+        assert!(!seen[1].contains("propagationPolicy"), "{seen:#?}");
+
+        // An untolerated code ends the plan there.
+        let (client, seen) = recording(|_, _| 409);
+        let writes = Writes(vec![
+            Write::Create(
+                Resource::Service,
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}),
+            ),
+            Write::Status(json!({})),
+        ]);
+        let owner = Owner {
+            resource: &resource,
+            namespace: "ml",
+            name: "j",
+        };
+        let failed = apply(&client, owner, writes, "tester", tolerated).await;
+        assert!(matches!(failed, Err(ReconcileError::Api(kube::Error::Api(s))) if s.code == 409));
+        assert_eq!(seen.lock().expect("log").len(), 1);
+    }
 
     #[tokio::test]
     async fn steady_changes_cannot_postpone_a_pass_forever() {
