@@ -321,8 +321,12 @@ async fn through_api(work: ApiWorkload) -> anyhow::Result<Row> {
     let (synced, scheduler_synced) = tokio::sync::oneshot::channel();
     let started = Instant::now();
     // Upstream's scheduler_perf runs the ResourceClaim controller for its DRA workloads too.
-    let claims = claim_controller
-        .then(|| tokio::spawn(tessera_controllers::resource_claims::run(client.clone())));
+    let claims = claim_controller.then(|| {
+        tokio::spawn(tessera_controllers::resource_claims::run(
+            client.clone(),
+            std::sync::Arc::new(std::time::SystemTime::now),
+        ))
+    });
     let scheduler = tokio::spawn(tessera_controllers::scheduler::run_reporting_sync(
         client.clone(),
         tessera_controllers::scheduler::SchedulerConfig::embedded(None),

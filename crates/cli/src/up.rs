@@ -114,17 +114,23 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             .service(router.clone());
         kube::Client::new(service, "default")
     };
-    let disruption = tokio::spawn(tessera_controllers::pdb::run(client_for(
-        "disruption-controller",
-    )));
-    let apps = tokio::spawn(tessera_controllers::apps::run(client_for(
-        "apps-controller",
-    )));
-    let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(client_for(
-        "workload-controller",
-    )));
+    // The controllers read the host's clock.
+    let clock: tessera_model::clock::Clock = std::sync::Arc::new(std::time::SystemTime::now);
+    let disruption = tokio::spawn(tessera_controllers::pdb::run(
+        client_for("disruption-controller"),
+        clock.clone(),
+    ));
+    let apps = tokio::spawn(tessera_controllers::apps::run(
+        client_for("apps-controller"),
+        clock.clone(),
+    ));
+    let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(
+        client_for("workload-controller"),
+        clock.clone(),
+    ));
     let leader_worker_sets = tokio::spawn(tessera_controllers::custom::run_leader_worker_sets(
         client_for("workload-controller"),
+        clock.clone(),
     ));
     let jobs = tokio::spawn(tessera_controllers::jobs::run(
         client_for("job-controller"),
@@ -135,15 +141,17 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         tessera_controllers::node_monitor::NodeMonitorConfig {
             grace_period: Duration::from_secs(args.node_monitor_grace_period),
             period: Duration::from_secs(1),
+            clock: clock.clone(),
         },
     ));
     let scheduler = tokio::spawn(tessera_controllers::scheduler::run(
         client_for("scheduler"),
         tessera_controllers::scheduler::SchedulerConfig::embedded(profiles),
     ));
-    let claims = tokio::spawn(tessera_controllers::resource_claims::run(client_for(
-        "resourceclaim-controller",
-    )));
+    let claims = tokio::spawn(tessera_controllers::resource_claims::run(
+        client_for("resourceclaim-controller"),
+        clock,
+    ));
     let twins = NodeTwins::new(
         client_for("node-twins"),
         &topology,

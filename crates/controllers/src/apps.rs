@@ -1,43 +1,32 @@
-//! Controller shells for ReplicaSets and Deployments: watch, ask the cores
-//! ([`crate::replicaset::plan`], [`crate::deployment::plan`]) and apply their plans.
+//! Controller shells for ReplicaSets, Deployments, DaemonSets and StatefulSets: watch, ask the
+//! cores ([`tessera_workloads::replicaset::plan`], [`tessera_workloads::deployment::plan`],
+//! [`tessera_workloads::daemonset::plan`], [`tessera_workloads::statefulset::plan`]) and carry
+//! their plans out with [`crate::shell::apply`].
+//!
+//! Knows how to list what an owner owns and when to look again; decides nothing itself.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::{Value, json};
-use tessera_model::time::timestamp;
+use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
+use tessera_model::clock::Clock;
 
-use crate::shell::ReconcileError;
-use crate::{daemonset, deployment, replicaset, statefulset};
+use crate::shell::{Owner, ReconcileError, Tolerated, apply, owned_by};
+use tessera_workloads::{daemonset, deployment, replicaset, statefulset};
 
 /// The field manager these controllers write as.
 pub const MANAGER: &str = "tessera-apps-controller";
 
 struct Context {
     client: Client,
-}
-
-fn params() -> PatchParams {
-    crate::shell::patch_params(MANAGER)
-}
-
-fn post() -> PostParams {
-    crate::shell::post_params(MANAGER)
-}
-
-fn ignore_missing<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(error),
-    }
+    clock: Clock,
 }
 
 /// The `key=value,…` form of a selector's matchLabels.
@@ -55,31 +44,12 @@ fn selector_string(selector: Option<&Value>) -> String {
         .unwrap_or_default()
 }
 
-/// Objects of a list whose controller reference is the owner's UID.
-fn owned_by<K: serde::Serialize + Resource>(
-    items: &[K],
-    owner_uid: &str,
-) -> Result<Vec<Value>, serde_json::Error> {
-    let mut owned = Vec::new();
-    for item in items {
-        let controlled = item
-            .meta()
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|r| r.controller == Some(true) && r.uid == owner_uid);
-        if controlled {
-            owned.push(serde_json::to_value(item)?);
-        }
-    }
-    Ok(owned)
-}
-
 /// Runs the ReplicaSet, Deployment, DaemonSet and StatefulSet controllers until the task is
-/// dropped.
-pub async fn run(client: Client) {
+/// dropped, reading the time from `clock`.
+pub async fn run(client: Client, clock: Clock) {
     let context = Arc::new(Context {
         client: client.clone(),
+        clock,
     });
     let replica_sets = Controller::new(
         Api::<ReplicaSet>::all(client.clone()),
@@ -127,6 +97,29 @@ pub async fn run(client: Client) {
     futures::join!(replica_sets, deployments, daemon_sets, stateful_sets);
 }
 
+/// A 404 on a deletion, patch or status: the object is gone already.
+const TOLERATED: Tolerated = Tolerated {
+    create: &[],
+    change: &[404],
+    status: &[404],
+};
+
+/// As [`TOLERATED`], and a 409 on a creation: the object is there already (a StatefulSet's
+/// previous pod of an ordinal still terminating, a Deployment's ReplicaSet created before).
+const TOLERATED_NAMED: Tolerated = Tolerated {
+    create: &[409],
+    ..TOLERATED
+};
+
+/// The owner whose status a plan writes.
+fn owner<'a>(resource: &'a ApiResource, namespace: &'a str, name: &'a str) -> Owner<'a> {
+    Owner {
+        resource,
+        namespace,
+        name,
+    }
+}
+
 async fn reconcile_daemon_set(
     ds: Arc<DaemonSet>,
     context: Arc<Context>,
@@ -148,25 +141,11 @@ async fn reconcile_daemon_set(
         .list(&ListParams::default().labels(&selector_string(value.pointer("/spec/selector"))))
         .await?;
     let owned = owned_by(&listed.items, &ds.uid().unwrap_or_default())?;
-    let plan = daemonset::plan(&value, &nodes, &owned);
-    for name in &plan.delete {
-        ignore_missing(pods.delete(name, &DeleteParams::default()).await)?;
-    }
-    for node in &plan.create_on {
-        let pod: Pod = serde_json::from_value(daemonset::pod_for(&value, node))?;
-        pods.create(&post(), &pod).await?;
-    }
-    if value.get("status") != Some(&plan.status) {
-        let api: Api<DaemonSet> = Api::namespaced(context.client.clone(), &namespace);
-        ignore_missing(
-            api.patch_status(
-                &ds.name_any(),
-                &params(),
-                &Patch::Merge(&json!({"status": plan.status})),
-            )
-            .await,
-        )?;
-    }
+    let writes = daemonset::plan(&value, &nodes, &owned).writes(&value);
+    let resource = ApiResource::erase::<DaemonSet>(&());
+    let name = ds.name_any();
+    let owner = owner(&resource, &namespace, &name);
+    apply(&context.client, owner, writes, MANAGER, TOLERATED).await?;
     // Nodes come and go without touching the DaemonSet: look again regularly.
     Ok(Action::requeue(Duration::from_secs(5)))
 }
@@ -185,30 +164,11 @@ async fn reconcile_stateful_set(
         .list(&ListParams::default().labels(&selector_string(value.pointer("/spec/selector"))))
         .await?;
     let owned = owned_by(&listed.items, &set.uid().unwrap_or_default())?;
-    let plan = statefulset::plan(&value, &owned);
-    for name in &plan.delete {
-        ignore_missing(pods.delete(name, &DeleteParams::default()).await)?;
-    }
-    for ordinal in &plan.create {
-        let pod: Pod = serde_json::from_value(statefulset::pod_for(&value, *ordinal))?;
-        match pods.create(&post(), &pod).await {
-            Ok(_) => {}
-            // The previous pod of this ordinal is still terminating.
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-    if value.get("status") != Some(&plan.status) {
-        let api: Api<StatefulSet> = Api::namespaced(context.client.clone(), &namespace);
-        ignore_missing(
-            api.patch_status(
-                &set.name_any(),
-                &params(),
-                &Patch::Merge(&json!({"status": plan.status})),
-            )
-            .await,
-        )?;
-    }
+    let writes = statefulset::plan(&value, &owned).writes(&value);
+    let resource = ApiResource::erase::<StatefulSet>(&());
+    let name = set.name_any();
+    let owner = owner(&resource, &namespace, &name);
+    apply(&context.client, owner, writes, MANAGER, TOLERATED_NAMED).await?;
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
@@ -225,31 +185,20 @@ async fn reconcile_replica_set(
     let selector = selector_string(value.pointer("/spec/selector"));
     let listed = pods.list(&ListParams::default().labels(&selector)).await?;
     let owned = owned_by(&listed.items, &rs.uid().unwrap_or_default())?;
-    let plan = replicaset::plan(&value, &owned, SystemTime::now());
-    for name in &plan.delete {
-        ignore_missing(pods.delete(name, &DeleteParams::default()).await)?;
-    }
-    for _ in 0..plan.create {
-        let pod: Pod = serde_json::from_value(replicaset::pod_from_template(
-            &value,
-            "apps/v1",
-            "ReplicaSet",
-            &format!("{}-", rs.name_any()),
-        ))?;
-        pods.create(&post(), &pod).await?;
-    }
-    if value.get("status") != Some(&plan.status) {
-        let api: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
-        ignore_missing(
-            api.patch_status(
-                &rs.name_any(),
-                &params(),
-                &Patch::Merge(&json!({"status": plan.status})),
-            )
-            .await,
-        )?;
-    }
-    Ok(match plan.requeue_after {
+    let plan = replicaset::plan(&value, &owned, (context.clock)());
+    let requeue_after = plan.requeue_after;
+    let resource = ApiResource::erase::<ReplicaSet>(&());
+    let name = rs.name_any();
+    let owner = owner(&resource, &namespace, &name);
+    apply(
+        &context.client,
+        owner,
+        plan.writes(&value),
+        MANAGER,
+        TOLERATED,
+    )
+    .await?;
+    Ok(match requeue_after {
         Some(after) => Action::requeue(after),
         None => Action::requeue(Duration::from_secs(60)),
     })
@@ -267,39 +216,10 @@ async fn reconcile_deployment(
     let api: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
     let listed = api.list(&ListParams::default()).await?;
     let owned = owned_by(&listed.items, &deployment_object.uid().unwrap_or_default())?;
-    let plan = deployment::plan(&value, &owned, &timestamp(SystemTime::now()));
-    if let Some(new) = &plan.create {
-        let rs: ReplicaSet = serde_json::from_value(new.clone())?;
-        match api.create(&post(), &rs).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-    for (name, replicas) in &plan.scale {
-        ignore_missing(
-            api.patch(
-                name,
-                &params(),
-                &Patch::Merge(&json!({"spec": {"replicas": replicas}})),
-            )
-            .await,
-        )?;
-    }
-    for name in &plan.delete {
-        ignore_missing(api.delete(name, &DeleteParams::default()).await)?;
-    }
-    if value.get("status") != Some(&plan.status) {
-        let deployments: Api<Deployment> = Api::namespaced(context.client.clone(), &namespace);
-        ignore_missing(
-            deployments
-                .patch_status(
-                    &deployment_object.name_any(),
-                    &params(),
-                    &Patch::Merge(&json!({"status": plan.status})),
-                )
-                .await,
-        )?;
-    }
+    let writes = deployment::plan(&value, &owned, (context.clock)()).writes(&value);
+    let resource = ApiResource::erase::<Deployment>(&());
+    let name = deployment_object.name_any();
+    let owner = owner(&resource, &namespace, &name);
+    apply(&context.client, owner, writes, MANAGER, TOLERATED_NAMED).await?;
     Ok(Action::requeue(Duration::from_secs(30)))
 }

@@ -1,28 +1,28 @@
 //! Controller shells for the upstream custom workload kinds Tessera runs natively: JobSet
 //! (jobset.x-k8s.io/v1alpha2) and LeaderWorkerSet (leaderworkerset.x-k8s.io/v1). Each waits
-//! until its CRD is installed, then drives the pure cores ([`crate::jobset`],
-//! [`crate::lws`]).
+//! until its CRD is installed, then drives the pure cores ([`tessera_workloads::jobset`],
+//! [`tessera_workloads::lws`]) and carries their plans out with [`crate::shell::apply`].
+//!
+//! Knows the kinds' API groups and CRDs and how to list what an owner owns; decides nothing
+//! itself.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-    PostParams, PropagationPolicy,
-};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
-use tessera_model::time::timestamp;
+use serde_json::Value;
+use tessera_model::clock::Clock;
 
-use crate::shell::ReconcileError;
-use crate::{jobset, lws};
+use crate::shell::{Owner, ReconcileError, Tolerated, apply, owned_by};
+use tessera_workloads::{jobset, lws};
 
 /// The field manager these controllers write as.
 pub const MANAGER: &str = "tessera-workload-controller";
@@ -30,22 +30,15 @@ pub const MANAGER: &str = "tessera-workload-controller";
 struct Context {
     client: Client,
     resource: ApiResource,
+    clock: Clock,
 }
 
-fn params() -> PatchParams {
-    crate::shell::patch_params(MANAGER)
-}
-
-fn post() -> PostParams {
-    crate::shell::post_params(MANAGER)
-}
-
-fn tolerate(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
-    match result {
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-        other => other,
-    }
-}
+/// A 404 or 409 on any write: gone already, or there already.
+const TOLERATED: Tolerated = Tolerated {
+    create: &[404, 409],
+    change: &[404, 409],
+    status: &[404, 409],
+};
 
 async fn wait_for_crd(client: &Client, name: &str) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -59,34 +52,23 @@ async fn wait_for_crd(client: &Client, name: &str) {
     }
 }
 
-fn owned<K: serde::Serialize + kube::Resource>(
-    items: &[K],
-    uid: &str,
-) -> Result<Vec<Value>, serde_json::Error> {
-    items
-        .iter()
-        .filter(|item| {
-            item.meta()
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|r| r.controller == Some(true) && r.uid == uid)
-        })
-        .map(serde_json::to_value)
-        .collect()
-}
-
-/// Runs the JobSet controller once the JobSet CRD exists (again after it is re-installed).
-pub async fn run_jobsets(client: Client) {
+/// Runs the JobSet controller once the JobSet CRD exists (again after it is re-installed),
+/// reading the time from `clock`.
+pub async fn run_jobsets(client: Client, clock: Clock) {
     let gvk = GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet");
-    run_while_crd_exists::<Job, _, _>(client, gvk, "jobsets.jobset.x-k8s.io", reconcile_jobset)
-        .await;
+    run_while_crd_exists::<Job, _, _>(
+        (client, clock),
+        gvk,
+        "jobsets.jobset.x-k8s.io",
+        reconcile_jobset,
+    )
+    .await;
 }
 
 /// Runs a controller of the custom kind `gvk` owning `Owned` objects whenever its CRD
 /// (`<plural>.<group>`) exists, stopping it when the CRD goes and starting it again after.
 async fn run_while_crd_exists<Owned, Reconcile, Done>(
-    client: Client,
+    (client, clock): (Client, Clock),
     gvk: GroupVersionKind,
     crd: &'static str,
     reconcile: Reconcile,
@@ -108,6 +90,7 @@ async fn run_while_crd_exists<Owned, Reconcile, Done>(
         let context = Arc::new(Context {
             client: client.clone(),
             resource: resource.clone(),
+            clock: clock.clone(),
         });
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         Controller::new_with(api, watcher::Config::default(), resource.clone())
@@ -150,56 +133,24 @@ async fn reconcile_jobset(
             object.name_any()
         )))
         .await?;
-    let owned_jobs = owned(&listed.items, &object.uid().unwrap_or_default())?;
-    let plan = jobset::plan(&value, &owned_jobs, &timestamp(SystemTime::now()));
-    if let Some(service) = &plan.service {
-        let services: Api<Service> = Api::namespaced(context.client.clone(), &namespace);
-        let service: Service = serde_json::from_value(service.clone())?;
-        tolerate(services.create(&post(), &service).await.map(drop))?;
-    }
-    let background = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
+    let owned_jobs = owned_by(&listed.items, &object.uid().unwrap_or_default())?;
+    let writes = jobset::plan(&value, &owned_jobs, (context.clock)()).writes(&value);
+    let name = object.name_any();
+    let owner = Owner {
+        resource: &context.resource,
+        namespace: &namespace,
+        name: &name,
     };
-    for name in &plan.delete {
-        tolerate(jobs.delete(name, &background).await.map(drop))?;
-    }
-    for (name, suspend) in &plan.suspend {
-        tolerate(
-            jobs.patch(
-                name,
-                &params(),
-                &Patch::Merge(json!({"spec": {"suspend": suspend}})),
-            )
-            .await
-            .map(drop),
-        )?;
-    }
-    for job in &plan.create {
-        let job: Job = serde_json::from_value(job.clone())?;
-        tolerate(jobs.create(&post(), &job).await.map(drop))?;
-    }
-    if value.get("status") != Some(&plan.status) {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(context.client.clone(), &namespace, &context.resource);
-        tolerate(
-            api.patch_status(
-                &object.name_any(),
-                &params(),
-                &Patch::Merge(json!({"status": plan.status})),
-            )
-            .await
-            .map(drop),
-        )?;
-    }
+    apply(&context.client, owner, writes, MANAGER, TOLERATED).await?;
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
-/// Runs the LeaderWorkerSet controller once its CRD exists (again after it is re-installed).
-pub async fn run_leader_worker_sets(client: Client) {
+/// Runs the LeaderWorkerSet controller once its CRD exists (again after it is re-installed),
+/// reading the time from `clock`.
+pub async fn run_leader_worker_sets(client: Client, clock: Clock) {
     let gvk = GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
     run_while_crd_exists::<StatefulSet, _, _>(
-        client,
+        (client, clock),
         gvk,
         "leaderworkersets.leaderworkerset.x-k8s.io",
         reconcile_lws,
@@ -234,49 +185,13 @@ async fn reconcile_lws(
         .iter()
         .map(serde_json::to_value)
         .collect::<Result<_, _>>()?;
-    let plan = lws::plan(&value, &sets, &pods, &timestamp(SystemTime::now()));
-    if let Some(service) = &plan.service {
-        let services: Api<Service> = Api::namespaced(context.client.clone(), &namespace);
-        let service: Service = serde_json::from_value(service.clone())?;
-        tolerate(services.create(&post(), &service).await.map(drop))?;
-    }
-    for set in &plan.create {
-        let set: StatefulSet = serde_json::from_value(set.clone())?;
-        tolerate(sets_api.create(&post(), &set).await.map(drop))?;
-    }
-    for (set, replicas) in &plan.scale {
-        tolerate(
-            sets_api
-                .patch(
-                    set,
-                    &params(),
-                    &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-                )
-                .await
-                .map(drop),
-        )?;
-    }
-    for pod in &plan.restart_leaders {
-        tolerate(
-            pods_api
-                .delete(pod, &DeleteParams::default())
-                .await
-                .map(drop),
-        )?;
-    }
-    if value.get("status") != Some(&plan.status) {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(context.client.clone(), &namespace, &context.resource);
-        tolerate(
-            api.patch_status(
-                &name,
-                &params(),
-                &Patch::Merge(json!({"status": plan.status})),
-            )
-            .await
-            .map(drop),
-        )?;
-    }
+    let writes = lws::plan(&value, &sets, &pods, (context.clock)()).writes(&value);
+    let owner = Owner {
+        resource: &context.resource,
+        namespace: &namespace,
+        name: &name,
+    };
+    apply(&context.client, owner, writes, MANAGER, TOLERATED).await?;
     // Worker sets hang off leader pods, which the controller does not own: look again soon.
     Ok(Action::requeue(Duration::from_secs(2)))
 }

@@ -1,8 +1,11 @@
-//! The Job controller shell: watches Jobs and their pods, asks [`crate::job::plan`] what to
-//! do, and carries it out — creating pods, deleting pods (released first, so the controller's
-//! own deletions are not counted as failures), recording status, releasing tracking
-//! finalizers, and deleting Jobs whose TTL has passed. Pods whose Job is gone are released by
-//! a periodic sweep.
+//! The Job controller shell: watches Jobs and their pods, asks
+//! [`tessera_workloads::job::plan`] what to do at its clock's time, and carries the plan out
+//! with [`crate::shell::apply`] — pods deleted (released first, so the controller's own
+//! deletions are not counted as failures), status recorded, tracking finalizers released, pods
+//! created, Jobs whose TTL has passed deleted. Pods whose Job is gone are released by a
+//! periodic sweep.
+//!
+//! Decides nothing about a Job itself; knows how to list its pods and when to look again.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -10,30 +13,42 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{ApiResource, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
+use tessera_model::clock::Clock;
 
-use crate::job::{self, CONTROLLER_UID, TRACKING_FINALIZER};
-use crate::shell::ReconcileError;
+use crate::shell::{Owner, ReconcileError, Tolerated, apply};
+use tessera_workloads::job::{self, CONTROLLER_UID, TRACKING_FINALIZER};
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-job-controller";
 
 /// Settings of the Job controller.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct JobConfig {
     /// The first delay before a failed pod is replaced (doubling per failure, capped at 6 min).
     pub backoff: Duration,
+    /// Where the controller reads the time.
+    pub clock: Clock,
 }
 
 impl Default for JobConfig {
     fn default() -> Self {
         JobConfig {
             backoff: Duration::from_secs(10),
+            clock: Arc::new(SystemTime::now),
         }
+    }
+}
+
+impl std::fmt::Debug for JobConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobConfig")
+            .field("backoff", &self.backoff)
+            .finish_non_exhaustive()
     }
 }
 
@@ -61,22 +76,21 @@ fn params() -> PatchParams {
     crate::shell::patch_params(MANAGER)
 }
 
+/// A 404 on a deletion or patch: gone already. Creations and the Job's status tolerate
+/// nothing.
+const TOLERATED: Tolerated = Tolerated {
+    create: &[],
+    change: &[404],
+    status: &[],
+};
+
+/// Removes the tracking finalizer from an orphaned pod.
 async fn release(pods: &Api<Pod>, pod: &Value) -> Result<(), ReconcileError> {
     let name = pod
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let kept: Vec<Value> = pod
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|f| {
-            f.iter()
-                .filter(|f| *f != TRACKING_FINALIZER)
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    let patch = json!({"metadata": {"finalizers": kept}});
+    let patch = job::release_patch(pod);
     match pods.patch(name, &params(), &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
@@ -100,65 +114,23 @@ async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action
     let plan = job::plan(
         &job_value,
         &pod_values,
-        SystemTime::now(),
+        (context.config.clock)(),
         context.config.backoff,
     );
-
-    for name in &plan.delete {
-        if let Some(pod) = pod_values
-            .iter()
-            .find(|p| p.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-        {
-            release(&pods, pod).await?;
-        }
-        match pods.delete(name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-    let jobs: Api<Job> = Api::namespaced(context.client.clone(), &namespace);
-    if job_value.get("status") != Some(&plan.status) {
-        jobs.patch_status(
-            &job_object.name_any(),
-            &params(),
-            &Patch::Merge(&json!({"status": plan.status})),
-        )
-        .await?;
-    }
-    // Counted first, released after: a crash in between cannot count a pod twice.
-    for name in &plan.release {
-        if let Some(pod) = pod_values
-            .iter()
-            .find(|p| p.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-        {
-            release(&pods, pod).await?;
-        }
-    }
-    for index in &plan.create {
-        let pod: Pod = serde_json::from_value(job::pod_for(&job_value, *index))?;
-        pods.create(
-            &PostParams {
-                field_manager: Some(MANAGER.into()),
-                ..PostParams::default()
-            },
-            &pod,
-        )
-        .await?;
-    }
-    if plan.delete_job {
-        let params = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            ..DeleteParams::default()
-        };
-        match jobs.delete(&job_object.name_any(), &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(error.into()),
-        }
+    let (delete_job, requeue_after) = (plan.delete_job, plan.requeue_after);
+    let resource = ApiResource::erase::<Job>(&());
+    let name = job_object.name_any();
+    let owner = Owner {
+        resource: &resource,
+        namespace: &namespace,
+        name: &name,
+    };
+    let writes = plan.writes(&job_value, &pod_values);
+    apply(&context.client, owner, writes, MANAGER, TOLERATED).await?;
+    if delete_job {
         return Ok(Action::await_change());
     }
-    Ok(match plan.requeue_after {
+    Ok(match requeue_after {
         Some(after) => Action::requeue(after.max(Duration::from_millis(50))),
         None => Action::requeue(Duration::from_secs(60)),
     })

@@ -2,25 +2,19 @@
 //! code runs against the embedded API server (over an in-process transport) and against a
 //! real cluster.
 //!
-//! Each controller module is a thin shell; the decisions live in pure functions (for example
-//! [`disruption::budget`]) that take a snapshot and the time and do no I/O.
+//! Each controller module is a thin shell: it watches, reads the time from its [`Clock`],
+//! asks a pure core of `tessera-workloads` (for example
+//! [`tessera_workloads::disruption::budget`]) and carries out what it answers — the workload
+//! kinds' plans through one function, [`shell::apply`]. The decisions live in the cores.
+//!
+//! [`Clock`]: tessera_model::clock::Clock
 
 pub mod apps;
 pub mod assumed;
 pub mod custom;
-pub mod daemonset;
-pub mod deployment;
-pub mod disruption;
-pub mod job;
 pub mod jobs;
-pub mod jobset;
-pub mod lws;
-pub mod node_lifecycle;
 pub mod node_monitor;
 pub mod pdb;
-pub mod replicaset;
-pub mod resource_claim;
 pub mod resource_claims;
 pub mod scheduler;
 pub mod shell;
-pub mod statefulset;

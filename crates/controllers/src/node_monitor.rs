@@ -1,9 +1,10 @@
 //! The node lifecycle shell: watches nodes, node Leases and pods, runs
-//! [`crate::node_lifecycle::reconcile`] every monitor period (and at the next eviction due),
+//! [`tessera_workloads::node_lifecycle::reconcile`] every monitor period (and at the next eviction due),
 //! and writes its actions: conditions set to Unknown with a `NodeNotReady` event from
 //! `node-controller`, condition taints, and taint evictions (pod deletions) with a
 //! `TaintManagerEviction` event from `taint-eviction-controller`.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -12,21 +13,24 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, Patch};
 use kube::{Api, Client};
 use serde_json::json;
+use tessera_model::clock::Clock;
 use tessera_model::time::timestamp;
 
-use crate::node_lifecycle::{Action, reconcile};
 use crate::shell::{all, patch_params, record_event, watched};
+use tessera_workloads::node_lifecycle::{Action, reconcile};
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-node-lifecycle-controller";
 
 /// Settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct NodeMonitorConfig {
     /// How long a Lease may go unrenewed before the node is Unknown (`--node-monitor-grace-period`).
     pub grace_period: Duration,
     /// How often nodes are checked (`--node-monitor-period`).
     pub period: Duration,
+    /// Where the controller reads the time.
+    pub clock: Clock,
 }
 
 impl Default for NodeMonitorConfig {
@@ -34,13 +38,24 @@ impl Default for NodeMonitorConfig {
         NodeMonitorConfig {
             grace_period: Duration::from_secs(50),
             period: Duration::from_secs(5),
+            clock: Arc::new(SystemTime::now),
         }
+    }
+}
+
+impl std::fmt::Debug for NodeMonitorConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeMonitorConfig")
+            .field("grace_period", &self.grace_period)
+            .field("period", &self.period)
+            .finish_non_exhaustive()
     }
 }
 
 /// Runs the controller until the task is dropped.
 pub async fn run(client: Client, config: NodeMonitorConfig) {
-    let started = SystemTime::now();
+    let clock = config.clock;
+    let started = clock();
     let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
     let (leases, lease_changes) =
         watched(Api::<Lease>::namespaced(client.clone(), "kube-node-lease"));
@@ -58,7 +73,7 @@ pub async fn run(client: Client, config: NodeMonitorConfig) {
             }
             () = tokio::time::sleep_until(wake) => {}
         }
-        let now = SystemTime::now();
+        let now = clock();
         let (actions, next) = reconcile(
             &all(&nodes),
             &all(&leases),
@@ -68,25 +83,25 @@ pub async fn run(client: Client, config: NodeMonitorConfig) {
             started,
         );
         for action in actions {
-            if let Err(error) = apply(&client, action).await {
+            if let Err(error) = apply(&client, action, &clock).await {
                 tracing::debug!(%error, "node lifecycle action failed; retrying next period");
             }
         }
         let until_next = next
-            .and_then(|at| at.duration_since(SystemTime::now()).ok())
+            .and_then(|at| at.duration_since(clock()).ok())
             .map_or(config.period, |d| d.min(config.period));
         wake = tokio::time::Instant::now() + until_next;
     }
 }
 
-async fn apply(client: &Client, action: Action) -> Result<(), kube::Error> {
+async fn apply(client: &Client, action: Action, clock: &Clock) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     match action {
         Action::MarkUnknown { node } => {
             let Some(current) = nodes.get_opt(&node).await? else {
                 return Ok(());
             };
-            let now = timestamp(SystemTime::now());
+            let now = timestamp(clock());
             let conditions: Vec<_> = current
                 .status
                 .and_then(|s| s.conditions)
@@ -112,10 +127,13 @@ async fn apply(client: &Client, action: Action) -> Result<(), kube::Error> {
             record_event(
                 client,
                 involved,
-                "Normal",
-                "NodeNotReady",
-                &format!("Node {node} status is now: NodeNotReady"),
+                (
+                    "Normal",
+                    "NodeNotReady",
+                    &format!("Node {node} status is now: NodeNotReady"),
+                ),
                 "node-controller",
+                clock(),
             )
             .await;
         }
@@ -140,10 +158,13 @@ async fn apply(client: &Client, action: Action) -> Result<(), kube::Error> {
             record_event(
                 client,
                 involved,
-                "Normal",
-                "TaintManagerEviction",
-                &format!("Marking for deletion Pod {namespace}/{pod}"),
+                (
+                    "Normal",
+                    "TaintManagerEviction",
+                    &format!("Marking for deletion Pod {namespace}/{pod}"),
+                ),
                 "taint-eviction-controller",
+                clock(),
             )
             .await;
             match Api::<Pod>::namespaced(client.clone(), &namespace)

@@ -1,6 +1,6 @@
 //! The disruption controller: keeps every PodDisruptionBudget's status current from the pods
 //! it selects, so the eviction API can honour it. Decisions are made by
-//! [`crate::disruption::budget`]; this module watches, computes and patches.
+//! [`tessera_workloads::disruption::budget`]; this module watches, computes and patches.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
@@ -12,22 +12,23 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
+use tessera_model::clock::Clock;
 use tessera_model::selector;
 
-use crate::disruption;
 use crate::shell::{next_pass, watched};
+use tessera_workloads::disruption;
 
 /// The field manager the controller writes status as.
 pub const MANAGER: &str = "tessera-disruption-controller";
 
-/// Runs the disruption controller until the task is dropped.
-pub async fn run(client: Client) {
+/// Runs the disruption controller until the task is dropped, reading the time from `clock`.
+pub async fn run(client: Client, clock: Clock) {
     let (pdb_store, pdb_changes) = watched(Api::<PodDisruptionBudget>::all(client.clone()));
     let (pod_store, pod_changes) = watched(Api::<Pod>::all(client.clone()));
     let mut changes = futures::stream::select_all([pdb_changes, pod_changes]);
     let mut resync = tokio::time::interval(Duration::from_secs(15));
     while next_pass(&mut changes, &mut resync).await {
-        if let Err(error) = reconcile_all(&client, &pdb_store, &pod_store).await {
+        if let Err(error) = reconcile_all(&client, &pdb_store, &pod_store, clock()).await {
             tracing::warn!(%error, "disruption controller pass failed");
         }
     }
@@ -37,8 +38,8 @@ async fn reconcile_all(
     client: &Client,
     pdbs: &Store<PodDisruptionBudget>,
     pods: &Store<Pod>,
+    now: SystemTime,
 ) -> Result<(), kube::Error> {
-    let now = SystemTime::now();
     let pods: Vec<Value> = pods
         .state()
         .iter()

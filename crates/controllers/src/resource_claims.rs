@@ -1,5 +1,5 @@
 //! The ResourceClaim shell: watches pods, claims, templates, slices, classes and nodes, runs
-//! [`crate::resource_claim::reconcile`] over a snapshot after each burst of changes (and
+//! [`tessera_workloads::resource_claim::reconcile`] over a snapshot after each burst of changes (and
 //! every few seconds), and writes its actions — claims created, finalizers, claim status by
 //! update with the resourceVersion it was computed from (a conflict waits for the next pass),
 //! pod claim statuses, and warning events (each message once per pod).
@@ -12,22 +12,25 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
+use tessera_model::clock::Clock;
 
-use crate::resource_claim::{Action, DELETE_PROTECTION, Snapshot, consumer, protected, reconcile};
 use crate::shell::{
     ObjectKey, next_pass, object_key, overlay, patch_params, post_params, record_event,
     send_unread, watched,
+};
+use tessera_workloads::resource_claim::{
+    Action, DELETE_PROTECTION, Snapshot, consumer, protected, reconcile,
 };
 
 /// The field manager the controller writes as.
 pub const MANAGER: &str = "tessera-resourceclaim-controller";
 
-/// Runs the controller until the task is dropped.
-pub async fn run(client: Client) {
+/// Runs the controller until the task is dropped, stamping allocations and events from
+/// `clock`.
+pub async fn run(client: Client, clock: Clock) {
     let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
     let (claims, claim_changes) = watched(Api::<ResourceClaim>::all(client.clone()));
     let (templates, template_changes) = watched(Api::<ResourceClaimTemplate>::all(client.clone()));
@@ -54,10 +57,9 @@ pub async fn run(client: Client) {
             classes: classes.state(),
             nodes: nodes.state(),
         };
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let actions = reconcile(&snapshot, &now);
+        let actions = reconcile(&snapshot, clock());
         let created = std::sync::Mutex::new(Vec::new());
-        let result = apply(&client, &snapshot, actions, &mut warned, &created).await;
+        let result = apply(&client, &snapshot, actions, &mut warned, &created, &clock).await;
         own.remember(
             created.into_inner().unwrap_or_else(|p| p.into_inner()),
             tokio::time::Instant::now(),
@@ -212,12 +214,13 @@ async fn apply(
     actions: Vec<Action>,
     warned: &mut HashMap<(String, String), String>,
     created: &std::sync::Mutex<Vec<ResourceClaim>>,
+    clock: &Clock,
 ) -> Result<(), kube::Error> {
     use futures::StreamExt;
     let groups = by_subject(actions, warned);
     let lookup = Lookup::new(snapshot);
     let results: Vec<Result<(), kube::Error>> = futures::stream::iter(groups)
-        .map(|group| write_in_order(client, &lookup, group, created))
+        .map(|group| write_in_order(client, &lookup, group, created, clock))
         .buffer_unordered(WRITES_IN_FLIGHT)
         .collect()
         .await;
@@ -231,6 +234,7 @@ async fn write_in_order(
     lookup: &Lookup<'_>,
     actions: Vec<Action>,
     created: &std::sync::Mutex<Vec<ResourceClaim>>,
+    clock: &Clock,
 ) -> Result<(), kube::Error> {
     // resourceVersions written here, so a status update follows its own finalizer write.
     let mut written: HashMap<(String, String), String> = HashMap::new();
@@ -323,10 +327,9 @@ async fn write_in_order(
                 record_event(
                     client,
                     involved,
-                    "Warning",
-                    &reason,
-                    &message,
+                    ("Warning", &reason, &message),
                     "resourceclaim-controller",
+                    clock(),
                 )
                 .await;
             }

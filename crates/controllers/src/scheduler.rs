@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 
@@ -27,6 +27,8 @@ use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::{Decision, Scheduler, node_info};
 
+use tessera_model::clock::Clock;
+
 use crate::assumed::Assumed;
 use crate::resource_claims::allocate_and_reserve;
 use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, watched};
@@ -34,11 +36,21 @@ use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, wat
 /// The field manager and event source.
 pub const MANAGER: &str = "default-scheduler";
 
-/// Settings: the profiles served, one per `schedulerName`.
-#[derive(Debug, Clone)]
+/// Settings: the profiles served, one per `schedulerName`, and the clock.
+#[derive(Clone)]
 pub struct SchedulerConfig {
     /// The profiles (from a KubeSchedulerConfiguration file, or the defaults).
     pub profiles: Vec<Profile>,
+    /// Where the scheduler reads the time (conditions, events, gang timeouts).
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for SchedulerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerConfig")
+            .field("profiles", &self.profiles)
+            .finish_non_exhaustive()
+    }
 }
 
 fn named(name: &str) -> Profile {
@@ -55,6 +67,7 @@ impl SchedulerConfig {
         SchedulerConfig {
             profiles: profiles
                 .unwrap_or_else(|| vec![named("default-scheduler"), named("tessera")]),
+            clock: Arc::new(SystemTime::now),
         }
     }
 
@@ -62,6 +75,7 @@ impl SchedulerConfig {
     pub fn second(profiles: Option<Vec<Profile>>) -> SchedulerConfig {
         SchedulerConfig {
             profiles: profiles.unwrap_or_else(|| vec![named("tessera")]),
+            clock: Arc::new(SystemTime::now),
         }
     }
 
@@ -186,7 +200,8 @@ pub async fn run_reporting_sync(
         budget_changes,
     ]);
     let writer = Writer {
-        events: EventRecorder::start(client.clone(), MANAGER),
+        events: EventRecorder::start(client.clone(), MANAGER, config.clock.clone()),
+        clock: config.clock.clone(),
         client: client.clone(),
         assumed: Arc::default(),
     };
@@ -301,6 +316,7 @@ pub async fn run_reporting_sync(
 struct Writer {
     client: Client,
     events: EventRecorder,
+    clock: Clock,
     /// Bindings made and not yet seen through the watch.
     assumed: Arc<std::sync::Mutex<Assumed>>,
 }
@@ -496,9 +512,13 @@ async fn schedule_gang(
             .filter_map(|p| p.metadata.creation_timestamp.as_ref())
             .map(|t| t.0)
             .min();
-        let waited = oldest.map(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t));
+        let now = (writer.clock)()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+        // Whole seconds waited, truncated toward zero.
+        let waited = oldest.map(|t| (now - t.as_nanosecond()) / 1_000_000_000);
         let expired = match (gang.timeout, waited) {
-            (Some(limit), Some(waited)) => waited.as_secs() >= limit.as_secs() as i64,
+            (Some(limit), Some(waited)) => waited >= i128::from(limit.as_secs()),
             _ => false,
         };
         if !expired {
@@ -653,7 +673,7 @@ async fn unschedulable(writer: &Writer, pod: &Pod, message: &str) {
     let client = &writer.client;
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let now = tessera_model::time::timestamp(std::time::SystemTime::now());
+    let now = tessera_model::time::timestamp((writer.clock)());
     let condition = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
         "reason": "Unschedulable", "message": message, "lastTransitionTime": now, "lastProbeTime": null}]}});
     if let Err(error) = Api::<Pod>::namespaced(client.clone(), &namespace)

@@ -5,15 +5,23 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use kube::api::{PatchParams, PostParams};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
+};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::{Value, json};
+use tessera_model::clock::Clock;
+use tessera_model::event::{Recorder, core_event};
+use tessera_workloads::plan::{Resource, Write, Writes};
 
 /// Errors of one reconciliation (retried).
 #[derive(Debug, thiserror::Error)]
@@ -48,41 +56,36 @@ pub fn post_params(manager: &str) -> PostParams {
     }
 }
 
-/// Records a `core/v1` event about `involved` (an object reference) from `component`; a
-/// failure is logged, never fatal.
+/// Records a `core/v1` event about `involved` (an object reference) from `component`, at
+/// `now`; a failure is logged, never fatal.
 pub async fn record_event(
     client: &Client,
+    involved: Value,
+    (kind, reason, message): (&str, &str, &str),
+    component: &str,
+    now: SystemTime,
+) {
+    post_event(
+        client,
+        event(involved, kind, reason, message, component, now),
+    )
+    .await;
+}
+
+/// A `core/v1` event about `involved` (an object reference) from `component`.
+fn event(
     involved: Value,
     kind: &str,
     reason: &str,
     message: &str,
     component: &str,
-) {
-    post_event(client, event(involved, kind, reason, message, component)).await;
-}
-
-/// A `core/v1` event about `involved` (an object reference) from `component`.
-fn event(involved: Value, kind: &str, reason: &str, message: &str, component: &str) -> Value {
-    let namespace = involved
-        .get("namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default")
-        .to_string();
-    let name = involved
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("event")
-        .to_string();
-    let now = tessera_model::time::timestamp(std::time::SystemTime::now());
-    json!({
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": format!("{name}."), "namespace": namespace},
-        "involvedObject": involved,
-        "reason": reason, "message": message, "type": kind,
-        "source": {"component": component},
-        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        "reportingComponent": component,
-    })
+    now: SystemTime,
+) -> Value {
+    let recorder = Recorder {
+        component,
+        host: None,
+    };
+    core_event(recorder, involved, kind, reason, message, now)
 }
 
 /// Sends a write whose answer the caller does not read: decoding the written object back
@@ -119,6 +122,7 @@ async fn post_event(client: &Client, event: Value) {
 pub struct EventRecorder {
     queue: tokio::sync::mpsc::Sender<Value>,
     component: String,
+    clock: Clock,
 }
 
 /// Events queued before new ones are dropped (client-go's `maxQueuedEvents`).
@@ -128,8 +132,9 @@ const MAX_QUEUED_EVENTS: usize = 1000;
 const EVENT_WRITERS: usize = 128;
 
 impl EventRecorder {
-    /// Starts a recorder for `component`; its task ends when the last clone is dropped.
-    pub fn start(client: Client, component: &str) -> EventRecorder {
+    /// Starts a recorder for `component`, stamping events from `clock`; its task ends when the
+    /// last clone is dropped.
+    pub fn start(client: Client, component: &str, clock: Clock) -> EventRecorder {
         let (queue, mut events) = tokio::sync::mpsc::channel::<Value>(MAX_QUEUED_EVENTS);
         tokio::spawn(async move {
             // Each write is a task of its own, so that writes spread over the runtime's threads.
@@ -148,17 +153,166 @@ impl EventRecorder {
         EventRecorder {
             queue,
             component: component.to_string(),
+            clock,
         }
     }
 
     /// Queues an event about `involved` (an object reference), waiting while the queue is
     /// full.
     pub async fn record(&self, involved: Value, kind: &str, reason: &str, message: &str) {
-        let event = event(involved, kind, reason, message, &self.component);
+        let event = event(
+            involved,
+            kind,
+            reason,
+            message,
+            &self.component,
+            (self.clock)(),
+        );
         if self.queue.send(event).await.is_err() {
             tracing::debug!(reason, "the event recorder has stopped; event dropped");
         }
     }
+}
+
+/// Which API error codes a shell takes as done rather than failed, by kind of write (a 404 on
+/// a deletion: gone already; a 409 on a creation: there already).
+#[derive(Debug, Clone, Copy)]
+pub struct Tolerated {
+    /// On creations.
+    pub create: &'static [u16],
+    /// On patches and deletions of owned objects.
+    pub change: &'static [u16],
+    /// On the owner's status.
+    pub status: &'static [u16],
+}
+
+/// The object a plan is for: where its status is written.
+pub struct Owner<'a> {
+    /// Its kind's API.
+    pub resource: &'a ApiResource,
+    /// Its namespace, that of every write.
+    pub namespace: &'a str,
+    /// Its name.
+    pub name: &'a str,
+}
+
+/// Carries out a workload core's plan: each write in order, as `manager`; an API error of a
+/// code in `tolerated` counts as done, any other ends it (and the reconciliation is retried).
+pub async fn apply(
+    client: &Client,
+    owner: Owner<'_>,
+    writes: Writes,
+    manager: &str,
+    tolerated: Tolerated,
+) -> Result<(), ReconcileError> {
+    for write in writes.0 {
+        let (resource, codes) = match &write {
+            Write::Create(resource, _) => (Some(*resource), tolerated.create),
+            Write::Patch(resource, ..) | Write::Delete { resource, .. } => {
+                (Some(*resource), tolerated.change)
+            }
+            Write::Status(_) => (None, tolerated.status),
+        };
+        let namespace = owner.namespace;
+        let result = match resource {
+            Some(Resource::Pod) => write_owned::<Pod>(client, namespace, write, manager).await,
+            Some(Resource::Service) => {
+                write_owned::<Service>(client, namespace, write, manager).await
+            }
+            Some(Resource::ReplicaSet) => {
+                write_owned::<ReplicaSet>(client, namespace, write, manager).await
+            }
+            Some(Resource::StatefulSet) => {
+                write_owned::<StatefulSet>(client, namespace, write, manager).await
+            }
+            Some(Resource::Job) => write_owned::<Job>(client, namespace, write, manager).await,
+            None => write_status(client, &owner, write, manager).await,
+        };
+        match result {
+            Err(ReconcileError::Api(kube::Error::Api(status))) if codes.contains(&status.code) => {}
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+/// Creates, patches or deletes an object the owner owns, through its typed API.
+async fn write_owned<K>(
+    client: &Client,
+    namespace: &str,
+    write: Write,
+    manager: &str,
+) -> Result<(), ReconcileError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    match write {
+        Write::Create(_, object) => {
+            let object: K = serde_json::from_value(object)?;
+            api.create(&post_params(manager), &object).await?;
+        }
+        Write::Patch(_, name, patch) => {
+            api.patch(&name, &patch_params(manager), &Patch::Merge(&patch))
+                .await?;
+        }
+        Write::Delete {
+            name, background, ..
+        } => {
+            let params = DeleteParams {
+                propagation_policy: background.then_some(PropagationPolicy::Background),
+                ..DeleteParams::default()
+            };
+            api.delete(&name, &params).await?;
+        }
+        Write::Status(_) => {}
+    }
+    Ok(())
+}
+
+/// Merge-patches the owner's status subresource.
+async fn write_status(
+    client: &Client,
+    owner: &Owner<'_>,
+    write: Write,
+    manager: &str,
+) -> Result<(), ReconcileError> {
+    let Write::Status(status) = write else {
+        return Ok(());
+    };
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), owner.namespace, owner.resource);
+    api.patch_status(
+        owner.name,
+        &patch_params(manager),
+        &Patch::Merge(&json!({"status": status})),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The objects of a list (as JSON) whose controller reference is the owner's UID.
+pub fn owned_by<K: serde::Serialize + kube::Resource>(
+    items: &[K],
+    owner_uid: &str,
+) -> Result<Vec<Value>, serde_json::Error> {
+    let mut owned = Vec::new();
+    for item in items {
+        let controlled = item
+            .meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.uid == owner_uid);
+        if controlled {
+            owned.push(serde_json::to_value(item)?);
+        }
+    }
+    Ok(owned)
 }
 
 /// A reflector over `api`: the store it fills and the stream that must be polled to fill
@@ -287,6 +441,138 @@ pub async fn next_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    /// A client whose API answers every request with `answer(method, path)` (a status code)
+    /// and remembers each request as `METHOD path?query body`.
+    fn recording(answer: fn(&str, &str) -> u16) -> (Client, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let log = log.clone();
+            async move {
+                use http_body_util::BodyExt;
+                let (parts, body) = request.into_parts();
+                let body = body.collect().await?.to_bytes();
+                let path = parts.uri.path_and_query().map(|p| p.as_str().to_string());
+                let path = path.unwrap_or_default();
+                let code = answer(parts.method.as_str(), parts.uri.path());
+                log.lock().expect("log").push(format!(
+                    "{} {path} {}",
+                    parts.method,
+                    String::from_utf8_lossy(&body)
+                ));
+                let body = if code < 300 && parts.uri.path().contains("/jobs") {
+                    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}})
+                } else if code < 300 {
+                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}})
+                } else {
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "code": code, "reason": "NotFound", "message": "no"})
+                };
+                let response = http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(bytes_of(&body))?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(response)
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    fn bytes_of(value: &Value) -> kube::client::Body {
+        kube::client::Body::from(serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn a_plan_is_written_in_order_as_the_manager_with_tolerated_codes() {
+        // Deletions of `gone` answer 404; everything else succeeds.
+        let (client, seen) = recording(|method, path| {
+            if method == "DELETE" && path.ends_with("/gone") {
+                404
+            } else {
+                200
+            }
+        });
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "j-"},
+            "spec": {"containers": []}});
+        let writes = Writes(vec![
+            Write::Patch(
+                Resource::Pod,
+                "gone".into(),
+                json!({"metadata": {"finalizers": []}}),
+            ),
+            Write::Delete {
+                resource: Resource::Pod,
+                name: "gone".into(),
+                background: false,
+            },
+            Write::Status(json!({"active": 1})),
+            Write::Create(Resource::Pod, pod),
+            Write::Delete {
+                resource: Resource::Job,
+                name: "j".into(),
+                background: true,
+            },
+        ]);
+        let resource = ApiResource::erase::<Job>(&());
+        let owner = Owner {
+            resource: &resource,
+            namespace: "ml",
+            name: "j",
+        };
+        let tolerated = Tolerated {
+            create: &[],
+            change: &[404],
+            status: &[],
+        };
+        apply(&client, owner, writes, "tester", tolerated)
+            .await
+            .expect("a 404 on a deletion is tolerated");
+        let seen = seen.lock().expect("log").clone();
+        let lines: Vec<&str> = seen
+            .iter()
+            .map(|l| l.split(' ').next().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            lines,
+            ["PATCH", "DELETE", "PATCH", "POST", "DELETE"],
+            "{seen:#?}"
+        );
+        assert!(
+            seen[0].starts_with("PATCH /api/v1/namespaces/ml/pods/gone?&fieldManager=tester"),
+            "{seen:#?}"
+        );
+        assert!(seen[2].starts_with("PATCH /apis/batch/v1/namespaces/ml/jobs/j/status?&fieldManager=tester {\"status\":{\"active\":1}}"), "{seen:#?}");
+        assert!(
+            seen[3].starts_with("POST /api/v1/namespaces/ml/pods?&fieldManager=tester"),
+            "{seen:#?}"
+        );
+        assert!(
+            seen[4].contains("\"propagationPolicy\":\"Background\""),
+            "{seen:#?}"
+        );
+        assert!(!seen[1].contains("propagationPolicy"), "{seen:#?}");
+
+        // An untolerated code ends the plan there.
+        let (client, seen) = recording(|_, _| 409);
+        let writes = Writes(vec![
+            Write::Create(
+                Resource::Service,
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}),
+            ),
+            Write::Status(json!({})),
+        ]);
+        let owner = Owner {
+            resource: &resource,
+            namespace: "ml",
+            name: "j",
+        };
+        let failed = apply(&client, owner, writes, "tester", tolerated).await;
+        assert!(matches!(failed, Err(ReconcileError::Api(kube::Error::Api(s))) if s.code == 409));
+        assert_eq!(seen.lock().expect("log").len(), 1);
+    }
 
     #[tokio::test]
     async fn steady_changes_cannot_postpone_a_pass_forever() {

@@ -15,15 +15,30 @@
 //! annotation) for pods labelled `scheduling.x-k8s.io/pod-group`; Namespaces and `List`s. Anything else is an error naming the file, document
 //! and line.
 //!
+//! The pods and claims are those the platform's controllers would create: the workload cores
+//! (`tessera-workloads`) make them — a Job's pods with their labels, completion indexes,
+//! finalizer and owner; a Deployment's ReplicaSet (`pod-template-hash`) and its pods; a
+//! StatefulSet's named pods; a ResourceClaim per pod claim from its template, owned by the
+//! pod. What the API server would generate stands in deterministically: names `<object>-<i>`
+//! for pods the cores leave to `generateName` (a StatefulSet's are the core's own) and
+//! `<pod>-<claim>` for template claims; UIDs `sim-<namespace>-<name>`. When and for how long
+//! (the annotations above, a Job's waves) is the simulator's own.
+//!
 //! Pure: text in, pods out. Knows nothing about placement.
 
 use std::collections::BTreeMap;
 
+use std::time::{Duration, SystemTime};
+
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
+use tessera_model::json::text;
 use tessera_node::runtime::{Behaviour, parse_duration};
 use tessera_scheduler::preemption::pod_group;
+use tessera_workloads::resource_claim::claim_from_template;
+use tessera_workloads::{deployment, job, replicaset, statefulset};
 
 use crate::timeline::TimedPod;
 
@@ -175,6 +190,29 @@ fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
         .and_then(Value::as_str)
 }
 
+/// The UID the simulator gives an object (none is generated: runs are deterministic).
+fn uid(namespace: &str, name: &str) -> String {
+    format!("sim-{namespace}-{name}")
+}
+
+/// A ResourceClaimTemplate with `spec.spec` made `{}` where it is missing, as the simulator
+/// has always read one.
+fn with_claim_spec(mut template: Value) -> Value {
+    if let Some(template) = template.as_object_mut() {
+        let spec = template.entry("spec").or_insert_with(|| json!({}));
+        if spec.is_null() {
+            *spec = json!({});
+        }
+        if let Some(spec) = spec.as_object_mut() {
+            let claim = spec.entry("spec").or_insert_with(|| json!({}));
+            if claim.is_null() {
+                *claim = json!({});
+            }
+        }
+    }
+    template
+}
+
 fn str_at<'v>(object: &'v Value, pointer: &str) -> Option<&'v str> {
     object.pointer(pointer).and_then(Value::as_str)
 }
@@ -249,6 +287,9 @@ fn gather(
         "Pod" | "Job" | "Deployment" | "ReplicaSet" | "StatefulSet" => {
             named(&kind)?;
             let mut object = object;
+            if str_at(&object, "/metadata/uid").is_none() {
+                object["metadata"]["uid"] = json!(uid(&object_namespace, &name));
+            }
             object["metadata"]["namespace"] = json!(object_namespace);
             gathered.workloads.push(Source {
                 origin: origin.clone(),
@@ -312,10 +353,11 @@ fn gather(
 }
 
 /// One pod to make of a workload object.
-struct PodPlan<'a> {
-    template: &'a Value,
+struct PodPlan {
+    /// The pod as its controller's core makes it (the object itself for a Pod).
+    pod: Value,
+    /// Its name: the core's, or the simulator's stand-in for a generated one.
     name: String,
-    labels: BTreeMap<String, String>,
     arrival: i64,
     follows: Option<usize>,
     lifetime: Option<i64>,
@@ -324,12 +366,12 @@ struct PodPlan<'a> {
 impl Gathered {
     fn make_pod(
         &self,
-        plan: PodPlan<'_>,
+        plan: PodPlan,
         namespace: &str,
         origin: &Origin,
         claims: &mut Vec<ResourceClaim>,
     ) -> Result<TimedPod<SimPod>, WorkloadError> {
-        let mut pod = plan.template.clone();
+        let mut pod = plan.pod;
         pod["apiVersion"] = json!("v1");
         pod["kind"] = json!("Pod");
         let metadata = pod
@@ -338,14 +380,7 @@ impl Gathered {
             .ok_or_else(|| origin.error("the pod template is not a mapping"))?;
         metadata["name"] = json!(plan.name);
         metadata["namespace"] = json!(namespace);
-        metadata["uid"] = json!(format!("sim-{namespace}-{}", plan.name));
-        let labels = metadata
-            .as_object_mut()
-            .map(|m| m.entry("labels").or_insert_with(|| json!({})))
-            .ok_or_else(|| origin.error("metadata is not a mapping"))?;
-        for (key, value) in &plan.labels {
-            labels[key] = json!(value);
-        }
+        metadata["uid"] = json!(uid(namespace, &plan.name));
         let pod_name = plan.name.clone();
         let spec = pod
             .get_mut("spec")
@@ -391,21 +426,25 @@ impl Gathered {
                     ))
                 })?;
                 let claim_name = format!("{pod_name}-{entry_name}");
-                let claim_spec = template.pointer("/spec/spec").cloned().unwrap_or(json!({}));
-                requests.extend(asks(&claim_spec));
-                let claim = json!({
-                    "apiVersion": "resource.k8s.io/v1",
-                    "kind": "ResourceClaim",
-                    "metadata": {
-                        "namespace": namespace,
-                        "name": claim_name,
-                        "annotations": {"resource.kubernetes.io/pod-claim-name": entry_name},
+                let template = with_claim_spec(template.clone());
+                requests.extend(asks(template.pointer("/spec/spec").unwrap_or(&Value::Null)));
+                let template: ResourceClaimTemplate =
+                    serde_json::from_value(template).map_err(|e| {
+                        origin.error(format!("pod {pod_name}: claim from template: {e}"))
+                    })?;
+                // The resource claim core makes the claim (owned by the pod, the template's
+                // labels and annotations); the name stands in for the generated one.
+                let owner = Pod {
+                    metadata: ObjectMeta {
+                        name: Some(pod_name.clone()),
+                        namespace: Some(namespace.to_string()),
+                        uid: Some(uid(namespace, &pod_name)),
+                        ..ObjectMeta::default()
                     },
-                    "spec": claim_spec,
-                });
-                let claim: ResourceClaim = serde_json::from_value(claim).map_err(|e| {
-                    origin.error(format!("pod {pod_name}: claim from template: {e}"))
-                })?;
+                    ..Pod::default()
+                };
+                let mut claim = claim_from_template(&template, &owner, entry_name);
+                claim.metadata.name = Some(claim_name.clone());
                 claims.push(claim);
                 claim_names.push(claim_name);
             } else {
@@ -487,15 +526,31 @@ impl Gathered {
         };
         let arrival = when(ARRIVAL)?.unwrap_or(0);
         let lifetime = when(LIFETIME)?;
-        let template = || {
-            object
+        let template = || -> Result<&Value, WorkloadError> {
+            let template = object
                 .pointer("/spec/template")
-                .ok_or_else(|| origin.error(format!("{kind} {name}: spec.template is missing")))
+                .ok_or_else(|| origin.error(format!("{kind} {name}: spec.template is missing")))?;
+            // What the cores take for granted of a template (the API validates it upstream).
+            if !template.is_object()
+                || !template
+                    .get("metadata")
+                    .is_none_or(|m| m.is_object() || m.is_null())
+            {
+                return Err(origin.error("the pod template is not a mapping"));
+            }
+            Ok(template)
         };
-        let plan = |template, name: String, labels: BTreeMap<String, String>, follows| PodPlan {
-            template,
+        // The pod named `pod_name`, as a core makes it from a checked template.
+        let from_template = |template: &Value, pod_name: &str, pod: &dyn Fn() -> Value| {
+            if template.get("spec").is_some_and(Value::is_object) {
+                Ok(pod())
+            } else {
+                Err(origin.error(format!("pod {pod_name}: spec is missing")))
+            }
+        };
+        let plan = |pod, name: String, follows| PodPlan {
+            pod,
             name,
-            labels,
             arrival,
             follows,
             lifetime,
@@ -504,7 +559,7 @@ impl Gathered {
         match kind {
             "Pod" => {
                 pods.push(self.make_pod(
-                    plan(object, name.to_string(), BTreeMap::new(), None),
+                    plan(object.clone(), name.to_string(), None),
                     namespace,
                     origin,
                     claims,
@@ -517,24 +572,20 @@ impl Gathered {
                     int_at(object, "/spec/completions", origin)?.unwrap_or(parallelism.max(1));
                 let indexed = str_at(object, "/spec/completionMode") == Some("Indexed");
                 for i in 0..completions {
-                    let mut labels = BTreeMap::from([
-                        ("batch.kubernetes.io/job-name".to_string(), name.to_string()),
-                        ("job-name".to_string(), name.to_string()),
-                    ]);
-                    if indexed {
-                        labels.insert(
-                            "batch.kubernetes.io/job-completion-index".into(),
-                            i.to_string(),
-                        );
-                    }
                     // The pod that ends to make room for this one, `parallelism` before it.
                     let follows = (parallelism > 0 && i >= parallelism)
                         .then(|| first + (i - parallelism) as usize);
                     if parallelism == 0 {
                         break;
                     }
+                    // The Job core's pod (labels, index, finalizer, owner); the name stands in
+                    // for the one the API server generates.
+                    let pod_name = format!("{name}-{i}");
+                    let pod = from_template(template, &pod_name, &|| {
+                        job::pod_for(object, indexed.then_some(i))
+                    })?;
                     pods.push(self.make_pod(
-                        plan(template, format!("{name}-{i}"), labels, follows),
+                        plan(pod, pod_name, follows),
                         namespace,
                         origin,
                         claims,
@@ -544,17 +595,55 @@ impl Gathered {
             _ => {
                 let template = template()?;
                 let replicas = int_at(object, "/spec/replicas", origin)?.unwrap_or(1);
+                // A Deployment's pods come from the ReplicaSet its core makes for the template
+                // (at the object's arrival on the simulator's clock).
+                let owner = match kind {
+                    "Deployment" => {
+                        if !object
+                            .pointer("/spec/selector")
+                            .is_none_or(|s| s.is_object() || s.is_null())
+                        {
+                            return Err(origin.error(format!(
+                                "Deployment {name}: spec.selector is not a mapping"
+                            )));
+                        }
+                        let at = SystemTime::UNIX_EPOCH
+                            + Duration::from_secs(u64::try_from(arrival).unwrap_or(0));
+                        let mut replica_set =
+                            deployment::plan(object, &[], at).create.ok_or_else(|| {
+                                origin.error(format!("Deployment {name}: no ReplicaSet planned"))
+                            })?;
+                        let set_name = str_at(&replica_set, "/metadata/name")
+                            .unwrap_or_default()
+                            .to_string();
+                        replica_set["metadata"]["namespace"] = json!(namespace);
+                        replica_set["metadata"]["uid"] = json!(uid(namespace, &set_name));
+                        Some(replica_set)
+                    }
+                    _ => None,
+                };
                 for i in 0..replicas {
-                    let labels = if kind == "StatefulSet" {
-                        BTreeMap::from([(
-                            "statefulset.kubernetes.io/pod-name".to_string(),
-                            format!("{name}-{i}"),
-                        )])
-                    } else {
-                        BTreeMap::new()
-                    };
+                    // The StatefulSet core names its pods; for the others the name stands in
+                    // for the one the API server generates.
+                    let pod_name = format!("{name}-{i}");
+                    let pod = from_template(template, &pod_name, &|| match (kind, &owner) {
+                        ("StatefulSet", _) => statefulset::pod_for(object, i),
+                        (_, Some(replica_set)) => replicaset::pod_from_template(
+                            replica_set,
+                            "apps/v1",
+                            "ReplicaSet",
+                            &format!("{}-", text(replica_set, "/metadata/name")),
+                        ),
+                        _ => replicaset::pod_from_template(
+                            object,
+                            "apps/v1",
+                            "ReplicaSet",
+                            &format!("{name}-"),
+                        ),
+                    })?;
+                    let pod_name = str_at(&pod, "/metadata/name").map_or(pod_name, str::to_string);
                     pods.push(self.make_pod(
-                        plan(template, format!("{name}-{i}"), labels, None),
+                        plan(pod, pod_name, None),
                         namespace,
                         origin,
                         claims,

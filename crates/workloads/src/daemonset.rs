@@ -8,9 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
 
 use crate::deployment::template_hash;
+use tessera_model::conditions::pod_is_ready;
 use tessera_model::json::text;
 
 /// Label carrying the template revision of a daemon or stateful pod.
@@ -148,10 +150,6 @@ pub fn fits(pod_spec: &Value, node: &Value, extra_tolerations: &[Value]) -> bool
     selector_ok && affinity_ok && taints_ok
 }
 
-fn is_ready(pod: &Value) -> bool {
-    crate::replicaset::ready_since(pod).is_some()
-}
-
 /// Plans a DaemonSet's next step from the nodes and the pods it owns.
 pub fn plan(daemon_set: &Value, nodes: &[Value], pods: &[Value]) -> DaemonSetPlan {
     let mut plan = DaemonSetPlan::default();
@@ -214,7 +212,7 @@ pub fn plan(daemon_set: &Value, nodes: &[Value], pods: &[Value]) -> DaemonSetPla
         let unavailable = eligible_names.len().saturating_sub(
             active
                 .iter()
-                .filter(|p| is_ready(p) && eligible_names.contains(&text(p, "/spec/nodeName")))
+                .filter(|p| pod_is_ready(p) && eligible_names.contains(&text(p, "/spec/nodeName")))
                 .count(),
         );
         let budget = max_unavailable.saturating_sub(unavailable);
@@ -231,7 +229,7 @@ pub fn plan(daemon_set: &Value, nodes: &[Value], pods: &[Value]) -> DaemonSetPla
         .count();
     let ready = active
         .iter()
-        .filter(|p| is_ready(p) && eligible_names.contains(&text(p, "/spec/nodeName")))
+        .filter(|p| pod_is_ready(p) && eligible_names.contains(&text(p, "/spec/nodeName")))
         .count();
     let updated = active
         .iter()
@@ -248,6 +246,21 @@ pub fn plan(daemon_set: &Value, nodes: &[Value], pods: &[Value]) -> DaemonSetPla
         "observedGeneration": daemon_set.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
     });
     plan
+}
+
+impl DaemonSetPlan {
+    /// The writes that carry the plan out for `daemon_set`: deletions, a pod per node, the
+    /// new status.
+    pub fn writes(self, daemon_set: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.delete(Resource::Pod, &self.delete);
+        writes.create(
+            Resource::Pod,
+            self.create_on.iter().map(|node| pod_for(daemon_set, node)),
+        );
+        writes.status(daemon_set, self.status);
+        writes
+    }
 }
 
 /// The daemon pod for a node.

@@ -5,8 +5,12 @@
 //!
 //! Pure: no I/O.
 
+use std::time::SystemTime;
+
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
-use tessera_model::json::text;
+use tessera_model::json::{int_or_zero, text};
+use tessera_model::time::timestamp;
 
 /// Label carrying the hash of a ReplicaSet's pod template.
 pub const TEMPLATE_HASH: &str = "pod-template-hash";
@@ -24,10 +28,6 @@ pub struct DeploymentPlan {
     pub delete: Vec<String>,
     /// The Deployment's new status.
     pub status: Value,
-}
-
-fn int(value: &Value, pointer: &str) -> i64 {
-    value.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// Upstream's hash alphabet (vowels and look-alikes removed).
@@ -116,8 +116,27 @@ fn condition(kind: &str, status: &str, reason: &str, message: &str, now: &str) -
            "lastUpdateTime": now, "lastTransitionTime": now})
 }
 
+impl DeploymentPlan {
+    /// The writes that carry the plan out for `deployment`: the new ReplicaSet, scalings,
+    /// deletions of old ReplicaSets, the new status.
+    pub fn writes(self, deployment: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.create(Resource::ReplicaSet, self.create);
+        writes.patch(
+            Resource::ReplicaSet,
+            self.scale
+                .into_iter()
+                .map(|(name, replicas)| (name, json!({"spec": {"replicas": replicas}}))),
+        );
+        writes.delete(Resource::ReplicaSet, &self.delete);
+        writes.status(deployment, self.status);
+        writes
+    }
+}
+
 /// Plans a Deployment's next step from the ReplicaSets it owns.
-pub fn plan(deployment: &Value, replica_sets: &[Value], now: &str) -> DeploymentPlan {
+pub fn plan(deployment: &Value, replica_sets: &[Value], now: SystemTime) -> DeploymentPlan {
+    let now = &timestamp(now);
     let mut plan = DeploymentPlan::default();
     let name = text(deployment, "/metadata/name");
     let replicas = deployment
@@ -144,19 +163,22 @@ pub fn plan(deployment: &Value, replica_sets: &[Value], now: &str) -> Deployment
         Some(rs) => text(rs, "/metadata/name").to_string(),
         None => format!("{name}-{hash}"),
     };
-    let new_spec_replicas = new_rs.map_or(0, |rs| int(rs, "/spec/replicas"));
-    let old_spec_total: i64 = old.iter().map(|rs| int(rs, "/spec/replicas")).sum();
+    let new_spec_replicas = new_rs.map_or(0, |rs| int_or_zero(rs, "/spec/replicas"));
+    let old_spec_total: i64 = old.iter().map(|rs| int_or_zero(rs, "/spec/replicas")).sum();
     let strategy = text(deployment, "/spec/strategy/type");
 
     if !paused {
         let target_new = if strategy == "Recreate" {
             // Old pods must be gone before new ones start.
             for rs in &old {
-                if int(rs, "/spec/replicas") > 0 {
+                if int_or_zero(rs, "/spec/replicas") > 0 {
                     plan.scale.push((text(rs, "/metadata/name").to_string(), 0));
                 }
             }
-            let old_running: i64 = old.iter().map(|rs| int(rs, "/status/replicas")).sum();
+            let old_running: i64 = old
+                .iter()
+                .map(|rs| int_or_zero(rs, "/status/replicas"))
+                .sum();
             if old_running == 0 && old_spec_total == 0 {
                 replicas
             } else {
@@ -190,24 +212,24 @@ pub fn plan(deployment: &Value, replica_sets: &[Value], now: &str) -> Deployment
             let min_available = replicas - unavailable;
             let available: i64 = replica_sets
                 .iter()
-                .map(|rs| int(rs, "/status/availableReplicas"))
+                .map(|rs| int_or_zero(rs, "/status/availableReplicas"))
                 .sum();
             let new_unavailable = (new_spec_replicas
-                - new_rs.map_or(0, |rs| int(rs, "/status/availableReplicas")))
+                - new_rs.map_or(0, |rs| int_or_zero(rs, "/status/availableReplicas")))
             .max(0);
             let mut removable = (total - min_available - new_unavailable)
                 .max(0)
                 .min((available - min_available).max(0) + old_unavailable(&old));
             let mut olds: Vec<&&Value> = old
                 .iter()
-                .filter(|rs| int(rs, "/spec/replicas") > 0)
+                .filter(|rs| int_or_zero(rs, "/spec/replicas") > 0)
                 .collect();
             olds.sort_by_key(|rs| revision(rs));
             for rs in olds {
                 if removable == 0 {
                     break;
                 }
-                let current = int(rs, "/spec/replicas");
+                let current = int_or_zero(rs, "/spec/replicas");
                 let cut = current.min(removable);
                 removable -= cut;
                 plan.scale
@@ -251,7 +273,7 @@ pub fn plan(deployment: &Value, replica_sets: &[Value], now: &str) -> Deployment
                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
                             "uid": text(deployment, "/metadata/uid"), "controller": true, "blockOwnerDeletion": true}],
                     },
-                    "spec": {"replicas": target_new, "minReadySeconds": int(deployment, "/spec/minReadySeconds"),
+                    "spec": {"replicas": target_new, "minReadySeconds": int_or_zero(deployment, "/spec/minReadySeconds"),
                              "selector": selector, "template": rs_template},
                 }));
             }
@@ -264,7 +286,9 @@ pub fn plan(deployment: &Value, replica_sets: &[Value], now: &str) -> Deployment
             .max(0) as usize;
         let mut idle: Vec<&&Value> = old
             .iter()
-            .filter(|rs| int(rs, "/spec/replicas") == 0 && int(rs, "/status/replicas") == 0)
+            .filter(|rs| {
+                int_or_zero(rs, "/spec/replicas") == 0 && int_or_zero(rs, "/status/replicas") == 0
+            })
             .collect();
         if idle.len() > limit {
             idle.sort_by_key(|rs| revision(rs));
@@ -278,8 +302,9 @@ pub fn plan(deployment: &Value, replica_sets: &[Value], now: &str) -> Deployment
     }
 
     // Status from the ReplicaSets' own statuses.
-    let sum = |pointer: &str| -> i64 { replica_sets.iter().map(|rs| int(rs, pointer)).sum() };
-    let updated = new_rs.map_or(0, |rs| int(rs, "/status/replicas"));
+    let sum =
+        |pointer: &str| -> i64 { replica_sets.iter().map(|rs| int_or_zero(rs, pointer)).sum() };
+    let updated = new_rs.map_or(0, |rs| int_or_zero(rs, "/status/replicas"));
     let available = sum("/status/availableReplicas");
     let total = sum("/status/replicas");
     let unavailable = (replicas - available).max(0);
@@ -365,7 +390,7 @@ pub fn plan(deployment: &Value, replica_sets: &[Value], now: &str) -> Deployment
     };
     let progressing = keep_time("Progressing", "True", progressing);
     plan.status = json!({
-        "observedGeneration": int(deployment, "/metadata/generation"),
+        "observedGeneration": int_or_zero(deployment, "/metadata/generation"),
         "replicas": total,
         "updatedReplicas": updated,
         "readyReplicas": sum("/status/readyReplicas"),
@@ -378,7 +403,10 @@ pub fn plan(deployment: &Value, replica_sets: &[Value], now: &str) -> Deployment
 
 fn old_unavailable(old: &[&Value]) -> i64 {
     old.iter()
-        .map(|rs| (int(rs, "/spec/replicas") - int(rs, "/status/availableReplicas")).max(0))
+        .map(|rs| {
+            (int_or_zero(rs, "/spec/replicas") - int_or_zero(rs, "/status/availableReplicas"))
+                .max(0)
+        })
         .sum()
 }
 
@@ -393,7 +421,7 @@ mod tests {
     }
 
     fn rs_for(deployment: &Value, spec_replicas: i64, ready: i64, revision: i64) -> Value {
-        let plan = plan(deployment, &[], "t");
+        let plan = plan(deployment, &[], SystemTime::UNIX_EPOCH);
         let mut rs = plan.create.unwrap();
         rs["spec"]["replicas"] = json!(spec_replicas);
         rs["metadata"]["annotations"][REVISION] = json!(revision.to_string());
@@ -409,7 +437,7 @@ mod tests {
     #[test]
     fn a_new_deployment_creates_its_replica_set() {
         let d = deployment(3, "app:1", rolling());
-        let plan = plan(&d, &[], "now");
+        let plan = plan(&d, &[], SystemTime::UNIX_EPOCH);
         let rs = plan.create.unwrap();
         let hash = template_hash(&d["spec"]["template"]);
         assert_eq!(rs["metadata"]["name"], format!("web-{hash}"));
@@ -428,7 +456,7 @@ mod tests {
         let old = rs_for(&v1, 3, 3, 1);
         let v2 = deployment(3, "app:2", rolling());
         // Step 1: create the new ReplicaSet with one surge replica; keep the old at 3.
-        let step = plan(&v2, std::slice::from_ref(&old), "now");
+        let step = plan(&v2, std::slice::from_ref(&old), SystemTime::UNIX_EPOCH);
         let created = step.create.clone().unwrap();
         assert_eq!(created["spec"]["replicas"], 1);
         assert_eq!(created["metadata"]["annotations"][REVISION], "2");
@@ -436,7 +464,7 @@ mod tests {
         // Step 2: once the new replica is available, one old replica goes.
         let mut new = created;
         new["status"] = json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1});
-        let step = plan(&v2, &[old.clone(), new.clone()], "now");
+        let step = plan(&v2, &[old.clone(), new.clone()], SystemTime::UNIX_EPOCH);
         assert_eq!(
             step.scale,
             vec![(old["metadata"]["name"].as_str().unwrap().to_string(), 2)]
@@ -447,7 +475,7 @@ mod tests {
         old_done["status"] = json!({"replicas": 0});
         new["spec"]["replicas"] = json!(3);
         new["status"] = json!({"replicas": 3, "readyReplicas": 3, "availableReplicas": 3});
-        let done = plan(&v2, &[old_done, new], "now");
+        let done = plan(&v2, &[old_done, new], SystemTime::UNIX_EPOCH);
         assert!(done.scale.is_empty());
         assert_eq!(done.status["updatedReplicas"], 3);
         assert_eq!(
@@ -465,7 +493,7 @@ mod tests {
         let strategy = json!({"type": "Recreate"});
         let old = rs_for(&deployment(2, "app:1", strategy.clone()), 2, 2, 1);
         let v2 = deployment(2, "app:2", strategy);
-        let step = plan(&v2, std::slice::from_ref(&old), "now");
+        let step = plan(&v2, std::slice::from_ref(&old), SystemTime::UNIX_EPOCH);
         assert_eq!(
             step.scale,
             vec![(old["metadata"]["name"].as_str().unwrap().to_string(), 0)]
@@ -492,7 +520,7 @@ mod tests {
                 rs
             })
             .collect();
-        let plan = plan(&d, &olds, "now");
+        let plan = plan(&d, &olds, SystemTime::UNIX_EPOCH);
         let deleted: Vec<String> = plan.delete;
         assert_eq!(deleted.len(), 2);
         assert_eq!(deleted[0], olds[0]["metadata"]["name"].as_str().unwrap());

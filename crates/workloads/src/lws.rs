@@ -8,8 +8,13 @@
 //!
 //! Pure: no I/O.
 
+use std::time::SystemTime;
+
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
+use tessera_model::conditions::pod_is_ready;
 use tessera_model::json::text;
+use tessera_model::time::timestamp;
 
 /// The LeaderWorkerSet's name.
 pub const NAME: &str = "leaderworkerset.sigs.k8s.io/name";
@@ -82,8 +87,9 @@ fn label<'a>(value: &'a Value, key: &str) -> &'a str {
     )
 }
 
+/// Ready and still running (a pod restarting in place may show Ready from before).
 fn is_ready(pod: &Value) -> bool {
-    text(pod, "/status/phase") == "Running" && crate::replicaset::ready_since(pod).is_some()
+    text(pod, "/status/phase") == "Running" && pod_is_ready(pod)
 }
 
 fn restarted(pod: &Value) -> bool {
@@ -116,8 +122,28 @@ fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
     json!([{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}])
 }
 
+impl LwsPlan {
+    /// The writes that carry the plan out for `lws`: the headless Service, new StatefulSets,
+    /// scalings, leader pods deleted for a group restart, the new status.
+    pub fn writes(self, lws: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.create(Resource::Service, self.service);
+        writes.create(Resource::StatefulSet, self.create);
+        writes.patch(
+            Resource::StatefulSet,
+            self.scale
+                .into_iter()
+                .map(|(name, replicas)| (name, json!({"spec": {"replicas": replicas}}))),
+        );
+        writes.delete(Resource::Pod, &self.restart_leaders);
+        writes.status(lws, self.status);
+        writes
+    }
+}
+
 /// Plans a LeaderWorkerSet's next step from its StatefulSets and pods.
-pub fn plan(lws: &Value, sets: &[Value], pods: &[Value], now: &str) -> LwsPlan {
+pub fn plan(lws: &Value, sets: &[Value], pods: &[Value], now: SystemTime) -> LwsPlan {
+    let now = &timestamp(now);
     let mut plan = LwsPlan::default();
     let name = text(lws, "/metadata/name");
     let namespace = text(lws, "/metadata/namespace");
@@ -306,7 +332,7 @@ mod tests {
 
     #[test]
     fn creates_the_leader_set_then_a_worker_set_per_leader() {
-        let first = plan(&lws("LeaderCreated"), &[], &[], "now");
+        let first = plan(&lws("LeaderCreated"), &[], &[], SystemTime::UNIX_EPOCH);
         assert_eq!(first.create.len(), 1);
         let leader_set = &first.create[0];
         assert_eq!(leader_set["metadata"]["name"], "llm");
@@ -320,7 +346,7 @@ mod tests {
             &lws("LeaderCreated"),
             &sets,
             &[leader(0, false), leader(1, false)],
-            "now",
+            SystemTime::UNIX_EPOCH,
         );
         let names: Vec<&str> = second
             .create
@@ -341,7 +367,7 @@ mod tests {
             &lws("LeaderReady"),
             &sets,
             &[leader(0, true), leader(1, false)],
-            "now",
+            SystemTime::UNIX_EPOCH,
         );
         assert_eq!(
             gated.create.len(),
@@ -359,7 +385,7 @@ mod tests {
             &lws("LeaderCreated"),
             &sets,
             &[leader(0, true), leader(1, true), worker],
-            "now",
+            SystemTime::UNIX_EPOCH,
         );
         assert_eq!(planned.restart_leaders, ["llm-0"]);
     }
@@ -368,12 +394,18 @@ mod tests {
     fn exclusive_topology_becomes_one_group_per_domain() {
         let mut set = lws("LeaderCreated");
         set["metadata"]["annotations"] = json!({EXCLUSIVE_TOPOLOGY: "tessera.dev/rack"});
-        let leaders = plan(&set, &[], &[], "now").create;
+        let leaders = plan(&set, &[], &[], SystemTime::UNIX_EPOCH).create;
         let anti = &leaders[0]["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
             [0];
         assert_eq!(anti["topologyKey"], "tessera.dev/rack");
         let leader_set = json!({"metadata": {"name": "llm"}, "spec": {"replicas": 2}});
-        let workers = plan(&set, &[leader_set], &[leader(1, false)], "now").create;
+        let workers = plan(
+            &set,
+            &[leader_set],
+            &[leader(1, false)],
+            SystemTime::UNIX_EPOCH,
+        )
+        .create;
         let affinity = &workers[0]["spec"]["template"]["spec"]["affinity"];
         let own = &affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
         assert_eq!(

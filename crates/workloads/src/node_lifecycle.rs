@@ -56,16 +56,6 @@ fn to_system(time: &Time) -> SystemTime {
     }
 }
 
-fn to_time(time: SystemTime) -> Time {
-    let nanos = time
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
-    Time(
-        k8s_openapi::jiff::Timestamp::from_nanosecond(nanos)
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-    )
-}
-
 fn ready(node: &Node) -> Option<&str> {
     node.status
         .as_ref()?
@@ -134,7 +124,7 @@ pub fn reconcile(
                         key: (*key).to_string(),
                         value: None,
                         effect: effect.into(),
-                        time_added: (effect == "NoExecute").then(|| to_time(now)),
+                        time_added: (effect == "NoExecute").then(|| crate::meta_time(now)),
                     });
                 }
             }
@@ -223,7 +213,7 @@ mod tests {
     }
 
     fn lease(name: &str, renewed: u64) -> Lease {
-        let time = to_time(at(renewed));
+        let time = crate::meta_time(at(renewed));
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": "kube-node-lease"},
             "spec": {"renewTime": serde_json::to_value(&time).expect("time").as_str().expect("text").replace('Z', ".000000Z")}}))
         .expect("lease")
@@ -285,7 +275,7 @@ mod tests {
 
     #[test]
     fn no_execute_taints_evict_by_toleration() {
-        let added = serde_json::to_value(to_time(at(0))).expect("time");
+        let added = serde_json::to_value(crate::meta_time(at(0))).expect("time");
         let nodes = [node(
             "n",
             "False",

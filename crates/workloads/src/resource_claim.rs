@@ -11,17 +11,18 @@
 //! - reservations of pods that are gone or finished are dropped, and a claim this controller
 //!   allocated that no pod reserves any more is deallocated (and its finalizer removed).
 //!
-//! Pure: a snapshot in, actions out; the shell ([`crate::resource_claims`]) writes them.
+//! Pure: a snapshot in, actions out; the shell (`tessera_controllers::resource_claims`) writes them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
     ResourceClaimTemplate, ResourceSlice,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use tessera_dra::allocator::{DeviceClasses, add_in_use, devices_in_use};
 use tessera_dra::{Allocator, NodeView};
 
@@ -197,7 +198,8 @@ pub fn consumer(pod: &Pod) -> ResourceClaimConsumerReference {
 }
 
 /// The actions that bring the cluster in line; `now` stamps allocations.
-pub fn reconcile(snapshot: &Snapshot, now: &Time) -> Vec<Action> {
+pub fn reconcile(snapshot: &Snapshot, now: SystemTime) -> Vec<Action> {
+    let now = crate::meta_time(now);
     let mut actions = Vec::new();
     // Claims as this pass leaves them, so two pods never get the same device.
     // Shared until changed (copied on write).
@@ -519,8 +521,8 @@ mod tests {
             "status": status})
     }
 
-    fn now() -> Time {
-        Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH
     }
 
     #[test]
@@ -532,7 +534,7 @@ mod tests {
             "Pending",
             json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
         );
-        let actions = reconcile(&snapshot(vec![p], vec![]), &now());
+        let actions = reconcile(&snapshot(vec![p], vec![]), now());
         let [Action::CreateClaim(created)] = actions.as_slice() else {
             panic!("{actions:?}")
         };
@@ -576,7 +578,7 @@ mod tests {
         );
         let actions = reconcile(
             &snapshot(vec![p], vec![claim("c1", json!(null), &[])]),
-            &now(),
+            now(),
         );
         assert_eq!(actions.len(), 2, "{actions:?}");
         assert_eq!(
@@ -631,7 +633,7 @@ mod tests {
                 ],
                 vec![claim("c1", json!(null), &[]), claim("c2", json!(null), &[])],
             ),
-            &now(),
+            now(),
         );
         assert!(both.iter().any(|a| matches!(a, Action::Warn { pod, reason, .. } if pod == "other" && reason == "FailedScheduling")), "{both:?}");
     }
@@ -658,7 +660,7 @@ mod tests {
                     claim("manual", json!({"allocation": allocation}), &[]),
                 ],
             ),
-            &now(),
+            now(),
         );
         let summary: Vec<String> = actions
             .iter()

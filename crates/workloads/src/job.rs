@@ -10,8 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
+use crate::plan::{Resource, Write, Writes};
 use serde_json::{Value, json};
-use tessera_model::json::text;
+use tessera_model::conditions::{is_true, pod_is_ready};
+use tessera_model::json::{int, text};
 use tessera_model::time::{parse_timestamp, timestamp};
 
 /// The finalizer that keeps a pod until the controller has counted it.
@@ -40,10 +42,6 @@ pub struct JobPlan {
     pub requeue_after: Option<Duration>,
 }
 
-fn int(value: &Value, pointer: &str) -> Option<i64> {
-    value.pointer(pointer).and_then(Value::as_i64)
-}
-
 fn phase(pod: &Value) -> &str {
     text(pod, "/status/phase")
 }
@@ -61,21 +59,6 @@ fn index_of(pod: &Value) -> Option<i64> {
     ))
     .and_then(Value::as_str)
     .and_then(|i| i.parse().ok())
-}
-
-fn is_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-}
-
-fn condition_true(job: &Value, kind: &str) -> bool {
-    job.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
 }
 
 /// Parses `completedIndexes`-style interval lists (`1,3-5`).
@@ -199,6 +182,57 @@ fn condition(kind: &str, reason: &str, message: &str, now: &str) -> Value {
            "lastProbeTime": now, "lastTransitionTime": now})
 }
 
+/// The merge patch that removes the tracking finalizer from a pod, keeping its others.
+pub fn release_patch(pod: &Value) -> Value {
+    let kept: Vec<Value> = pod
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|f| {
+            f.iter()
+                .filter(|f| *f != TRACKING_FINALIZER)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({"metadata": {"finalizers": kept}})
+}
+
+impl JobPlan {
+    /// The writes that carry the plan out for `job` and its `pods` (those the plan was made
+    /// from): pods deleted (each released first, so the controller's own deletions are not
+    /// counted as failures), the new status, finished pods released (counted first, released
+    /// after: a crash in between cannot count a pod twice), new pods, and the Job itself
+    /// deleted (its pods in the background) once its TTL has passed.
+    pub fn writes(self, job: &Value, pods: &[Value]) -> Writes {
+        let mut writes = Writes::default();
+        let release = |writes: &mut Writes, name: &String| {
+            if let Some(pod) = pods.iter().find(|p| text(p, "/metadata/name") == name) {
+                writes.patch(Resource::Pod, [(name.clone(), release_patch(pod))]);
+            }
+        };
+        for name in &self.delete {
+            release(&mut writes, name);
+            writes.delete(Resource::Pod, [name]);
+        }
+        writes.status(job, self.status);
+        for name in &self.release {
+            release(&mut writes, name);
+        }
+        writes.create(
+            Resource::Pod,
+            self.create.iter().map(|index| pod_for(job, *index)),
+        );
+        if self.delete_job {
+            writes.0.push(Write::Delete {
+                resource: Resource::Job,
+                name: text(job, "/metadata/name").to_string(),
+                background: true,
+            });
+        }
+        writes
+    }
+}
+
 /// Computes what to do for a Job given its pods (those carrying its controller UID).
 pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration) -> JobPlan {
     let now_text = timestamp(now);
@@ -213,7 +247,7 @@ pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration
     let backoff_limit = int(job, "/spec/backoffLimit").unwrap_or(6);
     let per_index_limit = int(job, "/spec/backoffLimitPerIndex");
     let suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
-    let finished = condition_true(job, "Complete") || condition_true(job, "Failed");
+    let finished = is_true(job, "Complete") || is_true(job, "Failed");
 
     // --- accounting of finished pods (two-phase through uncountedTerminatedPods) ---
     let uncounted_succeeded: BTreeSet<String> =
@@ -321,7 +355,7 @@ pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration
     status["succeeded"] = json!(succeeded);
     status["failed"] = json!(failed);
     status["active"] = json!(active.len());
-    status["ready"] = json!(active.iter().filter(|p| is_ready(p)).count());
+    status["ready"] = json!(active.iter().filter(|p| pod_is_ready(p)).count());
     status["terminating"] = json!(terminating);
     status["uncountedTerminatedPods"] =
         json!({"succeeded": next_uncounted_succeeded, "failed": next_uncounted_failed});
@@ -567,7 +601,7 @@ pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration
         plan.create.extend((0..missing).map(|_| None));
         if (active.len() as i64) > wanted {
             let mut excess: Vec<&&Value> = active.iter().collect();
-            excess.sort_by_key(|p| (is_ready(p), phase(p) == "Running"));
+            excess.sort_by_key(|p| (pod_is_ready(p), phase(p) == "Running"));
             plan.delete.extend(
                 excess
                     .into_iter()

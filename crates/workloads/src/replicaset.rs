@@ -8,6 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
 use tessera_model::json::text;
 use tessera_model::time::parse_timestamp;
@@ -119,6 +120,23 @@ pub fn plan(replica_set: &Value, pods: &[Value], now: SystemTime) -> ReplicaSetP
         "observedGeneration": replica_set.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
     });
     plan
+}
+
+impl ReplicaSetPlan {
+    /// The writes that carry the plan out for `replica_set`: deletions, creations (named by
+    /// the API from `<set>-`), the new status.
+    pub fn writes(self, replica_set: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.delete(Resource::Pod, &self.delete);
+        let prefix = format!("{}-", text(replica_set, "/metadata/name"));
+        writes.create(
+            Resource::Pod,
+            (0..self.create)
+                .map(|_| pod_from_template(replica_set, "apps/v1", "ReplicaSet", &prefix)),
+        );
+        writes.status(replica_set, self.status);
+        writes
+    }
 }
 
 /// The pod a controller creates from its template.

@@ -4,10 +4,12 @@
 //!
 //! Pure: no I/O.
 
+use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
 
 use crate::daemonset::REVISION_HASH;
 use crate::deployment::template_hash;
+use tessera_model::conditions::pod_is_ready;
 use tessera_model::json::text;
 
 /// What to do for a StatefulSet.
@@ -29,7 +31,7 @@ fn ordinal(set_name: &str, pod: &Value) -> Option<i64> {
 }
 
 fn running_and_ready(pod: &Value) -> bool {
-    text(pod, "/status/phase") == "Running" && crate::replicaset::ready_since(pod).is_some()
+    text(pod, "/status/phase") == "Running" && pod_is_ready(pod)
 }
 
 /// Plans a StatefulSet's next step from the pods it owns.
@@ -153,6 +155,21 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
         "updateRevision": format!("{name}-{revision}"),
     });
     plan
+}
+
+impl StatefulSetPlan {
+    /// The writes that carry the plan out for `set`: deletions, a pod per ordinal, the new
+    /// status.
+    pub fn writes(self, set: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.delete(Resource::Pod, &self.delete);
+        writes.create(
+            Resource::Pod,
+            self.create.iter().map(|ordinal| pod_for(set, *ordinal)),
+        );
+        writes.status(set, self.status);
+        writes
+    }
 }
 
 /// The pod of an ordinal.

@@ -7,6 +7,9 @@
 //!
 //! Pure: no I/O.
 
+use std::time::SystemTime;
+
+use crate::plan::{Resource, Write, Writes};
 use serde_json::{Value, json};
 
 /// Label and annotation keys upstream puts on JobSet Jobs and pods.
@@ -30,7 +33,9 @@ pub mod keys {
 }
 
 use keys::*;
-use tessera_model::json::text;
+use tessera_model::conditions::find;
+use tessera_model::json::{int_or_zero, text};
+use tessera_model::time::timestamp;
 
 /// What to do for a JobSet.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -47,16 +52,9 @@ pub struct JobSetPlan {
     pub status: Value,
 }
 
-fn int(value: &Value, pointer: &str) -> i64 {
-    value.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
-}
-
-fn job_condition(job: &Value, kind: &str) -> Option<Value> {
-    job.pointer("/status/conditions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|c| c["type"] == kind && c["status"] == "True")
-        .cloned()
+/// A Job's condition of type `kind` when it holds (status `"True"`).
+fn job_condition<'a>(job: &'a Value, kind: &str) -> Option<&'a Value> {
+    find(job, kind).filter(|c| c["status"] == "True")
 }
 
 /// A stable key of a Job, as upstream's `job-key` (hex of FNV-1a over namespace/name).
@@ -175,11 +173,38 @@ fn condition(kind: &str, reason: &str, message: &str, now: &str) -> Value {
     json!({"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now})
 }
 
+impl JobSetPlan {
+    /// The writes that carry the plan out for `jobset`: the headless Service, deletions of
+    /// Jobs (their pods in the background), suspensions and resumptions, new Jobs, the new
+    /// status.
+    pub fn writes(self, jobset: &Value) -> Writes {
+        let mut writes = Writes::default();
+        writes.create(Resource::Service, self.service);
+        writes
+            .0
+            .extend(self.delete.into_iter().map(|name| Write::Delete {
+                resource: Resource::Job,
+                name,
+                background: true,
+            }));
+        writes.patch(
+            Resource::Job,
+            self.suspend
+                .into_iter()
+                .map(|(name, suspend)| (name, json!({"spec": {"suspend": suspend}}))),
+        );
+        writes.create(Resource::Job, self.create);
+        writes.status(jobset, self.status);
+        writes
+    }
+}
+
 /// Plans a JobSet's next step from the Jobs it owns.
-pub fn plan(jobset: &Value, jobs: &[Value], now: &str) -> JobSetPlan {
+pub fn plan(jobset: &Value, jobs: &[Value], now: SystemTime) -> JobSetPlan {
+    let now = &timestamp(now);
     let mut plan = JobSetPlan::default();
     let name = text(jobset, "/metadata/name");
-    let restarts = int(jobset, "/status/restarts");
+    let restarts = int_or_zero(jobset, "/status/restarts");
     let mut status = jobset
         .get("status")
         .cloned()
@@ -237,7 +262,7 @@ pub fn plan(jobset: &Value, jobs: &[Value], now: &str) -> JobSetPlan {
                 .pointer("/spec/parallelism")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            int(j, "/status/ready") + int(j, "/status/succeeded") >= parallelism
+            int_or_zero(j, "/status/ready") + int_or_zero(j, "/status/succeeded") >= parallelism
                 && job_condition(j, "Failed").is_none()
         });
         rjob_status.push(json!({
@@ -245,7 +270,7 @@ pub fn plan(jobset: &Value, jobs: &[Value], now: &str) -> JobSetPlan {
             "ready": ready,
             "succeeded": count(&|j: &Value| job_condition(j, "Complete").is_some()),
             "failed": count(&|j: &Value| job_condition(j, "Failed").is_some()),
-            "active": count(&|j: &Value| int(j, "/status/active") > 0),
+            "active": count(&|j: &Value| int_or_zero(j, "/status/active") > 0),
             "suspended": count(&|j: &Value| j.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)),
         }));
     }
@@ -269,7 +294,7 @@ pub fn plan(jobset: &Value, jobs: &[Value], now: &str) -> JobSetPlan {
         .find(|j| job_condition(j, "Failed").is_some())
     {
         let reason = job_condition(failed, "Failed")
-            .map(|c| text(&c, "/reason").to_string())
+            .map(|c| text(c, "/reason").to_string())
             .unwrap_or_default();
         let failed_rjob = text(
             failed,
@@ -295,7 +320,7 @@ pub fn plan(jobset: &Value, jobs: &[Value], now: &str) -> JobSetPlan {
                 })
             });
         let action = rule.map_or("RestartJobSet", |r| text(r, "/action"));
-        let max_restarts = int(jobset, "/spec/failurePolicy/maxRestarts");
+        let max_restarts = int_or_zero(jobset, "/spec/failurePolicy/maxRestarts");
         let restart = match action {
             "FailJobSet" => false,
             "RestartJobSetAndIgnoreMaxRestarts" => true,
@@ -407,7 +432,7 @@ pub fn plan(jobset: &Value, jobs: &[Value], now: &str) -> JobSetPlan {
                 .get("replicas")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            if int(previous, "/ready") < previous_replicas {
+            if int_or_zero(previous, "/ready") < previous_replicas {
                 break;
             }
         }
@@ -474,7 +499,7 @@ mod tests {
     #[test]
     fn creates_every_job_with_upstream_labels_and_a_headless_service() {
         let js = jobset(json!({}));
-        let plan = plan(&js, &[], "now");
+        let plan = plan(&js, &[], SystemTime::UNIX_EPOCH);
         let names: Vec<&str> = plan
             .create
             .iter()
@@ -497,10 +522,10 @@ mod tests {
     #[test]
     fn in_order_startup_waits_for_readiness() {
         let js = jobset(json!({"spec": {"startupPolicy": {"startupPolicyOrder": "InOrder"}}}));
-        let first = plan(&js, &[], "now");
+        let first = plan(&js, &[], SystemTime::UNIX_EPOCH);
         assert_eq!(first.create.len(), 2, "only the workers");
         let workers: Vec<Value> = first.create.iter().map(|j| job(j, None, 1)).collect();
-        let second = plan(&js, &workers, "now");
+        let second = plan(&js, &workers, SystemTime::UNIX_EPOCH);
         assert_eq!(second.create.len(), 1);
         assert_eq!(second.create[0]["metadata"]["name"], "train-driver-0");
     }
@@ -510,36 +535,36 @@ mod tests {
         let js = jobset(
             json!({"spec": {"successPolicy": {"operator": "All", "targetReplicatedJobs": ["driver"]}}}),
         );
-        let created = plan(&js, &[], "now").create;
+        let created = plan(&js, &[], SystemTime::UNIX_EPOCH).create;
         let jobs = vec![
             job(&created[0], None, 1),
             job(&created[1], None, 1),
             job(&created[2], Some("Complete"), 0),
         ];
-        let done = plan(&js, &jobs, "now");
+        let done = plan(&js, &jobs, SystemTime::UNIX_EPOCH);
         assert_eq!(done.status["terminalState"], "Completed");
         assert_eq!(done.status["conditions"][0]["reason"], "AllJobsCompleted");
         assert_eq!(done.delete, ["train-workers-0", "train-workers-1"]);
 
         let js = jobset(json!({"spec": {"failurePolicy": {"maxRestarts": 1}}}));
-        let created = plan(&js, &[], "now").create;
+        let created = plan(&js, &[], SystemTime::UNIX_EPOCH).create;
         let jobs = vec![
             job(&created[0], Some("Failed"), 0),
             job(&created[1], None, 1),
             job(&created[2], None, 1),
         ];
-        let restart = plan(&js, &jobs, "now");
+        let restart = plan(&js, &jobs, SystemTime::UNIX_EPOCH);
         assert_eq!(restart.status["restarts"], 1);
         assert_eq!(restart.delete.len(), 3);
         let mut after = js.clone();
         after["status"] = json!({"restarts": 1});
-        let again: Vec<Value> = plan(&after, &[], "now")
+        let again: Vec<Value> = plan(&after, &[], SystemTime::UNIX_EPOCH)
             .create
             .iter()
             .map(|j| job(j, Some("Failed"), 0))
             .collect();
         assert_eq!(again[0]["metadata"]["labels"][RESTART_ATTEMPT], "1");
-        let failed = plan(&after, &again, "now");
+        let failed = plan(&after, &again, SystemTime::UNIX_EPOCH);
         assert_eq!(failed.status["terminalState"], "Failed");
         assert_eq!(
             failed.status["conditions"][0]["reason"],
@@ -552,7 +577,7 @@ mod tests {
         let js = jobset(
             json!({"metadata": {"annotations": {EXCLUSIVE_TOPOLOGY: "cloud.google.com/gke-nodepool"}}}),
         );
-        let created = plan(&js, &[], "now").create;
+        let created = plan(&js, &[], SystemTime::UNIX_EPOCH).create;
         let affinity = &created[0]["spec"]["template"]["spec"]["affinity"];
         assert_eq!(
             affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"],
