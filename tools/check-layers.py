@@ -7,8 +7,8 @@ A core must not reach an I/O crate through its normal dependencies (as `cargo tr
 clock, the host's randomness, files, the network, processes or the environment. Exits 1
 with one line per finding; prints a summary of the layers otherwise.
 
-Usage: tools/check-layers.py [--lines]   (--lines also reports the share of non-test lines
-in cores)
+Usage: tools/check-layers.py               check the workspace
+       tools/check-layers.py --self-test   check the source patterns against a table first
 """
 
 import json
@@ -62,19 +62,61 @@ def normal_dependencies(package):
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
-def library_lines(src):
-    """Each non-test line of a crate's src/, with its file and number. A file's test module
+def library_lines_of_text(text):
+    """The non-test lines of one source file, with their numbers: the file's test module
     (from its first `#[cfg(test)]` on) and blank or comment lines are left out."""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("#[cfg(test)]"):
+            break
+        if stripped and not stripped.startswith("//"):
+            yield number, line
+
+
+def library_lines(src):
+    """Each non-test line of a crate's src/, with its file and number."""
     for path in sorted(src.rglob("*.rs")):
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if line.strip().startswith("#[cfg(test)]"):
-                break
-            stripped = line.strip()
-            if stripped and not stripped.startswith("//"):
-                yield path, number, line
+        for number, line in library_lines_of_text(path.read_text()):
+            yield path, number, line
+
+
+# (line of a core's source, whether the check must refuse it)
+SELF_TEST = [
+    ("let now = SystemTime::now();", True),
+    ("let start = tokio::time::Instant::now();", True),
+    ("let pick = fastrand::usize(..n);", True),
+    ("let rng = fastrand::Rng::with_seed(seed);", False),
+    ("let text = std::fs::read_to_string(path)?;", True),
+    ("let file = File::open(path)?;", True),
+    ("let stream = TcpStream::connect(address)?;", True),
+    ("use std::net::Ipv4Addr;", False),
+    ("let out = std::process::Command::new(\"ls\");", True),
+    ("let home = std::env::var(\"HOME\");", True),
+    ("std::thread::spawn(move || work());", True),
+    ("let at = timestamp(now);", False),
+    ("const GPUS: &str = include_str!(\"../data/gpus.yaml\");", False),
+]
+
+
+def self_test():
+    failures = 0
+    for line, refused in SELF_TEST:
+        found = [what for pattern, what in FORBIDDEN_SOURCE if pattern.search(line)]
+        if bool(found) != refused:
+            failures += 1
+            print(f"self-test: {line!r}: expected {'a finding' if refused else 'none'}, got {found}")
+    test_lines = list(library_lines_of_text(
+        "fn a() {}\n// SystemTime::now() in a comment\n#[cfg(test)]\nmod tests { fn b() {} }\n"))
+    if test_lines != [(1, "fn a() {}")]:
+        failures += 1
+        print(f"self-test: library lines should stop at the test module, got {test_lines}")
+    print(f"check-layers self-test: {len(SELF_TEST) + 1 - failures} passed, {failures} failed")
+    return failures == 0
 
 
 def main():
+    if "--self-test" in sys.argv and not self_test():
+        return 1
     findings = []
     layers = {}
     for package in metadata()["packages"]:

@@ -11,6 +11,7 @@
 use serde_json::{Value, json};
 
 use tessera_model::conditions::pod_is_ready;
+use tessera_model::json::int_or_zero;
 use tessera_model::selector;
 
 use crate::error::{ApiError, ApiResult, Cause};
@@ -83,14 +84,8 @@ pub fn budget_to_charge(budgets: Vec<Value>, pod: &Value) -> ApiResult<Option<Va
             .pointer("/spec/unhealthyPodEvictionPolicy")
             .and_then(Value::as_str)
             .unwrap_or("IfHealthyBudget");
-        let current = budget
-            .pointer("/status/currentHealthy")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let desired = budget
-            .pointer("/status/desiredHealthy")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
+        let current = int_or_zero(&budget, "/status/currentHealthy");
+        let desired = int_or_zero(&budget, "/status/desiredHealthy");
         if policy == "AlwaysAllow" || (current >= desired && desired > 0) {
             return Ok(None);
         }

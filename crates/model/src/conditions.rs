@@ -24,6 +24,13 @@ pub fn pod_is_ready(pod: &Value) -> bool {
     is_true(pod, "Ready")
 }
 
+/// Whether a pod is running and ready (upstream StatefulSet controller's
+/// `isRunningAndReady`): phase `Running` and the `Ready` condition `"True"`. A pod restarting
+/// in place may still show `Ready` from before, so the phase is checked too.
+pub fn pod_is_running_and_ready(pod: &Value) -> bool {
+    pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running") && pod_is_ready(pod)
+}
+
 /// Sets the condition of type `kind` in `conditions` (a `status.conditions` list) to
 /// `status`, `reason` and `message`, as upstream's `SetStatusCondition` does:
 /// `lastTransitionTime` becomes `now` only when the status changes (or the condition is
@@ -81,8 +88,15 @@ mod tests {
             ),
             (json!({"status": {"conditions": "not a list"}}), false),
         ];
-        for (pod, want) in table {
+        for (mut pod, want) in table {
             assert_eq!(pod_is_ready(&pod), want, "{pod}");
+            assert!(!pod_is_running_and_ready(&pod), "{pod} has no phase");
+            if pod.get("status").is_some_and(Value::is_object) {
+                pod["status"]["phase"] = json!("Running");
+                assert_eq!(pod_is_running_and_ready(&pod), want, "{pod}");
+                pod["status"]["phase"] = json!("Succeeded");
+                assert!(!pod_is_running_and_ready(&pod), "{pod}");
+            }
         }
     }
 

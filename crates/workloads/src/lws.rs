@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use crate::plan::{Resource, Writes};
 use serde_json::{Value, json};
-use tessera_model::conditions::pod_is_ready;
+use tessera_model::conditions::pod_is_running_and_ready;
 use tessera_model::json::text;
 use tessera_model::time::timestamp;
 
@@ -85,11 +85,6 @@ fn label<'a>(value: &'a Value, key: &str) -> &'a str {
         value,
         &format!("/metadata/labels/{}", key.replace('/', "~1")),
     )
-}
-
-/// Ready and still running (a pod restarting in place may show Ready from before).
-fn is_ready(pod: &Value) -> bool {
-    text(pod, "/status/phase") == "Running" && pod_is_ready(pod)
 }
 
 fn restarted(pod: &Value) -> bool {
@@ -244,7 +239,10 @@ pub fn plan(lws: &Value, sets: &[Value], pods: &[Value], now: SystemTime) -> Lws
         let worker_set = sets
             .iter()
             .find(|s| text(s, "/metadata/name") == worker_set_name);
-        if size > 1 && worker_set.is_none() && (!leader_ready_first || is_ready(leader)) {
+        if size > 1
+            && worker_set.is_none()
+            && (!leader_ready_first || pod_is_running_and_ready(leader))
+        {
             let mut template = worker_template.clone();
             if !template["metadata"]["labels"].is_object() {
                 template["metadata"]["labels"] = json!({});
@@ -279,7 +277,7 @@ pub fn plan(lws: &Value, sets: &[Value], pods: &[Value], now: SystemTime) -> Lws
                 .unwrap_or(0)
                 >= size - 1
         });
-        if is_ready(leader) && (size == 1 || workers_ready) {
+        if pod_is_running_and_ready(leader) && (size == 1 || workers_ready) {
             ready_groups += 1;
         }
     }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::daemonset::REVISION_HASH;
 use crate::deployment::template_hash;
-use tessera_model::conditions::pod_is_ready;
+use tessera_model::conditions::pod_is_running_and_ready;
 use tessera_model::json::text;
 
 /// What to do for a StatefulSet.
@@ -28,10 +28,6 @@ fn ordinal(set_name: &str, pod: &Value) -> Option<i64> {
         .strip_prefix(&format!("{set_name}-"))?
         .parse()
         .ok()
-}
-
-fn running_and_ready(pod: &Value) -> bool {
-    text(pod, "/status/phase") == "Running" && pod_is_ready(pod)
 }
 
 /// Plans a StatefulSet's next step from the pods it owns.
@@ -74,7 +70,7 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
     let all_ready_below = |o: i64| {
         live.iter()
             .filter(|(x, _)| *x < o)
-            .all(|(_, p)| running_and_ready(p) && !deleting(p))
+            .all(|(_, p)| pod_is_running_and_ready(p) && !deleting(p))
     };
 
     // Scale up: lowest missing ordinal first; in order unless Parallel.
@@ -110,7 +106,7 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
         && live
             .iter()
             .filter(|(o, _)| *o < end)
-            .all(|(_, p)| running_and_ready(p))
+            .all(|(_, p)| pod_is_running_and_ready(p))
     {
         plan.delete.push(text(pod, "/metadata/name").to_string());
     }
@@ -123,7 +119,7 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
     let settled = plan.create.is_empty()
         && plan.delete.is_empty()
         && !in_flight
-        && live.iter().all(|(_, p)| running_and_ready(p));
+        && live.iter().all(|(_, p)| pod_is_running_and_ready(p));
     if rolling && settled {
         let outdated = live.iter().rev().find(|(o, p)| {
             *o >= start + partition
@@ -139,7 +135,10 @@ pub fn plan(set: &Value, pods: &[Value]) -> StatefulSetPlan {
         .filter(|(o, _)| *o >= start && *o < end)
         .map(|(_, p)| *p)
         .collect();
-    let ready = current.iter().filter(|p| running_and_ready(p)).count();
+    let ready = current
+        .iter()
+        .filter(|p| pod_is_running_and_ready(p))
+        .count();
     let updated = current
         .iter()
         .filter(|p| text(p, &format!("/metadata/labels/{REVISION_HASH}")) == revision)

@@ -45,7 +45,7 @@ fn the_agent_publishes_slices_and_prepares_an_allocated_claim() {
     let arg = |p: &str| kubelet.join(p).to_string_lossy().into_owned();
     let root = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../devices/tests/fixtures/sysfs-h100-pair"
+        "/../discovery/tests/fixtures/sysfs-h100-pair"
     );
     let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
     let _agent = Agent(

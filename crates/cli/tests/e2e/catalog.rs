@@ -64,7 +64,7 @@ fn a_bad_catalog_file_is_named_with_its_field() {
 fn agent_discover_reads_a_recorded_sysfs_tree() {
     let root = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../devices/tests/fixtures/sysfs-h100-pair"
+        "/../discovery/tests/fixtures/sysfs-h100-pair"
     );
     let (ok, out, warnings) = tessera(&["agent", "discover", "--root", root]);
     assert!(ok, "{warnings}");
