@@ -4,9 +4,13 @@
 //! (`CN=tessera-admin`, `O=system:masters`) are generated into the data directory and reused
 //! afterwards; the kubeconfig written beside them authenticates kubectl with the client
 //! certificate. The listener speaks HTTP/1.1 and HTTP/2 (ALPN) and requests, but does not
-//! require, client certificates so health endpoints stay reachable.
+//! require, client certificates so health endpoints stay reachable. Private keys are written
+//! 0600 in a 0700 directory, and a key that others can read refuses to load.
 
+use std::fs::Permissions;
+use std::io::Write;
 use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,6 +38,17 @@ pub enum TlsError {
         path: PathBuf,
         /// The cause.
         source: std::io::Error,
+    },
+    /// A private key is readable or writable by users other than its owner.
+    #[error(
+        "{path} is accessible to other users (mode {mode:o}): anyone on this machine could act as \
+         the cluster's admin; run `chmod 600 {path}` and `chmod 700` on its directory, then start again"
+    )]
+    Exposed {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
     },
     /// Certificate generation failed.
     #[error("generating certificates: {0}")]
@@ -75,11 +90,41 @@ fn read(path: &Path) -> Result<String, TlsError> {
     })
 }
 
-fn write(path: &Path, contents: &str) -> Result<(), TlsError> {
-    std::fs::write(path, contents).map_err(|source| TlsError::Io {
+/// Writes a PKI file readable by its owner only (0600), also when it already existed.
+pub fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
+    let io = |source| TlsError::Io {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    file.set_permissions(Permissions::from_mode(0o600))
+        .map_err(io)?;
+    file.write_all(contents.as_bytes()).map_err(io)
+}
+
+/// Refuses a private key that users other than its owner may read or write.
+fn check_private(path: &Path) -> Result<(), TlsError> {
+    let mode = std::fs::metadata(path)
+        .map_err(|source| TlsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .permissions()
+        .mode()
+        & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(TlsError::Exposed {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
 }
 
 /// The PKI files, in `<data-dir>/pki`.
@@ -98,6 +143,9 @@ impl Pki {
     pub fn load_or_create(dir: &Path) -> Result<Pki, TlsError> {
         let pki = dir.join("pki");
         if FILES.iter().all(|f| pki.join(f).exists()) {
+            for key in FILES.iter().filter(|f| f.ends_with(".key")) {
+                check_private(&pki.join(key))?;
+            }
             let [
                 ca_cert,
                 ca_key,
@@ -117,10 +165,14 @@ impl Pki {
                 admin_key: admin_key?,
             });
         }
-        std::fs::create_dir_all(&pki).map_err(|source| TlsError::Io {
-            path: pki.clone(),
-            source,
-        })?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&pki)
+            .map_err(|source| TlsError::Io {
+                path: pki.clone(),
+                source,
+            })?;
         let generated = Pki::generate()?;
         let contents = [
             &generated.ca_cert,
@@ -132,7 +184,7 @@ impl Pki {
             &generated.admin_key,
         ];
         for (file, content) in FILES.iter().zip(contents) {
-            write(&pki.join(file), content)?;
+            write_private(&pki.join(file), content)?;
         }
         Ok(generated)
     }
@@ -387,5 +439,60 @@ pub async fn serve(
                 tracing::debug!(%peer, %error, "connection ended with an error");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn keys_are_private_and_an_exposed_key_refuses_to_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Pki::load_or_create(dir.path()).expect("generate");
+        let pki = dir.path().join("pki");
+        assert_eq!(mode(&pki), 0o700);
+        for file in FILES {
+            assert_eq!(mode(&pki.join(file)), 0o600, "{file}");
+        }
+        Pki::load_or_create(dir.path()).expect("load again");
+
+        for (file, exposed) in [
+            ("ca.key", 0o644),
+            ("token.key", 0o640),
+            ("admin.key", 0o602),
+        ] {
+            let path = pki.join(file);
+            std::fs::set_permissions(&path, Permissions::from_mode(exposed)).expect("chmod");
+            match Pki::load_or_create(dir.path()) {
+                Err(error @ TlsError::Exposed { .. }) => {
+                    let message = error.to_string();
+                    assert!(message.contains(&path.display().to_string()), "{message}");
+                    assert!(message.contains(&format!("{exposed:o}")), "{message}");
+                }
+                other => panic!("{file} at {exposed:o}: {other:?}"),
+            }
+            std::fs::set_permissions(&path, Permissions::from_mode(0o600)).expect("chmod");
+        }
+        // Certificates are public: their modes do not matter.
+        std::fs::set_permissions(pki.join("ca.crt"), Permissions::from_mode(0o644)).expect("chmod");
+        Pki::load_or_create(dir.path()).expect("load with a readable certificate");
+    }
+
+    #[test]
+    fn rewriting_an_existing_file_makes_it_private() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(&path, "old").expect("write");
+        std::fs::set_permissions(&path, Permissions::from_mode(0o644)).expect("chmod");
+        write_private(&path, "new").expect("rewrite");
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "new");
     }
 }

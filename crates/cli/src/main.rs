@@ -6,6 +6,7 @@ mod bench_scheduler;
 mod bootstrap;
 mod catalog;
 mod client;
+mod data_dir;
 mod explain;
 mod fault;
 mod node;

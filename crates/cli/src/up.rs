@@ -8,7 +8,7 @@ use tessera_api::authn::StaticTokens;
 use tessera_api::policy;
 use tessera_apiserver::authn::{IdentityLayer, load_static_tokens};
 use tessera_apiserver::gc::Collector;
-use tessera_apiserver::tls::Pki;
+use tessera_apiserver::tls::{Pki, write_private};
 use tessera_apiserver::{ApiServer, Objects, ServerConfig};
 use tessera_node::Topology;
 use tessera_store::{Store, StoreOptions};
@@ -58,12 +58,29 @@ pub fn load_scheduler_profiles(
     Ok(Some(profiles))
 }
 
+/// Makes the store's files (the database and SQLite's WAL and shared-memory files, which
+/// hold every Secret and token) readable by their owner only, also in a directory made by an
+/// older version.
+fn private_store_files(data_dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for suffix in ["", "-wal", "-shm"] {
+        let path = data_dir.join(format!("{STORE_FILE}{suffix}"));
+        if path.exists() {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("make {} private (0600)", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the platform until Ctrl-C or SIGTERM.
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("create data directory {}", args.data_dir.display()))?;
+    crate::data_dir::create_private(&args.data_dir)?;
+    // Held until the process ends: a second server on the same directory would overwrite the
+    // kubeconfig and diverge from this one.
+    let _held = crate::data_dir::hold(&args.data_dir)?;
     if args.reset {
         remove_store(&args.data_dir)?;
     }
@@ -75,6 +92,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
     )
     .context("open the store")?;
+    private_store_files(&args.data_dir)?;
     let objects = Objects::new(store);
     bootstrap::ensure_system_objects(&objects)?;
 
@@ -103,7 +121,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("listen on {}", args.listen))?;
     let address = listener.local_addr()?;
     let kubeconfig = args.data_dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, pki.kubeconfig(&format!("https://{address}")))
+    // The admin kubeconfig carries the admin's private key.
+    write_private(&kubeconfig, &pki.kubeconfig(&format!("https://{address}")))
         .with_context(|| format!("write {}", kubeconfig.display()))?;
 
     let collector = tokio::spawn(Collector::new(objects.clone()).run());

@@ -9,6 +9,73 @@ use kube::{Api, ResourceExt};
 
 use crate::support::Cluster;
 
+/// The data directory holds the cluster's keys and every stored object: keys, the admin
+/// kubeconfig and the store are the owner's alone, and a second server on the same directory
+/// is refused, naming the first one's PID, without touching what the first one wrote.
+#[test]
+fn the_data_directory_is_private_and_held_by_one_server() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut cluster = Cluster::start();
+    let dir = cluster.dir.path().to_path_buf();
+    let mode = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("pki")), 0o700);
+    for private in [
+        "kubeconfig",
+        "state.db",
+        "tessera.lock",
+        "pki/ca.key",
+        "pki/token.key",
+        "pki/server.key",
+        "pki/admin.key",
+    ] {
+        assert_eq!(mode(&dir.join(private)), 0o600, "{private}");
+    }
+
+    let kubeconfig = std::fs::read_to_string(cluster.kubeconfig()).expect("kubeconfig");
+    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run a second tessera up");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = second.try_wait().expect("wait for the second server") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            second.kill().ok();
+            panic!("a second server started on a held data directory");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = second.wait_with_output().expect("its output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!status.success(), "a second server started: {stderr}");
+    let pid = cluster.pid().expect("the first server's pid");
+    assert!(
+        stderr.contains(&format!("is in use by another tessera (PID {pid})")),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cluster.kubeconfig()).expect("kubeconfig"),
+        kubeconfig,
+        "the refused server rewrote the kubeconfig"
+    );
+    cluster.ok("1.33", &["get", "nodes"]);
+
+    // Once the first server is gone, the directory can be taken again.
+    cluster.stop();
+    cluster.launch(&[]);
+    cluster.ok("1.33", &["get", "namespaces"]);
+}
+
 #[test]
 fn restart_finds_every_object_and_keeps_running_pods() {
     let mut cluster = Cluster::start();

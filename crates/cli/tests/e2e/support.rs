@@ -132,6 +132,11 @@ impl Cluster {
         panic!("tessera did not come up:\n{}", self.server_log());
     }
 
+    /// The server process's PID.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.path().join("kubeconfig")
     }
