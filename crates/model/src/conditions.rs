@@ -65,6 +65,23 @@ pub fn set(
     true
 }
 
+/// Carries `lastTransitionTime` over from the `previous` conditions into the `next` ones of
+/// the same type whose status did not change, as the kubelet does when it refreshes a node's
+/// conditions from the stored node: a heartbeat moves `lastHeartbeatTime`, never the
+/// transition time of a condition that stayed as it was.
+pub fn keep_transition_times(previous: &[Value], next: &mut [Value]) {
+    for condition in next {
+        let kept = previous
+            .iter()
+            .find(|p| p["type"] == condition["type"] && p["status"] == condition["status"])
+            .and_then(|p| p.get("lastTransitionTime"))
+            .filter(|time| time.is_string());
+        if let Some(time) = kept {
+            condition["lastTransitionTime"] = time.clone();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,5 +142,29 @@ mod tests {
         let object = json!({"status": {"conditions": conditions}});
         assert!(is_true(&object, "Ready"));
         assert!(find(&object, "Other").is_none());
+    }
+
+    #[test]
+    fn transition_times_survive_refreshes_and_move_on_change() {
+        let previous = vec![
+            json!({"type": "Ready", "status": "True", "lastTransitionTime": "t0", "lastHeartbeatTime": "t0"}),
+            json!({"type": "DiskPressure", "status": "False", "lastTransitionTime": "t0"}),
+            json!({"type": "MemoryPressure", "status": "False"}),
+        ];
+        let fresh = |kind: &str, status: &str| json!({"type": kind, "status": status, "lastTransitionTime": "t9", "lastHeartbeatTime": "t9"});
+        let mut next = vec![
+            fresh("Ready", "True"),
+            fresh("DiskPressure", "True"),
+            fresh("MemoryPressure", "False"),
+            fresh("NetworkInterfacesDegraded", "False"),
+        ];
+        keep_transition_times(&previous, &mut next);
+        let times: Vec<&str> = next
+            .iter()
+            .map(|c| c["lastTransitionTime"].as_str().unwrap_or_default())
+            .collect();
+        // Unchanged: kept. Changed status: now. No previous time, or a new condition: now.
+        assert_eq!(times, ["t0", "t9", "t9", "t9"]);
+        assert!(next.iter().all(|c| c["lastHeartbeatTime"] == "t9"));
     }
 }

@@ -48,9 +48,8 @@ impl NodeTwins {
         tracing::info!(node = %name, ?faults, "faults changed");
         if faults.node != Some(NodeFault::Unreachable) {
             let status = node_faults::node_status(spec, &faults, (self.clock)());
-            Api::<Node>::all(self.client.clone())
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                .await?;
+            let nodes = Api::<Node>::all(self.client.clone());
+            crate::heartbeat::post_node_status(&nodes, &name, status).await?;
         }
         let mut slices = resource_slice::resource_slices(spec);
         if !slices.is_empty() {

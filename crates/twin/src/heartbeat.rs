@@ -55,18 +55,38 @@ pub(crate) async fn heartbeat(
                 let node = current.get(&spec.name).cloned().unwrap_or_default();
                 let patch = node_faults::node_status(spec, &node, clock());
                 let conditions = json!({"status": {"conditions": patch["status"]["conditions"]}});
-                if let Err(error) = node_api
-                    .patch_status(
-                        &spec.name,
-                        &PatchParams::default(),
-                        &Patch::Merge(&conditions),
-                    )
-                    .await
-                {
+                if let Err(error) = post_node_status(&node_api, &spec.name, conditions).await {
                     tracing::warn!(node = %spec.name, %error, "cannot refresh node conditions");
                 }
             }
         }
         tokio::time::sleep(config.lease_interval).await;
     }
+}
+
+/// Posts a node's status as the kubelet does: read the stored node first, so a condition whose
+/// status did not change keeps its `lastTransitionTime` (only `lastHeartbeatTime` moves).
+pub(crate) async fn post_node_status(
+    nodes: &Api<Node>,
+    name: &str,
+    mut status: serde_json::Value,
+) -> Result<(), kube::Error> {
+    let stored = nodes.get_opt(name).await?;
+    let previous: Vec<serde_json::Value> = stored
+        .and_then(|node| node.status)
+        .and_then(|status| status.conditions)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|condition| serde_json::to_value(condition).ok())
+        .collect();
+    if let Some(next) = status
+        .pointer_mut("/status/conditions")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        tessera_model::conditions::keep_transition_times(&previous, next);
+    }
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map(drop)
 }

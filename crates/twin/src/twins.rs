@@ -141,14 +141,8 @@ impl NodeTwins {
                     .await?;
             }
         }
-        nodes
-            .patch_status(
-                &spec.name,
-                &PatchParams::default(),
-                &Patch::Merge(&node_status(spec, &timestamp((self.clock)()))),
-            )
-            .await?;
-        Ok(())
+        let status = node_status(spec, &timestamp((self.clock)()));
+        crate::heartbeat::post_node_status(&nodes, &spec.name, status).await
     }
 
     /// Acts as the DRA driver of DRA pools: installs its DeviceClasses and publishes each

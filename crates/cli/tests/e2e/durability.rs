@@ -76,6 +76,47 @@ fn the_data_directory_is_private_and_held_by_one_server() {
     cluster.ok("1.33", &["get", "namespaces"]);
 }
 
+/// A node's conditions are refreshed from the stored node, as the kubelet does: a restart of
+/// its kubelet moves `lastHeartbeatTime` but keeps the `lastTransitionTime` of every condition
+/// whose status did not change.
+#[test]
+fn node_conditions_keep_their_transition_time_across_a_restart() {
+    let mut cluster = Cluster::start();
+    let times = |cluster: &Cluster| {
+        cluster.ok(
+            "1.33",
+            &[
+                "get",
+                "node",
+                "h100-1",
+                "-o",
+                "jsonpath={range .status.conditions[*]}{.type}={.lastTransitionTime}/{.lastHeartbeatTime} {end}",
+            ],
+        )
+    };
+    let before = times(&cluster);
+    assert!(before.contains("Ready="), "{before}");
+    // Timestamps have second precision: let a second pass so a reset would show.
+    std::thread::sleep(Duration::from_millis(1100));
+    cluster.stop();
+    cluster.launch(&[]);
+    let after = times(&cluster);
+    let transitions = |text: &str| -> Vec<String> {
+        text.split_whitespace()
+            .map(|entry| entry.split('/').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        transitions(&after),
+        transitions(&before),
+        "{before} → {after}"
+    );
+    assert_ne!(
+        after, before,
+        "the heartbeat times should have moved: {after}"
+    );
+}
+
 #[test]
 fn restart_finds_every_object_and_keeps_running_pods() {
     let mut cluster = Cluster::start();
