@@ -1,6 +1,7 @@
 //! Construction of `core/v1` Events as Tessera's components record them: one place that knows
 //! the fields upstream's recorders fill (source, reporting component and instance, event
-//! time, first and last timestamps, count), so every component's events read alike.
+//! time in microseconds, first and last timestamps, count), so every component's events read
+//! alike, through `core/v1` and `events.k8s.io/v1` clients.
 //!
 //! Time is an input; sending the event is the caller's business.
 
@@ -8,7 +9,7 @@ use serde_json::{Value, json};
 
 use std::time::SystemTime;
 
-use crate::time::timestamp;
+use crate::time::{micro_timestamp, timestamp};
 
 /// Who records an event: the component and, for per-node agents, the host it runs on.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +31,7 @@ pub fn core_event(
     message: &str,
     now: SystemTime,
 ) -> Value {
+    let event_time = micro_timestamp(now);
     let now = timestamp(now);
     let namespace = involved
         .get("namespace")
@@ -48,11 +50,14 @@ pub fn core_event(
         "reason": reason, "message": message, "type": kind,
         "source": {"component": recorder.component},
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        // As upstream's events recorder fills them: clients of events.k8s.io/v1 (the Python
+        // client's EventsV1Api among them) require `eventTime` and the reporting pair.
+        "eventTime": event_time,
         "reportingComponent": recorder.component,
+        "reportingInstance": recorder.host.unwrap_or(recorder.component),
     });
     if let Some(host) = recorder.host {
         event["source"]["host"] = json!(host);
-        event["reportingInstance"] = json!(host);
     }
     event
 }
@@ -85,6 +90,8 @@ mod tests {
             json!({"component": "kubelet", "host": "n1"})
         );
         assert_eq!(event["reportingInstance"], "n1");
+        assert_eq!(event["reportingComponent"], "kubelet");
+        assert_eq!(event["eventTime"], "2026-01-02T03:04:05.000000Z");
         assert_eq!(event["firstTimestamp"], "2026-01-02T03:04:05Z");
         assert_eq!(event["count"], 1);
 
@@ -102,6 +109,7 @@ mod tests {
         );
         assert_eq!(event["metadata"]["namespace"], "default");
         assert_eq!(event["source"], json!({"component": "node-controller"}));
-        assert!(event.get("reportingInstance").is_none());
+        assert_eq!(event["reportingInstance"], "node-controller");
+        assert_eq!(event["eventTime"], "2026-01-02T03:04:05.000000Z");
     }
 }

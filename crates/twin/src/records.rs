@@ -198,6 +198,7 @@ mod tests {
                 "source": {"component": component, "host": "n1"},
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
                 "reportingComponent": component, "reportingInstance": "n1",
+                "eventTime": tessera_model::time::micro_timestamp(now),
             });
             let recorder = Recorder {
                 component,

@@ -46,6 +46,30 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
         scheduled,
         format!("Successfully assigned default/web to {node}")
     );
+    // Read through events.k8s.io/v1, as the Python client's EventsV1Api does: the platform's
+    // own events carry eventTime and who reported them.
+    let reported = cluster.ok(
+        V,
+        &[
+            "get",
+            "events.v1.events.k8s.io",
+            "--field-selector",
+            "reason=Scheduled",
+            "-o",
+            "jsonpath={.items[0].eventTime}|{.items[0].reportingController}|{.items[0].reportingInstance}",
+        ],
+    );
+    let fields: Vec<&str> = reported.split('|').collect();
+    assert_eq!(fields.len(), 3, "{reported}");
+    assert!(
+        fields[0].ends_with('Z') && fields[0].contains('.'),
+        "eventTime: {reported}"
+    );
+    assert_eq!(
+        &fields[1..],
+        ["default-scheduler", "default-scheduler"],
+        "{reported}"
+    );
 
     // One GPU through the device plugin: only the tainted L40S node has nvidia.com/gpu.
     let gpu_pod = |name: &str, tolerate: bool| {
