@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use tessera_model::conditions::pod_is_ready;
-use tessera_model::json::int_or_zero;
+use tessera_model::json::{int, int_or_zero};
 use tessera_model::selector;
 
 use crate::error::{ApiError, ApiResult, Cause};
@@ -101,14 +101,8 @@ pub fn take_disruption(
     pod_name: &str,
     now: &str,
 ) -> ApiResult<Value> {
-    let generation = current
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let observed = current
-        .pointer("/status/observedGeneration")
-        .and_then(Value::as_i64)
-        .unwrap_or(-1);
+    let generation = int_or_zero(current, "/metadata/generation");
+    let observed = int(current, "/status/observedGeneration").unwrap_or(-1);
     if observed < generation {
         return Err(budget_error(
             BLOCKED,
@@ -116,10 +110,7 @@ pub fn take_disruption(
             10,
         ));
     }
-    let allowed = current
-        .pointer("/status/disruptionsAllowed")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
+    let allowed = int_or_zero(current, "/status/disruptionsAllowed");
     if allowed < 0 {
         return Err(ApiError::forbidden(
             "policy",
@@ -129,14 +120,8 @@ pub fn take_disruption(
         ));
     }
     if allowed == 0 {
-        let desired = current
-            .pointer("/status/desiredHealthy")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let healthy = current
-            .pointer("/status/currentHealthy")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
+        let desired = int_or_zero(current, "/status/desiredHealthy");
+        let healthy = int_or_zero(current, "/status/currentHealthy");
         return Err(budget_error(
             BLOCKED,
             format!(

@@ -9,6 +9,7 @@
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
+use tessera_model::json::int_or_zero;
 use tessera_model::time::{parse_timestamp, timestamp};
 
 /// How long an eviction recorded in `disruptedPods` counts against the budget if the pod
@@ -90,10 +91,7 @@ pub fn budget(
         1
     };
     let allowed = (current_healthy - desired_healthy).max(0);
-    let generation = pdb
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
+    let generation = int_or_zero(pdb, "/metadata/generation");
     let previous = pdb
         .pointer("/status/conditions")
         .and_then(Value::as_array)
