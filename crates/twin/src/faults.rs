@@ -49,7 +49,7 @@ impl NodeTwins {
         if faults.node != Some(NodeFault::Unreachable) {
             let status = node_faults::node_status(spec, &faults, (self.clock)());
             let nodes = Api::<Node>::all(self.client.clone());
-            crate::heartbeat::post_node_status(&nodes, &name, status).await?;
+            crate::heartbeat::post_node_status(&nodes, &name, status, Some(node)).await?;
         }
         let mut slices = resource_slice::resource_slices(spec);
         if !slices.is_empty() {

@@ -55,7 +55,12 @@ pub(crate) async fn heartbeat(
                 let node = current.get(&spec.name).cloned().unwrap_or_default();
                 let patch = node_faults::node_status(spec, &node, clock());
                 let conditions = json!({"status": {"conditions": patch["status"]["conditions"]}});
-                if let Err(error) = post_node_status(&node_api, &spec.name, conditions).await {
+                // The stored node, for the transition times its conditions keep.
+                let posted = async {
+                    let stored = node_api.get_opt(&spec.name).await?;
+                    post_node_status(&node_api, &spec.name, conditions, stored.as_ref()).await
+                };
+                if let Err(error) = posted.await {
                     tracing::warn!(node = %spec.name, %error, "cannot refresh node conditions");
                 }
             }
@@ -64,19 +69,20 @@ pub(crate) async fn heartbeat(
     }
 }
 
-/// Posts a node's status as the kubelet does: read the stored node first, so a condition whose
-/// status did not change keeps its `lastTransitionTime` (only `lastHeartbeatTime` moves).
+/// Posts a node's status as the kubelet does, from the node as the API last showed it
+/// (`stored`; `None` for a node with no status yet): a condition whose status did not change
+/// keeps its `lastTransitionTime`, only `lastHeartbeatTime` moves.
 pub(crate) async fn post_node_status(
     nodes: &Api<Node>,
     name: &str,
     mut status: serde_json::Value,
+    stored: Option<&Node>,
 ) -> Result<(), kube::Error> {
-    let stored = nodes.get_opt(name).await?;
     let previous: Vec<serde_json::Value> = stored
-        .and_then(|node| node.status)
-        .and_then(|status| status.conditions)
-        .unwrap_or_default()
-        .iter()
+        .and_then(|node| node.status.as_ref())
+        .and_then(|status| status.conditions.as_ref())
+        .into_iter()
+        .flatten()
         .filter_map(|condition| serde_json::to_value(condition).ok())
         .collect();
     if let Some(next) = status

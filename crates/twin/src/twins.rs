@@ -127,7 +127,8 @@ impl NodeTwins {
 
     async fn register(&self, spec: &NodeSpec) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        match nodes.get_opt(&spec.name).await? {
+        let stored = nodes.get_opt(&spec.name).await?;
+        match &stored {
             None => {
                 let node: Node = serde_json::from_value(node_object::registration(spec))
                     .map_err(kube::Error::SerdeError)?;
@@ -142,7 +143,7 @@ impl NodeTwins {
             }
         }
         let status = node_status(spec, &timestamp((self.clock)()));
-        crate::heartbeat::post_node_status(&nodes, &spec.name, status).await
+        crate::heartbeat::post_node_status(&nodes, &spec.name, status, stored.as_ref()).await
     }
 
     /// Acts as the DRA driver of DRA pools: installs its DeviceClasses and publishes each
