@@ -16,9 +16,94 @@ pub const KUBERNETES_VERSION: &str = "v1.34.1";
 pub const AGGREGATED_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
-/// Whether the Accept header asks for aggregated discovery.
-pub fn wants_aggregated(accept: &str) -> bool {
-    accept.contains("as=APIGroupDiscoveryList") && accept.contains("v=v2")
+/// The form of a discovery document a client accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoveryFormat {
+    /// `apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`.
+    Aggregated,
+    /// The unaggregated `APIVersions` / `APIGroupList` documents.
+    Legacy,
+}
+
+/// Negotiates the discovery document for an Accept header as kube-apiserver 1.34 does: the
+/// media ranges are tried by quality (then in order); `as=APIGroupDiscoveryList` ranges are
+/// served only for `g=apidiscovery.k8s.io;v=v2` (v2beta1 is no longer served, so kubectl
+/// 1.27–1.29, which ask for it before plain JSON, get the legacy documents); a JSON range
+/// without `as=` gets the legacy documents. `None` when nothing acceptable is served (406).
+pub fn negotiate(accept: &str) -> Option<DiscoveryFormat> {
+    let mut ranges: Vec<(f32, usize, MediaRange<'_>)> = accept
+        .split(',')
+        .map(str::trim)
+        .filter(|range| !range.is_empty())
+        .enumerate()
+        .map(|(index, range)| {
+            let parsed = MediaRange::parse(range);
+            (parsed.quality, index, parsed)
+        })
+        .collect();
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    if ranges.is_empty() {
+        return Some(DiscoveryFormat::Legacy);
+    }
+    ranges
+        .into_iter()
+        .filter(|(quality, _, _)| *quality > 0.0)
+        .find_map(|(_, _, range)| range.discovery_format())
+}
+
+/// One media range of an Accept header: `type/subtype;param=value;…`.
+struct MediaRange<'a> {
+    essence: &'a str,
+    quality: f32,
+    params: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> MediaRange<'a> {
+    fn parse(text: &'a str) -> MediaRange<'a> {
+        let mut parts = text.split(';').map(str::trim);
+        let essence = parts.next().unwrap_or_default();
+        let mut quality = 1.0;
+        let mut params = Vec::new();
+        for part in parts {
+            let Some((name, value)) = part.split_once('=') else {
+                continue;
+            };
+            let (name, value) = (name.trim(), value.trim().trim_matches('"'));
+            if name == "q" {
+                quality = value.parse().unwrap_or(0.0);
+            } else {
+                params.push((name, value));
+            }
+        }
+        MediaRange {
+            essence,
+            quality,
+            params,
+        }
+    }
+
+    fn param(&self, name: &str) -> Option<&'a str> {
+        self.params
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| *value)
+    }
+
+    fn discovery_format(&self) -> Option<DiscoveryFormat> {
+        if !matches!(self.essence, "application/json" | "application/*" | "*/*") {
+            return None;
+        }
+        match self.param("as") {
+            None => Some(DiscoveryFormat::Legacy),
+            Some("APIGroupDiscoveryList")
+                if self.param("g") == Some("apidiscovery.k8s.io")
+                    && self.param("v") == Some("v2") =>
+            {
+                Some(DiscoveryFormat::Aggregated)
+            }
+            Some(_) => None,
+        }
+    }
 }
 
 /// `/version`.
@@ -93,17 +178,23 @@ pub fn serves(kinds: &Kinds, group: &str, version: &str) -> bool {
     kinds_in(kinds, group, version).next().is_some()
 }
 
-/// Legacy `/api`.
-pub fn legacy_core_versions() -> Value {
+/// The `serverAddressByClientCIDRs` of legacy discovery: every client reaches the server at
+/// its advertised `host:port`.
+fn server_addresses(advertised: &str) -> Value {
+    json!([{"clientCIDR": "0.0.0.0/0", "serverAddress": advertised}])
+}
+
+/// Legacy `/api`, advertising the server at `advertised` (`host:port`).
+pub fn legacy_core_versions(advertised: &str) -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
-        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}],
+        "serverAddressByClientCIDRs": server_addresses(advertised),
     })
 }
 
-/// Legacy `/apis`.
-pub fn legacy_groups(kinds: &Kinds) -> Value {
+/// Legacy `/apis`; each group carries the server's address as upstream's root handler adds it.
+pub fn legacy_groups(kinds: &Kinds, advertised: &str) -> Value {
     let groups: Vec<Value> = groups(kinds)
         .into_iter()
         .filter(|(group, _)| !group.is_empty())
@@ -112,7 +203,8 @@ pub fn legacy_groups(kinds: &Kinds) -> Value {
                 .iter()
                 .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
                 .collect();
-            json!({"name": group, "versions": versions, "preferredVersion": versions[0]})
+            json!({"name": group, "versions": versions, "preferredVersion": versions[0],
+                   "serverAddressByClientCIDRs": server_addresses(advertised)})
         })
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
@@ -243,6 +335,68 @@ mod tests {
     }
 
     #[test]
+    fn discovery_is_negotiated_by_media_range() {
+        use DiscoveryFormat::{Aggregated, Legacy};
+        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+        let cases: &[(&str, Option<DiscoveryFormat>)] = &[
+            // kubectl 1.30+ (client-go): v2, then v2beta1, then plain JSON.
+            (
+                &format!("{v2},{v2beta1},application/json"),
+                Some(Aggregated),
+            ),
+            // kubectl 1.27–1.29: v2beta1 (no longer served), then plain JSON.
+            (&format!("{v2beta1},application/json"), Some(Legacy)),
+            (v2beta1, None),
+            (v2, Some(Aggregated)),
+            ("application/json", Some(Legacy)),
+            ("", Some(Legacy)),
+            ("*/*", Some(Legacy)),
+            ("application/yaml", None),
+            // Protobuf discovery is not served; the JSON fallback is.
+            (
+                "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+                Some(Legacy),
+            ),
+            // Quality orders the ranges; q=0 refuses one.
+            (&format!("application/json;q=0.5,{v2}"), Some(Aggregated)),
+            (&format!("{v2};q=0,application/json"), Some(Legacy)),
+            // Parameters are not substrings of one another.
+            (
+                "application/json;g=apidiscovery.k8s.io;v=v2beta2;as=APIGroupDiscoveryList",
+                None,
+            ),
+            (
+                "application/json;g=example.com;v=v2;as=APIGroupDiscoveryList",
+                None,
+            ),
+        ];
+        for (accept, expected) in cases {
+            assert_eq!(negotiate(accept), *expected, "Accept: {accept}");
+        }
+    }
+
+    #[test]
+    fn legacy_documents_advertise_the_listen_address() {
+        let core = legacy_core_versions("10.0.0.5:16443");
+        assert_eq!(
+            core["serverAddressByClientCIDRs"],
+            json!([{"clientCIDR": "0.0.0.0/0", "serverAddress": "10.0.0.5:16443"}])
+        );
+        let groups = legacy_groups(&builtin(), "10.0.0.5:16443");
+        let apps = groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "apps")
+            .unwrap();
+        assert_eq!(
+            apps["serverAddressByClientCIDRs"][0]["serverAddress"],
+            "10.0.0.5:16443"
+        );
+    }
+
+    #[test]
     fn legacy_core_list_has_pod_subresources_for_drain() {
         let list = resource_list(&builtin(), "", "v1");
         let resources = list["resources"].as_array().unwrap();
@@ -283,9 +437,5 @@ mod tests {
                 "{wanted} missing from {names:?}"
             );
         }
-        assert!(wants_aggregated(
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
-        ));
-        assert!(!wants_aggregated("application/json, */*"));
     }
 }

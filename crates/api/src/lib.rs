@@ -30,6 +30,7 @@ pub mod lister;
 pub mod listing;
 pub mod meta;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod owners;
 pub mod patch;
 pub mod policy;

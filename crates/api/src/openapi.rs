@@ -12,7 +12,7 @@ use tessera_model::kinds::KindInfo;
 use tessera_model::schema;
 
 /// The path of a group-version document, e.g. `api/v1` or `apis/apps/v1`.
-fn document_path(group: &str, version: &str) -> String {
+pub(crate) fn document_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
     } else {
@@ -37,31 +37,56 @@ pub fn index(kinds: &[&'static KindInfo]) -> Value {
     json!({"paths": paths})
 }
 
-/// A hash that changes whenever the document of a group-version would (kubectl caches
-/// documents by it): the path, the server version and the identity of each kind's definition
-/// (custom kinds get a new one whenever their CRD changes).
-fn hash_of(kinds: &[&'static KindInfo], group: &str, version: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut mix = |bytes: &[u8]| {
+/// FNV-1a over byte strings.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn mix(&mut self, bytes: &[u8]) {
         for byte in bytes {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
-    };
-    mix(document_path(group, version).as_bytes());
-    mix(env!("CARGO_PKG_VERSION").as_bytes());
+    }
+
+    /// The identity of a kind's definition (custom kinds get a new one whenever their CRD
+    /// changes).
+    fn mix_kind(&mut self, kind: &'static KindInfo) {
+        self.mix(&(std::ptr::from_ref::<KindInfo>(kind) as usize).to_le_bytes());
+    }
+}
+
+/// A hash that changes whenever the document of a group-version would (kubectl caches
+/// documents by it): the path, the server version and the identity of each kind's definition.
+fn hash_of(kinds: &[&'static KindInfo], group: &str, version: &str) -> String {
+    let mut hash = Fnv::new();
+    hash.mix(document_path(group, version).as_bytes());
+    hash.mix(env!("CARGO_PKG_VERSION").as_bytes());
     for kind in kinds
         .iter()
         .filter(|k| k.group == group && k.version == version)
     {
-        mix(&(std::ptr::from_ref::<KindInfo>(kind) as usize).to_le_bytes());
+        hash.mix_kind(kind);
     }
-    format!("{hash:016X}")
+    format!("{:016X}", hash.0)
+}
+
+/// A value that changes whenever any served kind's definition does: the key under which a
+/// server may keep documents built from all kinds (`/openapi/v2`).
+pub fn kinds_identity(kinds: &[&'static KindInfo]) -> u64 {
+    let mut hash = Fnv::new();
+    for kind in kinds {
+        hash.mix_kind(kind);
+    }
+    hash.0
 }
 
 /// The OpenAPI definition of a custom kind: its CRD schema, with `metadata` as ObjectMeta and
 /// the GVK extension clients match on.
-fn custom_definition(kind: &KindInfo) -> Option<Value> {
+pub(crate) fn custom_definition(kind: &KindInfo) -> Option<Value> {
     let custom = kind.custom.as_ref()?;
     let mut schema = custom.schema.clone();
     if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
@@ -158,7 +183,7 @@ pub fn document(kinds: &[&'static KindInfo], path: &str) -> Option<Value> {
     }))
 }
 
-fn collect_references(value: &Value, out: &mut Vec<String>) {
+pub(crate) fn collect_references(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
             if let Some(name) = map

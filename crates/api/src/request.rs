@@ -27,6 +27,8 @@ pub enum Target {
     Group(String),
     /// `/api/v1` or `/apis/<group>/<version>`.
     GroupVersion(String, String),
+    /// `/openapi/v2`.
+    OpenApiV2,
     /// `/openapi/v3`.
     OpenApiIndex,
     /// `/openapi/v3/<path>`.
@@ -88,6 +90,7 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
         ["api"] => Target::CoreGroup,
         ["apis"] => Target::Groups,
         ["apis", group] => Target::Group(group.to_string()),
+        ["openapi", "v2"] => Target::OpenApiV2,
         ["openapi", "v3"] => Target::OpenApiIndex,
         ["openapi", "v3", rest @ ..] => Target::OpenApiDocument(rest.join("/")),
         ["api", version] => Target::GroupVersion(String::new(), version.to_string()),

@@ -902,6 +902,50 @@ fn column_definitions(columns: &[Column]) -> Vec<Value> {
         .collect()
 }
 
+/// What each row of a Table carries (the `includeObject` query parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    /// No object.
+    None,
+    /// The object's metadata as a `PartialObjectMetadata` (upstream's default).
+    #[default]
+    Metadata,
+    /// The whole object (kubectl asks for it with `--sort-by` and custom columns).
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses `includeObject`; an unknown value is upstream's field error.
+    pub fn parse(value: Option<&str>) -> Result<IncludeObject, crate::error::ApiError> {
+        match value {
+            None | Some("" | "Metadata") => Ok(IncludeObject::Metadata),
+            Some("None") => Ok(IncludeObject::None),
+            Some("Object") => Ok(IncludeObject::Object),
+            Some(other) => Err(crate::error::ApiError::bad_request(format!(
+                "includeObject: Unsupported value: {other:?}: supported values: \"Metadata\", \"None\", \"Object\""
+            ))),
+        }
+    }
+
+    /// A row's `object` for one object, if it carries one.
+    fn row_object(self, object: &Value) -> Option<Value> {
+        match self {
+            IncludeObject::None => None,
+            IncludeObject::Metadata => Some(partial_metadata(object)),
+            IncludeObject::Object => Some(object.clone()),
+        }
+    }
+}
+
+/// A Table row: its cells and the object it carries.
+fn row(cells: Vec<Value>, object: &Value, include: IncludeObject) -> Value {
+    let mut row = json!({"cells": cells});
+    if let Some(carried) = include.row_object(object) {
+        row["object"] = carried;
+    }
+    row
+}
+
 /// The `PartialObjectMetadata` a row carries.
 pub fn partial_metadata(object: &Value) -> Value {
     json!({
@@ -939,6 +983,7 @@ pub fn table(
     resource_version: &str,
     continue_token: Option<&str>,
     with_headers: bool,
+    include: IncludeObject,
 ) -> Value {
     if let Some(custom) = &resource.info.custom {
         let mut printer = custom.printer_columns.clone();
@@ -957,7 +1002,7 @@ pub fn table(
             .map(|object| {
                 let mut cells = vec![name(object, now)];
                 cells.extend(printer.iter().map(|c| printer_cell(c, object, now)));
-                json!({"cells": cells, "object": partial_metadata(object)})
+                row(cells, object, include)
             })
             .collect();
         let mut definitions = vec![
@@ -979,7 +1024,7 @@ pub fn table(
         .iter()
         .map(|object| {
             let cells: Vec<Value> = columns.iter().map(|c| (c.cell)(object, now)).collect();
-            json!({"cells": cells, "object": partial_metadata(object)})
+            row(cells, object, include)
         })
         .collect();
     assemble(
@@ -1064,6 +1109,7 @@ mod tests {
             "7",
             None,
             true,
+            IncludeObject::Metadata,
         );
         assert_eq!(
             table["rows"][0]["cells"],
@@ -1088,6 +1134,49 @@ mod tests {
             .collect();
         assert_eq!(headers, ["Name", "Ready", "Status", "Restarts", "Age"]);
         assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn rows_carry_the_object_include_object_asks_for() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}});
+        let pods = Resource::find("", "v1", "pods").unwrap();
+        let cases = [
+            (
+                None,
+                Some(
+                    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"name": "p", "namespace": "ns"}}),
+                ),
+            ),
+            (Some("Metadata"), Some(partial_metadata(&pod))),
+            (Some("Object"), Some(pod.clone())),
+            (Some("None"), None),
+        ];
+        for (query, expected) in cases {
+            let include = IncludeObject::parse(query).unwrap();
+            let table = table(
+                pods,
+                std::slice::from_ref(&pod),
+                SystemTime::UNIX_EPOCH,
+                "1",
+                None,
+                true,
+                include,
+            );
+            assert_eq!(
+                table["rows"][0].get("object").cloned(),
+                expected,
+                "includeObject={query:?}"
+            );
+        }
+        let error = IncludeObject::parse(Some("Everything")).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("includeObject: Unsupported value: \"Everything\""),
+            "{error}"
+        );
     }
 
     #[test]
@@ -1124,6 +1213,7 @@ mod tests {
             "1",
             None,
             false,
+            IncludeObject::Metadata,
         )["rows"][0]["cells"];
         assert_eq!(cells[1], "Ready,SchedulingDisabled");
         assert_eq!(cells[2], "worker");

@@ -20,6 +20,7 @@ use tessera_api::error::{ApiError, ApiResult};
 use tessera_api::listing::{Filter, decode_continue, encode_continue};
 use tessera_api::request::Query;
 use tessera_api::resource::Resource;
+use tessera_api::table::IncludeObject;
 
 /// Recently paginated snapshots, so that `continue` serves the revision the list began at.
 #[derive(Default)]
@@ -149,6 +150,7 @@ pub fn list(
             &revision,
             continue_token.as_deref(),
             true,
+            IncludeObject::parse(query.get("includeObject"))?,
         );
         return Ok(json_response(StatusCode::OK, &table));
     }

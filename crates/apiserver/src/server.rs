@@ -29,12 +29,13 @@ use tessera_api::body::{
     content_type, decode_object, delete_options, field_manager, patch_body, wants_table,
     write_options,
 };
-use tessera_api::discovery;
+use tessera_api::discovery::{self, DiscoveryFormat};
 use tessera_api::error::{ApiError, ApiResult};
-use tessera_api::openapi;
 use tessera_api::request::{Query, ResourcePath, Target, parse_path};
 use tessera_api::resource::Resource;
+use tessera_api::table::IncludeObject;
 use tessera_api::write::{Part, PatchBody, WriteOptions, Written};
+use tessera_api::{openapi, openapi_v2};
 
 /// The largest request body accepted (upstream's limit is 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -50,6 +51,9 @@ pub struct ServerConfig {
     pub token_secret: Vec<u8>,
     /// Static bearer tokens (`--token-auth-file`).
     pub static_tokens: tessera_api::authn::StaticTokens,
+    /// The `host:port` clients reach the server at, as legacy discovery advertises it
+    /// (`serverAddressByClientCIDRs`).
+    pub advertise_address: String,
 }
 
 /// The API server's shared state.
@@ -57,6 +61,7 @@ pub struct ApiServer {
     pub(crate) objects: Objects,
     pub(crate) config: ServerConfig,
     pub(crate) pages: Mutex<PageCache>,
+    openapi_v2: Mutex<Option<OpenApiV2>>,
     pub(crate) authenticator: crate::authn::Authenticator,
     pub(crate) rbac: tessera_api::rbac::Rbac,
 }
@@ -73,6 +78,7 @@ impl ApiServer {
             objects,
             config,
             pages: Mutex::new(PageCache::default()),
+            openapi_v2: Mutex::new(None),
             authenticator,
             rbac,
         })
@@ -167,18 +173,26 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
         }
         Target::CoreGroup => {
             read_only(request.method())?;
-            Ok(if discovery::wants_aggregated(&accept) {
-                aggregated_response(&discovery::aggregated(&server.kinds(), true))
-            } else {
-                json_response(StatusCode::OK, &discovery::legacy_core_versions())
+            Ok(match negotiate_discovery(&accept)? {
+                DiscoveryFormat::Aggregated => {
+                    aggregated_response(&discovery::aggregated(&server.kinds(), true))
+                }
+                DiscoveryFormat::Legacy => json_response(
+                    StatusCode::OK,
+                    &discovery::legacy_core_versions(&server.config.advertise_address),
+                ),
             })
         }
         Target::Groups => {
             read_only(request.method())?;
-            Ok(if discovery::wants_aggregated(&accept) {
-                aggregated_response(&discovery::aggregated(&server.kinds(), false))
-            } else {
-                json_response(StatusCode::OK, &discovery::legacy_groups(&server.kinds()))
+            Ok(match negotiate_discovery(&accept)? {
+                DiscoveryFormat::Aggregated => {
+                    aggregated_response(&discovery::aggregated(&server.kinds(), false))
+                }
+                DiscoveryFormat::Legacy => json_response(
+                    StatusCode::OK,
+                    &discovery::legacy_groups(&server.kinds(), &server.config.advertise_address),
+                ),
             })
         }
         Target::Group(group) => {
@@ -196,6 +210,25 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
                 StatusCode::OK,
                 &discovery::resource_list(&server.kinds(), &group, &version),
             ))
+        }
+        Target::OpenApiV2 => {
+            read_only(request.method())?;
+            let document = server.openapi_v2();
+            Ok(if openapi_v2::wants_protobuf(&accept) {
+                (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, openapi_v2::PROTOBUF_CONTENT_TYPE)],
+                    document.protobuf,
+                )
+                    .into_response()
+            } else {
+                (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    document.json,
+                )
+                    .into_response()
+            })
         }
         Target::OpenApiIndex => {
             read_only(request.method())?;
@@ -215,6 +248,40 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
             resource_request(server, path, request, &accept, &user).await
         }
     }
+}
+
+/// The `/openapi/v2` document of one set of served kinds, in both encodings.
+#[derive(Clone)]
+struct OpenApiV2 {
+    kinds: u64,
+    json: Bytes,
+    protobuf: Bytes,
+}
+
+impl ApiServer {
+    /// The `/openapi/v2` document, built once per set of served kinds (it holds every
+    /// definition, so building it per request would cost kubectl 1.27–1.29 on every apply).
+    fn openapi_v2(&self) -> OpenApiV2 {
+        let kinds = self.kinds();
+        let identity = openapi::kinds_identity(&kinds);
+        let mut cached = self.openapi_v2.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(document) = cached.as_ref().filter(|d| d.kinds == identity) {
+            return document.clone();
+        }
+        let value = openapi_v2::document(&kinds);
+        let document = OpenApiV2 {
+            kinds: identity,
+            json: Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+            protobuf: Bytes::from(openapi_v2::to_protobuf(&value)),
+        };
+        *cached = Some(document.clone());
+        document
+    }
+}
+
+/// The discovery document form for an Accept header, or 406 when none is acceptable.
+fn negotiate_discovery(accept: &str) -> ApiResult<DiscoveryFormat> {
+    discovery::negotiate(accept).ok_or_else(|| ApiError::not_acceptable(accept))
 }
 
 fn aggregated_response(value: &Value) -> Response {
@@ -317,6 +384,7 @@ async fn resource_request(
                     tessera_api::meta::meta_str(&object, "resourceVersion").unwrap_or_default(),
                     None,
                     true,
+                    IncludeObject::parse(query.get("includeObject"))?,
                 );
                 json_response(StatusCode::OK, &table)
             } else {

@@ -22,6 +22,7 @@ use tessera_api::error::{ApiError, ApiResult};
 use tessera_api::listing::Filter;
 use tessera_api::request::Query;
 use tessera_api::resource::Resource;
+use tessera_api::table::IncludeObject;
 
 /// The longest a watch stays open when the client names no timeout.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -30,7 +31,9 @@ struct Stream {
     server: Arc<ApiServer>,
     resource: Resource,
     filter: Filter,
-    table: bool,
+    /// Rows rendered as Table rows carrying this much of the object, when the client asked
+    /// for a Table.
+    table: Option<IncludeObject>,
     headers_sent: bool,
     pending: VecDeque<Bytes>,
     initial: Arc<[Entry]>,
@@ -95,7 +98,11 @@ pub fn watch(
         .flag("allowWatchBookmarks")
         .then_some(server.config.bookmark_interval);
     let state = Stream {
-        table: wants_table(accept),
+        table: if wants_table(accept) {
+            Some(IncludeObject::parse(query.get("includeObject"))?)
+        } else {
+            None
+        },
         server,
         resource,
         filter,
@@ -213,7 +220,10 @@ impl Stream {
 
     /// Emits an event for an entry if it passes the filter.
     fn emit_entry(&mut self, kind: &str, entry: &Entry, parsed: Option<Value>) {
-        if self.filter.is_empty() && !self.table && !tessera_api::convert::is_view(self.resource) {
+        if self.filter.is_empty()
+            && self.table.is_none()
+            && !tessera_api::convert::is_view(self.resource)
+        {
             let mut chunk = Vec::with_capacity(entry.value.len() + 32);
             chunk.extend_from_slice(b"{\"type\":\"");
             chunk.extend_from_slice(kind.as_bytes());
@@ -241,7 +251,7 @@ impl Stream {
             Some(object) => object,
             None => self.present(&entry.value).unwrap_or(Value::Null),
         };
-        let rendered = if self.table {
+        let rendered = if let Some(include) = self.table {
             let revision = entry.revision.to_string();
             let table = tessera_api::table::table(
                 self.resource,
@@ -250,6 +260,7 @@ impl Stream {
                 &revision,
                 None,
                 !self.headers_sent,
+                include,
             );
             self.headers_sent = true;
             table

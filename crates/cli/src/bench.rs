@@ -108,6 +108,7 @@ pub(crate) fn admin_router(store: Store, dir: &std::path::Path) -> anyhow::Resul
             bookmark_interval: Duration::from_secs(30),
             token_secret: b"bench".to_vec(),
             static_tokens: Default::default(),
+            advertise_address: "127.0.0.1:6443".into(),
         },
     );
     Ok(tower::ServiceBuilder::new()

@@ -103,6 +103,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         }
         None => StaticTokens::default(),
     };
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listen on {}", args.listen))?;
+    let address = listener.local_addr()?;
     let log_dir = args.data_dir.join("logs");
     let server = ApiServer::new(
         objects.clone(),
@@ -111,15 +115,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             bookmark_interval: Duration::from_secs(30),
             token_secret: pki.token_key.clone().into_bytes(),
             static_tokens,
+            advertise_address: address.to_string(),
         },
     );
     let router = server.router();
 
     let tls = pki.server_config().context("TLS configuration")?;
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listen on {}", args.listen))?;
-    let address = listener.local_addr()?;
     let kubeconfig = args.data_dir.join("kubeconfig");
     // The admin kubeconfig carries the admin's private key.
     write_private(&kubeconfig, &pki.kubeconfig(&format!("https://{address}")))

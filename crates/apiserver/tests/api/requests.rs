@@ -239,8 +239,29 @@ async fn discovery_serves_aggregated_and_legacy_forms() {
     );
     let (_, version, _) = raw(&server, "GET", "/version", None, vec![]).await;
     assert_eq!(version["minor"], "34");
-    let (status, _, _) = raw(&server, "GET", "/openapi/v2", None, vec![]).await;
-    assert_eq!(status, 404);
+    let (status, swagger, _) = raw(&server, "GET", "/openapi/v2", None, vec![]).await;
+    assert_eq!((status, swagger["swagger"].as_str()), (200, Some("2.0")));
+    // kubectl 1.27–1.29 ask for the v2beta1 aggregated form first, then plain JSON: v2beta1
+    // is not served (as in Kubernetes 1.34), so they get the legacy list.
+    let request = http::Request::builder()
+        .uri("/api")
+        .header(
+            "accept",
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
+        )
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = crate::support::send(&server, request).await;
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let body: serde_json::Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(body["kind"], "APIVersions");
+    let request = http::Request::builder()
+        .uri("/apis")
+        .header("accept", "application/yaml")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(crate::support::send(&server, request).await.status(), 406);
     let (status, answer, _) = raw(&server, "GET", "/apis/nope/v1/things", None, vec![]).await;
     assert_eq!((status, answer["reason"].as_str()), (404, Some("NotFound")));
     let (status, answer, _) = raw(&server, "POST", "/version", None, vec![]).await;

@@ -49,6 +49,7 @@ pub fn start_with_history(history: usize) -> TestServer {
             bookmark_interval: Duration::from_millis(200),
             token_secret: b"test-secret".to_vec(),
             static_tokens: Default::default(),
+            advertise_address: "127.0.0.1:6443".into(),
         },
     );
     tokio::spawn(tessera_apiserver::gc::Collector::new(objects).run());
