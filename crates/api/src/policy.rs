@@ -198,6 +198,29 @@ pub fn identity(component: &str) -> UserInfo {
     UserInfo::service_account("kube-system", component, &format!("tessera-{component}"))
 }
 
+/// The program an in-process component stands in for, which upstream's clients name in their
+/// User-Agent and so in the field manager of their writes: the built-in controllers are
+/// `kube-controller-manager`, the scheduler `kube-scheduler`, the node twins `kubelet`, and the
+/// JobSet/LeaderWorkerSet controllers controller-runtime's `manager`.
+pub fn program(component: &str) -> &'static str {
+    match component {
+        "scheduler" => "kube-scheduler",
+        "node-twins" => "kubelet",
+        "workload-controller" => "manager",
+        _ => "kube-controller-manager",
+    }
+}
+
+/// The User-Agent of a component's requests, in client-go's form
+/// (`<program>/<version> (<os>/<arch>) kubernetes/<commit>`).
+pub fn user_agent(component: &str) -> String {
+    format!(
+        "{}/{} (linux/amd64) kubernetes/tessera",
+        program(component),
+        crate::discovery::KUBERNETES_VERSION
+    )
+}
+
 fn rules(list: &[(&[&str], &[&str], &[&str])]) -> Value {
     json!(list
         .iter()

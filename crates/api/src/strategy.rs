@@ -23,6 +23,14 @@ pub fn reset_status(resource: Resource, object: &mut Value) {
 /// Fills defaults and resets what a client may not set when creating an object.
 pub fn prepare_for_create(resource: Resource, object: &mut Value) {
     reset_status(resource, object);
+    // A built-in kind's status is a struct upstream, serialized as `{}` even when empty;
+    // clients' generated models (the Python client's) read fields of it right after a create.
+    if resource.has_status()
+        && resource.info.custom.is_none()
+        && let Some(map) = object.as_object_mut()
+    {
+        map.entry("status").or_insert_with(|| json!({}));
+    }
     match (resource.group(), resource.kind()) {
         ("", "Pod") => {
             if let Some(spec) = object.get_mut("spec") {
@@ -557,6 +565,29 @@ mod tests {
         for (spec, want) in table {
             assert_eq!(qos_class(&spec), want, "{spec}");
         }
+    }
+
+    #[test]
+    fn built_in_kinds_are_created_with_an_empty_status() {
+        for (group, plural) in [
+            ("apps", "deployments"),
+            ("batch", "jobs"),
+            ("apps", "statefulsets"),
+        ] {
+            let resource = Resource::find(group, "v1", plural).unwrap();
+            let mut object =
+                json!({"metadata": {"name": "x"}, "spec": {}, "status": {"replicas": 9}});
+            prepare_for_create(resource, &mut object);
+            assert!(object["status"].is_object(), "{plural}: {object}");
+            assert!(
+                object["status"].get("replicas").is_none(),
+                "{plural}: {object}"
+            );
+        }
+        let config_map = Resource::find("", "v1", "configmaps").unwrap();
+        let mut object = json!({"metadata": {"name": "x"}});
+        prepare_for_create(config_map, &mut object);
+        assert!(object.get("status").is_none());
     }
 
     #[test]

@@ -132,16 +132,28 @@ impl Authenticator {
     }
 }
 
-/// Attaches a fixed identity to every request of an in-process client.
+/// Attaches a fixed identity (and the User-Agent a real component would send, which names
+/// the field manager of its writes) to every request of an in-process client.
 #[derive(Clone)]
 pub struct IdentityLayer {
     user: UserInfo,
+    user_agent: Option<http::HeaderValue>,
 }
 
 impl IdentityLayer {
     /// A layer for a user.
     pub fn new(user: UserInfo) -> IdentityLayer {
-        IdentityLayer { user }
+        IdentityLayer {
+            user,
+            user_agent: None,
+        }
+    }
+
+    /// Requests without a User-Agent get this one (e.g.
+    /// `kube-controller-manager/v1.34.1 (linux/amd64) tessera`).
+    pub fn with_user_agent(mut self, user_agent: &str) -> IdentityLayer {
+        self.user_agent = http::HeaderValue::from_str(user_agent).ok();
+        self
     }
 }
 
@@ -152,6 +164,7 @@ impl<S> tower::Layer<S> for IdentityLayer {
         Identified {
             inner,
             user: self.user.clone(),
+            user_agent: self.user_agent.clone(),
         }
     }
 }
@@ -161,6 +174,7 @@ impl<S> tower::Layer<S> for IdentityLayer {
 pub struct Identified<S> {
     inner: S,
     user: UserInfo,
+    user_agent: Option<http::HeaderValue>,
 }
 
 impl<S, B> tower::Service<http::Request<B>> for Identified<S>
@@ -179,6 +193,12 @@ where
         request
             .extensions_mut()
             .insert(Authenticated(self.user.clone()));
+        if let Some(agent) = &self.user_agent {
+            request
+                .headers_mut()
+                .entry(http::header::USER_AGENT)
+                .or_insert_with(|| agent.clone());
+        }
         self.inner.call(request)
     }
 }

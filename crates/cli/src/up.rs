@@ -130,7 +130,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Each in-process component acts under its own least-privilege identity.
     let client_for = |component: &str| {
         let service = tower::ServiceBuilder::new()
-            .layer(IdentityLayer::new(policy::identity(component)))
+            .layer(
+                IdentityLayer::new(policy::identity(component))
+                    .with_user_agent(&policy::user_agent(component)),
+            )
             .service(router.clone());
         kube::Client::new(service, "default")
     };

@@ -22,7 +22,7 @@ use crate::shell::{Owner, ReconcileError, Tolerated, apply, owned_by};
 use tessera_workloads::{daemonset, deployment, replicaset, statefulset};
 
 /// The field manager these controllers write as.
-pub const MANAGER: &str = "tessera-apps-controller";
+pub const MANAGER: &str = crate::shell::KUBE_CONTROLLER_MANAGER;
 
 struct Context {
     client: Client,

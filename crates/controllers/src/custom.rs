@@ -24,8 +24,9 @@ use tessera_model::clock::Clock;
 use crate::shell::{Owner, ReconcileError, Tolerated, apply, owned_by};
 use tessera_workloads::{jobset, lws};
 
-/// The field manager these controllers write as.
-pub const MANAGER: &str = "tessera-workload-controller";
+/// The field manager these controllers write as: upstream's JobSet and LeaderWorkerSet
+/// controllers are controller-runtime binaries named `manager`, whose User-Agent names it.
+pub const MANAGER: &str = "manager";
 
 struct Context {
     client: Client,

@@ -24,7 +24,7 @@ use crate::shell::{Owner, ReconcileError, Tolerated, apply};
 use tessera_workloads::job::{self, CONTROLLER_UID, TRACKING_FINALIZER};
 
 /// The field manager the controller writes as.
-pub const MANAGER: &str = "tessera-job-controller";
+pub const MANAGER: &str = crate::shell::KUBE_CONTROLLER_MANAGER;
 
 /// Settings of the Job controller.
 #[derive(Clone)]

@@ -20,7 +20,7 @@ use crate::shell::{all, patch_params, record_event, watched};
 use tessera_workloads::node_lifecycle::{Action, reconcile};
 
 /// The field manager the controller writes as.
-pub const MANAGER: &str = "tessera-node-lifecycle-controller";
+pub const MANAGER: &str = crate::shell::KUBE_CONTROLLER_MANAGER;
 
 /// Settings.
 #[derive(Clone)]

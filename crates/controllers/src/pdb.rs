@@ -19,7 +19,7 @@ use crate::shell::{next_pass, watched};
 use tessera_workloads::disruption;
 
 /// The field manager the controller writes status as.
-pub const MANAGER: &str = "tessera-disruption-controller";
+pub const MANAGER: &str = crate::shell::KUBE_CONTROLLER_MANAGER;
 
 /// Runs the disruption controller until the task is dropped, reading the time from `clock`.
 pub async fn run(client: Client, clock: Clock) {

@@ -26,7 +26,7 @@ use tessera_workloads::resource_claim::{
 };
 
 /// The field manager the controller writes as.
-pub const MANAGER: &str = "tessera-resourceclaim-controller";
+pub const MANAGER: &str = crate::shell::KUBE_CONTROLLER_MANAGER;
 
 /// Runs the controller until the task is dropped, stamping allocations and events from
 /// `clock`.

@@ -33,8 +33,11 @@ use crate::assumed::Assumed;
 use crate::resource_claims::allocate_and_reserve;
 use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, watched};
 
-/// The field manager and event source.
-pub const MANAGER: &str = "default-scheduler";
+/// The field manager of the scheduler's writes (upstream's User-Agent, `kube-scheduler`).
+pub const MANAGER: &str = "kube-scheduler";
+
+/// The event source (reportingController) of the default profile.
+pub const EVENT_SOURCE: &str = "default-scheduler";
 
 /// Settings: the profiles served, one per `schedulerName`, and the clock.
 #[derive(Clone)]
@@ -200,7 +203,7 @@ pub async fn run_reporting_sync(
         budget_changes,
     ]);
     let writer = Writer {
-        events: EventRecorder::start(client.clone(), MANAGER, config.clock.clone()),
+        events: EventRecorder::start(client.clone(), EVENT_SOURCE, config.clock.clone()),
         clock: config.clock.clone(),
         client: client.clone(),
         assumed: Arc::default(),

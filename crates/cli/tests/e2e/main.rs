@@ -1,6 +1,6 @@
 //! End-to-end tests: the real `tessera` binary started in a temporary directory, driven by
-//! the real kubectl (bundled versions 1.32 and 1.33, called explicitly) and by kube-rs over
-//! TLS; restarts and `kill -9` crashes of the server process.
+//! the real kubectl (every bundled version 1.27–1.33, called explicitly), by the official
+//! Python client and by kube-rs over TLS; restarts and `kill -9` crashes of the server process.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,6 +14,7 @@ mod dra;
 mod durability;
 mod faults;
 mod kubectl;
+mod python;
 mod rbac;
 mod scheduling;
 mod sim;

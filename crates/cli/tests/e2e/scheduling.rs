@@ -70,6 +70,32 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
         ["default-scheduler", "default-scheduler"],
         "{reported}"
     );
+    // Writes are recorded under the managers upstream's components use (their User-Agents).
+    let managers = |args: &[&str]| {
+        let mut args = args.to_vec();
+        args.extend([
+            "-o",
+            "jsonpath={.items[*].metadata.managedFields[*].manager}",
+        ]);
+        let out = cluster.ok(V, &args);
+        out.split_whitespace()
+            .map(str::to_string)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    cluster.wait_for(V, &["get", "pod", "web"], |out| out.contains("Running"));
+    let pod_managers = managers(&["get", "pods", "--field-selector", "metadata.name=web"]);
+    assert!(pod_managers.contains("kubelet"), "{pod_managers:?}");
+    assert!(!pod_managers.contains("unknown"), "{pod_managers:?}");
+    cluster.ok(V, &["create", "deployment", "d", "--image=nginx"]);
+    cluster.wait_for(V, &["get", "replicasets", "-l", "app=d"], |out| {
+        out.contains("d-")
+    });
+    let rs_managers = managers(&["get", "replicasets", "-l", "app=d"]);
+    assert!(
+        rs_managers.contains("kube-controller-manager"),
+        "{rs_managers:?}"
+    );
+    assert!(!rs_managers.contains("unknown"), "{rs_managers:?}");
 
     // One GPU through the device plugin: only the tainted L40S node has nvidia.com/gpu.
     let gpu_pod = |name: &str, tolerate: bool| {

@@ -31,7 +31,6 @@ fn kubectl_dir() -> PathBuf {
     path.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
-/// The path of a bundled kubectl version, e.g. `1.32`.
 /// A finished command as (succeeded, stdout, stderr).
 pub fn outcome(output: Output) -> (bool, String, String) {
     (
@@ -41,6 +40,7 @@ pub fn outcome(output: Output) -> (bool, String, String) {
     )
 }
 
+/// The path of a bundled kubectl version, e.g. `1.32`.
 pub fn kubectl_binary(version: &str) -> PathBuf {
     let binary = kubectl_dir().join(format!("kubectl.{version}"));
     assert!(
