@@ -6,6 +6,7 @@ mod bench_scheduler;
 mod bootstrap;
 mod catalog;
 mod client;
+mod crash_drill;
 mod data_dir;
 mod explain;
 mod fault;
@@ -68,6 +69,9 @@ enum BenchCommand {
     Scheduler(bench_scheduler::SchedulerBenchArgs),
     /// The simulator: one FGD experiment per policy, against the artifact's time.
     Sim(sim::SimBenchArgs),
+    /// Durability: concurrent writers, `kill -9` of the server, restart; no acknowledged
+    /// write may be lost.
+    CrashDrill(crash_drill::CrashDrillArgs),
 }
 
 /// Options of `tessera up`.
@@ -203,6 +207,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),
         Command::Bench(BenchCommand::Scheduler(args)) => bench_scheduler::run(&args),
         Command::Bench(BenchCommand::Sim(args)) => sim::bench(&args),
+        Command::Bench(BenchCommand::CrashDrill(args)) => runtime.block_on(crash_drill::run(args)),
         Command::Sim(command) => sim::run(&command),
     }
 }

@@ -244,16 +244,6 @@ impl Cluster {
             .status();
         child.wait().expect("wait for tessera")
     }
-
-    /// Kills the server with SIGKILL.
-    pub fn kill(&mut self) {
-        let mut child = self.child.take().expect("running");
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg(child.id().to_string())
-            .status();
-        let _ = child.wait();
-    }
 }
 
 impl Drop for Cluster {
