@@ -16,6 +16,10 @@ use crate::patch::Schema;
 /// Merges an applied configuration into a live object.
 pub fn merge(live: &Value, applied: &Value, schema: Schema<'_>) -> Value {
     match (live, applied) {
+        // A null map or list of fields merges nothing into what is there.
+        (Value::Object(_) | Value::Array(_), Value::Null) if shape(live, schema) != Shape::Leaf => {
+            live.clone()
+        }
         (Value::Object(live_map), Value::Object(applied_map))
             if shape(applied, schema) == Shape::Map =>
         {

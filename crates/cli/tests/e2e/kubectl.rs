@@ -869,21 +869,32 @@ fn client_side_apply_migrates_to_server_side_and_equal_values_share_ownership() 
         "deployment.apps/web created"
     );
     // The same file through server-side apply: no conflict with the client-side owner, and
-    // kubectl migrates that owner's fields to its own apply entry.
+    // kubectl migrates that owner's fields to its own apply entry (keeping the
+    // last-applied annotation under an applier of its own).
     assert_eq!(
         cluster
             .ok_stdin(v, &["apply", "--server-side", "-f", "-"], &deploy("app:1"))
             .trim(),
         "deployment.apps/web serverside-applied"
     );
-    assert_eq!(managers(), ["kubectl/Apply/"]);
+    assert_eq!(
+        managers(),
+        ["kubectl-last-applied/Apply/", "kubectl/Apply/"]
+    );
     // Another manager applying identical values shares ownership.
     cluster.ok_stdin(
         v,
         &["apply", "--server-side", "--field-manager=other", "-f", "-"],
         &deploy("app:1"),
     );
-    assert_eq!(managers(), ["kubectl/Apply/", "other/Apply/"]);
+    assert_eq!(
+        managers(),
+        [
+            "kubectl-last-applied/Apply/",
+            "kubectl/Apply/",
+            "other/Apply/"
+        ]
+    );
     // A different value conflicts on that leaf only, naming the applier without a version.
     let conflict = cluster.fails(
         v,
