@@ -780,33 +780,15 @@ pub fn merge_update(resource: Resource, current: &Value, requested: Value, part:
 
 /// The 409 an apply answers when it would change fields other managers own.
 pub fn apply_conflict(resource: Resource, name: &str, conflicts: &[ssa::Conflict]) -> ApiError {
-    let listed: Vec<String> = conflicts
-        .iter()
-        .map(|c| {
-            format!(
-                "conflict with \"{}\" using {}: {}",
-                c.manager, c.api_version, c.field
-            )
-        })
-        .collect();
-    let summary = if conflicts.len() == 1 {
-        format!("Apply failed with 1 conflict: {}", listed[0])
-    } else {
-        format!(
-            "Apply failed with {} conflicts: {}",
-            conflicts.len(),
-            listed.join("\n")
-        )
-    };
     let mut error = ApiError::conflict(resource.group(), resource.plural(), name, "");
-    error.message = summary;
+    error.message = ssa::conflict_message(conflicts);
     if let Some(details) = error.details.as_mut() {
         details.causes = conflicts
             .iter()
             .map(|c| Cause {
                 reason: "FieldManagerConflict",
                 field: c.field.clone(),
-                message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+                message: format!("conflict with {}", c.manager),
             })
             .collect();
     }

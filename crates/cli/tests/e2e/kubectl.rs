@@ -870,3 +870,93 @@ fn server_side_apply_tracks_owners_conflicts_and_removals() {
         r#"{"app":"web"}"#
     );
 }
+
+#[test]
+fn client_side_apply_migrates_to_server_side_and_equal_values_share_ownership() {
+    let cluster = Cluster::start();
+    let v = "1.33";
+    let deploy = |image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers: [{{name: c, image: \"{image}\"}}]\n"
+        )
+    };
+    let managers = || {
+        let listed = cluster.ok(
+            v,
+            &[
+                "get",
+                "deploy",
+                "web",
+                "--show-managed-fields",
+                "-o",
+                "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation}/{.subresource} {end}",
+            ],
+        );
+        // The deployment controller may own status fields, in an entry of its own.
+        let mut main: Vec<String> = listed
+            .split_whitespace()
+            .filter(|entry| !entry.ends_with("/status"))
+            .map(str::to_string)
+            .collect();
+        main.sort();
+        main
+    };
+    assert_eq!(
+        cluster
+            .ok_stdin(v, &["apply", "-f", "-"], &deploy("app:1"))
+            .trim(),
+        "deployment.apps/web created"
+    );
+    // The same file through server-side apply: no conflict with the client-side owner, and
+    // kubectl migrates that owner's fields to its own apply entry (keeping the
+    // last-applied annotation under an applier of its own).
+    assert_eq!(
+        cluster
+            .ok_stdin(v, &["apply", "--server-side", "-f", "-"], &deploy("app:1"))
+            .trim(),
+        "deployment.apps/web serverside-applied"
+    );
+    assert_eq!(
+        managers(),
+        ["kubectl-last-applied/Apply/", "kubectl/Apply/"]
+    );
+    // Another manager applying identical values shares ownership.
+    cluster.ok_stdin(
+        v,
+        &["apply", "--server-side", "--field-manager=other", "-f", "-"],
+        &deploy("app:1"),
+    );
+    assert_eq!(
+        managers(),
+        [
+            "kubectl-last-applied/Apply/",
+            "kubectl/Apply/",
+            "other/Apply/"
+        ]
+    );
+    // A different value conflicts on that leaf only, naming the applier without a version.
+    let conflict = cluster.fails(
+        v,
+        &["apply", "--server-side", "--field-manager=other", "-f", "-"],
+        Some(&deploy("app:2")),
+    );
+    assert!(
+        conflict.contains(
+            "Apply failed with 1 conflict: conflict with \"kubectl\": .spec.template.spec.containers[name=\"c\"].image\n"
+        ),
+        "{conflict}"
+    );
+    assert_eq!(
+        cluster.ok(
+            v,
+            &[
+                "get",
+                "deploy",
+                "web",
+                "-o",
+                "jsonpath={.spec.template.spec.containers[0].image}"
+            ]
+        ),
+        "app:1"
+    );
+}
