@@ -136,7 +136,7 @@ pub fn v2_to_v1(object: Value) -> Value {
                     && m.pointer("/resource/target/averageUtilization")
                         .is_some_and(|v| !v.is_null()))
             })
-            .map(|m| metric_spec_to_v1(m))
+            .map(metric_spec_to_v1)
             .collect();
         if !others.is_empty() {
             annotations.insert(METRIC_SPECS_ANNOTATION.into(), encoded(&json!(others)));
@@ -165,18 +165,17 @@ pub fn v2_to_v1(object: Value) -> Value {
             .iter()
             .filter(|m| is_resource_on_cpu(m))
             .filter_map(|m| m.pointer("/resource/current/averageUtilization"))
-            .filter(|v| !v.is_null())
-            .next_back()
+            .rfind(|v| !v.is_null())
         {
             status.insert("currentCPUUtilizationPercentage".into(), cpu.clone());
         }
         if !current.is_empty() {
-            let v1: Vec<Value> = current.iter().map(|m| metric_status_to_v1(m)).collect();
+            let v1: Vec<Value> = current.iter().map(metric_status_to_v1).collect();
             annotations.insert(METRIC_STATUSES_ANNOTATION.into(), encoded(&json!(v1)));
         }
         let conditions = list(v2.get("conditions"));
         if !conditions.is_empty() {
-            let v1: Vec<Value> = conditions.iter().map(|c| condition_to_v1(c)).collect();
+            let v1: Vec<Value> = conditions.iter().map(condition_to_v1).collect();
             annotations.insert(CONDITIONS_ANNOTATION.into(), encoded(&json!(v1)));
         }
         hpa.insert("status".into(), Value::Object(status));
