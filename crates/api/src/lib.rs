@@ -17,6 +17,7 @@
 
 pub mod admission;
 pub mod authn;
+pub mod autoscaling;
 pub mod body;
 pub mod convert;
 pub mod crd;

@@ -107,6 +107,9 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) {
             );
             default_template(spec);
         }
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            crate::autoscaling::default(resource.info.version, object);
+        }
         ("batch", "Job") => {
             let uid = crate::meta::meta_str(object, "uid")
                 .unwrap_or_default()
@@ -327,6 +330,9 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
                 ));
             }
         }
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            causes.extend(crate::autoscaling::validate(object));
+        }
         ("resource.k8s.io", "DeviceClass") => {
             check_selectors(
                 object.pointer("/spec/selectors"),
@@ -345,6 +351,12 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
                 check_selectors(
                     request.pointer("/exactly/selectors"),
                     &format!("{path}[{i}].exactly.selectors"),
+                    &mut causes,
+                );
+                // v1beta1 requests hold their selectors themselves.
+                check_selectors(
+                    request.get("selectors"),
+                    &format!("{path}[{i}].selectors"),
                     &mut causes,
                 );
                 let subrequests = request.get("firstAvailable").and_then(Value::as_array);

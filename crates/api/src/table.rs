@@ -817,6 +817,32 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             col("Age", 0, age),
         ],
+        ("autoscaling", "HorizontalPodAutoscaler") => vec![
+            col("Name", 0, name),
+            col("Reference", 0, |h, _| {
+                json!(format!(
+                    "{}/{}",
+                    text(h, "/spec/scaleTargetRef/kind"),
+                    text(h, "/spec/scaleTargetRef/name")
+                ))
+            }),
+            col("Targets", 0, |h, _| json!(hpa_targets(h))),
+            col("MinPods", 0, |h, _| {
+                json!(
+                    h.pointer("/spec/minReplicas")
+                        .and_then(Value::as_i64)
+                        .map_or_else(|| "<unset>".to_string(), |n| n.to_string())
+                )
+            }),
+            // Upstream declares these "string" and fills them with integers.
+            col("MaxPods", 0, |h, _| {
+                json!(int_or_zero(h, "/spec/maxReplicas"))
+            }),
+            col("Replicas", 0, |h, _| {
+                json!(int_or_zero(h, "/status/currentReplicas"))
+            }),
+            col("Age", 0, age),
+        ],
         ("resource.k8s.io", "ResourceClaim") => vec![
             col("Name", 0, name),
             col("State", 0, |c, _| {
@@ -883,6 +909,109 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             ]
         }
         _ => vec![col("Name", 0, name), col("Age", 0, age)],
+    }
+}
+
+/// The TARGETS cell of an `autoscaling/v2` HorizontalPodAutoscaler: each metric's current
+/// value over its target, at most two and a count of the rest, as upstream's
+/// `formatHPAMetrics` prints them.
+fn hpa_targets(hpa: &Value) -> String {
+    let specs = hpa
+        .pointer("/spec/metrics")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let statuses = hpa
+        .pointer("/status/currentMetrics")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    const MAXIMUM: usize = 2;
+    let mut list: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let kind = text(spec, "/type");
+            let field = match kind {
+                "External" => "external",
+                "Pods" => "pods",
+                "Object" => "object",
+                "Resource" => "resource",
+                "ContainerResource" => "containerResource",
+                _ => return "<unknown type>".to_string(),
+            };
+            let source = spec.get(field).unwrap_or(&Value::Null);
+            let current = statuses
+                .get(i)
+                .and_then(|s| s.get(field))
+                .filter(|s| !s.is_null());
+            let reading = |name: &str| {
+                current
+                    .and_then(|c| c.pointer(&format!("/current/{name}")))
+                    .map(quantity_text)
+            };
+            let target = |name: &str| source.pointer(&format!("/target/{name}"));
+            let unknown = || "<unknown>".to_string();
+            match field {
+                "external" | "object" => match target("averageValue") {
+                    Some(average) => format!(
+                        "{}/{} (avg)",
+                        reading("averageValue").unwrap_or_else(unknown),
+                        quantity_text(average)
+                    ),
+                    None => format!(
+                        "{}/{}",
+                        current.map_or_else(unknown, |_| reading("value")
+                            .unwrap_or_else(|| "0".into())),
+                        target("value").map_or_else(|| "0".into(), quantity_text)
+                    ),
+                },
+                "pods" => format!(
+                    "{}/{}",
+                    current.map_or_else(unknown, |_| reading("averageValue")
+                        .unwrap_or_else(|| "0".into())),
+                    target("averageValue").map_or_else(|| "0".into(), quantity_text)
+                ),
+                _ => {
+                    let name = text(source, "/name");
+                    match target("averageValue") {
+                        Some(average) => format!(
+                            "{name}: {}/{}",
+                            current.map_or_else(unknown, |_| reading("averageValue")
+                                .unwrap_or_else(|| "0".into())),
+                            quantity_text(average)
+                        ),
+                        None => {
+                            let percent = |v: Option<&Value>| {
+                                v.and_then(Value::as_i64).map(|n| format!("{n}%"))
+                            };
+                            let now = percent(
+                                current.and_then(|c| c.pointer("/current/averageUtilization")),
+                            )
+                            .unwrap_or_else(unknown);
+                            let goal = percent(target("averageUtilization"))
+                                .unwrap_or_else(|| "<auto>".into());
+                            format!("{name}: {now}/{goal}")
+                        }
+                    }
+                }
+            }
+        })
+        .collect();
+    let count = list.len();
+    if count > MAXIMUM {
+        list.truncate(MAXIMUM);
+        return format!("{} + {} more...", list.join(", "), count - MAXIMUM);
+    }
+    list.join(", ")
+}
+
+/// A quantity as JSON holds it (a string, or a bare number).
+fn quantity_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -1023,7 +1152,9 @@ pub fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|object| {
-            let cells: Vec<Value> = columns.iter().map(|c| (c.cell)(object, now)).collect();
+            // Cells read the storage version's form, whichever version is served.
+            let stored = crate::convert::in_storage_version(resource, object);
+            let cells: Vec<Value> = columns.iter().map(|c| (c.cell)(&stored, now)).collect();
             row(cells, object, include)
         })
         .collect();

@@ -9,10 +9,11 @@ use std::sync::LazyLock;
 
 use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
-    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
-    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
-    node::v1 as node, policy::v1 as policy, rbac::v1 as rbac, resource::v1 as resource,
-    scheduling::v1 as scheduling, storage::v1 as storage,
+    autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling_v2, batch::v1 as batch,
+    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
+    events::v1 as events, networking::v1 as networking, node::v1 as node, policy::v1 as policy,
+    rbac::v1 as rbac, resource::v1 as resource, resource::v1beta1 as resource_v1beta1,
+    resource::v1beta2 as resource_v1beta2, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::{NamespaceResourceScope, Resource};
@@ -239,6 +240,9 @@ static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         // batch/v1
         info::<batch::Job>(NONE, ALL, STATUS),
         info::<batch::CronJob>(&["cj"], ALL, STATUS),
+        // autoscaling/v2 (stored) and autoscaling/v1, converted (`tessera_api::convert`)
+        info::<autoscaling_v2::HorizontalPodAutoscaler>(&["hpa"], ALL, STATUS),
+        info::<autoscaling_v1::HorizontalPodAutoscaler>(&["hpa"], ALL, STATUS),
         // policy/v1
         info::<policy::PodDisruptionBudget>(&["pdb"], NONE, STATUS),
         // scheduling.k8s.io/v1
@@ -268,6 +272,15 @@ static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         info::<resource::ResourceClaim>(NONE, NONE, STATUS),
         info::<resource::ResourceClaimTemplate>(NONE, NONE, NONE_SUB),
         info::<resource::ResourceSlice>(NONE, NONE, NONE_SUB),
+        // resource.k8s.io/v1beta2 and v1beta1: stored as v1, converted (`tessera_api::convert`)
+        info::<resource_v1beta2::DeviceClass>(NONE, NONE, NONE_SUB),
+        info::<resource_v1beta2::ResourceClaim>(NONE, NONE, STATUS),
+        info::<resource_v1beta2::ResourceClaimTemplate>(NONE, NONE, NONE_SUB),
+        info::<resource_v1beta2::ResourceSlice>(NONE, NONE, NONE_SUB),
+        info::<resource_v1beta1::DeviceClass>(NONE, NONE, NONE_SUB),
+        info::<resource_v1beta1::ResourceClaim>(NONE, NONE, STATUS),
+        info::<resource_v1beta1::ResourceClaimTemplate>(NONE, NONE, NONE_SUB),
+        info::<resource_v1beta1::ResourceSlice>(NONE, NONE, NONE_SUB),
         // events.k8s.io/v1
         info::<events::Event>(&["ev"], NONE, NONE_SUB),
         // apiextensions.k8s.io/v1
@@ -284,7 +297,8 @@ static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
 
 const NONE_SUB: &[Subresource] = &[];
 
-/// Every built-in kind Tessera serves.
+/// Every built-in kind Tessera serves. A kind served in several versions is listed with the
+/// version it is stored in first (`tessera_api::convert` maps the others to it).
 pub fn builtin() -> &'static [KindInfo] {
     &BUILTIN
 }

@@ -345,3 +345,119 @@ fn admin_access_sees_devices_in_use_only_where_allowed() {
         "{results}"
     );
 }
+
+/// NVIDIA's `resource.k8s.io/v1beta1` quickstart (an older release's, applied unchanged): the
+/// template is stored as v1, the scheduler places both pods with allocated claims, and the
+/// claims read back in v1beta1 (requests holding their class themselves), v1beta2 and v1
+/// (the class under `exactly`).
+#[test]
+fn nvidia_v1beta1_quickstart_applies_unchanged_and_reads_back_in_every_version() {
+    let cluster = Cluster::start();
+    let path = format!(
+        "{}/tests/fixtures/upstream/dra-driver-nvidia-gpu/v1beta1/gpu-test1.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cluster.ok(V, &["apply", "-f", &path]);
+    for pod in ["pod1", "pod2"] {
+        let placed = cluster.wait_for(
+            V,
+            &[
+                "get",
+                "pod",
+                "-n",
+                "gpu-test1",
+                pod,
+                "-o",
+                "jsonpath={.spec.nodeName} {.status.phase}",
+            ],
+            |out| out.ends_with("Running"),
+        );
+        assert!(placed.starts_with("h100-"), "{placed}");
+    }
+    let read = |resource: &str, template: &str| {
+        let lines = cluster.ok(
+            V,
+            &[
+                "get",
+                resource,
+                "-n",
+                "gpu-test1",
+                "-o",
+                &format!("jsonpath={{range .items[*]}}{template}{{\"\\n\"}}{{end}}"),
+            ],
+        );
+        lines.lines().map(str::to_string).collect::<BTreeSet<_>>()
+    };
+    let v1beta1 = read(
+        "resourceclaims.v1beta1.resource.k8s.io",
+        "{.apiVersion} {.spec.devices.requests[0].deviceClassName} {.spec.devices.requests[0].exactly} {.status.reservedFor[0].name} {.status.allocation.devices.results[0].request}",
+    );
+    assert_eq!(
+        v1beta1,
+        BTreeSet::from([
+            "resource.k8s.io/v1beta1 gpu.nvidia.com  pod1 gpu".to_string(),
+            "resource.k8s.io/v1beta1 gpu.nvidia.com  pod2 gpu".to_string(),
+        ])
+    );
+    let v1 = read(
+        "resourceclaims.v1.resource.k8s.io",
+        "{.apiVersion} {.spec.devices.requests[0].exactly.deviceClassName} {.spec.devices.requests[0].deviceClassName} {.status.reservedFor[0].name}",
+    );
+    assert_eq!(
+        v1,
+        BTreeSet::from([
+            "resource.k8s.io/v1 gpu.nvidia.com  pod1".to_string(),
+            "resource.k8s.io/v1 gpu.nvidia.com  pod2".to_string(),
+        ])
+    );
+    let v1beta2 = read(
+        "resourceclaimtemplates.v1beta2.resource.k8s.io",
+        "{.apiVersion} {.spec.spec.devices.requests[0].exactly.deviceClassName}",
+    );
+    assert_eq!(
+        v1beta2,
+        BTreeSet::from(["resource.k8s.io/v1beta2 gpu.nvidia.com".to_string()])
+    );
+    // Tables list the beta versions with the same columns.
+    let table = cluster.ok(
+        V,
+        &[
+            "get",
+            "resourceclaims.v1beta1.resource.k8s.io",
+            "-n",
+            "gpu-test1",
+        ],
+    );
+    assert!(table.starts_with("NAME"), "{table}");
+    assert_eq!(table.matches("allocated,reserved").count(), 2, "{table}");
+    // Slices published as v1 read back in v1beta1 with their devices under `basic`.
+    let slices = cluster.ok(
+        V,
+        &[
+            "get",
+            "resourceslices.v1beta1.resource.k8s.io",
+            "-o",
+            "jsonpath={.items[0].apiVersion} {.items[0].spec.devices[0].basic.attributes.type.string}",
+        ],
+    );
+    assert!(slices.starts_with("resource.k8s.io/v1beta1 "), "{slices}");
+    assert!(!slices.ends_with(' '), "basic attributes: {slices}");
+    // Discovery serves all three versions, v1 preferred.
+    let versions = cluster.ok(V, &["api-versions"]);
+    for version in [
+        "resource.k8s.io/v1",
+        "resource.k8s.io/v1beta1",
+        "resource.k8s.io/v1beta2",
+    ] {
+        assert!(
+            versions.lines().any(|l| l == version),
+            "{version}: {versions}"
+        );
+    }
+    let group = cluster.ok(V, &["get", "--raw", "/apis/resource.k8s.io"]);
+    assert!(
+        group
+            .contains(r#""preferredVersion":{"groupVersion":"resource.k8s.io/v1","version":"v1"}"#),
+        "{group}"
+    );
+}
