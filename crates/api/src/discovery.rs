@@ -262,9 +262,20 @@ pub fn resource_list(kinds: &Kinds, group: &str, version: &str) -> Value {
            "resources": resources})
 }
 
+/// A stable hash of the group/version/kind objects are *stored* as (8 bytes, base64), as
+/// upstream publishes it: every served version of a kind shares its storage version's hash,
+/// which is how clients (the storage-version migrator, garbage collectors) tell that two
+/// versions are one resource.
 fn storage_version_hash(kind: &KindInfo) -> String {
-    // A stable hash of group/version/kind, as upstream publishes (8 bytes, base64).
-    let text = format!("{}/{}/{}", kind.group, kind.version, kind.kind);
+    let (group, version, stored_kind) = match &kind.custom {
+        Some(custom) => (kind.group, custom.storage_version.as_str(), kind.kind),
+        None => crate::resource::Resource::find(kind.group, kind.version, kind.plural)
+            .map(crate::convert::storage_of)
+            .map_or((kind.group, kind.version, kind.kind), |stored| {
+                (stored.group(), stored.info.version, stored.kind())
+            }),
+    };
+    let text = format!("{group}/{version}/{stored_kind}");
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in text.bytes() {
         hash ^= u64::from(byte);
@@ -374,6 +385,39 @@ mod tests {
         for (accept, expected) in cases {
             assert_eq!(negotiate(accept), *expected, "Accept: {accept}");
         }
+    }
+
+    #[test]
+    fn every_version_of_a_kind_shares_its_storage_versions_hash() {
+        let kinds = builtin();
+        let hash_of = |group: &str, version: &str, plural: &str| {
+            resource_list(&kinds, group, version)["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == plural)
+                .unwrap_or_else(|| panic!("{group}/{version} {plural}"))["storageVersionHash"]
+                .clone()
+        };
+        let claims = hash_of("resource.k8s.io", "v1", "resourceclaims");
+        assert_eq!(
+            hash_of("resource.k8s.io", "v1beta1", "resourceclaims"),
+            claims
+        );
+        assert_eq!(
+            hash_of("resource.k8s.io", "v1beta2", "resourceclaims"),
+            claims
+        );
+        assert_ne!(hash_of("resource.k8s.io", "v1", "deviceclasses"), claims);
+        let hpa = hash_of("autoscaling", "v2", "horizontalpodautoscalers");
+        assert_eq!(
+            hash_of("autoscaling", "v1", "horizontalpodautoscalers"),
+            hpa
+        );
+        assert_eq!(
+            hash_of("events.k8s.io", "v1", "events"),
+            hash_of("", "v1", "events")
+        );
     }
 
     #[test]
