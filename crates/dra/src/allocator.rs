@@ -280,6 +280,11 @@ impl DeviceClasses {
             request: result_name.clone(),
             message,
         };
+        if class.is_empty() {
+            return Err(fail(
+                "missing device class name (unsupported request type?)".into(),
+            ));
+        }
         let class_selectors = match self.get(class) {
             None => {
                 return Err(AllocationError::UnknownClass {

@@ -9,6 +9,8 @@ use tessera_dra::{AllocationError, Allocator, NodeView};
 
 #[path = "allocator/gpu_test6.rs"]
 mod gpu_test6;
+#[path = "allocator/upstream.rs"]
+mod upstream;
 
 fn node(name: &str) -> NodeView {
     NodeView {
