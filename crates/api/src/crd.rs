@@ -435,6 +435,13 @@ mod tests {
                 "spec.versions[0].schema.openAPIV3Schema.properties[x].type",
             ),
             (
+                "a rule calling an undeclared function",
+                json!({"spec": {"versions": [{"name": "v1", "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+                "x-kubernetes-validations": [{"rule": "self.lowerAscii() == 'a'"}, {"rule": "self.name.quantityLike()"}]}}}}}]}}),
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule",
+            ),
+            (
                 "webhook conversion",
                 json!({"spec": {"conversion": {"strategy": "Webhook"}}}),
                 "spec.conversion.strategy",
@@ -449,6 +456,22 @@ mod tests {
                 "{case}: {causes:?}"
             );
         }
+        let mut crd = widget_crd();
+        json_patch::merge(
+            &mut crd,
+            &json!({"spec": {"versions": [{"name": "v1", "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-validations": [{"rule": "self.quantityLike()"}]}}}]}}),
+        );
+        let messages: Vec<String> = validate(&crd)
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"self.quantityLike()\": compilation failed: ERROR: <input>:1:18: undeclared reference to 'quantityLike' (in container '')\n | self.quantityLike()\n | .................^"
+            ]
+        );
     }
 
     #[test]

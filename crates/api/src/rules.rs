@@ -1,12 +1,13 @@
 //! CRD validation rules (`x-kubernetes-validations`): CEL expressions over `self` (and
-//! `oldSelf` for transition rules on update), evaluated with the `cel` crate wherever a schema
-//! node declares them.
+//! `oldSelf` for transition rules on update), compiled in the shared Kubernetes CEL
+//! environment (`tessera-cel`) and evaluated wherever a schema node declares them.
 //!
 //! A rule that does not hold becomes a field error with the rule's `message` (or
 //! `failed rule: <rule>`), its `reason` and `fieldPath`. Transition rules (those naming
-//! `oldSelf`) are skipped when there is no old value. A rule using a Kubernetes CEL library
-//! function the interpreter lacks is skipped rather than failing valid objects. Knows nothing
-//! about storage or HTTP.
+//! `oldSelf`) are skipped when there is no old value. A rule that cannot be evaluated never
+//! admits the object: one that does not compile is `rule compile error: …`, one that fails
+//! at run time is `<error> evaluating rule: <rule>` (or upstream's wording for a call no
+//! overload matches) at the rule's field. Knows nothing about storage or HTTP.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -16,25 +17,35 @@ use serde_json::Value;
 use crate::error::Cause;
 use crate::patch::Schema;
 
-static PROGRAMS: LazyLock<Mutex<HashMap<String, Option<Arc<cel::Program>>>>> =
+/// The variables a rule may read.
+const VARIABLES: [&str; 2] = ["self", "oldSelf"];
+
+/// How many compiled rules the cache keeps before it starts over.
+const CACHE_LIMIT: usize = 4096;
+
+type Compiled = Result<Arc<cel::Program>, String>;
+
+static PROGRAMS: LazyLock<Mutex<HashMap<String, Compiled>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-fn compile(rule: &str) -> Option<Arc<cel::Program>> {
+fn compile(rule: &str) -> Compiled {
     let mut programs = PROGRAMS.lock().unwrap_or_else(|p| p.into_inner());
-    if programs.len() > 4096 {
+    if let Some(known) = programs.get(rule) {
+        return known.clone();
+    }
+    if programs.len() >= CACHE_LIMIT {
         programs.clear();
     }
-    programs
-        .entry(rule.to_string())
-        .or_insert_with(|| cel::Program::compile(rule).ok().map(Arc::new))
-        .clone()
+    let compiled = tessera_cel::compile(rule, &VARIABLES)
+        .map(Arc::new)
+        .map_err(|e| e.0);
+    programs.insert(rule.to_string(), compiled.clone());
+    compiled
 }
 
-/// Whether a rule compiles (for validating CRDs).
+/// Whether a rule compiles (for validating CRDs): cel-go's error when it does not.
 pub fn compiles(rule: &str) -> Result<(), String> {
-    cel::Program::compile(rule)
-        .map(drop)
-        .map_err(|e| e.to_string())
+    compile(rule).map(drop)
 }
 
 fn join(path: &str, field: &str) -> String {
@@ -132,47 +143,67 @@ fn walk(
     }
 }
 
+/// The rule as upstream names it in errors: its message, or its text.
+fn rule_error_string<'r>(rule: &'r Value, text: &'r str) -> &'r str {
+    rule.get("message")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .unwrap_or(text.trim())
+}
+
 fn evaluate(rule: &Value, value: &Value, old: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
     let Some(text) = rule.get("rule").and_then(Value::as_str) else {
         return;
     };
-    let Some(program) = compile(text) else { return };
-    let references = program.references();
-    let transition = references.has_variable("oldSelf");
+    let shown = Value::String(type_word(value).into());
+    let cannot_evaluate = |causes: &mut Vec<Cause>, detail: String| {
+        causes.push(Cause::invalid(path, &shown, detail));
+    };
+    let program = match compile(text) {
+        Ok(program) => program,
+        Err(error) => return cannot_evaluate(causes, format!("rule compile error: {error}")),
+    };
+    let transition = program.references().has_variable("oldSelf");
     if transition && old.is_none() {
         return;
     }
-    let mut context = cel::Context::default();
-    let Ok(self_value) = cel::to_value(value) else {
-        return;
-    };
-    context.add_variable_from_value("self", self_value);
-    if let Some(old) = old
-        && let Ok(old_value) = cel::to_value(old)
-    {
-        context.add_variable_from_value("oldSelf", old_value);
+    let named = rule_error_string(rule, text);
+    let mut context = tessera_cel::root().new_inner_scope();
+    let bindings = [("self", Some(value)), ("oldSelf", old)];
+    for (name, bound) in bindings {
+        let Some(bound) = bound else { continue };
+        match cel::to_value(bound) {
+            Ok(converted) => context.add_variable_from_value(name, converted),
+            Err(error) => {
+                return cannot_evaluate(causes, format!("{error} evaluating rule: {named}"));
+            }
+        }
     }
     let holds = match program.execute(&context) {
         Ok(cel::Value::Bool(holds)) => holds,
-        Ok(_) => false,
-        Err(
-            cel::ExecutionError::UndeclaredReference(_)
-            | cel::ExecutionError::NotSupportedAsMethod { .. },
-        ) => {
-            tracing::debug!(
-                rule = text,
-                "skipping a validation rule that uses an unsupported CEL function"
+        Ok(other) => {
+            return cannot_evaluate(
+                causes,
+                format!(
+                    "must evaluate to bool, not {:?}, evaluating rule: {named}",
+                    other.type_of()
+                ),
             );
-            return;
         }
-        Err(error) => {
-            causes.push(Cause::invalid(
-                path,
-                &Value::String(type_word(value).into()),
-                format!("{text}: {error}"),
-            ));
-            return;
+        Err(
+            error @ (cel::ExecutionError::NoSuchOverload(_)
+            | cel::ExecutionError::NotSupportedAsMethod { .. }
+            | cel::ExecutionError::UnsupportedTargetType { .. }),
+        ) => {
+            return cannot_evaluate(
+                causes,
+                format!(
+                    "'{error}': call arguments did not match a supported operator, function or macro signature for rule: {named}"
+                ),
+            );
         }
+        Err(error) => return cannot_evaluate(causes, format!("{error} evaluating rule: {named}")),
     };
     if holds {
         return;
@@ -214,7 +245,7 @@ mod tests {
             {"rule": "has(self.minCount) ? self.minCount <= self.count : true", "message": "minCount must not exceed count"},
             {"rule": "self.tags.all(t, t in ['a', 'b'])", "fieldPath": ".tags", "reason": "FieldValueForbidden"},
             {"rule": "self.count >= oldSelf.count", "message": "count may not decrease"},
-            {"rule": "self.name.startsWith('x') || self.name.quantityLike()"}
+            {"rule": "self.name.startsWith('x') || self.name.lowerAscii().split('-').size() > 1"}
         ],
         "properties": {
             "count": {"type": "integer"}, "minCount": {"type": "integer"},
@@ -268,5 +299,88 @@ mod tests {
                 "spec.immutable: Invalid value: \"string\": Value is immutable",
             ]
         );
+    }
+
+    /// A rule that cannot be evaluated never admits the object: it is an error at the rule's
+    /// field naming the rule, whether it does not compile (stored before compilation was
+    /// checked), fails at run time, or calls a function with arguments no overload takes.
+    #[test]
+    fn rules_that_cannot_be_evaluated_fail_closed() {
+        let schema_value = json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "count": {"type": "integer"}},
+        "x-kubernetes-validations": [
+            {"rule": "self.name.quantityLike()"},
+            {"rule": "self.missing == 1", "message": "missing must be one"},
+            {"rule": "self.count / 0 == 1"},
+            {"rule": "self.name.lowerAscii(1) == 'x'"},
+            {"rule": "self.name.upperAscii() == 'AB' && url('https://a.example/p').getHost() == 'a.example'"}
+        ]}}});
+        let schema = Schema::of(&schema_value);
+        let object = json!({"spec": {"name": "ab", "count": 1}});
+        let messages: Vec<String> = check(schema, &object, None)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let want = [
+            "spec: Invalid value: \"object\": rule compile error: ERROR: <input>:1:23: undeclared reference to 'quantityLike' (in container '')",
+            "spec: Invalid value: \"object\": No such key: missing evaluating rule: missing must be one",
+            "spec: Invalid value: \"object\": ",
+            "spec: Invalid value: \"object\": '",
+        ];
+        assert_eq!(messages.len(), want.len(), "{messages:#?}");
+        for (message, want) in messages.iter().zip(want) {
+            assert!(message.starts_with(want), "{message}");
+        }
+        assert!(
+            messages[2].ends_with("evaluating rule: self.count / 0 == 1"),
+            "{}",
+            messages[2]
+        );
+        assert!(
+            messages[3].ends_with("call arguments did not match a supported operator, function or macro signature for rule: self.name.lowerAscii(1) == 'x'"),
+            "{}",
+            messages[3]
+        );
+    }
+
+    /// Every rule of the published CRDs the end-to-end tests install (kueue, JobSet, LWS,
+    /// scheduler-plugins) compiles in the environment: refusing undeclared functions must not
+    /// refuse real CRDs.
+    #[test]
+    fn the_rules_of_published_crds_compile() {
+        fn rules<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+            match value {
+                Value::Object(map) => {
+                    if let Some(Value::Array(list)) = map.get("x-kubernetes-validations") {
+                        out.extend(list.iter().filter_map(|r| r.get("rule")?.as_str()));
+                    }
+                    map.values().for_each(|v| rules(v, out));
+                }
+                Value::Array(items) => items.iter().for_each(|v| rules(v, out)),
+                _ => {}
+            }
+        }
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fixtures/upstream");
+        let mut checked = 0;
+        for project in std::fs::read_dir(&root).expect("fixtures") {
+            let dir = project.expect("entry").path();
+            for file in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let name = file.file_name().to_string_lossy().to_string();
+                if !(name.starts_with("crd-") && name.ends_with(".yaml")) {
+                    continue;
+                }
+                let text = std::fs::read_to_string(file.path()).expect("readable");
+                let crd: Value = serde_saphyr::from_str(&text).expect("a CRD");
+                let mut found = Vec::new();
+                rules(&crd, &mut found);
+                for rule in found {
+                    assert_eq!(compiles(rule), Ok(()), "{name}: {rule}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 50, "{checked} rules");
     }
 }

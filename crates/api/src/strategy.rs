@@ -618,6 +618,95 @@ mod tests {
         );
     }
 
+    /// DRA selectors are compiled when a class, claim or template is written; one that does
+    /// not compile (syntax, an undeclared function or variable) is refused at its field, in
+    /// upstream's words; the Kubernetes libraries (strings, lists, semver, ...) compile.
+    #[test]
+    fn dra_selectors_must_compile() {
+        let claims = Resource::find("resource.k8s.io", "v1", "resourceclaims").unwrap();
+        let templates = Resource::find("resource.k8s.io", "v1", "resourceclaimtemplates").unwrap();
+        let classes = Resource::find("resource.k8s.io", "v1", "deviceclasses").unwrap();
+        let selectors = |expression: &str| json!([{"cel": {"expression": expression}}]);
+        let claim = |expression: &str| {
+            json!({"spec": {"devices": {"requests": [
+                {"name": "a", "exactly": {"deviceClassName": "c", "selectors": selectors("true")}},
+                {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "c", "selectors": selectors(expression)}]},
+                {"name": "gpu", "exactly": {"deviceClassName": "c", "selectors": selectors(expression)}}]}}})
+        };
+        // (resource, object, expected (field, message) of each cause)
+        type Case = (Resource, Value, Vec<(&'static str, &'static str)>);
+        let table: [Case; 6] = [
+            (
+                claims,
+                claim(
+                    "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('^.*a100.*$') && device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))",
+                ),
+                vec![],
+            ),
+            (
+                claims,
+                claim("device.driver =="),
+                vec![
+                    (
+                        "spec.devices.requests[1].firstAvailable[0].selectors[0].cel.expression",
+                        "Invalid value: \"device.driver ==\": compilation failed: ERROR: <input>:1:",
+                    ),
+                    (
+                        "spec.devices.requests[2].exactly.selectors[0].cel.expression",
+                        "Invalid value: \"device.driver ==\": compilation failed: ERROR: <input>:1:",
+                    ),
+                ],
+            ),
+            (
+                claims,
+                claim("device.driver.quantityLike()"),
+                vec![
+                    (
+                        "spec.devices.requests[1].firstAvailable[0].selectors[0].cel.expression",
+                        "Invalid value: \"device.driver.quantityLike()\": compilation failed: ERROR: <input>:1:27: undeclared reference to 'quantityLike' (in container '')",
+                    ),
+                    (
+                        "spec.devices.requests[2].exactly.selectors[0].cel.expression",
+                        "Invalid value: \"device.driver.quantityLike()\": compilation failed: ERROR: <input>:1:27: undeclared reference to 'quantityLike' (in container '')",
+                    ),
+                ],
+            ),
+            (
+                templates,
+                json!({"spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "c", "selectors": selectors("dev.driver == 'x'")}}]}}}}),
+                vec![(
+                    "spec.spec.devices.requests[0].exactly.selectors[0].cel.expression",
+                    "Invalid value: \"dev.driver == 'x'\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'dev' (in container '')",
+                )],
+            ),
+            (
+                classes,
+                json!({"spec": {"selectors": selectors("[1, 2].isSorted() && cidr('10.0.0.0/8').containsIP('10.1.2.3')")}}),
+                vec![],
+            ),
+            (
+                classes,
+                json!({"spec": {"selectors": selectors("device.attributes['x'].all(k, j)")}}),
+                vec![(
+                    "spec.selectors[0].cel.expression",
+                    "undeclared reference to 'j'",
+                )],
+            ),
+        ];
+        for (resource, object, want) in table {
+            let causes = validate(resource, &object);
+            assert_eq!(causes.len(), want.len(), "{object}: {causes:?}");
+            for (cause, (field, message)) in causes.iter().zip(want) {
+                assert_eq!(cause.field, field, "{object}");
+                assert!(
+                    cause.message.contains(message),
+                    "{object}: {}",
+                    cause.message
+                );
+            }
+        }
+    }
+
     #[test]
     fn pod_validation_rules() {
         let pod = json!({"spec": {"containers": [

@@ -132,7 +132,7 @@ pub struct Allocator<'a> {
 /// the compiled selector and the device's place, valid while those pools live.
 #[derive(Debug, Default)]
 pub struct SelectorVerdicts {
-    known: std::sync::Mutex<foldhash::HashMap<(usize, usize, usize), bool>>,
+    known: std::sync::Mutex<foldhash::HashMap<(u64, usize, usize), bool>>,
 }
 
 /// DeviceClasses with their selectors compiled, built once and shared by every allocation.
@@ -280,6 +280,11 @@ impl DeviceClasses {
             request: result_name.clone(),
             message,
         };
+        if class.is_empty() {
+            return Err(fail(
+                "missing device class name (unsupported request type?)".into(),
+            ));
+        }
         let class_selectors = match self.get(class) {
             None => {
                 return Err(AllocationError::UnknownClass {

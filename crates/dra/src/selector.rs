@@ -1,22 +1,24 @@
-//! CEL device selectors in the Kubernetes DRA environment: the `device` variable (`driver`,
-//! `attributes[<domain>].<id>`, `capacity[<domain>].<id>`, `allowMultipleAllocations`), the
-//! quantity and semver libraries (`quantity()`, `isQuantity()`, `semver()`, `isSemver()`,
-//! `compareTo`, `isGreaterThan`, `isLessThan`, `add`, `sub`, `asInteger`,
-//! `asApproximateFloat`, `sign`, `isInteger`, `major`, `minor`, `patch`), and upstream's rules:
-//! an expression must return a bool, at most 10 KiB long and within the cost limit (a static
-//! worst-case estimate, comprehensions multiplied by what they can iterate); a domain no attribute uses is an
-//! empty map (so `'x' in device.attributes['other.com']` is false), while reading a missing
-//! field is an error that aborts the allocation, not a mismatch.
+//! CEL device selectors in the Kubernetes DRA environment: the shared Kubernetes CEL
+//! environment of `tessera-cel` (strings, lists, sets, regex, URL, IP/CIDR, quantity and
+//! semver libraries, `cel.bind`) with the `device` variable (`driver`,
+//! `attributes[<domain>].<id>`, `capacity[<domain>].<id>`, `allowMultipleAllocations`), and
+//! upstream's rules: an expression must declare nothing beyond `device` and the libraries,
+//! return a bool, be at most 10 KiB long and within the cost limit (a static worst-case
+//! estimate, comprehensions multiplied by what they can iterate); a domain no attribute uses
+//! is an empty map (so `'x' in device.attributes['other.com']` is false), while reading a
+//! missing field is an error that aborts the allocation, not a mismatch.
 //!
 //! Pure: compiles and evaluates; knows nothing of slices or claims beyond a device's view.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use cel::extractors::This;
-use cel::objects::{Key, Map, Opaque, Value};
-use cel::{Context, ExecutionError, Program};
+use cel::Program;
+use cel::objects::{Key, Map, Value};
+use tessera_cel::cost::estimated_cost;
+use tessera_cel::{quantity_value, semver_value};
 use tessera_model::quantity::Quantity;
 
 /// Upstream's `CELSelectorExpressionMaxLength`.
@@ -25,51 +27,8 @@ pub const MAX_EXPRESSION_LENGTH: usize = 10 * 1024;
 /// Upstream's `CELSelectorExpressionMaxCost`.
 pub const MAX_COST: u64 = 1_000_000;
 
-/// How many elements a comprehension over something other than a list literal may see at
-/// worst: a device has at most 32 attributes and capacities, a string at most 64 characters.
-const WORST_CASE_ELEMENTS: u64 = 64;
-
-/// A worst-case estimate of an expression's evaluation cost: one per node, comprehensions
-/// (`all`, `exists`, `map`, `filter`) multiplied by how many elements they can iterate —
-/// a list literal's length, or [`WORST_CASE_ELEMENTS`] — so nested ones multiply.
-pub fn estimated_cost(expr: &cel::common::ast::IdedExpr) -> u64 {
-    use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr};
-    let node = |e: &cel::common::ast::IdedExpr| estimated_cost(e);
-    // Map and struct literals: their keys and values.
-    let entries = |entries: &[IdedEntryExpr]| {
-        entries
-            .iter()
-            .map(|entry| match &entry.expr {
-                EntryExpr::MapEntry(e) => node(&e.key).saturating_add(node(&e.value)),
-                EntryExpr::StructField(f) => node(&f.value),
-            })
-            .fold(0, u64::saturating_add)
-    };
-    1u64.saturating_add(match &expr.expr {
-        Expr::Call(call) => call
-            .args
-            .iter()
-            .map(node)
-            .chain(call.target.as_deref().map(node))
-            .fold(0u64, u64::saturating_add),
-        Expr::Comprehension(c) => {
-            let elements = match &c.iter_range.expr {
-                Expr::List(list) => list.elements.len() as u64,
-                _ => WORST_CASE_ELEMENTS,
-            };
-            let body = node(&c.loop_cond).saturating_add(node(&c.loop_step));
-            node(&c.iter_range)
-                .saturating_add(node(&c.accu_init))
-                .saturating_add(elements.saturating_mul(body))
-                .saturating_add(node(&c.result))
-        }
-        Expr::List(list) => list.elements.iter().map(node).fold(0, u64::saturating_add),
-        Expr::Map(map) => entries(&map.entries),
-        Expr::Struct(st) => entries(&st.entries),
-        Expr::Select(select) => node(&select.operand),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
-    })
-}
+/// How many compiled selectors the compile cache keeps before it starts over.
+pub const COMPILE_CACHE_LIMIT: usize = 4096;
 
 /// An attribute value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,177 +62,6 @@ pub fn qualify<'a>(name: &'a str, driver: &'a str) -> (&'a str, &'a str) {
     name.rsplit_once('/').unwrap_or((driver, name))
 }
 
-/// A quantity inside CEL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct CelQuantity(Quantity);
-
-impl Opaque for CelQuantity {
-    fn runtime_type_name(&self) -> &str {
-        "kubernetes.Quantity"
-    }
-}
-
-/// A semantic version inside CEL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct CelSemver(semver::Version);
-
-impl Opaque for CelSemver {
-    fn runtime_type_name(&self) -> &str {
-        "kubernetes.Semver"
-    }
-}
-
-fn opaque_quantity(q: Quantity) -> Value {
-    Value::Opaque(Arc::new(CelQuantity(q)))
-}
-
-fn as_quantity(
-    function: &str,
-    value: &Arc<dyn cel::objects::Opaque>,
-) -> Result<Quantity, ExecutionError> {
-    value
-        .downcast_ref::<CelQuantity>()
-        .map(|q| q.0)
-        .ok_or_else(|| ExecutionError::function_error(function, "expects a quantity"))
-}
-
-/// Orders two quantities or two versions.
-fn compare(
-    function: &str,
-    this: &Arc<dyn cel::objects::Opaque>,
-    other: &Arc<dyn cel::objects::Opaque>,
-) -> Result<std::cmp::Ordering, ExecutionError> {
-    if let (Some(a), Some(b)) = (
-        this.downcast_ref::<CelQuantity>(),
-        other.downcast_ref::<CelQuantity>(),
-    ) {
-        return Ok(a.0.cmp(&b.0));
-    }
-    if let (Some(a), Some(b)) = (
-        this.downcast_ref::<CelSemver>(),
-        other.downcast_ref::<CelSemver>(),
-    ) {
-        return Ok(a.0.cmp(&b.0));
-    }
-    Err(ExecutionError::function_error(
-        function,
-        "compares two quantities or two semantic versions",
-    ))
-}
-
-fn parse_semver(text: &str) -> Option<semver::Version> {
-    semver::Version::parse(text).ok()
-}
-
-type Opq = Arc<dyn cel::objects::Opaque>;
-
-/// The root context every evaluation scopes from: the Kubernetes library functions.
-static LIBRARY: LazyLock<Context<'static, 'static>> = LazyLock::new(|| {
-    let mut context = Context::default();
-    let declared = [
-        context.add_function("quantity", |text: Arc<String>| {
-            text.parse::<Quantity>()
-                .map(opaque_quantity)
-                .map_err(|e| ExecutionError::function_error("quantity", e.to_string()))
-        }),
-        context.add_function("isQuantity", |text: Arc<String>| {
-            text.parse::<Quantity>().is_ok()
-        }),
-        context.add_function("semver", |text: Arc<String>| {
-            parse_semver(&text)
-                .map(|v| Value::Opaque(Arc::new(CelSemver(v))))
-                .ok_or_else(|| {
-                    ExecutionError::function_error(
-                        "semver",
-                        format!("invalid semantic version {text:?}"),
-                    )
-                })
-        }),
-        context.add_function("isSemver", |text: Arc<String>| {
-            parse_semver(&text).is_some()
-        }),
-        context.add_function("compareTo", |This(this): This<Opq>, other: Opq| {
-            compare("compareTo", &this, &other).map(|o| o as i64)
-        }),
-        context.add_function("isGreaterThan", |This(this): This<Opq>, other: Opq| {
-            compare("isGreaterThan", &this, &other).map(|o| o.is_gt())
-        }),
-        context.add_function("isLessThan", |This(this): This<Opq>, other: Opq| {
-            compare("isLessThan", &this, &other).map(|o| o.is_lt())
-        }),
-        context.add_function("sub", |This(this): This<Opq>, other: Value| {
-            arithmetic("sub", &this, &other, |a, b| a.checked_sub(&b))
-        }),
-        context.add_function("add", |This(this): This<Opq>, other: Value| {
-            arithmetic("add", &this, &other, |a, b| a.checked_add(&b))
-        }),
-        context.add_function("asInteger", |This(this): This<Opq>| {
-            let q = as_quantity("asInteger", &this)?;
-            if q.nanos() % 1_000_000_000 != 0 {
-                return Err(ExecutionError::function_error(
-                    "asInteger",
-                    "quantity is not an integer",
-                ));
-            }
-            i64::try_from(q.value())
-                .map_err(|_| ExecutionError::function_error("asInteger", "quantity overflows int"))
-        }),
-        context.add_function("isInteger", |This(this): This<Opq>| {
-            as_quantity("isInteger", &this)
-                .map(|q| q.nanos() % 1_000_000_000 == 0 && i64::try_from(q.value()).is_ok())
-        }),
-        context.add_function("asApproximateFloat", |This(this): This<Opq>| {
-            as_quantity("asApproximateFloat", &this).map(|q| q.nanos() as f64 / 1e9)
-        }),
-        context.add_function("sign", |This(this): This<Opq>| {
-            as_quantity("sign", &this).map(|q| q.nanos().signum() as i64)
-        }),
-        context.add_function("major", |This(this): This<Opq>| {
-            semver_part("major", &this, |v| v.major)
-        }),
-        context.add_function("minor", |This(this): This<Opq>| {
-            semver_part("minor", &this, |v| v.minor)
-        }),
-        context.add_function("patch", |This(this): This<Opq>| {
-            semver_part("patch", &this, |v| v.patch)
-        }),
-    ];
-    debug_assert!(declared.iter().all(Result::is_ok), "{declared:?}");
-    context
-});
-
-fn arithmetic(
-    function: &str,
-    this: &Opq,
-    other: &Value,
-    op: impl Fn(Quantity, Quantity) -> Option<Quantity>,
-) -> Result<Value, ExecutionError> {
-    let a = as_quantity(function, this)?;
-    let b = match other {
-        Value::Int(i) => Quantity::from_units(*i, a.format()),
-        Value::Opaque(o) => as_quantity(function, o)?,
-        _ => {
-            return Err(ExecutionError::function_error(
-                function,
-                "expects a quantity or an int",
-            ));
-        }
-    };
-    op(a, b)
-        .map(opaque_quantity)
-        .ok_or_else(|| ExecutionError::function_error(function, "quantity overflow"))
-}
-
-fn semver_part(
-    function: &str,
-    this: &Opq,
-    part: impl Fn(&semver::Version) -> u64,
-) -> Result<i64, ExecutionError> {
-    this.downcast_ref::<CelSemver>()
-        .map(|v| i64::try_from(part(&v.0)).unwrap_or(i64::MAX))
-        .ok_or_else(|| ExecutionError::function_error(function, "expects a semantic version"))
-}
-
 /// Domains an expression names literally in `attributes[...]` / `capacity[...]`: they are
 /// present (empty when the device has none) so membership tests read false, not error.
 static DOMAIN_INDEX: LazyLock<regex::Regex> = LazyLock::new(|| {
@@ -284,6 +72,9 @@ static DOMAIN_INDEX: LazyLock<regex::Regex> = LazyLock::new(|| {
 /// A compiled selector.
 #[derive(Clone)]
 pub struct Selector {
+    /// Never reused: a compile gives each program its own, so verdicts cached under it can
+    /// not be inherited by another expression once the compile cache starts over.
+    id: u64,
     expression: Arc<str>,
     program: Arc<Program>,
     domains: Arc<BTreeSet<String>>,
@@ -328,7 +119,7 @@ impl Selector {
         if let Some(known) = cache.get(expression) {
             return known.clone();
         }
-        if cache.len() >= 4096 {
+        if cache.len() >= COMPILE_CACHE_LIMIT {
             cache.clear();
         }
         let compiled = Selector::compile_uncached(expression);
@@ -347,7 +138,7 @@ impl Selector {
                 expression.len()
             )));
         }
-        let program = Program::compile(expression).map_err(|e| fail(e.to_string()))?;
+        let program = tessera_cel::compile(expression, &["device"]).map_err(|e| fail(e.0))?;
         let cost = estimated_cost(program.expression());
         if cost > MAX_COST {
             return Err(fail(format!(
@@ -359,16 +150,19 @@ impl Selector {
             .filter_map(|c| c.get(1).or_else(|| c.get(2)))
             .map(|m| m.as_str().to_string())
             .collect();
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Ok(Selector {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             expression: expression.into(),
             program: Arc::new(program),
             domains: Arc::new(domains),
         })
     }
 
-    /// A number naming this compiled program for caches (equal for clones).
-    pub fn identity(&self) -> usize {
-        Arc::as_ptr(&self.program) as usize
+    /// A number naming this compiled program for caches: equal for clones, never given to
+    /// another compile (unlike an address, which a later program may reuse).
+    pub fn identity(&self) -> u64 {
+        self.id
     }
 
     /// The expression text.
@@ -383,7 +177,7 @@ impl Selector {
             expression: self.expression.to_string(),
             message,
         };
-        let mut context = LIBRARY.new_inner_scope();
+        let mut context = tessera_cel::root().new_inner_scope();
         context.add_variable_from_value("device", self.device_value(device));
         match self.program.execute(&context) {
             Ok(Value::Bool(result)) => Ok(result),
@@ -408,7 +202,7 @@ impl Selector {
                 Attribute::Int(i) => Value::Int(*i),
                 Attribute::Bool(b) => Value::Bool(*b),
                 Attribute::String(s) => Value::String(Arc::new(s.clone())),
-                Attribute::Version(v) => Value::Opaque(Arc::new(CelSemver(v.clone()))),
+                Attribute::Version(v) => semver_value(v.clone()),
             };
             attributes
                 .entry(domain.to_string())
@@ -419,7 +213,7 @@ impl Selector {
             let (domain, id) = qualify(name, &device.driver);
             capacity.entry(domain.to_string()).or_default().insert(
                 Key::String(Arc::new(id.to_string())),
-                opaque_quantity(*quantity),
+                quantity_value(*quantity),
             );
         }
         let nested = |maps: BTreeMap<String, HashMap<Key, Value>>| {
@@ -570,6 +364,22 @@ mod tests {
             error.to_string().contains("exceeds the limit of 1000000"),
             "{error}"
         );
+    }
+
+    /// Identities key cached verdicts: two expressions compiled one after another must never
+    /// share one, even when the compile cache starts over and frees the earlier programs (a
+    /// program's address would be reused).
+    #[test]
+    fn identities_are_never_reused() {
+        let mut seen = BTreeSet::new();
+        for i in 0..2 * COMPILE_CACHE_LIMIT + 2 {
+            let selector =
+                Selector::compile(&format!("device.driver == 'identity-{i}'")).expect("compiles");
+            assert!(seen.insert(selector.identity()), "identity reused at {i}");
+        }
+        // A clone is the same program.
+        let selector = Selector::compile("device.driver == 'identity-0'").expect("compiles");
+        assert_eq!(selector.clone().identity(), selector.identity());
     }
 
     #[test]

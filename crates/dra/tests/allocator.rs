@@ -7,6 +7,11 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use serde_json::{Value, json};
 use tessera_dra::{AllocationError, Allocator, NodeView};
 
+#[path = "allocator/gpu_test6.rs"]
+mod gpu_test6;
+#[path = "allocator/upstream.rs"]
+mod upstream;
+
 fn node(name: &str) -> NodeView {
     NodeView {
         name: name.into(),
@@ -657,4 +662,46 @@ fn deallocated_claims_give_their_devices_back() {
         in_use.shared.is_empty(),
         "a share no claim holds is forgotten"
     );
+}
+
+/// Verdicts shared across allocations are keyed by a selector's identity: a class compiled
+/// after the compile cache started over (its predecessor's program freed, its memory free to
+/// be reused) must be judged afresh, never by the verdicts of the expression it replaced.
+#[test]
+fn shared_verdicts_never_outlive_their_selector() {
+    use tessera_dra::allocator::{DeviceClasses, SelectorVerdicts, devices_in_use};
+    use tessera_dra::selector::{COMPILE_CACHE_LIMIT, Selector};
+    let slices = vec![slice(
+        "n1",
+        1,
+        1,
+        vec![
+            gpu("gpu-0", "pci-a", json!({"index": {"int": 0}})),
+            gpu("gpu-1", "pci-b", json!({"index": {"int": 1}})),
+        ],
+    )];
+    let pools = tessera_dra::pools::gather(&slices, &node("n1"));
+    let verdicts = SelectorVerdicts::default();
+    let in_use = devices_in_use(&[]);
+    let class = |index: i64| -> DeviceClass {
+        serde_json::from_value(json!({"metadata": {"name": "gpu.nvidia.com"}, "spec": {
+            "selectors": [{"cel": {"expression": format!("device.attributes['gpu.nvidia.com'].index == {index}")}}]}}))
+        .unwrap()
+    };
+    let claim = one("a", gpus(1));
+    for (round, index) in [0, 1, 0, 1].into_iter().enumerate() {
+        let classes = DeviceClasses::new(&[class(index)]);
+        let allocator = Allocator::over_pools(node("n1"), &pools, &classes, &in_use, &verdicts);
+        assert_eq!(
+            devices(&allocator.allocate(&[&claim])),
+            Ok(Some(vec![vec![format!("gpu=gpu-{index}")]])),
+            "round {round}"
+        );
+        drop(allocator);
+        drop(classes);
+        // Start the compile cache over, so the class's program is freed.
+        for filler in 0..=COMPILE_CACHE_LIMIT {
+            Selector::compile(&format!("device.driver == 'filler-{round}-{filler}'")).unwrap();
+        }
+    }
 }
