@@ -148,6 +148,8 @@ pub const COMPONENTS: &[Component] = &[
                 STATUS,
             ),
             (&[""], &["pods"], WRITE),
+            // A StatefulSet's claims from its volumeClaimTemplates.
+            (&[""], &["persistentvolumeclaims"], WRITE),
             (&[""], &["nodes"], READ),
             (
                 &["", "events.k8s.io"],

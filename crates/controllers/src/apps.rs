@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{ApiResource, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
@@ -105,7 +105,8 @@ const TOLERATED: Tolerated = Tolerated {
 };
 
 /// As [`TOLERATED`], and a 409 on a creation: the object is there already (a StatefulSet's
-/// previous pod of an ordinal still terminating, a Deployment's ReplicaSet created before).
+/// previous pod of an ordinal still terminating, a claim its watch has not shown yet, a
+/// Deployment's ReplicaSet created before).
 const TOLERATED_NAMED: Tolerated = Tolerated {
     create: &[409],
     ..TOLERATED
@@ -159,12 +160,27 @@ async fn reconcile_stateful_set(
     if value.pointer("/metadata/deletionTimestamp").is_some() {
         return Ok(Action::await_change());
     }
+    let selector = selector_string(value.pointer("/spec/selector"));
     let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let listed = pods
-        .list(&ListParams::default().labels(&selector_string(value.pointer("/spec/selector"))))
-        .await?;
+    let listed = pods.list(&ListParams::default().labels(&selector)).await?;
     let owned = owned_by(&listed.items, &set.uid().unwrap_or_default())?;
-    let writes = statefulset::plan(&value, &owned).writes(&value);
+    // The claims of its templates carry the set's selector labels.
+    let claims: Vec<Value> = if value
+        .pointer("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty())
+    {
+        Api::<PersistentVolumeClaim>::namespaced(context.client.clone(), &namespace)
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    let writes = statefulset::plan(&value, &owned, &claims).writes(&value);
     let resource = ApiResource::erase::<StatefulSet>(&());
     let name = set.name_any();
     let owner = owner(&resource, &namespace, &name);

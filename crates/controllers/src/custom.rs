@@ -135,7 +135,9 @@ async fn reconcile_jobset(
         )))
         .await?;
     let owned_jobs = owned_by(&listed.items, &object.uid().unwrap_or_default())?;
-    let writes = jobset::plan(&value, &owned_jobs, (context.clock)()).writes(&value);
+    let plan = jobset::plan(&value, &owned_jobs, (context.clock)());
+    let (deleted, requeue_after) = (plan.delete_jobset, plan.requeue_after);
+    let writes = plan.writes(&value);
     let name = object.name_any();
     let owner = Owner {
         resource: &context.resource,
@@ -143,7 +145,15 @@ async fn reconcile_jobset(
         name: &name,
     };
     apply(&context.client, owner, writes, MANAGER, TOLERATED).await?;
-    Ok(Action::requeue(Duration::from_secs(30)))
+    if deleted {
+        return Ok(Action::await_change());
+    }
+    // A finished JobSet's time to live runs out without any change to look at.
+    Ok(Action::requeue(
+        requeue_after.map_or(Duration::from_secs(30), |after| {
+            after.max(Duration::from_millis(50))
+        }),
+    ))
 }
 
 /// Runs the LeaderWorkerSet controller once its CRD exists (again after it is re-installed),

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
 };
@@ -21,7 +21,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use tessera_model::clock::Clock;
 use tessera_model::event::{Recorder, core_event};
-use tessera_workloads::plan::{Resource, Write, Writes};
+use tessera_workloads::plan::{Propagation, Resource, Write, Writes};
 
 /// Errors of one reconciliation (retried).
 #[derive(Debug, thiserror::Error)]
@@ -186,7 +186,7 @@ pub struct Tolerated {
     pub create: &'static [u16],
     /// On patches and deletions of owned objects.
     pub change: &'static [u16],
-    /// On the owner's status.
+    /// On the owner's status, and on deleting the owner.
     pub status: &'static [u16],
 }
 
@@ -215,7 +215,7 @@ pub async fn apply(
             Write::Patch(resource, ..) | Write::Delete { resource, .. } => {
                 (Some(*resource), tolerated.change)
             }
-            Write::Status(_) => (None, tolerated.status),
+            Write::Status(_) | Write::DeleteOwner(_) => (None, tolerated.status),
         };
         let namespace = owner.namespace;
         let result = match resource {
@@ -230,7 +230,10 @@ pub async fn apply(
                 write_owned::<StatefulSet>(client, namespace, write, manager).await
             }
             Some(Resource::Job) => write_owned::<Job>(client, namespace, write, manager).await,
-            None => write_status(client, &owner, write, manager).await,
+            Some(Resource::PersistentVolumeClaim) => {
+                write_owned::<PersistentVolumeClaim>(client, namespace, write, manager).await
+            }
+            None => write_owner(client, &owner, write, manager).await,
         };
         match result {
             Err(ReconcileError::Api(kube::Error::Api(status))) if codes.contains(&status.code) => {}
@@ -265,37 +268,50 @@ where
                 .await?;
         }
         Write::Delete {
-            name, background, ..
+            name, propagation, ..
         } => {
-            let params = DeleteParams {
-                propagation_policy: background.then_some(PropagationPolicy::Background),
-                ..DeleteParams::default()
-            };
-            api.delete(&name, &params).await?;
+            api.delete(&name, &delete_params(propagation)).await?;
         }
-        Write::Status(_) => {}
+        Write::Status(_) | Write::DeleteOwner(_) => {}
     }
     Ok(())
 }
 
-/// Merge-patches the owner's status subresource.
-async fn write_status(
+/// Delete parameters with `propagation`.
+fn delete_params(propagation: Propagation) -> DeleteParams {
+    DeleteParams {
+        propagation_policy: match propagation {
+            Propagation::Default => None,
+            Propagation::Background => Some(PropagationPolicy::Background),
+            Propagation::Foreground => Some(PropagationPolicy::Foreground),
+        },
+        ..DeleteParams::default()
+    }
+}
+
+/// Merge-patches the owner's status subresource, or deletes the owner.
+async fn write_owner(
     client: &Client,
     owner: &Owner<'_>,
     write: Write,
     manager: &str,
 ) -> Result<(), ReconcileError> {
-    let Write::Status(status) = write else {
-        return Ok(());
-    };
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), owner.namespace, owner.resource);
-    api.patch_status(
-        owner.name,
-        &patch_params(manager),
-        &Patch::Merge(&json!({"status": status})),
-    )
-    .await?;
+    match write {
+        Write::Status(status) => {
+            api.patch_status(
+                owner.name,
+                &patch_params(manager),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await?;
+        }
+        Write::DeleteOwner(propagation) => {
+            api.delete(owner.name, &delete_params(propagation)).await?;
+        }
+        Write::Create(..) | Write::Patch(..) | Write::Delete { .. } => {}
+    }
     Ok(())
 }
 
@@ -510,15 +526,16 @@ mod tests {
             Write::Delete {
                 resource: Resource::Pod,
                 name: "gone".into(),
-                background: false,
+                propagation: Propagation::Default,
             },
             Write::Status(json!({"active": 1})),
             Write::Create(Resource::Pod, pod),
             Write::Delete {
                 resource: Resource::Job,
                 name: "j".into(),
-                background: true,
+                propagation: Propagation::Background,
             },
+            Write::DeleteOwner(Propagation::Foreground),
         ]);
         let resource = ApiResource::erase::<Job>(&());
         let owner = Owner {
@@ -541,7 +558,7 @@ mod tests {
             .collect();
         assert_eq!(
             lines,
-            ["PATCH", "DELETE", "PATCH", "POST", "DELETE"],
+            ["PATCH", "DELETE", "PATCH", "POST", "DELETE", "DELETE"],
             "{seen:#?}"
         );
         assert!(
@@ -558,6 +575,11 @@ mod tests {
             "{seen:#?}"
         );
         assert!(!seen[1].contains("propagationPolicy"), "{seen:#?}");
+        assert!(
+            seen[5].starts_with("DELETE /apis/batch/v1/namespaces/ml/jobs/j?")
+                && seen[5].contains("\"propagationPolicy\":\"Foreground\""),
+            "the owner itself, in the foreground: {seen:#?}"
+        );
 
         // An untolerated code ends the plan there.
         let (client, seen) = recording(|_, _| 409);

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use crate::plan::{Resource, Write, Writes};
+use crate::plan::{Propagation, Resource, Write, Writes};
 use serde_json::{Value, json};
 use tessera_model::conditions::{is_true, pod_is_ready};
 use tessera_model::json::{int, text};
@@ -226,7 +226,7 @@ impl JobPlan {
             writes.0.push(Write::Delete {
                 resource: Resource::Job,
                 name: text(job, "/metadata/name").to_string(),
-                background: true,
+                propagation: Propagation::Background,
             });
         }
         writes

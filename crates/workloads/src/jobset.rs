@@ -3,13 +3,14 @@
 //! annotations — started in order when `startupPolicy` asks, restarted as a whole per
 //! `failurePolicy` (maxRestarts and rules), finished per `successPolicy` (All or Any over
 //! target replicatedJobs), with pod DNS through a headless Service, the exclusive-placement
-//! annotation turned into pod (anti-)affinity, and upstream's status.
+//! annotation turned into pod (anti-)affinity, upstream's status, and a finished JobSet
+//! deleted (in the foreground) once `ttlSecondsAfterFinished` has passed.
 //!
 //! Pure: no I/O.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use crate::plan::{Resource, Write, Writes};
+use crate::plan::{Propagation, Resource, Write, Writes};
 use serde_json::{Value, json};
 
 /// Label and annotation keys upstream puts on JobSet Jobs and pods.
@@ -35,7 +36,7 @@ pub mod keys {
 use keys::*;
 use tessera_model::conditions::find;
 use tessera_model::json::{int_or_zero, text};
-use tessera_model::time::timestamp;
+use tessera_model::time::{parse_timestamp, timestamp};
 
 /// What to do for a JobSet.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -50,6 +51,46 @@ pub struct JobSetPlan {
     pub service: Option<Value>,
     /// The JobSet's new status.
     pub status: Value,
+    /// Whether the JobSet itself goes: finished, and its time to live has passed.
+    pub delete_jobset: bool,
+    /// When to look again: when a finished JobSet's time to live runs out.
+    pub requeue_after: Option<Duration>,
+}
+
+/// What `spec.ttlSecondsAfterFinished` asks of a finished JobSet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// Its time to live has passed: delete it.
+    Expired,
+    /// Its time to live runs out after this long.
+    After(Duration),
+}
+
+/// When a finished JobSet's time to live runs out, as upstream's TTL-after-finished policy
+/// reckons it at `now`: the time to live counted from the `lastTransitionTime` of its true
+/// `Completed` or `Failed` condition. `None` without a time to live, for a JobSet being
+/// deleted, one not finished, or one whose finish time cannot be read (upstream reports an
+/// error there and deletes nothing).
+pub fn expiry(jobset: &Value, now: SystemTime) -> Option<Expiry> {
+    let ttl = jobset
+        .pointer("/spec/ttlSecondsAfterFinished")
+        .and_then(Value::as_i64)?;
+    if jobset.pointer("/metadata/deletionTimestamp").is_some() {
+        return None;
+    }
+    let finished_at = jobset
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| (c["type"] == "Completed" || c["type"] == "Failed") && c["status"] == "True")?
+        .get("lastTransitionTime")
+        .and_then(Value::as_str)
+        .and_then(parse_timestamp)?;
+    let expires_at = finished_at + Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
+    match expires_at.duration_since(now) {
+        Ok(left) if !left.is_zero() => Some(Expiry::After(left)),
+        _ => Some(Expiry::Expired),
+    }
 }
 
 /// A Job's condition of type `kind` when it holds (status `"True"`).
@@ -176,7 +217,8 @@ fn condition(kind: &str, reason: &str, message: &str, now: &str) -> Value {
 impl JobSetPlan {
     /// The writes that carry the plan out for `jobset`: the headless Service, deletions of
     /// Jobs (their pods in the background), suspensions and resumptions, new Jobs, the new
-    /// status.
+    /// status, and the JobSet itself deleted in the foreground (as upstream's TTL policy does)
+    /// once its time to live has passed.
     pub fn writes(self, jobset: &Value) -> Writes {
         let mut writes = Writes::default();
         writes.create(Resource::Service, self.service);
@@ -185,7 +227,7 @@ impl JobSetPlan {
             .extend(self.delete.into_iter().map(|name| Write::Delete {
                 resource: Resource::Job,
                 name,
-                background: true,
+                propagation: Propagation::Background,
             }));
         writes.patch(
             Resource::Job,
@@ -195,12 +237,16 @@ impl JobSetPlan {
         );
         writes.create(Resource::Job, self.create);
         writes.status(jobset, self.status);
+        if self.delete_jobset {
+            writes.0.push(Write::DeleteOwner(Propagation::Foreground));
+        }
         writes
     }
 }
 
 /// Plans a JobSet's next step from the Jobs it owns.
 pub fn plan(jobset: &Value, jobs: &[Value], now: SystemTime) -> JobSetPlan {
+    let clock = now;
     let now = &timestamp(now);
     let mut plan = JobSetPlan::default();
     let name = text(jobset, "/metadata/name");
@@ -277,6 +323,11 @@ pub fn plan(jobset: &Value, jobs: &[Value], now: SystemTime) -> JobSetPlan {
     status["replicatedJobsStatus"] = json!(rjob_status);
     status["restarts"] = json!(restarts);
     if finished {
+        match expiry(jobset, clock) {
+            Some(Expiry::Expired) => plan.delete_jobset = true,
+            Some(Expiry::After(left)) => plan.requeue_after = Some(left),
+            None => {}
+        }
         status["conditions"] = json!(conditions);
         plan.status = status;
         return plan;
@@ -570,6 +621,154 @@ mod tests {
             failed.status["conditions"][0]["reason"],
             "ReachedMaxRestarts"
         );
+    }
+
+    /// Upstream's TTL-after-finished cases (`ttl_after_finished_test.go`: checkIfTTLExpired,
+    /// timeLeft, requeueJobSetAfter, executeTTLAfterFinishedPolicy) as one table: the time
+    /// to live, the finishing condition and how long ago it became true (`None`: an unreadable
+    /// time), whether the JobSet is being deleted, and what is due.
+    #[test]
+    fn ttl_after_finished() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let secs = Duration::from_secs;
+        #[allow(clippy::type_complexity)]
+        let cases: [(
+            &str,
+            Option<i64>,
+            Option<(&str, Option<u64>)>,
+            bool,
+            Option<Expiry>,
+        ); 15] = [
+            ("not finished, TTL not set", None, None, false, None),
+            ("not finished, TTL 5s", Some(5), None, false, None),
+            (
+                "completed now, TTL not set",
+                None,
+                Some(("Completed", Some(0))),
+                false,
+                None,
+            ),
+            (
+                "completed 10s ago, TTL 5s",
+                Some(5),
+                Some(("Completed", Some(10))),
+                false,
+                Some(Expiry::Expired),
+            ),
+            (
+                "completed 2s ago, TTL 5s",
+                Some(5),
+                Some(("Completed", Some(2))),
+                false,
+                Some(Expiry::After(secs(3))),
+            ),
+            (
+                "completed now, TTL 10s not expired",
+                Some(10),
+                Some(("Completed", Some(0))),
+                false,
+                Some(Expiry::After(secs(10))),
+            ),
+            (
+                "completed 10s ago, TTL 10s expired",
+                Some(10),
+                Some(("Completed", Some(10))),
+                false,
+                Some(Expiry::Expired),
+            ),
+            (
+                "completed, deletion in progress",
+                Some(10),
+                Some(("Completed", Some(0))),
+                true,
+                None,
+            ),
+            (
+                "invalid completion time",
+                Some(10),
+                Some(("Completed", None)),
+                false,
+                None,
+            ),
+            (
+                "completed now, 0s TTL",
+                Some(0),
+                Some(("Completed", Some(0))),
+                false,
+                Some(Expiry::Expired),
+            ),
+            (
+                "completed 10s ago, 15s TTL",
+                Some(15),
+                Some(("Completed", Some(10))),
+                false,
+                Some(Expiry::After(secs(5))),
+            ),
+            (
+                "failed now, 0s TTL",
+                Some(0),
+                Some(("Failed", Some(0))),
+                false,
+                Some(Expiry::Expired),
+            ),
+            (
+                "failed now, 10s TTL",
+                Some(10),
+                Some(("Failed", Some(0))),
+                false,
+                Some(Expiry::After(secs(10))),
+            ),
+            (
+                "failed 10s ago, 15s TTL",
+                Some(15),
+                Some(("Failed", Some(10))),
+                false,
+                Some(Expiry::After(secs(5))),
+            ),
+            (
+                "a condition that is not true does not finish it",
+                Some(0),
+                Some(("Suspended", Some(0))),
+                false,
+                None,
+            ),
+        ];
+        for (name, ttl, finished, deleting, expected) in cases {
+            let mut js = jobset(json!({}));
+            if let Some(ttl) = ttl {
+                js["spec"]["ttlSecondsAfterFinished"] = json!(ttl);
+            }
+            if deleting {
+                js["metadata"]["deletionTimestamp"] = json!(timestamp(now));
+            }
+            if let Some((kind, ago)) = finished {
+                let at = ago.map_or(json!(""), |ago| json!(timestamp(now - secs(ago))));
+                js["status"] = json!({"conditions": [{"type": kind, "status": "True", "lastTransitionTime": at}]});
+            }
+            assert_eq!(expiry(&js, now), expected, "{name}");
+            // The plan of a finished JobSet deletes it in the foreground, or looks again when
+            // its time runs out.
+            let planned = plan(&js, &[], now);
+            let finishing = finished.is_some_and(|(kind, _)| kind != "Suspended");
+            if finishing {
+                assert_eq!(
+                    planned.delete_jobset,
+                    expected == Some(Expiry::Expired),
+                    "{name}"
+                );
+                let after = match expected {
+                    Some(Expiry::After(left)) => Some(left),
+                    _ => None,
+                };
+                assert_eq!(planned.requeue_after, after, "{name}");
+                let writes = planned.writes(&js);
+                assert_eq!(
+                    writes.0.last() == Some(&Write::DeleteOwner(Propagation::Foreground)),
+                    expected == Some(Expiry::Expired),
+                    "{name}"
+                );
+            }
+        }
     }
 
     #[test]

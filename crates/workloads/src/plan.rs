@@ -20,6 +20,19 @@ pub enum Resource {
     StatefulSet,
     /// `batch/v1` Jobs.
     Job,
+    /// `v1` PersistentVolumeClaims.
+    PersistentVolumeClaim,
+}
+
+/// How a deletion reaches the deleted object's dependents (`propagationPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// The kind's default (none sent).
+    Default,
+    /// The object goes at once; the garbage collector deletes its dependents after.
+    Background,
+    /// The object stays, marked, until the garbage collector has deleted its dependents.
+    Foreground,
 }
 
 /// One write, in the owner's namespace.
@@ -29,15 +42,17 @@ pub enum Write {
     Create(Resource, Value),
     /// Merge-patch the named object with this patch.
     Patch(Resource, String, Value),
-    /// Delete the named object; `background`: with propagation policy `Background`.
+    /// Delete the named object.
     Delete {
         /// What it is.
         resource: Resource,
         /// Its name.
         name: String,
-        /// Whether its dependents are deleted in the background.
-        background: bool,
+        /// How its dependents go.
+        propagation: Propagation,
     },
+    /// Delete the owner itself (a finished object whose time to live has passed).
+    DeleteOwner(Propagation),
     /// Merge-patch the owner's `status` subresource with `{"status": …}`.
     Status(Value),
 }
@@ -53,12 +68,12 @@ impl Writes {
             .extend(objects.into_iter().map(|o| Write::Create(resource, o)));
     }
 
-    /// Adds deletions (foreground) of the named objects.
+    /// Adds deletions of the named objects, with the kind's default propagation.
     pub fn delete<'a>(&mut self, resource: Resource, names: impl IntoIterator<Item = &'a String>) {
         self.0.extend(names.into_iter().map(|name| Write::Delete {
             resource,
             name: name.clone(),
-            background: false,
+            propagation: Propagation::Default,
         }));
     }
 
@@ -83,10 +98,61 @@ impl Writes {
     }
 }
 
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`: changed and added fields,
+/// and `null` for each field `new` no longer has; an empty object when they are equal.
+pub fn merge_patch_between(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = serde_json::Map::new();
+            for (key, value) in new {
+                match old.get(key) {
+                    Some(before) if before == value => {}
+                    Some(before) if before.is_object() && value.is_object() => {
+                        patch.insert(key.clone(), merge_patch_between(before, value));
+                    }
+                    _ => {
+                        patch.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            for key in old.keys().filter(|key| !new.contains_key(*key)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        _ => new.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_merge_patch_between_two_objects_turns_one_into_the_other() {
+        let cases = [
+            (json!({"a": 1}), json!({"a": 1}), json!({})),
+            (
+                json!({"a": 1}),
+                json!({"a": 2, "b": 3}),
+                json!({"a": 2, "b": 3}),
+            ),
+            (
+                json!({"spec": {"affinity": {"x": 1}, "containers": [1]}}),
+                json!({"spec": {"containers": [1, 2]}}),
+                json!({"spec": {"affinity": null, "containers": [1, 2]}}),
+            ),
+            (json!({"a": {"b": 1}}), json!({"a": 5}), json!({"a": 5})),
+        ];
+        for (old, new, patch) in cases {
+            let made = merge_patch_between(&old, &new);
+            assert_eq!(made, patch, "{old} -> {new}");
+            let mut patched = old.clone();
+            json_patch::merge(&mut patched, &made);
+            assert_eq!(patched, new, "{old} -> {new}");
+        }
+    }
 
     #[test]
     fn an_unchanged_status_is_not_written() {

@@ -215,7 +215,18 @@ impl Cluster {
 
     /// Polls a kubectl query until its output satisfies a check.
     pub fn wait_for(&self, version: &str, args: &[&str], check: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        self.wait_for_within(version, args, Duration::from_secs(20), check)
+    }
+
+    /// As [`Cluster::wait_for`], for up to `within`.
+    pub fn wait_for_within(
+        &self,
+        version: &str,
+        args: &[&str],
+        within: Duration,
+        check: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = Instant::now() + within;
         let mut last = String::new();
         while Instant::now() < deadline {
             let output = self.kubectl(version, args);

@@ -358,3 +358,172 @@ fn upstream_jobset_and_leader_worker_set_examples_run() {
         "leaderworkerset-sample-1.leaderworkerset-sample.default"
     );
 }
+
+/// Polls a kubectl query until `check` holds, for up to a minute: rolling the groups of a
+/// LeaderWorkerSet one at a time takes longer than [`Cluster::wait_for`] allows.
+fn wait_long(cluster: &Cluster, v: &str, args: &[&str], check: impl Fn(&str) -> bool) -> String {
+    cluster.wait_for_within(v, args, std::time::Duration::from_secs(60), check)
+}
+
+fn install_crd(cluster: &Cluster, v: &str, crd: &str) {
+    cluster.ok(v, &["apply", "--server-side", "-f", &fixture(crd)]);
+}
+
+#[test]
+fn upstream_leader_worker_set_with_volume_claim_templates_gets_claims_and_drops_exclusive_placement()
+ {
+    let cluster = Cluster::start();
+    let v = "1.33";
+    install_crd(&cluster, v, "lws/crd-leaderworkersets.yaml");
+    cluster.ok(
+        v,
+        &[
+            "apply",
+            "-f",
+            &fixture("lws/lws-volume-claim-templates.yaml"),
+        ],
+    );
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "lws",
+            "lws",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |out| out == "2",
+    );
+    // One claim per template and pod, leaders' and workers' alike.
+    let claims = cluster.ok(
+        v,
+        &["get", "pvc", "-o", "jsonpath={.items[*].metadata.name}"],
+    );
+    let mut claims: Vec<&str> = claims.split_whitespace().collect();
+    claims.sort();
+    assert_eq!(
+        claims,
+        [
+            "persistent-storage-lws-0",
+            "persistent-storage-lws-0-1",
+            "persistent-storage-lws-1",
+            "persistent-storage-lws-1-1"
+        ]
+    );
+    let claim = |pod: &str| {
+        cluster.ok(
+            v,
+            &[
+                "get",
+                "pod",
+                pod,
+                "-o",
+                "jsonpath={.spec.volumes[?(@.name==\"persistent-storage\")].persistentVolumeClaim.claimName}",
+            ],
+        )
+    };
+    assert_eq!(claim("lws-0"), "persistent-storage-lws-0");
+    assert_eq!(claim("lws-1-1"), "persistent-storage-lws-1-1");
+    assert_eq!(
+        cluster.ok(
+            v,
+            &[
+                "get",
+                "pvc",
+                "persistent-storage-lws-0-1",
+                "-o",
+                "jsonpath={.spec.resources.requests.storage} {.metadata.labels.leaderworkerset\\.sigs\\.k8s\\.io/group-index}"
+            ]
+        ),
+        "10Gi 0"
+    );
+
+    // Exclusive placement on, then off again: each time the groups are replaced, the last
+    // time by pods without the affinity.
+    let topology_keys = [
+        "get",
+        "pods",
+        "-l",
+        "leaderworkerset.sigs.k8s.io/name=lws",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey}{\" \"}{end}",
+    ];
+    let every_pod = |out: &str, key: &str| {
+        let pods: Vec<&str> = out.split_whitespace().collect();
+        pods.len() == 4 && pods.iter().all(|p| p.ends_with(&format!("={key}")))
+    };
+    cluster.ok(
+        v,
+        &[
+            "annotate",
+            "lws",
+            "lws",
+            "leaderworkerset.sigs.k8s.io/exclusive-topology=kubernetes.io/hostname",
+        ],
+    );
+    wait_long(&cluster, v, &topology_keys, |out| {
+        every_pod(out, "kubernetes.io/hostname")
+    });
+    cluster.ok(
+        v,
+        &[
+            "annotate",
+            "lws",
+            "lws",
+            "leaderworkerset.sigs.k8s.io/exclusive-topology-",
+        ],
+    );
+    wait_long(&cluster, v, &topology_keys, |out| every_pod(out, ""));
+    wait_long(
+        &cluster,
+        v,
+        &[
+            "get",
+            "lws",
+            "lws",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |out| out == "2",
+    );
+}
+
+#[test]
+fn upstream_jobset_with_ttl_after_finished_is_deleted_once_finished() {
+    let cluster = Cluster::start();
+    let v = "1.33";
+    install_crd(&cluster, v, "jobset/crd-jobsets.yaml");
+    // Upstream's example, its 60 s to live shortened to 2 s.
+    let manifest = std::fs::read_to_string(fixture("jobset/ttl-after-finished.yaml"))
+        .expect("the fixture")
+        .replace("ttlSecondsAfterFinished: 60", "ttlSecondsAfterFinished: 2");
+    assert!(manifest.contains("ttlSecondsAfterFinished: 2"));
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &manifest);
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "jobset",
+            "jobset-with-ttl",
+            "-o",
+            "jsonpath={.status.terminalState}",
+        ],
+        |out| out == "Completed",
+    );
+    // Gone, and its Jobs and pods with it.
+    cluster.wait_for(v, &["get", "jobsets", "-o", "name"], |out| {
+        out.trim().is_empty()
+    });
+    cluster.wait_for(
+        v,
+        &[
+            "get",
+            "jobs,pods",
+            "-l",
+            "jobset.sigs.k8s.io/jobset-name=jobset-with-ttl",
+            "-o",
+            "name",
+        ],
+        |out| out.trim().is_empty(),
+    );
+}
