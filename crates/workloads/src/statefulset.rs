@@ -195,7 +195,42 @@ pub fn pod_for(set: &Value, ordinal: i64) -> Value {
     {
         pod["spec"]["subdomain"] = json!(service);
     }
+    attach_claim_volumes(set, &mut pod, ordinal);
     pod
+}
+
+/// Gives a pod a volume per `volumeClaimTemplates` entry, naming the ordinal's claim
+/// `<template>-<set>-<ordinal>` and replacing a template volume of the same name, as
+/// upstream's StatefulSet controller does (`updateStorage`), so containers can mount the
+/// claim templates by name.
+fn attach_claim_volumes(set: &Value, pod: &mut Value, ordinal: i64) {
+    let set_name = text(set, "/metadata/name");
+    let claims: Vec<&str> = set
+        .pointer("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|claim| text(claim, "/metadata/name"))
+        .filter(|name| !name.is_empty())
+        .collect();
+    if claims.is_empty() {
+        return;
+    }
+    let mut volumes: Vec<Value> = claims
+        .iter()
+        .map(|claim| {
+            json!({"name": claim, "persistentVolumeClaim": {
+                "claimName": format!("{claim}-{set_name}-{ordinal}")}})
+        })
+        .collect();
+    if let Some(Value::Array(existing)) = pod.pointer_mut("/spec/volumes") {
+        volumes.extend(
+            existing
+                .drain(..)
+                .filter(|volume| !claims.contains(&text(volume, "/name"))),
+        );
+    }
+    pod["spec"]["volumes"] = Value::Array(volumes);
 }
 
 #[cfg(test)]
@@ -235,6 +270,33 @@ mod tests {
             ),
             (Some("db-2"), Some("db-2"), Some("db"))
         );
+    }
+
+    #[test]
+    fn pods_get_a_claim_volume_per_claim_template() {
+        let mut s = set(1, "OrderedReady");
+        s["spec"]["template"]["spec"]["volumes"] = json!([
+            {"name": "data", "emptyDir": {}},
+            {"name": "cache", "emptyDir": {}}
+        ]);
+        let cases = [
+            (
+                json!(null),
+                json!([{"name": "data", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}]),
+            ),
+            (
+                json!([{"metadata": {"name": "data"}}, {"metadata": {"name": "logs"}}]),
+                json!([
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-3"}},
+                    {"name": "logs", "persistentVolumeClaim": {"claimName": "logs-db-3"}},
+                    {"name": "cache", "emptyDir": {}}
+                ]),
+            ),
+        ];
+        for (templates, volumes) in cases {
+            s["spec"]["volumeClaimTemplates"] = templates;
+            assert_eq!(pod_for(&s, 3)["spec"]["volumes"], volumes);
+        }
     }
 
     #[test]
