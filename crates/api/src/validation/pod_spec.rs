@@ -74,7 +74,7 @@ struct Context<'v> {
     claims: BTreeSet<&'v str>,
 }
 
-/// A string field, `""` when absent.
+/// A string field, if present.
 fn text<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
     object.get(key).and_then(Value::as_str)
 }
