@@ -27,16 +27,54 @@ impl Cause {
         }
     }
 
+    /// A required field is missing, with upstream's explanation.
+    pub fn required_because(field: impl Into<String>, detail: impl Into<String>) -> Cause {
+        Cause {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: format!("Required value: {}", detail.into()),
+        }
+    }
+
     /// A field has an unacceptable value.
     pub fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Cause {
-        let shown = match value {
-            Value::String(text) => format!("{text:?}"),
-            other => other.to_string(),
-        };
         Cause {
             reason: "FieldValueInvalid",
             field: field.into(),
-            message: format!("Invalid value: {shown}: {}", detail.into()),
+            message: format!("Invalid value: {}: {}", shown(value), detail.into()),
+        }
+    }
+
+    /// A field names something that does not exist (`Not found: "data"`), with upstream's
+    /// optional explanation.
+    pub fn not_found(field: impl Into<String>, value: &Value, detail: Option<&str>) -> Cause {
+        let mut message = format!("Not found: {}", shown(value));
+        if let Some(detail) = detail {
+            message.push_str(": ");
+            message.push_str(detail);
+        }
+        Cause {
+            reason: "FieldValueNotFound",
+            field: field.into(),
+            message,
+        }
+    }
+
+    /// A value outside a fixed set, listing the set as upstream does (each value quoted).
+    pub fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Cause {
+        let mut message = format!("Unsupported value: {}", shown(value));
+        if !supported.is_empty() {
+            let listed = supported
+                .iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            message.push_str(&format!(": supported values: {listed}"));
+        }
+        Cause {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message,
         }
     }
 
@@ -69,6 +107,14 @@ impl Cause {
 
     fn describe(&self) -> String {
         format!("{}: {}", self.field, self.message)
+    }
+}
+
+/// A value as upstream's field errors print it: strings quoted, anything else as JSON.
+pub(crate) fn shown(value: &Value) -> String {
+    match value {
+        Value::String(text) => format!("{text:?}"),
+        other => other.to_string(),
     }
 }
 

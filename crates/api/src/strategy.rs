@@ -9,6 +9,7 @@ use tessera_model::Quantity;
 
 use crate::error::Cause;
 use crate::resource::Resource;
+use crate::validation::pod_spec::{self, PodSpecOptions};
 
 /// Drops the status a client sent with a create, for kinds whose status the server owns.
 pub fn reset_status(resource: Resource, object: &mut Value) {
@@ -289,37 +290,35 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             causes.extend(crate::crd::validate(object))
         }
-        ("", "Pod") => {
-            if let Some(spec) = object.get("spec") {
-                validate_pod_spec(spec, "spec", &mut causes);
-            } else {
-                causes.push(Cause::required("spec.containers"));
-            }
-        }
-        ("batch", "Job")
-            if !matches!(
-                object
-                    .pointer("/spec/template/spec/restartPolicy")
-                    .and_then(Value::as_str),
-                Some("Never" | "OnFailure")
-            ) =>
-        {
-            let given = object
-                .pointer("/spec/template/spec/restartPolicy")
-                .and_then(Value::as_str)
-                .unwrap_or("Always");
-            causes.push(Cause {
-                reason: "FieldValueNotSupported",
-                field: "spec.template.spec.restartPolicy".into(),
-                message: format!(
-                    "Unsupported value: {given:?}: supported values: \"OnFailure\", \"Never\""
-                ),
-            });
-        }
-        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
-            if let Some(spec) = object.pointer("/spec/template/spec") {
-                validate_pod_spec(spec, "spec.template.spec", &mut causes);
-            }
+        ("", "Pod") => match object.get("spec") {
+            Some(spec) => causes.extend(pod_spec::validate(
+                spec,
+                "spec",
+                &PodSpecOptions {
+                    is_pod: true,
+                    ..PodSpecOptions::default()
+                },
+            )),
+            None => causes.push(Cause::required("spec.containers")),
+        },
+        ("", "PodTemplate") => check_template(object, "/template", "template", &[], &mut causes),
+        ("", "ReplicationController")
+        | ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet") => {
+            // A StatefulSet's pods also get a claim volume per volumeClaimTemplate.
+            let claim_templates: Vec<&str> = object
+                .pointer("/spec/volumeClaimTemplates")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|claim| claim.pointer("/metadata/name").and_then(Value::as_str))
+                .collect();
+            check_template(
+                object,
+                "/spec/template",
+                "spec.template",
+                &claim_templates,
+                &mut causes,
+            );
             if let Some(replicas) = object.pointer("/spec/replicas").and_then(Value::as_i64)
                 && replicas < 0
             {
@@ -333,6 +332,13 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             causes.extend(crate::autoscaling::validate(object));
         }
+        ("batch", "Job") => check_job_template(object, "/spec", "spec", &mut causes),
+        ("batch", "CronJob") => check_job_template(
+            object,
+            "/spec/jobTemplate/spec",
+            "spec.jobTemplate.spec",
+            &mut causes,
+        ),
         ("resource.k8s.io", "DeviceClass") => {
             check_selectors(
                 object.pointer("/spec/selectors"),
@@ -402,68 +408,43 @@ fn check_selectors(selectors: Option<&Value>, path: &str, causes: &mut Vec<Cause
     }
 }
 
-fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
-    let containers = spec.get("containers").and_then(Value::as_array);
-    if containers.is_none_or(Vec::is_empty) {
-        causes.push(Cause::required(format!("{path}.containers")));
-    }
-    let mut seen = Vec::new();
-    for list in ["initContainers", "containers"] {
-        let Some(items) = spec.get(list).and_then(Value::as_array) else {
-            continue;
-        };
-        for (index, container) in items.iter().enumerate() {
-            let at = format!("{path}.{list}[{index}]");
-            let name = container
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if let Some(problem) =
-                crate::resource::check_name(name, crate::resource::NameRule::Label)
-            {
-                if !name.is_empty() {
-                    causes.push(Cause::invalid(format!("{at}.name"), &json!(name), problem));
-                }
-            } else if seen.contains(&name) {
-                causes.push(Cause::duplicate(format!("{at}.name"), &json!(name)));
-            }
-            seen.push(name);
-            if container
-                .get("image")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
-                causes.push(Cause::required(format!("{at}.image")));
-            }
-            check_limits_cover_requests(container, &at, causes);
-        }
+/// The pod template at `pointer` (shown as `path`) of a workload, checked as upstream's
+/// `ValidatePodTemplateSpec` checks it; `claim_templates` names the claim volumes the
+/// workload's controller adds to each pod.
+fn check_template(
+    object: &Value,
+    pointer: &str,
+    path: &str,
+    claim_templates: &[&str],
+    causes: &mut Vec<Cause>,
+) {
+    if let Some(spec) = object.pointer(&format!("{pointer}/spec")) {
+        causes.extend(pod_spec::validate(
+            spec,
+            &format!("{path}.spec"),
+            &PodSpecOptions {
+                is_pod: false,
+                claim_template_volumes: claim_templates,
+            },
+        ));
     }
 }
 
-fn check_limits_cover_requests(container: &Value, at: &str, causes: &mut Vec<Cause>) {
-    let (Some(requests), Some(limits)) = (
-        container
-            .pointer("/resources/requests")
-            .and_then(Value::as_object),
-        container
-            .pointer("/resources/limits")
-            .and_then(Value::as_object),
-    ) else {
-        return;
-    };
-    for (name, request) in requests {
-        let (Some(request_q), Some(limit_q)) =
-            (quantity(request), limits.get(name).and_then(quantity))
-        else {
-            continue;
-        };
-        if request_q > limit_q {
-            causes.push(Cause::invalid(
-                format!("{at}.resources.requests"),
-                request,
-                format!("must be less than or equal to {name} limit of {limit_q}"),
-            ));
-        }
+/// A Job's spec (a Job's own or a CronJob's `jobTemplate.spec`) at `pointer`: its pod
+/// template, whose pods may restart only `OnFailure` or `Never`.
+fn check_job_template(object: &Value, pointer: &str, path: &str, causes: &mut Vec<Cause>) {
+    let template = format!("{pointer}/template");
+    check_template(object, &template, &format!("{path}.template"), &[], causes);
+    let given = object
+        .pointer(&format!("{template}/spec/restartPolicy"))
+        .and_then(Value::as_str)
+        .unwrap_or("Always");
+    if !matches!(given, "Never" | "OnFailure") {
+        causes.push(Cause::not_supported(
+            format!("{path}.template.spec.restartPolicy"),
+            &json!(given),
+            &["OnFailure", "Never"],
+        ));
     }
 }
 
@@ -721,10 +702,94 @@ mod tests {
             fields,
             [
                 ("FieldValueInvalid", "spec.containers[0].resources.requests"),
-                ("FieldValueDuplicate", "spec.containers[1].name"),
                 ("FieldValueRequired", "spec.containers[1].image"),
+                ("FieldValueDuplicate", "spec.containers[1].name"),
             ]
         );
+    }
+
+    #[test]
+    fn templates_are_validated_at_their_paths() {
+        let bad_mount = json!({"containers": [{"name": "c", "image": "i",
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "restartPolicy": "Never"});
+        let template = json!({"metadata": {"labels": {"app": "a"}}, "spec": bad_mount});
+        let table = [
+            (
+                "",
+                "v1",
+                "PodTemplate",
+                json!({"template": template}),
+                Some("template.spec"),
+            ),
+            (
+                "",
+                "v1",
+                "ReplicationController",
+                json!({"spec": {"template": template}}),
+                Some("spec.template.spec"),
+            ),
+            (
+                "apps",
+                "v1",
+                "Deployment",
+                json!({"spec": {"template": template}}),
+                Some("spec.template.spec"),
+            ),
+            (
+                "apps",
+                "v1",
+                "DaemonSet",
+                json!({"spec": {"template": template}}),
+                Some("spec.template.spec"),
+            ),
+            (
+                "batch",
+                "v1",
+                "Job",
+                json!({"spec": {"template": template}}),
+                Some("spec.template.spec"),
+            ),
+            (
+                "batch",
+                "v1",
+                "CronJob",
+                json!({"spec": {"jobTemplate": {"spec": {"template": template}}}}),
+                Some("spec.jobTemplate.spec.template.spec"),
+            ),
+            (
+                "apps",
+                "v1",
+                "StatefulSet",
+                json!({"spec": {"template": template}}),
+                Some("spec.template.spec"),
+            ),
+            (
+                "apps",
+                "v1",
+                "StatefulSet",
+                json!({"spec": {"template": template,
+                                "volumeClaimTemplates": [{"metadata": {"name": "data"}}]}}),
+                None,
+            ),
+        ];
+        for (group, version, kind, object, path) in table {
+            let resource = Resource::find_kind(group, version, kind).expect("served kind");
+            let fields: Vec<_> = validate(resource, &object)
+                .into_iter()
+                .map(|c| (c.reason, c.field))
+                .collect();
+            let expected: Vec<_> = path
+                .map(|p| {
+                    (
+                        "FieldValueNotFound",
+                        format!("{p}.containers[0].volumeMounts[0].name"),
+                    )
+                })
+                .into_iter()
+                .collect();
+            assert_eq!(fields, expected, "{kind}");
+        }
     }
 
     #[test]

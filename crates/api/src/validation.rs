@@ -9,8 +9,10 @@ use serde_json::Value;
 
 use tessera_model::Quantity;
 
-use crate::error::Cause;
+use crate::error::{Cause, shown};
 use crate::patch::Schema;
+
+pub mod pod_spec;
 
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 
@@ -168,13 +170,6 @@ const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 fn flag(node: &Value, name: &str) -> bool {
     node.get(name).and_then(Value::as_bool) == Some(true)
-}
-
-fn shown(value: &Value) -> String {
-    match value {
-        Value::String(text) => format!("{text:?}"),
-        other => other.to_string(),
-    }
 }
 
 /// Walks one node; `custom` says whether the schema is a CustomResourceDefinition's (whose

@@ -300,6 +300,33 @@ mod tests {
     }
 
     #[test]
+    fn pods_get_a_claim_volume_per_claim_template() {
+        let mut s = set(1, "OrderedReady");
+        s["spec"]["template"]["spec"]["volumes"] = json!([
+            {"name": "data", "emptyDir": {}},
+            {"name": "cache", "emptyDir": {}}
+        ]);
+        let cases = [
+            (
+                json!(null),
+                json!([{"name": "data", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}]),
+            ),
+            (
+                json!([{"metadata": {"name": "data"}}, {"metadata": {"name": "logs"}}]),
+                json!([
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-3"}},
+                    {"name": "logs", "persistentVolumeClaim": {"claimName": "logs-db-3"}},
+                    {"name": "cache", "emptyDir": {}}
+                ]),
+            ),
+        ];
+        for (templates, volumes) in cases {
+            s["spec"]["volumeClaimTemplates"] = templates;
+            assert_eq!(pod_for(&s, 3)["spec"]["volumes"], volumes);
+        }
+    }
+
+    #[test]
     fn scale_down_highest_first_and_failed_pods_return() {
         let s = set(1, "OrderedReady");
         let pods = [pod(&s, 0, true), pod(&s, 1, true), pod(&s, 2, true)];

@@ -470,6 +470,35 @@ fn bad_input_is_reported_with_the_field() {
 }
 
 #[test]
+fn a_mount_of_no_volume_is_refused_with_upstreams_message() {
+    let cluster = Cluster::start();
+    let v = "1.33";
+    let pod = POD.replace(
+        "    image: busybox:1.36\n",
+        "    image: busybox:1.36\n    volumeMounts: [{name: data, mountPath: /data}]\n",
+    );
+    let output = cluster.kubectl_with_stdin(v, &["apply", "-f", "-"], Some(&pod));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            r#"The Pod "web" is invalid: spec.containers[0].volumeMounts[0].name: Not found: "data""#
+        ),
+        "{stderr}"
+    );
+    let out = cluster.ok(v, &["get", "pods", "-o", "name"]);
+    assert!(out.trim().is_empty(), "nothing was stored: {out}");
+    // With the volume declared, the same pod is accepted.
+    let fixed = pod.replace(
+        "  containers:\n",
+        "  volumes: [{name: data, emptyDir: {}}]\n  containers:\n",
+    );
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &fixed);
+    let out = cluster.ok(v, &["get", "pods", "-o", "name"]);
+    assert_eq!(out.trim(), "pod/web");
+}
+
+#[test]
 fn deleting_a_namespace_deletes_what_it_holds() {
     let cluster = Cluster::start();
     let v = "1.33";

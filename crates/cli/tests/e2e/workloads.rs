@@ -205,7 +205,7 @@ fn daemon_sets_and_stateful_sets() {
     nodes.sort();
     assert_eq!(nodes, ["h100-1", "h100-2", "h200-1", "h200-2"]);
 
-    let stateful = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  serviceName: db\n  replicas: 3\n  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n    spec:\n      containers: [{name: db, image: db:1}]\n";
+    let stateful = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  serviceName: db\n  replicas: 3\n  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n    spec:\n      containers: [{name: db, image: db:1, volumeMounts: [{name: data, mountPath: /var/lib/db}]}]\n  volumeClaimTemplates:\n  - metadata: {name: data}\n    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n";
     cluster.ok_stdin(v, &["apply", "-f", "-"], stateful);
     cluster.wait_for(
         v,
@@ -224,6 +224,18 @@ fn daemon_sets_and_stateful_sets() {
         ],
     );
     assert_eq!(names, "db-0 db-1 db-2");
+    // Each pod mounts its ordinal's claim from the claim template.
+    let claim = cluster.ok(
+        v,
+        &[
+            "get",
+            "pod",
+            "db-1",
+            "-o",
+            "jsonpath={.spec.volumes[?(@.name=='data')].persistentVolumeClaim.claimName}",
+        ],
+    );
+    assert_eq!(claim, "data-db-1");
     let rollout = cluster.ok(v, &["rollout", "status", "statefulset/db", "--timeout=20s"]);
     assert!(
         rollout.contains("roll out complete") || rollout.contains("rolled out"),
