@@ -8,6 +8,7 @@ mod support;
 
 mod accelerators;
 mod agent;
+mod bench;
 mod catalog;
 mod crds;
 mod dra;
