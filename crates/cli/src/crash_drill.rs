@@ -17,6 +17,8 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use crate::bench_report::{Figure, Row};
+
 /// Options of `tessera bench crash-drill`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CrashDrillArgs {
@@ -36,9 +38,8 @@ pub struct CrashDrillArgs {
     /// Flush every commit to the device (`tessera up --fsync`).
     #[arg(long)]
     pub fsync: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub repeat: crate::bench_report::Repeat,
 }
 
 /// What one writer knows about one object: the last content the server acknowledged, and
@@ -54,15 +55,15 @@ struct Known {
 type Ledger = Arc<Mutex<BTreeMap<String, Known>>>;
 
 /// The drill's outcome.
-#[derive(Debug, Default, serde::Serialize)]
-pub struct Report {
-    pub cycles: usize,
-    pub acknowledged_writes: u64,
-    pub objects_checked: usize,
-    pub lost: Vec<String>,
-    pub wrong_content: Vec<String>,
+#[derive(Debug, Default)]
+struct Report {
+    cycles: usize,
+    acknowledged_writes: u64,
+    objects_checked: usize,
+    lost: Vec<String>,
+    wrong_content: Vec<String>,
     /// Milliseconds from process start to a served request, per restart.
-    pub restart_ms: Vec<u64>,
+    restart_ms: Vec<u64>,
 }
 
 impl Report {
@@ -73,26 +74,9 @@ impl Report {
     }
 }
 
-/// Runs the drill and prints its report; fails when a write was lost or changed.
-pub async fn run(args: CrashDrillArgs) -> anyhow::Result<()> {
-    let report = drill(&args).await?;
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
-            "crash drill: {} cycles of kill -9, {} acknowledged writes, {} objects checked after each restart",
-            report.cycles, report.acknowledged_writes, report.objects_checked
-        );
-        println!(
-            "restart to first served request: median {} ms",
-            report.median_restart_ms()
-        );
-        println!(
-            "lost: {}, wrong content: {}",
-            report.lost.len(),
-            report.wrong_content.len()
-        );
-    }
+/// Runs the drill once and reports it as a bench row; fails when a write was lost or changed.
+pub async fn rows(args: &CrashDrillArgs) -> anyhow::Result<Vec<Row>> {
+    let report = drill(args).await?;
     if !report.lost.is_empty() || !report.wrong_content.is_empty() {
         bail!(
             "acknowledged writes lost {:?} or changed {:?}",
@@ -100,7 +84,36 @@ pub async fn run(args: CrashDrillArgs) -> anyhow::Result<()> {
             report.wrong_content
         );
     }
-    Ok(())
+    Ok(vec![Row {
+        name: format!(
+            "crash drill: {} cycles of {} writers, kill -9, restart",
+            report.cycles, args.writers
+        ),
+        kind: "end-to-end (HTTPS, server in a child process)".into(),
+        items: report.cycles as u64,
+        // The work is the server's, in other processes.
+        cpu_seconds: None,
+        figures: vec![
+            Figure::new(
+                "restart to first served request",
+                "ms",
+                report.median_restart_ms() as f64,
+            ),
+            Figure::new(
+                "acknowledged writes",
+                "",
+                report.acknowledged_writes as f64,
+            ),
+            Figure::new(
+                "acknowledged objects checked",
+                "",
+                report.objects_checked as f64,
+            ),
+            Figure::new("lost or changed", "", 0.0),
+        ],
+        anchor: "none: the bar is zero lost writes (etcd's guarantee for acknowledged writes)"
+            .into(),
+    }])
 }
 
 async fn drill(args: &CrashDrillArgs) -> anyhow::Result<Report> {

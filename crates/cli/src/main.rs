@@ -2,7 +2,9 @@
 
 mod agent;
 mod bench;
+mod bench_report;
 mod bench_scheduler;
+mod bench_sim;
 mod bootstrap;
 mod catalog;
 mod client;
@@ -68,7 +70,10 @@ enum BenchCommand {
     /// The scheduling core on scheduler_perf-shaped workloads.
     Scheduler(bench_scheduler::SchedulerBenchArgs),
     /// The simulator: one FGD experiment per policy, against the artifact's time.
-    Sim(sim::SimBenchArgs),
+    Sim(bench_sim::SimBenchArgs),
+    /// Placement quality: Tessera's policy against FGD on every trace, on the seeds it was
+    /// designed on and on held-out seeds.
+    Placement(bench_sim::PlacementBenchArgs),
     /// Durability: concurrent writers, `kill -9` of the server, restart; no acknowledged
     /// write may be lost.
     CrashDrill(crash_drill::CrashDrillArgs),
@@ -202,12 +207,25 @@ fn main() -> anyhow::Result<()> {
         Command::Fault(args) => {
             runtime.block_on(fault::run(&args.command, &args.target, args.data_dir))
         }
-        Command::Bench(BenchCommand::Api(args)) => runtime.block_on(bench::run(args)),
-        Command::Bench(BenchCommand::Rbac(args)) => runtime.block_on(bench::rbac(args)),
-        Command::Bench(BenchCommand::Apply(args)) => runtime.block_on(bench::apply(args)),
+        Command::Bench(BenchCommand::Api(args)) => {
+            bench_report::repeat(&args.repeat, || runtime.block_on(bench::api(&args)))
+        }
+        Command::Bench(BenchCommand::Rbac(args)) => {
+            bench_report::repeat(&args.repeat, || runtime.block_on(bench::rbac(&args)))
+        }
+        Command::Bench(BenchCommand::Apply(args)) => {
+            bench_report::repeat(&args.repeat, || runtime.block_on(bench::apply(&args)))
+        }
         Command::Bench(BenchCommand::Scheduler(args)) => bench_scheduler::run(&args),
-        Command::Bench(BenchCommand::Sim(args)) => sim::bench(&args),
-        Command::Bench(BenchCommand::CrashDrill(args)) => runtime.block_on(crash_drill::run(args)),
+        Command::Bench(BenchCommand::Sim(args)) => {
+            bench_report::repeat(&args.repeat, || bench_sim::sim(&args))
+        }
+        Command::Bench(BenchCommand::Placement(args)) => {
+            bench_report::repeat(&args.repeat, || bench_sim::placement(&args))
+        }
+        Command::Bench(BenchCommand::CrashDrill(args)) => {
+            bench_report::repeat(&args.repeat, || runtime.block_on(crash_drill::rows(&args)))
+        }
         Command::Sim(command) => sim::run(&command),
     }
 }

@@ -133,7 +133,7 @@ fn parse_policy(text: &str) -> Result<Policy, String> {
     })
 }
 
-fn parse_seeds(text: &str) -> Result<Seeds, String> {
+pub(crate) fn parse_seeds(text: &str) -> Result<Seeds, String> {
     let number = |s: &str| {
         s.trim()
             .parse::<u64>()
@@ -152,20 +152,20 @@ fn parse_seeds(text: &str) -> Result<Seeds, String> {
     Ok(Seeds(seeds))
 }
 
-fn read_nodes(path: &Path) -> anyhow::Result<Vec<TraceNode>> {
+pub(crate) fn read_nodes(path: &Path) -> anyhow::Result<Vec<TraceNode>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(trace::parse_nodes(&path.display().to_string(), &text)?)
 }
 
-fn read_pods(path: &Path) -> anyhow::Result<Vec<TracePod>> {
+pub(crate) fn read_pods(path: &Path) -> anyhow::Result<Vec<TracePod>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(trace::parse_pods(&path.display().to_string(), &text)?)
 }
 
 /// The workload's name: the pod list's file name without `.csv`.
-fn workload(path: &Path) -> String {
+pub(crate) fn workload(path: &Path) -> String {
     path.file_stem()
         .map_or_else(|| "workload".into(), |s| s.to_string_lossy().into_owned())
 }
@@ -189,7 +189,7 @@ fn is_csv(path: &Path) -> bool {
 }
 
 /// An openb trace on an openb cluster, under one of the artifact's policies or Tessera's.
-fn trace_timeline(
+pub(crate) fn trace_timeline(
     nodes: &Path,
     pods: &Path,
     args: &RunArgs,
@@ -209,7 +209,7 @@ fn trace_timeline(
 }
 
 /// Kubernetes manifests on a topology's cluster, placed by the scheduling core.
-fn manifest_timeline(
+pub(crate) fn manifest_timeline(
     topology: &tessera_node::Topology,
     files: &[PathBuf],
     args: &RunArgs,
@@ -376,16 +376,18 @@ fn append(path: &Path, rows: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Job {
-    workload: usize,
-    policy: Policy,
-    seed: u64,
+/// One experiment of a grid.
+pub(crate) struct Job {
+    /// Index into the workloads.
+    pub workload: usize,
+    pub policy: Policy,
+    pub seed: u64,
 }
 
-fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
-    let nodes = read_nodes(&args.nodes)?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&args.pods_dir)
-        .with_context(|| format!("reading {}", args.pods_dir.display()))?
+/// Every `openb_pod_list_*.csv` of a folder, sorted by name, as (workload name, pods).
+pub(crate) fn read_workloads(pods_dir: &Path) -> anyhow::Result<Vec<(String, Vec<TracePod>)>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(pods_dir)
+        .with_context(|| format!("reading {}", pods_dir.display()))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_name()
@@ -395,16 +397,20 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
         .collect();
     files.sort();
     if files.is_empty() {
-        bail!("{}: no openb_pod_list_*.csv files", args.pods_dir.display());
+        bail!("{}: no openb_pod_list_*.csv files", pods_dir.display());
     }
-    let workloads: Vec<(String, Vec<TracePod>)> = files
+    files
         .iter()
         .map(|f| Ok((workload(f), read_pods(f)?)))
-        .collect::<anyhow::Result<_>>()?;
+        .collect()
+}
+
+/// Every (workload, policy, seed) of `policies` × `seeds` over `workloads`.
+pub(crate) fn jobs(workloads: usize, policies: &[Policy], seeds: &[u64]) -> Vec<Job> {
     let mut jobs = Vec::new();
-    for workload in 0..workloads.len() {
-        for &policy in &args.policies {
-            for &seed in &args.seeds.0 {
+    for workload in 0..workloads {
+        for &policy in policies {
+            for &seed in seeds {
                 jobs.push(Job {
                     workload,
                     policy,
@@ -413,15 +419,26 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let workers = args
-        .jobs
+    jobs
+}
+
+/// Runs `jobs` on `workers` threads (default: every core); per job, in order, its row in the
+/// artifact's layout and its GPU allocation at 100% arrived. Fails, naming every failed run,
+/// if any run fails.
+pub(crate) fn run_jobs(
+    nodes: &[TraceNode],
+    workloads: &[(String, Vec<TracePod>)],
+    jobs: &[Job],
+    tune: f64,
+    workers: Option<usize>,
+) -> anyhow::Result<Vec<(String, Option<f64>)>> {
+    let workers = workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, jobs.len());
+        .clamp(1, jobs.len().max(1));
     let next = AtomicUsize::new(0);
     // Each run keeps only its row and its allocation at 100% (not its events).
     type Done = Result<(String, Option<f64>), String>;
     let results: Mutex<Vec<Option<Done>>> = Mutex::new(vec![None; jobs.len()]);
-    let started = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
@@ -429,9 +446,9 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { break };
                     let (name, pods) = &workloads[job.workload];
-                    let outcome = fgd::run(&nodes, pods, job.policy, job.seed, args.tune)
+                    let outcome = fgd::run(nodes, pods, job.policy, job.seed, tune)
                         .map(|o| {
-                            let row = fgd::discrete_row(name, job.policy, args.tune, job.seed, &o);
+                            let row = fgd::discrete_row(name, job.policy, tune, job.seed, &o);
                             (row, fgd::discrete(&o)[100])
                         })
                         .map_err(|e| e.to_string());
@@ -442,25 +459,15 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
             });
         }
     });
-    let seconds = started.elapsed().as_secs_f64();
     let results = results
         .into_inner()
         .map_err(|_| anyhow::anyhow!("a simulation thread panicked"))?;
-    let mut rows = Vec::new();
+    let mut done = Vec::new();
     let mut failures = Vec::new();
-    let mut at_100: std::collections::BTreeMap<(usize, Policy), Vec<f64>> = Default::default();
     for (job, result) in jobs.iter().zip(results) {
         let name = &workloads[job.workload].0;
         match result {
-            Some(Ok((row, value))) => {
-                if let Some(value) = value {
-                    at_100
-                        .entry((job.workload, job.policy))
-                        .or_default()
-                        .push(value);
-                }
-                rows.push(row);
-            }
+            Some(Ok(outcome)) => done.push(outcome),
             Some(Err(error)) => {
                 failures.push(format!("{name} {} seed {}: {error}", job.policy, job.seed))
             }
@@ -477,6 +484,31 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
             jobs.len(),
             failures.join("\n")
         );
+    }
+    Ok(done)
+}
+
+fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
+    let nodes = read_nodes(&args.nodes)?;
+    let workloads = read_workloads(&args.pods_dir)?;
+    let jobs = jobs(workloads.len(), &args.policies, &args.seeds.0);
+    let workers = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, jobs.len().max(1));
+    let started = Instant::now();
+    let done = run_jobs(&nodes, &workloads, &jobs, args.tune, Some(workers))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let mut rows = Vec::new();
+    let mut at_100: std::collections::BTreeMap<(usize, Policy), Vec<f64>> = Default::default();
+    for (job, (row, value)) in jobs.iter().zip(done) {
+        if let Some(value) = value {
+            at_100
+                .entry((job.workload, job.policy))
+                .or_default()
+                .push(value);
+        }
+        rows.push(row);
     }
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
@@ -514,124 +546,4 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
         args.out.display()
     );
     Ok(())
-}
-
-/// Options of `tessera bench sim`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct SimBenchArgs {
-    /// The node list.
-    #[arg(long, default_value = "data/openb/openb_node_list_gpu_node.csv")]
-    pub nodes: PathBuf,
-    /// The pod list.
-    #[arg(long, default_value = "data/openb/openb_pod_list_default.csv")]
-    pub pods: PathBuf,
-    /// Seeds to time each policy over.
-    #[arg(long, default_value = "42..46", value_parser = parse_seeds)]
-    pub seeds: Seeds,
-    /// Manifests timed on the lab topology (`tessera sim run`).
-    #[arg(long, default_value = "examples/sim/teams.yaml")]
-    pub workload: PathBuf,
-}
-
-/// The artifact's time for one experiment on 2 vCPUs (its README: about 10 minutes).
-const ARTIFACT_SECONDS: f64 = 600.0;
-
-/// The process's peak resident memory in MiB (Linux), if known.
-fn peak_memory_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
-/// `tessera bench sim`: one FGD experiment per policy and seed, timed one at a time on one
-/// core; a Markdown table with seconds per experiment and the speed-up over the artifact.
-pub fn bench(args: &SimBenchArgs) -> anyhow::Result<()> {
-    let nodes = read_nodes(&args.nodes)?;
-    let pods = read_pods(&args.pods)?;
-    let name = workload(&args.pods);
-    println!(
-        "| policy ({name}, {} seeds) | seconds per experiment | speed-up over the artifact (≈600 s) | allocation at 100% arrived |",
-        args.seeds.0.len()
-    );
-    println!("|---|---|---|---|");
-    for policy in Policy::ALL {
-        let mut seconds = 0.0;
-        let mut allocation = 0.0;
-        for &seed in &args.seeds.0 {
-            let started = Instant::now();
-            let outcome = fgd::run(&nodes, &pods, policy, seed, 1.3)?;
-            seconds += started.elapsed().as_secs_f64();
-            allocation += fgd::discrete(&outcome)[100].unwrap_or(0.0);
-        }
-        let runs = args.seeds.0.len().max(1) as f64;
-        let each = seconds / runs;
-        println!(
-            "| {} | {each:.3} | {:.0}× | {:.2}% |",
-            policy.label(),
-            ARTIFACT_SECONDS / each.max(1e-9),
-            allocation / runs
-        );
-    }
-    // Timelines (`tessera sim run`): simulated time against the time it took.
-    println!(
-        "\n| timeline (`tessera sim run`) | events | simulated | seconds | faster than real time |"
-    );
-    println!("|---|---|---|---|---|");
-    let run_args = |cluster: Option<PathBuf>, workload: PathBuf| RunArgs {
-        cluster,
-        workload: vec![workload],
-        scheduler_config: None,
-        namespace: "openb".into(),
-        policy: Policy::Tessera,
-        seed: 42,
-        max_wait: None,
-        events: None,
-        summary: None,
-        report: None,
-    };
-    let options = |policy: &str| Options {
-        policy: policy.into(),
-        seed: 42,
-        max_wait: None,
-    };
-    let trace_args = run_args(Some(args.nodes.clone()), args.pods.clone());
-    let started = Instant::now();
-    let (events, summary) =
-        trace_timeline(&args.nodes, &args.pods, &trace_args, &options("tessera"))?;
-    timeline_row(
-        &format!("{name} in real time, tessera policy"),
-        &events,
-        &summary,
-        started,
-    );
-    let lab = tessera_node::Topology::default_lab();
-    let manifest_args = run_args(None, args.workload.clone());
-    let started = Instant::now();
-    let (events, summary) = manifest_timeline(
-        &lab,
-        std::slice::from_ref(&args.workload),
-        &manifest_args,
-        &options("default-scheduler"),
-    )?;
-    timeline_row(
-        &format!("{} on the lab topology", workload(&args.workload)),
-        &events,
-        &summary,
-        started,
-    );
-    if let Some(peak) = peak_memory_mib() {
-        println!("\npeak resident memory: {peak:.0} MiB");
-    }
-    Ok(())
-}
-
-fn timeline_row(what: &str, events: &[Event], summary: &Summary, started: Instant) {
-    let seconds = started.elapsed().as_secs_f64();
-    println!(
-        "| {what} | {} | {} | {seconds:.3} | {:.0}× |",
-        events.len(),
-        tessera_sim::report::duration(summary.makespan as f64),
-        summary.makespan as f64 / seconds.max(1e-9)
-    );
 }

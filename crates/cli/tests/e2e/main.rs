@@ -9,6 +9,7 @@ mod support;
 mod accelerators;
 mod agent;
 mod autoscaling;
+mod bench;
 mod catalog;
 mod crds;
 mod dra;
