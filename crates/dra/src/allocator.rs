@@ -6,8 +6,13 @@
 //! capacity of devices allowing multiple allocations, device taints and tolerations,
 //! incomplete and invalid pools) by a depth-first search with backtracking
 //! over combinations. `Ok(None)` is "does not fit on this node"; an error is input no node
-//! could satisfy (unknown class, bad CEL, a request with neither or both of `exactly` and
-//! `firstAvailable`) or a search past its step budget.
+//! could satisfy (unknown class, bad or empty selectors and constraints, a request with
+//! neither or both of `exactly` and `firstAvailable`, more than a result holds, a constraint
+//! that keeps a device out of `All`), upstream's "invalid resource pools" when nothing fits
+//! and a reachable pool could not be used, or a search past its step budget. Node selectors
+//! of results are upstream's: the node when a device is node-local, else the requirements of
+//! the devices' node selectors joined into one term, else none. Devices with binding
+//! conditions are not allocated (DRADeviceBindingConditions off, as in 1.34).
 //!
 //! Unlike upstream's first fit, up to [`SOLUTIONS_COMPARED`] complete solutions are compared
 //! (devices of one request on one PCIe root, partitions packed onto GPUs already in use,
@@ -74,6 +79,22 @@ pub enum AllocationError {
         request: String,
         /// `driver/pool`.
         pool: String,
+    },
+    /// A claim is malformed as a whole.
+    #[error("claim {claim}: {message}")]
+    Claim {
+        /// `namespace/name`.
+        claim: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Nothing fits, and some pool the node reaches could not be used (duplicate devices,
+    /// counter sets defined twice or unknown): upstream's error, since the pool might have
+    /// had the devices.
+    #[error("invalid resource pools were encountered: {pools}")]
+    InvalidPools {
+        /// `driver/pool: why`, comma-separated.
+        pools: String,
     },
     /// The search took too many steps.
     #[error("allocation search gave up after {STEP_BUDGET} steps")]
@@ -153,8 +174,10 @@ impl DeviceClasses {
                         .selectors
                         .iter()
                         .flatten()
-                        .filter_map(|s| s.cel.as_ref())
-                        .map(|cel| Selector::compile(&cel.expression))
+                        .map(|s| match &s.cel {
+                            Some(cel) => Selector::compile(&cel.expression),
+                            None => Err(SelectorError::Unsupported),
+                        })
                         .collect::<Result<Vec<_>, _>>()
                         .map(|selectors| Class {
                             selectors,
@@ -234,6 +257,18 @@ impl DeviceClasses {
             }
             requests.push(alternatives);
         }
+        let least: usize = requests
+            .iter()
+            .map(|alternatives| least_devices(alternatives))
+            .sum();
+        if least > MAX_RESULTS {
+            return Err(AllocationError::Claim {
+                claim: key,
+                message: format!(
+                    "number of requested devices {least} exceeds the claim limit of {MAX_RESULTS}"
+                ),
+            });
+        }
         let constraints = claim
             .spec
             .devices
@@ -241,18 +276,23 @@ impl DeviceClasses {
             .and_then(|d| d.constraints.as_ref())
             .into_iter()
             .flatten()
-            .filter_map(|c| {
+            .map(|c| {
                 let kind = match (&c.match_attribute, &c.distinct_attribute) {
                     (Some(attr), _) => ConstraintKind::Match(attr.clone()),
                     (None, Some(attr)) => ConstraintKind::Distinct(attr.clone()),
-                    (None, None) => return None,
+                    (None, None) => {
+                        return Err(AllocationError::Claim {
+                            claim: key.clone(),
+                            message: "empty constraint (unsupported constraint type?)".into(),
+                        });
+                    }
                 };
-                Some(Constraint {
+                Ok(Constraint {
                     requests: c.requests.clone().unwrap_or_default(),
                     kind,
                 })
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         Ok(ClaimPlan {
             claim,
             requests,
@@ -303,27 +343,32 @@ impl DeviceClasses {
         };
         let mut all = class_selectors;
         for selector in selectors {
-            if let Some(cel) = &selector.cel {
-                all.push(Selector::compile(&cel.expression).map_err(|source| {
-                    AllocationError::Selector {
-                        claim: claim.to_string(),
-                        source,
-                    }
-                })?);
-            }
+            let compiled = match &selector.cel {
+                Some(cel) => Selector::compile(&cel.expression),
+                None => Err(SelectorError::Unsupported),
+            };
+            all.push(compiled.map_err(|source| AllocationError::Selector {
+                claim: claim.to_string(),
+                source,
+            })?);
         }
         let mode = match mode.unwrap_or("ExactCount") {
             "ExactCount" => {
                 let count = count.unwrap_or(1);
-                if !(1..=MAX_RESULTS as i64).contains(&count) {
+                if count < 1 {
+                    return Err(fail(format!("count must be at least 1, is {count}")));
+                }
+                // More than one result may hold is an error of a request, and only makes a
+                // subrequest of `firstAvailable` impossible (upstream tries the next).
+                if count > MAX_RESULTS as i64 && sub.is_none() {
                     return Err(fail(format!(
-                        "count must be between 1 and {MAX_RESULTS}, is {count}"
+                        "number of requested devices {count} exceeds the claim limit of {MAX_RESULTS}"
                     )));
                 }
-                Mode::Count(count as usize)
+                Mode::Count(usize::try_from(count).unwrap_or(usize::MAX))
             }
             "All" => Mode::All,
-            other => return Err(fail(format!("unknown allocationMode {other:?}"))),
+            other => return Err(fail(format!("unsupported count mode {other}"))),
         };
         let mut requested = BTreeMap::new();
         for (name, quantity) in capacity
@@ -585,6 +630,18 @@ struct State<'p> {
     limit: usize,
 }
 
+/// The fewest devices one request takes: its cheapest alternative (`All` takes at least one).
+fn least_devices(alternatives: &[Alternative]) -> usize {
+    alternatives
+        .iter()
+        .map(|a| match a.mode {
+            Mode::Count(n) => n,
+            Mode::All => 1,
+        })
+        .min()
+        .unwrap_or(0)
+}
+
 /// How many complete solutions the search compares before it settles.
 pub const SOLUTIONS_COMPARED: usize = 16;
 
@@ -734,7 +791,7 @@ impl<'a> Allocator<'a> {
             let pool_held = in_use.pool(&pool.driver, &pool.name);
             for device in &pool.devices {
                 let taken = pool_held.is_some_and(|h| h.contains(&device.id.device));
-                if taken {
+                if taken || (device.shared.is_some() && in_use.shared.contains_key(&device.id)) {
                     let used = consumed
                         .entry((pool.driver.clone(), pool.name.clone()))
                         .or_default();
@@ -743,6 +800,15 @@ impl<'a> Allocator<'a> {
                 held.push(taken);
             }
             busy.push(held);
+            // Devices elsewhere that are allocated use up counters shared with this node's.
+            for (id, consumes) in &pool.elsewhere {
+                if pool_held.is_some_and(|h| h.contains(&id.device)) {
+                    let used = consumed
+                        .entry((pool.driver.clone(), pool.name.clone()))
+                        .or_default();
+                    add_counters(used, consumes);
+                }
+            }
         }
         Allocator {
             node,
@@ -823,7 +889,29 @@ impl<'a> Allocator<'a> {
             ..State::default()
         };
         self.solve(plans, &mut state, 0, 0)?;
+        if state.solutions.is_empty() {
+            self.no_invalid_pools()?;
+        }
         Ok(!state.solutions.is_empty())
+    }
+
+    /// Upstream's error when nothing fits and a pool the node reaches could not be used.
+    fn no_invalid_pools(&self) -> Result<(), AllocationError> {
+        let invalid: Vec<String> = self
+            .pools
+            .iter()
+            .filter_map(|p| {
+                let why = p.invalid.as_ref()?;
+                Some(format!("{}/{}: {why}", p.driver, p.name))
+            })
+            .collect();
+        if invalid.is_empty() {
+            Ok(())
+        } else {
+            Err(AllocationError::InvalidPools {
+                pools: invalid.join(", "),
+            })
+        }
     }
 
     /// As [`Allocator::allocate`], comparing at most `solutions` complete solutions (1: the
@@ -856,6 +944,7 @@ impl<'a> Allocator<'a> {
             .max_by(|(i, (a, _)), (j, (b, _))| a.cmp(b).then(j.cmp(i)))
             .map(|(_, (_, picks))| picks.clone())
         else {
+            self.no_invalid_pools()?;
             return Ok(None);
         };
         Ok(Some(
@@ -887,7 +976,20 @@ impl<'a> Allocator<'a> {
         let Some(alternatives) = plan.requests.get(request) else {
             return self.solve(plans, state, claim + 1, 0);
         };
+        // Devices the claim holds so far, and the fewest its later requests take.
+        let held = state.picks.iter().filter(|p| p.claim == claim).count();
+        let later: usize = plan.requests[request + 1..]
+            .iter()
+            .map(|alternatives| least_devices(alternatives))
+            .sum();
         for alternative in alternatives {
+            let least = match alternative.mode {
+                Mode::Count(n) => n,
+                Mode::All => 1,
+            };
+            if held.saturating_add(least).saturating_add(later) > MAX_RESULTS {
+                continue;
+            }
             let found = match alternative.mode {
                 Mode::Count(n) => {
                     self.pick(plans, state, claim, request, alternative, n, (0, 0))?
@@ -1024,9 +1126,34 @@ impl<'a> Allocator<'a> {
         alternative: &'p Alternative,
         (pool, index): (usize, usize),
     ) -> Result<bool, AllocationError> {
+        Ok(
+            self.fits_unconstrained(plans, state, claim, alternative, (pool, index))?
+                && self.constraints_hold(
+                    plans,
+                    state,
+                    claim,
+                    alternative,
+                    self.device(pool, index),
+                ),
+        )
+    }
+
+    /// [`Allocator::fits`] but for the claim's constraints.
+    fn fits_unconstrained<'p>(
+        &self,
+        plans: &'p [ClaimPlan<'_>],
+        state: &mut State<'p>,
+        claim: usize,
+        alternative: &'p Alternative,
+        (pool, index): (usize, usize),
+    ) -> Result<bool, AllocationError> {
         let device = self.device(pool, index);
         if let Some(policies) = &device.shared {
-            // A shared device: room left in its capacities decides, not exclusivity.
+            // A shared device: room left in its capacities decides, not exclusivity (unless
+            // an allocated claim holds it whole).
+            if self.busy[pool][index] {
+                return Ok(false);
+            }
             let Some(needed) = capacity::consumption(policies, &alternative.capacity) else {
                 return Ok(false);
             };
@@ -1072,23 +1199,41 @@ impl<'a> Allocator<'a> {
         if !selectable || blocked(device, &alternative.tolerations) {
             return Ok(false);
         }
-        if !device.consumes.is_empty() && !self.counters_left(state, pool, device) {
+        if !device.consumes.is_empty() && !self.counters_left(state, (pool, index)) {
             return Ok(false);
         }
-        Ok(self.constraints_hold(plans, state, claim, alternative, device))
+        Ok(true)
     }
 
-    fn counters_left(&self, state: &State<'_>, pool: usize, device: &PoolDevice) -> bool {
+    /// Whether allocated claims hold shares of a device (its counters are counted already).
+    fn shares_held(&self, pool: usize, index: usize) -> bool {
+        let device = self.device(pool, index);
+        device.shared.is_some() && self.in_use.shared.contains_key(&device.id)
+    }
+
+    /// Whether the pool's shared counters can take device `index` beside what is allocated
+    /// and picked.
+    fn counters_left(&self, state: &State<'_>, (pool, index): (usize, usize)) -> bool {
         let pool_info = &self.pools[pool];
         let mut used = self
             .consumed
             .get(&(pool_info.driver.clone(), pool_info.name.clone()))
             .cloned()
             .unwrap_or_default();
-        for pick in state.picks.iter().filter(|p| p.pool == pool) {
-            add_counters(&mut used, &self.device(pick.pool, pick.device).consumes);
+        // A device shared by several picks consumes its counters once, as does one already
+        // holding shares of allocated claims.
+        let mut counted: BTreeSet<usize> = state
+            .picks
+            .iter()
+            .filter(|p| p.pool == pool)
+            .map(|p| p.device)
+            .collect();
+        counted.insert(index);
+        for &device in &counted {
+            if !self.shares_held(pool, device) {
+                add_counters(&mut used, &self.device(pool, device).consumes);
+            }
         }
-        add_counters(&mut used, &device.consumes);
         used.iter().all(|(set, counters)| {
             counters.iter().all(|(name, amount)| {
                 pool_info
@@ -1234,10 +1379,40 @@ impl<'a> Allocator<'a> {
                 if !self.selected_shared(plans[claim].claim, alternative, (pool, index))? {
                     continue;
                 }
+                // A shared device whose capacity cannot serve the request, given what
+                // allocated claims consume, is not among "all" (upstream filters it out).
+                if let Some(policies) = &self.device(pool, index).shared {
+                    let servable = capacity::consumption(policies, &alternative.capacity)
+                        .is_some_and(|needed| {
+                            let used = self
+                                .in_use
+                                .shared
+                                .get(&self.device(pool, index).id)
+                                .cloned()
+                                .unwrap_or_default();
+                            capacity::fits(policies, &used, &needed)
+                        });
+                    if !servable {
+                        continue;
+                    }
+                }
                 // Every matching device must be allocatable: one that is not fails the request.
-                if !self.fits(plans, state, claim, alternative, (pool, index))? {
+                if !self.fits_unconstrained(plans, state, claim, alternative, (pool, index))? {
                     state.picks.truncate(before);
                     return Ok(false);
+                }
+                // A constraint that keeps a device out makes the request unsatisfiable
+                // anywhere: upstream calls that an error of the claim.
+                let device = self.device(pool, index);
+                if !self.constraints_hold(plans, state, claim, alternative, device) {
+                    return Err(AllocationError::Request {
+                        claim: claim_key(plans[claim].claim),
+                        request: alternative.result_name.clone(),
+                        message: format!(
+                            "cannot add device {} because a claim constraint would not be satisfied",
+                            device.id
+                        ),
+                    });
                 }
                 state.picks.push(Pick {
                     claim,
@@ -1352,36 +1527,74 @@ impl<'a> Allocator<'a> {
             .into_iter()
             .flatten()
         {
-            let requests = c.requests.clone().unwrap_or_default();
+            let requests = c.requests.as_deref().unwrap_or_default();
             if requests.is_empty() || requests.iter().any(|r| allocated.contains(r.as_str())) {
                 config.push(DeviceAllocationConfiguration {
                     source: "FromClaim".into(),
-                    requests: Some(requests),
+                    requests: c.requests.clone(),
                     opaque: c.opaque.clone(),
                 });
             }
         }
-        let node_local = picks
+        let devices: Vec<&PoolDevice> = picks
             .iter()
-            .any(|p| self.device(p.pool, p.device).node_local);
+            .map(|p| self.device(p.pool, p.device))
+            .collect();
         AllocationResult {
             allocation_timestamp: None,
             devices: Some(DeviceAllocationResult {
                 results: Some(results),
                 config: (!config.is_empty()).then_some(config),
             }),
-            node_selector: node_local.then(|| NodeSelector {
-                node_selector_terms: vec![NodeSelectorTerm {
-                    match_fields: Some(vec![NodeSelectorRequirement {
-                        key: "metadata.name".into(),
-                        operator: "In".into(),
-                        values: Some(vec![self.node.name.clone()]),
-                    }]),
-                    match_expressions: None,
-                }],
-            }),
+            node_selector: node_selector(&self.node.name, &devices),
         }
     }
+}
+
+/// Where an allocation of `devices` may run (upstream's `createNodeSelector`): on this node
+/// when one of them is node-local; else where all their node selectors hold (their single
+/// terms joined into one); anywhere (`None`) when all are on all nodes. A selector of several
+/// terms (refused by validation) pins the allocation to this node.
+fn node_selector(node: &str, devices: &[&PoolDevice]) -> Option<NodeSelector> {
+    let this_node = || NodeSelector {
+        node_selector_terms: vec![NodeSelectorTerm {
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: "metadata.name".into(),
+                operator: "In".into(),
+                values: Some(vec![node.to_string()]),
+            }]),
+            match_expressions: None,
+        }],
+    };
+    if devices.iter().any(|d| d.node_local) {
+        return Some(this_node());
+    }
+    let mut fields: Vec<NodeSelectorRequirement> = Vec::new();
+    let mut expressions: Vec<NodeSelectorRequirement> = Vec::new();
+    for selector in devices.iter().filter_map(|d| d.node_selector.as_ref()) {
+        let [term] = selector.node_selector_terms.as_slice() else {
+            return Some(this_node());
+        };
+        for (from, into) in [
+            (&term.match_fields, &mut fields),
+            (&term.match_expressions, &mut expressions),
+        ] {
+            for requirement in from.iter().flatten() {
+                if !into.contains(requirement) {
+                    into.push(requirement.clone());
+                }
+            }
+        }
+    }
+    if fields.is_empty() && expressions.is_empty() {
+        return None;
+    }
+    Some(NodeSelector {
+        node_selector_terms: vec![NodeSelectorTerm {
+            match_fields: (!fields.is_empty()).then_some(fields),
+            match_expressions: (!expressions.is_empty()).then_some(expressions),
+        }],
+    })
 }
 
 fn add_counters(total: &mut Counters, more: &Counters) {

@@ -1,6 +1,6 @@
 //! Resource pools as the structured allocator sees them for one node: the ResourceSlices of
-//! each (driver, pool) at its highest generation, complete or not, with the devices that are
-//! reachable from the node (node-local slices, `allNodes`, a matching `nodeSelector`, or a
+//! each (driver, pool) at the highest generation targeting the node, complete or not, with
+//! the devices that are reachable from the node (node-local slices, `allNodes`, a matching `nodeSelector`, or a
 //! per-device node selection), their counter consumption and taints, and the pool's shared
 //! counter sets (read from every slice of the pool, as upstream always includes counter
 //! slices).
@@ -57,6 +57,8 @@ pub struct PoolDevice {
     pub taints: Vec<DeviceTaint>,
     /// Whether it is reachable from this node only (its allocation pins the pod to it).
     pub node_local: bool,
+    /// The node selector that reaches it, when it is neither node-local nor on all nodes.
+    pub node_selector: Option<k8s_openapi::api::core::v1::NodeSelector>,
     /// For a device that allows multiple allocations: its consumable capacities.
     pub shared: Option<BTreeMap<String, crate::capacity::CapacityPolicy>>,
 }
@@ -74,6 +76,9 @@ pub struct Pool {
     pub invalid: Option<String>,
     /// Devices reachable from the node, in slice then device order.
     pub devices: Vec<PoolDevice>,
+    /// Devices of the pool the node does not reach, with what they consume of the shared
+    /// counters (an allocated one uses up counters the node's devices share).
+    pub elsewhere: Vec<(DeviceId, Counters)>,
     /// Shared counter sets.
     pub counters: Counters,
 }
@@ -135,26 +140,58 @@ fn reach(
     node_selector::matches(selector, &node.name, &node.labels).then_some(false)
 }
 
-/// The pools `slices` offer to `node`.
+/// Whether a slice targets `node`: its node selection reaches it, or (per-device selection)
+/// one of its devices does.
+fn targets(slice: &ResourceSlice, node: &NodeView) -> bool {
+    let spec = &slice.spec;
+    if spec.per_device_node_selection == Some(true) {
+        return spec.devices.iter().flatten().any(|d| {
+            reach(
+                d.node_name.as_deref(),
+                d.all_nodes,
+                d.node_selector.as_ref(),
+                node,
+            )
+            .is_some()
+        }) || spec.devices.as_ref().is_none_or(Vec::is_empty);
+    }
+    reach(
+        spec.node_name.as_deref(),
+        spec.all_nodes,
+        spec.node_selector.as_ref(),
+        node,
+    )
+    .is_some()
+}
+
+/// The pools `slices` offer to `node`. A pool's generation is the newest among the slices
+/// that target the node (upstream ignores newer slices elsewhere, so a pool moving between
+/// nodes is seen as it was); every slice of that generation counts towards completeness, is
+/// validated, and has what its devices consume of shared counters counted.
 pub fn gather<'s>(
     slices: impl IntoIterator<Item = &'s ResourceSlice>,
     node: &NodeView,
 ) -> Vec<Pool> {
-    // (driver, pool) → slices at the highest generation.
-    let mut newest: BTreeMap<(String, String), (i64, Vec<&ResourceSlice>)> = BTreeMap::new();
+    // (driver, pool) → the newest generation targeting the node, and every slice.
+    type Slices<'s> = (Option<i64>, Vec<&'s ResourceSlice>);
+    let mut by_pool: BTreeMap<(String, String), Slices<'s>> = BTreeMap::new();
     for slice in slices {
         let key = (slice.spec.driver.clone(), slice.spec.pool.name.clone());
-        let generation = slice.spec.pool.generation;
-        let entry = newest.entry(key).or_insert((generation, Vec::new()));
-        if generation > entry.0 {
-            *entry = (generation, Vec::new());
+        let entry = by_pool.entry(key).or_default();
+        if targets(slice, node) {
+            entry.0 = entry.0.max(Some(slice.spec.pool.generation));
         }
-        if generation == entry.0 {
-            entry.1.push(slice);
-        }
+        entry.1.push(slice);
     }
     let mut pools = Vec::new();
-    for ((driver, name), (_, members)) in newest {
+    for ((driver, name), (generation, all)) in by_pool {
+        let Some(generation) = generation else {
+            continue;
+        };
+        let members: Vec<&ResourceSlice> = all
+            .into_iter()
+            .filter(|s| s.spec.pool.generation == generation)
+            .collect();
         let expected = members
             .iter()
             .map(|s| s.spec.pool.resource_slice_count)
@@ -167,6 +204,7 @@ pub fn gather<'s>(
             complete,
             invalid: None,
             devices: Vec::new(),
+            elsewhere: Vec::new(),
             counters: Counters::new(),
         };
         for slice in &members {
@@ -180,51 +218,65 @@ pub fn gather<'s>(
                 }
             }
         }
+        let mut seen = std::collections::BTreeSet::new();
         for slice in &members {
             let spec = &slice.spec;
             let per_device = spec.per_device_node_selection == Some(true);
-            let slice_reach = if per_device {
-                None
-            } else {
-                reach(
-                    spec.node_name.as_deref(),
-                    spec.all_nodes,
-                    spec.node_selector.as_ref(),
-                    node,
-                )
-            };
             for device in spec.devices.iter().flatten() {
-                let reach = if per_device {
-                    reach(
+                let (node_name, all_nodes, selector) = if per_device {
+                    (
                         device.node_name.as_deref(),
                         device.all_nodes,
                         device.node_selector.as_ref(),
-                        node,
                     )
                 } else {
-                    slice_reach
+                    (
+                        spec.node_name.as_deref(),
+                        spec.all_nodes,
+                        spec.node_selector.as_ref(),
+                    )
                 };
-                let Some(node_local) = reach else { continue };
                 let id = DeviceId {
                     driver: driver.clone(),
                     pool: name.clone(),
                     device: device.name.clone(),
                 };
-                if pool.devices.iter().any(|d| d.id == id) {
+                if !seen.insert(device.name.clone()) {
                     pool.invalid = Some(format!("device {} is listed twice", device.name));
                 }
                 let mut consumes = Counters::new();
                 for consumption in device.consumes_counters.iter().flatten() {
-                    if !pool.counters.contains_key(&consumption.counter_set) {
-                        pool.invalid = Some(format!(
-                            "device {} consumes from unknown counter set {}",
-                            device.name, consumption.counter_set
-                        ));
+                    let counters = quantities(&consumption.counters);
+                    match pool.counters.get(&consumption.counter_set) {
+                        None => {
+                            pool.invalid = Some(format!(
+                                "device {} consumes from unknown counter set {}",
+                                device.name, consumption.counter_set
+                            ));
+                        }
+                        Some(set) => {
+                            if let Some(unknown) = counters.keys().find(|c| !set.contains_key(*c)) {
+                                pool.invalid = Some(format!(
+                                    "device {} consumes unknown counter {unknown} of counter set {}",
+                                    device.name, consumption.counter_set
+                                ));
+                            }
+                        }
                     }
-                    consumes.insert(
-                        consumption.counter_set.clone(),
-                        quantities(&consumption.counters),
-                    );
+                    consumes.insert(consumption.counter_set.clone(), counters);
+                }
+                let Some(node_local) = reach(node_name, all_nodes, selector, node) else {
+                    pool.elsewhere.push((id, consumes));
+                    continue;
+                };
+                // Devices with binding conditions need DRADeviceBindingConditions (alpha, off
+                // by default in 1.34): without it they are not allocated.
+                if device
+                    .binding_conditions
+                    .as_ref()
+                    .is_some_and(|c| !c.is_empty())
+                {
+                    continue;
                 }
                 pool.devices.push(PoolDevice {
                     id,
@@ -232,12 +284,17 @@ pub fn gather<'s>(
                     consumes,
                     taints: device.taints.clone().unwrap_or_default(),
                     node_local,
+                    node_selector: if node_local || all_nodes == Some(true) {
+                        None
+                    } else {
+                        selector.cloned()
+                    },
                     shared: (device.allow_multiple_allocations == Some(true))
                         .then(|| crate::capacity::policies(device)),
                 });
             }
         }
-        if !pool.devices.is_empty() {
+        if !pool.devices.is_empty() || pool.invalid.is_some() {
             pools.push(pool);
         }
     }

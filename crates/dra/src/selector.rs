@@ -107,6 +107,9 @@ pub enum SelectorError {
         /// Why.
         message: String,
     },
+    /// A selector of a kind this version does not know (no `cel`).
+    #[error("CEL expression empty (unsupported selector type?)")]
+    Unsupported,
 }
 
 impl Selector {
