@@ -21,16 +21,45 @@ pub fn reset_status(resource: Resource, object: &mut Value) {
     }
 }
 
+/// The status Go serializes for a kind's zero-valued status struct: `{}` with every required
+/// scalar at its zero value (an HPA's `desiredReplicas: 0`, a PDB's `expectedPods: 0`, …).
+fn zero_status(resource: Resource) -> Value {
+    let status = tessera_model::schema::definition(&resource.info.definition)
+        .and_then(|kind| kind.pointer("/properties/status"))
+        .and_then(tessera_model::schema::referenced)
+        .and_then(tessera_model::schema::definition);
+    let mut zero = serde_json::Map::new();
+    if let Some(status) = status {
+        for field in status
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            let value = match status.pointer(&format!("/properties/{field}/type")) {
+                Some(t) if t == "integer" || t == "number" => json!(0),
+                Some(t) if t == "boolean" => json!(false),
+                Some(t) if t == "string" => json!(""),
+                _ => continue,
+            };
+            zero.insert(field.to_string(), value);
+        }
+    }
+    Value::Object(zero)
+}
+
 /// Fills defaults and resets what a client may not set when creating an object.
 pub fn prepare_for_create(resource: Resource, object: &mut Value) {
     reset_status(resource, object);
-    // A built-in kind's status is a struct upstream, serialized as `{}` even when empty;
-    // clients' generated models (the Python client's) read fields of it right after a create.
+    // A built-in kind's status is a struct upstream, serialized even when empty (`{}`, with
+    // its required scalars at their zero values); clients' generated models (the Python
+    // client's) read fields of it right after a create.
     if resource.has_status()
         && resource.info.custom.is_none()
         && let Some(map) = object.as_object_mut()
     {
-        map.entry("status").or_insert_with(|| json!({}));
+        map.entry("status").or_insert_with(|| zero_status(resource));
     }
     match (resource.group(), resource.kind()) {
         ("", "Pod") => {
@@ -572,11 +601,30 @@ mod tests {
                 json!({"metadata": {"name": "x"}, "spec": {}, "status": {"replicas": 9}});
             prepare_for_create(resource, &mut object);
             assert!(object["status"].is_object(), "{plural}: {object}");
-            assert!(
-                object["status"].get("replicas").is_none(),
+            // The client's status is dropped; required scalars start at zero.
+            assert_ne!(
+                object["status"].get("replicas"),
+                Some(&json!(9)),
                 "{plural}: {object}"
             );
         }
+        let zero = |group: &str, version: &str, plural: &str| {
+            let mut object = json!({"metadata": {"name": "x"}, "spec": {}});
+            prepare_for_create(Resource::find(group, version, plural).unwrap(), &mut object);
+            object["status"].clone()
+        };
+        assert_eq!(
+            zero("autoscaling", "v2", "horizontalpodautoscalers"),
+            json!({"desiredReplicas": 0})
+        );
+        assert_eq!(
+            zero("autoscaling", "v1", "horizontalpodautoscalers"),
+            json!({"currentReplicas": 0, "desiredReplicas": 0})
+        );
+        assert_eq!(
+            zero("policy", "v1", "poddisruptionbudgets"),
+            json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0})
+        );
         let config_map = Resource::find("", "v1", "configmaps").unwrap();
         let mut object = json!({"metadata": {"name": "x"}});
         prepare_for_create(config_map, &mut object);

@@ -99,11 +99,7 @@ pub async fn rows(args: &CrashDrillArgs) -> anyhow::Result<Vec<Row>> {
                 "ms",
                 report.median_restart_ms() as f64,
             ),
-            Figure::new(
-                "acknowledged writes",
-                "",
-                report.acknowledged_writes as f64,
-            ),
+            Figure::new("acknowledged writes", "", report.acknowledged_writes as f64),
             Figure::new(
                 "acknowledged objects checked",
                 "",

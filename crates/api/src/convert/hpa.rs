@@ -159,6 +159,10 @@ pub fn v2_to_v1(object: Value) -> Value {
                 "desiredReplicas",
             ],
         );
+        // v1's replica counts are not omitted when zero (v2's currentReplicas is).
+        for field in ["currentReplicas", "desiredReplicas"] {
+            status.entry(field).or_insert_with(|| json!(0));
+        }
         let current = list(v2.get("currentMetrics"));
         // The last cpu Resource status with a utilization gives the current value.
         if let Some(cpu) = current

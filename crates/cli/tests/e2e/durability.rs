@@ -205,7 +205,16 @@ fn restart_finds_every_object_and_keeps_running_pods() {
 #[test]
 fn the_crash_drill_loses_no_acknowledged_write_in_twenty_kills() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["bench", "crash-drill", "--cycles", "20", "--writers", "4", "--runs", "1"])
+        .args([
+            "bench",
+            "crash-drill",
+            "--cycles",
+            "20",
+            "--writers",
+            "4",
+            "--runs",
+            "1",
+        ])
         .env("TESSERA_LOG", "off")
         .output()
         .expect("run the crash drill");
@@ -218,7 +227,10 @@ fn the_crash_drill_loses_no_acknowledged_write_in_twenty_kills() {
         .find(|l| l.starts_with("| crash drill: 20 cycles of 4 writers"))
         .unwrap_or_else(|| panic!("no drill row in\n{stdout}"));
     let figure = |label: &str| -> f64 {
-        let rest = &row[row.find(label).unwrap_or_else(|| panic!("{label} in {row}")) + label.len()..];
+        let rest = &row[row
+            .find(label)
+            .unwrap_or_else(|| panic!("{label} in {row}"))
+            + label.len()..];
         rest.split_whitespace()
             .next()
             .and_then(|n| n.trim_end_matches(';').parse().ok())
@@ -229,5 +241,8 @@ fn the_crash_drill_loses_no_acknowledged_write_in_twenty_kills() {
     // the restarts (creates accumulate, so the checks outnumber the objects).
     let acknowledged = figure("acknowledged writes");
     assert!(acknowledged >= 40.0, "{row}");
-    assert!(figure("acknowledged objects checked") >= acknowledged / 2.0, "{row}");
+    assert!(
+        figure("acknowledged objects checked") >= acknowledged / 2.0,
+        "{row}"
+    );
 }
