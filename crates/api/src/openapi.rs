@@ -163,24 +163,33 @@ pub fn document(kinds: &[&'static KindInfo], path: &str) -> Option<Value> {
         );
         paths.insert(collection, json!({"post": operation("create", "post")}));
     }
-    // Include every definition reachable from the served kinds.
-    let mut pending: Vec<String> = needed.into_iter().collect();
-    while let Some(name) = pending.pop() {
-        if components.contains_key(&name) {
-            continue;
-        }
-        let Some(definition) = schema::definition(&name) else {
-            continue;
-        };
-        collect_references(definition, &mut pending);
-        components.insert(name, definition.clone());
-    }
+    close_over_references(needed, &mut components, Value::clone);
     Some(json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": crate::discovery::KUBERNETES_VERSION},
         "paths": paths,
         "components": {"schemas": components},
     }))
+}
+
+/// Adds every model definition reachable from `needed` to `out` (those already there are
+/// kept), each rewritten by `form` (the identity for v3, the Swagger 2.0 rewrite for v2).
+pub(crate) fn close_over_references(
+    needed: BTreeSet<String>,
+    out: &mut Map<String, Value>,
+    form: impl Fn(&Value) -> Value,
+) {
+    let mut pending: Vec<String> = needed.into_iter().collect();
+    while let Some(name) = pending.pop() {
+        if out.contains_key(&name) {
+            continue;
+        }
+        let Some(definition) = schema::definition(&name) else {
+            continue;
+        };
+        collect_references(definition, &mut pending);
+        out.insert(name, form(definition));
+    }
 }
 
 pub(crate) fn collect_references(value: &Value, out: &mut Vec<String>) {

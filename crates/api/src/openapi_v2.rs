@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use tessera_model::kinds::KindInfo;
 use tessera_model::schema;
 
-use crate::openapi::{collect_references, custom_definition, document_path};
+use crate::openapi::{close_over_references, custom_definition, document_path};
 
 /// The Content-Type the protobuf form is answered with. Clients ask for it as
 /// `application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, but that is no valid media
@@ -47,17 +47,7 @@ pub fn document(kinds: &[&'static KindInfo]) -> Value {
         }
         kind_paths(kind, &mut paths);
     }
-    let mut pending: Vec<String> = needed.into_iter().collect();
-    while let Some(name) = pending.pop() {
-        if definitions.contains_key(&name) {
-            continue;
-        }
-        let Some(definition) = schema::definition(&name) else {
-            continue;
-        };
-        collect_references(definition, &mut pending);
-        definitions.insert(name, to_v2(definition));
-    }
+    close_over_references(needed, &mut definitions, to_v2);
     definitions
         .entry("io.k8s.apimachinery.pkg.apis.meta.v1.Patch")
         .or_insert_with(|| json!({"type": "object", "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body."}));
