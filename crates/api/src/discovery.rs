@@ -275,12 +275,7 @@ fn storage_version_hash(kind: &KindInfo) -> String {
                 (stored.group(), stored.info.version, stored.kind())
             }),
     };
-    let text = format!("{group}/{version}/{stored_kind}");
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
+    let hash = tessera_model::fnv::fnv64(format!("{group}/{version}/{stored_kind}").as_bytes());
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(hash.to_be_bytes())
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
+use tessera_model::fnv::Fnv64;
 use tessera_model::kinds::KindInfo;
 use tessera_model::schema;
 
@@ -37,51 +38,45 @@ pub fn index(kinds: &[&'static KindInfo]) -> Value {
     json!({"paths": paths})
 }
 
-/// FNV-1a over byte strings.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
+/// The REST path of a kind's collection, with `{namespace}` for namespaced kinds.
+pub(crate) fn collection_path(kind: &KindInfo) -> String {
+    let base = document_path(kind.group, kind.version);
+    if kind.namespaced {
+        format!("/{base}/namespaces/{{namespace}}/{}", kind.plural)
+    } else {
+        format!("/{base}/{}", kind.plural)
     }
+}
 
-    fn mix(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 ^= u64::from(*byte);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    /// The identity of a kind's definition (custom kinds get a new one whenever their CRD
-    /// changes).
-    fn mix_kind(&mut self, kind: &'static KindInfo) {
-        self.mix(&(std::ptr::from_ref::<KindInfo>(kind) as usize).to_le_bytes());
-    }
+/// Mixes in the identity of a kind's definition (custom kinds get a new one whenever their
+/// CRD changes).
+fn mix_kind(hash: &mut Fnv64, kind: &'static KindInfo) {
+    hash.mix(&(std::ptr::from_ref::<KindInfo>(kind) as usize).to_le_bytes());
 }
 
 /// A hash that changes whenever the document of a group-version would (kubectl caches
 /// documents by it): the path, the server version and the identity of each kind's definition.
 fn hash_of(kinds: &[&'static KindInfo], group: &str, version: &str) -> String {
-    let mut hash = Fnv::new();
+    let mut hash = Fnv64::default();
     hash.mix(document_path(group, version).as_bytes());
     hash.mix(env!("CARGO_PKG_VERSION").as_bytes());
     for kind in kinds
         .iter()
         .filter(|k| k.group == group && k.version == version)
     {
-        hash.mix_kind(kind);
+        mix_kind(&mut hash, kind);
     }
-    format!("{:016X}", hash.0)
+    format!("{:016X}", hash.value())
 }
 
 /// A value that changes whenever any served kind's definition does: the key under which a
 /// server may keep documents built from all kinds (`/openapi/v2`).
 pub fn kinds_identity(kinds: &[&'static KindInfo]) -> u64 {
-    let mut hash = Fnv::new();
+    let mut hash = Fnv64::default();
     for kind in kinds {
-        hash.mix_kind(kind);
+        mix_kind(&mut hash, kind);
     }
-    hash.0
+    hash.value()
 }
 
 /// The OpenAPI definition of a custom kind: its CRD schema, with `metadata` as ObjectMeta and
@@ -131,12 +126,7 @@ pub fn document(kinds: &[&'static KindInfo], path: &str) -> Option<Value> {
                 needed.insert(kind.definition.clone());
             }
         }
-        let base = document_path(kind.group, kind.version);
-        let collection = if kind.namespaced {
-            format!("/{base}/namespaces/{{namespace}}/{}", kind.plural)
-        } else {
-            format!("/{base}/{}", kind.plural)
-        };
+        let collection = collection_path(kind);
         let gvk = json!({"group": kind.group, "version": kind.version, "kind": kind.kind});
         let reference = json!({"$ref": format!("{}{}", schema::REF_PREFIX, kind.definition)});
         let body = json!({"content": {"application/json": {"schema": reference}}});

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use tessera_model::kinds::KindInfo;
 use tessera_model::schema;
 
-use crate::openapi::{close_over_references, custom_definition, document_path};
+use crate::openapi::{close_over_references, collection_path, custom_definition};
 
 /// The Content-Type the protobuf form is answered with. Clients ask for it as
 /// `application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, but that is no valid media
@@ -61,12 +61,7 @@ pub fn document(kinds: &[&'static KindInfo]) -> Value {
 
 /// The collection and item paths of one kind, with upstream's operation shapes.
 fn kind_paths(kind: &KindInfo, paths: &mut Map<String, Value>) {
-    let base = document_path(kind.group, kind.version);
-    let collection = if kind.namespaced {
-        format!("/{base}/namespaces/{{namespace}}/{}", kind.plural)
-    } else {
-        format!("/{base}/{}", kind.plural)
-    };
+    let collection = collection_path(kind);
     let gvk = json!({"group": kind.group, "version": kind.version, "kind": kind.kind});
     let reference = json!({"$ref": format!("{V2_REF_PREFIX}{}", kind.definition)});
     let ok = json!({"200": {"description": "OK", "schema": reference}});

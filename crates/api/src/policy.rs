@@ -205,11 +205,12 @@ pub fn identity(component: &str) -> UserInfo {
 /// `kube-controller-manager`, the scheduler `kube-scheduler`, the node twins `kubelet`, and the
 /// JobSet/LeaderWorkerSet controllers controller-runtime's `manager`.
 pub fn program(component: &str) -> &'static str {
+    use tessera_model::managers;
     match component {
-        "scheduler" => "kube-scheduler",
-        "node-twins" => "kubelet",
-        "workload-controller" => "manager",
-        _ => "kube-controller-manager",
+        "scheduler" => managers::KUBE_SCHEDULER,
+        "node-twins" => managers::KUBELET,
+        "workload-controller" => managers::CONTROLLER_RUNTIME,
+        _ => managers::KUBE_CONTROLLER_MANAGER,
     }
 }
 

@@ -26,7 +26,7 @@ use tessera_workloads::{jobset, lws};
 
 /// The field manager these controllers write as: upstream's JobSet and LeaderWorkerSet
 /// controllers are controller-runtime binaries named `manager`, whose User-Agent names it.
-pub const MANAGER: &str = "manager";
+pub const MANAGER: &str = tessera_model::managers::CONTROLLER_RUNTIME;
 
 struct Context {
     client: Client,

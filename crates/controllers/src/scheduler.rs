@@ -34,7 +34,7 @@ use crate::resource_claims::allocate_and_reserve;
 use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, watched};
 
 /// The field manager of the scheduler's writes (upstream's User-Agent, `kube-scheduler`).
-pub const MANAGER: &str = "kube-scheduler";
+pub const MANAGER: &str = tessera_model::managers::KUBE_SCHEDULER;
 
 /// The event source (reportingController) of the default profile.
 pub const EVENT_SOURCE: &str = "default-scheduler";

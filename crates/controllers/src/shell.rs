@@ -42,7 +42,7 @@ pub fn retry_soon<K, C>(_object: Arc<K>, error: &ReconcileError, _context: Arc<C
 
 /// The field manager of the built-in controllers' writes: upstream's run in
 /// kube-controller-manager, whose User-Agent names that manager.
-pub const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
+pub const KUBE_CONTROLLER_MANAGER: &str = tessera_model::managers::KUBE_CONTROLLER_MANAGER;
 
 /// Patch parameters writing as `manager`.
 pub fn patch_params(manager: &str) -> PatchParams {

@@ -6,9 +6,11 @@
 pub mod clock;
 pub mod conditions;
 pub mod event;
+pub mod fnv;
 pub mod ids;
 pub mod json;
 pub mod kinds;
+pub mod managers;
 pub mod node_selector;
 pub mod pod_claims;
 pub mod quantity;

@@ -100,11 +100,7 @@ fn job_condition<'a>(job: &'a Value, kind: &str) -> Option<&'a Value> {
 
 /// A stable key of a Job, as upstream's `job-key` (hex of FNV-1a over namespace/name).
 fn job_key(namespace: &str, name: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in format!("{namespace}/{name}").bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
+    let hash = tessera_model::fnv::fnv64(format!("{namespace}/{name}").as_bytes());
     format!("{hash:016x}")
 }
 

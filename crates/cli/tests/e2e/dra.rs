@@ -359,19 +359,7 @@ fn nvidia_v1beta1_quickstart_applies_unchanged_and_reads_back_in_every_version()
     );
     cluster.ok(V, &["apply", "-f", &path]);
     for pod in ["pod1", "pod2"] {
-        let placed = cluster.wait_for(
-            V,
-            &[
-                "get",
-                "pod",
-                "-n",
-                "gpu-test1",
-                pod,
-                "-o",
-                "jsonpath={.spec.nodeName} {.status.phase}",
-            ],
-            |out| out.ends_with("Running"),
-        );
+        let placed = cluster.node_when_running(V, Some("gpu-test1"), pod);
         assert!(placed.starts_with("h100-"), "{placed}");
     }
     let read = |resource: &str, template: &str| {

@@ -10,18 +10,7 @@ use crate::support::Cluster;
 const V: &str = "1.33";
 
 fn node_of(cluster: &Cluster, pod: &str) -> String {
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "pod",
-            pod,
-            "-o",
-            "jsonpath={.spec.nodeName} {.status.phase}",
-        ],
-        |out| out.ends_with("Running"),
-    );
-    cluster.ok(V, &["get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"])
+    cluster.node_when_running(V, None, pod)
 }
 
 #[test]
@@ -207,19 +196,7 @@ fn the_nvidia_quickstart_runs_as_published() {
     cluster.ok_stdin(V, &["apply", "-f", "-"], &manifest);
     let mut devices = BTreeSet::new();
     for pod in ["pod1", "pod2"] {
-        let placed = cluster.wait_for(
-            V,
-            &[
-                "get",
-                "pod",
-                "-n",
-                "gpu-test1",
-                pod,
-                "-o",
-                "jsonpath={.spec.nodeName} {.status.phase}",
-            ],
-            |out| out.ends_with("Running"),
-        );
+        let placed = cluster.node_when_running(V, Some("gpu-test1"), pod);
         // Whole GPUs of class gpu.nvidia.com live on the H100 nodes (the H200s are MIG).
         assert!(placed.starts_with("h100-"), "{placed}");
         let logs = cluster.ok(V, &["logs", "-n", "gpu-test1", pod]);

@@ -213,6 +213,26 @@ impl Cluster {
         String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
+    /// Waits until a pod (in `namespace`, else the default one) is Running; returns its node.
+    pub fn node_when_running(&self, version: &str, namespace: Option<&str>, pod: &str) -> String {
+        let mut args = vec![
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.spec.nodeName} {.status.phase}",
+        ];
+        if let Some(namespace) = namespace {
+            args.extend(["-n", namespace]);
+        }
+        let placed = self.wait_for(version, &args, |out| out.ends_with("Running"));
+        placed
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// Polls a kubectl query until its output satisfies a check.
     pub fn wait_for(&self, version: &str, args: &[&str], check: impl Fn(&str) -> bool) -> String {
         self.wait_for_within(version, args, Duration::from_secs(20), check)
