@@ -66,6 +66,31 @@ pub fn hold(dir: &Path) -> anyhow::Result<Held> {
     Ok(Held { _file: file })
 }
 
+/// The PID of the tessera holding `dir`, or `None` when no server holds it (or none ever ran
+/// there).
+pub fn holder(dir: &Path) -> anyhow::Result<Option<u32>> {
+    let path = dir.join(LOCK_FILE);
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error).with_context(|| format!("open {}", path.display())),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(None),
+        Err(TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(&path)
+                .with_context(|| format!("read {}", path.display()))?;
+            let pid = pid.trim();
+            pid.parse()
+                .map(Some)
+                .with_context(|| format!("{} names no PID ({pid:?})", path.display()))
+        }
+        Err(TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("lock {}", path.display()))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +101,12 @@ mod tests {
             .permissions()
             .mode()
             & 0o777
+    }
+
+    #[test]
+    fn a_directory_never_used_has_no_holder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(holder(dir.path()).expect("holder"), None);
     }
 
     #[test]
@@ -104,7 +135,12 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("in use by another tessera"), "{message}");
+        assert_eq!(
+            holder(dir.path()).expect("holder"),
+            Some(std::process::id())
+        );
         drop(held);
+        assert_eq!(holder(dir.path()).expect("holder"), None);
         let again = hold(dir.path()).expect("free once released");
         drop(again);
     }

@@ -10,6 +10,7 @@ mod catalog;
 mod client;
 mod crash_drill;
 mod data_dir;
+mod detach;
 mod explain;
 mod fault;
 mod node;
@@ -34,6 +35,8 @@ struct Cli {
 enum Command {
     /// Start the embedded platform: API server, store, controllers and node twins.
     Up(UpArgs),
+    /// Stop the platform started with `tessera up --detach` on a data directory.
+    Down(DownArgs),
     /// Print a kubeconfig for a user, authenticated by a client certificate the cluster's CA signs.
     Kubeconfig(KubeconfigArgs),
     /// Print the accelerator catalog: GPU models, MIG profiles, server models and topologies.
@@ -86,8 +89,12 @@ pub struct UpArgs {
     #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir())]
     pub data_dir: PathBuf,
     /// The address the HTTPS API listens on.
-    #[arg(long, default_value = "127.0.0.1:6443")]
+    #[arg(long, env = "TESSERA_LISTEN", default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
+    /// Run in the background and return once every node twin has registered (logs go to
+    /// `<data-dir>/tessera.log`); `tessera down` stops it.
+    #[arg(long)]
+    pub detach: bool,
     /// A cluster topology file (YAML); the built-in lab topology is used without one.
     #[arg(long)]
     pub topology: Option<PathBuf>,
@@ -111,6 +118,14 @@ pub struct UpArgs {
     /// NodeResourcesFit scoring strategy, percentageOfNodesToScore).
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,
+}
+
+/// Options of `tessera down`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DownArgs {
+    /// The data directory of the platform to stop.
+    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir())]
+    pub data_dir: PathBuf,
 }
 
 /// Options of `tessera fault`.
@@ -188,6 +203,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.command {
         Command::Up(args) => runtime.block_on(up::run(args)),
+        Command::Down(args) => detach::stop(&args.data_dir),
         Command::Kubeconfig(args) => up::print_kubeconfig(&args),
         Command::Catalog(args) => catalog::run(&args),
         Command::Agent(command) => agent::run(&command, &runtime),

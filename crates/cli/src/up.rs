@@ -73,8 +73,48 @@ fn private_store_files(data_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the platform until Ctrl-C or SIGTERM.
-pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+/// How the banner's last line starts: a detached start returns once it reads it.
+pub const BANNER_END: &str = "Press Ctrl-C to stop";
+
+/// How long start-up waits for the node twins to register before it reports ready anyway.
+const REGISTRATION_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until every node twin's Node exists, so that "up" means the whole lab is there.
+async fn wait_for_registration(client: kube::Client, names: &[String]) {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let deadline = tokio::time::Instant::now() + REGISTRATION_WAIT;
+    loop {
+        let registered = nodes
+            .list_metadata(&Default::default())
+            .await
+            .map(|list| {
+                list.items
+                    .into_iter()
+                    .filter_map(|n| n.metadata.name)
+                    .collect::<std::collections::BTreeSet<_>>()
+            })
+            .unwrap_or_default();
+        if names.iter().all(|n| registered.contains(n)) {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            tracing::warn!(
+                missing = ?names.iter().filter(|n| !registered.contains(*n)).collect::<Vec<_>>(),
+                "node twins not registered yet; serving anyway"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs the platform until Ctrl-C or SIGTERM; with `--detach`, in the background.
+pub async fn run(mut args: UpArgs) -> anyhow::Result<()> {
+    if args.detach {
+        return crate::detach::start(&args.data_dir);
+    }
+    args.data_dir = std::path::absolute(&args.data_dir)
+        .with_context(|| format!("resolve {}", args.data_dir.display()))?;
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     crate::data_dir::create_private(&args.data_dir)?;
@@ -195,6 +235,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         }
     });
 
+    let registration = client_for("node-controller");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(tessera_apiserver::tls::serve(
         listener,
@@ -205,6 +246,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
     ));
 
+    wait_for_registration(registration, &node_names).await;
     tracing::info!(%address, data_dir = %args.data_dir.display(), nodes = ?node_names, "tessera is up");
     println!(
         "Tessera is up: Kubernetes API at https://{address} with {} node twins.",
@@ -215,7 +257,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         kubeconfig.display()
     );
     println!(
-        "Press Ctrl-C to stop; state persists in {}.",
+        "{BANNER_END}; state persists in {}.",
         args.data_dir.display()
     );
 
