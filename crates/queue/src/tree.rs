@@ -747,6 +747,230 @@ mod tests {
         assert_eq!(fair_weight(None), 1.0);
     }
 
+    /// (case name, final (cohort, parent) specs, final (cq, cohort) specs, expected cohorts,
+    /// expected cq → cohort edges, expected cohort → parent edges).
+    type ManagerCase = (
+        &'static str,
+        &'static [(&'static str, &'static str)],
+        &'static [(&'static str, &'static str)],
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+        &'static [(&'static str, &'static str)],
+    );
+
+    // Upstream: pkg/cache/hierarchy/manager_test.go, TestManager (19 cases). Each sequence of
+    // manager operations is written as the Cohort and ClusterQueue specs it leaves (the
+    // idempotency cases thus reduce to their final state); the expected cohorts and edges are
+    // upstream's. Edges are checked from both ends (parent and child lists).
+    #[test]
+    fn manager() {
+        let cases: &[ManagerCase] = &[
+            (
+                "create queues",
+                &[],
+                &[("queue1", ""), ("queue2", "")],
+                &[],
+                &[],
+                &[],
+            ),
+            ("delete queue", &[], &[("queue1", "")], &[], &[], &[]),
+            (
+                "create queues with cohorts",
+                &[],
+                &[
+                    ("queue1", "cohort-a"),
+                    ("queue2", "cohort-a"),
+                    ("queue3", "cohort-b"),
+                ],
+                &["cohort-a", "cohort-b"],
+                &[
+                    ("queue1", "cohort-a"),
+                    ("queue2", "cohort-a"),
+                    ("queue3", "cohort-b"),
+                ],
+                &[],
+            ),
+            (
+                "update cohorts",
+                &[],
+                &[("queue1", "cohort-b"), ("queue2", "cohort-c")],
+                &["cohort-b", "cohort-c"],
+                &[("queue1", "cohort-b"), ("queue2", "cohort-c")],
+                &[],
+            ),
+            (
+                "updating cqs idempotent",
+                &[],
+                &[("queue1", "cohort-b"), ("queue2", "cohort-c")],
+                &["cohort-b", "cohort-c"],
+                &[("queue1", "cohort-b"), ("queue2", "cohort-c")],
+                &[],
+            ),
+            (
+                "updating cohort idempotent",
+                &[("cohort", "newroot")],
+                &[],
+                &["cohort", "newroot"],
+                &[],
+                &[("cohort", "newroot")],
+            ),
+            (
+                "adding cohort idempotent",
+                &[("cohort", "")],
+                &[],
+                &["cohort"],
+                &[],
+                &[],
+            ),
+            ("delete cohorts", &[], &[("queue1", "")], &[], &[], &[]),
+            ("deletion idempotent", &[], &[], &[], &[], &[]),
+            (
+                "cohort remains as long as one of its child cqs remains",
+                &[],
+                &[("queue1", "cohort")],
+                &["cohort"],
+                &[("queue1", "cohort")],
+                &[],
+            ),
+            (
+                "cohort remains as long as one of its child cohorts remains",
+                &[("cohort1", "root")],
+                &[],
+                &["cohort1", "root"],
+                &[],
+                &[("cohort1", "root")],
+            ),
+            (
+                "explicit cohort",
+                &[("cohort", "")],
+                &[],
+                &["cohort"],
+                &[],
+                &[],
+            ),
+            ("delete explicit cohort", &[], &[], &[], &[], &[]),
+            ("delete explicit cohort idempotent", &[], &[], &[], &[], &[]),
+            (
+                "explicit cohort persists after child deleted",
+                &[("cohort", "")],
+                &[],
+                &["cohort"],
+                &[],
+                &[],
+            ),
+            (
+                "explicit cohort downgraded to implicit cohort",
+                &[],
+                &[("queue", "cohort")],
+                &["cohort"],
+                &[("queue", "cohort")],
+                &[],
+            ),
+            (
+                "cohort upgraded to explicit then downgraded to implicit then deleted",
+                &[],
+                &[],
+                &[],
+                &[],
+                &[],
+            ),
+            (
+                "hierarchical cohorts",
+                &[
+                    ("root", ""),
+                    ("left", "root"),
+                    ("right", "root"),
+                    ("left-left", "left"),
+                    ("right-right", "right"),
+                ],
+                &[("cq", "right-right")],
+                &["left", "left-left", "right", "right-right", "root"],
+                &[("cq", "right-right")],
+                &[
+                    ("left", "root"),
+                    ("left-left", "left"),
+                    ("right", "root"),
+                    ("right-right", "right"),
+                ],
+            ),
+            (
+                "delete node in middle of hierarchy",
+                &[
+                    ("root", ""),
+                    ("right", "root"),
+                    ("left-left", "left"),
+                    ("right-right", "right"),
+                ],
+                &[],
+                &["left", "left-left", "right", "right-right", "root"],
+                &[],
+                &[
+                    ("left-left", "left"),
+                    ("right", "root"),
+                    ("right-right", "right"),
+                ],
+            ),
+        ];
+        for (name, cohort_specs, queue_specs, want_cohorts, want_cq_edges, want_cohort_edges) in
+            cases
+        {
+            let tree = tree(
+                cohort_specs
+                    .iter()
+                    .map(|(c, p)| cohort(c, p, &[]))
+                    .collect(),
+                queue_specs
+                    .iter()
+                    .map(|(q, c)| cluster_queue(q, c, &[]))
+                    .collect(),
+            );
+            let queues: Vec<&str> = tree.cluster_queues().map(|(n, _)| n).collect();
+            let want_queues: Vec<&str> = queue_specs.iter().map(|(q, _)| *q).collect();
+            assert_eq!(queues, want_queues, "{name}: cqs");
+            let cohorts: Vec<&str> = tree.cohorts().map(|(n, _)| n).collect();
+            assert_eq!(cohorts, *want_cohorts, "{name}: cohorts");
+            let edge = |child: NodeId, parent: NodeId| (tree.name(child), tree.name(parent));
+            let parent_edges = |ids: Vec<NodeId>| {
+                let mut edges: Vec<(&str, &str)> = ids
+                    .into_iter()
+                    .filter_map(|id| tree.parent(id).map(|parent| edge(id, parent)))
+                    .collect();
+                edges.sort_unstable();
+                edges
+            };
+            let child_edges = |children: fn(&Tree, NodeId) -> &[NodeId]| {
+                let mut edges: Vec<(&str, &str)> = tree
+                    .cohorts()
+                    .flat_map(|(_, id)| {
+                        children(&tree, id)
+                            .iter()
+                            .map(move |child| edge(*child, id))
+                    })
+                    .collect();
+                edges.sort_unstable();
+                edges
+            };
+            let cq_ids = tree.cluster_queues().map(|(_, id)| id).collect();
+            let cohort_ids = tree.cohorts().map(|(_, id)| id).collect();
+            assert_eq!(parent_edges(cq_ids), *want_cq_edges, "{name}: cq -> cohort");
+            assert_eq!(
+                child_edges(Tree::child_cluster_queues),
+                *want_cq_edges,
+                "{name}: cohort <- cq"
+            );
+            assert_eq!(
+                parent_edges(cohort_ids),
+                *want_cohort_edges,
+                "{name}: cohort -> parent"
+            );
+            assert_eq!(
+                child_edges(Tree::child_cohorts),
+                *want_cohort_edges,
+                "{name}: parent <- cohort"
+            );
+        }
+    }
+
     // Upstream: pkg/cache/hierarchy/manager_test.go, TestCycles (7 cases). Each sequence of
     // edge operations is written as the Cohort specs it leaves; a deleted Cohort still named as
     // a parent is implicit.
