@@ -3,6 +3,8 @@
 //! limit is unset, as `MakeFlavorQuotas(..).Resource(name, nominal, borrowing, lending)` reads
 //! them. Test-only; knows nothing beyond the spec types.
 
+#![cfg(test)]
+
 use crate::amount::Amount;
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
 use crate::tree::{
