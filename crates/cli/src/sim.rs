@@ -115,7 +115,7 @@ pub struct FgdGridArgs {
     #[arg(long, default_value_t = 1.3)]
     pub tune: f64,
     /// Where the rows go (overwritten).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::client::absolute_path)]
     pub out: PathBuf,
     /// Parallel runs (default: every core).
     #[arg(long)]
