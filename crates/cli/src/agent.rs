@@ -61,9 +61,10 @@ pub struct ServeArgs {
     /// The filesystem root holding `sys/`.
     #[arg(long, default_value = "/")]
     pub root: PathBuf,
-    /// This node's name (the DRA pool and the ResourceSlice's node).
+    /// This node's name (the DRA pool and the ResourceSlice's node); the host name, as the
+    /// kubelet names its node, without it.
     #[arg(long, env = "NODE_NAME")]
-    pub node_name: String,
+    pub node_name: Option<String>,
     /// Device plugin or DRA driver.
     #[arg(long, value_enum, default_value = "device-plugin")]
     pub exposure: Exposure,
@@ -79,10 +80,9 @@ pub struct ServeArgs {
     /// Where CDI specs for prepared claims go (DRA).
     #[arg(long, default_value = "/var/run/cdi")]
     pub cdi_dir: PathBuf,
-    /// The kubeconfig for reading claims and publishing slices (DRA); in-cluster or
-    /// `$KUBECONFIG` without it.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    /// The cluster for reading claims and publishing slices (DRA).
+    #[command(flatten)]
+    pub cluster: crate::client::ClusterArgs,
     /// How often sockets are checked for a restarted kubelet, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub poll_ms: u64,
@@ -165,7 +165,15 @@ fn discover(args: &DiscoverArgs) -> anyhow::Result<()> {
             numa.join(",")
         }
     )?;
-    writeln!(out, "BUS ID\tVENDOR:DEVICE\tCLASS\tNUMA\tPCIE ROOT\tMODEL")?;
+    if inventory.accelerators.is_empty() {
+        writeln!(
+            out,
+            "no accelerators found (no GPU or other accelerator in {})",
+            args.root.join("sys/bus/pci/devices").display()
+        )?;
+    } else {
+        writeln!(out, "BUS ID\tVENDOR:DEVICE\tCLASS\tNUMA\tPCIE ROOT\tMODEL")?;
+    }
     for a in &inventory.accelerators {
         writeln!(
             out,
@@ -278,6 +286,16 @@ fn watch_health(plugin: GpuDevicePlugin, watching: std::sync::Arc<std::sync::ato
     });
 }
 
+/// The host name as the kubelet names its node: trimmed and lower-cased.
+fn host_name() -> anyhow::Result<String> {
+    const HOSTNAME: &str = "/proc/sys/kernel/hostname";
+    let name = std::fs::read_to_string(HOSTNAME)
+        .with_context(|| format!("read the host name from {HOSTNAME}; pass --node-name"))?;
+    let name = name.trim().to_lowercase();
+    anyhow::ensure!(!name.is_empty(), "the host name is empty; pass --node-name");
+    Ok(name)
+}
+
 async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let (catalog, inventory) = inventory(&args.root)?;
     let (model, slots) = known_gpus(&inventory, &catalog)
@@ -343,8 +361,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             result?;
         }
         Exposure::Dra => {
-            let client = crate::client::connect(args.kubeconfig.as_deref()).await?;
-            let slices = nvidia_slices(&args.node_name, &slots, model, None);
+            let client = crate::client::connect(&args.cluster).await?;
+            let node_name = match &args.node_name {
+                Some(name) => name.clone(),
+                None => host_name()?,
+            };
+            tracing::info!(node = %node_name, "publishing this node's ResourceSlices");
+            let slices = nvidia_slices(&node_name, &slots, model, None);
             tessera_twin::dra_publish::publish(&client, &nvidia_device_classes(), &slices)
                 .await
                 .context("publish ResourceSlices")?;
@@ -363,7 +386,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             let (plugin, warning) = DraKubeletPlugin::new(
                 DraPluginSpec {
                     driver: DRIVER.into(),
-                    node_name: args.node_name.clone(),
+                    node_name,
                     cdi_dir: args.cdi_dir.clone(),
                     checkpoint_path: plugin_dir.join("checkpoint.json"),
                     devices,

@@ -301,7 +301,9 @@ impl Server {
             }
             if self.kubeconfig.exists()
                 && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-                && let Ok(client) = crate::client::connect(Some(&self.kubeconfig)).await
+                && let Ok(client) =
+                    crate::client::connect_to(&crate::client::Source::Flag(self.kubeconfig.clone()))
+                        .await
             {
                 let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
                 if api.list(&ListParams::default().limit(1)).await.is_ok() {

@@ -2,8 +2,6 @@
 //! classes) and prints, from the scheduler core, every node's verdict per filter, what the
 //! pod's claims find on each node, and the smallest changes that would let it fit.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -25,9 +23,6 @@ pub enum ExplainCommand {
 pub struct PodArgs {
     /// `NAMESPACE/NAME` (or `NAME` in `default`).
     pub pod: String,
-    /// The kubeconfig (default: the platform's, in its data directory).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
 }
 
 async fn list<K>(client: &kube::Client) -> anyhow::Result<Vec<K>>
@@ -44,9 +39,12 @@ where
 }
 
 /// Runs `tessera explain`.
-pub async fn run(command: &ExplainCommand, data_dir: PathBuf) -> anyhow::Result<()> {
+pub async fn run(
+    command: &ExplainCommand,
+    cluster: &crate::client::ClusterArgs,
+) -> anyhow::Result<()> {
     let ExplainCommand::Pod(args) = command;
-    let client = crate::client::connect_platform(args.kubeconfig.as_deref(), &data_dir).await?;
+    let client = crate::client::connect(cluster).await?;
     let (namespace, name) = args.pod.split_once('/').unwrap_or(("default", &args.pod));
     let pod = Api::<Pod>::namespaced(client.clone(), namespace)
         .get_opt(name)

@@ -2,9 +2,9 @@
 //! them, by annotating the Node (`fault.tessera.dev/…`, see `tessera_node::faults`); the node
 //! twin reacts as the hardware and kubelet would, the node lifecycle controller as upstream's.
 //! The node and the GPU index are checked against what the API shows before anything is
-//! written.
-
-use std::path::PathBuf;
+//! written. A GPU's XID follows `tessera_node::faults::GpuHealth`: a GPU a fatal XID took
+//! down stays down, whatever it reports later, until `fault clear`; clearing what is not
+//! there succeeds and says so.
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Map, Value, json};
-use tessera_node::faults::{PREFIX, fatal, xid_description};
+use tessera_node::faults::{Faults, GpuEvent, GpuHealth, PREFIX, xid_description};
+
+use crate::client::ClusterArgs;
 
 /// `tessera fault` subcommands.
 #[derive(Subcommand, Debug)]
@@ -27,14 +29,6 @@ pub enum FaultCommand {
     Node(NodeStateArgs),
     /// Recover: clear one fault, or every fault of the node.
     Clear(ClearArgs),
-}
-
-/// Where the cluster is.
-#[derive(Args, Debug)]
-pub struct Target {
-    /// The kubeconfig (default: the platform's, in its data directory).
-    #[arg(long, global = true)]
-    pub kubeconfig: Option<PathBuf>,
 }
 
 /// A node.
@@ -86,28 +80,29 @@ pub struct NodeStateArgs {
     pub state: NodeState,
 }
 
-/// Arguments of `tessera fault clear`.
+/// Arguments of `tessera fault clear`: every fault of the node, or the one flag names.
 #[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("only").multiple(false))]
 pub struct ClearArgs {
     /// The node name.
     pub node: String,
     /// Only this GPU's XID.
-    #[arg(long)]
+    #[arg(long, group = "only")]
     pub gpu: Option<usize>,
     /// Only this NIC.
-    #[arg(long)]
+    #[arg(long, group = "only")]
     pub nic: Option<String>,
     /// Only the NVLink fault.
-    #[arg(long)]
+    #[arg(long, group = "only")]
     pub nvlink: bool,
     /// Only the node state.
-    #[arg(long = "node-state")]
+    #[arg(long = "node-state", group = "only")]
     pub node_state: bool,
 }
 
 /// Runs a `tessera fault` subcommand.
-pub async fn run(command: &FaultCommand, target: &Target, data_dir: PathBuf) -> anyhow::Result<()> {
-    let client = crate::client::connect_platform(target.kubeconfig.as_deref(), &data_dir).await?;
+pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Result<()> {
+    let client = crate::client::connect(cluster).await?;
     let nodes: Api<Node> = Api::all(client);
     let name = match command {
         FaultCommand::Xid(a) => &a.node,
@@ -139,20 +134,28 @@ pub async fn run(command: &FaultCommand, target: &Target, data_dir: PathBuf) -> 
                 ),
                 Some(_) => {}
             }
-            changes.insert(
-                format!("{PREFIX}gpu-{}", args.gpu),
-                json!(format!("xid-{}", args.xid)),
-            );
+            let before = Faults::parse(&annotations).0.gpu_health(args.gpu);
+            let after = before.next(GpuEvent::Xid(args.xid));
+            if let Some(xid) = after.xid() {
+                changes.insert(
+                    format!("{PREFIX}gpu-{}", args.gpu),
+                    json!(format!("xid-{xid}")),
+                );
+            }
+            let what = match (before, after) {
+                (GpuHealth::Down(first), _) => format!(
+                    ": the GPU stays unhealthy (XID {first} took it down; `tessera fault clear \
+                     {name} --gpu {}` recovers it)",
+                    args.gpu
+                ),
+                (_, GpuHealth::Down(_)) => ": the GPU is now unhealthy".to_string(),
+                _ => ": an application error, the GPU stays healthy".to_string(),
+            };
             format!(
-                "XID {} ({}) on GPU {} of {name}{}",
+                "XID {} ({}) on GPU {} of {name}{what}",
                 args.xid,
                 xid_description(args.xid),
                 args.gpu,
-                if fatal(args.xid) {
-                    ": the GPU is now unhealthy"
-                } else {
-                    ": an application error, the GPU stays healthy"
-                }
             )
         }
         FaultCommand::Nvlink(_) => {
@@ -184,18 +187,25 @@ pub async fn run(command: &FaultCommand, target: &Target, data_dir: PathBuf) -> 
                 }
             }
             if changes.is_empty() {
-                bail!("node {name} has no such fault to clear");
+                // Clearing is idempotent: a healthy node is what was asked for.
+                let what = only.map_or_else(
+                    || "no faults".to_string(),
+                    |key| format!("no {} fault", key.trim_start_matches(PREFIX)),
+                );
+                crate::output::emit(&format!("{name} has {what}: nothing to clear\n"))?;
+                return Ok(());
             }
             format!("cleared {} fault(s) on {name}", changes.len())
         }
     };
-    nodes
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": changes}})),
-        )
-        .await?;
-    println!("{message}");
-    Ok(())
+    if !changes.is_empty() {
+        nodes
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": changes}})),
+            )
+            .await?;
+    }
+    crate::output::emit(&format!("{message}\n"))
 }

@@ -18,6 +18,7 @@ mod output;
 mod sim;
 mod up;
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -86,7 +87,12 @@ enum BenchCommand {
 #[derive(clap::Args, Debug, Clone)]
 pub struct UpArgs {
     /// Where the store, certificates, kubeconfig and logs live.
-    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir())]
+    #[arg(
+        long,
+        env = "TESSERA_DATA_DIR",
+        default_value_os_t = client::default_data_dir(),
+        value_parser = client::absolute_path
+    )]
     pub data_dir: PathBuf,
     /// The address the HTTPS API listens on.
     #[arg(long, env = "TESSERA_LISTEN", default_value = "127.0.0.1:6443")]
@@ -134,10 +140,7 @@ pub struct FaultArgs {
     #[command(subcommand)]
     command: fault::FaultCommand,
     #[command(flatten)]
-    target: fault::Target,
-    /// The platform's data directory (its kubeconfig is used without --kubeconfig).
-    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir(), global = true)]
-    data_dir: PathBuf,
+    cluster: client::ClusterArgs,
 }
 
 /// Options of `tessera explain`.
@@ -145,17 +148,15 @@ pub struct FaultArgs {
 pub struct ExplainArgs {
     #[command(subcommand)]
     command: explain::ExplainCommand,
-    /// The platform's data directory (its kubeconfig is used without --kubeconfig).
-    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir(), global = true)]
-    data_dir: PathBuf,
+    #[command(flatten)]
+    cluster: client::ClusterArgs,
 }
 
 /// Options of `tessera scheduler`.
 #[derive(clap::Args, Debug)]
 pub struct SchedulerArgs {
-    /// The kubeconfig of the cluster (in-cluster or `$KUBECONFIG` without it).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: client::ClusterArgs,
     /// A KubeSchedulerConfiguration file (its profiles name the schedulerNames served).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -164,23 +165,16 @@ pub struct SchedulerArgs {
 /// Options of `tessera kubeconfig`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct KubeconfigArgs {
-    /// The data directory of the cluster (its CA signs the certificate).
-    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir())]
-    pub data_dir: PathBuf,
+    // The data directory of a platform `tessera up` started: its CA signs the certificate,
+    // its kubeconfig names the server.
+    #[command(flatten)]
+    pub data: client::DataDirArgs,
     /// The user name (the certificate's CN).
     #[arg(long)]
     pub user: String,
     /// A group (the certificate's O); at most two.
     #[arg(long = "group")]
     pub groups: Vec<String>,
-}
-
-fn default_data_dir() -> PathBuf {
-    std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("tessera")
 }
 
 /// mimalloc: the API path allocates and frees many small buffers per request (JSON, maps,
@@ -196,6 +190,8 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours for a person at a terminal, not for a log file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -210,7 +206,7 @@ fn main() -> anyhow::Result<()> {
         Command::Node(command) => node::run(&command),
         Command::Scheduler(args) => runtime.block_on(async {
             let profiles = up::load_scheduler_profiles(args.config.as_deref())?;
-            let client = client::connect(args.kubeconfig.as_deref()).await?;
+            let client = client::connect(&args.cluster).await?;
             let config = tessera_controllers::scheduler::SchedulerConfig::second(profiles);
             tracing::info!(profiles = ?config.profiles.iter().map(|p| &p.scheduler_name).collect::<Vec<_>>(), "scheduling");
             tokio::select! {
@@ -219,10 +215,8 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }),
-        Command::Explain(args) => runtime.block_on(explain::run(&args.command, args.data_dir)),
-        Command::Fault(args) => {
-            runtime.block_on(fault::run(&args.command, &args.target, args.data_dir))
-        }
+        Command::Explain(args) => runtime.block_on(explain::run(&args.command, &args.cluster)),
+        Command::Fault(args) => runtime.block_on(fault::run(&args.command, &args.cluster)),
         Command::Bench(BenchCommand::Api(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(bench::api(&args)))
         }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use tessera_node::hardware::{Exposure, MigLayout, Sharing};
 
 /// `tessera node` subcommands.
 #[derive(Subcommand, Debug)]
@@ -58,8 +59,9 @@ fn inventory(args: &InventoryArgs) -> anyhow::Result<String> {
         if let Some(devices) = &node.devices {
             writeln!(
                 out,
-                "Devices: {:?}, sharing {:?}",
-                devices.exposure, devices.sharing
+                "Devices: {}, {}",
+                exposure_text(devices.exposure),
+                sharing_text(devices.sharing.as_ref())
             )?;
         }
         if let Some(profiles) = hardware.mig_profiles() {
@@ -96,4 +98,90 @@ fn inventory(args: &InventoryArgs) -> anyhow::Result<String> {
         writeln!(out, "  {}={}:{}", taint.key, taint.value, taint.effect)?;
     }
     Ok(out)
+}
+
+/// An exposure as the topology file writes it.
+fn exposure_text(exposure: Exposure) -> &'static str {
+    match exposure {
+        Exposure::DevicePlugin => "device-plugin",
+        Exposure::Dra => "dra",
+    }
+}
+
+/// How GPUs are shared, in the topology file's words.
+fn sharing_text(sharing: Option<&Sharing>) -> String {
+    match sharing {
+        None => "whole GPUs".to_string(),
+        Some(Sharing::Mig {
+            layout: MigLayout::Named(name),
+        }) => format!("MIG {name}"),
+        Some(Sharing::Mig {
+            layout: MigLayout::Profiles(profiles),
+        }) => format!("MIG {}", profiles.join(", ")),
+        Some(Sharing::TimeSlicing { replicas }) => {
+            format!("time-slicing, {replicas} replicas per GPU")
+        }
+        Some(Sharing::Mps {
+            replicas,
+            memory_limit,
+        }) => format!(
+            "MPS, {replicas} replicas per GPU{}",
+            memory_limit
+                .as_ref()
+                .map(|limit| format!(", {limit} pinned memory each"))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_read_as_the_topology_file_writes_them() {
+        let named = |name: &str| Sharing::Mig {
+            layout: MigLayout::Named(name.into()),
+        };
+        let table = [
+            (None, "whole GPUs"),
+            (Some(named("all-1g.18gb")), "MIG all-1g.18gb"),
+            (
+                Some(Sharing::Mig {
+                    layout: MigLayout::Profiles(vec!["3g.71gb".into(), "1g.18gb".into()]),
+                }),
+                "MIG 3g.71gb, 1g.18gb",
+            ),
+            (
+                Some(Sharing::TimeSlicing { replicas: 4 }),
+                "time-slicing, 4 replicas per GPU",
+            ),
+            (
+                Some(Sharing::Mps {
+                    replicas: 2,
+                    memory_limit: Some("20Gi".into()),
+                }),
+                "MPS, 2 replicas per GPU, 20Gi pinned memory each",
+            ),
+        ];
+        for (sharing, want) in table {
+            assert_eq!(sharing_text(sharing.as_ref()), want);
+        }
+        assert_eq!(exposure_text(Exposure::Dra), "dra");
+        assert_eq!(exposure_text(Exposure::DevicePlugin), "device-plugin");
+    }
+
+    #[test]
+    fn the_inventory_has_no_debug_text() {
+        for node in ["h100-1", "h200-1", "l40s-1", "cpu-1"] {
+            let out = inventory(&InventoryArgs {
+                node: node.into(),
+                topology: None,
+            })
+            .expect("inventory");
+            for debug in ["Some(", "Named(", "{ ", "None"] {
+                assert!(!out.contains(debug), "{node}: {debug:?} in\n{out}");
+            }
+        }
+    }
 }

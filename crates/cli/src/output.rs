@@ -1,7 +1,9 @@
-//! Writing a command's report to stdout: a closed pipe (`tessera … | head`) ends the output
-//! quietly instead of panicking as `print!` does.
+//! What a command writes for people: its report on stdout (a closed pipe, `tessera … | head`,
+//! ends the output quietly instead of panicking as `print!` does), and progress of long runs on
+//! stderr, only when stderr is a terminal (nothing extra in a log file or a pipe).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Writes `text` to stdout; a reader that went away is not an error.
 pub fn emit(text: &str) -> anyhow::Result<()> {
@@ -12,5 +14,78 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
     {
         Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error.into()),
         _ => Ok(()),
+    }
+}
+
+/// A `done/total` counter for a long command, redrawn in place on a terminal's stderr; silent
+/// when stderr is not a terminal. Shared by worker threads.
+pub struct Progress {
+    what: String,
+    total: usize,
+    done: AtomicUsize,
+    shown: bool,
+}
+
+impl Progress {
+    /// Progress over `total` steps of `what` (`runs`).
+    pub fn new(what: &str, total: usize) -> Progress {
+        let progress = Progress {
+            what: what.to_string(),
+            total,
+            done: AtomicUsize::new(0),
+            shown: std::io::stderr().is_terminal(),
+        };
+        progress.draw(0);
+        progress
+    }
+
+    /// One more step done.
+    pub fn step(&self) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        self.draw(done);
+    }
+
+    fn draw(&self, done: usize) {
+        if self.shown {
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "\r{}\x1b[K", line(&self.what, done, self.total));
+            let _ = stderr.flush();
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// Clears the line, so what the command prints next starts clean.
+    fn drop(&mut self) {
+        if self.shown {
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "\r\x1b[K");
+            let _ = stderr.flush();
+        }
+    }
+}
+
+/// The progress line: `what 3/12 (25%)`.
+fn line(what: &str, done: usize, total: usize) -> String {
+    let percent = (done * 100).checked_div(total).unwrap_or(100);
+    format!("{what} {done}/{total} ({percent}%)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_counts_and_rounds_down() {
+        let table = [
+            (0, 12, "runs 0/12 (0%)"),
+            (3, 12, "runs 3/12 (25%)"),
+            (11, 12, "runs 11/12 (91%)"),
+            (12, 12, "runs 12/12 (100%)"),
+            (0, 0, "runs 0/0 (100%)"),
+        ];
+        for (done, total, want) in table {
+            assert_eq!(line("runs", done, total), want);
+        }
     }
 }

@@ -115,7 +115,7 @@ pub struct FgdGridArgs {
     #[arg(long, default_value_t = 1.3)]
     pub tune: f64,
     /// Where the rows go (overwritten).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::client::absolute_path)]
     pub out: PathBuf,
     /// Parallel runs (default: every core).
     #[arg(long)]
@@ -308,7 +308,9 @@ fn timeline(args: &RunArgs) -> anyhow::Result<()> {
         o.preempted
     );
     println!(
-        "makespan {}; mean wait {}, p95 {}; mean completion {}; time-weighted GPU allocation {:.2}%",
+        "makespan {} (first arrival to last event); wait from arrival to placement (placed pods): \
+         mean {}, p95 {}; time from arrival to end (completed pods): mean {}; GPUs allocated, \
+         averaged over the makespan: {:.2}% of capacity",
         tessera_sim::report::duration(summary.makespan as f64),
         tessera_sim::report::duration(o.mean_wait),
         tessera_sim::report::duration(o.p95_wait as f64),
@@ -317,7 +319,7 @@ fn timeline(args: &RunArgs) -> anyhow::Result<()> {
     );
     for (namespace, f) in &summary.namespaces {
         println!(
-            "  {namespace}: {} pods, {} placed, {} failed, {} waiting, {} preempted; mean wait {}",
+            "  {namespace}: {} pods, {} placed, {} failed, {} waiting, {} preempted; mean wait to placement {}",
             f.pods,
             f.placed,
             f.failed,
@@ -439,6 +441,7 @@ pub(crate) fn run_jobs(
     // Each run keeps only its row and its allocation at 100% (not its events).
     type Done = Result<(String, Option<f64>), String>;
     let results: Mutex<Vec<Option<Done>>> = Mutex::new(vec![None; jobs.len()]);
+    let progress = crate::output::Progress::new("simulation runs", jobs.len());
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
@@ -455,10 +458,12 @@ pub(crate) fn run_jobs(
                     if let Ok(mut results) = results.lock() {
                         results[i] = Some(outcome);
                     }
+                    progress.step();
                 }
             });
         }
     });
+    drop(progress);
     let results = results
         .into_inner()
         .map_err(|_| anyhow::anyhow!("a simulation thread panicked"))?;
@@ -519,7 +524,11 @@ fn grid(args: &FgdGridArgs) -> anyhow::Result<()> {
     )
     .with_context(|| format!("writing {}", args.out.display()))?;
     // The summary: mean allocation at 100% arrived per workload and policy.
-    let mut out = String::from("| workload |");
+    let mut out = format!(
+        "Share of the cluster's GPUs allocated when the whole workload has arrived, mean over \
+         {} seed(s):\n\n| workload |",
+        args.seeds.0.len()
+    );
     for policy in &args.policies {
         out.push_str(&format!(" {} |", policy.label()));
     }

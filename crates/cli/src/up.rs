@@ -299,19 +299,35 @@ async fn shutdown_signal() {
     }
 }
 
-/// Prints a kubeconfig for a user of the cluster in a data directory.
+/// Prints a kubeconfig for a user of the platform in a data directory, pointing at the server
+/// that platform listens on (its own kubeconfig records it); refuses a directory where no
+/// platform was ever started rather than invent a CA and an address.
 pub fn print_kubeconfig(args: &crate::KubeconfigArgs) -> anyhow::Result<()> {
-    let pki = Pki::load_or_create(&args.data_dir).context("load the cluster's certificates")?;
-    // Reuse the address the admin kubeconfig points at.
-    let admin = std::fs::read_to_string(args.data_dir.join("kubeconfig")).unwrap_or_default();
-    let server = admin
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("server: "))
-        .unwrap_or("https://127.0.0.1:6443")
-        .to_string();
+    let dir = &args.data.data_dir;
+    let admin = dir.join(crate::client::PLATFORM_KUBECONFIG);
+    if !admin.is_file() || !dir.join("pki").is_dir() {
+        anyhow::bail!(
+            "no Tessera platform was started in {} (it has no {} and no pki/); start one with \
+             `tessera up --data-dir {}`, or pass the --data-dir of a running one",
+            dir.display(),
+            admin.display(),
+            dir.display()
+        );
+    }
+    let server = kube::config::Kubeconfig::read_from(&admin)
+        .with_context(|| format!("read {}", admin.display()))?
+        .clusters
+        .into_iter()
+        .find_map(|named| named.cluster.and_then(|cluster| cluster.server))
+        .with_context(|| format!("{} names no server", admin.display()))?;
+    let pki = Pki::load_or_create(dir).with_context(|| {
+        format!(
+            "load the platform's certificates in {}",
+            dir.join("pki").display()
+        )
+    })?;
     let kubeconfig = pki
         .user_kubeconfig(&server, &args.user, &args.groups)
         .context("issue the user's certificate")?;
-    print!("{kubeconfig}");
-    Ok(())
+    crate::output::emit(&kubeconfig)
 }

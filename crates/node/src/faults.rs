@@ -8,7 +8,10 @@
 //! | `fault.tessera.dev/nic-<name>` | `down` | node condition `NetworkInterfacesDegraded=True` naming the NICs |
 //! | `fault.tessera.dev/node` | `not-ready` / `unreachable` | the kubelet reports Ready=False / stops posting status and renewing its Lease |
 //!
-//! Removing an annotation recovers. Pure: parsing and effects (the node status and device
+//! A GPU's health is sticky ([`GpuHealth`]): once a fatal XID took it down, later XIDs (an
+//! application error, another fatal one) leave it down with the XID that took it down; only
+//! removing the annotation (`tessera fault clear`) recovers it, as only a reset recovers the
+//! hardware. Removing an annotation recovers. Pure: parsing and effects (the node status and device
 //! taints they make, the pods a failed GPU takes down); time is an input, and the twin reads
 //! the annotations and applies the effects.
 
@@ -55,7 +58,79 @@ pub fn fatal(xid: u32) -> bool {
     tessera_devices::xid::fatal_xid(xid)
 }
 
+/// A GPU's health as the XIDs it reported left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuHealth {
+    /// No XID since the last clear.
+    Healthy,
+    /// Healthy; the last XID was an application error (the workload's, not the GPU's).
+    ApplicationError(u32),
+    /// Unhealthy since this fatal XID, until cleared.
+    Down(u32),
+}
+
+/// What happens to a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuEvent {
+    /// It reports an XID.
+    Xid(u32),
+    /// An operator clears its fault (a GPU reset).
+    Clear,
+}
+
+impl GpuHealth {
+    /// The health an annotated XID stands for (`None`: no annotation).
+    pub fn from_xid(xid: Option<u32>) -> GpuHealth {
+        match xid {
+            None => GpuHealth::Healthy,
+            Some(xid) if fatal(xid) => GpuHealth::Down(xid),
+            Some(xid) => GpuHealth::ApplicationError(xid),
+        }
+    }
+
+    /// The XID the annotation records for this health (`None`: no annotation).
+    pub fn xid(self) -> Option<u32> {
+        match self {
+            GpuHealth::Healthy => None,
+            GpuHealth::ApplicationError(xid) | GpuHealth::Down(xid) => Some(xid),
+        }
+    }
+
+    /// The health after `event`: a fatal XID takes the GPU down, nothing but a clear brings
+    /// it back, and while it is down later XIDs change nothing.
+    pub fn next(self, event: GpuEvent) -> GpuHealth {
+        match (self, event) {
+            (_, GpuEvent::Clear) => GpuHealth::Healthy,
+            (GpuHealth::Down(xid), GpuEvent::Xid(_)) => GpuHealth::Down(xid),
+            (GpuHealth::Healthy | GpuHealth::ApplicationError(_), GpuEvent::Xid(xid)) => {
+                GpuHealth::from_xid(Some(xid))
+            }
+        }
+    }
+}
+
 impl Faults {
+    /// The faults after the annotations changed from what `self` was to `annotated`: a GPU
+    /// whose annotation is gone is cleared, one whose XID changed reports it (a GPU that is
+    /// down stays down), the rest is as annotated.
+    pub fn observe(&self, annotated: Faults) -> Faults {
+        let gpus = annotated
+            .gpus
+            .iter()
+            .filter_map(|(gpu, xid)| {
+                let before = GpuHealth::from_xid(self.gpus.get(gpu).copied());
+                let after = before.next(GpuEvent::Xid(*xid)).xid()?;
+                Some((*gpu, after))
+            })
+            .collect();
+        Faults { gpus, ..annotated }
+    }
+
+    /// The health of GPU `gpu`.
+    pub fn gpu_health(&self, gpu: usize) -> GpuHealth {
+        GpuHealth::from_xid(self.gpus.get(&gpu).copied())
+    }
+
     /// Reads the faults from a node's annotations; malformed ones are reported, not applied.
     pub fn parse(annotations: &BTreeMap<String, String>) -> (Faults, Vec<String>) {
         let mut faults = Faults::default();
@@ -271,6 +346,64 @@ pub fn claim_users(claims: &[ResourceClaim], node: &str, gpu: usize) -> BTreeSet
 mod tests {
     use super::*;
     use crate::topology::Topology;
+
+    #[test]
+    fn a_gpu_fatal_xid_is_sticky_until_cleared() {
+        use GpuEvent::{Clear, Xid};
+        use GpuHealth::{ApplicationError, Down, Healthy};
+        let table = [
+            (Healthy, Xid(13), ApplicationError(13)),
+            (Healthy, Xid(79), Down(79)),
+            (Healthy, Clear, Healthy),
+            (ApplicationError(13), Xid(31), ApplicationError(31)),
+            (ApplicationError(13), Xid(48), Down(48)),
+            (ApplicationError(13), Clear, Healthy),
+            (Down(79), Xid(13), Down(79)),
+            (Down(79), Xid(48), Down(79)),
+            (Down(79), Xid(79), Down(79)),
+            (Down(79), Clear, Healthy),
+        ];
+        for (state, event, want) in table {
+            assert_eq!(state.next(event), want, "{state:?} x {event:?}");
+            // The annotation round-trips the state.
+            assert_eq!(GpuHealth::from_xid(want.xid()), want);
+        }
+    }
+
+    #[test]
+    fn observed_annotations_keep_a_downed_gpu_down() {
+        let faults = |gpus: &[(usize, u32)]| Faults {
+            gpus: gpus.iter().copied().collect(),
+            ..Faults::default()
+        };
+        // (before, annotated now, effective faults)
+        let table = [
+            (faults(&[]), faults(&[(3, 79)]), faults(&[(3, 79)])),
+            (faults(&[(3, 79)]), faults(&[(3, 13)]), faults(&[(3, 79)])),
+            (faults(&[(3, 79)]), faults(&[(3, 48)]), faults(&[(3, 79)])),
+            (faults(&[(3, 13)]), faults(&[(3, 48)]), faults(&[(3, 48)])),
+            (faults(&[(3, 79)]), faults(&[]), faults(&[])),
+            (
+                faults(&[(1, 79), (2, 13)]),
+                faults(&[(1, 13), (2, 31)]),
+                faults(&[(1, 79), (2, 31)]),
+            ),
+        ];
+        for (before, annotated, want) in table {
+            let got = before.observe(annotated.clone());
+            assert_eq!(got, want, "{before:?} then {annotated:?}");
+        }
+        let with_node = Faults {
+            node: Some(NodeFault::NotReady),
+            nvlink_down: true,
+            ..faults(&[(0, 79)])
+        };
+        assert_eq!(
+            faults(&[(0, 79)]).observe(with_node.clone()),
+            with_node,
+            "node, NVLink and NIC faults are as annotated"
+        );
+    }
 
     #[test]
     fn annotations_parse_into_faults() {

@@ -3,6 +3,9 @@
 //! are free), and the smallest changes that would let the pod fit — tolerate a taint, ask for
 //! less of a resource, wait for a named pod that holds what is missing, relax a selector.
 //!
+//! The report groups nodes with the same verdicts (a thousand CPU nodes that all lack the
+//! GPU read as one entry), naming the first few of each group.
+//!
 //! Pure: the scheduler's snapshot in, a report out.
 
 use std::collections::BTreeMap;
@@ -69,15 +72,50 @@ fn amount_text(resource: &str, milli: i128) -> String {
     }
 }
 
+/// How many node names a group of nodes with the same verdicts lists before "and N more".
+const NAMED_PER_GROUP: usize = 8;
+
+/// A group's heading: its nodes' names (the first [`NAMED_PER_GROUP`]) and, for more than
+/// one, how many.
+fn group_heading(names: &[&str]) -> String {
+    match names {
+        [one] => format!("{one}:"),
+        _ if names.len() <= NAMED_PER_GROUP => {
+            format!("{} ({} nodes):", names.join(", "), names.len())
+        }
+        _ => format!(
+            "{}, … and {} more ({} nodes):",
+            names[..NAMED_PER_GROUP].join(", "),
+            names.len() - NAMED_PER_GROUP,
+            names.len()
+        ),
+    }
+}
+
 impl Explanation {
+    /// Nodes with the same verdicts, in the order of each group's first node.
+    fn groups(&self) -> Vec<(Vec<&str>, &NodeReport)> {
+        let mut groups: Vec<(Vec<&str>, &NodeReport)> = Vec::new();
+        for node in &self.nodes {
+            match groups
+                .iter_mut()
+                .find(|(_, first)| first.verdicts == node.verdicts)
+            {
+                Some((names, _)) => names.push(&node.node),
+                None => groups.push((vec![&node.node], node)),
+            }
+        }
+        groups
+    }
+
     /// The report as `tessera explain pod` prints it.
     pub fn render(&self, pod: &str) -> String {
         let mut out = String::new();
         let fitting = self.nodes.iter().filter(|n| n.fits()).count();
         let _ = writeln!(out, "Pod {pod}: {fitting}/{} nodes fit", self.nodes.len());
-        for node in &self.nodes {
-            let _ = writeln!(out, "{}:", node.node);
-            for (plugin, verdict) in &node.verdicts {
+        for (names, report) in self.groups() {
+            let _ = writeln!(out, "{}", group_heading(&names));
+            for (plugin, verdict) in &report.verdicts {
                 let text = match verdict {
                     None => "ok".to_string(),
                     Some(reasons) => reasons.join("; "),
@@ -169,13 +207,9 @@ fn untolerated(pod: &Pod, node: &NodeInfo) -> Vec<String> {
         .iter()
         .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
         .filter(|t| !tessera_model::taints::tolerated(tolerations, t))
-        .map(|t| {
-            format!(
-                "untolerated taint {}={}:{}",
-                t.key,
-                t.value.as_deref().unwrap_or_default(),
-                t.effect
-            )
+        .map(|t| match t.value.as_deref().filter(|v| !v.is_empty()) {
+            Some(value) => format!("untolerated taint {}={value}:{}", t.key, t.effect),
+            None => format!("untolerated taint {}:{}", t.key, t.effect),
         })
         .collect()
 }
@@ -302,4 +336,73 @@ fn suggest(
     suggestions.sort();
     suggestions.dedup();
     suggestions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(node: &str, taint: Option<&str>) -> NodeReport {
+        NodeReport {
+            node: node.into(),
+            verdicts: vec![
+                (Plugin::NodeName, None),
+                (
+                    Plugin::TaintToleration,
+                    taint.map(|t| vec![format!("untolerated taint {t}")]),
+                ),
+            ],
+        }
+    }
+
+    /// A node's name and its untolerated taint.
+    type Node<'a> = (&'a str, Option<&'a str>);
+
+    #[test]
+    fn nodes_with_the_same_verdicts_read_as_one_group() {
+        let cpus: Vec<String> = (1..=10).map(|i| format!("cpu-{i:02}")).collect();
+        // (nodes as (name, taint), the report's node lines)
+        let table: Vec<(Vec<Node>, Vec<&str>)> = vec![
+            (vec![("a", None)], vec!["a:"]),
+            (
+                vec![
+                    ("a", Some("x=y:NoSchedule")),
+                    ("b", None),
+                    ("c", Some("x=y:NoSchedule")),
+                ],
+                vec!["a, c (2 nodes):", "b:"],
+            ),
+            (
+                cpus.iter().map(|n| (n.as_str(), None)).collect(),
+                vec![
+                    "cpu-01, cpu-02, cpu-03, cpu-04, cpu-05, cpu-06, cpu-07, cpu-08, … and 2 more (10 nodes):",
+                ],
+            ),
+        ];
+        for (nodes, want) in table {
+            let explanation = Explanation {
+                nodes: nodes.iter().map(|(n, t)| report(n, *t)).collect(),
+                suggestions: Vec::new(),
+            };
+            let text = explanation.render("default/p");
+            let headings: Vec<&str> = text
+                .lines()
+                .skip(1)
+                .filter(|line| !line.starts_with(' '))
+                .collect();
+            assert_eq!(headings, want, "{text}");
+        }
+        let grouped = Explanation {
+            nodes: vec![
+                report("a", Some("x=y:NoSchedule")),
+                report("b", Some("x=y:NoSchedule")),
+            ],
+            suggestions: vec!["tolerate x=y:NoSchedule".into()],
+        };
+        assert_eq!(
+            grouped.render("default/p"),
+            "Pod default/p: 0/2 nodes fit\na, b (2 nodes):\n  NodeName: ok\n  TaintToleration: \
+             untolerated taint x=y:NoSchedule\nTo fit:\n  - tolerate x=y:NoSchedule\n"
+        );
+    }
 }

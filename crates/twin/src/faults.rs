@@ -31,19 +31,21 @@ impl NodeTwins {
         let Some(spec) = self.nodes.get(&name) else {
             return Ok(());
         };
-        let (faults, problems) =
+        let (annotated, problems) =
             Faults::parse(&node.metadata.annotations.clone().unwrap_or_default());
         for problem in problems {
             tracing::warn!(node = %name, %problem, "ignoring a malformed fault");
         }
-        let before = {
+        let (before, faults) = {
             let mut all = self.faults.lock().unwrap_or_else(|p| p.into_inner());
             let before = all.get(&name).cloned().unwrap_or_default();
+            // A GPU a fatal XID took down stays down until its annotation is removed.
+            let faults = before.observe(annotated);
             if before == faults {
                 return Ok(());
             }
             all.insert(name.clone(), faults.clone());
-            before
+            (before, faults)
         };
         tracing::info!(node = %name, ?faults, "faults changed");
         if faults.node != Some(NodeFault::Unreachable) {

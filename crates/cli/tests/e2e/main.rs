@@ -11,6 +11,7 @@ mod agent;
 mod autoscaling;
 mod bench;
 mod catalog;
+mod cli;
 mod crds;
 mod detach;
 mod doc_blocks;
