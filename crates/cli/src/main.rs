@@ -130,7 +130,12 @@ pub struct UpArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct DownArgs {
     /// The data directory of the platform to stop.
-    #[arg(long, env = "TESSERA_DATA_DIR", default_value_os_t = default_data_dir())]
+    #[arg(
+        long,
+        env = "TESSERA_DATA_DIR",
+        default_value_os_t = client::default_data_dir(),
+        value_parser = client::absolute_path
+    )]
     pub data_dir: PathBuf,
 }
 
