@@ -37,7 +37,7 @@ enum Command {
     /// Start the embedded platform: API server, store, controllers and node twins.
     Up(UpArgs),
     /// Stop the platform started with `tessera up --detach` on a data directory.
-    Down(DownArgs),
+    Down(client::DataDirArgs),
     /// Print a kubeconfig for a user, authenticated by a client certificate the cluster's CA signs.
     Kubeconfig(KubeconfigArgs),
     /// Print the accelerator catalog: GPU models, MIG profiles, server models and topologies.
@@ -86,14 +86,8 @@ enum BenchCommand {
 /// Options of `tessera up`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct UpArgs {
-    /// Where the store, certificates, kubeconfig and logs live.
-    #[arg(
-        long,
-        env = "TESSERA_DATA_DIR",
-        default_value_os_t = client::default_data_dir(),
-        value_parser = client::absolute_path
-    )]
-    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub data: client::DataDirArgs,
     /// The address the HTTPS API listens on.
     #[arg(long, env = "TESSERA_LISTEN", default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
@@ -124,19 +118,6 @@ pub struct UpArgs {
     /// NodeResourcesFit scoring strategy, percentageOfNodesToScore).
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,
-}
-
-/// Options of `tessera down`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct DownArgs {
-    /// The data directory of the platform to stop.
-    #[arg(
-        long,
-        env = "TESSERA_DATA_DIR",
-        default_value_os_t = client::default_data_dir(),
-        value_parser = client::absolute_path
-    )]
-    pub data_dir: PathBuf,
 }
 
 /// Options of `tessera fault`.

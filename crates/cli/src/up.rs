@@ -109,34 +109,32 @@ async fn wait_for_registration(client: kube::Client, names: &[String]) {
 }
 
 /// Runs the platform until Ctrl-C or SIGTERM; with `--detach`, in the background.
-pub async fn run(mut args: UpArgs) -> anyhow::Result<()> {
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if args.detach {
-        return crate::detach::start(&args.data_dir);
+        return crate::detach::start(&args.data.data_dir);
     }
-    args.data_dir = std::path::absolute(&args.data_dir)
-        .with_context(|| format!("resolve {}", args.data_dir.display()))?;
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
-    crate::data_dir::create_private(&args.data_dir)?;
+    crate::data_dir::create_private(&args.data.data_dir)?;
     // Held until the process ends: a second server on the same directory would overwrite the
     // kubeconfig and diverge from this one.
-    let _held = crate::data_dir::hold(&args.data_dir)?;
+    let _held = crate::data_dir::hold(&args.data.data_dir)?;
     if args.reset {
-        remove_store(&args.data_dir)?;
+        remove_store(&args.data.data_dir)?;
     }
     let store = Store::open(
-        &args.data_dir.join(STORE_FILE),
+        &args.data.data_dir.join(STORE_FILE),
         StoreOptions {
             history: args.watch_history,
             fsync: args.fsync,
         },
     )
     .context("open the store")?;
-    private_store_files(&args.data_dir)?;
+    private_store_files(&args.data.data_dir)?;
     let objects = Objects::new(store);
     bootstrap::ensure_system_objects(&objects)?;
 
-    let pki = Pki::load_or_create(&args.data_dir).context("set up certificates")?;
+    let pki = Pki::load_or_create(&args.data.data_dir).context("set up certificates")?;
     let static_tokens = match &args.token_auth_file {
         Some(path) => {
             load_static_tokens(path).map_err(|e| anyhow::anyhow!("token auth file: {e}"))?
@@ -147,7 +145,7 @@ pub async fn run(mut args: UpArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listen on {}", args.listen))?;
     let address = listener.local_addr()?;
-    let log_dir = args.data_dir.join("logs");
+    let log_dir = args.data.data_dir.join("logs");
     let server = ApiServer::new(
         objects.clone(),
         ServerConfig {
@@ -161,7 +159,7 @@ pub async fn run(mut args: UpArgs) -> anyhow::Result<()> {
     let router = server.router();
 
     let tls = pki.server_config().context("TLS configuration")?;
-    let kubeconfig = args.data_dir.join("kubeconfig");
+    let kubeconfig = args.data.data_dir.join("kubeconfig");
     // The admin kubeconfig carries the admin's private key.
     write_private(&kubeconfig, &pki.kubeconfig(&format!("https://{address}")))
         .with_context(|| format!("write {}", kubeconfig.display()))?;
@@ -219,7 +217,11 @@ pub async fn run(mut args: UpArgs) -> anyhow::Result<()> {
         client_for("node-twins"),
         &topology,
         TwinConfig {
-            device_checkpoint: Some(args.data_dir.join("kubelet/device_manager_checkpoint.json")),
+            device_checkpoint: Some(
+                args.data
+                    .data_dir
+                    .join("kubelet/device_manager_checkpoint.json"),
+            ),
             log_dir,
             // The kubelet renews every 10 s against a 50 s grace period; a shorter grace
             // period (tests, demos) needs proportionally quicker renewals.
@@ -247,7 +249,7 @@ pub async fn run(mut args: UpArgs) -> anyhow::Result<()> {
     ));
 
     wait_for_registration(registration, &node_names).await;
-    tracing::info!(%address, data_dir = %args.data_dir.display(), nodes = ?node_names, "tessera is up");
+    tracing::info!(%address, data_dir = %args.data.data_dir.display(), nodes = ?node_names, "tessera is up");
     println!(
         "Tessera is up: Kubernetes API at https://{address} with {} node twins.",
         node_names.len()
@@ -258,7 +260,7 @@ pub async fn run(mut args: UpArgs) -> anyhow::Result<()> {
     );
     println!(
         "{BANNER_END}; state persists in {}.",
-        args.data_dir.display()
+        args.data.data_dir.display()
     );
 
     shutdown_signal().await;
