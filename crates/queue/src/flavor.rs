@@ -49,7 +49,8 @@ impl fmt::Display for FlavorMismatch {
         match self {
             FlavorMismatch::NotFound(flavor) => write!(f, "flavor {flavor} not found"),
             FlavorMismatch::UntoleratedTaint { flavor, taint } => {
-                // Kueue prints the Taint struct with Go's `%s`: `{key value effect <nil>}`.
+                // Kueue prints the Taint struct with Go's `%s`: `{key value effect <nil>}`. Go
+                // would print a set `timeAdded` as a pointer address; the time stands in.
                 let time_added = taint
                     .time_added
                     .as_ref()
