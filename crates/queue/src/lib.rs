@@ -1,20 +1,33 @@
-//! Kueue's quota model as a pure core: quota amounts, (flavor, resource) quantities, the
-//! ClusterQueue/Cohort tree with lending and borrowing limits, availability and the borrowing
-//! level, and dominant resource shares for fair sharing. Admission, flavor assignment and
-//! preemption build on it; it does no I/O and reads no clock.
+//! Kueue's quota model and flavor assignment as a pure core: quota amounts, (flavor,
+//! resource) quantities, the ClusterQueue/Cohort tree with lending and borrowing limits,
+//! availability and the borrowing level, dominant resource shares for fair sharing; Workload
+//! requests, ResourceFlavor matching, and flavor assignment with flavor fungibility and partial
+//! admission. Preemption plugs into the assigner through `PreemptionOracle`; admission and
+//! the queues build on it. It does no I/O and reads no clock.
 
 pub mod amount;
+pub mod assigner;
+pub mod cluster_queue;
 pub mod fair_sharing;
+pub mod flavor;
 pub mod quota;
 pub mod resources;
 pub mod tree;
+pub mod workload;
 
 #[cfg(test)]
 mod testing;
 
 pub use amount::Amount;
+pub use assigner::{
+    Assignment, AssumePreemptible, FlavorAssigner, FlavorAssignment, FlavorAssignmentMode,
+    PodSetAssignment, PodSetReducer, PreemptionOracle, PreemptionPossibility,
+};
+pub use cluster_queue::{ClusterQueuePolicy, FlavorFungibility, ResourceGroup};
 pub use fair_sharing::Drs;
+pub use flavor::ResourceFlavorSpec;
 pub use resources::{FlavorResource, FlavorResourceQuantities};
 pub use tree::{
     ClusterQueueSpec, CohortSpec, NodeId, NodeKind, ResourceQuota, Tree, TreeError, TreeSpec,
 };
+pub use workload::{PodSet, WorkloadInfo};
