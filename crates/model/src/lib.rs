@@ -13,6 +13,7 @@ pub mod kinds;
 pub mod managers;
 pub mod node_selector;
 pub mod pod_claims;
+pub mod pod_requests;
 pub mod quantity;
 pub mod schema;
 pub mod selector;

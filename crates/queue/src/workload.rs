@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodSpec, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use tessera_model::quantity::Quantity;
 
@@ -210,71 +210,17 @@ impl WorkloadInfo {
 /// One pod's requests from its spec, in canonical units (`resourcehelpers.PodRequests` with a
 /// missing request defaulting to the limit). Quantities that do not parse are skipped.
 pub fn pod_requests(spec: &PodSpec) -> Requests {
-    let mut total = ExactRequests::new();
-    for container in &spec.containers {
-        add(&mut total, &container_requests(container));
-    }
-    let mut sidecars = ExactRequests::new();
-    let mut init_peak = ExactRequests::new();
-    for init in spec.init_containers.iter().flatten() {
-        let own = container_requests(init);
-        let step = if init.restart_policy.as_deref() == Some("Always") {
-            // A sidecar keeps running beside the app containers and the later init steps.
-            add(&mut total, &own);
-            add(&mut sidecars, &own);
-            sidecars.clone()
-        } else {
-            let mut step = own;
-            add(&mut step, &sidecars);
-            step
-        };
-        max_into(&mut init_peak, &step);
-    }
-    max_into(&mut total, &init_peak);
-    add(&mut total, &exact(spec.overhead.as_ref()));
-    total
+    tessera_model::pod_requests::pod_requests(spec, &exact)
         .iter()
         .map(|(name, quantity)| (name.clone(), resource_value(name, quantity)))
         .collect()
 }
 
-type ExactRequests = BTreeMap<String, Quantity>;
-
-fn exact(list: Option<&BTreeMap<String, ApiQuantity>>) -> ExactRequests {
+fn exact(list: Option<&BTreeMap<String, ApiQuantity>>) -> BTreeMap<String, Quantity> {
     list.into_iter()
         .flatten()
         .filter_map(|(name, quantity)| Some((name.clone(), Quantity::try_from(quantity).ok()?)))
         .collect()
-}
-
-fn container_requests(container: &Container) -> ExactRequests {
-    let resources = container.resources.as_ref();
-    let mut requests = exact(resources.and_then(|r| r.requests.as_ref()));
-    for (name, limit) in exact(resources.and_then(|r| r.limits.as_ref())) {
-        requests.entry(name).or_insert(limit);
-    }
-    requests
-}
-
-fn add(total: &mut ExactRequests, more: &ExactRequests) {
-    for (name, quantity) in more {
-        let sum = match total.get(name) {
-            Some(have) => have.checked_add(quantity).unwrap_or(*have),
-            None => *quantity,
-        };
-        total.insert(name.clone(), sum);
-    }
-}
-
-fn max_into(total: &mut ExactRequests, other: &ExactRequests) {
-    for (name, quantity) in other {
-        match total.get(name) {
-            Some(have) if have >= quantity => {}
-            _ => {
-                total.insert(name.clone(), *quantity);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use tessera_model::Quantity;
 
@@ -35,55 +35,12 @@ pub fn amounts(list: Option<&BTreeMap<String, ApiQuantity>>) -> Amounts {
         .collect()
 }
 
-fn container_requests(container: &Container) -> Amounts {
-    let resources = container.resources.as_ref();
-    let mut requests = amounts(resources.and_then(|r| r.requests.as_ref()));
-    for (name, limit) in amounts(resources.and_then(|r| r.limits.as_ref())) {
-        requests.entry(name).or_insert(limit);
-    }
-    requests
-}
-
-fn add(total: &mut Amounts, more: &Amounts) {
-    for (name, amount) in more {
-        *total.entry(name.clone()).or_insert(0) += amount;
-    }
-}
-
-fn max_into(total: &mut Amounts, other: &Amounts) {
-    for (name, amount) in other {
-        let entry = total.entry(name.clone()).or_insert(0);
-        *entry = (*entry).max(*amount);
-    }
-}
-
 /// What the pod requests of its node.
 pub fn pod_requests(pod: &Pod) -> Amounts {
     let Some(spec) = pod.spec.as_ref() else {
         return Amounts::new();
     };
-    let mut requests = Amounts::new();
-    for container in &spec.containers {
-        add(&mut requests, &container_requests(container));
-    }
-    let mut sidecars = Amounts::new();
-    let mut init_peak = Amounts::new();
-    for init in spec.init_containers.iter().flatten() {
-        let own = container_requests(init);
-        let step = if init.restart_policy.as_deref() == Some("Always") {
-            // A sidecar keeps running beside the app containers.
-            add(&mut requests, &own);
-            add(&mut sidecars, &own);
-            sidecars.clone()
-        } else {
-            let mut step = own;
-            add(&mut step, &sidecars);
-            step
-        };
-        max_into(&mut init_peak, &step);
-    }
-    max_into(&mut requests, &init_peak);
-    add(&mut requests, &amounts(spec.overhead.as_ref()));
+    let mut requests = tessera_model::pod_requests::pod_requests(spec, &amounts);
     requests.retain(|_, amount| *amount != 0);
     requests
 }
@@ -156,7 +113,7 @@ pub fn nonzero_cpu_memory(pod: &Pod) -> (i128, i128) {
     let mut cpu = 0;
     let mut memory = 0;
     for container in &spec.containers {
-        let requests = container_requests(container);
+        let requests = tessera_model::pod_requests::container_requests(container, &amounts);
         cpu += requests.get("cpu").copied().unwrap_or(DEFAULT_CPU_MILLI);
         memory += requests
             .get("memory")
