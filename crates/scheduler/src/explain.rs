@@ -14,7 +14,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use crate::filters::{self, Plugin};
 use crate::node_info::NodeInfo;
 use crate::pod_topology::Context;
-use crate::resources::{Amounts, Demand, pod_requests};
+use crate::resources::{Amounts, pod_requests};
 use crate::schedule::Scheduler;
 
 /// One node's verdicts.
@@ -102,16 +102,19 @@ fn verdict<T>(result: Result<T, filters::Rejection>) -> Option<Vec<String>> {
 impl Scheduler {
     /// Explains where `pod` (with its resolved `claims`) fits and why not elsewhere.
     pub fn explain(&self, pod: &Pod, claims: &[ResourceClaim], pods: &[Pod]) -> Explanation {
-        let demand = Demand::of(pod);
+        let demand = self.demand(pod);
         let requests = &demand.requests;
         let context = Context::new(pod, self.nodes(), &Default::default());
         let mut reports = Vec::new();
         let mut devices: BTreeMap<String, Vec<tessera_dra::Diagnosis>> = BTreeMap::new();
         for node in self.nodes() {
-            let claims_verdict = self.claims_verdict(node, claims).map(|(reasons, found)| {
-                devices.insert(node.name.clone(), found);
-                reasons
-            });
+            let node_claims = self.claims_on(pod, &demand, node, claims);
+            let claims_verdict = self
+                .claims_verdict(node, &node_claims)
+                .map(|(reasons, found)| {
+                    devices.insert(node.name.clone(), found);
+                    reasons
+                });
             let verdicts = vec![
                 (
                     Plugin::NodeUnschedulable,

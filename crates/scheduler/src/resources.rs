@@ -35,7 +35,8 @@ pub fn amounts(list: Option<&BTreeMap<String, ApiQuantity>>) -> Amounts {
         .collect()
 }
 
-fn container_requests(container: &Container) -> Amounts {
+/// A container's requests, a missing one defaulting to its limit.
+pub(crate) fn container_requests(container: &Container) -> Amounts {
     let resources = container.resources.as_ref();
     let mut requests = amounts(resources.and_then(|r| r.requests.as_ref()));
     for (name, limit) in amounts(resources.and_then(|r| r.limits.as_ref())) {
@@ -106,6 +107,10 @@ pub struct Demand {
     pub gpus: i64,
     /// Host ports the pod asks for.
     pub host_ports: Vec<crate::node_info::HostPort>,
+    /// The extended resources a DeviceClass backs (DRAExtendedResource), in name order: on a
+    /// node whose allocatable lacks one, DynamicResources allocates it and NodeResourcesFit
+    /// leaves it alone. Empty until the scheduler fills it from its classes.
+    pub dra_backed: Vec<String>,
     /// The pod names no node and has no nodeSelector or required node affinity: on a
     /// [plain](crate::node_info::Common::plain) node only NodeResourcesFit can reject it.
     pub plain: bool,
@@ -130,6 +135,7 @@ impl Demand {
             nonzero: (narrow(cpu), narrow(memory)),
             gpus: i64::try_from(get("nvidia.com/gpu") / 1000).unwrap_or(i64::MAX),
             host_ports: crate::node_info::host_ports(pod),
+            dra_backed: Vec::new(),
             plain: pod.spec.as_ref().is_none_or(|spec| {
                 spec.node_name.as_deref().is_none_or(str::is_empty)
                     && spec.node_selector.as_ref().is_none_or(|s| s.is_empty())
