@@ -95,6 +95,27 @@ pub fn delegated<'d>(demand: &'d Demand, node: &NodeInfo) -> Vec<&'d str> {
         .collect()
 }
 
+/// The uid of the pod `claim` is the special claim of: annotated, that pod its controlling
+/// owner (what upstream's `findExtendedResourceClaim` looks for).
+pub fn special_claim_owner(claim: &ResourceClaim) -> Option<&str> {
+    let annotated = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION))
+        .is_some_and(|v| v == "true");
+    if !annotated {
+        return None;
+    }
+    claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == "Pod")
+        .map(|o| o.uid.as_str())
+}
+
 /// The special claim the scheduler allocated for a pod, as PreBind writes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExtendedClaim {
@@ -302,6 +323,10 @@ mod tests {
                 .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION)),
             Some(&"true".to_string())
         );
+        assert_eq!(special_claim_owner(&claim), Some("u-1"));
+        let mut plain = claim.clone();
+        plain.metadata.annotations = None;
+        assert_eq!(special_claim_owner(&plain), None, "not annotated");
         let owner = &meta.owner_references.as_ref().expect("owner")[0];
         assert_eq!(
             (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
