@@ -65,6 +65,11 @@ impl ExtendedResourceClasses {
         ExtendedResourceClasses { by_resource }
     }
 
+    /// Whether no class backs any name.
+    pub fn is_empty(&self) -> bool {
+        self.by_resource.is_empty()
+    }
+
     /// The class backing `resource`.
     pub fn class_of(&self, resource: &str) -> Option<&str> {
         self.by_resource.get(resource).map(String::as_str)
@@ -114,6 +119,17 @@ pub fn special_claim_owner(claim: &ResourceClaim) -> Option<&str> {
         .flatten()
         .find(|o| o.controller == Some(true) && o.kind == "Pod")
         .map(|o| o.uid.as_str())
+}
+
+/// Whether `claim` is the in-memory special claim booked for `pod` (by `Scheduler::assume`).
+pub(crate) fn booked_for(claim: &ResourceClaim, pod: &Pod) -> bool {
+    let meta = &claim.metadata;
+    meta.name.as_deref() == Some(IN_MEMORY_NAME)
+        && meta.namespace == pod.metadata.namespace
+        && meta.owner_references.iter().flatten().any(|o| {
+            Some(&o.name) == pod.metadata.name.as_ref()
+                && o.uid == pod.metadata.uid.clone().unwrap_or_default()
+        })
 }
 
 /// The special claim the scheduler allocated for a pod, as PreBind writes it.

@@ -1016,8 +1016,9 @@ impl Scheduler {
     }
 
     /// Undoes [`Scheduler::assume`] for a pod that left `node`: its usage, the GPUs it took
-    /// of the NUMA layout, and the allocations of its claims named `claims` (deallocated, as
-    /// the claim controller does once no pod reserves them).
+    /// of the NUMA layout, the allocations of its claims named `claims` (deallocated, as
+    /// the claim controller does once no pod reserves them) and of its special claim for
+    /// extended resources (which goes with the pod).
     pub fn forget(&mut self, pod: &Pod, node: &str, claims: &[String]) {
         let taken = self.gpus_taken.remove(&pod_key(pod));
         if let Some(&i) = self.node_index.get(node) {
@@ -1030,19 +1031,22 @@ impl Scheduler {
                 self.anti_affinity_holders.remove(&i);
             }
         }
-        if claims.is_empty() {
+        let special = !self.extended.is_empty()
+            && self.allocated.iter().any(|c| extended::booked_for(c, pod));
+        if claims.is_empty() && !special {
             return;
         }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let in_use = &mut self.in_use;
         let mut released = Vec::new();
         self.allocated.retain(|claim| {
-            let gone = claim.metadata.namespace.as_deref().unwrap_or_default() == namespace
+            let named = claim.metadata.namespace.as_deref().unwrap_or_default() == namespace
                 && claim
                     .metadata
                     .name
                     .as_ref()
                     .is_some_and(|name| claims.contains(name));
+            let gone = named || (special && extended::booked_for(claim, pod));
             if gone {
                 let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
                 remove_in_use(in_use, allocation);

@@ -1284,6 +1284,12 @@ fn a_booked_special_claim_holds_its_devices_and_maps_the_container() {
         error.to_string(),
         "0/2 nodes are available: 2 cannot allocate all claims."
     );
+    // The first pod leaves: its special claim's GPUs are free again.
+    scheduler.forget(&first, "b", &[]);
+    let decision = scheduler
+        .schedule(&gpu_pod("fifth", "nvidia.com/gpu", 2), &[])
+        .expect("b is free again");
+    assert_eq!(decision.node, "b");
     // The explanation does not call the DRA nodes impossible for their resources.
     let explanation = scheduler.explain(&gpu_pod("fourth", "nvidia.com/gpu", 1), &[], &[]);
     for report in &explanation.nodes {
