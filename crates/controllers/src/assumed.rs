@@ -67,6 +67,11 @@ impl Assumed {
             .insert(object_key(&claim.metadata), ((Arc::new(claim), true), now));
     }
 
+    /// Forgets a claim this scheduler deleted.
+    pub fn deleted(&mut self, claim: &ResourceClaim) {
+        self.claims.remove(&object_key(&claim.metadata));
+    }
+
     /// The watched pods with those bound here shown bound; what the watch now shows bound,
     /// or no longer has, and what is too old, is forgotten.
     pub fn pods(&mut self, watched: Vec<Arc<Pod>>, now: Instant) -> Vec<Arc<Pod>> {
@@ -172,6 +177,10 @@ mod tests {
         let watched = Arc::new(claim("p-extended-resources-x1", Some("gpu-0")));
         assert_eq!(assumed.claims(vec![watched], start).len(), 1);
         assert!(assumed.claims.is_empty());
+        // Deleted here: no longer added.
+        assumed.created(claim("gone", Some("gpu-3")), start);
+        assumed.deleted(&claim("gone", None));
+        assert!(assumed.claims(Vec::new(), start).is_empty());
         // Never watched: given up after a while.
         assumed.created(claim("late", Some("gpu-2")), start);
         assert!(assumed.claims(Vec::new(), start + KEPT).is_empty());

@@ -33,6 +33,7 @@ use tessera_model::clock::Clock;
 use crate::assumed::Assumed;
 use crate::resource_claims::allocate_and_reserve;
 use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, watched};
+use tessera_workloads::resource_claim::{DELETE_PROTECTION, protected};
 
 /// The field manager of the scheduler's writes (upstream's User-Agent, `kube-scheduler`).
 pub const MANAGER: &str = tessera_model::managers::KUBE_SCHEDULER;
@@ -289,7 +290,7 @@ pub async fn run_reporting_sync(
             if let Some(stale) = special_claims.get(uid) {
                 // A special claim of an earlier attempt whose binding never happened: as
                 // upstream's PostFilter, delete it and try the pod afresh once it is gone.
-                delete_claim(&writer.client, stale).await;
+                delete_claim(&writer, stale).await;
                 continue;
             }
             let key = format!(
@@ -634,14 +635,31 @@ async fn preempt(writer: &Writer, pod: &Pod, nomination: &Nomination) {
     }
 }
 
-/// Deletes a claim, logging what fails (the next pass sees it still there).
-async fn delete_claim(client: &Client, claim: &ResourceClaim) {
+/// Deletes a special claim — its delete-protection finalizer removed first, as upstream's
+/// `deleteClaim` does, since its pod still reserves it — and stops assuming it, logging what
+/// fails (the next pass sees it still there).
+async fn delete_claim(writer: &Writer, claim: &ResourceClaim) {
     let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
     let name = claim.metadata.name.as_deref().unwrap_or_default();
-    let deleted = Api::<ResourceClaim>::namespaced(client.clone(), namespace)
-        .delete(name, &Default::default())
-        .await;
-    if let Err(error) = deleted {
+    writer.assume(|assumed, _| assumed.deleted(claim));
+    let api = Api::<ResourceClaim>::namespaced(writer.client.clone(), namespace);
+    let result = async {
+        if let Some(stored) = api.get_opt(name).await?.filter(protected) {
+            let kept: Vec<String> = stored
+                .metadata
+                .finalizers
+                .into_iter()
+                .flatten()
+                .filter(|f| f != DELETE_PROTECTION)
+                .collect();
+            let patch = json!({"metadata": {"finalizers": kept,
+                "resourceVersion": stored.metadata.resource_version}});
+            api.patch(name, &patch_params(MANAGER), &Patch::Merge(patch))
+                .await?;
+        }
+        api.delete(name, &Default::default()).await.map(drop)
+    };
+    if let Err(error) = result.await {
         tracing::debug!(claim = %name, %error, "cannot delete the special claim");
     }
 }
@@ -672,7 +690,7 @@ async fn create_special_claim(
     let written = match written {
         Ok(written) => written,
         Err(error) => {
-            delete_claim(&writer.client, &created).await;
+            delete_claim(writer, &created).await;
             return Err(error);
         }
     };
@@ -686,7 +704,7 @@ async fn create_special_claim(
         .patch_status(&name, &patch_params(MANAGER), &Patch::Merge(status))
         .await;
     if let Err(error) = patched {
-        delete_claim(&writer.client, &created).await;
+        delete_claim(writer, &created).await;
         return Err(error);
     }
     Ok(created)
@@ -716,7 +734,7 @@ async fn bind(
     };
     let bound = post_binding(writer, pod, decision).await;
     if let (Err(_), Some(special)) = (&bound, &special) {
-        delete_claim(&writer.client, special).await;
+        delete_claim(writer, special).await;
     }
     bound
 }
