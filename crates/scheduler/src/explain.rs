@@ -11,6 +11,7 @@ use std::fmt::Write;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
+use crate::extended::IN_MEMORY_NAME;
 use crate::filters::{self, Plugin};
 use crate::node_info::NodeInfo;
 use crate::pod_topology::Context;
@@ -284,7 +285,13 @@ fn suggest(
             [Plugin::DynamicResources] => {
                 for found in devices.get(&node.name).into_iter().flatten() {
                     let short = found.wants.is_some_and(|n| n > found.free);
-                    if short && found.free > 0 {
+                    let special = found.claim.rsplit('/').next() == Some(IN_MEMORY_NAME);
+                    if short && found.free > 0 && special {
+                        suggestions.push(format!(
+                            "ask for at most {} device(s) of class {} as extended resources to fit on {}",
+                            found.free, found.class, node.name
+                        ));
+                    } else if short && found.free > 0 {
                         suggestions.push(format!(
                             "ask for at most {} device(s) in request {} of claim {} to fit on {}",
                             found.free, found.request, found.claim, node.name

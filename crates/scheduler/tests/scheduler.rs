@@ -1290,8 +1290,16 @@ fn a_booked_special_claim_holds_its_devices_and_maps_the_container() {
         .schedule(&gpu_pod("fifth", "nvidia.com/gpu", 2), &[])
         .expect("b is free again");
     assert_eq!(decision.node, "b");
-    // The explanation does not call the DRA nodes impossible for their resources.
-    let explanation = scheduler.explain(&gpu_pod("fourth", "nvidia.com/gpu", 1), &[], &[]);
+    // The explanation does not call the DRA nodes impossible for their resources, and
+    // says how much of them a node has.
+    let explanation = scheduler.explain(&gpu_pod("fourth", "nvidia.com/gpu", 3), &[], &[]);
+    assert_eq!(
+        explanation.suggestions,
+        [
+            "ask for at most 2 device(s) of class gpu.nvidia.com as extended resources to fit on b",
+            "wait for the 1 device(s) of class gpu.nvidia.com in use on a to be released"
+        ]
+    );
     for report in &explanation.nodes {
         let fit = report
             .verdicts
