@@ -61,10 +61,14 @@ pub const COMPONENTS: &[Component] = &[
             (&["scheduling.x-k8s.io"], &["podgroups"], READ),
             (&[""], &["pods/binding"], &["create"]),
             (&[""], &["pods/status"], STATUS),
+            // Create and delete: the claims of pods' extended resources backed by DRA, as
+            // upstream's system:kube-scheduler role grants with DRAExtendedResource.
             (
                 &["resource.k8s.io"],
                 &["resourceclaims"],
-                &["get", "list", "watch", "update", "patch"],
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
             ),
             (&["resource.k8s.io"], &["resourceclaims/status"], STATUS),
             (

@@ -374,6 +374,7 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
                 "spec.selectors",
                 &mut causes,
             );
+            check_extended_resource_name(object, &mut causes);
         }
         ("resource.k8s.io", kind @ ("ResourceClaim" | "ResourceClaimTemplate")) => {
             let (pointer, path) = if kind == "ResourceClaim" {
@@ -407,6 +408,24 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
         _ => {}
     }
     causes
+}
+
+/// A DeviceClass's `spec.extendedResourceName` must be an extended resource name, as
+/// upstream's `validateDeviceClassSpec` requires.
+fn check_extended_resource_name(object: &Value, causes: &mut Vec<Cause>) {
+    let Some(value) = object.pointer("/spec/extendedResourceName") else {
+        return;
+    };
+    let valid = value
+        .as_str()
+        .is_some_and(tessera_model::extended_resources::is_extended_resource_name);
+    if !valid && !value.is_null() {
+        causes.push(Cause::invalid(
+            "spec.extendedResourceName",
+            value,
+            "must be a valid extended resource name",
+        ));
+    }
 }
 
 /// Device selectors must compile in the DRA CEL environment and stay within its size limit,
@@ -733,6 +752,56 @@ mod tests {
                     cause.message
                 );
             }
+        }
+    }
+
+    #[test]
+    fn device_class_extended_resource_names_must_be_extended_resource_names() {
+        let classes = Resource::find("resource.k8s.io", "v1", "deviceclasses").unwrap();
+        // (extendedResourceName, expected message), as upstream's validation table.
+        let table = [
+            (json!("nvidia.com/gpu"), None),
+            (json!("example.com/my_resource-1.x"), None),
+            (json!(null), None),
+            (
+                json!("gpu"),
+                Some("Invalid value: \"gpu\": must be a valid extended resource name"),
+            ),
+            (
+                json!("kubernetes.io/gpu"),
+                Some(
+                    "Invalid value: \"kubernetes.io/gpu\": must be a valid extended resource name",
+                ),
+            ),
+            (
+                json!("requests.example.com/gpu"),
+                Some(
+                    "Invalid value: \"requests.example.com/gpu\": must be a valid extended resource name",
+                ),
+            ),
+            (
+                json!("deviceclass.resource.kubernetes.io/gpu"),
+                Some(
+                    "Invalid value: \"deviceclass.resource.kubernetes.io/gpu\": must be a valid extended resource name",
+                ),
+            ),
+            (
+                json!("Example.com/gpu"),
+                Some("Invalid value: \"Example.com/gpu\": must be a valid extended resource name"),
+            ),
+        ];
+        for (name, want) in table {
+            let object = json!({"spec": {"extendedResourceName": name}});
+            let causes = validate(classes, &object);
+            let got: Vec<(&str, &str)> = causes
+                .iter()
+                .map(|c| (c.field.as_str(), c.message.as_str()))
+                .collect();
+            let want: Vec<(&str, &str)> = want
+                .map(|m| ("spec.extendedResourceName", m))
+                .into_iter()
+                .collect();
+            assert_eq!(got, want, "{name}");
         }
     }
 

@@ -40,8 +40,9 @@ fn allocated(claim: &ResourceClaim) -> bool {
 pub struct Assumed {
     /// Pod (namespace, name) → its uid, the node it was bound to, when.
     pods: HashMap<ObjectKey, ((String, String), Instant)>,
-    /// Claims as written here (allocation and reservation), by (namespace, name).
-    claims: HashMap<ObjectKey, (Arc<ResourceClaim>, Instant)>,
+    /// Claims as written here (allocation and reservation), by (namespace, name), and
+    /// whether this scheduler created them (the special claims of extended resources).
+    claims: HashMap<ObjectKey, ((Arc<ResourceClaim>, bool), Instant)>,
 }
 
 impl Assumed {
@@ -55,7 +56,20 @@ impl Assumed {
     /// Remembers a claim as written (allocated and reserved) for a pod about to be bound.
     pub fn wrote(&mut self, claim: ResourceClaim, now: Instant) {
         self.claims
-            .insert(object_key(&claim.metadata), (Arc::new(claim), now));
+            .insert(object_key(&claim.metadata), ((Arc::new(claim), false), now));
+    }
+
+    /// Remembers a claim this scheduler created, allocated and reserved (a pod's special
+    /// claim for extended resources): until the watch shows it allocated it counts even
+    /// where the watch does not show it at all.
+    pub fn created(&mut self, claim: ResourceClaim, now: Instant) {
+        self.claims
+            .insert(object_key(&claim.metadata), ((Arc::new(claim), true), now));
+    }
+
+    /// Forgets a claim this scheduler deleted.
+    pub fn deleted(&mut self, claim: &ResourceClaim) {
+        self.claims.remove(&object_key(&claim.metadata));
     }
 
     /// The watched pods with those bound here shown bound; what the watch now shows bound,
@@ -77,8 +91,9 @@ impl Assumed {
         )
     }
 
-    /// The watched claims with those allocated here shown as written here; what the watch
-    /// now shows allocated, or no longer has, and what is too old, is forgotten.
+    /// The watched claims with those allocated here shown as written here, and those created
+    /// here that the watch does not show yet added; what the watch now shows allocated, or
+    /// no longer has (unless created here), and what is too old, is forgotten.
     pub fn claims(
         &mut self,
         watched: Vec<Arc<ResourceClaim>>,
@@ -88,11 +103,11 @@ impl Assumed {
             &mut self.claims,
             watched,
             (now, KEPT),
-            |claim, ours| {
+            |claim, (ours, _)| {
                 let same = claim.metadata.uid == ours.metadata.uid;
                 (same && !allocated(claim)).then(|| Arc::clone(ours))
             },
-            |_| None,
+            |(ours, created)| created.then(|| Arc::clone(ours)),
         )
     }
 }
@@ -145,6 +160,30 @@ mod tests {
         let claims = assumed.claims(vec![Arc::new(claim("a-gpu", Some("gpu-0")))], start);
         assert!(allocated(&claims[0]));
         assert!(assumed.pods.is_empty() && assumed.claims.is_empty());
+    }
+
+    #[test]
+    fn a_created_claim_counts_before_the_watch_shows_it() {
+        let start = Instant::now();
+        let mut assumed = Assumed::default();
+        assumed.created(claim("p-extended-resources-x1", Some("gpu-0")), start);
+        assumed.wrote(claim("written", Some("gpu-1")), start);
+        // Not watched yet: the created claim is added, a written one that vanished is not.
+        let claims = assumed.claims(Vec::new(), start);
+        let names: Vec<_> = claims.iter().map(|c| c.metadata.name.clone()).collect();
+        assert_eq!(names, [Some("p-extended-resources-x1".to_string())]);
+        assert!(allocated(&claims[0]));
+        // Watched, allocated: forgotten.
+        let watched = Arc::new(claim("p-extended-resources-x1", Some("gpu-0")));
+        assert_eq!(assumed.claims(vec![watched], start).len(), 1);
+        assert!(assumed.claims.is_empty());
+        // Deleted here: no longer added.
+        assumed.created(claim("gone", Some("gpu-3")), start);
+        assumed.deleted(&claim("gone", None));
+        assert!(assumed.claims(Vec::new(), start).is_empty());
+        // Never watched: given up after a while.
+        assumed.created(claim("late", Some("gpu-2")), start);
+        assert!(assumed.claims(Vec::new(), start + KEPT).is_empty());
     }
 
     #[test]

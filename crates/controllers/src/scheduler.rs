@@ -22,6 +22,7 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 use tessera_model::pod_claims::claim_names;
+use tessera_scheduler::extended::{ExtendedClaim, special_claim_owner};
 use tessera_scheduler::preemption::{Budget, Nomination, pod_group};
 use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
@@ -32,6 +33,7 @@ use tessera_model::clock::Clock;
 use crate::assumed::Assumed;
 use crate::resource_claims::allocate_and_reserve;
 use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, watched};
+use tessera_workloads::resource_claim::{DELETE_PROTECTION, protected};
 
 /// The field manager of the scheduler's writes (upstream's User-Agent, `kube-scheduler`).
 pub const MANAGER: &str = tessera_model::managers::KUBE_SCHEDULER;
@@ -229,6 +231,10 @@ pub async fn run_reporting_sync(
             )
         };
         let named_claims = claims_by_name(&all_claims);
+        let special_claims: HashMap<&str, &ResourceClaim> = all_claims
+            .iter()
+            .filter_map(|c| Some((special_claim_owner(c)?, c.as_ref())))
+            .collect();
         let mut queue: Vec<&Pod> = all_pods
             .iter()
             .map(AsRef::as_ref)
@@ -280,6 +286,13 @@ pub async fn run_reporting_sync(
             let Some(pod_claims) = pod_claims(pod, &named_claims) else {
                 continue;
             };
+            let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+            if let Some(stale) = special_claims.get(uid) {
+                // A special claim of an earlier attempt whose binding never happened: as
+                // upstream's PostFilter, delete it and try the pod afresh once it is gone.
+                delete_claim(&writer, stale).await;
+                continue;
+            }
             let key = format!(
                 "{}/{}",
                 pod.metadata.namespace.as_deref().unwrap_or_default(),
@@ -622,7 +635,83 @@ async fn preempt(writer: &Writer, pod: &Pod, nomination: &Nomination) {
     }
 }
 
-/// PreBind (claims) and Bind.
+/// Deletes a special claim — its delete-protection finalizer removed first, as upstream's
+/// `deleteClaim` does, since its pod still reserves it — and stops assuming it, logging what
+/// fails (the next pass sees it still there).
+async fn delete_claim(writer: &Writer, claim: &ResourceClaim) {
+    let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    writer.assume(|assumed, _| assumed.deleted(claim));
+    let api = Api::<ResourceClaim>::namespaced(writer.client.clone(), namespace);
+    let result = async {
+        if let Some(stored) = api.get_opt(name).await?.filter(protected) {
+            let kept: Vec<String> = stored
+                .metadata
+                .finalizers
+                .into_iter()
+                .flatten()
+                .filter(|f| f != DELETE_PROTECTION)
+                .collect();
+            let patch = json!({"metadata": {"finalizers": kept,
+                "resourceVersion": stored.metadata.resource_version}});
+            api.patch(name, &patch_params(MANAGER), &Patch::Merge(patch))
+                .await?;
+        }
+        api.delete(name, &Default::default()).await.map(drop)
+    };
+    if let Err(error) = result.await {
+        tracing::debug!(claim = %name, %error, "cannot delete the special claim");
+    }
+}
+
+/// PreBind of extended resources backed by DRA: the special claim created, allocated and
+/// reserved for the pod, then named in the pod's `status.extendedResourceClaimStatus`.
+/// Returns the claim created.
+async fn create_special_claim(
+    writer: &Writer,
+    pod: &Pod,
+    extended: &ExtendedClaim,
+) -> Result<ResourceClaim, kube::Error> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut claim = extended.claim.clone();
+    // The in-memory name goes; the server generates one.
+    claim.metadata.name = None;
+    let created = Api::<ResourceClaim>::namespaced(writer.client.clone(), &namespace)
+        .create(&post_params(MANAGER), &claim)
+        .await?;
+    let written = allocate_and_reserve(
+        &writer.client,
+        &created,
+        Some(&extended.allocation),
+        pod,
+        MANAGER,
+    )
+    .await;
+    let written = match written {
+        Ok(written) => written,
+        Err(error) => {
+            delete_claim(writer, &created).await;
+            return Err(error);
+        }
+    };
+    writer.assume(|assumed, now| assumed.created(written, now));
+    let status = json!({"status": {"extendedResourceClaimStatus": {
+        "requestMappings": extended.mappings,
+        "resourceClaimName": created.metadata.name,
+    }}});
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let patched = Api::<Pod>::namespaced(writer.client.clone(), &namespace)
+        .patch_status(&name, &patch_params(MANAGER), &Patch::Merge(status))
+        .await;
+    if let Err(error) = patched {
+        delete_claim(writer, &created).await;
+        return Err(error);
+    }
+    Ok(created)
+}
+
+/// PreBind (claims) and Bind; a special claim created here is deleted again when the
+/// binding fails (upstream's Unreserve).
 async fn bind(
     writer: &Writer,
     pod: &Pod,
@@ -639,6 +728,19 @@ async fn bind(
         let written = allocate_and_reserve(&writer.client, claim, allocation, pod, MANAGER).await?;
         writer.assume(|assumed, now| assumed.wrote(written, now));
     }
+    let special = match &decision.extended {
+        Some(extended) => Some(create_special_claim(writer, pod, extended).await?),
+        None => None,
+    };
+    let bound = post_binding(writer, pod, decision).await;
+    if let (Err(_), Some(special)) = (&bound, &special) {
+        delete_claim(writer, special).await;
+    }
+    bound
+}
+
+/// Bind: `pods/binding`, the assumed binding and the `Scheduled` event.
+async fn post_binding(writer: &Writer, pod: &Pod, decision: &Decision) -> Result<(), kube::Error> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let binding = json!({

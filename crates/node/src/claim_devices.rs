@@ -4,7 +4,9 @@
 //! prepare it as the DRA driver's kubelet plugin would ([`crate::dra_claims::plan`]:
 //! this node's devices only, CDI device IDs `k8s.gpu.nvidia.com/claim=<claimUID>-<device>`),
 //! and give each container the devices of the claims (and requests) it names, with the env a
-//! runtime would set (`NVIDIA_VISIBLE_DEVICES` with the device UUIDs).
+//! runtime would set (`NVIDIA_VISIBLE_DEVICES` with the device UUIDs). Extended resources
+//! backed by DRA come the same way: the claim the scheduler named in the pod's
+//! `status.extendedResourceClaimStatus`, each container getting the requests mapped to it.
 //!
 //! Pure; the twin fetches the claims and writes the container logs.
 
@@ -22,6 +24,24 @@ use crate::topology::NodeSpec;
 pub const DRIVER: &str = "gpu.nvidia.com";
 
 pub use tessera_model::pod_claims::claim_names;
+
+/// The key under which the claim of the pod's extended resources is handed in (not a pod
+/// claim name, which is a DNS label).
+pub const EXTENDED_RESOURCES: &str = "<extended-resources>";
+
+/// The claim the scheduler made for the pod's extended resources, from its status.
+pub fn extended_claim_name(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()?
+        .extended_resource_claim_status
+        .as_ref()
+        .map(|s| s.resource_claim_name.as_str())
+}
+
+/// Whether the kubelet must prepare claims before the pod's containers start.
+pub fn uses_claims(pod: &Pod) -> bool {
+    !claim_names(pod).is_empty() || extended_claim_name(pod).is_some()
+}
 
 /// Why a pod's claims are not ready for its containers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +76,8 @@ fn device_uuids(node: &NodeSpec) -> BTreeMap<String, String> {
 }
 
 /// The log lines each container's devices produce, by container name; `claims` holds the
-/// fetched claims by pod claim name.
+/// fetched claims by pod claim name, the extended resources' claim under
+/// [`EXTENDED_RESOURCES`].
 pub fn container_devices(
     pod: &Pod,
     node: &NodeSpec,
@@ -66,7 +87,9 @@ pub fn container_devices(
     let uuids = device_uuids(node);
     let known: Vec<&str> = uuids.keys().map(String::as_str).collect();
     let mut prepared: BTreeMap<&str, (String, PreparedClaim)> = BTreeMap::new();
-    for (pod_claim, name) in claim_names(pod) {
+    let extended = extended_claim_name(pod)
+        .map(|name| (EXTENDED_RESOURCES.to_string(), Some(name.to_string())));
+    for (pod_claim, name) in claim_names(pod).into_iter().chain(extended) {
         let claim = name
             .as_ref()
             .and_then(|_| claims.get(&pod_claim))
@@ -96,22 +119,33 @@ pub fn container_devices(
         prepared.insert(key, (claim_uid, plan));
     }
     let kind = dra_claims::claim_cdi_kind(DRIVER);
+    let mappings = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.extended_resource_claim_status.as_ref())
+        .map(|s| s.request_mappings.as_slice())
+        .unwrap_or_default();
     let mut lines = BTreeMap::new();
     for container in pod.spec.iter().flat_map(|s| &s.containers) {
         let mut visible = Vec::new();
         let mut cdi = Vec::new();
-        let refs = container
+        let named = container
             .resources
             .as_ref()
             .and_then(|r| r.claims.as_ref())
             .into_iter()
-            .flatten();
-        for reference in refs {
-            let Some((_, plan)) = prepared.get(reference.name.as_str()) else {
+            .flatten()
+            .map(|r| (r.name.as_str(), r.request.as_deref()));
+        let mapped = mappings
+            .iter()
+            .filter(|m| m.container_name == container.name)
+            .map(|m| (EXTENDED_RESOURCES, Some(m.request_name.as_str())));
+        for (claim, request) in named.chain(mapped) {
+            let Some((_, plan)) = prepared.get(claim) else {
                 continue;
             };
             for device in &plan.devices {
-                let wanted = reference.request.as_deref().is_none_or(|request| {
+                let wanted = request.is_none_or(|request| {
                     device.requests.iter().any(|r| {
                         r == request
                             || r.split_once('/')
@@ -135,4 +169,106 @@ pub fn container_devices(
         }
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+    use serde_json::json;
+
+    fn h100() -> NodeSpec {
+        Topology::default_lab()
+            .nodes()
+            .into_iter()
+            .find(|node| node.name == "h100-1")
+            .expect("lab node")
+    }
+
+    fn pod(status: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ml", "name": "p", "uid": "pod-uid"},
+            "spec": {"nodeName": "h100-1", "containers": [
+                {"name": "cuda", "resources": {"limits": {"nvidia.com/gpu": "2"}}},
+                {"name": "side"}]},
+            "status": status,
+        }))
+        .expect("pod")
+    }
+
+    fn special(reserved: bool, allocated: bool) -> ResourceClaim {
+        let mut claim = json!({
+            "metadata": {"namespace": "ml", "name": "p-extended-resources-x", "uid": "claim-uid"},
+            "spec": {"devices": {"requests": [{"name": "container-0-request-0",
+                "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}]}},
+            "status": {}});
+        if allocated {
+            claim["status"]["allocation"] = json!({"devices": {"results": [
+                {"request": "container-0-request-0", "driver": DRIVER, "pool": "h100-1", "device": "gpu-1"},
+                {"request": "container-0-request-0", "driver": DRIVER, "pool": "h100-1", "device": "gpu-3"}]}});
+        }
+        if reserved {
+            claim["status"]["reservedFor"] =
+                json!([{"resource": "pods", "name": "p", "uid": "pod-uid"}]);
+        }
+        serde_json::from_value(claim).expect("claim")
+    }
+
+    #[test]
+    fn extended_resources_get_the_devices_of_the_claim_the_status_names() {
+        let node = h100();
+        let uuids = device_uuids(&node);
+        let status = json!({"extendedResourceClaimStatus": {
+            "resourceClaimName": "p-extended-resources-x",
+            "requestMappings": [{"containerName": "cuda", "resourceName": "nvidia.com/gpu",
+                "requestName": "container-0-request-0"}]}});
+        let visible = format!(
+            "NVIDIA_VISIBLE_DEVICES={},{}",
+            uuids["gpu-1"], uuids["gpu-3"]
+        );
+        // (pod status, the special claim handed in, expected lines of `cuda` or why not)
+        type Case = (
+            Value,
+            Option<ResourceClaim>,
+            Result<Option<String>, NotReady>,
+        );
+        let table: Vec<Case> = vec![
+            (json!({}), None, Ok(None)),
+            (status.clone(), Some(special(true, true)), Ok(Some(visible))),
+            (
+                status.clone(),
+                None,
+                Err(NotReady::Waiting(
+                    "waiting for the claim of <extended-resources>".into(),
+                )),
+            ),
+            (
+                status.clone(),
+                Some(special(false, true)),
+                Err(NotReady::Waiting(
+                    "claim p-extended-resources-x is not reserved for the pod".into(),
+                )),
+            ),
+            (
+                status,
+                Some(special(true, false)),
+                Err(NotReady::Waiting(
+                    "claim p-extended-resources-x is not allocated".into(),
+                )),
+            ),
+        ];
+        for (status, claim, want) in table {
+            let pod = pod(status.clone());
+            assert_eq!(uses_claims(&pod), claim.is_some() || status != json!({}));
+            let claims: BTreeMap<String, ResourceClaim> = claim
+                .into_iter()
+                .map(|c| (EXTENDED_RESOURCES.to_string(), c))
+                .collect();
+            let got = container_devices(&pod, &node, &claims).map(|lines| {
+                assert!(!lines.contains_key("side"), "unmapped container");
+                lines.get("cuda").map(|l| l[0].clone())
+            });
+            assert_eq!(got, want, "{status}");
+        }
+    }
 }

@@ -14,10 +14,11 @@ use std::fmt::Write;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
+use crate::extended::IN_MEMORY_NAME;
 use crate::filters::{self, Plugin};
 use crate::node_info::NodeInfo;
 use crate::pod_topology::Context;
-use crate::resources::{Amounts, Demand, pod_requests};
+use crate::resources::{Amounts, pod_requests};
 use crate::schedule::Scheduler;
 
 /// One node's verdicts.
@@ -140,16 +141,19 @@ fn verdict<T>(result: Result<T, filters::Rejection>) -> Option<Vec<String>> {
 impl Scheduler {
     /// Explains where `pod` (with its resolved `claims`) fits and why not elsewhere.
     pub fn explain(&self, pod: &Pod, claims: &[ResourceClaim], pods: &[Pod]) -> Explanation {
-        let demand = Demand::of(pod);
+        let demand = self.demand(pod);
         let requests = &demand.requests;
         let context = Context::new(pod, self.nodes(), &Default::default());
         let mut reports = Vec::new();
         let mut devices: BTreeMap<String, Vec<tessera_dra::Diagnosis>> = BTreeMap::new();
         for node in self.nodes() {
-            let claims_verdict = self.claims_verdict(node, claims).map(|(reasons, found)| {
-                devices.insert(node.name.clone(), found);
-                reasons
-            });
+            let node_claims = self.claims_on(pod, &demand, node, claims);
+            let claims_verdict = self
+                .claims_verdict(node, &node_claims)
+                .map(|(reasons, found)| {
+                    devices.insert(node.name.clone(), found);
+                    reasons
+                });
             let verdicts = vec![
                 (
                     Plugin::NodeUnschedulable,
@@ -315,7 +319,13 @@ fn suggest(
             [Plugin::DynamicResources] => {
                 for found in devices.get(&node.name).into_iter().flatten() {
                     let short = found.wants.is_some_and(|n| n > found.free);
-                    if short && found.free > 0 {
+                    let special = found.claim.rsplit('/').next() == Some(IN_MEMORY_NAME);
+                    if short && found.free > 0 && special {
+                        suggestions.push(format!(
+                            "ask for at most {} device(s) of class {} as extended resources to fit on {}",
+                            found.free, found.class, node.name
+                        ));
+                    } else if short && found.free > 0 {
                         suggestions.push(format!(
                             "ask for at most {} device(s) in request {} of claim {} to fit on {}",
                             found.free, found.request, found.claim, node.name

@@ -240,7 +240,9 @@ pub fn node_ports(demand: &Demand, node: &NodeInfo) -> Result<(), Rejection> {
     }
 }
 
-/// NodeResourcesFit: one pod more, and every requested resource within allocatable.
+/// NodeResourcesFit: one pod more, and every requested resource within allocatable; an
+/// extended resource the node does not offer but a DeviceClass backs is left to
+/// DynamicResources (upstream's `shouldDelegateResourceToDRA`).
 pub fn node_resources_fit(demand: &Demand, node: &NodeInfo) -> Result<(), Rejection> {
     let common = &node.common;
     let pods_full = common.pods_requested.saturating_add(1000) > common.pods;
@@ -248,8 +250,9 @@ pub fn node_resources_fit(demand: &Demand, node: &NodeInfo) -> Result<(), Reject
     let memory_short =
         demand.memory > 0 && common.memory_requested.saturating_add(demand.memory) > common.memory;
     let other_short = |name: &str, amount: i128| -> bool {
-        node.requested.get(name).copied().unwrap_or(0) + amount
-            > node.allocatable.get(name).copied().unwrap_or(0)
+        let allocatable = node.allocatable.get(name).copied().unwrap_or(0);
+        let delegated = allocatable <= 0 && demand.dra_backed.iter().any(|n| n == name);
+        !delegated && node.requested.get(name).copied().unwrap_or(0) + amount > allocatable
     };
     let fits = !pods_full
         && !cpu_short

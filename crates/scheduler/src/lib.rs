@@ -7,6 +7,7 @@
 
 mod claim_memo;
 pub mod explain;
+pub mod extended;
 pub mod filters;
 pub mod gang;
 pub mod node_info;

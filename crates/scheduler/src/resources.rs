@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use tessera_model::Quantity;
 
@@ -33,6 +33,11 @@ pub fn amounts(list: Option<&BTreeMap<String, ApiQuantity>>) -> Amounts {
         .flatten()
         .filter_map(|(name, q)| Some((name.clone(), milli(q)?)))
         .collect()
+}
+
+/// A container's requests, a missing one defaulting to its limit.
+pub(crate) fn container_requests(container: &Container) -> Amounts {
+    tessera_model::pod_requests::container_requests(container, &amounts)
 }
 
 /// What the pod requests of its node.
@@ -63,6 +68,10 @@ pub struct Demand {
     pub gpus: i64,
     /// Host ports the pod asks for.
     pub host_ports: Vec<crate::node_info::HostPort>,
+    /// The extended resources a DeviceClass backs (DRAExtendedResource), in name order: on a
+    /// node whose allocatable lacks one, DynamicResources allocates it and NodeResourcesFit
+    /// leaves it alone. Empty until the scheduler fills it from its classes.
+    pub dra_backed: Vec<String>,
     /// The pod names no node and has no nodeSelector or required node affinity: on a
     /// [plain](crate::node_info::Common::plain) node only NodeResourcesFit can reject it.
     pub plain: bool,
@@ -87,6 +96,7 @@ impl Demand {
             nonzero: (narrow(cpu), narrow(memory)),
             gpus: i64::try_from(get("nvidia.com/gpu") / 1000).unwrap_or(i64::MAX),
             host_ports: crate::node_info::host_ports(pod),
+            dra_backed: Vec::new(),
             plain: pod.spec.as_ref().is_none_or(|spec| {
                 spec.node_name.as_deref().is_none_or(str::is_empty)
                     && spec.node_selector.as_ref().is_none_or(|s| s.is_empty())
@@ -113,7 +123,7 @@ pub fn nonzero_cpu_memory(pod: &Pod) -> (i128, i128) {
     let mut cpu = 0;
     let mut memory = 0;
     for container in &spec.containers {
-        let requests = tessera_model::pod_requests::container_requests(container, &amounts);
+        let requests = container_requests(container);
         cpu += requests.get("cpu").copied().unwrap_or(DEFAULT_CPU_MILLI);
         memory += requests
             .get("memory")

@@ -23,6 +23,7 @@ use tessera_dra::{AllocationError, Allocator, Diagnosis, NodeView};
 use tessera_model::node_selector;
 
 use crate::claim_memo::{ClaimMemo, next_generation};
+use crate::extended::{self, ExtendedClaim, ExtendedResourceClasses};
 use crate::filters::{self, Plugin, Rejection, reasons};
 use crate::node_info::NodeInfo;
 use crate::pod_topology::{Context, NamespaceLabels};
@@ -41,6 +42,9 @@ pub struct Decision {
     pub node: String,
     /// Allocations for the pod's unallocated claims, by claim name.
     pub allocations: Vec<(String, AllocationResult)>,
+    /// The special claim for extended resources DRA provides on the node, to create in
+    /// PreBind (see [`crate::extended`]).
+    pub extended: Option<ExtendedClaim>,
 }
 
 /// Why a pod fits nowhere.
@@ -96,6 +100,8 @@ pub struct Scheduler {
     /// Slices by node name; slices for many nodes under "".
     slices_by_node: BTreeMap<String, Vec<usize>>,
     classes: DeviceClasses,
+    /// Which class backs each extended resource name.
+    extended: Arc<ExtendedResourceClasses>,
     /// Claims holding devices (allocated), including those assumed here.
     allocated: Vec<Arc<ResourceClaim>>,
     /// The devices they hold.
@@ -208,6 +214,88 @@ impl<'c> PodClaims<'c> {
     }
 }
 
+/// A pod's claims on the nodes where DRA provides the same extended resources: its own
+/// claims with the special claim for those resources last (as upstream hands it to the
+/// allocator).
+struct ExtendedVariant {
+    /// The extended resources DRA provides.
+    delegated: Vec<String>,
+    /// The pod's claims and the special claim.
+    claims: Vec<ResourceClaim>,
+    /// The special claim's request mappings.
+    mappings: Vec<k8s_openapi::api::core::v1::ContainerExtendedResourceRequest>,
+}
+
+impl ExtendedVariant {
+    /// The variants `nodes` need for `pod` (none when no class backs what it asks).
+    fn all(
+        pod: &Pod,
+        demand: &Demand,
+        nodes: &[NodeInfo],
+        classes: &ExtendedResourceClasses,
+        claims: &[ResourceClaim],
+    ) -> Vec<ExtendedVariant> {
+        if demand.dra_backed.is_empty() {
+            return Vec::new();
+        }
+        let sets: BTreeSet<Vec<&str>> = nodes
+            .iter()
+            .map(|node| extended::delegated(demand, node))
+            .filter(|set| !set.is_empty())
+            .collect();
+        sets.into_iter()
+            .map(|set| ExtendedVariant::new(pod, &set, classes, claims))
+            .collect()
+    }
+
+    fn new(
+        pod: &Pod,
+        delegated: &[&str],
+        classes: &ExtendedResourceClasses,
+        claims: &[ResourceClaim],
+    ) -> ExtendedVariant {
+        let (special, mappings) = extended::special_claim(pod, delegated, classes);
+        let mut all = claims.to_vec();
+        all.push(special);
+        ExtendedVariant {
+            delegated: delegated.iter().map(|s| s.to_string()).collect(),
+            claims: all,
+            mappings,
+        }
+    }
+
+    /// The variant for `node`, if DRA provides extended resources there.
+    fn of(variants: &[ExtendedVariant], demand: &Demand, node: &NodeInfo) -> Option<usize> {
+        if variants.is_empty() {
+            return None;
+        }
+        let set = extended::delegated(demand, node);
+        variants.iter().position(|v| {
+            v.delegated
+                .iter()
+                .map(String::as_str)
+                .eq(set.iter().copied())
+        })
+    }
+}
+
+/// Takes the special claim's allocation out of `allocations`, as the claim to create.
+fn split_extended(
+    allocations: &mut Vec<(String, AllocationResult)>,
+    variant: Option<&ExtendedVariant>,
+) -> Option<ExtendedClaim> {
+    let variant = variant?;
+    let at = allocations
+        .iter()
+        .position(|(name, _)| name == extended::IN_MEMORY_NAME)?;
+    let (_, allocation) = allocations.remove(at);
+    Some(ExtendedClaim {
+        claim: variant.claims.last()?.clone(),
+        allocation,
+        mappings: variant.mappings.clone(),
+    })
+}
+
 /// The devices a node could still give whole, from the pools it reaches.
 fn free_devices(
     pools: &HashMap<String, Vec<Pool>>,
@@ -297,6 +385,7 @@ impl Scheduler {
             next_start: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             profile_epoch: next_profile_epoch(),
             resource_memo: Arc::default(),
+            extended: Arc::new(ExtendedResourceClasses::new(&classes)),
             classes: DeviceClasses::new(&classes),
             in_use,
             allocated,
@@ -351,6 +440,31 @@ impl Scheduler {
     pub fn with_namespaces(mut self, namespaces: NamespaceLabels) -> Scheduler {
         self.namespaces = namespaces;
         self
+    }
+
+    /// What `pod` asks of a node, with the extended resources a DeviceClass backs marked.
+    pub fn demand(&self, pod: &Pod) -> Demand {
+        let mut demand = Demand::of(pod);
+        demand.dra_backed = self.extended.backed(&demand.requests);
+        demand
+    }
+
+    /// The claims DynamicResources judges for `pod` on `node`: its own `claims`, and the
+    /// special claim when DRA provides extended resources there.
+    pub(crate) fn claims_on<'c>(
+        &self,
+        pod: &Pod,
+        demand: &Demand,
+        node: &NodeInfo,
+        claims: &'c [ResourceClaim],
+    ) -> std::borrow::Cow<'c, [ResourceClaim]> {
+        let delegated = extended::delegated(demand, node);
+        if delegated.is_empty() {
+            return std::borrow::Cow::Borrowed(claims);
+        }
+        std::borrow::Cow::Owned(
+            ExtendedVariant::new(pod, &delegated, &self.extended, claims).claims,
+        )
     }
 
     /// The nodes as booked now.
@@ -474,7 +588,7 @@ impl Scheduler {
 
     /// Places `pod`, whose claims (resolved, in its order) are `claims`.
     pub fn schedule(&self, pod: &Pod, claims: &[ResourceClaim]) -> Result<Decision, FitError> {
-        let demand = Demand::of(pod);
+        let demand = self.demand(pod);
         let context = self.context(pod);
         let mut diagnosis = BTreeMap::new();
         // Upstream's percentageOfNodesToScore: stop once enough feasible nodes are found,
@@ -491,6 +605,15 @@ impl Scheduler {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let pod_claims = PodClaims::new(claims, &self.classes).with_shape(&mut memo);
+        let variants = ExtendedVariant::all(pod, &demand, &self.nodes, &self.extended, claims);
+        let variant_claims: Vec<PodClaims<'_>> = variants
+            .iter()
+            .map(|v| PodClaims::new(&v.claims, &self.classes).with_shape(&mut memo))
+            .collect();
+        let planned_for = |node: &NodeInfo| match ExtendedVariant::of(&variants, &demand, node) {
+            Some(k) => Some((&variant_claims[k], Some(&variants[k]))),
+            None => (!claims.is_empty()).then_some((&pod_claims, None)),
+        };
         let start = self.next_start.load(std::sync::atomic::Ordering::Relaxed) % total.max(1);
         let mut visited = 0;
         for offset in 0..total {
@@ -511,8 +634,8 @@ impl Scheduler {
                     .and_then(|()| context.spread_filter(node))
                     .and_then(|()| context.affinity_filter(node));
             }
-            if !claims.is_empty() {
-                verdict = verdict.and_then(|()| self.claims_fit(position, &pod_claims, &mut memo));
+            if let Some((planned, _)) = planned_for(node) {
+                verdict = verdict.and_then(|()| self.claims_fit(position, planned, &mut memo));
             }
             match verdict {
                 Ok(()) => feasible.push(position),
@@ -560,17 +683,11 @@ impl Scheduler {
             .map_or(0, |(k, _)| k);
         let node = candidates[best];
         let mut allocations = Vec::new();
-        let unallocated = claims.iter().any(|c| {
-            c.status
-                .as_ref()
-                .and_then(|s| s.allocation.as_ref())
-                .is_none()
-        });
-        if unallocated {
+        let planned = planned_for(node);
+        if let Some((planned, _)) = planned.filter(|(p, _)| !p.pending.is_empty()) {
             // Feasibility only checked that the claims fit; the chosen node gets the best
             // allocation.
-            match self.dynamic_resources_planned(node, &pod_claims, &no_claims, SOLUTIONS_COMPARED)
-            {
+            match self.dynamic_resources_planned(node, planned, &no_claims, SOLUTIONS_COMPARED) {
                 Ok(best) => allocations = best,
                 Err(rejection) => {
                     return Err(FitError {
@@ -580,9 +697,11 @@ impl Scheduler {
                 }
             }
         }
+        let extended = split_extended(&mut allocations, planned.and_then(|(_, v)| v));
         Ok(Decision {
             node: node.name.clone(),
             allocations,
+            extended,
         })
     }
 
@@ -731,10 +850,11 @@ impl Scheduler {
         claims: &[ResourceClaim],
         freed: &BTreeSet<(String, String)>,
     ) -> bool {
+        let claims = self.claims_on(pod, demand, node, claims);
         filters::run(pod, demand, node)
             .and_then(|()| context.spread_filter(node))
             .and_then(|()| context.affinity_filter(node))
-            .and_then(|()| self.dynamic_resources(node, claims, freed, 1))
+            .and_then(|()| self.dynamic_resources(node, &claims, freed, 1))
             .is_ok()
     }
 
@@ -750,7 +870,7 @@ impl Scheduler {
             return Err(NoPreemption::NotEligible);
         }
         let own = priority(pod);
-        let demand = Demand::of(pod);
+        let demand = self.demand(pod);
         let context = self.context(pod);
         let all_bound: Vec<&Pod> = self.bound.values().flatten().map(AsRef::as_ref).collect();
         let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
@@ -844,24 +964,33 @@ impl Scheduler {
                 self.anti_affinity_holders.insert(i);
             }
         }
-        for (name, allocation) in &decision.allocations {
-            if let Some(claim) = claims
-                .iter()
-                .find(|c| c.metadata.name.as_deref() == Some(name))
-            {
-                let mut claim = claim.clone();
-                claim.status.get_or_insert_with(Default::default).allocation =
-                    Some(allocation.clone());
-                add_in_use(&mut self.in_use, Some(allocation));
-                self.allocated.push(Arc::new(claim));
-            }
+        let extended = decision
+            .extended
+            .as_ref()
+            .map(|e| (&e.claim, &e.allocation));
+        let named = decision
+            .allocations
+            .iter()
+            .filter_map(|(name, allocation)| {
+                let claim = claims
+                    .iter()
+                    .find(|c| c.metadata.name.as_deref() == Some(name))?;
+                Some((claim, allocation))
+            });
+        for (claim, allocation) in named.chain(extended) {
+            let mut claim = claim.clone();
+            claim.status.get_or_insert_with(Default::default).allocation = Some(allocation.clone());
+            add_in_use(&mut self.in_use, Some(allocation));
+            self.allocated.push(Arc::new(claim));
         }
-        if !decision.allocations.is_empty() {
+        if !decision.allocations.is_empty() || decision.extended.is_some() {
             if let Some(&i) = self.node_index.get(&decision.node) {
                 self.nodes[i].free_devices =
                     free_devices(&self.pools, &decision.node, &self.in_use);
             }
-            self.devices_changed(&decision.node, decision.allocations.iter().map(|(_, a)| a));
+            let booked = decision.allocations.iter().map(|(_, a)| a);
+            let special = decision.extended.iter().map(|e| &e.allocation);
+            self.devices_changed(&decision.node, booked.chain(special));
         }
     }
 
@@ -887,8 +1016,9 @@ impl Scheduler {
     }
 
     /// Undoes [`Scheduler::assume`] for a pod that left `node`: its usage, the GPUs it took
-    /// of the NUMA layout, and the allocations of its claims named `claims` (deallocated, as
-    /// the claim controller does once no pod reserves them).
+    /// of the NUMA layout, the allocations of its claims named `claims` (deallocated, as
+    /// the claim controller does once no pod reserves them) and of its special claim for
+    /// extended resources (which goes with the pod).
     pub fn forget(&mut self, pod: &Pod, node: &str, claims: &[String]) {
         let taken = self.gpus_taken.remove(&pod_key(pod));
         if let Some(&i) = self.node_index.get(node) {
@@ -901,19 +1031,22 @@ impl Scheduler {
                 self.anti_affinity_holders.remove(&i);
             }
         }
-        if claims.is_empty() {
+        let special = !self.extended.is_empty()
+            && self.allocated.iter().any(|c| extended::booked_for(c, pod));
+        if claims.is_empty() && !special {
             return;
         }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let in_use = &mut self.in_use;
         let mut released = Vec::new();
         self.allocated.retain(|claim| {
-            let gone = claim.metadata.namespace.as_deref().unwrap_or_default() == namespace
+            let named = claim.metadata.namespace.as_deref().unwrap_or_default() == namespace
                 && claim
                     .metadata
                     .name
                     .as_ref()
                     .is_some_and(|name| claims.contains(name));
+            let gone = named || (special && extended::booked_for(claim, pod));
             if gone {
                 let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
                 remove_in_use(in_use, allocation);

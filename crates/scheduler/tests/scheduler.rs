@@ -1092,3 +1092,219 @@ fn remembered_claim_verdicts_decide_as_fresh_ones() {
     }
     assert!(fits > 15 && misfits > 5, "{fits} placed, {misfits} not");
 }
+
+/// One GPU slice per node (`(node, GPUs)`), and the `gpu.nvidia.com` class, mapped to
+/// `nvidia.com/gpu` when `mapped`.
+fn dra_nodes(gpus: &[(&str, usize)], mapped: bool) -> (Vec<ResourceSlice>, Vec<DeviceClass>) {
+    let (mut slices, mut classes) = dra();
+    slices.clear();
+    for (node, count) in gpus {
+        let devices: Vec<Value> = (0..*count)
+            .map(|i| json!({"name": format!("gpu-{i}"), "attributes": {"type": {"string": "gpu"}}}))
+            .collect();
+        slices.push(
+            serde_json::from_value(json!({"metadata": {"name": format!("{node}-gpu")}, "spec": {
+                "driver": "gpu.nvidia.com", "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}))
+            .unwrap(),
+        );
+    }
+    if mapped {
+        classes[0].spec.extended_resource_name = Some("nvidia.com/gpu".into());
+    }
+    (slices, classes)
+}
+
+fn gpu_pod(name: &str, resource: &str, count: usize) -> Pod {
+    pod(
+        name,
+        json!({"spec": {"containers": [{"name": "cuda", "resources": {"limits": {resource: count.to_string()}}}]}}),
+    )
+}
+
+fn device_plugin_node(name: &str, gpus: usize) -> Node {
+    node(
+        name,
+        json!({"status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": gpus.to_string()}}}),
+    )
+}
+
+#[test]
+fn extended_resources_are_satisfied_by_dra_where_nodes_do_not_offer_them() {
+    // (case, device-plugin nodes, DRA nodes, class mapped, resource, count,
+    //  expected node and devices of the special claim, or the FailedScheduling message)
+    type Case = (
+        &'static str,
+        Vec<(&'static str, usize)>,
+        Vec<(&'static str, usize)>,
+        bool,
+        &'static str,
+        usize,
+        Result<(&'static str, usize), &'static str>,
+    );
+    let gpu = "nvidia.com/gpu";
+    let table: Vec<Case> = vec![
+        (
+            "device plugin node",
+            vec![("dp", 4)],
+            vec![],
+            true,
+            gpu,
+            2,
+            Ok(("dp", 0)),
+        ),
+        (
+            "dra node",
+            vec![],
+            vec![("a", 1), ("b", 2)],
+            true,
+            gpu,
+            2,
+            Ok(("b", 2)),
+        ),
+        (
+            "implied name",
+            vec![],
+            vec![("b", 2)],
+            false,
+            "deviceclass.resource.kubernetes.io/gpu.nvidia.com",
+            1,
+            Ok(("b", 1)),
+        ),
+        (
+            "too few devices",
+            vec![],
+            vec![("a", 1), ("b", 2)],
+            true,
+            gpu,
+            3,
+            Err("0/2 nodes are available: 2 cannot allocate all claims."),
+        ),
+        (
+            "mixed, both short",
+            vec![("dp", 1)],
+            vec![("a", 1)],
+            true,
+            gpu,
+            2,
+            Err(
+                "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 cannot allocate all claims.",
+            ),
+        ),
+        (
+            "mixed, dra fits",
+            vec![("dp", 1)],
+            vec![("b", 2)],
+            true,
+            gpu,
+            2,
+            Ok(("b", 2)),
+        ),
+        (
+            "no class mapping",
+            vec![],
+            vec![("a", 1), ("b", 2)],
+            false,
+            gpu,
+            1,
+            Err("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
+        ),
+    ];
+    for (case, plugin_nodes, dra_gpus, mapped, resource, count, want) in table {
+        let mut nodes: Vec<Node> = plugin_nodes
+            .iter()
+            .map(|(name, gpus)| device_plugin_node(name, *gpus))
+            .collect();
+        nodes.extend(dra_gpus.iter().map(|(name, _)| node(name, json!({}))));
+        let (slices, classes) = dra_nodes(&dra_gpus, mapped);
+        let scheduler = Scheduler::new(
+            node_info::build(&nodes, &[]),
+            slices,
+            classes,
+            [],
+            Strategy::default(),
+        );
+        let got = scheduler.schedule(&gpu_pod("p", resource, count), &[]);
+        match (got, want) {
+            (Ok(decision), Ok((node, devices))) => {
+                assert_eq!(decision.node, node, "{case}");
+                assert!(decision.allocations.is_empty(), "{case}");
+                let allocated = decision.extended.as_ref().map_or(0, |e| {
+                    e.allocation
+                        .devices
+                        .as_ref()
+                        .and_then(|d| d.results.as_ref())
+                        .map_or(0, Vec::len)
+                });
+                assert_eq!(allocated, devices, "{case}");
+            }
+            (Err(error), Err(message)) => assert_eq!(error.to_string(), message, "{case}"),
+            (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_booked_special_claim_holds_its_devices_and_maps_the_container() {
+    let nodes = [node("a", json!({})), node("b", json!({}))];
+    let (slices, classes) = dra_nodes(&[("a", 1), ("b", 2)], true);
+    let mut scheduler = Scheduler::new(
+        node_info::build(&nodes, &[]),
+        slices,
+        classes,
+        [],
+        Strategy::default(),
+    );
+    let first = gpu_pod("first", "nvidia.com/gpu", 2);
+    let decision = scheduler.schedule(&first, &[]).expect("fits on b");
+    let extended = decision.extended.clone().expect("special claim");
+    assert_eq!(
+        extended.claim.metadata.generate_name.as_deref(),
+        Some("first-extended-resources-")
+    );
+    let mapping = &extended.mappings[0];
+    assert_eq!(
+        (
+            mapping.container_name.as_str(),
+            mapping.resource_name.as_str(),
+            mapping.request_name.as_str()
+        ),
+        ("cuda", "nvidia.com/gpu", "container-0-request-0")
+    );
+    scheduler.assume(&first, &decision, &[]);
+    // b's GPUs are held now: one more GPU goes to a, then none is left.
+    let second = gpu_pod("second", "nvidia.com/gpu", 1);
+    let decision = scheduler.schedule(&second, &[]).expect("fits on a");
+    assert_eq!(decision.node, "a");
+    scheduler.assume(&second, &decision, &[]);
+    let error = scheduler
+        .schedule(&gpu_pod("third", "nvidia.com/gpu", 1), &[])
+        .expect_err("no GPU left");
+    assert_eq!(
+        error.to_string(),
+        "0/2 nodes are available: 2 cannot allocate all claims."
+    );
+    // The first pod leaves: its special claim's GPUs are free again.
+    scheduler.forget(&first, "b", &[]);
+    let decision = scheduler
+        .schedule(&gpu_pod("fifth", "nvidia.com/gpu", 2), &[])
+        .expect("b is free again");
+    assert_eq!(decision.node, "b");
+    // The explanation does not call the DRA nodes impossible for their resources, and
+    // says how much of them a node has.
+    let explanation = scheduler.explain(&gpu_pod("fourth", "nvidia.com/gpu", 3), &[], &[]);
+    assert_eq!(
+        explanation.suggestions,
+        [
+            "ask for at most 2 device(s) of class gpu.nvidia.com as extended resources to fit on b",
+            "wait for the 1 device(s) of class gpu.nvidia.com in use on a to be released"
+        ]
+    );
+    for report in &explanation.nodes {
+        let fit = report
+            .verdicts
+            .iter()
+            .find(|(plugin, _)| *plugin == Plugin::NodeResourcesFit);
+        assert_eq!(fit.map(|(_, v)| v.clone()), Some(None), "{}", report.node);
+    }
+}

@@ -134,7 +134,7 @@ impl NodeTwins {
         }
         // Pending: prepare the pod's claims and admit its devices, then start the containers.
         let mut claim_lines = BTreeMap::new();
-        if !claim_devices::claim_names(pod).is_empty() {
+        if claim_devices::uses_claims(pod) {
             match self.prepare_claims(pod, spec).await? {
                 Ok(lines) => claim_lines = lines,
                 Err(not_ready) => {
@@ -318,7 +318,13 @@ impl NodeTwins {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
         let mut claims = BTreeMap::new();
-        for (pod_claim, name) in claim_devices::claim_names(pod) {
+        let extended = claim_devices::extended_claim_name(pod).map(|name| {
+            (
+                claim_devices::EXTENDED_RESOURCES.to_string(),
+                Some(name.to_string()),
+            )
+        });
+        for (pod_claim, name) in claim_devices::claim_names(pod).into_iter().chain(extended) {
             let Some(name) = name else { continue };
             if let Some(claim) = api.get_opt(&name).await? {
                 claims.insert(pod_claim, claim);

@@ -525,6 +525,52 @@ mod tests {
         SystemTime::UNIX_EPOCH
     }
 
+    /// The scheduler's special claim for a pod's extended resources (no pod claim names it)
+    /// stays allocated and reserved while its pod runs, and is released once the pod is
+    /// gone or finished; deleting it is the garbage collector's (it is owned by the pod).
+    #[test]
+    fn a_special_claim_for_extended_resources_lives_as_long_as_its_pod() {
+        let special = |reserved_by: &str| {
+            let mut claim = claim(
+                "trainer-extended-resources-x1",
+                json!({"allocation": {"devices": {"results": [
+                        {"request": "container-0-request-0", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]}},
+                    "reservedFor": [{"resource": "pods", "name": "trainer", "uid": reserved_by}]}),
+                &[DELETE_PROTECTION],
+            );
+            claim["metadata"]["annotations"] =
+                json!({"resource.kubernetes.io/extended-resource-claim": "true"});
+            claim["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod",
+                "name": "trainer", "uid": reserved_by, "controller": true}]);
+            claim
+        };
+        let running = pod("trainer", "u1", Some("n1"), "Running", json!([]));
+        let finished = pod("trainer", "u1", Some("n1"), "Succeeded", json!([]));
+        // (pods, whether the claim is released)
+        let table = [
+            (vec![running], false),
+            (vec![finished], true),
+            (vec![], true),
+        ];
+        for (pods, released) in table {
+            let live = pods.len();
+            let actions = reconcile(&snapshot(pods, vec![special("u1")]), now());
+            if !released {
+                assert!(actions.is_empty(), "{live} pods: {actions:?}");
+                continue;
+            }
+            let [
+                Action::SetClaimStatus { status, .. },
+                Action::Unprotect { name, .. },
+            ] = actions.as_slice()
+            else {
+                panic!("{live} pods: {actions:?}")
+            };
+            assert!(status.allocation.is_none() && status.reserved_for.is_none());
+            assert_eq!(name, "trainer-extended-resources-x1");
+        }
+    }
+
     #[test]
     fn a_template_claim_is_created_for_the_pod() {
         let p = pod(

@@ -449,3 +449,57 @@ fn nvidia_v1beta1_quickstart_applies_unchanged_and_reads_back_in_every_version()
         "{group}"
     );
 }
+
+/// DRAExtendedResource: a pod asking for `nvidia.com/gpu` (which no DRA node advertises) runs
+/// on a DRA node through the `gpu.nvidia.com` class's `extendedResourceName`: the scheduler
+/// creates the pod's special claim (allocated, reserved, owned by the pod, annotated) and
+/// names it in `status.extendedResourceClaimStatus`; the container sees its two GPUs; the
+/// claim goes with the pod.
+#[test]
+fn extended_resource_pod_runs_on_dra_gpus() {
+    let cluster = Cluster::start();
+    cluster.ok(V, &["create", "namespace", "ext"]);
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: cuda, namespace: ext}\nspec:\n  containers:\n  - name: train\n    image: cuda:12\n    resources: {limits: {nvidia.com/gpu: 2}}\n";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], pod);
+    let node = cluster.node_when_running(V, Some("ext"), "cuda");
+    assert!(node.starts_with("h100-"), "placed on a DRA node: {node}");
+    let status = cluster.ok(
+        V,
+        &[
+            "get", "pod", "-n", "ext", "cuda", "-o",
+            "jsonpath={.status.extendedResourceClaimStatus.resourceClaimName} {.status.extendedResourceClaimStatus.requestMappings[0].containerName} {.status.extendedResourceClaimStatus.requestMappings[0].resourceName} {.status.extendedResourceClaimStatus.requestMappings[0].requestName}",
+        ],
+    );
+    let fields: Vec<&str> = status.split_whitespace().collect();
+    let [claim, container, resource, request] = fields.as_slice() else {
+        panic!("extendedResourceClaimStatus: {status}")
+    };
+    assert!(claim.starts_with("cuda-extended-resources-"), "{claim}");
+    assert_eq!(
+        (*container, *resource, *request),
+        ("train", "nvidia.com/gpu", "container-0-request-0")
+    );
+    let shape = cluster.ok(
+        V,
+        &[
+            "get", "resourceclaim", "-n", "ext", claim, "-o",
+            r#"jsonpath={.metadata.annotations.resource\.kubernetes\.io/extended-resource-claim} {.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {.status.reservedFor[0].name} {.spec.devices.requests[0].exactly.deviceClassName} {.spec.devices.requests[0].exactly.count} {.status.allocation.devices.results[*].pool}"#,
+        ],
+    );
+    assert_eq!(
+        shape,
+        format!("true Pod/cuda cuda gpu.nvidia.com 2 {node} {node}")
+    );
+    let logs = cluster.ok(V, &["logs", "-n", "ext", "cuda", "-c", "train"]);
+    let visible = logs
+        .lines()
+        .find_map(|l| l.strip_prefix("NVIDIA_VISIBLE_DEVICES="))
+        .unwrap_or_else(|| panic!("no NVIDIA_VISIBLE_DEVICES in the log: {logs}"));
+    assert_eq!(visible.split(',').count(), 2, "{visible}");
+    cluster.ok(V, &["delete", "pod", "-n", "ext", "cuda"]);
+    cluster.wait_for(
+        V,
+        &["get", "resourceclaims", "-n", "ext", "-o", "name"],
+        |out| out.trim().is_empty(),
+    );
+}

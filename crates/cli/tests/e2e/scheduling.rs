@@ -86,7 +86,8 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
     );
     assert!(!rs_managers.contains("unknown"), "{rs_managers:?}");
 
-    // One GPU through the device plugin: only the tainted L40S node has nvidia.com/gpu.
+    // Nine GPUs: only the tainted L40S node offers that many (16 time-sliced replicas through
+    // the device plugin); the DRA nodes' class backs nvidia.com/gpu, but none has nine.
     let gpu_pod = |name: &str, tolerate: bool| {
         let tolerations = if tolerate {
             "  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n"
@@ -94,7 +95,7 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
             ""
         };
         format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n{tolerations}  containers: [{{name: c, image: cuda:12, resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]\n"
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n{tolerations}  containers: [{{name: c, image: cuda:12, resources: {{limits: {{nvidia.com/gpu: 9}}}}}}]\n"
         )
     };
     cluster.ok_stdin(V, &["apply", "-f", "-"], &gpu_pod("untolerated", false));
@@ -111,7 +112,7 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
     );
     assert_eq!(
         message,
-        "0/8 nodes are available: 2 node(s) had untolerated taint(s), 6 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: 2 Preemption is not helpful for scheduling, 6 No preemption victims found for incoming pod."
+        "0/8 nodes are available: 2 node(s) had untolerated taint(s), 6 cannot allocate all claims. preemption: 0/8 nodes are available: 2 Preemption is not helpful for scheduling, 6 No preemption victims found for incoming pod."
     );
     let events = cluster.ok(
         V,
@@ -147,7 +148,11 @@ fn pods_are_placed_by_taints_selectors_and_resources() {
         "{text}"
     );
     assert!(
-        text.contains("To fit:\n  - tolerate nvidia.com/gpu=present:NoSchedule to run on l40s-1\n"),
+        text.contains("  - tolerate nvidia.com/gpu=present:NoSchedule to run on l40s-1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("To fit:\n  - ask for at most 8 device(s) of class gpu.nvidia.com as extended resources to fit on h100-1\n"),
         "{text}"
     );
     cluster.ok_stdin(V, &["apply", "-f", "-"], &gpu_pod("tolerated", true));
