@@ -9,6 +9,7 @@ pub mod amount;
 pub mod assigner;
 pub mod cluster_queue;
 pub mod fair_sharing;
+pub mod preemption;
 pub mod flavor;
 pub mod quota;
 pub mod resources;
