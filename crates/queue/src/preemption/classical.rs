@@ -8,7 +8,6 @@
 //!
 //! Knows nothing about fair sharing (see `fair`).
 
-
 use crate::cluster_queue::{ClusterQueuePreemption, PreemptionPolicy};
 use crate::tree::NodeId;
 
@@ -283,4 +282,3 @@ pub(super) fn restore(context: &mut Context<'_, '_>, targets: &Targets<'_>) {
         context.add(candidate);
     }
 }
-

@@ -249,7 +249,10 @@ impl<'a> Context<'a, '_> {
                     almost_lowest_common_ancestor(&self.tree, target, lca),
                 ),
             ),
-            None => (share(&self.tree, self.cluster_queue), share(&self.tree, target)),
+            None => (
+                share(&self.tree, self.cluster_queue),
+                share(&self.tree, target),
+            ),
         }
     }
 
@@ -393,8 +396,7 @@ pub(super) fn fair_preemptions<'a>(
     let mut fits = false;
     let mut targets = Vec::new();
     if let Some(&first) = strategies.first() {
-        let result =
-            run_first_strategy(context, &candidates, first, config.preempt_within_nominal);
+        let result = run_first_strategy(context, &candidates, first, config.preempt_within_nominal);
         fits = result.fits;
         targets = result.targets;
         if !fits && strategies.len() > 1 {

@@ -165,10 +165,10 @@ impl PreemptionReason {
 }
 
 /// The message of the victim's `Evicted` and `Preempted` conditions (`preemptionMessage`);
-/// empty parts read `UNKNOWN`.
+/// empty parts and a missing reason read `UNKNOWN`.
 pub fn preemption_message(
     preemptor: &PreemptingWorkload,
-    reason: PreemptionReason,
+    reason: Option<PreemptionReason>,
     preemptor_path: &str,
     preemptee_path: &str,
 ) -> String {
@@ -183,7 +183,7 @@ pub fn preemption_message(
         "Preempted to accommodate a workload (UID: {}, JobUID: {}) due to {}; preemptor path: {}; preemptee path: {}",
         or_unknown(&preemptor.uid),
         or_unknown(preemptor.job_uid.as_deref().unwrap_or_default()),
-        reason.human_readable(),
+        reason.map_or("UNKNOWN", PreemptionReason::human_readable),
         or_unknown(preemptor_path),
         or_unknown(preemptee_path),
     )
@@ -245,7 +245,7 @@ impl Target<'_> {
         };
         preemption_message(
             preemptor,
-            self.reason,
+            Some(self.reason),
             &path(&preemptor.cluster_queue),
             &path(&self.workload.cluster_queue),
         )
@@ -270,7 +270,10 @@ pub fn get_targets<'a>(
     snapshot: Snapshot<'a>,
     request: &PreemptionRequest<'_>,
 ) -> Vec<Target<'a>> {
-    let Some(cluster_queue) = snapshot.tree.cluster_queue(&request.preemptor.cluster_queue) else {
+    let Some(cluster_queue) = snapshot
+        .tree
+        .cluster_queue(&request.preemptor.cluster_queue)
+    else {
         return Vec::new();
     };
     let mut context = Context {

@@ -77,10 +77,7 @@ fn weight(value: &Value) -> f64 {
 }
 
 fn optional(value: &Value) -> Option<String> {
-    value
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
+    value.as_str().filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
 fn policy(value: &Value) -> PreemptionPolicy {
@@ -136,7 +133,10 @@ struct Case {
 
 fn build(case: &Value, fair: bool) -> Case {
     let name = text(&case["name"]).to_owned();
-    let cluster_queues = case["cluster_queues"].as_array().cloned().unwrap_or_default();
+    let cluster_queues = case["cluster_queues"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let spec = TreeSpec {
         cohorts: case["cohorts"]
             .as_array()
@@ -318,4 +318,214 @@ fn hierarchical_preemption_table() {
 #[test]
 fn fair_preemption_table() {
     check_table(include_str!("testdata/fair.json"), true, 35);
+}
+
+fn candidate(
+    name: &str,
+    cluster_queue: &str,
+    priority: i64,
+    reserved: Option<i64>,
+) -> AdmittedWorkload {
+    AdmittedWorkload {
+        namespace: String::new(),
+        name: name.to_owned(),
+        uid: String::new(),
+        cluster_queue: cluster_queue.to_owned(),
+        priority,
+        queue_timestamp: SystemTime::UNIX_EPOCH,
+        quota_reserved_at: reserved.map(|offset| at(&Value::from(offset)).expect("time")),
+        usage: FlavorResourceQuantities::new(),
+        evicted: false,
+    }
+}
+
+// Upstream: preemption_test.go, TestCandidatesOrdering (4 of 8 cases; the PriorityBoost and
+// AdmissionFairSharing cases need what is not modelled).
+#[test]
+fn candidates_ordering_table() {
+    let evicted = AdmittedWorkload {
+        evicted: true,
+        ..candidate("evicted", "", 0, None)
+    };
+    let cases: Vec<(&str, Vec<AdmittedWorkload>, &[&str])> = vec![
+        (
+            "workloads sorted by priority",
+            vec![
+                candidate("high", "preemptor", 10, Some(0)),
+                candidate("low", "preemptor", -10, Some(0)),
+            ],
+            &["low", "high"],
+        ),
+        (
+            "evicted workload first",
+            vec![candidate("other", "preemptor", 10, Some(0)), evicted],
+            &["evicted", "other"],
+        ),
+        (
+            "workload from different CQ first",
+            vec![
+                candidate("preemptorCq", "preemptor", 10, Some(0)),
+                candidate("other", "other", 10, Some(0)),
+            ],
+            &["other", "preemptorCq"],
+        ),
+        (
+            "old workloads last",
+            vec![
+                candidate("older", "preemptor", 0, Some(-1)),
+                candidate("younger", "preemptor", 0, Some(1)),
+                candidate("current", "preemptor", 0, Some(0)),
+            ],
+            &["younger", "current", "older"],
+        ),
+    ];
+    for (name, mut candidates, want) in cases {
+        candidates.sort_by(|a, b| candidates_ordering(a, b, "preemptor", now()));
+        let got: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+// Upstream: preemption_test.go, TestPreemptionMessage (4 cases).
+#[test]
+fn preemption_message_table() {
+    let preemptor = |uid: &str, job_uid: Option<&str>| PreemptingWorkload {
+        uid: uid.to_owned(),
+        job_uid: job_uid.map(str::to_owned),
+        priority: 0,
+        queue_timestamp: SystemTime::UNIX_EPOCH,
+        cluster_queue: String::new(),
+    };
+    let cases = [
+        (
+            preemptor("", None),
+            None,
+            "",
+            "",
+            "Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN) due to UNKNOWN; preemptor path: UNKNOWN; preemptee path: UNKNOWN",
+        ),
+        (
+            preemptor("uid", None),
+            None,
+            "",
+            "",
+            "Preempted to accommodate a workload (UID: uid, JobUID: UNKNOWN) due to UNKNOWN; preemptor path: UNKNOWN; preemptee path: UNKNOWN",
+        ),
+        (
+            preemptor("uid", Some("juid")),
+            None,
+            "",
+            "",
+            "Preempted to accommodate a workload (UID: uid, JobUID: juid) due to UNKNOWN; preemptor path: UNKNOWN; preemptee path: UNKNOWN",
+        ),
+        (
+            preemptor("uid", Some("juid")),
+            Some(PreemptionReason::InClusterQueue),
+            "/a",
+            "/b",
+            "Preempted to accommodate a workload (UID: uid, JobUID: juid) due to prioritization in the ClusterQueue; preemptor path: /a; preemptee path: /b",
+        ),
+    ];
+    for (preemptor, reason, from, to, want) in cases {
+        assert_eq!(preemption_message(&preemptor, reason, from, to), want);
+    }
+}
+
+// Not an upstream table: `preemptionOracle.SimulatePreemption` on a ClusterQueue `own`
+// (2 cpu nominal, LowerPriority within, Any reclaim) and `lender` (0 nominal) in one Cohort.
+#[test]
+fn oracle_answers_from_the_real_preemption() {
+    use crate::testing::{cluster_queue, tree};
+    let tree = tree(
+        vec![],
+        vec![
+            cluster_queue("own", "co", &[("f", "cpu", "2", "", "")]),
+            cluster_queue("lender", "co", &[("f", "cpu", "0", "", "")]),
+        ],
+    );
+    let key = FlavorResource::new("f", "cpu");
+    // (case, admitted (name, queue, priority), preemptor priority, possibility, borrowing
+    // level after preempting: 1 while own's usage still needs the Cohort).
+    type OracleCase<'a> = (
+        &'a str,
+        Vec<(&'a str, &'a str, i64)>,
+        i64,
+        PreemptionPossibility,
+        usize,
+    );
+    let cases: Vec<OracleCase<'_>> = vec![
+        (
+            "nothing admitted",
+            vec![],
+            5,
+            PreemptionPossibility::NoCandidates,
+            0,
+        ),
+        (
+            "lower priority in own queue",
+            vec![("low", "own", -1)],
+            0,
+            PreemptionPossibility::Preempt,
+            0,
+        ),
+        (
+            "equal priority in own queue",
+            vec![("peer", "own", 0)],
+            0,
+            PreemptionPossibility::NoCandidates,
+            1,
+        ),
+        (
+            "borrower reclaimed at any priority",
+            vec![("borrower", "lender", 10)],
+            0,
+            PreemptionPossibility::Reclaim,
+            0,
+        ),
+    ];
+    let policy = ClusterQueuePreemption {
+        within_cluster_queue: PreemptionPolicy::LowerPriority,
+        reclaim_within_cohort: PreemptionPolicy::Any,
+        borrow_within_cohort: None,
+    };
+    let preemptor = PreemptingWorkload {
+        uid: "in".into(),
+        job_uid: None,
+        priority: 0,
+        queue_timestamp: SystemTime::UNIX_EPOCH,
+        cluster_queue: "own".into(),
+    };
+    let config = PreemptionConfig::default();
+    let own = tree.cluster_queue("own").expect("own");
+    let info = WorkloadInfo::new(crate::workload::Workload::default());
+    for (name, admitted, priority_offset, want, want_borrow) in cases {
+        let admitted: Vec<AdmittedWorkload> = admitted
+            .into_iter()
+            .map(|(name, queue, priority)| AdmittedWorkload {
+                usage: [(key.clone(), Amount::new(2_000))].into_iter().collect(),
+                ..candidate(name, queue, priority, Some(0))
+            })
+            .collect();
+        let mut with_usage = tree.clone();
+        for workload in &admitted {
+            let id = with_usage
+                .cluster_queue(&workload.cluster_queue)
+                .expect("cq");
+            with_usage.add_usages(id, &workload.usage);
+        }
+        let preemptor = PreemptingWorkload {
+            priority: preemptor.priority + priority_offset,
+            ..preemptor.clone()
+        };
+        let oracle = Oracle {
+            config: &config,
+            admitted: &admitted,
+            preemptor: &preemptor,
+            policy: &policy,
+            now: now(),
+        };
+        let (got, borrow) =
+            oracle.simulate_preemption(&with_usage, own, &info, &key, Amount::new(2_000));
+        assert_eq!((got, borrow), (want, want_borrow), "{name}");
+    }
 }
