@@ -13,8 +13,8 @@
 //!   15 cases, read the same way.
 //! - `fair.json`: `preemption_fair_test.go`, TestFairPreemptions, all 35 cases (the admitted
 //!   Workloads' UID is their name, as upstream sets it). TestFairPreemptionSkipsUnsatisfiableTournament
-//!   is not ported: it counts strategy evaluations through the fair-sharing log, which is not
-//!   modelled (its victims are covered by the zero-weight cases of the table).
+//!   is ported below for its victims (none, either weight) only: the strategy-evaluation counts
+//!   it reads from the fair-sharing log are not modelled.
 //!
 //! Not ported from preemption_test.go: TestPreemptionWhenWorkloadModifiedConcurrently,
 //! TestIssuePreemptionsCountsFailures and TestIssuePreemptionsSkipsDuplicate (they exercise
@@ -527,5 +527,36 @@ fn oracle_answers_from_the_real_preemption() {
         let (got, borrow) =
             oracle.simulate_preemption(&with_usage, own, &info, &key, Amount::new(2_000));
         assert_eq!((got, borrow), (want, want_borrow), "{name}");
+    }
+}
+
+// Upstream: preemption_fair_test.go, TestFairPreemptionSkipsUnsatisfiableTournament (both
+// cases, victims only): whether the borrowing preemptor's weight is 0 (share +Inf, tournament
+// skipped) or 1, no candidate passes either strategy.
+#[test]
+fn fair_preemption_skips_unsatisfiable_tournament() {
+    for preemptor_weight in ["0", "1"] {
+        let unit = |name: &str, queue: &str| {
+            serde_json::json!({"ns": "", "name": name, "uid": name, "cq": queue, "priority": 0,
+                "creation": null, "reserved": 0, "usage": [["default", "cpu", "1"]], "evicted": false})
+        };
+        let queue = |name: &str, weight: &str, reclaim: &str| {
+            serde_json::json!({"name": name, "cohort": "all", "fair_weight": weight,
+                "quotas": [["default", "cpu", "1", "", ""]], "within": "Never",
+                "reclaim": reclaim, "borrow": null})
+        };
+        let case = serde_json::json!({
+            "name": format!("preemptor weight {preemptor_weight}"),
+            "cohorts": [],
+            "cluster_queues": [queue("a", preemptor_weight, "Any"), queue("b", "1", "Never")],
+            "admitted": [unit("a1", "a"), unit("b1", "b"), unit("b2", "b")],
+            "incoming": {"uid": "a_incoming", "job_uid": null, "priority": 0, "creation": null,
+                "usage": [["default", "cpu", "1", 1]], "preempt": [["default", "cpu"]]},
+            "target_cq": "a",
+            "strategies": [],
+            "want": [], "want_count": 0, "want_messages": {},
+        });
+        let json = serde_json::to_string(&[case]).expect("json");
+        check_table(&json, true, 1);
     }
 }
