@@ -2,14 +2,17 @@
 //! resource) quantities, the ClusterQueue/Cohort tree with lending and borrowing limits,
 //! availability and the borrowing level, dominant resource shares for fair sharing; Workload
 //! requests, ResourceFlavor matching, and flavor assignment with flavor fungibility and partial
-//! admission. Preemption plugs into the assigner through `PreemptionOracle`; admission and
-//! the queues build on it. It does no I/O and reads no clock.
+//! admission; preemption, classic and with fair sharing, which picks the admitted Workloads to
+//! evict with Kueue's reasons and messages and answers the assigner's `PreemptionOracle`
+//! (`preemption::Oracle`). Admission and the queues build on it. It does no I/O and reads no
+//! clock: the current time is an argument.
 
 pub mod amount;
 pub mod assigner;
 pub mod cluster_queue;
 pub mod fair_sharing;
 pub mod flavor;
+pub mod preemption;
 pub mod quota;
 pub mod resources;
 pub mod tree;
