@@ -5,11 +5,14 @@
 //! admission. Preemption plugs into the assigner through `PreemptionOracle`; admission and
 //! the queues build on it. It does no I/O and reads no clock.
 
+pub mod afs;
 pub mod amount;
 pub mod assigner;
 pub mod cluster_queue;
+pub mod cycle;
 pub mod fair_sharing;
 pub mod flavor;
+pub mod queue;
 pub mod quota;
 pub mod resources;
 pub mod tree;
