@@ -1,56 +1,55 @@
 // Upstream: pkg/scheduler/scheduler_test.go, TestSchedule (65 cases). Each ported case runs
-// one cycle over the same ClusterQueues, LocalQueues, flavors and Workloads and compares the
-// admissions (including those admitted before), the workloads left active and inadmissible
-// per ClusterQueue, and the QuotaReserved False reason/message where upstream checks them.
+// one cycle over the same ClusterQueues, LocalQueues, flavors and Workloads and compares every
+// admission (including those made before the cycle), the workloads left active and
+// inadmissible per ClusterQueue, and the QuotaReserved False reason/message where upstream
+// checks them. Preemption is the `NoCandidates` fake: Kueue's oracle answer when nothing may
+// be preempted, which is what these cases meet.
 //
-// Ported (25): use second flavor... (with the preemption oracle answering "no candidates"
-// for the full ClusterQueue) is NOT among them; see below. Ported: skip workload with missing
-// or deleted ClusterQueue (NoFit); flavors with mixed misconfiguration and insufficient
-// quota; flavors with mixed taint mismatch and exceeding limits; flavors are structurally
-// incompatible; single clusterQueue full; failed to match clusterQueue selector; admit in
-// different cohorts; admit in same cohort with no borrowing; assign multiple resources and
-// flavors; cannot borrow if cohort was assigned and would result in overadmission; can
-// borrow if cohort was assigned and will not result in overadmission; can borrow if needs
-// reclaim from cohort in different flavor; workload exceeds lending limit when borrow in
-// cohort; hierarchical cohort respects lending limit when borrowing; hierarchical cohort
-// allows borrowing up to lending limit; cannot borrow resource not listed in clusterQueue;
-// not enough resources to borrow, fallback to next flavor; workload should not fit in
-// nonexistent clusterQueue; workload should not fit in clusterQueue with nonexistent flavor;
-// partial admission single variable pod set; partial admission multiple variable pod sets;
-// partial admission disabled, multiple variable pod sets; not enough resources; admit
-// workload with zero-quantity request for resource not in ClusterQueue; prevent integer
-// overflow when sum of requests over podsets exceeds MaxInt64; prevent integer overflow in
-// ResourceValue conversion to MilliValue.
+// Ported (30): skip workload with missing or deleted ClusterQueue (NoFit); flavors with mixed
+// misconfiguration and insufficient quota; flavors with mixed taint mismatch and exceeding
+// limits; flavors are structurally incompatible; single clusterQueue full; failed to match
+// clusterQueue selector; admit in different cohorts; admit in same cohort with no borrowing;
+// assign multiple resources and flavors; cannot borrow if cohort was assigned and would
+// result in overadmission; can borrow if cohort was assigned and will not result in
+// overadmission; can borrow if needs reclaim from cohort in different flavor; workload
+// exceeds lending limit when borrow in cohort; hierarchical cohort respects lending limit when
+// borrowing; hierarchical cohort allows borrowing up to lending limit; cannot borrow resource
+// not listed in clusterQueue; not enough resources to borrow, fallback to next flavor;
+// workload should not fit in nonexistent clusterQueue; workload should not fit in
+// clusterQueue with nonexistent flavor; partial admission single variable pod set; partial
+// admission multiple variable pod sets; partial admission disabled, multiple variable pod
+// sets; not enough resources; admit workload with zero-quantity request for resource not in
+// ClusterQueue; prevent integer overflow when sum of requests over podsets exceeds MaxInt64;
+// prevent integer overflow in ResourceValue conversion to MilliValue; in a hierarchical
+// cohort, workload borrowing less is scheduled first; two workloads can borrow different
+// resources / the same resources from the same flavor in the same cycle; only one workload
+// can borrow one resources from the same flavor in the same cycle if cohort quota cannot fit.
 //
-// Not ported (40), and why:
-// - need the real preemptor (targets and victims are what they check; the `preemption`
-//   module is ported separately): use second flavor when the first has no preemption
-//   candidates; preempt workloads in ClusterQueue and cohort; multiple CQs need preemption;
-//   no overadmission while borrowing; partial admission single variable pod set, preempt
-//   first / preempt with partial admission; two workloads can borrow different resources /
-//   the same resources ... in the same cycle; only one workload can borrow one resources ...;
-//   preemption while borrowing, workload waiting for preemption should not block ...;
-//   minimal preemptions when target queue is exhausted; A workload is only eligible to do
-//   preemptions if it fits fully within nominal quota; multiple preemptions without
-//   borrowing / preemption possible after earlier workload fits / skip preemption when
-//   shared limited resource; prefer reclamation over cq priority based preemption; prefer
-//   first preemption flavor when second flavor requires both reclaim and cq priority
-//   preemption / also requires cq preemption; workload requiring reclaimation prioritized
-//   over wl in another full cq; capacity not blocked when lending clusterqueue can reclaim /
-//   capacity blocked when lending clusterqueue not guaranteed to reclaim (LowerPriority,
-//   Never); don't assign flavor if there are no candidates for preemption; admit to second
-//   flavor when first needs preemption; preempt when workload requests zero of a resource
-//   not defined in ClusterQueue; PreemptionOverBorrowing / BorrowingOverPreemption
-//   preference (3 cases); in a hierarchical cohort, workload borrowing less is scheduled
-//   first (its lender's preemption policy decides the outcome).
-// - admission checks: workload fits in single clusterQueue, with check state ready /
+// Not ported (35), and why:
+// - need the real preemptor (their targets and victims are what they check; the
+//   `preemption` module is ported separately) (25): use second flavor when the first has no
+//   preemption candidates; preempt workloads in ClusterQueue and cohort; multiple CQs need
+//   preemption; no overadmission while borrowing; partial admission single variable pod set,
+//   preempt first / preempt with partial admission; preemption while borrowing, workload
+//   waiting for preemption should not block a borrowing workload in another CQ; minimal
+//   preemptions when target queue is exhausted; A workload is only eligible to do preemptions
+//   if it fits fully within nominal quota; multiple preemptions without borrowing /
+//   preemption possible after earlier workload fits / skip preemption when shared limited
+//   resource; prefer reclamation over cq priority based preemption; prefer first preemption
+//   flavor when second flavor requires both reclaim and cq priority preemption / also
+//   requires cq preemption; workload requiring reclaimation prioritized over wl in another
+//   full cq; capacity not blocked when lending clusterqueue can reclaim / capacity blocked
+//   when lending clusterqueue not guaranteed to reclaim (LowerPriority, Never); don't assign
+//   flavor if there are no candidates for preemption; admit to second flavor when first needs
+//   preemption; preempt when workload requests zero of a resource not defined in
+//   ClusterQueue; PreemptionOverBorrowing / BorrowingOverPreemption preference (3).
+// - admission checks (3): workload fits in single clusterQueue, with check state ready /
 //   pending; pending admission check with nofit and fit flavors.
-// - preemption gates (concurrent admission / MultiKueue): the three BlockedOnPreemptionGates
-//   cases.
-// - API-server behaviour: error during admission (a failed status patch).
-// - validation not modelled: container does not satisfy limitRange constraints; container
-//   resource requests exceed limits.
-// - workload slices: workload-slice fits in single clusterQueue.
+// - preemption gates (3): the BlockedOnPreemptionGates cases.
+// - API-server behaviour (1): error during admission (a failed status patch).
+// - validation not modelled (2): container does not satisfy limitRange constraints;
+//   container resource requests exceed limits.
+// - workload slices (1): workload-slice fits in single clusterQueue.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
@@ -191,6 +190,9 @@ struct Wl {
     queue: &'static str,
     pod_sets: Vec<PodSetDef>,
     admitted: Option<(&'static str, Vec<PodSetAdmissionDef>)>,
+    priority: i32,
+    /// Seconds after the test's creation time (negative: before).
+    created: i64,
 }
 
 fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
@@ -200,6 +202,8 @@ fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
         queue,
         pod_sets: vec![("main", 1, None, Vec::new())],
         admitted: None,
+        priority: 0,
+        created: 0,
     }
 }
 
@@ -233,6 +237,16 @@ impl Wl {
         self
     }
 
+    fn priority(mut self, priority: i32) -> Wl {
+        self.priority = priority;
+        self
+    }
+
+    fn created(mut self, seconds: i64) -> Wl {
+        self.created = seconds;
+        self
+    }
+
     fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
@@ -257,12 +271,14 @@ impl Wl {
                 namespace: self.namespace.into(),
                 name: self.name.into(),
                 pod_sets,
+                priority: self.priority,
                 ..Workload::default()
             }),
             uid: self.key(),
             generation: 1,
             local_queue: self.queue.into(),
-            creation: SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000),
+            creation: SystemTime::UNIX_EPOCH
+                + Duration::from_secs(1_000_000u64.saturating_add_signed(self.created)),
             eviction: None,
             requeue_at: None,
             requeue_held: false,
@@ -296,6 +312,7 @@ fn admission_def(cq: &str, pod_sets: &[PodSetAdmissionDef]) -> Admission {
 struct Case {
     name: &'static str,
     partial_admission_off: bool,
+    fair_sharing: bool,
     cluster_queues: Vec<Cq>,
     local_queues: Vec<(&'static str, &'static str, &'static str)>,
     cohorts: Vec<CohortSpec>,
@@ -418,6 +435,10 @@ fn namespaces() -> BTreeMap<String, BTreeMap<String, String>> {
 }
 
 fn run(case: Case) {
+    run_with(case, &NoCandidates);
+}
+
+fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
     let name = case.name;
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000);
     let flavors = flavors();
@@ -467,7 +488,7 @@ fn run(case: Case) {
             .collect(),
         flavors: flavors.clone(),
         namespaces: namespaces(),
-        fair_sharing: false,
+        fair_sharing: case.fair_sharing,
         timestamp: RequeuingTimestamp::Eviction,
     };
     let mut queues = QueueManager::default();
@@ -495,7 +516,8 @@ fn run(case: Case) {
         let _ = queues.add_or_update(w.queued(!case.partial_admission_off), now);
     }
 
-    let decisions = schedule(&mut snapshot, &mut queues, &NoCandidates, now);
+    let decisions = schedule(&mut snapshot, &mut queues, preemptor, now);
+    let returned = decisions.clone();
 
     let mut got: BTreeMap<String, Admission> = case
         .workloads
@@ -556,6 +578,7 @@ fn run(case: Case) {
             .map(|p| (p.reason.as_str(), p.message.as_str()));
         assert_eq!(got, Some((*reason, *message)), "{name}: pending {key}");
     }
+    returned
 }
 
 #[test]
@@ -592,6 +615,58 @@ fn schedule_table() {
     };
     let (h1_cqs, h1_lqs, h1_cohorts) = hierarchical("3");
     let (h2_cqs, h2_lqs, h2_cohorts) = hierarchical("5");
+    // Three ClusterQueues of cohort "co" with r1 and r2 (10 nominal, 10 borrowing each);
+    // wl1 borrows 16 of r1, wl2 borrows `value` of `resource`.
+    let two_borrowers =
+        |name: &'static str, resource: &'static str, value: &'static str, both: bool| {
+            let rg: &[Q] = &[
+                ("default", "r1", "10", "10", ""),
+                ("default", "r2", "10", "10", ""),
+            ];
+            let co_cq = |name: &'static str| {
+                let mut cq = cq(name, "co", None, false, &[rg]);
+                cq.preemption = ClusterQueuePreemption {
+                    reclaim_within_cohort: PreemptionPolicy::Any,
+                    within_cluster_queue: PreemptionPolicy::LowerPriority,
+                    borrow_within_cohort: None,
+                };
+                cq
+            };
+            let wl2_resources: &'static [(&str, &str, &str)] =
+                Box::leak(Box::new([(resource, "default", value)]));
+            let wl2_requests: &'static [(&str, &str)] = Box::leak(Box::new([(resource, value)]));
+            let mut want_admissions = vec![(
+                "sales/wl1",
+                "cq1",
+                vec![("main", 1, &[("r1", "default", "16")][..])],
+            )];
+            let mut want_left = Vec::new();
+            if both {
+                want_admissions.push(("sales/wl2", "cq2", vec![("main", 1, wl2_resources)]));
+            } else {
+                want_left.push(("cq2", vec!["sales/wl2"]));
+            }
+            Case {
+                name,
+                cluster_queues: vec![co_cq("cq1"), co_cq("cq2"), co_cq("cq3")],
+                local_queues: vec![
+                    ("sales", "lq1", "cq1"),
+                    ("sales", "lq2", "cq2"),
+                    ("sales", "lq3", "cq3"),
+                ],
+                workloads: vec![
+                    wl("sales", "wl1", "lq1")
+                        .priority(-1)
+                        .ps("main", 1, None, &[("r1", "16")]),
+                    wl("sales", "wl2", "lq2")
+                        .priority(-2)
+                        .ps("main", 1, None, wl2_requests),
+                ],
+                want_admissions,
+                want_left,
+                ..Case::default()
+            }
+        };
     let overflow_cq = |nominal: &'static str| {
         let entries: &'static [Q] = Box::leak(Box::new([("default", "cpu", nominal, "", "")]));
         cq("overflow-cq", "", None, false, &[entries])
@@ -1019,8 +1094,494 @@ fn schedule_table() {
             want_inadmissible: vec![("overflow-cq", vec!["default/vuln-wl"])],
             ..Case::default()
         },
+        Case {
+            name: "in a hierarchical cohort, workload borrowing less is scheduled first",
+            cohorts: vec![
+                crate::testing::cohort("root", "", &[]),
+                crate::testing::cohort("guaranteed", "root", &[("default", "cpu", "4", "", "")]),
+            ],
+            cluster_queues: vec![
+                cq(
+                    "guaranteed",
+                    "guaranteed",
+                    None,
+                    false,
+                    &[&[("default", "cpu", "0", "", "")]],
+                ),
+                cq(
+                    "best-effort",
+                    "root",
+                    None,
+                    false,
+                    &[&[("default", "cpu", "0", "", "")]],
+                ),
+            ],
+            local_queues: vec![
+                ("eng-alpha", "lq-guaranteed", "guaranteed"),
+                ("eng-alpha", "lq-best-effort", "best-effort"),
+            ],
+            workloads: vec![
+                wl("eng-alpha", "guaranteed", "lq-guaranteed").ps("one", 1, None, &[("cpu", "4")]),
+                wl("eng-alpha", "best-effort", "lq-best-effort")
+                    .priority(3)
+                    .ps("one", 1, None, &[("cpu", "4")]),
+            ],
+            want_admissions: vec![(
+                "eng-alpha/guaranteed",
+                "guaranteed",
+                vec![("one", 1, &[("cpu", "default", "4")])],
+            )],
+            want_left: vec![("best-effort", vec!["eng-alpha/best-effort"])],
+            ..Case::default()
+        },
+        two_borrowers(
+            "two workloads can borrow different resources from the same flavor in the same cycle",
+            "r2",
+            "16",
+            true,
+        ),
+        two_borrowers(
+            "two workloads can borrow the same resources from the same flavor in the same cycle if fits in the cohort quota",
+            "r1",
+            "14",
+            true,
+        ),
+        two_borrowers(
+            "only one workload can borrow one resources from the same flavor in the same cycle if cohort quota cannot fit",
+            "r1",
+            "16",
+            false,
+        ),
     ];
     for case in cases {
         run(case);
     }
+}
+
+// Upstream: pkg/scheduler/scheduler_fs_test.go, TestScheduleForFairSharing (23 cases).
+// Ported (8): with fair sharing: schedule workload with lowest share first; nominal-first
+// ordering admits workload fitting within nominal despite higher CQ DRS; hierarchical
+// nominal-first prefers non-borrowing subtree; fair sharing schedule workload with lowest drf
+// after admission; schedule singleton cqs and cq without cohort; schedule highest priority
+// first; schedule earliest timestamp first; not enough resources with fair sharing enabled.
+// Not ported (15): the preemption cases (6, need the real preemptor), the weight cases (2,
+// the test ClusterQueues carry no weights yet), the remaining hierarchical nominal-first and
+// tournament cases (4) and the flavor-capacity cases (3), for time.
+#[test]
+fn schedule_for_fair_sharing_table() {
+    let a_b_c = |quota: &'static str| {
+        let cohort: &'static [Q] = Box::leak(Box::new([("on-demand", "cpu", quota, "", "")]));
+        vec![
+            crate::testing::cohort("A", "", cohort),
+            crate::testing::cohort("B", "", &[]),
+        ]
+    };
+    let zero_cq = |name: &'static str, cohort: &'static str| {
+        cq(
+            name,
+            cohort,
+            None,
+            false,
+            &[&[("on-demand", "cpu", "0", "", "")]],
+        )
+    };
+    let lqs = |names: &[(&'static str, &'static str)]| {
+        names
+            .iter()
+            .map(|(lq, cq)| ("eng-alpha", *lq, *cq))
+            .collect::<Vec<_>>()
+    };
+    let one = |cq: &'static str, value: &'static str| -> (&'static str, Vec<PodSetAdmissionDef>) {
+        let resources: &'static [(&str, &str, &str)] =
+            Box::leak(Box::new([("cpu", "on-demand", value)]));
+        (cq, vec![("one", 1, resources)])
+    };
+    let admitted = |key: &'static str, cq: &'static str, value: &'static str| {
+        let (cq, pod_sets) = one(cq, value);
+        (key, cq, pod_sets)
+    };
+    let priority_cases = |name: &'static str, b: Wl, c: Wl| Case {
+        name,
+        fair_sharing: true,
+        cohorts: a_b_c("10"),
+        cluster_queues: vec![zero_cq("b", "A"), zero_cq("c", "A")],
+        local_queues: lqs(&[("lq-b", "b"), ("lq-c", "c")]),
+        workloads: vec![b, c],
+        want_admissions: vec![admitted("eng-alpha/c1", "c", "10")],
+        want_left: vec![("b", vec!["eng-alpha/b1"])],
+        ..Case::default()
+    };
+    let cases = vec![
+        Case {
+            name: "with fair sharing: schedule workload with lowest share first",
+            fair_sharing: true,
+            cluster_queues: vec![cq(
+                "eng-shared",
+                "eng",
+                None,
+                false,
+                &[&[("on-demand", "cpu", "10", "0", "")]],
+            )],
+            workloads: vec![
+                wl("eng-alpha", "all_nominal", "main")
+                    .ps("one", 50, None, &[("cpu", "1")])
+                    .admitted("eng-alpha", &[("one", 50, &[("cpu", "on-demand", "50")])]),
+                wl("eng-beta", "borrowing", "main")
+                    .ps("one", 55, None, &[("cpu", "1")])
+                    .admitted("eng-beta", &[("one", 55, &[("cpu", "on-demand", "55")])]),
+                wl("eng-beta", "older_new", "main").created(-60).ps(
+                    "one",
+                    1,
+                    None,
+                    &[("cpu", "1")],
+                ),
+                wl("eng-alpha", "new", "main").ps("one", 5, None, &[("cpu", "1")]),
+            ],
+            want_admissions: vec![
+                (
+                    "eng-alpha/all_nominal",
+                    "eng-alpha",
+                    vec![("one", 50, &[("cpu", "on-demand", "50")])],
+                ),
+                (
+                    "eng-beta/borrowing",
+                    "eng-beta",
+                    vec![("one", 55, &[("cpu", "on-demand", "55")])],
+                ),
+                (
+                    "eng-alpha/new",
+                    "eng-alpha",
+                    vec![("one", 5, &[("cpu", "on-demand", "5")])],
+                ),
+            ],
+            want_left: vec![("eng-beta", vec!["eng-beta/older_new"])],
+            ..Case::default()
+        },
+        Case {
+            name: "with fair sharing: nominal-first ordering admits workload fitting within nominal despite higher CQ DRS",
+            fair_sharing: true,
+            cluster_queues: vec![
+                cq(
+                    "fs-nom-a",
+                    "fs-nom",
+                    None,
+                    false,
+                    &[
+                        &[("on-demand", "cpu", "50", "0", "")],
+                        &[("spot", "cpu", "50", "50", "")],
+                    ],
+                ),
+                cq(
+                    "fs-nom-b",
+                    "fs-nom",
+                    None,
+                    false,
+                    &[
+                        &[("on-demand", "cpu", "10", "50", "")],
+                        &[("spot", "cpu", "50", "0", "")],
+                    ],
+                ),
+            ],
+            local_queues: vec![
+                ("eng-alpha", "fs-nom", "fs-nom-a"),
+                ("eng-beta", "fs-nom", "fs-nom-b"),
+            ],
+            workloads: vec![
+                wl("eng-alpha", "spot-heavy", "fs-nom")
+                    .ps("one", 80, None, &[("cpu", "1")])
+                    .admitted("fs-nom-a", &[("one", 80, &[("cpu", "spot", "80")])]),
+                wl("eng-beta", "light-usage", "fs-nom")
+                    .ps("one", 5, None, &[("cpu", "1")])
+                    .admitted("fs-nom-b", &[("one", 5, &[("cpu", "on-demand", "5")])]),
+                wl("eng-beta", "borrow-wl", "fs-nom").created(-60).ps(
+                    "one",
+                    15,
+                    None,
+                    &[("cpu", "1")],
+                ),
+                wl("eng-alpha", "nom-wl", "fs-nom").ps("one", 45, None, &[("cpu", "1")]),
+            ],
+            want_admissions: vec![
+                (
+                    "eng-alpha/spot-heavy",
+                    "fs-nom-a",
+                    vec![("one", 80, &[("cpu", "spot", "80")])],
+                ),
+                (
+                    "eng-beta/light-usage",
+                    "fs-nom-b",
+                    vec![("one", 5, &[("cpu", "on-demand", "5")])],
+                ),
+                (
+                    "eng-alpha/nom-wl",
+                    "fs-nom-a",
+                    vec![("one", 45, &[("cpu", "on-demand", "45")])],
+                ),
+            ],
+            want_left: vec![("fs-nom-b", vec!["eng-beta/borrow-wl"])],
+            ..Case::default()
+        },
+        Case {
+            name: "with fair sharing: hierarchical nominal-first prefers non-borrowing subtree",
+            fair_sharing: true,
+            cohorts: vec![
+                crate::testing::cohort("root", "", &[]),
+                crate::testing::cohort("Cohort-A", "root", &[("on-demand", "cpu", "10", "", "")]),
+                crate::testing::cohort("Cohort-B", "root", &[]),
+            ],
+            cluster_queues: vec![
+                zero_cq("cq-a", "Cohort-A"),
+                cq(
+                    "cq-b",
+                    "Cohort-B",
+                    None,
+                    false,
+                    &[&[("on-demand", "cpu", "5", "", "")]],
+                ),
+                zero_cq("cq-c", "Cohort-B"),
+            ],
+            local_queues: lqs(&[("lq-a", "cq-a"), ("lq-b", "cq-b"), ("lq-c", "cq-c")]),
+            workloads: vec![
+                wl("eng-alpha", "c0", "lq-c")
+                    .ps("one", 1, None, &[("cpu", "10")])
+                    .admitted("cq-c", &[("one", 1, &[("cpu", "on-demand", "10")])]),
+                wl("eng-alpha", "wl-a", "lq-a").ps("one", 1, None, &[("cpu", "5")]),
+                wl("eng-alpha", "wl-b", "lq-b").ps("one", 1, None, &[("cpu", "5")]),
+            ],
+            want_admissions: vec![
+                admitted("eng-alpha/c0", "cq-c", "10"),
+                admitted("eng-alpha/wl-a", "cq-a", "5"),
+            ],
+            want_left: vec![("cq-b", vec!["eng-alpha/wl-b"])],
+            ..Case::default()
+        },
+        Case {
+            name: "fair sharing schedule workload with lowest drf after admission",
+            fair_sharing: true,
+            cohorts: vec![crate::testing::cohort(
+                "A",
+                "",
+                &[("on-demand", "cpu", "100", "", "")],
+            )],
+            cluster_queues: vec![zero_cq("b", "A"), zero_cq("c", "A")],
+            local_queues: lqs(&[("lq-b", "b"), ("lq-c", "c")]),
+            workloads: vec![
+                wl("eng-alpha", "b0", "lq-b")
+                    .ps("one", 1, None, &[("cpu", "10")])
+                    .admitted("b", &[("one", 1, &[("cpu", "on-demand", "10")])]),
+                wl("eng-alpha", "b1", "lq-b").ps("one", 1, None, &[("cpu", "50")]),
+                wl("eng-alpha", "c1", "lq-c").ps("one", 1, None, &[("cpu", "75")]),
+            ],
+            want_admissions: vec![
+                admitted("eng-alpha/b0", "b", "10"),
+                admitted("eng-alpha/b1", "b", "50"),
+            ],
+            want_left: vec![("c", vec!["eng-alpha/c1"])],
+            ..Case::default()
+        },
+        Case {
+            name: "fair sharing schedule singleton cqs and cq without cohort",
+            fair_sharing: true,
+            cohorts: a_b_c("10"),
+            cluster_queues: vec![
+                zero_cq("a", "A"),
+                cq(
+                    "b",
+                    "B",
+                    None,
+                    false,
+                    &[&[("on-demand", "cpu", "10", "", "")]],
+                ),
+                cq(
+                    "c",
+                    "",
+                    None,
+                    false,
+                    &[&[("on-demand", "cpu", "10", "", "")]],
+                ),
+            ],
+            local_queues: lqs(&[("lq-a", "a"), ("lq-b", "b"), ("lq-c", "c")]),
+            workloads: vec![
+                wl("eng-alpha", "a1", "lq-a").ps("one", 1, None, &[("cpu", "10")]),
+                wl("eng-alpha", "b1", "lq-b").ps("one", 1, None, &[("cpu", "10")]),
+                wl("eng-alpha", "c1", "lq-c").ps("one", 1, None, &[("cpu", "10")]),
+            ],
+            want_admissions: vec![
+                admitted("eng-alpha/a1", "a", "10"),
+                admitted("eng-alpha/b1", "b", "10"),
+                admitted("eng-alpha/c1", "c", "10"),
+            ],
+            ..Case::default()
+        },
+        priority_cases(
+            "fair sharing schedule highest priority first",
+            wl("eng-alpha", "b1", "lq-b")
+                .priority(99)
+                .ps("one", 1, None, &[("cpu", "10")]),
+            wl("eng-alpha", "c1", "lq-c")
+                .priority(101)
+                .ps("one", 1, None, &[("cpu", "10")]),
+        ),
+        priority_cases(
+            "fair sharing schedule earliest timestamp first",
+            wl("eng-alpha", "b1", "lq-b").created(1).priority(101).ps(
+                "one",
+                1,
+                None,
+                &[("cpu", "10")],
+            ),
+            wl("eng-alpha", "c1", "lq-c")
+                .priority(101)
+                .ps("one", 1, None, &[("cpu", "10")]),
+        ),
+        Case {
+            name: "not enough resources with fair sharing enabled",
+            fair_sharing: true,
+            workloads: vec![wl("sales", "new", "main").ps("one", 1, None, &[("cpu", "100")])],
+            want_left: vec![("sales", vec!["sales/new"])],
+            ..Case::default()
+        },
+    ];
+    for case in cases {
+        run(case);
+    }
+}
+
+/// Preemption that always names the same victim.
+struct SameVictim(Target);
+
+impl PreemptionOracle for SameVictim {
+    fn simulate_preemption(
+        &self,
+        tree: &Tree,
+        cluster_queue: NodeId,
+        _workload: &WorkloadInfo,
+        key: &FlavorResource,
+        quantity: Amount,
+    ) -> (PreemptionPossibility, usize) {
+        let (borrow, _) = tree.lowest_subtree_that_fits(cluster_queue, key, quantity);
+        (PreemptionPossibility::Preempt, borrow)
+    }
+}
+
+impl Preemptor for SameVictim {
+    fn targets(&self, _: &Tree, _: NodeId, _: &WorkloadInfo, _: &Assignment) -> Vec<Target> {
+        vec![self.0.clone()]
+    }
+}
+
+// processEntry's preemption paths with a fake preemptor: the first preemptor issues its
+// targets; a second whose targets overlap is reassigned as if they were gone and, fitting
+// then, waits for them (DeferredFit, RecomputeAssignmentUponPreemptionTargetsOverlap); a
+// third that still does not fit is skipped.
+#[test]
+fn overlapping_preemption_targets() {
+    let victim = Target {
+        workload: "sales/a-old".into(),
+        cluster_queue: "a".into(),
+        usage: [(FlavorResource::new("default", "cpu"), Amount::new(10_000))]
+            .into_iter()
+            .collect(),
+        reason: "InClusterQueue".into(),
+    };
+    let mut b = cq(
+        "b",
+        "co",
+        None,
+        false,
+        &[&[("default", "cpu", "0", "", "")]],
+    );
+    b.preemption.borrow_within_cohort = Some(crate::cluster_queue::BorrowWithinCohort {
+        policy: PreemptionPolicy::LowerPriority,
+        max_priority_threshold: None,
+    });
+    let c = cq(
+        "c",
+        "co",
+        None,
+        false,
+        &[&[("default", "cpu", "2", "", "")]],
+    );
+    let case = Case {
+        name: "overlapping preemption targets",
+        cluster_queues: vec![
+            cq(
+                "a",
+                "co",
+                None,
+                false,
+                &[&[("default", "cpu", "10", "", "")]],
+            ),
+            b,
+            c,
+        ],
+        local_queues: vec![
+            ("sales", "la", "a"),
+            ("sales", "lb", "b"),
+            ("sales", "lc", "c"),
+        ],
+        workloads: vec![
+            wl("sales", "a-old", "la")
+                .req("cpu", "10")
+                .admitted("a", &[("main", 1, &[("cpu", "default", "10")])]),
+            wl("sales", "a-new", "la").priority(10).req("cpu", "5"),
+            wl("sales", "b-new", "lb").priority(5).req("cpu", "5"),
+            wl("sales", "c-old", "lc")
+                .req("cpu", "2")
+                .admitted("c", &[("main", 1, &[("cpu", "default", "2")])]),
+            wl("sales", "c-new", "lc").req("cpu", "2"),
+        ],
+        want_admissions: vec![
+            (
+                "sales/a-old",
+                "a",
+                vec![("main", 1, &[("cpu", "default", "10")])],
+            ),
+            (
+                "sales/c-old",
+                "c",
+                vec![("main", 1, &[("cpu", "default", "2")])],
+            ),
+        ],
+        want_left: vec![
+            ("a", vec!["sales/a-new"]),
+            ("b", vec!["sales/b-new"]),
+            ("c", vec!["sales/c-new"]),
+        ],
+        ..Case::default()
+    };
+    let decisions = run_with(case, &SameVictim(victim.clone()));
+    let pending = |reason: &str, message: &str| Pending {
+        reason: reason.into(),
+        message: message.into(),
+    };
+    assert_eq!(
+        decisions,
+        vec![
+            Decision::Preempt {
+                workload: "sales/a-new".into(),
+                victims: vec![victim],
+                pending: pending(
+                    WAITING_FOR_PREEMPTED_WORKLOADS,
+                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 5 more needed. Pending the preemption of 1 workload(s)",
+                ),
+            },
+            Decision::Requeue {
+                workload: "sales/b-new".into(),
+                pending: pending(
+                    WAITING_FOR_PREEMPTED_WORKLOADS,
+                    "Workload has overlapping preemption targets with another workload, but will fit after these preemptions complete",
+                ),
+                inadmissible: false,
+            },
+            Decision::Requeue {
+                workload: "sales/c-new".into(),
+                pending: pending(
+                    WAITING_FOR_QUOTA,
+                    "Workload has overlapping preemption targets with another workload",
+                ),
+                inadmissible: false,
+            },
+        ]
+    );
 }

@@ -1,9 +1,12 @@
-//! Kueue's quota model and flavor assignment as a pure core: quota amounts, (flavor,
-//! resource) quantities, the ClusterQueue/Cohort tree with lending and borrowing limits,
-//! availability and the borrowing level, dominant resource shares for fair sharing; Workload
-//! requests, ResourceFlavor matching, and flavor assignment with flavor fungibility and partial
-//! admission. Preemption plugs into the assigner through `PreemptionOracle`; admission and
-//! the queues build on it. It does no I/O and reads no clock.
+//! Kueue's quota model, flavor assignment, queues and admission cycle as a pure core: quota
+//! amounts, (flavor, resource) quantities, the ClusterQueue/Cohort tree with lending and
+//! borrowing limits, availability and the borrowing level, dominant resource shares for fair
+//! sharing; Workload requests, ResourceFlavor matching, and flavor assignment with flavor
+//! fungibility and partial admission; the ClusterQueue and LocalQueue queues (`queue`), the
+//! scheduling cycle that turns their heads into admissions, preemptions and requeues
+//! (`cycle`), and admission fair sharing's usage arithmetic (`afs`). Preemption plugs into
+//! the assigner through `PreemptionOracle` and into the cycle through `cycle::Preemptor`. It
+//! does no I/O and reads no clock: time is an argument.
 
 pub mod afs;
 pub mod amount;
