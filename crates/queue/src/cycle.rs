@@ -13,7 +13,11 @@
 //! checks, Topology-Aware Scheduling, second passes, workload slices, concurrent admission,
 //! waitForPodsReady blocking, LimitRange validation and the failed-admission patch are not
 //! modelled; the `NoFit` reason is derived from the assigner's messages (it keeps no attempt
-//! log).
+//! log). A recorded flavor search restarts when the ClusterQueue's generation moved on
+//! (FlavorFungibilityPreserveScanProgress's one-cycle grace is not modelled). Feature gates
+//! are at Kueue's defaults: PartialAdmission, PrioritySortingWithinCohort,
+//! FairSharingPrioritizeNonBorrowing, UnadmittedWorkloadsObservability and
+//! RecomputeAssignmentUponPreemptionTargetsOverlap on, PrioritizePreemptorWorkloads off.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -254,7 +258,9 @@ pub fn schedule(
         }
         processed.push(entry);
     }
-    for entry in processed.into_iter().chain(inadmissible) {
+    // Every nominated entry is in `order`; any that were not stay pending all the same.
+    let unprocessed = entries.into_iter().flatten();
+    for entry in processed.into_iter().chain(unprocessed).chain(inadmissible) {
         if entry.status == Status::Assumed {
             continue;
         }
@@ -425,11 +431,13 @@ fn fair_sharing_order(snapshot: &Snapshot, entries: &[Entry]) -> Vec<usize> {
             None => first,
             Some(parent) => tournament(snapshot, tree.root(parent), entries, &remaining),
         };
-        if let Some(index) = remaining.remove(&winner) {
+        // The tournament only returns ClusterQueues with entries; `first` keeps the loop
+        // going should it not.
+        if let Some(index) = remaining
+            .remove(&winner)
+            .or_else(|| remaining.remove(&first))
+        {
             order.push(index);
-        } else {
-            // Unreachable: the tournament only returns ClusterQueues with entries.
-            remaining.remove(&first);
         }
     }
     order

@@ -8,8 +8,9 @@
 //!
 //! Knows nothing about quota or flavors: the scheduling cycle (`cycle`) decides and hands back
 //! requeue reasons. Admission fair sharing only enters through the per-LocalQueue usage the
-//! caller supplies (`afs`). Second-pass queues, scheduling-equivalence hashing, metrics and
-//! concurrent admission are not modelled.
+//! caller supplies (`afs`). A stopped queue only stops admissions here; HoldAndDrain's
+//! eviction of admitted workloads belongs to the workload controller. Second-pass queues,
+//! scheduling-equivalence hashing, metrics and concurrent admission are not modelled.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
