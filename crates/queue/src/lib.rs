@@ -1,18 +1,24 @@
-//! Kueue's quota model and flavor assignment as a pure core: quota amounts, (flavor,
-//! resource) quantities, the ClusterQueue/Cohort tree with lending and borrowing limits,
-//! availability and the borrowing level, dominant resource shares for fair sharing; Workload
-//! requests, ResourceFlavor matching, and flavor assignment with flavor fungibility and partial
-//! admission; preemption, classic and with fair sharing, which picks the admitted Workloads to
-//! evict with Kueue's reasons and messages and answers the assigner's `PreemptionOracle`
-//! (`preemption::Oracle`). Admission and the queues build on it. It does no I/O and reads no
-//! clock: the current time is an argument.
+//! Kueue's quota model, flavor assignment, preemption, queues and admission cycle as a pure
+//! core: quota amounts, (flavor, resource) quantities, the ClusterQueue/Cohort tree with lending
+//! and borrowing limits, availability and the borrowing level, dominant resource shares for fair
+//! sharing; Workload requests, ResourceFlavor matching, and flavor assignment with flavor
+//! fungibility and partial admission; preemption, classic and with fair sharing
+//! (`preemption`), which picks the admitted Workloads to evict with Kueue's reasons and
+//! messages; the ClusterQueue and LocalQueue queues (`queue`), the scheduling cycle that turns
+//! their heads into admissions, preemptions and requeues (`cycle`), and admission fair
+//! sharing's usage arithmetic (`afs`). Preemption plugs into the assigner through
+//! `PreemptionOracle` (`preemption::Oracle`) and into the cycle through `cycle::Preemptor`. It
+//! does no I/O and reads no clock: time is an argument.
 
+pub mod afs;
 pub mod amount;
 pub mod assigner;
 pub mod cluster_queue;
+pub mod cycle;
 pub mod fair_sharing;
 pub mod flavor;
 pub mod preemption;
+pub mod queue;
 pub mod quota;
 pub mod resources;
 pub mod tree;

@@ -1,0 +1,542 @@
+//! Kueue's pending-workload queues (`pkg/cache/queue/cluster_queue.go`, `manager.go`,
+//! `inadmissible_workloads.go`, the queue checks of the workload controller): one queue per
+//! ClusterQueue with an active heap ordered by sticky preemptor, effective priority, queue
+//! timestamp (creation, or eviction as `requeuingStrategy.timestamp` says) and UID, and the
+//! inadmissible set that BestEffortFIFO parks workloads in until an event requeues them;
+//! requeue backoff (`requeueState.requeueAt`); LocalQueues pointing at ClusterQueues with
+//! their stop policies; `heads`, one pop per active ClusterQueue.
+//!
+//! Knows nothing about quota or flavors: the scheduling cycle (`cycle`) decides and hands back
+//! requeue reasons. Admission fair sharing only enters through the per-LocalQueue usage the
+//! caller supplies (`afs`). A stopped queue only stops admissions here; HoldAndDrain's
+//! eviction of admitted workloads belongs to the workload controller. Second-pass queues,
+//! scheduling-equivalence hashing, metrics and concurrent admission are not modelled.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use crate::workload::WorkloadInfo;
+
+/// `namespace/name` of a Workload (`workload.Reference`).
+pub type WorkloadKey = String;
+
+/// `spec.queueingStrategy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QueueingStrategy {
+    /// The head blocks the queue until it is admitted.
+    StrictFifo,
+    /// An inadmissible head steps aside (the default).
+    #[default]
+    BestEffortFifo,
+}
+
+/// `waitForPodsReady.requeuingStrategy.timestamp`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RequeuingTimestamp {
+    /// Order by the eviction time after a PodsReady timeout (the default).
+    #[default]
+    Eviction,
+    /// Always order by creation time.
+    Creation,
+}
+
+/// `spec.stopPolicy` of a ClusterQueue or LocalQueue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StopPolicy {
+    /// Running.
+    #[default]
+    None,
+    /// No new admissions.
+    Hold,
+    /// No new admissions, and admitted workloads are evicted.
+    HoldAndDrain,
+}
+
+/// Why a Workload was last evicted, as far as queue order cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionCause {
+    /// `PodsReadyTimeout`.
+    PodsReadyTimeout,
+    /// `AdmissionCheck`.
+    AdmissionCheck,
+    /// Anything else (preemption, stopped queues ...).
+    Other,
+}
+
+/// A pending Workload in a queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedWorkload {
+    /// Requests, priority and the last flavor assignment state.
+    pub info: WorkloadInfo,
+    /// `metadata.uid`, the last tie breaker.
+    pub uid: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `spec.queueName`.
+    pub local_queue: String,
+    /// `metadata.creationTimestamp`.
+    pub creation: SystemTime,
+    /// The `Evicted` condition's cause and transition time, if evicted.
+    pub eviction: Option<(EvictionCause, SystemTime)>,
+    /// `status.requeueState.requeueAt`.
+    pub requeue_at: Option<SystemTime>,
+    /// Whether the `Requeued` condition is False (waiting for backoff or a reactivation).
+    pub requeue_held: bool,
+    /// The ClusterQueue generation `info.last_assignment` was computed at.
+    pub last_assignment_generation: i64,
+}
+
+impl QueuedWorkload {
+    /// The `namespace/name` key.
+    pub fn key(&self) -> WorkloadKey {
+        format!(
+            "{}/{}",
+            self.info.workload.namespace, self.info.workload.name
+        )
+    }
+
+    /// `namespace/localQueue`.
+    pub fn local_queue_key(&self) -> String {
+        format!("{}/{}", self.info.workload.namespace, self.local_queue)
+    }
+
+    /// The time FIFO order uses (`Ordering.GetQueueOrderTimestamp`; PrioritySortingWithinCohort
+    /// on, so the preempted-while-borrowing epsilon does not apply).
+    pub fn queue_order_timestamp(&self, timestamp: RequeuingTimestamp) -> SystemTime {
+        match self.eviction {
+            Some((EvictionCause::PodsReadyTimeout, at))
+                if timestamp == RequeuingTimestamp::Eviction =>
+            {
+                at
+            }
+            Some((EvictionCause::AdmissionCheck, at)) => at,
+            _ => self.creation,
+        }
+    }
+
+    /// Whether the requeue backoff is over (`backoffWaitingTimeExpired`).
+    pub fn backoff_expired(&self, now: SystemTime) -> bool {
+        if self.requeue_held {
+            return false;
+        }
+        self.requeue_at.is_none_or(|at| now >= at)
+    }
+}
+
+/// Why the scheduler puts a Workload back (`RequeueReason`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RequeueReason {
+    /// Not nominated (`""`).
+    #[default]
+    Generic,
+    /// Nominated, then failed.
+    FailedAfterNomination,
+    /// The namespace does not match the ClusterQueue's selector.
+    NamespaceMismatch,
+    /// Waiting for its preemptions.
+    PendingPreemption,
+    /// Issuing its preemptions failed.
+    PreemptionFailed,
+    /// No flavor fits.
+    NoFit,
+    /// Preemption needed, nothing to preempt.
+    PreemptionNoCandidates,
+}
+
+/// The order of the active heap (`baseCompareFunc`, `queueOrderingFunc`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueOrdering {
+    /// Which timestamp FIFO uses.
+    pub timestamp: RequeuingTimestamp,
+    /// Admission fair sharing: each LocalQueue's weighted usage (lower first); empty when off.
+    pub local_queue_usage: BTreeMap<String, f64>,
+}
+
+impl QueueOrdering {
+    /// Orders `a` before `b` (`Less`) when it should be popped first; `sticky` is the
+    /// preemptor this ClusterQueue keeps at its head, if any.
+    pub fn compare(
+        &self,
+        a: &QueuedWorkload,
+        b: &QueuedWorkload,
+        sticky: Option<&str>,
+    ) -> Ordering {
+        if !self.local_queue_usage.is_empty() {
+            let usage = |w: &QueuedWorkload| {
+                self.local_queue_usage
+                    .get(&w.local_queue_key())
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            let by_usage = usage(a).total_cmp(&usage(b));
+            if by_usage != Ordering::Equal {
+                return by_usage;
+            }
+        }
+        let a_sticky = sticky == Some(a.key().as_str());
+        let b_sticky = sticky == Some(b.key().as_str());
+        if a_sticky != b_sticky {
+            return if a_sticky {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+        }
+        b.info
+            .workload
+            .priority
+            .cmp(&a.info.workload.priority)
+            .then_with(|| {
+                a.queue_order_timestamp(self.timestamp)
+                    .cmp(&b.queue_order_timestamp(self.timestamp))
+            })
+            .then_with(|| a.uid.cmp(&b.uid))
+    }
+}
+
+/// The preemptor a ClusterQueue remembers (`preemptorWorkload`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Preemptor {
+    key: WorkloadKey,
+    generation: i64,
+    sticky: bool,
+}
+
+/// One ClusterQueue's pending workloads (`ClusterQueue` in `pkg/cache/queue`).
+#[derive(Debug, Clone)]
+pub struct ClusterQueueQueue {
+    /// `spec.queueingStrategy`.
+    pub strategy: QueueingStrategy,
+    /// Whether the ClusterQueue is active (Active condition True, not stopped).
+    pub active: bool,
+    active_workloads: BTreeMap<WorkloadKey, QueuedWorkload>,
+    inadmissible: BTreeMap<WorkloadKey, QueuedWorkload>,
+    pop_cycle: i64,
+    queue_inadmissible_cycle: i64,
+    preemptor: Option<Preemptor>,
+}
+
+impl ClusterQueueQueue {
+    /// An empty, active queue.
+    pub fn new(strategy: QueueingStrategy) -> ClusterQueueQueue {
+        ClusterQueueQueue {
+            strategy,
+            active: true,
+            active_workloads: BTreeMap::new(),
+            inadmissible: BTreeMap::new(),
+            pop_cycle: 0,
+            queue_inadmissible_cycle: -1,
+            preemptor: None,
+        }
+    }
+
+    fn sticky(&self) -> Option<&str> {
+        self.preemptor
+            .as_ref()
+            .filter(|p| p.sticky)
+            .map(|p| p.key.as_str())
+    }
+
+    /// Whether `workload` is the preemptor this queue waits on (`IsPreemptor`).
+    pub fn is_preemptor(&self, workload: &QueuedWorkload) -> bool {
+        self.preemptor
+            .as_ref()
+            .is_some_and(|p| p.key == workload.key() && p.generation == workload.generation)
+    }
+
+    /// Adds or updates a pending Workload (`PushOrUpdate`): an inadmissible one stays
+    /// inadmissible unless what the scheduler looks at changed; one still backing off waits in
+    /// the inadmissible set.
+    pub fn push_or_update(&mut self, workload: QueuedWorkload, now: SystemTime) {
+        let key = workload.key();
+        if let Some(old) = self.inadmissible.get(&key) {
+            let unchanged = old.info.workload == workload.info.workload
+                && old.eviction == workload.eviction
+                && old.requeue_held == workload.requeue_held
+                && old.requeue_at == workload.requeue_at;
+            if unchanged {
+                self.inadmissible.insert(key, workload);
+                return;
+            }
+            self.inadmissible.remove(&key);
+        }
+        if !self.active_workloads.contains_key(&key) && !workload.backoff_expired(now) {
+            self.inadmissible.insert(key, workload);
+            return;
+        }
+        self.active_workloads.insert(key, workload);
+    }
+
+    /// Removes a Workload from both sets (`Delete`).
+    pub fn delete(&mut self, key: &str) {
+        self.inadmissible.remove(key);
+        self.active_workloads.remove(key);
+        if self.preemptor.as_ref().is_some_and(|p| p.key == key) {
+            self.preemptor = None;
+        }
+    }
+
+    /// Pops the head of the active heap (`Pop`).
+    pub fn pop(&mut self, ordering: &QueueOrdering) -> Option<QueuedWorkload> {
+        self.pop_cycle += 1;
+        let sticky = self.sticky();
+        let head = self
+            .active_workloads
+            .values()
+            .min_by(|a, b| ordering.compare(a, b, sticky))?
+            .key();
+        self.active_workloads.remove(&head)
+    }
+
+    /// Puts a Workload the scheduler did not admit back (`RequeueIfNotPresent`): StrictFIFO
+    /// always (unless the namespace mismatched), BestEffortFIFO only after a failure past
+    /// nomination or pending preemption, or when an event arrived since the pop, or when the
+    /// flavor search has flavors left; otherwise it goes to the inadmissible set. Returns
+    /// whether it was added.
+    pub fn requeue(
+        &mut self,
+        workload: QueuedWorkload,
+        reason: RequeueReason,
+        now: SystemTime,
+    ) -> bool {
+        let key = workload.key();
+        if reason == RequeueReason::PendingPreemption {
+            self.preemptor = Some(Preemptor {
+                key: key.clone(),
+                generation: workload.generation,
+                sticky: self.strategy == QueueingStrategy::BestEffortFifo,
+            });
+        }
+        let immediate = match self.strategy {
+            QueueingStrategy::StrictFifo => reason != RequeueReason::NamespaceMismatch,
+            QueueingStrategy::BestEffortFifo => matches!(
+                reason,
+                RequeueReason::FailedAfterNomination
+                    | RequeueReason::PendingPreemption
+                    | RequeueReason::PreemptionFailed
+            ),
+        };
+        let pending_flavors = workload.info.last_assignment.as_ref().is_some_and(|state| {
+            state
+                .last_tried_flavor_idx
+                .iter()
+                .flat_map(|per_resource| per_resource.values())
+                .any(|idx| *idx != -1)
+        });
+        if workload.backoff_expired(now)
+            && (immediate || self.queue_inadmissible_cycle >= self.pop_cycle || pending_flavors)
+        {
+            if let Some(parked) = self.inadmissible.remove(&key) {
+                self.active_workloads.insert(key, parked);
+                return true;
+            }
+            if self.active_workloads.contains_key(&key) {
+                return false;
+            }
+            self.active_workloads.insert(key, workload);
+            return true;
+        }
+        if self.inadmissible.contains_key(&key) || self.active_workloads.contains_key(&key) {
+            return false;
+        }
+        self.inadmissible.insert(key, workload);
+        true
+    }
+
+    /// Moves every inadmissible Workload whose namespace still matches and whose backoff is
+    /// over back to the heap (`queueInadmissibleWorkloads`). Returns how many moved.
+    pub fn queue_inadmissible(
+        &mut self,
+        now: SystemTime,
+        namespace_matches: &dyn Fn(&str) -> bool,
+    ) -> usize {
+        self.queue_inadmissible_cycle = self.pop_cycle;
+        let ready: Vec<WorkloadKey> = self
+            .inadmissible
+            .iter()
+            .filter(|(_, w)| {
+                namespace_matches(&w.info.workload.namespace) && w.backoff_expired(now)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &ready {
+            if let Some(workload) = self.inadmissible.remove(key) {
+                self.active_workloads.insert(key.clone(), workload);
+            }
+        }
+        ready.len()
+    }
+
+    /// The active workloads' keys in pop order (`Dump`).
+    pub fn dump(&self, ordering: &QueueOrdering) -> Vec<WorkloadKey> {
+        let sticky = self.sticky();
+        let mut active: Vec<&QueuedWorkload> = self.active_workloads.values().collect();
+        active.sort_by(|a, b| ordering.compare(a, b, sticky));
+        active.into_iter().map(QueuedWorkload::key).collect()
+    }
+
+    /// Whether `key` waits in the inadmissible set.
+    pub fn is_inadmissible(&self, key: &str) -> bool {
+        self.inadmissible.contains_key(key)
+    }
+
+    /// The inadmissible workloads' keys, sorted (`DumpInadmissible`).
+    pub fn dump_inadmissible(&self) -> Vec<WorkloadKey> {
+        self.inadmissible.keys().cloned().collect()
+    }
+}
+
+/// A LocalQueue as the manager sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalQueue {
+    /// `spec.clusterQueue`.
+    pub cluster_queue: String,
+    /// `spec.stopPolicy`.
+    pub stop_policy: StopPolicy,
+}
+
+/// Why a Workload cannot be queued: the `QuotaReserved` False reason and message the workload
+/// controller writes (`getQueueBlocker`, `reconcileOn*ActiveState`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueBlocker {
+    /// The condition reason.
+    pub reason: &'static str,
+    /// The condition message.
+    pub message: String,
+}
+
+/// A Workload the scheduler is about to consider (`Head`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Head {
+    /// The Workload.
+    pub workload: QueuedWorkload,
+    /// Its ClusterQueue.
+    pub cluster_queue: String,
+    /// Whether it is the preemptor its ClusterQueue waits on.
+    pub is_preemptor: bool,
+}
+
+/// All queues (`Manager`): LocalQueues by `namespace/name`, ClusterQueue queues by name.
+#[derive(Debug, Clone, Default)]
+pub struct QueueManager {
+    /// LocalQueues by `namespace/name`.
+    pub local_queues: BTreeMap<String, LocalQueue>,
+    /// ClusterQueue queues by name.
+    pub cluster_queues: BTreeMap<String, ClusterQueueQueue>,
+    /// The heap order, shared by every ClusterQueue.
+    pub ordering: QueueOrdering,
+}
+
+impl QueueManager {
+    /// The ClusterQueue a Workload's LocalQueue points at, or why the Workload cannot be
+    /// queued there (`AddOrUpdateWorkload`'s errors: missing or stopped LocalQueue, missing
+    /// ClusterQueue).
+    pub fn cluster_queue_for(&self, workload: &QueuedWorkload) -> Result<&str, QueueBlocker> {
+        let Some(local_queue) = self.local_queues.get(&workload.local_queue_key()) else {
+            return Err(QueueBlocker {
+                reason: MISCONFIGURED,
+                message: format!("LocalQueue {} doesn't exist", workload.local_queue),
+            });
+        };
+        if local_queue.stop_policy != StopPolicy::None {
+            return Err(QueueBlocker {
+                reason: SUSPENDED,
+                message: format!("LocalQueue {} is stopped", workload.local_queue),
+            });
+        }
+        let name = local_queue.cluster_queue.as_str();
+        if !self.cluster_queues.contains_key(name) {
+            return Err(QueueBlocker {
+                reason: MISCONFIGURED,
+                message: format!("ClusterQueue {name} doesn't exist"),
+            });
+        }
+        Ok(name)
+    }
+
+    /// The QuotaReserved False condition the workload controller writes for a pending Workload
+    /// its queues hold back (`getQueueBlocker`, `reconcileOnLocalQueueActiveState`): the
+    /// errors of [`Self::cluster_queue_for`], or an inactive ClusterQueue.
+    pub fn blocker(&self, workload: &QueuedWorkload) -> Option<QueueBlocker> {
+        let name = match self.cluster_queue_for(workload) {
+            Ok(name) => name,
+            Err(blocker) => return Some(blocker),
+        };
+        let active = self
+            .cluster_queues
+            .get(name)
+            .is_some_and(|queue| queue.active);
+        (!active).then(|| QueueBlocker {
+            reason: SUSPENDED,
+            message: format!("ClusterQueue {name} is inactive"),
+        })
+    }
+
+    /// Queues a pending Workload in its ClusterQueue, active or not (`AddOrUpdateWorkload`),
+    /// or says why it cannot be queued.
+    pub fn add_or_update(
+        &mut self,
+        workload: QueuedWorkload,
+        now: SystemTime,
+    ) -> Result<(), QueueBlocker> {
+        let name = self.cluster_queue_for(&workload)?.to_owned();
+        if let Some(queue) = self.cluster_queues.get_mut(&name) {
+            queue.push_or_update(workload, now);
+        }
+        Ok(())
+    }
+
+    /// One head per active ClusterQueue, popped, in ClusterQueue name order (`heads`).
+    pub fn heads(&mut self) -> Vec<Head> {
+        let ordering = &self.ordering;
+        self.cluster_queues
+            .iter_mut()
+            .filter(|(_, queue)| queue.active)
+            .filter_map(|(name, queue)| {
+                let workload = queue.pop(ordering)?;
+                let is_preemptor = queue.is_preemptor(&workload);
+                Some(Head {
+                    workload,
+                    cluster_queue: name.clone(),
+                    is_preemptor,
+                })
+            })
+            .collect()
+    }
+
+    /// Puts a head back into its ClusterQueue (`RequeueWorkload`).
+    pub fn requeue(&mut self, head: Head, reason: RequeueReason, now: SystemTime) -> bool {
+        match self.cluster_queues.get_mut(&head.cluster_queue) {
+            Some(queue) => queue.requeue(head.workload, reason, now),
+            None => false,
+        }
+    }
+
+    /// Active workloads per ClusterQueue that has any (`Dump`).
+    pub fn dump(&self) -> BTreeMap<String, Vec<WorkloadKey>> {
+        self.cluster_queues
+            .iter()
+            .map(|(name, queue)| (name.clone(), queue.dump(&self.ordering)))
+            .filter(|(_, keys)| !keys.is_empty())
+            .collect()
+    }
+
+    /// Inadmissible workloads per ClusterQueue that has any (`DumpInadmissible`).
+    pub fn dump_inadmissible(&self) -> BTreeMap<String, Vec<WorkloadKey>> {
+        self.cluster_queues
+            .iter()
+            .map(|(name, queue)| (name.clone(), queue.dump_inadmissible()))
+            .filter(|(_, keys)| !keys.is_empty())
+            .collect()
+    }
+}
+
+/// `QuotaReserved` False reason: the configuration is wrong.
+pub const MISCONFIGURED: &str = "Misconfigured";
+/// `QuotaReserved` False reason: a queue is stopped or inactive.
+pub const SUSPENDED: &str = "Suspended";
+
+#[cfg(test)]
+#[path = "queue_tests.rs"]
+mod tests;

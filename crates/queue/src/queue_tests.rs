@@ -1,0 +1,386 @@
+// Upstream: pkg/cache/queue/cluster_queue_test.go (TestBackoffWaitingTimeExpired,
+// TestBestEffortFIFORequeueIfNotPresent, TestStrictFIFORequeueIfNotPresent,
+// TestFIFOClusterQueue, TestStrictFIFO, TestClusterQueueIsPreemptor's sticky head) and the
+// workload controller's queue blockers. Not ported: the hash, pending-resource, metrics,
+// inflight, concurrency and AFS-ledger tests (those parts are not modelled).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::workload::{AssignmentState, Workload};
+
+fn at(seconds: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + seconds)
+}
+
+fn queued(name: &str, priority: i32, creation: SystemTime) -> QueuedWorkload {
+    QueuedWorkload {
+        info: WorkloadInfo::new(Workload {
+            namespace: "ns".into(),
+            name: name.into(),
+            priority,
+            ..Workload::default()
+        }),
+        uid: name.into(),
+        generation: 1,
+        local_queue: "lq".into(),
+        creation,
+        eviction: None,
+        requeue_at: None,
+        requeue_held: false,
+        last_assignment_generation: 0,
+    }
+}
+
+#[test]
+fn backoff_waiting_time_expired() {
+    let now = at(100);
+    let base = queued("wl", 0, at(0));
+    let cases: Vec<(&str, QueuedWorkload, bool)> = vec![
+        (
+            "workload still have Requeued=false",
+            QueuedWorkload {
+                requeue_held: true,
+                ..base.clone()
+            },
+            false,
+        ),
+        ("workload doesn't have requeueState", base.clone(), true),
+        (
+            "now already has exceeded requeueAt",
+            QueuedWorkload {
+                requeue_at: Some(at(40)),
+                ..base.clone()
+            },
+            true,
+        ),
+        (
+            "now equals requeueAt",
+            QueuedWorkload {
+                requeue_at: Some(now),
+                ..base.clone()
+            },
+            true,
+        ),
+        (
+            "now hasn't yet exceeded requeueAt",
+            QueuedWorkload {
+                requeue_at: Some(at(160)),
+                ..base
+            },
+            false,
+        ),
+    ];
+    for (name, workload, want) in cases {
+        assert_eq!(workload.backoff_expired(now), want, "{name}");
+    }
+}
+
+fn last_assignment(entries: &[&[(&str, i32)]]) -> AssignmentState {
+    AssignmentState {
+        last_tried_flavor_idx: entries
+            .iter()
+            .map(|ps| ps.iter().map(|(r, i)| ((*r).to_owned(), *i)).collect())
+            .collect(),
+    }
+}
+
+#[test]
+fn best_effort_fifo_requeue_if_not_present() {
+    type Case = (
+        &'static str,
+        RequeueReason,
+        Option<AssignmentState>,
+        bool,
+        bool,
+    );
+    // (name, reason, last assignment, want inadmissible, want sticky)
+    let cases: Vec<Case> = vec![
+        (
+            "failure after nomination",
+            RequeueReason::FailedAfterNomination,
+            None,
+            false,
+            false,
+        ),
+        (
+            "pending preemption",
+            RequeueReason::PendingPreemption,
+            None,
+            false,
+            true,
+        ),
+        (
+            "preemption failed",
+            RequeueReason::PreemptionFailed,
+            None,
+            false,
+            false,
+        ),
+        (
+            "namespace doesn't match",
+            RequeueReason::NamespaceMismatch,
+            None,
+            true,
+            false,
+        ),
+        (
+            "didn't fit and no pending flavors",
+            RequeueReason::Generic,
+            Some(last_assignment(&[
+                &[("memory", -1)],
+                &[("cpu", -1), ("memory", -1)],
+            ])),
+            true,
+            false,
+        ),
+        (
+            "didn't fit but pending flavors",
+            RequeueReason::Generic,
+            Some(last_assignment(&[
+                &[("cpu", -1), ("memory", 0)],
+                &[("memory", 1)],
+            ])),
+            false,
+            false,
+        ),
+        ("nofit", RequeueReason::NoFit, None, true, false),
+        (
+            "preempt no candidates",
+            RequeueReason::PreemptionNoCandidates,
+            None,
+            true,
+            false,
+        ),
+    ];
+    for (name, reason, last, want_inadmissible, want_sticky) in cases {
+        let mut cq = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+        let mut workload = queued("workload-1", 0, at(0));
+        workload.info.last_assignment = last;
+        assert!(
+            cq.requeue(workload.clone(), reason, at(0)),
+            "{name}: requeued"
+        );
+        assert_eq!(
+            cq.dump_inadmissible() == vec!["ns/workload-1".to_owned()],
+            want_inadmissible,
+            "{name}: inadmissible"
+        );
+        assert_eq!(cq.sticky() == Some("ns/workload-1"), want_sticky, "{name}");
+        workload.info.last_assignment = None;
+        assert!(
+            !cq.requeue(workload, reason, at(0)),
+            "{name}: re-queued a workload that was already present"
+        );
+    }
+}
+
+#[test]
+fn strict_fifo_requeue_if_not_present() {
+    let cases = [
+        (RequeueReason::FailedAfterNomination, false),
+        (RequeueReason::NamespaceMismatch, true),
+        (RequeueReason::Generic, false),
+    ];
+    for (reason, want_inadmissible) in cases {
+        let mut cq = ClusterQueueQueue::new(QueueingStrategy::StrictFifo);
+        let workload = queued("workload-1", 0, at(0));
+        assert!(cq.requeue(workload.clone(), reason, at(0)), "{reason:?}");
+        assert_eq!(
+            !cq.dump_inadmissible().is_empty(),
+            want_inadmissible,
+            "{reason:?}"
+        );
+        assert!(!cq.requeue(workload, reason, at(0)), "{reason:?}: twice");
+    }
+}
+
+#[test]
+fn fifo_cluster_queue() {
+    let ordering = QueueOrdering::default();
+    let mut cq = ClusterQueueQueue::new(QueueingStrategy::StrictFifo);
+    for (name, creation) in [("now", at(10)), ("before", at(9)), ("after", at(11))] {
+        cq.push_or_update(queued(name, 0, creation), at(20));
+    }
+    assert_eq!(cq.pop(&ordering).map(|w| w.key()), Some("ns/before".into()));
+    cq.push_or_update(queued("after", 0, at(0)), at(20));
+    assert_eq!(cq.pop(&ordering).map(|w| w.key()), Some("ns/after".into()));
+    cq.delete("ns/now");
+    assert_eq!(cq.pop(&ordering), None);
+}
+
+#[test]
+fn strict_fifo_order() {
+    let (t1, t2, t3) = (at(1), at(2), at(3));
+    let evicted = |mut w: QueuedWorkload| {
+        w.eviction = Some((EvictionCause::PodsReadyTimeout, t3));
+        w
+    };
+    let cases: Vec<(
+        &str,
+        QueuedWorkload,
+        QueuedWorkload,
+        RequeuingTimestamp,
+        &str,
+    )> = vec![
+        (
+            "w1.priority is higher than w2.priority",
+            queued("w1", 2, t1),
+            queued("w2", 1, t2),
+            RequeuingTimestamp::Eviction,
+            "w1",
+        ),
+        (
+            "w1.priority equals w2.priority and w1.create time is earlier than w2.create time",
+            queued("w1", 0, t1),
+            queued("w2", 0, t2),
+            RequeuingTimestamp::Eviction,
+            "w1",
+        ),
+        (
+            "... but w1 was evicted",
+            evicted(queued("w1", 0, t1)),
+            queued("w2", 0, t2),
+            RequeuingTimestamp::Eviction,
+            "w2",
+        ),
+        (
+            "... evicted, but kueue is configured to always use the creation timestamp",
+            evicted(queued("w1", 0, t1)),
+            queued("w2", 0, t2),
+            RequeuingTimestamp::Creation,
+            "w1",
+        ),
+        (
+            "p1.priority is lower than p2.priority and w1.create time is earlier",
+            queued("w1", 1, t1),
+            queued("w2", 2, t2),
+            RequeuingTimestamp::Eviction,
+            "w2",
+        ),
+        (
+            "same priority and time: UID breaks the tie",
+            queued("w2", 0, t1),
+            queued("w1", 0, t1),
+            RequeuingTimestamp::Eviction,
+            "w1",
+        ),
+    ];
+    for (name, w1, w2, timestamp, want) in cases {
+        let ordering = QueueOrdering {
+            timestamp,
+            ..QueueOrdering::default()
+        };
+        let mut cq = ClusterQueueQueue::new(QueueingStrategy::StrictFifo);
+        cq.push_or_update(w1, at(5));
+        cq.push_or_update(w2, at(5));
+        let got = cq.pop(&ordering).map(|w| w.info.workload.name);
+        assert_eq!(got.as_deref(), Some(want), "{name}");
+    }
+}
+
+#[test]
+fn sticky_preemptor_heads_the_queue_and_lq_usage_comes_first() {
+    let mut cq = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+    cq.push_or_update(queued("high", 10, at(0)), at(5));
+    let low = queued("low", 0, at(1));
+    assert!(cq.requeue(low.clone(), RequeueReason::PendingPreemption, at(5)));
+    assert!(cq.is_preemptor(&low));
+    let ordering = QueueOrdering::default();
+    assert_eq!(cq.dump(&ordering), vec!["ns/low", "ns/high"]);
+
+    let mut other_lq = queued("other", 0, at(2));
+    other_lq.local_queue = "quiet".into();
+    cq.push_or_update(other_lq, at(5));
+    let afs = QueueOrdering {
+        local_queue_usage: BTreeMap::from([("ns/lq".to_owned(), 5.0), ("ns/quiet".into(), 1.0)]),
+        ..QueueOrdering::default()
+    };
+    assert_eq!(cq.dump(&afs), vec!["ns/other", "ns/low", "ns/high"]);
+}
+
+#[test]
+fn backing_off_workloads_wait_until_an_event_after_requeue_at() {
+    let mut cq = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+    let mut workload = queued("wl", 0, at(0));
+    workload.requeue_at = Some(at(60));
+    cq.push_or_update(workload, at(10));
+    assert_eq!(cq.dump_inadmissible(), vec!["ns/wl"]);
+    assert_eq!(cq.queue_inadmissible(at(30), &|_| true), 0);
+    assert_eq!(cq.queue_inadmissible(at(60), &|ns| ns != "ns"), 0);
+    assert_eq!(cq.queue_inadmissible(at(60), &|_| true), 1);
+    assert_eq!(cq.dump(&QueueOrdering::default()), vec!["ns/wl"]);
+}
+
+#[test]
+fn queue_blockers_and_heads() {
+    let mut manager = QueueManager::default();
+    let lq = |cq: &str, stop_policy| LocalQueue {
+        cluster_queue: cq.into(),
+        stop_policy,
+    };
+    manager
+        .local_queues
+        .insert("ns/lq".into(), lq("cq", StopPolicy::None));
+    manager
+        .local_queues
+        .insert("ns/held".into(), lq("cq", StopPolicy::Hold));
+    manager
+        .local_queues
+        .insert("ns/orphan".into(), lq("gone", StopPolicy::None));
+    manager
+        .local_queues
+        .insert("ns/drained".into(), lq("stopped", StopPolicy::None));
+    manager.cluster_queues.insert(
+        "cq".into(),
+        ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo),
+    );
+    let mut stopped = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+    stopped.active = false;
+    manager.cluster_queues.insert("stopped".into(), stopped);
+
+    let on = |queue: &str| {
+        let mut w = queued(queue, 0, at(0));
+        w.local_queue = queue.into();
+        w
+    };
+    let cases = [
+        (
+            "missing",
+            Some((MISCONFIGURED, "LocalQueue missing doesn't exist")),
+        ),
+        ("held", Some((SUSPENDED, "LocalQueue held is stopped"))),
+        (
+            "orphan",
+            Some((MISCONFIGURED, "ClusterQueue gone doesn't exist")),
+        ),
+        (
+            "drained",
+            Some((SUSPENDED, "ClusterQueue stopped is inactive")),
+        ),
+        ("lq", None),
+    ];
+    for (queue, want) in cases {
+        let want = want.map(|(reason, message)| QueueBlocker {
+            reason,
+            message: message.into(),
+        });
+        assert_eq!(manager.blocker(&on(queue)), want, "{queue}: blocker");
+        let queued = manager.add_or_update(on(queue), at(1)).is_ok();
+        assert_eq!(queued, matches!(queue, "lq" | "drained"), "{queue}: queued");
+    }
+    assert_eq!(
+        manager.dump(),
+        BTreeMap::from([
+            ("cq".to_owned(), vec!["ns/lq".to_owned()]),
+            ("stopped".to_owned(), vec!["ns/drained".to_owned()]),
+        ]),
+        "an inactive ClusterQueue keeps its workloads"
+    );
+    let heads = manager.heads();
+    assert_eq!(heads.len(), 1);
+    assert_eq!(heads[0].cluster_queue, "cq");
+    assert_eq!(heads[0].workload.key(), "ns/lq");
+    assert!(manager.heads().is_empty(), "one pop per ClusterQueue");
+}
