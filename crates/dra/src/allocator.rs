@@ -123,9 +123,23 @@ impl std::fmt::Display for Diagnosis {
         let wants = self.wants.map_or("all".into(), |n| n.to_string());
         write!(
             f,
-            "claim {} request {}: wants {wants} of class {}; {} device(s) match its selectors, {} free",
-            self.claim, self.request, self.class, self.matching, self.free
-        )
+            "claim {} request {}: wants {wants} of class {}; ",
+            self.claim, self.request, self.class
+        )?;
+        if self.matching == 0 {
+            // Nothing to count: say so rather than "0 match, 0 free", which reads like a
+            // miscount on a node whose other devices are free.
+            write!(
+                f,
+                "no device on the node is of that class and matches its selectors"
+            )
+        } else {
+            write!(
+                f,
+                "{} device(s) match its selectors, {} free",
+                self.matching, self.free
+            )
+        }
     }
 }
 
@@ -1606,6 +1620,36 @@ fn add_counters(total: &mut Counters, more: &Counters) {
                 .and_then(|have| have.checked_add(amount))
                 .unwrap_or(*amount);
             entry.insert(name.clone(), sum);
+        }
+    }
+}
+
+#[cfg(test)]
+mod diagnosis_tests {
+    use super::Diagnosis;
+
+    #[test]
+    fn a_diagnosis_counts_devices_or_says_there_are_none() {
+        let diagnosis = |matching, free| Diagnosis {
+            claim: "default/b".into(),
+            request: "gpus".into(),
+            class: "gpu.nvidia.com".into(),
+            wants: Some(7),
+            matching,
+            free,
+        };
+        let table = [
+            (
+                diagnosis(8, 6),
+                "claim default/b request gpus: wants 7 of class gpu.nvidia.com; 8 device(s) match its selectors, 6 free",
+            ),
+            (
+                diagnosis(0, 0),
+                "claim default/b request gpus: wants 7 of class gpu.nvidia.com; no device on the node is of that class and matches its selectors",
+            ),
+        ];
+        for (diagnosis, want) in table {
+            assert_eq!(diagnosis.to_string(), want);
         }
     }
 }
