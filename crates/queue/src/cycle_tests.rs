@@ -1,16 +1,16 @@
 // Upstream: pkg/scheduler/scheduler_test.go, TestSchedule (65 cases). Each ported case runs
-// one cycle over the same ClusterQueues, LocalQueues, flavors and Workloads and compares every
-// admission (including those made before the cycle), the workloads left active and
-// inadmissible per ClusterQueue, and the QuotaReserved False reason/message where upstream
-// checks them. Preemption is the `NoCandidates` fake: Kueue's oracle answer when nothing may
-// be preempted, which is what these cases meet.
+// one cycle over the same ClusterQueues, LocalQueues, flavors and Workloads with Kueue's
+// preemption (`KueuePreemption`) and compares every admission (including those made before
+// the cycle), the Workloads preempted with their reasons (and messages where upstream names
+// the preemptor), the workloads left active and inadmissible per ClusterQueue, and the
+// QuotaReserved False reason/message where upstream checks them.
 //
-// Ported (30): skip workload with missing or deleted ClusterQueue (NoFit); flavors with mixed
-// misconfiguration and insufficient quota; flavors with mixed taint mismatch and exceeding
-// limits; flavors are structurally incompatible; single clusterQueue full; failed to match
-// clusterQueue selector; admit in different cohorts; admit in same cohort with no borrowing;
-// assign multiple resources and flavors; cannot borrow if cohort was assigned and would
-// result in overadmission; can borrow if cohort was assigned and will not result in
+// Ported here (30): skip workload with missing or deleted ClusterQueue (NoFit); flavors with
+// mixed misconfiguration and insufficient quota; flavors with mixed taint mismatch and
+// exceeding limits; flavors are structurally incompatible; single clusterQueue full; failed
+// to match clusterQueue selector; admit in different cohorts; admit in same cohort with no
+// borrowing; assign multiple resources and flavors; cannot borrow if cohort was assigned and
+// would result in overadmission; can borrow if cohort was assigned and will not result in
 // overadmission; can borrow if needs reclaim from cohort in different flavor; workload
 // exceeds lending limit when borrow in cohort; hierarchical cohort respects lending limit when
 // borrowing; hierarchical cohort allows borrowing up to lending limit; cannot borrow resource
@@ -25,24 +25,24 @@
 // resources / the same resources from the same flavor in the same cycle; only one workload
 // can borrow one resources from the same flavor in the same cycle if cohort quota cannot fit.
 //
-// Not ported (35), and why:
-// - need the real preemptor (their targets and victims are what they check; the
-//   `preemption` module is ported separately) (25): use second flavor when the first has no
-//   preemption candidates; preempt workloads in ClusterQueue and cohort; multiple CQs need
-//   preemption; no overadmission while borrowing; partial admission single variable pod set,
-//   preempt first / preempt with partial admission; preemption while borrowing, workload
-//   waiting for preemption should not block a borrowing workload in another CQ; minimal
-//   preemptions when target queue is exhausted; A workload is only eligible to do preemptions
-//   if it fits fully within nominal quota; multiple preemptions without borrowing /
-//   preemption possible after earlier workload fits / skip preemption when shared limited
-//   resource; prefer reclamation over cq priority based preemption; prefer first preemption
-//   flavor when second flavor requires both reclaim and cq priority preemption / also
-//   requires cq preemption; workload requiring reclaimation prioritized over wl in another
-//   full cq; capacity not blocked when lending clusterqueue can reclaim / capacity blocked
-//   when lending clusterqueue not guaranteed to reclaim (LowerPriority, Never); don't assign
-//   flavor if there are no candidates for preemption; admit to second flavor when first needs
-//   preemption; preempt when workload requests zero of a resource not defined in
-//   ClusterQueue; PreemptionOverBorrowing / BorrowingOverPreemption preference (3).
+// Ported in cycle_preemption_tests.rs (25, the cases that need the real preemptor): use
+// second flavor when the first has no preemption candidates; preempt workloads in
+// ClusterQueue and cohort; multiple CQs need preemption; no overadmission while borrowing;
+// partial admission single variable pod set, preempt first / preempt with partial admission;
+// preemption while borrowing, workload waiting for preemption should not block a borrowing
+// workload in another CQ; minimal preemptions when target queue is exhausted; A workload is
+// only eligible to do preemptions if it fits fully within nominal quota; multiple preemptions
+// without borrowing / preemption possible after earlier workload fits / skip preemption when
+// shared limited resource; prefer reclamation over cq priority based preemption; prefer first
+// preemption flavor when second flavor requires both reclaim and cq priority preemption /
+// also requires cq preemption; workload requiring reclaimation prioritized over wl in another
+// full cq; capacity not blocked when lending clusterqueue can reclaim / capacity blocked when
+// lending clusterqueue not guaranteed to reclaim (LowerPriority, Never); don't assign flavor
+// if there are no candidates for preemption; admit to second flavor when first needs
+// preemption; preempt when workload requests zero of a resource not defined in ClusterQueue;
+// PreemptionOverBorrowing / BorrowingOverPreemption preference (3).
+//
+// Not ported (10), and why:
 // - admission checks (3): workload fits in single clusterQueue, with check state ready /
 //   pending; pending admission check with nofit and fit flavors.
 // - preemption gates (3): the BlockedOnPreemptionGates cases.
@@ -61,36 +61,13 @@ use tessera_model::quantity::Quantity;
 use super::*;
 use crate::amount::resource_value;
 use crate::assigner::PreemptionPossibility;
-use crate::cluster_queue::{ClusterQueuePreemption, ResourceGroup};
+use crate::cluster_queue::{ClusterQueuePreemption, FlavorFungibility, ResourceGroup};
+use crate::preemption::FairSharingConfig;
 use crate::queue::{ClusterQueueQueue, LocalQueue, QueuedWorkload, QueueingStrategy, StopPolicy};
 use crate::resources::FlavorResource;
 use crate::testing::{Q, cluster_queue};
 use crate::tree::{CohortSpec, DEFAULT_FAIR_WEIGHT, TreeSpec};
 use crate::workload::{PodSet, Workload};
-
-/// Preemption that never finds candidates, with the borrowing level Kueue's oracle reports
-/// then (`FindHeightOfLowestSubtreeThatFits`).
-struct NoCandidates;
-
-impl PreemptionOracle for NoCandidates {
-    fn simulate_preemption(
-        &self,
-        tree: &Tree,
-        cluster_queue: NodeId,
-        _workload: &WorkloadInfo,
-        key: &FlavorResource,
-        quantity: Amount,
-    ) -> (PreemptionPossibility, usize) {
-        let (borrow, _) = tree.lowest_subtree_that_fits(cluster_queue, key, quantity);
-        (PreemptionPossibility::NoCandidates, borrow)
-    }
-}
-
-impl Preemptor for NoCandidates {
-    fn targets(&self, _: &Tree, _: NodeId, _: &WorkloadInfo, _: &Assignment) -> Vec<Target> {
-        Vec::new()
-    }
-}
 
 fn quantity(resource: &str, text: &str) -> i64 {
     let parsed: Quantity = text.parse().expect("test quantity");
@@ -106,6 +83,9 @@ struct Cq {
     strategy: QueueingStrategy,
     groups: Vec<Vec<Q>>,
     preemption: ClusterQueuePreemption,
+    fungibility: FlavorFungibility,
+    /// `spec.fairSharing.weight`; `None` for the default.
+    weight: Option<f64>,
 }
 
 fn cq(
@@ -126,6 +106,8 @@ fn cq(
         },
         groups: groups.iter().map(|g| g.to_vec()).collect(),
         preemption: ClusterQueuePreemption::default(),
+        fungibility: FlavorFungibility::default(),
+        weight: None,
     }
 }
 
@@ -150,7 +132,7 @@ impl Cq {
         ClusterQueuePolicy {
             resource_groups,
             preemption: self.preemption,
-            ..ClusterQueuePolicy::default()
+            flavor_fungibility: self.fungibility,
         }
     }
 
@@ -193,6 +175,10 @@ struct Wl {
     priority: i32,
     /// Seconds after the test's creation time (negative: before).
     created: i64,
+    uid: Option<&'static str>,
+    job_uid: Option<&'static str>,
+    /// Seconds after the cycle's time its quota was reserved at (admitted Workloads).
+    reserved: i64,
 }
 
 fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
@@ -204,6 +190,9 @@ fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
         admitted: None,
         priority: 0,
         created: 0,
+        uid: None,
+        job_uid: None,
+        reserved: 0,
     }
 }
 
@@ -247,8 +236,55 @@ impl Wl {
         self
     }
 
+    fn uid(mut self, uid: &'static str, job_uid: &'static str) -> Wl {
+        self.uid = Some(uid);
+        self.job_uid = Some(job_uid);
+        self
+    }
+
+    fn reserved(mut self, seconds: i64) -> Wl {
+        self.reserved = seconds;
+        self
+    }
+
     fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn creation(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH
+            + Duration::from_secs(1_000_000u64.saturating_add_signed(self.created))
+    }
+
+    /// The admitted Workload preemption sees, for a Workload admitted before the cycle.
+    fn admitted_workload(&self, now: SystemTime) -> Option<AdmittedWorkload> {
+        let (cq, pod_sets) = self.admitted.as_ref()?;
+        let admission = admission_def(cq, pod_sets);
+        let mut usage = FlavorResourceQuantities::new();
+        for ps in &admission.pod_set_assignments {
+            for (resource, flavor) in &ps.flavors {
+                let key = FlavorResource::new(flavor.clone(), resource.clone());
+                let sum = usage.get(&key).add_i64(ps.resource_usage[resource]);
+                usage.set(key, sum);
+            }
+        }
+        let offset = Duration::from_secs(self.reserved.unsigned_abs());
+        let reserved = if self.reserved < 0 {
+            now - offset
+        } else {
+            now + offset
+        };
+        Some(AdmittedWorkload {
+            namespace: self.namespace.into(),
+            name: self.name.into(),
+            uid: self.uid.map_or_else(|| self.key(), str::to_owned),
+            cluster_queue: (*cq).to_owned(),
+            priority: i64::from(self.priority),
+            queue_timestamp: self.creation(),
+            quota_reserved_at: Some(reserved),
+            usage,
+            evicted: false,
+        })
     }
 
     fn queued(&self, partial_admission: bool) -> QueuedWorkload {
@@ -274,11 +310,11 @@ impl Wl {
                 priority: self.priority,
                 ..Workload::default()
             }),
-            uid: self.key(),
+            uid: self.uid.map_or_else(|| self.key(), str::to_owned),
+            job_uid: self.job_uid.map(str::to_owned),
             generation: 1,
             local_queue: self.queue.into(),
-            creation: SystemTime::UNIX_EPOCH
-                + Duration::from_secs(1_000_000u64.saturating_add_signed(self.created)),
+            creation: self.creation(),
             eviction: None,
             requeue_at: None,
             requeue_held: false,
@@ -323,6 +359,10 @@ struct Case {
     want_inadmissible: Vec<(&'static str, Vec<&'static str>)>,
     /// (workload, QuotaReserved reason, message)
     want_pending: Vec<(&'static str, &'static str, &'static str)>,
+    /// (victim, Preempted reason): every preemption the cycle issues.
+    want_preempted: Vec<(&'static str, &'static str)>,
+    /// (victim, message) for the victims whose message is checked.
+    want_preempted_messages: Vec<(&'static str, &'static str)>,
 }
 
 const ON_DEMAND_SPOT: &[Q] = &[
@@ -435,7 +475,7 @@ fn namespaces() -> BTreeMap<String, BTreeMap<String, String>> {
 }
 
 fn run(case: Case) {
-    run_with(case, &NoCandidates);
+    run_with(case, &KueuePreemption);
 }
 
 fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
@@ -446,20 +486,19 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
         .into_iter()
         .chain(case.cluster_queues.iter().cloned())
         .collect();
+    let admitted: Vec<AdmittedWorkload> = case
+        .workloads
+        .iter()
+        .filter_map(|w| w.admitted_workload(now))
+        .collect();
     let mut usage: BTreeMap<String, FlavorResourceQuantities> = BTreeMap::new();
-    let mut want: BTreeMap<String, Admission> = BTreeMap::new();
-    for w in &case.workloads {
-        if let Some((cq, pod_sets)) = &w.admitted {
-            let admission = admission_def(cq, pod_sets);
-            let total = usage.entry((*cq).to_owned()).or_default();
-            for ps in &admission.pod_set_assignments {
-                for (resource, flavor) in &ps.flavors {
-                    let key = FlavorResource::new(flavor.clone(), resource.clone());
-                    total.add(&key, Amount::new(ps.resource_usage[resource]));
-                }
-            }
+    for workload in &admitted {
+        let total = usage.entry(workload.cluster_queue.clone()).or_default();
+        for (key, amount) in workload.usage.iter() {
+            total.add(key, amount);
         }
     }
+    let mut want: BTreeMap<String, Admission> = BTreeMap::new();
     let spec = TreeSpec {
         cohorts: case.cohorts.clone(),
         cluster_queues: all_cqs
@@ -467,7 +506,7 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
             .map(|c| {
                 let entries: Vec<Q> = c.groups.iter().flatten().copied().collect();
                 let mut spec = cluster_queue(c.name, c.cohort, &entries);
-                spec.fair_weight = DEFAULT_FAIR_WEIGHT;
+                spec.fair_weight = c.weight.unwrap_or(DEFAULT_FAIR_WEIGHT);
                 spec
             })
             .collect(),
@@ -488,7 +527,10 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
             .collect(),
         flavors: flavors.clone(),
         namespaces: namespaces(),
-        fair_sharing: case.fair_sharing,
+        admitted,
+        preemption: PreemptionConfig {
+            fair_sharing: case.fair_sharing.then(FairSharingConfig::default),
+        },
         timestamp: RequeuingTimestamp::Eviction,
     };
     let mut queues = QueueManager::default();
@@ -528,6 +570,8 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
         })
         .collect();
     let mut got_pending = BTreeMap::new();
+    let mut got_preempted = Vec::new();
+    let mut got_messages = BTreeMap::new();
     for decision in decisions {
         match decision {
             Decision::Admit {
@@ -538,11 +582,19 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
             }
             Decision::Requeue {
                 workload, pending, ..
-            }
-            | Decision::Preempt {
-                workload, pending, ..
             } => {
                 got_pending.insert(workload, pending);
+            }
+            Decision::Preempt {
+                workload,
+                pending,
+                victims,
+            } => {
+                got_pending.insert(workload, pending);
+                for victim in victims {
+                    got_preempted.push((victim.workload.clone(), victim.reason.as_str()));
+                    got_messages.insert(victim.workload, victim.message);
+                }
             }
         }
     }
@@ -550,6 +602,18 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
         want.insert((*key).to_owned(), admission_def(cq, pod_sets));
     }
     assert_eq!(got, want, "{name}: admissions");
+    got_preempted.sort();
+    let mut want_preempted: Vec<(String, &str)> = case
+        .want_preempted
+        .iter()
+        .map(|(key, reason)| ((*key).to_owned(), *reason))
+        .collect();
+    want_preempted.sort();
+    assert_eq!(got_preempted, want_preempted, "{name}: preempted");
+    for (key, message) in &case.want_preempted_messages {
+        let got = got_messages.get(*key).map(String::as_str);
+        assert_eq!(got, Some(*message), "{name}: preemption message of {key}");
+    }
     let keys = |entries: &[(&str, Vec<&str>)]| -> BTreeMap<String, BTreeSet<String>> {
         entries
             .iter()
@@ -1450,22 +1514,20 @@ fn schedule_for_fair_sharing_table() {
 /// Preemption that always names the same victim.
 struct SameVictim(Target);
 
-impl PreemptionOracle for SameVictim {
-    fn simulate_preemption(
+impl Preemptor for SameVictim {
+    fn simulate(
         &self,
+        _: &Oracle<'_>,
         tree: &Tree,
         cluster_queue: NodeId,
-        _workload: &WorkloadInfo,
         key: &FlavorResource,
         quantity: Amount,
     ) -> (PreemptionPossibility, usize) {
         let (borrow, _) = tree.lowest_subtree_that_fits(cluster_queue, key, quantity);
         (PreemptionPossibility::Preempt, borrow)
     }
-}
 
-impl Preemptor for SameVictim {
-    fn targets(&self, _: &Tree, _: NodeId, _: &WorkloadInfo, _: &Assignment) -> Vec<Target> {
+    fn targets(&self, _: &Oracle<'_>, _: &Tree, _: &Assignment) -> Vec<Target> {
         vec![self.0.clone()]
     }
 }
@@ -1482,7 +1544,8 @@ fn overlapping_preemption_targets() {
         usage: [(FlavorResource::new("default", "cpu"), Amount::new(10_000))]
             .into_iter()
             .collect(),
-        reason: "InClusterQueue".into(),
+        reason: PreemptionReason::InClusterQueue,
+        message: "preempted".into(),
     };
     let mut b = cq(
         "b",
@@ -1548,6 +1611,7 @@ fn overlapping_preemption_targets() {
             ("b", vec!["sales/b-new"]),
             ("c", vec!["sales/c-new"]),
         ],
+        want_preempted: vec![("sales/a-old", "InClusterQueue")],
         ..Case::default()
     };
     let decisions = run_with(case, &SameVictim(victim.clone()));
@@ -1585,3 +1649,6 @@ fn overlapping_preemption_targets() {
         ]
     );
 }
+
+#[path = "cycle_preemption_tests.rs"]
+mod preemption_cases;

@@ -29,8 +29,8 @@ mod testing;
 
 pub use amount::Amount;
 pub use assigner::{
-    Assignment, AssumePreemptible, FlavorAssigner, FlavorAssignment, FlavorAssignmentMode,
-    PodSetAssignment, PodSetReducer, PreemptionOracle, PreemptionPossibility,
+    Assignment, FlavorAssigner, FlavorAssignment, FlavorAssignmentMode, PodSetAssignment,
+    PodSetReducer, PreemptionOracle, PreemptionPossibility,
 };
 pub use cluster_queue::{ClusterQueuePolicy, FlavorFungibility, ResourceGroup};
 pub use fair_sharing::Drs;
