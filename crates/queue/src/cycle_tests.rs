@@ -478,9 +478,13 @@ fn run(case: Case) {
     run_with(case, &KueuePreemption);
 }
 
-fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
-    let name = case.name;
-    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000);
+/// The cycle's time in the tables.
+fn test_now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000)
+}
+
+/// The snapshot and queues a case describes, before the cycle.
+fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
     let flavors = flavors();
     let all_cqs: Vec<Cq> = base_cluster_queues()
         .into_iter()
@@ -498,7 +502,6 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
             total.add(key, amount);
         }
     }
-    let mut want: BTreeMap<String, Admission> = BTreeMap::new();
     let spec = TreeSpec {
         cohorts: case.cohorts.clone(),
         cluster_queues: all_cqs
@@ -513,7 +516,7 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
             .collect(),
     };
     let tree = Tree::build_with_usage(&spec, &usage).expect("tree");
-    let mut snapshot = Snapshot {
+    let snapshot = Snapshot {
         tree,
         cluster_queues: all_cqs
             .iter()
@@ -559,7 +562,15 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
         let _ = queues.add_or_update(w.queued(!case.partial_admission_off), now);
     }
 
+    (snapshot, queues)
+}
+
+fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
+    let name = case.name;
+    let now = test_now();
+    let (mut snapshot, mut queues) = prepare(&case, now);
     let decisions = schedule(&mut snapshot, &mut queues, preemptor, now);
+    let mut want: BTreeMap<String, Admission> = BTreeMap::new();
     let returned = decisions.clone();
 
     let mut got: BTreeMap<String, Admission> = case
@@ -1927,3 +1938,6 @@ fn overlapping_preemption_targets() {
 
 #[path = "cycle_preemption_tests.rs"]
 mod preemption_cases;
+
+#[path = "cycle_properties.rs"]
+mod properties;
