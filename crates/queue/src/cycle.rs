@@ -20,8 +20,9 @@
 //! log). A recorded flavor search restarts when the ClusterQueue's generation moved on
 //! (FlavorFungibilityPreserveScanProgress's one-cycle grace is not modelled). Feature gates
 //! are at Kueue's defaults: PartialAdmission, PrioritySortingWithinCohort,
-//! FairSharingPrioritizeNonBorrowing, UnadmittedWorkloadsObservability and
-//! RecomputeAssignmentUponPreemptionTargetsOverlap on, PrioritizePreemptorWorkloads off.
+//! FairSharingPrioritizeNonBorrowing and UnadmittedWorkloadsObservability on,
+//! PrioritizePreemptorWorkloads off; RecomputeAssignmentUponPreemptionTargetsOverlap (on by
+//! default) is the snapshot's `recompute_on_overlap`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -180,6 +181,10 @@ pub struct Snapshot {
     /// Classic preemption, or fair sharing (which also orders the entries by the tournament)
     /// with its configuration.
     pub preemption: PreemptionConfig,
+    /// The RecomputeAssignmentUponPreemptionTargetsOverlap feature (on by default): an entry
+    /// whose targets overlap earlier ones is assigned again as if those were gone, rather than
+    /// skipped.
+    pub recompute_on_overlap: bool,
     /// The FIFO timestamp.
     pub timestamp: RequeuingTimestamp,
 }
@@ -709,7 +714,7 @@ fn process_entry(
     let cq = snapshot.cluster_queues.get(&name)?.clone();
     let mut usage = entry.assignment.usage.clone();
     let mut fit = fits(&mut snapshot.tree, id, &usage, preempted, &entry.targets);
-    if preemptor.overlaps(&entry.targets, preempted) {
+    if snapshot.recompute_on_overlap && preemptor.overlaps(&entry.targets, preempted) {
         // RecomputeAssignmentUponPreemptionTargetsOverlap: assign again as if the other
         // preemptions had completed (`SimulateWorkloadRemoval`: usage and candidates).
         let removed = remove_victims(&mut snapshot.tree, preempted);

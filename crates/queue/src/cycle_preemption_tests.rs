@@ -1201,7 +1201,7 @@ fn schedule_with_preemption_table() {
 }
 
 // Upstream: pkg/scheduler/scheduler_fs_test.go, TestScheduleForFairSharing, the cases with
-// preemption policies (see cycle_tests.rs for the list and the two not ported), with fair
+// preemption policies (see cycle_tests.rs for the list and the one not ported), with fair
 // sharing on except the FS=false twin.
 fn fair_sharing_preemption_cases() -> Vec<Case> {
     use PreemptionPolicy::LowerPriority;
@@ -1255,6 +1255,64 @@ fn fair_sharing_preemption_cases() -> Vec<Case> {
             want_preempted: vec![
                 ("eng-alpha/alpha1", "InCohortReclamation"),
                 ("eng-gamma/gamma1", "InCohortReclamation"),
+            ],
+            ..Case::default()
+        },
+        Case {
+            name: "multiple preemptions skip overlapping preemption targets",
+            recompute_off: true,
+            cluster_queues: vec![
+                own_resource_cq("other-alpha", "alpha-resource"),
+                own_resource_cq("other-beta", "beta-resource"),
+                own_resource_cq("other-gamma", "gamma-resource"),
+                cq(
+                    "resource-bank",
+                    "other",
+                    None,
+                    false,
+                    &[&[("default", "cpu", "9", "", "")]],
+                ),
+            ],
+            local_queues: other_queues(),
+            workloads: vec![
+                admitted_in("eng-alpha", "a1", ("other-alpha", "default"), "alpha-resource", "1"),
+                admitted_in("eng-beta", "b1", ("other-beta", "default"), "beta-resource", "1"),
+                admitted_cpu("eng-gamma", "c1", "other-gamma", "default", "9")
+                    .req("gamma-resource", "1"),
+                wl("eng-alpha", "preemptor", "other")
+                    .uid("wl-preemptor", "job-preemptor")
+                    .priority(100)
+                    .req("cpu", "3")
+                    .req("alpha-resource", "1"),
+                wl("eng-beta", "pretending-preemptor", "other")
+                    .priority(99)
+                    .req("cpu", "3")
+                    .req("beta-resource", "1"),
+            ],
+            want_admissions: vec![
+                admission_in("eng-alpha/a1", ("other-alpha", "default"), "alpha-resource", "1"),
+                admission_in("eng-beta/b1", ("other-beta", "default"), "beta-resource", "1"),
+                cpu_admission("eng-gamma/c1", "other-gamma", "default", "9"),
+            ],
+            want_left: vec![
+                ("other-alpha", vec!["eng-alpha/preemptor"]),
+                ("other-beta", vec!["eng-beta/pretending-preemptor"]),
+            ],
+            want_pending: vec![
+                (
+                    "eng-alpha/preemptor",
+                    WAITING_FOR_PREEMPTED_WORKLOADS,
+                    "couldn't assign flavors to pod set main: insufficient unused quota for alpha-resource in flavor default, 1 more needed, insufficient unused quota for cpu in flavor default, 3 more needed. Pending the preemption of 2 workload(s)",
+                ),
+                (
+                    "eng-beta/pretending-preemptor",
+                    WAITING_FOR_QUOTA,
+                    "Workload has overlapping preemption targets with another workload",
+                ),
+            ],
+            want_preempted: vec![
+                ("eng-alpha/a1", "InClusterQueue"),
+                ("eng-gamma/c1", "InCohortFairSharing"),
             ],
             ..Case::default()
         },
@@ -1414,10 +1472,23 @@ fn local_capacity(name: &'static str, fair_sharing: bool) -> Case {
     }
 }
 
+/// A ClusterQueue of Cohort `other` with no cpu and one `resource` of its own (`default`),
+/// LowerPriority within, Any reclaim.
+fn own_resource_cq(name: &'static str, resource: &'static str) -> Cq {
+    let quotas: &'static [Q] = Box::leak(Box::new([
+        ("default", "cpu", "0", "", ""),
+        ("default", resource, "1", "", ""),
+    ]));
+    cq(name, "other", None, false, &[quotas]).preempting(policy(
+        PreemptionPolicy::LowerPriority,
+        PreemptionPolicy::Any,
+    ))
+}
+
 #[test]
 fn schedule_for_fair_sharing_with_preemption_table() {
     let cases = fair_sharing_preemption_cases();
-    assert_eq!(cases.len(), 6, "ported cases");
+    assert_eq!(cases.len(), 7, "ported cases");
     for case in cases {
         run(case);
     }

@@ -348,6 +348,8 @@ fn admission_def(cq: &str, pod_sets: &[PodSetAdmissionDef]) -> Admission {
 struct Case {
     name: &'static str,
     partial_admission_off: bool,
+    /// RecomputeAssignmentUponPreemptionTargetsOverlap off.
+    recompute_off: bool,
     fair_sharing: bool,
     cluster_queues: Vec<Cq>,
     local_queues: Vec<(&'static str, &'static str, &'static str)>,
@@ -532,6 +534,7 @@ fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
         flavors: flavors.clone(),
         namespaces: namespaces(),
         admitted,
+        recompute_on_overlap: !case.recompute_off,
         preemption: PreemptionConfig {
             fair_sharing: case.fair_sharing.then(FairSharingConfig::default),
         },
@@ -1243,18 +1246,16 @@ fn schedule_table() {
 // admission; two queues with weight 0 / with high weight schedules workload which borrows
 // less; schedule singleton cqs and cq without cohort; schedule highest priority first;
 // schedule earliest timestamp first; not enough resources with fair sharing enabled.
-// Ported in cycle_preemption_tests.rs (6): with fair sharing: preempt workload from CQ with
-// the highest share; prefer reclamation over cq priority based preemption, with preemption
-// while borrowing; in-CQ preemption for CQ without cohort; PreemptionOverBorrowing with fair
-// sharing; prefer flavor with most local capacity (and its FS=false twin).
-// Not ported (2), and why:
-// - multiple preemptions within cq when fair sharing: its ClusterQueues leave
-//   `reclaimWithinCohort` unset, which the unit test's fake client keeps as "" (not Never), so
-//   Kueue's `canPreemptWhileBorrowing` holds; the API defaults it to Never, the only value the
-//   model has, and then Kueue finds no fit either.
-// - multiple preemptions skip overlapping preemption targets: runs with
-//   RecomputeAssignmentUponPreemptionTargetsOverlap off; the cycle models it on (the
-//   pretending preemptor is reassigned and preempts b1 instead of being skipped).
+// Ported in cycle_preemption_tests.rs (7): with fair sharing: preempt workload from CQ with
+// the highest share; multiple preemptions skip overlapping preemption targets (run, as
+// upstream, with RecomputeAssignmentUponPreemptionTargetsOverlap off); prefer reclamation over
+// cq priority based preemption, with preemption while borrowing; in-CQ preemption for CQ
+// without cohort; PreemptionOverBorrowing with fair sharing; prefer flavor with most local
+// capacity (and its FS=false twin).
+// Not ported (1): multiple preemptions within cq when fair sharing. Its ClusterQueues leave
+// `reclaimWithinCohort` unset, which the unit test's fake client keeps as "" (not Never), so
+// Kueue's `canPreemptWhileBorrowing` holds under fair sharing; the API defaults it to Never,
+// the only value the model has, and with Never Kueue's assigner finds no fit either.
 #[test]
 fn schedule_for_fair_sharing_table() {
     let a_b_c = |quota: &'static str| {
