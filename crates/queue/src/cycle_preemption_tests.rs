@@ -58,13 +58,12 @@ impl Wl {
 
 /// One PodSet `main` admitted with `value` of `resource` in `flavor`.
 fn main_in(
-    cq: &'static str,
     resource: &'static str,
     flavor: &'static str,
     value: &'static str,
-) -> (&'static str, &'static str, Vec<PodSetAdmissionDef>) {
+) -> Vec<PodSetAdmissionDef> {
     let resources: &'static [(&str, &str, &str)] = Box::leak(Box::new([(resource, flavor, value)]));
-    ("", cq, vec![("main", 1, resources)])
+    vec![("main", 1, resources)]
 }
 
 /// A Workload with one PodSet `main` requesting `value` of `resource`, admitted in `flavor` of
@@ -76,10 +75,9 @@ fn admitted_in(
     resource: &'static str,
     value: &'static str,
 ) -> Wl {
-    let (_, cq, pod_sets) = main_in(cq, resource, flavor, value);
     wl(namespace, name, "")
         .req(resource, value)
-        .admitted(cq, &pod_sets)
+        .admitted(cq, &main_in(resource, flavor, value))
 }
 
 fn admitted_cpu(
@@ -99,8 +97,7 @@ fn admission_in(
     resource: &'static str,
     value: &'static str,
 ) -> (&'static str, &'static str, Vec<PodSetAdmissionDef>) {
-    let (_, cq, pod_sets) = main_in(cq, resource, flavor, value);
-    (key, cq, pod_sets)
+    (key, cq, main_in(resource, flavor, value))
 }
 
 fn cpu_admission(
@@ -112,18 +109,13 @@ fn cpu_admission(
     admission_in(key, (cq, flavor), "cpu", value)
 }
 
-const ON_DEMAND_50_SPOT_100: &[Q] = &[
-    ("on-demand", "cpu", "50", "50", ""),
-    ("spot", "cpu", "100", "0", ""),
-];
-
 fn schedule_preemption_cases() -> Vec<Case> {
     use PreemptionPolicy::{Any, LowerPriority};
     vec![
         Case {
             name: "use second flavor when the first has no preemption candidates; WhenCanPreempt: MayStopSearch",
             cluster_queues: vec![
-                cq("other-alpha", "", None, false, &[ON_DEMAND_50_SPOT_100])
+                cq("other-alpha", "", None, false, &[ON_DEMAND_SPOT])
                     .preempting(policy(LowerPriority, PreemptionPolicy::Never))
                     .when_can_preempt(FungibilityPolicy::MayStopSearch),
             ],

@@ -214,13 +214,10 @@ proptest! {
                 continue;
             }
             tree.add_usages(id, &usage);
-            let (_, cq, pod_sets) = {
-                let value = leak(def.2.to_string());
-                let resources: &'static [(&str, &str, &str)] =
-                    Box::leak(Box::new([("cpu", "default", value)]));
-                ((), leak(name), vec![("main", 1, resources)])
-            };
-            fitting.push(workload_of("a", i, def, queues.len()).admitted(cq, &pod_sets));
+            let resources: &'static [(&str, &str, &str)] =
+                Box::leak(Box::new([("cpu", "default", leak(def.2.to_string()))]));
+            let workload = workload_of("a", i, def, queues.len());
+            fitting.push(workload.admitted(leak(name), &[("main", 1, resources)]));
         }
         let pending: Vec<Wl> = pending
             .iter()
