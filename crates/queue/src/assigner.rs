@@ -11,8 +11,8 @@
 //! largest that fits.
 //!
 //! Preemption is not decided here: where Kueue asks its preemption oracle
-//! (`oracle.SimulatePreemption`) this module asks a [`PreemptionOracle`]; the preemption port
-//! plugs in there, [`AssumePreemptible`] stands in until then. Topology-Aware Scheduling,
+//! (`oracle.SimulatePreemption`) this module asks a [`PreemptionOracle`]; the admission cycle
+//! passes one backed by the `preemption` module (`preemption::Oracle`). Topology-Aware Scheduling,
 //! admission checks, workload slices, concurrent admission and the attempt log
 //! (`FlavorAssignmentAttempts`, observability only) are not modelled.
 
@@ -64,25 +64,6 @@ pub trait PreemptionOracle {
         key: &FlavorResource,
         quantity: Amount,
     ) -> (PreemptionPossibility, usize);
-}
-
-/// The stand-in oracle until preemption is ported: preemption within the ClusterQueue is
-/// always possible, with no borrowing after it (what Kueue's flavor assigner tests assume when
-/// they configure nothing).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AssumePreemptible;
-
-impl PreemptionOracle for AssumePreemptible {
-    fn simulate_preemption(
-        &self,
-        _tree: &Tree,
-        _cluster_queue: NodeId,
-        _workload: &WorkloadInfo,
-        _key: &FlavorResource,
-        _quantity: Amount,
-    ) -> (PreemptionPossibility, usize) {
-        (PreemptionPossibility::Preempt, 0)
-    }
 }
 
 /// The assigner's finer mode (`preemptionMode`), worst first.

@@ -1493,7 +1493,7 @@ fn assigner<'a>(
         policy,
         flavors,
         fair_sharing: false,
-        oracle: &AssumePreemptible,
+        oracle: &TableOracle(&[]),
     }
 }
 

@@ -9,15 +9,20 @@
 //! Admission record. Whatever was not admitted goes back to its queue. Time is an input.
 //!
 //! Preemption is behind [`Preemptor`] (what preemption could achieve for the flavor assigner,
-//! and the targets for an assignment); the `preemption` module plugs in there. Admission
+//! and the targets for an assignment); [`KueuePreemption`] is Kueue's, the `preemption`
+//! module over the snapshot's admitted Workloads, each ClusterQueue's policy and the
+//! fair-sharing configuration. The assigner's oracle and the targets the cycle issues are one
+//! [`Oracle`] per entry; when an entry is assigned again because its targets overlap earlier
+//! ones, the earlier victims are gone from both the tree and the candidates. Admission
 //! checks, Topology-Aware Scheduling, second passes, workload slices, concurrent admission,
 //! waitForPodsReady blocking, LimitRange validation and the failed-admission patch are not
 //! modelled; the `NoFit` reason is derived from the assigner's messages (it keeps no attempt
 //! log). A recorded flavor search restarts when the ClusterQueue's generation moved on
 //! (FlavorFungibilityPreserveScanProgress's one-cycle grace is not modelled). Feature gates
 //! are at Kueue's defaults: PartialAdmission, PrioritySortingWithinCohort,
-//! FairSharingPrioritizeNonBorrowing, UnadmittedWorkloadsObservability and
-//! RecomputeAssignmentUponPreemptionTargetsOverlap on, PrioritizePreemptorWorkloads off.
+//! FairSharingPrioritizeNonBorrowing and UnadmittedWorkloadsObservability on,
+//! PrioritizePreemptorWorkloads off; RecomputeAssignmentUponPreemptionTargetsOverlap (on by
+//! default) is the snapshot's `recompute_on_overlap`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -29,14 +34,18 @@ use tessera_model::selector;
 use crate::amount::Amount;
 use crate::assigner::{
     Assignment, FlavorAssigner, FlavorAssignmentMode, PodSetReducer, PreemptionOracle,
+    PreemptionPossibility,
 };
 use crate::cluster_queue::{ClusterQueuePolicy, PreemptionPolicy};
 use crate::fair_sharing::{Drs, compare_drs};
 use crate::flavor::ResourceFlavorSpec;
+use crate::preemption::{
+    AdmittedWorkload, Oracle, PreemptingWorkload, PreemptionConfig, PreemptionReason,
+};
 use crate::queue::{
     Head, MISCONFIGURED, QueueManager, RequeueReason, RequeuingTimestamp, SUSPENDED, WorkloadKey,
 };
-use crate::resources::FlavorResourceQuantities;
+use crate::resources::{FlavorResource, FlavorResourceQuantities};
 use crate::tree::{NodeId, NodeKind, Tree};
 use crate::workload::WorkloadInfo;
 
@@ -60,26 +69,86 @@ pub struct Target {
     pub cluster_queue: String,
     /// The quota it holds.
     pub usage: FlavorResourceQuantities,
-    /// Why it is preempted (`InClusterQueue`, `InCohortReclamation`, ...).
-    pub reason: String,
+    /// Why it is preempted.
+    pub reason: PreemptionReason,
+    /// The message of its `Evicted` and `Preempted` conditions.
+    pub message: String,
 }
 
-/// Preemption as the cycle needs it. The flavor assigner asks it as a [`PreemptionOracle`].
-pub trait Preemptor: PreemptionOracle {
-    /// The workloads to preempt so that `assignment` fits (`Preemptor.GetTargets`); empty
-    /// when none would do.
-    fn targets(
+/// Preemption as the cycle needs it, for the entry `oracle` describes (its Workload, its
+/// ClusterQueue's policy, the candidates, the configuration and the time).
+pub trait Preemptor {
+    /// What preemption could achieve for `quantity` of `key` in `cluster_queue`, and the
+    /// borrowing level after it: the flavor assigner's oracle answer.
+    fn simulate(
         &self,
+        oracle: &Oracle<'_>,
         tree: &Tree,
         cluster_queue: NodeId,
-        workload: &WorkloadInfo,
-        assignment: &Assignment,
-    ) -> Vec<Target>;
+        key: &FlavorResource,
+        quantity: Amount,
+    ) -> (PreemptionPossibility, usize);
+
+    /// The workloads to preempt so that `assignment` fits (`Preemptor.GetTargets`); empty
+    /// when none would do.
+    fn targets(&self, oracle: &Oracle<'_>, tree: &Tree, assignment: &Assignment) -> Vec<Target>;
 
     /// Whether any of `targets` is already being preempted this cycle
     /// (`PreemptedWorkloads.HasAny`).
     fn overlaps(&self, targets: &[Target], earlier: &BTreeMap<WorkloadKey, Target>) -> bool {
         targets.iter().any(|t| earlier.contains_key(&t.workload))
+    }
+}
+
+/// Kueue's preemption (`preemption`): classic or fair sharing as the snapshot configures it,
+/// over its admitted Workloads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KueuePreemption;
+
+impl Preemptor for KueuePreemption {
+    fn simulate(
+        &self,
+        oracle: &Oracle<'_>,
+        tree: &Tree,
+        cluster_queue: NodeId,
+        key: &FlavorResource,
+        quantity: Amount,
+    ) -> (PreemptionPossibility, usize) {
+        oracle.simulate(tree, cluster_queue, key, quantity)
+    }
+
+    fn targets(&self, oracle: &Oracle<'_>, tree: &Tree, assignment: &Assignment) -> Vec<Target> {
+        oracle
+            .targets(tree, assignment)
+            .into_iter()
+            .map(|target| Target {
+                workload: target.workload.key(),
+                cluster_queue: target.workload.cluster_queue.clone(),
+                usage: target.workload.usage.clone(),
+                reason: target.reason,
+                message: target.message(tree, oracle.preemptor),
+            })
+            .collect()
+    }
+}
+
+/// The flavor assigner's oracle for one entry: `preemptor` answering for `oracle`.
+struct EntryOracle<'a> {
+    preemptor: &'a dyn Preemptor,
+    oracle: Oracle<'a>,
+}
+
+impl PreemptionOracle for EntryOracle<'_> {
+    fn simulate_preemption(
+        &self,
+        tree: &Tree,
+        cluster_queue: NodeId,
+        _workload: &WorkloadInfo,
+        key: &FlavorResource,
+        quantity: Amount,
+    ) -> (PreemptionPossibility, usize) {
+        self.preemptor
+            .simulate(&self.oracle, tree, cluster_queue, key, quantity)
     }
 }
 
@@ -94,8 +163,8 @@ pub struct ClusterQueueSnapshot {
     pub generation: i64,
 }
 
-/// What a cycle reads: the quota tree with admitted usage, ClusterQueues, flavors and
-/// namespaces' labels.
+/// What a cycle reads: the quota tree with admitted usage, the admitted Workloads,
+/// ClusterQueues, flavors, namespaces' labels and the fair-sharing configuration.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     /// ClusterQueues and Cohorts with quotas and usage; admissions in the cycle add to it.
@@ -106,10 +175,25 @@ pub struct Snapshot {
     pub flavors: BTreeMap<String, ResourceFlavorSpec>,
     /// Namespace labels by namespace name.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// Fair sharing on (the tournament iterator).
-    pub fair_sharing: bool,
+    /// The Workloads holding quota (their usage is in `tree`): the preemption candidates.
+    /// Admissions in the cycle add usage only, as Kueue's snapshot does.
+    pub admitted: Vec<AdmittedWorkload>,
+    /// Classic preemption, or fair sharing (which also orders the entries by the tournament)
+    /// with its configuration.
+    pub preemption: PreemptionConfig,
+    /// The RecomputeAssignmentUponPreemptionTargetsOverlap feature (on by default): an entry
+    /// whose targets overlap earlier ones is assigned again as if those were gone, rather than
+    /// skipped.
+    pub recompute_on_overlap: bool,
     /// The FIFO timestamp.
     pub timestamp: RequeuingTimestamp,
+}
+
+impl Snapshot {
+    /// Whether fair sharing is on.
+    pub fn fair_sharing(&self) -> bool {
+        self.preemption.fair_sharing.is_some()
+    }
 }
 
 /// One PodSet of an Admission (`PodSetAssignment`).
@@ -239,8 +323,8 @@ pub fn schedule(
     now: SystemTime,
 ) -> Vec<Decision> {
     let heads = queues.heads();
-    let (entries, inadmissible) = nominate(snapshot, heads, preemptor);
-    let order = if snapshot.fair_sharing {
+    let (entries, inadmissible) = nominate(snapshot, heads, preemptor, now);
+    let order = if snapshot.fair_sharing() {
         fair_sharing_order(snapshot, &entries)
     } else {
         classic_order(snapshot, &entries)
@@ -253,7 +337,8 @@ pub fn schedule(
         let Some(mut entry) = entries.get_mut(index).and_then(Option::take) else {
             continue;
         };
-        if let Some(decision) = process_entry(snapshot, &mut entry, &mut preempted, preemptor) {
+        if let Some(decision) = process_entry(snapshot, &mut entry, &mut preempted, preemptor, now)
+        {
             decisions.push(decision);
         }
         processed.push(entry);
@@ -275,6 +360,7 @@ fn nominate(
     snapshot: &Snapshot,
     heads: Vec<Head>,
     preemptor: &dyn Preemptor,
+    now: SystemTime,
 ) -> (Vec<Entry>, Vec<Entry>) {
     let mut entries = Vec::new();
     let mut inadmissible = Vec::new();
@@ -311,8 +397,14 @@ fn nominate(
                     if workload.last_assignment_generation < cq.generation {
                         workload.info.last_assignment = None;
                     }
-                    let (assignment, targets) =
-                        assignments(snapshot, id, cq, &workload.info, preemptor);
+                    let (assignment, targets) = assignments(
+                        snapshot,
+                        &snapshot.admitted,
+                        cq,
+                        &entry.head,
+                        preemptor,
+                        now,
+                    );
                     record_assignment(&mut entry, assignment, targets, cq.generation);
                     entry.cluster_queue = Some(id);
                     entries.push(entry);
@@ -341,28 +433,53 @@ fn record_assignment(
     entry.targets = targets;
 }
 
-/// The full assignment, its preemption targets, or the partial admission that fits
-/// (`getInitialAssignments`).
+/// The Workload as preemption sees it.
+fn preempting_workload(snapshot: &Snapshot, head: &Head) -> PreemptingWorkload {
+    PreemptingWorkload {
+        uid: head.workload.uid.clone(),
+        job_uid: head.workload.job_uid.clone(),
+        priority: i64::from(head.workload.info.workload.priority),
+        queue_timestamp: head.workload.queue_order_timestamp(snapshot.timestamp),
+        cluster_queue: head.cluster_queue.clone(),
+    }
+}
+
+/// The full assignment, its preemption targets among `admitted`, or the partial admission
+/// that fits (`getInitialAssignments`). `head`'s ClusterQueue must be in the tree.
 fn assignments(
     snapshot: &Snapshot,
-    id: NodeId,
+    admitted: &[AdmittedWorkload],
     cq: &ClusterQueueSnapshot,
-    info: &WorkloadInfo,
+    head: &Head,
     preemptor: &dyn Preemptor,
+    now: SystemTime,
 ) -> (Assignment, Vec<Target>) {
+    let Some(id) = snapshot.tree.cluster_queue(&head.cluster_queue) else {
+        return (Assignment::default(), Vec::new());
+    };
+    let info = &head.workload.info;
+    let preempting = preempting_workload(snapshot, head);
+    let oracle = Oracle {
+        config: &snapshot.preemption,
+        admitted,
+        preemptor: &preempting,
+        policy: &cq.policy.preemption,
+        now,
+    };
+    let entry_oracle = EntryOracle { preemptor, oracle };
     let assigner = FlavorAssigner {
         workload: info,
         tree: &snapshot.tree,
         cluster_queue: id,
         policy: &cq.policy,
         flavors: &snapshot.flavors,
-        fair_sharing: snapshot.fair_sharing,
-        oracle: preemptor,
+        fair_sharing: snapshot.fair_sharing(),
+        oracle: &entry_oracle,
     };
     let admissible = |assignment: Assignment| match assignment.representative_mode() {
         FlavorAssignmentMode::Fit => Some((assignment, Vec::new())),
         FlavorAssignmentMode::Preempt => {
-            let targets = preemptor.targets(&snapshot.tree, id, info, &assignment);
+            let targets = preemptor.targets(&oracle, &snapshot.tree, &assignment);
             (!targets.is_empty()).then_some((assignment, targets))
         }
         _ => None,
@@ -590,19 +707,26 @@ fn process_entry(
     entry: &mut Entry,
     preempted: &mut BTreeMap<WorkloadKey, Target>,
     preemptor: &dyn Preemptor,
+    now: SystemTime,
 ) -> Option<Decision> {
     let id = entry.cluster_queue?;
     let name = entry.head.cluster_queue.clone();
     let cq = snapshot.cluster_queues.get(&name)?.clone();
     let mut usage = entry.assignment.usage.clone();
     let mut fit = fits(&mut snapshot.tree, id, &usage, preempted, &entry.targets);
-    if preemptor.overlaps(&entry.targets, preempted) {
+    if snapshot.recompute_on_overlap && preemptor.overlaps(&entry.targets, preempted) {
         // RecomputeAssignmentUponPreemptionTargetsOverlap: assign again as if the other
-        // preemptions had completed.
+        // preemptions had completed (`SimulateWorkloadRemoval`: usage and candidates).
         let removed = remove_victims(&mut snapshot.tree, preempted);
+        let remaining: Vec<AdmittedWorkload> = snapshot
+            .admitted
+            .iter()
+            .filter(|workload| !preempted.contains_key(&workload.key()))
+            .cloned()
+            .collect();
         entry.head.workload.info.last_assignment = None;
         let (assignment, targets) =
-            assignments(snapshot, id, &cq, &entry.head.workload.info, preemptor);
+            assignments(snapshot, &remaining, &cq, &entry.head, preemptor, now);
         restore(&mut snapshot.tree, removed);
         record_assignment(entry, assignment, targets, cq.generation);
         entry.deferred = entry.assignment.representative_mode() == FlavorAssignmentMode::Fit;

@@ -1,16 +1,16 @@
 // Upstream: pkg/scheduler/scheduler_test.go, TestSchedule (65 cases). Each ported case runs
-// one cycle over the same ClusterQueues, LocalQueues, flavors and Workloads and compares every
-// admission (including those made before the cycle), the workloads left active and
-// inadmissible per ClusterQueue, and the QuotaReserved False reason/message where upstream
-// checks them. Preemption is the `NoCandidates` fake: Kueue's oracle answer when nothing may
-// be preempted, which is what these cases meet.
+// one cycle over the same ClusterQueues, LocalQueues, flavors and Workloads with Kueue's
+// preemption (`KueuePreemption`) and compares every admission (including those made before
+// the cycle), the Workloads preempted with their reasons (and messages where upstream names
+// the preemptor), the workloads left active and inadmissible per ClusterQueue, and the
+// QuotaReserved False reason/message where upstream checks them.
 //
-// Ported (30): skip workload with missing or deleted ClusterQueue (NoFit); flavors with mixed
-// misconfiguration and insufficient quota; flavors with mixed taint mismatch and exceeding
-// limits; flavors are structurally incompatible; single clusterQueue full; failed to match
-// clusterQueue selector; admit in different cohorts; admit in same cohort with no borrowing;
-// assign multiple resources and flavors; cannot borrow if cohort was assigned and would
-// result in overadmission; can borrow if cohort was assigned and will not result in
+// Ported here (30): skip workload with missing or deleted ClusterQueue (NoFit); flavors with
+// mixed misconfiguration and insufficient quota; flavors with mixed taint mismatch and
+// exceeding limits; flavors are structurally incompatible; single clusterQueue full; failed
+// to match clusterQueue selector; admit in different cohorts; admit in same cohort with no
+// borrowing; assign multiple resources and flavors; cannot borrow if cohort was assigned and
+// would result in overadmission; can borrow if cohort was assigned and will not result in
 // overadmission; can borrow if needs reclaim from cohort in different flavor; workload
 // exceeds lending limit when borrow in cohort; hierarchical cohort respects lending limit when
 // borrowing; hierarchical cohort allows borrowing up to lending limit; cannot borrow resource
@@ -25,24 +25,24 @@
 // resources / the same resources from the same flavor in the same cycle; only one workload
 // can borrow one resources from the same flavor in the same cycle if cohort quota cannot fit.
 //
-// Not ported (35), and why:
-// - need the real preemptor (their targets and victims are what they check; the
-//   `preemption` module is ported separately) (25): use second flavor when the first has no
-//   preemption candidates; preempt workloads in ClusterQueue and cohort; multiple CQs need
-//   preemption; no overadmission while borrowing; partial admission single variable pod set,
-//   preempt first / preempt with partial admission; preemption while borrowing, workload
-//   waiting for preemption should not block a borrowing workload in another CQ; minimal
-//   preemptions when target queue is exhausted; A workload is only eligible to do preemptions
-//   if it fits fully within nominal quota; multiple preemptions without borrowing /
-//   preemption possible after earlier workload fits / skip preemption when shared limited
-//   resource; prefer reclamation over cq priority based preemption; prefer first preemption
-//   flavor when second flavor requires both reclaim and cq priority preemption / also
-//   requires cq preemption; workload requiring reclaimation prioritized over wl in another
-//   full cq; capacity not blocked when lending clusterqueue can reclaim / capacity blocked
-//   when lending clusterqueue not guaranteed to reclaim (LowerPriority, Never); don't assign
-//   flavor if there are no candidates for preemption; admit to second flavor when first needs
-//   preemption; preempt when workload requests zero of a resource not defined in
-//   ClusterQueue; PreemptionOverBorrowing / BorrowingOverPreemption preference (3).
+// Ported in cycle_preemption_tests.rs (25, the cases that need the real preemptor): use
+// second flavor when the first has no preemption candidates; preempt workloads in
+// ClusterQueue and cohort; multiple CQs need preemption; no overadmission while borrowing;
+// partial admission single variable pod set, preempt first / preempt with partial admission;
+// preemption while borrowing, workload waiting for preemption should not block a borrowing
+// workload in another CQ; minimal preemptions when target queue is exhausted; A workload is
+// only eligible to do preemptions if it fits fully within nominal quota; multiple preemptions
+// without borrowing / preemption possible after earlier workload fits / skip preemption when
+// shared limited resource; prefer reclamation over cq priority based preemption; prefer first
+// preemption flavor when second flavor requires both reclaim and cq priority preemption /
+// also requires cq preemption; workload requiring reclaimation prioritized over wl in another
+// full cq; capacity not blocked when lending clusterqueue can reclaim / capacity blocked when
+// lending clusterqueue not guaranteed to reclaim (LowerPriority, Never); don't assign flavor
+// if there are no candidates for preemption; admit to second flavor when first needs
+// preemption; preempt when workload requests zero of a resource not defined in ClusterQueue;
+// PreemptionOverBorrowing / BorrowingOverPreemption preference (3).
+//
+// Not ported (10), and why:
 // - admission checks (3): workload fits in single clusterQueue, with check state ready /
 //   pending; pending admission check with nofit and fit flavors.
 // - preemption gates (3): the BlockedOnPreemptionGates cases.
@@ -61,36 +61,13 @@ use tessera_model::quantity::Quantity;
 use super::*;
 use crate::amount::resource_value;
 use crate::assigner::PreemptionPossibility;
-use crate::cluster_queue::{ClusterQueuePreemption, ResourceGroup};
+use crate::cluster_queue::{ClusterQueuePreemption, FlavorFungibility, ResourceGroup};
+use crate::preemption::FairSharingConfig;
 use crate::queue::{ClusterQueueQueue, LocalQueue, QueuedWorkload, QueueingStrategy, StopPolicy};
 use crate::resources::FlavorResource;
 use crate::testing::{Q, cluster_queue};
-use crate::tree::{CohortSpec, DEFAULT_FAIR_WEIGHT, TreeSpec};
+use crate::tree::{CohortSpec, TreeSpec, fair_weight};
 use crate::workload::{PodSet, Workload};
-
-/// Preemption that never finds candidates, with the borrowing level Kueue's oracle reports
-/// then (`FindHeightOfLowestSubtreeThatFits`).
-struct NoCandidates;
-
-impl PreemptionOracle for NoCandidates {
-    fn simulate_preemption(
-        &self,
-        tree: &Tree,
-        cluster_queue: NodeId,
-        _workload: &WorkloadInfo,
-        key: &FlavorResource,
-        quantity: Amount,
-    ) -> (PreemptionPossibility, usize) {
-        let (borrow, _) = tree.lowest_subtree_that_fits(cluster_queue, key, quantity);
-        (PreemptionPossibility::NoCandidates, borrow)
-    }
-}
-
-impl Preemptor for NoCandidates {
-    fn targets(&self, _: &Tree, _: NodeId, _: &WorkloadInfo, _: &Assignment) -> Vec<Target> {
-        Vec::new()
-    }
-}
 
 fn quantity(resource: &str, text: &str) -> i64 {
     let parsed: Quantity = text.parse().expect("test quantity");
@@ -106,6 +83,9 @@ struct Cq {
     strategy: QueueingStrategy,
     groups: Vec<Vec<Q>>,
     preemption: ClusterQueuePreemption,
+    fungibility: FlavorFungibility,
+    /// `spec.fairSharing.weight`; `None` for the default.
+    weight: Option<&'static str>,
 }
 
 fn cq(
@@ -126,6 +106,8 @@ fn cq(
         },
         groups: groups.iter().map(|g| g.to_vec()).collect(),
         preemption: ClusterQueuePreemption::default(),
+        fungibility: FlavorFungibility::default(),
+        weight: None,
     }
 }
 
@@ -150,7 +132,7 @@ impl Cq {
         ClusterQueuePolicy {
             resource_groups,
             preemption: self.preemption,
-            ..ClusterQueuePolicy::default()
+            flavor_fungibility: self.fungibility,
         }
     }
 
@@ -193,6 +175,10 @@ struct Wl {
     priority: i32,
     /// Seconds after the test's creation time (negative: before).
     created: i64,
+    uid: Option<&'static str>,
+    job_uid: Option<&'static str>,
+    /// Seconds after the cycle's time its quota was reserved at (admitted Workloads).
+    reserved: i64,
 }
 
 fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
@@ -204,6 +190,9 @@ fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
         admitted: None,
         priority: 0,
         created: 0,
+        uid: None,
+        job_uid: None,
+        reserved: 0,
     }
 }
 
@@ -247,8 +236,55 @@ impl Wl {
         self
     }
 
+    fn uid(mut self, uid: &'static str, job_uid: &'static str) -> Wl {
+        self.uid = Some(uid);
+        self.job_uid = Some(job_uid);
+        self
+    }
+
+    fn reserved(mut self, seconds: i64) -> Wl {
+        self.reserved = seconds;
+        self
+    }
+
     fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn creation(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH
+            + Duration::from_secs(1_000_000u64.saturating_add_signed(self.created))
+    }
+
+    /// The admitted Workload preemption sees, for a Workload admitted before the cycle.
+    fn admitted_workload(&self, now: SystemTime) -> Option<AdmittedWorkload> {
+        let (cq, pod_sets) = self.admitted.as_ref()?;
+        let admission = admission_def(cq, pod_sets);
+        let mut usage = FlavorResourceQuantities::new();
+        for ps in &admission.pod_set_assignments {
+            for (resource, flavor) in &ps.flavors {
+                let key = FlavorResource::new(flavor.clone(), resource.clone());
+                let sum = usage.get(&key).add_i64(ps.resource_usage[resource]);
+                usage.set(key, sum);
+            }
+        }
+        let offset = Duration::from_secs(self.reserved.unsigned_abs());
+        let reserved = if self.reserved < 0 {
+            now - offset
+        } else {
+            now + offset
+        };
+        Some(AdmittedWorkload {
+            namespace: self.namespace.into(),
+            name: self.name.into(),
+            uid: self.uid.map_or_else(|| self.key(), str::to_owned),
+            cluster_queue: (*cq).to_owned(),
+            priority: i64::from(self.priority),
+            queue_timestamp: self.creation(),
+            quota_reserved_at: Some(reserved),
+            usage,
+            evicted: false,
+        })
     }
 
     fn queued(&self, partial_admission: bool) -> QueuedWorkload {
@@ -274,11 +310,11 @@ impl Wl {
                 priority: self.priority,
                 ..Workload::default()
             }),
-            uid: self.key(),
+            uid: self.uid.map_or_else(|| self.key(), str::to_owned),
+            job_uid: self.job_uid.map(str::to_owned),
             generation: 1,
             local_queue: self.queue.into(),
-            creation: SystemTime::UNIX_EPOCH
-                + Duration::from_secs(1_000_000u64.saturating_add_signed(self.created)),
+            creation: self.creation(),
             eviction: None,
             requeue_at: None,
             requeue_held: false,
@@ -312,6 +348,8 @@ fn admission_def(cq: &str, pod_sets: &[PodSetAdmissionDef]) -> Admission {
 struct Case {
     name: &'static str,
     partial_admission_off: bool,
+    /// RecomputeAssignmentUponPreemptionTargetsOverlap off.
+    recompute_off: bool,
     fair_sharing: bool,
     cluster_queues: Vec<Cq>,
     local_queues: Vec<(&'static str, &'static str, &'static str)>,
@@ -323,6 +361,10 @@ struct Case {
     want_inadmissible: Vec<(&'static str, Vec<&'static str>)>,
     /// (workload, QuotaReserved reason, message)
     want_pending: Vec<(&'static str, &'static str, &'static str)>,
+    /// (victim, Preempted reason): every preemption the cycle issues.
+    want_preempted: Vec<(&'static str, &'static str)>,
+    /// (victim, message) for the victims whose message is checked.
+    want_preempted_messages: Vec<(&'static str, &'static str)>,
 }
 
 const ON_DEMAND_SPOT: &[Q] = &[
@@ -435,29 +477,31 @@ fn namespaces() -> BTreeMap<String, BTreeMap<String, String>> {
 }
 
 fn run(case: Case) {
-    run_with(case, &NoCandidates);
+    run_with(case, &KueuePreemption);
 }
 
-fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
-    let name = case.name;
-    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000);
+/// The cycle's time in the tables.
+fn test_now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000)
+}
+
+/// The snapshot and queues a case describes, before the cycle.
+fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
     let flavors = flavors();
     let all_cqs: Vec<Cq> = base_cluster_queues()
         .into_iter()
         .chain(case.cluster_queues.iter().cloned())
         .collect();
+    let admitted: Vec<AdmittedWorkload> = case
+        .workloads
+        .iter()
+        .filter_map(|w| w.admitted_workload(now))
+        .collect();
     let mut usage: BTreeMap<String, FlavorResourceQuantities> = BTreeMap::new();
-    let mut want: BTreeMap<String, Admission> = BTreeMap::new();
-    for w in &case.workloads {
-        if let Some((cq, pod_sets)) = &w.admitted {
-            let admission = admission_def(cq, pod_sets);
-            let total = usage.entry((*cq).to_owned()).or_default();
-            for ps in &admission.pod_set_assignments {
-                for (resource, flavor) in &ps.flavors {
-                    let key = FlavorResource::new(flavor.clone(), resource.clone());
-                    total.add(&key, Amount::new(ps.resource_usage[resource]));
-                }
-            }
+    for workload in &admitted {
+        let total = usage.entry(workload.cluster_queue.clone()).or_default();
+        for (key, amount) in workload.usage.iter() {
+            total.add(key, amount);
         }
     }
     let spec = TreeSpec {
@@ -467,13 +511,14 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
             .map(|c| {
                 let entries: Vec<Q> = c.groups.iter().flatten().copied().collect();
                 let mut spec = cluster_queue(c.name, c.cohort, &entries);
-                spec.fair_weight = DEFAULT_FAIR_WEIGHT;
+                let weight: Option<Quantity> = c.weight.map(|w| w.parse().expect("weight"));
+                spec.fair_weight = fair_weight(weight.as_ref());
                 spec
             })
             .collect(),
     };
     let tree = Tree::build_with_usage(&spec, &usage).expect("tree");
-    let mut snapshot = Snapshot {
+    let snapshot = Snapshot {
         tree,
         cluster_queues: all_cqs
             .iter()
@@ -488,7 +533,11 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
             .collect(),
         flavors: flavors.clone(),
         namespaces: namespaces(),
-        fair_sharing: case.fair_sharing,
+        admitted,
+        recompute_on_overlap: !case.recompute_off,
+        preemption: PreemptionConfig {
+            fair_sharing: case.fair_sharing.then(FairSharingConfig::default),
+        },
         timestamp: RequeuingTimestamp::Eviction,
     };
     let mut queues = QueueManager::default();
@@ -516,7 +565,15 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
         let _ = queues.add_or_update(w.queued(!case.partial_admission_off), now);
     }
 
+    (snapshot, queues)
+}
+
+fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
+    let name = case.name;
+    let now = test_now();
+    let (mut snapshot, mut queues) = prepare(&case, now);
     let decisions = schedule(&mut snapshot, &mut queues, preemptor, now);
+    let mut want: BTreeMap<String, Admission> = BTreeMap::new();
     let returned = decisions.clone();
 
     let mut got: BTreeMap<String, Admission> = case
@@ -528,6 +585,8 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
         })
         .collect();
     let mut got_pending = BTreeMap::new();
+    let mut got_preempted = Vec::new();
+    let mut got_messages = BTreeMap::new();
     for decision in decisions {
         match decision {
             Decision::Admit {
@@ -538,11 +597,19 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
             }
             Decision::Requeue {
                 workload, pending, ..
-            }
-            | Decision::Preempt {
-                workload, pending, ..
             } => {
                 got_pending.insert(workload, pending);
+            }
+            Decision::Preempt {
+                workload,
+                pending,
+                victims,
+            } => {
+                got_pending.insert(workload, pending);
+                for victim in victims {
+                    got_preempted.push((victim.workload.clone(), victim.reason.as_str()));
+                    got_messages.insert(victim.workload, victim.message);
+                }
             }
         }
     }
@@ -550,6 +617,18 @@ fn run_with(case: Case, preemptor: &dyn Preemptor) -> Vec<Decision> {
         want.insert((*key).to_owned(), admission_def(cq, pod_sets));
     }
     assert_eq!(got, want, "{name}: admissions");
+    got_preempted.sort();
+    let mut want_preempted: Vec<(String, &str)> = case
+        .want_preempted
+        .iter()
+        .map(|(key, reason)| ((*key).to_owned(), *reason))
+        .collect();
+    want_preempted.sort();
+    assert_eq!(got_preempted, want_preempted, "{name}: preempted");
+    for (key, message) in &case.want_preempted_messages {
+        let got = got_messages.get(*key).map(String::as_str);
+        assert_eq!(got, Some(*message), "{name}: preemption message of {key}");
+    }
     let keys = |entries: &[(&str, Vec<&str>)]| -> BTreeMap<String, BTreeSet<String>> {
         entries
             .iter()
@@ -1158,15 +1237,25 @@ fn schedule_table() {
     }
 }
 
-// Upstream: pkg/scheduler/scheduler_fs_test.go, TestScheduleForFairSharing (23 cases).
-// Ported (8): with fair sharing: schedule workload with lowest share first; nominal-first
+// Upstream: pkg/scheduler/scheduler_fs_test.go, TestScheduleForFairSharing (22 cases).
+// Ported here (14): with fair sharing: schedule workload with lowest share first; nominal-first
 // ordering admits workload fitting within nominal despite higher CQ DRS; hierarchical
-// nominal-first prefers non-borrowing subtree; fair sharing schedule workload with lowest drf
-// after admission; schedule singleton cqs and cq without cohort; schedule highest priority
-// first; schedule earliest timestamp first; not enough resources with fair sharing enabled.
-// Not ported (15): the preemption cases (6, need the real preemptor), the weight cases (2,
-// the test ClusterQueues carry no weights yet), the remaining hierarchical nominal-first and
-// tournament cases (4) and the flavor-capacity cases (3), for time.
+// nominal-first prefers non-borrowing subtree / with deeper nesting / with mixed CQ and cohort
+// quotas / per-flavor ignores cross-flavor borrowing; hierarchical fair sharing schedule
+// workload which wins tournament; fair sharing schedule workload with lowest drf after
+// admission; two queues with weight 0 / with high weight schedules workload which borrows
+// less; schedule singleton cqs and cq without cohort; schedule highest priority first;
+// schedule earliest timestamp first; not enough resources with fair sharing enabled.
+// Ported in cycle_preemption_tests.rs (7): with fair sharing: preempt workload from CQ with
+// the highest share; multiple preemptions skip overlapping preemption targets (run, as
+// upstream, with RecomputeAssignmentUponPreemptionTargetsOverlap off); prefer reclamation over
+// cq priority based preemption, with preemption while borrowing; in-CQ preemption for CQ
+// without cohort; PreemptionOverBorrowing with fair sharing; prefer flavor with most local
+// capacity (and its FS=false twin).
+// Not ported (1): multiple preemptions within cq when fair sharing. Its ClusterQueues leave
+// `reclaimWithinCohort` unset, which the unit test's fake client keeps as "" (not Never), so
+// Kueue's `canPreemptWhileBorrowing` holds under fair sharing; the API defaults it to Never,
+// the only value the model has, and with Never Kueue's assigner finds no fit either.
 #[test]
 fn schedule_for_fair_sharing_table() {
     let a_b_c = |quota: &'static str| {
@@ -1441,31 +1530,291 @@ fn schedule_for_fair_sharing_table() {
             want_left: vec![("sales", vec!["sales/new"])],
             ..Case::default()
         },
+        Case {
+            name: "with fair sharing: hierarchical nominal-first with deeper nesting",
+            fair_sharing: true,
+            cohorts: vec![
+                crate::testing::cohort("root", "", &[]),
+                crate::testing::cohort("Cohort-A", "root", &[]),
+                crate::testing::cohort("SUB-A", "Cohort-A", &[("on-demand", "cpu", "10", "", "")]),
+                crate::testing::cohort("Cohort-B", "root", &[]),
+            ],
+            cluster_queues: vec![
+                zero_cq("cq-a", "SUB-A"),
+                cq(
+                    "cq-b",
+                    "Cohort-B",
+                    None,
+                    false,
+                    &[&[("on-demand", "cpu", "5", "", "")]],
+                ),
+                zero_cq("cq-c", "Cohort-B"),
+            ],
+            local_queues: lqs(&[("lq-a", "cq-a"), ("lq-b", "cq-b"), ("lq-c", "cq-c")]),
+            workloads: vec![
+                wl("eng-alpha", "c0", "lq-c")
+                    .ps("one", 1, None, &[("cpu", "10")])
+                    .admitted("cq-c", &[("one", 1, &[("cpu", "on-demand", "10")])]),
+                wl("eng-alpha", "wl-a", "lq-a").ps("one", 1, None, &[("cpu", "5")]),
+                wl("eng-alpha", "wl-b", "lq-b").ps("one", 1, None, &[("cpu", "5")]),
+            ],
+            want_admissions: vec![
+                admitted("eng-alpha/c0", "cq-c", "10"),
+                admitted("eng-alpha/wl-a", "cq-a", "5"),
+            ],
+            want_left: vec![("cq-b", vec!["eng-alpha/wl-b"])],
+            want_pending: vec![(
+                "eng-alpha/wl-b",
+                WAITING_FOR_QUOTA,
+                "Workload no longer fits after processing another workload",
+            )],
+            ..Case::default()
+        },
+        Case {
+            name: "with fair sharing: hierarchical nominal-first with mixed CQ and cohort quotas",
+            fair_sharing: true,
+            cohorts: vec![
+                crate::testing::cohort("root", "", &[]),
+                crate::testing::cohort("Cohort-A", "root", &[("on-demand", "cpu", "10", "", "")]),
+                crate::testing::cohort("Cohort-B", "root", &[("on-demand", "cpu", "10", "", "")]),
+            ],
+            cluster_queues: [
+                ("cq-a1", "Cohort-A", "5"),
+                ("cq-a2", "Cohort-A", "3"),
+                ("cq-b", "Cohort-B", "5"),
+                ("cq-c", "Cohort-B", "3"),
+            ]
+            .into_iter()
+            .map(|(name, cohort, nominal)| {
+                let quota: &'static [Q] =
+                    Box::leak(Box::new([("on-demand", "cpu", nominal, "", "")]));
+                cq(name, cohort, None, false, &[quota])
+            })
+            .collect(),
+            local_queues: lqs(&[
+                ("lq-a1", "cq-a1"),
+                ("lq-a2", "cq-a2"),
+                ("lq-b", "cq-b"),
+                ("lq-c", "cq-c"),
+            ]),
+            workloads: vec![
+                wl("eng-alpha", "a2-admitted", "lq-a2")
+                    .ps("one", 1, None, &[("cpu", "6")])
+                    .admitted("cq-a2", &[("one", 1, &[("cpu", "on-demand", "6")])]),
+                wl("eng-alpha", "c-admitted", "lq-c")
+                    .ps("one", 1, None, &[("cpu", "20")])
+                    .admitted("cq-c", &[("one", 1, &[("cpu", "on-demand", "20")])]),
+                wl("eng-alpha", "wl-a1", "lq-a1").ps("one", 1, None, &[("cpu", "7")]),
+                wl("eng-alpha", "wl-b", "lq-b").ps("one", 1, None, &[("cpu", "4")]),
+            ],
+            want_admissions: vec![
+                admitted("eng-alpha/a2-admitted", "cq-a2", "6"),
+                admitted("eng-alpha/c-admitted", "cq-c", "20"),
+                admitted("eng-alpha/wl-a1", "cq-a1", "7"),
+            ],
+            want_left: vec![("cq-b", vec!["eng-alpha/wl-b"])],
+            want_pending: vec![(
+                "eng-alpha/wl-b",
+                WAITING_FOR_QUOTA,
+                "Workload no longer fits after processing another workload",
+            )],
+            ..Case::default()
+        },
+        Case {
+            name: "with fair sharing: hierarchical nominal-first per-flavor ignores cross-flavor borrowing",
+            fair_sharing: true,
+            cohorts: vec![
+                crate::testing::cohort("root", "", &[]),
+                crate::testing::cohort("Cohort-A", "root", &[("on-demand", "cpu", "10", "", "")]),
+                crate::testing::cohort("Cohort-B", "root", &[("spot", "cpu", "10", "", "")]),
+            ],
+            cluster_queues: vec![
+                cq(
+                    "cq-a",
+                    "Cohort-A",
+                    None,
+                    false,
+                    &[&[
+                        ("on-demand", "cpu", "0", "", ""),
+                        ("spot", "cpu", "0", "", ""),
+                    ]],
+                ),
+                cq(
+                    "cq-b",
+                    "Cohort-B",
+                    None,
+                    false,
+                    &[&[
+                        ("on-demand", "cpu", "5", "", ""),
+                        ("spot", "cpu", "0", "", ""),
+                    ]],
+                ),
+            ],
+            local_queues: lqs(&[("lq-a", "cq-a"), ("lq-b", "cq-b")]),
+            workloads: vec![
+                wl("eng-alpha", "spot-admitted", "lq-a")
+                    .ps("one", 1, None, &[("cpu", "5")])
+                    .admitted("cq-a", &[("one", 1, &[("cpu", "spot", "5")])]),
+                wl("eng-alpha", "od-admitted", "lq-b")
+                    .ps("one", 1, None, &[("cpu", "8")])
+                    .admitted("cq-b", &[("one", 1, &[("cpu", "on-demand", "8")])]),
+                wl("eng-alpha", "wl-a", "lq-a").ps("one", 1, None, &[("cpu", "4")]),
+                wl("eng-alpha", "wl-b", "lq-b").ps("one", 1, None, &[("cpu", "4")]),
+            ],
+            want_admissions: vec![
+                (
+                    "eng-alpha/spot-admitted",
+                    "cq-a",
+                    vec![("one", 1, &[("cpu", "spot", "5")])],
+                ),
+                admitted("eng-alpha/od-admitted", "cq-b", "8"),
+                admitted("eng-alpha/wl-a", "cq-a", "4"),
+            ],
+            want_left: vec![("cq-b", vec!["eng-alpha/wl-b"])],
+            want_pending: vec![(
+                "eng-alpha/wl-b",
+                WAITING_FOR_QUOTA,
+                "Workload no longer fits after processing another workload",
+            )],
+            ..Case::default()
+        },
+        Case {
+            name: "hierarchical fair sharing schedule workload which wins tournament",
+            fair_sharing: true,
+            cohorts: vec![
+                crate::testing::cohort("A", "", &[("on-demand", "cpu", "200", "", "")]),
+                crate::testing::cohort("B", "A", &[]),
+                crate::testing::cohort("C", "A", &[]),
+            ],
+            cluster_queues: vec![
+                zero_cq("d", "B"),
+                zero_cq("e", "B"),
+                zero_cq("f", "C"),
+                zero_cq("g", "C"),
+            ],
+            local_queues: lqs(&[("lq-d", "d"), ("lq-e", "e"), ("lq-f", "f"), ("lq-g", "g")]),
+            workloads: vec![
+                wl("eng-alpha", "d0", "lq-d")
+                    .ps("one", 1, None, &[("cpu", "10")])
+                    .admitted("d", &[("one", 1, &[("cpu", "on-demand", "10")])]),
+                wl("eng-alpha", "e0", "lq-e")
+                    .ps("one", 1, None, &[("cpu", "20")])
+                    .admitted("e", &[("one", 1, &[("cpu", "on-demand", "20")])]),
+                wl("eng-alpha", "g0", "lq-g")
+                    .ps("one", 1, None, &[("cpu", "100")])
+                    .admitted("g", &[("one", 1, &[("cpu", "on-demand", "100")])]),
+                wl("eng-alpha", "d1", "lq-d").ps("one", 1, None, &[("cpu", "70")]),
+                wl("eng-alpha", "e1", "lq-e").ps("one", 1, None, &[("cpu", "61")]),
+                wl("eng-alpha", "f1", "lq-f").ps("one", 1, None, &[("cpu", "1")]),
+                wl("eng-alpha", "g1", "lq-g").ps("one", 1, None, &[("cpu", "1")]),
+            ],
+            want_admissions: vec![
+                admitted("eng-alpha/d0", "d", "10"),
+                admitted("eng-alpha/e0", "e", "20"),
+                admitted("eng-alpha/g0", "g", "100"),
+                admitted("eng-alpha/d1", "d", "70"),
+            ],
+            want_left: vec![
+                ("e", vec!["eng-alpha/e1"]),
+                ("f", vec!["eng-alpha/f1"]),
+                ("g", vec!["eng-alpha/g1"]),
+            ],
+            want_pending: ["eng-alpha/e1", "eng-alpha/f1", "eng-alpha/g1"]
+                .into_iter()
+                .map(|key| {
+                    (
+                        key,
+                        WAITING_FOR_QUOTA,
+                        "Workload no longer fits after processing another workload",
+                    )
+                })
+                .collect(),
+            ..Case::default()
+        },
+        weighted_cases(
+            "fair sharing two queues with weight 0 schedules workload which borrows less",
+            "0",
+        ),
+        weighted_cases(
+            "fair sharing two queues with high weight schedules workload which borrows less",
+            "123456789",
+        ),
     ];
     for case in cases {
         run(case);
     }
 }
 
+/// The two "fair sharing two queues with ... weight schedules workload which borrows less"
+/// cases: b and c (no quota, `weight`, Any reclaim) share Cohort A's 8 cpu; b holds 4 and
+/// queues 4 more at priority 9001, c queues 4; c borrows less and goes first.
+fn weighted_cases(name: &'static str, weight: &'static str) -> Case {
+    let weighted = |name: &'static str| Cq {
+        weight: Some(weight),
+        preemption: ClusterQueuePreemption {
+            reclaim_within_cohort: PreemptionPolicy::Any,
+            within_cluster_queue: PreemptionPolicy::Never,
+            borrow_within_cohort: None,
+        },
+        ..cq(
+            name,
+            "A",
+            None,
+            false,
+            &[&[("on-demand", "cpu", "0", "", "")]],
+        )
+    };
+    let one: &'static [(&str, &str, &str)] = &[("cpu", "on-demand", "4")];
+    Case {
+        name,
+        fair_sharing: true,
+        cohorts: vec![crate::testing::cohort(
+            "A",
+            "",
+            &[("on-demand", "cpu", "8", "", "")],
+        )],
+        cluster_queues: vec![weighted("b"), weighted("c")],
+        local_queues: vec![("eng-alpha", "lq-b", "b"), ("eng-alpha", "lq-c", "c")],
+        workloads: vec![
+            wl("eng-alpha", "b0", "lq-b")
+                .ps("one", 1, None, &[("cpu", "4")])
+                .admitted("b", &[("one", 1, one)]),
+            wl("eng-alpha", "b1", "lq-b")
+                .priority(9001)
+                .ps("one", 1, None, &[("cpu", "4")]),
+            wl("eng-alpha", "c1", "lq-c").ps("one", 1, None, &[("cpu", "4")]),
+        ],
+        want_admissions: vec![
+            ("eng-alpha/b0", "b", vec![("one", 1, one)]),
+            ("eng-alpha/c1", "c", vec![("one", 1, one)]),
+        ],
+        want_left: vec![("b", vec!["eng-alpha/b1"])],
+        want_pending: vec![(
+            "eng-alpha/b1",
+            WAITING_FOR_QUOTA,
+            "Workload no longer fits after processing another workload",
+        )],
+        ..Case::default()
+    }
+}
+
 /// Preemption that always names the same victim.
 struct SameVictim(Target);
 
-impl PreemptionOracle for SameVictim {
-    fn simulate_preemption(
+impl Preemptor for SameVictim {
+    fn simulate(
         &self,
+        _: &Oracle<'_>,
         tree: &Tree,
         cluster_queue: NodeId,
-        _workload: &WorkloadInfo,
         key: &FlavorResource,
         quantity: Amount,
     ) -> (PreemptionPossibility, usize) {
         let (borrow, _) = tree.lowest_subtree_that_fits(cluster_queue, key, quantity);
         (PreemptionPossibility::Preempt, borrow)
     }
-}
 
-impl Preemptor for SameVictim {
-    fn targets(&self, _: &Tree, _: NodeId, _: &WorkloadInfo, _: &Assignment) -> Vec<Target> {
+    fn targets(&self, _: &Oracle<'_>, _: &Tree, _: &Assignment) -> Vec<Target> {
         vec![self.0.clone()]
     }
 }
@@ -1482,7 +1831,8 @@ fn overlapping_preemption_targets() {
         usage: [(FlavorResource::new("default", "cpu"), Amount::new(10_000))]
             .into_iter()
             .collect(),
-        reason: "InClusterQueue".into(),
+        reason: PreemptionReason::InClusterQueue,
+        message: "preempted".into(),
     };
     let mut b = cq(
         "b",
@@ -1548,6 +1898,7 @@ fn overlapping_preemption_targets() {
             ("b", vec!["sales/b-new"]),
             ("c", vec!["sales/c-new"]),
         ],
+        want_preempted: vec![("sales/a-old", "InClusterQueue")],
         ..Case::default()
     };
     let decisions = run_with(case, &SameVictim(victim.clone()));
@@ -1585,3 +1936,9 @@ fn overlapping_preemption_targets() {
         ]
     );
 }
+
+#[path = "cycle_preemption_tests.rs"]
+mod preemption_cases;
+
+#[path = "cycle_properties.rs"]
+mod properties;

@@ -6,9 +6,10 @@
 //! (`preemption`), which picks the admitted Workloads to evict with Kueue's reasons and
 //! messages; the ClusterQueue and LocalQueue queues (`queue`), the scheduling cycle that turns
 //! their heads into admissions, preemptions and requeues (`cycle`), and admission fair
-//! sharing's usage arithmetic (`afs`). Preemption plugs into the assigner through
-//! `PreemptionOracle` (`preemption::Oracle`) and into the cycle through `cycle::Preemptor`. It
-//! does no I/O and reads no clock: time is an argument.
+//! sharing's usage arithmetic (`afs`). The cycle runs Kueue's preemption
+//! (`cycle::KueuePreemption`) over its snapshot's admitted Workloads: one
+//! `preemption::Oracle` per entry answers the flavor assigner (`PreemptionOracle`) and names
+//! the targets the cycle issues. It does no I/O and reads no clock: time is an argument.
 
 pub mod afs;
 pub mod amount;
@@ -29,8 +30,8 @@ mod testing;
 
 pub use amount::Amount;
 pub use assigner::{
-    Assignment, AssumePreemptible, FlavorAssigner, FlavorAssignment, FlavorAssignmentMode,
-    PodSetAssignment, PodSetReducer, PreemptionOracle, PreemptionPossibility,
+    Assignment, FlavorAssigner, FlavorAssignment, FlavorAssignmentMode, PodSetAssignment,
+    PodSetReducer, PreemptionOracle, PreemptionPossibility,
 };
 pub use cluster_queue::{ClusterQueuePolicy, FlavorFungibility, ResourceGroup};
 pub use fair_sharing::Drs;

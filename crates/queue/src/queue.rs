@@ -71,6 +71,8 @@ pub struct QueuedWorkload {
     pub info: WorkloadInfo,
     /// `metadata.uid`, the last tie breaker.
     pub uid: String,
+    /// The `kueue.x-k8s.io/job-uid` label, if any (named in preemption messages).
+    pub job_uid: Option<String>,
     /// `metadata.generation`.
     pub generation: i64,
     /// `spec.queueName`.

@@ -23,6 +23,7 @@ fn queued(name: &str, priority: i32, creation: SystemTime) -> QueuedWorkload {
             ..Workload::default()
         }),
         uid: name.into(),
+        job_uid: None,
         generation: 1,
         local_queue: "lq".into(),
         creation,

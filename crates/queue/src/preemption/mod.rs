@@ -3,7 +3,8 @@
 //! hierarchical reclaim, reclaim without and while borrowing, one or two attempts, greedy
 //! removal, fill-back) or with fair sharing (`fairPreemptions`: target ClusterQueues by dominant
 //! resource share, strategies S2-a and S2-b, all or nothing, fill-back); the reasons and the
-//! message Kueue writes on the victims; and the [`Oracle`] the flavor assigner asks.
+//! message Kueue writes on the victims; and the [`Oracle`]: the flavor assigner's oracle and
+//! the targets of a whole assignment, which the admission cycle (`cycle`) asks.
 //!
 //! Works on a copy of the quota tree and returns the targets; it never changes the caller's
 //! tree. Knows nothing about issuing the evictions (a shell patches the victims with
@@ -199,9 +200,9 @@ pub fn cluster_queue_path(tree: &Tree, id: NodeId) -> String {
 
 /// The admitted Workloads of every ClusterQueue and the quota tree with their usage.
 #[derive(Debug, Clone, Copy)]
-pub struct Snapshot<'a> {
+pub struct Snapshot<'t, 'a> {
     /// The tree, with every admitted Workload's usage.
-    pub tree: &'a Tree,
+    pub tree: &'t Tree,
     /// The admitted Workloads.
     pub admitted: &'a [AdmittedWorkload],
 }
@@ -267,7 +268,7 @@ pub fn flavor_resources_need_preemption(assignment: &Assignment) -> BTreeSet<Fla
 /// cannot make room or the ClusterQueue is not in the tree.
 pub fn get_targets<'a>(
     config: &PreemptionConfig,
-    snapshot: Snapshot<'a>,
+    snapshot: Snapshot<'_, 'a>,
     request: &PreemptionRequest<'_>,
 ) -> Vec<Target<'a>> {
     let Some(cluster_queue) = snapshot
@@ -373,10 +374,12 @@ fn fill_back<'a>(
     targets
 }
 
-/// The flavor assigner's preemption oracle backed by the real preemption
-/// (`PreemptionOracle.SimulatePreemption`): runs preemption for one (flavor, resource) and
-/// answers whether it found targets, whether all of them are outside the ClusterQueue
-/// (Reclaim), and the borrowing level once they are gone.
+/// Preemption for one Workload against one state of the admitted Workloads: the flavor
+/// assigner's oracle (`PreemptionOracle.SimulatePreemption`: runs preemption for one (flavor,
+/// resource) and answers whether it found targets, whether all of them are outside the
+/// ClusterQueue (Reclaim), and the borrowing level once they are gone) and the targets for a
+/// whole assignment (`Preemptor.GetTargets`). Both run [`get_targets`] over the same
+/// admitted Workloads.
 #[derive(Debug, Clone, Copy)]
 pub struct Oracle<'a> {
     /// Classic or fair sharing.
@@ -391,29 +394,26 @@ pub struct Oracle<'a> {
     pub now: SystemTime,
 }
 
-impl PreemptionOracle for Oracle<'_> {
-    fn simulate_preemption(
+impl<'a> Oracle<'a> {
+    /// The Workloads to evict so that `assignment` fits in `tree` (`Preemptor.GetTargets`):
+    /// its usage, with the (flavor, resource) pairs it marks Preempt.
+    pub fn targets(&self, tree: &Tree, assignment: &Assignment) -> Vec<Target<'a>> {
+        let needs_preemption = flavor_resources_need_preemption(assignment);
+        self.run(tree, &assignment.usage, &needs_preemption)
+    }
+
+    /// What preemption could do for `quantity` of `key` in `cluster_queue`, and the borrowing
+    /// level once its targets are gone (`SimulatePreemption`).
+    pub fn simulate(
         &self,
         tree: &Tree,
         cluster_queue: NodeId,
-        _workload: &WorkloadInfo,
         key: &FlavorResource,
         quantity: Amount,
     ) -> (PreemptionPossibility, usize) {
         let usage: FlavorResourceQuantities = [(key.clone(), quantity)].into_iter().collect();
         let needs_preemption: BTreeSet<FlavorResource> = [key.clone()].into_iter().collect();
-        let request = PreemptionRequest {
-            preemptor: self.preemptor,
-            policy: self.policy,
-            usage: &usage,
-            needs_preemption: &needs_preemption,
-            now: self.now,
-        };
-        let snapshot = Snapshot {
-            tree,
-            admitted: self.admitted,
-        };
-        let targets = get_targets(self.config, snapshot, &request);
+        let targets = self.run(tree, &usage, &needs_preemption);
         if targets.is_empty() {
             let (borrow, _) = tree.lowest_subtree_that_fits(cluster_queue, key, quantity);
             return (PreemptionPossibility::NoCandidates, borrow);
@@ -435,6 +435,39 @@ impl PreemptionOracle for Oracle<'_> {
             PreemptionPossibility::Reclaim
         };
         (possibility, borrow)
+    }
+
+    fn run(
+        &self,
+        tree: &Tree,
+        usage: &FlavorResourceQuantities,
+        needs_preemption: &BTreeSet<FlavorResource>,
+    ) -> Vec<Target<'a>> {
+        let request = PreemptionRequest {
+            preemptor: self.preemptor,
+            policy: self.policy,
+            usage,
+            needs_preemption,
+            now: self.now,
+        };
+        let snapshot = Snapshot {
+            tree,
+            admitted: self.admitted,
+        };
+        get_targets(self.config, snapshot, &request)
+    }
+}
+
+impl PreemptionOracle for Oracle<'_> {
+    fn simulate_preemption(
+        &self,
+        tree: &Tree,
+        cluster_queue: NodeId,
+        _workload: &WorkloadInfo,
+        key: &FlavorResource,
+        quantity: Amount,
+    ) -> (PreemptionPossibility, usize) {
+        self.simulate(tree, cluster_queue, key, quantity)
     }
 }
 
