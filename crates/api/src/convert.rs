@@ -139,7 +139,9 @@ pub fn to_storage(resource: Resource, object: Value) -> Value {
 pub fn from_storage(resource: Resource, object: Value) -> Value {
     if let Some(storage) = other_version(resource) {
         let mut served = match (resource.group(), resource.info.version) {
-            (NATIVE_CONVERSION_GROUP, "v1beta1") if resource.is_custom() && storage == "v1beta2" => {
+            (NATIVE_CONVERSION_GROUP, "v1beta1")
+                if resource.is_custom() && storage == "v1beta2" =>
+            {
                 kueue::v1beta2_to_v1beta1(resource.kind(), object)
             }
             _ if resource.is_custom() => object,

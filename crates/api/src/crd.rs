@@ -494,7 +494,12 @@ mod tests {
         for crd in tessera_model::kueue::crd::definitions() {
             assert_eq!(validate(&crd), vec![], "{}", crd["metadata"]["name"]);
             let versions: Vec<_> = kinds_of(&crd).iter().map(|k| k.version).collect();
-            assert_eq!(versions, ["v1beta2", "v1beta1"], "{}", crd["metadata"]["name"]);
+            assert_eq!(
+                versions,
+                ["v1beta2", "v1beta1"],
+                "{}",
+                crd["metadata"]["name"]
+            );
         }
     }
 

@@ -45,7 +45,8 @@ pub fn v1beta1_to_v1beta2(kind: &str, mut object: Value) -> Value {
                 if let Some(Value::Array(checks)) = spec.remove("admissionChecks")
                     && !checks.is_empty()
                 {
-                    let rules: Vec<Value> = checks.into_iter().map(|n| json!({"name": n})).collect();
+                    let rules: Vec<Value> =
+                        checks.into_iter().map(|n| json!({"name": n})).collect();
                     spec.insert(
                         "admissionChecksStrategy".into(),
                         json!({"admissionChecks": rules}),

@@ -53,7 +53,10 @@ pub fn validate_update(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
 }
 
 fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
-    value.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 fn list<'v>(value: &'v Value, pointer: &str) -> &'v [Value] {
@@ -191,7 +194,9 @@ fn admission_check_flavors(object: &Value, old: Option<&Value>) -> Vec<Cause> {
         for (at, flavor) in on_flavors.iter().enumerate() {
             if !flavor.as_str().is_some_and(|f| valid.contains(f)) {
                 causes.push(Cause::not_supported(
-                    format!("spec.admissionChecksStrategy.admissionChecks[{index}].onFlavors[{at}]"),
+                    format!(
+                        "spec.admissionChecksStrategy.admissionChecks[{index}].onFlavors[{at}]"
+                    ),
                     flavor,
                     &allowed,
                 ));
@@ -262,7 +267,10 @@ fn cohort(object: &Value) -> Vec<Cause> {
 }
 
 fn fair_sharing(object: &Value, path: &str) -> Vec<Cause> {
-    let Some(weight) = object.pointer("/spec/fairSharing/weight").and_then(quantity) else {
+    let Some(weight) = object
+        .pointer("/spec/fairSharing/weight")
+        .and_then(quantity)
+    else {
         return Vec::new();
     };
     if weight.nanos() < 0 {
@@ -349,7 +357,11 @@ fn flavor_quotas(flavor: &Value, covered: &[Value], rules: &QuotaRules, at: &str
                     .as_ref()
                     .is_some_and(|nominal| value.nanos() > nominal.nanos())
             {
-                causes.push(Cause::invalid(&field, &shown(&value), LENDING_ABOVE_NOMINAL));
+                causes.push(Cause::invalid(
+                    &field,
+                    &shown(&value),
+                    LENDING_ABOVE_NOMINAL,
+                ));
             }
         }
     }
@@ -358,7 +370,10 @@ fn flavor_quotas(flavor: &Value, covered: &[Value], rules: &QuotaRules, at: &str
 
 fn resource_flavor(object: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
-    if let Some(labels) = object.pointer("/spec/nodeLabels").and_then(Value::as_object) {
+    if let Some(labels) = object
+        .pointer("/spec/nodeLabels")
+        .and_then(Value::as_object)
+    {
         causes.extend(labels_valid(labels, "spec.nodeLabels"));
     }
     let mut seen = BTreeSet::new();
@@ -370,7 +385,11 @@ fn resource_flavor(object: &Value) -> Vec<Cause> {
         }
         let value = text(taint, "/value");
         if let Some(message) = check_label_value(value) {
-            causes.push(Cause::invalid(format!("{at}.value"), &json!(value), message));
+            causes.push(Cause::invalid(
+                format!("{at}.value"),
+                &json!(value),
+                message,
+            ));
         }
         if !seen.insert((text(taint, "/effect").to_string(), key.to_string())) {
             causes.push(Cause {
@@ -383,7 +402,10 @@ fn resource_flavor(object: &Value) -> Vec<Cause> {
             });
         }
     }
-    causes.extend(tolerations(list(object, "/spec/tolerations"), "spec.tolerations"));
+    causes.extend(tolerations(
+        list(object, "/spec/tolerations"),
+        "spec.tolerations",
+    ));
     causes
 }
 
@@ -395,7 +417,9 @@ fn tolerations(tolerations: &[Value], at: &str) -> Vec<Cause> {
         .enumerate()
         .filter_map(|(index, toleration)| {
             let key = text(toleration, "/key");
-            let message = (!key.is_empty()).then(|| check_qualified_name(key)).flatten()?;
+            let message = (!key.is_empty())
+                .then(|| check_qualified_name(key))
+                .flatten()?;
             Some(Cause::invalid(
                 format!("{at}[{index}].key"),
                 &json!(key),

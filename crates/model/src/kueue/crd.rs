@@ -12,14 +12,14 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use super::queues::{
-    ClusterQueueSpec, ClusterQueueStatus, CohortSpec, CohortStatus, LocalQueueAdmissionFairSharingStatus,
-    LocalQueueSpec, LocalQueueStatus, ResourceFlavorSpec,
+    ClusterQueueSpec, ClusterQueueStatus, CohortSpec, CohortStatus,
+    LocalQueueAdmissionFairSharingStatus, LocalQueueSpec, LocalQueueStatus, ResourceFlavorSpec,
 };
 use super::workload::{
     AdmissionCheckSpec, AdmissionCheckStatus, WorkloadPriorityClassFields, WorkloadSpec,
     WorkloadStatus,
 };
-use super::{GROUP, STORAGE_VERSION, SERVED_VERSION};
+use super::{GROUP, SERVED_VERSION, STORAGE_VERSION};
 
 /// Annotation on a bundled CRD: a hash of its spec, so a newer Tessera knows to upgrade it.
 pub const BUNDLE_HASH_ANNOTATION: &str = "tessera.dev/bundle-hash";
@@ -37,6 +37,9 @@ enum Subresources {
     Status,
 }
 
+/// A kind's top-level properties (besides apiVersion, kind and metadata) and the required ones.
+type Root = (Map<String, Value>, Vec<&'static str>);
+
 /// One bundled kind: its names and how its top-level schema is built.
 struct Bundled {
     kind: &'static str,
@@ -47,8 +50,8 @@ struct Bundled {
     subresources: Subresources,
     /// `(name, type, jsonPath, description, priority)` of `v1beta2`'s printer columns.
     columns: &'static [(&'static str, &'static str, &'static str, &'static str, i64)],
-    /// The top-level properties (besides apiVersion, kind and metadata) and required ones.
-    root: fn(&mut SchemaGenerator) -> (Map<String, Value>, Vec<&'static str>),
+    /// Builds the top-level properties.
+    root: fn(&mut SchemaGenerator) -> Root,
     /// CEL rules on the whole object, as `(rule, message)`.
     rules: &'static [(&'static str, &'static str)],
 }
@@ -170,12 +173,7 @@ const BUNDLED: &[Bundled] = &[
         namespaced: false,
         subresources: Subresources::Status,
         columns: &[],
-        root: |generator| {
-            (
-                spec_status::<CohortSpec, CohortStatus>(generator),
-                vec![],
-            )
-        },
+        root: |generator| (spec_status::<CohortSpec, CohortStatus>(generator), vec![]),
         rules: &[],
     },
     Bundled {
@@ -313,13 +311,20 @@ const MAXIMUM_EXECUTION_TIME_RULE: (&str, &str) = (
 /// The rules on a whole `v1beta1` Workload (`apis/kueue/v1beta1/workload_types.go`).
 fn workload_rules_v1beta1() -> Vec<(String, &'static str)> {
     vec![
-        (WORKLOAD_RULES_V1BETA2[0].0.to_string(), WORKLOAD_RULES_V1BETA2[0].1),
         (
-            format!("({QUOTA_RESERVED_OLD} && has(oldSelf.spec.priorityClassSource) && has(self.spec.priorityClassSource)) ? (oldSelf.spec.priorityClassSource == self.spec.priorityClassSource) : true"),
+            WORKLOAD_RULES_V1BETA2[0].0.to_string(),
+            WORKLOAD_RULES_V1BETA2[0].1,
+        ),
+        (
+            format!(
+                "({QUOTA_RESERVED_OLD} && has(oldSelf.spec.priorityClassSource) && has(self.spec.priorityClassSource)) ? (oldSelf.spec.priorityClassSource == self.spec.priorityClassSource) : true"
+            ),
             "priorityClassSource is immutable while workload quota reserved",
         ),
         (
-            format!("({QUOTA_RESERVED_OLD} && has(oldSelf.spec.priorityClassSource) && has(self.spec.priorityClassSource) && (self.spec.priorityClassSource != 'kueue.x-k8s.io/workloadpriorityclass') && has(oldSelf.spec.priorityClassName) && has(self.spec.priorityClassName)) ? (oldSelf.spec.priorityClassName == self.spec.priorityClassName) : true"),
+            format!(
+                "({QUOTA_RESERVED_OLD} && has(oldSelf.spec.priorityClassSource) && has(self.spec.priorityClassSource) && (self.spec.priorityClassSource != 'kueue.x-k8s.io/workloadpriorityclass') && has(oldSelf.spec.priorityClassName) && has(self.spec.priorityClassName)) ? (oldSelf.spec.priorityClassName == self.spec.priorityClassName) : true"
+            ),
             "priorityClassName is immutable while workload quota reserved and priorityClassSource is not equal to kueue.x-k8s.io/workloadpriorityclass",
         ),
         (QUEUE_NAME_RULE.0.to_string(), QUEUE_NAME_RULE.1),
@@ -413,7 +418,8 @@ fn definition(bundled: &Bundled) -> Value {
         }
         if name == SERVED_VERSION {
             version["deprecated"] = json!(true);
-            version["deprecationWarning"] = json!("This version is deprecated. Use v1beta2 instead.");
+            version["deprecationWarning"] =
+                json!("This version is deprecated. Use v1beta2 instead.");
         }
         version
     };

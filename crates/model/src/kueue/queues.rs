@@ -297,7 +297,10 @@ pub struct ClusterQueueStatus {
 /// A list of conditions merged by `type`, at most 16.
 pub(crate) fn conditions(schema: &mut schemars::Schema) {
     max_items::<16>(schema);
-    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
     schema.insert("x-kubernetes-list-type".into(), serde_json::json!("map"));
 }
 
@@ -359,7 +362,10 @@ fn when_can_preempt(schema: &mut schemars::Schema) {
 }
 
 fn preference(schema: &mut schemars::Schema) {
-    enum_of(schema, &["BorrowingOverPreemption", "PreemptionOverBorrowing"]);
+    enum_of(
+        schema,
+        &["BorrowingOverPreemption", "PreemptionOverBorrowing"],
+    );
 }
 
 /// Preemption policies of a ClusterQueue.

@@ -9,23 +9,57 @@ use serde_json::Value;
 use super::crd::definitions;
 
 fn published(plural: &str) -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../cli/tests/fixtures/upstream/kueue/crd-{plural}.yaml"));
-    let text = std::fs::read_to_string(&path).expect("fixture");
-    serde_saphyr::from_str(&text).expect("a CRD")
+    let text = match plural {
+        "resourceflavors" => {
+            include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-resourceflavors.yaml")
+        }
+        "clusterqueues" => {
+            include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-clusterqueues.yaml")
+        }
+        "localqueues" => {
+            include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-localqueues.yaml")
+        }
+        "cohorts" => include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-cohorts.yaml"),
+        "workloads" => {
+            include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-workloads.yaml")
+        }
+        "workloadpriorityclasses" => include_str!(
+            "../../../cli/tests/fixtures/upstream/kueue/crd-workloadpriorityclasses.yaml"
+        ),
+        "admissionchecks" => {
+            include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-admissionchecks.yaml")
+        }
+        other => panic!("no published CRD for {other}"),
+    };
+    serde_saphyr::from_str(text).expect("a CRD")
 }
 
 /// Every field path, default, limit, enum, requirement and rule of a schema, outside pod templates (whose fields are
 /// Kubernetes' PodTemplateSpec of whichever release generated them).
 fn facts(node: &Value, path: &str, limits: bool, out: &mut BTreeSet<String>) {
-    if let Some(rules) = node.get("x-kubernetes-validations").and_then(Value::as_array) {
+    if let Some(rules) = node
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
         for rule in rules {
-            out.insert(format!("{path} rule {} | {}", rule["rule"], rule["message"]));
+            out.insert(format!(
+                "{path} rule {} | {}",
+                rule["rule"], rule["message"]
+            ));
         }
     }
     for key in [
-        "default", "required", "enum", "maxItems", "minItems", "maxLength", "minLength",
-        "minimum", "maxProperties", "pattern", "x-kubernetes-list-type",
+        "default",
+        "required",
+        "enum",
+        "maxItems",
+        "minItems",
+        "maxLength",
+        "minLength",
+        "minimum",
+        "maxProperties",
+        "pattern",
+        "x-kubernetes-list-type",
         "x-kubernetes-list-map-keys",
     ] {
         if let Some(value) = node.get(key).filter(|_| limits || key == "default") {
@@ -81,7 +115,12 @@ fn bundled_definitions_match_the_published_ones() {
             // rules (its limits are v1beta2's: v1beta1 objects are converted and stored).
             let limits = name == "v1beta2";
             facts(&a["schema"]["openAPIV3Schema"], "", limits, &mut ours_facts);
-            facts(&b["schema"]["openAPIV3Schema"], "", limits, &mut their_facts);
+            facts(
+                &b["schema"]["openAPIV3Schema"],
+                "",
+                limits,
+                &mut their_facts,
+            );
             let missing: Vec<_> = their_facts.difference(&ours_facts).collect();
             let extra: Vec<_> = ours_facts.difference(&their_facts).collect();
             if !missing.is_empty() || !extra.is_empty() {
@@ -121,7 +160,10 @@ fn bundled_schemas_are_structural() {
     }
     for crd in definitions() {
         for version in crd["spec"]["versions"].as_array().expect("versions") {
-            check(&version["schema"]["openAPIV3Schema"], &format!("{}", crd["metadata"]["name"]));
+            check(
+                &version["schema"]["openAPIV3Schema"],
+                &format!("{}", crd["metadata"]["name"]),
+            );
         }
     }
 }

@@ -94,10 +94,9 @@ pub(crate) fn v1beta1_schema(kind: &str, v1beta2: &Value, afs_status: &Value) ->
                 *rules = json!([{"rule": "has(self.priorityClassName) ? has(self.priority) : true",
                     "message": "priority should not be nil when priorityClassName is set"}]);
             }
-            if let Some(request) = properties(
-                &mut schema,
-                &["spec", "podSets", "[]", "topologyRequest"],
-            ) {
+            if let Some(request) =
+                properties(&mut schema, &["spec", "podSets", "[]", "topologyRequest"])
+            {
                 request.remove("podsetSliceRequiredTopologyConstraints");
             }
             if let Some(status) = properties(&mut schema, &["status"]) {

@@ -16,9 +16,8 @@ use serde_json::json;
 
 use super::queues::{conditions, immutable, toleration_rules};
 use super::refine::{
-    map_by_name,
-    atomic, default_value, dns_label, enum_of, items, max_items, max_length, min_max_items,
-    min_max_length, minimum, subdomain,
+    atomic, default_value, dns_label, enum_of, items, map_by_name, max_items, max_length,
+    min_max_items, min_max_length, minimum, subdomain,
 };
 
 /// `spec` of a Workload: the pod sets a job runs and where it queues.

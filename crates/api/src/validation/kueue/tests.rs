@@ -27,55 +27,73 @@ fn webhook_checks_name_fields() {
         (
             "built-in resources with qualified names",
             "ClusterQueue",
-            queue(json!({"resourceGroups": [group(&["cpu"], json!([flavor("default", json!([{"name": "cpu", "nominalQuota": 1}]))]))]})),
+            queue(
+                json!({"resourceGroups": [group(&["cpu"], json!([flavor("default", json!([{"name": "cpu", "nominalQuota": 1}]))]))]}),
+            ),
             vec![],
         ),
         (
             "invalid resource name",
             "ClusterQueue",
-            queue(json!({"resourceGroups": [group(&["@cpu"], json!([flavor("default", json!([{"name": "@cpu", "nominalQuota": 1}]))]))]})),
+            queue(
+                json!({"resourceGroups": [group(&["@cpu"], json!([flavor("default", json!([{"name": "@cpu", "nominalQuota": 1}]))]))]}),
+            ),
             vec!["spec.resourceGroups[0].coveredResources[0]"],
         ),
         (
             "admissionCheckStrategy refers to a flavor that is not in quota",
             "ClusterQueue",
-            queue(json!({"admissionChecksStrategy": {"admissionChecks": [{"name": "ac1", "onFlavors": ["flavor1"]}]}})),
+            queue(
+                json!({"admissionChecksStrategy": {"admissionChecks": [{"name": "ac1", "onFlavors": ["flavor1"]}]}}),
+            ),
             vec!["spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]"],
         ),
         (
             "flavor quota with negative value",
             "ClusterQueue",
-            queue(json!({"resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": "-1"}]))]))]})),
+            queue(
+                json!({"resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": "-1"}]))]))]}),
+            ),
             vec!["spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"],
         ),
         (
             "flavor quota with zero value and borrowingLimit 0 in a cohort",
             "ClusterQueue",
-            queue(json!({"cohortName": "c", "resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 0, "borrowingLimit": 0}]))]))]})),
+            queue(
+                json!({"cohortName": "c", "resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 0, "borrowingLimit": 0}]))]))]}),
+            ),
             vec![],
         ),
         (
             "flavor quota with negative borrowingLimit",
             "ClusterQueue",
-            queue(json!({"cohortName": "c", "resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 1, "borrowingLimit": "-1"}]))]))]})),
+            queue(
+                json!({"cohortName": "c", "resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 1, "borrowingLimit": "-1"}]))]))]}),
+            ),
             vec!["spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit"],
         ),
         (
             "flavor quota with borrowingLimit and empty cohort",
             "ClusterQueue",
-            queue(json!({"resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 1, "borrowingLimit": 1}]))]))]})),
+            queue(
+                json!({"resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 1, "borrowingLimit": 1}]))]))]}),
+            ),
             vec!["spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit"],
         ),
         (
             "flavor quota with lendingLimit and empty cohort",
             "ClusterQueue",
-            queue(json!({"resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 1, "lendingLimit": 1}]))]))]})),
+            queue(
+                json!({"resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 1, "lendingLimit": 1}]))]))]}),
+            ),
             vec!["spec.resourceGroups[0].flavors[0].resources[0].lendingLimit"],
         ),
         (
             "flavor quota with lendingLimit greater than nominalQuota",
             "ClusterQueue",
-            queue(json!({"cohortName": "c", "resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 1, "lendingLimit": 2}]))]))]})),
+            queue(
+                json!({"cohortName": "c", "resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 1, "lendingLimit": 2}]))]))]}),
+            ),
             vec!["spec.resourceGroups[0].flavors[0].resources[0].lendingLimit"],
         ),
         (
@@ -87,7 +105,9 @@ fn webhook_checks_name_fields() {
         (
             "namespaceSelector with invalid expressions",
             "ClusterQueue",
-            queue(json!({"namespaceSelector": {"matchExpressions": [{"key": "key", "operator": "In"}]}})),
+            queue(
+                json!({"namespaceSelector": {"matchExpressions": [{"key": "key", "operator": "In"}]}}),
+            ),
             vec!["spec.namespaceSelector.matchExpressions[0].values"],
         ),
         (
@@ -120,19 +140,25 @@ fn webhook_checks_name_fields() {
         (
             "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never",
             "ClusterQueue",
-            queue(json!({"preemption": {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}})),
+            queue(
+                json!({"preemption": {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}}),
+            ),
             vec!["spec.preemption"],
         ),
         (
             "flavorFungibility preference set but whenCanPreempt != TryNextFlavor",
             "ClusterQueue",
-            queue(json!({"flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "MayStopSearch", "preference": "BorrowingOverPreemption"}})),
+            queue(
+                json!({"flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "MayStopSearch", "preference": "BorrowingOverPreemption"}}),
+            ),
             vec!["spec.flavorFungibility.preference"],
         ),
         (
             "flavorFungibility preference with both TryNextFlavor is valid",
             "ClusterQueue",
-            queue(json!({"flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor", "preference": "PreemptionOverBorrowing"}})),
+            queue(
+                json!({"flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor", "preference": "PreemptionOverBorrowing"}}),
+            ),
             vec![],
         ),
         (
@@ -166,7 +192,11 @@ fn webhook_checks_name_fields() {
                 {"key": "spot", "value": "true", "effect": "NoSchedule"},
                 {"key": "spot", "value": "false", "effect": "NoSchedule"},
                 {"key": "@x", "effect": "NoExecute"}]}}),
-            vec!["spec.nodeLabels", "spec.nodeTaints[1]", "spec.nodeTaints[2].key"],
+            vec![
+                "spec.nodeLabels",
+                "spec.nodeTaints[1]",
+                "spec.nodeTaints[2].key",
+            ],
         ),
         (
             "flavor with taints and tolerations of the published example",
@@ -182,7 +212,10 @@ fn webhook_checks_name_fields() {
             json!({"spec": {"podSets": [
                 {"name": "a", "count": 2, "minCount": 1, "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"pods": 1}}}]}}},
                 {"name": "b", "count": 2, "minCount": 1, "template": {"spec": {"containers": []}}}]}}),
-            vec!["spec.podSets[0].template.spec.containers[0].resources.requests[pods]", "spec.podSets"],
+            vec![
+                "spec.podSets[0].template.spec.containers[0].resources.requests[pods]",
+                "spec.podSets",
+            ],
         ),
         (
             "admission check updates an unknown podSet",
@@ -204,7 +237,9 @@ fn webhook_checks_name_fields() {
 fn messages_follow_kueue() {
     let causes = validate(
         "ClusterQueue",
-        &queue(json!({"resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 9, "borrowingLimit": "1"}]))]))]})),
+        &queue(
+            json!({"resourceGroups": [group(&["cpu"], json!([flavor("x86", json!([{"name": "cpu", "nominalQuota": 9, "borrowingLimit": "1"}]))]))]}),
+        ),
     );
     let messages: Vec<String> = causes
         .iter()
@@ -212,13 +247,17 @@ fn messages_follow_kueue() {
         .collect();
     assert_eq!(
         messages,
-        ["spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: Invalid value: \"1\": must be nil when cohort is empty"]
+        [
+            "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: Invalid value: \"1\": must be nil when cohort is empty"
+        ]
     );
 }
 
 #[test]
 fn unchanged_legacy_on_flavors_survive_updates() {
-    let old = queue(json!({"admissionChecksStrategy": {"admissionChecks": [{"name": "ac1", "onFlavors": ["gone"]}]}}));
+    let old = queue(
+        json!({"admissionChecksStrategy": {"admissionChecks": [{"name": "ac1", "onFlavors": ["gone"]}]}}),
+    );
     let mut new = old.clone();
     new["spec"]["queueingStrategy"] = json!("StrictFIFO");
     assert_eq!(validate_update("ClusterQueue", &old, &new), vec![]);
@@ -232,10 +271,14 @@ fn unchanged_legacy_on_flavors_survive_updates() {
         ["spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]"]
     );
     let mut changed = old.clone();
-    changed["spec"]["concurrentAdmissionPolicy"] = json!({"migration": {"mode": "TryPreferredFlavors"}});
+    changed["spec"]["concurrentAdmissionPolicy"] =
+        json!({"migration": {"mode": "TryPreferredFlavors"}});
     let fields: Vec<String> = validate_update("ClusterQueue", &old, &changed)
         .into_iter()
         .map(|c| c.field)
         .collect();
-    assert!(fields.contains(&"spec.concurrentAdmissionPolicy".to_string()), "{fields:?}");
+    assert!(
+        fields.contains(&"spec.concurrentAdmissionPolicy".to_string()),
+        "{fields:?}"
+    );
 }
