@@ -190,10 +190,14 @@ fn kueue_api_serves_published_examples_in_both_versions() {
         ),
         "research"
     );
-    assert!(
-        cluster.ok(V, &["get", "cq", "team-a"]).contains("research"),
-        "the Cohort column reads v1beta2's cohortName"
-    );
+    for resource in ["cq", "clusterqueues.v1beta1.kueue.x-k8s.io"] {
+        let table = cluster.ok(V, &["get", resource, "team-a", "--no-headers"]);
+        assert_eq!(
+            table.split_whitespace().take(2).collect::<Vec<_>>(),
+            ["team-a", "research"],
+            "{resource}: the Cohort column reads each version's field"
+        );
+    }
     assert_eq!(
         cluster.ok(
             V,
