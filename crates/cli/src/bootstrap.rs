@@ -129,3 +129,72 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_store::{Store, StoreOptions};
+
+    fn crds() -> Resource {
+        Resource::find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("served")
+    }
+
+    #[test]
+    fn bundled_definitions_are_installed_upgraded_and_users_ones_kept() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store =
+            Store::open(&dir.path().join("state.db"), StoreOptions::default()).expect("store");
+        let objects = Objects::new(store);
+        ensure_system_objects(&objects).expect("bootstrap");
+        let names: Vec<String> = definitions()
+            .iter()
+            .map(|d| {
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(names.len(), 7);
+        for name in &names {
+            objects.get(crds(), None, name).expect("installed");
+        }
+        let annotation = format!(
+            "/metadata/annotations/{}",
+            BUNDLE_HASH_ANNOTATION.replace('/', "~1")
+        );
+        // An earlier bundle: older hash, a different spec. It is upgraded.
+        let stale = |name: &str, hash: Option<&str>| {
+            objects
+                .update_with(crds(), None, name, Part::Main, |current| {
+                    let mut next = current.clone();
+                    next["spec"]["names"]["shortNames"] = json!(["old"]);
+                    match hash {
+                        Some(hash) => {
+                            next["metadata"]["annotations"][BUNDLE_HASH_ANNOTATION] = json!(hash)
+                        }
+                        None => {
+                            if let Some(annotations) = next
+                                .pointer_mut("/metadata/annotations")
+                                .and_then(Value::as_object_mut)
+                            {
+                                annotations.remove(BUNDLE_HASH_ANNOTATION);
+                            }
+                        }
+                    }
+                    Ok(next)
+                })
+                .expect("update");
+        };
+        stale(&names[1], Some("0"));
+        // One the user installed (no bundle annotation): left alone.
+        stale(&names[2], None);
+        ensure_system_objects(&objects).expect("bootstrap again");
+        let upgraded = objects.get(crds(), None, &names[1]).expect("upgraded");
+        let bundled = &definitions()[1];
+        assert_eq!(upgraded["spec"]["names"], bundled["spec"]["names"]);
+        assert_eq!(upgraded.pointer(&annotation), bundled.pointer(&annotation));
+        let kept = objects.get(crds(), None, &names[2]).expect("kept");
+        assert_eq!(kept["spec"]["names"]["shortNames"], json!(["old"]));
+    }
+}
