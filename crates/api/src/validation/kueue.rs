@@ -4,7 +4,8 @@
 //! resources and flavors, negative quotas, limits without a cohort (or parent), lending limits
 //! above the nominal quota, fair-sharing weights, preemption and fungibility combinations,
 //! admission checks on flavors the queue does not have, flavor labels and taints, and a
-//! workload's pod sets and admission-check updates.
+//! workload's pod sets (immutable while it reserves quota, but for elastic scale-down), its
+//! admission, reclaimable pods and admission-check updates.
 //!
 //! Checks `v1beta2` objects (the webhooks' version; v1beta1 objects are converted first).
 //! Feature-gated checks follow Kueue's default gates (alpha ones off). Knows nothing about
@@ -48,8 +49,54 @@ pub fn validate_update(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
             }
             causes
         }
+        "Workload" => {
+            let mut causes = workload(new);
+            if quota_reserved(old) {
+                causes.extend(immutable_pod_sets(old, new));
+            }
+            causes
+        }
         _ => validate(kind, new),
     }
+}
+
+/// Whether the workload's `QuotaReserved` condition is true.
+fn quota_reserved(workload: &Value) -> bool {
+    list(workload, "/status/conditions")
+        .iter()
+        .any(|c| text(c, "/type") == "QuotaReserved" && text(c, "/status") == "True")
+}
+
+/// A workload's pod sets may not change while it reserves quota, except that a pod set may
+/// shrink (elastic jobs, on by default).
+fn immutable_pod_sets(old: &Value, new: &Value) -> Vec<Cause> {
+    let (old_sets, new_sets) = (list(old, "/spec/podSets"), list(new, "/spec/podSets"));
+    if old_sets.len() != new_sets.len() {
+        return vec![Cause::invalid(
+            "spec.podSets",
+            new.pointer("/spec/podSets").unwrap_or(&Value::Null),
+            "field is immutable",
+        )];
+    }
+    let count = |pod_set: &Value| pod_set.get("count").and_then(Value::as_i64).unwrap_or(1);
+    old_sets
+        .iter()
+        .zip(new_sets)
+        .enumerate()
+        .filter_map(|(index, (old_set, new_set))| {
+            let mut compared = new_set.clone();
+            if count(new_set) < count(old_set) {
+                compared["count"] = json!(count(old_set));
+            }
+            (&compared != old_set).then(|| {
+                Cause::invalid(
+                    format!("spec.podSets.{index}"),
+                    new_set,
+                    "field is immutable",
+                )
+            })
+        })
+        .collect()
 }
 
 fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
@@ -483,6 +530,56 @@ fn workload(object: &Value) -> Vec<Cause> {
         .iter()
         .map(|p| p.get("name").and_then(Value::as_str).unwrap_or("main"))
         .collect();
+    if quota_reserved(object) {
+        match object.pointer("/status/admission") {
+            None => causes.push(Cause::required_because(
+                "status.admission",
+                "must be set while the QuotaReserved condition is true",
+            )),
+            Some(admission) => {
+                for (index, assignment) in list(admission, "/podSetAssignments").iter().enumerate()
+                {
+                    let name = assignment.get("name").unwrap_or(&Value::Null);
+                    if !name.as_str().is_some_and(|n| known.contains(&n)) {
+                        causes.push(Cause::not_found(
+                            format!("status.admission.podSetAssignments[{index}].name"),
+                            name,
+                            None,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for reclaimable in list(object, "/status/reclaimablePods") {
+        let name = text(reclaimable, "/name");
+        let at = format!("status.reclaimablePods[{name}]");
+        let pod_set = pod_sets
+            .iter()
+            .zip(&known)
+            .find(|(_, known)| **known == name);
+        match pod_set {
+            None => causes.push(Cause::not_supported(
+                format!("{at}.name"),
+                &json!(name),
+                &known,
+            )),
+            Some((pod_set, _)) => {
+                let size = pod_set.get("count").and_then(Value::as_i64).unwrap_or(1);
+                let count = reclaimable
+                    .get("count")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                if count > size {
+                    causes.push(Cause::invalid(
+                        format!("{at}.count"),
+                        &json!(count),
+                        format!("should be less or equal to {size}"),
+                    ));
+                }
+            }
+        }
+    }
     for (index, check) in list(object, "/status/admissionChecks").iter().enumerate() {
         for (position, update) in list(check, "/podSetUpdates").iter().enumerate() {
             let at = format!("status.admissionChecks[{index}].podSetUpdates[{position}]");

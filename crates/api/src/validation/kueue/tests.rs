@@ -23,7 +23,7 @@ type Case = (&'static str, &'static str, Value, Vec<&'static str>);
 
 #[test]
 fn webhook_checks_name_fields() {
-    let table: Vec<Case> = vec![
+    let mut table: Vec<Case> = vec![
         (
             "built-in resources with qualified names",
             "ClusterQueue",
@@ -226,6 +226,31 @@ fn webhook_checks_name_fields() {
             vec!["status.admissionChecks[0].podSetUpdates[0].name"],
         ),
     ];
+    let reserved = json!([{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                          "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    let pod_sets = json!([{"name": "main", "count": 2, "template": {"spec": {"containers": []}}}]);
+    table.extend([
+        (
+            "quota reserved without an admission",
+            "Workload",
+            json!({"spec": {"podSets": pod_sets}, "status": {"conditions": reserved}}),
+            vec!["status.admission"],
+        ),
+        (
+            "admission of an unknown podSet",
+            "Workload",
+            json!({"spec": {"podSets": pod_sets}, "status": {"conditions": reserved,
+                "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "other", "count": 2}]}}}),
+            vec!["status.admission.podSetAssignments[0].name"],
+        ),
+        (
+            "reclaimable pods of an unknown podSet and more than its count",
+            "Workload",
+            json!({"spec": {"podSets": pod_sets}, "status": {"reclaimablePods": [
+                {"name": "other", "count": 1}, {"name": "main", "count": 3}]}}),
+            vec!["status.reclaimablePods[other].name", "status.reclaimablePods[main].count"],
+        ),
+    ]);
     for (case, kind, object, fields) in table {
         let causes = validate(kind, &object);
         let got: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
@@ -280,5 +305,39 @@ fn unchanged_legacy_on_flavors_survive_updates() {
     assert!(
         fields.contains(&"spec.concurrentAdmissionPolicy".to_string()),
         "{fields:?}"
+    );
+}
+
+#[test]
+fn pod_sets_are_immutable_while_quota_is_reserved() {
+    let old = json!({"spec": {"podSets": [{"name": "main", "count": 4, "template": {"spec": {"containers": []}}}]},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}],
+                   "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": 4}]}}});
+    let fields = |new: &Value| -> Vec<String> {
+        validate_update("Workload", &old, new)
+            .into_iter()
+            .map(|c| c.field)
+            .collect()
+    };
+    let mut shrunk = old.clone();
+    shrunk["spec"]["podSets"][0]["count"] = json!(2);
+    assert_eq!(fields(&shrunk), Vec::<String>::new(), "elastic scale-down");
+    let mut grown = old.clone();
+    grown["spec"]["podSets"][0]["count"] = json!(5);
+    assert_eq!(fields(&grown), ["spec.podSets.0"]);
+    let mut more = old.clone();
+    more["spec"]["podSets"]
+        .as_array_mut()
+        .expect("pod sets")
+        .push(json!({"name": "b", "count": 1, "template": {}}));
+    assert_eq!(fields(&more), ["spec.podSets"]);
+    let mut released = grown.clone();
+    let mut old_released = old.clone();
+    old_released["status"] = json!({});
+    released["status"] = json!({});
+    assert_eq!(
+        validate_update("Workload", &old_released, &released),
+        vec![],
+        "free to change without a reservation"
     );
 }
