@@ -20,19 +20,20 @@
 //! is set by the caller.
 
 use serde_json::{Map, Value, json};
+use tessera_model::kueue::workload::{POD_PRIORITY_CLASS, WORKLOAD_PRIORITY_CLASS};
 
 /// `(source, group, kind)`: v1beta1's `priorityClassSource` values and the v1beta2
 /// references they stand for.
 const PRIORITY_SOURCES: [(&str, &str, &str); 2] = [
     (
         "kueue.x-k8s.io/workloadpriorityclass",
-        "kueue.x-k8s.io",
-        "WorkloadPriorityClass",
+        WORKLOAD_PRIORITY_CLASS.0,
+        WORKLOAD_PRIORITY_CLASS.1,
     ),
     (
         "scheduling.k8s.io/priorityclass",
-        "scheduling.k8s.io",
-        "PriorityClass",
+        POD_PRIORITY_CLASS.0,
+        POD_PRIORITY_CLASS.1,
     ),
 ];
 
