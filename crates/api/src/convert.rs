@@ -7,12 +7,18 @@
 //!   `v1beta1` and `v1beta2` as `v1` ([`dra`]), `autoscaling/v1` HorizontalPodAutoscalers as
 //!   `autoscaling/v2` ([`hpa`]), each as upstream converts them;
 //! - custom kinds served in a version other than their storage version (conversion `None`:
-//!   only `apiVersion` differs).
+//!   only `apiVersion` differs), except Kueue's (`kueue.x-k8s.io`), which Tessera converts
+//!   natively as Kueue's conversion webhook would ([`kueue`]), whether the CRD is Tessera's
+//!   bundled one or Kueue's released manifest with `conversion.strategy: Webhook`.
 //!
 //! Pure field mappings; knows nothing about storage or HTTP.
 
 mod dra;
 mod hpa;
+pub mod kueue;
+
+/// The API group whose custom kinds Tessera converts between versions itself.
+pub const NATIVE_CONVERSION_GROUP: &str = tessera_model::kueue::GROUP;
 
 use std::borrow::Cow;
 
@@ -107,6 +113,9 @@ pub fn in_storage_version(resource: Resource, object: &Value) -> Cow<'_, Value> 
 pub fn to_storage(resource: Resource, object: Value) -> Value {
     if let Some(storage) = other_version(resource) {
         let mut stored = match (resource.group(), resource.info.version) {
+            (NATIVE_CONVERSION_GROUP, "v1beta1") if storage == "v1beta2" => {
+                kueue::v1beta1_to_v1beta2(resource.kind(), object)
+            }
             _ if resource.is_custom() => object,
             ("resource.k8s.io", "v1beta1") => dra::v1beta1_to_v1(resource.kind(), object),
             ("autoscaling", "v1") => hpa::v1_to_v2(object),
@@ -128,8 +137,13 @@ pub fn to_storage(resource: Resource, object: Value) -> Value {
 
 /// Converts an object from its stored form to its served form.
 pub fn from_storage(resource: Resource, object: Value) -> Value {
-    if other_version(resource).is_some() {
+    if let Some(storage) = other_version(resource) {
         let mut served = match (resource.group(), resource.info.version) {
+            (NATIVE_CONVERSION_GROUP, "v1beta1")
+                if resource.is_custom() && storage == "v1beta2" =>
+            {
+                kueue::v1beta2_to_v1beta1(resource.kind(), object)
+            }
             _ if resource.is_custom() => object,
             ("resource.k8s.io", "v1beta1") => dra::v1_to_v1beta1(resource.kind(), object),
             ("autoscaling", "v1") => hpa::v2_to_v1(object),

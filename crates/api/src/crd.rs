@@ -81,10 +81,12 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     }
     match text(crd, "/spec/conversion/strategy") {
         "" | "None" => {}
+        // Kueue's released CRDs name its conversion webhook; Tessera converts them natively.
+        "Webhook" if group == crate::convert::NATIVE_CONVERSION_GROUP => {}
         other => causes.push(Cause {
             reason: "FieldValueNotSupported",
             field: "spec.conversion.strategy".into(),
-            message: format!("Unsupported value: {other:?}: supported values: \"None\" (conversion webhooks are not supported by Tessera)"),
+            message: format!("Unsupported value: {other:?}: supported values: \"None\" (conversion webhooks are not supported by Tessera, except for {} kinds, which it converts itself)", crate::convert::NATIVE_CONVERSION_GROUP),
         }),
     }
     let versions = crd
@@ -472,6 +474,33 @@ mod tests {
                 "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"self.quantityLike()\": compilation failed: ERROR: <input>:1:18: undeclared reference to 'quantityLike' (in container '')\n | self.quantityLike()\n | .................^"
             ]
         );
+    }
+
+    #[test]
+    fn kueue_crds_may_name_a_conversion_webhook() {
+        let mut crd = widget_crd();
+        json_patch::merge(
+            &mut crd,
+            &json!({"metadata": {"name": "widgets.kueue.x-k8s.io"},
+                    "spec": {"group": "kueue.x-k8s.io", "conversion": {"strategy": "Webhook",
+                    "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {"service":
+                    {"name": "kueue-webhook-service", "namespace": "kueue-system", "path": "/convert"}}}}}}),
+        );
+        assert_eq!(validate(&crd), vec![]);
+    }
+
+    #[test]
+    fn bundled_kueue_crds_are_valid_and_serve_both_versions() {
+        for crd in tessera_model::kueue::crd::definitions() {
+            assert_eq!(validate(&crd), vec![], "{}", crd["metadata"]["name"]);
+            let versions: Vec<_> = kinds_of(&crd).iter().map(|k| k.version).collect();
+            assert_eq!(
+                versions,
+                ["v1beta2", "v1beta1"],
+                "{}",
+                crd["metadata"]["name"]
+            );
+        }
     }
 
     #[test]

@@ -49,6 +49,16 @@ fn zero_status(resource: Resource) -> Value {
     Value::Object(zero)
 }
 
+/// A Kueue object in the `v1beta2` form Kueue's webhooks check, whichever version it is in.
+fn kueue_v1beta2(kind: &str, object: &Value) -> Value {
+    match object.get("apiVersion").and_then(Value::as_str) {
+        Some(version) if version.ends_with("/v1beta1") => {
+            crate::convert::kueue::v1beta1_to_v1beta2(kind, object.clone())
+        }
+        _ => object.clone(),
+    }
+}
+
 /// Fills defaults and resets what a client may not set when creating an object.
 pub fn prepare_for_create(resource: Resource, object: &mut Value) {
     reset_status(resource, object);
@@ -319,6 +329,9 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             causes.extend(crate::crd::validate(object))
         }
+        (crate::convert::NATIVE_CONVERSION_GROUP, kind) if resource.is_custom() => causes.extend(
+            crate::validation::kueue::validate(kind, &kueue_v1beta2(kind, object)),
+        ),
         ("", "Pod") => match object.get("spec") {
             Some(spec) => causes.extend(pod_spec::validate(
                 spec,
@@ -550,6 +563,14 @@ fn objects_alike(
 
 pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
+    if resource.group() == crate::convert::NATIVE_CONVERSION_GROUP && resource.is_custom() {
+        let kind = resource.kind();
+        causes.extend(crate::validation::kueue::validate_update(
+            kind,
+            &kueue_v1beta2(kind, old),
+            &kueue_v1beta2(kind, new),
+        ));
+    }
     if (resource.group(), resource.kind()) == ("", "Pod") {
         // spec.nodeName may be set once (binding).
         let node_name_mutable = old.pointer("/spec/nodeName").is_none();

@@ -12,6 +12,7 @@ use tessera_model::Quantity;
 use crate::error::{Cause, shown};
 use crate::patch::Schema;
 
+pub mod kueue;
 pub mod pod_spec;
 
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";

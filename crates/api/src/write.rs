@@ -260,9 +260,17 @@ pub fn admit(
     }
     let mut causes = findings.causes;
     causes.extend(meta::check_metadata(resource, object));
-    causes.extend(strategy::validate(resource, object));
-    if resource.is_custom() && causes.is_empty() {
-        causes.extend(crate::rules::check(resource.schema(), object, None));
+    if resource.is_custom() {
+        // As upstream orders them: the schema, its CEL rules, then validating admission
+        // (Kueue's webhooks, `validation::kueue`).
+        if causes.is_empty() {
+            causes.extend(crate::rules::check(resource.schema(), object, None));
+        }
+        if causes.is_empty() {
+            causes.extend(strategy::validate(resource, object));
+        }
+    } else {
+        causes.extend(strategy::validate(resource, object));
     }
     if !causes.is_empty() {
         let name = meta_str(object, "name").unwrap_or_default().to_string();
@@ -545,14 +553,16 @@ pub fn next_version(
             resource.schema(),
         );
     }
-    let mut causes = strategy::validate_update(resource, current, &next);
+    let mut causes = Vec::new();
     if resource.is_custom() {
-        // Transition rules see the stored object as oldSelf.
-        for cause in crate::rules::check(resource.schema(), &next, Some(current)) {
-            if !causes.contains(&cause) {
-                causes.push(cause);
-            }
+        // Transition rules see the stored object as oldSelf; validating admission (Kueue's
+        // webhooks) runs once the rules pass.
+        causes.extend(crate::rules::check(resource.schema(), &next, Some(current)));
+        if causes.is_empty() {
+            causes.extend(strategy::validate_update(resource, current, &next));
         }
+    } else {
+        causes.extend(strategy::validate_update(resource, current, &next));
     }
     if !causes.is_empty() {
         return Err(ApiError::invalid(

@@ -1,10 +1,13 @@
-//! Objects every cluster starts with: the system namespaces, their default service accounts
-//! and the system PriorityClasses.
+//! Objects every cluster starts with: the system namespaces, their default service accounts,
+//! the system PriorityClasses and the bundled Kueue CustomResourceDefinitions
+//! (`tessera_model::kueue::crd`), installed when missing and upgraded when Tessera bundles a
+//! different definition than the one it installed earlier.
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tessera_api::Resource;
-use tessera_api::write::WriteOptions;
+use tessera_api::write::{Part, WriteOptions};
 use tessera_apiserver::Objects;
+use tessera_model::kueue::crd::{BUNDLE_HASH_ANNOTATION, definitions};
 
 /// Namespaces created on first start, as a fresh Kubernetes cluster has them.
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -80,5 +83,118 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
             .create(classes, None, class, &WriteOptions::default())
             .map_err(|e| anyhow::anyhow!("create priority class {name}: {e}"))?;
     }
+    ensure_bundled_definitions(objects)
+}
+
+/// Installs each bundled CRD that is missing and upgrades the ones an earlier Tessera
+/// installed (they carry [`BUNDLE_HASH_ANNOTATION`]) when the bundled definition differs. A
+/// definition the user installed (Kueue's released manifests, say) is left as it is.
+fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
+    let crds = Resource::find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .ok_or_else(|| anyhow::anyhow!("customresourcedefinitions are not served"))?;
+    let hash = |crd: &Value| {
+        crd.pointer(&format!(
+            "/metadata/annotations/{}",
+            BUNDLE_HASH_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    };
+    for bundled in definitions() {
+        let name = bundled["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match objects.get(crds, None, &name) {
+            Err(_) => {
+                objects
+                    .create(crds, None, bundled, &WriteOptions::default())
+                    .map_err(|e| anyhow::anyhow!("install {name}: {e}"))?;
+                tracing::info!(crd = %name, "installed the bundled definition");
+            }
+            Ok(installed) if hash(&installed).is_some() && hash(&installed) != hash(&bundled) => {
+                objects
+                    .update_with(crds, None, &name, Part::Main, |current| {
+                        let mut next = current.clone();
+                        next["spec"] = bundled["spec"].clone();
+                        next["metadata"]["annotations"][BUNDLE_HASH_ANNOTATION] =
+                            json!(hash(&bundled));
+                        Ok(next)
+                    })
+                    .map_err(|e| anyhow::anyhow!("upgrade {name}: {e}"))?;
+                tracing::info!(crd = %name, "upgraded the bundled definition");
+            }
+            Ok(_) => {}
+        }
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_store::{Store, StoreOptions};
+
+    fn crds() -> Resource {
+        Resource::find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("served")
+    }
+
+    #[test]
+    fn bundled_definitions_are_installed_upgraded_and_users_ones_kept() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store =
+            Store::open(&dir.path().join("state.db"), StoreOptions::default()).expect("store");
+        let objects = Objects::new(store);
+        ensure_system_objects(&objects).expect("bootstrap");
+        let names: Vec<String> = definitions()
+            .iter()
+            .map(|d| {
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(names.len(), 7);
+        for name in &names {
+            objects.get(crds(), None, name).expect("installed");
+        }
+        let annotation = format!(
+            "/metadata/annotations/{}",
+            BUNDLE_HASH_ANNOTATION.replace('/', "~1")
+        );
+        // An earlier bundle: older hash, a different spec. It is upgraded.
+        let stale = |name: &str, hash: Option<&str>| {
+            objects
+                .update_with(crds(), None, name, Part::Main, |current| {
+                    let mut next = current.clone();
+                    next["spec"]["names"]["shortNames"] = json!(["old"]);
+                    match hash {
+                        Some(hash) => {
+                            next["metadata"]["annotations"][BUNDLE_HASH_ANNOTATION] = json!(hash)
+                        }
+                        None => {
+                            if let Some(annotations) = next
+                                .pointer_mut("/metadata/annotations")
+                                .and_then(Value::as_object_mut)
+                            {
+                                annotations.remove(BUNDLE_HASH_ANNOTATION);
+                            }
+                        }
+                    }
+                    Ok(next)
+                })
+                .expect("update");
+        };
+        stale(&names[1], Some("0"));
+        // One the user installed (no bundle annotation): left alone.
+        stale(&names[2], None);
+        ensure_system_objects(&objects).expect("bootstrap again");
+        let upgraded = objects.get(crds(), None, &names[1]).expect("upgraded");
+        let bundled = &definitions()[1];
+        assert_eq!(upgraded["spec"]["names"], bundled["spec"]["names"]);
+        assert_eq!(upgraded.pointer(&annotation), bundled.pointer(&annotation));
+        let kept = objects.get(crds(), None, &names[2]).expect("kept");
+        assert_eq!(kept["spec"]["names"]["shortNames"], json!(["old"]));
+    }
 }

@@ -11,6 +11,7 @@ pub mod fnv;
 pub mod ids;
 pub mod json;
 pub mod kinds;
+pub mod kueue;
 pub mod managers;
 pub mod node_selector;
 pub mod pod_claims;

@@ -20,6 +20,7 @@ mod dra;
 mod durability;
 mod faults;
 mod kubectl;
+mod kueue_api;
 mod python;
 mod rbac;
 mod scheduling;

@@ -1,0 +1,24 @@
+//! Kueue's API (`kueue.x-k8s.io`) as Tessera bundles it: the `v1beta2` types of
+//! ResourceFlavor, ClusterQueue, LocalQueue, Cohort, Workload, WorkloadPriorityClass and
+//! AdmissionCheck (serde + schemars, [`queues`] and [`workload`]) and the
+//! CustomResourceDefinitions generated from them ([`crd::definitions`]: `v1beta2` stored,
+//! `v1beta1` served), so that users' Kueue YAML works unchanged against `tessera up`.
+//!
+//! Knows nothing about storing, converting or validating objects beyond their schemas:
+//! conversion between versions and Kueue's webhook checks live in `tessera-api`.
+
+pub mod crd;
+pub mod queues;
+mod refine;
+mod versions;
+pub mod workload;
+
+/// Kueue's API group.
+pub const GROUP: &str = "kueue.x-k8s.io";
+/// The version objects are stored in.
+pub const STORAGE_VERSION: &str = "v1beta2";
+/// The older version still served (converted on the way in and out).
+pub const SERVED_VERSION: &str = "v1beta1";
+
+#[cfg(test)]
+mod tests;
