@@ -509,7 +509,8 @@ fn queue_order_timestamp(snapshot: &Snapshot, entry: &Entry) -> SystemTime {
         .queue_order_timestamp(snapshot.timestamp)
 }
 
-/// Entry indices in the classic order (`makeClassicalIterator`).
+/// Entry indices in the classic order (`makeClassicalIterator`), ties broken by UID then
+/// `namespace/name`.
 fn classic_order(snapshot: &Snapshot, entries: &[Entry]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.sort_by(|&a, &b| {
@@ -521,6 +522,7 @@ fn classic_order(snapshot: &Snapshot, entries: &[Entry]) -> Vec<usize> {
             .then_with(|| {
                 queue_order_timestamp(snapshot, a).cmp(&queue_order_timestamp(snapshot, b))
             })
+            .then_with(|| a.head.workload.tie_break(&b.head.workload))
     });
     order
 }
@@ -633,7 +635,7 @@ fn tournament(
     best.get(&root).map_or(root, |(cq, _)| *cq)
 }
 
-/// `entryComparer.less` at `cohort`.
+/// `entryComparer.less` at `cohort`, ties broken by UID then `namespace/name`.
 fn less(
     snapshot: &Snapshot,
     shares: &Shares,
@@ -659,7 +661,10 @@ fn less(
     if a.priority() != b.priority() {
         return a.priority() > b.priority();
     }
-    queue_order_timestamp(snapshot, a) < queue_order_timestamp(snapshot, b)
+    queue_order_timestamp(snapshot, a)
+        .cmp(&queue_order_timestamp(snapshot, b))
+        .then_with(|| a.head.workload.tie_break(&b.head.workload))
+        .is_lt()
 }
 
 /// Removes the victims' usage from their ClusterQueues; the returned list puts it back.

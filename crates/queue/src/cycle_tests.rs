@@ -351,6 +351,10 @@ struct Case {
     /// RecomputeAssignmentUponPreemptionTargetsOverlap off.
     recompute_off: bool,
     fair_sharing: bool,
+    /// Beyond Kueue: `FairSharingConfig::prevent_flapping`.
+    prevent_flapping: bool,
+    /// Beyond Kueue: `PreemptionConfig::min_runtime_before_preemption`.
+    min_runtime: Option<Duration>,
     cluster_queues: Vec<Cq>,
     local_queues: Vec<(&'static str, &'static str, &'static str)>,
     cohorts: Vec<CohortSpec>,
@@ -536,7 +540,11 @@ fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
         admitted,
         recompute_on_overlap: !case.recompute_off,
         preemption: PreemptionConfig {
-            fair_sharing: case.fair_sharing.then(FairSharingConfig::default),
+            fair_sharing: case.fair_sharing.then(|| FairSharingConfig {
+                prevent_flapping: case.prevent_flapping,
+                ..FairSharingConfig::default()
+            }),
+            min_runtime_before_preemption: case.min_runtime,
         },
         timestamp: RequeuingTimestamp::Eviction,
     };

@@ -117,6 +117,16 @@ impl QueuedWorkload {
         }
     }
 
+    /// The last tie-break of every order the queues and the cycle choose by: UID, then
+    /// `namespace/name`, so that equal priorities, timestamps and shares never leave the order
+    /// to the input's arrangement.
+    pub fn tie_break(&self, other: &QueuedWorkload) -> Ordering {
+        self.uid.cmp(&other.uid).then_with(|| {
+            let (a, b) = (&self.info.workload, &other.info.workload);
+            (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name))
+        })
+    }
+
     /// Whether the requeue backoff is over (`backoffWaitingTimeExpired`).
     pub fn backoff_expired(&self, now: SystemTime) -> bool {
         if self.requeue_held {
@@ -193,7 +203,7 @@ impl QueueOrdering {
                 a.queue_order_timestamp(self.timestamp)
                     .cmp(&b.queue_order_timestamp(self.timestamp))
             })
-            .then_with(|| a.uid.cmp(&b.uid))
+            .then_with(|| a.tie_break(b))
     }
 }
 

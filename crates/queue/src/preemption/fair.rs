@@ -23,11 +23,23 @@ use super::{
 };
 
 impl FairSharingStrategy {
-    /// Whether the strategy lets the preemptor take from the target (`Strategy`).
-    fn passes(self, preemptor_new: &Drs, target_old: &Drs, target_new: &Drs) -> bool {
+    /// Whether the strategy lets the preemptor take from the target (`Strategy`); with
+    /// `prevent_flapping`, S2-a refuses at equal shares.
+    fn passes(
+        self,
+        preemptor_new: &Drs,
+        target_old: &Drs,
+        target_new: &Drs,
+        prevent_flapping: bool,
+    ) -> bool {
         match self {
             FairSharingStrategy::LessThanOrEqualToFinalShare => {
-                compare_drs(preemptor_new, target_new).is_le()
+                let order = compare_drs(preemptor_new, target_new);
+                if prevent_flapping {
+                    order.is_lt()
+                } else {
+                    order.is_le()
+                }
             }
             FairSharingStrategy::LessThanInitialShare => {
                 compare_drs(preemptor_new, target_old).is_lt()
@@ -289,8 +301,9 @@ fn run_first_strategy<'a>(
     context: &mut Context<'a, '_>,
     candidates: &[Candidate<'a>],
     strategy: FairSharingStrategy,
-    preempt_within_nominal: bool,
+    config: &FairSharingConfig,
 ) -> FirstStrategy<'a> {
+    let preempt_within_nominal = config.preempt_within_nominal;
     let mut ordering = TargetOrdering::new(&context.tree, context.cluster_queue, candidates);
     let within_nominal = preempt_within_nominal
         && !context
@@ -333,7 +346,12 @@ fn run_first_strategy<'a>(
         }
         while let Some(candidate) = ordering.pop(target) {
             let target_new = context.target_share_after_removal(&ordering, target, &candidate);
-            if strategy.passes(&preemptor_new, &target_old, &target_new) {
+            if strategy.passes(
+                &preemptor_new,
+                &target_old,
+                &target_new,
+                config.prevent_flapping,
+            ) {
                 context.remove(&candidate);
                 result
                     .targets
@@ -365,6 +383,7 @@ fn run_second_strategy<'a>(
             &preemptor_new,
             &target_old,
             &target_old,
+            false,
         );
         if let Some(candidate) = ordering.pop(target)
             && passed
@@ -396,7 +415,7 @@ pub(super) fn fair_preemptions<'a>(
     let mut fits = false;
     let mut targets = Vec::new();
     if let Some(&first) = strategies.first() {
-        let result = run_first_strategy(context, &candidates, first, config.preempt_within_nominal);
+        let result = run_first_strategy(context, &candidates, first, config);
         fits = result.fits;
         targets = result.targets;
         if !fits && strategies.len() > 1 {

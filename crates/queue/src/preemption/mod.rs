@@ -16,7 +16,7 @@ mod fair;
 mod ordering;
 
 use std::collections::BTreeSet;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::amount::Amount;
 use crate::assigner::{Assignment, FlavorAssignmentMode, PreemptionOracle, PreemptionPossibility};
@@ -96,6 +96,12 @@ pub struct FairSharingConfig {
     /// The `FairSharingPreemptWithinNominal` feature (beta, on by default): a preemptor
     /// ClusterQueue within nominal quota reclaims without consulting the strategies.
     pub preempt_within_nominal: bool,
+    /// Beyond Kueue (off by default): S2-a refuses at equal shares (the preemptor's share
+    /// with the Workload must be strictly below the target's after the removal). Kueue's `≤`
+    /// lets two ClusterQueues whose dominant shares tie take the same quota from each other on
+    /// alternate cycles; with this on, a fair-sharing preemption can never be reversed by the
+    /// victim's ClusterQueue through fair sharing on the next cycle.
+    pub prevent_flapping: bool,
 }
 
 impl Default for FairSharingConfig {
@@ -103,6 +109,7 @@ impl Default for FairSharingConfig {
         FairSharingConfig {
             strategies: Vec::new(),
             preempt_within_nominal: true,
+            prevent_flapping: false,
         }
     }
 }
@@ -126,6 +133,13 @@ impl FairSharingConfig {
 pub struct PreemptionConfig {
     /// The fair-sharing configuration; `None` for classic preemption.
     pub fair_sharing: Option<FairSharingConfig>,
+    /// Beyond Kueue (KEP PR #12791's idea; `None`, Kueue's behaviour, by default): a Workload
+    /// whose quota was reserved less than this long before `now` is not a candidate for
+    /// preemption from another ClusterQueue (InCohortReclamation,
+    /// InCohortReclaimWhileBorrowing, InCohortFairSharing). Priority preemption inside its own
+    /// ClusterQueue (InClusterQueue) still applies: the minimum runtime protects a tenant from
+    /// its neighbours' churn, not from its own higher-priority work.
+    pub min_runtime_before_preemption: Option<Duration>,
 }
 
 /// Why a Workload is preempted (the `Preempted` condition's reason).
@@ -282,6 +296,7 @@ pub fn get_targets<'a>(
         admitted: snapshot.admitted,
         cluster_queue,
         request,
+        min_runtime: config.min_runtime_before_preemption,
     };
     let targets = match &config.fair_sharing {
         Some(fair_sharing) => fair::fair_preemptions(&mut context, fair_sharing),
@@ -309,19 +324,33 @@ struct Context<'a, 'r> {
     admitted: &'a [AdmittedWorkload],
     cluster_queue: NodeId,
     request: &'r PreemptionRequest<'r>,
+    min_runtime: Option<Duration>,
 }
 
 impl<'a> Context<'a, '_> {
-    /// The admitted Workloads of a ClusterQueue (`cq.Workloads`).
+    /// The admitted Workloads of a ClusterQueue (`cq.Workloads`) that may be preempted from
+    /// the preemptor's: all of its own, another's once past the minimum runtime.
     fn workloads_of(&self, id: NodeId) -> impl Iterator<Item = Candidate<'a>> + '_ {
         let name = self.tree.name(id).to_owned();
+        let protected = id != self.cluster_queue && self.min_runtime.is_some();
         self.admitted
             .iter()
             .filter(move |workload| workload.cluster_queue == name)
+            .filter(move |workload| !(protected && self.within_min_runtime(workload)))
             .map(move |workload| Candidate {
                 workload,
                 cluster_queue: id,
             })
+    }
+
+    /// Whether the Workload's quota was reserved less than the minimum runtime ago
+    /// (unreserved, or reserved after `now`, reads as just reserved).
+    fn within_min_runtime(&self, workload: &AdmittedWorkload) -> bool {
+        let now = self.request.now;
+        let age = now
+            .duration_since(workload.quota_reserved_at.unwrap_or(now))
+            .unwrap_or(Duration::ZERO);
+        self.min_runtime.is_some_and(|min| age < min)
     }
 
     fn remove(&mut self, candidate: &Candidate<'_>) {

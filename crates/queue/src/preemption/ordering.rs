@@ -13,7 +13,8 @@ use super::{AdmittedWorkload, PreemptingWorkload};
 
 /// Orders candidates (`CandidatesOrdering`): already evicted first, then other ClusterQueues'
 /// before the preemptor's (`preemptor_cluster_queue`), lower priority, more recent quota
-/// reservation (unreserved reads as `now`), then UID.
+/// reservation (unreserved reads as `now`), then UID, then `namespace/name` (a total order:
+/// the candidates' order never depends on how the admitted Workloads were listed).
 pub fn candidates_ordering(
     a: &AdmittedWorkload,
     b: &AdmittedWorkload,
@@ -30,6 +31,7 @@ pub fn candidates_ordering(
         .then_with(|| a.priority.cmp(&b.priority))
         .then_with(|| reserved(b).cmp(&reserved(a)))
         .then_with(|| a.uid.cmp(&b.uid))
+        .then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
 }
 
 /// Whether `policy` lets the preemptor evict the candidate (`SatisfiesPreemptionPolicy`):

@@ -229,6 +229,7 @@ fn build(case: &Value, fair: bool) -> Case {
                 strategies,
                 ..FairSharingConfig::default()
             }),
+            ..PreemptionConfig::default()
         },
         want: strings(&case["want"]),
         want_count: case["want_count"]
