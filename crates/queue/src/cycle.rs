@@ -25,7 +25,7 @@
 //! default) is the snapshot's `recompute_on_overlap`.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -43,10 +43,12 @@ use crate::preemption::{
     AdmittedWorkload, Oracle, PreemptingWorkload, PreemptionConfig, PreemptionReason,
 };
 use crate::queue::{
-    Head, MISCONFIGURED, QueueManager, RequeueReason, RequeuingTimestamp, SUSPENDED, WorkloadKey,
+    Head, LocalQueue, MISCONFIGURED, QueueManager, RequeueReason, RequeuingTimestamp, SUSPENDED,
+    WorkloadKey,
 };
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
 use crate::tree::{NodeId, NodeKind, Tree};
+use crate::user_limits::USER_LIMIT_REACHED;
 use crate::workload::WorkloadInfo;
 
 /// `QuotaReserved` False reason: waiting for quota.
@@ -316,14 +318,82 @@ impl Entry {
 /// Runs one cycle: pops the heads from `queues`, decides, puts back what was not admitted, and
 /// returns the decisions in processing order (then inadmissible entries). `snapshot.tree`
 /// keeps the usage of this cycle's admissions and reservations.
+///
+/// Beyond Kueue: a ClusterQueue whose queue has `heads_per_cycle` N > 1 takes part in N
+/// rounds. Each round is one Kueue cycle over the next head of every ClusterQueue still
+/// taking part, and between rounds the snapshot is refreshed as Kueue's next cycle would
+/// find it with nothing else changed: the tree holds the admissions but not the previous
+/// round's reservations, the admitted Workloads join `snapshot.admitted` (reserved at `now`)
+/// and the victims are marked evicted. So one cycle with N heads decides exactly what N
+/// successive Kueue cycles decide, and the decisions are theirs concatenated (a Workload
+/// decided in several rounds, such as a StrictFIFO head that does not fit, appears once per
+/// round; apply them in order).
 pub fn schedule(
     snapshot: &mut Snapshot,
     queues: &mut QueueManager,
     preemptor: &dyn Preemptor,
     now: SystemTime,
 ) -> Vec<Decision> {
-    let heads = queues.heads();
-    let (entries, inadmissible) = nominate(snapshot, heads, preemptor, now);
+    let rounds = queues.rounds_per_cycle();
+    let mut committed = (rounds > 1).then(|| snapshot.tree.clone());
+    let mut decisions = Vec::new();
+    for round in 0..rounds {
+        let heads = queues.heads_in_round(round);
+        if heads.is_empty() {
+            break;
+        }
+        let (round_decisions, admitted) = schedule_round(snapshot, queues, heads, preemptor, now);
+        if let Some(committed) = committed.as_mut()
+            && round + 1 < rounds
+        {
+            refresh(snapshot, committed, admitted, &round_decisions);
+        }
+        decisions.extend(round_decisions);
+    }
+    decisions
+}
+
+/// The snapshot the next round starts from: `committed` (the tree before the cycle plus
+/// every admission so far) takes this round's admissions and replaces the tree, so the
+/// round's reservations go; the admissions become candidates; the victims are evicted.
+fn refresh(
+    snapshot: &mut Snapshot,
+    committed: &mut Tree,
+    admitted: Vec<AdmittedWorkload>,
+    decisions: &[Decision],
+) {
+    for workload in &admitted {
+        if let Some(id) = committed.cluster_queue(&workload.cluster_queue) {
+            committed.add_usages(id, &workload.usage);
+        }
+    }
+    snapshot.tree = committed.clone();
+    snapshot.admitted.extend(admitted);
+    let victims: BTreeSet<&WorkloadKey> = decisions
+        .iter()
+        .filter_map(|decision| match decision {
+            Decision::Preempt { victims, .. } => Some(victims.iter().map(|t| &t.workload)),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    for workload in &mut snapshot.admitted {
+        if victims.contains(&workload.key()) {
+            workload.evicted = true;
+        }
+    }
+}
+
+/// One Kueue cycle over `heads`: the decisions, and the Workloads it admitted as preemption
+/// sees them.
+fn schedule_round(
+    snapshot: &mut Snapshot,
+    queues: &mut QueueManager,
+    heads: Vec<Head>,
+    preemptor: &dyn Preemptor,
+    now: SystemTime,
+) -> (Vec<Decision>, Vec<AdmittedWorkload>) {
+    let (entries, inadmissible) = nominate(snapshot, &queues.local_queues, heads, preemptor, now);
     let order = if snapshot.fair_sharing() {
         fair_sharing_order(snapshot, &entries)
     } else {
@@ -345,19 +415,40 @@ pub fn schedule(
     }
     // Every nominated entry is in `order`; any that were not stay pending all the same.
     let unprocessed = entries.into_iter().flatten();
+    let mut admitted = Vec::new();
     for entry in processed.into_iter().chain(unprocessed).chain(inadmissible) {
         if entry.status == Status::Assumed {
+            admitted.push(admitted_workload(snapshot, &entry, now));
             continue;
         }
         if let Some(decision) = requeue(queues, entry, now) {
             decisions.push(decision);
         }
     }
-    decisions
+    (decisions, admitted)
+}
+
+/// An entry admitted at `now`, as the next cycle's snapshot holds it.
+fn admitted_workload(snapshot: &Snapshot, entry: &Entry, now: SystemTime) -> AdmittedWorkload {
+    let workload = &entry.head.workload;
+    AdmittedWorkload {
+        namespace: workload.info.workload.namespace.clone(),
+        name: workload.info.workload.name.clone(),
+        uid: workload.uid.clone(),
+        cluster_queue: entry.head.cluster_queue.clone(),
+        local_queue: workload.local_queue.clone(),
+        user: workload.user.clone(),
+        priority: i64::from(workload.info.workload.priority),
+        queue_timestamp: workload.queue_order_timestamp(snapshot.timestamp),
+        quota_reserved_at: Some(now),
+        usage: entry.assignment.usage.clone(),
+        evicted: false,
+    }
 }
 
 fn nominate(
     snapshot: &Snapshot,
+    local_queues: &BTreeMap<String, LocalQueue>,
     heads: Vec<Head>,
     preemptor: &dyn Preemptor,
     now: SystemTime,
@@ -392,24 +483,30 @@ fn nominate(
                     entry.reason = MISCONFIGURED.to_owned();
                     entry.requeue_reason = RequeueReason::NamespaceMismatch;
                 }
-                Some(_) => {
-                    let workload = &mut entry.head.workload;
-                    if workload.last_assignment_generation < cq.generation {
-                        workload.info.last_assignment = None;
+                Some(_) => match user_limit_refusal(snapshot, local_queues, &entry.head) {
+                    Some(message) => {
+                        entry.message = message;
+                        entry.reason = USER_LIMIT_REACHED.to_owned();
                     }
-                    let (assignment, targets) = assignments(
-                        snapshot,
-                        &snapshot.admitted,
-                        cq,
-                        &entry.head,
-                        preemptor,
-                        now,
-                    );
-                    record_assignment(&mut entry, assignment, targets, cq.generation);
-                    entry.cluster_queue = Some(id);
-                    entries.push(entry);
-                    continue;
-                }
+                    None => {
+                        let workload = &mut entry.head.workload;
+                        if workload.last_assignment_generation < cq.generation {
+                            workload.info.last_assignment = None;
+                        }
+                        let (assignment, targets) = assignments(
+                            snapshot,
+                            &snapshot.admitted,
+                            cq,
+                            &entry.head,
+                            preemptor,
+                            now,
+                        );
+                        record_assignment(&mut entry, assignment, targets, cq.generation);
+                        entry.cluster_queue = Some(id);
+                        entries.push(entry);
+                        continue;
+                    }
+                },
             }
         } else {
             entry.message = format!("ClusterQueue {name} not found");
@@ -418,6 +515,26 @@ fn nominate(
         inadmissible.push(entry);
     }
     (entries, inadmissible)
+}
+
+/// Why the head's user may not have another Workload admitted from its LocalQueue, if so.
+fn user_limit_refusal(
+    snapshot: &Snapshot,
+    local_queues: &BTreeMap<String, LocalQueue>,
+    head: &Head,
+) -> Option<String> {
+    let workload = &head.workload;
+    let user = workload.user.as_deref()?;
+    local_queues
+        .get(&workload.local_queue_key())?
+        .user_limits
+        .refusal(
+            &workload.info.workload.namespace,
+            &workload.local_queue,
+            user,
+            &workload.info,
+            &snapshot.admitted,
+        )
 }
 
 fn record_assignment(

@@ -67,6 +67,7 @@ use crate::queue::{ClusterQueueQueue, LocalQueue, QueuedWorkload, QueueingStrate
 use crate::resources::FlavorResource;
 use crate::testing::{Q, cluster_queue};
 use crate::tree::{CohortSpec, TreeSpec, fair_weight};
+use crate::user_limits::UserLimits;
 use crate::workload::{PodSet, Workload};
 
 fn quantity(resource: &str, text: &str) -> i64 {
@@ -179,6 +180,8 @@ struct Wl {
     job_uid: Option<&'static str>,
     /// Seconds after the cycle's time its quota was reserved at (admitted Workloads).
     reserved: i64,
+    /// Beyond Kueue: the user per-user limits count it against.
+    user: Option<&'static str>,
 }
 
 fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
@@ -193,6 +196,7 @@ fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
         uid: None,
         job_uid: None,
         reserved: 0,
+        user: None,
     }
 }
 
@@ -247,6 +251,11 @@ impl Wl {
         self
     }
 
+    fn user(mut self, user: &'static str) -> Wl {
+        self.user = Some(user);
+        self
+    }
+
     fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
@@ -279,6 +288,8 @@ impl Wl {
             name: self.name.into(),
             uid: self.uid.map_or_else(|| self.key(), str::to_owned),
             cluster_queue: (*cq).to_owned(),
+            local_queue: self.queue.into(),
+            user: self.user.map(str::to_owned),
             priority: i64::from(self.priority),
             queue_timestamp: self.creation(),
             quota_reserved_at: Some(reserved),
@@ -314,6 +325,7 @@ impl Wl {
             job_uid: self.job_uid.map(str::to_owned),
             generation: 1,
             local_queue: self.queue.into(),
+            user: self.user.map(str::to_owned),
             creation: self.creation(),
             eviction: None,
             requeue_at: None,
@@ -355,6 +367,10 @@ struct Case {
     prevent_flapping: bool,
     /// Beyond Kueue: `PreemptionConfig::min_runtime_before_preemption`.
     min_runtime: Option<Duration>,
+    /// Beyond Kueue: `ClusterQueueQueue::heads_per_cycle` of every ClusterQueue (0: default).
+    heads_per_cycle: usize,
+    /// Beyond Kueue: (namespace, LocalQueue, limits).
+    user_limits: Vec<(&'static str, &'static str, UserLimits)>,
     cluster_queues: Vec<Cq>,
     local_queues: Vec<(&'static str, &'static str, &'static str)>,
     cohorts: Vec<CohortSpec>,
@@ -555,11 +571,18 @@ fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
             LocalQueue {
                 cluster_queue: (*cq).to_owned(),
                 stop_policy: StopPolicy::None,
+                user_limits: case
+                    .user_limits
+                    .iter()
+                    .find(|(ns, name, _)| ns == namespace && name == lq)
+                    .map(|(.., limits)| limits.clone())
+                    .unwrap_or_default(),
             },
         );
     }
     for c in &all_cqs {
         let mut queue = ClusterQueueQueue::new(c.strategy);
+        queue.heads_per_cycle = case.heads_per_cycle.max(1);
         // A ClusterQueue naming a missing flavor is inactive.
         queue.active = c
             .groups

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod quota;
 pub mod resources;
 pub mod tree;
+pub mod user_limits;
 pub mod workload;
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use crate::user_limits::UserLimits;
 use crate::workload::WorkloadInfo;
 
 /// `namespace/name` of a Workload (`workload.Reference`).
@@ -77,6 +78,10 @@ pub struct QueuedWorkload {
     pub generation: i64,
     /// `spec.queueName`.
     pub local_queue: String,
+    /// Beyond Kueue: the user its LocalQueue's per-user limits count it against (the creating
+    /// user, or the value of the label the limits key by; the caller resolves which); `None`
+    /// is never limited.
+    pub user: Option<String>,
     /// `metadata.creationTimestamp`.
     pub creation: SystemTime,
     /// The `Evicted` condition's cause and transition time, if evicted.
@@ -222,6 +227,10 @@ pub struct ClusterQueueQueue {
     pub strategy: QueueingStrategy,
     /// Whether the ClusterQueue is active (Active condition True, not stopped).
     pub active: bool,
+    /// Beyond Kueue (the `heads_per_cluster_queue` option): how many heads a scheduling cycle
+    /// takes from this queue, one per round (`cycle::schedule`); 1 (or 0) is Kueue's one pop
+    /// per cycle.
+    pub heads_per_cycle: usize,
     active_workloads: BTreeMap<WorkloadKey, QueuedWorkload>,
     inadmissible: BTreeMap<WorkloadKey, QueuedWorkload>,
     pop_cycle: i64,
@@ -235,6 +244,7 @@ impl ClusterQueueQueue {
         ClusterQueueQueue {
             strategy,
             active: true,
+            heads_per_cycle: 1,
             active_workloads: BTreeMap::new(),
             inadmissible: BTreeMap::new(),
             pop_cycle: 0,
@@ -406,6 +416,8 @@ pub struct LocalQueue {
     pub cluster_queue: String,
     /// `spec.stopPolicy`.
     pub stop_policy: StopPolicy,
+    /// Beyond Kueue: per-user limits (none by default).
+    pub user_limits: UserLimits,
 }
 
 /// Why a Workload cannot be queued: the `QuotaReserved` False reason and message the workload
@@ -501,10 +513,27 @@ impl QueueManager {
 
     /// One head per active ClusterQueue, popped, in ClusterQueue name order (`heads`).
     pub fn heads(&mut self) -> Vec<Head> {
+        self.heads_in_round(0)
+    }
+
+    /// How many rounds a scheduling cycle runs: the most heads any active ClusterQueue takes
+    /// per cycle (1 with Kueue's default).
+    pub fn rounds_per_cycle(&self) -> usize {
+        self.cluster_queues
+            .values()
+            .filter(|queue| queue.active)
+            .map(|queue| queue.heads_per_cycle.max(1))
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// One head per active ClusterQueue that takes more than `round` heads per cycle, popped,
+    /// in ClusterQueue name order.
+    pub fn heads_in_round(&mut self, round: usize) -> Vec<Head> {
         let ordering = &self.ordering;
         self.cluster_queues
             .iter_mut()
-            .filter(|(_, queue)| queue.active)
+            .filter(|(_, queue)| queue.active && queue.heads_per_cycle.max(1) > round)
             .filter_map(|(name, queue)| {
                 let workload = queue.pop(ordering)?;
                 let is_preemptor = queue.is_preemptor(&workload);

@@ -26,6 +26,7 @@ fn queued(name: &str, priority: i32, creation: SystemTime) -> QueuedWorkload {
         job_uid: None,
         generation: 1,
         local_queue: "lq".into(),
+        user: None,
         creation,
         eviction: None,
         requeue_at: None,
@@ -320,6 +321,7 @@ fn queue_blockers_and_heads() {
     let lq = |cq: &str, stop_policy| LocalQueue {
         cluster_queue: cq.into(),
         stop_policy,
+        user_limits: UserLimits::default(),
     };
     manager
         .local_queues

@@ -39,6 +39,10 @@ pub struct AdmittedWorkload {
     pub uid: String,
     /// The ClusterQueue it is admitted in.
     pub cluster_queue: String,
+    /// `spec.queueName` (read only by per-user limits).
+    pub local_queue: String,
+    /// Its user, as `QueuedWorkload::user` (read only by per-user limits).
+    pub user: Option<String>,
     /// Its effective priority.
     pub priority: i64,
     /// Its queue-order timestamp (creation, or eviction per the requeuing strategy).
