@@ -1973,3 +1973,6 @@ mod preemption_cases;
 
 #[path = "cycle_properties.rs"]
 mod properties;
+
+#[path = "cycle_beyond_tests.rs"]
+mod beyond;

@@ -1,0 +1,514 @@
+// Not upstream tables: the "Beyond Kueue" options of the cycle (issue 16, item 6), each run
+// through the same harness as TestSchedule's cases: several heads per ClusterQueue per cycle,
+// the total tie-break, S2-a flapping and `prevent_flapping`, the minimum runtime before
+// preemption from another ClusterQueue, and per-user limits inside a LocalQueue.
+
+use super::*;
+use crate::cluster_queue::PreemptionPolicy::{Any, LowerPriority};
+use crate::user_limits::USER_LIMIT_REACHED;
+
+type Admitted = (&'static str, &'static str, Vec<PodSetAdmissionDef>);
+
+/// An admission of one pod with `cpu` of the default flavor in `cq`.
+fn cpu_admission(key: &'static str, cq: &'static str, cpu: &'static str) -> Admitted {
+    let resources: &'static [(&str, &str, &str)] = Box::leak(Box::new([("cpu", "default", cpu)]));
+    (key, cq, vec![("main", 1, resources)])
+}
+
+/// A ClusterQueue "solo" (StrictFIFO or not) without a cohort: 4 cpu of the default flavor,
+/// fed by LocalQueue default/solo-lq.
+fn solo(strict: bool) -> (Cq, (&'static str, &'static str, &'static str)) {
+    (
+        cq(
+            "solo",
+            "",
+            None,
+            strict,
+            &[&[("default", "cpu", "4", "", "")]],
+        ),
+        ("default", "solo-lq", "solo"),
+    )
+}
+
+fn pending(name: &'static str, cpu: &'static str, created: i64) -> Wl {
+    wl("default", name, "solo-lq")
+        .req("cpu", cpu)
+        .created(created)
+}
+
+#[test]
+fn heads_per_cycle_table() {
+    // (name, StrictFIFO, heads per cycle, admitted, left active, left inadmissible)
+    type Row = (
+        &'static str,
+        bool,
+        usize,
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+    let fitting: &[Row] = &[
+        (
+            "one head, Kueue's default",
+            false,
+            1,
+            &["w1"],
+            &["w2", "w3"],
+            &[],
+        ),
+        (
+            "two heads admit the first two in order",
+            false,
+            2,
+            &["w1", "w2"],
+            &["w3"],
+            &[],
+        ),
+        (
+            "three heads admit all three",
+            false,
+            3,
+            &["w1", "w2", "w3"],
+            &[],
+            &[],
+        ),
+        (
+            "more heads than workloads",
+            false,
+            5,
+            &["w1", "w2", "w3"],
+            &[],
+            &[],
+        ),
+    ];
+    let blocked: &[Row] = &[
+        (
+            "BestEffortFIFO, one head: the big head steps aside",
+            false,
+            1,
+            &[],
+            &["w1", "w2"],
+            &["big"],
+        ),
+        (
+            "BestEffortFIFO, three heads: the next ones are admitted",
+            false,
+            3,
+            &["w1", "w2"],
+            &[],
+            &["big"],
+        ),
+        (
+            "StrictFIFO, three heads: the big head blocks every round",
+            true,
+            3,
+            &[],
+            &["big", "w1", "w2"],
+            &[],
+        ),
+    ];
+    let qualified = |names: &[&str]| -> Vec<&'static str> {
+        names
+            .iter()
+            .map(|n| leak_str(format!("default/{n}")))
+            .collect()
+    };
+    for (rows, with_big) in [(fitting, false), (blocked, true)] {
+        for (name, strict, heads, admitted, left, inadmissible) in rows {
+            let (queue, local_queue) = solo(*strict);
+            let mut workloads = vec![
+                pending("w1", "1", 1),
+                pending("w2", "1", 2),
+                pending("w3", "1", 3),
+            ];
+            if with_big {
+                workloads.pop();
+                workloads.push(pending("big", "5", 0));
+            }
+            let list = |names: &[&str]| -> Vec<(&'static str, Vec<&'static str>)> {
+                if names.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![("solo", qualified(names))]
+                }
+            };
+            run(Case {
+                name,
+                heads_per_cycle: *heads,
+                cluster_queues: vec![queue],
+                local_queues: vec![local_queue],
+                workloads,
+                want_admissions: qualified(admitted)
+                    .into_iter()
+                    .map(|key| cpu_admission(key, "solo", "1"))
+                    .collect(),
+                want_left: list(left),
+                want_inadmissible: list(inadmissible),
+                ..Case::default()
+            });
+        }
+    }
+}
+
+fn leak_str(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+/// Two ClusterQueues of Cohort "tie" without quota of their own, 2 cpu in the Cohort, and one
+/// Workload each that would take all of it: equal borrowing, priority and creation, so only
+/// the tie-break decides. `tie-b`'s Workload has the lower UID.
+fn tie_case(name: &'static str, fair_sharing: bool) -> Case {
+    let queue = |name: &'static str| {
+        cq(
+            name,
+            "tie",
+            None,
+            false,
+            &[&[("default", "cpu", "0", "", "")]],
+        )
+    };
+    Case {
+        name,
+        fair_sharing,
+        cluster_queues: vec![queue("tie-a"), queue("tie-b")],
+        cohorts: vec![crate::testing::cohort(
+            "tie",
+            "",
+            &[("default", "cpu", "2", "", "")],
+        )],
+        local_queues: vec![("default", "lq-a", "tie-a"), ("default", "lq-b", "tie-b")],
+        workloads: vec![
+            wl("default", "a", "lq-a")
+                .req("cpu", "2")
+                .uid("uid-2", "job-2"),
+            wl("default", "b", "lq-b")
+                .req("cpu", "2")
+                .uid("uid-1", "job-1"),
+        ],
+        want_admissions: vec![cpu_admission("default/b", "tie-b", "2")],
+        want_left: vec![("tie-a", vec!["default/a"])],
+        want_pending: vec![(
+            "default/a",
+            WAITING_FOR_QUOTA,
+            "Workload no longer fits after processing another workload",
+        )],
+        ..Case::default()
+    }
+}
+
+#[test]
+fn equal_entries_are_ordered_by_uid_not_by_cluster_queue_name() {
+    run(tie_case("classic iterator: lower UID first", false));
+    run(tie_case("fair-sharing tournament: lower UID first", true));
+}
+
+/// Cohort "fs" (0 cpu and 10 gpu of its own) over ClusterQueues fs-a and fs-b (2 cpu, 2 gpu
+/// each, reclaim Any). Both borrow 4 gpu (their dominant share, 4000/14); cpu is contested.
+fn fair_pair() -> (
+    Vec<Cq>,
+    Vec<CohortSpec>,
+    Vec<(&'static str, &'static str, &'static str)>,
+) {
+    let queue = |name: &'static str| {
+        let mut queue = cq(
+            name,
+            "fs",
+            None,
+            false,
+            &[&[
+                ("default", "cpu", "2", "", ""),
+                ("default", "example.com/gpu", "2", "", ""),
+            ]],
+        );
+        queue.preemption.reclaim_within_cohort = Any;
+        queue
+    };
+    (
+        vec![queue("fs-a"), queue("fs-b")],
+        vec![crate::testing::cohort(
+            "fs",
+            "",
+            &[
+                ("default", "cpu", "0", "", ""),
+                ("default", "example.com/gpu", "10", "", ""),
+            ],
+        )],
+        vec![("default", "lq-a", "fs-a"), ("default", "lq-b", "fs-b")],
+    )
+}
+
+fn admitted_in(
+    name: &'static str,
+    cq: &'static str,
+    resource: &'static str,
+    value: &'static str,
+    reserved: i64,
+) -> Wl {
+    let resources: &'static [(&str, &str, &str)] =
+        Box::leak(Box::new([(resource, "default", value)]));
+    wl("default", name, "unused")
+        .req(resource, value)
+        .admitted(cq, &[("main", 1, resources)])
+        .reserved(reserved)
+}
+
+/// `cq` holding `key` when `holds` (a preemptor stays active; one without targets steps
+/// aside into the inadmissible set).
+fn waiting(
+    cq: &'static str,
+    key: &'static str,
+    holds: bool,
+) -> Vec<(&'static str, Vec<&'static str>)> {
+    if holds {
+        vec![(cq, vec![key])]
+    } else {
+        Vec::new()
+    }
+}
+
+fn gpu_admission(key: &'static str, cq: &'static str) -> Admitted {
+    (
+        key,
+        cq,
+        vec![("main", 1, &[("example.com/gpu", "default", "6")])],
+    )
+}
+
+#[test]
+fn s2a_at_equal_shares_flaps_unless_prevented() {
+    let (cluster_queues, cohorts, local_queues) = fair_pair();
+    let gpus = || {
+        vec![
+            admitted_in("ga", "fs-a", "example.com/gpu", "6", -100),
+            admitted_in("gb", "fs-b", "example.com/gpu", "6", -100),
+        ]
+    };
+    // Cycle 1: x (2 cpu) in fs-a; fs-b borrows 1 cpu with b1 (2) and w (1).
+    let first = |name, prevent_flapping, preempted: Vec<(&'static str, &'static str)>| {
+        let mut workloads = gpus();
+        workloads.extend([
+            admitted_in("a1", "fs-a", "cpu", "1", -30),
+            admitted_in("b1", "fs-b", "cpu", "2", -20),
+            admitted_in("w", "fs-b", "cpu", "1", -10),
+            wl("default", "x", "lq-a").req("cpu", "2"),
+        ]);
+        Case {
+            name,
+            fair_sharing: true,
+            prevent_flapping,
+            cluster_queues: cluster_queues.clone(),
+            cohorts: cohorts.clone(),
+            local_queues: local_queues.clone(),
+            workloads,
+            want_admissions: vec![
+                gpu_admission("default/ga", "fs-a"),
+                gpu_admission("default/gb", "fs-b"),
+                cpu_admission("default/a1", "fs-a", "1"),
+                cpu_admission("default/b1", "fs-b", "2"),
+                cpu_admission("default/w", "fs-b", "1"),
+            ],
+            want_left: waiting("fs-a", "default/x", !preempted.is_empty()),
+            want_inadmissible: waiting("fs-a", "default/x", preempted.is_empty()),
+            want_preempted: preempted,
+            ..Case::default()
+        }
+    };
+    // Cycle 2 after b1 left and x was admitted: b1 comes back to fs-b.
+    let second = |name, prevent_flapping, preempted: Vec<(&'static str, &'static str)>| {
+        let mut workloads = gpus();
+        workloads.extend([
+            admitted_in("a1", "fs-a", "cpu", "1", -30),
+            admitted_in("x", "fs-a", "cpu", "2", -1),
+            admitted_in("w", "fs-b", "cpu", "1", -10),
+            wl("default", "b1", "lq-b").req("cpu", "2"),
+        ]);
+        Case {
+            name,
+            fair_sharing: true,
+            prevent_flapping,
+            cluster_queues: cluster_queues.clone(),
+            cohorts: cohorts.clone(),
+            local_queues: local_queues.clone(),
+            workloads,
+            want_admissions: vec![
+                gpu_admission("default/ga", "fs-a"),
+                gpu_admission("default/gb", "fs-b"),
+                cpu_admission("default/a1", "fs-a", "1"),
+                cpu_admission("default/x", "fs-a", "2"),
+                cpu_admission("default/w", "fs-b", "1"),
+            ],
+            want_left: waiting("fs-b", "default/b1", !preempted.is_empty()),
+            want_inadmissible: waiting("fs-b", "default/b1", preempted.is_empty()),
+            want_preempted: preempted,
+            ..Case::default()
+        }
+    };
+    // Kueue: S2-a passes at equal shares both ways, so the quota goes back and forth.
+    run(first(
+        "Kueue: fs-a takes b1",
+        false,
+        vec![("default/b1", "InCohortFairSharing")],
+    ));
+    run(second(
+        "Kueue: fs-b takes it back",
+        false,
+        vec![("default/x", "InCohortFairSharing")],
+    ));
+    // prevent_flapping: equal shares are no reason to preempt, in either direction.
+    run(first("prevent_flapping: fs-a waits", true, Vec::new()));
+    run(second("prevent_flapping: fs-b waits", true, Vec::new()));
+}
+
+#[test]
+fn min_runtime_before_preemption_table() {
+    // Cohort "rt": "lender" (4 cpu, reclaims Any, preempts LowerPriority inside) and
+    // "borrower" (no quota) borrowing all of it with `young` (reserved 30 s ago).
+    let mut lender = cq(
+        "lender",
+        "rt",
+        None,
+        false,
+        &[&[("default", "cpu", "4", "", "")]],
+    );
+    lender.preemption.reclaim_within_cohort = Any;
+    lender.preemption.within_cluster_queue = LowerPriority;
+    let borrower = cq(
+        "borrower",
+        "rt",
+        None,
+        false,
+        &[&[("default", "cpu", "0", "", "")]],
+    );
+    let reclaim = |name, min_runtime: Option<u64>, preempted: Vec<(&'static str, &'static str)>| {
+        run(Case {
+            name,
+            min_runtime: min_runtime.map(Duration::from_secs),
+            cluster_queues: vec![lender.clone(), borrower.clone()],
+            local_queues: vec![("default", "lq-lender", "lender")],
+            workloads: vec![
+                admitted_in("young", "borrower", "cpu", "4", -30),
+                wl("default", "claim", "lq-lender").req("cpu", "2"),
+            ],
+            want_admissions: vec![cpu_admission("default/young", "borrower", "4")],
+            want_left: waiting("lender", "default/claim", !preempted.is_empty()),
+            want_inadmissible: waiting("lender", "default/claim", preempted.is_empty()),
+            want_preempted: preempted,
+            ..Case::default()
+        });
+    };
+    reclaim(
+        "no minimum runtime: reclaimed",
+        None,
+        vec![("default/young", "InCohortReclamation")],
+    );
+    reclaim(
+        "ran 30 s of 10 s: reclaimed",
+        Some(10),
+        vec![("default/young", "InCohortReclamation")],
+    );
+    reclaim("ran 30 s of 60 s: protected", Some(60), Vec::new());
+    // Inside its own ClusterQueue a young Workload still yields to a higher priority.
+    run(Case {
+        name: "InClusterQueue ignores the minimum runtime",
+        min_runtime: Some(Duration::from_secs(60)),
+        cluster_queues: vec![lender.clone(), borrower.clone()],
+        local_queues: vec![("default", "lq-lender", "lender")],
+        workloads: vec![
+            admitted_in("low", "lender", "cpu", "4", -1),
+            wl("default", "high", "lq-lender")
+                .req("cpu", "2")
+                .priority(10),
+        ],
+        want_admissions: vec![cpu_admission("default/low", "lender", "4")],
+        want_left: vec![("lender", vec!["default/high"])],
+        want_preempted: vec![("default/low", "InClusterQueue")],
+        ..Case::default()
+    });
+}
+
+#[test]
+fn user_limits_table() {
+    let (queue, local_queue) = solo(false);
+    let count_limit = UserLimits {
+        max_admitted_per_user: Some(1),
+        ..UserLimits::default()
+    };
+    // Three rounds: alice's first, then her second is refused, then bob's; the Workload
+    // without a user waits for the next cycle.
+    run(Case {
+        name: "one admitted workload per user, counted across rounds",
+        heads_per_cycle: 3,
+        cluster_queues: vec![queue.clone()],
+        local_queues: vec![local_queue],
+        user_limits: vec![("default", "solo-lq", count_limit.clone())],
+        workloads: vec![
+            pending("a1", "1", 1).user("alice"),
+            pending("a2", "1", 2).user("alice"),
+            pending("b1", "1", 3).user("bob"),
+            pending("n1", "1", 4),
+        ],
+        want_admissions: vec![
+            cpu_admission("default/a1", "solo", "1"),
+            cpu_admission("default/b1", "solo", "1"),
+        ],
+        want_left: vec![("solo", vec!["default/n1"])],
+        want_inadmissible: vec![("solo", vec!["default/a2"])],
+        want_pending: vec![(
+            "default/a2",
+            USER_LIMIT_REACHED,
+            "user \"alice\" has 1 admitted workload(s) in LocalQueue solo-lq, the limit per user is 1",
+        )],
+        ..Case::default()
+    });
+    // Admitted Workloads of another LocalQueue do not count.
+    run(Case {
+        name: "another LocalQueue's workloads do not count",
+        cluster_queues: vec![queue.clone()],
+        local_queues: vec![local_queue, ("default", "other-lq", "solo")],
+        user_limits: vec![("default", "solo-lq", count_limit)],
+        workloads: vec![
+            Wl {
+                queue: "other-lq",
+                ..admitted_in("elsewhere", "solo", "cpu", "1", -1)
+            }
+            .user("alice"),
+            pending("a1", "1", 1).user("alice"),
+        ],
+        want_admissions: vec![
+            cpu_admission("default/elsewhere", "solo", "1"),
+            cpu_admission("default/a1", "solo", "1"),
+        ],
+        ..Case::default()
+    });
+    let requests_limit = UserLimits {
+        max_requests_per_user: BTreeMap::from([("cpu".to_owned(), 2000)]),
+        ..UserLimits::default()
+    };
+    run(Case {
+        name: "requests per user",
+        heads_per_cycle: 2,
+        cluster_queues: vec![queue],
+        local_queues: vec![local_queue],
+        user_limits: vec![("default", "solo-lq", requests_limit)],
+        workloads: vec![
+            Wl {
+                queue: "solo-lq",
+                ..admitted_in("a0", "solo", "cpu", "1", -1)
+            }
+            .user("alice"),
+            pending("a1", "2", 1).user("alice"),
+            pending("b1", "2", 2).user("bob"),
+        ],
+        want_admissions: vec![
+            cpu_admission("default/a0", "solo", "1"),
+            cpu_admission("default/b1", "solo", "2"),
+        ],
+        want_inadmissible: vec![("solo", vec!["default/a1"])],
+        want_pending: vec![(
+            "default/a1",
+            USER_LIMIT_REACHED,
+            "user \"alice\" would request 3000 of cpu in LocalQueue solo-lq, the limit per user is 2000",
+        )],
+        ..Case::default()
+    });
+}
