@@ -3,9 +3,13 @@
 // the total tie-break, S2-a flapping and `prevent_flapping`, the minimum runtime before
 // preemption from another ClusterQueue, and per-user limits inside a LocalQueue.
 
+use super::properties::leak;
 use super::*;
 use crate::cluster_queue::PreemptionPolicy::{Any, LowerPriority};
 use crate::user_limits::USER_LIMIT_REACHED;
+
+/// (namespace, LocalQueue, ClusterQueue).
+type LocalQueueDef = (&'static str, &'static str, &'static str);
 
 type Admitted = (&'static str, &'static str, Vec<PodSetAdmissionDef>);
 
@@ -108,10 +112,7 @@ fn heads_per_cycle_table() {
         ),
     ];
     let qualified = |names: &[&str]| -> Vec<&'static str> {
-        names
-            .iter()
-            .map(|n| leak_str(format!("default/{n}")))
-            .collect()
+        names.iter().map(|n| leak(format!("default/{n}"))).collect()
     };
     for (rows, with_big) in [(fitting, false), (blocked, true)] {
         for (name, strict, heads, admitted, left, inadmissible) in rows {
@@ -148,10 +149,6 @@ fn heads_per_cycle_table() {
             });
         }
     }
-}
-
-fn leak_str(text: String) -> &'static str {
-    Box::leak(text.into_boxed_str())
 }
 
 /// Two ClusterQueues of Cohort "tie" without quota of their own, 2 cpu in the Cohort, and one
@@ -204,11 +201,7 @@ fn equal_entries_are_ordered_by_uid_not_by_cluster_queue_name() {
 
 /// Cohort "fs" (0 cpu and 10 gpu of its own) over ClusterQueues fs-a and fs-b (2 cpu, 2 gpu
 /// each, reclaim Any). Both borrow 4 gpu (their dominant share, 4000/14); cpu is contested.
-fn fair_pair() -> (
-    Vec<Cq>,
-    Vec<CohortSpec>,
-    Vec<(&'static str, &'static str, &'static str)>,
-) {
+fn fair_pair() -> (Vec<Cq>, Vec<CohortSpec>, Vec<LocalQueueDef>) {
     let queue = |name: &'static str| {
         let mut queue = cq(
             name,

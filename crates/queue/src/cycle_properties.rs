@@ -21,7 +21,7 @@ const POLICIES: [PreemptionPolicy; 4] = [
 ];
 
 /// (in cohort, nominal, borrowing limit, lending limit, within, reclaim, borrow within).
-type QueueDef = (
+pub(super) type QueueDef = (
     bool,
     u8,
     Option<u8>,
@@ -32,13 +32,13 @@ type QueueDef = (
 );
 
 /// (queue index, priority, cpu, created).
-type WorkloadDef = (usize, i8, u8, u8);
+pub(super) type WorkloadDef = (usize, i8, u8, u8);
 
-fn leak(text: String) -> &'static str {
+pub(super) fn leak(text: String) -> &'static str {
     Box::leak(text.into_boxed_str())
 }
 
-fn queue_def() -> impl Strategy<Value = QueueDef> {
+pub(super) fn queue_def() -> impl Strategy<Value = QueueDef> {
     (
         any::<bool>(),
         0u8..5,
@@ -50,7 +50,7 @@ fn queue_def() -> impl Strategy<Value = QueueDef> {
     )
 }
 
-fn workload_def() -> impl Strategy<Value = WorkloadDef> {
+pub(super) fn workload_def() -> impl Strategy<Value = WorkloadDef> {
     (0usize..3, -2i8..3, 1u8..4, 0u8..3)
 }
 
@@ -82,7 +82,7 @@ fn cluster_queue_of(index: usize, def: &QueueDef) -> Cq {
     queue
 }
 
-fn workload_of(prefix: &str, index: usize, def: &WorkloadDef, queues: usize) -> Wl {
+pub(super) fn workload_of(prefix: &str, index: usize, def: &WorkloadDef, queues: usize) -> Wl {
     let (queue, priority, cpu, created) = *def;
     let queue = queue % queues;
     wl(
@@ -95,7 +95,7 @@ fn workload_of(prefix: &str, index: usize, def: &WorkloadDef, queues: usize) -> 
     .req("cpu", leak(cpu.to_string()))
 }
 
-fn usage_of(admission: &Admission) -> FlavorResourceQuantities {
+pub(super) fn usage_of(admission: &Admission) -> FlavorResourceQuantities {
     let mut usage = FlavorResourceQuantities::new();
     for ps in &admission.pod_set_assignments {
         for (resource, flavor) in &ps.flavors {
@@ -152,7 +152,7 @@ fn allowed(
     }
 }
 
-fn case_of(
+pub(super) fn case_of(
     queues: &[QueueDef],
     cohort_quota: u8,
     admitted: &[Wl],
@@ -186,6 +186,42 @@ fn case_of(
     }
 }
 
+/// The admitted Workloads among `admitted` that fit, in order, on an empty snapshot of the
+/// queues.
+pub(super) fn fitting_admitted(
+    queues: &[QueueDef],
+    cohort_quota: u8,
+    admitted: &[WorkloadDef],
+    fair_sharing: bool,
+    now: SystemTime,
+) -> Vec<Wl> {
+    let (empty, _) = prepare(&case_of(queues, cohort_quota, &[], &[], fair_sharing), now);
+    let mut tree = empty.tree;
+    let mut fitting = Vec::new();
+    for (i, def) in admitted.iter().enumerate() {
+        let queue_index = def.0 % queues.len();
+        let name = format!("p{queue_index}");
+        let Some(id) = tree.cluster_queue(&name) else {
+            continue;
+        };
+        let usage: FlavorResourceQuantities = [(
+            FlavorResource::new("default", "cpu"),
+            Amount::new(i64::from(def.2) * 1000),
+        )]
+        .into_iter()
+        .collect();
+        if !tree.fits(id, &usage) {
+            continue;
+        }
+        tree.add_usages(id, &usage);
+        let resources: &'static [(&str, &str, &str)] =
+            Box::leak(Box::new([("cpu", "default", leak(def.2.to_string()))]));
+        let workload = workload_of("a", i, def, queues.len());
+        fitting.push(workload.admitted(leak(name), &[("main", 1, resources)]));
+    }
+    fitting
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -198,27 +234,7 @@ proptest! {
         fair_sharing in any::<bool>(),
     ) {
         let now = test_now();
-        // Keep the admitted Workloads that fit, in order, on an empty snapshot.
-        let (empty, _) = prepare(&case_of(&queues, cohort_quota, &[], &[], fair_sharing), now);
-        let mut tree = empty.tree.clone();
-        let mut fitting = Vec::new();
-        for (i, def) in admitted.iter().enumerate() {
-            let queue_index = def.0 % queues.len();
-            let name = format!("p{queue_index}");
-            let Some(id) = tree.cluster_queue(&name) else { continue };
-            let usage: FlavorResourceQuantities =
-                [(FlavorResource::new("default", "cpu"), Amount::new(i64::from(def.2) * 1000))]
-                    .into_iter()
-                    .collect();
-            if !tree.fits(id, &usage) {
-                continue;
-            }
-            tree.add_usages(id, &usage);
-            let resources: &'static [(&str, &str, &str)] =
-                Box::leak(Box::new([("cpu", "default", leak(def.2.to_string()))]));
-            let workload = workload_of("a", i, def, queues.len());
-            fitting.push(workload.admitted(leak(name), &[("main", 1, resources)]));
-        }
+        let fitting = fitting_admitted(&queues, cohort_quota, &admitted, fair_sharing, now);
         let pending: Vec<Wl> = pending
             .iter()
             .enumerate()

@@ -1976,3 +1976,6 @@ mod properties;
 
 #[path = "cycle_beyond_tests.rs"]
 mod beyond;
+
+#[path = "cycle_beyond_properties.rs"]
+mod beyond_properties;
