@@ -23,6 +23,10 @@
 //! FairSharingPrioritizeNonBorrowing and UnadmittedWorkloadsObservability on,
 //! PrioritizePreemptorWorkloads off; RecomputeAssignmentUponPreemptionTargetsOverlap (on by
 //! default) is the snapshot's `recompute_on_overlap`.
+//!
+//! Beyond Kueue: a ClusterQueue may give several heads per cycle, one per round (see
+//! [`schedule`]); ties fall back to UID then `namespace/name`; a head whose user is at its
+//! LocalQueue's per-user limit (`user_limits`) is not nominated.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};

@@ -10,6 +10,27 @@
 //! (`cycle::KueuePreemption`) over its snapshot's admitted Workloads: one
 //! `preemption::Oracle` per entry answers the flavor assigner (`PreemptionOracle`) and names
 //! the targets the cycle issues. It does no I/O and reads no clock: time is an argument.
+//!
+//! Beyond Kueue (issue 16, item 6), each off by default where it changes Kueue's behaviour:
+//! - `ClusterQueueQueue::heads_per_cycle` (the `heads_per_cluster_queue` option, default 1):
+//!   a cycle runs that many rounds, each one Kueue cycle over the next head of every
+//!   ClusterQueue, with the snapshot refreshed in between as Kueue's next cycle would read it.
+//!   One cycle with N heads decides exactly what N successive Kueue cycles decide when
+//!   nothing else changes; within a ClusterQueue nothing is admitted before every Workload
+//!   ordered ahead of it was tried (StrictFIFO: nothing is admitted behind a head that is
+//!   not).
+//! - Total tie-breaks (always on: Kueue leaves these ties to map and sort order): equal
+//!   priority, timestamp or share falls back to UID, then `namespace/name`, in the queue
+//!   heaps, the classic iterator, the fair-sharing tournament and the preemption candidates'
+//!   order, so decisions do not depend on how the inputs were listed.
+//! - `FairSharingConfig::prevent_flapping` (off): S2-a refuses at equal shares, so a
+//!   fair-sharing preemption that took one Workload from a ClusterQueue cannot be reversed by
+//!   that Workload through fair sharing on the next cycle.
+//! - `PreemptionConfig::min_runtime_before_preemption` (none): Workloads reserved more
+//!   recently are not preempted from other ClusterQueues (reclamation, fair sharing);
+//!   InClusterQueue priority preemption still applies.
+//! - `LocalQueue::user_limits` (none, `user_limits`): admitted Workloads and requests per user
+//!   inside a LocalQueue; a Workload over a limit stays pending with `UserLimitReached`.
 
 pub mod afs;
 pub mod amount;

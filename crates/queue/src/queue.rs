@@ -4,7 +4,9 @@
 //! timestamp (creation, or eviction as `requeuingStrategy.timestamp` says) and UID, and the
 //! inadmissible set that BestEffortFIFO parks workloads in until an event requeues them;
 //! requeue backoff (`requeueState.requeueAt`); LocalQueues pointing at ClusterQueues with
-//! their stop policies; `heads`, one pop per active ClusterQueue.
+//! their stop policies; `heads`, one pop per active ClusterQueue. Beyond Kueue: a queue may
+//! give `heads_per_cycle` heads per cycle, one per round (`heads_in_round`), and every order
+//! ends in UID then `namespace/name`, a total order.
 //!
 //! Knows nothing about quota or flavors: the scheduling cycle (`cycle`) decides and hands back
 //! requeue reasons. Admission fair sharing only enters through the per-LocalQueue usage the

@@ -387,3 +387,60 @@ fn queue_blockers_and_heads() {
     assert_eq!(heads[0].workload.key(), "ns/lq");
     assert!(manager.heads().is_empty(), "one pop per ClusterQueue");
 }
+
+// Beyond Kueue: heads per cycle. (queues as (heads_per_cycle, active, workloads), rounds,
+// heads popped per round).
+#[test]
+fn heads_in_rounds() {
+    type Row = (
+        &'static str,
+        &'static [(usize, bool, usize)],
+        usize,
+        &'static [usize],
+    );
+    let cases: &[Row] = &[
+        (
+            "Kueue's default: one round",
+            &[(1, true, 3), (1, true, 3)],
+            1,
+            &[2],
+        ),
+        ("0 reads as 1", &[(0, true, 3)], 1, &[1]),
+        (
+            "the widest active queue sets the rounds",
+            &[(3, true, 5), (1, true, 5)],
+            3,
+            &[2, 1, 1],
+        ),
+        (
+            "inactive queues take no part",
+            &[(4, false, 5), (2, true, 5)],
+            2,
+            &[1, 1],
+        ),
+        (
+            "an emptied queue stops giving heads",
+            &[(3, true, 2), (3, true, 3)],
+            3,
+            &[2, 2, 1],
+        ),
+    ];
+    for (name, queues, rounds, popped) in cases {
+        let mut manager = QueueManager::default();
+        for (i, (heads, active, workloads)) in queues.iter().enumerate() {
+            let mut queue = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+            queue.heads_per_cycle = *heads;
+            queue.active = *active;
+            for w in 0..*workloads {
+                let seconds = u64::try_from(w).unwrap_or_default();
+                queue.push_or_update(queued(&format!("wl-{i}-{w}"), 0, at(seconds)), at(0));
+            }
+            manager.cluster_queues.insert(format!("cq-{i}"), queue);
+        }
+        assert_eq!(manager.rounds_per_cycle(), *rounds, "{name}: rounds");
+        let got: Vec<usize> = (0..*rounds)
+            .map(|round| manager.heads_in_round(round).len())
+            .collect();
+        assert_eq!(got, *popped, "{name}: heads per round");
+    }
+}
