@@ -1,0 +1,619 @@
+//! One pass of the queue manager over Kueue's stored objects: the quota tree with the usage
+//! of every Workload holding quota, the queues of the pending ones (the workload
+//! controller's blockers — missing or stopped LocalQueue, missing or inactive ClusterQueue —
+//! answered at once), scheduling cycles run until they decide nothing new (Kueue runs them
+//! back to back while its queues have heads), and what to write: each Workload's status
+//! (admission, QuotaReserved=False with the cycle's reason and message, eviction of
+//! victims), and every ClusterQueue's and LocalQueue's status.
+//!
+//! Every pass starts from the stored objects, so a restart rebuilds the same queues and a
+//! Workload holding quota is never admitted twice. Knows nothing about how objects are
+//! watched or written; time is an argument.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use crate::amount::Amount;
+use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
+use crate::api::status::{self, Counts, Usage};
+use crate::cycle::{self, Admission, Decision, KueuePreemption, Snapshot};
+use crate::preemption::{AdmittedWorkload, PreemptionConfig};
+use crate::queue::{ClusterQueueQueue, LocalQueue, QueueManager, QueuedWorkload, StopPolicy};
+use crate::resources::{FlavorResource, FlavorResourceQuantities};
+use crate::tree::{Tree, TreeSpec};
+
+/// A status to write to one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusWrite {
+    /// Its namespace ("" for cluster-scoped objects).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The new `status` (a merge patch of it).
+    pub status: Value,
+}
+
+/// What one pass decided to write.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pass {
+    /// Workload statuses: admissions, pending conditions, evictions.
+    pub workloads: Vec<StatusWrite>,
+    /// ClusterQueue statuses that changed.
+    pub cluster_queues: Vec<StatusWrite>,
+    /// LocalQueue statuses that changed.
+    pub local_queues: Vec<StatusWrite>,
+}
+
+/// What finally became of a Workload in the pass.
+enum Outcome {
+    Admitted(Admission),
+    Pending { reason: String, message: String },
+}
+
+/// A Workload holding quota, as queue statuses count it.
+struct Holder {
+    cluster_queue: String,
+    local_queue: String,
+    usage: FlavorResourceQuantities,
+    admitted: bool,
+}
+
+/// Runs a pass over `objects` at `now` with the given preemption configuration.
+pub fn pass(objects: &Objects, preemption: PreemptionConfig, now: SystemTime) -> Pass {
+    let flavors: BTreeMap<String, _> = objects
+        .flavors
+        .iter()
+        .filter_map(objects::flavor)
+        .map(|f| (f.name.clone(), f))
+        .collect();
+    let cluster_queues: BTreeMap<String, (ClusterQueue, &Value)> = objects
+        .cluster_queues
+        .iter()
+        .filter_map(|o| Some((objects::name(o).to_owned(), (objects::cluster_queue(o)?, o))))
+        .collect();
+    let workloads: BTreeMap<String, (&Value, WorkloadState)> = objects
+        .workloads
+        .iter()
+        .filter_map(|o| Some((objects::key(o), (o, objects::workload_state(o)?))))
+        .collect();
+
+    let mut holders: BTreeMap<String, Holder> = BTreeMap::new();
+    let mut admitted = Vec::new();
+    let mut pending: Vec<&QueuedWorkload> = Vec::new();
+    for (key, (_, state)) in &workloads {
+        match state {
+            WorkloadState::Reserving {
+                workload,
+                admitted: is_admitted,
+                local_queue,
+            } => {
+                holders.insert(
+                    key.clone(),
+                    Holder {
+                        cluster_queue: workload.cluster_queue.clone(),
+                        local_queue: format!("{}/{local_queue}", workload.namespace),
+                        usage: workload.usage.clone(),
+                        admitted: *is_admitted,
+                    },
+                );
+                admitted.push(workload.clone());
+            }
+            WorkloadState::Pending(queued) => pending.push(queued),
+            WorkloadState::Finished | WorkloadState::Inactive => {}
+        }
+    }
+
+    let mut usage: BTreeMap<String, FlavorResourceQuantities> = BTreeMap::new();
+    for holder in holders.values() {
+        let total = usage.entry(holder.cluster_queue.clone()).or_default();
+        for (key, amount) in holder.usage.iter() {
+            total.add(key, amount);
+        }
+    }
+    let spec = TreeSpec {
+        cohorts: objects.cohorts.iter().filter_map(objects::cohort).collect(),
+        cluster_queues: cluster_queues
+            .values()
+            .map(|(cq, _)| cq.tree.clone())
+            .collect(),
+    };
+    let Ok(tree) = Tree::build_with_usage(&spec, &usage) else {
+        return Pass::default();
+    };
+
+    let missing_flavors = |cq: &ClusterQueue| -> Vec<String> {
+        cq.flavor_resources
+            .iter()
+            .map(|(flavor, _)| flavor.clone())
+            .filter(|flavor| !flavors.contains_key(flavor))
+            .collect()
+    };
+    let activity: BTreeMap<&str, status::Active> = cluster_queues
+        .iter()
+        .map(|(name, (cq, _))| {
+            let active = status::cluster_queue_active(
+                cq.terminating,
+                cq.stop_policy != StopPolicy::None,
+                &missing_flavors(cq),
+            );
+            (name.as_str(), active)
+        })
+        .collect();
+    let is_active = |name: &str| activity.get(name).is_some_and(|a| a.0 == "True");
+
+    let mut queues = QueueManager::default();
+    for (name, (cq, _)) in &cluster_queues {
+        let mut queue = ClusterQueueQueue::new(cq.strategy);
+        queue.active = is_active(name);
+        queues.cluster_queues.insert(name.clone(), queue);
+    }
+    for lq in &objects.local_queues {
+        if let Some((cluster_queue, stop_policy)) = objects::local_queue(lq) {
+            queues.local_queues.insert(
+                objects::key(lq),
+                LocalQueue {
+                    cluster_queue,
+                    stop_policy,
+                },
+            );
+        }
+    }
+
+    let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
+    let mut victims: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for queued in &pending {
+        match queues.blocker(queued) {
+            Some(blocker) => {
+                let outcome = Outcome::Pending {
+                    reason: blocker.reason.to_owned(),
+                    message: blocker.message,
+                };
+                outcomes.insert(queued.key(), outcome);
+            }
+            None => {
+                let _ = queues.add_or_update((*queued).clone(), now);
+            }
+        }
+    }
+
+    let mut snapshot = Snapshot {
+        tree,
+        cluster_queues: cluster_queues
+            .iter()
+            .map(|(name, (cq, _))| (name.clone(), cq.snapshot.clone()))
+            .collect(),
+        flavors,
+        namespaces: objects::namespace_labels(&objects.namespaces),
+        admitted,
+        preemption,
+        recompute_on_overlap: true,
+        timestamp: Default::default(),
+    };
+    let mut newly_admitted: BTreeMap<String, (String, FlavorResourceQuantities)> = BTreeMap::new();
+    // Each cycle pops at most one head per ClusterQueue; a cycle that decides nothing new
+    // ends the pass (the rest waits for a change or the next pass).
+    let mut decided: BTreeSet<(String, u8)> = BTreeSet::new();
+    for _ in 0..=pending.len() {
+        let decisions = cycle::schedule(&mut snapshot, &mut queues, &KueuePreemption, now);
+        let mut news = false;
+        for decision in decisions {
+            match decision {
+                Decision::Admit {
+                    workload,
+                    admission,
+                } => {
+                    news |= decided.insert((workload.clone(), 0));
+                    if let Some(WorkloadState::Pending(queued)) =
+                        workloads.get(&workload).map(|w| &w.1)
+                    {
+                        let usage = admission_usage(&admission);
+                        snapshot
+                            .admitted
+                            .push(admitted_workload(queued, &admission, &usage, now));
+                        newly_admitted
+                            .insert(workload.clone(), (admission.cluster_queue.clone(), usage));
+                    }
+                    outcomes.insert(workload, Outcome::Admitted(admission));
+                }
+                Decision::Preempt {
+                    workload,
+                    victims: targets,
+                    pending,
+                } => {
+                    news |= decided.insert((workload.clone(), 1));
+                    for target in targets {
+                        if let Some(candidate) = snapshot
+                            .admitted
+                            .iter_mut()
+                            .find(|a| a.key() == target.workload)
+                        {
+                            candidate.evicted = true;
+                        }
+                        victims.insert(
+                            target.workload,
+                            (target.reason.as_str().to_owned(), target.message),
+                        );
+                    }
+                    outcomes.insert(
+                        workload,
+                        Outcome::Pending {
+                            reason: pending.reason,
+                            message: pending.message,
+                        },
+                    );
+                }
+                Decision::Requeue {
+                    workload, pending, ..
+                } => {
+                    news |= decided.insert((workload.clone(), 2));
+                    outcomes.insert(
+                        workload,
+                        Outcome::Pending {
+                            reason: pending.reason,
+                            message: pending.message,
+                        },
+                    );
+                }
+            }
+        }
+        if !news {
+            break;
+        }
+    }
+
+    let mut pass = Pass::default();
+    for (key, outcome) in &outcomes {
+        let Some((object, _)) = workloads.get(key) else {
+            continue;
+        };
+        let written = match outcome {
+            Outcome::Admitted(admission) => Some(status::admitted(object, admission, now)),
+            Outcome::Pending { reason, message } => status::pending(object, reason, message, now),
+        };
+        if let Some(status) = written {
+            pass.workloads.push(write_for(object, status));
+        }
+    }
+    for (key, (reason, message)) in &victims {
+        let Some((object, _)) = workloads.get(key) else {
+            continue;
+        };
+        if let Some(status) = status::preempted(object, reason, message, now) {
+            pass.workloads.push(write_for(object, status));
+        }
+    }
+
+    // Queue statuses, after this pass's admissions.
+    for (key, (cluster_queue, usage)) in newly_admitted {
+        if let Some(WorkloadState::Pending(queued)) = workloads.get(&key).map(|w| &w.1) {
+            holders.insert(
+                key,
+                Holder {
+                    cluster_queue,
+                    local_queue: queued.local_queue_key(),
+                    usage,
+                    admitted: true,
+                },
+            );
+        }
+    }
+    let mut cq_counts: BTreeMap<String, (Counts, Usage)> = BTreeMap::new();
+    let mut lq_counts: BTreeMap<String, (Counts, Usage)> = BTreeMap::new();
+    for holder in holders.values() {
+        for (entry_key, map) in [
+            (&holder.cluster_queue, &mut cq_counts),
+            (&holder.local_queue, &mut lq_counts),
+        ] {
+            let (counts, usage) = map.entry(entry_key.clone()).or_default();
+            counts.reserving += 1;
+            for (key, amount) in holder.usage.iter() {
+                usage.reserved.add(key, amount);
+                if holder.admitted {
+                    usage.admitted.add(key, amount);
+                }
+            }
+            if holder.admitted {
+                counts.admitted += 1;
+            }
+        }
+    }
+    for queued in &pending {
+        if holders.contains_key(&queued.key()) {
+            continue;
+        }
+        if let Some(local_queue) = queues.local_queues.get(&queued.local_queue_key()) {
+            cq_counts
+                .entry(local_queue.cluster_queue.clone())
+                .or_default()
+                .0
+                .pending += 1;
+            lq_counts
+                .entry(queued.local_queue_key())
+                .or_default()
+                .0
+                .pending += 1;
+        }
+    }
+    for (name, (cq, object)) in &cluster_queues {
+        let (counts, usage) = cq_counts.remove(name).unwrap_or_default();
+        let nominal: BTreeMap<FlavorResource, Amount> = cq
+            .tree
+            .quotas
+            .iter()
+            .map(|(key, quota)| (key.clone(), quota.nominal))
+            .collect();
+        let active = &activity[name.as_str()];
+        if let Some(status) = status::cluster_queue_status(
+            object,
+            &cq.flavor_resources,
+            &nominal,
+            counts,
+            &usage,
+            active,
+            now,
+        ) {
+            pass.cluster_queues.push(write_for(object, status));
+        }
+    }
+    for object in &objects.local_queues {
+        let Some((cluster_queue, stop_policy)) = objects::local_queue(object) else {
+            continue;
+        };
+        let cq = cluster_queues.get(&cluster_queue);
+        let active = status::local_queue_active(
+            stop_policy != StopPolicy::None,
+            cq.map(|_| is_active(&cluster_queue)),
+        );
+        let flavors = cq
+            .map(|(cq, _)| cq.flavor_resources.clone())
+            .unwrap_or_default();
+        let (counts, usage) = lq_counts.remove(&objects::key(object)).unwrap_or_default();
+        if let Some(status) =
+            status::local_queue_status(object, &flavors, counts, &usage, &active, now)
+        {
+            pass.local_queues.push(write_for(object, status));
+        }
+    }
+    pass
+}
+
+fn write_for(object: &Value, status: Value) -> StatusWrite {
+    StatusWrite {
+        namespace: objects::namespace(object).to_owned(),
+        name: objects::name(object).to_owned(),
+        status,
+    }
+}
+
+/// The quota an Admission holds.
+fn admission_usage(admission: &Admission) -> FlavorResourceQuantities {
+    let mut usage = FlavorResourceQuantities::new();
+    for ps in &admission.pod_set_assignments {
+        for (resource, value) in &ps.resource_usage {
+            if let Some(flavor) = ps.flavors.get(resource) {
+                usage.add(
+                    &FlavorResource::new(flavor.clone(), resource.clone()),
+                    Amount::new(*value),
+                );
+            }
+        }
+    }
+    usage
+}
+
+fn admitted_workload(
+    queued: &QueuedWorkload,
+    admission: &Admission,
+    usage: &FlavorResourceQuantities,
+    now: SystemTime,
+) -> AdmittedWorkload {
+    AdmittedWorkload {
+        namespace: queued.info.workload.namespace.clone(),
+        name: queued.info.workload.name.clone(),
+        uid: queued.uid.clone(),
+        cluster_queue: admission.cluster_queue.clone(),
+        priority: i64::from(queued.info.workload.priority),
+        queue_timestamp: queued.creation,
+        quota_reserved_at: Some(now),
+        usage: usage.clone(),
+        evicted: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    fn flavor(name: &str) -> Value {
+        json!({"metadata": {"name": name}, "spec": {}})
+    }
+
+    fn cluster_queue(name: &str, cohort: Option<&str>, cpu: &str) -> Value {
+        let mut spec = json!({"namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [{"name": "default-flavor", "resources": [
+                {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "36Gi"}]}]}]});
+        if let Some(cohort) = cohort {
+            spec["cohortName"] = json!(cohort);
+        }
+        json!({"metadata": {"name": name, "generation": 1}, "spec": spec})
+    }
+
+    fn local_queue(name: &str, cluster_queue: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"clusterQueue": cluster_queue}})
+    }
+
+    fn workload(name: &str, queue: &str, pods: i32, seconds: u64) -> Value {
+        let created = tessera_model::time::timestamp(now() - Duration::from_secs(1000 - seconds));
+        json!({"metadata": {"name": name, "namespace": "default", "uid": name, "generation": 1,
+                "creationTimestamp": created},
+            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": pods, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "200Mi"}}}]}}}]}})
+    }
+
+    fn objects(
+        cluster_queues: Vec<Value>,
+        local_queues: Vec<Value>,
+        workloads: Vec<Value>,
+    ) -> Objects {
+        Objects {
+            flavors: vec![flavor("default-flavor")],
+            cluster_queues,
+            cohorts: Vec::new(),
+            local_queues,
+            workloads,
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+        }
+    }
+
+    fn written<'a>(writes: &'a [StatusWrite], name: &str) -> Option<&'a Value> {
+        writes.iter().find(|w| w.name == name).map(|w| &w.status)
+    }
+
+    fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
+        status["conditions"]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["type"] == kind))
+            .unwrap_or(&Value::Null)
+    }
+
+    #[test]
+    fn the_quick_start_admits_what_fits_and_explains_what_does_not() {
+        let input = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            vec![
+                workload("sample-job", "user-queue", 3, 1),
+                workload("too-big", "user-queue", 10, 2),
+                workload("lost", "no-such-queue", 1, 3),
+            ],
+        );
+        let pass = pass(&input, PreemptionConfig::default(), now());
+        let admitted = written(&pass.workloads, "sample-job").expect("admitted");
+        assert_eq!(admitted["admission"]["clusterQueue"], "cluster-queue");
+        let assignment = &admitted["admission"]["podSetAssignments"][0];
+        assert_eq!(
+            assignment["flavors"],
+            json!({"cpu": "default-flavor", "memory": "default-flavor"})
+        );
+        assert_eq!(
+            assignment["resourceUsage"],
+            json!({"cpu": "3", "memory": "600Mi"})
+        );
+        assert_eq!(condition(admitted, "Admitted")["status"], "True");
+
+        let too_big = written(&pass.workloads, "too-big").expect("pending");
+        let reserved = condition(too_big, "QuotaReserved");
+        assert_eq!(reserved["status"], "False");
+        let message = reserved["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("insufficient quota for cpu in flavor default-flavor"),
+            "{message}"
+        );
+
+        let lost = written(&pass.workloads, "lost").expect("pending");
+        assert_eq!(condition(lost, "QuotaReserved")["reason"], "Misconfigured");
+        assert_eq!(
+            condition(lost, "QuotaReserved")["message"],
+            "LocalQueue no-such-queue doesn't exist"
+        );
+
+        let cq = written(&pass.cluster_queues, "cluster-queue").expect("status");
+        assert_eq!(
+            (
+                &cq["pendingWorkloads"],
+                &cq["reservingWorkloads"],
+                &cq["admittedWorkloads"]
+            ),
+            (&json!(1), &json!(1), &json!(1))
+        );
+        assert_eq!(
+            cq["flavorsReservation"][0]["resources"][0],
+            json!({"name": "cpu", "total": "3", "borrowed": "0"})
+        );
+        assert_eq!(condition(cq, "Active")["reason"], "Ready");
+        let lq = written(&pass.local_queues, "user-queue").expect("status");
+        assert_eq!(
+            lq["flavorsUsage"][0]["resources"][1],
+            json!({"name": "memory", "total": "600Mi"})
+        );
+    }
+
+    #[test]
+    fn a_stored_reservation_is_kept_and_counted_not_admitted_again() {
+        let first = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            vec![
+                workload("a", "user-queue", 6, 1),
+                workload("b", "user-queue", 6, 2),
+            ],
+        );
+        let pass1 = pass(&first, PreemptionConfig::default(), now());
+        let mut a = first.workloads[0].clone();
+        a["status"] = written(&pass1.workloads, "a").expect("a admitted").clone();
+        let mut b = first.workloads[1].clone();
+        b["status"] = written(&pass1.workloads, "b").expect("b pending").clone();
+        assert_eq!(condition(&b["status"], "QuotaReserved")["status"], "False");
+        // The stored objects after the writes: nothing new to write for either Workload.
+        let second = objects(
+            first.cluster_queues.clone(),
+            first.local_queues.clone(),
+            vec![a, b],
+        );
+        let pass2 = pass(
+            &second,
+            PreemptionConfig::default(),
+            now() + Duration::from_secs(5),
+        );
+        assert!(pass2.workloads.is_empty(), "{:?}", pass2.workloads);
+    }
+
+    #[test]
+    fn a_cluster_queue_borrows_its_cohorts_idle_quota() {
+        let input = objects(
+            vec![
+                cluster_queue("team-a", Some("org"), "9"),
+                cluster_queue("team-b", Some("org"), "9"),
+            ],
+            vec![local_queue("a", "team-a"), local_queue("b", "team-b")],
+            vec![workload("big", "b", 12, 1)],
+        );
+        let pass = pass(&input, PreemptionConfig::default(), now());
+        let admitted = written(&pass.workloads, "big").expect("admitted");
+        assert_eq!(admitted["admission"]["clusterQueue"], "team-b");
+        let cq = written(&pass.cluster_queues, "team-b").expect("status");
+        assert_eq!(
+            cq["flavorsReservation"][0]["resources"][0],
+            json!({"name": "cpu", "total": "12", "borrowed": "3"})
+        );
+    }
+
+    #[test]
+    fn a_missing_flavor_makes_the_queues_inactive() {
+        let mut input = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            vec![workload("w", "user-queue", 1, 1)],
+        );
+        input.flavors.clear();
+        let pass = pass(&input, PreemptionConfig::default(), now());
+        let cq = written(&pass.cluster_queues, "cluster-queue").expect("status");
+        assert_eq!(condition(cq, "Active")["reason"], "FlavorNotFound");
+        let lq = written(&pass.local_queues, "user-queue").expect("status");
+        assert_eq!(condition(lq, "Active")["reason"], "ClusterQueueIsInactive");
+        let w = written(&pass.workloads, "w").expect("pending");
+        assert_eq!(
+            condition(w, "QuotaReserved")["message"],
+            "ClusterQueue cluster-queue is inactive"
+        );
+    }
+}
