@@ -11,7 +11,7 @@
 //! and tolerations injected (and `parallelism` set to the admitted count under partial
 //! admission); a running Job whose Workload is not admitted is suspended.
 //!
-//! Also [`default_suspend`], Kueue's Job webhook defaulting. Not modelled: the
+//! Kueue's Job webhook defaulting (created suspended) is `tessera-api`'s admission. Not modelled: the
 //! `resource-in-use` finalizer (the Workload goes with its Job through its owner reference),
 //! the `stopping` annotation's two-step stop, label and annotation propagation, queue-name
 //! changes, reclaimable pods, waitForPodsReady, and podSetUpdates of admission checks.
@@ -20,15 +20,15 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
+use tessera_model::kueue::workload::{POD_PRIORITY_CLASS, WORKLOAD_PRIORITY_CLASS};
 use tessera_model::{conditions, json as json_read};
 
 use crate::api::status;
 use crate::flavor::ResourceFlavorSpec;
 
-/// The label naming a Job's LocalQueue.
-pub const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
-/// The label naming a Job's WorkloadPriorityClass.
-pub const PRIORITY_CLASS: &str = "kueue.x-k8s.io/priority-class";
+pub use tessera_model::kueue::{
+    PRIORITY_CLASS_LABEL as PRIORITY_CLASS, QUEUE_NAME_LABEL as QUEUE_NAME,
+};
 /// The label of a Workload naming its job's UID.
 pub const JOB_UID: &str = "kueue.x-k8s.io/job-uid";
 /// The annotation allowing partial admission down to that many pods.
@@ -50,21 +50,6 @@ pub fn queue_name(job: &Value) -> Option<&str> {
         .and_then(|labels| labels.get(QUEUE_NAME))
         .and_then(Value::as_str)
         .filter(|name| !name.is_empty())
-}
-
-/// Kueue's Job webhook defaulting: a Job with a queue name is created suspended. True when it
-/// changed the Job.
-pub fn default_suspend(job: &mut Value) -> bool {
-    if queue_name(job).is_none() || job.pointer("/spec/suspend") == Some(&json!(true)) {
-        return false;
-    }
-    match job.get_mut("spec").and_then(Value::as_object_mut) {
-        Some(spec) => {
-            spec.insert("suspend".into(), json!(true));
-            true
-        }
-        None => false,
-    }
 }
 
 /// `GetWorkloadNameForOwnerWithGVK` for a batch/v1 Job: `job-<name>` (truncated to 247
@@ -127,8 +112,7 @@ impl Priorities {
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty());
         if let Some(name) = label {
-            let reference =
-                json!({"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": name});
+            let reference = class_reference(WORKLOAD_PRIORITY_CLASS, name);
             return (
                 Some(reference),
                 self.workload.get(name).copied().unwrap_or(0),
@@ -141,13 +125,15 @@ impl Priorities {
             Some(named)
         };
         match name.and_then(|n| Some((n, self.pod.get(n)?))) {
-            Some((name, value)) => (
-                Some(json!({"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": name})),
-                *value,
-            ),
+            Some((name, value)) => (Some(class_reference(POD_PRIORITY_CLASS, name)), *value),
             None => (None, 0),
         }
     }
+}
+
+/// `spec.priorityClassRef` naming a class of `(group, kind)`.
+fn class_reference((group, kind): (&str, &str), name: &str) -> Value {
+    json!({"group": group, "kind": kind, "name": name})
 }
 
 /// One write the integration asks for.
@@ -449,36 +435,6 @@ mod tests {
         let name = workload_name(&long, "u");
         assert_eq!(name.len(), 253);
         assert!(name.starts_with("job-aaa"));
-    }
-
-    #[test]
-    fn only_jobs_with_a_queue_name_are_defaulted_suspended() {
-        let cases = [
-            (
-                json!({"metadata": {"labels": {QUEUE_NAME: "q"}}, "spec": {}}),
-                true,
-            ),
-            (
-                json!({"metadata": {"labels": {QUEUE_NAME: "q"}}, "spec": {"suspend": false}}),
-                true,
-            ),
-            (
-                json!({"metadata": {"labels": {QUEUE_NAME: "q"}}, "spec": {"suspend": true}}),
-                false,
-            ),
-            (
-                json!({"metadata": {"labels": {QUEUE_NAME: ""}}, "spec": {}}),
-                false,
-            ),
-            (json!({"metadata": {}, "spec": {}}), false),
-        ];
-        for (mut object, changed) in cases {
-            let before = object.clone();
-            assert_eq!(default_suspend(&mut object), changed, "{before}");
-            if changed {
-                assert_eq!(object["spec"]["suspend"], true);
-            }
-        }
     }
 
     #[test]
