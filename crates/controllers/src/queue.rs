@@ -1,0 +1,307 @@
+//! The queue manager's shell: Kueue's admission loop and its batch/v1 Job integration over a
+//! Kubernetes API. It watches ResourceFlavors, ClusterQueues, Cohorts, LocalQueues,
+//! Workloads, WorkloadPriorityClasses (`kueue.x-k8s.io/v1beta2`), Namespaces, PriorityClasses
+//! and Jobs; after each burst of changes (and every few seconds) it hands the watch caches'
+//! objects to [`tessera_queue::api::pass::pass`] and writes what it answers — Workload
+//! statuses (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue
+//! statuses — and then, for every Job naming a LocalQueue, what
+//! [`tessera_queue::api::job::reconcile`] answers (its Workload created, the Job started,
+//! stopped or its Workload finished).
+//!
+//! Its own Workload writes are laid over the watch cache until the watch shows them
+//! ([`crate::shell::overlay`]), so a pass that runs before the watch catches up never admits
+//! a Workload twice. Decides nothing itself.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use tessera_model::clock::Clock;
+use tessera_model::kueue::{GROUP, STORAGE_VERSION};
+use tessera_queue::api::job::{self, JobWrite, Priorities};
+use tessera_queue::api::objects::{self, Objects};
+use tessera_queue::api::pass::{self, StatusWrite};
+use tessera_queue::preemption::PreemptionConfig;
+
+use crate::shell::{
+    ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched, watched_with,
+};
+
+/// The field manager of the queue manager's writes: Kueue is a controller-runtime binary.
+pub const MANAGER: &str = tessera_model::managers::CONTROLLER_RUNTIME;
+
+/// How long the shell's own Workload writes stand in for the watch cache's copies at most.
+const OVERLAID_FOR: Duration = Duration::from_secs(10);
+
+/// Settings of the queue manager.
+#[derive(Clone)]
+pub struct QueueConfig {
+    /// Classic preemption or fair sharing (Kueue's `fairSharing` configuration).
+    pub preemption: PreemptionConfig,
+    /// Where the queue manager reads the time.
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for QueueConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueConfig")
+            .field("preemption", &self.preemption)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `kueue.x-k8s.io` kinds it watches, by kind and plural, in the stored version.
+fn kueue_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, STORAGE_VERSION, kind), plural)
+}
+
+/// The watch caches of one kind of `kueue.x-k8s.io` object.
+struct Kind {
+    resource: ApiResource,
+    store: Store<DynamicObject>,
+}
+
+impl Kind {
+    fn watch(
+        client: &Client,
+        kind: &str,
+        plural: &str,
+        changes: &mut Vec<futures::stream::BoxStream<'static, ()>>,
+    ) -> Kind {
+        let resource = kueue_resource(kind, plural);
+        let (store, stream) = watched_with(
+            Api::<DynamicObject>::all_with(client.clone(), &resource),
+            resource.clone(),
+        );
+        changes.push(stream);
+        Kind { resource, store }
+    }
+
+    fn values(&self) -> Vec<Value> {
+        values(self.store.state())
+    }
+
+    fn api(&self, client: &Client, namespace: &str) -> Api<DynamicObject> {
+        if namespace.is_empty() {
+            Api::all_with(client.clone(), &self.resource)
+        } else {
+            Api::namespaced_with(client.clone(), namespace, &self.resource)
+        }
+    }
+}
+
+fn values<K: serde::Serialize>(objects: Vec<Arc<K>>) -> Vec<Value> {
+    objects
+        .iter()
+        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+        .collect()
+}
+
+/// Runs the queue manager until the task is dropped.
+pub async fn run(client: Client, config: QueueConfig) {
+    let mut changes = Vec::new();
+    let flavors = Kind::watch(&client, "ResourceFlavor", "resourceflavors", &mut changes);
+    let cluster_queues = Kind::watch(&client, "ClusterQueue", "clusterqueues", &mut changes);
+    let cohorts = Kind::watch(&client, "Cohort", "cohorts", &mut changes);
+    let local_queues = Kind::watch(&client, "LocalQueue", "localqueues", &mut changes);
+    let workloads = Kind::watch(&client, "Workload", "workloads", &mut changes);
+    let priority_classes = Kind::watch(
+        &client,
+        "WorkloadPriorityClass",
+        "workloadpriorityclasses",
+        &mut changes,
+    );
+    let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
+    let (pod_priorities, pod_priority_changes) = watched(Api::<PriorityClass>::all(client.clone()));
+    let (jobs, job_changes) = watched(Api::<Job>::all(client.clone()));
+    changes.extend([namespace_changes, pod_priority_changes, job_changes]);
+    let mut changes = futures::stream::select_all(changes);
+    let mut resync = tokio::time::interval(Duration::from_secs(5));
+    let mut written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)> =
+        HashMap::new();
+    let shell = Shell {
+        client: &client,
+        workloads: &workloads,
+    };
+    while next_pass(&mut changes, &mut resync).await {
+        let current = overlay(
+            &mut written,
+            workloads.store.state(),
+            (tokio::time::Instant::now(), OVERLAID_FOR),
+            |watched, ours| newer(ours, watched).then(|| ours.clone()),
+            |ours| Some(ours.clone()),
+        );
+        let objects = Objects {
+            flavors: flavors.values(),
+            cluster_queues: cluster_queues.values(),
+            cohorts: cohorts.values(),
+            local_queues: local_queues.values(),
+            workloads: values(current),
+            namespaces: values(namespaces.state()),
+        };
+        let now = (config.clock)();
+        let decided = pass::pass(&objects, config.preemption.clone(), now);
+        let mut workloads_now: BTreeMap<String, Value> = objects
+            .workloads
+            .iter()
+            .map(|w| (objects::key(w), w.clone()))
+            .collect();
+        for write in &decided.workloads {
+            if let Some(object) = shell.write_status(&workloads.resource, write).await {
+                remember(&mut written, &object);
+                if let Ok(value) = serde_json::to_value(object.as_ref()) {
+                    workloads_now.insert(objects::key(&value), value);
+                }
+            }
+        }
+        for write in &decided.cluster_queues {
+            shell.write_status(&cluster_queues.resource, write).await;
+        }
+        for write in &decided.local_queues {
+            shell.write_status(&local_queues.resource, write).await;
+        }
+        let flavor_specs = objects
+            .flavors
+            .iter()
+            .filter_map(objects::flavor)
+            .map(|f| (f.name.clone(), f))
+            .collect();
+        let priorities =
+            Priorities::read(&priority_classes.values(), &values(pod_priorities.state()));
+        let by_owner: BTreeMap<&str, &Value> = workloads_now
+            .values()
+            .filter_map(|w| Some((controller_uid(w)?, w)))
+            .collect();
+        for job_object in values(jobs.state()) {
+            if job::queue_name(&job_object).is_none() {
+                continue;
+            }
+            let owned = by_owner
+                .get(tessera_model::json::text(&job_object, "/metadata/uid"))
+                .copied();
+            for write in job::reconcile(&job_object, owned, &flavor_specs, &priorities, now) {
+                if let Some(object) = shell.write_for_job(&job_object, owned, write).await {
+                    remember(&mut written, &object);
+                }
+            }
+        }
+    }
+}
+
+/// The UID of an object's controller.
+fn controller_uid(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller") == Some(&json!(true)))?
+        .get("uid")?
+        .as_str()
+}
+
+/// Whether `ours` is newer than the watch's copy: a higher resource version (both numbers,
+/// as the store's revisions are), or any other when they do not compare.
+fn newer(ours: &DynamicObject, watched: &DynamicObject) -> bool {
+    let version = |o: &DynamicObject| o.resource_version().and_then(|v| v.parse::<u64>().ok());
+    match (version(ours), version(watched)) {
+        (Some(ours), Some(watched)) => ours > watched,
+        _ => ours.resource_version() != watched.resource_version(),
+    }
+}
+
+fn remember(
+    written: &mut HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
+    object: &Arc<DynamicObject>,
+) {
+    written.insert(
+        object_key(&object.metadata),
+        (object.clone(), tokio::time::Instant::now()),
+    );
+}
+
+/// The writes of one pass.
+struct Shell<'a> {
+    client: &'a Client,
+    workloads: &'a Kind,
+}
+
+impl Shell<'_> {
+    /// Merge-patches an object's status; the written object, or `None` (logged) on failure.
+    async fn write_status(
+        &self,
+        resource: &ApiResource,
+        write: &StatusWrite,
+    ) -> Option<Arc<DynamicObject>> {
+        let api: Api<DynamicObject> = if write.namespace.is_empty() {
+            Api::all_with(self.client.clone(), resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), &write.namespace, resource)
+        };
+        let patch = json!({"status": write.status});
+        match api
+            .patch_status(&write.name, &patch_params(MANAGER), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(object) => Some(Arc::new(object)),
+            Err(error) => {
+                tracing::debug!(%error, kind = %resource.kind, name = %write.name, "queue manager: status not written");
+                None
+            }
+        }
+    }
+
+    /// Carries out one write of the Job integration; a written Workload is answered.
+    async fn write_for_job(
+        &self,
+        job_object: &Value,
+        workload: Option<&Value>,
+        write: JobWrite,
+    ) -> Option<Arc<DynamicObject>> {
+        let namespace = objects::namespace(job_object);
+        let result = match write {
+            JobWrite::CreateWorkload(object) => {
+                let object: DynamicObject = serde_json::from_value(object).ok()?;
+                self.workloads
+                    .api(self.client, namespace)
+                    .create(&post_params(MANAGER), &object)
+                    .await
+                    .map(Some)
+            }
+            JobWrite::PatchJob(patch) => {
+                let api: Api<Job> = Api::namespaced(self.client.clone(), namespace);
+                api.patch(
+                    objects::name(job_object),
+                    &patch_params(MANAGER),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map(|_| None)
+            }
+            JobWrite::WorkloadStatus(status) => {
+                let name = workload.map(objects::name).unwrap_or_default();
+                let patch = json!({"status": status});
+                self.workloads
+                    .api(self.client, namespace)
+                    .patch_status(name, &patch_params(MANAGER), &Patch::Merge(&patch))
+                    .await
+                    .map(Some)
+            }
+        };
+        match result {
+            Ok(object) => object.map(Arc::new),
+            // There already (a pass before the watch showed it), or gone.
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => None,
+            Err(error) => {
+                tracing::debug!(%error, job = %objects::name(job_object), "queue manager: job write failed");
+                None
+            }
+        }
+    }
+}
