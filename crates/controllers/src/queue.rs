@@ -126,6 +126,7 @@ pub async fn run(client: Client, config: QueueConfig) {
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)> =
         HashMap::new();
+    let mut queues = pass::Queues::default();
     let shell = Shell {
         client: &client,
         workloads: &workloads,
@@ -147,7 +148,7 @@ pub async fn run(client: Client, config: QueueConfig) {
             namespaces: values(namespaces.state()),
         };
         let now = (config.clock)();
-        let decided = pass::pass(&objects, config.preemption.clone(), now);
+        let decided = pass::pass(&objects, &mut queues, config.preemption.clone(), now);
         let mut workloads_now: BTreeMap<String, Value> = objects
             .workloads
             .iter()

@@ -4,7 +4,9 @@
 //! conditions and admission), started, run to completion on the node twins and finished; a
 //! second ClusterQueue in the same cohort borrows the first one's idle quota; a Job asking
 //! for more than the cohort has stays suspended with its Workload's QuotaReserved=False
-//! message.
+//! message; the lender reclaims its quota by preemption: the borrower's Workload is evicted
+//! with Kueue's conditions, its Job suspended again, and the lender's Job admitted once the
+//! borrower's pods are gone.
 
 use crate::support::Cluster;
 
@@ -224,5 +226,46 @@ fn kueue_quick_start_admits_runs_borrows_and_explains_waiting_jobs() {
             "jsonpath={.status.pendingWorkloads}",
         ],
         |out| out == "1",
+    );
+
+    // The lender reclaims what it lent: the borrower is preempted and its Job suspended.
+    cluster.ok(
+        V,
+        &[
+            "patch",
+            "clusterqueue",
+            "cluster-queue",
+            "--type=merge",
+            "-p",
+            "{\"spec\":{\"preemption\":{\"reclaimWithinCohort\":\"Any\"}}}",
+        ],
+    );
+    cluster.ok_stdin(
+        V,
+        &["create", "-f", "-"],
+        &job("reclaimer", "user-queue", 9, "1", "60s"),
+    );
+    let borrower = workload_of(&cluster, "borrower");
+    cluster.wait_for(
+        V,
+        &["get", "workload", &borrower, "-o", "jsonpath={.status.conditions[?(@.type==\"Evicted\")].reason} {.status.conditions[?(@.type==\"Preempted\")].reason}"],
+        |out| out == "Preempted InCohortReclamation",
+    );
+    cluster.wait_for(
+        V,
+        &["get", "job", "borrower", "-o", "jsonpath={.spec.suspend}"],
+        |out| out == "true",
+    );
+    cluster.wait_for_within(
+        V,
+        &["get", "job", "reclaimer", "-o", "jsonpath={.spec.suspend}"],
+        std::time::Duration::from_secs(60),
+        |out| out == "false",
+    );
+    let requeued = condition(&cluster, "workload", &borrower, "Requeued", "status");
+    assert_eq!(requeued, "True");
+    assert_eq!(
+        condition(&cluster, "workload", &borrower, "QuotaReserved", "status"),
+        "False"
     );
 }

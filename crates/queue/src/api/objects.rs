@@ -350,16 +350,34 @@ pub fn admission(object: &Value) -> Option<wl_api::Admission> {
 /// The quota an admission holds per (flavor, resource) (`workload.Info.Usage` of an admitted
 /// Workload: each PodSet's `resourceUsage` under the flavor assigned to its resource).
 pub fn admission_usage(admission: &wl_api::Admission) -> FlavorResourceQuantities {
+    usage_of(
+        admission
+            .pod_set_assignments
+            .iter()
+            .flatten()
+            .flat_map(|assignment| {
+                let flavors = assignment.flavors.as_ref();
+                assignment.resource_usage.iter().flatten().filter_map(
+                    move |(resource, quantity)| {
+                        let flavor = flavors?.get(resource)?;
+                        Some((
+                            flavor.as_str(),
+                            resource.as_str(),
+                            resource_value(resource, &exact(quantity)?),
+                        ))
+                    },
+                )
+            }),
+    )
+}
+
+/// Usage from (flavor, resource, canonical amount) entries, summed.
+pub fn usage_of<'a>(
+    entries: impl Iterator<Item = (&'a str, &'a str, i64)>,
+) -> FlavorResourceQuantities {
     let mut usage = FlavorResourceQuantities::new();
-    for assignment in admission.pod_set_assignments.iter().flatten() {
-        let flavors = assignment.flavors.clone().unwrap_or_default();
-        for (resource, quantity) in assignment.resource_usage.iter().flatten() {
-            let (Some(flavor), Some(quantity)) = (flavors.get(resource), exact(quantity)) else {
-                continue;
-            };
-            let key = FlavorResource::new(flavor.clone(), resource.clone());
-            usage.add(&key, Amount::new(resource_value(resource, &quantity)));
-        }
+    for (flavor, resource, value) in entries {
+        usage.add(&FlavorResource::new(flavor, resource), Amount::new(value));
     }
     usage
 }

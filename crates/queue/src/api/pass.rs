@@ -18,7 +18,8 @@ use serde_json::Value;
 use crate::amount::Amount;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
 use crate::api::status::{self, Counts, Usage};
-use crate::cycle::{self, Admission, Decision, KueuePreemption, Snapshot};
+use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
+use crate::flavor::ResourceFlavorSpec;
 use crate::preemption::{AdmittedWorkload, PreemptionConfig};
 use crate::queue::{ClusterQueueQueue, LocalQueue, QueueManager, QueuedWorkload, StopPolicy};
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
@@ -60,9 +61,34 @@ struct Holder {
     admitted: bool,
 }
 
-/// Runs a pass over `objects` at `now` with the given preemption configuration.
-pub fn pass(objects: &Objects, preemption: PreemptionConfig, now: SystemTime) -> Pass {
-    let flavors: BTreeMap<String, _> = objects
+/// What a pass keeps for the next, as Kueue's queue manager keeps it between cycles: the
+/// queues (inadmissible sets, the sticky preemptor of each ClusterQueue) and what the
+/// inadmissible Workloads last waited on.
+#[derive(Debug, Clone, Default)]
+pub struct Queues {
+    manager: QueueManager,
+    waited_on: Option<WaitedOn>,
+}
+
+/// What can make an inadmissible Workload admissible.
+#[derive(Debug, Clone, PartialEq)]
+struct WaitedOn {
+    usage: BTreeMap<String, FlavorResourceQuantities>,
+    tree: TreeSpec,
+    cluster_queues: BTreeMap<String, ClusterQueueSnapshot>,
+    flavors: BTreeMap<String, ResourceFlavorSpec>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Runs a pass over `objects` at `now` with the given preemption configuration, with the
+/// queues of the passes before (`Queues::default()` after a start).
+pub fn pass(
+    objects: &Objects,
+    state: &mut Queues,
+    preemption: PreemptionConfig,
+    now: SystemTime,
+) -> Pass {
+    let flavors: BTreeMap<String, ResourceFlavorSpec> = objects
         .flavors
         .iter()
         .filter_map(objects::flavor)
@@ -143,60 +169,103 @@ pub fn pass(objects: &Objects, preemption: PreemptionConfig, now: SystemTime) ->
         .collect();
     let is_active = |name: &str| activity.get(name).is_some_and(|a| a.0 == "True");
 
-    let mut queues = QueueManager::default();
+    let namespaces = objects::namespace_labels(&objects.namespaces);
+    let snapshots: BTreeMap<String, ClusterQueueSnapshot> = cluster_queues
+        .iter()
+        .map(|(name, (cq, _))| (name.clone(), cq.snapshot.clone()))
+        .collect();
+    let queues = &mut state.manager;
+    queues.local_queues = objects
+        .local_queues
+        .iter()
+        .filter_map(|lq| {
+            let (cluster_queue, stop_policy) = objects::local_queue(lq)?;
+            let local_queue = LocalQueue {
+                cluster_queue,
+                stop_policy,
+            };
+            Some((objects::key(lq), local_queue))
+        })
+        .collect();
+    queues
+        .cluster_queues
+        .retain(|name, _| cluster_queues.contains_key(name));
     for (name, (cq, _)) in &cluster_queues {
-        let mut queue = ClusterQueueQueue::new(cq.strategy);
+        let queue = queues
+            .cluster_queues
+            .entry(name.clone())
+            .or_insert_with(|| ClusterQueueQueue::new(cq.strategy));
+        queue.strategy = cq.strategy;
         queue.active = is_active(name);
-        queues.cluster_queues.insert(name.clone(), queue);
-    }
-    for lq in &objects.local_queues {
-        if let Some((cluster_queue, stop_policy)) = objects::local_queue(lq) {
-            queues.local_queues.insert(
-                objects::key(lq),
-                LocalQueue {
-                    cluster_queue,
-                    stop_policy,
-                },
-            );
-        }
     }
 
     let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut victims: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut queued_in: BTreeMap<String, String> = BTreeMap::new();
     for queued in &pending {
-        match queues.blocker(queued) {
-            Some(blocker) => {
-                let outcome = Outcome::Pending {
-                    reason: blocker.reason.to_owned(),
-                    message: blocker.message,
-                };
-                outcomes.insert(queued.key(), outcome);
-            }
-            None => {
-                let _ = queues.add_or_update((*queued).clone(), now);
-            }
+        if let Some(blocker) = queues.blocker(queued) {
+            let outcome = Outcome::Pending {
+                reason: blocker.reason.to_owned(),
+                message: blocker.message,
+            };
+            outcomes.insert(queued.key(), outcome);
+            continue;
+        }
+        if let Ok(name) = queues.cluster_queue_for(queued) {
+            queued_in.insert(queued.key(), name.to_owned());
+        }
+        let _ = queues.add_or_update((*queued).clone(), now);
+    }
+    // Workloads no longer pending (or moved to another ClusterQueue) leave their queue.
+    let ordering = queues.ordering.clone();
+    for (name, queue) in &mut queues.cluster_queues {
+        let held = queue
+            .dump(&ordering)
+            .into_iter()
+            .chain(queue.dump_inadmissible());
+        let gone: Vec<String> = held
+            .filter(|key| queued_in.get(key) != Some(name))
+            .collect();
+        for key in gone {
+            queue.delete(&key);
         }
     }
+    // Inadmissible Workloads try again when what they waited on changed: quota freed or
+    // taken, queues, cohorts, flavors or namespaces changed (Kueue's
+    // `QueueInadmissibleWorkloads` on those events).
+    let waited_on = WaitedOn {
+        usage: usage.clone(),
+        tree: spec.clone(),
+        cluster_queues: snapshots.clone(),
+        flavors: flavors.clone(),
+        namespaces: namespaces.clone(),
+    };
+    if state.waited_on.as_ref() != Some(&waited_on) {
+        for queue in queues.cluster_queues.values_mut() {
+            queue.queue_inadmissible(now, &|_| true);
+        }
+        state.waited_on = Some(waited_on);
+    }
 
-    let mut snapshot = Snapshot {
+    let mut base = Snapshot {
         tree,
-        cluster_queues: cluster_queues
-            .iter()
-            .map(|(name, (cq, _))| (name.clone(), cq.snapshot.clone()))
-            .collect(),
+        cluster_queues: snapshots,
         flavors,
-        namespaces: objects::namespace_labels(&objects.namespaces),
+        namespaces,
         admitted,
         preemption,
         recompute_on_overlap: true,
         timestamp: Default::default(),
     };
     let mut newly_admitted: BTreeMap<String, (String, FlavorResourceQuantities)> = BTreeMap::new();
-    // Each cycle pops at most one head per ClusterQueue; a cycle that decides nothing new
-    // ends the pass (the rest waits for a change or the next pass).
+    // Each cycle pops at most one head per ClusterQueue and decides on a fresh copy of the
+    // snapshot, as Kueue's cycles each take one from its cache: only admissions (and the
+    // evictions issued) carry over to the next. A cycle that decides nothing new ends the
+    // pass; the rest waits for a change or the next pass.
     let mut decided: BTreeSet<(String, u8)> = BTreeSet::new();
     for _ in 0..=pending.len() {
-        let decisions = cycle::schedule(&mut snapshot, &mut queues, &KueuePreemption, now);
+        let mut snapshot = base.clone();
+        let decisions = cycle::schedule(&mut snapshot, queues, &KueuePreemption, now);
         let mut news = false;
         for decision in decisions {
             match decision {
@@ -209,8 +278,10 @@ pub fn pass(objects: &Objects, preemption: PreemptionConfig, now: SystemTime) ->
                         workloads.get(&workload).map(|w| &w.1)
                     {
                         let usage = admission_usage(&admission);
-                        snapshot
-                            .admitted
+                        if let Some(id) = base.tree.cluster_queue(&admission.cluster_queue) {
+                            base.tree.add_usages(id, &usage);
+                        }
+                        base.admitted
                             .push(admitted_workload(queued, &admission, &usage, now));
                         newly_admitted
                             .insert(workload.clone(), (admission.cluster_queue.clone(), usage));
@@ -224,7 +295,7 @@ pub fn pass(objects: &Objects, preemption: PreemptionConfig, now: SystemTime) ->
                 } => {
                     news |= decided.insert((workload.clone(), 1));
                     for target in targets {
-                        if let Some(candidate) = snapshot
+                        if let Some(candidate) = base
                             .admitted
                             .iter_mut()
                             .find(|a| a.key() == target.workload)
@@ -389,18 +460,12 @@ fn write_for(object: &Value, status: Value) -> StatusWrite {
 
 /// The quota an Admission holds.
 fn admission_usage(admission: &Admission) -> FlavorResourceQuantities {
-    let mut usage = FlavorResourceQuantities::new();
-    for ps in &admission.pod_set_assignments {
-        for (resource, value) in &ps.resource_usage {
-            if let Some(flavor) = ps.flavors.get(resource) {
-                usage.add(
-                    &FlavorResource::new(flavor.clone(), resource.clone()),
-                    Amount::new(*value),
-                );
-            }
-        }
-    }
-    usage
+    objects::usage_of(admission.pod_set_assignments.iter().flat_map(|ps| {
+        ps.resource_usage.iter().filter_map(|(resource, value)| {
+            let flavor = ps.flavors.get(resource)?;
+            Some((flavor.as_str(), resource.as_str(), *value))
+        })
+    }))
 }
 
 fn admitted_workload(
@@ -496,7 +561,12 @@ mod tests {
                 workload("lost", "no-such-queue", 1, 3),
             ],
         );
-        let pass = pass(&input, PreemptionConfig::default(), now());
+        let pass = pass(
+            &input,
+            &mut Queues::default(),
+            PreemptionConfig::default(),
+            now(),
+        );
         let admitted = written(&pass.workloads, "sample-job").expect("admitted");
         assert_eq!(admitted["admission"]["clusterQueue"], "cluster-queue");
         let assignment = &admitted["admission"]["podSetAssignments"][0];
@@ -557,7 +627,8 @@ mod tests {
                 workload("b", "user-queue", 6, 2),
             ],
         );
-        let pass1 = pass(&first, PreemptionConfig::default(), now());
+        let mut queues = Queues::default();
+        let pass1 = pass(&first, &mut queues, PreemptionConfig::default(), now());
         let mut a = first.workloads[0].clone();
         a["status"] = written(&pass1.workloads, "a").expect("a admitted").clone();
         let mut b = first.workloads[1].clone();
@@ -571,6 +642,7 @@ mod tests {
         );
         let pass2 = pass(
             &second,
+            &mut queues,
             PreemptionConfig::default(),
             now() + Duration::from_secs(5),
         );
@@ -587,7 +659,12 @@ mod tests {
             vec![local_queue("a", "team-a"), local_queue("b", "team-b")],
             vec![workload("big", "b", 12, 1)],
         );
-        let pass = pass(&input, PreemptionConfig::default(), now());
+        let pass = pass(
+            &input,
+            &mut Queues::default(),
+            PreemptionConfig::default(),
+            now(),
+        );
         let admitted = written(&pass.workloads, "big").expect("admitted");
         assert_eq!(admitted["admission"]["clusterQueue"], "team-b");
         let cq = written(&pass.cluster_queues, "team-b").expect("status");
@@ -605,7 +682,12 @@ mod tests {
             vec![workload("w", "user-queue", 1, 1)],
         );
         input.flavors.clear();
-        let pass = pass(&input, PreemptionConfig::default(), now());
+        let pass = pass(
+            &input,
+            &mut Queues::default(),
+            PreemptionConfig::default(),
+            now(),
+        );
         let cq = written(&pass.cluster_queues, "cluster-queue").expect("status");
         assert_eq!(condition(cq, "Active")["reason"], "FlavorNotFound");
         let lq = written(&pass.local_queues, "user-queue").expect("status");
@@ -614,6 +696,153 @@ mod tests {
         assert_eq!(
             condition(w, "QuotaReserved")["message"],
             "ClusterQueue cluster-queue is inactive"
+        );
+    }
+}
+
+#[cfg(test)]
+mod preemption_tests {
+    //! A lender reclaiming its quota from a borrower, pass after pass as the shell runs them:
+    //! the victim evicted with Kueue's conditions, the preemptor waiting for it, then admitted
+    //! once the victim's job has stopped and its quota is released.
+
+    use super::*;
+    use crate::api::status;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    fn cluster_queue(name: &str, cpu: &str) -> Value {
+        json!({"metadata": {"name": name, "generation": 1}, "spec": {"cohortName": "team",
+            "namespaceSelector": {}, "preemption": {"reclaimWithinCohort": "Any"},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default-flavor",
+                "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}})
+    }
+
+    fn workload(name: &str, queue: &str, pods: i32) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default", "uid": name, "generation": 1,
+                "creationTimestamp": tessera_model::time::timestamp(now())},
+            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": pods, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    }
+
+    /// The objects after a pass's writes (merge patches of their statuses).
+    fn apply(objects: &mut Objects, pass: &Pass) {
+        for write in &pass.workloads {
+            if let Some(object) = objects
+                .workloads
+                .iter_mut()
+                .find(|w| objects::name(w) == write.name)
+            {
+                merge_status(object, &write.status);
+            }
+        }
+    }
+
+    fn merge_status(object: &mut Value, status: &Value) {
+        if !object["status"].is_object() {
+            object["status"] = json!({});
+        }
+        for (field, value) in status.as_object().into_iter().flatten() {
+            match (value.is_null(), object["status"].as_object_mut()) {
+                (true, Some(current)) => {
+                    current.remove(field);
+                }
+                (false, Some(current)) => {
+                    current.insert(field.clone(), value.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn status_of<'a>(objects: &'a Objects, name: &str, kind: &str) -> (&'a str, &'a str) {
+        let object = objects
+            .workloads
+            .iter()
+            .find(|w| objects::name(w) == name)
+            .unwrap_or(&Value::Null);
+        let found = tessera_model::conditions::find(object, kind).unwrap_or(&Value::Null);
+        (
+            found["status"].as_str().unwrap_or(""),
+            found["reason"].as_str().unwrap_or(""),
+        )
+    }
+
+    #[test]
+    fn a_lender_reclaims_its_quota_by_preemption() {
+        let mut objects = Objects {
+            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
+            cluster_queues: vec![cluster_queue("lender", "6"), cluster_queue("borrower", "2")],
+            local_queues: vec![
+                json!({"metadata": {"name": "lq-lender", "namespace": "default"}, "spec": {"clusterQueue": "lender"}}),
+                json!({"metadata": {"name": "lq-borrower", "namespace": "default"}, "spec": {"clusterQueue": "borrower"}}),
+            ],
+            workloads: vec![workload("borrowing", "lq-borrower", 6)],
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Objects::default()
+        };
+        let mut queues = Queues::default();
+        let first = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &first);
+        assert_eq!(
+            status_of(&objects, "borrowing", "Admitted"),
+            ("True", "Admitted")
+        );
+
+        // An older Workload of the lender's queue that can never fit waits inadmissible; the
+        // preemptor stays its ClusterQueue's head (Kueue's sticky preemptor) until admitted.
+        let mut too_big = workload("too-big", "lq-lender", 20);
+        too_big["metadata"]["creationTimestamp"] = json!(tessera_model::time::timestamp(
+            now() - Duration::from_secs(60)
+        ));
+        objects.workloads.push(too_big);
+        let waiting = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &waiting);
+        assert_eq!(
+            status_of(&objects, "too-big", "QuotaReserved"),
+            ("False", "ExceedsMaxQuota")
+        );
+        objects.workloads.push(workload("owner", "lq-lender", 6));
+        let second = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &second);
+        assert_eq!(
+            status_of(&objects, "borrowing", "Evicted"),
+            ("True", "Preempted")
+        );
+        assert_eq!(
+            status_of(&objects, "borrowing", "Preempted"),
+            ("True", "InCohortReclamation")
+        );
+        assert_eq!(
+            status_of(&objects, "owner", "QuotaReserved"),
+            ("False", "WaitingForPreemptedWorkloads")
+        );
+        // Still holding quota until its job stops: nothing new in the next pass.
+        let third = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        assert!(third.workloads.is_empty(), "{:?}", third.workloads);
+
+        // Its job stopped: the quota is released, and the lender's Workload is admitted.
+        let index = objects
+            .workloads
+            .iter()
+            .position(|w| objects::name(w) == "borrowing")
+            .unwrap_or(0);
+        let released = status::released(&objects.workloads[index], now()).expect("released");
+        merge_status(&mut objects.workloads[index], &released);
+        let fourth = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &fourth);
+        assert_eq!(
+            status_of(&objects, "owner", "Admitted"),
+            ("True", "Admitted")
+        );
+        assert_eq!(status_of(&objects, "borrowing", "QuotaReserved").0, "False");
+        assert_eq!(
+            status_of(&objects, "borrowing", "Requeued"),
+            ("True", "Preempted")
         );
     }
 }
