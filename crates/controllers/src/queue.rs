@@ -10,7 +10,10 @@
 //!
 //! Its own Workload writes are laid over the watch cache until the watch shows them
 //! ([`crate::shell::overlay`]), so a pass that runs before the watch catches up never admits
-//! a Workload twice. Decides nothing itself.
+//! a Workload twice; a Job's writes are not sent again while the watch still shows the Job
+//! they were sent for. Kueue's events are recorded as its components record them
+//! (`kueue-admission` for the Workloads, the Job integration's controller for the Jobs).
+//! Decides nothing itself.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -31,11 +34,17 @@ use tessera_queue::api::pass::{self, StatusWrite};
 use tessera_queue::preemption::PreemptionConfig;
 
 use crate::shell::{
-    ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched, watched_with,
+    EventRecorder, ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched,
+    watched_with,
 };
 
 /// The field manager of the queue manager's writes: Kueue is a controller-runtime binary.
 pub const MANAGER: &str = tessera_model::managers::CONTROLLER_RUNTIME;
+
+/// The component Kueue's scheduler records events as (`constants.AdmissionName`).
+pub const ADMISSION_COMPONENT: &str = "kueue-admission";
+/// The component Kueue's Job integration records events as.
+pub const JOB_COMPONENT: &str = "batch/job-kueue-controller";
 
 /// How long the shell's own Workload writes stand in for the watch cache's copies at most.
 const OVERLAID_FOR: Duration = Duration::from_secs(10);
@@ -127,9 +136,13 @@ pub async fn run(client: Client, config: QueueConfig) {
     let mut written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)> =
         HashMap::new();
     let mut queues = pass::Queues::default();
+    let mut sent: HashMap<String, (String, Vec<JobWrite>)> = HashMap::new();
+    let admission_events =
+        EventRecorder::start(client.clone(), ADMISSION_COMPONENT, config.clock.clone());
     let shell = Shell {
         client: &client,
         workloads: &workloads,
+        job_events: EventRecorder::start(client.clone(), JOB_COMPONENT, config.clock.clone()),
     };
     while next_pass(&mut changes, &mut resync).await {
         let current = overlay(
@@ -162,6 +175,16 @@ pub async fn run(client: Client, config: QueueConfig) {
                 }
             }
         }
+        for event in &decided.events {
+            admission_events
+                .record(
+                    event.involved.clone(),
+                    event.kind,
+                    &event.reason,
+                    &event.message,
+                )
+                .await;
+        }
         for write in &decided.cluster_queues {
             shell.write_status(&cluster_queues.resource, write).await;
         }
@@ -187,12 +210,36 @@ pub async fn run(client: Client, config: QueueConfig) {
             let owned = by_owner
                 .get(tessera_model::json::text(&job_object, "/metadata/uid"))
                 .copied();
-            for write in job::reconcile(&job_object, owned, &flavor_specs, &priorities, now) {
-                if let Some(object) = shell.write_for_job(&job_object, owned, write).await {
-                    remember(&mut written, &object);
+            let writes = job::reconcile(&job_object, owned, &flavor_specs, &priorities, now);
+            let uid = tessera_model::json::text(&job_object, "/metadata/uid").to_owned();
+            let version = tessera_model::json::text(&job_object, "/metadata/resourceVersion");
+            let same = (version.to_owned(), writes.clone());
+            // The watch has not shown the Job since the same writes were sent: not again.
+            if writes.is_empty() || sent.get(&uid) == Some(&same) {
+                continue;
+            }
+            let mut done = true;
+            for write in writes {
+                match shell.write_for_job(&job_object, owned, write).await {
+                    Ok(Some(object)) => remember(&mut written, &object),
+                    Ok(None) => {}
+                    // The rest (its event) waits for the next pass, which tries again.
+                    Err(()) => {
+                        done = false;
+                        break;
+                    }
                 }
             }
+            if done {
+                sent.insert(uid, same);
+            }
         }
+        let jobs_now: std::collections::HashSet<String> = jobs
+            .state()
+            .iter()
+            .filter_map(|job| job.metadata.uid.clone())
+            .collect();
+        sent.retain(|uid, _| jobs_now.contains(uid));
     }
 }
 
@@ -231,6 +278,7 @@ fn remember(
 struct Shell<'a> {
     client: &'a Client,
     workloads: &'a Kind,
+    job_events: EventRecorder,
 }
 
 impl Shell<'_> {
@@ -258,17 +306,26 @@ impl Shell<'_> {
         }
     }
 
-    /// Carries out one write of the Job integration; a written Workload is answered.
+    /// Carries out one write of the Job integration; a written Workload is answered. A
+    /// failed write (logged) is an error.
     async fn write_for_job(
         &self,
         job_object: &Value,
         workload: Option<&Value>,
         write: JobWrite,
-    ) -> Option<Arc<DynamicObject>> {
+    ) -> Result<Option<Arc<DynamicObject>>, ()> {
         let namespace = objects::namespace(job_object);
         let result = match write {
+            JobWrite::Event(event) => {
+                self.job_events
+                    .record(event.involved, event.kind, &event.reason, &event.message)
+                    .await;
+                return Ok(None);
+            }
             JobWrite::CreateWorkload(object) => {
-                let object: DynamicObject = serde_json::from_value(object).ok()?;
+                let object: DynamicObject = serde_json::from_value(object).map_err(|error| {
+                    tracing::debug!(%error, "queue manager: a Workload that does not convert");
+                })?;
                 self.workloads
                     .api(self.client, namespace)
                     .create(&post_params(MANAGER), &object)
@@ -295,14 +352,9 @@ impl Shell<'_> {
                     .map(Some)
             }
         };
-        match result {
-            Ok(object) => object.map(Arc::new),
-            // There already (a pass before the watch showed it), or gone.
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => None,
-            Err(error) => {
-                tracing::debug!(%error, job = %objects::name(job_object), "queue manager: job write failed");
-                None
-            }
-        }
+        result.map(|object| object.map(Arc::new)).map_err(|error| {
+            // A 409 on a creation: there already (a pass before the watch showed it).
+            tracing::debug!(%error, job = %objects::name(job_object), "queue manager: job write not done");
+        })
     }
 }

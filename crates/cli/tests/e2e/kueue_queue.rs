@@ -155,6 +155,29 @@ fn kueue_quick_start_admits_runs_borrows_and_explains_waiting_jobs() {
         "Ready"
     );
 
+    // Kueue's events about the Workload and the Job.
+    let events = cluster.ok(
+        V,
+        &[
+            "get",
+            "events",
+            "-o",
+            "jsonpath={range .items[*]}{.involvedObject.name} {.reason}: {.message}{\"\\n\"}{end}",
+        ],
+    );
+    for wanted in [
+        format!("{workload} QuotaReserved: Quota reserved in ClusterQueue cluster-queue"),
+        format!("{workload} Admitted: Admitted by ClusterQueue cluster-queue"),
+        format!("{job_name} CreatedWorkload: Created Workload: default/{workload}"),
+        format!("{job_name} Started: Admitted by clusterQueue cluster-queue"),
+        format!("{job_name} FinishedWorkload: Workload 'default/{workload}' is declared finished"),
+    ] {
+        assert!(
+            events.lines().any(|l| l.starts_with(&wanted)),
+            "{wanted} in\n{events}"
+        );
+    }
+
     // A second ClusterQueue in the same cohort borrows the idle quota.
     cluster.ok(
         V,

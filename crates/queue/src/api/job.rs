@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use tessera_model::kueue::workload::{POD_PRIORITY_CLASS, WORKLOAD_PRIORITY_CLASS};
 use tessera_model::{conditions, json as json_read};
 
-use crate::api::status;
+use crate::api::status::{self, Event};
 use crate::flavor::ResourceFlavorSpec;
 
 pub use tessera_model::kueue::{
@@ -145,6 +145,26 @@ pub enum JobWrite {
     PatchJob(Value),
     /// Merge-patch the Workload's status.
     WorkloadStatus(Value),
+    /// Record an event about the Job.
+    Event(Event),
+}
+
+fn job_event(job: &Value, reason: &str, message: &str) -> JobWrite {
+    JobWrite::Event(Event::about(
+        job,
+        ("batch/v1", "Job"),
+        ("Normal", reason),
+        message,
+    ))
+}
+
+/// `namespace/name` of an object.
+fn key_of(object: &Value) -> String {
+    format!(
+        "{}/{}",
+        json_read::text(object, "/metadata/namespace"),
+        json_read::text(object, "/metadata/name")
+    )
 }
 
 fn int(job: &Value, pointer: &str) -> Option<i32> {
@@ -356,25 +376,39 @@ pub fn reconcile(
         return Vec::new();
     }
     if let Some((succeeded, message)) = job_finished(job) {
-        return workload
-            .and_then(|w| status::finished(w, succeeded, &message, now))
-            .map(JobWrite::WorkloadStatus)
-            .into_iter()
-            .collect();
+        let Some(workload) = workload else {
+            return Vec::new();
+        };
+        let Some(status) = status::finished(workload, succeeded, &message, now) else {
+            return Vec::new();
+        };
+        let declared = format!("Workload '{}' is declared finished", key_of(workload));
+        return vec![
+            JobWrite::WorkloadStatus(status),
+            job_event(job, "FinishedWorkload", &declared),
+        ];
     }
     let Some(workload) = workload else {
         let mut writes = Vec::new();
         if !suspended(job) {
             writes.push(JobWrite::PatchJob(stop_patch(job, None)));
+            writes.push(job_event(job, "Stopped", "missing workload"));
         }
-        writes.push(JobWrite::CreateWorkload(workload_for(job, priorities)));
+        let created = workload_for(job, priorities);
+        let message = format!("Created Workload: {}", key_of(&created));
+        writes.push(JobWrite::CreateWorkload(created));
+        writes.push(job_event(job, "CreatedWorkload", &message));
         return writes;
     };
     let reserved = conditions::is_true(workload, status::QUOTA_RESERVED);
-    if conditions::is_true(workload, status::EVICTED) {
+    if let Some(evicted) =
+        conditions::find(workload, status::EVICTED).filter(|c| c["status"] == "True")
+    {
         let mut writes = Vec::new();
         if !suspended(job) {
+            let message = evicted["message"].as_str().unwrap_or_default();
             writes.push(JobWrite::PatchJob(stop_patch(job, Some(workload))));
+            writes.push(job_event(job, "Stopped", message));
         }
         let active = json_read::int(job, "/status/active").unwrap_or(0) > 0;
         if reserved
@@ -387,8 +421,21 @@ pub fn reconcile(
     }
     let admitted = conditions::is_true(workload, status::ADMITTED) && reserved;
     match (suspended(job), admitted) {
-        (true, true) => vec![JobWrite::PatchJob(start_patch(job, workload, flavors))],
-        (false, false) => vec![JobWrite::PatchJob(stop_patch(job, Some(workload)))],
+        (true, true) => {
+            let cluster_queue = json_read::text(workload, "/status/admission/clusterQueue");
+            vec![
+                JobWrite::PatchJob(start_patch(job, workload, flavors)),
+                job_event(
+                    job,
+                    "Started",
+                    &format!("Admitted by clusterQueue {cluster_queue}"),
+                ),
+            ]
+        }
+        (false, false) => vec![
+            JobWrite::PatchJob(stop_patch(job, Some(workload))),
+            job_event(job, "Stopped", "Not admitted by cluster queue"),
+        ],
         _ => Vec::new(),
     }
 }
@@ -460,7 +507,8 @@ mod tests {
         for (extra, kind, priority) in cases {
             let object = job(extra.clone());
             let writes = reconcile(&object, None, &BTreeMap::new(), &priorities, now());
-            let [JobWrite::CreateWorkload(workload)] = writes.as_slice() else {
+            let [JobWrite::CreateWorkload(workload), JobWrite::Event(event)] = writes.as_slice()
+            else {
                 panic!("{extra}: {writes:?}");
             };
             assert_eq!(workload["spec"]["priority"], priority, "{extra}");
@@ -476,6 +524,14 @@ mod tests {
                 workload_name("sample-job", "u-1")
             );
             assert_eq!(workload["metadata"]["labels"][JOB_UID], "u-1");
+            assert_eq!(event.reason, "CreatedWorkload");
+            assert_eq!(
+                event.message,
+                format!(
+                    "Created Workload: default/{}",
+                    workload_name("sample-job", "u-1")
+                )
+            );
             assert_eq!(
                 workload["metadata"]["ownerReferences"][0]["controller"],
                 true
@@ -499,7 +555,78 @@ mod tests {
             now(),
         );
         assert!(matches!(&writes[0], JobWrite::PatchJob(p) if p["spec"]["suspend"] == true));
-        assert!(matches!(&writes[1], JobWrite::CreateWorkload(_)));
+        assert!(matches!(&writes[1], JobWrite::Event(e) if e.message == "missing workload"));
+        assert!(matches!(&writes[2], JobWrite::CreateWorkload(_)));
+    }
+
+    /// The writes without the events.
+    fn changes(
+        job: &Value,
+        workload: Option<&Value>,
+        flavors: &BTreeMap<String, ResourceFlavorSpec>,
+        priorities: &Priorities,
+        now: SystemTime,
+    ) -> Vec<JobWrite> {
+        reconcile(job, workload, flavors, priorities, now)
+            .into_iter()
+            .filter(|w| !matches!(w, JobWrite::Event(_)))
+            .collect()
+    }
+
+    #[test]
+    fn each_change_to_a_job_is_recorded_as_kueue_records_it() {
+        let mut evicted = admitted_workload(3);
+        evicted["metadata"] = json!({"name": "wl", "namespace": "default"});
+        evicted["status"]["conditions"]
+            .as_array_mut()
+            .expect("list")
+            .push(json!({"type": "Evicted", "status": "True", "reason": "Preempted", "message": "to make room"}));
+        let mut finished_workload = admitted_workload(3);
+        finished_workload["metadata"] = json!({"name": "wl", "namespace": "default"});
+        let cases = [
+            (
+                job(json!({})),
+                Some(admitted_workload(3)),
+                ("Started", "Admitted by clusterQueue cq"),
+            ),
+            (
+                job(json!({"spec": {"suspend": false}})),
+                Some(evicted),
+                ("Stopped", "to make room"),
+            ),
+            (
+                job(json!({"spec": {"suspend": false}})),
+                Some(json!({"status": {}})),
+                ("Stopped", "Not admitted by cluster queue"),
+            ),
+            (
+                job(
+                    json!({"status": {"conditions": [{"type": "Failed", "status": "True", "message": "x"}]}}),
+                ),
+                Some(finished_workload),
+                (
+                    "FinishedWorkload",
+                    "Workload 'default/wl' is declared finished",
+                ),
+            ),
+        ];
+        for (object, workload, (reason, message)) in cases {
+            let writes = reconcile(
+                &object,
+                workload.as_ref(),
+                &BTreeMap::new(),
+                &Priorities::default(),
+                now(),
+            );
+            let events: Vec<(&str, &str)> = writes
+                .iter()
+                .filter_map(|w| match w {
+                    JobWrite::Event(e) => Some((e.reason.as_str(), e.message.as_str())),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(events, [(reason, message)], "{writes:?}");
+        }
     }
 
     fn admitted_workload(count: i64) -> Value {
@@ -529,7 +656,7 @@ mod tests {
         )]
         .into();
         let partial = job(json!({"metadata": {"annotations": {MIN_PARALLELISM: "1"}}}));
-        let writes = reconcile(
+        let writes = changes(
             &partial,
             Some(&admitted_workload(2)),
             &flavors,
@@ -546,7 +673,7 @@ mod tests {
         assert_eq!(pod["tolerations"][0]["key"], "spot");
 
         // Without the annotation, parallelism is left alone.
-        let writes = reconcile(
+        let writes = changes(
             &job(json!({})),
             Some(&admitted_workload(2)),
             &flavors,
@@ -565,7 +692,7 @@ mod tests {
             "type": "Evicted", "status": "True", "reason": "Preempted", "message": "to make room"}));
         let running = job(json!({"spec": {"suspend": false, "template": {"spec": {
             "nodeSelector": {"own": "x", "instance": "spot"}}}}, "status": {"active": 3}}));
-        let writes = reconcile(
+        let writes = changes(
             &running,
             Some(&evicted),
             &flavors,
@@ -581,7 +708,7 @@ mod tests {
             json!({"own": "x", "instance": null})
         );
         let stopped = job(json!({"status": {"active": 0}}));
-        let writes = reconcile(
+        let writes = changes(
             &stopped,
             Some(&evicted),
             &flavors,
@@ -600,7 +727,7 @@ mod tests {
             json!({"status": {"conditions": [{"type": "Complete", "status": "True", "message": "ok"}]}}),
         );
         let workload = admitted_workload(3);
-        let writes = reconcile(
+        let writes = changes(
             &done,
             Some(&workload),
             &BTreeMap::new(),
@@ -622,7 +749,7 @@ mod tests {
         let mut stored = workload.clone();
         stored["status"]["conditions"] = status["conditions"].clone();
         assert!(
-            reconcile(
+            changes(
                 &done,
                 Some(&stored),
                 &BTreeMap::new(),
@@ -633,7 +760,7 @@ mod tests {
         );
         // A running Job whose Workload lost its admission is suspended.
         let pending = json!({"spec": {"podSets": [{"name": "main", "count": 3}]}, "status": {}});
-        let writes = reconcile(
+        let writes = changes(
             &job(json!({"spec": {"suspend": false}})),
             Some(&pending),
             &BTreeMap::new(),

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::amount::Amount;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
-use crate::api::status::{self, Counts, Usage};
+use crate::api::status::{self, Counts, Event, Usage};
 use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
 use crate::flavor::ResourceFlavorSpec;
 use crate::preemption::{AdmittedWorkload, PreemptionConfig};
@@ -45,12 +45,21 @@ pub struct Pass {
     pub cluster_queues: Vec<StatusWrite>,
     /// LocalQueue statuses that changed.
     pub local_queues: Vec<StatusWrite>,
+    /// Events about the Workloads written.
+    pub events: Vec<Event>,
 }
 
 /// What finally became of a Workload in the pass.
 enum Outcome {
     Admitted(Admission),
     Pending { reason: String, message: String },
+}
+
+/// A Workload to evict, and why.
+struct Victim {
+    reason: String,
+    message: String,
+    preemptor_priority: i64,
 }
 
 /// A Workload holding quota, as queue statuses count it.
@@ -200,7 +209,7 @@ pub fn pass(
     }
 
     let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
-    let mut victims: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut victims: BTreeMap<String, Victim> = BTreeMap::new();
     let mut queued_in: BTreeMap<String, String> = BTreeMap::new();
     for queued in &pending {
         if let Some(blocker) = queues.blocker(queued) {
@@ -302,9 +311,17 @@ pub fn pass(
                         {
                             candidate.evicted = true;
                         }
+                        let preemptor_priority = workloads
+                            .get(&workload)
+                            .and_then(|(object, _)| objects::workload(object))
+                            .map_or(0, |w| i64::from(w.priority));
                         victims.insert(
                             target.workload,
-                            (target.reason.as_str().to_owned(), target.message),
+                            Victim {
+                                reason: target.reason.as_str().to_owned(),
+                                message: target.message,
+                                preemptor_priority,
+                            },
                         );
                     }
                     outcomes.insert(
@@ -340,18 +357,40 @@ pub fn pass(
             continue;
         };
         let written = match outcome {
-            Outcome::Admitted(admission) => Some(status::admitted(object, admission, now)),
-            Outcome::Pending { reason, message } => status::pending(object, reason, message, now),
+            Outcome::Admitted(admission) => {
+                pass.events
+                    .extend(status::admission_events(object, admission, now));
+                Some(status::admitted(object, admission, now))
+            }
+            Outcome::Pending { reason, message } => {
+                let written = status::pending(object, reason, message, now);
+                if written.is_some() {
+                    pass.events
+                        .push(Event::workload(object, "Warning", reason, message));
+                }
+                written
+            }
         };
         if let Some(status) = written {
             pass.workloads.push(write_for(object, status));
         }
     }
-    for (key, (reason, message)) in &victims {
-        let Some((object, _)) = workloads.get(key) else {
+    for (key, victim) in &victims {
+        let Some((object, state)) = workloads.get(key) else {
             continue;
         };
-        if let Some(status) = status::preempted(object, reason, message, now) {
+        if let Some(status) = status::preempted(object, &victim.reason, &victim.message, now) {
+            let priority = match state {
+                WorkloadState::Reserving { workload, .. } => workload.priority,
+                _ => 0,
+            };
+            // The boosts of PriorityBoost (alpha, off) are always 0.
+            let message = format!(
+                "{}; preemptor effective priority: {} (base: {}, boost: 0); preemptee effective priority: {priority} (base: {priority}, boost: 0)",
+                victim.message, victim.preemptor_priority, victim.preemptor_priority
+            );
+            pass.events
+                .push(Event::workload(object, "Normal", "Preempted", &message));
             pass.workloads.push(write_for(object, status));
         }
     }
@@ -589,6 +628,41 @@ mod tests {
             "{message}"
         );
 
+        // Events: the admission's two, a warning per newly pending Workload.
+        let events: Vec<(&str, &str, &str)> = pass
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e.involved["name"].as_str().unwrap_or(""),
+                    e.kind,
+                    e.reason.as_str(),
+                )
+            })
+            .collect();
+        assert!(
+            events.contains(&("sample-job", "Normal", "QuotaReserved")),
+            "{events:?}"
+        );
+        assert!(
+            events.contains(&("sample-job", "Normal", "Admitted")),
+            "{events:?}"
+        );
+        assert!(
+            events.contains(&("lost", "Warning", "Misconfigured")),
+            "{events:?}"
+        );
+        let reserved = pass
+            .events
+            .iter()
+            .find(|e| e.reason == "QuotaReserved")
+            .expect("event");
+        assert_eq!(
+            reserved.message,
+            "Quota reserved in ClusterQueue cluster-queue, wait time since queued was 999s"
+        );
+        assert_eq!(reserved.involved["kind"], "Workload");
+
         let lost = written(&pass.workloads, "lost").expect("pending");
         assert_eq!(condition(lost, "QuotaReserved")["reason"], "Misconfigured");
         assert_eq!(
@@ -812,6 +886,17 @@ mod preemption_tests {
         assert_eq!(
             status_of(&objects, "borrowing", "Evicted"),
             ("True", "Preempted")
+        );
+        let preempted = second
+            .events
+            .iter()
+            .find(|e| e.reason == "Preempted")
+            .expect("event");
+        assert_eq!(preempted.involved["name"], "borrowing");
+        assert!(
+            preempted.message.ends_with("; preemptor effective priority: 0 (base: 0, boost: 0); preemptee effective priority: 0 (base: 0, boost: 0)"),
+            "{}",
+            preempted.message
         );
         assert_eq!(
             status_of(&objects, "borrowing", "Preempted"),

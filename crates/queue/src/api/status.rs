@@ -107,11 +107,15 @@ fn set_all(object: &Value, changes: &[Change<'_>], now: SystemTime) -> (Vec<Valu
 
 /// Kueue truncates condition messages to 32 KiB (`api.TruncateConditionMessage`).
 fn truncate(message: &str) -> String {
-    const LIMIT: usize = 32 * 1024;
-    if message.len() <= LIMIT {
+    truncate_to(message, 32 * 1024)
+}
+
+/// `message` cut to `limit` bytes, ending in "..." when cut.
+fn truncate_to(message: &str, limit: usize) -> String {
+    if message.len() <= limit {
         return message.to_owned();
     }
-    let mut end = LIMIT - 3;
+    let mut end = limit - 3;
     while !message.is_char_boundary(end) {
         end -= 1;
     }
@@ -225,6 +229,96 @@ pub fn finished(object: &Value, succeeded: bool, message: &str, now: SystemTime)
     let reason = if succeeded { "Succeeded" } else { "Failed" };
     let (list, _) = set_all(object, &[(FINISHED, "True", reason, message)], now);
     Some(json!({"conditions": list}))
+}
+
+/// An event Kueue records about an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The object it is about (an object reference).
+    pub involved: Value,
+    /// `Normal` or `Warning`.
+    pub kind: &'static str,
+    /// The reason.
+    pub reason: String,
+    /// The message (truncated as Kueue truncates event messages, to 1 KiB).
+    pub message: String,
+}
+
+impl Event {
+    /// An event about `object`, whose API version and kind are given.
+    pub fn about(
+        object: &Value,
+        (api_version, kind): (&str, &str),
+        (event_kind, reason): (&'static str, &str),
+        message: &str,
+    ) -> Event {
+        let meta = |field: &str| {
+            object
+                .pointer(&format!("/metadata/{field}"))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        Event {
+            involved: json!({"apiVersion": api_version, "kind": kind, "name": meta("name"),
+                "namespace": meta("namespace"), "uid": meta("uid"),
+                "resourceVersion": meta("resourceVersion")}),
+            kind: event_kind,
+            reason: reason.to_owned(),
+            message: truncate_to(message, 1024),
+        }
+    }
+
+    /// An event about a Workload.
+    pub fn workload(
+        object: &Value,
+        event_kind: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> Event {
+        Event::about(
+            object,
+            (WORKLOAD_API_VERSION, "Workload"),
+            (event_kind, reason),
+            message,
+        )
+    }
+}
+
+/// The API version Workloads are written in.
+pub const WORKLOAD_API_VERSION: &str = "kueue.x-k8s.io/v1beta2";
+
+/// The events of an admission (`recordWorkloadAdmissionEvents`): QuotaReserved with the wait
+/// since the Workload was queued (created, or last requeued), and Admitted.
+pub fn admission_events(object: &Value, admission: &Admission, now: SystemTime) -> [Event; 2] {
+    let queued = conditions::find(object, REQUEUED)
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .or_else(|| {
+            object
+                .pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)
+        })
+        .and_then(time::parse_timestamp)
+        .unwrap_or(now);
+    let waited = now.duration_since(queued).unwrap_or_default().as_secs_f64();
+    let cluster_queue = &admission.cluster_queue;
+    [
+        Event::workload(
+            object,
+            "Normal",
+            "QuotaReserved",
+            &format!(
+                "Quota reserved in ClusterQueue {cluster_queue}, wait time since queued was {waited:.0}s"
+            ),
+        ),
+        Event::workload(
+            object,
+            "Normal",
+            "Admitted",
+            &format!(
+                "Admitted by ClusterQueue {cluster_queue}, wait time since reservation was 0s"
+            ),
+        ),
+    ]
 }
 
 /// Workloads counted by a queue's status.
