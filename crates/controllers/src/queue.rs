@@ -150,7 +150,8 @@ pub async fn run(client: Client, config: QueueConfig) {
             workloads.store.state(),
             (tokio::time::Instant::now(), OVERLAID_FOR),
             |watched, ours| newer(ours, watched).then(|| ours.clone()),
-            |ours| Some(ours.clone()),
+            // One the watch does not have is gone, or not shown yet: left out either way.
+            |_| None,
         );
         let objects = Objects {
             flavors: flavors.values(),
@@ -356,5 +357,35 @@ impl Shell<'_> {
             // A 409 on a creation: there already (a pass before the watch showed it).
             tracing::debug!(%error, job = %objects::name(job_object), "queue manager: job write not done");
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(version: &str) -> DynamicObject {
+        let mut object = DynamicObject::new("w", &kueue_resource("Workload", "workloads"));
+        object.metadata.resource_version = Some(version.into());
+        object
+    }
+
+    #[test]
+    fn our_write_stands_in_until_the_watch_shows_it() {
+        let cases = [
+            ("12", "11", true),
+            ("12", "12", false),
+            ("12", "13", false),
+            // Versions that are not numbers: ours until the watch shows the same one.
+            ("a", "b", true),
+            ("a", "a", false),
+        ];
+        for (ours, watched, want) in cases {
+            assert_eq!(
+                newer(&at(ours), &at(watched)),
+                want,
+                "{ours} over {watched}"
+            );
+        }
     }
 }
