@@ -53,7 +53,7 @@ fn job(name: &str, queue: &str, pods: u32, cpu: &str, duration: &str) -> String 
 
 #[test]
 fn kueue_quick_start_admits_runs_borrows_and_explains_waiting_jobs() {
-    let cluster = Cluster::start();
+    let mut cluster = Cluster::start();
     cluster.ok_stdin(V, &["apply", "-f", "-"], SETUP);
 
     // Kueue's webhook defaulting: a Job naming a LocalQueue is created suspended.
@@ -289,6 +289,69 @@ fn kueue_quick_start_admits_runs_borrows_and_explains_waiting_jobs() {
     assert_eq!(requeued, "True");
     assert_eq!(
         condition(&cluster, "workload", &borrower, "QuotaReserved", "status"),
+        "False"
+    );
+
+    // A restart rebuilds the queues from the stored objects: nothing admitted twice, nothing
+    // lost, the waiting ones still waiting.
+    let reclaimer = workload_of(&cluster, "reclaimer");
+    let reserved_at = condition(
+        &cluster,
+        "workload",
+        &reclaimer,
+        "QuotaReserved",
+        "lastTransitionTime",
+    );
+    let usage =
+        "jsonpath={.status.reservingWorkloads} {.status.flavorsReservation[0].resources[0].total}";
+    let before = cluster.ok(V, &["get", "clusterqueue", "cluster-queue", "-o", usage]);
+    assert_eq!(before, "1 9");
+    cluster.stop();
+    cluster.launch(&[]);
+    // The LocalQueue's pending count is written again by the restarted queue manager's passes.
+    cluster.ok(
+        V,
+        &[
+            "patch",
+            "localqueue",
+            "user-queue",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            "{\"status\":{\"pendingWorkloads\":0}}",
+        ],
+    );
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "localqueue",
+            "user-queue",
+            "-o",
+            "jsonpath={.status.pendingWorkloads}",
+        ],
+        |out| out == "1",
+    );
+    assert_eq!(
+        cluster.ok(V, &["get", "clusterqueue", "cluster-queue", "-o", usage]),
+        before
+    );
+    assert_eq!(
+        condition(
+            &cluster,
+            "workload",
+            &reclaimer,
+            "QuotaReserved",
+            "lastTransitionTime"
+        ),
+        reserved_at
+    );
+    assert_eq!(
+        condition(&cluster, "workload", &borrower, "QuotaReserved", "status"),
+        "False"
+    );
+    assert_eq!(
+        condition(&cluster, "workload", &waiting, "QuotaReserved", "status"),
         "False"
     );
 }
