@@ -458,7 +458,7 @@ pub fn pass(
         if let Some(status) = status::cluster_queue_status(
             object,
             &cq.flavor_resources,
-            &nominal,
+            cq.tree.cohort.as_ref().map(|_| &nominal),
             counts,
             &usage,
             active,

@@ -402,14 +402,26 @@ pub fn local_queue_active(stopped: bool, cluster_queue_active: Option<bool>) -> 
     }
 }
 
+/// The `borrowed` of a queue's usage: none (a LocalQueue), or beyond the nominal quota of a
+/// ClusterQueue in a cohort (`None` outside a cohort, where Kueue enforces 0).
+#[derive(Clone, Copy)]
+enum Borrowed<'a> {
+    Omitted,
+    Beyond(Option<&'a BTreeMap<FlavorResource, Amount>>),
+}
+
+/// Usage per flavor of the resource groups, in their order, with each flavor's resources
+/// sorted by name (`getUsage`, `filterLocalQueueUsage`).
 fn flavor_usage(
     flavors: &[(String, Vec<String>)],
     usage: &FlavorResourceQuantities,
-    nominal: Option<&BTreeMap<FlavorResource, Amount>>,
+    borrowed: Borrowed<'_>,
 ) -> Vec<Value> {
     flavors
         .iter()
         .map(|(flavor, resources)| {
+            let mut resources = resources.clone();
+            resources.sort();
             let resources: Vec<Value> = resources
                 .iter()
                 .map(|resource| {
@@ -417,14 +429,13 @@ fn flavor_usage(
                     let total = usage.get(&key).int64();
                     let mut entry =
                         json!({"name": resource, "total": resource_quantity(resource, total)});
-                    if let Some(nominal) = nominal {
-                        let quota = nominal.get(&key).copied().unwrap_or_default();
-                        let borrowed = if quota.is_unlimited() {
-                            0
-                        } else {
-                            (total - quota.int64()).max(0)
+                    if let Borrowed::Beyond(nominal) = borrowed {
+                        let quota = nominal.map(|n| n.get(&key).copied().unwrap_or_default());
+                        let beyond = match quota {
+                            Some(quota) if !quota.is_unlimited() => (total - quota.int64()).max(0),
+                            _ => 0,
                         };
-                        entry["borrowed"] = json!(resource_quantity(resource, borrowed));
+                        entry["borrowed"] = json!(resource_quantity(resource, beyond));
                     }
                     entry
                 })
@@ -435,17 +446,19 @@ fn flavor_usage(
 }
 
 /// A ClusterQueue's status fields: counts, reservation and usage per flavor and resource in
-/// its resource groups' order (with what is borrowed beyond `nominal`), and `Active`.
+/// its resource groups' order (with what is borrowed beyond `nominal`; `None` outside a
+/// cohort, where nothing is borrowed), and `Active`.
 pub fn cluster_queue_status(
     object: &Value,
     flavors: &[(String, Vec<String>)],
-    nominal: &BTreeMap<FlavorResource, Amount>,
+    nominal: Option<&BTreeMap<FlavorResource, Amount>>,
     counts: Counts,
     usage: &Usage,
     active: &Active,
     now: SystemTime,
 ) -> Option<Value> {
-    queue_status(object, flavors, Some(nominal), counts, usage, active, now)
+    let borrowed = Borrowed::Beyond(nominal);
+    queue_status(object, flavors, borrowed, counts, usage, active, now)
 }
 
 /// A LocalQueue's status fields: as a ClusterQueue's, without `borrowed`.
@@ -457,13 +470,21 @@ pub fn local_queue_status(
     active: &Active,
     now: SystemTime,
 ) -> Option<Value> {
-    queue_status(object, flavors, None, counts, usage, active, now)
+    queue_status(
+        object,
+        flavors,
+        Borrowed::Omitted,
+        counts,
+        usage,
+        active,
+        now,
+    )
 }
 
 fn queue_status(
     object: &Value,
     flavors: &[(String, Vec<String>)],
-    nominal: Option<&BTreeMap<FlavorResource, Amount>>,
+    borrowed: Borrowed<'_>,
     counts: Counts,
     usage: &Usage,
     (status, reason, message): &Active,
@@ -474,8 +495,8 @@ fn queue_status(
         "pendingWorkloads": counts.pending,
         "reservingWorkloads": counts.reserving,
         "admittedWorkloads": counts.admitted,
-        "flavorsReservation": flavor_usage(flavors, &usage.reserved, nominal),
-        "flavorsUsage": flavor_usage(flavors, &usage.admitted, nominal),
+        "flavorsReservation": flavor_usage(flavors, &usage.reserved, borrowed),
+        "flavorsUsage": flavor_usage(flavors, &usage.admitted, borrowed),
     });
     let current = object.get("status").cloned().unwrap_or(Value::Null);
     let same = wanted
@@ -697,9 +718,10 @@ mod tests {
 
     #[test]
     fn a_cluster_queue_status_shows_borrowing_and_is_written_only_when_changed() {
+        // Resources in the spec's order; the status sorts them by name, as Kueue does.
         let flavors = vec![(
             "default".to_owned(),
-            vec!["cpu".to_owned(), "memory".to_owned()],
+            vec!["memory".to_owned(), "cpu".to_owned()],
         )];
         let nominal: BTreeMap<FlavorResource, Amount> =
             [(FlavorResource::new("default", "cpu"), Amount::new(9000))].into();
@@ -717,9 +739,16 @@ mod tests {
         };
         let active = cluster_queue_active(false, false, &[]);
         let object = json!({"metadata": {}});
-        let status =
-            cluster_queue_status(&object, &flavors, &nominal, counts, &usage, &active, at(1))
-                .expect("new status");
+        let status = cluster_queue_status(
+            &object,
+            &flavors,
+            Some(&nominal),
+            counts,
+            &usage,
+            &active,
+            at(1),
+        )
+        .expect("new status");
         assert_eq!(status["pendingWorkloads"], 1);
         assert_eq!(status["reservingWorkloads"], 2);
         let cpu = &status["flavorsReservation"][0]["resources"][0];
@@ -732,9 +761,24 @@ mod tests {
             (&memory["total"], &memory["borrowed"]),
             (&json!("0"), &json!("0"))
         );
+        // Outside a cohort nothing is borrowed.
+        let alone = cluster_queue_status(&object, &flavors, None, counts, &usage, &active, at(1))
+            .expect("new status");
+        assert_eq!(
+            alone["flavorsReservation"][0]["resources"][0]["borrowed"],
+            "0"
+        );
         let stored = json!({"metadata": {}, "status": status});
         assert_eq!(
-            cluster_queue_status(&stored, &flavors, &nominal, counts, &usage, &active, at(2)),
+            cluster_queue_status(
+                &stored,
+                &flavors,
+                Some(&nominal),
+                counts,
+                &usage,
+                &active,
+                at(2)
+            ),
             None
         );
         let lq = local_queue_status(
