@@ -282,6 +282,8 @@ pub enum WorkloadState {
         admitted: bool,
         /// Its LocalQueue.
         local_queue: String,
+        /// `spec.active` (true when unset).
+        active: bool,
     },
     /// Waits in a queue.
     Pending(Box<QueuedWorkload>),
@@ -425,6 +427,7 @@ pub fn workload_state(object: &Value) -> Option<WorkloadState> {
             workload,
             admitted: conditions::is_true(object, "Admitted"),
             local_queue,
+            active: spec.active != Some(false),
         });
     }
     if spec.active == Some(false) {
@@ -557,6 +560,7 @@ mod tests {
                 workload,
                 admitted,
                 local_queue,
+                ..
             } = &state
             {
                 assert!(!admitted);

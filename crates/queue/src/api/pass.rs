@@ -16,6 +16,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use crate::amount::Amount;
+use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
 use crate::api::status::{self, Counts, Event, Usage};
 use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
@@ -53,6 +54,59 @@ pub struct Pass {
 enum Outcome {
     Admitted(Admission),
     Pending { reason: String, message: String },
+}
+
+/// The Workload statuses a pass changes: several changes to one Workload (a pending
+/// condition and a restart, say) merge into one write, each computed from the status the
+/// earlier ones left.
+#[derive(Default)]
+struct Changed {
+    /// The object as changed so far, and the status fields written.
+    objects: BTreeMap<String, (Value, BTreeSet<String>)>,
+}
+
+impl Changed {
+    /// The object as changed so far.
+    fn current(&self, key: &str, stored: &Value) -> Value {
+        self.objects
+            .get(key)
+            .map_or_else(|| stored.clone(), |(object, _)| object.clone())
+    }
+
+    /// Records a status change (a merge patch of the status) of `object`, as it is now.
+    fn record(&mut self, key: &str, object: &Value, status: Option<Value>) {
+        let Some(Value::Object(status)) = status else {
+            return;
+        };
+        let (current, fields) = self
+            .objects
+            .entry(key.to_owned())
+            .or_insert_with(|| (object.clone(), BTreeSet::new()));
+        if !current["status"].is_object() {
+            current["status"] = Value::Object(serde_json::Map::new());
+        }
+        for (field, value) in status {
+            current["status"][&field] = value;
+            fields.insert(field);
+        }
+    }
+
+    /// One write per changed Workload: the fields written, as they ended.
+    fn writes(self) -> Vec<StatusWrite> {
+        self.objects
+            .into_values()
+            .map(|(object, fields)| {
+                let status: serde_json::Map<String, Value> = fields
+                    .into_iter()
+                    .map(|field| {
+                        let value = object["status"][&field].clone();
+                        (field, value)
+                    })
+                    .collect();
+                write_for(&object, Value::Object(status))
+            })
+            .collect()
+    }
 }
 
 /// A Workload to evict, and why.
@@ -123,6 +177,7 @@ pub fn pass(
                 workload,
                 admitted: is_admitted,
                 local_queue,
+                ..
             } => {
                 holders.insert(
                     key.clone(),
@@ -352,15 +407,16 @@ pub fn pass(
     }
 
     let mut pass = Pass::default();
+    let mut changed = Changed::default();
     for (key, outcome) in &outcomes {
         let Some((object, _)) = workloads.get(key) else {
             continue;
         };
-        let written = match outcome {
+        match outcome {
             Outcome::Admitted(admission) => {
                 pass.events
                     .extend(status::admission_events(object, admission, now));
-                Some(status::admitted(object, admission, now))
+                changed.record(key, object, Some(status::admitted(object, admission, now)));
             }
             Outcome::Pending { reason, message } => {
                 let written = status::pending(object, reason, message, now);
@@ -368,11 +424,8 @@ pub fn pass(
                     pass.events
                         .push(Event::workload(object, "Warning", reason, message));
                 }
-                written
+                changed.record(key, object, written);
             }
-        };
-        if let Some(status) = written {
-            pass.workloads.push(write_for(object, status));
         }
     }
     for (key, victim) in &victims {
@@ -391,9 +444,48 @@ pub fn pass(
             );
             pass.events
                 .push(Event::workload(object, "Normal", "Preempted", &message));
-            pass.workloads.push(write_for(object, status));
+            changed.record(key, object, Some(status));
         }
     }
+    // The workload controller's evictions (deactivated, drained queues) and restarts.
+    let stop_policies = |local_queue: &str, cluster_queue: Option<&str>| evictions::Queues {
+        local_queue: queues
+            .local_queues
+            .get(local_queue)
+            .map(|lq| lq.stop_policy),
+        cluster_queue: cluster_queue
+            .and_then(|name| cluster_queues.get(name))
+            .map(|(cq, _)| cq.stop_policy),
+    };
+    for (key, (object, state)) in &workloads {
+        let object = changed.current(key, object);
+        let written = match state {
+            WorkloadState::Reserving {
+                workload,
+                local_queue,
+                active,
+                ..
+            } => {
+                let local_queue = format!("{}/{local_queue}", workload.namespace);
+                let stop = stop_policies(&local_queue, Some(&workload.cluster_queue));
+                evictions::eviction(&object, *active, stop)
+                    .and_then(|(reason, message)| status::evicted(&object, reason, message, now))
+            }
+            WorkloadState::Pending(queued) => {
+                let local_queue = queued.local_queue_key();
+                let cluster_queue = queues
+                    .local_queues
+                    .get(&local_queue)
+                    .map(|lq| lq.cluster_queue.as_str());
+                let stop = stop_policies(&local_queue, cluster_queue);
+                evictions::restart(&object, stop)
+                    .and_then(|(reason, message)| status::requeued(&object, reason, message, now))
+            }
+            WorkloadState::Finished | WorkloadState::Inactive => None,
+        };
+        changed.record(key, &object, written);
+    }
+    pass.workloads = changed.writes();
 
     // Queue statuses, after this pass's admissions.
     for (key, (cluster_queue, usage)) in newly_admitted {
@@ -928,6 +1020,87 @@ mod preemption_tests {
         assert_eq!(
             status_of(&objects, "borrowing", "Requeued"),
             ("True", "Preempted")
+        );
+    }
+
+    #[test]
+    fn a_drained_cluster_queue_evicts_and_its_restart_requeues() {
+        let mut objects = Objects {
+            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
+            cluster_queues: vec![cluster_queue("lender", "6")],
+            local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
+                "spec": {"clusterQueue": "lender"}})],
+            workloads: vec![workload("w", "lq", 2)],
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Objects::default()
+        };
+        let mut queues = Queues::default();
+        let run = |objects: &mut Objects, queues: &mut Queues| {
+            let done = pass(objects, queues, PreemptionConfig::default(), now());
+            apply(objects, &done);
+            done
+        };
+        run(&mut objects, &mut queues);
+        assert_eq!(status_of(&objects, "w", "Admitted"), ("True", "Admitted"));
+
+        objects.cluster_queues[0]["spec"]["stopPolicy"] = json!("HoldAndDrain");
+        let drained = run(&mut objects, &mut queues);
+        assert_eq!(
+            status_of(&objects, "w", "Evicted"),
+            ("True", "ClusterQueueStopped")
+        );
+        let cq = &drained.cluster_queues[0].status;
+        assert_eq!(cq["conditions"][0]["reason"], "Stopped");
+
+        // Its job stopped: the quota is released, and it is not requeued while stopped.
+        let released = status::released(&objects.workloads[0], now()).expect("released");
+        merge_status(&mut objects.workloads[0], &released);
+        assert_eq!(
+            status_of(&objects, "w", "Requeued"),
+            ("False", "ClusterQueueStopped")
+        );
+        run(&mut objects, &mut queues);
+        assert_eq!(
+            status_of(&objects, "w", "QuotaReserved"),
+            ("False", "Suspended")
+        );
+
+        // Running again: requeued, then admitted.
+        objects.cluster_queues[0]["spec"]["stopPolicy"] = json!("None");
+        run(&mut objects, &mut queues);
+        assert_eq!(
+            status_of(&objects, "w", "Requeued"),
+            ("True", "ClusterQueueRestarted")
+        );
+        run(&mut objects, &mut queues);
+        assert_eq!(status_of(&objects, "w", "Admitted"), ("True", "Admitted"));
+    }
+
+    #[test]
+    fn a_deactivated_workload_is_evicted_and_not_queued_again() {
+        let mut objects = Objects {
+            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
+            cluster_queues: vec![cluster_queue("lender", "6")],
+            local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
+                "spec": {"clusterQueue": "lender"}})],
+            workloads: vec![workload("w", "lq", 2)],
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Objects::default()
+        };
+        let mut queues = Queues::default();
+        let first = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &first);
+        objects.workloads[0]["spec"]["active"] = json!(false);
+        let second = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &second);
+        assert_eq!(status_of(&objects, "w", "Evicted"), ("True", "Deactivated"));
+        let released = status::released(&objects.workloads[0], now()).expect("released");
+        merge_status(&mut objects.workloads[0], &released);
+        let third = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        assert!(third.workloads.is_empty(), "{:?}", third.workloads);
+        assert_eq!(
+            status_of(&objects, "w", "Requeued"),
+            ("False", "Deactivated")
         );
     }
 }

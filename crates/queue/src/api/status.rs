@@ -174,18 +174,35 @@ pub fn pending(object: &Value, reason: &str, message: &str, now: SystemTime) -> 
 /// Preempted and `Preempted=True` with the preemption's reason, both with its message.
 /// `None` when it is already evicted.
 pub fn preempted(object: &Value, reason: &str, message: &str, now: SystemTime) -> Option<Value> {
-    if conditions::is_true(object, EVICTED) {
-        return None;
-    }
-    let (list, _) = set_all(
+    evict(
         object,
         &[
             (EVICTED, "True", EVICTED_BY_PREEMPTION, message),
             (PREEMPTED, "True", reason, message),
         ],
         now,
-    );
+    )
+}
+
+/// The status of a Workload evicted for `reason` (`Evict`): `Evicted=True`. `None` when it is
+/// already evicted.
+pub fn evicted(object: &Value, reason: &str, message: &str, now: SystemTime) -> Option<Value> {
+    evict(object, &[(EVICTED, "True", reason, message)], now)
+}
+
+fn evict(object: &Value, changes: &[Change<'_>], now: SystemTime) -> Option<Value> {
+    if conditions::is_true(object, EVICTED) {
+        return None;
+    }
+    let (list, _) = set_all(object, changes, now);
     Some(json!({"conditions": list}))
+}
+
+/// The status of a Workload requeued for `reason` (`SetRequeuedCondition` True). `None` when
+/// nothing changes.
+pub fn requeued(object: &Value, reason: &str, message: &str, now: SystemTime) -> Option<Value> {
+    let (list, changed) = set_all(object, &[(REQUEUED, "True", reason, message)], now);
+    changed.then(|| json!({"conditions": list}))
 }
 
 /// The status once an evicted Workload's job has stopped (the job reconciler's eviction
