@@ -6,7 +6,8 @@
 //! for more than the cohort has stays suspended with its Workload's QuotaReserved=False
 //! message; the lender reclaims its quota by preemption: the borrower's Workload is evicted
 //! with Kueue's conditions, its Job suspended again, and the lender's Job admitted once the
-//! borrower's pods are gone.
+//! borrower's pods are gone; a restart keeps every reservation; a Job admitted on Kueue's
+//! published `spot` flavor runs with the flavor's node labels and tolerations injected.
 
 use crate::support::Cluster;
 
@@ -14,6 +15,8 @@ const V: &str = "1.33";
 
 const SETUP: &str = include_str!("../fixtures/upstream/kueue/quick-start-setup.yaml");
 const SAMPLE_JOB: &str = include_str!("../fixtures/upstream/kueue/sample-job.yaml");
+const SPOT_FLAVOR: &str =
+    include_str!("../fixtures/upstream/kueue/resource-flavor-tolerations.yaml");
 
 /// The Job's Workload (the one it controls), as `name admitted-status`.
 fn workload_of(cluster: &Cluster, job: &str) -> String {
@@ -354,4 +357,37 @@ fn kueue_quick_start_admits_runs_borrows_and_explains_waiting_jobs() {
         condition(&cluster, "workload", &waiting, "QuotaReserved", "status"),
         "False"
     );
+
+    // Admitted on a flavor with node labels and tolerations: both injected into the Job's pod
+    // template, next to its own.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], SPOT_FLAVOR);
+    let spot_queue = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: spot-queue}\nspec:\n  namespaceSelector: {}\n  resourceGroups:\n  - coveredResources: [cpu, memory]\n    flavors:\n    - name: spot\n      resources:\n      - {name: cpu, nominalQuota: 4}\n      - {name: memory, nominalQuota: 4Gi}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: spot, namespace: default}\nspec: {clusterQueue: spot-queue}\n";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], spot_queue);
+    let mut spot_job = job("on-spot", "spot", 2, "1", "60s");
+    spot_job = spot_job.replace(
+        "      restartPolicy: Never\n",
+        "      restartPolicy: Never\n      nodeSelector: {team: ml}\n",
+    );
+    cluster.ok_stdin(V, &["create", "-f", "-"], &spot_job);
+    let injected = cluster.wait_for(
+        V,
+        &["get", "job", "on-spot", "-o", "jsonpath={.spec.suspend} {.spec.template.spec.nodeSelector} {.spec.template.spec.tolerations[0].key}"],
+        |out| out.starts_with("false"),
+    );
+    assert_eq!(
+        injected,
+        "false {\"instance-type\":\"spot\",\"team\":\"ml\"} spot-taint"
+    );
+    let spot_workload = workload_of(&cluster, "on-spot");
+    let admitted_on = cluster.ok(
+        V,
+        &[
+            "get",
+            "workload",
+            &spot_workload,
+            "-o",
+            "jsonpath={.status.admission.podSetAssignments[0].flavors.cpu}",
+        ],
+    );
+    assert_eq!(admitted_on, "spot");
 }
