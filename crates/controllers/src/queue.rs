@@ -113,134 +113,97 @@ fn values<K: serde::Serialize>(objects: Vec<Arc<K>>) -> Vec<Value> {
         .collect()
 }
 
+/// Everything the queue manager watches.
+struct Watches {
+    flavors: Kind,
+    cluster_queues: Kind,
+    cohorts: Kind,
+    local_queues: Kind,
+    workloads: Kind,
+    priority_classes: Kind,
+    namespaces: Store<Namespace>,
+    pod_priorities: Store<PriorityClass>,
+    jobs: Store<Job>,
+}
+
+impl Watches {
+    /// Starts the reflectors; the stream yields on every change.
+    fn start(
+        client: &Client,
+    ) -> (
+        Watches,
+        futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>,
+    ) {
+        let mut changes = Vec::new();
+        let mut kind = |kind: &str, plural: &str| Kind::watch(client, kind, plural, &mut changes);
+        let flavors = kind("ResourceFlavor", "resourceflavors");
+        let cluster_queues = kind("ClusterQueue", "clusterqueues");
+        let cohorts = kind("Cohort", "cohorts");
+        let local_queues = kind("LocalQueue", "localqueues");
+        let workloads = kind("Workload", "workloads");
+        let priority_classes = kind("WorkloadPriorityClass", "workloadpriorityclasses");
+        let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
+        let (pod_priorities, pod_priority_changes) =
+            watched(Api::<PriorityClass>::all(client.clone()));
+        let (jobs, job_changes) = watched(Api::<Job>::all(client.clone()));
+        changes.extend([namespace_changes, pod_priority_changes, job_changes]);
+        let watches = Watches {
+            flavors,
+            cluster_queues,
+            cohorts,
+            local_queues,
+            workloads,
+            priority_classes,
+            namespaces,
+            pod_priorities,
+            jobs,
+        };
+        (watches, futures::stream::select_all(changes))
+    }
+}
+
+/// What the shell keeps between passes.
+#[derive(Default)]
+struct Memory {
+    /// Its Workload writes, until the watch shows them.
+    written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
+    /// The core's queues.
+    queues: pass::Queues,
+    /// Per Job UID, the writes last sent and the Job's resource version then.
+    sent: HashMap<String, (String, Vec<JobWrite>)>,
+}
+
+impl Memory {
+    /// Remembers a Workload it wrote, until the watch shows it.
+    fn remember(&mut self, object: &Arc<DynamicObject>) {
+        self.written.insert(
+            object_key(&object.metadata),
+            (object.clone(), tokio::time::Instant::now()),
+        );
+    }
+}
+
 /// Runs the queue manager until the task is dropped.
 pub async fn run(client: Client, config: QueueConfig) {
-    let mut changes = Vec::new();
-    let flavors = Kind::watch(&client, "ResourceFlavor", "resourceflavors", &mut changes);
-    let cluster_queues = Kind::watch(&client, "ClusterQueue", "clusterqueues", &mut changes);
-    let cohorts = Kind::watch(&client, "Cohort", "cohorts", &mut changes);
-    let local_queues = Kind::watch(&client, "LocalQueue", "localqueues", &mut changes);
-    let workloads = Kind::watch(&client, "Workload", "workloads", &mut changes);
-    let priority_classes = Kind::watch(
-        &client,
-        "WorkloadPriorityClass",
-        "workloadpriorityclasses",
-        &mut changes,
-    );
-    let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
-    let (pod_priorities, pod_priority_changes) = watched(Api::<PriorityClass>::all(client.clone()));
-    let (jobs, job_changes) = watched(Api::<Job>::all(client.clone()));
-    changes.extend([namespace_changes, pod_priority_changes, job_changes]);
-    let mut changes = futures::stream::select_all(changes);
+    let (watches, mut changes) = Watches::start(&client);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
-    let mut written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)> =
-        HashMap::new();
-    let mut queues = pass::Queues::default();
-    let mut sent: HashMap<String, (String, Vec<JobWrite>)> = HashMap::new();
-    let admission_events =
-        EventRecorder::start(client.clone(), ADMISSION_COMPONENT, config.clock.clone());
+    let mut memory = Memory::default();
     let shell = Shell {
         client: &client,
-        workloads: &workloads,
+        watches: &watches,
+        admission_events: EventRecorder::start(
+            client.clone(),
+            ADMISSION_COMPONENT,
+            config.clock.clone(),
+        ),
         job_events: EventRecorder::start(client.clone(), JOB_COMPONENT, config.clock.clone()),
     };
     while next_pass(&mut changes, &mut resync).await {
-        let current = overlay(
-            &mut written,
-            workloads.store.state(),
-            (tokio::time::Instant::now(), OVERLAID_FOR),
-            |watched, ours| newer(ours, watched).then(|| ours.clone()),
-            // One the watch does not have is gone, or not shown yet: left out either way.
-            |_| None,
-        );
-        let objects = Objects {
-            flavors: flavors.values(),
-            cluster_queues: cluster_queues.values(),
-            cohorts: cohorts.values(),
-            local_queues: local_queues.values(),
-            workloads: values(current),
-            namespaces: values(namespaces.state()),
-        };
         let now = (config.clock)();
-        let decided = pass::pass(&objects, &mut queues, config.preemption.clone(), now);
-        let mut workloads_now: BTreeMap<String, Value> = objects
-            .workloads
-            .iter()
-            .map(|w| (objects::key(w), w.clone()))
-            .collect();
-        for write in &decided.workloads {
-            if let Some(object) = shell.write_status(&workloads.resource, write).await {
-                remember(&mut written, &object);
-                if let Ok(value) = serde_json::to_value(object.as_ref()) {
-                    workloads_now.insert(objects::key(&value), value);
-                }
-            }
-        }
-        for event in &decided.events {
-            admission_events
-                .record(
-                    event.involved.clone(),
-                    event.kind,
-                    &event.reason,
-                    &event.message,
-                )
-                .await;
-        }
-        for write in &decided.cluster_queues {
-            shell.write_status(&cluster_queues.resource, write).await;
-        }
-        for write in &decided.local_queues {
-            shell.write_status(&local_queues.resource, write).await;
-        }
-        let flavor_specs = objects
-            .flavors
-            .iter()
-            .filter_map(objects::flavor)
-            .map(|f| (f.name.clone(), f))
-            .collect();
-        let priorities =
-            Priorities::read(&priority_classes.values(), &values(pod_priorities.state()));
-        let by_owner: BTreeMap<&str, &Value> = workloads_now
-            .values()
-            .filter_map(|w| Some((controller_uid(w)?, w)))
-            .collect();
-        for job_object in values(jobs.state()) {
-            if job::queue_name(&job_object).is_none() {
-                continue;
-            }
-            let owned = by_owner
-                .get(tessera_model::json::text(&job_object, "/metadata/uid"))
-                .copied();
-            let writes = job::reconcile(&job_object, owned, &flavor_specs, &priorities, now);
-            let uid = tessera_model::json::text(&job_object, "/metadata/uid").to_owned();
-            let version = tessera_model::json::text(&job_object, "/metadata/resourceVersion");
-            let same = (version.to_owned(), writes.clone());
-            // The watch has not shown the Job since the same writes were sent: not again.
-            if writes.is_empty() || sent.get(&uid) == Some(&same) {
-                continue;
-            }
-            let mut done = true;
-            for write in writes {
-                match shell.write_for_job(&job_object, owned, write).await {
-                    Ok(Some(object)) => remember(&mut written, &object),
-                    Ok(None) => {}
-                    // The rest (its event) waits for the next pass, which tries again.
-                    Err(()) => {
-                        done = false;
-                        break;
-                    }
-                }
-            }
-            if done {
-                sent.insert(uid, same);
-            }
-        }
-        let jobs_now: std::collections::HashSet<String> = jobs
-            .state()
-            .iter()
-            .filter_map(|job| job.metadata.uid.clone())
-            .collect();
-        sent.retain(|uid, _| jobs_now.contains(uid));
+        let workloads = shell
+            .admit(&mut memory, config.preemption.clone(), now)
+            .await;
+        shell.integrate_jobs(&mut memory, &workloads, now).await;
     }
 }
 
@@ -265,24 +228,131 @@ fn newer(ours: &DynamicObject, watched: &DynamicObject) -> bool {
     }
 }
 
-fn remember(
-    written: &mut HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
-    object: &Arc<DynamicObject>,
-) {
-    written.insert(
-        object_key(&object.metadata),
-        (object.clone(), tokio::time::Instant::now()),
-    );
-}
-
 /// The writes of one pass.
 struct Shell<'a> {
     client: &'a Client,
-    workloads: &'a Kind,
+    watches: &'a Watches,
+    admission_events: EventRecorder,
     job_events: EventRecorder,
 }
 
 impl Shell<'_> {
+    /// The admission pass: the core's pass over the watched objects (its own Workload writes
+    /// laid over them), its writes and events. Answers the Workloads as they are now.
+    async fn admit(
+        &self,
+        memory: &mut Memory,
+        preemption: PreemptionConfig,
+        now: std::time::SystemTime,
+    ) -> BTreeMap<String, Value> {
+        let watches = self.watches;
+        let current = overlay(
+            &mut memory.written,
+            watches.workloads.store.state(),
+            (tokio::time::Instant::now(), OVERLAID_FOR),
+            |watched, ours| newer(ours, watched).then(|| ours.clone()),
+            // One the watch does not have is gone, or not shown yet: left out either way.
+            |_| None,
+        );
+        let objects = Objects {
+            flavors: watches.flavors.values(),
+            cluster_queues: watches.cluster_queues.values(),
+            cohorts: watches.cohorts.values(),
+            local_queues: watches.local_queues.values(),
+            workloads: values(current),
+            namespaces: values(watches.namespaces.state()),
+        };
+        let decided = pass::pass(&objects, &mut memory.queues, preemption, now);
+        let mut workloads: BTreeMap<String, Value> = objects
+            .workloads
+            .into_iter()
+            .map(|w| (objects::key(&w), w))
+            .collect();
+        for write in &decided.workloads {
+            if let Some(object) = self.write_status(&watches.workloads.resource, write).await {
+                memory.remember(&object);
+                if let Ok(value) = serde_json::to_value(object.as_ref()) {
+                    workloads.insert(objects::key(&value), value);
+                }
+            }
+        }
+        for event in decided.events {
+            self.admission_events
+                .record(event.involved, event.kind, &event.reason, &event.message)
+                .await;
+        }
+        for write in &decided.cluster_queues {
+            self.write_status(&watches.cluster_queues.resource, write)
+                .await;
+        }
+        for write in &decided.local_queues {
+            self.write_status(&watches.local_queues.resource, write)
+                .await;
+        }
+        workloads
+    }
+
+    /// The Job integration over every Job naming a LocalQueue, given the Workloads as they
+    /// are now. A Job's writes are not sent again while the watch shows the Job they were
+    /// sent for.
+    async fn integrate_jobs(
+        &self,
+        memory: &mut Memory,
+        workloads: &BTreeMap<String, Value>,
+        now: std::time::SystemTime,
+    ) {
+        let watches = self.watches;
+        let flavors = watches
+            .flavors
+            .values()
+            .iter()
+            .filter_map(objects::flavor)
+            .map(|f| (f.name.clone(), f))
+            .collect();
+        let priorities = Priorities::read(
+            &watches.priority_classes.values(),
+            &values(watches.pod_priorities.state()),
+        );
+        let by_owner: BTreeMap<&str, &Value> = workloads
+            .values()
+            .filter_map(|w| Some((controller_uid(w)?, w)))
+            .collect();
+        let jobs = values(watches.jobs.state());
+        for job_object in &jobs {
+            if job::queue_name(job_object).is_none() {
+                continue;
+            }
+            let uid = tessera_model::json::text(job_object, "/metadata/uid");
+            let owned = by_owner.get(uid).copied();
+            let writes = job::reconcile(job_object, owned, &flavors, &priorities, now);
+            let version = tessera_model::json::text(job_object, "/metadata/resourceVersion");
+            let sending = (version.to_owned(), writes.clone());
+            if writes.is_empty() || memory.sent.get(uid) == Some(&sending) {
+                continue;
+            }
+            let mut done = true;
+            for write in writes {
+                match self.write_for_job(job_object, owned, write).await {
+                    Ok(Some(object)) => memory.remember(&object),
+                    Ok(None) => {}
+                    // The rest (its event) waits for the next pass, which tries again.
+                    Err(()) => {
+                        done = false;
+                        break;
+                    }
+                }
+            }
+            if done {
+                memory.sent.insert(uid.to_owned(), sending);
+            }
+        }
+        let uids: std::collections::HashSet<&str> = jobs
+            .iter()
+            .map(|job| tessera_model::json::text(job, "/metadata/uid"))
+            .collect();
+        memory.sent.retain(|uid, _| uids.contains(uid.as_str()));
+    }
+
     /// Merge-patches an object's status; the written object, or `None` (logged) on failure.
     async fn write_status(
         &self,
@@ -327,7 +397,8 @@ impl Shell<'_> {
                 let object: DynamicObject = serde_json::from_value(object).map_err(|error| {
                     tracing::debug!(%error, "queue manager: a Workload that does not convert");
                 })?;
-                self.workloads
+                self.watches
+                    .workloads
                     .api(self.client, namespace)
                     .create(&post_params(MANAGER), &object)
                     .await
@@ -346,7 +417,8 @@ impl Shell<'_> {
             JobWrite::WorkloadStatus(status) => {
                 let name = workload.map(objects::name).unwrap_or_default();
                 let patch = json!({"status": status});
-                self.workloads
+                self.watches
+                    .workloads
                     .api(self.client, namespace)
                     .patch_status(name, &patch_params(MANAGER), &Patch::Merge(&patch))
                     .await
