@@ -48,7 +48,8 @@ fn list_in(objects: &dyn Lister, group: &str, plural: &str, namespace: Option<&s
     objects.list(resource, namespace)
 }
 
-/// Admits a new object (mutating it) or refuses it.
+/// Admits a new object (mutating it) or refuses it. Also Kueue's Job defaulting
+/// (`default_kueue_suspend`).
 pub fn admit_create(
     objects: &dyn Lister,
     resource: Resource,
@@ -66,10 +67,27 @@ pub fn admit_create(
     {
         check_admin_access(objects, resource, namespace, object)?;
     }
+    if (resource.group(), resource.kind()) == ("batch", "Job") {
+        default_kueue_suspend(object);
+    }
     if let Some(namespace) = namespace {
         enforce_quota(objects, resource, namespace, object)?;
     }
     Ok(())
+}
+
+/// Kueue's Job webhook defaulting (`ApplyDefaultForSuspend`), which Tessera runs because it
+/// bundles Kueue: a Job naming a LocalQueue in its `kueue.x-k8s.io/queue-name` label is created
+/// suspended, and started by the queue manager once its Workload is admitted.
+fn default_kueue_suspend(job: &mut Value) {
+    let queued = job
+        .pointer("/metadata/labels")
+        .and_then(|labels| labels.get(tessera_model::kueue::QUEUE_NAME_LABEL))
+        .and_then(Value::as_str)
+        .is_some_and(|name| !name.is_empty());
+    if queued && let Some(spec) = job.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("suspend".into(), json!(true));
+    }
 }
 
 /// The label a namespace needs before its claims may ask for admin access to devices.
@@ -725,4 +743,38 @@ fn container_resources<'a>(
         .filter_map(move |container| container.get("resources")?.get(field)?.as_object())
         .flatten()
         .filter_map(|(name, value)| Some((name, quantity(Some(value))?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_jobs_naming_a_local_queue_are_created_suspended() {
+        let label = tessera_model::kueue::QUEUE_NAME_LABEL;
+        let cases = [
+            (
+                json!({"metadata": {"labels": {label: "q"}}, "spec": {}}),
+                Some(true),
+            ),
+            (
+                json!({"metadata": {"labels": {label: "q"}}, "spec": {"suspend": false}}),
+                Some(true),
+            ),
+            (
+                json!({"metadata": {"labels": {label: ""}}, "spec": {"suspend": false}}),
+                Some(false),
+            ),
+            (json!({"metadata": {}, "spec": {}}), None),
+        ];
+        for (mut job, suspend) in cases {
+            let before = job.clone();
+            default_kueue_suspend(&mut job);
+            assert_eq!(
+                job.pointer("/spec/suspend").and_then(Value::as_bool),
+                suspend,
+                "{before}"
+            );
+        }
+    }
 }

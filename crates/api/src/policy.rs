@@ -197,6 +197,45 @@ pub const COMPONENTS: &[Component] = &[
             ),
         ],
     },
+    Component {
+        // Kueue's quota manager and its batch/v1 Job integration.
+        name: "queue-manager",
+        rules: &[
+            (
+                &["kueue.x-k8s.io"],
+                &[
+                    "resourceflavors",
+                    "clusterqueues",
+                    "cohorts",
+                    "localqueues",
+                    "workloadpriorityclasses",
+                ],
+                READ,
+            ),
+            (&["kueue.x-k8s.io"], &["workloads"], WRITE),
+            (
+                &["kueue.x-k8s.io"],
+                &[
+                    "workloads/status",
+                    "clusterqueues/status",
+                    "localqueues/status",
+                ],
+                STATUS,
+            ),
+            (
+                &["batch"],
+                &["jobs"],
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            (&[""], &["namespaces"], READ),
+            (&["scheduling.k8s.io"], &["priorityclasses"], READ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
 ];
 
 /// The identity a component acts as.
@@ -207,13 +246,13 @@ pub fn identity(component: &str) -> UserInfo {
 /// The program an in-process component stands in for, which upstream's clients name in their
 /// User-Agent and so in the field manager of their writes: the built-in controllers are
 /// `kube-controller-manager`, the scheduler `kube-scheduler`, the node twins `kubelet`, and the
-/// JobSet/LeaderWorkerSet controllers controller-runtime's `manager`.
+/// JobSet/LeaderWorkerSet controllers and Kueue's queue manager controller-runtime's `manager`.
 pub fn program(component: &str) -> &'static str {
     use tessera_model::managers;
     match component {
         "scheduler" => managers::KUBE_SCHEDULER,
         "node-twins" => managers::KUBELET,
-        "workload-controller" => managers::CONTROLLER_RUNTIME,
+        "workload-controller" | "queue-manager" => managers::CONTROLLER_RUNTIME,
         _ => managers::KUBE_CONTROLLER_MANAGER,
     }
 }

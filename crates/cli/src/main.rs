@@ -55,6 +55,10 @@ enum Command {
     /// Run Tessera's scheduler against a cluster as a second scheduler (pods with
     /// `schedulerName: tessera`).
     Scheduler(SchedulerArgs),
+    /// Run Tessera's queue manager against a cluster: Kueue's admission of Workloads and its
+    /// batch/v1 Job integration, over Kueue's CRDs (`kueue.x-k8s.io/v1beta2`) with no Kueue
+    /// controller running.
+    Queue(QueueArgs),
     /// Measure performance.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -148,6 +152,13 @@ pub struct SchedulerArgs {
     config: Option<PathBuf>,
 }
 
+/// Options of `tessera queue`.
+#[derive(clap::Args, Debug)]
+pub struct QueueArgs {
+    #[command(flatten)]
+    cluster: client::ClusterArgs,
+}
+
 /// Options of `tessera kubeconfig`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct KubeconfigArgs {
@@ -197,6 +208,15 @@ fn main() -> anyhow::Result<()> {
             tracing::info!(profiles = ?config.profiles.iter().map(|p| &p.scheduler_name).collect::<Vec<_>>(), "scheduling");
             tokio::select! {
                 () = tessera_controllers::scheduler::run(client, config) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            Ok(())
+        }),
+        Command::Queue(args) => runtime.block_on(async {
+            let client = client::connect(&args.cluster).await?;
+            tracing::info!("queue manager running");
+            tokio::select! {
+                () = tessera_controllers::queue::run(client, up::queue_config()) => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
             Ok(())

@@ -46,6 +46,15 @@ pub fn load_topology(path: Option<&std::path::Path>) -> anyhow::Result<Topology>
     })
 }
 
+/// The queue manager's settings, the same under `tessera up` and `tessera queue`: Kueue's
+/// defaults (classic preemption) on the host's clock.
+pub fn queue_config() -> tessera_controllers::queue::QueueConfig {
+    tessera_controllers::queue::QueueConfig {
+        preemption: tessera_queue::preemption::PreemptionConfig::default(),
+        clock: std::sync::Arc::new(std::time::SystemTime::now),
+    }
+}
+
 /// Scheduling profiles from a KubeSchedulerConfiguration file, checked before anything starts.
 pub fn load_scheduler_profiles(
     path: Option<&std::path::Path>,
@@ -209,6 +218,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("scheduler"),
         tessera_controllers::scheduler::SchedulerConfig::embedded(profiles),
     ));
+    let queue_manager = tokio::spawn(tessera_controllers::queue::run(
+        client_for("queue-manager"),
+        queue_config(),
+    ));
     let claims = tokio::spawn(tessera_controllers::resource_claims::run(
         client_for("resourceclaim-controller"),
         clock,
@@ -272,6 +285,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     jobs.abort();
     claims.abort();
     scheduler.abort();
+    queue_manager.abort();
     node_monitor.abort();
     apps.abort();
     jobsets.abort();

@@ -15,6 +15,7 @@ pub mod custom;
 pub mod jobs;
 pub mod node_monitor;
 pub mod pdb;
+pub mod queue;
 pub mod resource_claims;
 pub mod scheduler;
 pub mod shell;

@@ -347,7 +347,26 @@ where
         + Sync
         + 'static,
 {
-    let (reader, writer) = reflector::store::<K>();
+    watched_with(api, ())
+}
+
+/// [`watched`] for a kind known at run time (`DynamicObject` with its `ApiResource`).
+pub fn watched_with<K>(
+    api: Api<K>,
+    dynamic: K::DynamicType,
+) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    let writer = reflector::store::Writer::new(dynamic);
+    let reader = writer.as_reader();
     let stream = reflector::reflector(
         writer,
         watcher(api, watcher::Config::default()).default_backoff(),

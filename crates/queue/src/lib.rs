@@ -6,7 +6,8 @@
 //! (`preemption`), which picks the admitted Workloads to evict with Kueue's reasons and
 //! messages; the ClusterQueue and LocalQueue queues (`queue`), the scheduling cycle that turns
 //! their heads into admissions, preemptions and requeues (`cycle`), and admission fair
-//! sharing's usage arithmetic (`afs`). The cycle runs Kueue's preemption
+//! sharing's usage arithmetic (`afs`), and Kueue's stored objects read into these inputs with
+//! the statuses and Job changes Kueue writes back (`api`). The cycle runs Kueue's preemption
 //! (`cycle::KueuePreemption`) over its snapshot's admitted Workloads: one
 //! `preemption::Oracle` per entry answers the flavor assigner (`PreemptionOracle`) and names
 //! the targets the cycle issues. It does no I/O and reads no clock: time is an argument.
@@ -34,6 +35,7 @@
 
 pub mod afs;
 pub mod amount;
+pub mod api;
 pub mod assigner;
 pub mod cluster_queue;
 pub mod cycle;

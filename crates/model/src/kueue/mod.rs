@@ -19,6 +19,10 @@ pub const GROUP: &str = "kueue.x-k8s.io";
 pub const STORAGE_VERSION: &str = "v1beta2";
 /// The older version still served (converted on the way in and out).
 pub const SERVED_VERSION: &str = "v1beta1";
+/// The label naming the LocalQueue of a job (`constants.QueueLabel`).
+pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+/// The label naming the WorkloadPriorityClass of a job (`constants.WorkloadPriorityClassLabel`).
+pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
 
 #[cfg(test)]
 mod tests;

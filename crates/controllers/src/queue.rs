@@ -1,0 +1,463 @@
+//! The queue manager's shell: Kueue's admission loop and its batch/v1 Job integration over a
+//! Kubernetes API. It watches ResourceFlavors, ClusterQueues, Cohorts, LocalQueues,
+//! Workloads, WorkloadPriorityClasses (`kueue.x-k8s.io/v1beta2`), Namespaces, PriorityClasses
+//! and Jobs; after each burst of changes (and every few seconds) it hands the watch caches'
+//! objects to [`tessera_queue::api::pass::pass`] and writes what it answers — Workload
+//! statuses (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue
+//! statuses — and then, for every Job naming a LocalQueue, what
+//! [`tessera_queue::api::job::reconcile`] answers (its Workload created, the Job started,
+//! stopped or its Workload finished).
+//!
+//! Its own Workload writes are laid over the watch cache until the watch shows them
+//! ([`crate::shell::overlay`]), so a pass that runs before the watch catches up never admits
+//! a Workload twice; a Job's writes are not sent again while the watch still shows the Job
+//! they were sent for. Kueue's events are recorded as its components record them
+//! (`kueue-admission` for the Workloads, the Job integration's controller for the Jobs).
+//! Decides nothing itself.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use tessera_model::clock::Clock;
+use tessera_model::kueue::{GROUP, STORAGE_VERSION};
+use tessera_queue::api::job::{self, JobWrite, Priorities};
+use tessera_queue::api::objects::{self, Objects};
+use tessera_queue::api::pass::{self, StatusWrite};
+use tessera_queue::preemption::PreemptionConfig;
+
+use crate::shell::{
+    EventRecorder, ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched,
+    watched_with,
+};
+
+/// The field manager of the queue manager's writes: Kueue is a controller-runtime binary.
+pub const MANAGER: &str = tessera_model::managers::CONTROLLER_RUNTIME;
+
+/// The component Kueue's scheduler records events as (`constants.AdmissionName`).
+pub const ADMISSION_COMPONENT: &str = "kueue-admission";
+/// The component Kueue's Job integration records events as.
+pub const JOB_COMPONENT: &str = "batch/job-kueue-controller";
+
+/// How long the shell's own Workload writes stand in for the watch cache's copies at most.
+const OVERLAID_FOR: Duration = Duration::from_secs(10);
+
+/// Settings of the queue manager.
+#[derive(Clone)]
+pub struct QueueConfig {
+    /// Classic preemption or fair sharing (Kueue's `fairSharing` configuration).
+    pub preemption: PreemptionConfig,
+    /// Where the queue manager reads the time.
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for QueueConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueConfig")
+            .field("preemption", &self.preemption)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `kueue.x-k8s.io` kinds it watches, by kind and plural, in the stored version.
+fn kueue_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, STORAGE_VERSION, kind), plural)
+}
+
+/// The watch caches of one kind of `kueue.x-k8s.io` object.
+struct Kind {
+    resource: ApiResource,
+    store: Store<DynamicObject>,
+}
+
+impl Kind {
+    fn watch(
+        client: &Client,
+        kind: &str,
+        plural: &str,
+        changes: &mut Vec<futures::stream::BoxStream<'static, ()>>,
+    ) -> Kind {
+        let resource = kueue_resource(kind, plural);
+        let (store, stream) = watched_with(
+            Api::<DynamicObject>::all_with(client.clone(), &resource),
+            resource.clone(),
+        );
+        changes.push(stream);
+        Kind { resource, store }
+    }
+
+    fn values(&self) -> Vec<Value> {
+        values(self.store.state())
+    }
+
+    fn api(&self, client: &Client, namespace: &str) -> Api<DynamicObject> {
+        if namespace.is_empty() {
+            Api::all_with(client.clone(), &self.resource)
+        } else {
+            Api::namespaced_with(client.clone(), namespace, &self.resource)
+        }
+    }
+}
+
+fn values<K: serde::Serialize>(objects: Vec<Arc<K>>) -> Vec<Value> {
+    objects
+        .iter()
+        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+        .collect()
+}
+
+/// Everything the queue manager watches.
+struct Watches {
+    flavors: Kind,
+    cluster_queues: Kind,
+    cohorts: Kind,
+    local_queues: Kind,
+    workloads: Kind,
+    priority_classes: Kind,
+    namespaces: Store<Namespace>,
+    pod_priorities: Store<PriorityClass>,
+    jobs: Store<Job>,
+}
+
+impl Watches {
+    /// Starts the reflectors; the stream yields on every change.
+    fn start(
+        client: &Client,
+    ) -> (
+        Watches,
+        futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>,
+    ) {
+        let mut changes = Vec::new();
+        let mut kind = |kind: &str, plural: &str| Kind::watch(client, kind, plural, &mut changes);
+        let flavors = kind("ResourceFlavor", "resourceflavors");
+        let cluster_queues = kind("ClusterQueue", "clusterqueues");
+        let cohorts = kind("Cohort", "cohorts");
+        let local_queues = kind("LocalQueue", "localqueues");
+        let workloads = kind("Workload", "workloads");
+        let priority_classes = kind("WorkloadPriorityClass", "workloadpriorityclasses");
+        let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
+        let (pod_priorities, pod_priority_changes) =
+            watched(Api::<PriorityClass>::all(client.clone()));
+        let (jobs, job_changes) = watched(Api::<Job>::all(client.clone()));
+        changes.extend([namespace_changes, pod_priority_changes, job_changes]);
+        let watches = Watches {
+            flavors,
+            cluster_queues,
+            cohorts,
+            local_queues,
+            workloads,
+            priority_classes,
+            namespaces,
+            pod_priorities,
+            jobs,
+        };
+        (watches, futures::stream::select_all(changes))
+    }
+}
+
+/// What the shell keeps between passes.
+#[derive(Default)]
+struct Memory {
+    /// Its Workload writes, until the watch shows them.
+    written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
+    /// The core's queues.
+    queues: pass::Queues,
+    /// Per Job UID, the writes last sent and the Job's resource version then.
+    sent: HashMap<String, (String, Vec<JobWrite>)>,
+}
+
+impl Memory {
+    /// Remembers a Workload it wrote, until the watch shows it.
+    fn remember(&mut self, object: &Arc<DynamicObject>) {
+        self.written.insert(
+            object_key(&object.metadata),
+            (object.clone(), tokio::time::Instant::now()),
+        );
+    }
+}
+
+/// Runs the queue manager until the task is dropped.
+pub async fn run(client: Client, config: QueueConfig) {
+    let (watches, mut changes) = Watches::start(&client);
+    let mut resync = tokio::time::interval(Duration::from_secs(5));
+    let mut memory = Memory::default();
+    let shell = Shell {
+        client: &client,
+        watches: &watches,
+        admission_events: EventRecorder::start(
+            client.clone(),
+            ADMISSION_COMPONENT,
+            config.clock.clone(),
+        ),
+        job_events: EventRecorder::start(client.clone(), JOB_COMPONENT, config.clock.clone()),
+    };
+    while next_pass(&mut changes, &mut resync).await {
+        let now = (config.clock)();
+        let workloads = shell
+            .admit(&mut memory, config.preemption.clone(), now)
+            .await;
+        shell.integrate_jobs(&mut memory, &workloads, now).await;
+    }
+}
+
+/// The UID of an object's controller.
+fn controller_uid(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller") == Some(&json!(true)))?
+        .get("uid")?
+        .as_str()
+}
+
+/// Whether `ours` is newer than the watch's copy: a higher resource version (both numbers,
+/// as the store's revisions are), or any other when they do not compare.
+fn newer(ours: &DynamicObject, watched: &DynamicObject) -> bool {
+    let version = |o: &DynamicObject| o.resource_version().and_then(|v| v.parse::<u64>().ok());
+    match (version(ours), version(watched)) {
+        (Some(ours), Some(watched)) => ours > watched,
+        _ => ours.resource_version() != watched.resource_version(),
+    }
+}
+
+/// The writes of one pass.
+struct Shell<'a> {
+    client: &'a Client,
+    watches: &'a Watches,
+    admission_events: EventRecorder,
+    job_events: EventRecorder,
+}
+
+impl Shell<'_> {
+    /// The admission pass: the core's pass over the watched objects (its own Workload writes
+    /// laid over them), its writes and events. Answers the Workloads as they are now.
+    async fn admit(
+        &self,
+        memory: &mut Memory,
+        preemption: PreemptionConfig,
+        now: std::time::SystemTime,
+    ) -> BTreeMap<String, Value> {
+        let watches = self.watches;
+        let current = overlay(
+            &mut memory.written,
+            watches.workloads.store.state(),
+            (tokio::time::Instant::now(), OVERLAID_FOR),
+            |watched, ours| newer(ours, watched).then(|| ours.clone()),
+            // One the watch does not have is gone, or not shown yet: left out either way.
+            |_| None,
+        );
+        let objects = Objects {
+            flavors: watches.flavors.values(),
+            cluster_queues: watches.cluster_queues.values(),
+            cohorts: watches.cohorts.values(),
+            local_queues: watches.local_queues.values(),
+            workloads: values(current),
+            namespaces: values(watches.namespaces.state()),
+        };
+        let decided = pass::pass(&objects, &mut memory.queues, preemption, now);
+        let mut workloads: BTreeMap<String, Value> = objects
+            .workloads
+            .into_iter()
+            .map(|w| (objects::key(&w), w))
+            .collect();
+        for write in &decided.workloads {
+            if let Some(object) = self.write_status(&watches.workloads.resource, write).await {
+                memory.remember(&object);
+                if let Ok(value) = serde_json::to_value(object.as_ref()) {
+                    workloads.insert(objects::key(&value), value);
+                }
+            }
+        }
+        for event in decided.events {
+            self.admission_events
+                .record(event.involved, event.kind, &event.reason, &event.message)
+                .await;
+        }
+        for write in &decided.cluster_queues {
+            self.write_status(&watches.cluster_queues.resource, write)
+                .await;
+        }
+        for write in &decided.local_queues {
+            self.write_status(&watches.local_queues.resource, write)
+                .await;
+        }
+        workloads
+    }
+
+    /// The Job integration over every Job naming a LocalQueue, given the Workloads as they
+    /// are now. A Job's writes are not sent again while the watch shows the Job they were
+    /// sent for.
+    async fn integrate_jobs(
+        &self,
+        memory: &mut Memory,
+        workloads: &BTreeMap<String, Value>,
+        now: std::time::SystemTime,
+    ) {
+        let watches = self.watches;
+        let flavors = watches
+            .flavors
+            .values()
+            .iter()
+            .filter_map(objects::flavor)
+            .map(|f| (f.name.clone(), f))
+            .collect();
+        let priorities = Priorities::read(
+            &watches.priority_classes.values(),
+            &values(watches.pod_priorities.state()),
+        );
+        let by_owner: BTreeMap<&str, &Value> = workloads
+            .values()
+            .filter_map(|w| Some((controller_uid(w)?, w)))
+            .collect();
+        let jobs = values(watches.jobs.state());
+        for job_object in &jobs {
+            if job::queue_name(job_object).is_none() {
+                continue;
+            }
+            let uid = tessera_model::json::text(job_object, "/metadata/uid");
+            let owned = by_owner.get(uid).copied();
+            let writes = job::reconcile(job_object, owned, &flavors, &priorities, now);
+            let version = tessera_model::json::text(job_object, "/metadata/resourceVersion");
+            let sending = (version.to_owned(), writes.clone());
+            if writes.is_empty() || memory.sent.get(uid) == Some(&sending) {
+                continue;
+            }
+            let mut done = true;
+            for write in writes {
+                match self.write_for_job(job_object, owned, write).await {
+                    Ok(Some(object)) => memory.remember(&object),
+                    Ok(None) => {}
+                    // The rest (its event) waits for the next pass, which tries again.
+                    Err(()) => {
+                        done = false;
+                        break;
+                    }
+                }
+            }
+            if done {
+                memory.sent.insert(uid.to_owned(), sending);
+            }
+        }
+        let uids: std::collections::HashSet<&str> = jobs
+            .iter()
+            .map(|job| tessera_model::json::text(job, "/metadata/uid"))
+            .collect();
+        memory.sent.retain(|uid, _| uids.contains(uid.as_str()));
+    }
+
+    /// Merge-patches an object's status; the written object, or `None` (logged) on failure.
+    async fn write_status(
+        &self,
+        resource: &ApiResource,
+        write: &StatusWrite,
+    ) -> Option<Arc<DynamicObject>> {
+        let api: Api<DynamicObject> = if write.namespace.is_empty() {
+            Api::all_with(self.client.clone(), resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), &write.namespace, resource)
+        };
+        let patch = json!({"status": write.status});
+        match api
+            .patch_status(&write.name, &patch_params(MANAGER), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(object) => Some(Arc::new(object)),
+            Err(error) => {
+                tracing::debug!(%error, kind = %resource.kind, name = %write.name, "queue manager: status not written");
+                None
+            }
+        }
+    }
+
+    /// Carries out one write of the Job integration; a written Workload is answered. A
+    /// failed write (logged) is an error.
+    async fn write_for_job(
+        &self,
+        job_object: &Value,
+        workload: Option<&Value>,
+        write: JobWrite,
+    ) -> Result<Option<Arc<DynamicObject>>, ()> {
+        let namespace = objects::namespace(job_object);
+        let result = match write {
+            JobWrite::Event(event) => {
+                self.job_events
+                    .record(event.involved, event.kind, &event.reason, &event.message)
+                    .await;
+                return Ok(None);
+            }
+            JobWrite::CreateWorkload(object) => {
+                let object: DynamicObject = serde_json::from_value(object).map_err(|error| {
+                    tracing::debug!(%error, "queue manager: a Workload that does not convert");
+                })?;
+                self.watches
+                    .workloads
+                    .api(self.client, namespace)
+                    .create(&post_params(MANAGER), &object)
+                    .await
+                    .map(Some)
+            }
+            JobWrite::PatchJob(patch) => {
+                let api: Api<Job> = Api::namespaced(self.client.clone(), namespace);
+                api.patch(
+                    objects::name(job_object),
+                    &patch_params(MANAGER),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map(|_| None)
+            }
+            JobWrite::WorkloadStatus(status) => {
+                let name = workload.map(objects::name).unwrap_or_default();
+                let patch = json!({"status": status});
+                self.watches
+                    .workloads
+                    .api(self.client, namespace)
+                    .patch_status(name, &patch_params(MANAGER), &Patch::Merge(&patch))
+                    .await
+                    .map(Some)
+            }
+        };
+        result.map(|object| object.map(Arc::new)).map_err(|error| {
+            // A 409 on a creation: there already (a pass before the watch showed it).
+            tracing::debug!(%error, job = %objects::name(job_object), "queue manager: job write not done");
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(version: &str) -> DynamicObject {
+        let mut object = DynamicObject::new("w", &kueue_resource("Workload", "workloads"));
+        object.metadata.resource_version = Some(version.into());
+        object
+    }
+
+    #[test]
+    fn our_write_stands_in_until_the_watch_shows_it() {
+        let cases = [
+            ("12", "11", true),
+            ("12", "12", false),
+            ("12", "13", false),
+            // Versions that are not numbers: ours until the watch shows the same one.
+            ("a", "b", true),
+            ("a", "a", false),
+        ];
+        for (ours, watched, want) in cases {
+            assert_eq!(
+                newer(&at(ours), &at(watched)),
+                want,
+                "{ours} over {watched}"
+            );
+        }
+    }
+}
