@@ -422,6 +422,9 @@ pub fn workload_state(object: &Value) -> Option<WorkloadState> {
             quota_reserved_at: condition_time(object, "QuotaReserved"),
             usage: admission_usage(&admission),
             evicted: conditions::is_true(object, "Evicted"),
+            local_queue: local_queue.clone(),
+            // Per-user limits (Beyond Kueue) are not configured from objects yet.
+            user: None,
         };
         return Some(WorkloadState::Reserving {
             workload,
@@ -443,6 +446,7 @@ pub fn workload_state(object: &Value) -> Option<WorkloadState> {
             .map(str::to_owned),
         generation: json::int(object, "/metadata/generation").unwrap_or(0),
         local_queue,
+        user: None,
         creation,
         eviction: eviction(object),
         requeue_at: object

@@ -247,6 +247,7 @@ pub fn pass(
             let local_queue = LocalQueue {
                 cluster_queue,
                 stop_policy,
+                user_limits: Default::default(),
             };
             Some((objects::key(lq), local_queue))
         })
@@ -615,6 +616,8 @@ fn admitted_workload(
         quota_reserved_at: Some(now),
         usage: usage.clone(),
         evicted: false,
+        local_queue: queued.local_queue.clone(),
+        user: queued.user.clone(),
     }
 }
 
