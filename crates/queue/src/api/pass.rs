@@ -56,7 +56,13 @@ pub struct Pass {
 /// What finally became of a Workload in the pass.
 enum Outcome {
     Admitted(Admission),
-    Pending { reason: String, message: String },
+    /// Left pending; `looked_at` when the scheduler (not the workload controller's queue
+    /// checks) decided it, which also records the Workload's total requests.
+    Pending {
+        reason: String,
+        message: String,
+        looked_at: bool,
+    },
 }
 
 /// The Workload statuses a pass changes: several changes to one Workload (a pending
@@ -375,6 +381,7 @@ fn sync_queues(
             let outcome = Outcome::Pending {
                 reason: blocker.reason.to_owned(),
                 message: blocker.message,
+                looked_at: false,
             };
             decided.outcomes.insert(queued.key(), outcome);
             continue;
@@ -493,6 +500,7 @@ impl From<cycle::Pending> for Outcome {
         Outcome::Pending {
             reason: pending.reason,
             message: pending.message,
+            looked_at: true,
         }
     }
 }
@@ -516,8 +524,20 @@ fn workload_writes(
                 events.extend(status::admission_events(object, admission, now));
                 changed.record(key, object, Some(status::admitted(object, admission, now)));
             }
-            Outcome::Pending { reason, message } => {
-                let written = status::pending(object, reason, message, now);
+            Outcome::Pending {
+                reason,
+                message,
+                looked_at,
+            } => {
+                let written = match world.queued(key).filter(|_| *looked_at) {
+                    Some(queued) => status::pending_with_requests(
+                        object,
+                        (reason, message),
+                        &queued.info.total_requests,
+                        now,
+                    ),
+                    None => status::pending(object, reason, message, now),
+                };
                 if written.is_some() {
                     events.push(Event::workload(object, "Warning", reason, message));
                 }

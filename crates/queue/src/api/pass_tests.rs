@@ -139,7 +139,13 @@ mod quick_start {
         );
         assert_eq!(reserved.involved["kind"], "Workload");
 
+        // The scheduler records what it looked at; the queue checks do not.
+        assert_eq!(
+            too_big["resourceRequests"],
+            json!([{"name": "main", "resources": {"cpu": "10", "memory": "2000Mi"}}])
+        );
         let lost = written(&pass.workloads, "lost").expect("pending");
+        assert!(lost.get("resourceRequests").is_none(), "{lost}");
         assert_eq!(condition(lost, "QuotaReserved")["reason"], "Misconfigured");
         assert_eq!(
             condition(lost, "QuotaReserved")["message"],
