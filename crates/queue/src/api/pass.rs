@@ -6,9 +6,12 @@
 //! (admission, QuotaReserved=False with the cycle's reason and message, eviction of
 //! victims), and every ClusterQueue's and LocalQueue's status.
 //!
-//! Every pass starts from the stored objects, so a restart rebuilds the same queues and a
-//! Workload holding quota is never admitted twice. Knows nothing about how objects are
-//! watched or written; time is an argument.
+//! Quota and reservations are read from the stored objects in every pass, so a restart
+//! rebuilds them and a Workload holding quota is never admitted twice; the queues are kept
+//! between passes (`Queues`) as Kueue keeps them between cycles, so inadmissible Workloads
+//! and sticky preemptors survive, and rebuilt from the objects after a restart. Several
+//! changes to one Workload in a pass merge into one write. Knows nothing about how objects
+//! are watched or written; time is an argument.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
@@ -53,7 +56,13 @@ pub struct Pass {
 /// What finally became of a Workload in the pass.
 enum Outcome {
     Admitted(Admission),
-    Pending { reason: String, message: String },
+    /// Left pending; `looked_at` when the scheduler (not the workload controller's queue
+    /// checks) decided it, which also records the Workload's total requests.
+    Pending {
+        reason: String,
+        message: String,
+        looked_at: bool,
+    },
 }
 
 /// The Workload statuses a pass changes: several changes to one Workload (a pending
@@ -143,6 +152,140 @@ struct WaitedOn {
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+/// Kueue's objects as a pass reads them.
+struct World<'o> {
+    flavors: BTreeMap<String, ResourceFlavorSpec>,
+    cluster_queues: BTreeMap<String, (ClusterQueue, &'o Value)>,
+    workloads: BTreeMap<String, (&'o Value, WorkloadState)>,
+    /// The Workloads holding quota, by key.
+    holders: BTreeMap<String, Holder>,
+    /// Their usage per ClusterQueue.
+    usage: BTreeMap<String, FlavorResourceQuantities>,
+    /// The keys of the pending Workloads.
+    pending: Vec<String>,
+    tree: TreeSpec,
+    /// Each ClusterQueue's `Active` condition.
+    activity: BTreeMap<String, status::Active>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl<'o> World<'o> {
+    fn read(objects: &'o Objects) -> World<'o> {
+        let flavors: BTreeMap<String, ResourceFlavorSpec> = objects
+            .flavors
+            .iter()
+            .filter_map(objects::flavor)
+            .map(|f| (f.name.clone(), f))
+            .collect();
+        let cluster_queues: BTreeMap<String, (ClusterQueue, &Value)> = objects
+            .cluster_queues
+            .iter()
+            .filter_map(|o| Some((objects::name(o).to_owned(), (objects::cluster_queue(o)?, o))))
+            .collect();
+        let workloads: BTreeMap<String, (&Value, WorkloadState)> = objects
+            .workloads
+            .iter()
+            .filter_map(|o| Some((objects::key(o), (o, objects::workload_state(o)?))))
+            .collect();
+        let mut holders = BTreeMap::new();
+        let mut pending = Vec::new();
+        for (key, (_, state)) in &workloads {
+            match state {
+                WorkloadState::Reserving {
+                    workload,
+                    admitted,
+                    local_queue,
+                    ..
+                } => {
+                    let holder = Holder {
+                        cluster_queue: workload.cluster_queue.clone(),
+                        local_queue: format!("{}/{local_queue}", workload.namespace),
+                        usage: workload.usage.clone(),
+                        admitted: *admitted,
+                    };
+                    holders.insert(key.clone(), holder);
+                }
+                WorkloadState::Pending(_) => pending.push(key.clone()),
+                WorkloadState::Finished | WorkloadState::Inactive => {}
+            }
+        }
+        let mut usage: BTreeMap<String, FlavorResourceQuantities> = BTreeMap::new();
+        for holder in holders.values() {
+            let total = usage.entry(holder.cluster_queue.clone()).or_default();
+            for (key, amount) in holder.usage.iter() {
+                total.add(key, amount);
+            }
+        }
+        let tree = TreeSpec {
+            cohorts: objects.cohorts.iter().filter_map(objects::cohort).collect(),
+            cluster_queues: cluster_queues
+                .values()
+                .map(|(cq, _)| cq.tree.clone())
+                .collect(),
+        };
+        let activity = cluster_queues
+            .iter()
+            .map(|(name, (cq, _))| {
+                let missing: Vec<String> = cq
+                    .flavor_resources
+                    .iter()
+                    .map(|(flavor, _)| flavor.clone())
+                    .filter(|flavor| !flavors.contains_key(flavor))
+                    .collect();
+                let stopped = cq.stop_policy != StopPolicy::None;
+                let active = status::cluster_queue_active(cq.terminating, stopped, &missing);
+                (name.clone(), active)
+            })
+            .collect();
+        World {
+            flavors,
+            cluster_queues,
+            workloads,
+            holders,
+            usage,
+            pending,
+            tree,
+            activity,
+            namespaces: objects::namespace_labels(&objects.namespaces),
+        }
+    }
+
+    fn is_active(&self, cluster_queue: &str) -> bool {
+        self.activity
+            .get(cluster_queue)
+            .is_some_and(|active| active.0 == "True")
+    }
+
+    fn queued(&self, key: &str) -> Option<&QueuedWorkload> {
+        match self.workloads.get(key) {
+            Some((_, WorkloadState::Pending(queued))) => Some(queued),
+            _ => None,
+        }
+    }
+
+    fn pending(&self) -> impl Iterator<Item = &QueuedWorkload> {
+        self.pending.iter().filter_map(|key| self.queued(key))
+    }
+
+    fn snapshots(&self) -> BTreeMap<String, ClusterQueueSnapshot> {
+        self.cluster_queues
+            .iter()
+            .map(|(name, (cq, _))| (name.clone(), cq.snapshot.clone()))
+            .collect()
+    }
+}
+
+/// What the cycles of a pass decided.
+#[derive(Default)]
+struct Decided {
+    /// Per Workload, what finally became of it.
+    outcomes: BTreeMap<String, Outcome>,
+    /// The Workloads to evict.
+    victims: BTreeMap<String, Victim>,
+    /// The Workloads admitted, with their ClusterQueue and usage.
+    admitted: BTreeMap<String, (String, FlavorResourceQuantities)>,
+}
+
 /// Runs a pass over `objects` at `now` with the given preemption configuration, with the
 /// queues of the passes before (`Queues::default()` after a start).
 pub fn pass(
@@ -151,93 +294,63 @@ pub fn pass(
     preemption: PreemptionConfig,
     now: SystemTime,
 ) -> Pass {
-    let flavors: BTreeMap<String, ResourceFlavorSpec> = objects
-        .flavors
-        .iter()
-        .filter_map(objects::flavor)
-        .map(|f| (f.name.clone(), f))
-        .collect();
-    let cluster_queues: BTreeMap<String, (ClusterQueue, &Value)> = objects
-        .cluster_queues
-        .iter()
-        .filter_map(|o| Some((objects::name(o).to_owned(), (objects::cluster_queue(o)?, o))))
-        .collect();
-    let workloads: BTreeMap<String, (&Value, WorkloadState)> = objects
-        .workloads
-        .iter()
-        .filter_map(|o| Some((objects::key(o), (o, objects::workload_state(o)?))))
-        .collect();
-
-    let mut holders: BTreeMap<String, Holder> = BTreeMap::new();
-    let mut admitted = Vec::new();
-    let mut pending: Vec<&QueuedWorkload> = Vec::new();
-    for (key, (_, state)) in &workloads {
-        match state {
-            WorkloadState::Reserving {
-                workload,
-                admitted: is_admitted,
-                local_queue,
-                ..
-            } => {
-                holders.insert(
-                    key.clone(),
-                    Holder {
-                        cluster_queue: workload.cluster_queue.clone(),
-                        local_queue: format!("{}/{local_queue}", workload.namespace),
-                        usage: workload.usage.clone(),
-                        admitted: *is_admitted,
-                    },
-                );
-                admitted.push(workload.clone());
-            }
-            WorkloadState::Pending(queued) => pending.push(queued),
-            WorkloadState::Finished | WorkloadState::Inactive => {}
-        }
-    }
-
-    let mut usage: BTreeMap<String, FlavorResourceQuantities> = BTreeMap::new();
-    for holder in holders.values() {
-        let total = usage.entry(holder.cluster_queue.clone()).or_default();
-        for (key, amount) in holder.usage.iter() {
-            total.add(key, amount);
-        }
-    }
-    let spec = TreeSpec {
-        cohorts: objects.cohorts.iter().filter_map(objects::cohort).collect(),
-        cluster_queues: cluster_queues
-            .values()
-            .map(|(cq, _)| cq.tree.clone())
-            .collect(),
-    };
-    let Ok(tree) = Tree::build_with_usage(&spec, &usage) else {
+    let mut world = World::read(objects);
+    let Ok(tree) = Tree::build_with_usage(&world.tree, &world.usage) else {
         return Pass::default();
     };
-
-    let missing_flavors = |cq: &ClusterQueue| -> Vec<String> {
-        cq.flavor_resources
-            .iter()
-            .map(|(flavor, _)| flavor.clone())
-            .filter(|flavor| !flavors.contains_key(flavor))
-            .collect()
+    let mut decided = Decided::default();
+    sync_queues(state, &world, objects, &mut decided, now);
+    let base = Snapshot {
+        tree,
+        cluster_queues: world.snapshots(),
+        flavors: world.flavors.clone(),
+        namespaces: world.namespaces.clone(),
+        admitted: world
+            .workloads
+            .values()
+            .filter_map(|(_, state)| match state {
+                WorkloadState::Reserving { workload, .. } => Some(workload.clone()),
+                _ => None,
+            })
+            .collect(),
+        preemption,
+        recompute_on_overlap: true,
+        timestamp: Default::default(),
     };
-    let activity: BTreeMap<&str, status::Active> = cluster_queues
-        .iter()
-        .map(|(name, (cq, _))| {
-            let active = status::cluster_queue_active(
-                cq.terminating,
-                cq.stop_policy != StopPolicy::None,
-                &missing_flavors(cq),
-            );
-            (name.as_str(), active)
-        })
-        .collect();
-    let is_active = |name: &str| activity.get(name).is_some_and(|a| a.0 == "True");
+    run_cycles(base, &mut state.manager, &world, &mut decided, now);
+    let (workloads, events) = workload_writes(&world, &state.manager, &decided, now);
+    for (key, (cluster_queue, usage)) in &decided.admitted {
+        if let Some(queued) = world.queued(key) {
+            let holder = Holder {
+                cluster_queue: cluster_queue.clone(),
+                local_queue: queued.local_queue_key(),
+                usage: usage.clone(),
+                admitted: true,
+            };
+            world.holders.insert(key.clone(), holder);
+        }
+    }
+    let (cluster_queues, local_queues) = queue_statuses(&world, objects, &state.manager, now);
+    Pass {
+        workloads,
+        cluster_queues,
+        local_queues,
+        events,
+    }
+}
 
-    let namespaces = objects::namespace_labels(&objects.namespaces);
-    let snapshots: BTreeMap<String, ClusterQueueSnapshot> = cluster_queues
-        .iter()
-        .map(|(name, (cq, _))| (name.clone(), cq.snapshot.clone()))
-        .collect();
+/// Brings the kept queues up to date with the stored objects: LocalQueues and ClusterQueues
+/// (activity, strategy), pending Workloads added or updated (blocked ones answered with the
+/// workload controller's reason at once), the rest removed, and the inadmissible ones
+/// retried when what they waited on changed (Kueue's `QueueInadmissibleWorkloads` on quota
+/// freed or taken, queue, cohort, flavor or namespace changes).
+fn sync_queues(
+    state: &mut Queues,
+    world: &World<'_>,
+    objects: &Objects,
+    decided: &mut Decided,
+    now: SystemTime,
+) {
     let queues = &mut state.manager;
     queues.local_queues = objects
         .local_queues
@@ -254,34 +367,31 @@ pub fn pass(
         .collect();
     queues
         .cluster_queues
-        .retain(|name, _| cluster_queues.contains_key(name));
-    for (name, (cq, _)) in &cluster_queues {
+        .retain(|name, _| world.cluster_queues.contains_key(name));
+    for (name, (cq, _)) in &world.cluster_queues {
         let queue = queues
             .cluster_queues
             .entry(name.clone())
             .or_insert_with(|| ClusterQueueQueue::new(cq.strategy));
         queue.strategy = cq.strategy;
-        queue.active = is_active(name);
+        queue.active = world.is_active(name);
     }
-
-    let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
-    let mut victims: BTreeMap<String, Victim> = BTreeMap::new();
     let mut queued_in: BTreeMap<String, String> = BTreeMap::new();
-    for queued in &pending {
+    for queued in world.pending() {
         if let Some(blocker) = queues.blocker(queued) {
             let outcome = Outcome::Pending {
                 reason: blocker.reason.to_owned(),
                 message: blocker.message,
+                looked_at: false,
             };
-            outcomes.insert(queued.key(), outcome);
+            decided.outcomes.insert(queued.key(), outcome);
             continue;
         }
         if let Ok(name) = queues.cluster_queue_for(queued) {
             queued_in.insert(queued.key(), name.to_owned());
         }
-        let _ = queues.add_or_update((*queued).clone(), now);
+        let _ = queues.add_or_update(queued.clone(), now);
     }
-    // Workloads no longer pending (or moved to another ClusterQueue) leave their queue.
     let ordering = queues.ordering.clone();
     for (name, queue) in &mut queues.cluster_queues {
         let held = queue
@@ -295,15 +405,12 @@ pub fn pass(
             queue.delete(&key);
         }
     }
-    // Inadmissible Workloads try again when what they waited on changed: quota freed or
-    // taken, queues, cohorts, flavors or namespaces changed (Kueue's
-    // `QueueInadmissibleWorkloads` on those events).
     let waited_on = WaitedOn {
-        usage: usage.clone(),
-        tree: spec.clone(),
-        cluster_queues: snapshots.clone(),
-        flavors: flavors.clone(),
-        namespaces: namespaces.clone(),
+        usage: world.usage.clone(),
+        tree: world.tree.clone(),
+        cluster_queues: world.snapshots(),
+        flavors: world.flavors.clone(),
+        namespaces: world.namespaces.clone(),
     };
     if state.waited_on.as_ref() != Some(&waited_on) {
         for queue in queues.cluster_queues.values_mut() {
@@ -311,55 +418,54 @@ pub fn pass(
         }
         state.waited_on = Some(waited_on);
     }
+}
 
-    let mut base = Snapshot {
-        tree,
-        cluster_queues: snapshots,
-        flavors,
-        namespaces,
-        admitted,
-        preemption,
-        recompute_on_overlap: true,
-        timestamp: Default::default(),
-    };
-    let mut newly_admitted: BTreeMap<String, (String, FlavorResourceQuantities)> = BTreeMap::new();
-    // Each cycle pops at most one head per ClusterQueue and decides on a fresh copy of the
-    // snapshot, as Kueue's cycles each take one from its cache: only admissions (and the
-    // evictions issued) carry over to the next. A cycle that decides nothing new ends the
-    // pass; the rest waits for a change or the next pass.
-    let mut decided: BTreeSet<(String, u8)> = BTreeSet::new();
-    for _ in 0..=pending.len() {
+/// Runs scheduling cycles: each pops at most one head per ClusterQueue and decides on a
+/// fresh copy of the snapshot, as Kueue's cycles each take one from its cache; only
+/// admissions (and the evictions issued) carry over to the next. A cycle that decides
+/// nothing new ends the pass; the rest waits for a change or the next pass.
+fn run_cycles(
+    mut base: Snapshot,
+    queues: &mut QueueManager,
+    world: &World<'_>,
+    decided: &mut Decided,
+    now: SystemTime,
+) {
+    let mut seen: BTreeSet<(String, u8)> = BTreeSet::new();
+    for _ in 0..=world.pending.len() {
         let mut snapshot = base.clone();
-        let decisions = cycle::schedule(&mut snapshot, queues, &KueuePreemption, now);
         let mut news = false;
-        for decision in decisions {
+        for decision in cycle::schedule(&mut snapshot, queues, &KueuePreemption, now) {
             match decision {
                 Decision::Admit {
                     workload,
                     admission,
                 } => {
-                    news |= decided.insert((workload.clone(), 0));
-                    if let Some(WorkloadState::Pending(queued)) =
-                        workloads.get(&workload).map(|w| &w.1)
-                    {
+                    news |= seen.insert((workload.clone(), 0));
+                    if let Some(queued) = world.queued(&workload) {
                         let usage = admission_usage(&admission);
                         if let Some(id) = base.tree.cluster_queue(&admission.cluster_queue) {
                             base.tree.add_usages(id, &usage);
                         }
                         base.admitted
                             .push(admitted_workload(queued, &admission, &usage, now));
-                        newly_admitted
-                            .insert(workload.clone(), (admission.cluster_queue.clone(), usage));
+                        let admitted = (admission.cluster_queue.clone(), usage);
+                        decided.admitted.insert(workload.clone(), admitted);
                     }
-                    outcomes.insert(workload, Outcome::Admitted(admission));
+                    decided
+                        .outcomes
+                        .insert(workload, Outcome::Admitted(admission));
                 }
                 Decision::Preempt {
                     workload,
-                    victims: targets,
+                    victims,
                     pending,
                 } => {
-                    news |= decided.insert((workload.clone(), 1));
-                    for target in targets {
+                    news |= seen.insert((workload.clone(), 1));
+                    let preemptor_priority = world
+                        .queued(&workload)
+                        .map_or(0, |q| i64::from(q.info.workload.priority));
+                    for target in victims {
                         if let Some(candidate) = base
                             .admitted
                             .iter_mut()
@@ -367,38 +473,20 @@ pub fn pass(
                         {
                             candidate.evicted = true;
                         }
-                        let preemptor_priority = workloads
-                            .get(&workload)
-                            .and_then(|(object, _)| objects::workload(object))
-                            .map_or(0, |w| i64::from(w.priority));
-                        victims.insert(
-                            target.workload,
-                            Victim {
-                                reason: target.reason.as_str().to_owned(),
-                                message: target.message,
-                                preemptor_priority,
-                            },
-                        );
+                        let victim = Victim {
+                            reason: target.reason.as_str().to_owned(),
+                            message: target.message,
+                            preemptor_priority,
+                        };
+                        decided.victims.insert(target.workload, victim);
                     }
-                    outcomes.insert(
-                        workload,
-                        Outcome::Pending {
-                            reason: pending.reason,
-                            message: pending.message,
-                        },
-                    );
+                    decided.outcomes.insert(workload, pending.into());
                 }
                 Decision::Requeue {
                     workload, pending, ..
                 } => {
-                    news |= decided.insert((workload.clone(), 2));
-                    outcomes.insert(
-                        workload,
-                        Outcome::Pending {
-                            reason: pending.reason,
-                            message: pending.message,
-                        },
-                    );
+                    news |= seen.insert((workload.clone(), 2));
+                    decided.outcomes.insert(workload, pending.into());
                 }
             }
         }
@@ -406,31 +494,60 @@ pub fn pass(
             break;
         }
     }
+}
 
-    let mut pass = Pass::default();
+impl From<cycle::Pending> for Outcome {
+    fn from(pending: cycle::Pending) -> Outcome {
+        Outcome::Pending {
+            reason: pending.reason,
+            message: pending.message,
+            looked_at: true,
+        }
+    }
+}
+
+/// The Workload statuses and events of a pass: the outcomes, the victims' evictions, and the
+/// workload controller's evictions (deactivated, drained queues) and restarts.
+fn workload_writes(
+    world: &World<'_>,
+    queues: &QueueManager,
+    decided: &Decided,
+    now: SystemTime,
+) -> (Vec<StatusWrite>, Vec<Event>) {
+    let mut events = Vec::new();
     let mut changed = Changed::default();
-    for (key, outcome) in &outcomes {
-        let Some((object, _)) = workloads.get(key) else {
+    for (key, outcome) in &decided.outcomes {
+        let Some((object, _)) = world.workloads.get(key) else {
             continue;
         };
         match outcome {
             Outcome::Admitted(admission) => {
-                pass.events
-                    .extend(status::admission_events(object, admission, now));
+                events.extend(status::admission_events(object, admission, now));
                 changed.record(key, object, Some(status::admitted(object, admission, now)));
             }
-            Outcome::Pending { reason, message } => {
-                let written = status::pending(object, reason, message, now);
+            Outcome::Pending {
+                reason,
+                message,
+                looked_at,
+            } => {
+                let written = match world.queued(key).filter(|_| *looked_at) {
+                    Some(queued) => status::pending_with_requests(
+                        object,
+                        (reason, message),
+                        &queued.info.total_requests,
+                        now,
+                    ),
+                    None => status::pending(object, reason, message, now),
+                };
                 if written.is_some() {
-                    pass.events
-                        .push(Event::workload(object, "Warning", reason, message));
+                    events.push(Event::workload(object, "Warning", reason, message));
                 }
                 changed.record(key, object, written);
             }
         }
     }
-    for (key, victim) in &victims {
-        let Some((object, state)) = workloads.get(key) else {
+    for (key, victim) in &decided.victims {
+        let Some((object, state)) = world.workloads.get(key) else {
             continue;
         };
         if let Some(status) = status::preempted(object, &victim.reason, &victim.message, now) {
@@ -443,22 +560,20 @@ pub fn pass(
                 "{}; preemptor effective priority: {} (base: {}, boost: 0); preemptee effective priority: {priority} (base: {priority}, boost: 0)",
                 victim.message, victim.preemptor_priority, victim.preemptor_priority
             );
-            pass.events
-                .push(Event::workload(object, "Normal", "Preempted", &message));
+            events.push(Event::workload(object, "Normal", "Preempted", &message));
             changed.record(key, object, Some(status));
         }
     }
-    // The workload controller's evictions (deactivated, drained queues) and restarts.
     let stop_policies = |local_queue: &str, cluster_queue: Option<&str>| evictions::Queues {
         local_queue: queues
             .local_queues
             .get(local_queue)
             .map(|lq| lq.stop_policy),
         cluster_queue: cluster_queue
-            .and_then(|name| cluster_queues.get(name))
+            .and_then(|name| world.cluster_queues.get(name))
             .map(|(cq, _)| cq.stop_policy),
     };
-    for (key, (object, state)) in &workloads {
+    for (key, (object, state)) in &world.workloads {
         let object = changed.current(key, object);
         let written = match state {
             WorkloadState::Reserving {
@@ -486,25 +601,20 @@ pub fn pass(
         };
         changed.record(key, &object, written);
     }
-    pass.workloads = changed.writes();
+    (changed.writes(), events)
+}
 
-    // Queue statuses, after this pass's admissions.
-    for (key, (cluster_queue, usage)) in newly_admitted {
-        if let Some(WorkloadState::Pending(queued)) = workloads.get(&key).map(|w| &w.1) {
-            holders.insert(
-                key,
-                Holder {
-                    cluster_queue,
-                    local_queue: queued.local_queue_key(),
-                    usage,
-                    admitted: true,
-                },
-            );
-        }
-    }
+/// ClusterQueue and LocalQueue statuses that changed: counts and usage of the Workloads
+/// holding quota (this pass's admissions included) and of the pending ones, and `Active`.
+fn queue_statuses(
+    world: &World<'_>,
+    objects: &Objects,
+    queues: &QueueManager,
+    now: SystemTime,
+) -> (Vec<StatusWrite>, Vec<StatusWrite>) {
     let mut cq_counts: BTreeMap<String, (Counts, Usage)> = BTreeMap::new();
     let mut lq_counts: BTreeMap<String, (Counts, Usage)> = BTreeMap::new();
-    for holder in holders.values() {
+    for holder in world.holders.values() {
         for (entry_key, map) in [
             (&holder.cluster_queue, &mut cq_counts),
             (&holder.local_queue, &mut lq_counts),
@@ -522,16 +632,13 @@ pub fn pass(
             }
         }
     }
-    for queued in &pending {
-        if holders.contains_key(&queued.key()) {
+    for queued in world.pending() {
+        if world.holders.contains_key(&queued.key()) {
             continue;
         }
         if let Some(local_queue) = queues.local_queues.get(&queued.local_queue_key()) {
-            cq_counts
-                .entry(local_queue.cluster_queue.clone())
-                .or_default()
-                .0
-                .pending += 1;
+            let cluster_queue = cq_counts.entry(local_queue.cluster_queue.clone());
+            cluster_queue.or_default().0.pending += 1;
             lq_counts
                 .entry(queued.local_queue_key())
                 .or_default()
@@ -539,7 +646,8 @@ pub fn pass(
                 .pending += 1;
         }
     }
-    for (name, (cq, object)) in &cluster_queues {
+    let mut cluster_queues = Vec::new();
+    for (name, (cq, object)) in &world.cluster_queues {
         let (counts, usage) = cq_counts.remove(name).unwrap_or_default();
         let nominal: BTreeMap<FlavorResource, Amount> = cq
             .tree
@@ -547,7 +655,7 @@ pub fn pass(
             .iter()
             .map(|(key, quota)| (key.clone(), quota.nominal))
             .collect();
-        let active = &activity[name.as_str()];
+        let active = &world.activity[name];
         if let Some(status) = status::cluster_queue_status(
             object,
             &cq.flavor_resources,
@@ -557,17 +665,18 @@ pub fn pass(
             active,
             now,
         ) {
-            pass.cluster_queues.push(write_for(object, status));
+            cluster_queues.push(write_for(object, status));
         }
     }
+    let mut local_queues = Vec::new();
     for object in &objects.local_queues {
         let Some((cluster_queue, stop_policy)) = objects::local_queue(object) else {
             continue;
         };
-        let cq = cluster_queues.get(&cluster_queue);
+        let cq = world.cluster_queues.get(&cluster_queue);
         let active = status::local_queue_active(
             stop_policy != StopPolicy::None,
-            cq.map(|_| is_active(&cluster_queue)),
+            cq.map(|_| world.is_active(&cluster_queue)),
         );
         let flavors = cq
             .map(|(cq, _)| cq.flavor_resources.clone())
@@ -576,10 +685,10 @@ pub fn pass(
         if let Some(status) =
             status::local_queue_status(object, &flavors, counts, &usage, &active, now)
         {
-            pass.local_queues.push(write_for(object, status));
+            local_queues.push(write_for(object, status));
         }
     }
-    pass
+    (cluster_queues, local_queues)
 }
 
 fn write_for(object: &Value, status: Value) -> StatusWrite {
@@ -622,488 +731,5 @@ fn admitted_workload(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-    use std::time::Duration;
-
-    fn now() -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
-    }
-
-    fn flavor(name: &str) -> Value {
-        json!({"metadata": {"name": name}, "spec": {}})
-    }
-
-    fn cluster_queue(name: &str, cohort: Option<&str>, cpu: &str) -> Value {
-        let mut spec = json!({"namespaceSelector": {}, "resourceGroups": [{
-            "coveredResources": ["cpu", "memory"],
-            "flavors": [{"name": "default-flavor", "resources": [
-                {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "36Gi"}]}]}]});
-        if let Some(cohort) = cohort {
-            spec["cohortName"] = json!(cohort);
-        }
-        json!({"metadata": {"name": name, "generation": 1}, "spec": spec})
-    }
-
-    fn local_queue(name: &str, cluster_queue: &str) -> Value {
-        json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"clusterQueue": cluster_queue}})
-    }
-
-    fn workload(name: &str, queue: &str, pods: i32, seconds: u64) -> Value {
-        let created = tessera_model::time::timestamp(now() - Duration::from_secs(1000 - seconds));
-        json!({"metadata": {"name": name, "namespace": "default", "uid": name, "generation": 1,
-                "creationTimestamp": created},
-            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": pods, "template": {"spec": {
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "200Mi"}}}]}}}]}})
-    }
-
-    fn objects(
-        cluster_queues: Vec<Value>,
-        local_queues: Vec<Value>,
-        workloads: Vec<Value>,
-    ) -> Objects {
-        Objects {
-            flavors: vec![flavor("default-flavor")],
-            cluster_queues,
-            cohorts: Vec::new(),
-            local_queues,
-            workloads,
-            namespaces: vec![json!({"metadata": {"name": "default"}})],
-        }
-    }
-
-    fn written<'a>(writes: &'a [StatusWrite], name: &str) -> Option<&'a Value> {
-        writes.iter().find(|w| w.name == name).map(|w| &w.status)
-    }
-
-    fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
-        status["conditions"]
-            .as_array()
-            .and_then(|l| l.iter().find(|c| c["type"] == kind))
-            .unwrap_or(&Value::Null)
-    }
-
-    #[test]
-    fn the_quick_start_admits_what_fits_and_explains_what_does_not() {
-        let input = objects(
-            vec![cluster_queue("cluster-queue", None, "9")],
-            vec![local_queue("user-queue", "cluster-queue")],
-            vec![
-                workload("sample-job", "user-queue", 3, 1),
-                workload("too-big", "user-queue", 10, 2),
-                workload("lost", "no-such-queue", 1, 3),
-            ],
-        );
-        let pass = pass(
-            &input,
-            &mut Queues::default(),
-            PreemptionConfig::default(),
-            now(),
-        );
-        let admitted = written(&pass.workloads, "sample-job").expect("admitted");
-        assert_eq!(admitted["admission"]["clusterQueue"], "cluster-queue");
-        let assignment = &admitted["admission"]["podSetAssignments"][0];
-        assert_eq!(
-            assignment["flavors"],
-            json!({"cpu": "default-flavor", "memory": "default-flavor"})
-        );
-        assert_eq!(
-            assignment["resourceUsage"],
-            json!({"cpu": "3", "memory": "600Mi"})
-        );
-        assert_eq!(condition(admitted, "Admitted")["status"], "True");
-
-        let too_big = written(&pass.workloads, "too-big").expect("pending");
-        let reserved = condition(too_big, "QuotaReserved");
-        assert_eq!(reserved["status"], "False");
-        let message = reserved["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("insufficient quota for cpu in flavor default-flavor"),
-            "{message}"
-        );
-
-        // Events: the admission's two, a warning per newly pending Workload.
-        let events: Vec<(&str, &str, &str)> = pass
-            .events
-            .iter()
-            .map(|e| {
-                (
-                    e.involved["name"].as_str().unwrap_or(""),
-                    e.kind,
-                    e.reason.as_str(),
-                )
-            })
-            .collect();
-        assert!(
-            events.contains(&("sample-job", "Normal", "QuotaReserved")),
-            "{events:?}"
-        );
-        assert!(
-            events.contains(&("sample-job", "Normal", "Admitted")),
-            "{events:?}"
-        );
-        assert!(
-            events.contains(&("lost", "Warning", "Misconfigured")),
-            "{events:?}"
-        );
-        let reserved = pass
-            .events
-            .iter()
-            .find(|e| e.reason == "QuotaReserved")
-            .expect("event");
-        assert_eq!(
-            reserved.message,
-            "Quota reserved in ClusterQueue cluster-queue, wait time since queued was 999s"
-        );
-        assert_eq!(reserved.involved["kind"], "Workload");
-
-        let lost = written(&pass.workloads, "lost").expect("pending");
-        assert_eq!(condition(lost, "QuotaReserved")["reason"], "Misconfigured");
-        assert_eq!(
-            condition(lost, "QuotaReserved")["message"],
-            "LocalQueue no-such-queue doesn't exist"
-        );
-
-        let cq = written(&pass.cluster_queues, "cluster-queue").expect("status");
-        assert_eq!(
-            (
-                &cq["pendingWorkloads"],
-                &cq["reservingWorkloads"],
-                &cq["admittedWorkloads"]
-            ),
-            (&json!(1), &json!(1), &json!(1))
-        );
-        assert_eq!(
-            cq["flavorsReservation"][0]["resources"][0],
-            json!({"name": "cpu", "total": "3", "borrowed": "0"})
-        );
-        assert_eq!(condition(cq, "Active")["reason"], "Ready");
-        let lq = written(&pass.local_queues, "user-queue").expect("status");
-        assert_eq!(
-            lq["flavorsUsage"][0]["resources"][1],
-            json!({"name": "memory", "total": "600Mi"})
-        );
-    }
-
-    #[test]
-    fn a_stored_reservation_is_kept_and_counted_not_admitted_again() {
-        let first = objects(
-            vec![cluster_queue("cluster-queue", None, "9")],
-            vec![local_queue("user-queue", "cluster-queue")],
-            vec![
-                workload("a", "user-queue", 6, 1),
-                workload("b", "user-queue", 6, 2),
-            ],
-        );
-        let mut queues = Queues::default();
-        let pass1 = pass(&first, &mut queues, PreemptionConfig::default(), now());
-        let mut a = first.workloads[0].clone();
-        a["status"] = written(&pass1.workloads, "a").expect("a admitted").clone();
-        let mut b = first.workloads[1].clone();
-        b["status"] = written(&pass1.workloads, "b").expect("b pending").clone();
-        assert_eq!(condition(&b["status"], "QuotaReserved")["status"], "False");
-        // The stored objects after the writes: nothing new to write for either Workload.
-        let second = objects(
-            first.cluster_queues.clone(),
-            first.local_queues.clone(),
-            vec![a, b],
-        );
-        let pass2 = pass(
-            &second,
-            &mut queues,
-            PreemptionConfig::default(),
-            now() + Duration::from_secs(5),
-        );
-        assert!(pass2.workloads.is_empty(), "{:?}", pass2.workloads);
-    }
-
-    #[test]
-    fn a_cluster_queue_borrows_its_cohorts_idle_quota() {
-        let input = objects(
-            vec![
-                cluster_queue("team-a", Some("org"), "9"),
-                cluster_queue("team-b", Some("org"), "9"),
-            ],
-            vec![local_queue("a", "team-a"), local_queue("b", "team-b")],
-            vec![workload("big", "b", 12, 1)],
-        );
-        let pass = pass(
-            &input,
-            &mut Queues::default(),
-            PreemptionConfig::default(),
-            now(),
-        );
-        let admitted = written(&pass.workloads, "big").expect("admitted");
-        assert_eq!(admitted["admission"]["clusterQueue"], "team-b");
-        let cq = written(&pass.cluster_queues, "team-b").expect("status");
-        assert_eq!(
-            cq["flavorsReservation"][0]["resources"][0],
-            json!({"name": "cpu", "total": "12", "borrowed": "3"})
-        );
-    }
-
-    #[test]
-    fn a_missing_flavor_makes_the_queues_inactive() {
-        let mut input = objects(
-            vec![cluster_queue("cluster-queue", None, "9")],
-            vec![local_queue("user-queue", "cluster-queue")],
-            vec![workload("w", "user-queue", 1, 1)],
-        );
-        input.flavors.clear();
-        let pass = pass(
-            &input,
-            &mut Queues::default(),
-            PreemptionConfig::default(),
-            now(),
-        );
-        let cq = written(&pass.cluster_queues, "cluster-queue").expect("status");
-        assert_eq!(condition(cq, "Active")["reason"], "FlavorNotFound");
-        let lq = written(&pass.local_queues, "user-queue").expect("status");
-        assert_eq!(condition(lq, "Active")["reason"], "ClusterQueueIsInactive");
-        let w = written(&pass.workloads, "w").expect("pending");
-        assert_eq!(
-            condition(w, "QuotaReserved")["message"],
-            "ClusterQueue cluster-queue is inactive"
-        );
-    }
-}
-
-#[cfg(test)]
-mod preemption_tests {
-    //! A lender reclaiming its quota from a borrower, pass after pass as the shell runs them:
-    //! the victim evicted with Kueue's conditions, the preemptor waiting for it, then admitted
-    //! once the victim's job has stopped and its quota is released.
-
-    use super::*;
-    use crate::api::status;
-    use serde_json::json;
-    use std::time::Duration;
-
-    fn now() -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
-    }
-
-    fn cluster_queue(name: &str, cpu: &str) -> Value {
-        json!({"metadata": {"name": name, "generation": 1}, "spec": {"cohortName": "team",
-            "namespaceSelector": {}, "preemption": {"reclaimWithinCohort": "Any"},
-            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default-flavor",
-                "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}})
-    }
-
-    fn workload(name: &str, queue: &str, pods: i32) -> Value {
-        json!({"metadata": {"name": name, "namespace": "default", "uid": name, "generation": 1,
-                "creationTimestamp": tessera_model::time::timestamp(now())},
-            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": pods, "template": {"spec": {
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
-    }
-
-    /// The objects after a pass's writes (merge patches of their statuses).
-    fn apply(objects: &mut Objects, pass: &Pass) {
-        for write in &pass.workloads {
-            if let Some(object) = objects
-                .workloads
-                .iter_mut()
-                .find(|w| objects::name(w) == write.name)
-            {
-                merge_status(object, &write.status);
-            }
-        }
-    }
-
-    fn merge_status(object: &mut Value, status: &Value) {
-        if !object["status"].is_object() {
-            object["status"] = json!({});
-        }
-        for (field, value) in status.as_object().into_iter().flatten() {
-            match (value.is_null(), object["status"].as_object_mut()) {
-                (true, Some(current)) => {
-                    current.remove(field);
-                }
-                (false, Some(current)) => {
-                    current.insert(field.clone(), value.clone());
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn status_of<'a>(objects: &'a Objects, name: &str, kind: &str) -> (&'a str, &'a str) {
-        let object = objects
-            .workloads
-            .iter()
-            .find(|w| objects::name(w) == name)
-            .unwrap_or(&Value::Null);
-        let found = tessera_model::conditions::find(object, kind).unwrap_or(&Value::Null);
-        (
-            found["status"].as_str().unwrap_or(""),
-            found["reason"].as_str().unwrap_or(""),
-        )
-    }
-
-    #[test]
-    fn a_lender_reclaims_its_quota_by_preemption() {
-        let mut objects = Objects {
-            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
-            cluster_queues: vec![cluster_queue("lender", "6"), cluster_queue("borrower", "2")],
-            local_queues: vec![
-                json!({"metadata": {"name": "lq-lender", "namespace": "default"}, "spec": {"clusterQueue": "lender"}}),
-                json!({"metadata": {"name": "lq-borrower", "namespace": "default"}, "spec": {"clusterQueue": "borrower"}}),
-            ],
-            workloads: vec![workload("borrowing", "lq-borrower", 6)],
-            namespaces: vec![json!({"metadata": {"name": "default"}})],
-            ..Objects::default()
-        };
-        let mut queues = Queues::default();
-        let first = pass(&objects, &mut queues, PreemptionConfig::default(), now());
-        apply(&mut objects, &first);
-        assert_eq!(
-            status_of(&objects, "borrowing", "Admitted"),
-            ("True", "Admitted")
-        );
-
-        // An older Workload of the lender's queue that can never fit waits inadmissible; the
-        // preemptor stays its ClusterQueue's head (Kueue's sticky preemptor) until admitted.
-        let mut too_big = workload("too-big", "lq-lender", 20);
-        too_big["metadata"]["creationTimestamp"] = json!(tessera_model::time::timestamp(
-            now() - Duration::from_secs(60)
-        ));
-        objects.workloads.push(too_big);
-        let waiting = pass(&objects, &mut queues, PreemptionConfig::default(), now());
-        apply(&mut objects, &waiting);
-        assert_eq!(
-            status_of(&objects, "too-big", "QuotaReserved"),
-            ("False", "ExceedsMaxQuota")
-        );
-        objects.workloads.push(workload("owner", "lq-lender", 6));
-        let second = pass(&objects, &mut queues, PreemptionConfig::default(), now());
-        apply(&mut objects, &second);
-        assert_eq!(
-            status_of(&objects, "borrowing", "Evicted"),
-            ("True", "Preempted")
-        );
-        let preempted = second
-            .events
-            .iter()
-            .find(|e| e.reason == "Preempted")
-            .expect("event");
-        assert_eq!(preempted.involved["name"], "borrowing");
-        assert!(
-            preempted.message.ends_with("; preemptor effective priority: 0 (base: 0, boost: 0); preemptee effective priority: 0 (base: 0, boost: 0)"),
-            "{}",
-            preempted.message
-        );
-        assert_eq!(
-            status_of(&objects, "borrowing", "Preempted"),
-            ("True", "InCohortReclamation")
-        );
-        assert_eq!(
-            status_of(&objects, "owner", "QuotaReserved"),
-            ("False", "WaitingForPreemptedWorkloads")
-        );
-        // Still holding quota until its job stops: nothing new in the next pass.
-        let third = pass(&objects, &mut queues, PreemptionConfig::default(), now());
-        assert!(third.workloads.is_empty(), "{:?}", third.workloads);
-
-        // Its job stopped: the quota is released, and the lender's Workload is admitted.
-        let index = objects
-            .workloads
-            .iter()
-            .position(|w| objects::name(w) == "borrowing")
-            .unwrap_or(0);
-        let released = status::released(&objects.workloads[index], now()).expect("released");
-        merge_status(&mut objects.workloads[index], &released);
-        let fourth = pass(&objects, &mut queues, PreemptionConfig::default(), now());
-        apply(&mut objects, &fourth);
-        assert_eq!(
-            status_of(&objects, "owner", "Admitted"),
-            ("True", "Admitted")
-        );
-        assert_eq!(status_of(&objects, "borrowing", "QuotaReserved").0, "False");
-        assert_eq!(
-            status_of(&objects, "borrowing", "Requeued"),
-            ("True", "Preempted")
-        );
-    }
-
-    #[test]
-    fn a_drained_cluster_queue_evicts_and_its_restart_requeues() {
-        let mut objects = Objects {
-            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
-            cluster_queues: vec![cluster_queue("lender", "6")],
-            local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
-                "spec": {"clusterQueue": "lender"}})],
-            workloads: vec![workload("w", "lq", 2)],
-            namespaces: vec![json!({"metadata": {"name": "default"}})],
-            ..Objects::default()
-        };
-        let mut queues = Queues::default();
-        let run = |objects: &mut Objects, queues: &mut Queues| {
-            let done = pass(objects, queues, PreemptionConfig::default(), now());
-            apply(objects, &done);
-            done
-        };
-        run(&mut objects, &mut queues);
-        assert_eq!(status_of(&objects, "w", "Admitted"), ("True", "Admitted"));
-
-        objects.cluster_queues[0]["spec"]["stopPolicy"] = json!("HoldAndDrain");
-        let drained = run(&mut objects, &mut queues);
-        assert_eq!(
-            status_of(&objects, "w", "Evicted"),
-            ("True", "ClusterQueueStopped")
-        );
-        let cq = &drained.cluster_queues[0].status;
-        assert_eq!(cq["conditions"][0]["reason"], "Stopped");
-
-        // Its job stopped: the quota is released, and it is not requeued while stopped.
-        let released = status::released(&objects.workloads[0], now()).expect("released");
-        merge_status(&mut objects.workloads[0], &released);
-        assert_eq!(
-            status_of(&objects, "w", "Requeued"),
-            ("False", "ClusterQueueStopped")
-        );
-        run(&mut objects, &mut queues);
-        assert_eq!(
-            status_of(&objects, "w", "QuotaReserved"),
-            ("False", "Suspended")
-        );
-
-        // Running again: requeued, then admitted.
-        objects.cluster_queues[0]["spec"]["stopPolicy"] = json!("None");
-        run(&mut objects, &mut queues);
-        assert_eq!(
-            status_of(&objects, "w", "Requeued"),
-            ("True", "ClusterQueueRestarted")
-        );
-        run(&mut objects, &mut queues);
-        assert_eq!(status_of(&objects, "w", "Admitted"), ("True", "Admitted"));
-    }
-
-    #[test]
-    fn a_deactivated_workload_is_evicted_and_not_queued_again() {
-        let mut objects = Objects {
-            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
-            cluster_queues: vec![cluster_queue("lender", "6")],
-            local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
-                "spec": {"clusterQueue": "lender"}})],
-            workloads: vec![workload("w", "lq", 2)],
-            namespaces: vec![json!({"metadata": {"name": "default"}})],
-            ..Objects::default()
-        };
-        let mut queues = Queues::default();
-        let first = pass(&objects, &mut queues, PreemptionConfig::default(), now());
-        apply(&mut objects, &first);
-        objects.workloads[0]["spec"]["active"] = json!(false);
-        let second = pass(&objects, &mut queues, PreemptionConfig::default(), now());
-        apply(&mut objects, &second);
-        assert_eq!(status_of(&objects, "w", "Evicted"), ("True", "Deactivated"));
-        let released = status::released(&objects.workloads[0], now()).expect("released");
-        merge_status(&mut objects.workloads[0], &released);
-        let third = pass(&objects, &mut queues, PreemptionConfig::default(), now());
-        assert!(third.workloads.is_empty(), "{:?}", third.workloads);
-        assert_eq!(
-            status_of(&objects, "w", "Requeued"),
-            ("False", "Deactivated")
-        );
-    }
-}
+#[path = "pass_tests.rs"]
+mod tests;

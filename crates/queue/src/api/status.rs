@@ -21,6 +21,7 @@ use tessera_model::{conditions, time};
 use crate::amount::Amount;
 use crate::cycle::Admission;
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
+use crate::workload::PodSetResources;
 
 /// `QuotaReserved`.
 pub const QUOTA_RESERVED: &str = "QuotaReserved";
@@ -168,6 +169,38 @@ pub fn pending(object: &Value, reason: &str, message: &str, now: SystemTime) -> 
         .pointer("/status/admission")
         .is_some_and(|a| !a.is_null());
     (changed || had_admission).then(|| json!({"admission": null, "conditions": list}))
+}
+
+/// As [`pending`], for a Workload the scheduler looked at: also its total requests per PodSet
+/// (`PropagateResourceRequests`), written when they changed.
+pub fn pending_with_requests(
+    object: &Value,
+    (reason, message): (&str, &str),
+    requests: &[PodSetResources],
+    now: SystemTime,
+) -> Option<Value> {
+    let wanted: Vec<Value> = requests
+        .iter()
+        .map(|ps| {
+            let resources: Map<String, Value> = ps
+                .requests
+                .iter()
+                .map(|(name, value)| (name.clone(), json!(resource_quantity(name, *value))))
+                .collect();
+            json!({"name": ps.name, "resources": resources})
+        })
+        .collect();
+    let wanted = Value::Array(wanted);
+    let same = object.pointer("/status/resourceRequests") == Some(&wanted);
+    let mut status = match pending(object, reason, message, now) {
+        Some(status) => status,
+        None if same => return None,
+        None => json!({}),
+    };
+    if !same {
+        status["resourceRequests"] = wanted;
+    }
+    Some(status)
 }
 
 /// The status of a preemption victim (`Evict` with `SetPreemptedCondition`): `Evicted=True`
@@ -636,6 +669,42 @@ mod tests {
             reserved["lastTransitionTime"],
             time::timestamp(at(1)),
             "status unchanged"
+        );
+    }
+
+    #[test]
+    fn the_scheduler_records_total_requests_once() {
+        let requests = [PodSetResources {
+            name: "main".into(),
+            requests: [("cpu".to_owned(), 3000), ("memory".to_owned(), 600 << 20)].into(),
+            count: 3,
+        }];
+        let object = json!({"metadata": {}, "status": {}});
+        let first =
+            pending_with_requests(&object, ("Pending", "m"), &requests, at(1)).expect("new");
+        assert_eq!(
+            first["resourceRequests"],
+            json!([{"name": "main", "resources": {"cpu": "3", "memory": "600Mi"}}])
+        );
+        let stored = json!({"metadata": {}, "status": first});
+        assert_eq!(
+            pending_with_requests(&stored, ("Pending", "m"), &requests, at(2)),
+            None
+        );
+        let fewer = [PodSetResources {
+            count: 1,
+            requests: [("cpu".to_owned(), 1000)].into(),
+            ..requests[0].clone()
+        }];
+        let changed =
+            pending_with_requests(&stored, ("Pending", "m"), &fewer, at(3)).expect("changed");
+        assert_eq!(
+            changed["resourceRequests"][0]["resources"],
+            json!({"cpu": "1"})
+        );
+        assert!(
+            changed.get("conditions").is_none(),
+            "conditions unchanged: {changed}"
         );
     }
 

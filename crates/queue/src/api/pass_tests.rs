@@ -1,0 +1,495 @@
+//! Table and scenario tests of a pass: Kueue's quick start (admission, the pending
+//! explanation, blockers, queue statuses and events), borrowing in a cohort, stored
+//! reservations kept across passes, reclamation by preemption pass after pass, drained and
+//! deactivated Workloads.
+
+mod quick_start {
+    use super::super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    fn flavor(name: &str) -> Value {
+        json!({"metadata": {"name": name}, "spec": {}})
+    }
+
+    fn cluster_queue(name: &str, cohort: Option<&str>, cpu: &str) -> Value {
+        let mut spec = json!({"namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [{"name": "default-flavor", "resources": [
+                {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "36Gi"}]}]}]});
+        if let Some(cohort) = cohort {
+            spec["cohortName"] = json!(cohort);
+        }
+        json!({"metadata": {"name": name, "generation": 1}, "spec": spec})
+    }
+
+    fn local_queue(name: &str, cluster_queue: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"clusterQueue": cluster_queue}})
+    }
+
+    fn workload(name: &str, queue: &str, pods: i32, seconds: u64) -> Value {
+        let created = tessera_model::time::timestamp(now() - Duration::from_secs(1000 - seconds));
+        json!({"metadata": {"name": name, "namespace": "default", "uid": name, "generation": 1,
+                "creationTimestamp": created},
+            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": pods, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "200Mi"}}}]}}}]}})
+    }
+
+    fn objects(
+        cluster_queues: Vec<Value>,
+        local_queues: Vec<Value>,
+        workloads: Vec<Value>,
+    ) -> Objects {
+        Objects {
+            flavors: vec![flavor("default-flavor")],
+            cluster_queues,
+            cohorts: Vec::new(),
+            local_queues,
+            workloads,
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+        }
+    }
+
+    fn written<'a>(writes: &'a [StatusWrite], name: &str) -> Option<&'a Value> {
+        writes.iter().find(|w| w.name == name).map(|w| &w.status)
+    }
+
+    fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
+        status["conditions"]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["type"] == kind))
+            .unwrap_or(&Value::Null)
+    }
+
+    #[test]
+    fn the_quick_start_admits_what_fits_and_explains_what_does_not() {
+        let input = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            vec![
+                workload("sample-job", "user-queue", 3, 1),
+                workload("too-big", "user-queue", 10, 2),
+                workload("lost", "no-such-queue", 1, 3),
+            ],
+        );
+        let pass = pass(
+            &input,
+            &mut Queues::default(),
+            PreemptionConfig::default(),
+            now(),
+        );
+        let admitted = written(&pass.workloads, "sample-job").expect("admitted");
+        assert_eq!(admitted["admission"]["clusterQueue"], "cluster-queue");
+        let assignment = &admitted["admission"]["podSetAssignments"][0];
+        assert_eq!(
+            assignment["flavors"],
+            json!({"cpu": "default-flavor", "memory": "default-flavor"})
+        );
+        assert_eq!(
+            assignment["resourceUsage"],
+            json!({"cpu": "3", "memory": "600Mi"})
+        );
+        assert_eq!(condition(admitted, "Admitted")["status"], "True");
+
+        let too_big = written(&pass.workloads, "too-big").expect("pending");
+        let reserved = condition(too_big, "QuotaReserved");
+        assert_eq!(reserved["status"], "False");
+        let message = reserved["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("insufficient quota for cpu in flavor default-flavor"),
+            "{message}"
+        );
+
+        // Events: the admission's two, a warning per newly pending Workload.
+        let events: Vec<(&str, &str, &str)> = pass
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e.involved["name"].as_str().unwrap_or(""),
+                    e.kind,
+                    e.reason.as_str(),
+                )
+            })
+            .collect();
+        assert!(
+            events.contains(&("sample-job", "Normal", "QuotaReserved")),
+            "{events:?}"
+        );
+        assert!(
+            events.contains(&("sample-job", "Normal", "Admitted")),
+            "{events:?}"
+        );
+        assert!(
+            events.contains(&("lost", "Warning", "Misconfigured")),
+            "{events:?}"
+        );
+        let reserved = pass
+            .events
+            .iter()
+            .find(|e| e.reason == "QuotaReserved")
+            .expect("event");
+        assert_eq!(
+            reserved.message,
+            "Quota reserved in ClusterQueue cluster-queue, wait time since queued was 999s"
+        );
+        assert_eq!(reserved.involved["kind"], "Workload");
+
+        // The scheduler records what it looked at; the queue checks do not.
+        assert_eq!(
+            too_big["resourceRequests"],
+            json!([{"name": "main", "resources": {"cpu": "10", "memory": "2000Mi"}}])
+        );
+        let lost = written(&pass.workloads, "lost").expect("pending");
+        assert!(lost.get("resourceRequests").is_none(), "{lost}");
+        assert_eq!(condition(lost, "QuotaReserved")["reason"], "Misconfigured");
+        assert_eq!(
+            condition(lost, "QuotaReserved")["message"],
+            "LocalQueue no-such-queue doesn't exist"
+        );
+
+        let cq = written(&pass.cluster_queues, "cluster-queue").expect("status");
+        assert_eq!(
+            (
+                &cq["pendingWorkloads"],
+                &cq["reservingWorkloads"],
+                &cq["admittedWorkloads"]
+            ),
+            (&json!(1), &json!(1), &json!(1))
+        );
+        assert_eq!(
+            cq["flavorsReservation"][0]["resources"][0],
+            json!({"name": "cpu", "total": "3", "borrowed": "0"})
+        );
+        assert_eq!(condition(cq, "Active")["reason"], "Ready");
+        let lq = written(&pass.local_queues, "user-queue").expect("status");
+        assert_eq!(
+            lq["flavorsUsage"][0]["resources"][1],
+            json!({"name": "memory", "total": "600Mi"})
+        );
+    }
+
+    #[test]
+    fn a_stored_reservation_is_kept_and_counted_not_admitted_again() {
+        let first = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            vec![
+                workload("a", "user-queue", 6, 1),
+                workload("b", "user-queue", 6, 2),
+            ],
+        );
+        let mut queues = Queues::default();
+        let pass1 = pass(&first, &mut queues, PreemptionConfig::default(), now());
+        let mut a = first.workloads[0].clone();
+        a["status"] = written(&pass1.workloads, "a").expect("a admitted").clone();
+        let mut b = first.workloads[1].clone();
+        b["status"] = written(&pass1.workloads, "b").expect("b pending").clone();
+        assert_eq!(condition(&b["status"], "QuotaReserved")["status"], "False");
+        // The stored objects after the writes: nothing new to write for either Workload.
+        let second = objects(
+            first.cluster_queues.clone(),
+            first.local_queues.clone(),
+            vec![a, b],
+        );
+        let pass2 = pass(
+            &second,
+            &mut queues,
+            PreemptionConfig::default(),
+            now() + Duration::from_secs(5),
+        );
+        assert!(pass2.workloads.is_empty(), "{:?}", pass2.workloads);
+    }
+
+    #[test]
+    fn a_cluster_queue_borrows_its_cohorts_idle_quota() {
+        let input = objects(
+            vec![
+                cluster_queue("team-a", Some("org"), "9"),
+                cluster_queue("team-b", Some("org"), "9"),
+            ],
+            vec![local_queue("a", "team-a"), local_queue("b", "team-b")],
+            vec![workload("big", "b", 12, 1)],
+        );
+        let pass = pass(
+            &input,
+            &mut Queues::default(),
+            PreemptionConfig::default(),
+            now(),
+        );
+        let admitted = written(&pass.workloads, "big").expect("admitted");
+        assert_eq!(admitted["admission"]["clusterQueue"], "team-b");
+        let cq = written(&pass.cluster_queues, "team-b").expect("status");
+        assert_eq!(
+            cq["flavorsReservation"][0]["resources"][0],
+            json!({"name": "cpu", "total": "12", "borrowed": "3"})
+        );
+    }
+
+    #[test]
+    fn a_missing_flavor_makes_the_queues_inactive() {
+        let mut input = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            vec![workload("w", "user-queue", 1, 1)],
+        );
+        input.flavors.clear();
+        let pass = pass(
+            &input,
+            &mut Queues::default(),
+            PreemptionConfig::default(),
+            now(),
+        );
+        let cq = written(&pass.cluster_queues, "cluster-queue").expect("status");
+        assert_eq!(condition(cq, "Active")["reason"], "FlavorNotFound");
+        let lq = written(&pass.local_queues, "user-queue").expect("status");
+        assert_eq!(condition(lq, "Active")["reason"], "ClusterQueueIsInactive");
+        let w = written(&pass.workloads, "w").expect("pending");
+        assert_eq!(
+            condition(w, "QuotaReserved")["message"],
+            "ClusterQueue cluster-queue is inactive"
+        );
+    }
+}
+
+mod lifecycle {
+    //! A lender reclaiming its quota from a borrower, pass after pass as the shell runs them:
+    //! the victim evicted with Kueue's conditions, the preemptor waiting for it, then admitted
+    //! once the victim's job has stopped and its quota is released.
+
+    use super::super::*;
+    use crate::api::status;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    fn cluster_queue(name: &str, cpu: &str) -> Value {
+        json!({"metadata": {"name": name, "generation": 1}, "spec": {"cohortName": "team",
+            "namespaceSelector": {}, "preemption": {"reclaimWithinCohort": "Any"},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default-flavor",
+                "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}})
+    }
+
+    fn workload(name: &str, queue: &str, pods: i32) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default", "uid": name, "generation": 1,
+                "creationTimestamp": tessera_model::time::timestamp(now())},
+            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": pods, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    }
+
+    /// The objects after a pass's writes (merge patches of their statuses).
+    fn apply(objects: &mut Objects, pass: &Pass) {
+        for write in &pass.workloads {
+            if let Some(object) = objects
+                .workloads
+                .iter_mut()
+                .find(|w| objects::name(w) == write.name)
+            {
+                merge_status(object, &write.status);
+            }
+        }
+    }
+
+    fn merge_status(object: &mut Value, status: &Value) {
+        if !object["status"].is_object() {
+            object["status"] = json!({});
+        }
+        for (field, value) in status.as_object().into_iter().flatten() {
+            match (value.is_null(), object["status"].as_object_mut()) {
+                (true, Some(current)) => {
+                    current.remove(field);
+                }
+                (false, Some(current)) => {
+                    current.insert(field.clone(), value.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn status_of<'a>(objects: &'a Objects, name: &str, kind: &str) -> (&'a str, &'a str) {
+        let object = objects
+            .workloads
+            .iter()
+            .find(|w| objects::name(w) == name)
+            .unwrap_or(&Value::Null);
+        let found = tessera_model::conditions::find(object, kind).unwrap_or(&Value::Null);
+        (
+            found["status"].as_str().unwrap_or(""),
+            found["reason"].as_str().unwrap_or(""),
+        )
+    }
+
+    #[test]
+    fn a_lender_reclaims_its_quota_by_preemption() {
+        let mut objects = Objects {
+            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
+            cluster_queues: vec![cluster_queue("lender", "6"), cluster_queue("borrower", "2")],
+            local_queues: vec![
+                json!({"metadata": {"name": "lq-lender", "namespace": "default"}, "spec": {"clusterQueue": "lender"}}),
+                json!({"metadata": {"name": "lq-borrower", "namespace": "default"}, "spec": {"clusterQueue": "borrower"}}),
+            ],
+            workloads: vec![workload("borrowing", "lq-borrower", 6)],
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Objects::default()
+        };
+        let mut queues = Queues::default();
+        let first = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &first);
+        assert_eq!(
+            status_of(&objects, "borrowing", "Admitted"),
+            ("True", "Admitted")
+        );
+
+        // An older Workload of the lender's queue that can never fit waits inadmissible; the
+        // preemptor stays its ClusterQueue's head (Kueue's sticky preemptor) until admitted.
+        let mut too_big = workload("too-big", "lq-lender", 20);
+        too_big["metadata"]["creationTimestamp"] = json!(tessera_model::time::timestamp(
+            now() - Duration::from_secs(60)
+        ));
+        objects.workloads.push(too_big);
+        let waiting = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &waiting);
+        assert_eq!(
+            status_of(&objects, "too-big", "QuotaReserved"),
+            ("False", "ExceedsMaxQuota")
+        );
+        objects.workloads.push(workload("owner", "lq-lender", 6));
+        let second = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &second);
+        assert_eq!(
+            status_of(&objects, "borrowing", "Evicted"),
+            ("True", "Preempted")
+        );
+        let preempted = second
+            .events
+            .iter()
+            .find(|e| e.reason == "Preempted")
+            .expect("event");
+        assert_eq!(preempted.involved["name"], "borrowing");
+        assert!(
+            preempted.message.ends_with("; preemptor effective priority: 0 (base: 0, boost: 0); preemptee effective priority: 0 (base: 0, boost: 0)"),
+            "{}",
+            preempted.message
+        );
+        assert_eq!(
+            status_of(&objects, "borrowing", "Preempted"),
+            ("True", "InCohortReclamation")
+        );
+        assert_eq!(
+            status_of(&objects, "owner", "QuotaReserved"),
+            ("False", "WaitingForPreemptedWorkloads")
+        );
+        // Still holding quota until its job stops: nothing new in the next pass.
+        let third = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        assert!(third.workloads.is_empty(), "{:?}", third.workloads);
+
+        // Its job stopped: the quota is released, and the lender's Workload is admitted.
+        let index = objects
+            .workloads
+            .iter()
+            .position(|w| objects::name(w) == "borrowing")
+            .unwrap_or(0);
+        let released = status::released(&objects.workloads[index], now()).expect("released");
+        merge_status(&mut objects.workloads[index], &released);
+        let fourth = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &fourth);
+        assert_eq!(
+            status_of(&objects, "owner", "Admitted"),
+            ("True", "Admitted")
+        );
+        assert_eq!(status_of(&objects, "borrowing", "QuotaReserved").0, "False");
+        assert_eq!(
+            status_of(&objects, "borrowing", "Requeued"),
+            ("True", "Preempted")
+        );
+    }
+
+    #[test]
+    fn a_drained_cluster_queue_evicts_and_its_restart_requeues() {
+        let mut objects = Objects {
+            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
+            cluster_queues: vec![cluster_queue("lender", "6")],
+            local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
+                "spec": {"clusterQueue": "lender"}})],
+            workloads: vec![workload("w", "lq", 2)],
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Objects::default()
+        };
+        let mut queues = Queues::default();
+        let run = |objects: &mut Objects, queues: &mut Queues| {
+            let done = pass(objects, queues, PreemptionConfig::default(), now());
+            apply(objects, &done);
+            done
+        };
+        run(&mut objects, &mut queues);
+        assert_eq!(status_of(&objects, "w", "Admitted"), ("True", "Admitted"));
+
+        objects.cluster_queues[0]["spec"]["stopPolicy"] = json!("HoldAndDrain");
+        let drained = run(&mut objects, &mut queues);
+        assert_eq!(
+            status_of(&objects, "w", "Evicted"),
+            ("True", "ClusterQueueStopped")
+        );
+        let cq = &drained.cluster_queues[0].status;
+        assert_eq!(cq["conditions"][0]["reason"], "Stopped");
+
+        // Its job stopped: the quota is released, and it is not requeued while stopped.
+        let released = status::released(&objects.workloads[0], now()).expect("released");
+        merge_status(&mut objects.workloads[0], &released);
+        assert_eq!(
+            status_of(&objects, "w", "Requeued"),
+            ("False", "ClusterQueueStopped")
+        );
+        run(&mut objects, &mut queues);
+        assert_eq!(
+            status_of(&objects, "w", "QuotaReserved"),
+            ("False", "Suspended")
+        );
+
+        // Running again: requeued, then admitted.
+        objects.cluster_queues[0]["spec"]["stopPolicy"] = json!("None");
+        run(&mut objects, &mut queues);
+        assert_eq!(
+            status_of(&objects, "w", "Requeued"),
+            ("True", "ClusterQueueRestarted")
+        );
+        run(&mut objects, &mut queues);
+        assert_eq!(status_of(&objects, "w", "Admitted"), ("True", "Admitted"));
+    }
+
+    #[test]
+    fn a_deactivated_workload_is_evicted_and_not_queued_again() {
+        let mut objects = Objects {
+            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
+            cluster_queues: vec![cluster_queue("lender", "6")],
+            local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
+                "spec": {"clusterQueue": "lender"}})],
+            workloads: vec![workload("w", "lq", 2)],
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Objects::default()
+        };
+        let mut queues = Queues::default();
+        let first = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &first);
+        objects.workloads[0]["spec"]["active"] = json!(false);
+        let second = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        apply(&mut objects, &second);
+        assert_eq!(status_of(&objects, "w", "Evicted"), ("True", "Deactivated"));
+        let released = status::released(&objects.workloads[0], now()).expect("released");
+        merge_status(&mut objects.workloads[0], &released);
+        let third = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        assert!(third.workloads.is_empty(), "{:?}", third.workloads);
+        assert_eq!(
+            status_of(&objects, "w", "Requeued"),
+            ("False", "Deactivated")
+        );
+    }
+}
