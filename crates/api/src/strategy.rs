@@ -59,6 +59,27 @@ fn kueue_v1beta2(kind: &str, object: &Value) -> Value {
     }
 }
 
+/// The label every Namespace carries with its own name (`kubernetes.io/metadata.name`, set by
+/// kube-apiserver's namespace defaulting on create and update since 1.21), which
+/// namespaceSelectors match on.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Sets [`NAMESPACE_NAME_LABEL`] to the namespace's name, whatever the client sent.
+pub fn label_namespace_name(object: &mut Value) {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let Some(name) = name {
+        let metadata = crate::meta::metadata_mut(object);
+        let labels = metadata.entry("labels").or_insert_with(|| json!({}));
+        if !labels.is_object() {
+            *labels = json!({});
+        }
+        labels[NAMESPACE_NAME_LABEL] = json!(name);
+    }
+}
+
 /// Fills defaults and resets what a client may not set when creating an object.
 pub fn prepare_for_create(resource: Resource, object: &mut Value) {
     reset_status(resource, object);
@@ -82,6 +103,7 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) {
         ("", "Namespace") => {
             object["spec"] = json!({"finalizers": ["kubernetes"]});
             object["status"] = json!({"phase": "Active"});
+            label_namespace_name(object);
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             let metadata = crate::meta::metadata_mut(object);

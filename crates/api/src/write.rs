@@ -733,6 +733,9 @@ pub fn merge_update(resource: Resource, current: &Value, requested: Value, part:
         }
         Part::Main => {
             let mut next = requested;
+            if (resource.group(), resource.kind()) == ("", "Namespace") {
+                crate::strategy::label_namespace_name(&mut next);
+            }
             if resource.has_status() {
                 match current.get("status") {
                     Some(status) => next["status"] = status.clone(),
@@ -812,6 +815,38 @@ pub fn is_crd(resource: Resource) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespaces_carry_their_name_label_whatever_the_client_sends() {
+        let namespaces = Resource::find("", "v1", "namespaces").expect("namespaces are served");
+        let name_label = |object: &Value| {
+            object
+                .pointer("/metadata/labels/kubernetes.io~1metadata.name")
+                .cloned()
+        };
+        let table = [
+            ("no labels", json!({"metadata": {"name": "team-a"}})),
+            (
+                "a wrong value",
+                json!({"metadata": {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "x", "tier": "gpu"}}}),
+            ),
+        ];
+        for (case, requested) in table {
+            let mut created = requested.clone();
+            crate::strategy::prepare_for_create(namespaces, &mut created);
+            assert_eq!(
+                name_label(&created),
+                Some(json!("team-a")),
+                "create, {case}"
+            );
+            let updated = merge_update(namespaces, &created, requested, Part::Main);
+            assert_eq!(
+                name_label(&updated),
+                Some(json!("team-a")),
+                "update, {case}"
+            );
+        }
+    }
 
     #[test]
     fn generated_names_and_uids_come_from_the_seeded_ids() {
