@@ -11,6 +11,11 @@
 //! shape (priority and request) are parked too, and new ones of that shape skip the heap until
 //! the next requeue of that ClusterQueue.
 //!
+//! Cohorts share nothing here (no quota, no preemption targets across them), so each Cohort's
+//! ClusterQueues run with their own queues and snapshot: the decisions are those of one cycle
+//! over all ClusterQueues (an entry only ever changes its own Cohort's usage and targets), and
+//! the core's preemption, which copies the quota tree per attempt, copies one Cohort's.
+//!
 //! Measured as the runner's recorder measures: time to admission per Workload from its
 //! `creationTimestamp` to its (last) admission, both at the API's one-second resolution; time to
 //! finish from creation; per ClusterQueue class the quota-time used over nominal quota times the
@@ -40,7 +45,7 @@ use tessera_queue::{
     ResourceFlavorSpec, ResourceGroup, ResourceQuota, Tree, TreeError, TreeSpec, WorkloadInfo,
 };
 
-use crate::queue_scenario::{CPU, Plan};
+use crate::queue_scenario::{CPU, Plan, WorkloadPlan};
 
 /// The ResourceFlavor the generator creates (`defaultResourceFlavorName`).
 pub const FLAVOR: &str = "rf";
@@ -103,7 +108,7 @@ pub struct Outcome {
     pub workloads: usize,
     /// Virtual milliseconds from the generator's start until the last Workload finished.
     pub wall_ms: u64,
-    /// Scheduling cycles run.
+    /// Scheduling cycles run, summed over the Cohorts.
     pub cycles: u64,
     /// Admissions (a Workload admitted again after an eviction counts again).
     pub admissions: u64,
@@ -130,37 +135,86 @@ pub enum RunError {
 
 /// Runs the plan to the end.
 pub fn run(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
-    let mut sim = Sim::new(plan, options)?;
-    let mut next_creation = 0;
-    loop {
-        let creation_at = plan.workloads.get(next_creation).map(|w| w.created_ms);
-        let finish_at = sim.finishes.peek().map(|Reverse((at, _, _))| *at);
-        let now = match (creation_at, finish_at) {
-            (Some(c), Some(f)) => c.min(f),
-            (Some(c), None) => c,
-            (None, Some(f)) => f,
-            (None, None) => break,
-        };
-        sim.now_ms = now;
-        while let Some(Reverse((at, index, epoch))) = sim.finishes.peek().copied() {
-            if at != now {
-                break;
-            }
-            sim.finishes.pop();
-            sim.finish(index, epoch);
+    let mut rng = fastrand::Rng::with_seed(options.seed);
+    let uids: Vec<String> = plan
+        .workloads
+        .iter()
+        .map(|_| format!("{:016x}-{:016x}", rng.u64(..), rng.u64(..)))
+        .collect();
+    let mut totals = Totals {
+        workloads: vec![WorkloadState::default(); plan.workloads.len()],
+        used: vec![0; plan.cluster_queues.len()],
+        cycles: 0,
+        admissions: 0,
+        evictions: 0,
+    };
+    for cohort in cohorts(plan) {
+        let (part, queues, workloads) = restricted(plan, &cohort);
+        let part_uids = workloads.iter().map(|&i| uids[i].clone()).collect();
+        let mut sim = Sim::new(&part, options, part_uids)?;
+        sim.run();
+        for (local, state) in sim.workloads.into_iter().enumerate() {
+            totals.workloads[workloads[local]] = state;
         }
-        while plan
-            .workloads
-            .get(next_creation)
-            .is_some_and(|w| w.created_ms == now)
-        {
-            sim.enqueue(next_creation);
-            next_creation += 1;
+        for (local, used) in sim.used.into_iter().enumerate() {
+            totals.used[queues[local]] = used;
         }
-        sim.requeue_touched_cohorts();
-        sim.settle();
+        totals.cycles += sim.cycles;
+        totals.admissions += sim.admissions;
+        totals.evictions += sim.evictions;
     }
-    Ok(sim.outcome())
+    Ok(outcome(plan, &totals))
+}
+
+/// The ClusterQueue indices of each Cohort, in first-seen order.
+fn cohorts(plan: &Plan) -> Vec<Vec<usize>> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut members: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, cq) in plan.cluster_queues.iter().enumerate() {
+        let entry = members.entry(cq.cohort.as_str()).or_default();
+        if entry.is_empty() {
+            order.push(cq.cohort.as_str());
+        }
+        entry.push(index);
+    }
+    order
+        .into_iter()
+        .filter_map(|name| members.remove(name))
+        .collect()
+}
+
+/// The part of `plan` on the ClusterQueues `queues`, with the original indices of its
+/// ClusterQueues and Workloads.
+fn restricted(plan: &Plan, queues: &[usize]) -> (Plan, Vec<usize>, Vec<usize>) {
+    let local: BTreeMap<usize, usize> = queues.iter().enumerate().map(|(l, &g)| (g, l)).collect();
+    let mut workloads = Vec::new();
+    let mut indices = Vec::new();
+    for (index, workload) in plan.workloads.iter().enumerate() {
+        if let Some(&cluster_queue) = local.get(&workload.cluster_queue) {
+            workloads.push(WorkloadPlan {
+                cluster_queue,
+                ..workload.clone()
+            });
+            indices.push(index);
+        }
+    }
+    let part = Plan {
+        cluster_queues: queues
+            .iter()
+            .map(|&g| plan.cluster_queues[g].clone())
+            .collect(),
+        workloads,
+    };
+    (part, queues.to_vec(), indices)
+}
+
+/// What the per-Cohort runs add up to.
+struct Totals {
+    workloads: Vec<WorkloadState>,
+    used: Vec<u128>,
+    cycles: u64,
+    admissions: u64,
+    evictions: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -226,7 +280,41 @@ fn preemption(policy: PreemptionPolicy, reclaim: PreemptionPolicy) -> ClusterQue
 }
 
 impl<'p> Sim<'p> {
-    fn new(plan: &'p Plan, options: Options) -> Result<Sim<'p>, RunError> {
+    /// Runs its plan to the end.
+    fn run(&mut self) {
+        let plan = self.plan;
+        let mut next_creation = 0;
+        loop {
+            let creation_at = plan.workloads.get(next_creation).map(|w| w.created_ms);
+            let finish_at = self.finishes.peek().map(|Reverse((at, _, _))| *at);
+            let now = match (creation_at, finish_at) {
+                (Some(c), Some(f)) => c.min(f),
+                (Some(c), None) => c,
+                (None, Some(f)) => f,
+                (None, None) => return,
+            };
+            self.now_ms = now;
+            while let Some(Reverse((at, index, epoch))) = self.finishes.peek().copied() {
+                if at != now {
+                    break;
+                }
+                self.finishes.pop();
+                self.finish(index, epoch);
+            }
+            while plan
+                .workloads
+                .get(next_creation)
+                .is_some_and(|w| w.created_ms == now)
+            {
+                self.enqueue(next_creation);
+                next_creation += 1;
+            }
+            self.requeue_touched_cohorts();
+            self.settle();
+        }
+    }
+
+    fn new(plan: &'p Plan, options: Options, uids: Vec<String>) -> Result<Sim<'p>, RunError> {
         let key = FlavorResource::new(FLAVOR, CPU);
         let spec = TreeSpec {
             cohorts: Vec::new(),
@@ -325,12 +413,12 @@ impl<'p> Sim<'p> {
             recompute_on_overlap: true,
             timestamp: RequeuingTimestamp::Eviction,
         };
-        let mut rng = fastrand::Rng::with_seed(options.seed);
         let workloads: Vec<WorkloadState> = plan
             .workloads
             .iter()
-            .map(|w| WorkloadState {
-                uid: format!("{:016x}-{:016x}", rng.u64(..), rng.u64(..)),
+            .zip(uids)
+            .map(|(w, uid)| WorkloadState {
+                uid,
                 key: format!("{}/{}", plan.cluster_queues[w.cluster_queue].name, w.name),
                 ..Default::default()
             })
@@ -600,90 +688,90 @@ impl<'p> Sim<'p> {
             }
         }
     }
+}
 
-    fn outcome(&self) -> Outcome {
-        let wall_ms = self
-            .workloads
-            .iter()
-            .filter_map(|w| w.finished_at)
-            .max()
-            .unwrap_or(0);
-        let mut cq_classes: Vec<(String, u128, u128)> = Vec::new();
-        for (index, cq) in self.plan.cluster_queues.iter().enumerate() {
-            let nominal = u128::try_from(cq.set.nominal_milli).unwrap_or(0);
-            match cq_classes.iter_mut().find(|(c, _, _)| *c == cq.set.class) {
-                Some((_, used, quota)) => {
-                    *used += self.used[index];
-                    *quota += nominal;
-                }
-                None => cq_classes.push((cq.set.class.clone(), self.used[index], nominal)),
+fn outcome(plan: &Plan, totals: &Totals) -> Outcome {
+    let wall_ms = totals
+        .workloads
+        .iter()
+        .filter_map(|w| w.finished_at)
+        .max()
+        .unwrap_or(0);
+    let mut cq_classes: Vec<(String, u128, u128)> = Vec::new();
+    for (index, cq) in plan.cluster_queues.iter().enumerate() {
+        let nominal = u128::try_from(cq.set.nominal_milli).unwrap_or(0);
+        match cq_classes.iter_mut().find(|(c, _, _)| *c == cq.set.class) {
+            Some((_, used, quota)) => {
+                *used += totals.used[index];
+                *quota += nominal;
             }
+            None => cq_classes.push((cq.set.class.clone(), totals.used[index], nominal)),
         }
-        let cluster_queue_classes = cq_classes
-            .into_iter()
-            .map(|(class, used, quota)| ClusterQueueClassSummary {
-                class,
-                usage_percent: if quota == 0 || wall_ms == 0 {
-                    0.0
-                } else {
-                    used as f64 * 100.0 / (quota as f64 * wall_ms as f64)
-                },
-            })
-            .collect();
-        let mut classes: Vec<(String, Vec<usize>)> = Vec::new();
-        for (index, planned) in self.plan.workloads.iter().enumerate() {
-            match classes
-                .iter_mut()
-                .find(|(c, _)| *c == planned.template.class)
-            {
-                Some((_, members)) => members.push(index),
-                None => classes.push((planned.template.class.clone(), vec![index])),
-            }
-        }
-        let mean = |values: Vec<u64>| {
-            if values.is_empty() {
+    }
+    let cluster_queue_classes = cq_classes
+        .into_iter()
+        .map(|(class, used, quota)| ClusterQueueClassSummary {
+            class,
+            usage_percent: if quota == 0 || wall_ms == 0 {
                 0.0
             } else {
-                values.iter().sum::<u64>() as f64 / values.len() as f64
-            }
-        };
-        let workload_classes = classes
-            .into_iter()
-            .map(|(class, members)| WorkloadClassSummary {
-                count: members.len(),
-                average_time_to_admission_ms: mean(
-                    members
-                        .iter()
-                        .filter_map(|&i| self.workloads[i].time_to_admission_ms)
-                        .collect(),
-                ),
-                average_time_to_finish_ms: mean(
-                    members
-                        .iter()
-                        .filter_map(|&i| {
-                            let finished = self.workloads[i].finished_at?;
-                            Some(finished.saturating_sub(self.plan.workloads[i].created_ms))
-                        })
-                        .collect(),
-                ),
-                evictions: members.iter().map(|&i| self.workloads[i].evictions).sum(),
-                class,
-            })
-            .collect();
-        Outcome {
-            workloads: self.workloads.len(),
-            wall_ms,
-            cycles: self.cycles,
-            admissions: self.admissions,
-            evictions: self.evictions,
-            unfinished: self
-                .workloads
-                .iter()
-                .filter(|w| w.finished_at.is_none())
-                .count(),
-            cluster_queue_classes,
-            workload_classes,
+                used as f64 * 100.0 / (quota as f64 * wall_ms as f64)
+            },
+        })
+        .collect();
+    let mut classes: Vec<(String, Vec<usize>)> = Vec::new();
+    for (index, planned) in plan.workloads.iter().enumerate() {
+        match classes
+            .iter_mut()
+            .find(|(c, _)| *c == planned.template.class)
+        {
+            Some((_, members)) => members.push(index),
+            None => classes.push((planned.template.class.clone(), vec![index])),
         }
+    }
+    let mean = |values: Vec<u64>| {
+        if values.is_empty() {
+            0.0
+        } else {
+            values.iter().sum::<u64>() as f64 / values.len() as f64
+        }
+    };
+    let workload_classes = classes
+        .into_iter()
+        .map(|(class, members)| WorkloadClassSummary {
+            count: members.len(),
+            average_time_to_admission_ms: mean(
+                members
+                    .iter()
+                    .filter_map(|&i| totals.workloads[i].time_to_admission_ms)
+                    .collect(),
+            ),
+            average_time_to_finish_ms: mean(
+                members
+                    .iter()
+                    .filter_map(|&i| {
+                        let finished = totals.workloads[i].finished_at?;
+                        Some(finished.saturating_sub(plan.workloads[i].created_ms))
+                    })
+                    .collect(),
+            ),
+            evictions: members.iter().map(|&i| totals.workloads[i].evictions).sum(),
+            class,
+        })
+        .collect();
+    Outcome {
+        workloads: totals.workloads.len(),
+        wall_ms,
+        cycles: totals.cycles,
+        admissions: totals.admissions,
+        evictions: totals.evictions,
+        unfinished: totals
+            .workloads
+            .iter()
+            .filter(|w| w.finished_at.is_none())
+            .count(),
+        cluster_queue_classes,
+        workload_classes,
     }
 }
 
