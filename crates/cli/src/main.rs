@@ -2,6 +2,7 @@
 
 mod agent;
 mod bench;
+mod bench_queue;
 mod bench_report;
 mod bench_scheduler;
 mod bench_sim;
@@ -82,6 +83,9 @@ enum BenchCommand {
     /// Placement quality: Tessera's policy against FGD on every trace, on the seeds it was
     /// designed on and on held-out seeds.
     Placement(bench_sim::PlacementBenchArgs),
+    /// Kueue's scheduler-performance configurations through the queueing core, on the
+    /// simulator's virtual clock.
+    Queue(bench_queue::QueueBenchArgs),
     /// Durability: concurrent writers, `kill -9` of the server, restart; no acknowledged
     /// write may be lost.
     CrashDrill(crash_drill::CrashDrillArgs),
@@ -238,6 +242,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Bench(BenchCommand::Placement(args)) => {
             bench_report::repeat(&args.repeat, || bench_sim::placement(&args))
+        }
+        Command::Bench(BenchCommand::Queue(args)) => {
+            bench_report::repeat(&args.repeat, || bench_queue::queue(&args))
         }
         Command::Bench(BenchCommand::CrashDrill(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(crash_drill::rows(&args)))

@@ -24,6 +24,8 @@ pub mod fgd;
 pub mod frag;
 pub mod kube_placer;
 pub mod policy;
+pub mod queue_scenario;
+pub mod queue_timeline;
 pub mod report;
 pub mod timeline;
 pub mod trace;

@@ -205,6 +205,15 @@ fn every_bench_command_runs_at_a_tiny_size() {
             ],
         ),
         (
+            "queue",
+            vec!["--config", "baseline", "--scale", "0.01"],
+            vec![(
+                "Kueue scheduler performance, baseline (30 ClusterQueues, 180 Workloads)",
+                "simulator, virtual time",
+                180.0,
+            )],
+        ),
+        (
             "crash-drill",
             vec!["--cycles", "2", "--writers", "2"],
             vec![(
@@ -309,6 +318,15 @@ fn every_bench_command_runs_at_a_tiny_size() {
                         "{line}"
                     );
                 }
+            }
+            "queue" => {
+                // Every Workload of the tiny run finishes, and Kueue's figures are the anchor.
+                let row = &rows[0];
+                assert!(row.figures.contains("unfinished 0;"), "{}", row.figures);
+                assert!(
+                    stdout.contains("Kueue (minimalkueue on envtest, rangespec.yaml averages)"),
+                    "{stdout}"
+                );
             }
             "placement" => {
                 let all = rows
