@@ -368,6 +368,7 @@ impl<'p> Sim<'p> {
                 LocalQueue {
                     cluster_queue: cq.name.clone(),
                     stop_policy: StopPolicy::None,
+                    user_limits: Default::default(),
                 },
             );
             queues.cluster_queues.insert(
@@ -485,6 +486,7 @@ impl<'p> Sim<'p> {
             job_uid: None,
             generation: 1,
             local_queue: namespace,
+            user: None,
             creation: at(api_seconds(planned.created_ms)),
             eviction: self.workloads[index]
                 .evicted_at
@@ -576,6 +578,8 @@ impl<'p> Sim<'p> {
             quota_reserved_at: Some(at(self.now_ms)),
             usage: usage.clone(),
             evicted: false,
+            local_queue: self.plan.cluster_queues[cq].name.clone(),
+            user: None,
         });
         state.usage = usage;
         state.admitted_at = Some(self.now_ms);
