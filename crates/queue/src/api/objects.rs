@@ -277,7 +277,7 @@ pub enum WorkloadState {
     /// Holds quota (`QuotaReserved=True` with an admission); `admitted` when `Admitted=True`.
     Reserving {
         /// The preemption candidate it is.
-        workload: AdmittedWorkload,
+        workload: Box<AdmittedWorkload>,
         /// `Admitted=True`.
         admitted: bool,
         /// Its LocalQueue.
@@ -427,7 +427,7 @@ pub fn workload_state(object: &Value) -> Option<WorkloadState> {
             user: None,
         };
         return Some(WorkloadState::Reserving {
-            workload,
+            workload: Box::new(workload),
             admitted: conditions::is_true(object, "Admitted"),
             local_queue,
             active: spec.active != Some(false),

@@ -309,7 +309,7 @@ pub fn pass(
             .workloads
             .values()
             .filter_map(|(_, state)| match state {
-                WorkloadState::Reserving { workload, .. } => Some(workload.clone()),
+                WorkloadState::Reserving { workload, .. } => Some(workload.as_ref().clone()),
                 _ => None,
             })
             .collect(),
