@@ -318,14 +318,7 @@ fn start_patch(
         pod_spec["tolerations"] = Value::Array(tolerations);
     }
     let mut patch = json!({"spec": {"suspend": false, "template": {"spec": pod_spec}}});
-    if min_count(job).is_some()
-        && let Some(count) = assignment.get("count").and_then(Value::as_i64)
-    {
-        patch["spec"]["parallelism"] = json!(count);
-        if annotation(job, COMPLETIONS_EQUAL_PARALLELISM) == Some("true") {
-            patch["spec"]["completions"] = json!(count);
-        }
-    }
+    scale_to(job, assignment.get("count"), &mut patch);
     patch
 }
 
@@ -348,15 +341,21 @@ fn stop_patch(job: &Value, workload: Option<&Value>) -> Value {
         .cloned()
         .unwrap_or(Value::Null);
     patch["spec"]["template"] = json!({"spec": {"nodeSelector": map_patch(current, &original), "tolerations": tolerations}});
+    scale_to(job, template.get("count"), &mut patch);
+    patch
+}
+
+/// Under partial admission (`minCount` set), `parallelism` (and `completions` when the Job
+/// keeps them equal) follow the PodSet's `count`.
+fn scale_to(job: &Value, count: Option<&Value>, patch: &mut Value) {
     if min_count(job).is_some()
-        && let Some(count) = template.get("count").and_then(Value::as_i64)
+        && let Some(count) = count.and_then(Value::as_i64)
     {
         patch["spec"]["parallelism"] = json!(count);
         if annotation(job, COMPLETIONS_EQUAL_PARALLELISM) == Some("true") {
             patch["spec"]["completions"] = json!(count);
         }
     }
-    patch
 }
 
 /// What to write for a Job labelled with a queue name, given the Workload it owns (if any),
