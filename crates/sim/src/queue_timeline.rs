@@ -598,7 +598,10 @@ impl<'p> Sim<'p> {
     fn park_equivalents(&mut self, cq: usize, index: usize) {
         let shape = self.shape(index);
         self.parked_shapes[cq].insert(shape);
-        let Some(queue) = self.queues.cluster_queues.get(&self.plan.cluster_queues[cq].name)
+        let Some(queue) = self
+            .queues
+            .cluster_queues
+            .get(&self.plan.cluster_queues[cq].name)
         else {
             return;
         };
