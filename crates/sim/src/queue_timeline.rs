@@ -598,9 +598,21 @@ impl<'p> Sim<'p> {
     fn park_equivalents(&mut self, cq: usize, index: usize) {
         let shape = self.shape(index);
         self.parked_shapes[cq].insert(shape);
+        let Some(queue) = self
+            .queues
+            .cluster_queues
+            .get(&self.plan.cluster_queues[cq].name)
+        else {
+            return;
+        };
         let equivalents: Vec<usize> = self.pending[cq]
             .get(&shape)
-            .map(|set| set.iter().copied().filter(|&i| i != index).collect())
+            .map(|set| {
+                set.iter()
+                    .copied()
+                    .filter(|&i| i != index && !queue.is_inadmissible(&self.workloads[i].key))
+                    .collect()
+            })
             .unwrap_or_default();
         for other in equivalents {
             let queued = self.queued(other);
