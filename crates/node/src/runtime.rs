@@ -72,72 +72,11 @@ impl Behaviour {
     }
 }
 
-/// Parses a Go-style duration (`300ms`, `1.5h`, `2h45m`, `10s`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("empty duration".into());
-    }
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("{text:?}: missing unit (use ms, s, m or h)"))?;
-        let (number, tail) = rest.split_at(number_len);
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("{text:?}: {number:?} is not a number"))?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, next) = tail.split_at(unit_len);
-        let seconds = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            other => {
-                return Err(format!(
-                    "{text:?}: unknown unit {other:?} (use ms, s, m or h)"
-                ));
-            }
-        };
-        total += value * seconds;
-        rest = next;
-    }
-    if !total.is_finite() || total > 1e9 {
-        return Err(format!("{text:?} is too long"));
-    }
-    Ok(Duration::from_secs_f64(total))
-}
+pub use tessera_model::time::parse_duration;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_like_go() {
-        let table = [
-            ("90s", 90_000),
-            ("1m30s", 90_000),
-            ("500ms", 500),
-            ("1.5h", 5_400_000),
-            ("2h45m", 9_900_000),
-            ("0", 0),
-        ];
-        for (text, millis) in table {
-            assert_eq!(parse_duration(text).unwrap().as_millis(), millis, "{text}");
-        }
-        for bad in ["", "10", "5 minutes", "1x", "s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn behaviour_defaults_follow_restart_policy() {

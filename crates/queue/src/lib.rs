@@ -38,6 +38,7 @@ pub mod amount;
 pub mod api;
 pub mod assigner;
 pub mod cluster_queue;
+pub mod config;
 pub mod cycle;
 pub mod fair_sharing;
 pub mod flavor;
