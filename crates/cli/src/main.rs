@@ -126,6 +126,10 @@ pub struct UpArgs {
     /// NodeResourcesFit scoring strategy, percentageOfNodesToScore).
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,
+    /// A Kueue Configuration file (`config.kueue.x-k8s.io/v1beta2` or `v1beta1`) for the queue
+    /// manager: fair sharing, admission fair sharing, waitForPodsReady, integrations.
+    #[arg(long)]
+    pub queue_config: Option<PathBuf>,
 }
 
 /// Options of `tessera fault`.
@@ -161,6 +165,9 @@ pub struct SchedulerArgs {
 pub struct QueueArgs {
     #[command(flatten)]
     cluster: client::ClusterArgs,
+    /// A Kueue Configuration file (`config.kueue.x-k8s.io/v1beta2` or `v1beta1`).
+    #[arg(long)]
+    queue_config: Option<PathBuf>,
 }
 
 /// Options of `tessera kubeconfig`.
@@ -217,10 +224,11 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }),
         Command::Queue(args) => runtime.block_on(async {
+            let config = up::queue_config(args.queue_config.as_deref())?;
             let client = client::connect(&args.cluster).await?;
             tracing::info!("queue manager running");
             tokio::select! {
-                () = tessera_controllers::queue::run(client, up::queue_config()) => {}
+                () = tessera_controllers::queue::run(client, config) => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
             Ok(())

@@ -47,12 +47,29 @@ pub fn load_topology(path: Option<&std::path::Path>) -> anyhow::Result<Topology>
 }
 
 /// The queue manager's settings, the same under `tessera up` and `tessera queue`: Kueue's
-/// defaults (classic preemption) on the host's clock.
-pub fn queue_config() -> tessera_controllers::queue::QueueConfig {
-    tessera_controllers::queue::QueueConfig {
-        preemption: tessera_queue::preemption::PreemptionConfig::default(),
+/// Configuration from `--queue-config` (Kueue's defaults without one: classic preemption) on
+/// the host's clock. A file that does not read is an error naming it and the field; the
+/// Kueue fields it carries that Tessera ignores are logged once.
+pub fn queue_config(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<tessera_controllers::queue::QueueConfig> {
+    let configuration = match path {
+        None => tessera_queue::config::Configuration::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("read queue configuration {}", path.display()))?;
+            let configuration = tessera_queue::config::parse(&text)
+                .map_err(|e| anyhow::anyhow!("queue configuration {}: {e}", path.display()))?;
+            if !configuration.ignored.is_empty() {
+                tracing::info!(fields = ?configuration.ignored, file = %path.display(), "queue configuration: Kueue fields Tessera does not act on, ignored");
+            }
+            configuration
+        }
+    };
+    Ok(tessera_controllers::queue::QueueConfig {
+        configuration,
         clock: std::sync::Arc::new(std::time::SystemTime::now),
-    }
+    })
 }
 
 /// Scheduling profiles from a KubeSchedulerConfiguration file, checked before anything starts.
@@ -124,6 +141,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
+    let queue_config = queue_config(args.queue_config.as_deref())?;
     crate::data_dir::create_private(&args.data.data_dir)?;
     // Held until the process ends: a second server on the same directory would overwrite the
     // kubeconfig and diverge from this one.
@@ -220,7 +238,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     ));
     let queue_manager = tokio::spawn(tessera_controllers::queue::run(
         client_for("queue-manager"),
-        queue_config(),
+        queue_config,
     ));
     let claims = tokio::spawn(tessera_controllers::resource_claims::run(
         client_for("resourceclaim-controller"),

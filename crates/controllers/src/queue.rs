@@ -30,8 +30,8 @@ use tessera_model::clock::Clock;
 use tessera_model::kueue::{GROUP, STORAGE_VERSION};
 use tessera_queue::api::job::{self, JobWrite, Priorities};
 use tessera_queue::api::objects::{self, Objects};
-use tessera_queue::api::pass::{self, StatusWrite};
-use tessera_queue::preemption::PreemptionConfig;
+use tessera_queue::api::pass::{self, Settings, StatusWrite};
+use tessera_queue::config::{Configuration, JOB_FRAMEWORK};
 
 use crate::shell::{
     EventRecorder, ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched,
@@ -52,8 +52,9 @@ const OVERLAID_FOR: Duration = Duration::from_secs(10);
 /// Settings of the queue manager.
 #[derive(Clone)]
 pub struct QueueConfig {
-    /// Classic preemption or fair sharing (Kueue's `fairSharing` configuration).
-    pub preemption: PreemptionConfig,
+    /// Kueue's Configuration (its defaults without a file): fair sharing, the integrations
+    /// run, the Beyond-Kueue options.
+    pub configuration: Configuration,
     /// Where the queue manager reads the time.
     pub clock: Clock,
 }
@@ -61,7 +62,7 @@ pub struct QueueConfig {
 impl std::fmt::Debug for QueueConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueueConfig")
-            .field("preemption", &self.preemption)
+            .field("configuration", &self.configuration)
             .finish_non_exhaustive()
     }
 }
@@ -188,6 +189,8 @@ pub async fn run(client: Client, config: QueueConfig) {
     let (watches, mut changes) = Watches::start(&client);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut memory = Memory::default();
+    let settings = Settings::from(&config.configuration);
+    let jobs_integrated = config.configuration.runs(JOB_FRAMEWORK);
     let shell = Shell {
         client: &client,
         watches: &watches,
@@ -200,10 +203,10 @@ pub async fn run(client: Client, config: QueueConfig) {
     };
     while next_pass(&mut changes, &mut resync).await {
         let now = (config.clock)();
-        let workloads = shell
-            .admit(&mut memory, config.preemption.clone(), now)
-            .await;
-        shell.integrate_jobs(&mut memory, &workloads, now).await;
+        let workloads = shell.admit(&mut memory, &settings, now).await;
+        if jobs_integrated {
+            shell.integrate_jobs(&mut memory, &workloads, now).await;
+        }
     }
 }
 
@@ -242,7 +245,7 @@ impl Shell<'_> {
     async fn admit(
         &self,
         memory: &mut Memory,
-        preemption: PreemptionConfig,
+        settings: &Settings,
         now: std::time::SystemTime,
     ) -> BTreeMap<String, Value> {
         let watches = self.watches;
@@ -262,7 +265,7 @@ impl Shell<'_> {
             workloads: values(current),
             namespaces: values(watches.namespaces.state()),
         };
-        let decided = pass::pass(&objects, &mut memory.queues, preemption, now);
+        let decided = pass::pass(&objects, &mut memory.queues, settings, now);
         let mut workloads: BTreeMap<String, Value> = objects
             .workloads
             .into_iter()

@@ -22,12 +22,55 @@ use crate::amount::Amount;
 use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
 use crate::api::status::{self, Counts, Event, Usage};
+use crate::config::Configuration;
 use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
 use crate::flavor::ResourceFlavorSpec;
-use crate::preemption::{AdmittedWorkload, PreemptionConfig};
+use crate::preemption::{AdmittedWorkload, FairSharingConfig, PreemptionConfig};
 use crate::queue::{ClusterQueueQueue, LocalQueue, QueueManager, QueuedWorkload, StopPolicy};
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
 use crate::tree::{Tree, TreeSpec};
+
+/// How a pass decides: the parts of Kueue's Configuration the scheduler and the queue
+/// statuses read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Classic preemption, or fair sharing (which also orders the cycle's entries by DRS and
+    /// writes ClusterQueues' `status.fairSharing`).
+    pub preemption: PreemptionConfig,
+    /// Beyond Kueue: heads per ClusterQueue per cycle (Kueue: 1).
+    pub heads_per_cluster_queue: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            preemption: PreemptionConfig::default(),
+            heads_per_cluster_queue: 1,
+        }
+    }
+}
+
+impl From<&Configuration> for Settings {
+    fn from(configuration: &Configuration) -> Settings {
+        let beyond = &configuration.beyond_kueue;
+        let fair_sharing =
+            configuration
+                .fair_sharing
+                .as_ref()
+                .map(|fair_sharing| FairSharingConfig {
+                    strategies: fair_sharing.strategies.clone(),
+                    prevent_flapping: beyond.prevent_flapping,
+                    ..FairSharingConfig::default()
+                });
+        Settings {
+            preemption: PreemptionConfig {
+                fair_sharing,
+                min_runtime_before_preemption: beyond.min_runtime_before_preemption,
+            },
+            heads_per_cluster_queue: beyond.heads_per_cluster_queue,
+        }
+    }
+}
 
 /// A status to write to one object.
 #[derive(Debug, Clone, PartialEq)]
@@ -286,20 +329,15 @@ struct Decided {
     admitted: BTreeMap<String, (String, FlavorResourceQuantities)>,
 }
 
-/// Runs a pass over `objects` at `now` with the given preemption configuration, with the
-/// queues of the passes before (`Queues::default()` after a start).
-pub fn pass(
-    objects: &Objects,
-    state: &mut Queues,
-    preemption: PreemptionConfig,
-    now: SystemTime,
-) -> Pass {
+/// Runs a pass over `objects` at `now` with the given settings, with the queues of the
+/// passes before (`Queues::default()` after a start).
+pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: SystemTime) -> Pass {
     let mut world = World::read(objects);
     let Ok(tree) = Tree::build_with_usage(&world.tree, &world.usage) else {
         return Pass::default();
     };
     let mut decided = Decided::default();
-    sync_queues(state, &world, objects, &mut decided, now);
+    sync_queues(state, &world, objects, settings, &mut decided, now);
     let base = Snapshot {
         tree,
         cluster_queues: world.snapshots(),
@@ -313,7 +351,7 @@ pub fn pass(
                 _ => None,
             })
             .collect(),
-        preemption,
+        preemption: settings.preemption.clone(),
         recompute_on_overlap: true,
         timestamp: Default::default(),
     };
@@ -330,7 +368,9 @@ pub fn pass(
             world.holders.insert(key.clone(), holder);
         }
     }
-    let (cluster_queues, local_queues) = queue_statuses(&world, objects, &state.manager, now);
+    let fair_sharing = settings.preemption.fair_sharing.is_some();
+    let (cluster_queues, local_queues) =
+        queue_statuses(&world, objects, &state.manager, fair_sharing, now);
     Pass {
         workloads,
         cluster_queues,
@@ -348,6 +388,7 @@ fn sync_queues(
     state: &mut Queues,
     world: &World<'_>,
     objects: &Objects,
+    settings: &Settings,
     decided: &mut Decided,
     now: SystemTime,
 ) {
@@ -375,6 +416,7 @@ fn sync_queues(
             .or_insert_with(|| ClusterQueueQueue::new(cq.strategy));
         queue.strategy = cq.strategy;
         queue.active = world.is_active(name);
+        queue.heads_per_cycle = settings.heads_per_cluster_queue.max(1);
     }
     let mut queued_in: BTreeMap<String, String> = BTreeMap::new();
     for queued in world.pending() {
@@ -605,11 +647,13 @@ fn workload_writes(
 }
 
 /// ClusterQueue and LocalQueue statuses that changed: counts and usage of the Workloads
-/// holding quota (this pass's admissions included) and of the pending ones, and `Active`.
+/// holding quota (this pass's admissions included) and of the pending ones, `Active`, and
+/// with fair sharing each ClusterQueue's weighted share.
 fn queue_statuses(
     world: &World<'_>,
     objects: &Objects,
     queues: &QueueManager,
+    fair_sharing: bool,
     now: SystemTime,
 ) -> (Vec<StatusWrite>, Vec<StatusWrite>) {
     let mut cq_counts: BTreeMap<String, (Counts, Usage)> = BTreeMap::new();
@@ -646,6 +690,11 @@ fn queue_statuses(
                 .pending += 1;
         }
     }
+    let shares = if fair_sharing {
+        weighted_shares(world)
+    } else {
+        BTreeMap::new()
+    };
     let mut cluster_queues = Vec::new();
     for (name, (cq, object)) in &world.cluster_queues {
         let (counts, usage) = cq_counts.remove(name).unwrap_or_default();
@@ -663,6 +712,7 @@ fn queue_statuses(
             counts,
             &usage,
             active,
+            shares.get(name).copied(),
             now,
         ) {
             cluster_queues.push(write_for(object, status));
@@ -689,6 +739,31 @@ fn queue_statuses(
         }
     }
     (cluster_queues, local_queues)
+}
+
+/// Each ClusterQueue's `status.fairSharing.weightedShare`: its dominant resource share with
+/// the usage of the Workloads holding quota (`ClusterQueueUsageStats`, rounded up).
+fn weighted_shares(world: &World<'_>) -> BTreeMap<String, i64> {
+    let mut usage: BTreeMap<String, FlavorResourceQuantities> = BTreeMap::new();
+    for holder in world.holders.values() {
+        let total = usage.entry(holder.cluster_queue.clone()).or_default();
+        for (key, amount) in holder.usage.iter() {
+            total.add(key, amount);
+        }
+    }
+    let Ok(tree) = Tree::build_with_usage(&world.tree, &usage) else {
+        return BTreeMap::new();
+    };
+    let none = FlavorResourceQuantities::default();
+    world
+        .cluster_queues
+        .keys()
+        .filter_map(|name| {
+            let id = tree.cluster_queue(name)?;
+            let share = tree.dominant_resource_share(id, &none);
+            Some((name.clone(), share.rounded_weighted_share().0))
+        })
+        .collect()
 }
 
 fn write_for(object: &Value, status: Value) -> StatusWrite {

@@ -76,12 +76,7 @@ mod quick_start {
                 workload("lost", "no-such-queue", 1, 3),
             ],
         );
-        let pass = pass(
-            &input,
-            &mut Queues::default(),
-            PreemptionConfig::default(),
-            now(),
-        );
+        let pass = pass(&input, &mut Queues::default(), &Settings::default(), now());
         let admitted = written(&pass.workloads, "sample-job").expect("admitted");
         assert_eq!(admitted["admission"]["clusterQueue"], "cluster-queue");
         let assignment = &admitted["admission"]["podSetAssignments"][0];
@@ -184,7 +179,7 @@ mod quick_start {
             ],
         );
         let mut queues = Queues::default();
-        let pass1 = pass(&first, &mut queues, PreemptionConfig::default(), now());
+        let pass1 = pass(&first, &mut queues, &Settings::default(), now());
         let mut a = first.workloads[0].clone();
         a["status"] = written(&pass1.workloads, "a").expect("a admitted").clone();
         let mut b = first.workloads[1].clone();
@@ -199,7 +194,7 @@ mod quick_start {
         let pass2 = pass(
             &second,
             &mut queues,
-            PreemptionConfig::default(),
+            &Settings::default(),
             now() + Duration::from_secs(5),
         );
         assert!(pass2.workloads.is_empty(), "{:?}", pass2.workloads);
@@ -215,12 +210,7 @@ mod quick_start {
             vec![local_queue("a", "team-a"), local_queue("b", "team-b")],
             vec![workload("big", "b", 12, 1)],
         );
-        let pass = pass(
-            &input,
-            &mut Queues::default(),
-            PreemptionConfig::default(),
-            now(),
-        );
+        let pass = pass(&input, &mut Queues::default(), &Settings::default(), now());
         let admitted = written(&pass.workloads, "big").expect("admitted");
         assert_eq!(admitted["admission"]["clusterQueue"], "team-b");
         let cq = written(&pass.cluster_queues, "team-b").expect("status");
@@ -231,6 +221,36 @@ mod quick_start {
     }
 
     #[test]
+    fn fair_sharing_writes_each_cluster_queues_weighted_share() {
+        let input = objects(
+            vec![
+                cluster_queue("team-a", Some("org"), "9"),
+                cluster_queue("team-b", Some("org"), "9"),
+            ],
+            vec![local_queue("a", "team-a"), local_queue("b", "team-b")],
+            vec![workload("big", "b", 12, 1)],
+        );
+        let file = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing:\n  preemptionStrategies: [LessThanInitialShare]\n";
+        let configuration = crate::config::parse(file).expect("a configuration");
+        let settings = Settings::from(&configuration);
+        assert!(settings.preemption.fair_sharing.is_some());
+        let cases = [
+            (Settings::default(), None, None),
+            // team-b borrows 3 of the 18 CPUs the cohort can lend: ⌈3/18·1000⌉.
+            (settings, Some(json!(0)), Some(json!(167))),
+        ];
+        for (settings, team_a, team_b) in cases {
+            let pass = pass(&input, &mut Queues::default(), &settings, now());
+            let share = |name| {
+                written(&pass.cluster_queues, name)
+                    .and_then(|status| status.pointer("/fairSharing/weightedShare"))
+                    .cloned()
+            };
+            assert_eq!((share("team-a"), share("team-b")), (team_a, team_b));
+        }
+    }
+
+    #[test]
     fn a_missing_flavor_makes_the_queues_inactive() {
         let mut input = objects(
             vec![cluster_queue("cluster-queue", None, "9")],
@@ -238,12 +258,7 @@ mod quick_start {
             vec![workload("w", "user-queue", 1, 1)],
         );
         input.flavors.clear();
-        let pass = pass(
-            &input,
-            &mut Queues::default(),
-            PreemptionConfig::default(),
-            now(),
-        );
+        let pass = pass(&input, &mut Queues::default(), &Settings::default(), now());
         let cq = written(&pass.cluster_queues, "cluster-queue").expect("status");
         assert_eq!(condition(cq, "Active")["reason"], "FlavorNotFound");
         let lq = written(&pass.local_queues, "user-queue").expect("status");
@@ -341,7 +356,7 @@ mod lifecycle {
             ..Objects::default()
         };
         let mut queues = Queues::default();
-        let first = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        let first = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &first);
         assert_eq!(
             status_of(&objects, "borrowing", "Admitted"),
@@ -355,14 +370,14 @@ mod lifecycle {
             now() - Duration::from_secs(60)
         ));
         objects.workloads.push(too_big);
-        let waiting = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        let waiting = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &waiting);
         assert_eq!(
             status_of(&objects, "too-big", "QuotaReserved"),
             ("False", "ExceedsMaxQuota")
         );
         objects.workloads.push(workload("owner", "lq-lender", 6));
-        let second = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        let second = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &second);
         assert_eq!(
             status_of(&objects, "borrowing", "Evicted"),
@@ -388,7 +403,7 @@ mod lifecycle {
             ("False", "WaitingForPreemptedWorkloads")
         );
         // Still holding quota until its job stops: nothing new in the next pass.
-        let third = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        let third = pass(&objects, &mut queues, &Settings::default(), now());
         assert!(third.workloads.is_empty(), "{:?}", third.workloads);
 
         // Its job stopped: the quota is released, and the lender's Workload is admitted.
@@ -399,7 +414,7 @@ mod lifecycle {
             .unwrap_or(0);
         let released = status::released(&objects.workloads[index], now()).expect("released");
         merge_status(&mut objects.workloads[index], &released);
-        let fourth = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        let fourth = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &fourth);
         assert_eq!(
             status_of(&objects, "owner", "Admitted"),
@@ -425,7 +440,7 @@ mod lifecycle {
         };
         let mut queues = Queues::default();
         let run = |objects: &mut Objects, queues: &mut Queues| {
-            let done = pass(objects, queues, PreemptionConfig::default(), now());
+            let done = pass(objects, queues, &Settings::default(), now());
             apply(objects, &done);
             done
         };
@@ -477,15 +492,15 @@ mod lifecycle {
             ..Objects::default()
         };
         let mut queues = Queues::default();
-        let first = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        let first = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &first);
         objects.workloads[0]["spec"]["active"] = json!(false);
-        let second = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        let second = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &second);
         assert_eq!(status_of(&objects, "w", "Evicted"), ("True", "Deactivated"));
         let released = status::released(&objects.workloads[0], now()).expect("released");
         merge_status(&mut objects.workloads[0], &released);
-        let third = pass(&objects, &mut queues, PreemptionConfig::default(), now());
+        let third = pass(&objects, &mut queues, &Settings::default(), now());
         assert!(third.workloads.is_empty(), "{:?}", third.workloads);
         assert_eq!(
             status_of(&objects, "w", "Requeued"),

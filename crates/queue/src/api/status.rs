@@ -497,7 +497,9 @@ fn flavor_usage(
 
 /// A ClusterQueue's status fields: counts, reservation and usage per flavor and resource in
 /// its resource groups' order (with what is borrowed beyond `nominal`; `None` outside a
-/// cohort, where nothing is borrowed), and `Active`.
+/// cohort, where nothing is borrowed), `Active`, and with fair sharing on its weighted share
+/// (`fairSharing.weightedShare`).
+#[allow(clippy::too_many_arguments)]
 pub fn cluster_queue_status(
     object: &Value,
     flavors: &[(String, Vec<String>)],
@@ -505,10 +507,12 @@ pub fn cluster_queue_status(
     counts: Counts,
     usage: &Usage,
     active: &Active,
+    weighted_share: Option<i64>,
     now: SystemTime,
 ) -> Option<Value> {
     let borrowed = Borrowed::Beyond(nominal);
-    queue_status(object, flavors, borrowed, counts, usage, active, now)
+    let extra = weighted_share.map(|share| ("fairSharing", json!({"weightedShare": share})));
+    queue_status(object, flavors, borrowed, counts, usage, active, extra, now)
 }
 
 /// A LocalQueue's status fields: as a ClusterQueue's, without `borrowed`.
@@ -527,10 +531,13 @@ pub fn local_queue_status(
         counts,
         usage,
         active,
+        None,
         now,
     )
 }
 
+/// The status fields every queue has, and `extra` (a field the kind adds).
+#[allow(clippy::too_many_arguments)]
 fn queue_status(
     object: &Value,
     flavors: &[(String, Vec<String>)],
@@ -538,16 +545,20 @@ fn queue_status(
     counts: Counts,
     usage: &Usage,
     (status, reason, message): &Active,
+    extra: Option<(&str, Value)>,
     now: SystemTime,
 ) -> Option<Value> {
     let (list, changed) = set_all(object, &[("Active", status, reason, message)], now);
-    let wanted = json!({
+    let mut wanted = json!({
         "pendingWorkloads": counts.pending,
         "reservingWorkloads": counts.reserving,
         "admittedWorkloads": counts.admitted,
         "flavorsReservation": flavor_usage(flavors, &usage.reserved, borrowed),
         "flavorsUsage": flavor_usage(flavors, &usage.admitted, borrowed),
     });
+    if let Some((field, value)) = extra {
+        wanted[field] = value;
+    }
     let current = object.get("status").cloned().unwrap_or(Value::Null);
     let same = wanted
         .as_object()
@@ -832,9 +843,11 @@ mod tests {
             counts,
             &usage,
             &active,
+            Some(3),
             at(1),
         )
         .expect("new status");
+        assert_eq!(status["fairSharing"], json!({"weightedShare": 3}));
         assert_eq!(status["pendingWorkloads"], 1);
         assert_eq!(status["reservingWorkloads"], 2);
         let cpu = &status["flavorsReservation"][0]["resources"][0];
@@ -848,14 +861,24 @@ mod tests {
             (&json!("0"), &json!("0"))
         );
         // Outside a cohort nothing is borrowed.
-        let alone = cluster_queue_status(&object, &flavors, None, counts, &usage, &active, at(1))
-            .expect("new status");
+        let alone = cluster_queue_status(
+            &object,
+            &flavors,
+            None,
+            counts,
+            &usage,
+            &active,
+            None,
+            at(1),
+        )
+        .expect("new status");
+        assert_eq!(alone.get("fairSharing"), None, "fair sharing off");
         assert_eq!(
             alone["flavorsReservation"][0]["resources"][0]["borrowed"],
             "0"
         );
         let stored = json!({"metadata": {}, "status": status});
-        assert_eq!(
+        let again = |share| {
             cluster_queue_status(
                 &stored,
                 &flavors,
@@ -863,10 +886,13 @@ mod tests {
                 counts,
                 &usage,
                 &active,
-                at(2)
-            ),
-            None
-        );
+                Some(share),
+                at(2),
+            )
+        };
+        assert_eq!(again(3), None);
+        let moved = again(4).expect("the share moved");
+        assert_eq!(moved["fairSharing"], json!({"weightedShare": 4}));
         let lq = local_queue_status(
             &object,
             &flavors,
