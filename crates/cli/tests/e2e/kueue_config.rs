@@ -1,0 +1,140 @@
+//! Kueue's Configuration file on `tessera up --queue-config`, driven by kubectl 1.33: with
+//! `fairSharing` on, two ClusterQueues borrowing from a lender in one cohort, the heavier
+//! borrower gives way — its Workload is preempted with reason `InCohortFairSharing` and its
+//! Job suspended — and ClusterQueues carry `status.fairSharing.weightedShare`; a file that does
+//! not validate keeps the platform from starting, naming the file, line and field.
+
+use std::process::Command;
+
+use crate::support::Cluster;
+
+const V: &str = "1.33";
+
+const FAIR_SHARING: &str = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n";
+
+/// A ClusterQueue in cohort `org` with `cpu` nominal CPUs.
+fn cluster_queue(name: &str, cpu: u32) -> String {
+    format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: {name}\nspec:\n  cohortName: org\n  namespaceSelector: {{}}\n  preemption:\n    reclaimWithinCohort: Any\n  resourceGroups:\n  - coveredResources: [cpu, memory]\n    flavors:\n    - name: default-flavor\n      resources:\n      - {{name: cpu, nominalQuota: {cpu}}}\n      - {{name: memory, nominalQuota: 64Gi}}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata:\n  namespace: default\n  name: {name}\nspec:\n  clusterQueue: {name}\n"
+    )
+}
+
+/// A one-pod Job in `queue` asking for `cpu` CPUs, running until deleted.
+fn job(name: &str, queue: &str, cpu: u32) -> String {
+    format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  labels: {{kueue.x-k8s.io/queue-name: {queue}}}\nspec:\n  template:\n    metadata:\n      annotations: {{sim.tessera.dev/duration: 1h}}\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: work\n        image: worker:1\n        resources: {{requests: {{cpu: \"{cpu}\", memory: 200Mi}}}}\n"
+    )
+}
+
+fn admitted(cluster: &Cluster, job: &str) -> bool {
+    cluster.ok(V, &["get", "job", job, "-o", "jsonpath={.spec.suspend}"]) == "false"
+}
+
+#[test]
+fn fair_sharing_preempts_the_heavier_borrower() {
+    let configs = tempfile::tempdir().expect("tempdir");
+    let config = configs.path().join("kueue-config.yaml");
+    std::fs::write(&config, FAIR_SHARING).expect("write the configuration");
+    let cluster = Cluster::start_with_args(&["--queue-config", &config.to_string_lossy()]);
+
+    let flavor = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: default-flavor\n";
+    let setup = [
+        flavor.to_owned(),
+        cluster_queue("lender", 8),
+        cluster_queue("team-a", 2),
+        cluster_queue("team-b", 2),
+    ]
+    .join("---\n");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &setup);
+
+    // Team A takes its 2 CPUs and all 8 the lender lends: 5 Jobs of 2.
+    for index in 0..5 {
+        cluster.ok_stdin(
+            V,
+            &["create", "-f", "-"],
+            &job(&format!("a-{index}"), "team-a", 2),
+        );
+    }
+    for index in 0..5 {
+        let name = format!("a-{index}");
+        cluster.wait_for(
+            V,
+            &["get", "job", &name, "-o", "jsonpath={.spec.suspend}"],
+            |s| s == "false",
+        );
+    }
+    let share = |cq: &str| {
+        cluster.ok(
+            V,
+            &[
+                "get",
+                "clusterqueue",
+                cq,
+                "-o",
+                "jsonpath={.status.fairSharing.weightedShare}",
+            ],
+        )
+    };
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "clusterqueue",
+            "team-a",
+            "-o",
+            "jsonpath={.status.fairSharing.weightedShare}",
+        ],
+        |s| s.parse::<i64>().is_ok_and(|share| share > 0),
+    );
+    assert_eq!(share("team-b"), "0");
+
+    // Team B asks for 4 (borrowing 2): fair sharing takes one of team A's Jobs.
+    cluster.ok_stdin(V, &["create", "-f", "-"], &job("b-0", "team-b", 4));
+    cluster.wait_for_within(
+        V,
+        &["get", "job", "b-0", "-o", "jsonpath={.spec.suspend}"],
+        std::time::Duration::from_secs(120),
+        |s| s == "false",
+    );
+    let preempted = cluster.ok(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Preempted\")].reason}{\"\\n\"}{end}",
+        ],
+    );
+    let reasons: Vec<&str> = preempted.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(reasons, ["InCohortFairSharing"], "{preempted}");
+    let running_a = (0..5)
+        .filter(|index| admitted(&cluster, &format!("a-{index}")))
+        .count();
+    assert_eq!(running_a, 4, "one of team A's Jobs is suspended again");
+}
+
+#[test]
+fn a_bad_queue_config_refuses_to_start_naming_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("kueue-config.yaml");
+    let text = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady:\n  timeout: -5m\n";
+    std::fs::write(&config, text).expect("write the configuration");
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("up")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--queue-config")
+        .arg(&config)
+        .output()
+        .expect("run tessera up");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains(&*config.to_string_lossy()), "{stderr}");
+    assert!(
+        stderr.contains("line 4: waitForPodsReady.timeout: Invalid value: \"-5m\""),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("data").join("kubeconfig").exists());
+}
