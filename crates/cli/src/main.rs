@@ -16,8 +16,10 @@ mod explain;
 mod fault;
 mod node;
 mod output;
+mod queue_cmd;
 mod sim;
 mod up;
+mod visibility;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -161,6 +163,9 @@ pub struct SchedulerArgs {
 pub struct QueueArgs {
     #[command(flatten)]
     cluster: client::ClusterArgs,
+    /// List, stop or resume queues and Workloads; without one, run the queue manager.
+    #[command(subcommand)]
+    command: Option<queue_cmd::QueueCommand>,
 }
 
 /// Options of `tessera kubeconfig`.
@@ -218,6 +223,9 @@ fn main() -> anyhow::Result<()> {
         }),
         Command::Queue(args) => runtime.block_on(async {
             let client = client::connect(&args.cluster).await?;
+            if let Some(command) = &args.command {
+                return queue_cmd::run(command, client).await;
+            }
             tracing::info!("queue manager running");
             tokio::select! {
                 () = tessera_controllers::queue::run(client, up::queue_config()) => {}

@@ -22,6 +22,7 @@ mod faults;
 mod kubectl;
 mod kueue_api;
 mod kueue_queue;
+mod kueue_visibility;
 mod python;
 mod rbac;
 mod scheduling;
