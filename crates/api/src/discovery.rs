@@ -144,7 +144,14 @@ const VERBS: &[&str] = &[
 pub type Kinds = [&'static KindInfo];
 
 fn verbs_of(kind: &KindInfo) -> &'static [&'static str] {
-    if kind.create_only { &["create"] } else { VERBS }
+    if kind.create_only {
+        &["create"]
+    } else if kind.has(tessera_model::Subresource::PendingWorkloads) {
+        // Kueue's visibility storage serves its queues only for their subresource.
+        &[]
+    } else {
+        VERBS
+    }
 }
 
 /// Groups (with their versions, preferred first) in serving order, core first.

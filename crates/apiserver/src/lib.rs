@@ -7,10 +7,12 @@
 //! transport and the TLS listener, list/watch with selectors and pagination over the store,
 //! the store binding of object writes (one read-modify-write transaction each, with the
 //! clock and a seeded id generator injected), the served-resource registry, and the garbage
-//! collector (owner references, finalizers, namespace lifecycle). Knows nothing about
+//! collector (owner references, finalizers, namespace lifecycle), and the hook through which
+//! another component serves an aggregated group (`aggregated`). Knows nothing about
 //! scheduling, queueing or node internals.
 
 pub mod access;
+pub mod aggregated;
 pub mod authn;
 pub mod error;
 pub mod eviction;
@@ -23,6 +25,7 @@ pub mod subresources;
 pub mod tls;
 pub mod watch;
 
+pub use aggregated::AggregatedApi;
 pub use error::HttpError;
 pub use objects::Objects;
 pub use server::{ApiServer, ServerConfig};

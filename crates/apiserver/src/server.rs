@@ -20,6 +20,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
+use crate::aggregated::AggregatedApi;
 use crate::error::HttpError;
 use crate::list::{self, PageCache};
 use crate::objects::Objects;
@@ -64,6 +65,7 @@ pub struct ApiServer {
     openapi_v2: Mutex<Option<OpenApiV2>>,
     pub(crate) authenticator: crate::authn::Authenticator,
     pub(crate) rbac: tessera_api::rbac::Rbac,
+    aggregated: Mutex<Vec<Arc<dyn AggregatedApi>>>,
 }
 
 impl ApiServer {
@@ -81,6 +83,7 @@ impl ApiServer {
             openapi_v2: Mutex::new(None),
             authenticator,
             rbac,
+            aggregated: Mutex::new(Vec::new()),
         })
     }
 
@@ -92,6 +95,30 @@ impl ApiServer {
             .into_iter()
             .map(|r| r.info)
             .collect()
+    }
+
+    /// Every kind discovery lists: the served ones and those of the aggregated APIs.
+    fn discovery_kinds(&self) -> Vec<&'static tessera_model::KindInfo> {
+        let mut kinds = self.kinds();
+        for api in self.aggregated_apis() {
+            kinds.extend(api.kinds());
+        }
+        kinds
+    }
+
+    fn aggregated_apis(&self) -> Vec<Arc<dyn AggregatedApi>> {
+        self.aggregated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Serves a group through another component (an `APIService`).
+    pub fn register_aggregated(&self, api: Arc<dyn AggregatedApi>) {
+        self.aggregated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(api);
     }
 
     /// The objects the server serves.
@@ -175,7 +202,7 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
             read_only(request.method())?;
             Ok(match negotiate_discovery(&accept)? {
                 DiscoveryFormat::Aggregated => {
-                    aggregated_response(&discovery::aggregated(&server.kinds(), true))
+                    aggregated_response(&discovery::aggregated(&server.discovery_kinds(), true))
                 }
                 DiscoveryFormat::Legacy => json_response(
                     StatusCode::OK,
@@ -187,28 +214,32 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
             read_only(request.method())?;
             Ok(match negotiate_discovery(&accept)? {
                 DiscoveryFormat::Aggregated => {
-                    aggregated_response(&discovery::aggregated(&server.kinds(), false))
+                    aggregated_response(&discovery::aggregated(&server.discovery_kinds(), false))
                 }
                 DiscoveryFormat::Legacy => json_response(
                     StatusCode::OK,
-                    &discovery::legacy_groups(&server.kinds(), &server.config.advertise_address),
+                    &discovery::legacy_groups(
+                        &server.discovery_kinds(),
+                        &server.config.advertise_address,
+                    ),
                 ),
             })
         }
         Target::Group(group) => {
             read_only(request.method())?;
-            let body = discovery::legacy_group(&server.kinds(), &group)
+            let body = discovery::legacy_group(&server.discovery_kinds(), &group)
                 .ok_or_else(|| ApiError::no_route(request.uri().path()))?;
             Ok(json_response(StatusCode::OK, &body))
         }
         Target::GroupVersion(group, version) => {
             read_only(request.method())?;
-            if !discovery::serves(&server.kinds(), &group, &version) {
+            let kinds = server.discovery_kinds();
+            if !discovery::serves(&kinds, &group, &version) {
                 return Err(ApiError::no_route(request.uri().path()));
             }
             Ok(json_response(
                 StatusCode::OK,
-                &discovery::resource_list(&server.kinds(), &group, &version),
+                &discovery::resource_list(&kinds, &group, &version),
             ))
         }
         Target::OpenApiV2 => {
@@ -244,6 +275,16 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
             Ok(json_response(StatusCode::OK, &document))
         }
         Target::Resource(path) => {
+            let aggregated = server
+                .aggregated_apis()
+                .into_iter()
+                .find(|api| api.group() == path.group);
+            if let Some(api) = aggregated {
+                read_only(request.method())?;
+                let query = Query::parse(request.uri().query());
+                let body = api.get(&server.objects, &path, &query)?;
+                return Ok(json_response(StatusCode::OK, &body));
+            }
             let user = user.unwrap_or_default();
             resource_request(server, path, request, &accept, &user).await
         }

@@ -1,6 +1,8 @@
 //! `tessera explain pod NAMESPACE/NAME`: reads the cluster (nodes, pods, claims, slices,
 //! classes) and prints, from the scheduler core, every node's verdict per filter, what the
 //! pod's claims find on each node, and the smallest changes that would let it fit.
+//! `tessera explain workload NAMESPACE/NAME`: reads Kueue's objects and prints, from the
+//! queueing core (`tessera_queue::api::explain`), why the Workload waits.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -16,6 +18,16 @@ use tessera_scheduler::score::Strategy;
 pub enum ExplainCommand {
     /// Why a pod is (or would be) placed where it is, node by node.
     Pod(PodArgs),
+    /// Why a Kueue Workload waits: its queue and position, the resource it is short of in
+    /// each flavor and who borrows it, and what preemption could free.
+    Workload(WorkloadArgs),
+}
+
+/// Arguments of `tessera explain workload`.
+#[derive(Args, Debug)]
+pub struct WorkloadArgs {
+    /// `NAMESPACE/NAME` (or `NAME` in `default`).
+    pub workload: String,
 }
 
 /// Arguments of `tessera explain pod`.
@@ -43,8 +55,11 @@ pub async fn run(
     command: &ExplainCommand,
     cluster: &crate::client::ClusterArgs,
 ) -> anyhow::Result<()> {
-    let ExplainCommand::Pod(args) = command;
     let client = crate::client::connect(cluster).await?;
+    let args = match command {
+        ExplainCommand::Pod(args) => args,
+        ExplainCommand::Workload(args) => return workload(&client, &args.workload).await,
+    };
     let (namespace, name) = args.pod.split_once('/').unwrap_or(("default", &args.pod));
     let pod = Api::<Pod>::namespaced(client.clone(), namespace)
         .get_opt(name)
@@ -83,4 +98,18 @@ pub async fn run(
     );
     let explanation = scheduler.explain(&pod, &pod_claims, &others);
     crate::output::emit(&explanation.render(&format!("{namespace}/{name}")))
+}
+
+/// `tessera explain workload`.
+async fn workload(client: &kube::Client, target: &str) -> anyhow::Result<()> {
+    let (namespace, name) = target.split_once('/').unwrap_or(("default", target));
+    let objects = crate::queue_cmd::kueue_objects(client).await?;
+    let lines = tessera_queue::api::explain::workload(
+        &objects,
+        namespace,
+        name,
+        std::time::SystemTime::now(),
+    )
+    .with_context(|| format!("workload {namespace}/{name} not found"))?;
+    crate::output::emit(&(lines.join("\n") + "\n"))
 }

@@ -16,8 +16,10 @@ mod explain;
 mod fault;
 mod node;
 mod output;
+mod queue_cmd;
 mod sim;
 mod up;
+mod visibility;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -168,6 +170,9 @@ pub struct QueueArgs {
     /// A Kueue Configuration file (`config.kueue.x-k8s.io/v1beta2` or `v1beta1`).
     #[arg(long)]
     queue_config: Option<PathBuf>,
+    /// List, stop or resume queues and Workloads; without one, run the queue manager.
+    #[command(subcommand)]
+    command: Option<queue_cmd::QueueCommand>,
 }
 
 /// Options of `tessera kubeconfig`.
@@ -224,8 +229,11 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }),
         Command::Queue(args) => runtime.block_on(async {
-            let config = up::queue_config(args.queue_config.as_deref())?;
             let client = client::connect(&args.cluster).await?;
+            if let Some(command) = &args.command {
+                return queue_cmd::run(command, client).await;
+            }
+            let config = up::queue_config(args.queue_config.as_deref())?;
             tracing::info!("queue manager running");
             tokio::select! {
                 () = tessera_controllers::queue::run(client, config) => {}

@@ -205,6 +205,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             advertise_address: address.to_string(),
         },
     );
+    server.register_aggregated(std::sync::Arc::new(crate::visibility::Visibility));
     let router = server.router();
 
     let tls = pki.server_config().context("TLS configuration")?;

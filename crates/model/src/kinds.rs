@@ -34,6 +34,10 @@ pub enum Subresource {
     Eviction,
     /// `serviceaccounts/token`: an `authentication.k8s.io/v1` TokenRequest.
     Token,
+    /// Kueue's visibility API: `clusterqueues/pendingworkloads` and
+    /// `localqueues/pendingworkloads`, a `PendingWorkloadsSummary` (the owner kind exists
+    /// only to hang it on, with no verbs of its own).
+    PendingWorkloads,
 }
 
 impl Subresource {
@@ -46,6 +50,7 @@ impl Subresource {
             Subresource::Binding => "binding",
             Subresource::Eviction => "eviction",
             Subresource::Token => "token",
+            Subresource::PendingWorkloads => "pendingworkloads",
         }
     }
 
@@ -57,6 +62,9 @@ impl Subresource {
             Subresource::Binding => ("", "v1", "Binding"),
             Subresource::Eviction => ("policy", "v1", "Eviction"),
             Subresource::Token => ("authentication.k8s.io", "v1", "TokenRequest"),
+            Subresource::PendingWorkloads => {
+                (owner.group, owner.version, "PendingWorkloadsSummary")
+            }
         }
     }
 
@@ -64,7 +72,7 @@ impl Subresource {
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
             Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
-            Subresource::Log => &["get"],
+            Subresource::Log | Subresource::PendingWorkloads => &["get"],
             Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
         }
     }

@@ -400,6 +400,19 @@ impl ClusterQueueQueue {
         active.into_iter().map(QueuedWorkload::key).collect()
     }
 
+    /// Every pending Workload, active and inadmissible together, in pop order
+    /// (`Snapshot`: what the visibility API lists, with the sticky preemptor first).
+    pub fn snapshot(&self, ordering: &QueueOrdering) -> Vec<&QueuedWorkload> {
+        let sticky = self.sticky();
+        let mut all: Vec<&QueuedWorkload> = self
+            .active_workloads
+            .values()
+            .chain(self.inadmissible.values())
+            .collect();
+        all.sort_by(|a, b| ordering.compare(a, b, sticky));
+        all
+    }
+
     /// Whether `key` waits in the inadmissible set.
     pub fn is_inadmissible(&self, key: &str) -> bool {
         self.inadmissible.contains_key(key)
@@ -563,6 +576,13 @@ impl QueueManager {
             .map(|(name, queue)| (name.clone(), queue.dump(&self.ordering)))
             .filter(|(_, keys)| !keys.is_empty())
             .collect()
+    }
+
+    /// A ClusterQueue's pending Workloads in pop order (`PendingWorkloadsInfo`); `None` when
+    /// the ClusterQueue is unknown.
+    pub fn pending_workloads_info(&self, cluster_queue: &str) -> Option<Vec<&QueuedWorkload>> {
+        let queue = self.cluster_queues.get(cluster_queue)?;
+        Some(queue.snapshot(&self.ordering))
     }
 
     /// Inadmissible workloads per ClusterQueue that has any (`DumpInadmissible`).

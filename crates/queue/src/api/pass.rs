@@ -462,6 +462,27 @@ fn sync_queues(
     }
 }
 
+/// The quota tree of `objects` with the usage of every Workload holding quota, as a pass
+/// reads it; `None` when the ClusterQueues and Cohorts do not form a tree.
+pub fn quota_tree(objects: &Objects) -> Option<Tree> {
+    let world = World::read(objects);
+    Tree::build_with_usage(&world.tree, &world.usage).ok()
+}
+
+/// The queues of `objects` as a queue manager that just started holds them (no sticky
+/// preemptor, nothing learned inadmissible yet): every pending Workload whose LocalQueue and
+/// ClusterQueue exist, in its ClusterQueue, stopped or inactive ones included, as Kueue's
+/// manager keeps them. What the visibility API and explanations read.
+pub fn queues_of(objects: &Objects, now: SystemTime) -> QueueManager {
+    let world = World::read(objects);
+    let mut state = Queues::default();
+    sync_queues(&mut state, &world, objects, &mut Decided::default(), now);
+    for queued in world.pending() {
+        let _ = state.manager.add_or_update(queued.clone(), now);
+    }
+    state.manager
+}
+
 /// Runs scheduling cycles: each pops at most one head per ClusterQueue and decides on a
 /// fresh copy of the snapshot, as Kueue's cycles each take one from its cache; only
 /// admissions (and the evictions issued) carry over to the next. A cycle that decides
