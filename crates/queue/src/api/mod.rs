@@ -2,13 +2,16 @@
 //! Cohorts, LocalQueues, Workloads and namespaces into the cycle's inputs (`objects`), one
 //! pass of scheduling cycles over them with the statuses to write (`pass`), the statuses
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
-//! the batch/v1 Job integration (`job`).
+//! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
+//! integrations.
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
 //! time is an argument. The queue manager's shell (`tessera-controllers`) watches and writes.
 
 pub mod evictions;
+pub mod framework;
 pub mod job;
+pub mod jobset;
 pub mod objects;
 pub mod pass;
 pub mod status;
