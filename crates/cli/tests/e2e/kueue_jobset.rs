@@ -154,7 +154,7 @@ fn a_jobset_gang_is_admitted_whole_or_not_at_all_and_suspended_again_when_evicte
     );
     assert!(
         pending.contains(
-            "couldn't assign flavors to pod set workers: insufficient unused quota for cpu in flavor spot"
+            "couldn't assign flavors to pod set workers: insufficient unused quota for cpu in flavor spot, 1 more needed"
         ),
         "{pending}"
     );
