@@ -48,7 +48,7 @@ fn list_in(objects: &dyn Lister, group: &str, plural: &str, namespace: Option<&s
     objects.list(resource, namespace)
 }
 
-/// Admits a new object (mutating it) or refuses it. Also Kueue's Job defaulting
+/// Admits a new object (mutating it) or refuses it. Also Kueue's Job and JobSet defaulting
 /// (`default_kueue_suspend`).
 pub fn admit_create(
     objects: &dyn Lister,
@@ -67,7 +67,7 @@ pub fn admit_create(
     {
         check_admin_access(objects, resource, namespace, object)?;
     }
-    if (resource.group(), resource.kind()) == ("batch", "Job") {
+    if kueue_suspends(resource.group(), resource.kind()) {
         default_kueue_suspend(object);
     }
     if let Some(namespace) = namespace {
@@ -76,9 +76,18 @@ pub fn admit_create(
     Ok(())
 }
 
-/// Kueue's Job webhook defaulting (`ApplyDefaultForSuspend`), which Tessera runs because it
-/// bundles Kueue: a Job naming a LocalQueue in its `kueue.x-k8s.io/queue-name` label is created
-/// suspended, and started by the queue manager once its Workload is admitted.
+/// The kinds whose Kueue webhook creates them suspended: batch/v1 Job and JobSet.
+fn kueue_suspends(group: &str, kind: &str) -> bool {
+    matches!(
+        (group, kind),
+        ("batch", "Job") | ("jobset.x-k8s.io", "JobSet")
+    )
+}
+
+/// Kueue's Job and JobSet webhook defaulting (`ApplyDefaultForSuspend`), which Tessera runs
+/// because it bundles Kueue: a Job or JobSet naming a LocalQueue in its
+/// `kueue.x-k8s.io/queue-name` label is created suspended, and started by the queue manager
+/// once its Workload is admitted.
 fn default_kueue_suspend(job: &mut Value) {
     let queued = job
         .pointer("/metadata/labels")
@@ -748,6 +757,20 @@ fn container_resources<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kueues_webhooks_default_jobs_and_jobsets() {
+        let cases = [
+            ("batch", "Job", true),
+            ("jobset.x-k8s.io", "JobSet", true),
+            ("batch", "CronJob", false),
+            ("apps", "Deployment", false),
+            ("", "Pod", false),
+        ];
+        for (group, kind, want) in cases {
+            assert_eq!(kueue_suspends(group, kind), want, "{group}/{kind}");
+        }
+    }
 
     #[test]
     fn only_jobs_naming_a_local_queue_are_created_suspended() {

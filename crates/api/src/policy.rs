@@ -198,7 +198,7 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
-        // Kueue's quota manager and its batch/v1 Job integration.
+        // Kueue's quota manager and its batch/v1 Job and JobSet integrations.
         name: "queue-manager",
         rules: &[
             (
@@ -226,6 +226,17 @@ pub const COMPONENTS: &[Component] = &[
                 &["batch"],
                 &["jobs"],
                 &["get", "list", "watch", "update", "patch"],
+            ),
+            (
+                &["jobset.x-k8s.io"],
+                &["jobsets"],
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            // JobSets are watched once their CRD is installed.
+            (
+                &["apiextensions.k8s.io"],
+                &["customresourcedefinitions"],
+                READ,
             ),
             (&[""], &["namespaces"], READ),
             (&["scheduling.k8s.io"], &["priorityclasses"], READ),

@@ -53,17 +53,50 @@ async fn wait_for_crd(client: &Client, name: &str) {
     }
 }
 
+/// The JobSet kind (`jobset.x-k8s.io/v1alpha2`) and its CRD's name.
+pub const JOBSET: (&str, &str, &str, &str) = (
+    "jobset.x-k8s.io",
+    "v1alpha2",
+    "JobSet",
+    "jobsets.jobset.x-k8s.io",
+);
+
+/// A watch cache of a custom kind that starts once its CRD (`<plural>.<group>`) exists: the
+/// store is empty until then, and the stream yields on every change after.
+pub fn watched_once_installed(
+    client: &Client,
+    resource: &ApiResource,
+    crd: &'static str,
+) -> (
+    kube::runtime::reflector::Store<DynamicObject>,
+    futures::stream::BoxStream<'static, ()>,
+) {
+    let writer = kube::runtime::reflector::store::Writer::new(resource.clone());
+    let store = writer.as_reader();
+    let (client, resource) = (client.clone(), resource.clone());
+    let stream = futures::stream::once(async move {
+        wait_for_crd(&client, crd).await;
+        let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        kube::runtime::reflector::reflector(
+            writer,
+            kube::runtime::WatchStreamExt::default_backoff(watcher(
+                api,
+                watcher::Config::default(),
+            )),
+        )
+    })
+    .flatten()
+    .map(|_| ())
+    .boxed();
+    (store, stream)
+}
+
 /// Runs the JobSet controller once the JobSet CRD exists (again after it is re-installed),
 /// reading the time from `clock`.
 pub async fn run_jobsets(client: Client, clock: Clock) {
-    let gvk = GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet");
-    run_while_crd_exists::<Job, _, _>(
-        (client, clock),
-        gvk,
-        "jobsets.jobset.x-k8s.io",
-        reconcile_jobset,
-    )
-    .await;
+    let (group, version, kind, crd) = JOBSET;
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    run_while_crd_exists::<Job, _, _>((client, clock), gvk, crd, reconcile_jobset).await;
 }
 
 /// Runs a controller of the custom kind `gvk` owning `Owned` objects whenever its CRD

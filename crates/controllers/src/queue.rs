@@ -1,18 +1,19 @@
-//! The queue manager's shell: Kueue's admission loop and its batch/v1 Job integration over a
-//! Kubernetes API. It watches ResourceFlavors, ClusterQueues, Cohorts, LocalQueues,
-//! Workloads, WorkloadPriorityClasses (`kueue.x-k8s.io/v1beta2`), Namespaces, PriorityClasses
-//! and Jobs; after each burst of changes (and every few seconds) it hands the watch caches'
-//! objects to [`tessera_queue::api::pass::pass`] and writes what it answers — Workload
-//! statuses (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue
-//! statuses — and then, for every Job naming a LocalQueue, what
-//! [`tessera_queue::api::job::reconcile`] answers (its Workload created, the Job started,
-//! stopped or its Workload finished).
+//! The queue manager's shell: Kueue's admission loop and its batch/v1 Job and JobSet
+//! integrations over a Kubernetes API. It watches ResourceFlavors, ClusterQueues, Cohorts,
+//! LocalQueues, Workloads, WorkloadPriorityClasses (`kueue.x-k8s.io/v1beta2`), Namespaces,
+//! PriorityClasses, Jobs and — once their CRD is installed — JobSets; after each burst of
+//! changes (and every few seconds) it hands the watch caches' objects to
+//! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
+//! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses —
+//! and then, for every Job and JobSet naming a LocalQueue, what
+//! [`tessera_queue::api::framework::reconcile`] answers for its kind (its Workload created,
+//! the job started, stopped or its Workload finished).
 //!
 //! Its own Workload writes are laid over the watch cache until the watch shows them
 //! ([`crate::shell::overlay`]), so a pass that runs before the watch catches up never admits
 //! a Workload twice; a Job's writes are not sent again while the watch still shows the Job
 //! they were sent for. Kueue's events are recorded as its components record them
-//! (`kueue-admission` for the Workloads, the Job integration's controller for the Jobs).
+//! (`kueue-admission` for the Workloads, each integration's controller for its jobs).
 //! Decides nothing itself.
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,10 +29,11 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tessera_model::clock::Clock;
 use tessera_model::kueue::{GROUP, STORAGE_VERSION};
-use tessera_queue::api::job::{self, JobWrite, Priorities};
+use tessera_queue::api::framework::{self, Integration, JobWrite, Priorities};
 use tessera_queue::api::objects::{self, Objects};
 use tessera_queue::api::pass::{self, Settings, StatusWrite};
-use tessera_queue::config::{Configuration, JOB_FRAMEWORK};
+use tessera_queue::api::{job::JOB, jobset::JOBSET};
+use tessera_queue::config::Configuration;
 
 use crate::shell::{
     EventRecorder, ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched,
@@ -44,7 +46,7 @@ pub const MANAGER: &str = tessera_model::managers::CONTROLLER_RUNTIME;
 /// The component Kueue's scheduler records events as (`constants.AdmissionName`).
 pub const ADMISSION_COMPONENT: &str = "kueue-admission";
 /// The component Kueue's Job integration records events as.
-pub const JOB_COMPONENT: &str = "batch/job-kueue-controller";
+pub const JOB_COMPONENT: &str = JOB.component;
 
 /// How long the shell's own Workload writes stand in for the watch cache's copies at most.
 const OVERLAID_FOR: Duration = Duration::from_secs(10);
@@ -125,6 +127,8 @@ struct Watches {
     namespaces: Store<Namespace>,
     pod_priorities: Store<PriorityClass>,
     jobs: Store<Job>,
+    /// Watched once the JobSet CRD is installed.
+    jobsets: Kind,
 }
 
 impl Watches {
@@ -147,7 +151,19 @@ impl Watches {
         let (pod_priorities, pod_priority_changes) =
             watched(Api::<PriorityClass>::all(client.clone()));
         let (jobs, job_changes) = watched(Api::<Job>::all(client.clone()));
-        changes.extend([namespace_changes, pod_priority_changes, job_changes]);
+        let (group, version, kind, crd) = crate::custom::JOBSET;
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, kind),
+            "jobsets",
+        );
+        let (store, jobset_changes) = crate::custom::watched_once_installed(client, &resource, crd);
+        let jobsets = Kind { resource, store };
+        changes.extend([
+            namespace_changes,
+            pod_priority_changes,
+            job_changes,
+            jobset_changes,
+        ]);
         let watches = Watches {
             flavors,
             cluster_queues,
@@ -158,6 +174,7 @@ impl Watches {
             namespaces,
             pod_priorities,
             jobs,
+            jobsets,
         };
         (watches, futures::stream::select_all(changes))
     }
@@ -170,7 +187,7 @@ struct Memory {
     written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
     /// The core's queues.
     queues: pass::Queues,
-    /// Per Job UID, the writes last sent and the Job's resource version then.
+    /// Per job UID, the writes last sent and the job's resource version then.
     sent: HashMap<String, (String, Vec<JobWrite>)>,
 }
 
@@ -190,7 +207,6 @@ pub async fn run(client: Client, config: QueueConfig) {
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut memory = Memory::default();
     let settings = Settings::from(&config.configuration);
-    let jobs_integrated = config.configuration.runs(JOB_FRAMEWORK);
     let shell = Shell {
         client: &client,
         watches: &watches,
@@ -200,13 +216,14 @@ pub async fn run(client: Client, config: QueueConfig) {
             config.clock.clone(),
         ),
         job_events: EventRecorder::start(client.clone(), JOB_COMPONENT, config.clock.clone()),
+        jobset_events: EventRecorder::start(client.clone(), JOBSET.component, config.clock.clone()),
     };
     while next_pass(&mut changes, &mut resync).await {
         let now = (config.clock)();
         let workloads = shell.admit(&mut memory, &settings, now).await;
-        if jobs_integrated {
-            shell.integrate_jobs(&mut memory, &workloads, now).await;
-        }
+        shell
+            .integrate_jobs(&mut memory, &workloads, &config.configuration, now)
+            .await;
     }
 }
 
@@ -237,6 +254,7 @@ struct Shell<'a> {
     watches: &'a Watches,
     admission_events: EventRecorder,
     job_events: EventRecorder,
+    jobset_events: EventRecorder,
 }
 
 impl Shell<'_> {
@@ -295,13 +313,14 @@ impl Shell<'_> {
         workloads
     }
 
-    /// The Job integration over every Job naming a LocalQueue, given the Workloads as they
-    /// are now. A Job's writes are not sent again while the watch shows the Job they were
-    /// sent for.
+    /// The job integrations over every Job and JobSet naming a LocalQueue, given the
+    /// Workloads as they are now. A job's writes are not sent again while the watch shows
+    /// the job they were sent for.
     async fn integrate_jobs(
         &self,
         memory: &mut Memory,
         workloads: &BTreeMap<String, Value>,
+        configuration: &Configuration,
         now: std::time::SystemTime,
     ) {
         let watches = self.watches;
@@ -320,40 +339,56 @@ impl Shell<'_> {
             .values()
             .filter_map(|w| Some((controller_uid(w)?, w)))
             .collect();
-        let jobs = values(watches.jobs.state());
-        for job_object in &jobs {
-            if job::queue_name(job_object).is_none() {
+        let kinds = [
+            (
+                &JOB,
+                ApiResource::erase::<Job>(&()),
+                values(watches.jobs.state()),
+            ),
+            (
+                &JOBSET,
+                watches.jobsets.resource.clone(),
+                watches.jobsets.values(),
+            ),
+        ];
+        let mut uids = std::collections::HashSet::new();
+        for (kind, resource, jobs) in &kinds {
+            if !configuration.runs(kind.framework) {
                 continue;
             }
-            let uid = tessera_model::json::text(job_object, "/metadata/uid");
-            let owned = by_owner.get(uid).copied();
-            let writes = job::reconcile(job_object, owned, &flavors, &priorities, now);
-            let version = tessera_model::json::text(job_object, "/metadata/resourceVersion");
-            let sending = (version.to_owned(), writes.clone());
-            if writes.is_empty() || memory.sent.get(uid) == Some(&sending) {
-                continue;
-            }
-            let mut done = true;
-            for write in writes {
-                match self.write_for_job(job_object, owned, write).await {
-                    Ok(Some(object)) => memory.remember(&object),
-                    Ok(None) => {}
-                    // The rest (its event) waits for the next pass, which tries again.
-                    Err(()) => {
-                        done = false;
-                        break;
+            for job_object in jobs {
+                let uid = tessera_model::json::text(job_object, "/metadata/uid");
+                uids.insert(uid.to_owned());
+                if framework::queue_name(job_object).is_none() {
+                    continue;
+                }
+                let owned = by_owner.get(uid).copied();
+                let writes =
+                    framework::reconcile(kind, job_object, owned, &flavors, &priorities, now);
+                let version = tessera_model::json::text(job_object, "/metadata/resourceVersion");
+                let sending = (version.to_owned(), writes.clone());
+                if writes.is_empty() || memory.sent.get(uid) == Some(&sending) {
+                    continue;
+                }
+                let mut done = true;
+                for write in writes {
+                    let job = (*kind, resource, job_object);
+                    match self.write_for_job(job, owned, write).await {
+                        Ok(Some(object)) => memory.remember(&object),
+                        Ok(None) => {}
+                        // The rest (its event) waits for the next pass, which tries again.
+                        Err(()) => {
+                            done = false;
+                            break;
+                        }
                     }
                 }
-            }
-            if done {
-                memory.sent.insert(uid.to_owned(), sending);
+                if done {
+                    memory.sent.insert(uid.to_owned(), sending);
+                }
             }
         }
-        let uids: std::collections::HashSet<&str> = jobs
-            .iter()
-            .map(|job| tessera_model::json::text(job, "/metadata/uid"))
-            .collect();
-        memory.sent.retain(|uid, _| uids.contains(uid.as_str()));
+        memory.sent.retain(|uid, _| uids.contains(uid));
     }
 
     /// Merge-patches an object's status; the written object, or `None` (logged) on failure.
@@ -380,18 +415,24 @@ impl Shell<'_> {
         }
     }
 
-    /// Carries out one write of the Job integration; a written Workload is answered. A
-    /// failed write (logged) is an error.
+    /// Carries out one write of a job integration for a job (its kind, the kind's API
+    /// resource, the object); a written Workload is answered. A failed write (logged) is an
+    /// error.
     async fn write_for_job(
         &self,
-        job_object: &Value,
+        (kind, resource, job_object): (&Integration, &ApiResource, &Value),
         workload: Option<&Value>,
         write: JobWrite,
     ) -> Result<Option<Arc<DynamicObject>>, ()> {
         let namespace = objects::namespace(job_object);
         let result = match write {
             JobWrite::Event(event) => {
-                self.job_events
+                let recorder = if kind.kind == JOBSET.kind {
+                    &self.jobset_events
+                } else {
+                    &self.job_events
+                };
+                recorder
                     .record(event.involved, event.kind, &event.reason, &event.message)
                     .await;
                 return Ok(None);
@@ -408,7 +449,8 @@ impl Shell<'_> {
                     .map(Some)
             }
             JobWrite::PatchJob(patch) => {
-                let api: Api<Job> = Api::namespaced(self.client.clone(), namespace);
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), namespace, resource);
                 api.patch(
                     objects::name(job_object),
                     &patch_params(MANAGER),

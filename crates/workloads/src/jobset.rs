@@ -4,7 +4,9 @@
 //! `failurePolicy` (maxRestarts and rules), finished per `successPolicy` (All or Any over
 //! target replicatedJobs), with pod DNS through a headless Service, the exclusive-placement
 //! annotation turned into pod (anti-)affinity, upstream's status, and a finished JobSet
-//! deleted (in the foreground) once `ttlSecondsAfterFinished` has passed.
+//! deleted (in the foreground) once `ttlSecondsAfterFinished` has passed. `spec.suspend`
+//! suspends and resumes the Jobs; a resumed Job takes what Kueue injected into its
+//! replicatedJob's pod template meanwhile (node selector, tolerations, labels, annotations).
 //!
 //! Pure: no I/O.
 
@@ -45,8 +47,8 @@ pub struct JobSetPlan {
     pub create: Vec<Value>,
     /// Names of Jobs to delete (a restart, or a finished JobSet's active Jobs).
     pub delete: Vec<String>,
-    /// Job names to suspend or resume: (name, suspend).
-    pub suspend: Vec<(String, bool)>,
+    /// Jobs to suspend or resume: (name, merge patch).
+    pub suspend: Vec<(String, Value)>,
     /// The headless Service for pod DNS, if the JobSet wants one.
     pub service: Option<Value>,
     /// The JobSet's new status.
@@ -225,12 +227,7 @@ impl JobSetPlan {
                 name,
                 propagation: Propagation::Background,
             }));
-        writes.patch(
-            Resource::Job,
-            self.suspend
-                .into_iter()
-                .map(|(name, suspend)| (name, json!({"spec": {"suspend": suspend}}))),
-        );
+        writes.patch(Resource::Job, self.suspend);
         writes.create(Resource::Job, self.create);
         writes.status(jobset, self.status);
         if self.delete_jobset {
@@ -498,8 +495,24 @@ pub fn plan(jobset: &Value, jobs: &[Value], now: SystemTime) -> JobSetPlan {
     for job in &current {
         let job_suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
         if job_suspended != suspended {
+            let patch = if suspended {
+                json!({"spec": {"suspend": true}})
+            } else {
+                let of_job = text(
+                    job,
+                    &format!(
+                        "/metadata/labels/{}",
+                        REPLICATED_JOB_NAME.replace('/', "~1")
+                    ),
+                );
+                let template = replicated
+                    .iter()
+                    .find(|rj| text(rj, "/name") == of_job)
+                    .and_then(|rj| rj.pointer("/template/spec/template"));
+                resume_patch(job, template)
+            };
             plan.suspend
-                .push((text(job, "/metadata/name").to_string(), suspended));
+                .push((text(job, "/metadata/name").to_string(), patch));
         }
     }
     let suspended_condition = conditions.iter().position(|c| c["type"] == "Suspended");
@@ -518,6 +531,54 @@ pub fn plan(jobset: &Value, jobs: &[Value], now: SystemTime) -> JobSetPlan {
     status["conditions"] = json!(conditions);
     plan.status = status;
     plan
+}
+
+/// Upstream's `resumeJob`: the Job unsuspended, with what may change while its JobSet is
+/// suspended (for Kueue: pod template labels, annotations, nodeSelector, tolerations and
+/// scheduling gates) merged in from its replicatedJob's pod template, the template's values
+/// winning and list entries the Job lacks appended.
+fn resume_patch(job: &Value, template: Option<&Value>) -> Value {
+    let mut patch = json!({"spec": {"suspend": false}});
+    let Some(template) = template else {
+        return patch;
+    };
+    let non_empty = |pointer: &str| {
+        template
+            .pointer(pointer)
+            .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+    };
+    let mut pod = json!({});
+    for field in ["labels", "annotations"] {
+        if let Some(map) = non_empty(&format!("/metadata/{field}")) {
+            pod["metadata"][field] = map.clone();
+        }
+    }
+    if let Some(selector) = non_empty("/spec/nodeSelector") {
+        pod["spec"]["nodeSelector"] = selector.clone();
+    }
+    for field in ["tolerations", "schedulingGates"] {
+        let wanted = template
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_array);
+        let Some(wanted) = wanted.filter(|w| !w.is_empty()) else {
+            continue;
+        };
+        let mut merged = job
+            .pointer(&format!("/spec/template/spec/{field}"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for item in wanted {
+            if !merged.contains(item) {
+                merged.push(item.clone());
+            }
+        }
+        pod["spec"][field] = Value::Array(merged);
+    }
+    if pod != json!({}) {
+        patch["spec"]["template"] = pod;
+    }
+    patch
 }
 
 #[cfg(test)]
@@ -564,6 +625,58 @@ mod tests {
         );
         assert_eq!(driver["spec"]["template"]["spec"]["subdomain"], "train");
         assert_eq!(plan.service.unwrap()["spec"]["clusterIP"], "None");
+    }
+
+    #[test]
+    fn resumed_jobs_take_what_kueue_put_into_their_templates() {
+        let suspended = jobset(json!({"spec": {"suspend": true}}));
+        let created = plan(&suspended, &[], SystemTime::UNIX_EPOCH).create;
+        assert!(created.iter().all(|j| j["spec"]["suspend"] == true));
+        let tolerations = json!([{"key": "spot-taint", "operator": "Exists"}]);
+        let resumed = jobset(json!({"spec": {"suspend": false, "replicatedJobs": [
+            {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 1,
+                "template": {"metadata": {"labels": {"kueue.x-k8s.io/podset": "workers"}},
+                    "spec": {"nodeSelector": {"instance-type": "spot"},
+                        "tolerations": tolerations, "containers": [{"name": "w", "image": "w"}]}}}}},
+            {"name": "driver", "replicas": 1, "template": {"spec": {"template": {"spec": {
+                "containers": [{"name": "d", "image": "d"}]}}}}}]}}));
+        let resumes = plan(&resumed, &created, SystemTime::UNIX_EPOCH).suspend;
+        let by_name: std::collections::BTreeMap<&str, &Value> =
+            resumes.iter().map(|(n, p)| (n.as_str(), p)).collect();
+        assert_eq!(by_name.len(), 3);
+        let worker = by_name["train-workers-1"];
+        assert_eq!(worker["spec"]["suspend"], false);
+        let pod = &worker["spec"]["template"];
+        assert_eq!(
+            pod["spec"]["nodeSelector"],
+            json!({"instance-type": "spot"})
+        );
+        assert_eq!(pod["spec"]["tolerations"], tolerations);
+        assert_eq!(
+            pod["metadata"]["labels"]["kueue.x-k8s.io/podset"],
+            "workers"
+        );
+        // Nothing to carry: only unsuspended.
+        assert_eq!(
+            by_name["train-driver-0"],
+            &json!({"spec": {"suspend": false}})
+        );
+        // Suspending again only suspends.
+        let running: Vec<Value> = created
+            .iter()
+            .map(|j| {
+                let mut j = j.clone();
+                j["spec"]["suspend"] = json!(false);
+                j
+            })
+            .collect();
+        let stops = plan(&suspended, &running, SystemTime::UNIX_EPOCH).suspend;
+        assert_eq!(stops.len(), 3);
+        assert!(
+            stops
+                .iter()
+                .all(|(_, p)| p == &json!({"spec": {"suspend": true}}))
+        );
     }
 
     #[test]

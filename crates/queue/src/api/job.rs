@@ -1,36 +1,25 @@
-//! Kueue's batch/v1 Job integration (`pkg/controller/jobs/job`, the generic reconciler of
-//! `pkg/controller/jobframework`): a Job labelled `kueue.x-k8s.io/queue-name` is suspended
-//! until its Workload is admitted. From a Job, the Workload it owns (if any), the flavors and
-//! the priority classes, [`reconcile`] says what to write, in Kueue's order: a finished Job
-//! finishes its Workload; a Job without one gets it (Kueue's name, owner reference, the
-//! `job-uid` label, one PodSet `main` from the template with `parallelism` (or fewer
-//! `completions`) pods and `minCount` from `kueue.x-k8s.io/job-min-parallelism`, the priority
-//! of its WorkloadPriorityClass label or of the template's PriorityClass); an evicted
-//! Workload's Job is suspended with its template restored, and its quota released once no pod
-//! is active; an admitted Workload's suspended Job is started with the flavors' node labels
-//! and tolerations injected (and `parallelism` set to the admitted count under partial
-//! admission); a running Job whose Workload is not admitted is suspended.
+//! Kueue's batch/v1 Job integration (`pkg/controller/jobs/job`) on the job framework
+//! ([`crate::api::framework`]): one PodSet `main` from the template (the Job controller's
+//! labels left out) with `parallelism` (or fewer `completions`) pods and `minCount` from
+//! `kueue.x-k8s.io/job-min-parallelism`; finished on `Complete`/`Failed`; active while
+//! `status.active` is above zero; the flavors' node selector and tolerations go into
+//! `spec.template`, and under partial admission `parallelism` (and `completions` when the Job
+//! keeps them equal) follows the admitted count.
 //!
-//! Kueue's Job webhook defaulting (created suspended) is `tessera-api`'s admission. Not modelled: the
-//! `resource-in-use` finalizer (the Workload goes with its Job through its owner reference),
-//! the `stopping` annotation's two-step stop, label and annotation propagation, queue-name
-//! changes, reclaimable pods, waitForPodsReady, and podSetUpdates of admission checks.
+//! Knows only the Job's shape: the reconcile steps are the framework's.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
-use tessera_model::kueue::workload::{POD_PRIORITY_CLASS, WORKLOAD_PRIORITY_CLASS};
-use tessera_model::{conditions, json as json_read};
+use tessera_model::json as json_read;
 
-use crate::api::status::{self, Event};
+use crate::api::framework::{self, Integration, PodSet, PodSetInfo};
 use crate::flavor::ResourceFlavorSpec;
 
-pub use tessera_model::kueue::{
-    PRIORITY_CLASS_LABEL as PRIORITY_CLASS, QUEUE_NAME_LABEL as QUEUE_NAME,
+pub use crate::api::framework::{
+    JOB_UID, JobWrite, PRIORITY_CLASS, Priorities, QUEUE_NAME, queue_name,
 };
-/// The label of a Workload naming its job's UID.
-pub const JOB_UID: &str = "kueue.x-k8s.io/job-uid";
 /// The annotation allowing partial admission down to that many pods.
 pub const MIN_PARALLELISM: &str = "kueue.x-k8s.io/job-min-parallelism";
 /// The annotation keeping `completions` equal to `parallelism`.
@@ -44,127 +33,38 @@ const MANAGED_LABELS: [&str; 3] = [
     "job-name",
 ];
 
-/// A Job's LocalQueue, if it has one.
-pub fn queue_name(job: &Value) -> Option<&str> {
-    job.pointer("/metadata/labels")
-        .and_then(|labels| labels.get(QUEUE_NAME))
-        .and_then(Value::as_str)
-        .filter(|name| !name.is_empty())
-}
+/// batch/v1 Job as Kueue integrates it (framework `batch/job`).
+pub const JOB: Integration = Integration {
+    framework: crate::config::JOB_FRAMEWORK,
+    api_version: "batch/v1",
+    kind: "Job",
+    component: "batch/job-kueue-controller",
+    pod_sets,
+    finished,
+    active,
+    pod_set_infos_patch,
+    scale,
+};
 
-/// `GetWorkloadNameForOwnerWithGVK` for a batch/v1 Job: `job-<name>` (truncated to 247
-/// characters) and the first five hex digits of a SHA-1 over kind, group, name and UID.
+/// `GetWorkloadNameForOwnerWithGVK` for a batch/v1 Job.
 pub fn workload_name(job_name: &str, job_uid: &str) -> String {
-    const HASH_LENGTH: usize = 5;
-    const MAX_PREFIX: usize = 253 - 1 - HASH_LENGTH;
-    let mut prefix = format!("job-{job_name}");
-    if prefix.len() > MAX_PREFIX {
-        let mut end = MAX_PREFIX;
-        while !prefix.is_char_boundary(end) {
-            end -= 1;
-        }
-        prefix.truncate(end);
-    }
-    let mut hash = sha1_smol::Sha1::new();
-    hash.update(format!("Job\n\n{job_name}\n{job_uid}").as_bytes());
-    let digest = hash.digest().to_string();
-    format!("{prefix}-{}", &digest[..HASH_LENGTH])
+    framework::workload_name(job_name, job_uid, (JOB.group(), JOB.kind))
 }
 
-/// Priority classes by name: WorkloadPriorityClasses and PriorityClasses (with the latter's
-/// `globalDefault`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Priorities {
-    /// WorkloadPriorityClass values.
-    pub workload: BTreeMap<String, i32>,
-    /// PriorityClass values.
-    pub pod: BTreeMap<String, i32>,
-    /// The PriorityClass marked `globalDefault`, if any.
-    pub pod_default: Option<String>,
+/// The Workload Kueue constructs for a Job.
+pub fn workload_for(job: &Value, priorities: &Priorities) -> Value {
+    framework::workload_for(&JOB, job, priorities)
 }
 
-impl Priorities {
-    /// From WorkloadPriorityClass and PriorityClass objects.
-    pub fn read(workload_classes: &[Value], pod_classes: &[Value]) -> Priorities {
-        let value = |o: &Value| {
-            let name = json_read::text(o, "/metadata/name").to_owned();
-            let value = json_read::int(o, "/value")
-                .and_then(|v| i32::try_from(v).ok())
-                .unwrap_or(0);
-            (name, value)
-        };
-        Priorities {
-            workload: workload_classes.iter().map(value).collect(),
-            pod: pod_classes.iter().map(value).collect(),
-            pod_default: pod_classes
-                .iter()
-                .find(|o| o.get("globalDefault") == Some(&json!(true)))
-                .map(|o| json_read::text(o, "/metadata/name").to_owned()),
-        }
-    }
-
-    /// `ExtractPriority`: the WorkloadPriorityClass of the label if set (value 0 when it does
-    /// not exist), else the template's PriorityClass (or the global default), else 0.
-    fn of(&self, job: &Value) -> (Option<Value>, i32) {
-        let label = job
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(PRIORITY_CLASS))
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty());
-        if let Some(name) = label {
-            let reference = class_reference(WORKLOAD_PRIORITY_CLASS, name);
-            return (
-                Some(reference),
-                self.workload.get(name).copied().unwrap_or(0),
-            );
-        }
-        let named = json_read::text(job, "/spec/template/spec/priorityClassName");
-        let name = if named.is_empty() {
-            self.pod_default.as_deref()
-        } else {
-            Some(named)
-        };
-        match name.and_then(|n| Some((n, self.pod.get(n)?))) {
-            Some((name, value)) => (Some(class_reference(POD_PRIORITY_CLASS, name)), *value),
-            None => (None, 0),
-        }
-    }
-}
-
-/// `spec.priorityClassRef` naming a class of `(group, kind)`.
-fn class_reference((group, kind): (&str, &str), name: &str) -> Value {
-    json!({"group": group, "kind": kind, "name": name})
-}
-
-/// One write the integration asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum JobWrite {
-    /// Create this Workload.
-    CreateWorkload(Value),
-    /// Merge-patch the Job.
-    PatchJob(Value),
-    /// Merge-patch the Workload's status.
-    WorkloadStatus(Value),
-    /// Record an event about the Job.
-    Event(Event),
-}
-
-fn job_event(job: &Value, reason: &str, message: &str) -> JobWrite {
-    JobWrite::Event(Event::about(
-        job,
-        ("batch/v1", "Job"),
-        ("Normal", reason),
-        message,
-    ))
-}
-
-/// `namespace/name` of an object.
-fn key_of(object: &Value) -> String {
-    format!(
-        "{}/{}",
-        json_read::text(object, "/metadata/namespace"),
-        json_read::text(object, "/metadata/name")
-    )
+/// What to write for a Job labelled with a queue name ([`framework::reconcile`] for Jobs).
+pub fn reconcile(
+    job: &Value,
+    workload: Option<&Value>,
+    flavors: &BTreeMap<String, ResourceFlavorSpec>,
+    priorities: &Priorities,
+    now: SystemTime,
+) -> Vec<JobWrite> {
+    framework::reconcile(&JOB, job, workload, flavors, priorities, now)
 }
 
 fn int(job: &Value, pointer: &str) -> Option<i32> {
@@ -177,10 +77,10 @@ fn annotation<'a>(job: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-/// `podsCount`: parallelism (1 when unset), or fewer completions.
-fn pods_count(job: &Value) -> i32 {
-    let parallelism = int(job, "/spec/parallelism").unwrap_or(1);
-    match int(job, "/spec/completions") {
+/// `podsCount`: parallelism (1 when unset), or fewer completions of a Job spec.
+pub(crate) fn pods_count(spec: &Value) -> i32 {
+    let parallelism = int(spec, "/parallelism").unwrap_or(1);
+    match int(spec, "/completions") {
         Some(completions) if completions < parallelism => completions,
         _ => parallelism,
     }
@@ -190,10 +90,7 @@ fn min_count(job: &Value) -> Option<i32> {
     annotation(job, MIN_PARALLELISM).and_then(|v| v.parse().ok())
 }
 
-/// The Workload Kueue constructs for a Job (`ConstructWorkload`, `PrepareWorkloadPriority`).
-pub fn workload_for(job: &Value, priorities: &Priorities) -> Value {
-    let name = json_read::text(job, "/metadata/name");
-    let uid = json_read::text(job, "/metadata/uid");
+fn pod_sets(job: &Value) -> Vec<PodSet> {
     let mut template = job
         .pointer("/spec/template")
         .cloned()
@@ -206,48 +103,20 @@ pub fn workload_for(job: &Value, priorities: &Priorities) -> Value {
             labels.remove(label);
         }
     }
-    let mut pod_set = json!({"name": "main", "template": template, "count": pods_count(job)});
-    if let Some(min) = min_count(job) {
-        pod_set["minCount"] = json!(min);
-    }
-    let (reference, priority) = priorities.of(job);
-    let mut spec = json!({"queueName": queue_name(job).unwrap_or_default(), "podSets": [pod_set],
-        "priority": priority});
-    if let Some(reference) = reference {
-        spec["priorityClassRef"] = reference;
-    }
-    json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {
-            "name": workload_name(name, uid),
-            "namespace": json_read::text(job, "/metadata/namespace"),
-            "labels": {JOB_UID: uid},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
-                "controller": true, "blockOwnerDeletion": true}],
-        },
-        "spec": spec,
-    })
+    vec![PodSet {
+        name: "main".into(),
+        template,
+        count: pods_count(job.get("spec").unwrap_or(&Value::Null)),
+        min_count: min_count(job),
+    }]
 }
 
-/// Whether the Job has finished, with success and the condition's message (`Finished`).
-fn job_finished(job: &Value) -> Option<(bool, String)> {
-    job.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| {
-            matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
-        })
-        .map(|c| {
-            (
-                c["type"] == "Complete",
-                c["message"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+fn finished(job: &Value) -> Option<(bool, String)> {
+    framework::finished_by_condition(job, ("Complete", "Failed"))
 }
 
-fn suspended(job: &Value) -> bool {
-    job.pointer("/spec/suspend") == Some(&json!(true))
+fn active(job: &Value) -> bool {
+    json_read::int(job, "/status/active").unwrap_or(0) > 0
 }
 
 /// The merge patch setting `current` (a map) to `wanted`: its keys, and null for the rest.
@@ -266,176 +135,36 @@ fn map_patch(current: Option<&Value>, wanted: &Map<String, Value>) -> Value {
     Value::Object(patch)
 }
 
-/// The patch starting an admitted Job (`RunWithPodSetsInfo`): unsuspended, the flavors'
-/// node labels merged into the template's nodeSelector and their tolerations appended, and
-/// `parallelism` set to the admitted count when partial admission is allowed.
-fn start_patch(
-    job: &Value,
-    workload: &Value,
-    flavors: &BTreeMap<String, ResourceFlavorSpec>,
-) -> Value {
-    let assignment = workload
-        .pointer("/status/admission/podSetAssignments/0")
-        .cloned()
-        .unwrap_or_default();
-    let mut node_selector = job
-        .pointer("/spec/template/spec/nodeSelector")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let mut tolerations = job
-        .pointer("/spec/template/spec/tolerations")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut seen = Vec::new();
-    for flavor in assignment
-        .get("flavors")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(_, f)| f.as_str())
-    {
-        if seen.contains(&flavor) {
-            continue;
-        }
-        seen.push(flavor);
-        let Some(spec) = flavors.get(flavor) else {
-            continue;
-        };
-        for (key, value) in &spec.node_labels {
-            node_selector.insert(key.clone(), json!(value));
-        }
-        for toleration in &spec.tolerations {
-            let toleration = serde_json::to_value(toleration).unwrap_or_default();
-            if !tolerations.contains(&toleration) {
-                tolerations.push(toleration);
-            }
-        }
-    }
-    let mut pod_spec = json!({"nodeSelector": node_selector});
-    if !tolerations.is_empty() {
-        pod_spec["tolerations"] = Value::Array(tolerations);
-    }
-    let mut patch = json!({"spec": {"suspend": false, "template": {"spec": pod_spec}}});
-    scale_to(job, assignment.get("count"), &mut patch);
-    patch
-}
-
-/// The patch stopping a Job (`Suspend` and `RestorePodSetsInfo`): suspended, its template's
-/// nodeSelector and tolerations as the Workload's PodSet had them, and `parallelism` back to
-/// the PodSet's count under partial admission.
-fn stop_patch(job: &Value, workload: Option<&Value>) -> Value {
-    let mut patch = json!({"spec": {"suspend": true}});
-    let Some(template) = workload.and_then(|w| w.pointer("/spec/podSets/0")) else {
-        return patch;
+/// The template's nodeSelector and tolerations set to the (one) PodSet's info.
+fn pod_set_infos_patch(job: &Value, infos: &[PodSetInfo]) -> Map<String, Value> {
+    let Some(info) = infos.first() else {
+        return Map::new();
     };
-    let original = template
-        .pointer("/template/spec/nodeSelector")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
     let current = job.pointer("/spec/template/spec/nodeSelector");
-    let tolerations = template
-        .pointer("/template/spec/tolerations")
-        .cloned()
-        .unwrap_or(Value::Null);
-    patch["spec"]["template"] = json!({"spec": {"nodeSelector": map_patch(current, &original), "tolerations": tolerations}});
-    scale_to(job, template.get("count"), &mut patch);
-    patch
+    let tolerations = if info.tolerations.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(info.tolerations.clone())
+    };
+    let mut fields = Map::new();
+    fields.insert(
+        "template".into(),
+        json!({"spec": {"nodeSelector": map_patch(current, &info.node_selector),
+            "tolerations": tolerations}}),
+    );
+    fields
 }
 
 /// Under partial admission (`minCount` set), `parallelism` (and `completions` when the Job
-/// keeps them equal) follow the PodSet's `count`.
-fn scale_to(job: &Value, count: Option<&Value>, patch: &mut Value) {
+/// keeps them equal) follow the PodSet's count.
+fn scale(job: &Value, counts: &[Option<i64>], patch: &mut Value) {
     if min_count(job).is_some()
-        && let Some(count) = count.and_then(Value::as_i64)
+        && let Some(Some(count)) = counts.first()
     {
         patch["spec"]["parallelism"] = json!(count);
         if annotation(job, COMPLETIONS_EQUAL_PARALLELISM) == Some("true") {
             patch["spec"]["completions"] = json!(count);
         }
-    }
-}
-
-/// What to write for a Job labelled with a queue name, given the Workload it owns (if any),
-/// the ResourceFlavors by name, the priority classes and the time (the reconciler's steps
-/// 1–8 for a plain Job). Empty for a Job without a queue name.
-pub fn reconcile(
-    job: &Value,
-    workload: Option<&Value>,
-    flavors: &BTreeMap<String, ResourceFlavorSpec>,
-    priorities: &Priorities,
-    now: SystemTime,
-) -> Vec<JobWrite> {
-    if queue_name(job).is_none() || job.pointer("/metadata/deletionTimestamp").is_some() {
-        return Vec::new();
-    }
-    if workload.is_some_and(|w| conditions::is_true(w, status::FINISHED)) {
-        return Vec::new();
-    }
-    if let Some((succeeded, message)) = job_finished(job) {
-        let Some(workload) = workload else {
-            return Vec::new();
-        };
-        let Some(status) = status::finished(workload, succeeded, &message, now) else {
-            return Vec::new();
-        };
-        let declared = format!("Workload '{}' is declared finished", key_of(workload));
-        return vec![
-            JobWrite::WorkloadStatus(status),
-            job_event(job, "FinishedWorkload", &declared),
-        ];
-    }
-    let Some(workload) = workload else {
-        let mut writes = Vec::new();
-        if !suspended(job) {
-            writes.push(JobWrite::PatchJob(stop_patch(job, None)));
-            writes.push(job_event(job, "Stopped", "missing workload"));
-        }
-        let created = workload_for(job, priorities);
-        let message = format!("Created Workload: {}", key_of(&created));
-        writes.push(JobWrite::CreateWorkload(created));
-        writes.push(job_event(job, "CreatedWorkload", &message));
-        return writes;
-    };
-    let reserved = conditions::is_true(workload, status::QUOTA_RESERVED);
-    if let Some(evicted) =
-        conditions::find(workload, status::EVICTED).filter(|c| c["status"] == "True")
-    {
-        let mut writes = Vec::new();
-        if !suspended(job) {
-            let message = evicted["message"].as_str().unwrap_or_default();
-            writes.push(JobWrite::PatchJob(stop_patch(job, Some(workload))));
-            writes.push(job_event(job, "Stopped", message));
-        }
-        let active = json_read::int(job, "/status/active").unwrap_or(0) > 0;
-        if reserved
-            && !active
-            && let Some(status) = status::released(workload, now)
-        {
-            writes.push(JobWrite::WorkloadStatus(status));
-        }
-        return writes;
-    }
-    let admitted = conditions::is_true(workload, status::ADMITTED) && reserved;
-    match (suspended(job), admitted) {
-        (true, true) => {
-            let cluster_queue = json_read::text(workload, "/status/admission/clusterQueue");
-            vec![
-                JobWrite::PatchJob(start_patch(job, workload, flavors)),
-                job_event(
-                    job,
-                    "Started",
-                    &format!("Admitted by clusterQueue {cluster_queue}"),
-                ),
-            ]
-        }
-        (false, false) => vec![
-            JobWrite::PatchJob(stop_patch(job, Some(workload))),
-            job_event(job, "Stopped", "Not admitted by cluster queue"),
-        ],
-        _ => Vec::new(),
     }
 }
 
@@ -472,9 +201,9 @@ mod tests {
 
     #[test]
     fn workload_names_follow_kueues_hash() {
-        // sha1("Job\n\nsample-job\nu-1")
+        // sha1("Job\nbatch\nsample-job\nu-1"): kind, group, name, UID.
         let mut hash = sha1_smol::Sha1::new();
-        hash.update(b"Job\n\nsample-job\nu-1");
+        hash.update(b"Job\nbatch\nsample-job\nu-1");
         let want = format!("job-sample-job-{}", &hash.digest().to_string()[..5]);
         assert_eq!(workload_name("sample-job", "u-1"), want);
         let long = "a".repeat(300);

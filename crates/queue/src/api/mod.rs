@@ -2,15 +2,18 @@
 //! Cohorts, LocalQueues, Workloads and namespaces into the cycle's inputs (`objects`), one
 //! pass of scheduling cycles over them with the statuses to write (`pass`), the statuses
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
-//! the batch/v1 Job integration (`job`), the visibility API's pending-workload lists
-//! (`visibility`) and why a Workload waits (`explain`).
+//! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
+//! integrations, the visibility API's pending-workload lists (`visibility`) and why a Workload
+//! waits (`explain`).
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
 //! time is an argument. The queue manager's shell (`tessera-controllers`) watches and writes.
 
 pub mod evictions;
 pub mod explain;
+pub mod framework;
 pub mod job;
+pub mod jobset;
 pub mod objects;
 pub mod pass;
 pub mod status;

@@ -34,6 +34,18 @@ pub const DEFAULT_NAMESPACE: &str = "kueue-system";
 /// The Job integration's framework name, the one enabled by default.
 pub const JOB_FRAMEWORK: &str = "batch/job";
 
+/// The integrations Tessera runs without a configuration file: every one it implements (Kueue's
+/// own default is `batch/job` alone; its shipped file lists JobSet too and leaves the pod-based
+/// ones commented out, but a platform without a file should queue every kind it can).
+pub const TESSERA_FRAMEWORKS: &[&str] = &[
+    JOB_FRAMEWORK,
+    "jobset.x-k8s.io/jobset",
+    "pod",
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+];
+
 /// Kueue's built-in integrations (`integrations.frameworks` accepts only these).
 pub const FRAMEWORKS: &[&str] = &[
     "batch/job",
@@ -174,7 +186,7 @@ impl Default for Configuration {
             wait_for_pods_ready: None,
             fair_sharing: None,
             admission_fair_sharing: None,
-            frameworks: vec![JOB_FRAMEWORK.to_owned()],
+            frameworks: TESSERA_FRAMEWORKS.iter().map(|f| (*f).to_owned()).collect(),
             beyond_kueue: BeyondKueue::default(),
             ignored: Vec::new(),
         }

@@ -137,6 +137,13 @@ fn fair_sharing_defaults_and_versions() {
 fn other_defaults() {
     let configuration = parsed(&v1beta2(""));
     assert_eq!(configuration.frameworks, vec!["batch/job".to_owned()]);
+    // Without a file, Tessera runs every integration it implements, each one Kueue's name.
+    let without_file = Configuration::default();
+    for framework in TESSERA_FRAMEWORKS {
+        assert!(FRAMEWORKS.contains(framework), "{framework}");
+        assert!(without_file.runs(framework), "{framework}");
+    }
+    assert!(!without_file.runs("ray.io/rayjob"));
     assert_eq!(configuration.namespace, "kueue-system");
     assert!(!configuration.manage_jobs_without_queue_name);
     assert_eq!(configuration.admission_fair_sharing, None);
