@@ -19,6 +19,7 @@ pub mod pod_requests;
 pub mod quantity;
 pub mod schema;
 pub mod selector;
+pub mod sha256;
 pub mod taints;
 pub mod time;
 pub mod yaml_location;
