@@ -52,23 +52,10 @@ pub fn queue_name(job: &Value) -> Option<&str> {
         .filter(|name| !name.is_empty())
 }
 
-/// `GetWorkloadNameForOwnerWithGVK` for a batch/v1 Job: `job-<name>` (truncated to 247
-/// characters) and the first five hex digits of a SHA-1 over kind, group, name and UID.
+/// `GetWorkloadNameForOwnerWithGVK` for a batch/v1 Job: `job-<name>` and a hash over its
+/// kind, group (`batch`), name and UID.
 pub fn workload_name(job_name: &str, job_uid: &str) -> String {
-    const HASH_LENGTH: usize = 5;
-    const MAX_PREFIX: usize = 253 - 1 - HASH_LENGTH;
-    let mut prefix = format!("job-{job_name}");
-    if prefix.len() > MAX_PREFIX {
-        let mut end = MAX_PREFIX;
-        while !prefix.is_char_boundary(end) {
-            end -= 1;
-        }
-        prefix.truncate(end);
-    }
-    let mut hash = sha1_smol::Sha1::new();
-    hash.update(format!("Job\n\n{job_name}\n{job_uid}").as_bytes());
-    let digest = hash.digest().to_string();
-    format!("{prefix}-{}", &digest[..HASH_LENGTH])
+    tessera_model::kueue::workload_name("Job", "batch", job_name, job_uid)
 }
 
 /// Priority classes by name: WorkloadPriorityClasses and PriorityClasses (with the latter's
@@ -472,9 +459,9 @@ mod tests {
 
     #[test]
     fn workload_names_follow_kueues_hash() {
-        // sha1("Job\n\nsample-job\nu-1")
+        // sha1("Job\nbatch\nsample-job\nu-1"): kind, group, name, UID.
         let mut hash = sha1_smol::Sha1::new();
-        hash.update(b"Job\n\nsample-job\nu-1");
+        hash.update(b"Job\nbatch\nsample-job\nu-1");
         let want = format!("job-sample-job-{}", &hash.digest().to_string()[..5]);
         assert_eq!(workload_name("sample-job", "u-1"), want);
         let long = "a".repeat(300);
