@@ -17,9 +17,9 @@ use tessera_model::kueue::pod::{
 };
 use tessera_model::kueue::{PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, workload_name};
 
+use crate::error::Cause;
 use crate::lister::Lister;
 use crate::resource::Resource;
-use crate::error::Cause;
 
 /// The LeaderWorkerSet API group, version and the labels its pods carry.
 const LWS_GROUP: &str = "leaderworkerset.x-k8s.io";
@@ -136,9 +136,7 @@ fn add_finalizer(object: &mut Value) {
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    let finalizers = metadata
-        .entry("finalizers")
-        .or_insert_with(|| json!([]));
+    let finalizers = metadata.entry("finalizers").or_insert_with(|| json!([]));
     if let Some(list) = finalizers.as_array_mut()
         && !list.iter().any(|f| f == FINALIZER)
     {
@@ -298,7 +296,11 @@ pub fn validate_pod(object: &Value) -> Vec<Cause> {
         Some(group) => {
             let problems = crate::validation::pod_spec::dns_subdomain(group, false);
             if !problems.is_empty() {
-                causes.push(Cause::invalid(name_path, &json!(group), problems.join("; ")));
+                causes.push(Cause::invalid(
+                    name_path,
+                    &json!(group),
+                    problems.join("; "),
+                ));
             }
         }
     }
@@ -356,10 +358,31 @@ mod tests {
         let none = Parents(Vec::new());
         // (labels, annotations, owner kind, gated, managed label, finalizer)
         let cases = [
-            (json!({QUEUE_NAME_LABEL: "q"}), json!({}), None, true, true, true),
+            (
+                json!({QUEUE_NAME_LABEL: "q"}),
+                json!({}),
+                None,
+                true,
+                true,
+                true,
+            ),
             (json!({}), json!({}), None, false, false, false),
-            (json!({QUEUE_NAME_LABEL: ""}), json!({}), None, false, false, false),
-            (json!({QUEUE_NAME_LABEL: "q"}), json!({}), Some("Job"), false, false, false),
+            (
+                json!({QUEUE_NAME_LABEL: ""}),
+                json!({}),
+                None,
+                false,
+                false,
+                false,
+            ),
+            (
+                json!({QUEUE_NAME_LABEL: "q"}),
+                json!({}),
+                Some("Job"),
+                false,
+                false,
+                false,
+            ),
             // Suspended by a parent: gated, no finalizer, labels from the template.
             (
                 json!({MANAGED_LABEL: "true", QUEUE_NAME_LABEL: "q"}),
@@ -425,7 +448,8 @@ mod tests {
     #[test]
     fn a_deployment_naming_a_queue_marks_its_template() {
         let deployments = Resource::find("apps", "v1", "deployments").expect("deployments");
-        let mut object = json!({"metadata": {"labels": {QUEUE_NAME_LABEL: "q"}}, "spec": {"template": {}}});
+        let mut object =
+            json!({"metadata": {"labels": {QUEUE_NAME_LABEL: "q"}}, "spec": {"template": {}}});
         default_parent(deployments, &mut object);
         let template = &object["spec"]["template"]["metadata"];
         assert_eq!(template["annotations"][SUSPENDED_BY_PARENT], "deployment");
@@ -443,29 +467,48 @@ mod tests {
             (
                 json!({GROUP_NAME: "test-group"}),
                 json!({}),
-                Some(("metadata.annotations[kueue.x-k8s.io/pod-group-total-count]", "FieldValueRequired")),
+                Some((
+                    "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]",
+                    "FieldValueRequired",
+                )),
             ),
             (
                 json!({}),
                 json!({GROUP_TOTAL_COUNT: "3"}),
-                Some(("metadata.labels[kueue.x-k8s.io/pod-group-name]", "FieldValueRequired")),
+                Some((
+                    "metadata.labels[kueue.x-k8s.io/pod-group-name]",
+                    "FieldValueRequired",
+                )),
             ),
             (
                 json!({GROUP_NAME: "test-group"}),
                 json!({GROUP_TOTAL_COUNT: "0"}),
-                Some(("metadata.annotations[kueue.x-k8s.io/pod-group-total-count]", "FieldValueInvalid")),
+                Some((
+                    "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]",
+                    "FieldValueInvalid",
+                )),
             ),
             (
                 json!({GROUP_NAME: "test-group"}),
                 json!({GROUP_TOTAL_COUNT: ""}),
-                Some(("metadata.annotations[kueue.x-k8s.io/pod-group-total-count]", "FieldValueInvalid")),
+                Some((
+                    "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]",
+                    "FieldValueInvalid",
+                )),
             ),
             (
                 json!({GROUP_NAME: "notAdns1123Subdomain*"}),
                 json!({GROUP_TOTAL_COUNT: "2"}),
-                Some(("metadata.labels[kueue.x-k8s.io/pod-group-name]", "FieldValueInvalid")),
+                Some((
+                    "metadata.labels[kueue.x-k8s.io/pod-group-name]",
+                    "FieldValueInvalid",
+                )),
             ),
-            (json!({GROUP_NAME: "test-group"}), json!({GROUP_TOTAL_COUNT: "2"}), None),
+            (
+                json!({GROUP_NAME: "test-group"}),
+                json!({GROUP_TOTAL_COUNT: "2"}),
+                None,
+            ),
             (json!({}), json!({}), None),
         ];
         for (labels, annotations, want) in cases {

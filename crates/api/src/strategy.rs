@@ -597,7 +597,10 @@ fn gated_selector_grown(old: &Value, new: &Value) -> bool {
             .unwrap_or_else(|| empty.clone())
     };
     let (before, after) = (selector(old), selector(new));
-    gated && before.iter().all(|(key, value)| after.get(key) == Some(value))
+    gated
+        && before
+            .iter()
+            .all(|(key, value)| after.get(key) == Some(value))
 }
 
 pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Cause> {
@@ -617,7 +620,10 @@ pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Caus
         // directives): compared as if the old spec had the new selector.
         let relaxed = gated_selector_grown(old, new).then(|| {
             let mut spec = old.get("spec").cloned().unwrap_or_default();
-            spec["nodeSelector"] = new.pointer("/spec/nodeSelector").cloned().unwrap_or_default();
+            spec["nodeSelector"] = new
+                .pointer("/spec/nodeSelector")
+                .cloned()
+                .unwrap_or_default();
             spec
         });
         let old_spec = relaxed.as_ref().or(old.get("spec"));
@@ -651,11 +657,21 @@ mod tests {
         let gate = json!([{"name": "kueue.x-k8s.io/admission"}]);
         // (old gates, old selector, new selector, allowed)
         let table = [
-            (gate.clone(), json!({"a": "1"}), json!({"a": "1", "b": "2"}), true),
+            (
+                gate.clone(),
+                json!({"a": "1"}),
+                json!({"a": "1", "b": "2"}),
+                true,
+            ),
             (gate.clone(), Value::Null, json!({"b": "2"}), true),
             (gate.clone(), json!({"a": "1"}), json!({"a": "2"}), false),
             (gate.clone(), json!({"a": "1"}), json!({}), false),
-            (json!([]), json!({"a": "1"}), json!({"a": "1", "b": "2"}), false),
+            (
+                json!([]),
+                json!({"a": "1"}),
+                json!({"a": "1", "b": "2"}),
+                false,
+            ),
         ];
         for (gates, before, after, allowed) in table {
             let pod = |selector: &Value, gates: &Value| {
@@ -665,7 +681,11 @@ mod tests {
             let old = pod(&before, &gates);
             let new = pod(&after, &json!([]));
             let causes = validate_update(pods(), &old, &new);
-            assert_eq!(causes.is_empty(), allowed, "{before} -> {after}: {causes:?}");
+            assert_eq!(
+                causes.is_empty(),
+                allowed,
+                "{before} -> {after}: {causes:?}"
+            );
         }
     }
 

@@ -243,10 +243,7 @@ mod tests {
             "\"priority\":0,\"resourceClaims\":null,\"runtimeClassName\":null,\"tolerations\":null,",
             "\"topologySpreadConstraints\":null}}"
         );
-        assert_eq!(
-            role_hash(&spec),
-            crate::sha256::hex(shape.as_bytes())[..8]
-        );
+        assert_eq!(role_hash(&spec), crate::sha256::hex(shape.as_bytes())[..8]);
         // Names, images and commands are not part of the shape; requests are.
         let renamed = json!({"containers": [{"name": "other", "image": "nginx",
             "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},

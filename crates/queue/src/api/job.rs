@@ -91,8 +91,9 @@ impl Priorities {
     }
 
     /// `ExtractPriority`: the WorkloadPriorityClass of the label if set (value 0 when it does
-    /// not exist), else the template's PriorityClass (or the global default), else 0.
-    fn of(&self, job: &Value) -> (Option<Value>, i32) {
+    /// not exist), else the PriorityClass of the pod spec at `pod_spec` (or the global
+    /// default), else 0.
+    pub(crate) fn of(&self, job: &Value, pod_spec: &str) -> (Option<Value>, i32) {
         let label = job
             .pointer("/metadata/labels")
             .and_then(|l| l.get(PRIORITY_CLASS))
@@ -105,7 +106,7 @@ impl Priorities {
                 self.workload.get(name).copied().unwrap_or(0),
             );
         }
-        let named = json_read::text(job, "/spec/template/spec/priorityClassName");
+        let named = json_read::text(job, &format!("{pod_spec}/priorityClassName"));
         let name = if named.is_empty() {
             self.pod_default.as_deref()
         } else {
@@ -146,7 +147,7 @@ fn job_event(job: &Value, reason: &str, message: &str) -> JobWrite {
 }
 
 /// `namespace/name` of an object.
-fn key_of(object: &Value) -> String {
+pub(crate) fn key_of(object: &Value) -> String {
     format!(
         "{}/{}",
         json_read::text(object, "/metadata/namespace"),
@@ -197,7 +198,7 @@ pub fn workload_for(job: &Value, priorities: &Priorities) -> Value {
     if let Some(min) = min_count(job) {
         pod_set["minCount"] = json!(min);
     }
-    let (reference, priority) = priorities.of(job);
+    let (reference, priority) = priorities.of(job, "/spec/template/spec");
     let mut spec = json!({"queueName": queue_name(job).unwrap_or_default(), "podSets": [pod_set],
         "priority": priority});
     if let Some(reference) = reference {
@@ -253,25 +254,20 @@ fn map_patch(current: Option<&Value>, wanted: &Map<String, Value>) -> Value {
     Value::Object(patch)
 }
 
-/// The patch starting an admitted Job (`RunWithPodSetsInfo`): unsuspended, the flavors'
-/// node labels merged into the template's nodeSelector and their tolerations appended, and
-/// `parallelism` set to the admitted count when partial admission is allowed.
-fn start_patch(
-    job: &Value,
-    workload: &Value,
+/// `podset.Merge` of a PodSet assignment into a pod spec: the flavors' node labels merged into
+/// its nodeSelector and their tolerations appended. Answers `{nodeSelector, tolerations?}`.
+pub(crate) fn flavored_pod_spec(
+    pod_spec: Option<&Value>,
+    assignment: &Value,
     flavors: &BTreeMap<String, ResourceFlavorSpec>,
 ) -> Value {
-    let assignment = workload
-        .pointer("/status/admission/podSetAssignments/0")
-        .cloned()
-        .unwrap_or_default();
-    let mut node_selector = job
-        .pointer("/spec/template/spec/nodeSelector")
+    let mut node_selector = pod_spec
+        .and_then(|s| s.get("nodeSelector"))
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    let mut tolerations = job
-        .pointer("/spec/template/spec/tolerations")
+    let mut tolerations = pod_spec
+        .and_then(|s| s.get("tolerations"))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -304,6 +300,22 @@ fn start_patch(
     if !tolerations.is_empty() {
         pod_spec["tolerations"] = Value::Array(tolerations);
     }
+    pod_spec
+}
+
+/// The patch starting an admitted Job (`RunWithPodSetsInfo`): unsuspended, the flavors'
+/// node labels and tolerations injected ([`flavored_pod_spec`]), and `parallelism` set to the
+/// admitted count when partial admission is allowed.
+fn start_patch(
+    job: &Value,
+    workload: &Value,
+    flavors: &BTreeMap<String, ResourceFlavorSpec>,
+) -> Value {
+    let assignment = workload
+        .pointer("/status/admission/podSetAssignments/0")
+        .cloned()
+        .unwrap_or_default();
+    let pod_spec = flavored_pod_spec(job.pointer("/spec/template/spec"), &assignment, flavors);
     let mut patch = json!({"spec": {"suspend": false, "template": {"spec": pod_spec}}});
     scale_to(job, assignment.get("count"), &mut patch);
     patch

@@ -11,4 +11,5 @@ pub mod evictions;
 pub mod job;
 pub mod objects;
 pub mod pass;
+pub mod pod;
 pub mod status;
