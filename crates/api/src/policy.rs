@@ -198,7 +198,7 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
-        // Kueue's quota manager and its batch/v1 Job integration.
+        // Kueue's quota manager and its batch/v1 Job and Pod integrations.
         name: "queue-manager",
         rules: &[
             (
@@ -227,6 +227,13 @@ pub const COMPONENTS: &[Component] = &[
                 &["jobs"],
                 &["get", "list", "watch", "update", "patch"],
             ),
+            // Its Pod integration: ungates, stops and releases the pods it manages.
+            (
+                &[""],
+                &["pods"],
+                &["get", "list", "watch", "update", "patch", "delete"],
+            ),
+            (&[""], &["pods/status"], STATUS),
             (&[""], &["namespaces"], READ),
             (&["scheduling.k8s.io"], &["priorityclasses"], READ),
             (

@@ -6,7 +6,8 @@
 //! statuses (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue
 //! statuses — and then, for every Job naming a LocalQueue, what
 //! [`tessera_queue::api::job::reconcile`] answers (its Workload created, the Job started,
-//! stopped or its Workload finished).
+//! stopped or its Workload finished), and the Pod integration over the pods Kueue manages
+//! ([`crate::queue_pods`]).
 //!
 //! Its own Workload writes are laid over the watch cache until the watch shows them
 //! ([`crate::shell::overlay`]), so a pass that runs before the watch catches up never admits
@@ -31,8 +32,10 @@ use tessera_model::kueue::{GROUP, STORAGE_VERSION};
 use tessera_queue::api::job::{self, JobWrite, Priorities};
 use tessera_queue::api::objects::{self, Objects};
 use tessera_queue::api::pass::{self, StatusWrite};
+use tessera_queue::flavor::ResourceFlavorSpec;
 use tessera_queue::preemption::PreemptionConfig;
 
+use crate::queue_pods::{self, PodIntegration};
 use crate::shell::{
     EventRecorder, ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched,
     watched_with,
@@ -186,6 +189,8 @@ impl Memory {
 /// Runs the queue manager until the task is dropped.
 pub async fn run(client: Client, config: QueueConfig) {
     let (watches, mut changes) = Watches::start(&client);
+    let (mut pods, pod_changes) = PodIntegration::start(&client, config.clock.clone());
+    changes.push(pod_changes);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut memory = Memory::default();
     let shell = Shell {
@@ -204,6 +209,15 @@ pub async fn run(client: Client, config: QueueConfig) {
             .admit(&mut memory, config.preemption.clone(), now)
             .await;
         shell.integrate_jobs(&mut memory, &workloads, now).await;
+        let (flavors, priorities) = shell.flavors_and_priorities();
+        let context = queue_pods::Context {
+            workloads: &workloads,
+            flavors: &flavors,
+            priorities: &priorities,
+        };
+        for object in pods.integrate(&client, &context, now).await {
+            memory.remember(&object);
+        }
     }
 }
 
@@ -302,17 +316,7 @@ impl Shell<'_> {
         now: std::time::SystemTime,
     ) {
         let watches = self.watches;
-        let flavors = watches
-            .flavors
-            .values()
-            .iter()
-            .filter_map(objects::flavor)
-            .map(|f| (f.name.clone(), f))
-            .collect();
-        let priorities = Priorities::read(
-            &watches.priority_classes.values(),
-            &values(watches.pod_priorities.state()),
-        );
+        let (flavors, priorities) = self.flavors_and_priorities();
         let by_owner: BTreeMap<&str, &Value> = workloads
             .values()
             .filter_map(|w| Some((controller_uid(w)?, w)))
@@ -351,6 +355,23 @@ impl Shell<'_> {
             .map(|job| tessera_model::json::text(job, "/metadata/uid"))
             .collect();
         memory.sent.retain(|uid, _| uids.contains(uid.as_str()));
+    }
+
+    /// The ResourceFlavors by name and the priority classes, as watched now.
+    fn flavors_and_priorities(&self) -> (BTreeMap<String, ResourceFlavorSpec>, Priorities) {
+        let watches = self.watches;
+        let flavors = watches
+            .flavors
+            .values()
+            .iter()
+            .filter_map(objects::flavor)
+            .map(|f| (f.name.clone(), f))
+            .collect();
+        let priorities = Priorities::read(
+            &watches.priority_classes.values(),
+            &values(watches.pod_priorities.state()),
+        );
+        (flavors, priorities)
     }
 
     /// Merge-patches an object's status; the written object, or `None` (logged) on failure.

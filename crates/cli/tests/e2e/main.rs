@@ -21,6 +21,7 @@ mod durability;
 mod faults;
 mod kubectl;
 mod kueue_api;
+mod kueue_pods;
 mod kueue_queue;
 mod python;
 mod rbac;

@@ -60,6 +60,9 @@ fn flavors() -> BTreeMap<String, ResourceFlavorSpec> {
     .into()
 }
 
+/// A group's pods and what it should come to: PodSet (name, count)s, or Kueue's error.
+type GroupCase = (Vec<Value>, Result<Vec<(&'static str, i64)>, &'static str>);
+
 fn reasons(writes: &[PodWrite]) -> Vec<(String, String)> {
     writes
         .iter()
@@ -100,7 +103,7 @@ fn a_single_pod_gets_kueues_workload() {
 #[test]
 fn a_group_waits_for_all_its_pods_and_agrees_on_its_metadata() {
     // (pods, want: Ok(pod set counts) or Err(message))
-    let cases: Vec<(Vec<Value>, Result<Vec<(&str, i64)>, &str>)> = vec![
+    let cases: Vec<GroupCase> = vec![
         (
             vec![member("a", "2", json!({}))],
             Err("'test-group' group has fewer runnable pods than expected"),
