@@ -49,7 +49,7 @@ fn list_in(objects: &dyn Lister, group: &str, plural: &str, namespace: Option<&s
 }
 
 /// Admits a new object (mutating it) or refuses it. Also Kueue's Job and JobSet defaulting
-/// (`default_kueue_suspend`).
+/// (`default_kueue_suspend`) and its pod webhooks ([`crate::kueue_pods`]).
 pub fn admit_create(
     objects: &dyn Lister,
     resource: Resource,
@@ -61,6 +61,12 @@ pub fn admit_create(
         resolve_priority(objects, resource, object)?;
         apply_limit_ranges(objects, resource, namespace, object)?;
         default_toleration_seconds(object);
+        crate::kueue_pods::default_pod(objects, namespace, object);
+        let causes = crate::kueue_pods::validate_pod(object);
+        if !causes.is_empty() {
+            let name = meta_str(object, "name").unwrap_or_default();
+            return Err(ApiError::invalid("", "Pod", name, causes));
+        }
     }
     if resource.group() == "resource.k8s.io"
         && matches!(resource.kind(), "ResourceClaim" | "ResourceClaimTemplate")
@@ -70,6 +76,7 @@ pub fn admit_create(
     if kueue_suspends(resource.group(), resource.kind()) {
         default_kueue_suspend(object);
     }
+    crate::kueue_pods::default_parent(resource, object);
     if let Some(namespace) = namespace {
         enforce_quota(objects, resource, namespace, object)?;
     }

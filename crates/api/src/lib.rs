@@ -27,6 +27,7 @@ pub mod error;
 pub mod escalation;
 pub mod eviction;
 pub mod jsonpath;
+pub mod kueue_pods;
 pub mod lister;
 pub mod listing;
 pub mod meta;

@@ -198,7 +198,7 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
-        // Kueue's quota manager and its batch/v1 Job and JobSet integrations.
+        // Kueue's quota manager and its batch/v1 Job, JobSet and Pod integrations.
         name: "queue-manager",
         rules: &[
             (
@@ -238,6 +238,13 @@ pub const COMPONENTS: &[Component] = &[
                 &["customresourcedefinitions"],
                 READ,
             ),
+            // Its Pod integration: ungates, stops and releases the pods it manages.
+            (
+                &[""],
+                &["pods"],
+                &["get", "list", "watch", "update", "patch", "delete"],
+            ),
+            (&[""], &["pods/status"], STATUS),
             (&[""], &["namespaces"], READ),
             (&["scheduling.k8s.io"], &["priorityclasses"], READ),
             (

@@ -583,6 +583,26 @@ fn objects_alike(
             .all(|(key, value)| new.get(key).is_some_and(|other| alike(key, value, other)))
 }
 
+/// Whether the old pod is scheduling-gated and the new nodeSelector keeps every old entry.
+fn gated_selector_grown(old: &Value, new: &Value) -> bool {
+    let gated = old
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|gates| !gates.is_empty());
+    let empty = serde_json::Map::new();
+    let selector = |pod: &Value| {
+        pod.pointer("/spec/nodeSelector")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_else(|| empty.clone())
+    };
+    let (before, after) = (selector(old), selector(new));
+    gated
+        && before
+            .iter()
+            .all(|(key, value)| after.get(key) == Some(value))
+}
+
 pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     if resource.group() == crate::convert::NATIVE_CONVERSION_GROUP && resource.is_custom() {
@@ -596,7 +616,18 @@ pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Caus
     if (resource.group(), resource.kind()) == ("", "Pod") {
         // spec.nodeName may be set once (binding).
         let node_name_mutable = old.pointer("/spec/nodeName").is_none();
-        if !pod_specs_alike(old.get("spec"), new.get("spec"), node_name_mutable) {
+        // While gated, a pod's nodeSelector may gain entries (upstream's mutable scheduling
+        // directives): compared as if the old spec had the new selector.
+        let relaxed = gated_selector_grown(old, new).then(|| {
+            let mut spec = old.get("spec").cloned().unwrap_or_default();
+            spec["nodeSelector"] = new
+                .pointer("/spec/nodeSelector")
+                .cloned()
+                .unwrap_or_default();
+            spec
+        });
+        let old_spec = relaxed.as_ref().or(old.get("spec"));
+        if !pod_specs_alike(old_spec, new.get("spec"), node_name_mutable) {
             causes.push(Cause::forbidden(
                 "spec",
                 "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
@@ -620,6 +651,43 @@ pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Caus
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gated_pods_node_selector_may_only_grow() {
+        let gate = json!([{"name": "kueue.x-k8s.io/admission"}]);
+        // (old gates, old selector, new selector, allowed)
+        let table = [
+            (
+                gate.clone(),
+                json!({"a": "1"}),
+                json!({"a": "1", "b": "2"}),
+                true,
+            ),
+            (gate.clone(), Value::Null, json!({"b": "2"}), true),
+            (gate.clone(), json!({"a": "1"}), json!({"a": "2"}), false),
+            (gate.clone(), json!({"a": "1"}), json!({}), false),
+            (
+                json!([]),
+                json!({"a": "1"}),
+                json!({"a": "1", "b": "2"}),
+                false,
+            ),
+        ];
+        for (gates, before, after, allowed) in table {
+            let pod = |selector: &Value, gates: &Value| {
+                json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}],
+                    "nodeSelector": selector, "schedulingGates": gates}})
+            };
+            let old = pod(&before, &gates);
+            let new = pod(&after, &json!([]));
+            let causes = validate_update(pods(), &old, &new);
+            assert_eq!(
+                causes.is_empty(),
+                allowed,
+                "{before} -> {after}: {causes:?}"
+            );
+        }
+    }
 
     fn pods() -> Resource {
         Resource::find("", "v1", "pods").unwrap()

@@ -7,7 +7,9 @@
 //! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses —
 //! and then, for every Job and JobSet naming a LocalQueue, what
 //! [`tessera_queue::api::framework::reconcile`] answers for its kind (its Workload created,
-//! the job started, stopped or its Workload finished).
+//! the job started, stopped or its Workload finished), and the Pod integration over the pods
+//! Kueue manages ([`crate::queue_pods`]). Each integration runs when the Configuration's
+//! `integrations.frameworks` lists it.
 //!
 //! Its own Workload writes are laid over the watch cache until the watch shows them
 //! ([`crate::shell::overlay`]), so a pass that runs before the watch catches up never admits
@@ -33,8 +35,10 @@ use tessera_queue::api::framework::{self, Integration, JobWrite, Priorities};
 use tessera_queue::api::objects::{self, Objects};
 use tessera_queue::api::pass::{self, Settings, StatusWrite};
 use tessera_queue::api::{job::JOB, jobset::JOBSET};
-use tessera_queue::config::Configuration;
+use tessera_queue::config::{Configuration, POD_FRAMEWORK};
+use tessera_queue::flavor::ResourceFlavorSpec;
 
+use crate::queue_pods::{self, PodIntegration};
 use crate::shell::{
     EventRecorder, ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched,
     watched_with,
@@ -204,6 +208,8 @@ impl Memory {
 /// Runs the queue manager until the task is dropped.
 pub async fn run(client: Client, config: QueueConfig) {
     let (watches, mut changes) = Watches::start(&client);
+    let (mut pods, pod_changes) = PodIntegration::start(&client, config.clock.clone());
+    changes.push(pod_changes);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut memory = Memory::default();
     let settings = Settings::from(&config.configuration);
@@ -224,6 +230,17 @@ pub async fn run(client: Client, config: QueueConfig) {
         shell
             .integrate_jobs(&mut memory, &workloads, &config.configuration, now)
             .await;
+        if config.configuration.runs(POD_FRAMEWORK) {
+            let (flavors, priorities) = shell.flavors_and_priorities();
+            let context = queue_pods::Context {
+                workloads: &workloads,
+                flavors: &flavors,
+                priorities: &priorities,
+            };
+            for object in pods.integrate(&client, &context, now).await {
+                memory.remember(&object);
+            }
+        }
     }
 }
 
@@ -324,17 +341,7 @@ impl Shell<'_> {
         now: std::time::SystemTime,
     ) {
         let watches = self.watches;
-        let flavors = watches
-            .flavors
-            .values()
-            .iter()
-            .filter_map(objects::flavor)
-            .map(|f| (f.name.clone(), f))
-            .collect();
-        let priorities = Priorities::read(
-            &watches.priority_classes.values(),
-            &values(watches.pod_priorities.state()),
-        );
+        let (flavors, priorities) = self.flavors_and_priorities();
         let by_owner: BTreeMap<&str, &Value> = workloads
             .values()
             .filter_map(|w| Some((controller_uid(w)?, w)))
@@ -389,6 +396,23 @@ impl Shell<'_> {
             }
         }
         memory.sent.retain(|uid, _| uids.contains(uid));
+    }
+
+    /// The ResourceFlavors by name and the priority classes, as watched now.
+    fn flavors_and_priorities(&self) -> (BTreeMap<String, ResourceFlavorSpec>, Priorities) {
+        let watches = self.watches;
+        let flavors = watches
+            .flavors
+            .values()
+            .iter()
+            .filter_map(objects::flavor)
+            .map(|f| (f.name.clone(), f))
+            .collect();
+        let priorities = Priorities::read(
+            &watches.priority_classes.values(),
+            &values(watches.pod_priorities.state()),
+        );
+        (flavors, priorities)
     }
 
     /// Merge-patches an object's status; the written object, or `None` (logged) on failure.

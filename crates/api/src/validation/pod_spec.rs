@@ -16,6 +16,8 @@ mod formats;
 mod ports;
 mod volumes;
 
+pub use formats::dns_subdomain;
+
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};

@@ -23,6 +23,7 @@ mod kubectl;
 mod kueue_api;
 mod kueue_config;
 mod kueue_jobset;
+mod kueue_pods;
 mod kueue_queue;
 mod kueue_visibility;
 mod python;

@@ -8,6 +8,7 @@
 //! conversion between versions and Kueue's webhook checks live in `tessera-api`.
 
 pub mod crd;
+pub mod pod;
 pub mod queues;
 mod refine;
 mod versions;
@@ -26,3 +27,23 @@ pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
 
 #[cfg(test)]
 mod tests;
+
+/// `GetWorkloadNameForOwnerWithGVK`: `<kind in lower case>-<owner>` (truncated to 247
+/// characters) and the first five hex digits of a SHA-1 over the owner's kind, group, name and
+/// UID, one a line.
+pub fn workload_name(kind: &str, group: &str, owner_name: &str, owner_uid: &str) -> String {
+    const HASH_LENGTH: usize = 5;
+    const MAX_PREFIX: usize = 253 - 1 - HASH_LENGTH;
+    let mut prefix = format!("{}-{owner_name}", kind.to_lowercase());
+    if prefix.len() > MAX_PREFIX {
+        let mut end = MAX_PREFIX;
+        while !prefix.is_char_boundary(end) {
+            end -= 1;
+        }
+        prefix.truncate(end);
+    }
+    let mut hash = sha1_smol::Sha1::new();
+    hash.update(format!("{kind}\n{group}\n{owner_name}\n{owner_uid}").as_bytes());
+    let digest = hash.digest().to_string();
+    format!("{prefix}-{}", &digest[..HASH_LENGTH])
+}

@@ -62,14 +62,19 @@ pub struct PodSetInfo {
 impl PodSetInfo {
     /// A pod template's own node selector and tolerations.
     fn of_template(template: &Value) -> PodSetInfo {
+        PodSetInfo::of_pod_spec(template.get("spec"))
+    }
+
+    /// A pod spec's own node selector and tolerations.
+    fn of_pod_spec(pod_spec: Option<&Value>) -> PodSetInfo {
         PodSetInfo {
-            node_selector: template
-                .pointer("/spec/nodeSelector")
+            node_selector: pod_spec
+                .and_then(|s| s.get("nodeSelector"))
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default(),
-            tolerations: template
-                .pointer("/spec/tolerations")
+            tolerations: pod_spec
+                .and_then(|s| s.get("tolerations"))
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default(),
@@ -105,6 +110,22 @@ impl PodSetInfo {
             }
         }
     }
+}
+
+/// `podset.Merge` of a PodSet assignment into a pod spec: the flavors' node labels merged into
+/// its nodeSelector and their tolerations appended. Answers `{nodeSelector, tolerations?}`.
+pub(crate) fn flavored_pod_spec(
+    pod_spec: Option<&Value>,
+    assignment: &Value,
+    flavors: &BTreeMap<String, ResourceFlavorSpec>,
+) -> Value {
+    let mut info = PodSetInfo::of_pod_spec(pod_spec);
+    info.add_flavors(assignment, flavors);
+    let mut pod_spec = json!({"nodeSelector": info.node_selector});
+    if !info.tolerations.is_empty() {
+        pod_spec["tolerations"] = Value::Array(info.tolerations);
+    }
+    pod_spec
 }
 
 /// One kind of job Kueue integrates: Kueue's `GenericJob` as a table of functions.
@@ -160,20 +181,7 @@ pub fn queue_name(job: &Value) -> Option<&str> {
 /// `GetWorkloadNameForOwnerWithGVK`: `<lowercased kind>-<name>` (truncated to 247
 /// characters) and the first five hex digits of a SHA-1 over kind, group, name and UID.
 pub fn workload_name(owner_name: &str, owner_uid: &str, (group, kind): (&str, &str)) -> String {
-    const HASH_LENGTH: usize = 5;
-    const MAX_PREFIX: usize = 253 - 1 - HASH_LENGTH;
-    let mut prefix = format!("{}-{owner_name}", kind.to_lowercase());
-    if prefix.len() > MAX_PREFIX {
-        let mut end = MAX_PREFIX;
-        while !prefix.is_char_boundary(end) {
-            end -= 1;
-        }
-        prefix.truncate(end);
-    }
-    let mut hash = sha1_smol::Sha1::new();
-    hash.update(format!("{kind}\n{group}\n{owner_name}\n{owner_uid}").as_bytes());
-    let digest = hash.digest().to_string();
-    format!("{prefix}-{}", &digest[..HASH_LENGTH])
+    tessera_model::kueue::workload_name(kind, group, owner_name, owner_uid)
 }
 
 /// Priority classes by name: WorkloadPriorityClasses and PriorityClasses (with the latter's
@@ -212,6 +220,22 @@ impl Priorities {
     /// not exist), else the first PodSet template's PriorityClass (or the global default),
     /// else 0.
     fn of(&self, job: &Value, pod_sets: &[PodSet]) -> (Option<Value>, i32) {
+        let named = pod_sets
+            .iter()
+            .map(|p| json_read::text(&p.template, "/spec/priorityClassName"))
+            .find(|name| !name.is_empty());
+        self.of_named(job, named)
+    }
+
+    /// `ExtractPriority` for an object whose pod spec is at `pod_spec` (a Pod: `/spec`).
+    pub(crate) fn of_pod(&self, object: &Value, pod_spec: &str) -> (Option<Value>, i32) {
+        let named = json_read::text(object, &format!("{pod_spec}/priorityClassName"));
+        self.of_named(object, Some(named).filter(|name| !name.is_empty()))
+    }
+
+    /// The WorkloadPriorityClass of the object's label, else the PriorityClass `named` (or
+    /// the global default), else 0.
+    fn of_named(&self, job: &Value, named: Option<&str>) -> (Option<Value>, i32) {
         let label = job
             .pointer("/metadata/labels")
             .and_then(|l| l.get(PRIORITY_CLASS))
@@ -224,10 +248,6 @@ impl Priorities {
                 self.workload.get(name).copied().unwrap_or(0),
             );
         }
-        let named = pod_sets
-            .iter()
-            .map(|p| json_read::text(&p.template, "/spec/priorityClassName"))
-            .find(|name| !name.is_empty());
         let name = named.or(self.pod_default.as_deref());
         match name.and_then(|n| Some((n, self.pod.get(n)?))) {
             Some((name, value)) => (Some(class_reference(POD_PRIORITY_CLASS, name)), *value),
@@ -255,7 +275,7 @@ pub enum JobWrite {
 }
 
 /// `namespace/name` of an object.
-fn key_of(object: &Value) -> String {
+pub(crate) fn key_of(object: &Value) -> String {
     format!(
         "{}/{}",
         json_read::text(object, "/metadata/namespace"),

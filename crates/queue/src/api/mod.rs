@@ -16,5 +16,6 @@ pub mod job;
 pub mod jobset;
 pub mod objects;
 pub mod pass;
+pub mod pod;
 pub mod status;
 pub mod visibility;

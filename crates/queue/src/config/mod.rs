@@ -33,6 +33,8 @@ pub const KIND: &str = "Configuration";
 pub const DEFAULT_NAMESPACE: &str = "kueue-system";
 /// The Job integration's framework name, the one enabled by default.
 pub const JOB_FRAMEWORK: &str = "batch/job";
+/// The Pod integration's name (Deployments, StatefulSets and LeaderWorkerSets go through it).
+pub const POD_FRAMEWORK: &str = "pod";
 
 /// The integrations Tessera runs without a configuration file: every one it implements (Kueue's
 /// own default is `batch/job` alone; its shipped file lists JobSet too and leaves the pod-based
@@ -40,7 +42,7 @@ pub const JOB_FRAMEWORK: &str = "batch/job";
 pub const TESSERA_FRAMEWORKS: &[&str] = &[
     JOB_FRAMEWORK,
     "jobset.x-k8s.io/jobset",
-    "pod",
+    POD_FRAMEWORK,
     "deployment",
     "statefulset",
     "leaderworkerset.x-k8s.io/leaderworkerset",

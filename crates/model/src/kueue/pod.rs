@@ -1,0 +1,277 @@
+//! Kueue's Pod integration as objects carry it (`pkg/controller/jobs/pod/constants`,
+//! `pkg/util/pod`): the scheduling gate, labels, annotations and finalizer that mark a pod
+//! Kueue manages, pod groups, and the role hash naming a pod's shape ([`role_hash`]).
+//!
+//! Knows nothing about webhooks, Workloads or the API: `tessera-api` defaults and validates
+//! pods with these, `tessera-queue` builds their Workloads.
+
+use serde_json::Value;
+
+use crate::quantity::Quantity;
+
+/// The scheduling gate holding a pod until its Workload is admitted (`SchedulingGateName`).
+pub const ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
+/// The label marking an object Kueue manages (`ManagedByKueueLabelKey`).
+pub const MANAGED_LABEL: &str = "kueue.x-k8s.io/managed";
+/// Its value.
+pub const MANAGED_VALUE: &str = "true";
+/// The finalizer on a pod Kueue manages (`PodFinalizer`).
+pub const FINALIZER: &str = "kueue.x-k8s.io/managed";
+/// The label (or annotation) naming a pod's group (`GroupNameLabel`).
+pub const GROUP_NAME: &str = "kueue.x-k8s.io/pod-group-name";
+/// The annotation giving the number of pods in the group (`GroupTotalCountAnnotation`).
+pub const GROUP_TOTAL_COUNT: &str = "kueue.x-k8s.io/pod-group-total-count";
+/// The annotation naming the integration that suspends a pod for its parent
+/// (`SuspendedByParentAnnotation`).
+pub const SUSPENDED_BY_PARENT: &str = "kueue.x-k8s.io/pod-suspending-parent";
+/// The annotation naming the pod's role in its group (`RoleHashAnnotation`).
+pub const ROLE_HASH: &str = "kueue.x-k8s.io/role-hash";
+/// The annotation marking a group's Workload (`IsGroupWorkloadAnnotationKey`).
+pub const IS_GROUP_WORKLOAD: &str = "kueue.x-k8s.io/is-group-workload";
+/// The annotation admitting a group on its first pod (`GroupFastAdmissionAnnotationKey`).
+pub const FAST_ADMISSION: &str = "kueue.x-k8s.io/pod-group-fast-admission";
+/// The annotation marking a serving group, which never finishes (`GroupServingAnnotationKey`).
+pub const SERVING: &str = "kueue.x-k8s.io/pod-group-serving";
+/// The annotation (`"false"`) making a group unretriable (`RetriableInGroupAnnotationKey`).
+pub const RETRIABLE_IN_GROUP: &str = "kueue.x-k8s.io/retriable-in-group";
+/// The label naming a Workload created ahead of its job (`PrebuiltWorkloadLabel`).
+pub const PREBUILT_WORKLOAD: &str = "kueue.x-k8s.io/prebuilt-workload-name";
+
+/// A label of an object, if set.
+pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+/// An annotation of an object, if set.
+pub fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// A pod's group name (`GetPodGroupName`), if it has one.
+pub fn group_name(pod: &Value) -> Option<&str> {
+    label(pod, GROUP_NAME).filter(|name| !name.is_empty())
+}
+
+/// Whether the pod carries Kueue's admission gate.
+pub fn gated(pod: &Value) -> bool {
+    pod.pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|gates| gates.iter().any(|g| g["name"] == ADMISSION_GATE))
+}
+
+/// `GenerateRoleHash`: the first 8 hex digits of the SHA-256 of the pod spec's shape as Go's
+/// `encoding/json` writes it (requests and ports of every container, node selector, affinity,
+/// tolerations, runtime class, priority, spread constraints, overhead, claims and pod-level
+/// requests). Structs Kueue writes in field order are written so here for containers' ports
+/// and tolerations; affinity, spread constraints and claims are written with sorted keys.
+pub fn role_hash(spec: &Value) -> String {
+    let mut shape = String::from("{\"spec\":{");
+    let mut fields: Vec<(&str, String)> = vec![
+        ("affinity", sorted(spec.get("affinity"))),
+        ("containers", containers(spec.get("containers"))),
+        ("initContainers", containers(spec.get("initContainers"))),
+        ("nodeSelector", sorted(spec.get("nodeSelector"))),
+        ("overhead", quantities(spec.get("overhead"))),
+        ("priority", sorted(spec.get("priority"))),
+        ("resourceClaims", sorted(spec.get("resourceClaims"))),
+        ("runtimeClassName", sorted(spec.get("runtimeClassName"))),
+        (
+            "tolerations",
+            structs(
+                spec.get("tolerations"),
+                &["key", "operator", "value", "effect", "tolerationSeconds"],
+            ),
+        ),
+        (
+            "topologySpreadConstraints",
+            sorted(spec.get("topologySpreadConstraints")),
+        ),
+    ];
+    if let Some(resources) = spec.get("resources") {
+        fields.push(("resources", quantities(resources.get("requests"))));
+        fields.sort_by(|a, b| a.0.cmp(b.0));
+    }
+    let body: Vec<String> = fields
+        .into_iter()
+        .map(|(key, value)| format!("{}:{value}", string(key)))
+        .collect();
+    shape.push_str(&body.join(","));
+    shape.push_str("}}");
+    sha256_hex(shape.as_bytes())[..8].to_owned()
+}
+
+/// The SHA-256 digest of `bytes` in lower-case hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Whether a value is what Go leaves out or writes as `null` (absent, null, empty).
+fn empty(value: Option<&Value>) -> bool {
+    match value {
+        None | Some(Value::Null) => true,
+        Some(Value::Array(items)) => items.is_empty(),
+        Some(Value::Object(map)) => map.is_empty(),
+        Some(Value::String(text)) => text.is_empty(),
+        _ => false,
+    }
+}
+
+/// A JSON string as Go writes it (`<`, `>`, `&` escaped).
+fn string(text: &str) -> String {
+    serde_json::to_string(text)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// Any value with object keys sorted (Go's maps); empty is `null`.
+fn sorted(value: Option<&Value>) -> String {
+    match value.filter(|v| !empty(Some(v))) {
+        None => "null".into(),
+        Some(Value::Object(map)) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", string(k), sorted(map.get(k))))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Some(Value::Array(items)) => {
+            let items: Vec<String> = items.iter().map(|i| sorted(Some(i))).collect();
+            format!("[{}]", items.join(","))
+        }
+        Some(Value::String(text)) => string(text),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A resource list: sorted names, canonical quantities.
+fn quantities(value: Option<&Value>) -> String {
+    let Some(Value::Object(map)) = value.filter(|v| !empty(Some(v))) else {
+        return "null".into();
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    let fields: Vec<String> = keys
+        .into_iter()
+        .map(|key| {
+            let raw = map.get(key).and_then(Value::as_str).unwrap_or_default();
+            let canonical = raw
+                .parse::<Quantity>()
+                .map(|q| q.to_string())
+                .unwrap_or_else(|_| raw.to_owned());
+            format!("{}:{}", string(key), string(&canonical))
+        })
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+/// A list of structs written in Go's field order, every field `omitempty`.
+fn structs(value: Option<&Value>, order: &[&str]) -> String {
+    let Some(Value::Array(items)) = value.filter(|v| !empty(Some(v))) else {
+        return "null".into();
+    };
+    let written: Vec<String> = items
+        .iter()
+        .map(|item| {
+            let fields: Vec<String> = order
+                .iter()
+                .filter(|key| !empty(item.get(**key)) && item.get(**key) != Some(&Value::from(0)))
+                .map(|key| format!("{}:{}", string(key), sorted(item.get(*key))))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        })
+        .collect();
+    format!("[{}]", written.join(","))
+}
+
+/// `ContainersShape`: each container's requests and ports.
+fn containers(value: Option<&Value>) -> String {
+    let Some(Value::Array(items)) = value.filter(|v| !empty(Some(v))) else {
+        return "null".into();
+    };
+    let written: Vec<String> = items
+        .iter()
+        .map(|container| {
+            // containerPort is written even when zero; the rest are omitempty.
+            let ports = match container.get("ports") {
+                Some(Value::Array(ports)) if !ports.is_empty() => {
+                    let ports: Vec<String> = ports
+                        .iter()
+                        .map(|port| {
+                            let mut fields = Vec::new();
+                            for key in ["name", "hostPort", "containerPort", "protocol", "hostIP"] {
+                                let field = port.get(key);
+                                let zero = field == Some(&Value::from(0));
+                                if key == "containerPort" || !(empty(field) || zero) {
+                                    let text = field.map_or("0".into(), |f| sorted(Some(f)));
+                                    fields.push(format!("{}:{text}", string(key)));
+                                }
+                            }
+                            format!("{{{}}}", fields.join(","))
+                        })
+                        .collect();
+                    format!("[{}]", ports.join(","))
+                }
+                _ => "null".into(),
+            };
+            let requests = quantities(container.pointer("/resources/requests"));
+            format!("{{\"ports\":{ports},\"resources\":{{\"requests\":{requests}}}}}")
+        })
+        .collect();
+    format!("[{}]", written.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_role_hash_is_the_sha256_of_the_shape_kueue_writes() {
+        let spec = json!({"containers": [{"name": "c", "image": "busybox",
+            "resources": {"requests": {"cpu": "1000m", "memory": "1Gi"}},
+            "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
+            "nodeSelector": {"b": "2", "a": "1"}, "priority": 0});
+        let shape = concat!(
+            "{\"spec\":{\"affinity\":null,\"containers\":[{\"ports\":[{\"containerPort\":80,",
+            "\"protocol\":\"TCP\"}],\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}],",
+            "\"initContainers\":null,\"nodeSelector\":{\"a\":\"1\",\"b\":\"2\"},\"overhead\":null,",
+            "\"priority\":0,\"resourceClaims\":null,\"runtimeClassName\":null,\"tolerations\":null,",
+            "\"topologySpreadConstraints\":null}}"
+        );
+        assert_eq!(role_hash(&spec), super::sha256_hex(shape.as_bytes())[..8]);
+        // Names, images and commands are not part of the shape; requests are.
+        let renamed = json!({"containers": [{"name": "other", "image": "nginx",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+            "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
+            "nodeSelector": {"a": "1", "b": "2"}, "priority": 0});
+        assert_eq!(role_hash(&spec), role_hash(&renamed));
+        let bigger = json!({"containers": [{"resources": {"requests": {"cpu": "2"}}}]});
+        assert_ne!(role_hash(&spec), role_hash(&bigger));
+        assert_eq!(role_hash(&spec).len(), 8);
+    }
+
+    #[test]
+    fn gates_and_groups_are_read_from_the_pod() {
+        let pod = json!({"metadata": {"labels": {GROUP_NAME: "g"}},
+            "spec": {"schedulingGates": [{"name": "other"}, {"name": ADMISSION_GATE}]}});
+        assert!(gated(&pod));
+        assert_eq!(group_name(&pod), Some("g"));
+        let plain = json!({"metadata": {"labels": {GROUP_NAME: ""}}, "spec": {}});
+        assert!(!gated(&plain));
+        assert_eq!(group_name(&plain), None);
+    }
+}
