@@ -75,7 +75,8 @@ fn pending(
         "Workload {key} is pending in LocalQueue {} (priority {}).",
         queued.local_queue, queued.info.workload.priority
     ));
-    let queues = pass::queues_of(objects, now);
+    // Ordered as without a Configuration: the API server does not read the queue manager's.
+    let queues = pass::queues_of(objects, &pass::Settings::default(), now);
     let cluster_queue = match queues.cluster_queue_for(queued) {
         Ok(name) => Some(name.to_owned()),
         Err(blocker) => {

@@ -472,11 +472,12 @@ pub fn quota_tree(objects: &Objects) -> Option<Tree> {
 /// The queues of `objects` as a queue manager that just started holds them (no sticky
 /// preemptor, nothing learned inadmissible yet): every pending Workload whose LocalQueue and
 /// ClusterQueue exist, in its ClusterQueue, stopped or inactive ones included, as Kueue's
-/// manager keeps them. What the visibility API and explanations read.
-pub fn queues_of(objects: &Objects, now: SystemTime) -> QueueManager {
+/// manager keeps them, ordered as `settings` orders them. What the visibility API and
+/// explanations read.
+pub fn queues_of(objects: &Objects, settings: &Settings, now: SystemTime) -> QueueManager {
     let world = World::read(objects);
     let mut state = Queues::default();
-    sync_queues(&mut state, &world, objects, &mut Decided::default(), now);
+    sync_queues(&mut state, &world, objects, settings, &mut Decided::default(), now);
     for queued in world.pending() {
         let _ = state.manager.add_or_update(queued.clone(), now);
     }

@@ -177,7 +177,8 @@ fn in_order<'o>(
     cluster_queue: &str,
     now: SystemTime,
 ) -> Option<Vec<(QueuedWorkload, Option<&'o Value>)>> {
-    let queues = pass::queues_of(objects, now);
+    // Ordered as without a Configuration: the API server does not read the queue manager's.
+    let queues = pass::queues_of(objects, &pass::Settings::default(), now);
     let stored: BTreeMap<String, &Value> = objects
         .workloads
         .iter()
