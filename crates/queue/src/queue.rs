@@ -105,6 +105,14 @@ impl QueuedWorkload {
         )
     }
 
+    /// Whether `key` is this Workload's `namespace/name` key, without building it.
+    pub fn has_key(&self, key: &str) -> bool {
+        let workload = &self.info.workload;
+        key.split_once('/').is_some_and(|(namespace, name)| {
+            namespace == workload.namespace && name == workload.name
+        })
+    }
+
     /// `namespace/localQueue`.
     pub fn local_queue_key(&self) -> String {
         format!("{}/{}", self.info.workload.namespace, self.local_queue)
@@ -193,8 +201,8 @@ impl QueueOrdering {
                 return by_usage;
             }
         }
-        let a_sticky = sticky == Some(a.key().as_str());
-        let b_sticky = sticky == Some(b.key().as_str());
+        let a_sticky = sticky.is_some_and(|key| a.has_key(key));
+        let b_sticky = sticky.is_some_and(|key| b.has_key(key));
         if a_sticky != b_sticky {
             return if a_sticky {
                 Ordering::Less
@@ -266,7 +274,7 @@ impl ClusterQueueQueue {
     pub fn is_preemptor(&self, workload: &QueuedWorkload) -> bool {
         self.preemptor
             .as_ref()
-            .is_some_and(|p| p.key == workload.key() && p.generation == workload.generation)
+            .is_some_and(|p| workload.has_key(&p.key) && p.generation == workload.generation)
     }
 
     /// Adds or updates a pending Workload (`PushOrUpdate`): an inadmissible one stays
@@ -299,6 +307,20 @@ impl ClusterQueueQueue {
         if self.preemptor.as_ref().is_some_and(|p| p.key == key) {
             self.preemptor = None;
         }
+    }
+
+    /// Moves an active Workload that is not this queue's preemptor to the inadmissible set, as
+    /// Kueue's SchedulingEquivalenceHashing parks the equivalents of an inadmissible head.
+    /// Returns whether it moved.
+    pub fn park(&mut self, key: &str) -> bool {
+        if self.preemptor.as_ref().is_some_and(|p| p.key == key) {
+            return false;
+        }
+        let Some(workload) = self.active_workloads.remove(key) else {
+            return false;
+        };
+        self.inadmissible.insert(key.to_owned(), workload);
+        true
     }
 
     /// Pops the head of the active heap (`Pop`).

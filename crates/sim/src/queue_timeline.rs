@@ -37,7 +37,7 @@ use tessera_queue::cycle::{self, ClusterQueueSnapshot, Decision, KueuePreemption
 use tessera_queue::preemption::{AdmittedWorkload, PreemptionConfig};
 use tessera_queue::queue::{
     ClusterQueueQueue, EvictionCause, LocalQueue, QueueManager, QueuedWorkload, QueueingStrategy,
-    RequeueReason, RequeuingTimestamp, StopPolicy,
+    RequeuingTimestamp, StopPolicy,
 };
 use tessera_queue::workload::{DEFAULT_POD_SET_NAME, PodSet, Workload};
 use tessera_queue::{
@@ -505,23 +505,17 @@ impl<'p> Sim<'p> {
         let cq = self.plan.workloads[index].cluster_queue;
         let shape = self.shape(index);
         // Every LocalQueue and ClusterQueue exists, so this cannot be refused.
-        let _ = self.queues.add_or_update(queued.clone(), now);
+        let _ = self.queues.add_or_update(queued, now);
         if self.options.equivalence_hashing && self.parked_shapes[cq].contains(&shape) {
-            self.park(cq, index, queued);
+            self.park(cq, index);
         }
         self.pending[cq].entry(shape).or_default().insert(index);
     }
 
-    fn park(&mut self, cq: usize, index: usize, queued: QueuedWorkload) {
-        let now = at(self.now_ms);
-        let key = &self.workloads[index].key;
+    fn park(&mut self, cq: usize, index: usize) {
         let name = &self.plan.cluster_queues[cq].name;
-        if let Some(queue) = self.queues.cluster_queues.get_mut(name)
-            && !queue.is_inadmissible(key)
-            && !queue.is_preemptor(&queued)
-        {
-            queue.delete(key);
-            queue.requeue(queued, RequeueReason::NoFit, now);
+        if let Some(queue) = self.queues.cluster_queues.get_mut(name) {
+            queue.park(&self.workloads[index].key);
         }
     }
 
@@ -615,8 +609,7 @@ impl<'p> Sim<'p> {
             })
             .unwrap_or_default();
         for other in equivalents {
-            let queued = self.queued(other);
-            self.park(cq, other, queued);
+            self.park(cq, other);
         }
     }
 
