@@ -4,7 +4,8 @@
 //! and Jobs; after each burst of changes (and every few seconds) it hands the watch caches'
 //! objects to [`tessera_queue::api::pass::pass`] and writes what it answers — Workload
 //! statuses (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue
-//! statuses — and then, for every Job naming a LocalQueue, what
+//! statuses, and `spec.active: false` for the Workloads waitForPodsReady deactivates — and
+//! then, for every Job naming a LocalQueue (or managed without one), what
 //! [`tessera_queue::api::job::reconcile`] answers (its Workload created, the Job started,
 //! stopped or its Workload finished).
 //!
@@ -200,6 +201,7 @@ pub async fn run(client: Client, config: QueueConfig) {
             config.clock.clone(),
         ),
         job_events: EventRecorder::start(client.clone(), JOB_COMPONENT, config.clock.clone()),
+        configuration: &config.configuration,
     };
     while next_pass(&mut changes, &mut resync).await {
         let now = (config.clock)();
@@ -237,6 +239,7 @@ struct Shell<'a> {
     watches: &'a Watches,
     admission_events: EventRecorder,
     job_events: EventRecorder,
+    configuration: &'a Configuration,
 }
 
 impl Shell<'_> {
@@ -277,6 +280,16 @@ impl Shell<'_> {
                 if let Ok(value) = serde_json::to_value(object.as_ref()) {
                     workloads.insert(objects::key(&value), value);
                 }
+            }
+        }
+        for write in &decided.deactivations {
+            let api = watches.workloads.api(self.client, &write.namespace);
+            let patch = json!({"spec": write.status});
+            if let Err(error) = api
+                .patch(&write.name, &patch_params(MANAGER), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::debug!(%error, name = %write.name, "queue manager: workload not deactivated");
             }
         }
         for event in decided.events {
@@ -321,13 +334,24 @@ impl Shell<'_> {
             .filter_map(|w| Some((controller_uid(w)?, w)))
             .collect();
         let jobs = values(watches.jobs.state());
+        let namespaces = objects::namespace_labels(&values(watches.namespaces.state()));
+        let no_labels = BTreeMap::new();
         for job_object in &jobs {
-            if job::queue_name(job_object).is_none() {
+            let labels = namespaces
+                .get(objects::namespace(job_object))
+                .unwrap_or(&no_labels);
+            let options = job::Options {
+                managed_without_queue_name: job::queue_name(job_object).is_none()
+                    && self.configuration.manages_without_queue_name(labels),
+                wait_for_pods_ready: self.configuration.wait_for_pods_ready.is_some(),
+            };
+            if job::queue_name(job_object).is_none() && !options.managed_without_queue_name {
                 continue;
             }
             let uid = tessera_model::json::text(job_object, "/metadata/uid");
             let owned = by_owner.get(uid).copied();
-            let writes = job::reconcile(job_object, owned, &flavors, &priorities, now);
+            let writes =
+                job::reconcile_with(job_object, owned, (&flavors, &priorities), options, now);
             let version = tessera_model::json::text(job_object, "/metadata/resourceVersion");
             let sending = (version.to_owned(), writes.clone());
             if writes.is_empty() || memory.sent.get(uid) == Some(&sending) {

@@ -9,12 +9,15 @@
 //! Workload's Job is suspended with its template restored, and its quota released once no pod
 //! is active; an admitted Workload's suspended Job is started with the flavors' node labels
 //! and tolerations injected (and `parallelism` set to the admitted count under partial
-//! admission); a running Job whose Workload is not admitted is suspended.
+//! admission); a running Job whose Workload is not admitted is suspended. With
+//! waitForPodsReady the Workload's `PodsReady` condition follows the Job's ready pods
+//! (`pods_ready`); with `manageJobsWithoutQueueName` a Job without the label is managed too
+//! ([`reconcile_with`]).
 //!
 //! Kueue's Job webhook defaulting (created suspended) is `tessera-api`'s admission. Not modelled: the
 //! `resource-in-use` finalizer (the Workload goes with its Job through its owner reference),
 //! the `stopping` annotation's two-step stop, label and annotation propagation, queue-name
-//! changes, reclaimable pods, waitForPodsReady, and podSetUpdates of admission checks.
+//! changes, reclaimable pods, and podSetUpdates of admission checks.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -178,7 +181,7 @@ fn annotation<'a>(job: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// `podsCount`: parallelism (1 when unset), or fewer completions.
-fn pods_count(job: &Value) -> i32 {
+pub(crate) fn pods_count(job: &Value) -> i32 {
     let parallelism = int(job, "/spec/parallelism").unwrap_or(1);
     match int(job, "/spec/completions") {
         Some(completions) if completions < parallelism => completions,
@@ -211,8 +214,11 @@ pub fn workload_for(job: &Value, priorities: &Priorities) -> Value {
         pod_set["minCount"] = json!(min);
     }
     let (reference, priority) = priorities.of(job);
-    let mut spec = json!({"queueName": queue_name(job).unwrap_or_default(), "podSets": [pod_set],
-        "priority": priority});
+    let mut spec = json!({"podSets": [pod_set], "priority": priority});
+    // A Job managed without a queue name: Kueue's empty `queueName` is omitted.
+    if let Some(queue) = queue_name(job) {
+        spec["queueName"] = json!(queue);
+    }
     if let Some(reference) = reference {
         spec["priorityClassRef"] = reference;
     }
@@ -368,7 +374,32 @@ pub fn reconcile(
     priorities: &Priorities,
     now: SystemTime,
 ) -> Vec<JobWrite> {
-    if queue_name(job).is_none() || job.pointer("/metadata/deletionTimestamp").is_some() {
+    let options = Options::default();
+    reconcile_with(job, workload, (flavors, priorities), options, now)
+}
+
+/// The parts of Kueue's Configuration the Job integration reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// The Job is managed without a queue name (`manageJobsWithoutQueueName` and its
+    /// namespace matching `managedJobsNamespaceSelector`).
+    pub managed_without_queue_name: bool,
+    /// waitForPodsReady is on: the Workload's `PodsReady` condition is kept (step 5).
+    pub wait_for_pods_ready: bool,
+}
+
+/// [`reconcile`] with the Configuration's options: a Job without a queue name is managed
+/// when `options` say so, and with waitForPodsReady a change of the Workload's `PodsReady`
+/// condition is written first, alone, as Kueue's reconciler returns after it.
+pub fn reconcile_with(
+    job: &Value,
+    workload: Option<&Value>,
+    (flavors, priorities): (&BTreeMap<String, ResourceFlavorSpec>, &Priorities),
+    options: Options,
+    now: SystemTime,
+) -> Vec<JobWrite> {
+    let managed = queue_name(job).is_some() || options.managed_without_queue_name;
+    if !managed || job.pointer("/metadata/deletionTimestamp").is_some() {
         return Vec::new();
     }
     if workload.is_some_and(|w| conditions::is_true(w, status::FINISHED)) {
@@ -399,6 +430,12 @@ pub fn reconcile(
         writes.push(job_event(job, "CreatedWorkload", &message));
         return writes;
     };
+    if options.wait_for_pods_ready {
+        let ready = crate::api::pods_ready::job_pods_ready(job);
+        if let Some(status) = crate::api::pods_ready::pods_ready_status(workload, ready, now) {
+            return vec![JobWrite::WorkloadStatus(status)];
+        }
+    }
     let reserved = conditions::is_true(workload, status::QUOTA_RESERVED);
     if let Some(evicted) =
         conditions::find(workload, status::EVICTED).filter(|c| c["status"] == "True")
@@ -769,5 +806,73 @@ mod tests {
         assert!(
             matches!(writes.as_slice(), [JobWrite::PatchJob(p)] if p["spec"]["suspend"] == true)
         );
+    }
+
+    #[test]
+    fn options_manage_unlabelled_jobs_and_keep_pods_ready_first() {
+        let unlabelled = {
+            let mut object = job(json!({}));
+            object["metadata"]["labels"] = json!({});
+            object
+        };
+        let running = job(json!({"spec": {"suspend": false}, "status": {"ready": 3}}));
+        let mut ready = admitted_workload(3);
+        ready["status"]["conditions"]
+            .as_array_mut()
+            .expect("list")
+            .push(json!({"type": "PodsReady", "status": "True", "reason": "Started"}));
+        let managed = Options {
+            managed_without_queue_name: true,
+            wait_for_pods_ready: false,
+        };
+        let waiting = Options {
+            managed_without_queue_name: false,
+            wait_for_pods_ready: true,
+        };
+        // (job, workload, options, what the first write is)
+        let cases = [
+            (&unlabelled, None, Options::default(), None),
+            (&unlabelled, None, managed, Some("CreateWorkload")),
+            (
+                &running,
+                Some(admitted_workload(3)),
+                Options::default(),
+                None,
+            ),
+            (
+                &running,
+                Some(admitted_workload(3)),
+                waiting,
+                Some("PodsReady"),
+            ),
+            (&running, Some(ready), waiting, None),
+        ];
+        for (object, workload, options, want) in cases {
+            let writes = changes_with(object, workload.as_ref(), options);
+            let got = writes.first().map(|write| match write {
+                JobWrite::CreateWorkload(created) => {
+                    assert!(created["spec"].get("queueName").is_none());
+                    "CreateWorkload"
+                }
+                JobWrite::WorkloadStatus(status) => {
+                    assert_eq!(writes.len(), 1, "written alone");
+                    let conditions = status["conditions"].as_array().expect("list");
+                    let ready = conditions.iter().find(|c| c["type"] == "PodsReady");
+                    assert_eq!(ready.map(|c| &c["reason"]), Some(&json!("Started")));
+                    "PodsReady"
+                }
+                other => panic!("{other:?}"),
+            });
+            assert_eq!(got, want, "{object} {options:?}");
+        }
+    }
+
+    fn changes_with(job: &Value, workload: Option<&Value>, options: Options) -> Vec<JobWrite> {
+        let flavors = BTreeMap::new();
+        let priorities = Priorities::default();
+        reconcile_with(job, workload, (&flavors, &priorities), options, now())
+            .into_iter()
+            .filter(|w| !matches!(w, JobWrite::Event(_)))
+            .collect()
     }
 }

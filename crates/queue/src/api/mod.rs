@@ -2,7 +2,7 @@
 //! Cohorts, LocalQueues, Workloads and namespaces into the cycle's inputs (`objects`), one
 //! pass of scheduling cycles over them with the statuses to write (`pass`), the statuses
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
-//! the batch/v1 Job integration (`job`).
+//! the batch/v1 Job integration (`job`), and waitForPodsReady (`pods_ready`).
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
 //! time is an argument. The queue manager's shell (`tessera-controllers`) watches and writes.
@@ -11,4 +11,5 @@ pub mod evictions;
 pub mod job;
 pub mod objects;
 pub mod pass;
+pub mod pods_ready;
 pub mod status;
