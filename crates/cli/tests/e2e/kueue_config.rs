@@ -289,4 +289,22 @@ fn jobs_without_a_queue_name_are_managed_in_selected_namespaces() {
         cluster.ok(V, &["get", "workloads", "-n", "free", "-o", "name"]),
         ""
     );
+    // With a LocalQueue named `default` in the namespace, a Job without the label is given it.
+    let default_queue = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata:\n  namespace: managed\n  name: default\nspec:\n  clusterQueue: anything\n";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], default_queue);
+    let second = unlabelled.replace("name: plain", "name: second");
+    cluster.ok_stdin(V, &["create", "-n", "managed", "-f", "-"], &second);
+    let queue = cluster.ok(
+        V,
+        &[
+            "get",
+            "job",
+            "second",
+            "-n",
+            "managed",
+            "-o",
+            "jsonpath={.metadata.labels.kueue\\.x-k8s\\.io/queue-name}",
+        ],
+    );
+    assert_eq!(queue, "default");
 }
