@@ -48,10 +48,36 @@ fn list_in(objects: &dyn Lister, group: &str, plural: &str, namespace: Option<&s
     objects.list(resource, namespace)
 }
 
+/// The settings of Kueue's Configuration its Job webhook reads, handed in by the platform
+/// at startup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KueueJobDefaulting {
+    /// `manageJobsWithoutQueueName`.
+    pub manage_jobs_without_queue_name: bool,
+    /// `managedJobsNamespaceSelector` (a `metav1.LabelSelector` as JSON).
+    pub managed_jobs_namespace_selector: Value,
+}
+
+/// Kueue's defaults: only Jobs naming a LocalQueue are managed; every namespace but
+/// `kube-system` and `kueue-system` is selected.
+impl Default for KueueJobDefaulting {
+    fn default() -> KueueJobDefaulting {
+        KueueJobDefaulting {
+            manage_jobs_without_queue_name: false,
+            managed_jobs_namespace_selector: json!({"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "kueue-system"],
+            }]}),
+        }
+    }
+}
+
 /// Admits a new object (mutating it) or refuses it. Also Kueue's Job and JobSet defaulting
-/// (`default_kueue_suspend`) and its pod webhooks ([`crate::kueue_pods`]).
+/// (`default_kueue_job`) and its pod webhooks ([`crate::kueue_pods`]).
 pub fn admit_create(
     objects: &dyn Lister,
+    kueue: &KueueJobDefaulting,
     resource: Resource,
     namespace: Option<&str>,
     object: &mut Value,
@@ -74,7 +100,7 @@ pub fn admit_create(
         check_admin_access(objects, resource, namespace, object)?;
     }
     if kueue_suspends(resource.group(), resource.kind()) {
-        default_kueue_suspend(object);
+        default_kueue_job(objects, kueue, namespace.unwrap_or_default(), object);
     }
     crate::kueue_pods::default_parent(resource, object);
     if let Some(namespace) = namespace {
@@ -91,17 +117,59 @@ fn kueue_suspends(group: &str, kind: &str) -> bool {
     )
 }
 
-/// Kueue's Job and JobSet webhook defaulting (`ApplyDefaultForSuspend`), which Tessera runs
-/// because it bundles Kueue: a Job or JobSet naming a LocalQueue in its
-/// `kueue.x-k8s.io/queue-name` label is created suspended, and started by the queue manager
-/// once its Workload is admitted.
-fn default_kueue_suspend(job: &mut Value) {
-    let queued = job
-        .pointer("/metadata/labels")
-        .and_then(|labels| labels.get(tessera_model::kueue::QUEUE_NAME_LABEL))
-        .and_then(Value::as_str)
-        .is_some_and(|name| !name.is_empty());
-    if queued && let Some(spec) = job.get_mut("spec").and_then(Value::as_object_mut) {
+/// Kueue's Job and JobSet webhook defaulting, which Tessera runs because it bundles Kueue
+/// (`ApplyDefaultLocalQueue`, `ApplyDefaultForSuspend`): a Job without a queue name in a
+/// namespace `managedJobsNamespaceSelector` selects that has a LocalQueue named `default`
+/// gets `kueue.x-k8s.io/queue-name: default` (LocalQueue defaulting, GA); a Job naming a
+/// LocalQueue is created suspended, and so is one without a queue name in a selected
+/// namespace under `manageJobsWithoutQueueName`. The queue manager starts it once its
+/// Workload is admitted. A Job with a controlling owner is left alone (Kueue checks whether
+/// the owner is a kind it manages; the parent integrations suspend their own children).
+fn default_kueue_job(
+    objects: &dyn Lister,
+    kueue: &KueueJobDefaulting,
+    namespace: &str,
+    job: &mut Value,
+) {
+    const LABEL: &str = tessera_model::kueue::QUEUE_NAME_LABEL;
+    let queue_name = |job: &Value| {
+        job.pointer("/metadata/labels")
+            .and_then(|labels| labels.get(LABEL))
+            .and_then(Value::as_str)
+            .is_some_and(|name| !name.is_empty())
+    };
+    let owned = job
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|owners| owners.iter().any(|o| o["controller"] == json!(true)));
+    if !queue_name(job) && !owned {
+        let selected = || {
+            let labels: BTreeMap<String, String> = Resource::find("", "v1", "namespaces")
+                .and_then(|r| objects.get(r, None, namespace))
+                .and_then(|ns| ns.pointer("/metadata/labels").cloned())
+                .and_then(|labels| serde_json::from_value(labels).ok())
+                .unwrap_or_default();
+            tessera_model::selector::matches(Some(&kueue.managed_jobs_namespace_selector), &labels)
+        };
+        // LocalQueues are served from Kueue's CustomResourceDefinition.
+        let default_queue = objects
+            .resources()
+            .into_iter()
+            .find(|r| r.group() == tessera_model::kueue::GROUP && r.plural() == "localqueues")
+            .and_then(|r| objects.get(r, Some(namespace), "default"))
+            .is_some();
+        if default_queue && selected() {
+            if !job["metadata"]["labels"].is_object() {
+                job["metadata"]["labels"] = json!({});
+            }
+            job["metadata"]["labels"][LABEL] = json!("default");
+        } else if !(kueue.manage_jobs_without_queue_name && selected()) {
+            return;
+        }
+    } else if !queue_name(job) {
+        return;
+    }
+    if let Some(spec) = job.get_mut("spec").and_then(Value::as_object_mut) {
         spec.insert("suspend".into(), json!(true));
     }
 }
@@ -765,6 +833,38 @@ fn container_resources<'a>(
 mod tests {
     use super::*;
 
+    /// Namespaces `team` (labelled `managed: "yes"`, with a LocalQueue `default`), `plain`
+    /// and `kube-system`.
+    struct Cluster;
+
+    impl Lister for Cluster {
+        fn list(&self, _: Resource, _: Option<&str>) -> Vec<Value> {
+            Vec::new()
+        }
+
+        fn get(&self, resource: Resource, namespace: Option<&str>, name: &str) -> Option<Value> {
+            match (resource.plural(), namespace, name) {
+                ("namespaces", None, "team") => Some(json!({"metadata": {"name": "team",
+                    "labels": {"kubernetes.io/metadata.name": "team", "managed": "yes"}}})),
+                ("namespaces", None, name) => Some(json!({"metadata": {"name": name,
+                    "labels": {"kubernetes.io/metadata.name": name}}})),
+                ("localqueues", Some("team"), "default") => Some(json!({})),
+                _ => None,
+            }
+        }
+
+        fn resources(&self) -> Vec<Resource> {
+            tessera_model::kueue::crd::definitions()
+                .iter()
+                .flat_map(crate::crd::kinds_of)
+                .filter(|kind| kind.plural == "localqueues")
+                .map(|kind| Resource {
+                    info: Box::leak(Box::new(kind)),
+                })
+                .collect()
+        }
+    }
+
     #[test]
     fn kueues_webhooks_default_jobs_and_jobsets() {
         let cases = [
@@ -780,31 +880,48 @@ mod tests {
     }
 
     #[test]
-    fn only_jobs_naming_a_local_queue_are_created_suspended() {
+    fn kueue_defaults_jobs_as_its_webhook_does() {
         let label = tessera_model::kueue::QUEUE_NAME_LABEL;
+        let managed = KueueJobDefaulting {
+            manage_jobs_without_queue_name: true,
+            ..KueueJobDefaulting::default()
+        };
+        let selective = KueueJobDefaulting {
+            manage_jobs_without_queue_name: true,
+            managed_jobs_namespace_selector: json!({"matchLabels": {"managed": "yes"}}),
+        };
+        let off = KueueJobDefaulting::default();
+        let named = json!({"metadata": {"labels": {label: "q"}}, "spec": {"suspend": false}});
+        let empty = json!({"metadata": {"labels": {label: ""}}, "spec": {"suspend": false}});
+        let bare = json!({"metadata": {}, "spec": {}});
+        let owned = json!({"metadata": {"ownerReferences": [{"controller": true}]}, "spec": {}});
+        // (config, namespace, job, want suspend, want queue name)
         let cases = [
-            (
-                json!({"metadata": {"labels": {label: "q"}}, "spec": {}}),
-                Some(true),
-            ),
-            (
-                json!({"metadata": {"labels": {label: "q"}}, "spec": {"suspend": false}}),
-                Some(true),
-            ),
-            (
-                json!({"metadata": {"labels": {label: ""}}, "spec": {"suspend": false}}),
-                Some(false),
-            ),
-            (json!({"metadata": {}, "spec": {}}), None),
+            (&off, "plain", &named, Some(true), Some("q")),
+            (&off, "plain", &empty, Some(false), Some("")),
+            (&off, "plain", &bare, None, None),
+            // LocalQueue defaulting: the namespace has a LocalQueue `default`.
+            (&off, "team", &bare, Some(true), Some("default")),
+            (&off, "team", &owned, None, None),
+            // manageJobsWithoutQueueName: suspended in the selected namespaces only.
+            (&managed, "plain", &bare, Some(true), None),
+            (&managed, "kube-system", &bare, None, None),
+            (&selective, "plain", &bare, None, None),
+            (&selective, "team", &bare, Some(true), Some("default")),
         ];
-        for (mut job, suspend) in cases {
-            let before = job.clone();
-            default_kueue_suspend(&mut job);
+        for (config, namespace, job, suspend, queue) in cases {
+            let mut job = job.clone();
+            default_kueue_job(&Cluster, config, namespace, &mut job);
             assert_eq!(
                 job.pointer("/spec/suspend").and_then(Value::as_bool),
                 suspend,
-                "{before}"
+                "{namespace} {config:?} {job}"
             );
+            let got = job
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(label))
+                .and_then(Value::as_str);
+            assert_eq!(got, queue, "{namespace} {job}");
         }
     }
 }

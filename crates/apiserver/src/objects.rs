@@ -91,6 +91,8 @@ pub struct Objects {
     ids: Arc<Ids>,
     registry: Arc<Registry>,
     rbac_generation: Arc<std::sync::atomic::AtomicU64>,
+    /// What Kueue's Job webhook reads from its Configuration.
+    kueue: Arc<tessera_api::admission::KueueJobDefaulting>,
 }
 
 /// Decodes a stored value.
@@ -134,7 +136,17 @@ impl Objects {
             ids: Arc::new(ids),
             registry,
             rbac_generation: Arc::default(),
+            kueue: Arc::default(),
         }
+    }
+
+    /// These objects with Kueue's Job defaulting following its Configuration.
+    pub fn with_kueue_job_defaulting(
+        mut self,
+        kueue: tessera_api::admission::KueueJobDefaulting,
+    ) -> Objects {
+        self.kueue = Arc::new(kueue);
+        self
     }
 
     /// A counter bumped by every write to an RBAC object (authorizers cache by it).
@@ -280,7 +292,7 @@ impl Objects {
             &self.ids,
             claims.as_ref(),
         );
-        tessera_api::admission::admit_create(self, resource, namespace, &mut object)?;
+        tessera_api::admission::admit_create(self, &self.kueue, resource, namespace, &mut object)?;
 
         // A generated name may collide; upstream retries with a new suffix.
         for attempt in 0..8 {

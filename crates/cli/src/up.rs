@@ -63,20 +63,10 @@ pub fn queue_config(
             if !configuration.ignored.is_empty() {
                 tracing::info!(fields = ?configuration.ignored, file = %path.display(), "queue configuration: Kueue fields Tessera does not act on, ignored");
             }
-            let pending = [
-                (
-                    "waitForPodsReady",
-                    configuration.wait_for_pods_ready.is_some(),
-                ),
-                (
-                    "admissionFairSharing",
-                    configuration.admission_fair_sharing.is_some(),
-                ),
-                (
-                    "manageJobsWithoutQueueName",
-                    configuration.manage_jobs_without_queue_name,
-                ),
-            ];
+            let pending = [(
+                "admissionFairSharing",
+                configuration.admission_fair_sharing.is_some(),
+            )];
             let pending: Vec<&str> = pending
                 .iter()
                 .filter(|(_, on)| *on)
@@ -180,7 +170,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     )
     .context("open the store")?;
     private_store_files(&args.data.data_dir)?;
-    let objects = Objects::new(store);
+    let kueue = &queue_config.configuration;
+    let objects =
+        Objects::new(store).with_kueue_job_defaulting(tessera_api::admission::KueueJobDefaulting {
+            manage_jobs_without_queue_name: kueue.manage_jobs_without_queue_name,
+            managed_jobs_namespace_selector: kueue.managed_jobs_namespace_selector.clone(),
+        });
     bootstrap::ensure_system_objects(&objects)?;
 
     let pki = Pki::load_or_create(&args.data.data_dir).context("set up certificates")?;

@@ -4,8 +4,9 @@
 //! PriorityClasses, Jobs and — once their CRD is installed — JobSets; after each burst of
 //! changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
-//! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses —
-//! and then, for every Job and JobSet naming a LocalQueue, what
+//! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses,
+//! and `spec.active: false` for the Workloads waitForPodsReady deactivates — and then, for
+//! every Job and JobSet naming a LocalQueue (or managed without one), what
 //! [`tessera_queue::api::framework::reconcile`] answers for its kind (its Workload created,
 //! the job started, stopped or its Workload finished), and the Pod integration over the pods
 //! Kueue manages ([`crate::queue_pods`]). Each integration runs when the Configuration's
@@ -223,13 +224,12 @@ pub async fn run(client: Client, config: QueueConfig) {
         ),
         job_events: EventRecorder::start(client.clone(), JOB_COMPONENT, config.clock.clone()),
         jobset_events: EventRecorder::start(client.clone(), JOBSET.component, config.clock.clone()),
+        configuration: &config.configuration,
     };
     while next_pass(&mut changes, &mut resync).await {
         let now = (config.clock)();
         let workloads = shell.admit(&mut memory, &settings, now).await;
-        shell
-            .integrate_jobs(&mut memory, &workloads, &config.configuration, now)
-            .await;
+        shell.integrate_jobs(&mut memory, &workloads, now).await;
         if config.configuration.runs(POD_FRAMEWORK) {
             let (flavors, priorities) = shell.flavors_and_priorities();
             let context = queue_pods::Context {
@@ -272,6 +272,7 @@ struct Shell<'a> {
     admission_events: EventRecorder,
     job_events: EventRecorder,
     jobset_events: EventRecorder,
+    configuration: &'a Configuration,
 }
 
 impl Shell<'_> {
@@ -314,6 +315,16 @@ impl Shell<'_> {
                 }
             }
         }
+        for write in &decided.deactivations {
+            let api = watches.workloads.api(self.client, &write.namespace);
+            let patch = json!({"spec": write.status});
+            if let Err(error) = api
+                .patch(&write.name, &patch_params(MANAGER), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::debug!(%error, name = %write.name, "queue manager: workload not deactivated");
+            }
+        }
         for event in decided.events {
             self.admission_events
                 .record(event.involved, event.kind, &event.reason, &event.message)
@@ -337,7 +348,6 @@ impl Shell<'_> {
         &self,
         memory: &mut Memory,
         workloads: &BTreeMap<String, Value>,
-        configuration: &Configuration,
         now: std::time::SystemTime,
     ) {
         let watches = self.watches;
@@ -358,20 +368,33 @@ impl Shell<'_> {
                 watches.jobsets.values(),
             ),
         ];
+        let namespaces = objects::namespace_labels(&values(watches.namespaces.state()));
+        let no_labels = BTreeMap::new();
         let mut uids = std::collections::HashSet::new();
         for (kind, resource, jobs) in &kinds {
-            if !configuration.runs(kind.framework) {
+            if !self.configuration.runs(kind.framework) {
                 continue;
             }
             for job_object in jobs {
                 let uid = tessera_model::json::text(job_object, "/metadata/uid");
                 uids.insert(uid.to_owned());
-                if framework::queue_name(job_object).is_none() {
+                let labels = namespaces
+                    .get(objects::namespace(job_object))
+                    .unwrap_or(&no_labels);
+                let named = framework::queue_name(job_object).is_some();
+                let options = framework::Options {
+                    managed_without_queue_name: !named
+                        && controller_uid(job_object).is_none()
+                        && self.configuration.manages_without_queue_name(labels),
+                    wait_for_pods_ready: self.configuration.wait_for_pods_ready.is_some(),
+                };
+                if !named && !options.managed_without_queue_name {
                     continue;
                 }
                 let owned = by_owner.get(uid).copied();
+                let context = (&flavors, &priorities);
                 let writes =
-                    framework::reconcile(kind, job_object, owned, &flavors, &priorities, now);
+                    framework::reconcile_with(kind, job_object, owned, context, options, now);
                 let version = tessera_model::json::text(job_object, "/metadata/resourceVersion");
                 let sending = (version.to_owned(), writes.clone());
                 if writes.is_empty() || memory.sent.get(uid) == Some(&sending) {

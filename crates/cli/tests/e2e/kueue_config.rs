@@ -1,8 +1,12 @@
 //! Kueue's Configuration file on `tessera up --queue-config`, driven by kubectl 1.33: with
 //! `fairSharing` on, two ClusterQueues borrowing from a lender in one cohort, the heavier
 //! borrower gives way — its Workload is preempted with reason `InCohortFairSharing` and its
-//! Job suspended — and ClusterQueues carry `status.fairSharing.weightedShare`; a file that does
-//! not validate keeps the platform from starting, naming the file, line and field.
+//! Job suspended — and ClusterQueues carry `status.fairSharing.weightedShare`; with
+//! `waitForPodsReady`, a Job whose pod can never be scheduled is evicted with
+//! `PodsReadyTimeout`, requeued with `requeueState` and, past `backoffLimitCount`,
+//! deactivated; with `manageJobsWithoutQueueName`, a Job without the queue-name label is
+//! created suspended and its Workload waits for its LocalQueue; a file that does not validate
+//! keeps the platform from starting, naming the file, line and field.
 
 use std::process::Command;
 
@@ -137,4 +141,170 @@ fn a_bad_queue_config_refuses_to_start_naming_the_field() {
         "{stderr}"
     );
     assert!(!dir.path().join("data").join("kubeconfig").exists());
+}
+
+fn workload_field(cluster: &Cluster, path: &str) -> String {
+    cluster.ok(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-o",
+            &format!("jsonpath={{.items[0]{path}}}"),
+        ],
+    )
+}
+
+#[test]
+fn pods_never_ready_are_evicted_requeued_then_deactivated() {
+    let configs = tempfile::tempdir().expect("tempdir");
+    let config = configs.path().join("kueue-config.yaml");
+    let text = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady:\n  timeout: 5s\n  requeuingStrategy:\n    backoffLimitCount: 1\n    backoffBaseSeconds: 1\n";
+    std::fs::write(&config, text).expect("write the configuration");
+    let cluster = Cluster::start_with_args(&["--queue-config", &config.to_string_lossy()]);
+    let flavor = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: default-flavor\n";
+    let setup = [flavor.to_owned(), cluster_queue("team", 4)].join("---\n");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &setup);
+    // Quota is free, but no node carries the label the pod asks for.
+    let unschedulable = job("stuck", "team", 1).replace(
+        "      restartPolicy: Never\n",
+        "      restartPolicy: Never\n      nodeSelector: {no-such-label: nowhere}\n",
+    );
+    cluster.ok_stdin(V, &["create", "-f", "-"], &unschedulable);
+    cluster.wait_for(
+        V,
+        &["get", "job", "stuck", "-o", "jsonpath={.spec.suspend}"],
+        |s| s == "false",
+    );
+    let ready = workload_field(
+        &cluster,
+        ".status.conditions[?(@.type==\"PodsReady\")].reason",
+    );
+    assert_eq!(ready, "WaitForStart");
+    let within = std::time::Duration::from_secs(90);
+    cluster.wait_for_within(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-o",
+            "jsonpath={.items[0].status.requeueState.count}",
+        ],
+        within,
+        |s| s == "1",
+    );
+    let events = cluster.ok(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=EvictedDueToPodsReadyTimeout",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    assert!(
+        events.starts_with("Exceeded the PodsReady timeout default/job-stuck-"),
+        "{events}"
+    );
+    // Requeued after the backoff, admitted again, late again: past backoffLimitCount 1 the
+    // Workload is deactivated and its Job stays suspended.
+    cluster.wait_for_within(
+        V,
+        &["get", "workloads", "-o", "jsonpath={.items[0].spec.active}"],
+        within,
+        |s| s == "false",
+    );
+    cluster.wait_for_within(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-o",
+            "jsonpath={.items[0].status.conditions[?(@.type==\"Evicted\")].reason}",
+        ],
+        within,
+        |s| s == "DeactivatedDueToRequeuingLimitExceeded",
+    );
+    let message = workload_field(
+        &cluster,
+        ".status.conditions[?(@.type==\"Evicted\")].message",
+    );
+    assert_eq!(
+        message,
+        "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+    );
+    cluster.wait_for(
+        V,
+        &["get", "job", "stuck", "-o", "jsonpath={.spec.suspend}"],
+        |s| s == "true",
+    );
+}
+
+#[test]
+fn jobs_without_a_queue_name_are_managed_in_selected_namespaces() {
+    let configs = tempfile::tempdir().expect("tempdir");
+    let config = configs.path().join("kueue-config.yaml");
+    let text = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nmanageJobsWithoutQueueName: true\nmanagedJobsNamespaceSelector:\n  matchLabels: {kueue-managed: \"true\"}\n";
+    std::fs::write(&config, text).expect("write the configuration");
+    let cluster = Cluster::start_with_args(&["--queue-config", &config.to_string_lossy()]);
+    cluster.ok(V, &["create", "namespace", "managed"]);
+    cluster.ok(V, &["label", "namespace", "managed", "kueue-managed=true"]);
+    cluster.ok(V, &["create", "namespace", "free"]);
+    let unlabelled =
+        job("plain", "none", 1).replace("  labels: {kueue.x-k8s.io/queue-name: none}\n", "");
+    cluster.ok_stdin(V, &["create", "-n", "managed", "-f", "-"], &unlabelled);
+    cluster.ok_stdin(V, &["create", "-n", "free", "-f", "-"], &unlabelled);
+    let suspend = |namespace: &str| {
+        cluster.ok(
+            V,
+            &[
+                "get",
+                "job",
+                "plain",
+                "-n",
+                namespace,
+                "-o",
+                "jsonpath={.spec.suspend}",
+            ],
+        )
+    };
+    assert_eq!(suspend("managed"), "true");
+    assert_eq!(suspend("free"), "false");
+    // Its Workload waits: it names no LocalQueue.
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-n",
+            "managed",
+            "-o",
+            "jsonpath={.items[0].status.conditions[?(@.type==\"QuotaReserved\")].message}",
+        ],
+        |s| s == "LocalQueue  doesn't exist",
+    );
+    assert_eq!(
+        cluster.ok(V, &["get", "workloads", "-n", "free", "-o", "name"]),
+        ""
+    );
+    // With a LocalQueue named `default` in the namespace, a Job without the label is given it.
+    let default_queue = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata:\n  namespace: managed\n  name: default\nspec:\n  clusterQueue: anything\n";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], default_queue);
+    let second = unlabelled.replace("name: plain", "name: second");
+    cluster.ok_stdin(V, &["create", "-n", "managed", "-f", "-"], &second);
+    let queue = cluster.ok(
+        V,
+        &[
+            "get",
+            "job",
+            "second",
+            "-n",
+            "managed",
+            "-o",
+            "jsonpath={.metadata.labels.kueue\\.x-k8s\\.io/queue-name}",
+        ],
+    );
+    assert_eq!(queue, "default");
 }

@@ -145,6 +145,8 @@ pub struct Integration {
     pub finished: fn(&Value) -> Option<(bool, String)>,
     /// `IsActive`: whether any pod is active.
     pub active: fn(&Value) -> bool,
+    /// `PodsReady`: whether all its pods are ready or have succeeded (waitForPodsReady).
+    pub pods_ready: fn(&Value) -> bool,
     /// `RunWithPodSetsInfo` / `RestorePodSetsInfo`: the merge patch of `spec` fields putting
     /// one info per PodSet (as many as `pod_sets` answers) into the pod templates.
     pub pod_set_infos_patch: fn(&Value, &[PodSetInfo]) -> Map<String, Value>,
@@ -299,8 +301,11 @@ pub fn workload_for(kind: &Integration, job: &Value, priorities: &Priorities) ->
             value
         })
         .collect();
-    let mut spec = json!({"queueName": queue_name(job).unwrap_or_default(),
-        "podSets": pod_set_values, "priority": priority});
+    let mut spec = json!({"podSets": pod_set_values, "priority": priority});
+    // A job managed without a queue name: Kueue's empty `queueName` is omitted.
+    if let Some(queue) = queue_name(job) {
+        spec["queueName"] = json!(queue);
+    }
     if let Some(reference) = reference {
         spec["priorityClassRef"] = reference;
     }
@@ -399,7 +404,33 @@ pub fn reconcile(
     priorities: &Priorities,
     now: SystemTime,
 ) -> Vec<JobWrite> {
-    if queue_name(job).is_none() || job.pointer("/metadata/deletionTimestamp").is_some() {
+    let options = Options::default();
+    reconcile_with(kind, job, workload, (flavors, priorities), options, now)
+}
+
+/// The parts of Kueue's Configuration the job reconciler reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// The job is managed without a queue name (`manageJobsWithoutQueueName` and its
+    /// namespace matching `managedJobsNamespaceSelector`).
+    pub managed_without_queue_name: bool,
+    /// waitForPodsReady is on: the Workload's `PodsReady` condition is kept (step 5).
+    pub wait_for_pods_ready: bool,
+}
+
+/// [`reconcile`] with the Configuration's options: a job without a queue name is managed
+/// when `options` say so, and with waitForPodsReady a change of the Workload's `PodsReady`
+/// condition is written first, alone, as Kueue's reconciler returns after it.
+pub fn reconcile_with(
+    kind: &Integration,
+    job: &Value,
+    workload: Option<&Value>,
+    (flavors, priorities): (&BTreeMap<String, ResourceFlavorSpec>, &Priorities),
+    options: Options,
+    now: SystemTime,
+) -> Vec<JobWrite> {
+    let managed = queue_name(job).is_some() || options.managed_without_queue_name;
+    if !managed || job.pointer("/metadata/deletionTimestamp").is_some() {
         return Vec::new();
     }
     if workload.is_some_and(|w| conditions::is_true(w, status::FINISHED)) {
@@ -430,6 +461,12 @@ pub fn reconcile(
         writes.push(kind.event(job, "CreatedWorkload", &message));
         return writes;
     };
+    if options.wait_for_pods_ready {
+        let ready = (kind.pods_ready)(job);
+        if let Some(status) = crate::api::pods_ready::pods_ready_status(workload, ready, now) {
+            return vec![JobWrite::WorkloadStatus(status)];
+        }
+    }
     let reserved = conditions::is_true(workload, status::QUOTA_RESERVED);
     if let Some(evicted) =
         conditions::find(workload, status::EVICTED).filter(|c| c["status"] == "True")

@@ -42,6 +42,7 @@ pub const JOB: Integration = Integration {
     pod_sets,
     finished,
     active,
+    pods_ready: crate::api::pods_ready::job_pods_ready,
     pod_set_infos_patch,
     scale,
 };
@@ -65,6 +66,21 @@ pub fn reconcile(
     now: SystemTime,
 ) -> Vec<JobWrite> {
     framework::reconcile(&JOB, job, workload, flavors, priorities, now)
+}
+
+pub use crate::api::framework::Options;
+
+/// [`reconcile`] with the Configuration's options ([`framework::reconcile_with`] for Jobs): a
+/// Job without a queue name is managed when `options` say so, and with waitForPodsReady the
+/// Workload's `PodsReady` condition follows the Job's ready pods.
+pub fn reconcile_with(
+    job: &Value,
+    workload: Option<&Value>,
+    (flavors, priorities): (&BTreeMap<String, ResourceFlavorSpec>, &Priorities),
+    options: Options,
+    now: SystemTime,
+) -> Vec<JobWrite> {
+    framework::reconcile_with(&JOB, job, workload, (flavors, priorities), options, now)
 }
 
 fn int(job: &Value, pointer: &str) -> Option<i32> {
@@ -498,5 +514,73 @@ mod tests {
         assert!(
             matches!(writes.as_slice(), [JobWrite::PatchJob(p)] if p["spec"]["suspend"] == true)
         );
+    }
+
+    #[test]
+    fn options_manage_unlabelled_jobs_and_keep_pods_ready_first() {
+        let unlabelled = {
+            let mut object = job(json!({}));
+            object["metadata"]["labels"] = json!({});
+            object
+        };
+        let running = job(json!({"spec": {"suspend": false}, "status": {"ready": 3}}));
+        let mut ready = admitted_workload(3);
+        ready["status"]["conditions"]
+            .as_array_mut()
+            .expect("list")
+            .push(json!({"type": "PodsReady", "status": "True", "reason": "Started"}));
+        let managed = Options {
+            managed_without_queue_name: true,
+            wait_for_pods_ready: false,
+        };
+        let waiting = Options {
+            managed_without_queue_name: false,
+            wait_for_pods_ready: true,
+        };
+        // (job, workload, options, what the first write is)
+        let cases = [
+            (&unlabelled, None, Options::default(), None),
+            (&unlabelled, None, managed, Some("CreateWorkload")),
+            (
+                &running,
+                Some(admitted_workload(3)),
+                Options::default(),
+                None,
+            ),
+            (
+                &running,
+                Some(admitted_workload(3)),
+                waiting,
+                Some("PodsReady"),
+            ),
+            (&running, Some(ready), waiting, None),
+        ];
+        for (object, workload, options, want) in cases {
+            let writes = changes_with(object, workload.as_ref(), options);
+            let got = writes.first().map(|write| match write {
+                JobWrite::CreateWorkload(created) => {
+                    assert!(created["spec"].get("queueName").is_none());
+                    "CreateWorkload"
+                }
+                JobWrite::WorkloadStatus(status) => {
+                    assert_eq!(writes.len(), 1, "written alone");
+                    let conditions = status["conditions"].as_array().expect("list");
+                    let ready = conditions.iter().find(|c| c["type"] == "PodsReady");
+                    assert_eq!(ready.map(|c| &c["reason"]), Some(&json!("Started")));
+                    "PodsReady"
+                }
+                other => panic!("{other:?}"),
+            });
+            assert_eq!(got, want, "{object} {options:?}");
+        }
+    }
+
+    fn changes_with(job: &Value, workload: Option<&Value>, options: Options) -> Vec<JobWrite> {
+        let flavors = BTreeMap::new();
+        let priorities = Priorities::default();
+        reconcile_with(job, workload, (&flavors, &priorities), options, now())
+            .into_iter()
+            .filter(|w| !matches!(w, JobWrite::Event(_)))
+            .collect()
     }
 }

@@ -24,6 +24,7 @@ pub const JOBSET: Integration = Integration {
     pod_sets,
     finished,
     active,
+    pods_ready,
     pod_set_infos_patch,
     scale: |_, _, _| {},
 };
@@ -70,6 +71,23 @@ fn active(jobset: &Value) -> bool {
         .into_iter()
         .flatten()
         .any(|status| json_read::int(status, "/active").unwrap_or(0) > 0)
+}
+
+/// `PodsReady`: every replicated Job ready or succeeded (Kueue counts Jobs, summing
+/// `replicatedJobsStatus` ready + succeeded against the replicas of all replicatedJobs).
+fn pods_ready(jobset: &Value) -> bool {
+    let replicas: i64 = replicated_jobs(jobset)
+        .iter()
+        .map(|r| json_read::int(r, "/replicas").unwrap_or(1))
+        .sum();
+    let ready: i64 = jobset
+        .pointer("/status/replicatedJobsStatus")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|s| json_read::int(s, "/ready").unwrap_or(0) + json_read::int(s, "/succeeded").unwrap_or(0))
+        .sum();
+    replicas == ready
 }
 
 /// `replicatedJobs` whole (a merge patch replaces lists), each pod template's nodeSelector

@@ -4,7 +4,7 @@
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
 //! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
 //! integrations, the visibility API's pending-workload lists (`visibility`) and why a Workload
-//! waits (`explain`).
+//! waits (`explain`), and waitForPodsReady (`pods_ready`).
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
 //! time is an argument. The queue manager's shell (`tessera-controllers`) watches and writes.
@@ -17,5 +17,6 @@ pub mod jobset;
 pub mod objects;
 pub mod pass;
 pub mod pod;
+pub mod pods_ready;
 pub mod status;
 pub mod visibility;

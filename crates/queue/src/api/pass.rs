@@ -21,8 +21,9 @@ use serde_json::Value;
 use crate::amount::Amount;
 use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
+use crate::api::pods_ready;
 use crate::api::status::{self, Counts, Event, Usage};
-use crate::config::Configuration;
+use crate::config::{Configuration, WaitForPodsReady};
 use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
 use crate::flavor::ResourceFlavorSpec;
 use crate::preemption::{AdmittedWorkload, FairSharingConfig, PreemptionConfig};
@@ -39,6 +40,9 @@ pub struct Settings {
     pub preemption: PreemptionConfig,
     /// Beyond Kueue: heads per ClusterQueue per cycle (Kueue: 1).
     pub heads_per_cluster_queue: usize,
+    /// waitForPodsReady: timeouts, requeue backoff, blockAdmission and the requeuing
+    /// timestamp; `None` when off.
+    pub wait_for_pods_ready: Option<WaitForPodsReady>,
 }
 
 impl Default for Settings {
@@ -46,6 +50,7 @@ impl Default for Settings {
         Settings {
             preemption: PreemptionConfig::default(),
             heads_per_cluster_queue: 1,
+            wait_for_pods_ready: None,
         }
     }
 }
@@ -68,6 +73,7 @@ impl From<&Configuration> for Settings {
                 min_runtime_before_preemption: beyond.min_runtime_before_preemption,
             },
             heads_per_cluster_queue: beyond.heads_per_cluster_queue,
+            wait_for_pods_ready: configuration.wait_for_pods_ready.clone(),
         }
     }
 }
@@ -94,6 +100,9 @@ pub struct Pass {
     pub local_queues: Vec<StatusWrite>,
     /// Events about the Workloads written.
     pub events: Vec<Event>,
+    /// Workloads to deactivate (`spec.active: false`, a merge patch of the object; the
+    /// workload controller's answer to `DeactivationTarget`).
+    pub deactivations: Vec<StatusWrite>,
 }
 
 /// What finally became of a Workload in the pass.
@@ -355,8 +364,35 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         recompute_on_overlap: true,
         timestamp: Default::default(),
     };
-    run_cycles(base, &mut state.manager, &world, &mut decided, now);
-    let (workloads, events) = workload_writes(&world, &state.manager, &decided, now);
+    let block = settings
+        .wait_for_pods_ready
+        .as_ref()
+        .is_some_and(|wait| wait.block_admission);
+    let blocked = block
+        && world.workloads.values().any(|(object, state)| {
+            matches!(state, WorkloadState::Reserving { .. }) && pods_ready::blocks_admission(object)
+        });
+    let blocking = Blocking { block, blocked };
+    run_cycles(
+        base,
+        &mut state.manager,
+        &world,
+        &mut decided,
+        blocking,
+        now,
+    );
+    let wait = settings.wait_for_pods_ready.as_ref();
+    let (workloads, events) = workload_writes(&world, &state.manager, &decided, wait, now);
+    let deactivations = world
+        .workloads
+        .values()
+        .filter(|(object, state)| match state {
+            WorkloadState::Reserving { active, .. } => pods_ready::must_deactivate(object, *active),
+            WorkloadState::Pending(_) => pods_ready::must_deactivate(object, true),
+            WorkloadState::Finished | WorkloadState::Inactive => false,
+        })
+        .map(|(object, _)| write_for(object, serde_json::json!({"active": false})))
+        .collect();
     for (key, (cluster_queue, usage)) in &decided.admitted {
         if let Some(queued) = world.queued(key) {
             let holder = Holder {
@@ -376,6 +412,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         cluster_queues,
         local_queues,
         events,
+        deactivations,
     }
 }
 
@@ -418,6 +455,11 @@ fn sync_queues(
         queue.active = world.is_active(name);
         queue.heads_per_cycle = settings.heads_per_cluster_queue.max(1);
     }
+    queues.ordering.timestamp = settings
+        .wait_for_pods_ready
+        .as_ref()
+        .map(|wait| wait.requeuing.timestamp)
+        .unwrap_or_default();
     let mut queued_in: BTreeMap<String, String> = BTreeMap::new();
     for queued in world.pending() {
         if let Some(blocker) = queues.blocker(queued) {
@@ -484,15 +526,25 @@ pub fn queues_of(objects: &Objects, settings: &Settings, now: SystemTime) -> Que
     state.manager
 }
 
+/// blockAdmission: whether it is on, and whether an admitted Workload is not `PodsReady`.
+#[derive(Clone, Copy)]
+struct Blocking {
+    block: bool,
+    blocked: bool,
+}
+
 /// Runs scheduling cycles: each pops at most one head per ClusterQueue and decides on a
 /// fresh copy of the snapshot, as Kueue's cycles each take one from its cache; only
 /// admissions (and the evictions issued) carry over to the next. A cycle that decides
-/// nothing new ends the pass; the rest waits for a change or the next pass.
+/// nothing new ends the pass; the rest waits for a change or the next pass. With
+/// blockAdmission, a Workload that would be admitted while an admitted one is not
+/// `PodsReady` (one admitted earlier in the pass included) waits with `WaitingForPodsReady`.
 fn run_cycles(
     mut base: Snapshot,
     queues: &mut QueueManager,
     world: &World<'_>,
     decided: &mut Decided,
+    mut blocking: Blocking,
     now: SystemTime,
 ) {
     let mut seen: BTreeSet<(String, u8)> = BTreeSet::new();
@@ -506,6 +558,16 @@ fn run_cycles(
                     admission,
                 } => {
                     news |= seen.insert((workload.clone(), 0));
+                    if blocking.blocked {
+                        let waiting = Outcome::Pending {
+                            reason: pods_ready::WAITING_FOR_PODS_READY.to_owned(),
+                            message: pods_ready::WAITING_FOR_PODS_READY_MESSAGE.to_owned(),
+                            looked_at: false,
+                        };
+                        decided.outcomes.insert(workload, waiting);
+                        continue;
+                    }
+                    blocking.blocked = blocking.block;
                     if let Some(queued) = world.queued(&workload) {
                         let usage = admission_usage(&admission);
                         if let Some(id) = base.tree.cluster_queue(&admission.cluster_queue) {
@@ -576,6 +638,7 @@ fn workload_writes(
     world: &World<'_>,
     queues: &QueueManager,
     decided: &Decided,
+    wait: Option<&WaitForPodsReady>,
     now: SystemTime,
 ) -> (Vec<StatusWrite>, Vec<Event>) {
     let mut events = Vec::new();
@@ -648,8 +711,23 @@ fn workload_writes(
             } => {
                 let local_queue = format!("{}/{local_queue}", workload.namespace);
                 let stop = stop_policies(&local_queue, Some(&workload.cluster_queue));
-                evictions::eviction(&object, *active, stop)
-                    .and_then(|(reason, message)| status::evicted(&object, reason, message, now))
+                let timeout = wait
+                    .filter(|_| *active)
+                    .and_then(|wait| pods_ready::not_ready_timeout(&object, wait, now));
+                let by_target = (!*active)
+                    .then(|| pods_ready::deactivated_by_target(&object, now))
+                    .flatten();
+                if let Some(timeout) = timeout {
+                    events.extend(timeout.event);
+                    Some(timeout.status)
+                } else if let Some((status, event)) = by_target {
+                    events.push(event);
+                    Some(status)
+                } else {
+                    evictions::eviction(&object, *active, stop).and_then(|(reason, message)| {
+                        status::evicted(&object, reason, message, now)
+                    })
+                }
             }
             WorkloadState::Pending(queued) => {
                 let local_queue = queued.local_queue_key();
@@ -660,6 +738,7 @@ fn workload_writes(
                 let stop = stop_policies(&local_queue, cluster_queue);
                 evictions::restart(&object, stop)
                     .and_then(|(reason, message)| status::requeued(&object, reason, message, now))
+                    .or_else(|| pods_ready::backoff_finished(&object, now))
             }
             WorkloadState::Finished | WorkloadState::Inactive => None,
         };

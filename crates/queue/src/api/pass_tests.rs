@@ -200,6 +200,97 @@ mod quick_start {
         assert!(pass2.workloads.is_empty(), "{:?}", pass2.workloads);
     }
 
+    fn store(object: &mut Value, status: Option<&Value>) {
+        if !object["status"].is_object() {
+            object["status"] = json!({});
+        }
+        for (field, value) in status.and_then(Value::as_object).into_iter().flatten() {
+            object["status"][field] = value.clone();
+        }
+    }
+
+    #[test]
+    fn block_admission_waits_for_pods_ready_and_a_late_workload_is_evicted() {
+        let wait = WaitForPodsReady {
+            timeout: Duration::from_secs(60),
+            block_admission: true,
+            recovery_timeout: None,
+            requeuing: crate::config::RequeuingStrategy {
+                timestamp: crate::queue::RequeuingTimestamp::Eviction,
+                backoff_limit_count: None,
+                backoff_base_seconds: 10,
+                backoff_max_seconds: 100,
+            },
+        };
+        let settings = Settings {
+            wait_for_pods_ready: Some(wait),
+            ..Settings::default()
+        };
+        let mut input = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            vec![
+                workload("a", "user-queue", 3, 1),
+                workload("b", "user-queue", 3, 2),
+            ],
+        );
+        let mut queues = Queues::default();
+        let first = pass(&input, &mut queues, &settings, now());
+        assert!(written(&first.workloads, "a").is_some_and(|a| a["admission"].is_object()));
+        let b = written(&first.workloads, "b").expect("b waits");
+        let reserved = condition(b, "QuotaReserved");
+        assert_eq!(reserved["reason"], "WaitingForPodsReady");
+        assert_eq!(
+            reserved["message"],
+            "waiting for all admitted workloads to be in PodsReady condition"
+        );
+        for (index, name) in ["a", "b"].into_iter().enumerate() {
+            store(&mut input.workloads[index], written(&first.workloads, name));
+        }
+        // Still not ready: b keeps waiting, nothing new is written.
+        let second = pass(
+            &input,
+            &mut queues,
+            &settings,
+            now() + Duration::from_secs(5),
+        );
+        assert!(
+            written(&second.workloads, "b").is_none(),
+            "{:?}",
+            second.workloads
+        );
+        // a's pods are ready: b is admitted.
+        let ready = json!({"type": "PodsReady", "status": "True", "reason": "Started"});
+        let mut ready_input = input.clone();
+        ready_input.workloads[0]["status"]["conditions"]
+            .as_array_mut()
+            .expect("list")
+            .push(ready);
+        let third = pass(
+            &ready_input,
+            &mut queues,
+            &settings,
+            now() + Duration::from_secs(10),
+        );
+        assert!(written(&third.workloads, "b").is_some_and(|b| b["admission"].is_object()));
+        // Never ready: past the timeout a is evicted with a backoff of 10s.
+        let late = now() + Duration::from_secs(60);
+        let fourth = pass(&input, &mut queues, &settings, late);
+        let evicted = written(&fourth.workloads, "a").expect("a evicted");
+        assert_eq!(condition(evicted, "Evicted")["reason"], "PodsReadyTimeout");
+        assert_eq!(
+            evicted["requeueState"],
+            json!({"count": 1, "requeueAt": tessera_model::time::timestamp(late + Duration::from_secs(10))})
+        );
+        assert!(
+            fourth
+                .events
+                .iter()
+                .any(|e| e.reason == "EvictedDueToPodsReadyTimeout")
+        );
+        assert!(fourth.deactivations.is_empty());
+    }
+
     #[test]
     fn a_cluster_queue_borrows_its_cohorts_idle_quota() {
         let input = objects(

@@ -83,11 +83,15 @@ fn conditions_of(object: &Value) -> Vec<Value> {
 }
 
 /// One condition change: type, status, reason, message.
-type Change<'a> = (&'a str, &'a str, &'a str, &'a str);
+pub(crate) type Change<'a> = (&'a str, &'a str, &'a str, &'a str);
 
 /// Sets conditions on a copy of `object`'s, with `observedGeneration`; the new list when any
 /// changed.
-fn set_all(object: &Value, changes: &[Change<'_>], now: SystemTime) -> (Vec<Value>, bool) {
+pub(crate) fn set_all(
+    object: &Value,
+    changes: &[Change<'_>],
+    now: SystemTime,
+) -> (Vec<Value>, bool) {
     let mut list = conditions_of(object);
     let stamp = time::timestamp(now);
     let generation = object.pointer("/metadata/generation").cloned();
