@@ -241,8 +241,10 @@ pub struct ClusterQueueQueue {
     /// takes from this queue, one per round (`cycle::schedule`); 1 (or 0) is Kueue's one pop
     /// per cycle.
     pub heads_per_cycle: usize,
-    active_workloads: BTreeMap<WorkloadKey, QueuedWorkload>,
-    inadmissible: BTreeMap<WorkloadKey, QueuedWorkload>,
+    // Boxed: a B-tree node shifts its values on every insert and removal, and a
+    // QueuedWorkload is large.
+    active_workloads: BTreeMap<WorkloadKey, Box<QueuedWorkload>>,
+    inadmissible: BTreeMap<WorkloadKey, Box<QueuedWorkload>>,
     pop_cycle: i64,
     queue_inadmissible_cycle: i64,
     preemptor: Option<Preemptor>,
@@ -288,16 +290,16 @@ impl ClusterQueueQueue {
                 && old.requeue_held == workload.requeue_held
                 && old.requeue_at == workload.requeue_at;
             if unchanged {
-                self.inadmissible.insert(key, workload);
+                self.inadmissible.insert(key, Box::new(workload));
                 return;
             }
             self.inadmissible.remove(&key);
         }
         if !self.active_workloads.contains_key(&key) && !workload.backoff_expired(now) {
-            self.inadmissible.insert(key, workload);
+            self.inadmissible.insert(key, Box::new(workload));
             return;
         }
-        self.active_workloads.insert(key, workload);
+        self.active_workloads.insert(key, Box::new(workload));
     }
 
     /// Removes a Workload from both sets (`Delete`).
@@ -332,7 +334,9 @@ impl ClusterQueueQueue {
             .values()
             .min_by(|a, b| ordering.compare(a, b, sticky))?
             .key();
-        self.active_workloads.remove(&head)
+        self.active_workloads
+            .remove(&head)
+            .map(|workload| *workload)
     }
 
     /// Puts a Workload the scheduler did not admit back (`RequeueIfNotPresent`): StrictFIFO
@@ -380,13 +384,13 @@ impl ClusterQueueQueue {
             if self.active_workloads.contains_key(&key) {
                 return false;
             }
-            self.active_workloads.insert(key, workload);
+            self.active_workloads.insert(key, Box::new(workload));
             return true;
         }
         if self.inadmissible.contains_key(&key) || self.active_workloads.contains_key(&key) {
             return false;
         }
-        self.inadmissible.insert(key, workload);
+        self.inadmissible.insert(key, Box::new(workload));
         true
     }
 
@@ -417,7 +421,8 @@ impl ClusterQueueQueue {
     /// The active workloads' keys in pop order (`Dump`).
     pub fn dump(&self, ordering: &QueueOrdering) -> Vec<WorkloadKey> {
         let sticky = self.sticky();
-        let mut active: Vec<&QueuedWorkload> = self.active_workloads.values().collect();
+        let mut active: Vec<&QueuedWorkload> =
+            self.active_workloads.values().map(Box::as_ref).collect();
         active.sort_by(|a, b| ordering.compare(a, b, sticky));
         active.into_iter().map(QueuedWorkload::key).collect()
     }
@@ -430,6 +435,7 @@ impl ClusterQueueQueue {
             .active_workloads
             .values()
             .chain(self.inadmissible.values())
+            .map(Box::as_ref)
             .collect();
         all.sort_by(|a, b| ordering.compare(a, b, sticky));
         all
