@@ -296,7 +296,10 @@ fn sticky_preemptor_heads_the_queue_and_lq_usage_comes_first() {
     other_lq.local_queue = "quiet".into();
     cq.push_or_update(other_lq, at(5));
     let afs = QueueOrdering {
-        local_queue_usage: BTreeMap::from([("ns/lq".to_owned(), 5.0), ("ns/quiet".into(), 1.0)]),
+        local_queue_usage: BTreeMap::from([(
+            "ns".to_owned(),
+            BTreeMap::from([("lq".to_owned(), 5.0), ("quiet".into(), 1.0)]),
+        )]),
         ..QueueOrdering::default()
     };
     assert_eq!(cq.dump(&afs), vec!["ns/other", "ns/low", "ns/high"]);
