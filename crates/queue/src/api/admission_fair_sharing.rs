@@ -9,9 +9,10 @@
 //! (`push_penalty`) and order the ClusterQueues that ask for it by the weighted usage
 //! (`ordering_usage`). `status` is the LocalQueue's `status.fairSharing` as Kueue writes it.
 //!
-//! Differences from Kueue, all about when rather than what: a pass samples when the
-//! interval has passed (Kueue's LocalQueue controller also samples on every Workload event
-//! while a penalty is pending), and penalties pushed before a restart are lost (as in Kueue).
+//! Differences from Kueue: a pass samples when the interval has passed (Kueue's LocalQueue
+//! controller also samples on every Workload event while a penalty is pending), and a zero
+//! half-life leaves the resources at zero rather than an empty list (the status is written
+//! as a merge patch). Penalties pushed before a restart are lost, as in Kueue.
 //! Knows nothing about objects or queues: the pass hands in what it read.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,7 +74,9 @@ impl Entry {
     fn decay(&mut self, current: &ResourceUsage, half_life: f64, now: SystemTime) {
         let elapsed = seconds_since(self.last_update, now);
         self.consumed = if half_life == 0.0 {
-            ResourceUsage::new()
+            // Kueue resets to an empty list; zeros keep the resources in the merge patch
+            // the status is written with, which cannot drop them.
+            self.consumed.keys().map(|r| (r.clone(), 0.0)).collect()
         } else {
             afs::decayed_consumed(&self.consumed, current, elapsed, half_life)
         };

@@ -110,7 +110,7 @@ fn sampling_decays_towards_the_admitted_usage_once_an_interval_has_passed() {
             persisted: Some(usage(&[("cpu", 4.0)])),
             admitted: usage(&[("cpu", 2.0)]),
             later: INTERVAL,
-            want: usage(&[]),
+            want: usage(&[("cpu", 0.0)]),
             want_sampled_at: INTERVAL,
         },
     ];
