@@ -279,3 +279,71 @@ fn quantities_are_written_in_canonical_form_rounded_down_to_nanos() {
         assert_eq!(quantity_text(value), want, "{value}");
     }
 }
+
+// Upstream: pkg/controller/core/localqueue_controller_test.go, TestLocalQueueReconcile's
+// "local queue decaying usage …" cases: an entry last updated 5m ago, a sample now, the
+// status's consumedResources as Kueue writes them.
+#[test]
+fn localqueue_controller_decaying_usage_table() {
+    type Case = (
+        &'static str,
+        u64,
+        Vec<(&'static str, f64)>,
+        Vec<(&'static str, f64)>,
+        Value,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "decays if there is no running workloads",
+            300,
+            vec![("cpu", 8.0)],
+            vec![],
+            json!({"cpu": "4"}),
+        ),
+        (
+            "sums the previous state and running workloads",
+            300,
+            vec![("cpu", 8.0)],
+            vec![("cpu", 4.0)],
+            json!({"cpu": "6"}),
+        ),
+        (
+            "sums the usage from different flavors and resources",
+            300,
+            vec![("cpu", 8.0), ("GPU", 16.0)],
+            vec![("cpu", 4.0), ("GPU", 4.0)],
+            json!({"cpu": "6", "GPU": "10"}),
+        ),
+        (
+            "half time twice larger than sampling",
+            600,
+            vec![("cpu", 8.0)],
+            vec![("cpu", 4.0)],
+            json!({"cpu": "6828427124n"}),
+        ),
+        (
+            "with long half time",
+            24 * 3600,
+            vec![("cpu", 8.0)],
+            vec![],
+            json!({"cpu": "7980769063n"}),
+        ),
+    ];
+    for (name, half_life, persisted, admitted, want) in cases {
+        let config = config(half_life);
+        let mut ledger = Ledger::default();
+        let local_queue = observed(Some(usage(&persisted)), usage(&admitted));
+        ledger.observe(&one(local_queue.clone()), &config, at(0));
+        ledger.observe(&one(local_queue), &config, at(INTERVAL));
+        let status = ledger.status("ns/lq").expect("an entry");
+        assert_eq!(
+            status["admissionFairSharingStatus"]["consumedResources"], want,
+            "{name}"
+        );
+        assert_eq!(
+            status["admissionFairSharingStatus"]["lastUpdate"],
+            json!(time::timestamp(at(INTERVAL))),
+            "{name}"
+        );
+    }
+}
