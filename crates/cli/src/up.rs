@@ -63,18 +63,6 @@ pub fn queue_config(
             if !configuration.ignored.is_empty() {
                 tracing::info!(fields = ?configuration.ignored, file = %path.display(), "queue configuration: Kueue fields Tessera does not act on, ignored");
             }
-            let pending = [(
-                "admissionFairSharing",
-                configuration.admission_fair_sharing.is_some(),
-            )];
-            let pending: Vec<&str> = pending
-                .iter()
-                .filter(|(_, on)| *on)
-                .map(|(f, _)| *f)
-                .collect();
-            if !pending.is_empty() {
-                tracing::warn!(fields = ?pending, "queue configuration: read and validated, not acted on yet");
-            }
             configuration
         }
     };

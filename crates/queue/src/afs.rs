@@ -68,10 +68,10 @@ pub fn local_queue_usage(
     for (name, value) in penalty {
         *merged.entry(name.clone()).or_default() += value;
     }
-    let usage: f64 = merged
-        .iter()
-        .map(|(name, value)| resource_weights.get(name).copied().unwrap_or(1.0) * value)
-        .sum();
+    // A fold from +0: an empty `sum` of floats is -0, which would sort before +0.
+    let usage = merged.iter().fold(0.0, |sum, (name, value)| {
+        sum + resource_weights.get(name).copied().unwrap_or(1.0) * value
+    });
     if local_queue_weight <= 0.0 {
         return f64::INFINITY;
     }

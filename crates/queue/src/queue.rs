@@ -177,8 +177,12 @@ pub struct QueueOrdering {
     /// Which timestamp FIFO uses.
     pub timestamp: RequeuingTimestamp,
     /// Admission fair sharing: each LocalQueue's weighted usage (lower first); empty when off.
-    pub local_queue_usage: BTreeMap<String, f64>,
+    pub local_queue_usage: LocalQueueUsage,
 }
+
+/// Admission fair sharing's weighted usage per LocalQueue, by namespace then LocalQueue name,
+/// so that comparing two Workloads looks both up without building a key.
+pub type LocalQueueUsage = BTreeMap<String, BTreeMap<String, f64>>;
 
 impl QueueOrdering {
     /// Orders `a` before `b` (`Less`) when it should be popped first; `sticky` is the
@@ -192,11 +196,12 @@ impl QueueOrdering {
         if !self.local_queue_usage.is_empty() {
             let usage = |w: &QueuedWorkload| {
                 self.local_queue_usage
-                    .get(&w.local_queue_key())
+                    .get(&w.info.workload.namespace)
+                    .and_then(|local_queues| local_queues.get(&w.local_queue))
                     .copied()
                     .unwrap_or(0.0)
             };
-            let by_usage = usage(a).total_cmp(&usage(b));
+            let by_usage = compare_floats(usage(a), usage(b));
             if by_usage != Ordering::Equal {
                 return by_usage;
             }
@@ -220,6 +225,12 @@ impl QueueOrdering {
             })
             .then_with(|| a.tie_break(b))
     }
+}
+
+/// Go's `cmp.Compare` on floats: `-0` equals `0`, NaN sorts before every number.
+fn compare_floats(a: f64, b: f64) -> Ordering {
+    a.partial_cmp(&b)
+        .unwrap_or_else(|| b.is_nan().cmp(&a.is_nan()))
 }
 
 /// The preemptor a ClusterQueue remembers (`preemptorWorkload`).

@@ -296,10 +296,42 @@ fn sticky_preemptor_heads_the_queue_and_lq_usage_comes_first() {
     other_lq.local_queue = "quiet".into();
     cq.push_or_update(other_lq, at(5));
     let afs = QueueOrdering {
-        local_queue_usage: BTreeMap::from([("ns/lq".to_owned(), 5.0), ("ns/quiet".into(), 1.0)]),
+        local_queue_usage: BTreeMap::from([(
+            "ns".to_owned(),
+            BTreeMap::from([("lq".to_owned(), 5.0), ("quiet".into(), 1.0)]),
+        )]),
         ..QueueOrdering::default()
     };
     assert_eq!(cq.dump(&afs), vec!["ns/other", "ns/low", "ns/high"]);
+}
+
+#[test]
+fn lq_usage_compares_as_go_compares_floats() {
+    // "old" (LocalQueue lq) is older than "new" (LocalQueue quiet): equal usages leave
+    // FIFO order; NaN sorts first, as Go's cmp.Compare puts it.
+    let cases = [
+        ("equal", 1.0, 1.0, ["ns/old", "ns/new"]),
+        ("-0 equals 0", -0.0, 0.0, ["ns/old", "ns/new"]),
+        ("lower first", 2.0, 1.0, ["ns/new", "ns/old"]),
+        ("infinite last", f64::INFINITY, 1e300, ["ns/new", "ns/old"]),
+        ("NaN first", 1.0, f64::NAN, ["ns/new", "ns/old"]),
+        ("both NaN", f64::NAN, f64::NAN, ["ns/old", "ns/new"]),
+    ];
+    for (name, lq, quiet, want) in cases {
+        let mut cq = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+        cq.push_or_update(queued("old", 0, at(0)), at(5));
+        let mut new = queued("new", 0, at(1));
+        new.local_queue = "quiet".into();
+        cq.push_or_update(new, at(5));
+        let ordering = QueueOrdering {
+            local_queue_usage: BTreeMap::from([(
+                "ns".to_owned(),
+                BTreeMap::from([("lq".to_owned(), lq), ("quiet".into(), quiet)]),
+            )]),
+            ..QueueOrdering::default()
+        };
+        assert_eq!(cq.dump(&ordering), want, "{name}");
+    }
 }
 
 #[test]

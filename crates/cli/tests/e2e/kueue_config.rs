@@ -6,7 +6,10 @@
 //! `PodsReadyTimeout`, requeued with `requeueState` and, past `backoffLimitCount`,
 //! deactivated; with `manageJobsWithoutQueueName`, a Job without the queue-name label is
 //! created suspended and its Workload waits for its LocalQueue; a file that does not validate
-//! keeps the platform from starting, naming the file, line and field.
+//! keeps the platform from starting, naming the file, line and field; with
+//! `admissionFairSharing` and a ClusterQueue whose admissionScope is
+//! `UsageBasedAdmissionFairSharing`, the LocalQueue that has used more waits behind the other
+//! one's newer Job, and LocalQueues carry `status.fairSharing.admissionFairSharingStatus`.
 
 use std::process::Command;
 
@@ -307,4 +310,110 @@ fn jobs_without_a_queue_name_are_managed_in_selected_namespaces() {
         ],
     );
     assert_eq!(queue, "default");
+}
+
+const ADMISSION_FAIR_SHARING: &str = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nadmissionFairSharing:\n  usageHalfLifeTime: 10m\n  usageSamplingInterval: 1s\n";
+
+/// The creation time of the Workload of `job`, once it exists.
+fn workload_created(cluster: &Cluster, job: &str) -> String {
+    let uid = cluster.ok(V, &["get", "job", job, "-o", "jsonpath={.metadata.uid}"]);
+    let selector = format!("kueue.x-k8s.io/job-uid={uid}");
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-l",
+            &selector,
+            "-o",
+            "jsonpath={.items[*].metadata.creationTimestamp}",
+        ],
+        |out| !out.is_empty(),
+    )
+}
+
+#[test]
+fn admission_fair_sharing_lets_the_quieter_local_queue_go_first() {
+    let configs = tempfile::tempdir().expect("tempdir");
+    let config = configs.path().join("kueue-config.yaml");
+    std::fs::write(&config, ADMISSION_FAIR_SHARING).expect("write the configuration");
+    let cluster = Cluster::start_with_args(&["--queue-config", &config.to_string_lossy()]);
+
+    let local_queue = |name: &str| {
+        format!(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata:\n  namespace: default\n  name: {name}\nspec:\n  clusterQueue: shared\n"
+        )
+    };
+    let setup = [
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: default-flavor\n".to_owned(),
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: shared\nspec:\n  namespaceSelector: {}\n  admissionScope:\n    admissionMode: UsageBasedAdmissionFairSharing\n  resourceGroups:\n  - coveredResources: [cpu, memory]\n    flavors:\n    - name: default-flavor\n      resources:\n      - {name: cpu, nominalQuota: 2}\n      - {name: memory, nominalQuota: 64Gi}\n".to_owned(),
+        local_queue("busy"),
+        local_queue("quiet"),
+    ]
+    .join("---\n");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &setup);
+
+    // The busy LocalQueue uses the whole ClusterQueue, and has another Job waiting.
+    cluster.ok_stdin(V, &["create", "-f", "-"], &job("busy-1", "busy", 2));
+    cluster.wait_for(
+        V,
+        &["get", "job", "busy-1", "-o", "jsonpath={.spec.suspend}"],
+        |s| s == "false",
+    );
+    cluster.ok_stdin(V, &["create", "-f", "-"], &job("busy-2", "busy", 2));
+    let busy_created = workload_created(&cluster, "busy-2");
+
+    // Its consumption is sampled into its status (after busy-2 was created, so that the
+    // quiet Job created next is strictly newer).
+    let sampled = |out: &str| {
+        out.split_once(' ')
+            .is_some_and(|(cpu, at)| !cpu.is_empty() && cpu != "0" && at > busy_created.as_str())
+    };
+    let sample = [
+        "get",
+        "localqueue",
+        "busy",
+        "-o",
+        "jsonpath={.status.fairSharing.admissionFairSharingStatus.consumedResources.cpu} {.status.fairSharing.admissionFairSharingStatus.lastUpdate}",
+    ];
+    cluster.wait_for_within(V, &sample, std::time::Duration::from_secs(60), sampled);
+    // The quiet one has consumed nothing; both carry Kueue's weightedShare 0.
+    let quiet = cluster.ok(
+        V,
+        &[
+            "get",
+            "localqueue",
+            "quiet",
+            "-o",
+            "jsonpath={.status.fairSharing.weightedShare} {.status.fairSharing.admissionFairSharingStatus.consumedResources.cpu}|{.status.fairSharing.admissionFairSharingStatus.lastUpdate}",
+        ],
+    );
+    let (share, last_update) = quiet.split_once('|').expect("two fields");
+    assert_eq!(share, "0 ");
+    assert!(!last_update.is_empty());
+
+    // The quiet LocalQueue's Job, created later, is admitted first once busy-1 goes.
+    cluster.ok_stdin(V, &["create", "-f", "-"], &job("quiet-1", "quiet", 2));
+    assert!(workload_created(&cluster, "quiet-1") > busy_created);
+    let uid = cluster.ok(
+        V,
+        &["get", "job", "busy-1", "-o", "jsonpath={.metadata.uid}"],
+    );
+    cluster.ok(V, &["delete", "job", "busy-1"]);
+    cluster.ok(
+        V,
+        &[
+            "delete",
+            "workloads",
+            "-l",
+            &format!("kueue.x-k8s.io/job-uid={uid}"),
+            "--ignore-not-found",
+        ],
+    );
+    cluster.wait_for(
+        V,
+        &["get", "job", "quiet-1", "-o", "jsonpath={.spec.suspend}"],
+        |s| s == "false",
+    );
+    assert!(!admitted(&cluster, "busy-2"));
 }

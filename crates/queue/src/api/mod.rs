@@ -4,11 +4,13 @@
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
 //! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
 //! integrations, the visibility API's pending-workload lists (`visibility`) and why a Workload
-//! waits (`explain`), and waitForPodsReady (`pods_ready`).
+//! waits (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
+//! kept across passes (`admission_fair_sharing`).
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
 //! time is an argument. The queue manager's shell (`tessera-controllers`) watches and writes.
 
+pub mod admission_fair_sharing;
 pub mod evictions;
 pub mod explain;
 pub mod framework;

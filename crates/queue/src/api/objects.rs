@@ -97,6 +97,8 @@ pub struct ClusterQueue {
     pub flavor_resources: Vec<(String, Vec<String>)>,
     /// Whether it is being deleted.
     pub terminating: bool,
+    /// `spec.admissionScope.admissionMode` is `UsageBasedAdmissionFairSharing`.
+    pub usage_based_admission_fair_sharing: bool,
 }
 
 /// An API quantity as the core reads it; `None` when it does not parse.
@@ -230,6 +232,10 @@ pub fn cluster_queue(object: &Value) -> Option<ClusterQueue> {
         stop_policy: stop_policy_of(spec.stop_policy.as_deref()),
         flavor_resources,
         terminating: object.pointer("/metadata/deletionTimestamp").is_some(),
+        usage_based_admission_fair_sharing: spec
+            .admission_scope
+            .as_ref()
+            .is_some_and(|scope| scope.admission_mode == "UsageBasedAdmissionFairSharing"),
     })
 }
 
@@ -251,6 +257,29 @@ pub fn local_queue(object: &Value) -> Option<(String, StopPolicy)> {
         spec.cluster_queue.unwrap_or_default(),
         stop_policy_of(spec.stop_policy.as_deref()),
     ))
+}
+
+/// A LocalQueue's `spec.fairSharing.weight` as a float (`LQWeightAsFloat64`; 1 when unset).
+pub fn local_queue_weight(object: &Value) -> f64 {
+    let spec: Option<api::LocalQueueSpec> = spec(object);
+    weight(spec.and_then(|spec| spec.fair_sharing).as_ref())
+}
+
+/// A LocalQueue's `status.fairSharing.admissionFairSharingStatus.consumedResources`, each
+/// quantity as its approximate float; `None` without that status.
+pub fn local_queue_consumed(object: &Value) -> Option<BTreeMap<String, f64>> {
+    let consumed = object
+        .pointer("/status/fairSharing/admissionFairSharingStatus/consumedResources")?
+        .as_object()?;
+    Some(
+        consumed
+            .iter()
+            .filter_map(|(resource, quantity)| {
+                let quantity: Quantity = quantity.as_str()?.parse().ok()?;
+                Some((resource.clone(), quantity.nanos() as f64 / 1e9))
+            })
+            .collect(),
+    )
 }
 
 /// Namespace labels by name.

@@ -18,12 +18,14 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+use crate::afs::ResourceUsage;
 use crate::amount::Amount;
+use crate::api::admission_fair_sharing::{Ledger, Observed};
 use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
 use crate::api::pods_ready;
 use crate::api::status::{self, Counts, Event, Usage};
-use crate::config::{Configuration, WaitForPodsReady};
+use crate::config::{AdmissionFairSharing, Configuration, WaitForPodsReady};
 use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
 use crate::flavor::ResourceFlavorSpec;
 use crate::preemption::{AdmittedWorkload, FairSharingConfig, PreemptionConfig};
@@ -43,6 +45,9 @@ pub struct Settings {
     /// waitForPodsReady: timeouts, requeue backoff, blockAdmission and the requeuing
     /// timestamp; `None` when off.
     pub wait_for_pods_ready: Option<WaitForPodsReady>,
+    /// Admission fair sharing: LocalQueues' decayed usage, entry penalties, and the order
+    /// of the ClusterQueues whose admissionScope asks for it; `None` when off.
+    pub admission_fair_sharing: Option<AdmissionFairSharing>,
 }
 
 impl Default for Settings {
@@ -51,6 +56,7 @@ impl Default for Settings {
             preemption: PreemptionConfig::default(),
             heads_per_cluster_queue: 1,
             wait_for_pods_ready: None,
+            admission_fair_sharing: None,
         }
     }
 }
@@ -74,6 +80,7 @@ impl From<&Configuration> for Settings {
             },
             heads_per_cluster_queue: beyond.heads_per_cluster_queue,
             wait_for_pods_ready: configuration.wait_for_pods_ready.clone(),
+            admission_fair_sharing: configuration.admission_fair_sharing.clone(),
         }
     }
 }
@@ -186,12 +193,13 @@ struct Holder {
 }
 
 /// What a pass keeps for the next, as Kueue's queue manager keeps it between cycles: the
-/// queues (inadmissible sets, the sticky preemptor of each ClusterQueue) and what the
-/// inadmissible Workloads last waited on.
+/// queues (inadmissible sets, the sticky preemptor of each ClusterQueue), what the
+/// inadmissible Workloads last waited on, and admission fair sharing's ledger.
 #[derive(Debug, Clone, Default)]
 pub struct Queues {
     manager: QueueManager,
     waited_on: Option<WaitedOn>,
+    ledger: Ledger,
 }
 
 /// What can make an inadmissible Workload admissible.
@@ -347,6 +355,20 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
     };
     let mut decided = Decided::default();
     sync_queues(state, &world, objects, settings, &mut decided, now);
+    let fairness = match &settings.admission_fair_sharing {
+        Some(config) => {
+            state
+                .ledger
+                .observe(&observed_local_queues(&world, objects), config, now);
+            state.manager.ordering.local_queue_usage = state.ledger.ordering_usage(config);
+            Some((config, &mut state.ledger))
+        }
+        None => {
+            state.ledger = Ledger::default();
+            state.manager.ordering.local_queue_usage.clear();
+            None
+        }
+    };
     let base = Snapshot {
         tree,
         cluster_queues: world.snapshots(),
@@ -376,6 +398,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
     run_cycles(
         base,
         &mut state.manager,
+        fairness,
         &world,
         &mut decided,
         blocking,
@@ -405,8 +428,12 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         }
     }
     let fair_sharing = settings.preemption.fair_sharing.is_some();
+    let ledger = settings
+        .admission_fair_sharing
+        .as_ref()
+        .map(|_| &state.ledger);
     let (cluster_queues, local_queues) =
-        queue_statuses(&world, objects, &state.manager, fair_sharing, now);
+        queue_statuses(&world, objects, &state.manager, fair_sharing, ledger, now);
     Pass {
         workloads,
         cluster_queues,
@@ -533,6 +560,60 @@ pub fn queues_of(objects: &Objects, settings: &Settings, now: SystemTime) -> Que
     state.manager
 }
 
+/// What admission fair sharing's ledger observes of each LocalQueue whose ClusterQueue
+/// exists: its weight, persisted status, admitted usage and Workloads.
+fn observed_local_queues(world: &World<'_>, objects: &Objects) -> BTreeMap<String, Observed> {
+    let mut observed: BTreeMap<String, Observed> = BTreeMap::new();
+    for object in &objects.local_queues {
+        let Some((cluster_queue, _)) = objects::local_queue(object) else {
+            continue;
+        };
+        let Some((cq, _)) = world.cluster_queues.get(&cluster_queue) else {
+            continue;
+        };
+        let local_queue = Observed {
+            usage_based: cq.usage_based_admission_fair_sharing,
+            weight: objects::local_queue_weight(object),
+            persisted: objects::local_queue_consumed(object),
+            ..Observed::default()
+        };
+        observed.insert(objects::key(object), local_queue);
+    }
+    for (key, holder) in &world.holders {
+        let Some(local_queue) = observed.get_mut(&holder.local_queue) else {
+            continue;
+        };
+        local_queue.live.insert(key.clone());
+        if holder.admitted {
+            local_queue.admitted.insert(key.clone());
+            for (resource, value) in holder.usage.flatten_flavors() {
+                *local_queue
+                    .admitted_usage
+                    .entry(resource.clone())
+                    .or_default() += Amount::new(value).as_approximate_f64(&resource);
+            }
+        }
+    }
+    for queued in world.pending() {
+        if let Some(local_queue) = observed.get_mut(&queued.local_queue_key()) {
+            local_queue.live.insert(queued.key());
+        }
+    }
+    observed
+}
+
+/// A Workload's total requests in the resources' standard units (`SumTotalRequests`).
+fn total_requests(queued: &QueuedWorkload) -> ResourceUsage {
+    let mut total = ResourceUsage::new();
+    for pod_set in &queued.info.total_requests {
+        for (resource, value) in &pod_set.requests {
+            *total.entry(resource.clone()).or_default() +=
+                Amount::new(*value).as_approximate_f64(resource);
+        }
+    }
+    total
+}
+
 /// blockAdmission: whether it is on, and whether an admitted Workload is not `PodsReady`.
 #[derive(Clone, Copy)]
 struct Blocking {
@@ -546,9 +627,11 @@ struct Blocking {
 /// nothing new ends the pass; the rest waits for a change or the next pass. With
 /// blockAdmission, a Workload that would be admitted while an admitted one is not
 /// `PodsReady` (one admitted earlier in the pass included) waits with `WaitingForPodsReady`.
+#[allow(clippy::too_many_arguments)]
 fn run_cycles(
     mut base: Snapshot,
     queues: &mut QueueManager,
+    mut fairness: Option<(&AdmissionFairSharing, &mut Ledger)>,
     world: &World<'_>,
     decided: &mut Decided,
     mut blocking: Blocking,
@@ -576,6 +659,12 @@ fn run_cycles(
                     }
                     blocking.blocked = blocking.block;
                     if let Some(queued) = world.queued(&workload) {
+                        if let Some((config, ledger)) = fairness.as_mut() {
+                            let requests = total_requests(queued);
+                            let local_queue = queued.local_queue_key();
+                            ledger.push_penalty(&local_queue, &workload, &requests, config);
+                            queues.ordering.local_queue_usage = ledger.ordering_usage(config);
+                        }
                         let usage = admission_usage(&admission);
                         if let Some(id) = base.tree.cluster_queue(&admission.cluster_queue) {
                             base.tree.add_usages(id, &usage);
@@ -756,12 +845,14 @@ fn workload_writes(
 
 /// ClusterQueue and LocalQueue statuses that changed: counts and usage of the Workloads
 /// holding quota (this pass's admissions included) and of the pending ones, `Active`, and
-/// with fair sharing each ClusterQueue's weighted share.
+/// with fair sharing each ClusterQueue's weighted share, with admission fair sharing each
+/// LocalQueue's `status.fairSharing` from `ledger`.
 fn queue_statuses(
     world: &World<'_>,
     objects: &Objects,
     queues: &QueueManager,
     fair_sharing: bool,
+    ledger: Option<&Ledger>,
     now: SystemTime,
 ) -> (Vec<StatusWrite>, Vec<StatusWrite>) {
     let mut cq_counts: BTreeMap<String, (Counts, Usage)> = BTreeMap::new();
@@ -839,9 +930,11 @@ fn queue_statuses(
         let flavors = cq
             .map(|(cq, _)| cq.flavor_resources.clone())
             .unwrap_or_default();
-        let (counts, usage) = lq_counts.remove(&objects::key(object)).unwrap_or_default();
+        let key = objects::key(object);
+        let (counts, usage) = lq_counts.remove(&key).unwrap_or_default();
+        let fair_sharing = ledger.and_then(|ledger| ledger.status(&key));
         if let Some(status) =
-            status::local_queue_status(object, &flavors, counts, &usage, &active, now)
+            status::local_queue_status(object, &flavors, counts, &usage, &active, fair_sharing, now)
         {
             local_queues.push(write_for(object, status));
         }

@@ -599,3 +599,225 @@ mod lifecycle {
         );
     }
 }
+
+/// Admission fair sharing in a pass: the heap of a usage-based ClusterQueue ordered by
+/// weighted LocalQueue usage (persisted consumption, LocalQueue weights, penalties pushed in
+/// the pass), and LocalQueue statuses (upstream:
+/// test/integration/singlecluster/scheduler/fairsharing, admission fair sharing cases).
+mod admission_fair_sharing {
+    use super::super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    fn settings(cpu_weight: Option<f64>) -> Settings {
+        let resource_weights = cpu_weight
+            .map(|w| BTreeMap::from([("cpu".to_owned(), w)]))
+            .unwrap_or_default();
+        Settings {
+            admission_fair_sharing: Some(AdmissionFairSharing {
+                usage_half_life: Duration::from_secs(600),
+                usage_sampling_interval: Duration::from_secs(300),
+                resource_weights,
+            }),
+            ..Settings::default()
+        }
+    }
+
+    fn cluster_queue(cpu: &str, mode: &str) -> Value {
+        json!({"metadata": {"name": "cq", "generation": 1}, "spec": {"namespaceSelector": {},
+            "admissionScope": {"admissionMode": mode},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": "default", "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}})
+    }
+
+    fn local_queue(name: &str, weight: Option<&str>, consumed_cpu: Option<&str>) -> Value {
+        let mut object = json!({"metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterQueue": "cq"}});
+        if let Some(weight) = weight {
+            object["spec"]["fairSharing"] = json!({"weight": weight});
+        }
+        if let Some(cpu) = consumed_cpu {
+            object["status"] = json!({"fairSharing": {"weightedShare": 0,
+                "admissionFairSharingStatus": {"consumedResources": {"cpu": cpu},
+                    "lastUpdate": tessera_model::time::timestamp(now())}}});
+        }
+        object
+    }
+
+    fn workload(name: &str, queue: &str, seconds: u64) -> Value {
+        let created = tessera_model::time::timestamp(now() - Duration::from_secs(1000 - seconds));
+        json!({"metadata": {"name": name, "namespace": "ns", "uid": name, "generation": 1,
+                "creationTimestamp": created},
+            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    }
+
+    fn objects(cpu: &str, mode: &str, local_queues: Vec<Value>, workloads: Vec<Value>) -> Objects {
+        Objects {
+            flavors: vec![json!({"metadata": {"name": "default"}, "spec": {}})],
+            cluster_queues: vec![cluster_queue(cpu, mode)],
+            cohorts: Vec::new(),
+            local_queues,
+            workloads,
+            namespaces: vec![json!({"metadata": {"name": "ns"}})],
+        }
+    }
+
+    fn admitted(pass: &Pass) -> Vec<String> {
+        pass.workloads
+            .iter()
+            .filter(|w| w.status.get("admission").is_some_and(|a| !a.is_null()))
+            .map(|w| w.name.clone())
+            .collect()
+    }
+
+    const USAGE_BASED: &str = "UsageBasedAdmissionFairSharing";
+
+    #[test]
+    fn the_local_queue_that_used_less_goes_first() {
+        type Case = (
+            &'static str,
+            &'static str,
+            (Option<&'static str>, Option<&'static str>),
+            (Option<&'static str>, Option<&'static str>),
+            Option<f64>,
+            &'static str,
+        );
+        // (name, admissionMode, heavy (weight, consumed cpu), light (weight, consumed cpu),
+        // cpu resource weight, admitted); "old" in heavy is older than "new" in light.
+        let cases: Vec<Case> = vec![
+            (
+                "no usage: FIFO",
+                USAGE_BASED,
+                (None, None),
+                (None, None),
+                None,
+                "old",
+            ),
+            (
+                "the heavier LocalQueue waits",
+                USAGE_BASED,
+                (None, Some("4")),
+                (None, None),
+                None,
+                "new",
+            ),
+            (
+                "its weight outweighs its usage",
+                USAGE_BASED,
+                (Some("8"), Some("4")),
+                (None, Some("1")),
+                None,
+                "old",
+            ),
+            (
+                "weight zero sorts last",
+                USAGE_BASED,
+                (Some("0"), None),
+                (None, Some("100")),
+                None,
+                "new",
+            ),
+            (
+                "a resource weighing nothing",
+                USAGE_BASED,
+                (None, Some("4")),
+                (None, None),
+                Some(0.0),
+                "old",
+            ),
+            (
+                "the ClusterQueue does not ask for it",
+                "NoAdmissionFairSharing",
+                (None, Some("4")),
+                (None, None),
+                None,
+                "old",
+            ),
+        ];
+        for (name, mode, heavy, light, cpu_weight, want) in cases {
+            let input = objects(
+                "1",
+                mode,
+                vec![
+                    local_queue("heavy", heavy.0, heavy.1),
+                    local_queue("light", light.0, light.1),
+                ],
+                vec![workload("old", "heavy", 1), workload("new", "light", 2)],
+            );
+            let pass = pass(&input, &mut Queues::default(), &settings(cpu_weight), now());
+            assert_eq!(admitted(&pass), vec![want.to_owned()], "{name}");
+        }
+    }
+
+    #[test]
+    fn an_admission_penalizes_its_local_queue_within_the_pass() {
+        let input = |mode| {
+            objects(
+                "2",
+                mode,
+                vec![local_queue("a", None, None), local_queue("b", None, None)],
+                vec![
+                    workload("a1", "a", 1),
+                    workload("a2", "a", 2),
+                    workload("b1", "b", 3),
+                ],
+            )
+        };
+        let with = pass(
+            &input(USAGE_BASED),
+            &mut Queues::default(),
+            &settings(None),
+            now(),
+        );
+        assert_eq!(admitted(&with), vec!["a1", "b1"]);
+        let without = pass(
+            &input(USAGE_BASED),
+            &mut Queues::default(),
+            &Settings::default(),
+            now(),
+        );
+        assert_eq!(admitted(&without), vec!["a1", "a2"]);
+    }
+
+    #[test]
+    fn local_queue_status_is_seeded_from_status_and_sampled_after_restart() {
+        let local_queues = vec![
+            local_queue("a", None, Some("2")),
+            local_queue("b", None, None),
+        ];
+        let input = objects("0", USAGE_BASED, local_queues, Vec::new());
+        let mut state = Queues::default();
+        let first = pass(&input, &mut state, &settings(None), now());
+        let status_of = |pass: &Pass, name: &str| {
+            pass.local_queues
+                .iter()
+                .find(|w| w.name == name)
+                .map(|w| w.status["fairSharing"].clone())
+        };
+        let stamp = tessera_model::time::timestamp(now());
+        assert_eq!(
+            status_of(&first, "b"),
+            Some(json!({"weightedShare": 0, "admissionFairSharingStatus": {
+                "consumedResources": {}, "lastUpdate": stamp}}))
+        );
+        // Seeded from its status, restarted with lastUpdate now.
+        assert_eq!(
+            status_of(&first, "a"),
+            Some(json!({"weightedShare": 0, "admissionFairSharingStatus": {
+                "consumedResources": {"cpu": "2"}, "lastUpdate": stamp}}))
+        );
+        // One half-life later, with nothing admitted: half of it is left.
+        let later = now() + Duration::from_secs(600);
+        let sampled = pass(&input, &mut state, &settings(None), later);
+        assert_eq!(
+            status_of(&sampled, "a").expect("sampled")["admissionFairSharingStatus"],
+            json!({"consumedResources": {"cpu": "1"},
+                "lastUpdate": tessera_model::time::timestamp(later)})
+        );
+    }
+}

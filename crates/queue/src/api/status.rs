@@ -519,13 +519,15 @@ pub fn cluster_queue_status(
     queue_status(object, flavors, borrowed, counts, usage, active, extra, now)
 }
 
-/// A LocalQueue's status fields: as a ClusterQueue's, without `borrowed`.
+/// A LocalQueue's status fields: as a ClusterQueue's, without `borrowed`, with
+/// `fairSharing` when admission fair sharing gives one.
 pub fn local_queue_status(
     object: &Value,
     flavors: &[(String, Vec<String>)],
     counts: Counts,
     usage: &Usage,
     active: &Active,
+    fair_sharing: Option<Value>,
     now: SystemTime,
 ) -> Option<Value> {
     queue_status(
@@ -535,7 +537,7 @@ pub fn local_queue_status(
         counts,
         usage,
         active,
-        None,
+        fair_sharing.map(|value| ("fairSharing", value)),
         now,
     )
 }
@@ -903,6 +905,7 @@ mod tests {
             counts,
             &usage,
             &local_queue_active(false, Some(true)),
+            None,
             at(1),
         )
         .expect("new");
@@ -910,5 +913,6 @@ mod tests {
             lq["flavorsUsage"][0]["resources"][0],
             json!({"name": "cpu", "total": "1"})
         );
+        assert_eq!(lq.get("fairSharing"), None);
     }
 }
