@@ -95,7 +95,15 @@ fn node_conditions_keep_their_transition_time_across_a_restart() {
     std::thread::sleep(Duration::from_millis(1100));
     cluster.stop();
     cluster.launch(&[]);
-    let after = times(&cluster);
+    // The restarted kubelet posts its first status a moment after the API answers.
+    let mut after = times(&cluster);
+    for _ in 0..60 {
+        if after != before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        after = times(&cluster);
+    }
     let transitions = |text: &str| -> Vec<String> {
         text.split_whitespace()
             .map(|entry| entry.split('/').next().unwrap_or_default().to_string())
