@@ -221,7 +221,7 @@ impl Priorities {
     /// `ExtractPriority`: the WorkloadPriorityClass of the label if set (value 0 when it does
     /// not exist), else the first PodSet template's PriorityClass (or the global default),
     /// else 0.
-    fn of(&self, job: &Value, pod_sets: &[PodSet]) -> (Option<Value>, i32) {
+    pub(crate) fn of(&self, job: &Value, pod_sets: &[PodSet]) -> (Option<Value>, i32) {
         let named = pod_sets
             .iter()
             .map(|p| json_read::text(&p.template, "/spec/priorityClassName"))

@@ -85,7 +85,9 @@ fn pods_ready(jobset: &Value) -> bool {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|s| json_read::int(s, "/ready").unwrap_or(0) + json_read::int(s, "/succeeded").unwrap_or(0))
+        .map(|s| {
+            json_read::int(s, "/ready").unwrap_or(0) + json_read::int(s, "/succeeded").unwrap_or(0)
+        })
         .sum();
     replicas == ready
 }

@@ -3,7 +3,8 @@
 //! pass of scheduling cycles over them with the statuses to write (`pass`), the statuses
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
 //! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
-//! integrations, the visibility API's pending-workload lists (`visibility`) and why a Workload
+//! integrations, the Workloads StatefulSets and LeaderWorkerSets own for their pod groups
+//! (`parent`), the visibility API's pending-workload lists (`visibility`) and why a Workload
 //! waits (`explain`), and waitForPodsReady (`pods_ready`).
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
@@ -15,6 +16,7 @@ pub mod framework;
 pub mod job;
 pub mod jobset;
 pub mod objects;
+pub mod parent;
 pub mod pass;
 pub mod pod;
 pub mod pods_ready;

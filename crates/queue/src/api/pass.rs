@@ -519,7 +519,14 @@ pub fn quota_tree(objects: &Objects) -> Option<Tree> {
 pub fn queues_of(objects: &Objects, settings: &Settings, now: SystemTime) -> QueueManager {
     let world = World::read(objects);
     let mut state = Queues::default();
-    sync_queues(&mut state, &world, objects, settings, &mut Decided::default(), now);
+    sync_queues(
+        &mut state,
+        &world,
+        objects,
+        settings,
+        &mut Decided::default(),
+        now,
+    );
     for queued in world.pending() {
         let _ = state.manager.add_or_update(queued.clone(), now);
     }

@@ -51,7 +51,9 @@ pub fn job_pods_ready(job: &Value) -> bool {
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     let done = count("/status/ready") + count("/status/succeeded") + uncounted as i64;
-    done >= i64::from(crate::api::job::pods_count(job.get("spec").unwrap_or(&Value::Null)))
+    done >= i64::from(crate::api::job::pods_count(
+        job.get("spec").unwrap_or(&Value::Null),
+    ))
 }
 
 /// The `PodsReady` condition the Job integration writes for a Workload whose job's pods are
