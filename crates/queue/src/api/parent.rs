@@ -87,21 +87,30 @@ pub fn parent_of(pod: &Value) -> Option<(ParentKind, String)> {
     }
 }
 
-/// The Workload the parent's reconciler creates for the pod's group: the StatefulSet's, or
-/// the LeaderWorkerSet group's of the pod's group index. `None` when the pod has no index.
+/// What the parent's reconciler does for the pod's group: create the StatefulSet's Workload,
+/// or the LeaderWorkerSet group's of the pod's group index, with its `CreatedWorkload` event;
+/// or, when the parent names a missing WorkloadPriorityClass, only warn
+/// (`WorkloadPriorityClassNotFound`). `None` when the pod has no group index.
 pub fn workload_for(
     kind: ParentKind,
     parent: &Value,
     pod: &Value,
     priorities: &Priorities,
-) -> Option<Value> {
-    match kind {
-        ParentKind::StatefulSet => Some(statefulset_workload(parent, priorities)),
+) -> Option<Result<(Value, status::Event), status::Event>> {
+    if let Some(class) = priorities.missing_workload_class(parent) {
+        let involved = (kind.api_version(), kind.resource().2);
+        let event = Priorities::missing_class_event(parent, (&involved.0, involved.1), class);
+        return Some(Err(event));
+    }
+    let workload = match kind {
+        ParentKind::StatefulSet => statefulset_workload(parent, priorities),
         ParentKind::LeaderWorkerSet => {
             let index: usize = labels::label(pod, LWS_GROUP_INDEX)?.parse().ok()?;
-            Some(leaderworkerset_workload(parent, index, priorities))
+            leaderworkerset_workload(parent, index, priorities)
         }
-    }
+    };
+    let event = created_event(kind, parent, &workload);
+    Some(Ok((workload, event)))
 }
 
 /// `GetWorkloadName` of a StatefulSet.
@@ -237,7 +246,7 @@ fn group_workload(
 }
 
 /// The `CreatedWorkload` event Kueue records about the parent.
-pub fn created_event(kind: ParentKind, parent: &Value, workload: &Value) -> status::Event {
+fn created_event(kind: ParentKind, parent: &Value, workload: &Value) -> status::Event {
     status::Event::about(
         parent,
         (&kind.api_version(), kind.resource().2),

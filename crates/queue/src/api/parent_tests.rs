@@ -220,16 +220,19 @@ fn pods_name_the_parent_whose_workload_they_wait_for() {
     // The group index picks the LeaderWorkerSet group's Workload.
     let member = json!({"metadata": {"labels": {LWS_GROUP_INDEX: "1"}}});
     let parent = lws(2, 2, false, json!({}));
-    let workload = workload_for(
+    let created = workload_for(
         ParentKind::LeaderWorkerSet,
         &parent,
         &member,
         &Priorities::default(),
     );
-    assert_eq!(
-        workload.map(|w| w["metadata"]["name"].clone()),
-        Some(json!(leaderworkerset_workload_name("lws", "lws", 1)))
-    );
+    let Some(Ok((workload, event))) = created else {
+        panic!("{created:?}")
+    };
+    let name = leaderworkerset_workload_name("lws", "lws", 1);
+    assert_eq!(workload["metadata"]["name"], name.as_str());
+    assert_eq!(event.reason, "CreatedWorkload");
+    assert_eq!(event.message, format!("Created Workload: ns/{name}"));
     let unindexed = json!({"metadata": {"labels": {}}});
     assert!(
         workload_for(
@@ -243,18 +246,27 @@ fn pods_name_the_parent_whose_workload_they_wait_for() {
 }
 
 #[test]
-fn the_created_event_is_about_the_parent() {
-    let parent = lws(1, 1, false, json!({}));
-    let workload = leaderworkerset_workload(&parent, 0, &Priorities::default());
-    let event = created_event(ParentKind::LeaderWorkerSet, &parent, &workload);
-    assert_eq!(event.involved["kind"], "LeaderWorkerSet");
-    assert_eq!(event.involved["apiVersion"], "leaderworkerset.x-k8s.io/v1");
-    assert_eq!(event.reason, "CreatedWorkload");
+fn a_missing_workload_priority_class_is_reported_instead_of_a_workload() {
+    // "should report a missing workload priority class when creating the workloads".
+    let parent = lws(2, 1, false, json!({PRIORITY_CLASS_LABEL: "missing-wpc"}));
+    let member = json!({"metadata": {"labels": {LWS_GROUP_INDEX: "0"}}});
+    let reported = workload_for(
+        ParentKind::LeaderWorkerSet,
+        &parent,
+        &member,
+        &Priorities::default(),
+    );
+    let Some(Err(event)) = reported else {
+        panic!("{reported:?}")
+    };
     assert_eq!(
-        event.message,
-        format!(
-            "Created Workload: ns/{}",
-            leaderworkerset_workload_name("lws", "lws", 0)
+        (event.kind, event.reason.as_str(), event.message.as_str()),
+        (
+            "Warning",
+            "WorkloadPriorityClassNotFound",
+            r#"WorkloadPriorityClass "missing-wpc" not found"#
         )
     );
+    assert_eq!(event.involved["kind"], "LeaderWorkerSet");
+    assert_eq!(event.involved["apiVersion"], "leaderworkerset.x-k8s.io/v1");
 }

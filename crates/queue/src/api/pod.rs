@@ -484,6 +484,11 @@ pub fn reconcile(
             // `ErrPrebuiltWorkloadNotFound`: the parent's reconciler makes it.
             return writes;
         }
+        if let Some(class) = priorities.missing_workload_class(first) {
+            let event = Priorities::missing_class_event(first, ("v1", "Pod"), class);
+            writes.push(PodWrite::Event(event));
+            return writes;
+        }
         match workload_for(&live, group, priorities) {
             Ok(created) => {
                 let message = format!("Created Workload: {}", key_of(&created));

@@ -2,6 +2,7 @@
 
 use super::*;
 use std::time::Duration;
+use tessera_model::kueue::PRIORITY_CLASS_LABEL as PRIORITY_CLASS;
 use tessera_model::kueue::pod::{ADMISSION_GATE, GROUP_NAME};
 
 fn now() -> SystemTime {
@@ -504,4 +505,42 @@ fn a_prebuilt_group_waits_for_its_parents_workload_and_is_added_to_its_owners() 
             }
         }
     }
+}
+
+#[test]
+fn a_pod_naming_a_missing_workload_priority_class_gets_no_workload_until_it_exists() {
+    let named = pod(
+        "p",
+        json!({"metadata": {"labels": {PRIORITY_CLASS: "high"}}}),
+    );
+    let refs = [&named];
+    let missing = reconcile(
+        &refs,
+        false,
+        None,
+        &flavors(),
+        &Priorities::default(),
+        now(),
+    );
+    assert_eq!(
+        reasons(&missing),
+        [(
+            "WorkloadPriorityClassNotFound".to_owned(),
+            r#"WorkloadPriorityClass "high" not found"#.to_owned()
+        )]
+    );
+    assert!(
+        !missing
+            .iter()
+            .any(|w| matches!(w, PodWrite::CreateWorkload(_)))
+    );
+    let priorities = Priorities {
+        workload: [("high".to_owned(), 7)].into(),
+        ..Priorities::default()
+    };
+    let writes = reconcile(&refs, false, None, &flavors(), &priorities, now());
+    let Some(PodWrite::CreateWorkload(workload)) = writes.first() else {
+        panic!("{writes:?}")
+    };
+    assert_eq!(workload["spec"]["priority"], 7);
 }
