@@ -267,11 +267,9 @@ const ADMITTED_LINES: &str = "jsonpath={range .items[*]}{.metadata.name}={.statu
 const PHASE_LINES: &str =
     "jsonpath={range .items[*]}{.status.phase}:{.spec.schedulingGates[*].name}{\"\\n\"}{end}";
 
-/// The selector of a LeaderWorkerSet group's pods.
-fn lws_group(index: &str) -> String {
-    format!(
-        "leaderworkerset.sigs.k8s.io/name=serve,leaderworkerset.sigs.k8s.io/group-index={index}"
-    )
+/// The selector of the pods of a group Kueue admits with this Workload.
+fn pod_group(workload: &str) -> String {
+    format!("kueue.x-k8s.io/pod-group-name={workload}")
 }
 
 #[test]
@@ -353,24 +351,23 @@ fn kueue_admits_a_leader_worker_set_one_group_at_a_time() {
         admitted_group(out).len() == 1
     });
     let running = admitted_group(&states).concat();
-    let waiting = if running == "0" { "1" } else { "0" };
+    let (running, waiting) = if running == "0" {
+        (&groups[0], &groups[1])
+    } else {
+        (&groups[1], &groups[0])
+    };
     let both_running = |out: &str| out == "Running:\nRunning:\n";
     cluster.wait_for(
         V,
-        &["get", "pods", "-l", &lws_group(&running), "-o", PHASE_LINES],
+        &["get", "pods", "-l", &pod_group(running), "-o", PHASE_LINES],
         both_running,
     );
-    let waiting_workload = groups
-        .iter()
-        .find(|g| g.starts_with(&format!("leaderworkerset-serve-{waiting}-")))
-        .cloned()
-        .unwrap_or_default();
     let message = cluster.wait_for(
         V,
         &[
             "get",
             "workload",
-            &waiting_workload,
+            waiting,
             "-o",
             "jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].message}",
         ],
@@ -382,7 +379,7 @@ fn kueue_admits_a_leader_worker_set_one_group_at_a_time() {
     );
     let gated = cluster.ok(
         V,
-        &["get", "pods", "-l", &lws_group(waiting), "-o", PHASE_LINES],
+        &["get", "pods", "-l", &pod_group(waiting), "-o", PHASE_LINES],
     );
     assert!(
         !gated.is_empty()
@@ -393,10 +390,10 @@ fn kueue_admits_a_leader_worker_set_one_group_at_a_time() {
     );
 
     // The pod finishes and frees its quota: the waiting group is admitted and runs whole.
-    wait_admitted_within(&cluster, &waiting_workload, 90);
+    wait_admitted_within(&cluster, waiting, 90);
     cluster.wait_for(
         V,
-        &["get", "pods", "-l", &lws_group(waiting), "-o", PHASE_LINES],
+        &["get", "pods", "-l", &pod_group(waiting), "-o", PHASE_LINES],
         both_running,
     );
 }

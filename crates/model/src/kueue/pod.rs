@@ -60,6 +60,24 @@ pub fn group_name(pod: &Value) -> Option<&str> {
     label(pod, GROUP_NAME).filter(|name| !name.is_empty())
 }
 
+/// The LeaderWorkerSet's name label on its pods.
+pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+/// The LeaderWorkerSet group index label.
+pub const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
+/// The LeaderWorkerSet worker index label (0 is the leader).
+pub const LWS_WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+
+/// A LeaderWorkerSet pod's group index: its `group-index` label or, for a leader (worker
+/// index 0) created without it, its ordinal in the leader StatefulSet
+/// (`apps.kubernetes.io/pod-index`), which is its group's index.
+pub fn lws_group_index(pod: &Value) -> Option<&str> {
+    label(pod, LWS_GROUP_INDEX).or_else(|| {
+        (label(pod, LWS_WORKER_INDEX) == Some("0"))
+            .then(|| label(pod, "apps.kubernetes.io/pod-index"))
+            .flatten()
+    })
+}
+
 /// Whether the pod carries Kueue's admission gate.
 pub fn gated(pod: &Value) -> bool {
     pod.pointer("/spec/schedulingGates")
@@ -280,6 +298,29 @@ mod tests {
                 super::sha256_hex(shape.as_bytes())[..8],
                 "{shape}"
             );
+        }
+    }
+
+    #[test]
+    fn a_leader_without_a_group_index_is_in_the_group_of_its_ordinal() {
+        let cases = [
+            (
+                json!({LWS_GROUP_INDEX: "2", LWS_WORKER_INDEX: "1"}),
+                Some("2"),
+            ),
+            (
+                json!({LWS_WORKER_INDEX: "0", "apps.kubernetes.io/pod-index": "3"}),
+                Some("3"),
+            ),
+            (
+                json!({LWS_WORKER_INDEX: "1", "apps.kubernetes.io/pod-index": "3"}),
+                None,
+            ),
+            (json!({}), None),
+        ];
+        for (labels, want) in cases {
+            let pod = json!({"metadata": {"labels": labels}});
+            assert_eq!(lws_group_index(&pod), want, "{labels}");
         }
     }
 

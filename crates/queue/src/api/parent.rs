@@ -15,7 +15,7 @@
 use serde_json::{Map, Value, json};
 use tessera_model::json as json_read;
 use tessera_model::kueue::pod::{
-    self as labels, IS_GROUP_WORKLOAD, PREBUILT_WORKLOAD, SUSPENDED_BY_PARENT,
+    self as labels, IS_GROUP_WORKLOAD, LWS_NAME, PREBUILT_WORKLOAD, SUSPENDED_BY_PARENT,
 };
 
 use crate::api::framework::{self, JOB_UID, PodSet, Priorities};
@@ -30,10 +30,8 @@ pub const COMPONENT_INDEX: &str = "kueue.x-k8s.io/component-workload-index";
 
 /// The LeaderWorkerSet API group.
 const LWS_GROUP: &str = "leaderworkerset.x-k8s.io";
-/// The labels LeaderWorkerSet pods carry, and the prefix Kueue drops from PodSet templates.
+/// The prefix of the LeaderWorkerSet's own labels, which Kueue drops from PodSet templates.
 const LWS_PREFIX: &str = "leaderworkerset.sigs.k8s.io";
-const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
-const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
 
 /// The kind of parent whose pods form one group per Workload it owns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +103,7 @@ pub fn workload_for(
     let workload = match kind {
         ParentKind::StatefulSet => statefulset_workload(parent, priorities),
         ParentKind::LeaderWorkerSet => {
-            let index: usize = labels::label(pod, LWS_GROUP_INDEX)?.parse().ok()?;
+            let index: usize = labels::lws_group_index(pod)?.parse().ok()?;
             leaderworkerset_workload(parent, index, priorities)
         }
     };

@@ -2,6 +2,7 @@
 //! `TestReconciler` ("should create prebuilt workload…") that fit the pure constructors.
 
 use super::*;
+use tessera_model::kueue::pod::LWS_GROUP_INDEX;
 use tessera_model::kueue::{PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL};
 
 const CONTAINERS: &str = r#"[{"name": "c", "image": "pause"}]"#;
