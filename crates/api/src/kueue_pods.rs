@@ -12,8 +12,9 @@
 
 use serde_json::{Map, Value, json};
 use tessera_model::kueue::pod::{
-    self, ADMISSION_GATE, FAST_ADMISSION, FINALIZER, GROUP_NAME, GROUP_TOTAL_COUNT, MANAGED_LABEL,
-    MANAGED_VALUE, PREBUILT_WORKLOAD, ROLE_HASH, SERVING, SUSPENDED_BY_PARENT,
+    self, ADMISSION_GATE, FAST_ADMISSION, FINALIZER, GROUP_NAME, GROUP_TOTAL_COUNT, LWS_NAME,
+    LWS_WORKER_INDEX, MANAGED_LABEL, MANAGED_VALUE, PREBUILT_WORKLOAD, ROLE_HASH, SERVING,
+    SUSPENDED_BY_PARENT,
 };
 use tessera_model::kueue::{PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, workload_name};
 
@@ -21,11 +22,8 @@ use crate::error::Cause;
 use crate::lister::Lister;
 use crate::resource::Resource;
 
-/// The LeaderWorkerSet API group, version and the labels its pods carry.
+/// The LeaderWorkerSet API group.
 const LWS_GROUP: &str = "leaderworkerset.x-k8s.io";
-const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
-const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
-const LWS_WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
 
 /// An object's queue name (`QueueNameForObject`), if not empty.
 fn queue_name(object: &Value) -> Option<&str> {
@@ -232,7 +230,7 @@ fn label_statefulset_pod(objects: &dyn Lister, namespace: Option<&str>, object: 
 fn label_leaderworkerset_pod(objects: &dyn Lister, namespace: Option<&str>, object: &mut Value) {
     let (Some(name), Some(index)) = (
         pod::label(object, LWS_NAME).map(str::to_owned),
-        pod::label(object, LWS_GROUP_INDEX).map(str::to_owned),
+        pod::lws_group_index(object).map(str::to_owned),
     ) else {
         return;
     };

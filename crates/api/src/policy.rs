@@ -245,6 +245,10 @@ pub const COMPONENTS: &[Component] = &[
                 &["get", "list", "watch", "update", "patch", "delete"],
             ),
             (&[""], &["pods/status"], STATUS),
+            // Its StatefulSet and LeaderWorkerSet integrations read the parent whose
+            // Workload a group of pods waits for.
+            (&["apps"], &["statefulsets"], READ),
+            (&["leaderworkerset.x-k8s.io"], &["leaderworkersets"], READ),
             (&[""], &["namespaces"], READ),
             (&["scheduling.k8s.io"], &["priorityclasses"], READ),
             (

@@ -2,7 +2,10 @@
 //! [`crate::queue`], hands every unit of pods Kueue manages (a pod, or the pods of a group) with
 //! its Workload to [`tessera_queue::api::pod::reconcile`] and carries out what it answers
 //! (Workloads created, pods ungated, stopped or released from Kueue's finalizer, Workloads
-//! finished or their quota released), recording Kueue's pod events.
+//! finished, their quota released or their owners completed), recording Kueue's pod events.
+//! A StatefulSet's or LeaderWorkerSet group's pods wait for the Workload their parent owns:
+//! when a group has none, its parent is read and the Workload
+//! [`tessera_queue::api::parent`] builds for it is created, as Kueue's parent reconcilers do.
 //!
 //! As the Job integration: a unit's writes are not sent again while the watch still shows the
 //! pods they were sent for, and the Workloads it writes are handed back for the queue shell's
@@ -20,6 +23,7 @@ use tessera_model::clock::Clock;
 use tessera_model::kueue::{GROUP, STORAGE_VERSION};
 use tessera_queue::api::job::Priorities;
 use tessera_queue::api::objects;
+use tessera_queue::api::parent::{self, ParentKind};
 use tessera_queue::api::pod::{self, PodWrite};
 use tessera_queue::flavor::ResourceFlavorSpec;
 
@@ -90,6 +94,14 @@ impl PodIntegration {
             } else {
                 by_owner.get(key.as_str()).copied()
             };
+            if *group
+                && workload.is_none()
+                && let Some(created) = self
+                    .create_parent_workload(client, members[0], context.priorities)
+                    .await
+            {
+                written.push(created);
+            }
             let writes = pod::reconcile(
                 members,
                 *group,
@@ -126,6 +138,52 @@ impl PodIntegration {
             units.iter().map(|(key, _, _)| key.as_str()).collect();
         self.sent.retain(|key, _| keys.contains(key.as_str()));
         written
+    }
+
+    /// The parent's reconciler's part for a group without its prebuilt Workload: reads the
+    /// StatefulSet or LeaderWorkerSet and creates the group's Workload, with Kueue's event
+    /// about the parent. Answers the created Workload.
+    async fn create_parent_workload(
+        &self,
+        client: &Client,
+        pod: &Value,
+        priorities: &Priorities,
+    ) -> Option<Arc<DynamicObject>> {
+        let (kind, name) = parent::parent_of(pod)?;
+        let namespace = objects::namespace(pod);
+        let parents: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &parent_resource(kind));
+        let logged = |error: kube::Error| {
+            tracing::debug!(%error, %namespace, %name, "queue manager: parent Workload not created");
+        };
+        let object = parents.get(&name).await.map_err(logged).ok()?;
+        let object = serde_json::to_value(&object).ok()?;
+        let (workload, event) = match parent::workload_for(kind, &object, pod, priorities)? {
+            Ok(created) => created,
+            Err(warning) => {
+                self.events
+                    .record(
+                        warning.involved,
+                        warning.kind,
+                        &warning.reason,
+                        &warning.message,
+                    )
+                    .await;
+                return None;
+            }
+        };
+        let workload: DynamicObject = serde_json::from_value(workload).ok()?;
+        let workloads: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &workload_resource());
+        let created = workloads
+            .create(&post_params(MANAGER), &workload)
+            .await
+            .map_err(logged)
+            .ok()?;
+        self.events
+            .record(event.involved, event.kind, &event.reason, &event.message)
+            .await;
+        Some(Arc::new(created))
     }
 
     /// Carries out one write; a written Workload is answered, a failed write (logged) is an
@@ -176,6 +234,15 @@ impl PodIntegration {
                     .map_err(logged)?;
                 Ok(None)
             }
+            PodWrite::WorkloadOwners(owners) => {
+                let name = workload.map(objects::name).unwrap_or_default();
+                let patch = json!({"metadata": {"ownerReferences": owners}});
+                let object = workloads
+                    .patch(name, &patch_params(MANAGER), &Patch::Merge(&patch))
+                    .await
+                    .map_err(logged)?;
+                Ok(Some(Arc::new(object)))
+            }
             PodWrite::WorkloadStatus(status) => {
                 let name = workload.map(objects::name).unwrap_or_default();
                 let patch = json!({"status": status});
@@ -195,6 +262,12 @@ fn workload_resource() -> ApiResource {
         &GroupVersionKind::gvk(GROUP, STORAGE_VERSION, "Workload"),
         "workloads",
     )
+}
+
+/// A StatefulSet or LeaderWorkerSet.
+fn parent_resource(kind: ParentKind) -> ApiResource {
+    let (group, version, kind, plural) = kind.resource();
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
 /// The UID of an object's controller.

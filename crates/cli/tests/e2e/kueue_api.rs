@@ -295,3 +295,81 @@ fn kueue_api_serves_published_examples_in_both_versions() {
 
 /// config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml, unchanged.
 const CLUSTERQUEUES_CRD: &str = include_str!("../fixtures/upstream/kueue/crd-clusterqueues.yaml");
+
+/// Kueue's kueueviz test data (cmd/kueueviz/examples, 00- to 07-), created unchanged as
+/// cmd/kueueviz/INSTALL.md says (`kubectl create -f examples/`): the Jobs come before the
+/// WorkloadPriorityClasses they name, so their Workloads wait for them (Kueue's
+/// `WorkloadPriorityClassNotFound`) and then carry their priorities; each is admitted in
+/// its ClusterQueue of the `ai-for-humanity-foundation` cohort.
+#[test]
+fn kueueviz_examples_create_unchanged_and_admit_their_jobs() {
+    let cluster = Cluster::start();
+    let examples = format!(
+        "{}/tests/fixtures/upstream/kueue/kueueviz",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let created = cluster.ok(V, &["create", "-f", &examples]);
+    for object in [
+        "resourceflavor.kueue.x-k8s.io/spot created",
+        "clusterqueue.kueue.x-k8s.io/unused-cluster-queue created",
+        "cohort.kueue.x-k8s.io/engineering created",
+        "localqueue.kueue.x-k8s.io/agi-model-queue created",
+        "workloadpriorityclass.kueue.x-k8s.io/long-term-research created",
+    ] {
+        assert!(created.contains(object), "{object}\n{created}");
+    }
+    assert_eq!(created.matches("job.batch/").count(), 3, "{created}");
+    assert_eq!(
+        cluster.ok(
+            V,
+            &[
+                "get",
+                "cohort",
+                "research",
+                "-o",
+                "jsonpath={.spec.parentName}"
+            ]
+        ),
+        "organization"
+    );
+    // (queue, WorkloadPriorityClass, priority, ClusterQueue).
+    let wanted = [
+        (
+            "agi-model-queue",
+            "long-term-research",
+            "1",
+            "agi-cluster-queue",
+        ),
+        (
+            "llm-model-queue",
+            "business-impacting",
+            "1000",
+            "llm-cluster-queue",
+        ),
+        (
+            "emergency-queue",
+            "human-critical",
+            "1000000",
+            "emergency-cluster-queue",
+        ),
+    ];
+    let lines = cluster.wait_for_within(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.queueName} {.spec.priorityClassRef.name} {.spec.priority} {.status.admission.clusterQueue}{\"\\n\"}{end}",
+        ],
+        std::time::Duration::from_secs(60),
+        |out| out.lines().filter(|l| l.split(' ').count() == 4 && !l.ends_with(' ')).count() == 3,
+    );
+    let mut got: Vec<&str> = lines.lines().collect();
+    got.sort();
+    let mut want: Vec<String> = wanted
+        .iter()
+        .map(|(q, class, priority, cq)| format!("{q} {class} {priority} {cq}"))
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "{lines}");
+}

@@ -3,7 +3,10 @@
 //! `kueue.x-k8s.io/admission` gate, admitted and run; a pod group of 2 waits gated while that
 //! pod holds the quota (its Workload, named by the group, pending with Kueue's message) and is
 //! ungated and scheduled whole once the pod finishes; a Deployment's pods are admitted one
-//! Workload each; a StatefulSet's pods form one group Workload of its replicas.
+//! Workload each; a StatefulSet's pods form one group Workload of its replicas, owned by the
+//! StatefulSet. A LeaderWorkerSet of 2 groups × 2 pods with quota for one group (a pod holds
+//! the rest): one Workload per group, owned by the LeaderWorkerSet; one group runs, the other
+//! waits gated until the pod finishes, then is admitted and runs whole.
 
 use crate::support::Cluster;
 
@@ -24,17 +27,7 @@ fn jsonpath(cluster: &Cluster, kind: &str, name: &str, path: &str) -> String {
 }
 
 fn wait_admitted(cluster: &Cluster, workload: &str) {
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "workload",
-            workload,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Admitted\")].status}",
-        ],
-        |out| out == "True",
-    );
+    wait_admitted_within(cluster, workload, 20);
 }
 
 #[test]
@@ -253,4 +246,169 @@ fn kueue_admits_plain_pods_pod_groups_deployments_and_statefulsets() {
         "main 2"
     );
     wait_admitted(&cluster, &workload);
+    // Owned as Kueue's StatefulSet reconciler owns it: the StatefulSet, then its pods.
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "workload",
+            &workload,
+            "-o",
+            "jsonpath={.metadata.ownerReferences[*].kind} {.metadata.annotations.kueue\\.x-k8s\\.io/job-owner-gvk}",
+        ],
+        |out| out == "StatefulSet Pod Pod apps/v1, Kind=StatefulSet",
+    );
+}
+
+/// `name=admitted` per Workload, one a line.
+const ADMITTED_LINES: &str = "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Admitted\")].status}{\"\\n\"}{end}";
+
+/// `phase:gates` per pod, one a line.
+const PHASE_LINES: &str =
+    "jsonpath={range .items[*]}{.status.phase}:{.spec.schedulingGates[*].name}{\"\\n\"}{end}";
+
+/// The selector of the pods of a group Kueue admits with this Workload.
+fn pod_group(workload: &str) -> String {
+    format!("kueue.x-k8s.io/pod-group-name={workload}")
+}
+
+#[test]
+fn kueue_admits_a_leader_worker_set_one_group_at_a_time() {
+    let cluster = Cluster::start();
+    let crd = format!(
+        "{}/tests/fixtures/upstream/lws/crd-leaderworkersets.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cluster.ok(V, &["apply", "--server-side", "-f", &crd]);
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "crd",
+            "leaderworkersets.leaderworkerset.x-k8s.io",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+        ],
+        |out| out == "True",
+    );
+    cluster.ok_stdin(V, &["apply", "-f", "-"], SETUP);
+
+    // A pod holds 3 of the 9 cpu: room for one group of 2 × 2 cpu, not two.
+    cluster.ok_stdin(
+        V,
+        &["create", "-f", "-"],
+        &pod("holder", "3", "30s", "", ""),
+    );
+    cluster.wait_for(
+        V,
+        &["get", "pod", "holder", "-o", "jsonpath={.status.phase}"],
+        |out| out == "Running",
+    );
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata:\n  name: serve\n  labels: {kueue.x-k8s.io/queue-name: user-queue}\nspec:\n  replicas: 2\n  leaderWorkerTemplate:\n    size: 2\n    workerTemplate:\n      spec:\n        containers:\n        - name: vllm\n          image: vllm:0.9\n          resources: {requests: {cpu: \"2\", memory: 100Mi}}\n",
+    );
+
+    // One Workload per group, named and owned as Kueue's LeaderWorkerSet reconciler does.
+    let listed = cluster.wait_for(V, &["get", "workloads", "-o", "name"], |out| {
+        out.matches("leaderworkerset-serve-").count() == 2
+    });
+    let mut groups: Vec<String> = listed
+        .lines()
+        .filter_map(|l| l.strip_prefix("workload.kueue.x-k8s.io/"))
+        .filter(|n| n.starts_with("leaderworkerset-serve-"))
+        .map(str::to_owned)
+        .collect();
+    groups.sort();
+    for (index, group) in groups.iter().enumerate() {
+        assert!(
+            group.starts_with(&format!("leaderworkerset-serve-{index}-")),
+            "{groups:?}"
+        );
+        assert_eq!(
+            jsonpath(
+                &cluster,
+                "workload",
+                group,
+                "{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {.metadata.annotations.kueue\\.x-k8s\\.io/job-owner-gvk} {.metadata.annotations.kueue\\.x-k8s\\.io/component-workload-index} {.spec.podSets[0].name}={.spec.podSets[0].count}"
+            ),
+            format!(
+                "LeaderWorkerSet/serve leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet {index} main=2"
+            )
+        );
+    }
+
+    // One group admitted and running whole; the other pending, its pods gated.
+    let admitted_group = |out: &str| {
+        out.lines()
+            .filter(|l| l.starts_with("leaderworkerset-serve-") && l.ends_with("=True"))
+            .filter_map(|l| l.strip_prefix("leaderworkerset-serve-")?.split('-').next())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let states = cluster.wait_for(V, &["get", "workloads", "-o", ADMITTED_LINES], |out| {
+        admitted_group(out).len() == 1
+    });
+    let running = admitted_group(&states).concat();
+    let (running, waiting) = if running == "0" {
+        (&groups[0], &groups[1])
+    } else {
+        (&groups[1], &groups[0])
+    };
+    let both_running = |out: &str| out == "Running:\nRunning:\n";
+    cluster.wait_for(
+        V,
+        &["get", "pods", "-l", &pod_group(running), "-o", PHASE_LINES],
+        both_running,
+    );
+    let message = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "workload",
+            waiting,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].message}",
+        ],
+        |out| out.contains("insufficient unused quota for cpu in flavor default-flavor"),
+    );
+    assert!(
+        message.starts_with("couldn't assign flavors to pod set main"),
+        "{message}"
+    );
+    let gated = cluster.ok(
+        V,
+        &["get", "pods", "-l", &pod_group(waiting), "-o", PHASE_LINES],
+    );
+    assert!(
+        !gated.is_empty()
+            && gated
+                .lines()
+                .all(|l| l == "Pending:kueue.x-k8s.io/admission"),
+        "{gated}"
+    );
+
+    // The pod finishes and frees its quota: the waiting group is admitted and runs whole.
+    wait_admitted_within(&cluster, waiting, 90);
+    cluster.wait_for(
+        V,
+        &["get", "pods", "-l", &pod_group(waiting), "-o", PHASE_LINES],
+        both_running,
+    );
+}
+
+fn wait_admitted_within(cluster: &Cluster, workload: &str, seconds: u64) {
+    cluster.wait_for_within(
+        V,
+        &[
+            "get",
+            "workload",
+            workload,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Admitted\")].status}",
+        ],
+        std::time::Duration::from_secs(seconds),
+        |out| out == "True",
+    );
 }

@@ -8,6 +8,7 @@
 //! conversion between versions and Kueue's webhook checks live in `tessera-api`.
 
 pub mod crd;
+pub mod go_shape;
 pub mod pod;
 pub mod queues;
 mod refine;

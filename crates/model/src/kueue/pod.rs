@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use super::go_shape::{self, string};
+
 use crate::quantity::Quantity;
 
 /// The scheduling gate holding a pod until its Workload is admitted (`SchedulingGateName`).
@@ -58,6 +60,24 @@ pub fn group_name(pod: &Value) -> Option<&str> {
     label(pod, GROUP_NAME).filter(|name| !name.is_empty())
 }
 
+/// The LeaderWorkerSet's name label on its pods.
+pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+/// The LeaderWorkerSet group index label.
+pub const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
+/// The LeaderWorkerSet worker index label (0 is the leader).
+pub const LWS_WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+
+/// A LeaderWorkerSet pod's group index: its `group-index` label or, for a leader (worker
+/// index 0) created without it, its ordinal in the leader StatefulSet
+/// (`apps.kubernetes.io/pod-index`), which is its group's index.
+pub fn lws_group_index(pod: &Value) -> Option<&str> {
+    label(pod, LWS_GROUP_INDEX).or_else(|| {
+        (label(pod, LWS_WORKER_INDEX) == Some("0"))
+            .then(|| label(pod, "apps.kubernetes.io/pod-index"))
+            .flatten()
+    })
+}
+
 /// Whether the pod carries Kueue's admission gate.
 pub fn gated(pod: &Value) -> bool {
     pod.pointer("/spec/schedulingGates")
@@ -68,29 +88,31 @@ pub fn gated(pod: &Value) -> bool {
 /// `GenerateRoleHash`: the first 8 hex digits of the SHA-256 of the pod spec's shape as Go's
 /// `encoding/json` writes it (requests and ports of every container, node selector, affinity,
 /// tolerations, runtime class, priority, spread constraints, overhead, claims and pod-level
-/// requests). Structs Kueue writes in field order are written so here for containers' ports
-/// and tolerations; affinity, spread constraints and claims are written with sorted keys.
+/// requests). Structs are written in Go's field order ([`go_shape`]), maps with sorted keys.
 pub fn role_hash(spec: &Value) -> String {
     let mut shape = String::from("{\"spec\":{");
     let mut fields: Vec<(&str, String)> = vec![
-        ("affinity", sorted(spec.get("affinity"))),
+        ("affinity", go(&go_shape::AFFINITY, spec.get("affinity"))),
         ("containers", containers(spec.get("containers"))),
         ("initContainers", containers(spec.get("initContainers"))),
         ("nodeSelector", sorted(spec.get("nodeSelector"))),
         ("overhead", quantities(spec.get("overhead"))),
         ("priority", sorted(spec.get("priority"))),
-        ("resourceClaims", sorted(spec.get("resourceClaims"))),
+        (
+            "resourceClaims",
+            go(&go_shape::RESOURCE_CLAIMS, spec.get("resourceClaims")),
+        ),
         ("runtimeClassName", sorted(spec.get("runtimeClassName"))),
         (
             "tolerations",
-            structs(
-                spec.get("tolerations"),
-                &["key", "operator", "value", "effect", "tolerationSeconds"],
-            ),
+            go(&go_shape::TOLERATIONS, spec.get("tolerations")),
         ),
         (
             "topologySpreadConstraints",
-            sorted(spec.get("topologySpreadConstraints")),
+            go(
+                &go_shape::SPREAD_CONSTRAINTS,
+                spec.get("topologySpreadConstraints"),
+            ),
         ),
     ];
     if let Some(resources) = spec.get("resources") {
@@ -126,13 +148,10 @@ fn empty(value: Option<&Value>) -> bool {
     }
 }
 
-/// A JSON string as Go writes it (`<`, `>`, `&` escaped).
-fn string(text: &str) -> String {
-    serde_json::to_string(text)
-        .unwrap_or_default()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
+/// A pod-spec field of a core/v1 type as Go writes it; empty (as the API server omits it) is
+/// `null`.
+fn go(shape: &go_shape::Go, value: Option<&Value>) -> String {
+    go_shape::encode(shape, value.filter(|v| !empty(Some(v))))
 }
 
 /// Any value with object keys sorted (Go's maps); empty is `null`.
@@ -176,25 +195,6 @@ fn quantities(value: Option<&Value>) -> String {
         })
         .collect();
     format!("{{{}}}", fields.join(","))
-}
-
-/// A list of structs written in Go's field order, every field `omitempty`.
-fn structs(value: Option<&Value>, order: &[&str]) -> String {
-    let Some(Value::Array(items)) = value.filter(|v| !empty(Some(v))) else {
-        return "null".into();
-    };
-    let written: Vec<String> = items
-        .iter()
-        .map(|item| {
-            let fields: Vec<String> = order
-                .iter()
-                .filter(|key| !empty(item.get(**key)) && item.get(**key) != Some(&Value::from(0)))
-                .map(|key| format!("{}:{}", string(key), sorted(item.get(*key))))
-                .collect();
-            format!("{{{}}}", fields.join(","))
-        })
-        .collect();
-    format!("[{}]", written.join(","))
 }
 
 /// `ContainersShape`: each container's requests and ports.
@@ -262,6 +262,66 @@ mod tests {
         let bigger = json!({"containers": [{"resources": {"requests": {"cpu": "2"}}}]});
         assert_ne!(role_hash(&spec), role_hash(&bigger));
         assert_eq!(role_hash(&spec).len(), 8);
+    }
+
+    #[test]
+    fn affinity_spread_and_claims_are_hashed_in_go_field_order() {
+        // (spec, the affinity/resourceClaims/topologySpreadConstraints parts of the shape as
+        // `json.Marshal` writes a corev1.PodSpec's structs).
+        let cases = [
+            (
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"values": ["gpu"], "operator": "In", "key": "instance-type"}]}]}}}}),
+                r#"{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"instance-type","operator":"In","values":["gpu"]}]}]}}}"#,
+                "null",
+                "null",
+            ),
+            (
+                json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": {"topologyKey": "zone",
+                        "labelSelector": {"matchLabels": {"app": "w"}}}}]}},
+                    "resourceClaims": [{"resourceClaimTemplateName": "gpu", "name": "g"}],
+                    "topologySpreadConstraints": [{"whenUnsatisfiable": "ScheduleAnyway",
+                        "topologyKey": "rack", "maxSkew": 1}]}),
+                r#"{"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":10,"podAffinityTerm":{"labelSelector":{"matchLabels":{"app":"w"}},"topologyKey":"zone"}}]}}"#,
+                r#"[{"name":"g","resourceClaimTemplateName":"gpu"}]"#,
+                r#"[{"maxSkew":1,"topologyKey":"rack","whenUnsatisfiable":"ScheduleAnyway"}]"#,
+            ),
+        ];
+        for (spec, affinity, claims, spread) in cases {
+            let shape = format!(
+                "{{\"spec\":{{\"affinity\":{affinity},\"containers\":null,\"initContainers\":null,\"nodeSelector\":null,\"overhead\":null,\"priority\":null,\"resourceClaims\":{claims},\"runtimeClassName\":null,\"tolerations\":null,\"topologySpreadConstraints\":{spread}}}}}"
+            );
+            assert_eq!(
+                role_hash(&spec),
+                super::sha256_hex(shape.as_bytes())[..8],
+                "{shape}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_leader_without_a_group_index_is_in_the_group_of_its_ordinal() {
+        let cases = [
+            (
+                json!({LWS_GROUP_INDEX: "2", LWS_WORKER_INDEX: "1"}),
+                Some("2"),
+            ),
+            (
+                json!({LWS_WORKER_INDEX: "0", "apps.kubernetes.io/pod-index": "3"}),
+                Some("3"),
+            ),
+            (
+                json!({LWS_WORKER_INDEX: "1", "apps.kubernetes.io/pod-index": "3"}),
+                None,
+            ),
+            (json!({}), None),
+        ];
+        for (labels, want) in cases {
+            let pod = json!({"metadata": {"labels": labels}});
+            assert_eq!(lws_group_index(&pod), want, "{labels}");
+        }
     }
 
     #[test]

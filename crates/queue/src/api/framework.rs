@@ -221,12 +221,36 @@ impl Priorities {
     /// `ExtractPriority`: the WorkloadPriorityClass of the label if set (value 0 when it does
     /// not exist), else the first PodSet template's PriorityClass (or the global default),
     /// else 0.
-    fn of(&self, job: &Value, pod_sets: &[PodSet]) -> (Option<Value>, i32) {
+    pub(crate) fn of(&self, job: &Value, pod_sets: &[PodSet]) -> (Option<Value>, i32) {
         let named = pod_sets
             .iter()
             .map(|p| json_read::text(&p.template, "/spec/priorityClassName"))
             .find(|name| !name.is_empty());
         self.of_named(job, named)
+    }
+
+    /// The WorkloadPriorityClass the object's label names when no such class exists: Kueue
+    /// then makes no Workload (`ExtractPriority`'s NotFound) until it does.
+    pub fn missing_workload_class<'a>(&self, object: &'a Value) -> Option<&'a str> {
+        object
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(PRIORITY_CLASS))
+            .and_then(Value::as_str)
+            .filter(|name| !name.is_empty() && !self.workload.contains_key(*name))
+    }
+
+    /// Kueue's warning about the object naming a missing WorkloadPriorityClass.
+    pub fn missing_class_event(
+        object: &Value,
+        (api_version, kind): (&str, &str),
+        class: &str,
+    ) -> Event {
+        Event::about(
+            object,
+            (api_version, kind),
+            ("Warning", "WorkloadPriorityClassNotFound"),
+            &format!("WorkloadPriorityClass {class:?} not found"),
+        )
     }
 
     /// `ExtractPriority` for an object whose pod spec is at `pod_spec` (a Pod: `/spec`).
@@ -454,6 +478,11 @@ pub fn reconcile_with(
         if !suspended(job) {
             writes.push(JobWrite::PatchJob(stop_patch(kind, job, None)));
             writes.push(kind.event(job, "Stopped", "missing workload"));
+        }
+        if let Some(class) = priorities.missing_workload_class(job) {
+            let event = Priorities::missing_class_event(job, (kind.api_version, kind.kind), class);
+            writes.push(JobWrite::Event(event));
+            return writes;
         }
         let created = workload_for(kind, job, priorities);
         let message = format!("Created Workload: {}", key_of(&created));

@@ -229,6 +229,30 @@ mod tests {
     }
 
     #[test]
+    fn a_job_naming_a_missing_workload_priority_class_waits_for_it() {
+        // jobframework `ExtractPriority`: NotFound is reported and no Workload is made.
+        let object = job(json!({"metadata": {"labels": {PRIORITY_CLASS: "missing-wpc"}}}));
+        let writes = reconcile(
+            &object,
+            None,
+            &BTreeMap::new(),
+            &Priorities::default(),
+            now(),
+        );
+        let [JobWrite::Event(event)] = writes.as_slice() else {
+            panic!("{writes:?}");
+        };
+        assert_eq!(
+            (event.kind, event.reason.as_str(), event.message.as_str()),
+            (
+                "Warning",
+                "WorkloadPriorityClassNotFound",
+                r#"WorkloadPriorityClass "missing-wpc" not found"#
+            )
+        );
+    }
+
+    #[test]
     fn a_job_gets_its_workload_with_podset_and_priority() {
         let priorities = Priorities {
             workload: [("high".to_owned(), 1000)].into(),

@@ -3,7 +3,8 @@
 //! pass of scheduling cycles over them with the statuses to write (`pass`), the statuses
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
 //! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
-//! integrations, the visibility API's pending-workload lists (`visibility`) and why a Workload
+//! integrations, the Workloads StatefulSets and LeaderWorkerSets own for their pod groups
+//! (`parent`), the visibility API's pending-workload lists (`visibility`) and why a Workload
 //! waits (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
 //! kept across passes (`admission_fair_sharing`).
 //!
@@ -17,6 +18,7 @@ pub mod framework;
 pub mod job;
 pub mod jobset;
 pub mod objects;
+pub mod parent;
 pub mod pass;
 pub mod pod;
 pub mod pods_ready;

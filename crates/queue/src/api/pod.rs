@@ -14,10 +14,14 @@
 //! labels and tolerations; running pods whose Workload is not admitted are stopped; and the
 //! `kueue.x-k8s.io/managed` finalizer leaves deleted pods and those whose Workload finished.
 //!
+//! A group naming a prebuilt Workload (`kueue.x-k8s.io/prebuilt-workload-name`: a
+//! StatefulSet's or LeaderWorkerSet group's, built by [`crate::api::parent`]) never gets one
+//! here: without it, its running pods are stopped and it waits; with it, every member is added
+//! to the Workload's owners (`EnsureWorkloadOwnedByAllMembers`).
+//!
 //! Which pods form a unit is [`units`]. Not modelled: excess pods of a group (Kueue deletes
-//! the newest), replacement pods of failed group members, prebuilt Workloads made by the
-//! StatefulSet and LeaderWorkerSet reconcilers (their groups get their Workload here, owned by
-//! the pods), equivalence checks of an existing Workload, and queue-name changes.
+//! the newest), replacement pods of failed group members, equivalence checks of an existing
+//! Workload, and queue-name changes.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -25,7 +29,7 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 use tessera_model::kueue::pod::{
     self as labels, FAST_ADMISSION, FINALIZER, GROUP_TOTAL_COUNT, IS_GROUP_WORKLOAD, MANAGED_LABEL,
-    MANAGED_VALUE, RETRIABLE_IN_GROUP, ROLE_HASH, SERVING,
+    MANAGED_VALUE, PREBUILT_WORKLOAD, RETRIABLE_IN_GROUP, ROLE_HASH, SERVING,
 };
 use tessera_model::{conditions, json as json_read};
 
@@ -48,6 +52,8 @@ pub enum PodWrite {
     StopPod(String, Value),
     /// Merge-patch the Workload's status.
     WorkloadStatus(Value),
+    /// Replace the Workload's owner references with these.
+    WorkloadOwners(Value),
     /// Record an event about a pod.
     Event(Event),
 }
@@ -297,6 +303,38 @@ fn finished(pods: &[&Value], group: bool) -> Option<(bool, String)> {
         .then(|| (true, format!("Pods succeeded: {succeeded}/{total}.")))
 }
 
+/// `EnsureWorkloadOwnedByAllMembers`: the prebuilt Workload's owner references with every
+/// member of the group added (`SetOwnerReference`), and Kueue's event, when some were missing.
+fn owned_by_members(pods: &[&Value], workload: &Value) -> Vec<PodWrite> {
+    let mut references: Vec<Value> = workload
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let before = references.len();
+    for pod in pods {
+        let present = references
+            .iter()
+            .any(|r| r["apiVersion"] == "v1" && r["kind"] == "Pod" && r["name"] == name(pod));
+        if !present {
+            references.push(owner(pod));
+        }
+    }
+    let added = references.len() - before;
+    if added == 0 {
+        return Vec::new();
+    }
+    vec![
+        PodWrite::WorkloadOwners(Value::Array(references)),
+        PodWrite::Event(Event::workload(
+            workload,
+            "Normal",
+            "OwnerReferencesAdded",
+            &format!("Added {added} owner reference(s)"),
+        )),
+    ]
+}
+
 /// The finalizer patches: deleted pods, and all once the Workload finished.
 fn release_finalizers(pods: &[&Value], workload_finished: bool) -> Vec<PodWrite> {
     pods.iter()
@@ -415,6 +453,10 @@ pub fn reconcile(
         pods,
         workload_finished || (workload.is_none() && pods.iter().all(|p| terminated(p))),
     );
+    let prebuilt = group && labels::label(first, PREBUILT_WORKLOAD).is_some();
+    if prebuilt && let Some(workload) = workload {
+        writes.extend(owned_by_members(pods, workload));
+    }
     if workload_finished {
         return writes;
     }
@@ -437,6 +479,15 @@ pub fn reconcile(
         }
         if !unit_suspended {
             writes.extend(stop(pods, "NoMatchingWorkload", "missing workload", now));
+        }
+        if prebuilt {
+            // `ErrPrebuiltWorkloadNotFound`: the parent's reconciler makes it.
+            return writes;
+        }
+        if let Some(class) = priorities.missing_workload_class(first) {
+            let event = Priorities::missing_class_event(first, ("v1", "Pod"), class);
+            writes.push(PodWrite::Event(event));
+            return writes;
         }
         match workload_for(&live, group, priorities) {
             Ok(created) => {

@@ -2,6 +2,7 @@
 
 use super::*;
 use std::time::Duration;
+use tessera_model::kueue::PRIORITY_CLASS_LABEL as PRIORITY_CLASS;
 use tessera_model::kueue::pod::{ADMISSION_GATE, GROUP_NAME};
 
 fn now() -> SystemTime {
@@ -439,4 +440,107 @@ fn units_group_managed_pods_by_group_name() {
         summary,
         [("ns/test-group", true, 2), ("single-uid", false, 1)]
     );
+}
+
+#[test]
+fn a_prebuilt_group_waits_for_its_parents_workload_and_is_added_to_its_owners() {
+    // pod_controller.go `EnsureWorkloadOwnedByAllMembers` and jobframework's
+    // `handleJobWithNoWorkload` for a prebuilt Workload.
+    let prebuilt = json!({"metadata": {"labels": {labels::PREBUILT_WORKLOAD: "test-group"}}});
+    let pods = [
+        member("a", "2", prebuilt.clone()),
+        member("b", "2", prebuilt),
+    ];
+    let refs: Vec<&Value> = pods.iter().collect();
+    let none = reconcile(&refs, true, None, &flavors(), &Priorities::default(), now());
+    assert!(none.is_empty(), "no Workload of its own: {none:?}");
+
+    let lws_owner = json!({"apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet", "name": "lws", "uid": "lws"});
+    // (owners before, owners after or None when nothing is written).
+    let a = json!({"apiVersion": "v1", "kind": "Pod", "name": "a", "uid": "a-uid"});
+    let b = json!({"apiVersion": "v1", "kind": "Pod", "name": "b", "uid": "b-uid"});
+    let cases = [
+        (
+            json!([lws_owner]),
+            Some((json!([lws_owner, a, b]), "Added 2 owner reference(s)")),
+        ),
+        (
+            json!([lws_owner, a]),
+            Some((json!([lws_owner, a, b]), "Added 1 owner reference(s)")),
+        ),
+        (json!([lws_owner, a, b]), None),
+    ];
+    for (before, want) in cases {
+        let mut workload = json!({"metadata": {"name": "test-group", "namespace": "ns",
+            "ownerReferences": before}});
+        workload["status"] = json!({});
+        let writes = reconcile(
+            &refs,
+            true,
+            Some(&workload),
+            &flavors(),
+            &Priorities::default(),
+            now(),
+        );
+        let owners = writes.iter().find_map(|w| match w {
+            PodWrite::WorkloadOwners(owners) => Some(owners.clone()),
+            _ => None,
+        });
+        let events: Vec<(String, String)> = reasons(&writes)
+            .into_iter()
+            .filter(|(reason, _)| reason == "OwnerReferencesAdded")
+            .collect();
+        match want {
+            Some((owners_after, message)) => {
+                assert_eq!(owners, Some(owners_after));
+                assert_eq!(
+                    events,
+                    [("OwnerReferencesAdded".to_owned(), message.to_owned())]
+                );
+            }
+            None => {
+                assert_eq!(owners, None);
+                assert!(events.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pod_naming_a_missing_workload_priority_class_gets_no_workload_until_it_exists() {
+    let named = pod(
+        "p",
+        json!({"metadata": {"labels": {PRIORITY_CLASS: "high"}}}),
+    );
+    let refs = [&named];
+    let missing = reconcile(
+        &refs,
+        false,
+        None,
+        &flavors(),
+        &Priorities::default(),
+        now(),
+    );
+    assert_eq!(
+        reasons(&missing),
+        [(
+            "WorkloadPriorityClassNotFound".to_owned(),
+            r#"WorkloadPriorityClass "high" not found"#.to_owned()
+        )]
+    );
+    assert!(
+        !missing
+            .iter()
+            .any(|w| matches!(w, PodWrite::CreateWorkload(_)))
+    );
+    let priorities = Priorities {
+        workload: [("high".to_owned(), 7)].into(),
+        ..Priorities::default()
+    };
+    let writes = reconcile(&refs, false, None, &flavors(), &priorities, now());
+    let Some(PodWrite::CreateWorkload(workload)) = writes.first() else {
+        panic!("{writes:?}")
+    };
+    assert_eq!(workload["spec"]["priority"], 7);
 }
