@@ -39,6 +39,9 @@ pub struct PodIntegration {
     pods: Store<Pod>,
     events: EventRecorder,
     sent: HashMap<String, (Vec<String>, Vec<PodWrite>)>,
+    /// The warnings recorded about parents (`namespace/name` and message), so a parent whose
+    /// WorkloadPriorityClass is missing is not warned about again on every pass.
+    warned: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 /// What a pass of the pod integration reads besides pods: the Workloads by
@@ -64,6 +67,7 @@ impl PodIntegration {
             pods,
             events,
             sent: HashMap::new(),
+            warned: std::sync::Mutex::default(),
         };
         (integration, changes)
     }
@@ -161,6 +165,15 @@ impl PodIntegration {
         let (workload, event) = match parent::workload_for(kind, &object, pod, priorities)? {
             Ok(created) => created,
             Err(warning) => {
+                let about = (format!("{namespace}/{name}"), warning.message.clone());
+                let first = self
+                    .warned
+                    .lock()
+                    .map(|mut warned| warned.insert(about))
+                    .unwrap_or(true);
+                if !first {
+                    return None;
+                }
                 self.events
                     .record(
                         warning.involved,
