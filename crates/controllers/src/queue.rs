@@ -229,14 +229,14 @@ pub async fn run(client: Client, config: QueueConfig) {
     while next_pass(&mut changes, &mut resync).await {
         let now = (config.clock)();
         let workloads = shell.admit(&mut memory, &settings, now).await;
-        shell.integrate_jobs(&mut memory, &workloads, now).await;
+        let (flavors, priorities) = shell.flavors_and_priorities();
+        let context = queue_pods::Context {
+            workloads: &workloads,
+            flavors: &flavors,
+            priorities: &priorities,
+        };
+        shell.integrate_jobs(&mut memory, &context, now).await;
         if config.configuration.runs(POD_FRAMEWORK) {
-            let (flavors, priorities) = shell.flavors_and_priorities();
-            let context = queue_pods::Context {
-                workloads: &workloads,
-                flavors: &flavors,
-                priorities: &priorities,
-            };
             for object in pods.integrate(&client, &context, now).await {
                 memory.remember(&object);
             }
@@ -347,12 +347,13 @@ impl Shell<'_> {
     async fn integrate_jobs(
         &self,
         memory: &mut Memory,
-        workloads: &BTreeMap<String, Value>,
+        context: &queue_pods::Context<'_>,
         now: std::time::SystemTime,
     ) {
         let watches = self.watches;
-        let (flavors, priorities) = self.flavors_and_priorities();
-        let by_owner: BTreeMap<&str, &Value> = workloads
+        let (flavors, priorities) = (context.flavors, context.priorities);
+        let by_owner: BTreeMap<&str, &Value> = context
+            .workloads
             .values()
             .filter_map(|w| Some((controller_uid(w)?, w)))
             .collect();
@@ -392,7 +393,7 @@ impl Shell<'_> {
                     continue;
                 }
                 let owned = by_owner.get(uid).copied();
-                let context = (&flavors, &priorities);
+                let context = (flavors, priorities);
                 let writes =
                     framework::reconcile_with(kind, job_object, owned, context, options, now);
                 let version = tessera_model::json::text(job_object, "/metadata/resourceVersion");

@@ -44,8 +44,8 @@ pub struct PodIntegration {
     warned: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
-/// What a pass of the pod integration reads besides pods: the Workloads by
-/// `namespace/name`, the flavors and the priority classes.
+/// What a pass of the integrations (jobs and pods) reads besides the jobs and pods: the
+/// Workloads by `namespace/name`, the flavors and the priority classes, read once a pass.
 pub struct Context<'a> {
     /// The Workloads as they are now.
     pub workloads: &'a BTreeMap<String, Value>,
