@@ -2,7 +2,8 @@
 //! scheduler/configs`: baseline, large-scale) replayed through tessera-queue's admission cycle
 //! on the simulator's virtual clock (`tessera_sim::queue_timeline`), against Kueue's calibrated
 //! averages (the `rangespec.yaml` comments). Rows for [`crate::bench_report`]; the simulation
-//! and its measurements are the core's.
+//! and its measurements are the core's. `--through api` and `api-raw` run them through the
+//! embedded API server and the queue manager shell instead ([`crate::bench_queue_api`]).
 
 use std::time::Instant;
 
@@ -22,6 +23,17 @@ pub enum QueueConfig {
     Baseline,
     /// 10 Cohorts × 100 ClusterQueues, 50,000 Workloads.
     LargeScale,
+}
+
+/// Where `tessera bench queue` sends the Workloads.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Through {
+    /// The queueing core on the simulator's virtual clock.
+    Core,
+    /// The embedded API server and the queue manager shell, at real time × `--time-scale`.
+    Api,
+    /// Admission throughput through the embedded API server and the queue manager shell.
+    ApiRaw,
 }
 
 /// Kueue's calibrated averages for a configuration (its `rangespec.yaml`).
@@ -94,6 +106,20 @@ pub struct QueueBenchArgs {
     /// Draws the Workloads' UIDs, which order Workloads created in the same second.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Where the Workloads go: `core` (the queueing core on a virtual clock), `api` (the
+    /// configuration through the embedded API server and the queue manager shell, at real time
+    /// × `--time-scale`), `api-raw` (admission throughput: `--raw-workloads` pending Workloads
+    /// with quota for all, through the embedded API server and the queue manager shell).
+    #[arg(long, value_enum, default_value = "core")]
+    pub through: Through,
+    /// Through the API: every creation time and runtime of the configuration multiplied by
+    /// this (0.1 runs Kueue's baseline in a tenth of its time); times to admission and wall
+    /// time are reported divided by it, in the configuration's time.
+    #[arg(long, default_value_t = 0.1, value_parser = parse_fraction)]
+    pub time_scale: f64,
+    /// `--through api-raw`: how many pending Workloads to admit.
+    #[arg(long, default_value_t = 50_000)]
+    pub raw_workloads: usize,
     #[command(flatten)]
     pub repeat: Repeat,
 }
@@ -159,6 +185,62 @@ fn figures(
 
 /// One run of `tessera bench queue`.
 pub fn queue(args: &QueueBenchArgs) -> anyhow::Result<Vec<Row>> {
+    match args.through {
+        Through::Core => on_core(args),
+        Through::Api | Through::ApiRaw => through_api(args),
+    }
+}
+
+/// What the rows through the API measure.
+const THROUGH_API: &str = "end-to-end (embedded API server, queue manager shell)";
+
+/// The Goal of issue 16 the raw row is held to.
+const RAW_GOAL: &str = "goal: at least 2,000 Workloads/s admitted through the embedded API (Kueue publishes no raw-throughput figure)";
+
+fn through_api(args: &QueueBenchArgs) -> anyhow::Result<Vec<Row>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if args.through == Through::ApiRaw {
+        let workloads = args.raw_workloads.max(1);
+        let (figures, cpu_seconds) = runtime.block_on(crate::bench_queue_api::raw(workloads))?;
+        return Ok(vec![Row {
+            name: format!("raw admission, {workloads} pending Workloads, quota for all"),
+            kind: THROUGH_API.into(),
+            items: workloads as u64,
+            cpu_seconds,
+            figures,
+            anchor: RAW_GOAL.into(),
+        }]);
+    }
+    let config = args.config;
+    let plan = GeneratorConfig::parse(config.generator())?
+        .scaled(args.scale)
+        .plan();
+    let calibration = config.calibration();
+    let order: Vec<&str> = calibration.admission_ms.iter().map(|(c, _)| *c).collect();
+    let (figures, cpu_seconds) = runtime.block_on(crate::bench_queue_api::configuration(
+        &plan,
+        args.time_scale,
+        &order,
+    ))?;
+    Ok(vec![Row {
+        name: format!(
+            "Kueue scheduler performance through the API, {} ({} ClusterQueues, {} Workloads)",
+            config.name(),
+            plan.cluster_queues.len(),
+            plan.workloads.len()
+        ),
+        kind: THROUGH_API.into(),
+        items: plan.workloads.len() as u64,
+        cpu_seconds,
+        figures,
+        anchor: anchor(&calibration),
+    }])
+}
+
+/// One run on the queueing core.
+fn on_core(args: &QueueBenchArgs) -> anyhow::Result<Vec<Row>> {
     let config = args.config;
     let cpu = CpuClock::start();
     let started = Instant::now();

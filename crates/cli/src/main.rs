@@ -3,6 +3,7 @@
 mod agent;
 mod bench;
 mod bench_queue;
+mod bench_queue_api;
 mod bench_report;
 mod bench_scheduler;
 mod bench_sim;
@@ -86,7 +87,8 @@ enum BenchCommand {
     /// designed on and on held-out seeds.
     Placement(bench_sim::PlacementBenchArgs),
     /// Kueue's scheduler-performance configurations through the queueing core, on the
-    /// simulator's virtual clock.
+    /// simulator's virtual clock, or (`--through api`, `api-raw`) through the embedded API
+    /// server and the queue manager shell.
     Queue(bench_queue::QueueBenchArgs),
     /// Durability: concurrent writers, `kill -9` of the server, restart; no acknowledged
     /// write may be lost.
