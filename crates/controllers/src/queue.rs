@@ -56,6 +56,10 @@ pub const JOB_COMPONENT: &str = JOB.component;
 /// How long the shell's own Workload writes stand in for the watch cache's copies at most.
 const OVERLAID_FOR: Duration = Duration::from_secs(10);
 
+/// How many status writes of a pass are in flight at once (Kueue applies admissions
+/// asynchronously too); the store commits concurrent writes together.
+const CONCURRENT_WRITES: usize = 16;
+
 /// Settings of the queue manager.
 #[derive(Clone)]
 pub struct QueueConfig {
@@ -307,12 +311,13 @@ impl Shell<'_> {
             .into_iter()
             .map(|w| (objects::key(&w), w))
             .collect();
-        for write in &decided.workloads {
-            if let Some(object) = self.write_status(&watches.workloads.resource, write).await {
-                memory.remember(&object);
-                if let Ok(value) = serde_json::to_value(object.as_ref()) {
-                    workloads.insert(objects::key(&value), value);
-                }
+        for object in self
+            .write_statuses(&watches.workloads.resource, &decided.workloads)
+            .await
+        {
+            memory.remember(&object);
+            if let Ok(value) = serde_json::to_value(object.as_ref()) {
+                workloads.insert(objects::key(&value), value);
             }
         }
         for write in &decided.deactivations {
@@ -330,14 +335,10 @@ impl Shell<'_> {
                 .record(event.involved, event.kind, &event.reason, &event.message)
                 .await;
         }
-        for write in &decided.cluster_queues {
-            self.write_status(&watches.cluster_queues.resource, write)
-                .await;
-        }
-        for write in &decided.local_queues {
-            self.write_status(&watches.local_queues.resource, write)
-                .await;
-        }
+        self.write_statuses(&watches.cluster_queues.resource, &decided.cluster_queues)
+            .await;
+        self.write_statuses(&watches.local_queues.resource, &decided.local_queues)
+            .await;
         workloads
     }
 
@@ -437,6 +438,23 @@ impl Shell<'_> {
             &values(watches.pod_priorities.state()),
         );
         (flavors, priorities)
+    }
+
+    /// Merge-patches the statuses of a pass, [`CONCURRENT_WRITES`] at a time (each to another
+    /// object: a pass merges its changes to one object into one write); the written objects
+    /// (failures logged and left out).
+    async fn write_statuses(
+        &self,
+        resource: &ApiResource,
+        writes: &[StatusWrite],
+    ) -> Vec<Arc<DynamicObject>> {
+        use futures::StreamExt;
+        futures::stream::iter(writes)
+            .map(|write| self.write_status(resource, write))
+            .buffer_unordered(CONCURRENT_WRITES)
+            .filter_map(std::future::ready)
+            .collect()
+            .await
     }
 
     /// Merge-patches an object's status; the written object, or `None` (logged) on failure.

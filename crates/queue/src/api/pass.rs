@@ -639,9 +639,9 @@ fn run_cycles(
 ) {
     let mut seen: BTreeSet<(String, u8)> = BTreeSet::new();
     for _ in 0..=world.pending.len() {
-        let mut snapshot = base.clone();
+        let decisions = schedule_on_copy(&mut base, queues, now);
         let mut news = false;
-        for decision in cycle::schedule(&mut snapshot, queues, &KueuePreemption, now) {
+        for decision in decisions {
             match decision {
                 Decision::Admit {
                     workload,
@@ -716,6 +716,30 @@ fn run_cycles(
             break;
         }
     }
+}
+
+/// One cycle on a copy of `base`, as if `base` were cloned, without copying the admitted
+/// Workloads (the preemption candidates, as many as the Workloads holding quota): the cycle
+/// only reads them, except that between the rounds of a multi-head cycle it appends that
+/// cycle's admissions and marks victims evicted, which is undone here. So a pass that admits
+/// N Workloads one cycle at a time does not copy N candidates N times.
+fn schedule_on_copy(
+    base: &mut Snapshot,
+    queues: &mut QueueManager,
+    now: SystemTime,
+) -> Vec<Decision> {
+    let admitted = std::mem::take(&mut base.admitted);
+    let mut snapshot = base.clone();
+    let kept = admitted.len();
+    let evicted: Vec<bool> = admitted.iter().map(|a| a.evicted).collect();
+    snapshot.admitted = admitted;
+    let decisions = cycle::schedule(&mut snapshot, queues, &KueuePreemption, now);
+    base.admitted = std::mem::take(&mut snapshot.admitted);
+    base.admitted.truncate(kept);
+    for (workload, evicted) in base.admitted.iter_mut().zip(evicted) {
+        workload.evicted = evicted;
+    }
+    decisions
 }
 
 impl From<cycle::Pending> for Outcome {
