@@ -449,36 +449,17 @@ impl Shell<'_> {
         writes: &[StatusWrite],
     ) -> Vec<Arc<DynamicObject>> {
         use futures::StreamExt;
-        futures::stream::iter(writes)
-            .map(|write| self.write_status(resource, write))
+        // Owned futures, made before the first await: a stream mapping through a closure
+        // that borrows `self` would not be `Send` for every lifetime, as `tokio::spawn` needs.
+        let pending: Vec<_> = writes
+            .iter()
+            .map(|write| write_status(self.client.clone(), resource.clone(), write.clone()))
+            .collect();
+        futures::stream::iter(pending)
             .buffer_unordered(CONCURRENT_WRITES)
             .filter_map(std::future::ready)
             .collect()
             .await
-    }
-
-    /// Merge-patches an object's status; the written object, or `None` (logged) on failure.
-    async fn write_status(
-        &self,
-        resource: &ApiResource,
-        write: &StatusWrite,
-    ) -> Option<Arc<DynamicObject>> {
-        let api: Api<DynamicObject> = if write.namespace.is_empty() {
-            Api::all_with(self.client.clone(), resource)
-        } else {
-            Api::namespaced_with(self.client.clone(), &write.namespace, resource)
-        };
-        let patch = json!({"status": write.status});
-        match api
-            .patch_status(&write.name, &patch_params(MANAGER), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(object) => Some(Arc::new(object)),
-            Err(error) => {
-                tracing::debug!(%error, kind = %resource.kind, name = %write.name, "queue manager: status not written");
-                None
-            }
-        }
     }
 
     /// Carries out one write of a job integration for a job (its kind, the kind's API
@@ -540,6 +521,30 @@ impl Shell<'_> {
             // A 409 on a creation: there already (a pass before the watch showed it).
             tracing::debug!(%error, job = %objects::name(job_object), "queue manager: job write not done");
         })
+    }
+}
+
+/// Merge-patches an object's status; the written object, or `None` (logged) on failure.
+async fn write_status(
+    client: Client,
+    resource: ApiResource,
+    write: StatusWrite,
+) -> Option<Arc<DynamicObject>> {
+    let api: Api<DynamicObject> = if write.namespace.is_empty() {
+        Api::all_with(client, &resource)
+    } else {
+        Api::namespaced_with(client, &write.namespace, &resource)
+    };
+    let patch = json!({"status": write.status});
+    match api
+        .patch_status(&write.name, &patch_params(MANAGER), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(object) => Some(Arc::new(object)),
+        Err(error) => {
+            tracing::debug!(%error, kind = %resource.kind, name = %write.name, "queue manager: status not written");
+            None
+        }
     }
 }
 
