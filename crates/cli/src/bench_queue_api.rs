@@ -40,6 +40,8 @@ const CLASS_LABEL: &str = "kueue.x-k8s.io/performance-scheduler-class";
 const FLAVOR: &str = "rf";
 /// How long a run may take before it is abandoned.
 const RUN_LIMIT: Duration = Duration::from_secs(1800);
+/// How often a waiting run logs its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn kueue(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -389,10 +391,22 @@ async fn wait_until(
     done: impl FnMut(&(usize, usize)) -> bool,
     what: &str,
 ) -> anyhow::Result<()> {
-    let reached = matches!(
-        tokio::time::timeout(RUN_LIMIT, progress.wait_for(done)).await,
-        Ok(Ok(_))
-    );
+    let deadline = tokio::time::Instant::now() + RUN_LIMIT;
+    let mut done = done;
+    let reached = loop {
+        let report = (tokio::time::Instant::now() + PROGRESS_EVERY).min(deadline);
+        let waited = tokio::time::timeout_at(report, progress.wait_for(&mut done))
+            .await
+            .map(|result| result.is_ok());
+        match waited {
+            Ok(reached) => break reached,
+            Err(_) if tokio::time::Instant::now() >= deadline => break false,
+            Err(_) => {
+                let (admitted, finished) = *progress.borrow();
+                tracing::info!(admitted, finished, "{what}: waiting");
+            }
+        }
+    };
     if !reached {
         anyhow::bail!(
             "{what}: (admitted, finished) {:?} after {} s",
@@ -483,6 +497,7 @@ pub async fn configuration(
         create.await??;
     }
     let total = plan.workloads.len();
+    tracing::info!(workloads = total, "configuration: every Workload created");
     wait_until(
         &mut watched,
         |(_, finished)| *finished >= total,

@@ -404,6 +404,12 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         blocking,
         now,
     );
+    if let Some(waited_on) = state.waited_on.as_mut() {
+        // What the next pass reads once this pass's admissions are shown: a quota freed
+        // before then (a Workload admitted here finishing) is a change that retries the
+        // inadmissible ones, even when the usage it leaves equals the usage read here.
+        waited_on.usage = usage_after(&world.usage, &decided.admitted);
+    }
     let wait = settings.wait_for_pods_ready.as_ref();
     let (workloads, events) = workload_writes(&world, &state.manager, &decided, wait, now);
     let deactivations = world
@@ -529,6 +535,21 @@ fn sync_queues(
         }
         state.waited_on = Some(waited_on);
     }
+}
+
+/// Each ClusterQueue's usage once `admitted` (by key: ClusterQueue and usage) hold quota too.
+fn usage_after(
+    usage: &BTreeMap<String, FlavorResourceQuantities>,
+    admitted: &BTreeMap<String, (String, FlavorResourceQuantities)>,
+) -> BTreeMap<String, FlavorResourceQuantities> {
+    let mut after = usage.clone();
+    for (cluster_queue, held) in admitted.values() {
+        let total = after.entry(cluster_queue.clone()).or_default();
+        for (key, amount) in held.iter() {
+            total.add(key, amount);
+        }
+    }
+    after
 }
 
 /// The quota tree of `objects` with the usage of every Workload holding quota, as a pass

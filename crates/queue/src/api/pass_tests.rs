@@ -519,6 +519,43 @@ mod lifecycle {
     }
 
     #[test]
+    fn quota_freed_between_passes_retries_the_inadmissible() {
+        // Quota for one: the first pass admits `first` and finds `second` inadmissible.
+        // `first` is admitted and finished before the next pass runs, so that pass reads the
+        // same usage as the first (none): the freed quota must still retry `second`.
+        let mut objects = Objects {
+            flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
+            cluster_queues: vec![cluster_queue("lender", "2")],
+            local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
+                "spec": {"clusterQueue": "lender"}})],
+            workloads: vec![workload("first", "lq", 2), workload("second", "lq", 2)],
+            namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Objects::default()
+        };
+        objects.workloads[1]["metadata"]["creationTimestamp"] = json!(
+            tessera_model::time::timestamp(now() + Duration::from_secs(1))
+        );
+        let mut queues = Queues::default();
+        let first = pass(&objects, &mut queues, &Settings::default(), now());
+        apply(&mut objects, &first);
+        assert_eq!(
+            status_of(&objects, "first", "Admitted"),
+            ("True", "Admitted")
+        );
+        assert_eq!(status_of(&objects, "second", "QuotaReserved").0, "False");
+        let finished = status::finished(&objects.workloads[0], true, "done", now())
+            .expect("a finished status");
+        merge_status(&mut objects.workloads[0], &finished);
+
+        let second = pass(&objects, &mut queues, &Settings::default(), now());
+        apply(&mut objects, &second);
+        assert_eq!(
+            status_of(&objects, "second", "Admitted"),
+            ("True", "Admitted")
+        );
+    }
+
+    #[test]
     fn a_drained_cluster_queue_evicts_and_its_restart_requeues() {
         let mut objects = Objects {
             flavors: vec![json!({"metadata": {"name": "default-flavor"}})],
