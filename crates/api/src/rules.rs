@@ -88,8 +88,10 @@ fn walk(
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
     {
+        let mut bound = Bound::new(value, old);
+        bound.root = path.is_empty();
         for rule in rules {
-            evaluate(rule, value, old, path, causes);
+            evaluate(rule, &mut bound, path, causes);
         }
     }
     match value {
@@ -152,10 +154,76 @@ fn rule_error_string<'r>(rule: &'r Value, text: &'r str) -> &'r str {
         .unwrap_or(text.trim())
 }
 
-fn evaluate(rule: &Value, value: &Value, old: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+/// A schema node's `self` and `oldSelf`, converted for the interpreter once for all of the
+/// node's rules (a Workload's seven root rules would otherwise convert the whole object and
+/// its old version seven times each).
+struct Bound<'v> {
+    value: &'v Value,
+    old: Option<&'v Value>,
+    converted: [Option<Result<cel::Value, String>>; 2],
+    /// Whether the values are whole objects, whose `metadata` rules see only in part.
+    root: bool,
+}
+
+/// An object as the rules on its root see it: of `metadata`, only `name` and `generateName`
+/// (upstream's root declaration type); everything else as it is.
+struct RootView<'v>(&'v serde_json::Map<String, Value>);
+
+impl serde::Serialize for RootView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in self.0 {
+            match (key.as_str(), value) {
+                ("metadata", Value::Object(metadata)) => {
+                    let visible: serde_json::Map<String, Value> = metadata
+                        .iter()
+                        .filter(|(field, _)| matches!(field.as_str(), "name" | "generateName"))
+                        .map(|(field, value)| (field.clone(), value.clone()))
+                        .collect();
+                    map.serialize_entry(key, &visible)?;
+                }
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl<'v> Bound<'v> {
+    fn new(value: &'v Value, old: Option<&'v Value>) -> Bound<'v> {
+        Bound {
+            value,
+            old,
+            converted: [None, None],
+            root: false,
+        }
+    }
+
+    /// `self` (index 0) or `oldSelf` (1) converted, or why it does not convert; `None`
+    /// for `oldSelf` without an old value.
+    fn get(&mut self, index: usize) -> Option<&Result<cel::Value, String>> {
+        let source = if index == 0 {
+            Some(self.value)
+        } else {
+            self.old
+        }?;
+        let root = self.root;
+        Some(self.converted[index].get_or_insert_with(|| {
+            match (root, source) {
+                (true, Value::Object(object)) => cel::to_value(RootView(object)),
+                _ => cel::to_value(source),
+            }
+            .map_err(|error| error.to_string())
+        }))
+    }
+}
+
+fn evaluate(rule: &Value, bound: &mut Bound<'_>, path: &str, causes: &mut Vec<Cause>) {
     let Some(text) = rule.get("rule").and_then(Value::as_str) else {
         return;
     };
+    let value = bound.value;
     let shown = Value::String(type_word(value).into());
     let cannot_evaluate = |causes: &mut Vec<Cause>, detail: String| {
         causes.push(Cause::invalid(path, &shown, detail));
@@ -165,19 +233,24 @@ fn evaluate(rule: &Value, value: &Value, old: Option<&Value>, path: &str, causes
         Err(error) => return cannot_evaluate(causes, format!("rule compile error: {error}")),
     };
     let transition = program.references().has_variable("oldSelf");
-    if transition && old.is_none() {
+    if transition && bound.old.is_none() {
         return;
     }
     let named = rule_error_string(rule, text);
     let mut context = tessera_cel::root().new_inner_scope();
-    let bindings = [("self", Some(value)), ("oldSelf", old)];
-    for (name, bound) in bindings {
-        let Some(bound) = bound else { continue };
-        match cel::to_value(bound) {
-            Ok(converted) => context.add_variable_from_value(name, converted),
-            Err(error) => {
+    // `oldSelf` is bound for the transition rules only, as upstream declares it.
+    let bindings: &[(usize, &str)] = if transition {
+        &[(0, "self"), (1, "oldSelf")]
+    } else {
+        &[(0, "self")]
+    };
+    for &(index, name) in bindings {
+        match bound.get(index) {
+            Some(Ok(converted)) => context.add_variable_from_value(name, converted.clone()),
+            Some(Err(error)) => {
                 return cannot_evaluate(causes, format!("{error} evaluating rule: {named}"));
             }
+            None => {}
         }
     }
     let holds = match program.execute(&context) {
@@ -253,6 +326,21 @@ mod tests {
             "tags": {"type": "array", "items": {"type": "string"}},
             "immutable": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "Value is immutable"}]}
         }}}})
+    }
+
+    #[test]
+    fn rules_on_the_root_see_only_the_name_and_generate_name_of_metadata() {
+        let schema = json!({"type": "object", "x-kubernetes-validations": [
+            {"rule": "self.metadata.name == 'w' && self.metadata.generateName == 'w-'"},
+            {"rule": "!has(self.metadata.labels)", "message": "labels are hidden"},
+            {"rule": "has(self.spec.x)", "message": "spec is whole"},
+        ]});
+        let object = json!({"metadata": {"name": "w", "generateName": "w-",
+            "labels": {"a": "b"}, "managedFields": [{"manager": "m"}]}, "spec": {"x": 1}});
+        assert_eq!(
+            check(Schema::of(&schema), &object, None),
+            Vec::<Cause>::new()
+        );
     }
 
     #[test]
