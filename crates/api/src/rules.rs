@@ -88,8 +88,7 @@ fn walk(
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
     {
-        let mut bound = Bound::new(value, old);
-        bound.root = path.is_empty();
+        let mut bound = Bound::new(value, old, path.is_empty());
         for rule in rules {
             evaluate(rule, &mut bound, path, causes);
         }
@@ -154,15 +153,16 @@ fn rule_error_string<'r>(rule: &'r Value, text: &'r str) -> &'r str {
         .unwrap_or(text.trim())
 }
 
-/// A schema node's `self` and `oldSelf`, converted for the interpreter once for all of the
-/// node's rules (a Workload's seven root rules would otherwise convert the whole object and
-/// its old version seven times each).
+/// A schema node's `self` and `oldSelf`, bound once in one scope for all of the node's rules
+/// (a Workload's seven root rules would otherwise convert the whole object and its old
+/// version seven times each); `oldSelf` only read by the transition rules.
 struct Bound<'v> {
     value: &'v Value,
     old: Option<&'v Value>,
-    converted: [Option<Result<cel::Value, String>>; 2],
     /// Whether the values are whole objects, whose `metadata` rules see only in part.
     root: bool,
+    /// The scope, or why a value did not convert; made at the first rule.
+    scope: Option<Result<cel::Context<'static, 'static>, String>>,
 }
 
 /// An object as the rules on its root see it: of `metadata`, only `name` and `generateName`
@@ -191,31 +191,37 @@ impl serde::Serialize for RootView<'_> {
 }
 
 impl<'v> Bound<'v> {
-    fn new(value: &'v Value, old: Option<&'v Value>) -> Bound<'v> {
+    fn new(value: &'v Value, old: Option<&'v Value>, root: bool) -> Bound<'v> {
         Bound {
             value,
             old,
-            converted: [None, None],
-            root: false,
+            root,
+            scope: None,
         }
     }
 
-    /// `self` (index 0) or `oldSelf` (1) converted, or why it does not convert; `None`
-    /// for `oldSelf` without an old value.
-    fn get(&mut self, index: usize) -> Option<&Result<cel::Value, String>> {
-        let source = if index == 0 {
-            Some(self.value)
-        } else {
-            self.old
-        }?;
-        let root = self.root;
-        Some(self.converted[index].get_or_insert_with(|| {
-            match (root, source) {
-                (true, Value::Object(object)) => cel::to_value(RootView(object)),
-                _ => cel::to_value(source),
-            }
-            .map_err(|error| error.to_string())
-        }))
+    fn convert(&self, value: &Value) -> Result<cel::Value, String> {
+        match (self.root, value) {
+            (true, Value::Object(object)) => cel::to_value(RootView(object)),
+            _ => cel::to_value(value),
+        }
+        .map_err(|error| error.to_string())
+    }
+
+    /// The scope with `self` (and `oldSelf` when there is an old value) bound.
+    fn scope(&mut self) -> &Result<cel::Context<'static, 'static>, String> {
+        if self.scope.is_none() {
+            let made = (|| {
+                let mut scope = tessera_cel::root().new_inner_scope();
+                scope.add_variable_from_value("self", self.convert(self.value)?);
+                if let Some(old) = self.old {
+                    scope.add_variable_from_value("oldSelf", self.convert(old)?);
+                }
+                Ok(scope)
+            })();
+            self.scope = Some(made);
+        }
+        self.scope.get_or_insert_with(|| Err(String::new()))
     }
 }
 
@@ -237,23 +243,13 @@ fn evaluate(rule: &Value, bound: &mut Bound<'_>, path: &str, causes: &mut Vec<Ca
         return;
     }
     let named = rule_error_string(rule, text);
-    let mut context = tessera_cel::root().new_inner_scope();
-    // `oldSelf` is bound for the transition rules only, as upstream declares it.
-    let bindings: &[(usize, &str)] = if transition {
-        &[(0, "self"), (1, "oldSelf")]
-    } else {
-        &[(0, "self")]
-    };
-    for &(index, name) in bindings {
-        match bound.get(index) {
-            Some(Ok(converted)) => context.add_variable_from_value(name, converted.clone()),
-            Some(Err(error)) => {
-                return cannot_evaluate(causes, format!("{error} evaluating rule: {named}"));
-            }
-            None => {}
+    let context = match bound.scope() {
+        Ok(context) => context,
+        Err(error) => {
+            return cannot_evaluate(causes, format!("{error} evaluating rule: {named}"));
         }
-    }
-    let holds = match program.execute(&context) {
+    };
+    let holds = match program.execute(context) {
         Ok(cel::Value::Bool(holds)) => holds,
         Ok(other) => {
             return cannot_evaluate(

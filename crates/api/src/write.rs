@@ -205,6 +205,24 @@ pub fn admit(
     object: &mut Value,
     options: &WriteOptions,
 ) -> ApiResult<Vec<String>> {
+    admit_as(resource, object, options, Body::New)
+}
+
+/// Whether a body admitted is a new object or the requested next version of a stored one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    New,
+    /// A custom resource's CEL rules and validating admission then run once, in
+    /// [`next_version`], against the stored object (transition rules included).
+    Next,
+}
+
+fn admit_as(
+    resource: Resource,
+    object: &mut Value,
+    options: &WriteOptions,
+    body: Body,
+) -> ApiResult<Vec<String>> {
     let Some(map) = object.as_object_mut() else {
         return Err(ApiError::bad_request(
             "the request body must be a JSON object",
@@ -260,7 +278,9 @@ pub fn admit(
     }
     let mut causes = findings.causes;
     causes.extend(meta::check_metadata(resource, object));
-    if resource.is_custom() {
+    if resource.is_custom() && body == Body::Next {
+        // Its rules and validating admission run in `next_version`, with the stored object.
+    } else if resource.is_custom() {
         // As upstream orders them: the schema, its CEL rules, then validating admission
         // (Kueue's webhooks, `validation::kueue`).
         if causes.is_empty() {
@@ -437,7 +457,7 @@ pub fn begin_update(
     object: &mut Value,
     options: &WriteOptions,
 ) -> ApiResult<(Vec<String>, Option<String>)> {
-    let warnings = admit(resource, object, options)?;
+    let warnings = admit_as(resource, object, options, Body::Next)?;
     if meta_str(object, "name").is_some_and(|given| given != name) {
         return Err(ApiError::bad_request(format!(
             "the name of the object ({}) does not match the name on the URL ({name})",
@@ -518,7 +538,7 @@ pub fn apply_patch(
             name,
         ));
     }
-    let warnings = admit(resource, &mut patched, options)?;
+    let warnings = admit_as(resource, &mut patched, options, Body::Next)?;
     Ok((patched, warnings))
 }
 
