@@ -190,6 +190,15 @@ impl serde::Serialize for RootView<'_> {
     }
 }
 
+/// A value as the interpreter sees it: a whole object (`root`) through [`RootView`].
+fn self_convert(root: bool, value: &Value) -> Result<cel::Value, String> {
+    match (root, value) {
+        (true, Value::Object(object)) => cel::to_value(RootView(object)),
+        _ => cel::to_value(value),
+    }
+    .map_err(|error| error.to_string())
+}
+
 impl<'v> Bound<'v> {
     fn new(value: &'v Value, old: Option<&'v Value>, root: bool) -> Bound<'v> {
         Bound {
@@ -200,28 +209,18 @@ impl<'v> Bound<'v> {
         }
     }
 
-    fn convert(&self, value: &Value) -> Result<cel::Value, String> {
-        match (self.root, value) {
-            (true, Value::Object(object)) => cel::to_value(RootView(object)),
-            _ => cel::to_value(value),
-        }
-        .map_err(|error| error.to_string())
-    }
-
     /// The scope with `self` (and `oldSelf` when there is an old value) bound.
     fn scope(&mut self) -> &Result<cel::Context<'static, 'static>, String> {
-        if self.scope.is_none() {
-            let made = (|| {
-                let mut scope = tessera_cel::root().new_inner_scope();
-                scope.add_variable_from_value("self", self.convert(self.value)?);
-                if let Some(old) = self.old {
-                    scope.add_variable_from_value("oldSelf", self.convert(old)?);
-                }
-                Ok(scope)
-            })();
-            self.scope = Some(made);
-        }
-        self.scope.get_or_insert_with(|| Err(String::new()))
+        let (value, old, root) = (self.value, self.old, self.root);
+        let convert = |v: &Value| self_convert(root, v);
+        self.scope.get_or_insert_with(|| {
+            let mut scope = tessera_cel::root().new_inner_scope();
+            scope.add_variable_from_value("self", convert(value)?);
+            if let Some(old) = old {
+                scope.add_variable_from_value("oldSelf", convert(old)?);
+            }
+            Ok(scope)
+        })
     }
 }
 

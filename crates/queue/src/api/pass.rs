@@ -271,10 +271,7 @@ impl<'o> World<'o> {
         }
         let mut usage: BTreeMap<String, FlavorResourceQuantities> = BTreeMap::new();
         for holder in holders.values() {
-            let total = usage.entry(holder.cluster_queue.clone()).or_default();
-            for (key, amount) in holder.usage.iter() {
-                total.add(key, amount);
-            }
+            add_held(&mut usage, &holder.cluster_queue, &holder.usage);
         }
         let tree = TreeSpec {
             cohorts: objects.cohorts.iter().filter_map(objects::cohort).collect(),
@@ -544,12 +541,21 @@ fn usage_after(
 ) -> BTreeMap<String, FlavorResourceQuantities> {
     let mut after = usage.clone();
     for (cluster_queue, held) in admitted.values() {
-        let total = after.entry(cluster_queue.clone()).or_default();
-        for (key, amount) in held.iter() {
-            total.add(key, amount);
-        }
+        add_held(&mut after, cluster_queue, held);
     }
     after
+}
+
+/// Adds what a Workload holds to its ClusterQueue's usage.
+fn add_held(
+    usage: &mut BTreeMap<String, FlavorResourceQuantities>,
+    cluster_queue: &str,
+    held: &FlavorResourceQuantities,
+) {
+    let total = usage.entry(cluster_queue.to_owned()).or_default();
+    for (key, amount) in held.iter() {
+        total.add(key, amount);
+    }
 }
 
 /// The quota tree of `objects` with the usage of every Workload holding quota, as a pass
@@ -992,10 +998,7 @@ fn queue_statuses(
 fn weighted_shares(world: &World<'_>) -> BTreeMap<String, i64> {
     let mut usage: BTreeMap<String, FlavorResourceQuantities> = BTreeMap::new();
     for holder in world.holders.values() {
-        let total = usage.entry(holder.cluster_queue.clone()).or_default();
-        for (key, amount) in holder.usage.iter() {
-            total.add(key, amount);
-        }
+        add_held(&mut usage, &holder.cluster_queue, &holder.usage);
     }
     let Ok(tree) = Tree::build_with_usage(&world.tree, &usage) else {
         return BTreeMap::new();
