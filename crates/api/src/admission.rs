@@ -285,7 +285,7 @@ fn default_service_account(
     let Some(accounts) = Resource::find("", "v1", "serviceaccounts") else {
         return Ok(());
     };
-    if objects.get(accounts, namespace, &name).is_none() {
+    if !objects.exists(accounts, namespace, &name) {
         return Err(forbidden(
             resource,
             pod,

@@ -15,6 +15,11 @@ pub trait Lister {
     /// One object in the form its resource serves, if it exists.
     fn get(&self, resource: Resource, namespace: Option<&str>, name: &str) -> Option<Value>;
 
+    /// Whether an object exists (what [`Lister::get`] finds), without reading it.
+    fn exists(&self, resource: Resource, namespace: Option<&str>, name: &str) -> bool {
+        self.get(resource, namespace, name).is_some()
+    }
+
     /// Every served resource, built-in and custom.
     fn resources(&self) -> Vec<Resource>;
 }

@@ -106,6 +106,13 @@ pub fn decode_as(resource: Resource, entry: &Entry) -> ApiResult<Value> {
     Ok(convert::from_storage(resource, decode(entry)?))
 }
 
+/// The stored bytes of a written entry, when they are also what the resource serves.
+fn served_bytes(resource: Resource, entry: Option<Entry>) -> Option<bytes::Bytes> {
+    entry
+        .filter(|_| convert::stored_as_served(resource))
+        .map(|entry| entry.value)
+}
+
 /// Encodes an object in its stored form, leaving the place of `metadata.resourceVersion` for
 /// the store to write the change's revision in.
 fn encode_versioned(resource: Resource, object: &Value) -> NewValue {
@@ -255,7 +262,10 @@ impl Objects {
             .store
             .get(&namespaces.key(None, namespace))
             .ok_or_else(|| ApiError::not_found("", "namespaces", namespace))?;
-        write::check_namespace_open(resource, namespace, &decode(&entry)?)
+        let terminating = write::stored_is_deleting(&entry.value).map_err(|e| {
+            ApiError::internal(format!("stored object {} is corrupt: {e}", entry.key))
+        })?;
+        write::check_namespace_open(resource, namespace, terminating)
     }
 
     /// Creates an object in a namespace (ignored for cluster-scoped kinds).
@@ -298,7 +308,9 @@ impl Objects {
         for attempt in 0..8 {
             let name = meta_str(&object, "name").unwrap_or_default().to_string();
             let key = resource.key(namespace, &name);
-            let mut stored = None;
+            // Encoded before the key's lock is taken, from the object itself: the answer
+            // keeps the object, and the stored bytes answer the client.
+            let value = (!options.dry_run).then(|| encode_versioned(resource, &object));
             let pending = self
                 .store
                 .decide(&key, |current| {
@@ -309,31 +321,25 @@ impl Objects {
                             &name,
                         ));
                     }
-                    let result = object.clone();
-                    if options.dry_run {
-                        stored = Some(result);
-                        return Ok(Mutation::Keep);
-                    }
-                    let value = encode_versioned(resource, &result);
-                    stored = Some(result);
-                    Ok(Mutation::Put(value))
+                    Ok(value.map_or(Mutation::Keep, Mutation::Put))
                 })
                 .or_api()?;
             match pending.transpose() {
                 Ok(pending) => {
-                    let mut stored = stored.unwrap_or(Value::Null);
+                    let namespace_created =
+                        (is_namespace(resource) && !options.dry_run).then(|| name.clone());
+                    let mut stored = object;
                     if !options.dry_run {
                         write::set_resource_version(&mut stored, pending.revision());
                     }
-                    let namespace_created = (is_namespace(resource) && !options.dry_run)
-                        .then(|| meta_str(&object, "name").unwrap_or_default().to_string());
-                    let written = Written {
+                    let pending = pending.map(|entry| Written {
                         object: stored,
                         warnings,
                         created: true,
-                    };
+                        encoded: served_bytes(resource, entry),
+                    });
                     return Ok(PendingWrite {
-                        pending: pending.map(|_| written),
+                        pending,
                         after: Some(self.after_commit(resource, namespace_created)),
                     });
                 }
@@ -526,13 +532,17 @@ impl Objects {
         if versioned {
             write::set_resource_version(&mut stored, pending.revision());
         }
-        let written = Written {
-            object: stored,
-            warnings: Vec::new(),
-            created: false,
-        };
         Ok(PendingWrite {
-            pending: pending.map(|_| written),
+            pending: pending.map(|entry| Written {
+                object: stored,
+                warnings: Vec::new(),
+                created: false,
+                encoded: if versioned {
+                    served_bytes(resource, entry)
+                } else {
+                    None
+                },
+            }),
             after: Some(self.after_commit(resource, None)),
         })
     }
@@ -635,6 +645,11 @@ impl Lister for Objects {
 
     fn get(&self, resource: Resource, namespace: Option<&str>, name: &str) -> Option<Value> {
         Objects::get(self, resource, namespace, name).ok()
+    }
+
+    fn exists(&self, resource: Resource, namespace: Option<&str>, name: &str) -> bool {
+        let key = resource.key(Self::namespace_of(resource, namespace), name);
+        self.store.get(&key).is_some()
     }
 
     fn resources(&self) -> Vec<Resource> {

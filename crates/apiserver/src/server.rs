@@ -347,8 +347,19 @@ pub(crate) async fn read_body(request: Request) -> ApiResult<(HeaderMap, Bytes)>
     Ok((parts.headers, bytes))
 }
 
+/// The answer to a write: the stored bytes when they are the served form, else the object
+/// encoded.
 fn written_response(status: StatusCode, written: Written) -> Response {
-    with_warnings(json_response(status, &written.object), &written.warnings)
+    let response = match written.encoded {
+        Some(encoded) => (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            encoded,
+        )
+            .into_response(),
+        None => json_response(status, &written.object),
+    };
+    with_warnings(response, &written.warnings)
 }
 
 async fn resource_request(

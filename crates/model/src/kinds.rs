@@ -315,7 +315,7 @@ pub fn builtin() -> &'static [KindInfo] {
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static KindInfo> {
     builtin()
         .iter()
-        .find(|k| k.group == group && k.version == version && k.plural == plural)
+        .find(|k| k.plural == plural && k.group == group && k.version == version)
 }
 
 /// The built-in kind with a group, version and kind.
