@@ -51,6 +51,7 @@ mod quick_start {
             local_queues,
             workloads,
             namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Default::default()
         }
     }
 
@@ -664,6 +665,7 @@ mod admission_fair_sharing {
             local_queues,
             workloads,
             namespaces: vec![json!({"metadata": {"name": "ns"}})],
+            ..Default::default()
         }
     }
 
