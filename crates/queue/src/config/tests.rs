@@ -549,3 +549,12 @@ fn device_class_mappings_are_checked_as_kueue_checks_them() {
     );
     assert_eq!(parsed(&two_counters).device_class_mappings.len(), 2);
 }
+
+#[test]
+fn the_shipped_dra_example_validates() {
+    let text = include_str!("../../../../examples/queueing/kueue-dra-config.yaml");
+    let mappings = parsed(text).device_class_mappings;
+    let names: Vec<&str> = mappings.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["nvidia.com/gpu", "nvidia.com/mig-memory-slices"]);
+    assert_eq!(mappings[1].counters[0].name, "memorySlice");
+}
