@@ -296,20 +296,18 @@ impl Shell<'_> {
             // One the watch does not have is gone, or not shown yet: left out either way.
             |_| None,
         );
-        let workloads = values(current);
+        let prepared = self.dra.prepare(values(current), self.configuration, now);
         let objects = Objects {
             flavors: watches.flavors.values(),
             cluster_queues: watches.cluster_queues.values(),
             cohorts: watches.cohorts.values(),
             local_queues: watches.local_queues.values(),
-            devices: self.dra.resolve(&workloads, self.configuration),
-            workloads,
+            workloads: prepared.workloads,
             namespaces: values(watches.namespaces.state()),
+            devices: prepared.devices,
         };
         let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
-        decided
-            .workloads
-            .extend(objects.devices.status_writes(&objects.workloads, now));
+        decided.workloads.splice(0..0, prepared.writes);
         let mut workloads: BTreeMap<String, Value> = objects
             .workloads
             .into_iter()

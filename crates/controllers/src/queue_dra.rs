@@ -1,14 +1,16 @@
 //! The queue manager's DRA inputs: watches of ResourceClaimTemplates, DeviceClasses and
 //! ResourceSlices (`resource.k8s.io/v1`), handed with the Configuration's
-//! `deviceClassMappings` to [`tessera_queue::api::dra::DeviceRequests::resolve`] before each
-//! admission pass. Decides nothing itself; the resolutions' status writes go out with the
+//! `deviceClassMappings` to [`tessera_queue::api::dra::DeviceRequests::prepare`] before each
+//! admission pass. Decides nothing itself; the resolutions' status writes go out ahead of the
 //! pass's Workload writes.
+
+use std::time::SystemTime;
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate, ResourceSlice};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::Value;
-use tessera_queue::api::dra::{DeviceRequests, DraObjects};
+use tessera_queue::api::dra::{DeviceRequests, DraObjects, Prepared};
 use tessera_queue::config::Configuration;
 
 use crate::queue::values;
@@ -38,14 +40,20 @@ impl DraWatches {
         }
     }
 
-    /// What the pending ones among `workloads` request through their claims.
-    pub fn resolve(&self, workloads: &[Value], configuration: &Configuration) -> DeviceRequests {
+    /// The pending ones among `workloads` resolved, with the statuses that follow laid over
+    /// them (for the pass) and to write (before the pass's writes).
+    pub fn prepare(
+        &self,
+        workloads: Vec<Value>,
+        configuration: &Configuration,
+        now: SystemTime,
+    ) -> Prepared {
         let mappings = &configuration.device_class_mappings;
         let objects = DraObjects {
             resource_claim_templates: values(self.templates.state()),
             device_classes: values(self.classes.state()),
             resource_slices: values(self.slices.state()),
         };
-        DeviceRequests::resolve(workloads, &objects, mappings)
+        DeviceRequests::prepare(workloads, &objects, mappings, now)
     }
 }

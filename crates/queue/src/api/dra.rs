@@ -73,6 +73,39 @@ pub struct DeviceRequests {
     by_workload: BTreeMap<String, Resolution>,
 }
 
+/// What the queue manager does with the DRA integration before a pass.
+#[derive(Debug, Clone, Default)]
+pub struct Prepared {
+    /// The resolutions, for [`super::objects::Objects::devices`].
+    pub devices: DeviceRequests,
+    /// The Workloads with `writes` laid over them: what the pass reads, so that its own
+    /// writes start from them.
+    pub workloads: Vec<Value>,
+    /// The statuses to write, before the pass's.
+    pub writes: Vec<StatusWrite>,
+}
+
+/// Lays a status merge patch (`{"conditions": …, "admission": null}`) over an object.
+pub fn lay_over(object: &mut Value, status: &Value) {
+    let Some(fields) = status.as_object() else {
+        return;
+    };
+    if !object["status"].is_object() {
+        object["status"] = json!({});
+    }
+    for (field, value) in fields {
+        match (object["status"].as_object_mut(), value) {
+            (Some(current), Value::Null) => {
+                current.remove(field);
+            }
+            (Some(current), value) => {
+                current.insert(field.clone(), value.clone());
+            }
+            (None, _) => {}
+        }
+    }
+}
+
 impl DeviceRequests {
     /// Resolves the claims of every pending Workload in `workloads`.
     pub fn resolve(
@@ -88,15 +121,46 @@ impl DeviceRequests {
         DeviceRequests { by_workload }
     }
 
+    /// Resolves the claims of every pending Workload in `workloads` and lays the statuses
+    /// that follow over them (the workload controller's `handleDRA` before the scheduler
+    /// sees them).
+    pub fn prepare(
+        workloads: Vec<Value>,
+        objects: &DraObjects,
+        mappings: &[DeviceClassMapping],
+        now: SystemTime,
+    ) -> Prepared {
+        let devices = DeviceRequests::resolve(&workloads, objects, mappings);
+        let writes = devices.status_writes(&workloads, now);
+        let mut by_key: BTreeMap<(&str, &str), &Value> = BTreeMap::new();
+        for write in &writes {
+            by_key.insert((&write.namespace, &write.name), &write.status);
+        }
+        let workloads = workloads
+            .into_iter()
+            .map(|mut object| {
+                let key = (objects::namespace(&object), objects::name(&object));
+                if let Some(status) = by_key.get(&key).copied() {
+                    lay_over(&mut object, status);
+                }
+                object
+            })
+            .collect();
+        Prepared {
+            devices,
+            workloads,
+            writes,
+        }
+    }
+
     /// What a Workload's claims came to; `None` when it has none or is not pending.
     pub fn get(&self, workload_key: &str) -> Option<&Resolution> {
         self.by_workload.get(workload_key)
     }
 
     /// A Workload as the pass reads it ([`objects::workload_state`]): a pending one with its
-    /// claims' devices in its PodSets' requests (and no longer held by an earlier
-    /// inadmissible verdict, which [`Self::status_writes`] clears), or `None` — left out —
-    /// while its claims make it inadmissible.
+    /// claims' devices in its PodSets' requests, or `None` — left out — while its claims make
+    /// it inadmissible.
     pub fn workload_state(&self, object: &Value) -> Option<WorkloadState> {
         let state = objects::workload_state(object)?;
         let WorkloadState::Pending(mut queued) = state else {
@@ -114,9 +178,6 @@ impl DeviceRequests {
                     }
                 }
                 queued.info = WorkloadInfo::new(workload);
-                if held_by_claims(object) {
-                    queued.requeue_held = false;
-                }
             }
         }
         Some(WorkloadState::Pending(queued))
@@ -125,7 +186,7 @@ impl DeviceRequests {
     /// The statuses Kueue's workload controller writes for these resolutions: an
     /// inadmissible Workload's `QuotaReserved` False (Misconfigured), `Admitted` False and
     /// `Requeued` False (Inadmissible) with the message; once its claims resolve, those
-    /// conditions removed again.
+    /// conditions removed again. [`Self::prepare`] lays them over the Workloads.
     pub fn status_writes(&self, workloads: &[Value], now: SystemTime) -> Vec<StatusWrite> {
         workloads
             .iter()

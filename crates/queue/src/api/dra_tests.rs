@@ -851,68 +851,101 @@ fn a_job_is_admitted_alike_with_gpus_by_device_plugin_or_by_claim() {
     );
 }
 
+fn condition(status: &Value, kind: &str) -> Value {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == kind)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// What the pass reads and what is written: an inadmissible Workload is left out and gets
-/// Kueue's three conditions; once its claims resolve it is back, no longer held, and the
-/// conditions are removed.
+/// Kueue's three conditions; once its claims resolve the conditions are removed — ahead of
+/// the pass's own writes, which start from the Workload without them — and it is admitted.
 #[test]
 fn an_inadmissible_workload_is_held_out_and_released_once_resolved() {
     let pending = workload(&[("req-1", "claim-tmpl-1")], pause());
-    let objects = DraObjects {
+    let dra = DraObjects {
         resource_claim_templates: vec![tmpl1()],
         ..Default::default()
     };
-    let unmapped = DeviceRequests::resolve(std::slice::from_ref(&pending), &objects, &[]);
-    assert!(unmapped.workload_state(&pending).is_none());
-    let writes = unmapped.status_writes(std::slice::from_ref(&pending), now());
-    assert_eq!(writes.len(), 1);
-    let conditions = writes[0].status["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let find = |kind: &str| {
-        conditions
-            .iter()
-            .find(|c| c["type"] == kind)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let unmapped = DeviceRequests::prepare(vec![pending.clone()], &dra, &[], now());
+    assert!(unmapped.devices.workload_state(&pending).is_none());
+    assert_eq!(unmapped.writes.len(), 1);
+    let held = &unmapped.workloads[0];
+    let status = &held["status"];
     assert_eq!(
-        (
-            find(QUOTA_RESERVED)["status"].clone(),
-            find(QUOTA_RESERVED)["reason"].clone()
-        ),
-        (json!("False"), json!("Misconfigured"))
+        status["conditions"],
+        unmapped.writes[0].status["conditions"]
     );
-    assert_eq!(find(REQUEUED)["reason"], json!(INADMISSIBLE));
-    assert_eq!(find(REQUEUED)["message"], find(QUOTA_RESERVED)["message"]);
-    assert_eq!(find(ADMITTED)["reason"], json!("NoReservation"));
-    // Written again, nothing changes.
-    let mut held = pending.clone();
-    held["status"] = writes[0].status.clone();
-    assert!(
-        unmapped
-            .status_writes(std::slice::from_ref(&held), now())
-            .is_empty()
+    assert_eq!(status.get("admission"), None);
+    let reserved = condition(status, QUOTA_RESERVED);
+    assert_eq!(
+        (&reserved["status"], &reserved["reason"]),
+        (&json!("False"), &json!("Misconfigured"))
     );
+    let requeued = condition(status, REQUEUED);
+    assert_eq!(
+        (&requeued["status"], &requeued["reason"]),
+        (&json!("False"), &json!(INADMISSIBLE))
+    );
+    assert_eq!(requeued["message"], reserved["message"]);
+    assert_eq!(
+        condition(status, ADMITTED)["reason"],
+        json!("NoReservation")
+    );
+    // Prepared again, nothing more to write.
+    let again = DeviceRequests::prepare(vec![held.clone()], &dra, &[], now());
+    assert!(again.writes.is_empty());
 
-    let mapped = DeviceRequests::resolve(std::slice::from_ref(&held), &objects, &res1());
-    let Some(WorkloadState::Pending(queued)) = mapped.workload_state(&held) else {
+    // The mapping added (a restart with the new file): released and admitted in one pass.
+    let mut objects = Objects {
+        flavors: vec![json!({"metadata": {"name": "default"}, "spec": {}})],
+        cluster_queues: vec![
+            json!({"metadata": {"name": "cq", "generation": 1}, "spec": {
+            "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["res-1"],
+            "flavors": [{"name": "default", "resources": [{"name": "res-1", "nominalQuota": "2"}]}]}]}}),
+        ],
+        local_queues: vec![
+            json!({"metadata": {"name": "lq", "namespace": "ns1"}, "spec": {"clusterQueue": "cq"}}),
+        ],
+        namespaces: vec![json!({"metadata": {"name": "ns1"}})],
+        ..Default::default()
+    };
+    let mapped = DeviceRequests::prepare(vec![held.clone()], &dra, &res1(), now());
+    let Some(WorkloadState::Pending(queued)) = mapped.devices.workload_state(&mapped.workloads[0])
+    else {
         panic!("pending once resolved");
     };
     assert!(!queued.requeue_held);
     assert_eq!(queued.info.total_requests[0].requests["res-1"], 2);
-    let cleared = mapped.status_writes(std::slice::from_ref(&held), now());
-    let kinds: Vec<Value> = cleared[0].status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| c["type"].clone())
-        .collect();
-    assert_eq!(kinds, vec![json!(ADMITTED)]);
+    objects.workloads = mapped.workloads;
+    objects.devices = mapped.devices;
+    let decided = pass(
+        &objects,
+        &mut Queues::default(),
+        &Settings::default(),
+        now(),
+    );
+    let mut stored = held.clone();
+    for write in mapped.writes.iter().chain(&decided.workloads) {
+        lay_over(&mut stored, &write.status);
+    }
+    let status = &stored["status"];
+    assert_eq!(condition(status, QUOTA_RESERVED)["status"], json!("True"));
+    assert_eq!(condition(status, ADMITTED)["status"], json!("True"));
+    assert_eq!(condition(status, REQUEUED), Value::Null);
+    assert_eq!(
+        status["admission"]["podSetAssignments"][0]["resourceUsage"],
+        json!({"res-1": "2"})
+    );
+
     // A Workload without claims, or holding quota, is not resolved at all.
     let plain = workload(&[], pause());
-    let mut reserved = pending.clone();
-    reserved["status"] = json!({"conditions": [{"type": "QuotaReserved", "status": "True"}]});
-    let none = DeviceRequests::resolve(&[plain, reserved], &objects, &[]);
+    let mut reserving = pending.clone();
+    reserving["status"] = json!({"conditions": [{"type": "QuotaReserved", "status": "True"}]});
+    let none = DeviceRequests::resolve(&[plain, reserving], &dra, &[]);
     assert_eq!(none, DeviceRequests::default());
 }
