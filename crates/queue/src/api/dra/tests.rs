@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::counters::{Consumption, counter_value};
 use super::*;
 use crate::api::objects::Objects;
 use crate::api::pass::{Queues, Settings, pass};
+use crate::config::CounterSource;
 use crate::workload::PodSet;
 
 fn now() -> SystemTime {
