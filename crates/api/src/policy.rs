@@ -213,6 +213,12 @@ pub const COMPONENTS: &[Component] = &[
                 READ,
             ),
             (&["kueue.x-k8s.io"], &["workloads"], WRITE),
+            // Pending Workloads' DRA claims are counted against quota.
+            (
+                &["resource.k8s.io"],
+                &["resourceclaimtemplates", "deviceclasses", "resourceslices"],
+                READ,
+            ),
             (
                 &["kueue.x-k8s.io"],
                 &[

@@ -136,6 +136,7 @@ pub async fn kueue_objects(
         local_queues: list_objects(&kueue_api(client, "LocalQueue", "localqueues", None)).await?,
         workloads: list_objects(&kueue_api(client, "Workload", "workloads", None)).await?,
         namespaces,
+        ..Default::default()
     })
 }
 

@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod node_monitor;
 pub mod pdb;
 pub mod queue;
+pub mod queue_dra;
 pub mod queue_pods;
 pub mod resource_claims;
 pub mod scheduler;

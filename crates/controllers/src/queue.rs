@@ -118,7 +118,7 @@ impl Kind {
     }
 }
 
-fn values<K: serde::Serialize>(objects: Vec<Arc<K>>) -> Vec<Value> {
+pub(crate) fn values<K: serde::Serialize>(objects: Vec<Arc<K>>) -> Vec<Value> {
     objects
         .iter()
         .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
@@ -213,6 +213,7 @@ impl Memory {
 /// Runs the queue manager until the task is dropped.
 pub async fn run(client: Client, config: QueueConfig) {
     let (watches, mut changes) = Watches::start(&client);
+    let dra = crate::queue_dra::DraWatches::start(&client, &mut changes);
     let (mut pods, pod_changes) = PodIntegration::start(&client, config.clock.clone());
     changes.push(pod_changes);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
@@ -221,6 +222,7 @@ pub async fn run(client: Client, config: QueueConfig) {
     let shell = Shell {
         client: &client,
         watches: &watches,
+        dra: &dra,
         admission_events: EventRecorder::start(
             client.clone(),
             ADMISSION_COMPONENT,
@@ -273,6 +275,7 @@ fn newer(ours: &DynamicObject, watched: &DynamicObject) -> bool {
 struct Shell<'a> {
     client: &'a Client,
     watches: &'a Watches,
+    dra: &'a crate::queue_dra::DraWatches,
     admission_events: EventRecorder,
     job_events: EventRecorder,
     jobset_events: EventRecorder,
@@ -297,15 +300,18 @@ impl Shell<'_> {
             // One the watch does not have is gone, or not shown yet: left out either way.
             |_| None,
         );
+        let prepared = self.dra.prepare(values(current), self.configuration, now);
         let objects = Objects {
             flavors: watches.flavors.values(),
             cluster_queues: watches.cluster_queues.values(),
             cohorts: watches.cohorts.values(),
             local_queues: watches.local_queues.values(),
-            workloads: values(current),
+            workloads: prepared.workloads,
             namespaces: values(watches.namespaces.state()),
+            devices: prepared.devices,
         };
-        let decided = pass::pass(&objects, &mut memory.queues, settings, now);
+        let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
+        decided.workloads.splice(0..0, prepared.writes);
         let mut workloads: BTreeMap<String, Value> = objects
             .workloads
             .into_iter()

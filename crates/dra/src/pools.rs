@@ -92,7 +92,8 @@ fn quantities(
         .collect()
 }
 
-fn view(driver: &str, device: &Device) -> DeviceView {
+/// What selectors see of a device `driver` publishes.
+pub fn view(driver: &str, device: &Device) -> DeviceView {
     DeviceView {
         driver: driver.to_string(),
         attributes: device

@@ -8,8 +8,8 @@
 //! index to resume from (`AssignmentClusterQueueState`).
 //!
 //! Knows nothing about quotas, flavors or ClusterQueues; requests of an admitted Workload
-//! (read back from its admission), excluded resource prefixes, resource transformations and
-//! DRA are not modelled yet.
+//! (read back from its admission), excluded resource prefixes and resource transformations are
+//! not modelled yet; DRA devices are added to a PodSet's requests by `api::dra`.
 
 use std::collections::BTreeMap;
 

@@ -22,6 +22,7 @@ mod faults;
 mod kubectl;
 mod kueue_api;
 mod kueue_config;
+mod kueue_dra;
 mod kueue_jobset;
 mod kueue_pods;
 mod kueue_queue;

@@ -51,6 +51,7 @@ fn objects(reclaim: &str, workloads: Vec<Value>) -> Objects {
         ],
         workloads,
         namespaces: vec![json!({"metadata": {"name": "default"}})],
+        ..Default::default()
     }
 }
 

@@ -245,7 +245,7 @@ impl<'o> World<'o> {
         let workloads: BTreeMap<String, (&Value, WorkloadState)> = objects
             .workloads
             .iter()
-            .filter_map(|o| Some((objects::key(o), (o, objects::workload_state(o)?))))
+            .filter_map(|o| Some((objects::key(o), (o, objects.devices.workload_state(o)?))))
             .collect();
         let mut holders = BTreeMap::new();
         let mut pending = Vec::new();

@@ -51,6 +51,7 @@ mod quick_start {
             local_queues,
             workloads,
             namespaces: vec![json!({"metadata": {"name": "default"}})],
+            ..Default::default()
         }
     }
 
@@ -701,6 +702,7 @@ mod admission_fair_sharing {
             local_queues,
             workloads,
             namespaces: vec![json!({"metadata": {"name": "ns"}})],
+            ..Default::default()
         }
     }
 

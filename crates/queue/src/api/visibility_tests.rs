@@ -50,6 +50,7 @@ fn objects(local_queues: Vec<Value>, workloads: &[Wl]) -> Objects {
             json!({"metadata": {"name": "foo"}}),
             json!({"metadata": {"name": "bar"}}),
         ],
+        ..Default::default()
     }
 }
 

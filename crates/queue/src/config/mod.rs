@@ -1,7 +1,8 @@
 //! Kueue's Configuration file (`config.kueue.x-k8s.io/v1beta2`, and `v1beta1` converted to
 //! it as Kueue converts it) as the queue manager reads it: the fields it acts on
 //! (`manageJobsWithoutQueueName`, `managedJobsNamespaceSelector`, `waitForPodsReady`,
-//! `fairSharing`, `admissionFairSharing`, `integrations.frameworks`) with upstream's defaults
+//! `fairSharing`, `admissionFairSharing`, `integrations.frameworks`,
+//! `resources.deviceClassMappings`) with upstream's defaults
 //! (`SetDefaults_Configuration`) and validation (`pkg/config/validation.go`, `validation`),
 //! errors naming the field path and, where it can be found, the line. Tessera's Beyond-Kueue
 //! options ride in their own section, `beyondKueue`, off by default.
@@ -11,6 +12,7 @@
 //! fields outside Kueue's schema are errors, as Kueue's strict decoding makes them. Knows
 //! nothing about files, logging, or how the settings reach the queue manager.
 
+mod device_classes;
 mod validation;
 
 use std::collections::BTreeMap;
@@ -23,6 +25,7 @@ use serde_json::{Value, json};
 use crate::preemption::FairSharingStrategy;
 use crate::queue::RequeuingTimestamp;
 
+pub use device_classes::{CounterSource, DeviceClassMapping};
 pub use validation::{FieldError, FieldErrorKind};
 
 /// The API group and kind.
@@ -81,7 +84,6 @@ const IGNORED_FIELDS: &[&str] = &[
     "multiKueue",
     "objectRetentionPolicies",
     "pprofBindAddress",
-    "resources",
     "tls",
     "visibilityServer",
     "webhook",
@@ -104,6 +106,8 @@ pub struct Configuration {
     pub admission_fair_sharing: Option<AdmissionFairSharing>,
     /// `integrations.frameworks`.
     pub frameworks: Vec<String>,
+    /// `resources.deviceClassMappings`: the quota resources DRA devices count as.
+    pub device_class_mappings: Vec<DeviceClassMapping>,
     /// Tessera's `beyondKueue` section.
     pub beyond_kueue: BeyondKueue,
     /// Fields of Kueue's schema present in the file that Tessera accepts and ignores.
@@ -189,6 +193,7 @@ impl Default for Configuration {
             fair_sharing: None,
             admission_fair_sharing: None,
             frameworks: TESSERA_FRAMEWORKS.iter().map(|f| (*f).to_owned()).collect(),
+            device_class_mappings: Vec::new(),
             beyond_kueue: BeyondKueue::default(),
             ignored: Vec::new(),
         }
@@ -415,12 +420,16 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
             | "fairSharing"
             | "admissionFairSharing"
             | "integrations"
+            | "resources"
             | "beyondKueue" => {}
             // The schema's other fields: accepted, named for the shell to log.
             known if IGNORED_FIELDS.contains(&known) => ignored.push(known.to_owned()),
             unknown => reader.fail(unknown, FieldErrorKind::Unknown),
         }
     }
+    let (device_class_mappings, ignored_resources) =
+        device_classes::read_resources(&mut reader, version, fields);
+    ignored.extend(ignored_resources);
     ignored.sort();
     let namespace = match fields.get("namespace") {
         None | Some(Value::Null) => DEFAULT_NAMESPACE.to_owned(),
@@ -471,6 +480,7 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
         fair_sharing,
         admission_fair_sharing,
         frameworks,
+        device_class_mappings,
         beyond_kueue,
         ignored,
     };

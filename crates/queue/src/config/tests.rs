@@ -368,3 +368,193 @@ fn not_yaml_is_a_syntax_error_with_its_line() {
         Err("(document): not a mapping".to_owned())
     );
 }
+
+fn resources(mappings: &str) -> String {
+    v1beta2(&format!("resources:\n  deviceClassMappings:\n{mappings}"))
+}
+
+#[test]
+fn device_class_mappings_are_read_in_both_versions() {
+    let counter = resources(
+        "  - name: nvidia.com/mig-memory\n    deviceClassNames: [mig.nvidia.com, gpu.nvidia.com]\n    sources:\n    - counter:\n        name: memorySlice\n        driver: gpu.nvidia.com\n        deviceSelector:\n          cel:\n            expression: \"device.driver == 'gpu.nvidia.com'\"\n",
+    );
+    let configuration = parsed(&counter);
+    assert_eq!(
+        configuration.device_class_mappings,
+        vec![DeviceClassMapping {
+            name: "nvidia.com/mig-memory".into(),
+            device_class_names: vec!["mig.nvidia.com".into(), "gpu.nvidia.com".into()],
+            counters: vec![CounterSource {
+                name: "memorySlice".into(),
+                driver: "gpu.nvidia.com".into(),
+                device_selector: "device.driver == 'gpu.nvidia.com'".into(),
+            }],
+        }]
+    );
+    let old = v1beta1(
+        "resources:\n  transformations: []\n  deviceClassMappings:\n  - name: whole-foo\n    deviceClassNames: [foo.com/device]\n",
+    );
+    let configuration = parsed(&old);
+    assert_eq!(configuration.device_class_mappings.len(), 1);
+    assert!(configuration.device_class_mappings[0].counters.is_empty());
+    assert_eq!(configuration.ignored, vec!["resources.transformations"]);
+    assert!(parsed(&v1beta2("")).device_class_mappings.is_empty());
+}
+
+// Upstream: TestValidateDeviceClassMappings and the counter/capacity source cases of
+// TestValidate (pkg/config/validation_test.go), with Kueue's default feature gates.
+#[test]
+fn device_class_mappings_are_checked_as_kueue_checks_them() {
+    let source = |body: &str| {
+        resources(&format!(
+            "  - name: gpu.memory\n    deviceClassNames: [mig.nvidia.com]\n    sources:\n{body}"
+        ))
+    };
+    let nine: Vec<String> = (0..9).map(|i| format!("c{i}.example.com")).collect();
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "invalid resource name",
+            resources("  - name: \"@invalid-name\"\n    deviceClassNames: [foo.com/device]\n"),
+            vec![
+                "line 5: resources.deviceClassMappings[0].name: Invalid value: \"@invalid-name\": name part must consist of alphanumeric characters",
+            ],
+        ),
+        (
+            "duplicate resource names",
+            resources(
+                "  - name: duplicate-name\n    deviceClassNames: [foo.com/device]\n  - name: duplicate-name\n    deviceClassNames: [bar.com/device]\n",
+            ),
+            vec![
+                "line 7: resources.deviceClassMappings[1].name: Duplicate value: \"duplicate-name\"",
+            ],
+        ),
+        (
+            "empty device class names",
+            resources("  - name: foo\n    deviceClassNames: []\n"),
+            vec![
+                "line 6: resources.deviceClassMappings[0].deviceClassNames: Required value: at least one device class name is required",
+            ],
+        ),
+        (
+            "too many device class names",
+            resources(&format!(
+                "  - name: foo\n    deviceClassNames: [{}]\n",
+                nine.join(", ")
+            )),
+            vec![
+                "line 6: resources.deviceClassMappings[0].deviceClassNames: Too many: 9: must have at most 8 items",
+            ],
+        ),
+        (
+            "device class in two mappings",
+            resources(
+                "  - name: a\n    deviceClassNames: [foo.com/device]\n  - name: b\n    deviceClassNames: [foo.com/device]\n",
+            ),
+            vec![
+                "resources.deviceClassMappings[1].deviceClassNames[0]: Invalid value: \"foo.com/device\": device class already mapped to resource a",
+            ],
+        ),
+        (
+            "duplicate device class in one mapping",
+            resources("  - name: a\n    deviceClassNames: [foo.com/device, foo.com/device]\n"),
+            vec![
+                "resources.deviceClassMappings[0].deviceClassNames[1]: Duplicate value: \"foo.com/device\"",
+            ],
+        ),
+        (
+            "counter source without driver and selector",
+            source("    - counter:\n        name: memory\n"),
+            vec![
+                "resources.deviceClassMappings[0].sources[0].counter.driver: Required value",
+                "resources.deviceClassMappings[0].sources[0].counter.deviceSelector.cel.expression: Required value",
+            ],
+        ),
+        (
+            "counter name neither a DNS label nor a C identifier",
+            source(
+                "    - counter:\n        name: Memory-Slice\n        driver: gpu.nvidia.com\n        deviceSelector: {cel: {expression: \"true\"}}\n",
+            ),
+            vec![
+                "line 9: resources.deviceClassMappings[0].sources[0].counter.name: Invalid value: \"Memory-Slice\": a lowercase RFC 1123 label must consist of",
+            ],
+        ),
+        (
+            "counter driver not a DNS subdomain, selector not CEL",
+            source(
+                "    - counter:\n        name: memory\n        driver: GPU_driver\n        deviceSelector: {cel: {expression: \"device.driver ==\"}}\n",
+            ),
+            vec![
+                "line 10: resources.deviceClassMappings[0].sources[0].counter.driver: Invalid value: \"GPU_driver\": a lowercase RFC 1123 subdomain",
+                "resources.deviceClassMappings[0].sources[0].counter.deviceSelector.cel.expression: Invalid value: \"device.driver ==\": CEL compilation failed: ",
+            ],
+        ),
+        (
+            "a source of no kind",
+            source("    - {}\n"),
+            vec![
+                "resources.deviceClassMappings[0].sources[0]: Required value: exactly one source type must be set per entry",
+            ],
+        ),
+        (
+            "a capacity source needs its feature gate",
+            source(
+                "    - capacity:\n        name: memory\n        driver: gpu.example.com\n        deviceSelector: {cel: {expression: \"true\"}}\n",
+            ),
+            vec![
+                "resources.deviceClassMappings[0].sources[0].capacity: Invalid value: true: capacity sources require KueueDRAIntegrationConsumableCapacity to be enabled",
+            ],
+        ),
+        (
+            "counter and capacity in one mapping",
+            source(
+                "    - counter: {name: memory, driver: gpu.nvidia.com, deviceSelector: {cel: {expression: \"true\"}}}\n    - capacity: {name: memory, driver: gpu.nvidia.com, deviceSelector: {cel: {expression: \"true\"}}}\n",
+            ),
+            vec![
+                "resources.deviceClassMappings[0].sources[1].capacity: Invalid value: true: capacity sources require",
+                "resources.deviceClassMappings[0].sources: Invalid value: 2: cannot mix counter and capacity sources in the same mapping",
+            ],
+        ),
+        (
+            "v1beta1 has no sources",
+            v1beta1(
+                "resources:\n  deviceClassMappings:\n  - name: a\n    deviceClassNames: [foo.com/device]\n    sources: []\n",
+            ),
+            vec!["line 7: resources.deviceClassMappings[0].sources: unknown field"],
+        ),
+    ];
+    for (name, text, want) in cases {
+        let errors = match parse(&text) {
+            Err(ConfigError::Invalid(errors)) => errors,
+            other => panic!("{name}: {other:?}"),
+        };
+        let got: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(got.len(), want.len(), "{name}: {got:#?}");
+        for (got, want) in got.iter().zip(&want) {
+            // Where the line is not asserted, it is left out of the comparison.
+            let unlined = match got.split_once(": ") {
+                Some((line, rest)) if line.starts_with("line ") && !want.starts_with("line ") => {
+                    rest
+                }
+                _ => got.as_str(),
+            };
+            assert!(
+                unlined.starts_with(want),
+                "{name}:\n got {got}\nwant {want}"
+            );
+        }
+    }
+    // Two mappings of one DeviceClass counting different counters are fine.
+    let two_counters = resources(
+        "  - name: gpu.memory\n    deviceClassNames: [mig.nvidia.com]\n    sources:\n    - counter: {name: memorySlice, driver: gpu.nvidia.com, deviceSelector: {cel: {expression: \"true\"}}}\n  - name: gpu.compute\n    deviceClassNames: [mig.nvidia.com]\n    sources:\n    - counter: {name: computeSlices, driver: gpu.nvidia.com, deviceSelector: {cel: {expression: \"true\"}}}\n",
+    );
+    assert_eq!(parsed(&two_counters).device_class_mappings.len(), 2);
+}
+
+#[test]
+fn the_shipped_dra_example_validates() {
+    let text = include_str!("../../../../examples/queueing/kueue-dra-config.yaml");
+    let mappings = parsed(text).device_class_mappings;
+    let names: Vec<&str> = mappings.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["nvidia.com/gpu", "nvidia.com/mig-memory-slices"]);
+    assert_eq!(mappings[1].counters[0].name, "memorySlice");
+}

@@ -29,6 +29,19 @@ pub struct FieldError {
 pub enum FieldErrorKind {
     /// `Required value: must be specified`.
     Required,
+    /// `Required value`, then `: <detail>` when there is one (`field.Required(path, detail)`).
+    RequiredWith(String),
+    /// `Too many: <actual>: must have at most <max> items`.
+    TooMany {
+        /// How many there are.
+        actual: usize,
+        /// How many are allowed.
+        max: usize,
+    },
+    /// `Not found: <value>`.
+    NotFound(Value),
+    /// `Internal error: <message>`.
+    Internal(String),
     /// `Invalid value: <value>: must be greater than or equal to 0`.
     Negative(Value),
     /// `Invalid value: <value>: <message>`.
@@ -51,6 +64,19 @@ impl std::fmt::Display for FieldError {
         let path = &self.path;
         match &self.kind {
             FieldErrorKind::Required => write!(f, "{path}: Required value: must be specified"),
+            FieldErrorKind::RequiredWith(detail) if detail.is_empty() => {
+                write!(f, "{path}: Required value")
+            }
+            FieldErrorKind::RequiredWith(detail) => write!(f, "{path}: Required value: {detail}"),
+            FieldErrorKind::TooMany { actual, max } => {
+                let items = if *max == 1 { "item" } else { "items" };
+                write!(
+                    f,
+                    "{path}: Too many: {actual}: must have at most {max} {items}"
+                )
+            }
+            FieldErrorKind::NotFound(value) => write!(f, "{path}: Not found: {value}"),
+            FieldErrorKind::Internal(message) => write!(f, "{path}: Internal error: {message}"),
             FieldErrorKind::Negative(value) => {
                 write!(f, "{path}: Invalid value: {value}: {NEGATIVE}")
             }
