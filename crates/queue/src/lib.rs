@@ -46,6 +46,7 @@ pub mod preemption;
 pub mod queue;
 pub mod quota;
 pub mod resources;
+pub mod tas;
 pub mod tree;
 pub mod user_limits;
 pub mod workload;
