@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use crate::tas::request::{PODS, PodSetTasRequest, PodSetTasResult};
 use crate::tas::snapshot::{SearchOptions, TasSnapshot};
-use crate::tas::tree::belongs_to;
 use crate::workload::Requests;
 
 /// Something holding capacity in the topology: a Workload (or a lone pod) with its priority
@@ -28,10 +27,10 @@ pub struct Occupant {
 }
 
 impl Occupant {
-    fn pods_in(&self, domain: &str) -> i64 {
+    fn pods_in(&self, snapshot: &TasSnapshot, domain: &str) -> i64 {
         self.usage
             .iter()
-            .filter(|(leaf, _)| belongs_to(leaf, domain))
+            .filter(|(leaf, _)| snapshot.leaf_in_domain(leaf, domain))
             .map(|(_, usage)| usage.get(PODS).copied().unwrap_or(0))
             .sum()
     }
@@ -72,7 +71,7 @@ pub fn cheapest_domain_to_clear(
             .victims
             .iter()
             .filter_map(|key| occupants.iter().find(|occupant| &occupant.key == key))
-            .map(|occupant| occupant.pods_in(domain))
+            .map(|occupant| occupant.pods_in(snapshot, domain))
             .sum();
         let cost = (plan.victims.len(), pods, domain.clone());
         if best.as_ref().is_none_or(|(best_cost, _)| cost < *best_cost) {
@@ -107,12 +106,14 @@ fn clear_domain(
     };
     let mut candidates: Vec<&Occupant> = occupants
         .iter()
-        .filter(|occupant| occupant.priority < preemptor_priority && occupant.pods_in(domain) > 0)
+        .filter(|occupant| {
+            occupant.priority < preemptor_priority && occupant.pods_in(snapshot, domain) > 0
+        })
         .collect();
     candidates.sort_by_key(|occupant| {
         (
             occupant.priority,
-            Reverse(occupant.pods_in(domain)),
+            Reverse(occupant.pods_in(snapshot, domain)),
             occupant.key.clone(),
         )
     });

@@ -16,7 +16,7 @@ use crate::tas::order::FitOrdering;
 use crate::tas::request::{
     PODS, PodSetTasRequest, PodSetTasResult, TopologyAssignment, add, scaled, subtract,
 };
-use crate::tas::tree::{TopologyNode, TopologyTree, domain_id};
+use crate::tas::tree::{TopologyNode, TopologyTree, belongs_to, domain_id};
 use crate::workload::Requests;
 
 /// One flavor's topology with its capacity and usage.
@@ -127,6 +127,14 @@ impl TasSnapshot {
         for (leaf, usage) in Self::usage_of(assignment, single_pod_requests) {
             self.add_tas_usage(&leaf, &usage);
         }
+    }
+
+    /// Whether the leaf with this id lies in the domain with this id (any level).
+    pub fn leaf_in_domain(&self, leaf_id: &str, domain: &str) -> bool {
+        self.tree.leaf_by_id.get(leaf_id).is_some_and(|&leaf| {
+            let values = &self.tree.domains[self.tree.leaves[leaf].domain].level_values;
+            belongs_to(&domain_id(values), domain)
+        })
     }
 
     /// Free capacity minus TAS usage (only the free capacity when simulating empty).
