@@ -297,7 +297,8 @@ fn cheapest_domain_to_clear_table() {
     // (case, occupants, preemptor priority, pods of 8 GPUs / pods of 4 GPUs, want (rack,
     // victims, hosts))
     type Want = Option<(&'static str, Vec<&'static str>, Vec<(&'static str, i32)>)>;
-    let cases: Vec<(&str, Vec<Occupant>, i32, (i32, i64), Want)> = vec![
+    type Case = (&'static str, Vec<Occupant>, i32, (i32, i64), Want);
+    let cases: Vec<Case> = vec![
         (
             "the rack with fewer victims is cleared",
             vec![
