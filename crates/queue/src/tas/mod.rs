@@ -10,6 +10,8 @@
 //!   LeastFreeCapacity) and, beyond Kueue, `FitOrdering::LeastFragmentation`.
 //! - `message`: Kueue's failure messages.
 //! - `beyond`: beyond Kueue, the domain whose clearing preempts the least.
+//! - `flavor_step`: the flavor assigner's TAS step (Fit / Preempt / NoFit) and flavor check,
+//!   the seam where the assigner and the queue manager's pass hook in.
 //!
 //! Pure: nodes, usage and requests are inputs. Not ported: node replacement after a node
 //! fails, elastic Workload slices, balanced placement and preferred node affinity (both off by
@@ -17,6 +19,7 @@
 
 mod assign;
 pub mod beyond;
+pub mod flavor_step;
 pub mod message;
 pub mod order;
 pub mod request;
@@ -29,6 +32,7 @@ mod kueue_tests;
 mod tests;
 
 pub use beyond::{ClearingPlan, Occupant, cheapest_domain_to_clear};
+pub use flavor_step::{AssignedPodSet, TopologyVerdict, flavor_mismatch, topology_step};
 pub use order::FitOrdering;
 pub use request::{
     PodSetTasRequest, PodSetTasResult, SliceConstraint, TopologyAssignment,

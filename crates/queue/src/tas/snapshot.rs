@@ -169,14 +169,25 @@ impl TasSnapshot {
         requests: &[PodSetTasRequest],
         options: &SearchOptions,
     ) -> BTreeMap<String, PodSetTasResult> {
+        self.find_topology_assignments_assuming(requests, options, &mut BTreeMap::new())
+    }
+
+    /// [`Self::find_topology_assignments`] over usage other flavors' PodSets of the same
+    /// Workload already assumed on the same leaves (`WithAggregatedDomainUsages`, Kueue's
+    /// `TASHandleOverlappingFlavors`); this run's assignments are added to it.
+    pub fn find_topology_assignments_assuming(
+        &self,
+        requests: &[PodSetTasRequest],
+        options: &SearchOptions,
+        assumed: &mut BTreeMap<String, Requests>,
+    ) -> BTreeMap<String, PodSetTasResult> {
         let mut results = BTreeMap::new();
-        let mut assumed: BTreeMap<String, Requests> = BTreeMap::new();
         for group in groups(requests) {
             let Some((workers, leader)) = leader_and_workers(&group) else {
                 continue;
             };
             let inputs = RunInputs {
-                assumed_usage: &assumed,
+                assumed_usage: assumed,
                 simulate_empty: options.simulate_empty,
                 required_domain: &options.within_domain,
                 fit_ordering: options.fit_ordering.clone(),

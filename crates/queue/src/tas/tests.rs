@@ -393,3 +393,201 @@ fn cheapest_domain_to_clear_table() {
         assert_eq!(got, want, "{name}");
     }
 }
+
+mod flavor_step {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::{GPU, RACK, gpu_racks, hosts, required};
+    use crate::assigner::FlavorAssignmentMode;
+    use crate::tas::flavor_step::{
+        AssignedPodSet, TopologyVerdict, flavor_mismatch, topology_step,
+    };
+    use crate::tas::request::PodSetTasRequest;
+
+    fn assigned(request: PodSetTasRequest, flavors: &[&str]) -> AssignedPodSet {
+        AssignedPodSet {
+            request,
+            flavors: flavors
+                .iter()
+                .map(|f| (*f).to_owned())
+                .collect::<BTreeSet<_>>(),
+        }
+    }
+
+    fn untagged(count: i32) -> PodSetTasRequest {
+        PodSetTasRequest {
+            name: "main".to_owned(),
+            count,
+            single_pod_requests: BTreeMap::from([(GPU.to_owned(), 8)]),
+            ..PodSetTasRequest::default()
+        }
+    }
+
+    /// What a verdict says, flattened for the table: (kind, PodSet, detail).
+    fn summary(verdict: &TopologyVerdict) -> (String, String, String) {
+        match verdict {
+            TopologyVerdict::Unchanged => ("Unchanged".into(), String::new(), String::new()),
+            TopologyVerdict::Fit(assignments) => {
+                let (name, assignment) = assignments.iter().next().expect("one PodSet");
+                let placed: Vec<String> = hosts(assignment)
+                    .into_iter()
+                    .map(|(host, count)| format!("{host}:{count}"))
+                    .collect();
+                ("Fit".into(), name.clone(), placed.join(","))
+            }
+            TopologyVerdict::Preempt { reason } => {
+                let (name, reason) = reason.clone().unwrap_or_default();
+                ("Preempt".into(), name, reason)
+            }
+            TopologyVerdict::NoFit {
+                pod_set, reason, ..
+            } => ("NoFit".into(), pod_set.clone(), reason.clone()),
+            TopologyVerdict::Error { pod_set, message } => {
+                ("Error".into(), pod_set.clone(), message.clone())
+            }
+        }
+    }
+
+    #[test]
+    fn fit_preempt_no_fit_as_kueues_assigner() {
+        let gpu = |count| required(RACK, count, &[(GPU, 8)]);
+        // (case, quota mode, PodSet, TAS-only queue, GPUs used per host, want)
+        let cases = [
+            (
+                "fits in one rack now",
+                FlavorAssignmentMode::Fit,
+                assigned(gpu(2), &["tas"]),
+                false,
+                [8, 0, 0, 0],
+                ("Fit", "main", "x3:1,x4:1"),
+            ),
+            (
+                "fits only once TAS Workloads go: Preempt with Kueue's reason",
+                FlavorAssignmentMode::Fit,
+                assigned(gpu(2), &["tas"]),
+                false,
+                [8, 0, 8, 0],
+                (
+                    "Preempt",
+                    "main",
+                    "topology \"default\" allows to fit only 1 out of 2 pod(s). Total nodes: 4; excluded: resource \"nvidia.com/gpu\": 2",
+                ),
+            ),
+            (
+                "never fits: NoFit keeps the reason",
+                FlavorAssignmentMode::Fit,
+                assigned(gpu(3), &["tas"]),
+                false,
+                [0, 0, 0, 0],
+                (
+                    "NoFit",
+                    "main",
+                    "topology \"default\" allows to fit only 2 out of 3 pod(s)",
+                ),
+            ),
+            (
+                "quota asks for preemption and the topology has room once emptied",
+                FlavorAssignmentMode::Preempt,
+                assigned(gpu(2), &["tas"]),
+                false,
+                [8, 8, 8, 8],
+                ("Preempt", "", ""),
+            ),
+            (
+                "a TAS PodSet without a TAS flavor",
+                FlavorAssignmentMode::Fit,
+                assigned(gpu(1), &["plain"]),
+                false,
+                [0, 0, 0, 0],
+                ("Error", "main", "no TAS flavor assigned"),
+            ),
+            (
+                "no annotations outside a TAS-only queue",
+                FlavorAssignmentMode::Fit,
+                assigned(untagged(1), &["tas"]),
+                false,
+                [0, 0, 0, 0],
+                ("Unchanged", "", ""),
+            ),
+            (
+                "no annotations in a TAS-only queue: implied, on one host (equal hosts by name)",
+                FlavorAssignmentMode::Fit,
+                assigned(untagged(1), &["tas"]),
+                true,
+                [8, 0, 0, 0],
+                ("Fit", "main", "x2:1"),
+            ),
+        ];
+        for (name, mode, pod_set, tas_only, used, want) in cases {
+            let snapshots = BTreeMap::from([("tas".to_owned(), gpu_racks([64_000; 4], used))]);
+            let verdict = topology_step(mode, &[pod_set], tas_only, &snapshots);
+            let want = (want.0.to_owned(), want.1.to_owned(), want.2.to_owned());
+            assert_eq!(summary(&verdict), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn flavor_checks_as_kueue() {
+        let snapshot = gpu_racks([1000; 4], [0; 4]);
+        let rack = required(RACK, 1, &[(GPU, 1)]);
+        let block = required("cloud.com/topology-block", 1, &[(GPU, 1)]);
+        // (case, PodSet, TAS-only, topologyName, snapshot, group covers requests, want)
+        let cases = [
+            (
+                "a TAS flavor with the level",
+                &rack,
+                false,
+                Some("default"),
+                Some(&snapshot),
+                true,
+                None,
+            ),
+            (
+                "a TAS flavor without the level",
+                &block,
+                false,
+                Some("default"),
+                Some(&snapshot),
+                true,
+                Some("Flavor \"f\" does not contain the requested level"),
+            ),
+            (
+                "a TAS flavor not in the cache",
+                &rack,
+                false,
+                Some("default"),
+                None,
+                true,
+                Some("Flavor \"f\" information missing in TAS cache"),
+            ),
+            (
+                "a plain flavor covering the PodSet's resources",
+                &rack,
+                false,
+                None,
+                None,
+                true,
+                Some("Flavor \"f\" does not support TopologyAwareScheduling"),
+            ),
+            (
+                "a plain flavor for other resources",
+                &rack,
+                false,
+                None,
+                None,
+                false,
+                None,
+            ),
+        ];
+        for (name, pod_set, tas_only, topology, snapshot, covers, want) in cases {
+            let got = flavor_mismatch(pod_set, tas_only, "f", topology, snapshot, covers);
+            assert_eq!(got.as_deref(), want, "{name}");
+        }
+        let plain = PodSetTasRequest::default();
+        assert_eq!(
+            flavor_mismatch(&plain, false, "f", Some("default"), Some(&snapshot), true).as_deref(),
+            Some("Flavor \"f\" supports only TopologyAwareScheduling"),
+            "a PodSet without TAS on a TAS flavor"
+        );
+    }
+}
