@@ -366,8 +366,8 @@ impl Search<'_> {
         let state = self.state_mut(domain);
         state.pod_count = children_capacity;
         if has_contributor {
-            state.pod_count_with_leader = children_capacity - min_pod_difference;
-            slice_with_leader = slice_capacity - min_slice_difference;
+            state.pod_count_with_leader = children_capacity.saturating_sub(min_pod_difference);
+            slice_with_leader = slice_capacity.saturating_sub(min_slice_difference);
         } else {
             state.pod_count_with_leader = 0;
         }
@@ -453,7 +453,7 @@ impl Search<'_> {
             .children
             .iter()
             .map(|&child| self.count_slices_in_subtree(child, level + 1, target, size))
-            .sum()
+            .fold(0, i32::saturating_add)
     }
 
     /// `findLevelWithFitDomains`: the level (the requested one or, for preferred requests,
@@ -821,17 +821,17 @@ impl Search<'_> {
             return domains;
         }
         let required = if slices { count / slice_size } else { count };
-        let available: i32 = domains
+        let available = domains
             .iter()
             .map(|&domain| self.primary(domain, slices))
-            .sum();
+            .fold(0, i32::saturating_add);
         for (index, &domain) in domains.iter().enumerate() {
             let state = self.state(domain);
             if state.leader_count < leader_count {
                 continue;
             }
             let penalty = self.primary(domain, slices) - self.with_leader(domain, slices);
-            if available - penalty < required {
+            if available.saturating_sub(penalty) < required {
                 continue;
             }
             let mut result = domains.clone();

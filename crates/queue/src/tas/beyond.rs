@@ -32,7 +32,7 @@ impl Occupant {
             .iter()
             .filter(|(leaf, _)| snapshot.leaf_in_domain(leaf, domain))
             .map(|(_, usage)| usage.get(PODS).copied().unwrap_or(0))
-            .sum()
+            .fold(0, i64::saturating_add)
     }
 }
 
@@ -72,7 +72,7 @@ pub fn cheapest_domain_to_clear(
             .iter()
             .filter_map(|key| occupants.iter().find(|occupant| &occupant.key == key))
             .map(|occupant| occupant.pods_in(snapshot, domain))
-            .sum();
+            .fold(0, i64::saturating_add);
         let cost = (plan.victims.len(), pods, domain.clone());
         if best.as_ref().is_none_or(|(best_cost, _)| cost < *best_cost) {
             best = Some((cost, plan));

@@ -101,7 +101,10 @@ pub struct TopologyAssignment {
 impl TopologyAssignment {
     /// The pods assigned in all domains.
     pub fn pod_count(&self) -> i32 {
-        self.domains.iter().map(|domain| domain.count).sum()
+        self.domains
+            .iter()
+            .map(|domain| domain.count)
+            .fold(0, i32::saturating_add)
     }
 }
 

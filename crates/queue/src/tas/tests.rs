@@ -591,3 +591,41 @@ mod flavor_step {
         );
     }
 }
+
+/// Capacities far beyond `i32` pods (counts clamp to `i32::MAX`) sum without overflow, for a
+/// leader with its workers as for a plain PodSet.
+#[test]
+fn huge_capacities_do_not_overflow() {
+    let nodes: Vec<TopologyNode> = ["x1", "x2", "x3"]
+        .iter()
+        .map(|host| {
+            node(
+                &[(RACK, "r1"), (HOSTNAME_LABEL, host)],
+                &[("cpu", i64::MAX), ("pods", i64::MAX)],
+            )
+        })
+        .collect();
+    let snapshot = TasSnapshot::new(
+        "default",
+        &levels(&[RACK, HOSTNAME_LABEL]),
+        &BTreeMap::new(),
+        &[],
+        &nodes,
+    );
+    let mut workers = required(RACK, 5, &[("cpu", 1)]);
+    workers.group = Some("g".to_owned());
+    let mut leader = required(RACK, 1, &[("cpu", 1)]);
+    leader.name = "leader".to_owned();
+    leader.group = Some("g".to_owned());
+    let results = snapshot.find_topology_assignments(&[workers, leader], &SearchOptions::default());
+    let counts: Vec<i32> = ["leader", "main"]
+        .iter()
+        .map(|name| {
+            results[*name]
+                .assignment
+                .as_ref()
+                .map_or(0, TopologyAssignment::pod_count)
+        })
+        .collect();
+    assert_eq!(counts, [1, 5]);
+}
