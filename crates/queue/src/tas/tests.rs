@@ -629,3 +629,110 @@ fn huge_capacities_do_not_overflow() {
         .collect();
     assert_eq!(counts, [1, 5]);
 }
+
+/// Upstream: tas_topology_tree_test.go, `TestNewTopologyTree`: every domain as
+/// `(level, id) → (level values, parent, children, leaf node, CPU capacity)`.
+#[test]
+fn kueue_new_topology_tree() {
+    const BLOCK: &str = "cloud.provider.com/topology-block";
+    const TREE_RACK: &str = "cloud.provider.com/topology-rack";
+    type Dump = BTreeMap<(usize, String), (String, String, Vec<String>, String, i64)>;
+    fn dump(tree: &TopologyTree) -> Dump {
+        tree.domains
+            .iter()
+            .map(|domain| {
+                let parent = domain
+                    .parent
+                    .map(|p| tree.domains[p].id.clone())
+                    .unwrap_or_default();
+                let mut children: Vec<String> = domain
+                    .children
+                    .iter()
+                    .map(|&c| tree.domains[c].id.clone())
+                    .collect();
+                children.sort();
+                let leaf = domain.leaf.map(|l| &tree.leaves[l]);
+                let node = leaf
+                    .and_then(|l| l.node)
+                    .map(|n| tree.nodes[n].name.clone())
+                    .unwrap_or_default();
+                let cpu = leaf
+                    .and_then(|l| l.capacity.get("cpu").copied())
+                    .unwrap_or(0);
+                (
+                    (domain.level(), domain.id.clone()),
+                    (domain.level_values.join(","), parent, children, node, cpu),
+                )
+            })
+            .collect()
+    }
+    fn tree_node(name: &str, block: &str, rack: &str) -> TopologyNode {
+        let mut n = node(
+            &[(BLOCK, block), (TREE_RACK, rack), (HOSTNAME_LABEL, name)],
+            &[("cpu", 4000), ("memory", 16 << 30), ("pods", 110)],
+        );
+        n.name = name.to_owned();
+        n
+    }
+    let entry = |level: usize,
+                 id: &str,
+                 values: &str,
+                 parent: &str,
+                 children: &[&str],
+                 node: &str,
+                 cpu: i64| {
+        (
+            (level, id.to_owned()),
+            (
+                values.to_owned(),
+                parent.to_owned(),
+                children.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>(),
+                node.to_owned(),
+                cpu,
+            ),
+        )
+    };
+    let three = vec![
+        tree_node("n1", "b1", "r1"),
+        tree_node("n2", "b1", "r1"),
+        tree_node("n3", "b1", "r2"),
+    ];
+    let cases: Vec<(&str, Vec<String>, Vec<TopologyNode>, Dump)> = vec![
+        (
+            "lowest level is hostname",
+            levels(&[BLOCK, TREE_RACK, HOSTNAME_LABEL]),
+            three.clone(),
+            Dump::from([
+                entry(0, "b1", "b1", "", &["b1,r1", "b1,r2"], "", 0),
+                entry(1, "b1,r1", "b1,r1", "b1", &["n1", "n2"], "", 0),
+                entry(1, "b1,r2", "b1,r2", "b1", &["n3"], "", 0),
+                entry(2, "n1", "b1,r1,n1", "b1,r1", &[], "n1", 4000),
+                entry(2, "n2", "b1,r1,n2", "b1,r1", &[], "n2", 4000),
+                entry(2, "n3", "b1,r2,n3", "b1,r2", &[], "n3", 4000),
+            ]),
+        ),
+        (
+            "lowest level is not hostname",
+            levels(&[BLOCK, TREE_RACK]),
+            three,
+            Dump::from([
+                entry(0, "b1", "b1", "", &["b1,r1", "b1,r2"], "", 0),
+                entry(1, "b1,r1", "b1,r1", "b1", &[], "", 8000),
+                entry(1, "b1,r2", "b1,r2", "b1", &[], "", 4000),
+            ]),
+        ),
+        (
+            "leaf and root IDs collide",
+            levels(&[BLOCK, HOSTNAME_LABEL]),
+            vec![tree_node("b1", "b1", "r1")],
+            Dump::from([
+                entry(0, "b1", "b1", "", &["b1"], "", 0),
+                entry(1, "b1", "b1,b1", "b1", &[], "b1", 4000),
+            ]),
+        ),
+    ];
+    for (name, keys, nodes, want) in cases {
+        let tree = TopologyTree::new(&keys, &BTreeMap::new(), &nodes);
+        assert_eq!(dump(&tree), want, "{name}");
+    }
+}
