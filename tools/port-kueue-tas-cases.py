@@ -142,6 +142,8 @@ class Parser:
             name = self.eat()[1]
             if self.peek()[1] == '(':
                 value = self.call(name, value)
+            elif isinstance(value, dict) and value.get('kind') == 'ta' and name == 'TopologyAssignment':
+                value = {'Levels': value['Levels'], 'Domains': value['Domains']}
             else:
                 raise Unsupported(f'field access {name}')
         return value
@@ -194,15 +196,26 @@ class Parser:
                         'taints': [], 'ready': False, 'unschedulable': False}
             if name == 'testingpod.MakePod':
                 return {'kind': 'pod', 'name': args[0], 'node': '', 'phase': '', 'requests': {}}
+            if name == 'append':
+                return list(args[0]) + [x for a in args[1:] for x in (a if isinstance(a, list) else [a])]
+            if name == 'utiltestingapi.MakeTopologyAssignment':
+                return {'kind': 'ta', 'Levels': args[0], 'Domains': []}
             if name == 'tas.V1Beta2From':
                 raise Unsupported('previousAssignment')
             if name in ('utiltestingapi.MakeWorkload', 'utiltestingapi.MakeAdmission',
-                        'utiltestingapi.MakePodSetAssignment', 'utiltestingapi.MakeTopologyAssignment',
+                        'utiltestingapi.MakePodSetAssignment',
                         'utiltesting.MakePreferredSchedulingTerms', 'utiltesting.MakeNodeSelectorTerms'):
                 return {'kind': 'unsupported', 'what': name}
             raise Unsupported(f'call {name}')
         if isinstance(receiver, dict) and receiver.get('kind') == 'unsupported':
             return receiver
+        if isinstance(receiver, dict) and receiver.get('kind') == 'ta':
+            if short == 'Domain':
+                receiver['Domains'].extend(args)
+                return receiver
+            if short == 'Obj':
+                return receiver
+            raise Unsupported(f'topologyAssignment.{short}')
         if isinstance(receiver, dict) and receiver.get('kind') == 'node':
             n = receiver
             if short == 'Label':
@@ -268,7 +281,6 @@ def split_cases(body_toks):
 
 SKIP_FIELDS = {
     'workload': 'node replacement (workload with unhealthy nodes) is not ported',
-    'priorFlavorUsage': 'cross-flavor usage (TASHandleOverlappingFlavors) is not ported',
     'aggregatedDomainUsages': 'cross-flavor usage (TASHandleOverlappingFlavors) is not ported',
     'priorOwnUsage': None,
 }
@@ -331,9 +343,14 @@ def convert(case, name):
              for n in case.get('nodes') or []]
     out = {'name': name, 'levels': case.get('levels') or [], 'nodeLabels': case.get('nodeLabels') or {},
            'nodes': nodes, 'pods': pods, 'podSets': podsets}
-    if 'priorOwnUsage' in case:
+    # The harness's snapshot takes a sibling flavor's usage (TASHandleOverlappingFlavors)
+    # instead of the flavor's own when the lowest level is the hostname; either is TAS usage.
+    usage = case.get('priorOwnUsage')
+    if 'priorFlavorUsage' in case and (case.get('levels') or [''])[-1] == 'kubernetes.io/hostname':
+        usage = case['priorFlavorUsage']
+    if usage:
         out['priorOwnUsage'] = [{'values': u['Values'], 'count': u['Count'],
-                                 'requests': u['SinglePodRequests']} for u in case['priorOwnUsage']]
+                                 'requests': u['SinglePodRequests']} for u in usage]
     if skip:
         out['skip'] = skip
     return out

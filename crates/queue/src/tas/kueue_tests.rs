@@ -222,7 +222,7 @@ fn kueue_find_topology_assignments_table() {
     );
     assert_eq!(
         (table.len(), ported),
-        (140, 91),
+        (140, 94),
         "cases in the table, cases ported"
     );
 }
