@@ -7,6 +7,7 @@
 //! Knows nothing about other PodSets of the Workload or assumed usage across them (see
 //! `snapshot`); the orderings live in `order`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
@@ -286,30 +287,39 @@ impl Search<'_> {
                 }
             }
             let domain = &tree.domains[leaf.domain];
-            if !belongs_to(&domain_id(&domain.level_values), inputs.required_domain) {
+            if !inputs.required_domain.is_empty()
+                && !belongs_to(&domain_id(&domain.level_values), inputs.required_domain)
+            {
                 self.stats.topology_domain += 1;
                 continue;
             }
-            let mut remaining = self
+            let base = self
                 .snapshot
                 .remaining_capacity(leaf_index, inputs.simulate_empty);
-            if let Some(assumed) = inputs.assumed_usage.get(&domain.id) {
-                subtract(&mut remaining, assumed);
-            }
+            let remaining: Cow<'_, Requests> = match inputs.assumed_usage.get(&domain.id) {
+                Some(assumed) => {
+                    let mut remaining = base.clone();
+                    subtract(&mut remaining, assumed);
+                    Cow::Owned(remaining)
+                }
+                None => Cow::Borrowed(base),
+            };
             let (pod_count, limiting) = count_in(requests, &remaining);
             if pod_count == 0
                 && let Some(resource) = limiting
             {
-                *self.stats.resources.entry(resource).or_default() += 1;
+                *self.stats.resources.entry(resource.to_owned()).or_default() += 1;
             }
             let mut leader_count = 0;
+            let mut with_leader = pod_count;
             if let Some(leader_requests) = leader_requests
                 && count_in(leader_requests, &remaining).0 > 0
             {
                 leader_count = 1;
+                let mut remaining = remaining.into_owned();
                 subtract(&mut remaining, leader_requests);
+                with_leader = count_in(requests, &remaining).0;
             }
-            let with_leader = count_in(requests, &remaining).0;
             let state = self.state_mut(leaf.domain);
             state.pod_count = pod_count;
             state.leader_count = leader_count;

@@ -120,8 +120,8 @@ pub struct PodSetTasResult {
 /// How often `requests` fit in `capacity`, and the resource that limits it
 /// (`CountInWithLimitingResource`: zero requests never limit; ties go to the smaller name;
 /// negative capacity counts as none).
-pub fn count_in(requests: &Requests, capacity: &Requests) -> (i32, Option<String>) {
-    let mut best: Option<(i32, &String)> = None;
+pub fn count_in<'r>(requests: &'r Requests, capacity: &Requests) -> (i32, Option<&'r str>) {
+    let mut best: Option<(i32, &str)> = None;
     for (resource, &value) in requests {
         let count = if value == 0 {
             i32::MAX
@@ -132,16 +132,14 @@ pub fn count_in(requests: &Requests, capacity: &Requests) -> (i32, Option<String
         let better = match best {
             None => true,
             Some((best_count, best_resource)) => {
-                count < best_count || (count == best_count && resource < best_resource)
+                count < best_count || (count == best_count && resource.as_str() < best_resource)
             }
         };
         if better {
-            best = Some((count, resource));
+            best = Some((count, resource.as_str()));
         }
     }
-    best.map_or((0, None), |(count, resource)| {
-        (count, Some(resource.clone()))
-    })
+    best.map_or((0, None), |(count, resource)| (count, Some(resource)))
 }
 
 /// `a - b` per resource (missing = zero), saturating.

@@ -30,6 +30,8 @@ pub struct TasSnapshot {
     pub flavor_tolerations: Vec<Toleration>,
     free: Vec<Requests>,
     tas_usage: Vec<Requests>,
+    /// `free - tas_usage`, kept current (Kueue's `TASCachingRemainingResources`).
+    remaining: Vec<Requests>,
 }
 
 /// Options of one search.
@@ -53,18 +55,20 @@ impl TasSnapshot {
         nodes: &[TopologyNode],
     ) -> TasSnapshot {
         let tree = TopologyTree::new(levels, flavor_node_labels, nodes);
-        let free = tree
+        let free: Vec<Requests> = tree
             .leaves
             .iter()
             .map(|leaf| leaf.capacity.clone())
             .collect();
         let tas_usage = vec![Requests::new(); tree.leaves.len()];
+        let remaining = free.clone();
         TasSnapshot {
             topology_name: topology_name.to_owned(),
             tree,
             flavor_tolerations: flavor_tolerations.to_vec(),
             free,
             tas_usage,
+            remaining,
         }
     }
 
@@ -72,11 +76,10 @@ impl TasSnapshot {
     /// and one pod leave the leaf's free capacity. Nodes outside the tree are ignored.
     pub fn add_non_tas_pod(&mut self, node: &str, requests: &Requests) {
         if let Some(&leaf) = self.tree.node_leaf.get(node) {
-            subtract(&mut self.free[leaf], requests);
-            subtract(
-                &mut self.free[leaf],
-                &Requests::from([(PODS.to_owned(), 1)]),
-            );
+            let mut usage = requests.clone();
+            add(&mut usage, &Requests::from([(PODS.to_owned(), 1)]));
+            subtract(&mut self.free[leaf], &usage);
+            subtract(&mut self.remaining[leaf], &usage);
         }
     }
 
@@ -85,6 +88,7 @@ impl TasSnapshot {
     pub fn add_tas_usage(&mut self, leaf_id: &str, usage: &Requests) {
         if let Some(&leaf) = self.tree.leaf_by_id.get(leaf_id) {
             add(&mut self.tas_usage[leaf], usage);
+            subtract(&mut self.remaining[leaf], usage);
         }
     }
 
@@ -92,6 +96,7 @@ impl TasSnapshot {
     pub fn remove_tas_usage(&mut self, leaf_id: &str, usage: &Requests) {
         if let Some(&leaf) = self.tree.leaf_by_id.get(leaf_id) {
             subtract(&mut self.tas_usage[leaf], usage);
+            add(&mut self.remaining[leaf], usage);
         }
     }
 
@@ -138,12 +143,12 @@ impl TasSnapshot {
     }
 
     /// Free capacity minus TAS usage (only the free capacity when simulating empty).
-    pub fn remaining_capacity(&self, leaf: usize, simulate_empty: bool) -> Requests {
-        let mut remaining = self.free[leaf].clone();
-        if !simulate_empty {
-            subtract(&mut remaining, &self.tas_usage[leaf]);
+    pub fn remaining_capacity(&self, leaf: usize, simulate_empty: bool) -> &Requests {
+        if simulate_empty {
+            &self.free[leaf]
+        } else {
+            &self.remaining[leaf]
         }
-        remaining
     }
 
     /// The remaining units of `resource` in the leaves under `domain` (never negative).
