@@ -3,6 +3,7 @@
 //! pod counts) that keeps its pods within a required or preferred level, in slices, with a
 //! leader, over nodes' allocatable minus what TAS and non-TAS pods use.
 //!
+//! - `annotations`: a PodSet's topology request from its template's annotations.
 //! - `tree`: the domains of a topology over the nodes a flavor selects.
 //! - `request`: the PodSet's topology request and the assignment types.
 //! - `snapshot`: capacity and usage per leaf; `find_topology_assignments` for a Workload.
@@ -17,6 +18,7 @@
 //! fails, elastic Workload slices, balanced placement and preferred node affinity (both off by
 //! default in Kueue).
 
+pub mod annotations;
 mod assign;
 pub mod beyond;
 pub mod flavor_step;
