@@ -136,11 +136,9 @@ mod tests {
             slices,
         };
         // (case, annotations, want)
-        let cases: Vec<(
-            &str,
-            Vec<(&str, &str)>,
-            Result<Option<AnnotatedTopology>, String>,
-        )> = vec![
+        type Want = Result<Option<AnnotatedTopology>, String>;
+        type Case = (&'static str, Vec<(&'static str, &'static str)>, Want);
+        let cases: Vec<Case> = vec![
             ("no annotations", vec![], Ok(None)),
             (
                 "required wins over preferred; the group is kept",
