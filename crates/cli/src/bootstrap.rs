@@ -155,7 +155,7 @@ mod tests {
                     .to_string()
             })
             .collect();
-        assert_eq!(names.len(), 7);
+        assert_eq!(names.len(), 8);
         for name in &names {
             objects.get(crds(), None, name).expect("installed");
         }

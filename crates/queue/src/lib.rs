@@ -7,7 +7,8 @@
 //! messages; the ClusterQueue and LocalQueue queues (`queue`), the scheduling cycle that turns
 //! their heads into admissions, preemptions and requeues (`cycle`), and admission fair
 //! sharing's usage arithmetic (`afs`), and Kueue's stored objects read into these inputs with
-//! the statuses and Job changes Kueue writes back (`api`). The cycle runs Kueue's preemption
+//! the statuses and Job changes Kueue writes back (`api`), and Topology-Aware Scheduling's
+//! placement of PodSets in a flavor's topology (`tas`). The cycle runs Kueue's preemption
 //! (`cycle::KueuePreemption`) over its snapshot's admitted Workloads: one
 //! `preemption::Oracle` per entry answers the flavor assigner (`PreemptionOracle`) and names
 //! the targets the cycle issues. It does no I/O and reads no clock: time is an argument.
@@ -46,6 +47,7 @@ pub mod preemption;
 pub mod queue;
 pub mod quota;
 pub mod resources;
+pub mod tas;
 pub mod tree;
 pub mod user_limits;
 pub mod workload;

@@ -7,6 +7,9 @@
 //! workload's pod sets (immutable while it reserves quota, but for elastic scale-down), its
 //! admission, reclaimable pods and admission-check updates.
 //!
+//! Topology has no webhook upstream: its CRD's schema and CEL rules are all Kueue checks
+//! (`tessera_model::kueue::topology`; the table test here runs them).
+//!
 //! Checks `v1beta2` objects (the webhooks' version; v1beta1 objects are converted first).
 //! Feature-gated checks follow Kueue's default gates (alpha ones off). Knows nothing about
 //! other stored objects: whether a referenced flavor or cohort exists is the controller's

@@ -15,6 +15,7 @@ use super::queues::{
     ClusterQueueSpec, ClusterQueueStatus, CohortSpec, CohortStatus,
     LocalQueueAdmissionFairSharingStatus, LocalQueueSpec, LocalQueueStatus, ResourceFlavorSpec,
 };
+use super::topology::TopologySpec;
 use super::workload::{
     AdmissionCheckSpec, AdmissionCheckStatus, WorkloadPriorityClassFields, WorkloadSpec,
     WorkloadStatus,
@@ -265,6 +266,23 @@ const BUNDLED: &[Bundled] = &[
                 spec_status::<AdmissionCheckSpec, AdmissionCheckStatus>(generator),
                 vec![],
             )
+        },
+        rules: &[],
+    },
+    Bundled {
+        kind: "Topology",
+        plural: "topologies",
+        short_names: &["topo"],
+        namespaced: false,
+        subresources: Subresources::Absent,
+        columns: &[],
+        root: |generator| {
+            let mut properties = Map::new();
+            properties.insert(
+                "spec".into(),
+                generator.subschema_for::<TopologySpec>().to_value(),
+            );
+            (properties, vec![])
         },
         rules: &[],
     },

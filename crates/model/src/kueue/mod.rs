@@ -1,6 +1,6 @@
 //! Kueue's API (`kueue.x-k8s.io`) as Tessera bundles it: the `v1beta2` types of
-//! ResourceFlavor, ClusterQueue, LocalQueue, Cohort, Workload, WorkloadPriorityClass and
-//! AdmissionCheck (serde + schemars, [`queues`] and [`workload`]) and the
+//! ResourceFlavor, ClusterQueue, LocalQueue, Cohort, Workload, WorkloadPriorityClass,
+//! AdmissionCheck and Topology (serde + schemars, [`queues`] and [`workload`]) and the
 //! CustomResourceDefinitions generated from them ([`crd::definitions`]: `v1beta2` stored,
 //! `v1beta1` served), so that users' Kueue YAML works unchanged against `tessera up`.
 //!
@@ -12,6 +12,7 @@ pub mod go_shape;
 pub mod pod;
 pub mod queues;
 mod refine;
+pub mod topology;
 mod versions;
 pub mod workload;
 

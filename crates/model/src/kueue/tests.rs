@@ -29,6 +29,9 @@ fn published(plural: &str) -> Value {
         "admissionchecks" => {
             include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-admissionchecks.yaml")
         }
+        "topologies" => {
+            include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-topologies.yaml")
+        }
         other => panic!("no published CRD for {other}"),
     };
     serde_saphyr::from_str(text).expect("a CRD")
@@ -91,7 +94,7 @@ fn version<'v>(crd: &'v Value, name: &str) -> &'v Value {
 #[test]
 fn bundled_definitions_match_the_published_ones() {
     let bundled = definitions();
-    assert_eq!(bundled.len(), 7);
+    assert_eq!(bundled.len(), 8);
     let mut differences = Vec::new();
     for ours in &bundled {
         let plural = ours["spec"]["names"]["plural"].as_str().expect("plural");

@@ -139,6 +139,16 @@ pub(crate) fn v1beta1_schema(kind: &str, v1beta2: &Value, afs_status: &Value) ->
                 );
             }
         }
+        "Topology" => {
+            if let Some(rules) =
+                schema.pointer_mut("/properties/spec/properties/levels/x-kubernetes-validations")
+            {
+                *rules = super::topology::LEVELS_RULES_V1BETA1
+                    .iter()
+                    .map(|(rule, message)| json!({"rule": rule, "message": message}))
+                    .collect();
+            }
+        }
         _ => {}
     }
     schema

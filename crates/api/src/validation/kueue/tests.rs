@@ -341,3 +341,138 @@ fn pod_sets_are_immutable_while_quota_is_reserved() {
         "free to change without a reservation"
     );
 }
+
+/// The bundled Topology CRD's schema of `version`.
+fn topology_schema(version: &str) -> Value {
+    tessera_model::kueue::crd::definitions()
+        .into_iter()
+        .find(|crd| crd["spec"]["names"]["kind"] == "Topology")
+        .and_then(|crd| {
+            crd["spec"]["versions"]
+                .as_array()?
+                .iter()
+                .find(|v| v["name"] == version)
+                .map(|v| v["schema"]["openAPIV3Schema"].clone())
+        })
+        .expect("a bundled Topology CRD")
+}
+
+fn topology(levels: &[&str]) -> Value {
+    let levels: Vec<Value> = levels.iter().map(|l| json!({"nodeLabel": l})).collect();
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+           "metadata": {"name": "default"}, "spec": {"levels": levels}})
+}
+
+/// Topology has no webhook: Kueue validates it by the CRD's schema and CEL rules
+/// (`apis/kueue/v1beta2/topology_types.go`). `(case, version, old levels, new levels,
+/// "field: message" of each cause)`.
+#[test]
+fn topology_is_validated_by_its_crd_as_kueue_declares() {
+    const BLOCK: &str = "cloud.com/topology-block";
+    const RACK: &str = "cloud.com/topology-rack";
+    const HOST: &str = "kubernetes.io/hostname";
+    type TopologyCase = (
+        &'static str,
+        &'static str,
+        Option<&'static [&'static str]>,
+        &'static [&'static str],
+        Vec<&'static str>,
+    );
+    let seventeen: &'static [&'static str] = &[
+        "l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9", "l10", "l11", "l12", "l13",
+        "l14", "l15", "l16",
+    ];
+    let cases: Vec<TopologyCase> = vec![
+        (
+            "block, rack and hostname",
+            "v1beta2",
+            None,
+            &[BLOCK, RACK, HOST],
+            vec![],
+        ),
+        (
+            "no levels",
+            "v1beta2",
+            None,
+            &[],
+            vec!["spec.levels: Invalid value: 0: spec.levels in body should have at least 1 items"],
+        ),
+        (
+            "more than 16 levels",
+            "v1beta2",
+            None,
+            seventeen,
+            vec!["spec.levels: Too many: 17: must have at most 16 items"],
+        ),
+        (
+            "a level that is not a label name",
+            "v1beta2",
+            None,
+            &["cloud.com/rack!"],
+            vec![
+                "spec.levels[0].nodeLabel: Invalid value: \"cloud.com/rack!\": spec.levels[0].nodeLabel in body should match '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$'",
+            ],
+        ),
+        (
+            "duplicate levels",
+            "v1beta2",
+            None,
+            &[BLOCK, BLOCK],
+            vec!["spec.levels: Invalid value: \"array\": must be unique"],
+        ),
+        (
+            "hostname above the lowest level",
+            "v1beta2",
+            None,
+            &[HOST, RACK],
+            vec![
+                "spec.levels: Invalid value: \"array\": the kubernetes.io/hostname label can only be used at the lowest level of topology",
+            ],
+        ),
+        (
+            "levels change without a hostname level",
+            "v1beta2",
+            Some(&[BLOCK, RACK]),
+            &[BLOCK],
+            vec![
+                "spec.levels: Invalid value: \"array\": levels are mutable only when kubernetes.io/hostname is the lowest level both before and after the change",
+            ],
+        ),
+        (
+            "levels change above a hostname lowest level before and after",
+            "v1beta2",
+            Some(&[BLOCK, RACK, HOST]),
+            &[RACK, HOST],
+            vec![],
+        ),
+        (
+            "v1beta1 levels never change",
+            "v1beta1",
+            Some(&[BLOCK, RACK, HOST]),
+            &[RACK, HOST],
+            vec!["spec.levels: Invalid value: \"array\": field is immutable"],
+        ),
+        (
+            "unchanged levels",
+            "v1beta1",
+            Some(&[BLOCK, RACK]),
+            &[BLOCK, RACK],
+            vec![],
+        ),
+    ];
+    for (case, version, old, new, want) in cases {
+        let schema_value = topology_schema(version);
+        let schema = crate::patch::Schema::of(&schema_value);
+        let mut object = topology(new);
+        let mut causes = crate::validation::validate(&mut object, schema).causes;
+        if causes.is_empty() {
+            let old = old.map(topology);
+            causes.extend(crate::rules::check(schema, &object, old.as_ref()));
+        }
+        let got: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(got, want, "{case}");
+    }
+}

@@ -1,0 +1,265 @@
+//! A TAS flavor's capacity at one moment (`TASFlavorSnapshot`): the topology tree, each leaf's
+//! free capacity (allocatable minus non-TAS pods) and usage by TAS Workloads, and
+//! `find_topology_assignments` (`FindTopologyAssignmentsForFlavor`), which places a
+//! Workload's PodSets in order, a leader with its workers, each PodSet seeing the usage the
+//! earlier ones assumed.
+//!
+//! Knows nothing about quota, flavors' quotas or which Workloads are admitted; node
+//! replacement and elastic slices are not ported.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Toleration;
+
+use crate::tas::assign::{RunInputs, find_topology_assignment};
+use crate::tas::order::FitOrdering;
+use crate::tas::request::{
+    PODS, PodSetTasRequest, PodSetTasResult, TopologyAssignment, add, scaled, subtract,
+};
+use crate::tas::tree::{TopologyNode, TopologyTree, belongs_to, domain_id};
+use crate::workload::Requests;
+
+/// One flavor's topology with its capacity and usage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TasSnapshot {
+    /// The Topology's name (`spec.topologyName` of the flavor), quoted in messages.
+    pub topology_name: String,
+    /// The domains.
+    pub tree: TopologyTree,
+    /// The flavor's `spec.tolerations`, added to every PodSet's.
+    pub flavor_tolerations: Vec<Toleration>,
+    free: Vec<Requests>,
+    tas_usage: Vec<Requests>,
+    /// `free - tas_usage`, kept current (Kueue's `TASCachingRemainingResources`).
+    remaining: Vec<Requests>,
+}
+
+/// Options of one search.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// Look for an assignment as if every TAS Workload were gone (`WithSimulateEmpty`).
+    pub simulate_empty: bool,
+    /// Only leaves inside this domain (an id) are used; empty for all.
+    pub within_domain: String,
+    /// How the fitting domain is chosen (Kueue's BestFit by default).
+    pub fit_ordering: FitOrdering,
+}
+
+impl TasSnapshot {
+    /// The snapshot over the nodes the flavor selects, with no usage yet.
+    pub fn new(
+        topology_name: &str,
+        levels: &[String],
+        flavor_node_labels: &BTreeMap<String, String>,
+        flavor_tolerations: &[Toleration],
+        nodes: &[TopologyNode],
+    ) -> TasSnapshot {
+        let tree = TopologyTree::new(levels, flavor_node_labels, nodes);
+        let free: Vec<Requests> = tree
+            .leaves
+            .iter()
+            .map(|leaf| leaf.capacity.clone())
+            .collect();
+        let tas_usage = vec![Requests::new(); tree.leaves.len()];
+        let remaining = free.clone();
+        TasSnapshot {
+            topology_name: topology_name.to_owned(),
+            tree,
+            flavor_tolerations: flavor_tolerations.to_vec(),
+            free,
+            tas_usage,
+            remaining,
+        }
+    }
+
+    /// A running pod not managed by TAS on `node` (static pods, DaemonSets, …): its requests
+    /// and one pod leave the leaf's free capacity. Nodes outside the tree are ignored.
+    pub fn add_non_tas_pod(&mut self, node: &str, requests: &Requests) {
+        if let Some(&leaf) = self.tree.node_leaf.get(node) {
+            let mut usage = requests.clone();
+            add(&mut usage, &Requests::from([(PODS.to_owned(), 1)]));
+            subtract(&mut self.free[leaf], &usage);
+            subtract(&mut self.remaining[leaf], &usage);
+        }
+    }
+
+    /// Usage by TAS Workloads in the leaf with this id (requests including `pods`).
+    /// Domains the snapshot does not hold are ignored, as Kueue skips them.
+    pub fn add_tas_usage(&mut self, leaf_id: &str, usage: &Requests) {
+        if let Some(&leaf) = self.tree.leaf_by_id.get(leaf_id) {
+            add(&mut self.tas_usage[leaf], usage);
+            subtract(&mut self.remaining[leaf], usage);
+        }
+    }
+
+    /// Removes usage added by [`Self::add_tas_usage`].
+    pub fn remove_tas_usage(&mut self, leaf_id: &str, usage: &Requests) {
+        if let Some(&leaf) = self.tree.leaf_by_id.get(leaf_id) {
+            subtract(&mut self.tas_usage[leaf], usage);
+            add(&mut self.remaining[leaf], usage);
+        }
+    }
+
+    /// The usage of an admitted PodSet's assignment: per domain, the pod requests times the
+    /// count plus the pods (`ComputeUsagePerDomain`).
+    pub fn usage_of(
+        assignment: &TopologyAssignment,
+        single_pod_requests: &Requests,
+    ) -> BTreeMap<String, Requests> {
+        let mut usage = BTreeMap::new();
+        for domain in &assignment.domains {
+            let mut requests = scaled(single_pod_requests, domain.count);
+            add(
+                &mut requests,
+                &Requests::from([(PODS.to_owned(), i64::from(domain.count))]),
+            );
+            add(
+                usage
+                    .entry(domain_id(&domain.values))
+                    .or_insert_with(Requests::new),
+                &requests,
+            );
+        }
+        usage
+    }
+
+    /// Adds an admitted PodSet's assignment as TAS usage.
+    pub fn add_assignment(
+        &mut self,
+        assignment: &TopologyAssignment,
+        single_pod_requests: &Requests,
+    ) {
+        for (leaf, usage) in Self::usage_of(assignment, single_pod_requests) {
+            self.add_tas_usage(&leaf, &usage);
+        }
+    }
+
+    /// Whether the leaf with this id lies in the domain with this id (any level).
+    pub fn leaf_in_domain(&self, leaf_id: &str, domain: &str) -> bool {
+        self.tree.leaf_by_id.get(leaf_id).is_some_and(|&leaf| {
+            let values = &self.tree.domains[self.tree.leaves[leaf].domain].level_values;
+            belongs_to(&domain_id(values), domain)
+        })
+    }
+
+    /// Free capacity minus TAS usage (only the free capacity when simulating empty).
+    pub fn remaining_capacity(&self, leaf: usize, simulate_empty: bool) -> &Requests {
+        if simulate_empty {
+            &self.free[leaf]
+        } else {
+            &self.remaining[leaf]
+        }
+    }
+
+    /// The remaining units of `resource` in the leaves under `domain` (never negative).
+    pub fn free_in_domain(&self, domain: usize, resource: &str) -> i64 {
+        let mut stack = vec![domain];
+        let mut total = 0i64;
+        while let Some(current) = stack.pop() {
+            let node = &self.tree.domains[current];
+            if let Some(leaf) = node.leaf {
+                let free = self.remaining_capacity(leaf, false);
+                total = total.saturating_add(free.get(resource).copied().unwrap_or(0).max(0));
+            }
+            stack.extend(node.children.iter().copied());
+        }
+        total
+    }
+
+    /// `FindTopologyAssignmentsForFlavor`: PodSets in order, those of one group (a leader and
+    /// its workers) together; stops at the first that fails, whose reason every PodSet of its
+    /// group carries. PodSets after a failure are absent from the result.
+    pub fn find_topology_assignments(
+        &self,
+        requests: &[PodSetTasRequest],
+        options: &SearchOptions,
+    ) -> BTreeMap<String, PodSetTasResult> {
+        self.find_topology_assignments_assuming(requests, options, &mut BTreeMap::new())
+    }
+
+    /// [`Self::find_topology_assignments`] over usage other flavors' PodSets of the same
+    /// Workload already assumed on the same leaves (`WithAggregatedDomainUsages`, Kueue's
+    /// `TASHandleOverlappingFlavors`); this run's assignments are added to it.
+    pub fn find_topology_assignments_assuming(
+        &self,
+        requests: &[PodSetTasRequest],
+        options: &SearchOptions,
+        assumed: &mut BTreeMap<String, Requests>,
+    ) -> BTreeMap<String, PodSetTasResult> {
+        let mut results = BTreeMap::new();
+        for group in groups(requests) {
+            let Some((workers, leader)) = leader_and_workers(&group) else {
+                continue;
+            };
+            let inputs = RunInputs {
+                assumed_usage: assumed,
+                simulate_empty: options.simulate_empty,
+                required_domain: &options.within_domain,
+                fit_ordering: options.fit_ordering.clone(),
+            };
+            match find_topology_assignment(self, workers, leader, inputs) {
+                Err(reason) => {
+                    for request in &group {
+                        results.insert(
+                            request.name.clone(),
+                            PodSetTasResult {
+                                assignment: None,
+                                failure_reason: reason.clone(),
+                            },
+                        );
+                    }
+                    return results;
+                }
+                Ok(run) => {
+                    let mut placed = vec![(workers, run.workers)];
+                    if let (Some(leader), Some(assignment)) = (leader, run.leader) {
+                        placed.push((leader, assignment));
+                    }
+                    for (request, assignment) in placed {
+                        for (leaf, usage) in
+                            Self::usage_of(&assignment, &request.single_pod_requests)
+                        {
+                            add(assumed.entry(leaf).or_default(), &usage);
+                        }
+                        results.insert(
+                            request.name.clone(),
+                            PodSetTasResult {
+                                assignment: Some(assignment),
+                                failure_reason: String::new(),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        results
+    }
+}
+
+/// PodSets grouped by `podSetGroupName` (ungrouped ones alone), in first-seen order.
+fn groups(requests: &[PodSetTasRequest]) -> Vec<Vec<&PodSetTasRequest>> {
+    let mut groups: Vec<(Option<&str>, Vec<&PodSetTasRequest>)> = Vec::new();
+    for request in requests {
+        let key = request.group.as_deref();
+        match groups
+            .iter_mut()
+            .find(|(group, _)| key.is_some() && *group == key)
+        {
+            Some((_, members)) => members.push(request),
+            None => groups.push((key, vec![request])),
+        }
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
+}
+
+/// `findLeaderAndWorkers`: of two grouped PodSets the one with more pods is the workers'.
+fn leader_and_workers<'a>(
+    group: &[&'a PodSetTasRequest],
+) -> Option<(&'a PodSetTasRequest, Option<&'a PodSetTasRequest>)> {
+    match group {
+        [workers, leader, ..] if leader.count > workers.count => Some((leader, Some(workers))),
+        [workers, leader, ..] => Some((workers, Some(leader))),
+        [workers] => Some((workers, None)),
+        [] => None,
+    }
+}
