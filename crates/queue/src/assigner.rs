@@ -25,6 +25,7 @@ use crate::cluster_queue::{
 };
 use crate::flavor::{self, ResourceFlavorSpec};
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
+use crate::tas::flavors::TasFlavors;
 use crate::tree::{NodeId, ResourceQuota, Tree};
 use crate::workload::{AssignmentState, PODS, PodSetResources, Requests, WorkloadInfo};
 
@@ -216,6 +217,20 @@ pub struct PodSetAssignment {
     pub requests: Requests,
     /// The pod count assigned.
     pub count: i32,
+    /// Where Topology-Aware Scheduling placed its pods (`TopologyAssignment`).
+    pub topology: Option<TopologyPlacement>,
+    /// The TAS flavor whose topology could not hold it even with every TAS Workload gone
+    /// (the NoFit reason is then `TopologyPlacementFailed`).
+    pub topology_failed_in: Option<String>,
+}
+
+/// A PodSet's placement in its TAS flavor's topology.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologyPlacement {
+    /// The TAS flavor.
+    pub flavor: String,
+    /// The domains and pod counts.
+    pub assignment: crate::tas::TopologyAssignment,
 }
 
 impl PodSetAssignment {
@@ -243,11 +258,20 @@ pub struct Assignment {
     pub last_state: AssignmentState,
     /// The quota taken per (flavor, resource).
     pub usage: FlavorResourceQuantities,
+    /// The mode the TAS step set last (`representativeMode` as `updateMode` caches it).
+    pub mode_override: Option<FlavorAssignmentMode>,
 }
 
 impl Assignment {
-    /// The worst PodSet mode; NoFit without PodSets (`RepresentativeMode`).
+    /// The worst PodSet mode; NoFit without PodSets (`RepresentativeMode`), or the mode the
+    /// TAS step set last.
     pub fn representative_mode(&self) -> FlavorAssignmentMode {
+        if self.pod_sets.is_empty() {
+            return FlavorAssignmentMode::NoFit;
+        }
+        if let Some(mode) = self.mode_override {
+            return mode;
+        }
         self.pod_sets
             .iter()
             .map(PodSetAssignment::representative_mode)
@@ -275,6 +299,34 @@ impl Assignment {
             })
             .collect::<Vec<_>>()
             .join("; ")
+    }
+
+    /// Adds a reason to the named PodSet's status (`PodSetAssignment.reason`).
+    pub fn add_reason(&mut self, pod_set: &str, reason: String) {
+        if let Some(ps) = self.pod_sets.iter_mut().find(|ps| ps.name == pod_set) {
+            ps.status.reasons.push(reason);
+        }
+    }
+
+    /// Sets the mode of every flavor of the named PodSet and caches it as the representative
+    /// mode (`Assignment.updateMode`).
+    pub fn update_mode(&mut self, pod_set: &str, mode: FlavorAssignmentMode) {
+        if let Some(ps) = self.pod_sets.iter_mut().find(|ps| ps.name == pod_set) {
+            for flavor in ps.flavors.values_mut() {
+                flavor.mode = mode;
+            }
+            self.mode_override = Some(mode);
+        }
+    }
+
+    /// A PodSet whose TAS request could not be built (`psError`): it does not fit, its
+    /// error is its reason, and the cached mode is dropped.
+    pub fn pod_set_error(&mut self, pod_set: &str, message: String) {
+        if let Some(ps) = self.pod_sets.iter_mut().find(|ps| ps.name == pod_set) {
+            ps.status.reasons.push(message);
+            ps.flavors.clear();
+        }
+        self.mode_override = None;
     }
 
     fn append(&mut self, requests: &Requests, pod_set: PodSetAssignment) {
@@ -333,6 +385,8 @@ pub struct FlavorAssigner<'a> {
     pub fair_sharing: bool,
     /// Decides what preemption could do.
     pub oracle: &'a dyn PreemptionOracle,
+    /// The TAS flavors (`TasFlavors::NONE` for none).
+    pub tas: &'a TasFlavors,
 }
 
 impl FlavorAssigner<'_> {
@@ -403,6 +457,8 @@ impl FlavorAssigner<'_> {
                     status: group_status.clone(),
                     requests: ps.requests.clone(),
                     count: ps.count,
+                    topology: None,
+                    topology_failed_in: None,
                 };
                 assignment.append(&ps.requests, pod_set);
             }
@@ -410,6 +466,9 @@ impl FlavorAssigner<'_> {
                 return assignment;
             }
         }
+        let tas_only = self.tas.tas_only(&self.policy.resource_groups);
+        let pod_sets = &self.workload.workload.pod_sets;
+        crate::tas::flavors::place(&mut assignment, pod_sets, tas_only, self.tas);
         assignment
     }
 
@@ -522,9 +581,22 @@ impl FlavorAssigner<'_> {
         let Some(flavor) = self.flavors.get(name) else {
             return Err(flavor::FlavorMismatch::NotFound(name.to_owned()).to_string());
         };
+        let tas_only = self.tas.tas_only(&self.policy.resource_groups);
         for &i in pod_sets {
             if let Some(pod_set) = self.workload.workload.pod_sets.get(i) {
                 flavor::check(flavor, pod_set).map_err(|m| m.to_string())?;
+                let request = crate::tas::flavors::pod_set_request(pod_set, pod_set.count);
+                let mismatch = crate::tas::flavor_mismatch(
+                    &request,
+                    tas_only,
+                    name,
+                    self.tas.topologies.get(name).map(String::as_str),
+                    self.tas.snapshots.get(name),
+                    true,
+                );
+                if let Some(reason) = mismatch {
+                    return Err(reason);
+                }
             }
         }
         Ok(())

@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration};
 
 use super::*;
+use crate::tas::TasFlavors;
+
+static NO_TAS: TasFlavors = TasFlavors::NONE;
 use crate::amount::resource_value;
 use crate::cluster_queue::{
     BorrowWithinCohort, ClusterQueuePreemption, FlavorFungibility, FungibilityPolicy as F,
@@ -416,6 +419,7 @@ fn run(case: &Case, flavors: &BTreeMap<String, ResourceFlavorSpec>) -> Assignmen
         flavors,
         fair_sharing: case.fair_sharing,
         oracle: &oracle,
+        tas: &NO_TAS,
     }
     .assign(None)
 }
@@ -1067,6 +1071,7 @@ fn run_short(case: &ShortCase, cohorts: Vec<crate::tree::CohortSpec>, test: &Cq,
         flavors: &flavors,
         fair_sharing: false,
         oracle: &oracle,
+        tas: &NO_TAS,
     }
     .assign(None);
     assert_eq!(got.representative_mode(), case.want_mode, "{name}: mode");
@@ -1494,6 +1499,7 @@ fn assigner<'a>(
         flavors,
         fair_sharing: false,
         oracle: &TableOracle(&[]),
+        tas: &NO_TAS,
     }
 }
 

@@ -13,8 +13,10 @@
 //! module over the snapshot's admitted Workloads, each ClusterQueue's policy and the
 //! fair-sharing configuration. The assigner's oracle and the targets the cycle issues are one
 //! [`Oracle`] per entry; when an entry is assigned again because its targets overlap earlier
-//! ones, the earlier victims are gone from both the tree and the candidates. Admission
-//! checks, Topology-Aware Scheduling, second passes, workload slices, concurrent admission,
+//! ones, the earlier victims are gone from both the tree and the candidates. Topology-Aware
+//! Scheduling runs inside the flavor assigner (`tas::flavors`); an admission adds its
+//! placements to the TAS flavors' usage for the rest of the cycle. Admission
+//! checks, second passes, workload slices, concurrent admission,
 //! waitForPodsReady blocking, LimitRange validation and the failed-admission patch are not
 //! modelled; the `NoFit` reason is derived from the assigner's messages (it keeps no attempt
 //! log). A recorded flavor search restarts when the ClusterQueue's generation moved on
@@ -51,6 +53,7 @@ use crate::queue::{
     WorkloadKey,
 };
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
+use crate::tas::{TOPOLOGY_PLACEMENT_FAILED, TasFlavors, TopologyAssignment};
 use crate::tree::{NodeId, NodeKind, Tree};
 use crate::user_limits::USER_LIMIT_REACHED;
 use crate::workload::WorkloadInfo;
@@ -193,6 +196,8 @@ pub struct Snapshot {
     pub recompute_on_overlap: bool,
     /// The FIFO timestamp.
     pub timestamp: RequeuingTimestamp,
+    /// The TAS flavors; admissions in the cycle add their placements' usage.
+    pub tas: TasFlavors,
 }
 
 impl Snapshot {
@@ -213,6 +218,8 @@ pub struct PodSetAdmission {
     pub resource_usage: BTreeMap<String, i64>,
     /// Pods admitted.
     pub count: i32,
+    /// Where Topology-Aware Scheduling placed the pods.
+    pub topology_assignment: Option<TopologyAssignment>,
 }
 
 /// `status.admission`.
@@ -596,6 +603,7 @@ fn assignments(
         flavors: &snapshot.flavors,
         fair_sharing: snapshot.fair_sharing(),
         oracle: &entry_oracle,
+        tas: &snapshot.tas,
     };
     let admissible = |assignment: Assignment| match assignment.representative_mode() {
         FlavorAssignmentMode::Fit => Some((assignment, Vec::new())),
@@ -908,6 +916,8 @@ fn process_entry(
             pending: pending(entry),
         });
     }
+    let pod_sets = &entry.head.workload.info.workload.pod_sets;
+    snapshot.tas.add_admitted(&entry.assignment, pod_sets);
     entry.status = Status::Assumed;
     Some(Decision::Admit {
         workload: entry.key(),
@@ -939,6 +949,7 @@ fn admission(cluster_queue: &str, assignment: &Assignment) -> Admission {
                     })
                     .collect(),
                 count: ps.count,
+                topology_assignment: ps.topology.as_ref().map(|t| t.assignment.clone()),
             })
             .collect(),
     }
@@ -976,6 +987,7 @@ fn severity(reason: &str) -> u8 {
         NO_MATCHING_FLAVOR => 4,
         EXCEEDS_MAX_QUOTA => 3,
         WAITING_FOR_QUOTA => 2,
+        TOPOLOGY_PLACEMENT_FAILED => 1,
         _ => 0,
     }
 }
@@ -1014,6 +1026,9 @@ fn no_fit_reason(assignment: &Assignment, policy: &ClusterQueuePolicy) -> &'stat
             continue;
         }
         let mut per_flavor: BTreeMap<&str, &'static str> = BTreeMap::new();
+        if let Some(flavor) = &ps.topology_failed_in {
+            per_flavor.insert(flavor, TOPOLOGY_PLACEMENT_FAILED);
+        }
         for reason in &ps.status.reasons {
             if let Some((flavor, code)) = classify(reason) {
                 let worst = per_flavor.entry(flavor).or_insert(code);

@@ -351,6 +351,7 @@ fn admission_def(cq: &str, pod_sets: &[PodSetAdmissionDef]) -> Admission {
                     .map(|(r, _, q)| ((*r).to_owned(), quantity(r, q)))
                     .collect(),
                 count: *count,
+                topology_assignment: None,
             })
             .collect(),
     }
@@ -553,6 +554,7 @@ fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
             .collect(),
         flavors: flavors.clone(),
         namespaces: namespaces(),
+        tas: crate::tas::TasFlavors::default(),
         admitted,
         recompute_on_overlap: !case.recompute_off,
         preemption: PreemptionConfig {

@@ -47,6 +47,8 @@ pub struct PodSet {
     pub tolerations: Vec<Toleration>,
     /// `topologyRequest.podSetGroupName`: PodSets of one group get the same flavors.
     pub group: Option<String>,
+    /// The explicit topology request (`None`: TAS only when the ClusterQueue is TAS-only).
+    pub topology_request: Option<crate::tas::TopologyRequest>,
 }
 
 impl PodSet {
@@ -71,6 +73,7 @@ impl PodSet {
             required_affinity,
             tolerations: spec.tolerations.clone().unwrap_or_default(),
             group: None,
+            topology_request: None,
         }
     }
 }

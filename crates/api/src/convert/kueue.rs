@@ -20,7 +20,10 @@
 //! is set by the caller.
 
 use serde_json::{Map, Value, json};
-use tessera_model::kueue::workload::{POD_PRIORITY_CLASS, WORKLOAD_PRIORITY_CLASS};
+use tessera_model::kueue::topology_assignment::{self, TopologyDomain};
+use tessera_model::kueue::workload::{
+    POD_PRIORITY_CLASS, TopologyAssignmentSlice, WORKLOAD_PRIORITY_CLASS,
+};
 
 /// `(source, group, kind)`: v1beta1's `priorityClassSource` values and the v1beta2
 /// references they stand for.
@@ -219,133 +222,24 @@ fn topology_assignments(object: &mut Value) -> Vec<&mut Map<String, Value>> {
         .collect()
 }
 
-/// v1beta1 domains (`{values, count}`) as v1beta2 slices: none for no domains, else one slice
-/// with each level's values universal or as prefix + roots + suffix, and the counts universal
-/// or individual (`compactSliceEncoding`).
+/// v1beta1 domains (`{values, count}`) as v1beta2 slices (`tas.V1Beta2From`); a domain that
+/// does not parse is left out.
 fn slices_from_domains(levels: usize, domains: &[Value]) -> Value {
-    if domains.is_empty() {
-        return json!([]);
-    }
-    let value_at = |domain: &Value, level: usize| -> String {
-        domain
-            .pointer(&format!("/values/{level}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let values_per_level: Vec<Value> = (0..levels)
-        .map(|level| {
-            let values: Vec<String> = domains.iter().map(|d| value_at(d, level)).collect();
-            compact_values(&values)
-        })
-        .collect();
-    let counts: Vec<i64> = domains
+    let domains: Vec<TopologyDomain> = domains
         .iter()
-        .map(|d| d.get("count").and_then(Value::as_i64).unwrap_or_default())
+        .filter_map(|d| serde_json::from_value(d.clone()).ok())
         .collect();
-    let pod_counts = if counts.iter().all(|c| *c == counts[0]) {
-        json!({"universal": counts[0]})
-    } else {
-        json!({"individual": counts})
-    };
-    json!([{
-        "domainCount": domains.len(),
-        "valuesPerLevel": values_per_level,
-        "podCounts": pod_counts,
-    }])
+    json!(topology_assignment::slices_from_domains(levels, &domains))
 }
 
-/// One level's values: `universal` when all are equal, else the longest common prefix and
-/// suffix (not overlapping in the shortest value) around each value's root
-/// (`fillSingleCompactSliceValues`).
-fn compact_values(values: &[String]) -> Value {
-    let first = values[0].as_bytes();
-    let mut prefix = first.len();
-    let mut suffix = first.len();
-    let (mut min_len, mut max_len) = (first.len(), first.len());
-    for value in &values[1..] {
-        let bytes = value.as_bytes();
-        min_len = min_len.min(bytes.len());
-        max_len = max_len.max(bytes.len());
-        prefix = first[..prefix.min(bytes.len())]
-            .iter()
-            .zip(bytes)
-            .take_while(|(a, b)| a == b)
-            .count();
-        suffix = first[first.len() - suffix.min(bytes.len())..]
-            .iter()
-            .rev()
-            .zip(bytes.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
-    }
-    if prefix == max_len {
-        return json!({"universal": values[0]});
-    }
-    if prefix + suffix > min_len {
-        prefix = min_len - suffix;
-    }
-    let mut individual = Map::new();
-    if prefix > 0 {
-        individual.insert("prefix".into(), json!(values[0].get(..prefix)));
-    }
-    if suffix > 0 {
-        individual.insert(
-            "suffix".into(),
-            json!(values[0].get(values[0].len() - suffix..)),
-        );
-    }
-    let roots: Vec<&str> = values
-        .iter()
-        .map(|v| v.get(prefix..v.len() - suffix).unwrap_or_default())
-        .collect();
-    individual.insert("roots".into(), json!(roots));
-    json!({"individual": individual})
-}
-
-/// v1beta2 slices expanded to v1beta1 domains (`InternalSeqFrom`).
+/// v1beta2 slices expanded to v1beta1 domains (`InternalSeqFrom`); a slice that does not
+/// parse is left out.
 fn domains_from_slices(levels: usize, slices: &[Value]) -> Value {
-    let mut domains = Vec::new();
-    for slice in slices {
-        let count = slice
-            .get("domainCount")
-            .and_then(Value::as_u64)
-            .unwrap_or_default() as usize;
-        for index in 0..count {
-            let values: Vec<String> = (0..levels)
-                .map(|level| {
-                    let level_values = slice
-                        .pointer(&format!("/valuesPerLevel/{level}"))
-                        .unwrap_or(&Value::Null);
-                    value_at_index(level_values, index)
-                })
-                .collect();
-            let pods = slice
-                .pointer("/podCounts/universal")
-                .or_else(|| slice.pointer(&format!("/podCounts/individual/{index}")))
-                .and_then(Value::as_i64)
-                .unwrap_or_default();
-            domains.push(json!({"values": values, "count": pods}));
-        }
-    }
-    json!(domains)
-}
-
-fn value_at_index(level: &Value, index: usize) -> String {
-    if let Some(universal) = level.get("universal").and_then(Value::as_str) {
-        return universal.to_string();
-    }
-    let text = |key: &str| {
-        level
-            .pointer(&format!("/individual/{key}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    };
-    let root = level
-        .pointer(&format!("/individual/roots/{index}"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    format!("{}{root}{}", text("prefix"), text("suffix"))
+    let slices: Vec<TopologyAssignmentSlice> = slices
+        .iter()
+        .filter_map(|s| serde_json::from_value(s.clone()).ok())
+        .collect();
+    json!(topology_assignment::domains_from_slices(levels, &slices))
 }
 
 #[cfg(test)]

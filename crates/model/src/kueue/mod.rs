@@ -13,6 +13,7 @@ pub mod pod;
 pub mod queues;
 mod refine;
 pub mod topology;
+pub mod topology_assignment;
 mod versions;
 pub mod workload;
 

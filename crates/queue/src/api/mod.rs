@@ -7,7 +7,8 @@
 //! (`parent`), the visibility API's pending-workload lists (`visibility`) and why a Workload
 //! waits (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
 //! kept across passes (`admission_fair_sharing`), and the DRA devices pending Workloads'
-//! claims count as (`dra`).
+//! claims count as (`dra`), and Topology-Aware Scheduling's snapshots, conditions and
+//! topology ungater (`tas`).
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
 //! time is an argument. The queue manager's shell (`tessera-controllers`) watches and writes.
@@ -25,4 +26,5 @@ pub mod pass;
 pub mod pod;
 pub mod pods_ready;
 pub mod status;
+pub mod tas;
 pub mod visibility;

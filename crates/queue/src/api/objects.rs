@@ -4,6 +4,9 @@
 //! into finished, holding quota (their usage from `status.admission`, Kueue's
 //! `workload.Info` of an admitted Workload) and pending (`QueuedWorkload`).
 //!
+//! A PodSet's topology request is its `topologyRequest` when that asks for TAS, else the one
+//! its template's annotations give (a Workload made without Kueue's job framework).
+//!
 //! Objects arrive as JSON (`kueue.x-k8s.io/v1beta2`, as the embedded API server stores them);
 //! a spec that does not parse is skipped as if absent. Knows nothing about writing statuses
 //! or about the scheduling cycle.
@@ -28,6 +31,8 @@ use crate::flavor::ResourceFlavorSpec;
 use crate::preemption::AdmittedWorkload;
 use crate::queue::{EvictionCause, QueuedWorkload, QueueingStrategy, StopPolicy};
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
+use crate::tas::TopologyRequest;
+use crate::tas::annotations::topology_from_annotations;
 use crate::tree::{self, CohortSpec, Quotas, ResourceQuota};
 use crate::workload::{DEFAULT_POD_SET_NAME, PodSet, ReclaimablePod, Workload, WorkloadInfo};
 
@@ -46,6 +51,12 @@ pub struct Objects {
     pub workloads: Vec<Value>,
     /// Namespaces (their labels select ClusterQueues).
     pub namespaces: Vec<Value>,
+    /// Topologies (Topology-Aware Scheduling).
+    pub topologies: Vec<Value>,
+    /// Nodes (the TAS flavors' capacity); read only when a TAS flavor exists.
+    pub nodes: Vec<Value>,
+    /// Pods (what bound non-TAS pods use of the TAS flavors' nodes).
+    pub pods: Vec<Value>,
     /// What pending Workloads' DRA claims count as (`dra::DeviceRequests::resolve`); the
     /// default, none, reads every Workload's requests from its pod templates alone.
     pub devices: crate::api::dra::DeviceRequests,
@@ -347,10 +358,22 @@ pub fn workload(object: &Value) -> Option<Workload> {
             let template = ps.template.spec.clone().unwrap_or_default();
             let mut pod_set =
                 PodSet::from_template(&name, ps.count.unwrap_or(1), ps.min_count, &template);
+            let annotated = ps
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.as_ref())
+                .and_then(|a| topology_from_annotations(a).ok().flatten());
             pod_set.group = ps
                 .topology_request
                 .as_ref()
-                .and_then(|t| t.pod_set_group_name.clone());
+                .and_then(|t| t.pod_set_group_name.clone())
+                .or_else(|| annotated.as_ref().and_then(|a| a.group.clone()));
+            pod_set.topology_request = ps
+                .topology_request
+                .as_ref()
+                .and_then(TopologyRequest::from_api)
+                .or_else(|| annotated.map(|a| a.request));
             pod_set
         })
         .collect();

@@ -25,12 +25,14 @@ use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
 use crate::api::pods_ready;
 use crate::api::status::{self, Counts, Event, Usage};
+use crate::api::tas;
 use crate::config::{AdmissionFairSharing, Configuration, WaitForPodsReady};
 use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
 use crate::flavor::ResourceFlavorSpec;
 use crate::preemption::{AdmittedWorkload, FairSharingConfig, PreemptionConfig};
 use crate::queue::{ClusterQueueQueue, LocalQueue, QueueManager, QueuedWorkload, StopPolicy};
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
+use crate::tas::TasFlavors;
 use crate::tree::{Tree, TreeSpec};
 
 /// How a pass decides: the parts of Kueue's Configuration the scheduler and the queue
@@ -210,6 +212,7 @@ struct WaitedOn {
     cluster_queues: BTreeMap<String, ClusterQueueSnapshot>,
     flavors: BTreeMap<String, ResourceFlavorSpec>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    tas: TasFlavors,
 }
 
 /// Kueue's objects as a pass reads them.
@@ -227,6 +230,8 @@ struct World<'o> {
     /// Each ClusterQueue's `Active` condition.
     activity: BTreeMap<String, status::Active>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// The TAS flavors with the placements of the Workloads holding quota.
+    tas: TasFlavors,
 }
 
 impl<'o> World<'o> {
@@ -280,17 +285,23 @@ impl<'o> World<'o> {
                 .map(|(cq, _)| cq.tree.clone())
                 .collect(),
         };
+        let holding = workloads
+            .values()
+            .filter(|(_, state)| matches!(state, WorkloadState::Reserving { .. }))
+            .map(|(object, _)| *object);
+        let tas = tas::tas_flavors(objects, holding);
         let activity = cluster_queues
             .iter()
             .map(|(name, (cq, _))| {
-                let missing: Vec<String> = cq
+                let (present, missing): (Vec<String>, Vec<String>) = cq
                     .flavor_resources
                     .iter()
                     .map(|(flavor, _)| flavor.clone())
-                    .filter(|flavor| !flavors.contains_key(flavor))
-                    .collect();
+                    .partition(|flavor| flavors.contains_key(flavor));
                 let stopped = cq.stop_policy != StopPolicy::None;
-                let active = status::cluster_queue_active(cq.terminating, stopped, &missing);
+                let topologies = tas::missing_topologies(&present, &tas);
+                let active =
+                    status::cluster_queue_active(cq.terminating, stopped, &missing, &topologies);
                 (name.clone(), active)
             })
             .collect();
@@ -304,6 +315,7 @@ impl<'o> World<'o> {
             tree,
             activity,
             namespaces: objects::namespace_labels(&objects.namespaces),
+            tas,
         }
     }
 
@@ -382,6 +394,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         preemption: settings.preemption.clone(),
         recompute_on_overlap: true,
         timestamp: Default::default(),
+        tas: world.tas.clone(),
     };
     let block = settings
         .wait_for_pods_ready
@@ -525,6 +538,7 @@ fn sync_queues(
         cluster_queues: world.snapshots(),
         flavors: world.flavors.clone(),
         namespaces: world.namespaces.clone(),
+        tas: world.tas.clone(),
     };
     if state.waited_on.as_ref() != Some(&waited_on) {
         for queue in queues.cluster_queues.values_mut() {
@@ -696,6 +710,8 @@ fn run_cycles(
                         if let Some(id) = base.tree.cluster_queue(&admission.cluster_queue) {
                             base.tree.add_usages(id, &usage);
                         }
+                        base.tas
+                            .add_admission(&admission, &queued.info.workload.pod_sets);
                         base.admitted
                             .push(admitted_workload(queued, &admission, &usage, now));
                         let admitted = (admission.cluster_queue.clone(), usage);

@@ -66,9 +66,16 @@ pub fn admission_json(admission: &Admission) -> Value {
             let usage: Map<String, Value> = ps
                 .resource_usage
                 .iter()
-                .map(|(resource, value)| (resource.clone(), json!(resource_quantity(resource, *value))))
+                .map(|(resource, value)| {
+                    (resource.clone(), json!(resource_quantity(resource, *value)))
+                })
                 .collect();
-            json!({"name": ps.name, "flavors": ps.flavors, "resourceUsage": usage, "count": ps.count})
+            let mut assignment = json!({"name": ps.name, "flavors": ps.flavors,
+                "resourceUsage": usage, "count": ps.count});
+            if let Some(topology) = &ps.topology_assignment {
+                assignment["topologyAssignment"] = crate::api::tas::topology_json(topology);
+            }
+            assignment
         })
         .collect();
     json!({"clusterQueue": admission.cluster_queue, "podSetAssignments": assignments})
@@ -403,6 +410,7 @@ pub fn cluster_queue_active(
     terminating: bool,
     stopped: bool,
     missing_flavors: &[String],
+    missing_topologies: &[(String, String)],
 ) -> Active {
     if terminating {
         return (
@@ -422,6 +430,12 @@ pub fn cluster_queue_active(
         messages.push(format!(
             "references missing ResourceFlavor(s): {}",
             missing_flavors.join(",")
+        ));
+    }
+    for (flavor, topology) in missing_topologies {
+        reasons.push("TopologyNotFound");
+        messages.push(format!(
+            "there is no Topology \"{topology}\" for TAS flavor \"{flavor}\""
         ));
     }
     match reasons.first() {
@@ -624,6 +638,7 @@ mod tests {
                 flavors: [("cpu".to_owned(), "default".to_owned())].into(),
                 resource_usage: [("cpu".to_owned(), 3000)].into(),
                 count: 3,
+                topology_assignment: None,
             }],
         }
     }
@@ -770,11 +785,11 @@ mod tests {
     fn queue_activity_follows_kueues_reasons() {
         let cases = [
             (
-                cluster_queue_active(false, false, &[]),
+                cluster_queue_active(false, false, &[], &[]),
                 ("True", "Ready", "Can admit new workloads"),
             ),
             (
-                cluster_queue_active(false, true, &["a".into(), "b".into()]),
+                cluster_queue_active(false, true, &["a".into(), "b".into()], &[]),
                 (
                     "False",
                     "Stopped",
@@ -782,11 +797,19 @@ mod tests {
                 ),
             ),
             (
-                cluster_queue_active(false, false, &["a".into()]),
+                cluster_queue_active(false, false, &["a".into()], &[]),
                 (
                     "False",
                     "FlavorNotFound",
                     "Can't admit new workloads: references missing ResourceFlavor(s): a.",
+                ),
+            ),
+            (
+                cluster_queue_active(false, false, &[], &[("tas".into(), "default".into())]),
+                (
+                    "False",
+                    "TopologyNotFound",
+                    "Can't admit new workloads: there is no Topology \"default\" for TAS flavor \"tas\".",
                 ),
             ),
             (
@@ -840,7 +863,7 @@ mod tests {
             reserving: 2,
             admitted: 1,
         };
-        let active = cluster_queue_active(false, false, &[]);
+        let active = cluster_queue_active(false, false, &[], &[]);
         let object = json!({"metadata": {}});
         let status = cluster_queue_status(
             &object,

@@ -6,9 +6,8 @@
 //! not fit even with every TAS Workload gone is NoFit. Also the per-flavor check the flavor
 //! search runs (`checkPodSetAndFlavorMatchForTAS`).
 //!
-//! The seam to the assigner: `assigner::FlavorAssigner` does not call this yet; the caller
-//! passes the assigned flavors and mode and records the assignments in the Workload's
-//! `podSetAssignments[].topologyAssignment`. Knows nothing about quota.
+//! The assigner calls this through `tas::flavors::place`, which records the outcome in its
+//! `Assignment`. Knows nothing about quota.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -66,7 +65,7 @@ pub enum TopologyVerdict {
 }
 
 /// Kueue's `isTASRequested`: explicit annotations, or implied in a TAS-only ClusterQueue.
-fn requests_tas(pod_set: &PodSetTasRequest, cluster_queue_tas_only: bool) -> bool {
+pub(crate) fn requests_tas(pod_set: &PodSetTasRequest, cluster_queue_tas_only: bool) -> bool {
     pod_set.topology_request.is_some() || cluster_queue_tas_only
 }
 

@@ -11,8 +11,11 @@
 //!   LeastFreeCapacity) and, beyond Kueue, `FitOrdering::LeastFragmentation`.
 //! - `message`: Kueue's failure messages.
 //! - `beyond`: beyond Kueue, the domain whose clearing preempts the least.
-//! - `flavor_step`: the flavor assigner's TAS step (Fit / Preempt / NoFit) and flavor check,
-//!   the seam where the assigner and the queue manager's pass hook in.
+//! - `flavor_step`: the flavor assigner's TAS step (Fit / Preempt / NoFit) and flavor check.
+//! - `flavors`: the TAS flavors a cycle sees and the step applied to the assigner's
+//!   `Assignment` (the assigner calls it at the end of every assignment).
+//! - `ungate`: which gated pods of an admitted Workload go to which domain (the topology
+//!   ungater).
 //!
 //! Pure: nodes, usage and requests are inputs. Not ported: node replacement after a node
 //! fails, elastic Workload slices, balanced placement and preferred node affinity (both off by
@@ -22,11 +25,13 @@ pub mod annotations;
 mod assign;
 pub mod beyond;
 pub mod flavor_step;
+pub mod flavors;
 pub mod message;
 pub mod order;
 pub mod request;
 pub mod snapshot;
 pub mod tree;
+pub mod ungate;
 
 #[cfg(test)]
 mod kueue_tests;
@@ -35,6 +40,7 @@ mod tests;
 
 pub use beyond::{ClearingPlan, Occupant, cheapest_domain_to_clear};
 pub use flavor_step::{AssignedPodSet, TopologyVerdict, flavor_mismatch, topology_step};
+pub use flavors::{TOPOLOGY_PLACEMENT_FAILED, TasFlavors};
 pub use order::FitOrdering;
 pub use request::{
     PodSetTasRequest, PodSetTasResult, SliceConstraint, TopologyAssignment,

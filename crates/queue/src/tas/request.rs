@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, Toleration};
+use tessera_model::kueue::workload::PodSetTopologyRequest;
 
 use crate::workload::Requests;
 
@@ -47,6 +48,40 @@ impl TopologyRequest {
             size: size.unwrap_or(0),
         }];
         self
+    }
+
+    /// The request of a Workload's `spec.podSets[].topologyRequest`, `None` when it does not
+    /// ask for TAS explicitly (`IsExplicitlyRequestingTAS`: a request holding only the pod
+    /// index labels does not); slices from the multi-layer constraints when given, else from
+    /// `podSetSliceRequiredTopology` with `podSetSliceSize`.
+    pub fn from_api(request: &PodSetTopologyRequest) -> Option<TopologyRequest> {
+        let slices = match (
+            &request.podset_slice_required_topology_constraints,
+            &request.pod_set_slice_required_topology,
+        ) {
+            (Some(layers), _) if !layers.is_empty() => layers
+                .iter()
+                .map(|layer| SliceConstraint {
+                    topology: layer.topology.clone(),
+                    size: layer.size,
+                })
+                .collect(),
+            (_, Some(topology)) => vec![SliceConstraint {
+                topology: topology.clone(),
+                size: request.pod_set_slice_size.unwrap_or(0),
+            }],
+            _ => Vec::new(),
+        };
+        let explicit = request.required.is_some()
+            || request.preferred.is_some()
+            || request.unconstrained.is_some()
+            || !slices.is_empty();
+        explicit.then(|| TopologyRequest {
+            required: request.required.clone(),
+            preferred: request.preferred.clone(),
+            unconstrained: request.unconstrained.unwrap_or(false),
+            slices,
+        })
     }
 
     /// Only slices are requested: no required or preferred level.
