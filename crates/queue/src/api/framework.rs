@@ -11,7 +11,11 @@
 //! PodSet template's PriorityClass); an evicted Workload's job is suspended with its templates
 //! restored, and its quota released once no pod is active; an admitted Workload's suspended
 //! job is started with the flavors' node labels and tolerations injected into each PodSet's
-//! template; a running job whose Workload is not admitted is suspended.
+//! template, with the PodSet label, the Workload annotation and, for a PodSet placed by
+//! Topology-Aware Scheduling, the `kueue.x-k8s.io/topology` scheduling gate (the topology
+//! ungater, `api::tas::ungate`, lifts it pod by pod); a running job whose Workload is not
+//! admitted is suspended. A PodSet's `topologyRequest` is built from its template's
+//! annotations ([`topology_request`]).
 //!
 //! Knows no kind itself: batch/v1 Job is [`crate::api::job`], JobSet [`crate::api::jobset`].
 //! Kueue's webhook defaulting (created suspended) is `tessera-api`'s admission. Not modelled:
@@ -47,22 +51,146 @@ pub struct PodSet {
     pub count: i32,
     /// The fewest pods partial admission may settle for.
     pub min_count: Option<i32>,
+    /// `topologyRequest` (`PodSetTopologyRequest`), built from the template's annotations
+    /// and the kind's index labels.
+    pub topology_request: Option<Value>,
+}
+
+/// `batch.kubernetes.io/job-completion-index`: a Job pod's index (the TAS rank).
+pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+
+/// Kueue's `podSetTopologyRequestBuilder.Build` over a pod template's annotations: the
+/// required, preferred or unconstrained level and the slice layers; the index labels the
+/// kind reads ranks from (`PodIndexLabel`, `SubGroup`); the PodSet group only with a level.
+/// `None` when nothing is asked, or when the annotations are invalid (Kueue's webhook refuses
+/// such a job; here its Workload simply does not ask for TAS).
+pub fn topology_request(
+    template: &Value,
+    pod_index_label: Option<&str>,
+    sub_group: Option<(&str, i32)>,
+) -> Option<Value> {
+    use tessera_model::kueue::topology::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION as UNCONSTRAINED;
+    let annotations: BTreeMap<String, String> = template
+        .pointer("/metadata/annotations")
+        .and_then(|a| serde_json::from_value(a.clone()).ok())
+        .unwrap_or_default();
+    let annotated = crate::tas::annotations::topology_from_annotations(&annotations).ok()?;
+    if annotated.is_none() && pod_index_label.is_none() && sub_group.is_none() {
+        return None;
+    }
+    let mut request = Map::new();
+    if let Some(annotated) = annotated {
+        let asked = &annotated.request;
+        if let Some(level) = &asked.required {
+            request.insert("required".into(), json!(level));
+        } else if let Some(level) = &asked.preferred {
+            request.insert("preferred".into(), json!(level));
+        } else if annotations.contains_key(UNCONSTRAINED) {
+            request.insert("unconstrained".into(), json!(asked.unconstrained));
+        }
+        let constraints = crate::tas::annotations::PODSET_SLICE_CONSTRAINTS_ANNOTATION;
+        if annotations.contains_key(constraints) {
+            let layers: Vec<Value> = asked
+                .slices
+                .iter()
+                .map(|s| json!({"topology": s.topology, "size": s.size}))
+                .collect();
+            request.insert(
+                "podsetSliceRequiredTopologyConstraints".into(),
+                json!(layers),
+            );
+        } else if let Some(slice) = asked.slices.first() {
+            request.insert("podSetSliceRequiredTopology".into(), json!(slice.topology));
+            request.insert("podSetSliceSize".into(), json!(slice.size));
+        }
+        if let Some(group) = annotated.group {
+            request.insert("podSetGroupName".into(), json!(group));
+        }
+    }
+    if let Some(label) = pod_index_label {
+        request.insert("podIndexLabel".into(), json!(label));
+    }
+    if let Some((label, count)) = sub_group {
+        request.insert("subGroupIndexLabel".into(), json!(label));
+        request.insert("subGroupCount".into(), json!(count));
+    }
+    Some(Value::Object(request))
 }
 
 /// What Kueue puts into (or restores in) one PodSet's pod template (`podset.PodSetInfo`):
-/// the node selector and tolerations, whole.
+/// the node selector, tolerations, labels, annotations and scheduling gates, whole.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodSetInfo {
     /// The whole node selector.
     pub node_selector: Map<String, Value>,
     /// The whole toleration list.
     pub tolerations: Vec<Value>,
+    /// The template's labels.
+    pub labels: Map<String, Value>,
+    /// The template's annotations.
+    pub annotations: Map<String, Value>,
+    /// The whole scheduling gate list.
+    pub scheduling_gates: Vec<Value>,
 }
 
 impl PodSetInfo {
-    /// A pod template's own node selector and tolerations.
+    /// A pod template's own node selector, tolerations, labels, annotations and gates.
     fn of_template(template: &Value) -> PodSetInfo {
-        PodSetInfo::of_pod_spec(template.get("spec"))
+        let map = |pointer: &str| {
+            template
+                .pointer(pointer)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default()
+        };
+        PodSetInfo {
+            labels: map("/metadata/labels"),
+            annotations: map("/metadata/annotations"),
+            scheduling_gates: template
+                .pointer("/spec/schedulingGates")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            ..PodSetInfo::of_pod_spec(template.get("spec"))
+        }
+    }
+
+    /// What `getPodSetsInfoFromStatus` adds for an admitted PodSet with TAS on: the
+    /// `kueue.x-k8s.io/podset` label and `kueue.x-k8s.io/workload` annotation, and for a
+    /// PodSet with a topology assignment the `kueue.x-k8s.io/topology` scheduling gate (and
+    /// the unconstrained annotation when its topology request was implied).
+    fn add_admission(&mut self, workload: &Value, assignment: &Value, pod_set: Option<&Value>) {
+        use crate::api::tas::{POD_SET_LABEL, TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ANNOTATION};
+        use tessera_model::kueue::topology::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION;
+        let name = assignment
+            .get("name")
+            .cloned()
+            .unwrap_or_else(|| json!("main"));
+        self.labels.insert(POD_SET_LABEL.into(), name);
+        self.annotations.insert(
+            WORKLOAD_ANNOTATION.into(),
+            json!(json_read::text(workload, "/metadata/name")),
+        );
+        if assignment
+            .get("topologyAssignment")
+            .is_none_or(Value::is_null)
+        {
+            return;
+        }
+        let request = pod_set.and_then(|p| p.get("topologyRequest"));
+        let explicit = ["required", "preferred", "unconstrained"]
+            .iter()
+            .any(|key| request.and_then(|r| r.get(*key)).is_some());
+        if !explicit {
+            self.annotations.insert(
+                PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION.into(),
+                json!("true"),
+            );
+        }
+        let gate = json!({"name": TOPOLOGY_SCHEDULING_GATE});
+        if !self.scheduling_gates.contains(&gate) {
+            self.scheduling_gates.push(gate);
+        }
     }
 
     /// A pod spec's own node selector and tolerations.
@@ -78,6 +206,7 @@ impl PodSetInfo {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default(),
+            ..PodSetInfo::default()
         }
     }
 
@@ -322,6 +451,9 @@ pub fn workload_for(kind: &Integration, job: &Value, priorities: &Priorities) ->
             if let Some(min) = p.min_count {
                 value["minCount"] = json!(min);
             }
+            if let Some(request) = p.topology_request {
+                value["topologyRequest"] = request;
+            }
             value
         })
         .collect();
@@ -377,12 +509,15 @@ fn start_patch(
     if assignments.len() != pod_sets.len() {
         return None;
     }
+    let recorded = list(workload.pointer("/spec/podSets"));
     let infos: Vec<PodSetInfo> = pod_sets
         .iter()
         .zip(assignments)
-        .map(|(pod_set, assignment)| {
+        .enumerate()
+        .map(|(index, (pod_set, assignment))| {
             let mut info = PodSetInfo::of_template(&pod_set.template);
             info.add_flavors(assignment, flavors);
+            info.add_admission(workload, assignment, recorded.get(index));
             info
         })
         .collect();

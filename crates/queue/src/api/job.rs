@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 use tessera_model::json as json_read;
 
-use crate::api::framework::{self, Integration, PodSet, PodSetInfo};
+use crate::api::framework::{self, Integration, JOB_COMPLETION_INDEX, PodSet, PodSetInfo};
 use crate::flavor::ResourceFlavorSpec;
 
 pub use crate::api::framework::{
@@ -119,11 +119,13 @@ fn pod_sets(job: &Value) -> Vec<PodSet> {
             labels.remove(label);
         }
     }
+    let topology_request = framework::topology_request(&template, Some(JOB_COMPLETION_INDEX), None);
     vec![PodSet {
         name: "main".into(),
         template,
         count: pods_count(job.get("spec").unwrap_or(&Value::Null)),
         min_count: min_count(job),
+        topology_request,
     }]
 }
 
@@ -162,11 +164,26 @@ fn pod_set_infos_patch(job: &Value, infos: &[PodSetInfo]) -> Map<String, Value> 
     } else {
         Value::Array(info.tolerations.clone())
     };
+    let gates = if info.scheduling_gates.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(info.scheduling_gates.clone())
+    };
+    // The Job controller's own labels stay (the Workload's template does not have them).
+    let mut labels = map_patch(job.pointer("/spec/template/metadata/labels"), &info.labels);
+    if let Some(labels) = labels.as_object_mut() {
+        labels.retain(|key, value| !(value.is_null() && MANAGED_LABELS.contains(&key.as_str())));
+    }
+    let annotations = map_patch(
+        job.pointer("/spec/template/metadata/annotations"),
+        &info.annotations,
+    );
     let mut fields = Map::new();
     fields.insert(
         "template".into(),
-        json!({"spec": {"nodeSelector": map_patch(current, &info.node_selector),
-            "tolerations": tolerations}}),
+        json!({"metadata": {"labels": labels, "annotations": annotations},
+            "spec": {"nodeSelector": map_patch(current, &info.node_selector),
+            "tolerations": tolerations, "schedulingGates": gates}}),
     );
     fields
 }
@@ -606,5 +623,83 @@ mod tests {
             .into_iter()
             .filter(|w| !matches!(w, JobWrite::Event(_)))
             .collect()
+    }
+
+    #[test]
+    fn a_tas_job_asks_for_its_topology_and_starts_gated() {
+        use crate::api::tas::{POD_SET_LABEL, TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ANNOTATION};
+        use tessera_model::kueue::topology::PODSET_REQUIRED_TOPOLOGY_ANNOTATION as REQUIRED;
+        // (case, template annotations, wanted topologyRequest)
+        let cases = [
+            (
+                "no annotation: only the rank label",
+                json!({}),
+                json!({"podIndexLabel": JOB_COMPLETION_INDEX}),
+            ),
+            (
+                "required level",
+                json!({REQUIRED: "tessera.dev/rack"}),
+                json!({"required": "tessera.dev/rack", "podIndexLabel": JOB_COMPLETION_INDEX}),
+            ),
+            (
+                "slices",
+                json!({"kueue.x-k8s.io/podset-preferred-topology": "block",
+                    "kueue.x-k8s.io/podset-slice-required-topology": "rack",
+                    "kueue.x-k8s.io/podset-slice-size": "4"}),
+                json!({"preferred": "block", "podSetSliceRequiredTopology": "rack",
+                    "podSetSliceSize": 4, "podIndexLabel": JOB_COMPLETION_INDEX}),
+            ),
+            (
+                "invalid annotations ask for nothing",
+                json!({"kueue.x-k8s.io/podset-unconstrained-topology": "maybe"}),
+                Value::Null,
+            ),
+        ];
+        for (name, annotations, want) in cases {
+            let object =
+                job(json!({"spec": {"template": {"metadata": {"annotations": annotations}}}}));
+            let workload = workload_for(&object, &Priorities::default());
+            let got = workload["spec"]["podSets"][0]
+                .get("topologyRequest")
+                .cloned()
+                .unwrap_or(Value::Null);
+            assert_eq!(got, want, "{name}");
+        }
+
+        let mut admitted = admitted_workload(3);
+        admitted["metadata"] = json!({"name": "job-sample-job-1"});
+        admitted["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] =
+            json!({"levels": ["kubernetes.io/hostname"], "slices": []});
+        let writes = changes(
+            &job(json!({})),
+            Some(&admitted),
+            &BTreeMap::new(),
+            &Priorities::default(),
+            now(),
+        );
+        let [JobWrite::PatchJob(patch)] = writes.as_slice() else {
+            panic!("{writes:?}")
+        };
+        let template = &patch["spec"]["template"];
+        assert_eq!(
+            template["spec"]["schedulingGates"],
+            json!([{"name": TOPOLOGY_SCHEDULING_GATE}])
+        );
+        assert_eq!(template["metadata"]["labels"][POD_SET_LABEL], "main");
+        // The Job controller's labels are never removed.
+        assert!(
+            template["metadata"]["labels"]
+                .get("controller-uid")
+                .is_none()
+        );
+        assert_eq!(
+            template["metadata"]["annotations"][WORKLOAD_ANNOTATION],
+            "job-sample-job-1"
+        );
+        // No explicit request: Kueue marks the pods unconstrained.
+        assert_eq!(
+            template["metadata"]["annotations"]["kueue.x-k8s.io/podset-unconstrained-topology"],
+            "true"
+        );
     }
 }

@@ -12,10 +12,14 @@
 use serde_json::{Map, Value, json};
 use tessera_model::json as json_read;
 
-use crate::api::framework::{self, Integration, PodSet, PodSetInfo};
+use crate::api::framework::{self, Integration, JOB_COMPLETION_INDEX, PodSet, PodSetInfo};
 use crate::api::job::pods_count;
 
 /// JobSet as Kueue integrates it.
+/// `jobset.sigs.k8s.io/job-index`: the index of a pod's Job in its replicatedJob (the TAS
+/// sub-group).
+pub const JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
+
 pub const JOBSET: Integration = Integration {
     framework: "jobset.x-k8s.io/jobset",
     api_version: "jobset.x-k8s.io/v1alpha2",
@@ -48,14 +52,26 @@ fn pods_of(replicated: &Value) -> i32 {
 fn pod_sets(jobset: &Value) -> Vec<PodSet> {
     replicated_jobs(jobset)
         .iter()
-        .map(|replicated| PodSet {
-            name: json_read::text(replicated, "/name").to_owned(),
-            template: replicated
+        .map(|replicated| {
+            let template = replicated
                 .pointer("/template/spec/template")
                 .cloned()
-                .unwrap_or_else(|| json!({})),
-            count: pods_of(replicated),
-            min_count: None,
+                .unwrap_or_else(|| json!({}));
+            let replicas = json_read::int(replicated, "/replicas")
+                .and_then(|r| i32::try_from(r).ok())
+                .unwrap_or(1);
+            let topology_request = framework::topology_request(
+                &template,
+                Some(JOB_COMPLETION_INDEX),
+                Some((JOB_INDEX, replicas)),
+            );
+            PodSet {
+                name: json_read::text(replicated, "/name").to_owned(),
+                template,
+                count: pods_of(replicated),
+                min_count: None,
+                topology_request,
+            }
         })
         .collect()
 }
@@ -120,6 +136,27 @@ fn pod_set_infos_patch(jobset: &Value, infos: &[PodSetInfo]) -> Map<String, Valu
                     "tolerations",
                     (!tolerations.is_empty()).then(|| json!(tolerations)),
                 );
+                let gates = &info.scheduling_gates;
+                set_or_remove(
+                    spec,
+                    "schedulingGates",
+                    (!gates.is_empty()).then(|| json!(gates)),
+                );
+            }
+            if let Some(template) = replicated
+                .pointer_mut("/template/spec/template")
+                .and_then(Value::as_object_mut)
+            {
+                let mut metadata = template
+                    .remove("metadata")
+                    .and_then(|m| m.as_object().cloned())
+                    .unwrap_or_default();
+                for (key, map) in [("labels", &info.labels), ("annotations", &info.annotations)] {
+                    set_or_remove(&mut metadata, key, (!map.is_empty()).then(|| json!(map)));
+                }
+                if !metadata.is_empty() {
+                    template.insert("metadata".into(), Value::Object(metadata));
+                }
             }
             replicated
         })
@@ -423,7 +460,7 @@ mod tests {
             node_selector: [("restored".to_owned(), json!("true"))]
                 .into_iter()
                 .collect(),
-            tolerations: Vec::new(),
+            ..PodSetInfo::default()
         };
         let cases = [
             (vec![PodSetInfo::default()], false),

@@ -138,6 +138,7 @@ pub fn statefulset_workload(sts: &Value, priorities: &Priorities) -> Value {
         template: json!({"spec": spec}),
         count: i32::try_from(replicas).unwrap_or(i32::MAX),
         min_count: None,
+        topology_request: None,
     }];
     let name = statefulset_workload_name(
         json_read::text(sts, "/metadata/name"),
@@ -199,6 +200,7 @@ fn lws_pod_set(name: &str, count: i32, template: &Value) -> PodSet {
         template,
         count,
         min_count: None,
+        topology_request: None,
     }
 }
 
