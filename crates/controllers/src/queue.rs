@@ -1,7 +1,7 @@
 //! The queue manager's shell: Kueue's admission loop and its batch/v1 Job and JobSet
 //! integrations over a Kubernetes API. It watches ResourceFlavors, ClusterQueues, Cohorts,
-//! LocalQueues, Workloads, WorkloadPriorityClasses (`kueue.x-k8s.io/v1beta2`), Namespaces,
-//! PriorityClasses, Jobs and — once their CRD is installed — JobSets; after each burst of
+//! LocalQueues, Workloads, WorkloadPriorityClasses, Topologies (`kueue.x-k8s.io/v1beta2`),
+//! Nodes, Namespaces, PriorityClasses, Jobs and — once their CRD is installed — JobSets; after each burst of
 //! changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
 //! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses,
@@ -9,7 +9,8 @@
 //! every Job and JobSet naming a LocalQueue (or managed without one), what
 //! [`tessera_queue::api::framework::reconcile`] answers for its kind (its Workload created,
 //! the job started, stopped or its Workload finished), and the Pod integration over the pods
-//! Kueue manages ([`crate::queue_pods`]). Each integration runs when the Configuration's
+//! Kueue manages ([`crate::queue_pods`]); between the two, the topology ungater's pod patches
+//! ([`tessera_queue::api::tas::ungate`]). Each integration runs when the Configuration's
 //! `integrations.frameworks` lists it.
 //!
 //! Its own Workload writes are laid over the watch cache until the watch shows them
@@ -24,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
 use kube::runtime::reflector::Store;
@@ -133,6 +134,8 @@ struct Watches {
     local_queues: Kind,
     workloads: Kind,
     priority_classes: Kind,
+    topologies: Kind,
+    nodes: Store<Node>,
     namespaces: Store<Namespace>,
     pod_priorities: Store<PriorityClass>,
     jobs: Store<Job>,
@@ -156,6 +159,8 @@ impl Watches {
         let local_queues = kind("LocalQueue", "localqueues");
         let workloads = kind("Workload", "workloads");
         let priority_classes = kind("WorkloadPriorityClass", "workloadpriorityclasses");
+        let topologies = kind("Topology", "topologies");
+        let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
         let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
         let (pod_priorities, pod_priority_changes) =
             watched(Api::<PriorityClass>::all(client.clone()));
@@ -168,6 +173,7 @@ impl Watches {
         let (store, jobset_changes) = crate::custom::watched_once_installed(client, &resource, crd);
         let jobsets = Kind { resource, store };
         changes.extend([
+            node_changes,
             namespace_changes,
             pod_priority_changes,
             job_changes,
@@ -180,6 +186,8 @@ impl Watches {
             local_queues,
             workloads,
             priority_classes,
+            topologies,
+            nodes,
             namespaces,
             pod_priorities,
             jobs,
@@ -234,7 +242,10 @@ pub async fn run(client: Client, config: QueueConfig) {
     };
     while next_pass(&mut changes, &mut resync).await {
         let now = (config.clock)();
-        let workloads = shell.admit(&mut memory, &settings, now).await;
+        let pod_values = pods.pods();
+        let workloads = shell.admit(&mut memory, &settings, &pod_values, now).await;
+        let admitted: Vec<Value> = workloads.values().cloned().collect();
+        shell.ungate(&admitted, &pod_values).await;
         let (flavors, priorities) = shell.flavors_and_priorities();
         let context = queue_pods::Context {
             workloads: &workloads,
@@ -289,6 +300,7 @@ impl Shell<'_> {
         &self,
         memory: &mut Memory,
         settings: &Settings,
+        pods: &[Value],
         now: std::time::SystemTime,
     ) -> BTreeMap<String, Value> {
         let watches = self.watches;
@@ -309,6 +321,9 @@ impl Shell<'_> {
             workloads: prepared.workloads,
             namespaces: values(watches.namespaces.state()),
             devices: prepared.devices,
+            topologies: watches.topologies.values(),
+            nodes: values(watches.nodes.state()),
+            pods: pods.to_vec(),
         };
         let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
         decided.workloads.splice(0..0, prepared.writes);
@@ -427,6 +442,25 @@ impl Shell<'_> {
             }
         }
         memory.sent.retain(|uid, _| uids.contains(uid));
+    }
+
+    /// The topology ungater: lifts the `kueue.x-k8s.io/topology` gate of the pods of
+    /// Workloads admitted by TAS, with their domains' node selectors (failures logged; the
+    /// next pass tries again).
+    async fn ungate(&self, workloads: &[Value], pods: &[Value]) {
+        for patch in tessera_queue::api::tas::ungate(workloads, pods) {
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &patch.namespace);
+            if let Err(error) = api
+                .patch(
+                    &patch.name,
+                    &patch_params(MANAGER),
+                    &Patch::Merge(&patch.patch),
+                )
+                .await
+            {
+                tracing::debug!(%error, pod = %patch.name, "queue manager: pod not ungated");
+            }
+        }
     }
 
     /// The ResourceFlavors by name and the priority classes, as watched now.

@@ -72,6 +72,11 @@ impl PodIntegration {
         (integration, changes)
     }
 
+    /// Every pod as the watch shows it now.
+    pub fn pods(&self) -> Vec<Value> {
+        crate::queue::values(self.pods.state())
+    }
+
     /// One pass over every unit of managed pods; answers the Workloads it wrote.
     pub async fn integrate(
         &mut self,
