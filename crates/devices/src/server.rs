@@ -81,6 +81,10 @@ pub struct ServerModel {
     pub memory_gib: u32,
     /// The GPU fabric.
     pub fabric: Fabric,
+    /// The NVLink domain spans every tray of the rack (GB200 NVL72, multi-node NVLink): GPU
+    /// Feature Discovery labels the nodes of one rack with one `nvidia.com/gpu.clique`.
+    #[serde(default)]
+    pub multi_node_nvlink: bool,
     /// GPUs, by index.
     pub gpus: Vec<GpuSlot>,
     /// NICs.

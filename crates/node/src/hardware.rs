@@ -16,6 +16,31 @@ pub const RACK_LABEL: &str = "tessera.dev/rack";
 /// The upstream zone label.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
+/// GPU Feature Discovery's label of a node's NVLink domain on multi-node NVLink systems:
+/// `<clusterUUID>.<cliqueId>`.
+pub const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
+
+/// The NVLink clique of the pool's `ordinal`-th node when its server's NVLink domain spans
+/// the rack: one cluster UUID per rack (name-based, from zone, block and rack) and clique 1.
+/// `None` without a rack or a multi-node NVLink server.
+pub fn nvlink_clique(
+    server: &ServerModel,
+    placement: &PoolPlacement,
+    ordinal: usize,
+) -> Option<String> {
+    if !server.multi_node_nvlink || placement.racks.is_empty() {
+        return None;
+    }
+    let rack = &placement.racks[ordinal % placement.racks.len()];
+    let path = format!(
+        "tessera.dev/nvlink/{}/{}/{rack}",
+        placement.zone.as_deref().unwrap_or_default(),
+        placement.block.as_deref().unwrap_or_default()
+    );
+    let cluster = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, path.as_bytes());
+    Some(format!("{cluster}.1"))
+}
+
 /// Where a pool's nodes stand; nodes are spread over the racks in turn.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

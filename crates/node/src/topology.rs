@@ -423,6 +423,14 @@ impl Topology {
                 for (key, value) in pool.placement.labels(n as usize - 1) {
                     labels.entry(key.to_string()).or_insert(value);
                 }
+                let clique = hardware.as_ref().and_then(|h| {
+                    hardware::nvlink_clique(&h.server, &pool.placement, n as usize - 1)
+                });
+                if let Some(clique) = clique {
+                    labels
+                        .entry(hardware::CLIQUE_LABEL.into())
+                        .or_insert(clique);
+                }
                 for (key, value) in &device_labels {
                     labels.entry(key.clone()).or_insert_with(|| value.clone());
                 }
@@ -479,6 +487,30 @@ mod tests {
         assert_eq!(nodes[4].labels["nvidia.com/mig-1g.18gb.count"], "56");
         assert_eq!(nodes[0].labels["kubernetes.io/hostname"], "cpu-1");
         assert_eq!(nodes[0].capacity["memory"].to_canonical(), "64Gi");
+    }
+
+    #[test]
+    fn gb200_trays_of_one_rack_share_an_nvlink_clique() {
+        let topology = Topology::parse(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: gb200\n  count: 4\n  server: gb200-nvl72-tray\n  placement: {zone: lab-a, block: b1, racks: [nvl-a, nvl-b]}\n  devices: {exposure: device-plugin}\n- name: h200\n  count: 1\n  server: hgx-h200\n  placement: {racks: [r1]}\n",
+        )
+        .unwrap();
+        let nodes = topology.nodes();
+        // (node, rack) — the cliques of one rack are equal, of two racks different, and a
+        // single-node NVLink server has none.
+        let clique = |i: usize| nodes[i].labels.get(hardware::CLIQUE_LABEL).cloned();
+        assert_eq!(nodes[0].labels[hardware::RACK_LABEL], "nvl-a");
+        assert_eq!(nodes[2].labels[hardware::RACK_LABEL], "nvl-a");
+        assert_eq!(clique(0), clique(2));
+        assert_eq!(clique(1), clique(3));
+        assert_ne!(clique(0), clique(1));
+        assert!(
+            clique(0).is_some_and(|c| c.ends_with(".1") && c.len() == 38),
+            "{:?}",
+            clique(0)
+        );
+        assert_eq!(clique(4), None);
+        assert_eq!(nodes[0].allocatable["nvidia.com/gpu"].to_canonical(), "4");
     }
 
     #[test]
