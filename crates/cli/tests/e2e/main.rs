@@ -26,6 +26,7 @@ mod kueue_dra;
 mod kueue_jobset;
 mod kueue_pods;
 mod kueue_queue;
+mod kueue_tas;
 mod kueue_topology;
 mod kueue_visibility;
 mod python;
