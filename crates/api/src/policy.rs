@@ -209,10 +209,13 @@ pub const COMPONENTS: &[Component] = &[
                     "cohorts",
                     "localqueues",
                     "workloadpriorityclasses",
+                    "topologies",
                 ],
                 READ,
             ),
             (&["kueue.x-k8s.io"], &["workloads"], WRITE),
+            // Topology-Aware Scheduling reads the nodes a TAS flavor selects.
+            (&[""], &["nodes"], READ),
             // Pending Workloads' DRA claims are counted against quota.
             (
                 &["resource.k8s.io"],

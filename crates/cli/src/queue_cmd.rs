@@ -135,6 +135,7 @@ pub async fn kueue_objects(
         cohorts: list_objects(&kueue_api(client, "Cohort", "cohorts", None)).await?,
         local_queues: list_objects(&kueue_api(client, "LocalQueue", "localqueues", None)).await?,
         workloads: list_objects(&kueue_api(client, "Workload", "workloads", None)).await?,
+        topologies: list_objects(&kueue_api(client, "Topology", "topologies", None)).await?,
         namespaces,
         ..Default::default()
     })

@@ -82,6 +82,8 @@ pub fn stored_kueue_objects(store: &Objects) -> objects::Objects {
         local_queues: kueue("localqueues"),
         workloads: kueue("workloads"),
         namespaces: list("", "v1", "namespaces"),
+        topologies: kueue("topologies"),
+        nodes: list("", "v1", "nodes"),
         ..Default::default()
     }
 }

@@ -413,6 +413,7 @@ impl<'p> Sim<'p> {
             preemption: PreemptionConfig::default(),
             recompute_on_overlap: true,
             timestamp: RequeuingTimestamp::Eviction,
+            tas: Default::default(),
         };
         let workloads: Vec<WorkloadState> = plan
             .workloads

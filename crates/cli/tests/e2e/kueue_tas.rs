@@ -62,7 +62,14 @@ fn workload_of(cluster: &Cluster, job: &str) -> String {
     let selector = format!("kueue.x-k8s.io/job-uid={uid}");
     cluster.wait_for(
         V,
-        &["get", "workloads", "-l", &selector, "-o", "jsonpath={.items[0].metadata.name}"],
+        &[
+            "get",
+            "workloads",
+            "-l",
+            &selector,
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ],
         |out| !out.is_empty(),
     )
 }
@@ -110,6 +117,17 @@ fn bound_nodes(cluster: &Cluster, job: &str) -> Vec<String> {
 fn kueue_tas_places_a_job_in_one_rack_and_one_nvlink_domain() {
     let cluster = Cluster::start_with_topology(LAB, 10);
     cluster.ok_stdin(V, &["apply", "-f", "-"], SETUP);
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "clusterqueue",
+            "training",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Active\")].reason}: {.status.conditions[?(@.type==\"Active\")].message}",
+        ],
+        |out| out.starts_with("Ready"),
+    );
     let domains = node_domains(&cluster);
     let cliques: BTreeSet<&String> = domains.values().map(|(_, clique)| clique).collect();
     assert_eq!(cliques.len(), 2, "one NVLink clique per rack: {domains:?}");
@@ -138,9 +156,10 @@ fn kueue_tas_places_a_job_in_one_rack_and_one_nvlink_domain() {
             "workload",
             &nvlink_workload,
             "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Admitted\")].status}",
+            // The QuotaReserved message shows why, should it not be admitted.
+            "jsonpath={.status.conditions[?(@.type==\"Admitted\")].status} {.status.conditions[?(@.type==\"QuotaReserved\")].message}",
         ],
-        |out| out == "True",
+        |out| out.starts_with("True"),
     );
     let levels = cluster.ok(
         V,
@@ -173,7 +192,11 @@ fn kueue_tas_places_a_job_in_one_rack_and_one_nvlink_domain() {
         .iter()
         .map(|node| domains[node].1.clone())
         .collect();
-    assert_eq!(cliques.len(), 1, "all 16 pods in one NVLink domain: {cliques:?}");
+    assert_eq!(
+        cliques.len(),
+        1,
+        "all 16 pods in one NVLink domain: {cliques:?}"
+    );
     let gates = cluster.ok(
         V,
         &[
@@ -188,7 +211,11 @@ fn kueue_tas_places_a_job_in_one_rack_and_one_nvlink_domain() {
     assert!(!gates.contains("kueue.x-k8s.io/topology"), "{gates}");
 
     // One rack.
-    cluster.ok_stdin(V, &["apply", "-f", "-"], &job("rack-job", "tessera.dev/rack"));
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        &job("rack-job", "tessera.dev/rack"),
+    );
     let rack_workload = workload_of(&cluster, "rack-job");
     let racks: BTreeSet<String> = bound_nodes(&cluster, "rack-job")
         .iter()
