@@ -191,13 +191,14 @@ mod tests {
     fn domains_round_trip_through_compact_slices() {
         let levels = ["rack".to_owned(), "kubernetes.io/hostname".to_owned()];
         // (case, domains, wanted universal rack value, wanted prefix of hosts, universal count)
-        let cases: Vec<(
-            &str,
+        type Case = (
+            &'static str,
             Vec<TopologyDomain>,
-            Option<&str>,
-            Option<&str>,
+            Option<&'static str>,
+            Option<&'static str>,
             Option<i32>,
-        )> = vec![
+        );
+        let cases: Vec<Case> = vec![
             (
                 "one rack, hosts share a prefix, equal counts",
                 vec![domain(&["r1", "node-1"], 4), domain(&["r1", "node-2"], 4)],
