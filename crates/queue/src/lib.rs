@@ -8,8 +8,10 @@
 //! their heads into admissions, preemptions and requeues (`cycle`), and admission fair
 //! sharing's usage arithmetic (`afs`), and Kueue's stored objects read into these inputs with
 //! the statuses and Job changes Kueue writes back (`api`), and Topology-Aware Scheduling's
-//! placement of PodSets in a flavor's topology (`tas`). The cycle runs Kueue's preemption
-//! (`cycle::KueuePreemption`) over its snapshot's admitted Workloads: one
+//! placement of PodSets in a flavor's topology (`tas`), which the flavor assigner runs at the
+//! end of every assignment and whose placements the pass records, gates and ungates. The
+//! cycle runs Kueue's preemption (`cycle::KueuePreemption`) over its snapshot's admitted
+//! Workloads: one
 //! `preemption::Oracle` per entry answers the flavor assigner (`PreemptionOracle`) and names
 //! the targets the cycle issues. It does no I/O and reads no clock: time is an argument.
 //!

@@ -117,9 +117,16 @@ fn bound_and_running(pod: &Value) -> Option<&str> {
 /// The snapshots of the TAS flavors over `objects`' Topologies, Nodes and pods, with the
 /// placements of `holding` (the Workloads holding quota).
 pub fn tas_flavors<'o>(objects: &Objects, holding: impl Iterator<Item = &'o Value>) -> TasFlavors {
+    let mut tas = TasFlavors::default();
+    if objects
+        .flavors
+        .iter()
+        .all(|flavor| topology_name(flavor).is_none())
+    {
+        return tas;
+    }
     let levels = topology_levels(objects);
     let nodes: Vec<TopologyNode> = objects.nodes.iter().map(topology_node).collect();
-    let mut tas = TasFlavors::default();
     for flavor in &objects.flavors {
         let Some(topology) = topology_name(flavor) else {
             continue;
