@@ -159,10 +159,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     .context("open the store")?;
     private_store_files(&args.data.data_dir)?;
     let kueue = &queue_config.configuration;
-    let objects =
-        Objects::new(store).with_kueue_job_defaulting(tessera_api::admission::KueueJobDefaulting {
+    let objects = Objects::new(store)
+        .with_kueue_job_defaulting(tessera_api::admission::KueueJobDefaulting {
             manage_jobs_without_queue_name: kueue.manage_jobs_without_queue_name,
             managed_jobs_namespace_selector: kueue.managed_jobs_namespace_selector.clone(),
+        })
+        .with_service_ranges(tessera_api::service_allocation::ServiceRanges {
+            cluster_ips: topology.networking.service_cidr,
+            node_ports: topology.networking.service_node_port_range,
         });
     bootstrap::ensure_system_objects(&objects)?;
 
