@@ -222,6 +222,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("apps-controller"),
         clock.clone(),
     ));
+    let endpoints = tokio::spawn(tessera_controllers::endpoints::run(client_for(
+        "endpoint-controller",
+    )));
     let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(
         client_for("workload-controller"),
         clock.clone(),
@@ -317,6 +320,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     node_monitor.abort();
     apps.abort();
     jobsets.abort();
+    endpoints.abort();
     leader_worker_sets.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
     Ok(())
