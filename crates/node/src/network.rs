@@ -16,22 +16,66 @@ pub use tessera_model::net::{Ipv4Cidr, PortRange};
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Networking {
     /// Pod addresses; each node gets the next /24 (default `10.244.0.0/16`).
-    #[serde(default = "default_pod_cidr", rename = "podCIDR")]
+    #[serde(
+        default = "default_pod_cidr",
+        rename = "podCIDR",
+        deserialize_with = "pod_cidr"
+    )]
     pub pod_cidr: Ipv4Cidr,
     /// Node InternalIPs, from the third address on (default `10.0.0.0/16`).
-    #[serde(default = "default_node_cidr", rename = "nodeCIDR")]
+    #[serde(
+        default = "default_node_cidr",
+        rename = "nodeCIDR",
+        deserialize_with = "node_cidr"
+    )]
     pub node_cidr: Ipv4Cidr,
     /// Service ClusterIPs, as kube-apiserver's `--service-cluster-ip-range` (default
     /// `10.96.0.0/12`).
-    #[serde(default = "default_service_cidr", rename = "serviceCIDR")]
+    #[serde(
+        default = "default_service_cidr",
+        rename = "serviceCIDR",
+        deserialize_with = "service_cidr"
+    )]
     pub service_cidr: Ipv4Cidr,
     /// Service node ports, as kube-apiserver's `--service-node-port-range` (default
     /// `30000-32767`).
-    #[serde(default = "default_node_port_range")]
+    #[serde(
+        default = "default_node_port_range",
+        deserialize_with = "node_port_range"
+    )]
     pub service_node_port_range: PortRange,
     /// The cluster DNS domain, as the kubelet's `--cluster-domain` (default `cluster.local`).
     #[serde(default = "default_cluster_domain")]
     pub cluster_domain: String,
+}
+
+/// Reads a field's text and parses it, naming the field in the error.
+fn parse_field<'de, D, T>(deserializer: D, field: &str) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: std::str::FromStr<Err = String>,
+{
+    let text = String::deserialize(deserializer)?;
+    text.parse()
+        .map_err(|message| serde::de::Error::custom(format!("networking.{field}: {message}")))
+}
+
+fn pod_cidr<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Ipv4Cidr, D::Error> {
+    parse_field(deserializer, "podCIDR")
+}
+
+fn node_cidr<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Ipv4Cidr, D::Error> {
+    parse_field(deserializer, "nodeCIDR")
+}
+
+fn service_cidr<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Ipv4Cidr, D::Error> {
+    parse_field(deserializer, "serviceCIDR")
+}
+
+fn node_port_range<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<PortRange, D::Error> {
+    parse_field(deserializer, "serviceNodePortRange")
 }
 
 fn default_pod_cidr() -> Ipv4Cidr {
@@ -224,7 +268,21 @@ mod tests {
             ),
             (
                 "{serviceCIDR: 172.16.0.0/8}",
-                Err(("", "has host bits set (the network is 172.0.0.0/8)")),
+                Err((
+                    "",
+                    "networking.serviceCIDR: \"172.16.0.0/8\" has host bits set (the network is 172.0.0.0/8)",
+                )),
+            ),
+            (
+                "{podCIDR: 10.244.0.0}",
+                Err(("", "networking.podCIDR: \"10.244.0.0\" is not an IPv4 CIDR")),
+            ),
+            (
+                "{nodeCIDR: 10.0.0.300/16}",
+                Err((
+                    "",
+                    "networking.nodeCIDR: \"10.0.0.300/16\": \"10.0.0.300\" is not an IPv4 address",
+                )),
             ),
             (
                 "{serviceCIDR: 172.0.0.0/8}",
@@ -249,7 +307,10 @@ mod tests {
             ),
             (
                 "{serviceNodePortRange: 32767-30000}",
-                Err(("", "the last port is before the first")),
+                Err((
+                    "",
+                    "networking.serviceNodePortRange: \"32767-30000\": the last port is before the first",
+                )),
             ),
         ];
         for (yaml, want) in table {

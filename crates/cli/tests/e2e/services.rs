@@ -229,6 +229,27 @@ fn services_get_cluster_ips_and_endpoint_slices_follow_ready_pods() {
             "{refused}"
         );
 
+        // Deleting the Service takes its slices (owner reference) and Endpoints with it, and
+        // frees its address.
+        cluster.ok(v, &["delete", "svc", "web", "-n", &ns]);
+        cluster.wait_for(v, &["get", "endpoints", "web", "-n", &ns], |out| {
+            out.contains("NotFound")
+        });
+        cluster.wait_for(
+            v,
+            &[
+                "get",
+                "endpointslices",
+                "-n",
+                &ns,
+                "-l",
+                "kubernetes.io/service-name=web",
+            ],
+            |out| out.contains("No resources found"),
+        );
+        let reused = taken_ip.replace("name: clash", "name: reuse");
+        cluster.ok_stdin(v, &["apply", "-n", &ns, "-f", "-"], &reused);
+
         // Headless.
         let headless = cluster.ok(
             v,
