@@ -132,7 +132,28 @@ fn slices_after(existing: usize, writes: &Writes) -> usize {
 impl PassState {
     async fn pass(&mut self, client: &Client, caches: &Caches) {
         let services = to_values(&caches.services);
-        let pods = to_values(&caches.pods);
+        // Only the pods of namespaces with a selecting Service are read (a cluster of
+        // batch pods and no Services costs nothing here).
+        let namespaces: BTreeSet<&str> = services
+            .iter()
+            .filter(|s| endpointslice::is_selected(s))
+            .map(|s| text(s, "/metadata/namespace"))
+            .collect();
+        let mut pods_by_namespace: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        if !namespaces.is_empty() {
+            for pod in caches.pods.state() {
+                let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                if namespaces.contains(namespace)
+                    && let Ok(value) = serde_json::to_value(pod.as_ref())
+                {
+                    pods_by_namespace
+                        .entry(namespace.to_string())
+                        .or_default()
+                        .push(value);
+                }
+            }
+        }
+        let no_pods = Vec::new();
         let nodes = to_values(&caches.nodes);
         let slices = to_values(&caches.slices);
         let endpoints = to_values(&caches.endpoints);
@@ -158,9 +179,10 @@ impl PassState {
                 }
                 self.awaited.remove(&key);
             }
+            let pods = pods_by_namespace.get(&namespace).unwrap_or(&no_pods);
             let mut writes = endpointslice::plan(
                 service,
-                &pods,
+                pods,
                 &mine,
                 &zones,
                 endpointslice::MAX_ENDPOINTS_PER_SLICE,
@@ -170,7 +192,7 @@ impl PassState {
             let current = endpoints.iter().find(|e| {
                 text(e, "/metadata/namespace") == namespace && text(e, "/metadata/name") == name
             });
-            writes.0.extend(endpoints::plan(service, &pods, current).0);
+            writes.0.extend(endpoints::plan(service, pods, current).0);
             if writes.0.is_empty() {
                 continue;
             }
