@@ -43,6 +43,7 @@ pub mod resource;
 pub mod reviews;
 pub mod rules;
 pub mod selectors;
+pub mod service_allocation;
 pub mod ssa;
 pub mod strategy;
 pub mod subresource;

@@ -163,6 +163,14 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
+        name: "endpoint-controller",
+        rules: &[
+            (&[""], &["services", "pods", "nodes"], READ),
+            (&[""], &["endpoints"], WRITE),
+            (&["discovery.k8s.io"], &["endpointslices"], WRITE),
+        ],
+    },
+    Component {
         name: "disruption-controller",
         rules: &[
             (&["policy"], &["poddisruptionbudgets"], READ),

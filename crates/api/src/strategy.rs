@@ -124,6 +124,7 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) {
             let spec = ensure_object(object, "spec");
             default_str(spec, "type", "ClusterIP");
             default_str(spec, "sessionAffinity", "None");
+            default_service(spec);
         }
         ("apps", "Deployment") => {
             let spec = ensure_object(object, "spec");
@@ -224,6 +225,34 @@ fn default_value(object: &mut Value, field: &str, value: Value) {
 
 fn default_str(object: &mut Value, field: &str, value: &str) {
     default_value(object, field, json!(value));
+}
+
+/// upstream's `SetDefaults_Service` beyond the type: port protocols and target ports, the
+/// traffic policies, LoadBalancer node ports. (ClusterIPs and IP families are allocated on
+/// create: `crate::service_allocation`.)
+fn default_service(spec: &mut Value) {
+    let service_type = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for port in ports.iter_mut().filter(|p| p.is_object()) {
+            default_str(port, "protocol", "TCP");
+            if port
+                .get("targetPort")
+                .is_none_or(|t| t.as_i64() == Some(0) || t.as_str() == Some(""))
+                && let Some(number) = port.get("port").cloned()
+            {
+                port["targetPort"] = number;
+            }
+        }
+    }
+    if service_type != "ExternalName" {
+        default_str(spec, "internalTrafficPolicy", "Cluster");
+    }
+    if matches!(service_type.as_str(), "NodePort" | "LoadBalancer") {
+        default_str(spec, "externalTrafficPolicy", "Cluster");
+    }
+    if service_type == "LoadBalancer" {
+        default_value(spec, "allocateLoadBalancerNodePorts", json!(true));
+    }
 }
 
 fn default_template(spec: &mut Value) {

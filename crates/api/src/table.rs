@@ -48,6 +48,20 @@ fn int_or_string(value: &Value, pointer: &str) -> String {
     }
 }
 
+/// upstream's `listWithMoreString` over at most three items: `a,b,c + 2 more...`, or
+/// `<unset>` when there are none.
+fn first_three(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    let shown = items.iter().take(3).cloned().collect::<Vec<_>>().join(",");
+    if items.len() > 3 {
+        format!("{shown} + {} more...", items.len() - 3)
+    } else if shown.is_empty() {
+        "<unset>".into()
+    } else {
+        shown
+    }
+}
+
 fn or_none(text: impl Into<String> + AsRef<str>) -> Value {
     if text.as_ref().is_empty() {
         json!("<none>")
@@ -864,6 +878,45 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Node", 0, |s, _| or_none(text(s, "/spec/nodeName"))),
             col("Driver", 0, |s, _| json!(text(s, "/spec/driver"))),
             col("Pool", 0, |s, _| json!(text(s, "/spec/pool/name"))),
+            col("Age", 0, age),
+        ],
+        ("discovery.k8s.io", "EndpointSlice") => vec![
+            col("Name", 0, name),
+            col("AddressType", 0, |s, _| json!(text(s, "/addressType"))),
+            col("Ports", 0, |s, _| {
+                let ports = s
+                    .get("ports")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten();
+                let shown = ports.map(|p| {
+                    match (
+                        p.get("port").and_then(Value::as_i64),
+                        p.get("name").and_then(Value::as_str),
+                    ) {
+                        (Some(port), _) => port.to_string(),
+                        (None, Some(name)) => name.to_string(),
+                        (None, None) => "*".to_string(),
+                    }
+                });
+                json!(first_three(shown))
+            }),
+            col("Endpoints", 0, |s, _| {
+                let endpoints = s
+                    .get("endpoints")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten();
+                let addresses = endpoints
+                    .flat_map(|e| {
+                        e.get("addresses")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                    })
+                    .map(|a| a.as_str().unwrap_or_default().to_string());
+                json!(first_three(addresses))
+            }),
             col("Age", 0, age),
         ],
         ("", "Endpoints") => vec![

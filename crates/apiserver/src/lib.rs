@@ -21,6 +21,7 @@ pub mod list;
 pub mod objects;
 pub mod registry;
 pub mod server;
+pub mod service_book;
 pub mod subresources;
 pub mod tls;
 pub mod watch;

@@ -19,6 +19,7 @@ use tessera_api::error::{ApiError, ApiResult};
 use tessera_api::lister::Lister;
 use tessera_api::meta::{is_deleting, meta_str};
 use tessera_api::resource::Resource;
+use tessera_api::service_allocation::{Grant, ServiceRanges};
 use tessera_api::write::{
     self, DeleteOptions, Deleted, Deletion, Part, PatchBody, WriteOptions, Written, is_crd,
     is_namespace,
@@ -29,6 +30,7 @@ use tessera_store::{Entry, Mutation, NewValue, Snapshot, Store};
 
 use crate::error::StoreResultExt;
 use crate::registry::Registry;
+use crate::service_book::{ServiceBook, is_services};
 
 /// A write decided and queued in the store: its answer, to be given once it is committed.
 #[must_use = "a write is acknowledged only once it is committed"]
@@ -93,6 +95,8 @@ pub struct Objects {
     rbac_generation: Arc<std::sync::atomic::AtomicU64>,
     /// What Kueue's Job webhook reads from its Configuration.
     kueue: Arc<tessera_api::admission::KueueJobDefaulting>,
+    /// Who holds which Service ClusterIP and node port.
+    services: ServiceBook,
 }
 
 /// Decodes a stored value.
@@ -137,7 +141,9 @@ impl Objects {
     /// Objects over a store with a given clock and id generator (fixed in tests).
     pub fn with_clock_and_ids(store: Store, clock: Clock, ids: Ids) -> Objects {
         let registry = Arc::new(Registry::load(&store));
+        let services = ServiceBook::load(&store, ServiceRanges::default());
         Objects {
+            services,
             store,
             clock,
             ids: Arc::new(ids),
@@ -154,6 +160,17 @@ impl Objects {
     ) -> Objects {
         self.kueue = Arc::new(kueue);
         self
+    }
+
+    /// These objects with Services allocating from `ranges` (the topology's `networking`).
+    pub fn with_service_ranges(mut self, ranges: ServiceRanges) -> Objects {
+        self.services = ServiceBook::load(&self.store, ranges);
+        self
+    }
+
+    /// The ranges Services allocate from.
+    pub fn service_ranges(&self) -> ServiceRanges {
+        self.services.ranges()
     }
 
     /// A counter bumped by every write to an RBAC object (authorizers cache by it).
@@ -308,10 +325,14 @@ impl Objects {
         for attempt in 0..8 {
             let name = meta_str(&object, "name").unwrap_or_default().to_string();
             let key = resource.key(namespace, &name);
+            // A Service allocates under its key's lock, so the book and the store agree.
+            let service_owner = is_services(resource).then(|| ServiceBook::owner(namespace, &name));
+            let mut grant = Grant::default();
             // Encoded before the key's lock is taken, from the object itself: the answer
             // keeps the object, and the stored bytes answer the client.
-            let value = (!options.dry_run).then(|| encode_versioned(resource, &object));
-            let pending = self
+            let value = (!options.dry_run && service_owner.is_none())
+                .then(|| encode_versioned(resource, &object));
+            let decided = self
                 .store
                 .decide(&key, |current| {
                     if current.is_some() {
@@ -321,9 +342,26 @@ impl Objects {
                             &name,
                         ));
                     }
+                    if let Some(owner) = &service_owner {
+                        grant = self.services.create(owner, &mut object, options.dry_run)?;
+                        return Ok(if options.dry_run {
+                            Mutation::Keep
+                        } else {
+                            Mutation::Put(encode_versioned(resource, &object))
+                        });
+                    }
                     Ok(value.map_or(Mutation::Keep, Mutation::Put))
                 })
-                .or_api()?;
+                .or_api();
+            let pending = match decided {
+                Ok(pending) => pending,
+                Err(error) => {
+                    if let Some(owner) = &service_owner {
+                        self.services.revert(owner, &grant);
+                    }
+                    return Err(error);
+                }
+            };
             match pending.transpose() {
                 Ok(pending) => {
                     let namespace_created =
@@ -488,6 +526,8 @@ impl Objects {
         let key = resource.key(Self::namespace_of(resource, namespace), name);
         let claims = self.crd_claims(resource, name);
         let now = self.now();
+        let service_owner = is_services(resource)
+            .then(|| ServiceBook::owner(Self::namespace_of(resource, namespace), name));
         let mut stored = None;
         let mut versioned = false;
         let pending = self
@@ -497,8 +537,19 @@ impl Objects {
                     ApiError::not_found(resource.group(), resource.plural(), name)
                 })?;
                 let current = decode_as(resource, current)?;
-                let requested = change(&current)?;
-                let next = write::next_version(
+                let mut requested = change(&current)?;
+                let grant = match (&service_owner, part) {
+                    (Some(owner), Part::Main) => {
+                        self.services.update(owner, &current, &mut requested)?
+                    }
+                    _ => Grant::default(),
+                };
+                let give_back = || {
+                    if let Some(owner) = &service_owner {
+                        self.services.revert(owner, &grant);
+                    }
+                };
+                let next = match write::next_version(
                     resource,
                     name,
                     &current,
@@ -507,17 +558,28 @@ impl Objects {
                     options,
                     now,
                     claims.as_ref(),
-                )?;
+                ) {
+                    Ok(next) => next,
+                    Err(error) => {
+                        give_back();
+                        return Err(error);
+                    }
+                };
                 if next == current {
+                    give_back();
                     stored = Some(current);
                     return Ok(Mutation::Keep);
                 }
                 if options.dry_run {
+                    give_back();
                     stored = Some(next);
                     return Ok(Mutation::Keep);
                 }
                 let value = encode_versioned(resource, &next);
                 let deleted = is_deleting(&next) && !write::holds_deletion(resource, &next);
+                if let Some(owner) = &service_owner {
+                    self.services.settle(owner, (!deleted).then_some(&next));
+                }
                 stored = Some(next);
                 versioned = true;
                 Ok(if deleted {
@@ -588,6 +650,8 @@ impl Objects {
         });
         let node_exists = |node: &str| bound_node.as_deref() != Some(node) || bound_node_exists;
         let now = self.now();
+        let service_owner = is_services(resource)
+            .then(|| ServiceBook::owner(Self::namespace_of(resource, namespace), name));
         let mut result = None;
         let pending = self
             .store
@@ -605,6 +669,9 @@ impl Objects {
                         if dry_run {
                             Mutation::Keep
                         } else {
+                            if let Some(owner) = &service_owner {
+                                self.services.settle(owner, None);
+                            }
                             Mutation::Delete(value)
                         }
                     }

@@ -159,10 +159,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     .context("open the store")?;
     private_store_files(&args.data.data_dir)?;
     let kueue = &queue_config.configuration;
-    let objects =
-        Objects::new(store).with_kueue_job_defaulting(tessera_api::admission::KueueJobDefaulting {
+    let objects = Objects::new(store)
+        .with_kueue_job_defaulting(tessera_api::admission::KueueJobDefaulting {
             manage_jobs_without_queue_name: kueue.manage_jobs_without_queue_name,
             managed_jobs_namespace_selector: kueue.managed_jobs_namespace_selector.clone(),
+        })
+        .with_service_ranges(tessera_api::service_allocation::ServiceRanges {
+            cluster_ips: topology.networking.service_cidr,
+            node_ports: topology.networking.service_node_port_range,
         });
     bootstrap::ensure_system_objects(&objects)?;
 
@@ -218,6 +222,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("apps-controller"),
         clock.clone(),
     ));
+    let endpoints = tokio::spawn(tessera_controllers::endpoints::run(client_for(
+        "endpoint-controller",
+    )));
     let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(
         client_for("workload-controller"),
         clock.clone(),
@@ -313,6 +320,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     node_monitor.abort();
     apps.abort();
     jobsets.abort();
+    endpoints.abort();
     leader_worker_sets.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
     Ok(())

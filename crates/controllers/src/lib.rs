@@ -12,6 +12,7 @@
 pub mod apps;
 pub mod assumed;
 pub mod custom;
+pub mod endpoints;
 pub mod jobs;
 pub mod node_monitor;
 pub mod pdb;

@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
 };
@@ -232,6 +233,12 @@ pub async fn apply(
             Some(Resource::Job) => write_owned::<Job>(client, namespace, write, manager).await,
             Some(Resource::PersistentVolumeClaim) => {
                 write_owned::<PersistentVolumeClaim>(client, namespace, write, manager).await
+            }
+            Some(Resource::EndpointSlice) => {
+                write_owned::<EndpointSlice>(client, namespace, write, manager).await
+            }
+            Some(Resource::Endpoints) => {
+                write_owned::<Endpoints>(client, namespace, write, manager).await
             }
             None => write_owner(client, &owner, write, manager).await,
         };

@@ -1,131 +1,104 @@
 //! The address plan of a topology: node InternalIPs come from `nodeCIDR`, each node's pod
-//! CIDR is the node's /24 of `podCIDR`. IPv4 CIDRs parsed, checked for size and overlap.
+//! CIDR is the node's /24 of `podCIDR`; Services take ClusterIPs from `serviceCIDR` and node
+//! ports from `serviceNodePortRange`; cluster DNS names end in `clusterDomain`. Checked for
+//! size, overlap and form, each finding naming its field.
 //!
-//! Pure arithmetic; knows nothing about nodes beyond their position.
+//! Pure arithmetic; knows nothing about nodes beyond their position, nor about who holds a
+//! Service address (`tessera_api::service_allocation`).
 
-use std::fmt;
 use std::net::Ipv4Addr;
-use std::str::FromStr;
 
 use serde::Deserialize;
-
-/// An IPv4 network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ipv4Cidr {
-    network: u32,
-    prefix: u8,
-}
-
-impl FromStr for Ipv4Cidr {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let (address, prefix) = text
-            .split_once('/')
-            .ok_or_else(|| format!("{text:?} is not an IPv4 CIDR (a.b.c.d/n)"))?;
-        let address: Ipv4Addr = address
-            .parse()
-            .map_err(|_| format!("{text:?}: {address:?} is not an IPv4 address"))?;
-        let prefix: u8 = prefix
-            .parse()
-            .ok()
-            .filter(|p| *p <= 32)
-            .ok_or_else(|| format!("{text:?}: the prefix length must be 0 to 32"))?;
-        let mask = Ipv4Cidr::mask(prefix);
-        let address = u32::from(address);
-        if address & !mask != 0 {
-            return Err(format!(
-                "{text:?} has host bits set (the network is {}/{prefix})",
-                Ipv4Addr::from(address & mask)
-            ));
-        }
-        Ok(Ipv4Cidr {
-            network: address,
-            prefix,
-        })
-    }
-}
-
-impl fmt::Display for Ipv4Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", Ipv4Addr::from(self.network), self.prefix)
-    }
-}
-
-impl<'de> Deserialize<'de> for Ipv4Cidr {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-impl Ipv4Cidr {
-    fn mask(prefix: u8) -> u32 {
-        if prefix == 0 {
-            0
-        } else {
-            u32::MAX << (32 - prefix)
-        }
-    }
-
-    fn last(&self) -> u32 {
-        self.network | !Ipv4Cidr::mask(self.prefix)
-    }
-
-    /// Whether the two networks share an address.
-    pub fn overlaps(&self, other: &Ipv4Cidr) -> bool {
-        self.network <= other.last() && other.network <= self.last()
-    }
-
-    /// How many /24 subnets it holds (0 when it is smaller than a /24).
-    pub fn subnets_24(&self) -> u64 {
-        if self.prefix > 24 {
-            0
-        } else {
-            1u64 << (24 - self.prefix)
-        }
-    }
-
-    /// How many addresses it holds.
-    pub fn size(&self) -> u64 {
-        1u64 << (32 - u32::from(self.prefix))
-    }
-
-    /// The `index`-th /24 subnet's first address.
-    pub fn subnet_24(&self, index: u32) -> Ipv4Addr {
-        Ipv4Addr::from(self.network.wrapping_add(index << 8))
-    }
-
-    /// The address `offset` after the network address.
-    pub fn address(&self, offset: u32) -> Ipv4Addr {
-        Ipv4Addr::from(self.network.wrapping_add(offset))
-    }
-}
+pub use tessera_model::net::{Ipv4Cidr, PortRange};
 
 /// A topology's address plan.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Networking {
     /// Pod addresses; each node gets the next /24 (default `10.244.0.0/16`).
-    #[serde(default = "default_pod_cidr", rename = "podCIDR")]
+    #[serde(
+        default = "default_pod_cidr",
+        rename = "podCIDR",
+        deserialize_with = "pod_cidr"
+    )]
     pub pod_cidr: Ipv4Cidr,
     /// Node InternalIPs, from the third address on (default `10.0.0.0/16`).
-    #[serde(default = "default_node_cidr", rename = "nodeCIDR")]
+    #[serde(
+        default = "default_node_cidr",
+        rename = "nodeCIDR",
+        deserialize_with = "node_cidr"
+    )]
     pub node_cidr: Ipv4Cidr,
+    /// Service ClusterIPs, as kube-apiserver's `--service-cluster-ip-range` (default
+    /// `10.96.0.0/12`).
+    #[serde(
+        default = "default_service_cidr",
+        rename = "serviceCIDR",
+        deserialize_with = "service_cidr"
+    )]
+    pub service_cidr: Ipv4Cidr,
+    /// Service node ports, as kube-apiserver's `--service-node-port-range` (default
+    /// `30000-32767`).
+    #[serde(
+        default = "default_node_port_range",
+        deserialize_with = "node_port_range"
+    )]
+    pub service_node_port_range: PortRange,
+    /// The cluster DNS domain, as the kubelet's `--cluster-domain` (default `cluster.local`).
+    #[serde(default = "default_cluster_domain")]
+    pub cluster_domain: String,
+}
+
+/// Reads a field's text and parses it, naming the field in the error.
+fn parse_field<'de, D, T>(deserializer: D, field: &str) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: std::str::FromStr<Err = String>,
+{
+    let text = String::deserialize(deserializer)?;
+    text.parse()
+        .map_err(|message| serde::de::Error::custom(format!("networking.{field}: {message}")))
+}
+
+fn pod_cidr<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Ipv4Cidr, D::Error> {
+    parse_field(deserializer, "podCIDR")
+}
+
+fn node_cidr<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Ipv4Cidr, D::Error> {
+    parse_field(deserializer, "nodeCIDR")
+}
+
+fn service_cidr<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Ipv4Cidr, D::Error> {
+    parse_field(deserializer, "serviceCIDR")
+}
+
+fn node_port_range<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<PortRange, D::Error> {
+    parse_field(deserializer, "serviceNodePortRange")
 }
 
 fn default_pod_cidr() -> Ipv4Cidr {
-    Ipv4Cidr {
-        network: u32::from(Ipv4Addr::new(10, 244, 0, 0)),
-        prefix: 16,
-    }
+    Ipv4Cidr::new(Ipv4Addr::new(10, 244, 0, 0), 16)
 }
 
 fn default_node_cidr() -> Ipv4Cidr {
-    Ipv4Cidr {
-        network: u32::from(Ipv4Addr::new(10, 0, 0, 0)),
-        prefix: 16,
+    Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, 0), 16)
+}
+
+fn default_service_cidr() -> Ipv4Cidr {
+    Ipv4Cidr::new(Ipv4Addr::new(10, 96, 0, 0), 12)
+}
+
+fn default_node_port_range() -> PortRange {
+    PortRange {
+        base: 30000,
+        size: 2768,
     }
+}
+
+fn default_cluster_domain() -> String {
+    "cluster.local".into()
 }
 
 impl Default for Networking {
@@ -133,6 +106,9 @@ impl Default for Networking {
         Networking {
             pod_cidr: default_pod_cidr(),
             node_cidr: default_node_cidr(),
+            service_cidr: default_service_cidr(),
+            service_node_port_range: default_node_port_range(),
+            cluster_domain: default_cluster_domain(),
         }
     }
 }
@@ -165,6 +141,48 @@ impl Networking {
                 format!("{} is too small for {nodes} nodes", self.node_cidr),
             ));
         }
+        self.check_services()
+    }
+
+    /// The Service ranges and domain: the service network apart from pods and nodes, large
+    /// enough to allocate from and no larger than kube-apiserver accepts (a /12).
+    fn check_services(&self) -> Result<(), (String, String)> {
+        let field = |name: &str| format!("networking.{name}");
+        for (name, other) in [("podCIDR", self.pod_cidr), ("nodeCIDR", self.node_cidr)] {
+            if self.service_cidr.overlaps(&other) {
+                return Err((
+                    field("serviceCIDR"),
+                    format!("{} overlaps networking.{name} {other}", self.service_cidr),
+                ));
+            }
+        }
+        if self.service_cidr.prefix() < 12 {
+            return Err((
+                field("serviceCIDR"),
+                format!(
+                    "{} is too large; for 32-bit addresses, the mask must be >= 12",
+                    self.service_cidr
+                ),
+            ));
+        }
+        if self.service_cidr.prefix() > 29 {
+            return Err((
+                field("serviceCIDR"),
+                format!(
+                    "{} is too small to allocate Service IPs from",
+                    self.service_cidr
+                ),
+            ));
+        }
+        if !is_dns_subdomain(&self.cluster_domain) {
+            return Err((
+                field("clusterDomain"),
+                format!(
+                    "{:?} must be a lowercase RFC 1123 subdomain (e.g. cluster.local)",
+                    self.cluster_domain
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -185,36 +203,24 @@ impl Networking {
     }
 }
 
+/// A DNS-1123 subdomain: dot-separated lowercase alphanumeric labels, `-` inside.
+fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cidrs_parse_and_overlap() {
-        let cidr = |text: &str| text.parse::<Ipv4Cidr>();
-        let table = [
-            ("10.244.0.0/16", Ok("10.244.0.0/16")),
-            (
-                "10.244.1.0/16",
-                Err("has host bits set (the network is 10.244.0.0/16)"),
-            ),
-            ("10.244.0.0", Err("is not an IPv4 CIDR")),
-            ("10.300.0.0/16", Err("is not an IPv4 address")),
-            ("10.0.0.0/33", Err("prefix length must be 0 to 32")),
-        ];
-        for (text, want) in table {
-            match (cidr(text), want) {
-                (Ok(got), Ok(want)) => assert_eq!(got.to_string(), want),
-                (Err(got), Err(want)) => assert!(got.contains(want), "{got}"),
-                (got, want) => panic!("{text}: {got:?} vs {want:?}"),
-            }
-        }
-        let a = cidr("10.0.0.0/8").expect("cidr");
-        let b = cidr("10.244.0.0/16").expect("cidr");
-        let c = cidr("192.168.0.0/16").expect("cidr");
-        assert!(a.overlaps(&b) && b.overlaps(&a));
-        assert!(!a.overlaps(&c));
-    }
 
     #[test]
     fn plans_are_checked_and_addresses_derived() {
@@ -239,5 +245,91 @@ mod tests {
                 "10.0.0.0/8 overlaps networking.nodeCIDR 10.0.0.0/16".into()
             ))
         );
+    }
+
+    #[test]
+    fn service_ranges_are_checked() {
+        let plan = |yaml: &str| serde_saphyr::from_str::<Networking>(yaml);
+        let table = [
+            ("{}", Ok(())),
+            (
+                "{serviceCIDR: 10.244.0.0/20}",
+                Err((
+                    "networking.serviceCIDR",
+                    "10.244.0.0/20 overlaps networking.podCIDR 10.244.0.0/16",
+                )),
+            ),
+            (
+                "{serviceCIDR: 10.0.0.0/24}",
+                Err((
+                    "networking.serviceCIDR",
+                    "10.0.0.0/24 overlaps networking.nodeCIDR 10.0.0.0/16",
+                )),
+            ),
+            (
+                "{serviceCIDR: 172.16.0.0/8}",
+                Err((
+                    "",
+                    "networking.serviceCIDR: \"172.16.0.0/8\" has host bits set (the network is 172.0.0.0/8)",
+                )),
+            ),
+            (
+                "{podCIDR: 10.244.0.0}",
+                Err(("", "networking.podCIDR: \"10.244.0.0\" is not an IPv4 CIDR")),
+            ),
+            (
+                "{nodeCIDR: 10.0.0.300/16}",
+                Err((
+                    "",
+                    "networking.nodeCIDR: \"10.0.0.300/16\": \"10.0.0.300\" is not an IPv4 address",
+                )),
+            ),
+            (
+                "{serviceCIDR: 172.0.0.0/8}",
+                Err((
+                    "networking.serviceCIDR",
+                    "172.0.0.0/8 is too large; for 32-bit addresses, the mask must be >= 12",
+                )),
+            ),
+            (
+                "{serviceCIDR: 172.16.0.0/30}",
+                Err((
+                    "networking.serviceCIDR",
+                    "172.16.0.0/30 is too small to allocate Service IPs from",
+                )),
+            ),
+            (
+                "{clusterDomain: Cluster.Local}",
+                Err((
+                    "networking.clusterDomain",
+                    "\"Cluster.Local\" must be a lowercase RFC 1123 subdomain (e.g. cluster.local)",
+                )),
+            ),
+            (
+                "{serviceNodePortRange: 32767-30000}",
+                Err((
+                    "",
+                    "networking.serviceNodePortRange: \"32767-30000\": the last port is before the first",
+                )),
+            ),
+        ];
+        for (yaml, want) in table {
+            let checked = plan(yaml)
+                .map_err(|e| (String::new(), e.to_string()))
+                .and_then(|plan| plan.check(2));
+            match (checked, want) {
+                (Ok(()), Ok(())) => {}
+                (Err((field, message)), Err((want_field, want_message))) => {
+                    assert_eq!(field, want_field, "{yaml}: {message}");
+                    assert!(message.contains(want_message), "{yaml}: {message}");
+                }
+                (got, want) => panic!("{yaml}: {got:?} vs {want:?}"),
+            }
+        }
+        let custom = plan("{serviceCIDR: 172.20.0.0/16, serviceNodePortRange: 31000-31999, clusterDomain: lab.example}")
+            .expect("plan");
+        assert_eq!(custom.service_cidr.to_string(), "172.20.0.0/16");
+        assert_eq!(custom.service_node_port_range.to_string(), "31000-31999");
+        assert_eq!(custom.cluster_domain, "lab.example");
     }
 }

@@ -11,7 +11,9 @@
 //! - [`resource_claim`]: ResourceClaims from templates, allocation of bound pods' claims,
 //!   reservations;
 //! - [`node_lifecycle`]: Unknown conditions, NoExecute taints and evictions of silent nodes;
-//! - [`disruption`]: PodDisruptionBudget status.
+//! - [`disruption`]: PodDisruptionBudget status;
+//! - [`endpointslice`], [`endpoints`]: a Service's EndpointSlices and legacy Endpoints from
+//!   its pods.
 //!
 //! No I/O, no clock, no randomness: time is always an input (`std::time::SystemTime`), and
 //! nothing here knows how a write reaches an API.
@@ -19,6 +21,8 @@
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod job;
 pub mod jobset;
 pub mod lws;

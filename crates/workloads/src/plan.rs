@@ -22,6 +22,10 @@ pub enum Resource {
     Job,
     /// `v1` PersistentVolumeClaims.
     PersistentVolumeClaim,
+    /// `discovery.k8s.io/v1` EndpointSlices.
+    EndpointSlice,
+    /// `v1` Endpoints.
+    Endpoints,
 }
 
 /// How a deletion reaches the deleted object's dependents (`propagationPolicy`).

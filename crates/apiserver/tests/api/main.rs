@@ -12,3 +12,4 @@ mod eviction;
 mod list_watch;
 mod patching;
 mod requests;
+mod services;

@@ -32,5 +32,6 @@ mod kueue_visibility;
 mod python;
 mod rbac;
 mod scheduling;
+mod services;
 mod sim;
 mod workloads;
