@@ -15,6 +15,7 @@ mod data_dir;
 mod detach;
 mod explain;
 mod fault;
+mod netpol;
 mod node;
 mod output;
 mod queue_cmd;
@@ -69,6 +70,8 @@ enum Command {
     /// The digital twin: simulate placement on a cluster, faster than real time.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Network policy reachability: the pod-to-pod truth table, and which policy decides.
+    Netpol(netpol::NetpolArgs),
 }
 
 #[derive(Subcommand)]
@@ -268,5 +271,6 @@ fn main() -> anyhow::Result<()> {
             bench_report::repeat(&args.repeat, || runtime.block_on(crash_drill::rows(&args)))
         }
         Command::Sim(command) => sim::run(&command),
+        Command::Netpol(args) => runtime.block_on(netpol::run(&args)),
     }
 }

@@ -12,7 +12,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use crate::compile::{Action, Other, Policy};
-use crate::model::{Direction, Labels, PodInfo, PolicyRef, Protocol, Tier, namespace_labels};
+use crate::model::{
+    Direction, EndpointName, Labels, PodInfo, PolicyRef, Protocol, Tier, namespace_labels,
+};
 
 /// A pod's handle in an evaluator (stable until the pod is removed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -132,6 +134,16 @@ impl Evaluator {
         self.pod_ids
             .get(&(namespace.to_string(), name.to_string()))
             .copied()
+    }
+
+    /// The endpoint a tool names: a known pod, or any address.
+    pub fn endpoint(&self, name: &EndpointName) -> Option<Endpoint> {
+        match name {
+            EndpointName::Pod { namespace, name } => {
+                self.pod_id(namespace, name).map(Endpoint::Pod)
+            }
+            EndpointName::Address(ip) => Some(Endpoint::Address(*ip)),
+        }
     }
 
     /// A pod.

@@ -242,3 +242,102 @@ impl Direction {
         }
     }
 }
+
+/// A port and protocol as the tools spell them: `80/TCP`, `53/udp`, or `80` (TCP).
+pub fn parse_port(text: &str) -> Result<(u16, Protocol), String> {
+    let (number, protocol) = match text.split_once('/') {
+        Some((n, p)) => (n, p.to_ascii_uppercase().parse::<Protocol>()?),
+        None => (text, Protocol::Tcp),
+    };
+    let port: u16 = number
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("{text:?}: a port is a number from 1 to 65535, e.g. 80/TCP"))?;
+    Ok((port, protocol))
+}
+
+/// One end of a connection as the tools spell it: `NAMESPACE/POD` or an IP address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointName {
+    /// A pod.
+    Pod {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// An address.
+    Address(IpAddr),
+}
+
+impl EndpointName {
+    /// `NAMESPACE/POD`, `POD` (in `default`) or an IP address.
+    pub fn parse(text: &str) -> Result<EndpointName, String> {
+        if let Ok(ip) = text.parse() {
+            return Ok(EndpointName::Address(ip));
+        }
+        let (namespace, name) = text.split_once('/').unwrap_or(("default", text));
+        if namespace.is_empty() || name.is_empty() || name.contains('/') {
+            return Err(format!("{text:?}: expected NAMESPACE/POD or an IP address"));
+        }
+        Ok(EndpointName::Pod {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+
+    /// A destination with its port: `NAMESPACE/POD:PORT/PROTO` or `IP:PORT/PROTO`
+    /// (`[IPv6]:PORT/PROTO`).
+    pub fn parse_with_port(text: &str) -> Result<(EndpointName, u16, Protocol), String> {
+        let (end, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{text:?}: expected NAMESPACE/POD:PORT/PROTO"))?;
+        let end = end
+            .strip_prefix('[')
+            .and_then(|e| e.strip_suffix(']'))
+            .unwrap_or(end);
+        let (port, protocol) = parse_port(port)?;
+        Ok((EndpointName::parse(end)?, port, protocol))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_and_endpoints_parse_as_the_tools_spell_them() {
+        assert_eq!(parse_port("80/TCP"), Ok((80, Protocol::Tcp)));
+        assert_eq!(parse_port("53/udp"), Ok((53, Protocol::Udp)));
+        assert_eq!(parse_port("9003/SCTP"), Ok((9003, Protocol::Sctp)));
+        assert_eq!(parse_port("81"), Ok((81, Protocol::Tcp)));
+        for bad in ["0/TCP", "65536", "80/ICMP", "http", ""] {
+            assert!(parse_port(bad).is_err(), "{bad}");
+        }
+        let pod = |ns: &str, name: &str| EndpointName::Pod {
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        assert_eq!(EndpointName::parse("x/a"), Ok(pod("x", "a")));
+        assert_eq!(EndpointName::parse("a"), Ok(pod("default", "a")));
+        assert_eq!(
+            EndpointName::parse("10.0.0.1"),
+            Ok(EndpointName::Address("10.0.0.1".parse().expect("ip")))
+        );
+        assert!(EndpointName::parse("x/a/b").is_err());
+        assert_eq!(
+            EndpointName::parse_with_port("y/b:81/UDP"),
+            Ok((pod("y", "b"), 81, Protocol::Udp))
+        );
+        assert_eq!(
+            EndpointName::parse_with_port("[fd00::1]:80/TCP"),
+            Ok((
+                EndpointName::Address("fd00::1".parse().expect("ip")),
+                80,
+                Protocol::Tcp
+            ))
+        );
+        assert!(EndpointName::parse_with_port("y/b").is_err());
+    }
+}

@@ -5,8 +5,8 @@
 
 use std::fmt::Write;
 
-use crate::evaluator::{Decision, Verdict};
-use crate::model::Direction;
+use crate::evaluator::{Decision, Evaluator, PodId, Verdict};
+use crate::model::{Direction, EndpointName, Protocol};
 
 /// The table of `allowed(from, to)` over `names` (`namespace/pod`), headed by `corner`
 /// (cyclonus puts the port and protocol there, e.g. `TCP/80`).
@@ -85,4 +85,51 @@ fn describe(decision: &Decision) -> String {
         None => "no rule matches: the pod is isolated".to_string(),
     };
     format!("{verb}: tier {}, {policy}, {rule}", decision.tier.as_str())
+}
+
+/// The truth table of the pods of `namespaces` (every pod when empty) for one port.
+pub fn matrix_report(
+    evaluator: &Evaluator,
+    namespaces: &[String],
+    port: u16,
+    protocol: Protocol,
+) -> String {
+    let pods: Vec<PodId> = evaluator
+        .pod_ids()
+        .into_iter()
+        .filter(|id| {
+            namespaces.is_empty()
+                || evaluator
+                    .pod(*id)
+                    .is_some_and(|p| namespaces.contains(&p.namespace))
+        })
+        .collect();
+    let matrix = evaluator.matrix(&pods, port, protocol);
+    let names: Vec<String> = matrix
+        .pods()
+        .iter()
+        .filter_map(|id| evaluator.pod(*id))
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect();
+    truth_table(&format!("{protocol}/{port}"), &names, |i, j| {
+        matrix.allowed(i, j)
+    })
+}
+
+/// The explanation of one connection, or which end is unknown.
+pub fn explain_report(
+    evaluator: &Evaluator,
+    from: &EndpointName,
+    to: &EndpointName,
+    port: u16,
+    protocol: Protocol,
+) -> Result<String, String> {
+    let resolve = |end: &EndpointName| {
+        evaluator.endpoint(end).ok_or_else(|| match end {
+            EndpointName::Pod { namespace, name } => format!("pod {namespace}/{name} not found"),
+            EndpointName::Address(ip) => format!("address {ip} not usable"),
+        })
+    };
+    let verdict = evaluator.verdict(resolve(from)?, resolve(to)?, port, protocol);
+    Ok(explain(&verdict))
 }

@@ -28,6 +28,7 @@ mod kueue_pods;
 mod kueue_queue;
 mod kueue_topology;
 mod kueue_visibility;
+mod netpol;
 mod python;
 mod rbac;
 mod scheduling;
