@@ -1,6 +1,7 @@
 //! CIDR blocks (IPv4 and IPv6) and the `ipBlock` peer: a block minus its exceptions. Knows
-//! nothing of policies; parsing follows Go's `net.ParseCIDR` as upstream validation uses it
-//! (a block's host bits may be set; the block is its network).
+//! nothing of policies; parsing follows `netutils.ParseCIDRSloppy`, which upstream's
+//! validation of NetworkPolicy's legacy CIDR fields uses: host bits may be set (the block is
+//! its network), and IPv4 octets and the prefix length may have leading zeros.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -68,12 +69,13 @@ impl FromStr for Cidr {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let err = || CidrError(text.to_string());
         let (address, prefix) = text.split_once('/').ok_or_else(err)?;
-        let ip: IpAddr = address.parse().map_err(|_| err())?;
-        // Go accepts only decimal digits, no sign, no leading zeros beyond one digit.
-        if prefix.is_empty()
-            || !prefix.bytes().all(|b| b.is_ascii_digit())
-            || (prefix.len() > 1 && prefix.starts_with('0'))
-        {
+        let ip: IpAddr = address
+            .parse()
+            .ok()
+            .or_else(|| sloppy_ipv4(address))
+            .ok_or_else(err)?;
+        // Decimal digits only: no sign, no spaces.
+        if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_digit()) {
             return Err(err());
         }
         let prefix: u8 = prefix.parse().map_err(|_| err())?;
@@ -88,6 +90,20 @@ impl FromStr for Cidr {
             prefix,
         })
     }
+}
+
+/// An IPv4 address whose octets have leading zeros (`010.0.0.1`), read as decimal.
+fn sloppy_ipv4(text: &str) -> Option<IpAddr> {
+    let octets: Vec<u8> = text
+        .split('.')
+        .map(|part| {
+            (!part.is_empty() && part.len() <= 3 && part.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| part.parse().ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()?;
+    let octets: [u8; 4] = octets.try_into().ok()?;
+    Some(IpAddr::from(octets))
 }
 
 impl fmt::Display for Cidr {
@@ -152,6 +168,7 @@ mod tests {
             ("::/0", "10.0.0.1", false),
             ("10.1.2.3/8", "10.200.0.1", true),
             ("fd00::1/128", "fd00::1", true),
+            ("010.001.0.0/016", "10.1.200.1", true),
         ];
         for (cidr, ip, want) in table {
             let cidr: Cidr = cidr.parse().expect(cidr);
@@ -169,7 +186,8 @@ mod tests {
             "fd00::/129",
             "10.0.0.0/-1",
             "10.0.0.0/+8",
-            "10.0.0.0/08",
+            "010.0.0.256/8",
+            "10.0.0.0/ 8",
             "",
             "/8",
             "10.0.0.0/",

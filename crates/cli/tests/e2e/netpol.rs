@@ -1,7 +1,8 @@
 //! `tessera netpol matrix` and `explain` against the embedded platform: namespaces, pods and
 //! policies applied with the real kubectl (a NetworkPolicy, and a ClusterNetworkPolicy served
 //! through its CRD), then the truth table and the deciding tier, policy and rule read back
-//! from the cluster; a what-if file laid over the cluster's objects; and a file alone.
+//! from the cluster; a what-if file laid over the cluster's objects; and a file alone. A
+//! malformed NetworkPolicy is refused with upstream's field paths and messages.
 
 use std::process::Command;
 
@@ -39,6 +40,15 @@ metadata: {name: allow-from-y, namespace: x}
 spec:
   podSelector: {matchLabels: {pod: a}}
   ingress: [{from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: "y"}}}], ports: [{port: serve-80-tcp}]}]
+"#;
+
+const BAD_POLICY: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bad, namespace: x}
+spec:
+  podSelector: {}
+  ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/16, except: [10.0.0.0/8]}}], ports: [{port: 80, endPort: 79}]}]
 "#;
 
 const CNP_CRD: &str = r#"
@@ -93,6 +103,16 @@ fn netpol_matrix_and_explain_read_the_clusters_policies() {
     let home = tempfile::tempdir().expect("home");
     let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
     cluster.ok_stdin(V, &["apply", "-f", "-"], OBJECTS);
+    // Bad input is refused with upstream's field path and message.
+    let refused = cluster.fails(V, &["apply", "-f", "-"], Some(BAD_POLICY));
+    assert!(
+        refused.contains(
+            "spec.ingress[0].from[0].ipBlock.except[0]: Invalid value: \"10.0.0.0/8\": must be a strict subset of `cidr`"
+        ) && refused.contains(
+            "spec.ingress[0].ports[0].endPort: Invalid value: 79: must be greater than or equal to `port`"
+        ),
+        "{refused}"
+    );
     cluster.ok_stdin(V, &["apply", "-f", "-"], CNP_CRD);
     cluster.wait_for(
         V,
