@@ -588,3 +588,268 @@ fn deny_isolated(isolator: &PolicyRef) -> Decision {
         rule: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EndpointName;
+    use crate::objects::Objects;
+
+    const CLUSTER: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: prod, labels: {env: prod}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: dev, labels: {env: dev}}
+---
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Pod, metadata: {namespace: prod, name: api, labels: {app: api}},
+   spec: {containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]}, status: {podIP: 10.1.0.1}}
+- {apiVersion: v1, kind: Pod, metadata: {namespace: prod, name: db, labels: {app: db}},
+   spec: {containers: [{name: c}]}, status: {podIPs: [{ip: 10.1.0.2}, {ip: "fd00::1:2"}]}}
+- {apiVersion: v1, kind: Pod, metadata: {namespace: dev, name: client, labels: {app: client}},
+   spec: {containers: [{name: c}]}, status: {podIP: 10.2.0.1}}
+- {apiVersion: v1, kind: Pod, metadata: {namespace: dev, name: tool, labels: {app: tool}},
+   spec: {containers: [{name: c}]}, status: {podIP: 10.2.0.2}}
+- {apiVersion: v1, kind: Pod, metadata: {namespace: ops, name: monitor, labels: {app: monitor}},
+   spec: {containers: [{name: c}]}, status: {podIP: 10.3.0.1}}
+---
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: deny-dev-to-prod}
+spec:
+  priority: 20
+  subject: {namespaces: {matchLabels: {env: prod}}}
+  ingress: [{name: from-dev, action: Deny, from: [{namespaces: {matchLabels: {env: dev}}}]}]
+---
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: allow-monitor}
+spec:
+  priority: 10
+  subject: {namespaces: {matchLabels: {env: prod}}}
+  ingress:
+  - name: scrape
+    action: Allow
+    from: [{pods: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ops}}, podSelector: {matchLabels: {app: monitor}}}}]
+    ports: [{namedPort: http}]
+---
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: pass-ops}
+spec:
+  priority: 15
+  subject: {namespaces: {matchLabels: {env: prod}}}
+  ingress: [{name: ops, action: Pass, from: [{namespaces: {matchLabels: {kubernetes.io/metadata.name: ops}}}]}]
+---
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: BaselineAdminNetworkPolicy
+metadata: {name: default}
+spec:
+  subject: {namespaces: {matchLabels: {env: prod}}}
+  ingress: [{name: no-ops, action: Deny, from: [{namespaces: {matchLabels: {kubernetes.io/metadata.name: ops}}}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: prod, name: db-ingress}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  ingress: [{from: [{podSelector: {matchLabels: {app: api}}}], ports: [{port: 5432}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: dev, name: client-egress}
+spec:
+  podSelector: {matchLabels: {app: client}}
+  policyTypes: [Egress]
+  egress: [{to: [{ipBlock: {cidr: 0.0.0.0/0, except: [10.0.0.0/8]}}]}]
+"#;
+
+    #[test]
+    fn verdicts_name_the_tier_policy_and_rule_that_decide() {
+        let evaluator = Objects::from_yaml(CLUSTER).expect("objects").evaluator();
+        let end = |text: &str| {
+            evaluator
+                .endpoint(&EndpointName::parse(text).expect("name"))
+                .expect(text)
+        };
+        // (from, to, port, protocol) → (allowed, deciding direction, tier, policy, rule)
+        let table = [
+            (
+                "ops/monitor",
+                "prod/api",
+                8080,
+                Protocol::Tcp,
+                (
+                    true,
+                    Direction::Ingress,
+                    Tier::Admin,
+                    Some("allow-monitor"),
+                    Some(0),
+                ),
+            ),
+            // The named port resolves on the destination only: 9090 is not `http`; Pass
+            // skips the Admin tier, no NetworkPolicy selects prod/api, the baseline denies.
+            (
+                "ops/monitor",
+                "prod/api",
+                9090,
+                Protocol::Tcp,
+                (
+                    false,
+                    Direction::Ingress,
+                    Tier::Baseline,
+                    Some("default"),
+                    Some(0),
+                ),
+            ),
+            (
+                "dev/tool",
+                "prod/api",
+                8080,
+                Protocol::Tcp,
+                (
+                    false,
+                    Direction::Ingress,
+                    Tier::Admin,
+                    Some("deny-dev-to-prod"),
+                    Some(0),
+                ),
+            ),
+            // Egress isolation decides before the destination's Admin tier is consulted.
+            (
+                "dev/client",
+                "prod/api",
+                8080,
+                Protocol::Tcp,
+                (
+                    false,
+                    Direction::Egress,
+                    Tier::NetworkPolicy,
+                    Some("client-egress"),
+                    None,
+                ),
+            ),
+            (
+                "dev/client",
+                "8.8.8.8",
+                53,
+                Protocol::Udp,
+                (
+                    true,
+                    Direction::Egress,
+                    Tier::NetworkPolicy,
+                    Some("client-egress"),
+                    Some(0),
+                ),
+            ),
+            (
+                "8.8.8.8",
+                "prod/api",
+                8080,
+                Protocol::Tcp,
+                (true, Direction::Ingress, Tier::Default, None, None),
+            ),
+            (
+                "prod/api",
+                "prod/db",
+                5432,
+                Protocol::Tcp,
+                (
+                    true,
+                    Direction::Ingress,
+                    Tier::NetworkPolicy,
+                    Some("db-ingress"),
+                    Some(0),
+                ),
+            ),
+            (
+                "prod/api",
+                "prod/db",
+                5432,
+                Protocol::Udp,
+                (
+                    false,
+                    Direction::Ingress,
+                    Tier::NetworkPolicy,
+                    Some("db-ingress"),
+                    None,
+                ),
+            ),
+            (
+                "prod/api",
+                "prod/db",
+                80,
+                Protocol::Tcp,
+                (
+                    false,
+                    Direction::Ingress,
+                    Tier::NetworkPolicy,
+                    Some("db-ingress"),
+                    None,
+                ),
+            ),
+            (
+                "ops/monitor",
+                "dev/tool",
+                80,
+                Protocol::Tcp,
+                (true, Direction::Ingress, Tier::Default, None, None),
+            ),
+        ];
+        for (from, to, port, protocol, (allowed, direction, tier, policy, rule)) in table {
+            let verdict = evaluator.verdict(end(from), end(to), port, protocol);
+            let (decided, decision) = verdict.decided_by();
+            let got = (
+                verdict.allowed,
+                decided,
+                decision.tier,
+                decision.policy.as_ref().map(|p| p.name.as_str()),
+                decision.rule.as_ref().map(|r| r.index),
+            );
+            assert_eq!(
+                got,
+                (allowed, direction, tier, policy, rule),
+                "{from} → {to}:{port}/{protocol}"
+            );
+        }
+        // The ops namespace has no object: its pods still carry the automatic name label.
+        assert_eq!(
+            evaluator
+                .namespace_labels("ops")
+                .get(crate::model::NAMESPACE_NAME_LABEL)
+                .map(String::as_str),
+            Some("ops")
+        );
+    }
+
+    #[test]
+    fn a_policy_change_touches_only_the_pods_it_selects_or_selected() {
+        let mut evaluator = Objects::from_yaml(CLUSTER).expect("objects").evaluator();
+        let db = evaluator.pod_id("prod", "db").expect("db");
+        let api = evaluator.pod_id("prod", "api").expect("api");
+        let mut policy = evaluator
+            .selecting(db)
+            .iter()
+            .filter_map(|id| evaluator.policy(*id))
+            .find(|p| p.id.name == "db-ingress")
+            .cloned()
+            .expect("a NetworkPolicy on db");
+        // Re-selecting from db to api touches both, and nothing else.
+        policy.subject.pods.match_labels = Some([("app".to_string(), "api".to_string())].into());
+        assert_eq!(evaluator.upsert_policy(policy.clone()).pods, {
+            let mut both = vec![api, db];
+            both.sort();
+            both
+        });
+        assert_eq!(evaluator.remove_policy(&policy.id).pods, vec![api]);
+        assert_eq!(
+            evaluator.remove_policy(&policy.id).pods,
+            Vec::<PodId>::new()
+        );
+    }
+}

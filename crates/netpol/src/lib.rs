@@ -13,6 +13,7 @@ pub mod evaluator;
 pub mod matrix;
 pub mod model;
 pub mod objects;
+pub mod synthetic;
 pub mod table;
 
 pub use compile::Policy;
