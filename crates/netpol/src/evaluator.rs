@@ -324,21 +324,16 @@ impl Evaluator {
         if selects == was {
             return false;
         }
-        let order = |evaluator: &Evaluator, id: &PolicyId| {
-            evaluator.entry(*id).map(|e| {
-                let (tier, priority, kind, ns, name) = e.policy.order_key();
-                (
-                    tier,
-                    priority,
-                    kind,
-                    ns.map(str::to_string),
-                    name.to_string(),
-                )
+        // Where the policy sits in the pod's list, in evaluation order (borrowed keys, no
+        // allocation: the lookups end before the lists change).
+        let position = {
+            let key = entry.policy.order_key();
+            self.selected[pod.0 as usize].binary_search_by(|probe| {
+                self.entry(*probe)
+                    .map(|e| e.policy.order_key())
+                    .cmp(&Some(key))
             })
         };
-        let key = order(self, &policy);
-        let position =
-            self.selected[pod.0 as usize].binary_search_by(|probe| order(self, probe).cmp(&key));
         let list = &mut self.selected[pod.0 as usize];
         let Some(Some(entry)) = self.policies.get_mut(policy.0 as usize) else {
             return false;
