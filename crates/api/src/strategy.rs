@@ -425,6 +425,9 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             causes.extend(crate::autoscaling::validate(object));
         }
+        ("networking.k8s.io", "NetworkPolicy") => {
+            causes.extend(crate::validation::network_policy::validate(object));
+        }
         ("batch", "Job") => check_job_template(object, "/spec", "spec", &mut causes),
         ("batch", "CronJob") => check_job_template(
             object,

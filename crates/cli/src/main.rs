@@ -2,6 +2,7 @@
 
 mod agent;
 mod bench;
+mod bench_netpol;
 mod bench_queue;
 mod bench_queue_api;
 mod bench_report;
@@ -15,6 +16,7 @@ mod data_dir;
 mod detach;
 mod explain;
 mod fault;
+mod netpol;
 mod node;
 mod output;
 mod queue_cmd;
@@ -69,6 +71,8 @@ enum Command {
     /// The digital twin: simulate placement on a cluster, faster than real time.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Network policy reachability: the pod-to-pod truth table, and which policy decides.
+    Netpol(netpol::NetpolArgs),
 }
 
 #[derive(Subcommand)]
@@ -93,6 +97,9 @@ enum BenchCommand {
     /// Durability: concurrent writers, `kill -9` of the server, restart; no acknowledged
     /// write may be lost.
     CrashDrill(crash_drill::CrashDrillArgs),
+    /// The network policy core: the reachability matrix of 10,000 pods under 2,000
+    /// policies, single verdicts, one policy's replacement.
+    Netpol(bench_netpol::NetpolBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -264,9 +271,13 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Queue(args)) => {
             bench_report::repeat(&args.repeat, || bench_queue::queue(&args))
         }
+        Command::Bench(BenchCommand::Netpol(args)) => {
+            bench_report::repeat(&args.repeat, || bench_netpol::netpol(&args))
+        }
         Command::Bench(BenchCommand::CrashDrill(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(crash_drill::rows(&args)))
         }
         Command::Sim(command) => sim::run(&command),
+        Command::Netpol(args) => runtime.block_on(netpol::run(&args)),
     }
 }

@@ -12,7 +12,7 @@
 
 mod claims;
 mod env;
-mod formats;
+pub(crate) mod formats;
 mod ports;
 mod volumes;
 

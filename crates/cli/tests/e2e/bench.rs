@@ -127,6 +127,41 @@ fn every_bench_command_runs_at_a_tiny_size() {
             ],
         ),
         (
+            "netpol",
+            vec![
+                "--pods",
+                "300",
+                "--policies",
+                "50",
+                "--verdicts",
+                "100",
+                "--changes",
+                "5",
+            ],
+            vec![
+                (
+                    "build the index, 300 pods, 50 policies",
+                    "core (no API)",
+                    300.0,
+                ),
+                (
+                    "reachability matrix TCP/80, 300 pods, 50 policies",
+                    "core (no API)",
+                    90_000.0,
+                ),
+                (
+                    "single verdict TCP/80, 300 pods, 50 policies",
+                    "core (no API)",
+                    100.0,
+                ),
+                (
+                    "replace one policy, 300 pods, 50 policies",
+                    "core (no API)",
+                    5.0,
+                ),
+            ],
+        ),
+        (
             "rbac",
             vec!["--roles", "10", "--bindings", "20", "--decisions", "100"],
             vec![("RBAC decision, 10 roles, 20 bindings", "in-process", 100.0)],

@@ -29,6 +29,7 @@ mod kueue_queue;
 mod kueue_tas;
 mod kueue_topology;
 mod kueue_visibility;
+mod netpol;
 mod python;
 mod rbac;
 mod scheduling;
