@@ -70,27 +70,33 @@ fn type_word(value: &Value) -> &'static str {
 /// Evaluates every rule in the schema against an object (and its previous version).
 pub fn check(schema: Schema<'_>, object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
-    walk(schema, object, old, "", &mut causes);
+    walk(schema, object, old, false, "", &mut causes);
     causes
 }
 
+/// `unchanged`: the value equals its correlated old value (an ancestor's did). Rules that
+/// do not read `oldSelf` are not evaluated there: upstream ratchets their errors on
+/// unchanged values (`CRDValidationRatcheting`, on by default since 1.30), so an object
+/// stored under older rules can still be written; transition rules always run.
 fn walk(
     schema: Schema<'_>,
     value: &Value,
     old: Option<&Value>,
+    unchanged: bool,
     path: &str,
     causes: &mut Vec<Cause>,
 ) {
     let Some(node) = schema.resolved() else {
         return;
     };
+    let unchanged = unchanged || old.is_some_and(|old| old == value);
     if let Some(rules) = node
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
     {
         let mut bound = Bound::new(value, old, path.is_empty());
         for rule in rules {
-            evaluate(rule, &mut bound, path, causes);
+            evaluate(rule, &mut bound, unchanged, path, causes);
         }
     }
     match value {
@@ -106,7 +112,14 @@ fn walk(
                     },
                 };
                 let old_child = old.and_then(|o| o.get(key));
-                walk(child_schema, child, old_child, &join(path, key), causes);
+                walk(
+                    child_schema,
+                    child,
+                    old_child,
+                    unchanged,
+                    &join(path, key),
+                    causes,
+                );
             }
         }
         Value::Array(items) => {
@@ -135,6 +148,7 @@ fn walk(
                     item_schema,
                     item,
                     old_item,
+                    unchanged,
                     &format!("{path}[{index}]"),
                     causes,
                 );
@@ -224,7 +238,13 @@ impl<'v> Bound<'v> {
     }
 }
 
-fn evaluate(rule: &Value, bound: &mut Bound<'_>, path: &str, causes: &mut Vec<Cause>) {
+fn evaluate(
+    rule: &Value,
+    bound: &mut Bound<'_>,
+    unchanged: bool,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
     let Some(text) = rule.get("rule").and_then(Value::as_str) else {
         return;
     };
@@ -238,7 +258,7 @@ fn evaluate(rule: &Value, bound: &mut Bound<'_>, path: &str, causes: &mut Vec<Ca
         Err(error) => return cannot_evaluate(causes, format!("rule compile error: {error}")),
     };
     let transition = program.references().has_variable("oldSelf");
-    if transition && bound.old.is_none() {
+    if (transition && bound.old.is_none()) || (!transition && unchanged) {
         return;
     }
     let named = rule_error_string(rule, text);
@@ -382,6 +402,48 @@ mod tests {
                 "spec.immutable: Invalid value: \"string\": Value is immutable",
             ]
         );
+    }
+
+    /// Ratcheting as upstream: a value stored before a rule forbade it may stay as it is
+    /// (its non-transition rules are not held against it while it is unchanged), but a
+    /// changed value must satisfy them, and transition rules run on unchanged values too.
+    #[test]
+    fn unchanged_values_ratchet_their_rules() {
+        let schema_value = json!({"type": "object", "properties": {
+            "spec": {"type": "object",
+                "x-kubernetes-validations": [{"rule": "self.count < 10", "message": "too many"}],
+                "properties": {"count": {"type": "integer"}}},
+            "status": {"type": "object",
+                "x-kubernetes-validations": [
+                    {"rule": "self.phase != 'Bad'", "message": "bad phase"},
+                    {"rule": "oldSelf.phase == 'Bad' || self.phase == oldSelf.phase", "message": "phase is fixed"}],
+                "properties": {"phase": {"type": "string"}}}}});
+        let schema = Schema::of(&schema_value);
+        let messages = |new: &Value, old: &Value| -> Vec<String> {
+            check(schema, new, Some(old))
+                .into_iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect()
+        };
+        let old = json!({"spec": {"count": 12}, "status": {"phase": "Bad"}});
+        // Only the status moves: the spec stored under a looser rule is left alone.
+        let next = json!({"spec": {"count": 12}, "status": {"phase": "Good"}});
+        assert_eq!(messages(&next, &old), Vec::<String>::new());
+        // A changed spec must hold.
+        let next = json!({"spec": {"count": 11}, "status": {"phase": "Bad"}});
+        assert_eq!(
+            messages(&next, &old),
+            ["spec: Invalid value: \"object\": too many"]
+        );
+        // Transition rules run on unchanged values; without an old value nothing ratchets.
+        let old = json!({"spec": {"count": 1}, "status": {"phase": "Good"}});
+        let next = json!({"spec": {"count": 1}, "status": {"phase": "Other"}});
+        assert_eq!(
+            messages(&next, &old),
+            ["status: Invalid value: \"object\": phase is fixed"]
+        );
+        let bad = json!({"spec": {"count": 12}, "status": {"phase": "Good"}});
+        assert_eq!(check(schema, &bad, None).len(), 1);
     }
 
     /// A rule that cannot be evaluated never admits the object: it is an error at the rule's

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::fieldset::{ignored, ownable};
+use super::fieldset::{encode_element, ignored, ownable};
 use super::shape::{Shape, group_items, shape};
 use super::{Element, Path};
 use crate::patch::Schema;
@@ -30,6 +30,29 @@ impl Comparison {
     pub fn changed(&self, path: &Path) -> bool {
         self.added.contains(path) || self.modified.contains(path)
     }
+
+    /// Whether an entry's FieldsV1 holds any path this comparison added, modified or
+    /// removed (an entry it leaves alone need not be decoded).
+    pub fn touches(&self, fields_v1: &Value) -> bool {
+        self.added
+            .iter()
+            .chain(&self.modified)
+            .chain(&self.removed)
+            .any(|path| fields_v1_holds(fields_v1, path))
+    }
+}
+
+/// Whether a FieldsV1 tree holds `path` as a member (a leaf, or a parent marked `"."`).
+fn fields_v1_holds(fields_v1: &Value, path: &[Element]) -> bool {
+    let mut node = fields_v1;
+    for element in path {
+        match node.get(encode_element(element)) {
+            Some(child) => node = child,
+            None => return false,
+        }
+    }
+    node.as_object()
+        .is_some_and(|map| map.is_empty() || map.contains_key("."))
 }
 
 /// Which part of the object a write may change.

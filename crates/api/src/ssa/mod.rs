@@ -95,8 +95,6 @@ impl Managed {
 
 /// The `managedFields` of an object.
 pub fn managed(object: &Value) -> Vec<Managed> {
-    let text =
-        |entry: &Value, key: &str| entry.get(key).and_then(Value::as_str).map(str::to_string);
     object
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
@@ -104,16 +102,26 @@ pub fn managed(object: &Value) -> Vec<Managed> {
             entries
                 .iter()
                 .map(|e| Managed {
-                    manager: text(e, "manager").unwrap_or_default(),
-                    operation: text(e, "operation").unwrap_or_else(|| "Update".into()),
-                    api_version: text(e, "apiVersion").unwrap_or_default(),
-                    time: text(e, "time").unwrap_or_default(),
-                    subresource: text(e, "subresource"),
                     fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                    ..identity(e)
                 })
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A `managedFields` entry's manager, operation, version, time and subresource, without
+/// decoding its fields.
+fn identity(entry: &Value) -> Managed {
+    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_string);
+    Managed {
+        manager: text("manager").unwrap_or_default(),
+        operation: text("operation").unwrap_or_else(|| "Update".into()),
+        api_version: text("apiVersion").unwrap_or_default(),
+        time: text("time").unwrap_or_default(),
+        subresource: text("subresource"),
+        fields: BTreeSet::new(),
+    }
 }
 
 /// Writes `managedFields` into an object (entries without fields are dropped).
@@ -299,15 +307,25 @@ pub fn apply(
     Ok(Applied { object })
 }
 
-/// The entries a write starts from: those the request carries when it sets any (how kubectl
-/// hands a client-side applier's fields over to its server-side apply), else the stored
-/// ones. Writes through a subresource always start from the stored ones.
-fn entries_before(old: &Value, new: &Value, subresource: Option<&str>) -> Vec<Managed> {
-    let requested = managed(new);
-    if subresource.is_none() && !requested.is_empty() {
-        requested
-    } else {
-        managed(old)
+/// The raw `managedFields` entries a write starts from: those the request carries when it
+/// sets any (how kubectl hands a client-side applier's fields over to its server-side
+/// apply), else the stored ones. Writes through a subresource always start from the stored
+/// ones.
+fn raw_entries_before(old: &Value, new: &mut Value, subresource: Option<&str>) -> Vec<Value> {
+    let requested = new
+        .pointer_mut("/metadata/managedFields")
+        .map(Value::take)
+        .and_then(|entries| match entries {
+            Value::Array(entries) if !entries.is_empty() => Some(entries),
+            _ => None,
+        });
+    match requested {
+        Some(entries) if subresource.is_none() => entries,
+        _ => old
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
     }
 }
 
@@ -349,20 +367,50 @@ pub fn record_update(
         }
         return;
     }
-    let mut entries = entries_before(old, new, subresource);
     let scope = if status_write {
         Scope::Status
     } else {
         Scope::Main
     };
     let comparison = compare(old, new, schema, scope);
-    let writer = entry_of(&mut entries, manager, "Update", api_version, subresource);
-    // An update is always forced (it takes over what it changed), so it never conflicts.
-    let writer = settle(&mut entries, writer, &comparison, true).unwrap_or(writer);
     let changed = !comparison.added.is_empty() || !comparison.modified.is_empty();
-    let Some(entry) = entries.get_mut(writer) else {
-        return;
-    };
+    // Entries the write takes nothing from keep their stored form; only the writer's and
+    // those losing fields are decoded and written again.
+    let mut entries: Vec<Value> = Vec::new();
+    let mut writer: Option<(usize, Managed)> = None;
+    for raw in raw_entries_before(old, new, subresource) {
+        let Some(fields_v1) = raw.get("fieldsV1").filter(|f| !is_empty_map(f)) else {
+            continue;
+        };
+        let mut entry = identity(&raw);
+        if writer.is_none() && entry.is(manager, "Update", api_version, subresource) {
+            entry.fields = from_fields_v1(fields_v1);
+            writer = Some((entries.len(), entry));
+            entries.push(Value::Null);
+        } else if comparison.touches(fields_v1) {
+            entry.fields = from_fields_v1(fields_v1);
+            entry
+                .fields
+                .retain(|path| !comparison.changed(path) && !comparison.removed.contains(path));
+            if !entry.fields.is_empty() {
+                entries.push(managed_entry(&entry, to_fields_v1(&entry.fields)));
+            }
+        } else {
+            entries.push(raw);
+        }
+    }
+    let (position, mut entry) = writer.unwrap_or_else(|| {
+        entries.push(Value::Null);
+        let entry = Managed {
+            manager: manager.to_string(),
+            operation: "Update".into(),
+            api_version: api_version.to_string(),
+            time: String::new(),
+            subresource: subresource.map(str::to_string),
+            fields: BTreeSet::new(),
+        };
+        (entries.len() - 1, entry)
+    });
     entry
         .fields
         .retain(|path| !comparison.removed.contains(path));
@@ -371,5 +419,20 @@ pub fn record_update(
     if changed {
         entry.time = now.to_string();
     }
-    set_managed(new, &entries);
+    if entry.fields.is_empty() {
+        entries.remove(position);
+    } else {
+        entries[position] = managed_entry(&entry, to_fields_v1(&entry.fields));
+    }
+    if let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        if entries.is_empty() {
+            metadata.remove("managedFields");
+        } else {
+            metadata.insert("managedFields".into(), Value::Array(entries));
+        }
+    }
+}
+
+fn is_empty_map(value: &Value) -> bool {
+    value.as_object().is_some_and(Map::is_empty)
 }

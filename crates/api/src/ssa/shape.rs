@@ -40,7 +40,11 @@ pub(super) fn shape(value: &Value, schema: Schema<'_>) -> Shape {
 /// The schema nodes an extension may sit on: the field's own node and what it refers to.
 fn nodes(schema: Schema<'_>) -> impl Iterator<Item = &Value> {
     let raw = schema.raw();
-    let resolved = schema.resolved().filter(|r| Some(*r) != raw);
+    // The same node when it refers to nothing: compared by address (comparing the
+    // values would walk the whole schema beneath).
+    let resolved = schema
+        .resolved()
+        .filter(|r| raw.is_none_or(|raw| !std::ptr::eq(*r, raw)));
     raw.into_iter().chain(resolved)
 }
 

@@ -236,3 +236,48 @@ fn updates_take_ownership_of_what_they_change() {
         "\"kubectl-scale\" with subresource \"scale\" using apps/v1"
     );
 }
+
+#[test]
+fn an_update_rewrites_only_the_entries_it_takes_fields_from() {
+    let schema = deployment();
+    // Stored entries: alice owns the replicas, the image and a status field; bob owns the
+    // labels. alice's entry is written with its keys out of the canonical order.
+    let stored = json!({
+        "metadata": {"name": "d", "labels": {"app": "a"}, "managedFields": [
+            {"manager": "alice", "operation": "Update", "apiVersion": "apps/v1", "time": "t0",
+             "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:replicas": {}}, "f:metadata": {}}},
+            {"manager": "bob", "operation": "Update", "apiVersion": "apps/v1", "time": "t0",
+             "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}},
+            {"manager": "gone", "operation": "Update", "apiVersion": "apps/v1", "time": "t0",
+             "fieldsType": "FieldsV1", "fieldsV1": {}}
+        ]},
+        "spec": {"replicas": 2}
+    });
+    let mut next = stored.clone();
+    next["metadata"]["labels"]["app"] = json!("b");
+    record_update(&stored, &mut next, "carol", "apps/v1", "t1", None, schema);
+    let entries = next["metadata"]["managedFields"].as_array().unwrap();
+    // alice's entry is untouched (byte for byte), bob lost his only field and is gone, the
+    // empty entry is dropped, and carol owns the label.
+    assert_eq!(entries.len(), 2, "{entries:#?}");
+    assert_eq!(entries[0], stored["metadata"]["managedFields"][0]);
+    assert_eq!(
+        serde_json::to_string(&entries[0]["fieldsV1"]).unwrap(),
+        r#"{"f:spec":{"f:replicas":{}},"f:metadata":{}}"#
+    );
+    assert_eq!(entries[1]["manager"], "carol");
+    assert_eq!(entries[1]["time"], "t1");
+    assert_eq!(
+        entries[1]["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {"f:app": {}}}})
+    );
+    // A write that changes nothing adds no entry and leaves the others as stored.
+    let mut same = next.clone();
+    record_update(&next, &mut same, "dave", "apps/v1", "t2", None, schema);
+    assert_eq!(
+        same["metadata"]["managedFields"],
+        next["metadata"]["managedFields"]
+    );
+}
