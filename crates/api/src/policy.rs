@@ -209,6 +209,7 @@ pub const COMPONENTS: &[Component] = &[
                     "cohorts",
                     "localqueues",
                     "workloadpriorityclasses",
+                    "admissionchecks",
                 ],
                 READ,
             ),

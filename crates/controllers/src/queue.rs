@@ -1,6 +1,6 @@
 //! The queue manager's shell: Kueue's admission loop and its batch/v1 Job and JobSet
 //! integrations over a Kubernetes API. It watches ResourceFlavors, ClusterQueues, Cohorts,
-//! LocalQueues, Workloads, WorkloadPriorityClasses (`kueue.x-k8s.io/v1beta2`), Namespaces,
+//! LocalQueues, Workloads, WorkloadPriorityClasses, AdmissionChecks (`kueue.x-k8s.io/v1beta2`), Namespaces,
 //! PriorityClasses, Jobs and — once their CRD is installed — JobSets; after each burst of
 //! changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
@@ -133,6 +133,7 @@ struct Watches {
     local_queues: Kind,
     workloads: Kind,
     priority_classes: Kind,
+    admission_checks: Kind,
     namespaces: Store<Namespace>,
     pod_priorities: Store<PriorityClass>,
     jobs: Store<Job>,
@@ -156,6 +157,7 @@ impl Watches {
         let local_queues = kind("LocalQueue", "localqueues");
         let workloads = kind("Workload", "workloads");
         let priority_classes = kind("WorkloadPriorityClass", "workloadpriorityclasses");
+        let admission_checks = kind("AdmissionCheck", "admissionchecks");
         let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
         let (pod_priorities, pod_priority_changes) =
             watched(Api::<PriorityClass>::all(client.clone()));
@@ -180,6 +182,7 @@ impl Watches {
             local_queues,
             workloads,
             priority_classes,
+            admission_checks,
             namespaces,
             pod_priorities,
             jobs,
@@ -308,6 +311,7 @@ impl Shell<'_> {
             local_queues: watches.local_queues.values(),
             workloads: prepared.workloads,
             namespaces: values(watches.namespaces.state()),
+            admission_checks: watches.admission_checks.values(),
             devices: prepared.devices,
         };
         let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);

@@ -46,6 +46,8 @@ pub struct Objects {
     pub workloads: Vec<Value>,
     /// Namespaces (their labels select ClusterQueues).
     pub namespaces: Vec<Value>,
+    /// AdmissionChecks (whether the ClusterQueues requiring them are active).
+    pub admission_checks: Vec<Value>,
     /// What pending Workloads' DRA claims count as (`dra::DeviceRequests::resolve`); the
     /// default, none, reads every Workload's requests from its pod templates alone.
     pub devices: crate::api::dra::DeviceRequests,

@@ -137,6 +137,14 @@ fn previous_message(object: &Value, kind: &str) -> Option<String> {
 /// with no admission checks): the admission, `QuotaReserved=True`, `Admitted=True`, and any
 /// active `Evicted`/`Preempted` reset to False "Previously: …".
 pub fn admitted(object: &Value, admission: &Admission, now: SystemTime) -> Value {
+    reserved(object, admission, &[], now)
+}
+
+/// As [`admitted`], for a ClusterQueue that requires the admission checks whose states are
+/// `checks` (`SetQuotaReservation`, then the workload controller's check sync and
+/// `SyncAdmittedCondition`): with a check not Ready, `Admitted=False`
+/// UnsatisfiedAdmissionChecks and the check states written.
+pub fn reserved(object: &Value, admission: &Admission, checks: &[Value], now: SystemTime) -> Value {
     let reserved = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
     let evicted = previous_message(object, EVICTED);
     let preempted = previous_message(object, PREEMPTED);
@@ -147,9 +155,23 @@ pub fn admitted(object: &Value, admission: &Admission, now: SystemTime) -> Value
     if let Some(message) = &preempted {
         changes.push((PREEMPTED, "False", "QuotaReserved", message));
     }
-    changes.push((ADMITTED, "True", "Admitted", "The workload is admitted"));
+    let ready = checks.iter().all(|c| c["state"] == "Ready");
+    if ready {
+        changes.push((ADMITTED, "True", "Admitted", "The workload is admitted"));
+    } else {
+        changes.push((
+            ADMITTED,
+            "False",
+            "UnsatisfiedAdmissionChecks",
+            "The workload has not all checks ready",
+        ));
+    }
     let (list, _) = set_all(object, &changes, now);
-    json!({"admission": admission_json(admission), "conditions": list})
+    let mut status = json!({"admission": admission_json(admission), "conditions": list});
+    if !checks.is_empty() {
+        status["admissionChecks"] = json!(checks);
+    }
+    status
 }
 
 /// The status of a Workload left without quota with `reason` and `message`
@@ -404,6 +426,17 @@ pub fn cluster_queue_active(
     stopped: bool,
     missing_flavors: &[String],
 ) -> Active {
+    cluster_queue_active_with(terminating, stopped, missing_flavors, &[])
+}
+
+/// [`cluster_queue_active`] with further `(reason, message part)`s after the flavors' (the
+/// admission checks', `admission_checks::ClusterQueueChecks::inactive_reasons`).
+pub fn cluster_queue_active_with(
+    terminating: bool,
+    stopped: bool,
+    missing_flavors: &[String],
+    more: &[(&'static str, String)],
+) -> Active {
     if terminating {
         return (
             "False",
@@ -423,6 +456,10 @@ pub fn cluster_queue_active(
             "references missing ResourceFlavor(s): {}",
             missing_flavors.join(",")
         ));
+    }
+    for (reason, message) in more {
+        reasons.push(reason);
+        messages.push(message.clone());
     }
     match reasons.first() {
         None => ("True", "Ready", "Can admit new workloads".to_owned()),
