@@ -1,7 +1,8 @@
 //! The queue manager's shell: Kueue's admission loop and its batch/v1 Job and JobSet
 //! integrations over a Kubernetes API. It watches ResourceFlavors, ClusterQueues, Cohorts,
 //! LocalQueues, Workloads, WorkloadPriorityClasses, AdmissionChecks (`kueue.x-k8s.io/v1beta2`), Namespaces,
-//! PriorityClasses, Jobs and — once their CRD is installed — JobSets; after each burst of
+//! PriorityClasses, Jobs and — once their CRD is installed — JobSets (and, in
+//! [`crate::queue_provisioning`], the ProvisioningRequest check's objects); after each burst of
 //! changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
 //! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses,
@@ -79,7 +80,7 @@ impl std::fmt::Debug for QueueConfig {
 }
 
 /// The `kueue.x-k8s.io` kinds it watches, by kind and plural, in the stored version.
-fn kueue_resource(kind: &str, plural: &str) -> ApiResource {
+pub(crate) fn kueue_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, STORAGE_VERSION, kind), plural)
 }
 
@@ -217,6 +218,11 @@ impl Memory {
 pub async fn run(client: Client, config: QueueConfig) {
     let (watches, mut changes) = Watches::start(&client);
     let dra = crate::queue_dra::DraWatches::start(&client, &mut changes);
+    let provisioning = crate::queue_provisioning::ProvisioningWatches::start(
+        &client,
+        config.clock.clone(),
+        &mut changes,
+    );
     let (mut pods, pod_changes) = PodIntegration::start(&client, config.clock.clone());
     changes.push(pod_changes);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
@@ -239,6 +245,13 @@ pub async fn run(client: Client, config: QueueConfig) {
         let now = (config.clock)();
         let workloads = shell.admit(&mut memory, &settings, now).await;
         let (flavors, priorities) = shell.flavors_and_priorities();
+        let checks = watches.admission_checks.values();
+        for object in provisioning
+            .reconcile(&client, &checks, &workloads, &flavors, now)
+            .await
+        {
+            memory.remember(&object);
+        }
         let context = queue_pods::Context {
             workloads: &workloads,
             flavors: &flavors,

@@ -50,34 +50,73 @@ pub struct PodSet {
 }
 
 /// What Kueue puts into (or restores in) one PodSet's pod template (`podset.PodSetInfo`):
-/// the node selector and tolerations, whole.
+/// the node selector and tolerations, and the template's labels and annotations, whole.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodSetInfo {
     /// The whole node selector.
     pub node_selector: Map<String, Value>,
     /// The whole toleration list.
     pub tolerations: Vec<Value>,
+    /// The template's whole labels.
+    pub labels: Map<String, Value>,
+    /// The template's whole annotations.
+    pub annotations: Map<String, Value>,
+}
+
+fn object_at(value: Option<&Value>, field: &str) -> Map<String, Value> {
+    value
+        .and_then(|v| v.get(field))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
 }
 
 impl PodSetInfo {
-    /// A pod template's own node selector and tolerations.
+    /// A pod template's own node selector, tolerations, labels and annotations.
     fn of_template(template: &Value) -> PodSetInfo {
-        PodSetInfo::of_pod_spec(template.get("spec"))
+        let metadata = template.get("metadata");
+        PodSetInfo {
+            labels: object_at(metadata, "labels"),
+            annotations: object_at(metadata, "annotations"),
+            ..PodSetInfo::of_pod_spec(template.get("spec"))
+        }
     }
 
     /// A pod spec's own node selector and tolerations.
     fn of_pod_spec(pod_spec: Option<&Value>) -> PodSetInfo {
         PodSetInfo {
-            node_selector: pod_spec
-                .and_then(|s| s.get("nodeSelector"))
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default(),
+            node_selector: object_at(pod_spec, "nodeSelector"),
             tolerations: pod_spec
                 .and_then(|s| s.get("tolerations"))
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default(),
+            ..PodSetInfo::default()
+        }
+    }
+
+    /// `podset.FromUpdate` merged in for every admission check's `podSetUpdates` entry naming
+    /// this PodSet (`getPodSetsInfoFromStatus`): its labels, annotations and node selector
+    /// set, its tolerations appended (each once).
+    fn add_check_updates(&mut self, workload: &Value, pod_set: &str) {
+        let updates = workload
+            .pointer("/status/admissionChecks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|check| check.get("podSetUpdates").and_then(Value::as_array))
+            .flatten()
+            .filter(|update| update.get("name").and_then(Value::as_str) == Some(pod_set));
+        for update in updates {
+            let some = Some(update);
+            self.labels.extend(object_at(some, "labels"));
+            self.annotations.extend(object_at(some, "annotations"));
+            self.node_selector.extend(object_at(some, "nodeSelector"));
+            for toleration in list(update.get("tolerations")) {
+                if !self.tolerations.contains(toleration) {
+                    self.tolerations.push(toleration.clone());
+                }
+            }
         }
     }
 
@@ -383,6 +422,7 @@ fn start_patch(
         .map(|(pod_set, assignment)| {
             let mut info = PodSetInfo::of_template(&pod_set.template);
             info.add_flavors(assignment, flavors);
+            info.add_check_updates(workload, &pod_set.name);
             info
         })
         .collect();

@@ -121,6 +121,22 @@ fn pod_set_infos_patch(jobset: &Value, infos: &[PodSetInfo]) -> Map<String, Valu
                     (!tolerations.is_empty()).then(|| json!(tolerations)),
                 );
             }
+            let metadata_wanted = !info.labels.is_empty() || !info.annotations.is_empty();
+            if let Some(template) = replicated
+                .pointer_mut("/template/spec/template")
+                .and_then(Value::as_object_mut)
+                .filter(|t| metadata_wanted || t.contains_key("metadata"))
+                && let Some(metadata) = template
+                    .entry("metadata")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+            {
+                for (field, wanted) in
+                    [("labels", &info.labels), ("annotations", &info.annotations)]
+                {
+                    set_or_remove(metadata, field, (!wanted.is_empty()).then(|| json!(wanted)));
+                }
+            }
             replicated
         })
         .collect();
@@ -423,7 +439,7 @@ mod tests {
             node_selector: [("restored".to_owned(), json!("true"))]
                 .into_iter()
                 .collect(),
-            tolerations: Vec::new(),
+            ..PodSetInfo::default()
         };
         let cases = [
             (vec![PodSetInfo::default()], false),

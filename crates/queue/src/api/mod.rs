@@ -26,5 +26,6 @@ pub mod parent;
 pub mod pass;
 pub mod pod;
 pub mod pods_ready;
+pub mod provisioning;
 pub mod status;
 pub mod visibility;
