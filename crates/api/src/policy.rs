@@ -50,6 +50,14 @@ pub const COMPONENTS: &[Component] = &[
             ),
             // As the kubelet: the claims of the pods it prepares.
             (&["resource.k8s.io"], &["resourceclaims"], READ),
+            // As the simulated cluster autoscaler: the requests it provisions and their pods.
+            (&["autoscaling.x-k8s.io"], &["provisioningrequests"], READ),
+            (
+                &["autoscaling.x-k8s.io"],
+                &["provisioningrequests/status"],
+                STATUS,
+            ),
+            (&[""], &["podtemplates"], READ),
         ],
     },
     Component {
@@ -214,6 +222,11 @@ pub const COMPONENTS: &[Component] = &[
                 READ,
             ),
             (&["kueue.x-k8s.io"], &["workloads"], WRITE),
+            // The ProvisioningRequest admission check: its configs, the requests and their
+            // PodTemplates.
+            (&["kueue.x-k8s.io"], &["provisioningrequestconfigs"], READ),
+            (&["autoscaling.x-k8s.io"], &["provisioningrequests"], WRITE),
+            (&[""], &["podtemplates"], WRITE),
             // Pending Workloads' DRA claims are counted against quota.
             (
                 &["resource.k8s.io"],
@@ -226,6 +239,7 @@ pub const COMPONENTS: &[Component] = &[
                     "workloads/status",
                     "clusterqueues/status",
                     "localqueues/status",
+                    "admissionchecks/status",
                 ],
                 STATUS,
             ),

@@ -372,7 +372,7 @@ pub fn workload_for(kind: &Integration, job: &Value, priorities: &Priorities) ->
     if let Some(reference) = reference {
         spec["priorityClassRef"] = reference;
     }
-    json!({
+    let mut workload = json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
         "metadata": {
@@ -383,7 +383,20 @@ pub fn workload_for(kind: &Integration, job: &Value, priorities: &Priorities) ->
                 "uid": uid, "controller": true, "blockOwnerDeletion": true}],
         },
         "spec": spec,
-    })
+    });
+    // `NewWorkload`: the job's ProvisioningRequest parameters travel with its Workload.
+    let parameters: Map<String, Value> = job
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| key.starts_with(crate::api::provisioning::PARAMETER_ANNOTATION_PREFIX))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if !parameters.is_empty() {
+        workload["metadata"]["annotations"] = Value::Object(parameters);
+    }
+    workload
 }
 
 fn suspended(job: &Value) -> bool {

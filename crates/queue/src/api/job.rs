@@ -426,6 +426,20 @@ mod tests {
                     "flavors": {"cpu": "spot", "memory": "spot"}, "count": count}]}}})
     }
 
+    /// Kueue's `NewWorkload`: only the job's `provreq.kueue.x-k8s.io/` annotations are copied.
+    #[test]
+    fn provisioning_request_parameters_travel_with_the_workload() {
+        let annotated = job(json!({"metadata": {"annotations": {
+            "provreq.kueue.x-k8s.io/maxRunDurationSeconds": "600", "team": "a"}}}));
+        let workload = workload_for(&annotated, &Priorities::default());
+        assert_eq!(
+            workload["metadata"]["annotations"],
+            json!({"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "600"})
+        );
+        let plain = workload_for(&job(json!({})), &Priorities::default());
+        assert!(plain["metadata"].get("annotations").is_none());
+    }
+
     /// Kueue's `getPodSetsInfoFromStatus`: a Ready check's `podSetUpdates` go into the
     /// template when the job starts, and come out again when it is stopped.
     #[test]
