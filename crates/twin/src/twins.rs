@@ -133,6 +133,26 @@ impl NodeTwins {
 
     /// Registers the nodes, then keeps them alive and runs their pods until dropped.
     pub async fn run(mut self) -> Result<(), kube::Error> {
+        // Standby nodes the autoscaler had added before a restart are registered again; it
+        // removes them once they are idle.
+        if !self
+            .standby
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+        {
+            let existing: BTreeSet<String> = Api::<Node>::all(self.client.clone())
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|node| node.metadata.name)
+                .collect();
+            self.standby
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|name| !existing.contains(name));
+        }
         for spec in self.registered() {
             register_node(&self.client, &self.clock, spec).await?;
         }
