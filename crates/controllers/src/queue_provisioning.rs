@@ -130,7 +130,31 @@ impl ProvisioningWatches {
                             .await;
                     }
                     Write::Event(_) => {}
-                    Write::Create(object) => created = self.create(client, object).await,
+                    Write::Create(object) => {
+                        created = match self.create(client, &object).await {
+                            Ok(created) => created,
+                            Err(error) => {
+                                let (states, event) =
+                                    provisioning::creation_failed(workload, &object, &error, now);
+                                self.events
+                                    .record(
+                                        event.involved,
+                                        event.kind,
+                                        &event.reason,
+                                        &event.message,
+                                    )
+                                    .await;
+                                if let Some(states) = states
+                                    && let Some(object) =
+                                        self.write_checks(client, workload, states).await
+                                {
+                                    written.push(object);
+                                }
+                                // Kueue's reconcile ends with the error; the next pass retries.
+                                break;
+                            }
+                        }
+                    }
                     Write::DeleteRequest(namespace, name) => {
                         let api: Api<DynamicObject> = Api::namespaced_with(
                             client.clone(),
@@ -152,24 +176,8 @@ impl ProvisioningWatches {
                         }
                     }
                     Write::WorkloadChecks(states) => {
-                        let api: Api<DynamicObject> = Api::namespaced_with(
-                            client.clone(),
-                            objects::namespace(workload),
-                            &kueue_resource("Workload", "workloads"),
-                        );
-                        let patch = json!({"status": {"admissionChecks": states}});
-                        match api
-                            .patch_status(
-                                objects::name(workload),
-                                &patch_params(MANAGER),
-                                &Patch::Merge(&patch),
-                            )
-                            .await
-                        {
-                            Ok(object) => written.push(Arc::new(object)),
-                            Err(error) => {
-                                tracing::debug!(%error, workload = %objects::name(workload), "provisioning: checks not written");
-                            }
+                        if let Some(object) = self.write_checks(client, workload, states).await {
+                            written.push(object);
                         }
                     }
                 }
@@ -178,24 +186,56 @@ impl ProvisioningWatches {
         written
     }
 
-    /// Creates a PodTemplate or a ProvisioningRequest; whether it was created (a 409 — there
-    /// already, from a pass before the watch showed it — is not).
-    async fn create(&self, client: &Client, object: Value) -> bool {
-        let namespace = objects::namespace(&object).to_owned();
+    /// Writes a Workload's check states; the written Workload (failures logged).
+    async fn write_checks(
+        &self,
+        client: &Client,
+        workload: &Value,
+        states: Vec<Value>,
+    ) -> Option<Arc<DynamicObject>> {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            objects::namespace(workload),
+            &kueue_resource("Workload", "workloads"),
+        );
+        let patch = json!({"status": {"admissionChecks": states}});
+        match api
+            .patch_status(
+                objects::name(workload),
+                &patch_params(MANAGER),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(object) => Some(Arc::new(object)),
+            Err(error) => {
+                tracing::debug!(%error, workload = %objects::name(workload), "provisioning: checks not written");
+                None
+            }
+        }
+    }
+
+    /// Creates a PodTemplate or a ProvisioningRequest: whether it was created (a 409 — there
+    /// already, from a pass before the watch showed it — is not, and no error); the API
+    /// server's message when it refused it otherwise.
+    async fn create(&self, client: &Client, object: &Value) -> Result<bool, String> {
+        let namespace = objects::namespace(object).to_owned();
         let resource = if object["kind"] == "PodTemplate" {
             ApiResource::erase::<PodTemplate>(&())
         } else {
             self.request_resource.clone()
         };
-        let Ok(object) = serde_json::from_value::<DynamicObject>(object) else {
-            return false;
-        };
+        let object = serde_json::from_value::<DynamicObject>(object.clone())
+            .map_err(|error| error.to_string())?;
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
         match api.create(&post_params(MANAGER), &object).await {
-            Ok(_) => true,
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(kube::Error::Api(status)) => Err(status.message),
             Err(error) => {
+                // Not the API server's answer (a connection error): tried again next pass.
                 tracing::debug!(%error, "provisioning: object not created");
-                false
+                Ok(false)
             }
         }
     }

@@ -16,7 +16,7 @@ pub mod request;
 pub mod workload;
 
 pub use config::{Config, active_status};
-pub use workload::{Inputs, Write, reconcile};
+pub use workload::{Inputs, Write, creation_failed, reconcile};
 
 /// The kind an AdmissionCheck's parameters name (`ConfigKind`).
 pub const CONFIG_KIND: &str = "ProvisioningRequestConfig";

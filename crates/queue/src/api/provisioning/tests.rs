@@ -621,3 +621,31 @@ fn identical_pod_templates_merge_into_one_request_pod_set() {
             {"podTemplateRef": {"name": "ppt-wl-check1-1-ps3"}, "count": 2}])
     );
 }
+
+#[test]
+fn a_failed_creation_is_reported_on_its_check() {
+    let workload = base_workload();
+    let template = json!({"kind": "PodTemplate", "metadata": {"name": "ppt-wl-check1-1-ps1"}});
+    let (states, event) = creation_failed(&workload, &template, "invalid PodTemplate error", now());
+    let states = states.unwrap_or_default();
+    assert_eq!(
+        states[0]["message"],
+        "Error creating PodTemplate \"ppt-wl-check1-1-ps1\": invalid PodTemplate error"
+    );
+    assert_eq!(states[0]["state"], "Pending");
+    assert_eq!(states[1]["message"], "");
+    assert_eq!(
+        (event.kind, event.reason.as_str()),
+        ("Warning", "FailedCreate")
+    );
+    let request = json!({"kind": "ProvisioningRequest", "metadata": {"name": "wl-check1-2"}});
+    let (states, event) = creation_failed(&workload, &request, "denied", now());
+    assert_eq!(
+        states.unwrap_or_default()[0]["message"],
+        "Error creating ProvisioningRequest \"wl-check1-2\": denied"
+    );
+    assert_eq!(
+        event.message,
+        "Error creating ProvisioningRequest \"wl-check1-2\": denied"
+    );
+}

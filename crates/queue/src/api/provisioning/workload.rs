@@ -451,3 +451,30 @@ fn hand_over_templates(workload: &Value, request: &Value, templates: &[Value]) -
         })
         .collect()
 }
+
+/// Kueue's `handleError` when creating a PodTemplate or ProvisioningRequest (`object`) failed
+/// with `error` (the API server's message): a Warning `FailedCreate` event and the message
+/// "Error creating <kind> "<name>": <error>" on the check the object was for (found by its
+/// name), as the Workload's new check states.
+pub fn creation_failed(
+    workload: &Value,
+    object: &Value,
+    error: &str,
+    now: SystemTime,
+) -> (Option<Vec<Value>>, Event) {
+    let (kind, name) = (json_read::text(object, "/kind"), name_of(object));
+    let message = format!("Error creating {kind} {name:?}: {error}");
+    let event = Event::workload(workload, "Warning", "FailedCreate", &message);
+    let wl_name = name_of(workload);
+    let mut states = request::list_at(workload, "/status/admissionChecks").to_vec();
+    let check = states.iter_mut().find(|s| {
+        let prefix = format!("{wl_name}-{}-", json_read::text(s, "/name"));
+        name.starts_with(&prefix) || name.starts_with(&format!("ppt-{prefix}"))
+    });
+    let Some(check) = check else {
+        return (None, event);
+    };
+    check["message"] = json!(message);
+    check["lastTransitionTime"] = json!(time::timestamp(now));
+    (Some(states), event)
+}
