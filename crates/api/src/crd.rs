@@ -490,6 +490,21 @@ mod tests {
     }
 
     #[test]
+    fn bundled_provisioning_crds_are_valid_and_serve_their_versions() {
+        let served: Vec<Vec<&str>> = tessera_model::provisioning::definitions()
+            .iter()
+            .map(|crd| {
+                assert_eq!(validate(crd), vec![], "{}", crd["metadata"]["name"]);
+                kinds_of(crd).iter().map(|k| k.version).collect()
+            })
+            .collect();
+        assert_eq!(
+            served,
+            vec![vec!["v1beta2", "v1beta1"], vec!["v1", "v1beta1"]]
+        );
+    }
+
+    #[test]
     fn bundled_kueue_crds_are_valid_and_serve_both_versions() {
         for crd in tessera_model::kueue::crd::definitions() {
             assert_eq!(validate(&crd), vec![], "{}", crd["metadata"]["name"]);

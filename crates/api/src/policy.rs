@@ -50,6 +50,14 @@ pub const COMPONENTS: &[Component] = &[
             ),
             // As the kubelet: the claims of the pods it prepares.
             (&["resource.k8s.io"], &["resourceclaims"], READ),
+            // As the simulated cluster autoscaler: the requests it provisions and their pods.
+            (&["autoscaling.x-k8s.io"], &["provisioningrequests"], READ),
+            (
+                &["autoscaling.x-k8s.io"],
+                &["provisioningrequests/status"],
+                STATUS,
+            ),
+            (&[""], &["podtemplates"], READ),
         ],
     },
     Component {
@@ -218,12 +226,18 @@ pub const COMPONENTS: &[Component] = &[
                     "localqueues",
                     "workloadpriorityclasses",
                     "topologies",
+                    "admissionchecks",
                 ],
                 READ,
             ),
             (&["kueue.x-k8s.io"], &["workloads"], WRITE),
             // Topology-Aware Scheduling reads the nodes a TAS flavor selects.
             (&[""], &["nodes"], READ),
+            // The ProvisioningRequest admission check: its configs, the requests and their
+            // PodTemplates.
+            (&["kueue.x-k8s.io"], &["provisioningrequestconfigs"], READ),
+            (&["autoscaling.x-k8s.io"], &["provisioningrequests"], WRITE),
+            (&[""], &["podtemplates"], WRITE),
             // Pending Workloads' DRA claims are counted against quota.
             (
                 &["resource.k8s.io"],
@@ -236,6 +250,7 @@ pub const COMPONENTS: &[Component] = &[
                     "workloads/status",
                     "clusterqueues/status",
                     "localqueues/status",
+                    "admissionchecks/status",
                 ],
                 STATUS,
             ),

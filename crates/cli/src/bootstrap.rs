@@ -1,6 +1,7 @@
 //! Objects every cluster starts with: the system namespaces, their default service accounts,
 //! the system PriorityClasses and the bundled Kueue CustomResourceDefinitions
-//! (`tessera_model::kueue::crd`), installed when missing and upgraded when Tessera bundles a
+//! (`tessera_model::kueue::crd`, and the ProvisioningRequest check's from
+//! `tessera_model::provisioning`), installed when missing and upgraded when Tessera bundles a
 //! different definition than the one it installed earlier.
 
 use serde_json::{Value, json};
@@ -100,7 +101,10 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
         .and_then(Value::as_str)
         .map(str::to_string)
     };
-    for bundled in definitions() {
+    for bundled in definitions()
+        .into_iter()
+        .chain(tessera_model::provisioning::definitions())
+    {
         let name = bundled["metadata"]["name"]
             .as_str()
             .unwrap_or_default()

@@ -1,7 +1,9 @@
 //! The queue manager's shell: Kueue's admission loop and its batch/v1 Job and JobSet
 //! integrations over a Kubernetes API. It watches ResourceFlavors, ClusterQueues, Cohorts,
-//! LocalQueues, Workloads, WorkloadPriorityClasses, Topologies (`kueue.x-k8s.io/v1beta2`),
-//! Nodes, Namespaces, PriorityClasses, Jobs and — once their CRD is installed — JobSets; after each burst of
+//! LocalQueues, Workloads, WorkloadPriorityClasses, Topologies, AdmissionChecks
+//! (`kueue.x-k8s.io/v1beta2`), Nodes, Namespaces, PriorityClasses, Jobs and — once their CRD
+//! is installed — JobSets (and, in [`crate::queue_provisioning`], the ProvisioningRequest
+//! check's objects); after each burst of
 //! changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
 //! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses,
@@ -80,7 +82,7 @@ impl std::fmt::Debug for QueueConfig {
 }
 
 /// The `kueue.x-k8s.io` kinds it watches, by kind and plural, in the stored version.
-fn kueue_resource(kind: &str, plural: &str) -> ApiResource {
+pub(crate) fn kueue_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, STORAGE_VERSION, kind), plural)
 }
 
@@ -136,6 +138,7 @@ struct Watches {
     priority_classes: Kind,
     topologies: Kind,
     nodes: Store<Node>,
+    admission_checks: Kind,
     namespaces: Store<Namespace>,
     pod_priorities: Store<PriorityClass>,
     jobs: Store<Job>,
@@ -161,6 +164,7 @@ impl Watches {
         let priority_classes = kind("WorkloadPriorityClass", "workloadpriorityclasses");
         let topologies = kind("Topology", "topologies");
         let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
+        let admission_checks = kind("AdmissionCheck", "admissionchecks");
         let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
         let (pod_priorities, pod_priority_changes) =
             watched(Api::<PriorityClass>::all(client.clone()));
@@ -188,6 +192,7 @@ impl Watches {
             priority_classes,
             topologies,
             nodes,
+            admission_checks,
             namespaces,
             pod_priorities,
             jobs,
@@ -222,6 +227,11 @@ impl Memory {
 pub async fn run(client: Client, config: QueueConfig) {
     let (watches, mut changes) = Watches::start(&client);
     let dra = crate::queue_dra::DraWatches::start(&client, &mut changes);
+    let provisioning = crate::queue_provisioning::ProvisioningWatches::start(
+        &client,
+        config.clock.clone(),
+        &mut changes,
+    );
     let (mut pods, pod_changes) = PodIntegration::start(&client, config.clock.clone());
     changes.push(pod_changes);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
@@ -247,6 +257,13 @@ pub async fn run(client: Client, config: QueueConfig) {
         let admitted: Vec<Value> = workloads.values().cloned().collect();
         shell.ungate(&admitted, &pod_values).await;
         let (flavors, priorities) = shell.flavors_and_priorities();
+        let checks = watches.admission_checks.values();
+        for object in provisioning
+            .reconcile(&client, &checks, &workloads, &flavors, now)
+            .await
+        {
+            memory.remember(&object);
+        }
         let context = queue_pods::Context {
             workloads: &workloads,
             flavors: &flavors,
@@ -320,6 +337,7 @@ impl Shell<'_> {
             local_queues: watches.local_queues.values(),
             workloads: prepared.workloads,
             namespaces: values(watches.namespaces.state()),
+            admission_checks: watches.admission_checks.values(),
             devices: prepared.devices,
             topologies: watches.topologies.values(),
             nodes: values(watches.nodes.state()),

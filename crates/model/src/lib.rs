@@ -17,6 +17,7 @@ pub mod net;
 pub mod node_selector;
 pub mod pod_claims;
 pub mod pod_requests;
+pub mod provisioning;
 pub mod quantity;
 pub mod schema;
 pub mod selector;

@@ -18,6 +18,7 @@
 //! without one. Knows nothing about clients or real hardware.
 
 pub mod accelerators;
+pub mod autoscaler;
 pub mod claim_devices;
 pub mod device_admission;
 pub mod dra_claims;

@@ -16,6 +16,10 @@
 //!   placement: {zone: lab-a, block: b1, racks: [r1, r2]}
 //!   devices: {exposure: dra, sharing: {mig: {layout: all-1g.18gb}}}
 //!   kubelet: {topologyManagerPolicy: single-numa-node, topologyManagerScope: pod, cpuManagerPolicy: static}
+//! - name: burst               # starts with `count` nodes; the simulated autoscaler adds up to
+//!   count: 0                  # max for ProvisioningRequests (crate::autoscaler) after the delay
+//!   capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+//!   autoscaling: {min: 0, max: 4, provisioningDelay: 10s}
 //! ```
 //!
 //! Parsing is strict (unknown fields are errors naming their path) and validated (names,
@@ -137,6 +141,49 @@ pub struct Pool {
     /// Nodes join tainted and are opened only after validation.
     #[serde(default)]
     pub onboarding: bool,
+    /// The simulated cluster autoscaler may add nodes to the pool (from `count` up to `max`)
+    /// for ProvisioningRequests and remove idle ones (down to `min`).
+    #[serde(default)]
+    pub autoscaling: Option<Autoscaling>,
+}
+
+/// A pool's autoscaling bounds.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Autoscaling {
+    /// The fewest nodes idle ones are removed down to.
+    #[serde(default)]
+    pub min: u32,
+    /// The most nodes.
+    pub max: u32,
+    /// How long adding nodes takes (a duration such as `30s`; default none).
+    #[serde(default)]
+    pub provisioning_delay: Option<String>,
+}
+
+impl Autoscaling {
+    /// The provisioning delay (zero when not set or not a duration; validation rejects the
+    /// latter).
+    pub fn delay(&self) -> std::time::Duration {
+        self.provisioning_delay
+            .as_deref()
+            .and_then(|d| tessera_model::time::parse_duration(d).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// An autoscaled pool: its bounds and every node it may have (the first `count` registered
+/// at start, the rest standing by).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoscaledPool {
+    /// Pool name.
+    pub name: String,
+    /// Its bounds.
+    pub autoscaling: Autoscaling,
+    /// Its `max` nodes, in order.
+    pub nodes: Vec<NodeSpec>,
+    /// How many of them are registered at start (`count`).
+    pub initial: usize,
 }
 
 /// A node taint.
@@ -291,11 +338,32 @@ impl Topology {
             if !names.insert(pool.name.clone()) {
                 return invalid(at("name"), format!("duplicate pool name {:?}", pool.name));
             }
-            if pool.count == 0 || pool.count > 5000 {
+            let lowest = u32::from(pool.autoscaling.is_none());
+            if pool.count < lowest || pool.count > 5000 {
                 return invalid(
                     at("count"),
-                    format!("must be between 1 and 5000, got {}", pool.count),
+                    format!("must be between {lowest} and 5000, got {}", pool.count),
                 );
+            }
+            if let Some(scaling) = &pool.autoscaling {
+                if !(scaling.min <= pool.count && pool.count <= scaling.max && scaling.max <= 5000)
+                {
+                    return invalid(
+                        at("autoscaling"),
+                        format!(
+                            "needs min <= count <= max <= 5000, got min {}, count {}, max {}",
+                            scaling.min, pool.count, scaling.max
+                        ),
+                    );
+                }
+                if let Some(delay) = &scaling.provisioning_delay
+                    && let Err(error) = tessera_model::time::parse_duration(delay)
+                {
+                    return invalid(
+                        at("autoscaling.provisioningDelay"),
+                        format!("{delay:?}: {error}"),
+                    );
+                }
             }
             for (map, field) in [(&pool.capacity, "capacity"), (&pool.reserved, "reserved")] {
                 for (resource, value) in map {
@@ -367,7 +435,11 @@ impl Topology {
                 }
             }
         }
-        let nodes: u64 = self.pools.iter().map(|p| u64::from(p.count)).sum();
+        let nodes: u64 = self
+            .pools
+            .iter()
+            .map(|p| u64::from(p.autoscaling.as_ref().map_or(p.count, |a| a.max)))
+            .sum();
         self.networking
             .check(nodes)
             .map_err(|(field, message)| TopologyError::Invalid {
@@ -378,83 +450,125 @@ impl Topology {
         Ok(())
     }
 
-    /// Every node the topology describes, in order.
+    /// Every node the topology registers at start, in order.
     pub fn nodes(&self) -> Vec<NodeSpec> {
         let mut nodes = Vec::new();
         let mut index = 0;
+        for p in 0..self.pools.len() {
+            let pool = &self.pools[p];
+            nodes.extend(self.expand(p, 1..=pool.count, index));
+            index += pool.count;
+        }
+        nodes
+    }
+
+    /// The pools the simulated autoscaler may grow, each with all its `max` nodes: those
+    /// beyond `count` take the addresses after every registered node's.
+    pub fn autoscaled_pools(&self) -> Vec<AutoscaledPool> {
+        let mut index: u32 = self.pools.iter().map(|p| p.count).sum();
+        let mut first = 0;
+        let mut pools = Vec::new();
         for (p, pool) in self.pools.iter().enumerate() {
-            let hardware = self.hardware.get(p).cloned().flatten();
-            let parse = |map: &BTreeMap<String, String>| -> BTreeMap<String, Quantity> {
-                map.iter()
-                    .filter_map(|(k, v)| v.parse().ok().map(|q| (k.clone(), q)))
-                    .collect()
+            let start = first;
+            first += pool.count;
+            let Some(scaling) = &pool.autoscaling else {
+                continue;
             };
-            let mut capacity = parse(&pool.capacity);
-            let mut device_labels = BTreeMap::new();
-            if let Some(hardware) = &hardware {
-                // Devices are advertised as the device plugin and GFD/NFD would.
-                for (resource, count) in
-                    crate::accelerators::extended_resources(hardware, pool.devices.as_ref())
-                {
-                    capacity.entry(resource).or_insert_with(|| {
-                        Quantity::from_units(
-                            i64::try_from(count).unwrap_or(i64::MAX),
-                            tessera_model::Format::DecimalSi,
-                        )
-                    });
-                }
-                device_labels = crate::accelerators::labels(hardware, pool.devices.as_ref());
-            }
-            let reserved = parse(&pool.reserved);
-            let allocatable: BTreeMap<String, Quantity> = capacity
-                .iter()
-                .map(|(k, v)| {
-                    let held = reserved.get(k).copied().unwrap_or(Quantity::ZERO);
-                    let left = v
-                        .checked_sub(&held)
-                        .filter(|q| *q >= Quantity::ZERO)
-                        .unwrap_or(Quantity::ZERO);
-                    (k.clone(), left)
-                })
-                .collect();
-            for n in 1..=pool.count {
-                let name = format!("{}-{n}", pool.name);
-                let mut labels = pool.labels.clone();
-                for (key, value) in pool.placement.labels(n as usize - 1) {
-                    labels.entry(key.to_string()).or_insert(value);
-                }
-                let clique = hardware.as_ref().and_then(|h| {
-                    hardware::nvlink_clique(&h.server, &pool.placement, n as usize - 1)
+            let mut nodes = self.expand(p, 1..=pool.count, start);
+            let standby = scaling.max.saturating_sub(pool.count);
+            nodes.extend(self.expand(p, pool.count + 1..=scaling.max, index));
+            index += standby;
+            pools.push(AutoscaledPool {
+                name: pool.name.clone(),
+                autoscaling: scaling.clone(),
+                nodes,
+                initial: pool.count as usize,
+            });
+        }
+        pools
+    }
+
+    /// The nodes `numbers` of pool `p`, their addresses from `first_index` on.
+    fn expand(
+        &self,
+        p: usize,
+        numbers: std::ops::RangeInclusive<u32>,
+        first_index: u32,
+    ) -> Vec<NodeSpec> {
+        let mut nodes = Vec::new();
+        let mut index = first_index;
+        let pool = &self.pools[p];
+        let hardware = self.hardware.get(p).cloned().flatten();
+        let parse = |map: &BTreeMap<String, String>| -> BTreeMap<String, Quantity> {
+            map.iter()
+                .filter_map(|(k, v)| v.parse().ok().map(|q| (k.clone(), q)))
+                .collect()
+        };
+        let mut capacity = parse(&pool.capacity);
+        let mut device_labels = BTreeMap::new();
+        if let Some(hardware) = &hardware {
+            // Devices are advertised as the device plugin and GFD/NFD would.
+            for (resource, count) in
+                crate::accelerators::extended_resources(hardware, pool.devices.as_ref())
+            {
+                capacity.entry(resource).or_insert_with(|| {
+                    Quantity::from_units(
+                        i64::try_from(count).unwrap_or(i64::MAX),
+                        tessera_model::Format::DecimalSi,
+                    )
                 });
-                if let Some(clique) = clique {
-                    labels
-                        .entry(hardware::CLIQUE_LABEL.into())
-                        .or_insert(clique);
-                }
-                for (key, value) in &device_labels {
-                    labels.entry(key.clone()).or_insert_with(|| value.clone());
-                }
-                labels.insert("kubernetes.io/hostname".into(), name.clone());
-                labels.insert("kubernetes.io/os".into(), "linux".into());
-                labels.insert("kubernetes.io/arch".into(), "amd64".into());
-                labels.insert("beta.kubernetes.io/os".into(), "linux".into());
-                labels.insert("beta.kubernetes.io/arch".into(), "amd64".into());
-                nodes.push(NodeSpec {
-                    name,
-                    index,
-                    pool: pool.name.clone(),
-                    capacity: capacity.clone(),
-                    allocatable: allocatable.clone(),
-                    labels,
-                    taints: pool.taints.clone(),
-                    hardware: hardware.clone(),
-                    devices: pool.devices.clone(),
-                    kubelet: pool.kubelet.clone(),
-                    onboarding: pool.onboarding,
-                    networking: self.networking.clone(),
-                });
-                index += 1;
             }
+            device_labels = crate::accelerators::labels(hardware, pool.devices.as_ref());
+        }
+        let reserved = parse(&pool.reserved);
+        let allocatable: BTreeMap<String, Quantity> = capacity
+            .iter()
+            .map(|(k, v)| {
+                let held = reserved.get(k).copied().unwrap_or(Quantity::ZERO);
+                let left = v
+                    .checked_sub(&held)
+                    .filter(|q| *q >= Quantity::ZERO)
+                    .unwrap_or(Quantity::ZERO);
+                (k.clone(), left)
+            })
+            .collect();
+        for n in numbers {
+            let name = format!("{}-{n}", pool.name);
+            let mut labels = pool.labels.clone();
+            for (key, value) in pool.placement.labels(n as usize - 1) {
+                labels.entry(key.to_string()).or_insert(value);
+            }
+            let clique = hardware
+                .as_ref()
+                .and_then(|h| hardware::nvlink_clique(&h.server, &pool.placement, n as usize - 1));
+            if let Some(clique) = clique {
+                labels
+                    .entry(hardware::CLIQUE_LABEL.into())
+                    .or_insert(clique);
+            }
+            for (key, value) in &device_labels {
+                labels.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+            labels.insert("kubernetes.io/hostname".into(), name.clone());
+            labels.insert("kubernetes.io/os".into(), "linux".into());
+            labels.insert("kubernetes.io/arch".into(), "amd64".into());
+            labels.insert("beta.kubernetes.io/os".into(), "linux".into());
+            labels.insert("beta.kubernetes.io/arch".into(), "amd64".into());
+            nodes.push(NodeSpec {
+                name,
+                index,
+                pool: pool.name.clone(),
+                capacity: capacity.clone(),
+                allocatable: allocatable.clone(),
+                labels,
+                taints: pool.taints.clone(),
+                hardware: hardware.clone(),
+                devices: pool.devices.clone(),
+                kubelet: pool.kubelet.clone(),
+                onboarding: pool.onboarding,
+                networking: self.networking.clone(),
+            });
+            index += 1;
         }
         nodes
     }

@@ -1,4 +1,4 @@
-//! The twins' heartbeat: each reachable node's Lease renewed every `lease_interval`, and its
+//! The twins' heartbeat: each reachable registered node's Lease renewed every `lease_interval`, and its
 //! conditions (with those its faults set) refreshed every `status_interval`.
 //!
 //! Knows the API calls and the timers; the Lease and the status come from `tessera-node`.
@@ -25,6 +25,7 @@ pub(crate) async fn heartbeat(
     nodes: Vec<NodeSpec>,
     config: TwinConfig,
     faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
+    standby: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
     clock: Clock,
 ) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
@@ -32,9 +33,11 @@ pub(crate) async fn heartbeat(
     let mut last_status = tokio::time::Instant::now();
     loop {
         let current = faults.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let standing_by = standby.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let reachable: Vec<&NodeSpec> = nodes
             .iter()
             .filter(|n| current.get(&n.name).and_then(|f| f.node) != Some(NodeFault::Unreachable))
+            .filter(|n| !standing_by.contains(&n.name))
             .collect();
         for spec in reachable.iter().copied() {
             let lease = node_object::lease(spec, clock());

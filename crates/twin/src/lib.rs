@@ -5,7 +5,8 @@
 //! (`pods`): Pending → Running → Succeeded or Failed (or restarts, per `restartPolicy`),
 //! with container statuses, pod IPs from the node's pod CIDR, container logs and kubelet
 //! events (`records`); applies injected faults (`faults`); publishes DRA devices
-//! ([`dra_publish`]). Works only through a kube-rs `Client`, so it is indifferent to whether
+//! ([`dra_publish`]); runs the simulated cluster autoscaler of autoscaled pools
+//! (`autoscaler`). Works only through a kube-rs `Client`, so it is indifferent to whether
 //! the API server is in-process or remote.
 //!
 //! A shell: the loops, the API calls, the timers and the files (logs, the device checkpoint).
@@ -13,6 +14,7 @@
 //! pure `tessera-node`; the clock is injected ([`NodeTwins::with_clock`]). Knows nothing
 //! about real hardware.
 
+mod autoscaler;
 pub mod dra_publish;
 mod faults;
 mod heartbeat;

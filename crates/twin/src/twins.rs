@@ -67,6 +67,11 @@ pub struct NodeTwins {
     pub(crate) faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
     /// Where the twins read the time.
     pub(crate) clock: Clock,
+    /// The nodes of autoscaled pools not registered now (shared with the heartbeat and the
+    /// autoscaler).
+    pub(crate) standby: Arc<std::sync::Mutex<BTreeSet<String>>>,
+    /// The simulated autoscaler, when a pool autoscales.
+    autoscaler: Option<tessera_node::autoscaler::Autoscaler>,
 }
 
 impl NodeTwins {
@@ -74,9 +79,15 @@ impl NodeTwins {
     /// They read the host's clock; [`NodeTwins::with_clock`] gives them another.
     pub fn new(client: Client, topology: &Topology, config: TwinConfig) -> NodeTwins {
         let gpus = load_checkpoint(config.device_checkpoint.as_deref());
+        let pools = topology.autoscaled_pools();
+        let autoscaler =
+            (!pools.is_empty()).then(|| tessera_node::autoscaler::Autoscaler::new(pools));
+        let standby_nodes = autoscaler.as_ref().map(|a| a.standby()).unwrap_or_default();
+        let standby = standby_nodes.iter().map(|n| n.name.clone()).collect();
         let nodes = topology
             .nodes()
             .into_iter()
+            .chain(standby_nodes)
             .map(|spec| (spec.name.clone(), spec))
             .collect();
         NodeTwins {
@@ -87,6 +98,8 @@ impl NodeTwins {
             waiting_for_claims: std::sync::Mutex::default(),
             faults: Arc::default(),
             clock: Arc::new(SystemTime::now),
+            standby: Arc::new(std::sync::Mutex::new(standby)),
+            autoscaler,
         }
     }
 
@@ -97,20 +110,56 @@ impl NodeTwins {
         self
     }
 
-    /// The names of the nodes these twins run.
+    /// The names of the nodes these twins register at start (standby nodes of autoscaled
+    /// pools left out).
     pub fn node_names(&self) -> Vec<String> {
-        self.nodes.keys().cloned().collect()
+        self.registered().map(|spec| spec.name.clone()).collect()
+    }
+
+    /// Whether `node` is a standby node of an autoscaled pool, not registered now.
+    pub(crate) fn standing_by(&self, node: &str) -> bool {
+        self.standby
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(node)
+    }
+
+    /// The nodes registered now.
+    fn registered(&self) -> impl Iterator<Item = &NodeSpec> {
+        self.nodes
+            .values()
+            .filter(|spec| !self.standing_by(&spec.name))
     }
 
     /// Registers the nodes, then keeps them alive and runs their pods until dropped.
-    pub async fn run(self) -> Result<(), kube::Error> {
-        for spec in self.nodes.values() {
-            self.register(spec).await?;
+    pub async fn run(mut self) -> Result<(), kube::Error> {
+        // Standby nodes the autoscaler had added before a restart are registered again; it
+        // removes them once they are idle.
+        if !self
+            .standby
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+        {
+            let existing: BTreeSet<String> = Api::<Node>::all(self.client.clone())
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|node| node.metadata.name)
+                .collect();
+            self.standby
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|name| !existing.contains(name));
+        }
+        for spec in self.registered() {
+            register_node(&self.client, &self.clock, spec).await?;
         }
         self.publish_devices().await?;
         self.onboard().await?;
-        for name in self.nodes.keys() {
-            self.publish_numa(name).await;
+        for name in self.node_names() {
+            self.publish_numa(&name).await;
         }
         tracing::info!(nodes = self.nodes.len(), "node twins registered");
         let heartbeat = tokio::spawn(crate::heartbeat::heartbeat(
@@ -118,40 +167,77 @@ impl NodeTwins {
             self.nodes.values().cloned().collect(),
             self.config.clone(),
             self.faults.clone(),
+            self.standby.clone(),
             self.clock.clone(),
         ));
+        let autoscaler = self.autoscaler.take().map(|autoscaler| {
+            let (client, clock) = (self.client.clone(), self.clock.clone());
+            let register = move |spec: NodeSpec| {
+                let (client, clock) = (client.clone(), clock.clone());
+                async move {
+                    if let Err(error) = register_node(&client, &clock, &spec).await {
+                        tracing::warn!(node = %spec.name, %error, "autoscaler: node not registered");
+                    }
+                    let slices = resource_slice::resource_slices(&spec);
+                    if !slices.is_empty() {
+                        let classes = resource_slice::nvidia_device_classes();
+                        if let Err(error) =
+                            crate::dra_publish::publish(&client, &classes, &slices).await
+                        {
+                            tracing::warn!(node = %spec.name, %error, "autoscaler: devices not published");
+                        }
+                    }
+                }
+            };
+            tokio::spawn(crate::autoscaler::run(
+                self.client.clone(),
+                autoscaler,
+                self.standby.clone(),
+                self.clock.clone(),
+                register,
+            ))
+        });
         let result = self.run_pods().await;
         heartbeat.abort();
+        if let Some(autoscaler) = autoscaler {
+            autoscaler.abort();
+        }
         result
     }
+}
 
-    async fn register(&self, spec: &NodeSpec) -> Result<(), kube::Error> {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let stored = nodes.get_opt(&spec.name).await?;
-        match &stored {
-            None => {
-                let node: Node = serde_json::from_value(node_object::registration(spec))
-                    .map_err(kube::Error::SerdeError)?;
-                nodes.create(&PostParams::default(), &node).await?;
-            }
-            Some(_) => {
-                // Keep what users changed (cordon, extra labels); re-assert topology labels.
-                let patch = json!({"metadata": {"labels": spec.labels}});
-                nodes
-                    .patch(&spec.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
-            }
+/// Registers one node twin (or re-asserts its topology labels) and posts its status.
+pub(crate) async fn register_node(
+    client: &Client,
+    clock: &Clock,
+    spec: &NodeSpec,
+) -> Result<(), kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let stored = nodes.get_opt(&spec.name).await?;
+    match &stored {
+        None => {
+            let node: Node = serde_json::from_value(node_object::registration(spec))
+                .map_err(kube::Error::SerdeError)?;
+            nodes.create(&PostParams::default(), &node).await?;
         }
-        let status = node_status(spec, &timestamp((self.clock)()));
-        crate::heartbeat::post_node_status(&nodes, &spec.name, status, stored.as_ref()).await
+        Some(_) => {
+            // Keep what users changed (cordon, extra labels); re-assert topology labels.
+            let patch = json!({"metadata": {"labels": spec.labels}});
+            nodes
+                .patch(&spec.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
     }
+    let status = node_status(spec, &timestamp(clock()));
+    crate::heartbeat::post_node_status(&nodes, &spec.name, status, stored.as_ref()).await
+}
 
+impl NodeTwins {
     /// Acts as the DRA driver of DRA pools: installs its DeviceClasses and publishes each
     /// node's ResourceSlice (server-side apply, so a restart re-asserts the same slice).
     async fn publish_devices(&self) -> Result<(), kube::Error> {
         let slices: Vec<Value> = self
-            .nodes
-            .values()
+            .registered()
             .flat_map(resource_slice::resource_slices)
             .collect();
         if slices.is_empty() {
@@ -165,7 +251,7 @@ impl NodeTwins {
     async fn onboard(&self) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let slices: Api<ResourceSlice> = Api::all(self.client.clone());
-        let onboarding: Vec<&NodeSpec> = self.nodes.values().filter(|s| s.onboarding).collect();
+        let onboarding: Vec<&NodeSpec> = self.registered().filter(|s| s.onboarding).collect();
         if onboarding.is_empty() {
             return Ok(());
         }
@@ -278,8 +364,8 @@ impl NodeTwins {
                             // Devices of pods that went away while the twin was down are free.
                             self.gpus.lock().unwrap_or_else(|p| p.into_inner()).retain(&seen);
                             self.save_checkpoint();
-                            for name in self.nodes.keys() {
-                                self.publish_numa(name).await;
+                            for name in self.node_names() {
+                                self.publish_numa(&name).await;
                             }
                             continue;
                         }

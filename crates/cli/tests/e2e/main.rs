@@ -25,6 +25,7 @@ mod kueue_config;
 mod kueue_dra;
 mod kueue_jobset;
 mod kueue_pods;
+mod kueue_provisioning;
 mod kueue_queue;
 mod kueue_tas;
 mod kueue_topology;

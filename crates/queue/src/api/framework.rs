@@ -133,19 +133,21 @@ pub struct PodSetInfo {
     pub scheduling_gates: Vec<Value>,
 }
 
+fn object_at(value: Option<&Value>, field: &str) -> Map<String, Value> {
+    value
+        .and_then(|v| v.get(field))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
 impl PodSetInfo {
     /// A pod template's own node selector, tolerations, labels, annotations and gates.
     fn of_template(template: &Value) -> PodSetInfo {
-        let map = |pointer: &str| {
-            template
-                .pointer(pointer)
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default()
-        };
+        let metadata = template.get("metadata");
         PodSetInfo {
-            labels: map("/metadata/labels"),
-            annotations: map("/metadata/annotations"),
+            labels: object_at(metadata, "labels"),
+            annotations: object_at(metadata, "annotations"),
             scheduling_gates: template
                 .pointer("/spec/schedulingGates")
                 .and_then(Value::as_array)
@@ -196,17 +198,38 @@ impl PodSetInfo {
     /// A pod spec's own node selector and tolerations.
     fn of_pod_spec(pod_spec: Option<&Value>) -> PodSetInfo {
         PodSetInfo {
-            node_selector: pod_spec
-                .and_then(|s| s.get("nodeSelector"))
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default(),
+            node_selector: object_at(pod_spec, "nodeSelector"),
             tolerations: pod_spec
                 .and_then(|s| s.get("tolerations"))
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default(),
             ..PodSetInfo::default()
+        }
+    }
+
+    /// `podset.FromUpdate` merged in for every admission check's `podSetUpdates` entry naming
+    /// this PodSet (`getPodSetsInfoFromStatus`): its labels, annotations and node selector
+    /// set, its tolerations appended (each once).
+    fn add_check_updates(&mut self, workload: &Value, pod_set: &str) {
+        let updates = workload
+            .pointer("/status/admissionChecks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|check| check.get("podSetUpdates").and_then(Value::as_array))
+            .flatten()
+            .filter(|update| update.get("name").and_then(Value::as_str) == Some(pod_set));
+        for update in updates {
+            let some = Some(update);
+            self.labels.extend(object_at(some, "labels"));
+            self.annotations.extend(object_at(some, "annotations"));
+            self.node_selector.extend(object_at(some, "nodeSelector"));
+            for toleration in list(update.get("tolerations")) {
+                if !self.tolerations.contains(toleration) {
+                    self.tolerations.push(toleration.clone());
+                }
+            }
         }
     }
 
@@ -465,7 +488,7 @@ pub fn workload_for(kind: &Integration, job: &Value, priorities: &Priorities) ->
     if let Some(reference) = reference {
         spec["priorityClassRef"] = reference;
     }
-    json!({
+    let mut workload = json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
         "metadata": {
@@ -476,7 +499,20 @@ pub fn workload_for(kind: &Integration, job: &Value, priorities: &Priorities) ->
                 "uid": uid, "controller": true, "blockOwnerDeletion": true}],
         },
         "spec": spec,
-    })
+    });
+    // `NewWorkload`: the job's ProvisioningRequest parameters travel with its Workload.
+    let parameters: Map<String, Value> = job
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| key.starts_with(crate::api::provisioning::PARAMETER_ANNOTATION_PREFIX))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if !parameters.is_empty() {
+        workload["metadata"]["annotations"] = Value::Object(parameters);
+    }
+    workload
 }
 
 fn suspended(job: &Value) -> bool {
@@ -518,6 +554,7 @@ fn start_patch(
             let mut info = PodSetInfo::of_template(&pod_set.template);
             info.add_flavors(assignment, flavors);
             info.add_admission(workload, assignment, recorded.get(index));
+            info.add_check_updates(workload, &pod_set.name);
             info
         })
         .collect();

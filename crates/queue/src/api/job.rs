@@ -153,7 +153,8 @@ fn map_patch(current: Option<&Value>, wanted: &Map<String, Value>) -> Value {
     Value::Object(patch)
 }
 
-/// The template's nodeSelector and tolerations set to the (one) PodSet's info.
+/// The template's nodeSelector and tolerations set to the (one) PodSet's info, and its
+/// labels and annotations where they differ from it.
 fn pod_set_infos_patch(job: &Value, infos: &[PodSetInfo]) -> Map<String, Value> {
     let Some(info) = infos.first() else {
         return Map::new();
@@ -169,22 +170,31 @@ fn pod_set_infos_patch(job: &Value, infos: &[PodSetInfo]) -> Map<String, Value> 
     } else {
         Value::Array(info.scheduling_gates.clone())
     };
-    // The Job controller's own labels stay (the Workload's template does not have them).
-    let mut labels = map_patch(job.pointer("/spec/template/metadata/labels"), &info.labels);
-    if let Some(labels) = labels.as_object_mut() {
-        labels.retain(|key, value| !(value.is_null() && MANAGED_LABELS.contains(&key.as_str())));
+    let mut template = json!({"spec": {"nodeSelector": map_patch(current, &info.node_selector),
+        "tolerations": tolerations, "schedulingGates": gates}});
+    let metadata = job.pointer("/spec/template/metadata");
+    // The job controller's labels stay (`RestorePodSetsInfo` keeps `managedLabels`).
+    let mut labels = info.labels.clone();
+    for label in MANAGED_LABELS {
+        if let Some(value) =
+            metadata.and_then(|m| m.pointer(&format!("/labels/{}", label.replace('/', "~1"))))
+        {
+            labels.insert(label.to_string(), value.clone());
+        }
     }
-    let annotations = map_patch(
-        job.pointer("/spec/template/metadata/annotations"),
-        &info.annotations,
-    );
+    for (field, wanted) in [("labels", &labels), ("annotations", &info.annotations)] {
+        let current = metadata.and_then(|m| m.get(field));
+        if current
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+            != *wanted
+        {
+            template["metadata"][field] = map_patch(current, wanted);
+        }
+    }
     let mut fields = Map::new();
-    fields.insert(
-        "template".into(),
-        json!({"metadata": {"labels": labels, "annotations": annotations},
-            "spec": {"nodeSelector": map_patch(current, &info.node_selector),
-            "tolerations": tolerations, "schedulingGates": gates}}),
-    );
+    fields.insert("template".into(), template);
     fields
 }
 
@@ -421,6 +431,86 @@ mod tests {
                 {"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
                 "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main",
                     "flavors": {"cpu": "spot", "memory": "spot"}, "count": count}]}}})
+    }
+
+    /// Kueue's `NewWorkload`: only the job's `provreq.kueue.x-k8s.io/` annotations are copied.
+    #[test]
+    fn provisioning_request_parameters_travel_with_the_workload() {
+        let annotated = job(json!({"metadata": {"annotations": {
+            "provreq.kueue.x-k8s.io/maxRunDurationSeconds": "600", "team": "a"}}}));
+        let workload = workload_for(&annotated, &Priorities::default());
+        assert_eq!(
+            workload["metadata"]["annotations"],
+            json!({"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "600"})
+        );
+        let plain = workload_for(&job(json!({})), &Priorities::default());
+        assert!(plain["metadata"].get("annotations").is_none());
+    }
+
+    /// Kueue's `getPodSetsInfoFromStatus`: a Ready check's `podSetUpdates` go into the
+    /// template when the job starts, and come out again when it is stopped.
+    #[test]
+    fn admission_check_pod_set_updates_go_into_the_template_and_are_restored() {
+        let mut workload = admitted_workload(3);
+        workload["spec"]["podSets"][0]["template"]["metadata"] = json!({"labels": {"controller-uid": "u-1", "batch.kubernetes.io/job-name": "sample-job"}});
+        workload["status"]["admissionChecks"] = json!([{"name": "prov", "state": "Ready",
+            "podSetUpdates": [{"name": "main", "labels": {"pool": "a"},
+                "annotations": {"autoscaling.x-k8s.io/consume-provisioning-request": "wl-prov-1"},
+                "nodeSelector": {"zone": "z1"},
+                "tolerations": [{"key": "t", "operator": "Exists"}]},
+                {"name": "other", "annotations": {"not": "mine"}}]}]);
+        let none = BTreeMap::new();
+        let writes = changes(
+            &job(json!({})),
+            Some(&workload),
+            &none,
+            &Priorities::default(),
+            now(),
+        );
+        let [JobWrite::PatchJob(patch)] = writes.as_slice() else {
+            panic!("{writes:?}")
+        };
+        let template = &patch["spec"]["template"];
+        assert_eq!(
+            template["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"],
+            "wl-prov-1"
+        );
+        assert!(template["metadata"]["annotations"].get("not").is_none());
+        assert_eq!(template["metadata"]["labels"]["pool"], "a");
+        assert_eq!(template["metadata"]["labels"]["controller-uid"], "u-1");
+        assert_eq!(
+            template["spec"]["nodeSelector"],
+            json!({"own": "x", "zone": "z1"})
+        );
+        assert_eq!(
+            template["spec"]["tolerations"],
+            json!([{"key": "t", "operator": "Exists"}])
+        );
+
+        let mut evicted = workload.clone();
+        evicted["status"]["conditions"].as_array_mut().expect("list").push(json!({
+            "type": "Evicted", "status": "True", "reason": "Preempted", "message": "to make room"}));
+        let running = job(json!({"spec": {"suspend": false, "template": {
+            "metadata": {"labels": {"pool": "a"}, "annotations":
+                {"autoscaling.x-k8s.io/consume-provisioning-request": "wl-prov-1"}},
+            "spec": {"nodeSelector": {"own": "x", "zone": "z1"}}}}, "status": {"active": 1}}));
+        let writes = changes(
+            &running,
+            Some(&evicted),
+            &none,
+            &Priorities::default(),
+            now(),
+        );
+        let [JobWrite::PatchJob(patch)] = writes.as_slice() else {
+            panic!("{writes:?}")
+        };
+        let template = &patch["spec"]["template"];
+        assert_eq!(
+            template["metadata"]["annotations"],
+            json!({"autoscaling.x-k8s.io/consume-provisioning-request": null})
+        );
+        assert_eq!(template["metadata"]["labels"]["pool"], Value::Null);
+        assert!(template["metadata"]["labels"].get("pool").is_some());
     }
 
     #[test]
@@ -690,7 +780,7 @@ mod tests {
         assert!(
             template["metadata"]["labels"]
                 .get("controller-uid")
-                .is_none()
+                .is_none_or(|uid| !uid.is_null())
         );
         assert_eq!(
             template["metadata"]["annotations"][WORKLOAD_ANNOTATION],

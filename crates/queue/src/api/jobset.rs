@@ -158,6 +158,22 @@ fn pod_set_infos_patch(jobset: &Value, infos: &[PodSetInfo]) -> Map<String, Valu
                     template.insert("metadata".into(), Value::Object(metadata));
                 }
             }
+            let metadata_wanted = !info.labels.is_empty() || !info.annotations.is_empty();
+            if let Some(template) = replicated
+                .pointer_mut("/template/spec/template")
+                .and_then(Value::as_object_mut)
+                .filter(|t| metadata_wanted || t.contains_key("metadata"))
+                && let Some(metadata) = template
+                    .entry("metadata")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+            {
+                for (field, wanted) in
+                    [("labels", &info.labels), ("annotations", &info.annotations)]
+                {
+                    set_or_remove(metadata, field, (!wanted.is_empty()).then(|| json!(wanted)));
+                }
+            }
             replicated
         })
         .collect();

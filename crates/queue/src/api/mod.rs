@@ -6,13 +6,14 @@
 //! integrations, the Workloads StatefulSets and LeaderWorkerSets own for their pod groups
 //! (`parent`), the visibility API's pending-workload lists (`visibility`) and why a Workload
 //! waits (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
-//! kept across passes (`admission_fair_sharing`), and the DRA devices pending Workloads'
-//! claims count as (`dra`), and Topology-Aware Scheduling's snapshots, conditions and
-//! topology ungater (`tas`).
+//! kept across passes (`admission_fair_sharing`), the admission-check framework
+//! (`admission_checks`), the DRA devices pending Workloads' claims count as (`dra`), and
+//! Topology-Aware Scheduling's snapshots, conditions and topology ungater (`tas`).
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
 //! time is an argument. The queue manager's shell (`tessera-controllers`) watches and writes.
 
+pub mod admission_checks;
 pub mod admission_fair_sharing;
 pub mod dra;
 pub mod evictions;
@@ -25,6 +26,7 @@ pub mod parent;
 pub mod pass;
 pub mod pod;
 pub mod pods_ready;
+pub mod provisioning;
 pub mod status;
 pub mod tas;
 pub mod visibility;

@@ -57,6 +57,8 @@ pub struct Objects {
     pub nodes: Vec<Value>,
     /// Pods (what bound non-TAS pods use of the TAS flavors' nodes).
     pub pods: Vec<Value>,
+    /// AdmissionChecks (whether the ClusterQueues requiring them are active).
+    pub admission_checks: Vec<Value>,
     /// What pending Workloads' DRA claims count as (`dra::DeviceRequests::resolve`); the
     /// default, none, reads every Workload's requests from its pod templates alone.
     pub devices: crate::api::dra::DeviceRequests,

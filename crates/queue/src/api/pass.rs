@@ -17,9 +17,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use serde_json::Value;
+use tessera_model::conditions;
 
 use crate::afs::ResourceUsage;
 use crate::amount::Amount;
+use crate::api::admission_checks::{self, ClusterQueueChecks};
 use crate::api::admission_fair_sharing::{Ledger, Observed};
 use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
@@ -229,6 +231,8 @@ struct World<'o> {
     tree: TreeSpec,
     /// Each ClusterQueue's `Active` condition.
     activity: BTreeMap<String, status::Active>,
+    /// Each ClusterQueue's admission checks.
+    checks: BTreeMap<String, ClusterQueueChecks>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// The TAS flavors with the placements of the Workloads holding quota.
     tas: TasFlavors,
@@ -290,6 +294,11 @@ impl<'o> World<'o> {
             .filter(|(_, state)| matches!(state, WorkloadState::Reserving { .. }))
             .map(|(object, _)| *object);
         let tas = tas::tas_flavors(objects, holding);
+        let known_checks = admission_checks::admission_checks(&objects.admission_checks);
+        let checks: BTreeMap<String, ClusterQueueChecks> = cluster_queues
+            .iter()
+            .map(|(name, (_, object))| (name.clone(), ClusterQueueChecks::of(object)))
+            .collect();
         let activity = cluster_queues
             .iter()
             .map(|(name, (cq, _))| {
@@ -300,8 +309,17 @@ impl<'o> World<'o> {
                     .partition(|flavor| flavors.contains_key(flavor));
                 let stopped = cq.stop_policy != StopPolicy::None;
                 let topologies = tas::missing_topologies(&present, &tas);
-                let active =
-                    status::cluster_queue_active(cq.terminating, stopped, &missing, &topologies);
+                let more = checks
+                    .get(name)
+                    .map(|c| c.inactive_reasons(&known_checks))
+                    .unwrap_or_default();
+                let active = status::cluster_queue_active_with(
+                    cq.terminating,
+                    stopped,
+                    &missing,
+                    &topologies,
+                    &more,
+                );
                 (name.clone(), active)
             })
             .collect();
@@ -314,6 +332,7 @@ impl<'o> World<'o> {
             pending,
             tree,
             activity,
+            checks,
             namespaces: objects::namespace_labels(&objects.namespaces),
             tas,
         }
@@ -438,7 +457,12 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
                 cluster_queue: cluster_queue.clone(),
                 local_queue: queued.local_queue_key(),
                 usage: usage.clone(),
-                admitted: true,
+                admitted: match decided.outcomes.get(key) {
+                    Some(Outcome::Admitted(admission)) => {
+                        without_pending_checks(&world, key, admission, now)
+                    }
+                    _ => true,
+                },
             };
             world.holders.insert(key.clone(), holder);
         }
@@ -812,8 +836,23 @@ fn workload_writes(
         };
         match outcome {
             Outcome::Admitted(admission) => {
-                events.extend(status::admission_events(object, admission, now));
-                changed.record(key, object, Some(status::admitted(object, admission, now)));
+                let required = world
+                    .checks
+                    .get(&admission.cluster_queue)
+                    .map(|c| c.for_workload(Some(&status::admission_json(admission))))
+                    .unwrap_or_default();
+                let (checks, _) = admission_checks::sync_states(
+                    &admission_checks::states(object),
+                    &required,
+                    now,
+                );
+                let [reserved, admitted] = status::admission_events(object, admission, now);
+                events.push(reserved);
+                if admission_checks::all_ready(&checks) {
+                    events.push(admitted);
+                }
+                let written = status::reserved(object, admission, &checks, now);
+                changed.record(key, object, Some(written));
             }
             Outcome::Pending {
                 reason,
@@ -865,6 +904,12 @@ fn workload_writes(
     };
     for (key, (object, state)) in &world.workloads {
         let object = changed.current(key, object);
+        let checked = check_states(world, queues, &object, state, now);
+        events.extend(checked.events);
+        if !checked.status.is_empty() {
+            changed.record(key, &object, Some(Value::Object(checked.status)));
+        }
+        let object = changed.current(key, &object);
         let written = match state {
             WorkloadState::Reserving {
                 workload,
@@ -908,6 +953,58 @@ fn workload_writes(
         changed.record(key, &object, written);
     }
     (changed.writes(), events)
+}
+
+/// Whether this pass's admission of `key` admits it at once: every check its ClusterQueue
+/// requires of the admission is Ready already (none, usually).
+fn without_pending_checks(
+    world: &World<'_>,
+    key: &str,
+    admission: &Admission,
+    now: SystemTime,
+) -> bool {
+    let Some((object, _)) = world.workloads.get(key) else {
+        return true;
+    };
+    let required = world
+        .checks
+        .get(&admission.cluster_queue)
+        .map(|c| c.for_workload(Some(&status::admission_json(admission))))
+        .unwrap_or_default();
+    let (checks, _) =
+        admission_checks::sync_states(&admission_checks::states(object), &required, now);
+    admission_checks::all_ready(&checks)
+}
+
+/// The workload controller's admission-check steps for one Workload (its checks from its
+/// ClusterQueue: the admission's, or the LocalQueue's queue while pending).
+fn check_states(
+    world: &World<'_>,
+    queues: &QueueManager,
+    object: &Value,
+    state: &WorkloadState,
+    now: SystemTime,
+) -> admission_checks::Reconciled {
+    let (cluster_queue, active) = match state {
+        WorkloadState::Reserving {
+            workload, active, ..
+        } => (Some(workload.cluster_queue.as_str()), *active),
+        WorkloadState::Pending(queued) => (
+            queues
+                .local_queues
+                .get(&queued.local_queue_key())
+                .map(|lq| lq.cluster_queue.as_str()),
+            true,
+        ),
+        WorkloadState::Finished | WorkloadState::Inactive => return Default::default(),
+    };
+    let admission = object
+        .pointer("/status/admission")
+        .filter(|a| !a.is_null() && conditions::is_true(object, status::QUOTA_RESERVED));
+    let required = cluster_queue
+        .and_then(|name| world.checks.get(name))
+        .map(|checks| checks.for_workload(admission));
+    admission_checks::reconcile(object, required.as_ref(), active, now)
 }
 
 /// ClusterQueue and LocalQueue statuses that changed: counts and usage of the Workloads

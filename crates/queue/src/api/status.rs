@@ -144,6 +144,14 @@ fn previous_message(object: &Value, kind: &str) -> Option<String> {
 /// with no admission checks): the admission, `QuotaReserved=True`, `Admitted=True`, and any
 /// active `Evicted`/`Preempted` reset to False "Previously: …".
 pub fn admitted(object: &Value, admission: &Admission, now: SystemTime) -> Value {
+    reserved(object, admission, &[], now)
+}
+
+/// As [`admitted`], for a ClusterQueue that requires the admission checks whose states are
+/// `checks` (`SetQuotaReservation`, then the workload controller's check sync and
+/// `SyncAdmittedCondition`): with a check not Ready, `Admitted=False`
+/// UnsatisfiedAdmissionChecks and the check states written.
+pub fn reserved(object: &Value, admission: &Admission, checks: &[Value], now: SystemTime) -> Value {
     let reserved = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
     let evicted = previous_message(object, EVICTED);
     let preempted = previous_message(object, PREEMPTED);
@@ -154,9 +162,23 @@ pub fn admitted(object: &Value, admission: &Admission, now: SystemTime) -> Value
     if let Some(message) = &preempted {
         changes.push((PREEMPTED, "False", "QuotaReserved", message));
     }
-    changes.push((ADMITTED, "True", "Admitted", "The workload is admitted"));
+    let ready = checks.iter().all(|c| c["state"] == "Ready");
+    if ready {
+        changes.push((ADMITTED, "True", "Admitted", "The workload is admitted"));
+    } else {
+        changes.push((
+            ADMITTED,
+            "False",
+            "UnsatisfiedAdmissionChecks",
+            "The workload has not all checks ready",
+        ));
+    }
     let (list, _) = set_all(object, &changes, now);
-    json!({"admission": admission_json(admission), "conditions": list})
+    let mut status = json!({"admission": admission_json(admission), "conditions": list});
+    if !checks.is_empty() {
+        status["admissionChecks"] = json!(checks);
+    }
+    status
 }
 
 /// The status of a Workload left without quota with `reason` and `message`
@@ -412,6 +434,25 @@ pub fn cluster_queue_active(
     missing_flavors: &[String],
     missing_topologies: &[(String, String)],
 ) -> Active {
+    cluster_queue_active_with(
+        terminating,
+        stopped,
+        missing_flavors,
+        missing_topologies,
+        &[],
+    )
+}
+
+/// [`cluster_queue_active`] with further `(reason, message part)`s after the flavors' and
+/// before the topologies' (the admission checks',
+/// `admission_checks::ClusterQueueChecks::inactive_reasons`).
+pub fn cluster_queue_active_with(
+    terminating: bool,
+    stopped: bool,
+    missing_flavors: &[String],
+    missing_topologies: &[(String, String)],
+    more: &[(&'static str, String)],
+) -> Active {
     if terminating {
         return (
             "False",
@@ -431,6 +472,10 @@ pub fn cluster_queue_active(
             "references missing ResourceFlavor(s): {}",
             missing_flavors.join(",")
         ));
+    }
+    for (reason, message) in more {
+        reasons.push(reason);
+        messages.push(message.clone());
     }
     for (flavor, topology) in missing_topologies {
         reasons.push("TopologyNotFound");
