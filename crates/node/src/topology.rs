@@ -578,6 +578,28 @@ impl Topology {
 mod tests {
     use super::*;
 
+    /// docs/lab/two-teams.md runs on the built-in lab with one change; this keeps its file
+    /// from drifting when the built-in lab changes.
+    #[test]
+    fn the_two_teams_lab_is_the_built_in_lab_with_device_plugin_h100s() {
+        let lab = include_str!("../../../examples/lab/two-teams/lab.yaml");
+        let change = "  devices: {exposure: device-plugin}   # the built-in lab: {exposure: dra}";
+        assert_eq!(lab.matches(change).count(), 1, "the one change is stated");
+        let restored: String = lab
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .map(|line| {
+                let line = if line == change {
+                    "  devices: {exposure: dra}"
+                } else {
+                    line
+                };
+                format!("{line}\n")
+            })
+            .collect();
+        assert_eq!(restored, DEFAULT_TOPOLOGY);
+    }
+
     #[test]
     fn default_lab_expands_to_named_nodes() {
         let nodes = Topology::default_lab().nodes();
