@@ -288,6 +288,71 @@ impl GpuAssignments {
     }
 }
 
+impl GpuAssignments {
+    /// The devices container `container` of pod `key` holds on `node`, in the order handed out.
+    pub fn held_by(&self, node: &str, key: &PodKey, container: &str) -> Vec<Unit> {
+        self.held
+            .get(node)
+            .and_then(|held| held.get(&pod_id(key)))
+            .map(|units| {
+                units
+                    .iter()
+                    .filter(|(c, _)| c == container)
+                    .map(|(_, u)| u.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A device as a container's `nvidia-smi` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VisibleGpu {
+    /// The product name (`NVIDIA H100 80GB HBM3`).
+    pub product_name: String,
+    /// The GPU's UUID (`GPU-…`), the parent's for a MIG device.
+    pub uuid: String,
+    /// The GPU's memory in MiB.
+    pub memory_mib: u64,
+    /// The MIG device, when the unit is one: its profile (`1g.10gb`) and UUID (`MIG-…`).
+    pub mig: Option<(String, String)>,
+}
+
+/// What the devices `units` on `node` look like from inside the container that holds them.
+pub fn visible_gpus(node: &NodeSpec, units: &[Unit]) -> Vec<VisibleGpu> {
+    let Some(gpu) = node.hardware.as_ref().and_then(|h| h.gpu.as_ref()) else {
+        return Vec::new();
+    };
+    units
+        .iter()
+        .map(|unit| {
+            let parent = device_uuid("GPU", &node.name, &format!("gpu-{}", unit.gpu()));
+            let mig = match unit {
+                Unit::Mig { name, .. } => {
+                    Some((mig_profile_of(gpu, name), unit.visible(&node.name)))
+                }
+                _ => None,
+            };
+            VisibleGpu {
+                product_name: gpu.product_name.clone(),
+                uuid: parent,
+                memory_mib: gpu.memory_mib,
+                mig,
+            }
+        })
+        .collect()
+}
+
+/// The profile (`1g.10gb`) of a MIG device named after it (`gpu-0-mig-1g10gb-0`).
+fn mig_profile_of(gpu: &tessera_devices::GpuModel, device: &str) -> String {
+    gpu.mig
+        .iter()
+        .flat_map(|m| m.profiles.iter())
+        .map(|p| p.name.clone())
+        .find(|profile| device.contains(&format!("-mig-{}-", profile.replace(['.', '+'], ""))))
+        .unwrap_or_default()
+}
+
 /// Annotation: the node's Topology Manager policy, for NUMA-aware scheduling.
 pub const POLICY_ANNOTATION: &str = "tessera.dev/topology-manager-policy";
 /// Annotation: whole GPUs per NUMA node (`0:4,1:4`).
