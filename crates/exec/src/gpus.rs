@@ -41,13 +41,17 @@ pub fn list(gpus: &[VisibleGpu]) -> String {
 /// `nvidia-smi` without arguments: the GPU table, idle.
 pub fn table(gpus: &[VisibleGpu]) -> String {
     let rule = format!("+{}+", "-".repeat(87));
-    let mut out = String::new();
-    let _ = writeln!(out, "{rule}");
-    let _ = writeln!(
-        out,
-        "| NVIDIA-SMI 570.124.06             Driver Version: 570.124.06     CUDA Version: 12.8     |"
-    );
-    let _ = writeln!(out, "{rule}");
+    let row = |content: String| format!("| {content:<85} |\n");
+    let mut out = format!("{rule}\n");
+    out += &row(format!(
+        "NVIDIA-SMI {DRIVER:<22} Driver Version: {DRIVER:<14} CUDA Version: {CUDA}"
+    ));
+    out += &format!("{rule}\n");
+    out += &row(format!(
+        "{:<4} {:<28} {:>24} {:>24}",
+        "GPU", "Name", "Memory-Usage", "MIG M."
+    ));
+    out += &format!("{rule}\n");
     for (index, (gpu, migs)) in grouped(gpus).into_iter().enumerate() {
         let name: String = gpu.product_name.chars().take(28).collect();
         let memory = format!("0MiB / {}MiB", gpu.memory_mib);
@@ -56,14 +60,16 @@ pub fn table(gpus: &[VisibleGpu]) -> String {
         } else {
             "Enabled"
         };
-        let _ = writeln!(
-            out,
-            "| {index:>3}  {name:<28} On  | {memory:>22} | {mig:>24} |"
-        );
+        out += &row(format!("{index:<4} {name:<28} {memory:>24} {mig:>24}"));
     }
-    let _ = writeln!(out, "{rule}");
-    let _ = writeln!(out, "| Processes:{:>77}|", "");
-    let _ = writeln!(out, "|  No running processes found{:>59}|", "");
-    let _ = writeln!(out, "{rule}");
+    out += &format!("{rule}\n");
+    out += &row("Processes:".to_string());
+    out += &row("No running processes found".to_string());
+    out += &format!("{rule}\n");
     out
 }
+
+/// The driver the simulated nodes report.
+const DRIVER: &str = "570.124.06";
+/// The CUDA version that driver supports.
+const CUDA: &str = "12.8";

@@ -21,10 +21,10 @@ pub(crate) fn parse(script: &str) -> Result<Vec<(Join, Vec<String>)>, String> {
     let mut join = Join::Always;
     let mut chars = script.chars().peekable();
     let end = |words: &mut Vec<String>,
-                   word: &mut Option<String>,
-                   next: Join,
-                   commands: &mut Vec<_>,
-                   join: &mut Join|
+               word: &mut Option<String>,
+               next: Join,
+               commands: &mut Vec<_>,
+               join: &mut Join|
      -> Result<(), String> {
         words.extend(word.take());
         if words.is_empty() {

@@ -321,7 +321,8 @@ fn commands_print_what_the_real_tools_print() {
             mig: Some(("3g.20gb".into(), "MIG-b".into())),
         },
     ];
-    let cases: &[(&str, &str, &[VisibleGpu], i32, &str, &str)] = &[
+    type Case<'a> = (&'a str, &'a str, &'a [VisibleGpu], i32, &'a str, &'a str);
+    let cases: &[Case] = &[
         (
             "nslookup web.x.svc.cluster.local",
             "",

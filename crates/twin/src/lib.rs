@@ -13,6 +13,7 @@
 //! pure `tessera-node`; the clock is injected ([`NodeTwins::with_clock`]). Knows nothing
 //! about real hardware.
 
+pub mod containers;
 pub mod dra_publish;
 mod faults;
 mod heartbeat;
