@@ -74,7 +74,8 @@ impl Streams {
         for (wanted, kind) in [
             (self.stdin, "stdin"),
             (self.stdout, "stdout"),
-            (self.stderr, "stderr"),
+            // With a terminal, stderr is merged into stdout: no stream of its own.
+            (self.stderr && !self.tty, "stderr"),
             (self.tty, "resize"),
         ] {
             if wanted {
@@ -509,6 +510,16 @@ mod tests {
             }
             .expected(),
             vec!["error", "stdin", "stdout"]
+        );
+        let terminal = Streams {
+            stdin: true,
+            stdout: true,
+            stderr: true,
+            tty: true,
+        };
+        assert_eq!(
+            terminal.expected(),
+            vec!["error", "stdin", "stdout", "resize"]
         );
     }
 }

@@ -2,6 +2,7 @@
 
 mod agent;
 mod bench;
+mod bench_exec;
 mod bench_queue;
 mod bench_queue_api;
 mod bench_report;
@@ -93,6 +94,9 @@ enum BenchCommand {
     /// Durability: concurrent writers, `kill -9` of the server, restart; no acknowledged
     /// write may be lost.
     CrashDrill(crash_drill::CrashDrillArgs),
+    /// The `kubectl exec` round trip through the embedded API server into a node twin's
+    /// container (WebSocket v5, an agnhost connect probe through a Service).
+    Exec(bench_exec::ExecBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -247,6 +251,9 @@ fn main() -> anyhow::Result<()> {
         Command::Fault(args) => runtime.block_on(fault::run(&args.command, &args.cluster)),
         Command::Bench(BenchCommand::Api(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(bench::api(&args)))
+        }
+        Command::Bench(BenchCommand::Exec(args)) => {
+            bench_report::repeat(&args.repeat, || runtime.block_on(bench_exec::exec(&args)))
         }
         Command::Bench(BenchCommand::Rbac(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(bench::rbac(&args)))

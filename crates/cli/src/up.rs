@@ -384,7 +384,7 @@ pub fn print_kubeconfig(args: &crate::KubeconfigArgs) -> anyhow::Result<()> {
 }
 
 /// `pods/exec` into the node twins' simulated containers.
-struct TwinRuntime(std::sync::Arc<tessera_twin::containers::Containers>);
+pub(crate) struct TwinRuntime(pub(crate) std::sync::Arc<tessera_twin::containers::Containers>);
 
 impl tessera_apiserver::exec::ContainerRuntime for TwinRuntime {
     fn exec(

@@ -205,6 +205,46 @@ fn kubectl_exec_runs_probes_and_tools_in_simulated_containers_over_spdy_and_webs
             "kubectl {v}: a pod without GPUs has no nvidia-smi: {stdout}"
         );
     }
+    // Authorization is `create` on pods/exec, for SPDY's POST and WebSocket's GET alike.
+    let role = |verbs: &str| {
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: poke, namespace: probe}}\n\
+             rules:\n- {{apiGroups: [\"\"], resources: [pods], verbs: [get, list]}}\n\
+             - {{apiGroups: [\"\"], resources: [pods/exec], verbs: [{verbs}]}}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: poke, namespace: probe}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: poke}}\n\
+             subjects: [{{kind: User, name: viewer, apiGroup: rbac.authorization.k8s.io}}]\n"
+        )
+    };
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &role("get"));
+    for v in ["1.27", "1.33"] {
+        let (code, _, stderr) = exec(
+            &cluster,
+            v,
+            &["--as=viewer", "client", "--", "hostname"],
+            None,
+        );
+        assert_ne!(code, 0, "kubectl {v}");
+        assert!(
+            stderr.contains(r#"User "viewer" cannot create resource "pods/exec" in API group "" in the namespace "probe""#),
+            "kubectl {v}: {stderr}"
+        );
+    }
+    cluster.ok_stdin(v, &["apply", "-f", "-"], &role("create"));
+    for v in ["1.27", "1.33"] {
+        let (code, stdout, stderr) = exec(
+            &cluster,
+            v,
+            &["--as=viewer", "client", "--", "hostname"],
+            None,
+        );
+        assert_eq!(
+            (code, stdout.as_str()),
+            (0, "client\n"),
+            "kubectl {v}: {stderr}"
+        );
+    }
+
     // kubectl 1.33 took the WebSocket path, not the SPDY fallback.
     let (code, _, stderr) = exec(
         &cluster,
