@@ -588,4 +588,49 @@ mod tests {
         restored.retain(&BTreeSet::new());
         assert!(restored.in_use(&mig.name).is_empty());
     }
+
+    #[test]
+    fn a_container_sees_its_own_devices_with_their_profiles() {
+        let node = node("single-numa-node");
+        let mut assignments = GpuAssignments::default();
+        let key = ("ns".to_string(), "a".to_string());
+        assignments
+            .admit(&node, &key, &pod(&[1, 2]))
+            .expect("admitted");
+        let seen: Vec<Vec<VisibleGpu>> = ["c0", "c1", "c9"]
+            .iter()
+            .map(|c| visible_gpus(&node, &assignments.held_by(&node.name, &key, c)))
+            .collect();
+        assert_eq!(seen.iter().map(Vec::len).collect::<Vec<_>>(), [1, 2, 0]);
+        assert_eq!(seen[0][0].product_name, "NVIDIA H100 80GB HBM3");
+        assert!(seen[0][0].uuid.starts_with("GPU-") && seen[0][0].mig.is_none());
+        assert_ne!(seen[1][0].uuid, seen[1][1].uuid);
+        assert!(
+            assignments
+                .held_by(&node.name, &("ns".into(), "b".into()), "c0")
+                .is_empty()
+        );
+
+        let mig = pool("{exposure: device-plugin, sharing: {mig: {layout: all-balanced}}}");
+        let mut assignments = GpuAssignments::default();
+        assignments
+            .admit(
+                &mig,
+                &key,
+                &pod_asking(json!({"nvidia.com/mig-1g.18gb": "2"})),
+            )
+            .expect("admitted");
+        let seen = visible_gpus(&mig, &assignments.held_by(&mig.name, &key, "c0"));
+        let profiles: Vec<(&str, bool)> = seen
+            .iter()
+            .map(|g| {
+                let (profile, uuid) = g.mig.as_ref().expect("a MIG device");
+                (
+                    profile.as_str(),
+                    uuid.starts_with("MIG-") && g.uuid.starts_with("GPU-"),
+                )
+            })
+            .collect();
+        assert_eq!(profiles, [("1g.18gb", true), ("1g.18gb", true)]);
+    }
 }
