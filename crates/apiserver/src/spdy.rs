@@ -24,6 +24,8 @@ const GOAWAY: u16 = 7;
 const FIN: u8 = 0x01;
 /// The largest frame accepted (SPDY's 24-bit length).
 const MAX_FRAME: usize = (1 << 24) - 1;
+/// The largest inflated header block accepted.
+const MAX_HEADER_BLOCK: usize = 1 << 20;
 
 /// The header-compression dictionary of SPDY/3 (draft 3, section 2.6.10.1): length-prefixed
 /// header names and common values, then a run of common text.
@@ -309,6 +311,9 @@ impl HeaderReader {
             input = &input[consumed..];
             let produced = self.inflate.total_out() - before_out;
             if out.len() == out.capacity() {
+                if out.len() >= MAX_HEADER_BLOCK {
+                    return Err(SpdyError::Protocol("header block too large".into()));
+                }
                 out.reserve(out.capacity());
                 continue;
             }

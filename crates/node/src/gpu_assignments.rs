@@ -305,6 +305,24 @@ impl GpuAssignments {
     }
 }
 
+/// The unit a DRA device of this node's slices is (`gpu-3`, `gpu-0-mig-1g18gb-0`).
+pub fn unit_of_device(name: &str) -> Option<Unit> {
+    let rest = name.strip_prefix("gpu-")?;
+    let (index, mig) = match rest.split_once('-') {
+        Some((index, tail)) => (index, Some(tail)),
+        None => (rest, None),
+    };
+    let gpu = index.parse().ok()?;
+    match mig {
+        None => Some(Unit::Gpu(gpu)),
+        Some(tail) if tail.starts_with("mig-") => Some(Unit::Mig {
+            gpu,
+            name: name.to_string(),
+        }),
+        Some(_) => None,
+    }
+}
+
 /// A device as a container's `nvidia-smi` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VisibleGpu {
@@ -632,5 +650,20 @@ mod tests {
             })
             .collect();
         assert_eq!(profiles, [("1g.18gb", true), ("1g.18gb", true)]);
+
+        for (device, unit) in [
+            ("gpu-3", Some(Unit::Gpu(3))),
+            (
+                "gpu-0-mig-1g18gb-0",
+                Some(Unit::Mig {
+                    gpu: 0,
+                    name: "gpu-0-mig-1g18gb-0".into(),
+                }),
+            ),
+            ("gpu-0-counter-set", None),
+            ("nic-0", None),
+        ] {
+            assert_eq!(unit_of_device(device), unit, "{device}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The node twins' simulated containers as `kubectl exec` reaches them: gathers the world a
 //! command sees (Services, EndpointSlices, Pods and Nodes through the API; the devices the
-//! container holds from the twins' device bookkeeping) and hands it with the command to the
+//! container holds from the twins' device-plugin bookkeeping and its prepared DRA claims) and hands it with the command to the
 //! `tessera-exec` interpreter.
 //!
 //! Decides nothing about what a command prints or where a probe goes; network policy is
@@ -18,7 +18,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tessera_exec::{AllowAll, Cluster, Output, PolicyVerdict, Session};
 use tessera_model::json::text;
-use tessera_node::gpu_assignments::{GpuAssignments, visible_gpus};
+use tessera_node::claim_devices;
+use tessera_node::gpu_assignments::{GpuAssignments, Unit, unit_of_device, visible_gpus};
 use tessera_node::topology::NodeSpec;
 
 /// The containers of one set of node twins.
@@ -77,11 +78,12 @@ impl Containers {
             text(pod, "/metadata/namespace").to_string(),
             text(pod, "/metadata/name").to_string(),
         );
-        let units = self
+        let mut units = self
             .gpus
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .held_by(node, &key, container);
+        units.extend(self.claimed_units(pod, spec, container).await);
         let gpus = visible_gpus(spec, &units);
         let session = Session {
             cluster: &cluster,
@@ -92,6 +94,26 @@ impl Containers {
             seed: self.next.fetch_add(1, Ordering::Relaxed),
         };
         Ok(tessera_exec::run(&session, command, stdin))
+    }
+
+    /// The GPUs and MIG devices the container got through DRA claims.
+    async fn claimed_units(&self, pod: &Value, spec: &NodeSpec, container: &str) -> Vec<Unit> {
+        let Ok(typed) = serde_json::from_value::<Pod>(pod.clone()) else {
+            return Vec::new();
+        };
+        if !claim_devices::uses_claims(&typed) {
+            return Vec::new();
+        }
+        let Ok(claims) = crate::pods::fetch_claims(&self.client, &typed).await else {
+            return Vec::new();
+        };
+        claim_devices::container_device_names(&typed, spec, &claims)
+            .ok()
+            .and_then(|mut names| names.remove(container))
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|name| unit_of_device(name))
+            .collect()
     }
 
     async fn cluster(&self, spec: &NodeSpec) -> Result<Cluster, kube::Error> {
