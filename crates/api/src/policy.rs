@@ -35,6 +35,13 @@ pub const COMPONENTS: &[Component] = &[
             (&[""], &["nodes"], WRITE),
             (&[""], &["nodes/status", "pods/status"], STATUS),
             (&[""], &["pods"], &["get", "list", "watch", "delete"]),
+            // What simulated containers see: Service links, cluster DNS, the network path.
+            (&[""], &["services"], &["get", "list", "watch"]),
+            (
+                &["discovery.k8s.io"],
+                &["endpointslices"],
+                &["get", "list", "watch"],
+            ),
             (&["coordination.k8s.io"], &["leases"], WRITE),
             (
                 &["", "events.k8s.io"],

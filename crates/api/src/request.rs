@@ -225,8 +225,19 @@ pub fn attributes(target: &Target, method: &Method, path: &str, query: &Query) -
     match target {
         Target::Resource(resource) => {
             let named = resource.name.is_some();
-            // A subresource request on a named object is a get/create/update/patch of it.
-            let verb = resource_verb(method, named, query);
+            // A subresource request on a named object is a get/create/update/patch of it;
+            // connecting to a pod's streams (`exec`, `attach`, `portforward`) is `create`
+            // whichever method the upgrade uses (WebSocket's GET included, as kube-apiserver
+            // authorizes it since AuthorizePodWebsocketUpgradeCreatePermission).
+            let streaming = matches!(
+                resource.subresource.as_deref(),
+                Some("exec" | "attach" | "portforward")
+            ) && resource.plural == "pods";
+            let verb = if streaming {
+                "create"
+            } else {
+                resource_verb(method, named, query)
+            };
             Attributes {
                 verb: verb.to_string(),
                 resource_request: true,

@@ -5,7 +5,7 @@
 //! Owns routing and HTTP (discovery, OpenAPI, CRUD, the three patch flavours, Tables and
 //! subresources served from `tessera-api`'s documents and decisions), authentication
 //! transport and the TLS listener, list/watch with selectors and pagination over the store,
-//! the store binding of object writes (one read-modify-write transaction each, with the
+//! `pods/exec` over SPDY/3.1 and WebSocket into a registered container runtime, the store binding of object writes (one read-modify-write transaction each, with the
 //! clock and a seeded id generator injected), the served-resource registry, and the garbage
 //! collector (owner references, finalizers, namespace lifecycle), and the hook through which
 //! another component serves an aggregated group (`aggregated`). Knows nothing about
@@ -16,15 +16,18 @@ pub mod aggregated;
 pub mod authn;
 pub mod error;
 pub mod eviction;
+pub mod exec;
 pub mod gc;
 pub mod list;
 pub mod objects;
 pub mod registry;
 pub mod server;
 pub mod service_book;
+pub mod spdy;
 pub mod subresources;
 pub mod tls;
 pub mod watch;
+pub mod websocket;
 
 pub use aggregated::AggregatedApi;
 pub use error::HttpError;

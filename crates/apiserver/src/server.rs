@@ -66,6 +66,7 @@ pub struct ApiServer {
     pub(crate) authenticator: crate::authn::Authenticator,
     pub(crate) rbac: tessera_api::rbac::Rbac,
     aggregated: Mutex<Vec<Arc<dyn AggregatedApi>>>,
+    runtime: Mutex<Option<Arc<dyn crate::exec::ContainerRuntime>>>,
 }
 
 impl ApiServer {
@@ -84,6 +85,7 @@ impl ApiServer {
             authenticator,
             rbac,
             aggregated: Mutex::new(Vec::new()),
+            runtime: Mutex::new(None),
         })
     }
 
@@ -119,6 +121,19 @@ impl ApiServer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(api);
+    }
+
+    /// Runs `pods/exec` commands through `runtime` (the node twins' containers).
+    pub fn register_container_runtime(&self, runtime: Arc<dyn crate::exec::ContainerRuntime>) {
+        *self.runtime.lock().unwrap_or_else(|e| e.into_inner()) = Some(runtime);
+    }
+
+    /// The registered container runtime, if any.
+    pub(crate) fn container_runtime(&self) -> Option<Arc<dyn crate::exec::ContainerRuntime>> {
+        self.runtime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The objects the server serves.

@@ -1,5 +1,5 @@
-//! Subresources: `/status`, `/scale`, `pods/log`, `pods/binding`, `pods/eviction` and
-//! `namespaces/finalize`.
+//! Subresources: `/status`, `/scale`, `pods/log`, `pods/binding`, `pods/eviction`,
+//! `pods/exec` (in [`crate::exec`]) and `namespaces/finalize`.
 //!
 //! Each translates to an operation on the owning object; none has storage of its own except
 //! logs, which node twins write under the server's log directory. What binding, Scale and
@@ -122,6 +122,17 @@ pub async fn handle(
             let (content_type, body) = body_of(request).await?;
             let binding = decode_object(&content_type, &body)?;
             bind(server, resource, namespace, name, &binding).await
+        }
+        "exec" => {
+            serves(resource, Subresource::Exec)?;
+            crate::exec::exec(
+                server,
+                resource,
+                namespace.unwrap_or("default"),
+                name,
+                request,
+            )
+            .await
         }
         "eviction" => {
             serves(resource, Subresource::Eviction)?;

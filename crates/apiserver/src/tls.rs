@@ -433,7 +433,7 @@ pub async fn serve(
                 },
             );
             if let Err(error) = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
+                .serve_connection_with_upgrades(TokioIo::new(tls), service)
                 .await
             {
                 tracing::debug!(%peer, %error, "connection ended with an error");

@@ -110,9 +110,14 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// An API server on `store` with the system objects, served to an in-process client acting as
 /// a cluster admin (so authorization is measured too).
 pub(crate) fn admin_router(store: Store, dir: &std::path::Path) -> anyhow::Result<Router> {
+    Ok(as_admin(&bench_server(store, dir)?))
+}
+
+/// An API server on `store` with the system objects.
+pub(crate) fn bench_server(store: Store, dir: &std::path::Path) -> anyhow::Result<Arc<ApiServer>> {
     let objects = Objects::new(store);
     crate::bootstrap::ensure_system_objects(&objects)?;
-    let server = ApiServer::new(
+    Ok(ApiServer::new(
         objects,
         ServerConfig {
             log_dir: dir.join("logs"),
@@ -121,13 +126,17 @@ pub(crate) fn admin_router(store: Store, dir: &std::path::Path) -> anyhow::Resul
             static_tokens: Default::default(),
             advertise_address: "127.0.0.1:6443".into(),
         },
-    );
-    Ok(tower::ServiceBuilder::new()
+    ))
+}
+
+/// The server's router as a cluster admin reaches it in-process.
+pub(crate) fn as_admin(server: &Arc<ApiServer>) -> Router {
+    tower::ServiceBuilder::new()
         .layer(IdentityLayer::new(UserInfo::new(
             "bench",
             &["system:masters"],
         )))
-        .service(server.router()))
+        .service(server.router())
 }
 
 /// One run of `tessera bench api`: its rows.

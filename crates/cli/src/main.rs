@@ -2,6 +2,7 @@
 
 mod agent;
 mod bench;
+mod bench_exec;
 mod bench_netpol;
 mod bench_queue;
 mod bench_queue_api;
@@ -100,6 +101,9 @@ enum BenchCommand {
     /// The network policy core: the reachability matrix of 10,000 pods under 2,000
     /// policies, single verdicts, one policy's replacement.
     Netpol(bench_netpol::NetpolBenchArgs),
+    /// The `kubectl exec` round trip through the embedded API server into a node twin's
+    /// container (WebSocket v5, an agnhost connect probe through a Service).
+    Exec(bench_exec::ExecBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -254,6 +258,9 @@ fn main() -> anyhow::Result<()> {
         Command::Fault(args) => runtime.block_on(fault::run(&args.command, &args.cluster)),
         Command::Bench(BenchCommand::Api(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(bench::api(&args)))
+        }
+        Command::Bench(BenchCommand::Exec(args)) => {
+            bench_report::repeat(&args.repeat, || runtime.block_on(bench_exec::exec(&args)))
         }
         Command::Bench(BenchCommand::Rbac(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(bench::rbac(&args)))

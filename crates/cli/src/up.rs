@@ -274,6 +274,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             ..TwinConfig::default()
         },
     );
+    server.register_container_runtime(std::sync::Arc::new(TwinRuntime(std::sync::Arc::new(
+        twins.containers(),
+    ))));
     let node_names = twins.node_names();
     let twin_task = tokio::spawn(async move {
         if let Err(error) = twins.run().await {
@@ -378,4 +381,22 @@ pub fn print_kubeconfig(args: &crate::KubeconfigArgs) -> anyhow::Result<()> {
         .user_kubeconfig(&server, &args.user, &args.groups)
         .context("issue the user's certificate")?;
     crate::output::emit(&kubeconfig)
+}
+
+/// `pods/exec` into the node twins' simulated containers.
+pub(crate) struct TwinRuntime(pub(crate) std::sync::Arc<tessera_twin::containers::Containers>);
+
+impl tessera_apiserver::exec::ContainerRuntime for TwinRuntime {
+    fn exec(
+        &self,
+        target: tessera_apiserver::exec::ExecTarget,
+        stdin: Vec<u8>,
+    ) -> futures::future::BoxFuture<'static, Result<tessera_exec::Output, String>> {
+        let containers = self.0.clone();
+        Box::pin(async move {
+            containers
+                .exec(&target.pod, &target.container, &target.command, &stdin)
+                .await
+        })
+    }
 }

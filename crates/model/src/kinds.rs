@@ -32,6 +32,8 @@ pub enum Subresource {
     Binding,
     /// `pods/eviction`: a `policy/v1` Eviction.
     Eviction,
+    /// `pods/exec`: a command run in a container over an upgraded (SPDY or WebSocket) stream.
+    Exec,
     /// `serviceaccounts/token`: an `authentication.k8s.io/v1` TokenRequest.
     Token,
     /// Kueue's visibility API: `clusterqueues/pendingworkloads` and
@@ -49,6 +51,7 @@ impl Subresource {
             Subresource::Log => "log",
             Subresource::Binding => "binding",
             Subresource::Eviction => "eviction",
+            Subresource::Exec => "exec",
             Subresource::Token => "token",
             Subresource::PendingWorkloads => "pendingworkloads",
         }
@@ -61,6 +64,7 @@ impl Subresource {
             Subresource::Scale => ("autoscaling", "v1", "Scale"),
             Subresource::Binding => ("", "v1", "Binding"),
             Subresource::Eviction => ("policy", "v1", "Eviction"),
+            Subresource::Exec => ("", "v1", "PodExecOptions"),
             Subresource::Token => ("authentication.k8s.io", "v1", "TokenRequest"),
             Subresource::PendingWorkloads => {
                 (owner.group, owner.version, "PendingWorkloadsSummary")
@@ -74,6 +78,7 @@ impl Subresource {
             Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
             Subresource::Log | Subresource::PendingWorkloads => &["get"],
             Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
+            Subresource::Exec => &["create", "get"],
         }
     }
 }
@@ -214,7 +219,7 @@ where
     }
 }
 
-use Subresource::{Binding, Eviction, Log, Scale, Status};
+use Subresource::{Binding, Eviction, Exec, Log, Scale, Status};
 
 const ALL: &[&str] = &["all"];
 const NONE: &[&str] = &[];
@@ -224,7 +229,7 @@ const SCALABLE: &[Subresource] = &[Status, Scale];
 static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
     vec![
         // core/v1
-        info::<core::Pod>(&["po"], ALL, &[Status, Log, Binding, Eviction]),
+        info::<core::Pod>(&["po"], ALL, &[Status, Log, Binding, Eviction, Exec]),
         info::<core::Node>(&["no"], NONE, STATUS),
         info::<core::Namespace>(&["ns"], NONE, STATUS),
         info::<core::Service>(&["svc"], ALL, STATUS),

@@ -83,8 +83,51 @@ pub fn container_devices(
     node: &NodeSpec,
     claims: &BTreeMap<String, ResourceClaim>,
 ) -> Result<BTreeMap<String, Vec<String>>, NotReady> {
-    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let uuids = device_uuids(node);
+    let kind = dra_claims::claim_cdi_kind(DRIVER);
+    let mut lines = BTreeMap::new();
+    for (container, devices) in claimed_devices(pod, node, claims, &uuids)? {
+        let visible: Vec<String> = devices
+            .iter()
+            .map(|(device, _)| uuids.get(device).cloned().unwrap_or_default())
+            .collect();
+        let cdi: Vec<String> = devices
+            .iter()
+            .map(|(_, cdi_name)| format!("{kind}={cdi_name}"))
+            .collect();
+        lines.insert(
+            container,
+            vec![
+                format!("NVIDIA_VISIBLE_DEVICES={}", visible.join(",")),
+                format!("CDI devices: {}", cdi.join(" ")),
+            ],
+        );
+    }
+    Ok(lines)
+}
+
+/// The names of the devices (as this node's slices publish them: `gpu-0`,
+/// `gpu-0-mig-1g18gb-0`) each container got through its claims.
+pub fn container_device_names(
+    pod: &Pod,
+    node: &NodeSpec,
+    claims: &BTreeMap<String, ResourceClaim>,
+) -> Result<BTreeMap<String, Vec<String>>, NotReady> {
+    let uuids = device_uuids(node);
+    Ok(claimed_devices(pod, node, claims, &uuids)?
+        .into_iter()
+        .map(|(container, devices)| (container, devices.into_iter().map(|(d, _)| d).collect()))
+        .collect())
+}
+
+/// Each container's prepared devices: (device name, CDI name), containers without any left out.
+fn claimed_devices(
+    pod: &Pod,
+    node: &NodeSpec,
+    claims: &BTreeMap<String, ResourceClaim>,
+    uuids: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, Vec<(String, String)>>, NotReady> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let known: Vec<&str> = uuids.keys().map(String::as_str).collect();
     let mut prepared: BTreeMap<&str, (String, PreparedClaim)> = BTreeMap::new();
     let extended = extended_claim_name(pod)
@@ -118,17 +161,15 @@ pub fn container_devices(
             .unwrap_or_default();
         prepared.insert(key, (claim_uid, plan));
     }
-    let kind = dra_claims::claim_cdi_kind(DRIVER);
     let mappings = pod
         .status
         .as_ref()
         .and_then(|s| s.extended_resource_claim_status.as_ref())
         .map(|s| s.request_mappings.as_slice())
         .unwrap_or_default();
-    let mut lines = BTreeMap::new();
+    let mut devices = BTreeMap::new();
     for container in pod.spec.iter().flat_map(|s| &s.containers) {
-        let mut visible = Vec::new();
-        let mut cdi = Vec::new();
+        let mut got = Vec::new();
         let named = container
             .resources
             .as_ref()
@@ -153,22 +194,15 @@ pub fn container_devices(
                     })
                 });
                 if wanted {
-                    visible.push(uuids.get(&device.device).cloned().unwrap_or_default());
-                    cdi.push(format!("{kind}={}", device.cdi_name));
+                    got.push((device.device.clone(), device.cdi_name.clone()));
                 }
             }
         }
-        if !cdi.is_empty() {
-            lines.insert(
-                container.name.clone(),
-                vec![
-                    format!("NVIDIA_VISIBLE_DEVICES={}", visible.join(",")),
-                    format!("CDI devices: {}", cdi.join(" ")),
-                ],
-            );
+        if !got.is_empty() {
+            devices.insert(container.name.clone(), got);
         }
     }
-    Ok(lines)
+    Ok(devices)
 }
 
 #[cfg(test)]

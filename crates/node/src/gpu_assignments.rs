@@ -288,6 +288,89 @@ impl GpuAssignments {
     }
 }
 
+impl GpuAssignments {
+    /// The devices container `container` of pod `key` holds on `node`, in the order handed out.
+    pub fn held_by(&self, node: &str, key: &PodKey, container: &str) -> Vec<Unit> {
+        self.held
+            .get(node)
+            .and_then(|held| held.get(&pod_id(key)))
+            .map(|units| {
+                units
+                    .iter()
+                    .filter(|(c, _)| c == container)
+                    .map(|(_, u)| u.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The unit a DRA device of this node's slices is (`gpu-3`, `gpu-0-mig-1g18gb-0`).
+pub fn unit_of_device(name: &str) -> Option<Unit> {
+    let rest = name.strip_prefix("gpu-")?;
+    let (index, mig) = match rest.split_once('-') {
+        Some((index, tail)) => (index, Some(tail)),
+        None => (rest, None),
+    };
+    let gpu = index.parse().ok()?;
+    match mig {
+        None => Some(Unit::Gpu(gpu)),
+        Some(tail) if tail.starts_with("mig-") => Some(Unit::Mig {
+            gpu,
+            name: name.to_string(),
+        }),
+        Some(_) => None,
+    }
+}
+
+/// A device as a container's `nvidia-smi` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VisibleGpu {
+    /// The product name (`NVIDIA H100 80GB HBM3`).
+    pub product_name: String,
+    /// The GPU's UUID (`GPU-…`), the parent's for a MIG device.
+    pub uuid: String,
+    /// The GPU's memory in MiB.
+    pub memory_mib: u64,
+    /// The MIG device, when the unit is one: its profile (`1g.10gb`) and UUID (`MIG-…`).
+    pub mig: Option<(String, String)>,
+}
+
+/// What the devices `units` on `node` look like from inside the container that holds them.
+pub fn visible_gpus(node: &NodeSpec, units: &[Unit]) -> Vec<VisibleGpu> {
+    let Some(gpu) = node.hardware.as_ref().and_then(|h| h.gpu.as_ref()) else {
+        return Vec::new();
+    };
+    units
+        .iter()
+        .map(|unit| {
+            let parent = device_uuid("GPU", &node.name, &format!("gpu-{}", unit.gpu()));
+            let mig = match unit {
+                Unit::Mig { name, .. } => {
+                    Some((mig_profile_of(gpu, name), unit.visible(&node.name)))
+                }
+                _ => None,
+            };
+            VisibleGpu {
+                product_name: gpu.product_name.clone(),
+                uuid: parent,
+                memory_mib: gpu.memory_mib,
+                mig,
+            }
+        })
+        .collect()
+}
+
+/// The profile (`1g.10gb`) of a MIG device named after it (`gpu-0-mig-1g10gb-0`).
+fn mig_profile_of(gpu: &tessera_devices::GpuModel, device: &str) -> String {
+    gpu.mig
+        .iter()
+        .flat_map(|m| m.profiles.iter())
+        .map(|p| p.name.clone())
+        .find(|profile| device.contains(&format!("-mig-{}-", profile.replace(['.', '+'], ""))))
+        .unwrap_or_default()
+}
+
 /// Annotation: the node's Topology Manager policy, for NUMA-aware scheduling.
 pub const POLICY_ANNOTATION: &str = "tessera.dev/topology-manager-policy";
 /// Annotation: whole GPUs per NUMA node (`0:4,1:4`).
@@ -522,5 +605,65 @@ mod tests {
         assert_eq!(restored, assignments);
         restored.retain(&BTreeSet::new());
         assert!(restored.in_use(&mig.name).is_empty());
+    }
+
+    #[test]
+    fn a_container_sees_its_own_devices_with_their_profiles() {
+        let node = node("single-numa-node");
+        let mut assignments = GpuAssignments::default();
+        let key = ("ns".to_string(), "a".to_string());
+        assignments
+            .admit(&node, &key, &pod(&[1, 2]))
+            .expect("admitted");
+        let seen: Vec<Vec<VisibleGpu>> = ["c0", "c1", "c9"]
+            .iter()
+            .map(|c| visible_gpus(&node, &assignments.held_by(&node.name, &key, c)))
+            .collect();
+        assert_eq!(seen.iter().map(Vec::len).collect::<Vec<_>>(), [1, 2, 0]);
+        assert_eq!(seen[0][0].product_name, "NVIDIA H100 80GB HBM3");
+        assert!(seen[0][0].uuid.starts_with("GPU-") && seen[0][0].mig.is_none());
+        assert_ne!(seen[1][0].uuid, seen[1][1].uuid);
+        assert!(
+            assignments
+                .held_by(&node.name, &("ns".into(), "b".into()), "c0")
+                .is_empty()
+        );
+
+        let mig = pool("{exposure: device-plugin, sharing: {mig: {layout: all-balanced}}}");
+        let mut assignments = GpuAssignments::default();
+        assignments
+            .admit(
+                &mig,
+                &key,
+                &pod_asking(json!({"nvidia.com/mig-1g.18gb": "2"})),
+            )
+            .expect("admitted");
+        let seen = visible_gpus(&mig, &assignments.held_by(&mig.name, &key, "c0"));
+        let profiles: Vec<(&str, bool)> = seen
+            .iter()
+            .map(|g| {
+                let (profile, uuid) = g.mig.as_ref().expect("a MIG device");
+                (
+                    profile.as_str(),
+                    uuid.starts_with("MIG-") && g.uuid.starts_with("GPU-"),
+                )
+            })
+            .collect();
+        assert_eq!(profiles, [("1g.18gb", true), ("1g.18gb", true)]);
+
+        for (device, unit) in [
+            ("gpu-3", Some(Unit::Gpu(3))),
+            (
+                "gpu-0-mig-1g18gb-0",
+                Some(Unit::Mig {
+                    gpu: 0,
+                    name: "gpu-0-mig-1g18gb-0".into(),
+                }),
+            ),
+            ("gpu-0-counter-set", None),
+            ("nic-0", None),
+        ] {
+            assert_eq!(unit_of_device(device), unit, "{device}");
+        }
     }
 }

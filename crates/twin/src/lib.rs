@@ -15,6 +15,7 @@
 //! about real hardware.
 
 mod autoscaler;
+pub mod containers;
 pub mod dra_publish;
 mod faults;
 mod heartbeat;

@@ -315,21 +315,7 @@ impl NodeTwins {
         pod: &Pod,
         spec: &NodeSpec,
     ) -> Result<Result<BTreeMap<String, Vec<String>>, claim_devices::NotReady>, kube::Error> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
-        let mut claims = BTreeMap::new();
-        let extended = claim_devices::extended_claim_name(pod).map(|name| {
-            (
-                claim_devices::EXTENDED_RESOURCES.to_string(),
-                Some(name.to_string()),
-            )
-        });
-        for (pod_claim, name) in claim_devices::claim_names(pod).into_iter().chain(extended) {
-            let Some(name) = name else { continue };
-            if let Some(claim) = api.get_opt(&name).await? {
-                claims.insert(pod_claim, claim);
-            }
-        }
+        let claims = fetch_claims(&self.client, pod).await?;
         Ok(claim_devices::container_devices(pod, spec, &claims))
     }
 
@@ -359,4 +345,28 @@ impl NodeTwins {
             .await?;
         Ok(())
     }
+}
+
+/// The pod's ResourceClaims by pod claim name (the extended resources' claim under
+/// `claim_devices::EXTENDED_RESOURCES`); claims not found are left out.
+pub(crate) async fn fetch_claims(
+    client: &kube::Client,
+    pod: &Pod,
+) -> Result<BTreeMap<String, ResourceClaim>, kube::Error> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &namespace);
+    let mut claims = BTreeMap::new();
+    let extended = claim_devices::extended_claim_name(pod).map(|name| {
+        (
+            claim_devices::EXTENDED_RESOURCES.to_string(),
+            Some(name.to_string()),
+        )
+    });
+    for (pod_claim, name) in claim_devices::claim_names(pod).into_iter().chain(extended) {
+        let Some(name) = name else { continue };
+        if let Some(claim) = api.get_opt(&name).await? {
+            claims.insert(pod_claim, claim);
+        }
+    }
+    Ok(claims)
 }

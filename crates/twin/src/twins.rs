@@ -60,7 +60,7 @@ pub struct NodeTwins {
     pub(crate) client: Client,
     pub(crate) config: TwinConfig,
     pub(crate) nodes: BTreeMap<String, NodeSpec>,
-    pub(crate) gpus: std::sync::Mutex<GpuAssignments>,
+    pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
     pub(crate) waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
     /// Injected faults by node, shared with the heartbeat.
@@ -94,7 +94,7 @@ impl NodeTwins {
             client,
             config,
             nodes,
-            gpus: std::sync::Mutex::new(gpus),
+            gpus: Arc::new(std::sync::Mutex::new(gpus)),
             waiting_for_claims: std::sync::Mutex::default(),
             faults: Arc::default(),
             clock: Arc::new(SystemTime::now),
@@ -108,6 +108,15 @@ impl NodeTwins {
     pub fn with_clock(mut self, clock: Clock) -> NodeTwins {
         self.clock = clock;
         self
+    }
+
+    /// The twins' containers, for `kubectl exec`; they share the twins' device bookkeeping.
+    pub fn containers(&self) -> crate::containers::Containers {
+        crate::containers::Containers::new(
+            self.client.clone(),
+            self.nodes.clone(),
+            self.gpus.clone(),
+        )
     }
 
     /// The names of the nodes these twins register at start (standby nodes of autoscaled

@@ -162,6 +162,15 @@ fn every_bench_command_runs_at_a_tiny_size() {
             ],
         ),
         (
+            "exec",
+            vec!["--execs", "5", "--pods", "3"],
+            vec![(
+                "exec round trip: /agnhost connect web:80 (WebSocket v5, 3 endpoints)",
+                "loopback",
+                5.0,
+            )],
+        ),
+        (
             "rbac",
             vec!["--roles", "10", "--bindings", "20", "--decisions", "100"],
             vec![("RBAC decision, 10 roles, 20 bindings", "in-process", 100.0)],
