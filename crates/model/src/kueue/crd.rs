@@ -74,6 +74,13 @@ const COHORT_COLUMN: (&str, &str, &str, &str, i64) = (
     0,
 );
 
+/// The root of a kind with a `spec` and nothing else required.
+fn spec_only<T: JsonSchema>(generator: &mut SchemaGenerator) -> Root {
+    let mut properties = Map::new();
+    properties.insert("spec".into(), generator.subschema_for::<T>().to_value());
+    (properties, vec![])
+}
+
 const BUNDLED: &[Bundled] = &[
     Bundled {
         kind: "ResourceFlavor",
@@ -82,14 +89,7 @@ const BUNDLED: &[Bundled] = &[
         namespaced: false,
         subresources: Subresources::Absent,
         columns: &[],
-        root: |generator| {
-            let mut properties = Map::new();
-            properties.insert(
-                "spec".into(),
-                generator.subschema_for::<ResourceFlavorSpec>().to_value(),
-            );
-            (properties, vec![])
-        },
+        root: spec_only::<ResourceFlavorSpec>,
         rules: &[],
     },
     Bundled {
@@ -276,14 +276,7 @@ const BUNDLED: &[Bundled] = &[
         namespaced: false,
         subresources: Subresources::Absent,
         columns: &[],
-        root: |generator| {
-            let mut properties = Map::new();
-            properties.insert(
-                "spec".into(),
-                generator.subschema_for::<TopologySpec>().to_value(),
-            );
-            (properties, vec![])
-        },
+        root: spec_only::<TopologySpec>,
         rules: &[],
     },
 ];
