@@ -388,6 +388,9 @@ fn refresh(
         })
         .flatten()
         .collect();
+    if victims.is_empty() {
+        return;
+    }
     for workload in &mut snapshot.admitted {
         if victims.contains(&workload.key()) {
             workload.evicted = true;

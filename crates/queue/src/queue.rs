@@ -21,6 +21,10 @@ use std::time::SystemTime;
 use crate::user_limits::UserLimits;
 use crate::workload::WorkloadInfo;
 
+mod active;
+
+use active::ActiveWorkloads;
+
 /// `namespace/name` of a Workload (`workload.Reference`).
 pub type WorkloadKey = String;
 
@@ -241,6 +245,13 @@ struct Preemptor {
     sticky: bool,
 }
 
+impl Preemptor {
+    /// The key of the preemptor kept at the head, if it is sticky.
+    fn sticky_key(preemptor: Option<&Preemptor>) -> Option<&str> {
+        preemptor.filter(|p| p.sticky).map(|p| p.key.as_str())
+    }
+}
+
 /// One ClusterQueue's pending workloads (`ClusterQueue` in `pkg/cache/queue`).
 #[derive(Debug, Clone)]
 pub struct ClusterQueueQueue {
@@ -252,9 +263,9 @@ pub struct ClusterQueueQueue {
     /// takes from this queue, one per round (`cycle::schedule`); 1 (or 0) is Kueue's one pop
     /// per cycle.
     pub heads_per_cycle: usize,
+    active_workloads: ActiveWorkloads,
     // Boxed: a B-tree node shifts its values on every insert and removal, and a
     // QueuedWorkload is large.
-    active_workloads: BTreeMap<WorkloadKey, Box<QueuedWorkload>>,
     inadmissible: BTreeMap<WorkloadKey, Box<QueuedWorkload>>,
     pop_cycle: i64,
     queue_inadmissible_cycle: i64,
@@ -268,7 +279,7 @@ impl ClusterQueueQueue {
             strategy,
             active: true,
             heads_per_cycle: 1,
-            active_workloads: BTreeMap::new(),
+            active_workloads: ActiveWorkloads::default(),
             inadmissible: BTreeMap::new(),
             pop_cycle: 0,
             queue_inadmissible_cycle: -1,
@@ -277,10 +288,7 @@ impl ClusterQueueQueue {
     }
 
     fn sticky(&self) -> Option<&str> {
-        self.preemptor
-            .as_ref()
-            .filter(|p| p.sticky)
-            .map(|p| p.key.as_str())
+        Preemptor::sticky_key(self.preemptor.as_ref())
     }
 
     /// Whether `workload` is the preemptor this queue waits on (`IsPreemptor`).
@@ -339,15 +347,8 @@ impl ClusterQueueQueue {
     /// Pops the head of the active heap (`Pop`).
     pub fn pop(&mut self, ordering: &QueueOrdering) -> Option<QueuedWorkload> {
         self.pop_cycle += 1;
-        let sticky = self.sticky();
-        let head = self
-            .active_workloads
-            .values()
-            .min_by(|a, b| ordering.compare(a, b, sticky))?
-            .key();
-        self.active_workloads
-            .remove(&head)
-            .map(|workload| *workload)
+        let sticky = Preemptor::sticky_key(self.preemptor.as_ref());
+        self.active_workloads.pop(ordering, sticky)
     }
 
     /// Puts a Workload the scheduler did not admit back (`RequeueIfNotPresent`): StrictFIFO
@@ -432,8 +433,7 @@ impl ClusterQueueQueue {
     /// The active workloads' keys in pop order (`Dump`).
     pub fn dump(&self, ordering: &QueueOrdering) -> Vec<WorkloadKey> {
         let sticky = self.sticky();
-        let mut active: Vec<&QueuedWorkload> =
-            self.active_workloads.values().map(Box::as_ref).collect();
+        let mut active: Vec<&QueuedWorkload> = self.active_workloads.values().collect();
         active.sort_by(|a, b| ordering.compare(a, b, sticky));
         active.into_iter().map(QueuedWorkload::key).collect()
     }
@@ -445,8 +445,7 @@ impl ClusterQueueQueue {
         let mut all: Vec<&QueuedWorkload> = self
             .active_workloads
             .values()
-            .chain(self.inadmissible.values())
-            .map(Box::as_ref)
+            .chain(self.inadmissible.values().map(Box::as_ref))
             .collect();
         all.sort_by(|a, b| ordering.compare(a, b, sticky));
         all

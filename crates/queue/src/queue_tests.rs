@@ -476,3 +476,73 @@ fn heads_in_rounds() {
         assert_eq!(got, *popped, "{name}: heads per round");
     }
 }
+
+mod pop_order {
+    //! The indexed active heap pops exactly what a scan with `QueueOrdering::compare` over
+    //! every active Workload would: priorities, timestamps, UIDs, several LocalQueues with
+    //! admission fair sharing usage, a sticky preemptor, updates and removals in between.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    fn workload(spec: &(u8, i32, u64, u8, u8)) -> QueuedWorkload {
+        let (name, priority, created, local_queue, uid) = *spec;
+        let mut workload = queued(&format!("w{name}"), priority, at(created));
+        workload.local_queue = format!("lq{local_queue}");
+        workload.uid = format!("u{uid}");
+        workload
+    }
+
+    fn scan_order(
+        workloads: &BTreeMap<String, QueuedWorkload>,
+        ordering: &QueueOrdering,
+        sticky: Option<&str>,
+    ) -> Vec<String> {
+        let mut all: Vec<&QueuedWorkload> = workloads.values().collect();
+        all.sort_by(|a, b| ordering.compare(a, b, sticky));
+        all.into_iter().map(QueuedWorkload::key).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn pops_in_the_scan_order(
+            specs in proptest::collection::vec((0u8..40, -2i32..3, 0u64..5, 0u8..3, 0u8..4), 1..40),
+            usage in proptest::collection::vec(0u8..3, 3),
+            fair in any::<bool>(),
+            sticky in proptest::option::of(0u8..40),
+        ) {
+            let mut ordering = QueueOrdering::default();
+            if fair {
+                for (index, used) in usage.iter().enumerate() {
+                    ordering
+                        .local_queue_usage
+                        .entry("ns".into())
+                        .or_default()
+                        .insert(format!("lq{index}"), f64::from(*used));
+                }
+            }
+            let mut queue = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+            // Later specs with the same name update the earlier ones, as a pass re-pushes.
+            let mut expected: BTreeMap<String, QueuedWorkload> = BTreeMap::new();
+            for spec in &specs {
+                let workload = workload(spec);
+                expected.insert(workload.key(), workload.clone());
+                queue.push_or_update(workload, at(10));
+            }
+            let sticky_key = sticky.map(|name| format!("ns/w{name}"));
+            if let Some(key) = &sticky_key
+                && let Some(workload) = expected.get(key).cloned()
+            {
+                // A head that waits for its preemptions becomes the sticky preemptor.
+                queue.delete(key);
+                queue.requeue(workload, RequeueReason::PendingPreemption, at(10));
+            }
+            let want = scan_order(&expected, &ordering, sticky_key.as_deref());
+            let mut got = Vec::new();
+            while let Some(workload) = queue.pop(&ordering) {
+                got.push(workload.key());
+            }
+            prop_assert_eq!(got, want);
+        }
+    }
+}

@@ -788,8 +788,9 @@ fn run_cycles(
 /// One cycle on a copy of `base`, as if `base` were cloned, without copying the admitted
 /// Workloads (the preemption candidates, as many as the Workloads holding quota): the cycle
 /// only reads them, except that between the rounds of a multi-head cycle it appends that
-/// cycle's admissions and marks victims evicted, which is undone here. So a pass that admits
-/// N Workloads one cycle at a time does not copy N candidates N times.
+/// cycle's admissions, which are dropped here, and marks the victims of its `Preempt`
+/// decisions evicted, which `run_cycles` marks in `base` all the same. So a pass that admits
+/// N Workloads one cycle at a time neither copies nor walks N candidates N times.
 fn schedule_on_copy(
     base: &mut Snapshot,
     queues: &mut QueueManager,
@@ -798,14 +799,10 @@ fn schedule_on_copy(
     let admitted = std::mem::take(&mut base.admitted);
     let mut snapshot = base.clone();
     let kept = admitted.len();
-    let evicted: Vec<bool> = admitted.iter().map(|a| a.evicted).collect();
     snapshot.admitted = admitted;
     let decisions = cycle::schedule(&mut snapshot, queues, &KueuePreemption, now);
     base.admitted = std::mem::take(&mut snapshot.admitted);
     base.admitted.truncate(kept);
-    for (workload, evicted) in base.admitted.iter_mut().zip(evicted) {
-        workload.evicted = evicted;
-    }
     decisions
 }
 
