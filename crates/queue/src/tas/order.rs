@@ -8,7 +8,7 @@
 
 use std::cmp::Ordering;
 
-use crate::tas::assign::{Search, use_least_free_capacity};
+use crate::tas::assign::{DomainState, Search, use_least_free_capacity};
 
 /// How the best-fitting domain is chosen among those that hold what is left to place.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,20 +39,9 @@ impl Search<'_> {
     /// `sortedDomains`: BestFit slices descending (LeastFreeCapacity ascending), then pods
     /// ascending, then level values.
     pub(crate) fn sorted_domains(&self, domains: &[usize], unconstrained: bool) -> Vec<usize> {
-        let least_free = use_least_free_capacity(unconstrained);
-        let mut sorted = domains.to_vec();
-        sorted.sort_by(|&a, &b| {
-            let (sa, sb) = (self.state(a), self.state(b));
-            let slices = if least_free {
-                sa.slice_count.cmp(&sb.slice_count)
-            } else {
-                sb.slice_count.cmp(&sa.slice_count)
-            };
-            slices
-                .then(sa.pod_count.cmp(&sb.pod_count))
-                .then_with(|| self.compare_level_values(a, b))
-        });
-        sorted
+        self.sorted_by_counts(domains, unconstrained, |state| {
+            (0, state.slice_count, state.pod_count)
+        })
     }
 
     /// `sortedDomainsWithLeader`: leaders descending first, then the with-leader counts as
@@ -62,19 +51,38 @@ impl Search<'_> {
         domains: &[usize],
         unconstrained: bool,
     ) -> Vec<usize> {
+        self.sorted_by_counts(domains, unconstrained, |state| {
+            (
+                state.leader_count,
+                state.slice_count_with_leader,
+                state.pod_count_with_leader,
+            )
+        })
+    }
+
+    /// The order both sorts share over `(leaders, slices, pods)` as `counts` reads them from
+    /// a domain: leaders descending, slices descending for BestFit (ascending for
+    /// LeastFreeCapacity), pods ascending, then level values.
+    fn sorted_by_counts(
+        &self,
+        domains: &[usize],
+        unconstrained: bool,
+        counts: impl Fn(&DomainState) -> (i32, i32, i32),
+    ) -> Vec<usize> {
         let least_free = use_least_free_capacity(unconstrained);
         let mut sorted = domains.to_vec();
         sorted.sort_by(|&a, &b| {
-            let (sa, sb) = (self.state(a), self.state(b));
+            let (leaders_a, slices_a, pods_a) = counts(self.state(a));
+            let (leaders_b, slices_b, pods_b) = counts(self.state(b));
             let slices = if least_free {
-                sa.slice_count_with_leader.cmp(&sb.slice_count_with_leader)
+                slices_a.cmp(&slices_b)
             } else {
-                sb.slice_count_with_leader.cmp(&sa.slice_count_with_leader)
+                slices_b.cmp(&slices_a)
             };
-            sb.leader_count
-                .cmp(&sa.leader_count)
+            leaders_b
+                .cmp(&leaders_a)
                 .then(slices)
-                .then(sa.pod_count_with_leader.cmp(&sb.pod_count_with_leader))
+                .then(pods_a.cmp(&pods_b))
                 .then_with(|| self.compare_level_values(a, b))
         });
         sorted
