@@ -254,8 +254,7 @@ pub async fn run(client: Client, config: QueueConfig) {
         let now = (config.clock)();
         let pod_values = pods.pods();
         let workloads = shell.admit(&mut memory, &settings, &pod_values, now).await;
-        let admitted: Vec<Value> = workloads.values().cloned().collect();
-        shell.ungate(&admitted, &pod_values).await;
+        shell.ungate(&workloads, &pod_values).await;
         let (flavors, priorities) = shell.flavors_and_priorities();
         let checks = watches.admission_checks.values();
         for object in provisioning
@@ -465,8 +464,8 @@ impl Shell<'_> {
     /// The topology ungater: lifts the `kueue.x-k8s.io/topology` gate of the pods of
     /// Workloads admitted by TAS, with their domains' node selectors (failures logged; the
     /// next pass tries again).
-    async fn ungate(&self, workloads: &[Value], pods: &[Value]) {
-        for patch in tessera_queue::api::tas::ungate(workloads, pods) {
+    async fn ungate(&self, workloads: &BTreeMap<String, Value>, pods: &[Value]) {
+        for patch in tessera_queue::api::tas::ungate(workloads.values(), pods) {
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &patch.namespace);
             if let Err(error) = api
                 .patch(

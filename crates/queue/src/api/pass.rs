@@ -138,11 +138,9 @@ struct Changed {
 }
 
 impl Changed {
-    /// The object as changed so far.
-    fn current(&self, key: &str, stored: &Value) -> Value {
-        self.objects
-            .get(key)
-            .map_or_else(|| stored.clone(), |(object, _)| object.clone())
+    /// The object as changed so far (the stored one, uncopied, while unchanged).
+    fn current<'a>(&'a self, key: &str, stored: &'a Value) -> &'a Value {
+        self.objects.get(key).map_or(stored, |(object, _)| object)
     }
 
     /// Records a status change (a merge patch of the status) of `object`, as it is now.
@@ -899,14 +897,14 @@ fn workload_writes(
             .and_then(|name| world.cluster_queues.get(name))
             .map(|(cq, _)| cq.stop_policy),
     };
-    for (key, (object, state)) in &world.workloads {
-        let object = changed.current(key, object);
-        let checked = check_states(world, queues, &object, state, now);
+    // `record` copies the stored object only for a Workload's first change.
+    for (key, (stored, state)) in &world.workloads {
+        let checked = check_states(world, queues, changed.current(key, stored), state, now);
         events.extend(checked.events);
         if !checked.status.is_empty() {
-            changed.record(key, &object, Some(Value::Object(checked.status)));
+            changed.record(key, stored, Some(Value::Object(checked.status)));
         }
-        let object = changed.current(key, &object);
+        let object = changed.current(key, stored);
         let written = match state {
             WorkloadState::Reserving {
                 workload,
@@ -918,9 +916,9 @@ fn workload_writes(
                 let stop = stop_policies(&local_queue, Some(&workload.cluster_queue));
                 let timeout = wait
                     .filter(|_| *active)
-                    .and_then(|wait| pods_ready::not_ready_timeout(&object, wait, now));
+                    .and_then(|wait| pods_ready::not_ready_timeout(object, wait, now));
                 let by_target = (!*active)
-                    .then(|| pods_ready::deactivated_by_target(&object, now))
+                    .then(|| pods_ready::deactivated_by_target(object, now))
                     .flatten();
                 if let Some(timeout) = timeout {
                     events.extend(timeout.event);
@@ -929,9 +927,8 @@ fn workload_writes(
                     events.push(event);
                     Some(status)
                 } else {
-                    evictions::eviction(&object, *active, stop).and_then(|(reason, message)| {
-                        status::evicted(&object, reason, message, now)
-                    })
+                    evictions::eviction(object, *active, stop)
+                        .and_then(|(reason, message)| status::evicted(object, reason, message, now))
                 }
             }
             WorkloadState::Pending(queued) => {
@@ -941,13 +938,13 @@ fn workload_writes(
                     .get(&local_queue)
                     .map(|lq| lq.cluster_queue.as_str());
                 let stop = stop_policies(&local_queue, cluster_queue);
-                evictions::restart(&object, stop)
-                    .and_then(|(reason, message)| status::requeued(&object, reason, message, now))
-                    .or_else(|| pods_ready::backoff_finished(&object, now))
+                evictions::restart(object, stop)
+                    .and_then(|(reason, message)| status::requeued(object, reason, message, now))
+                    .or_else(|| pods_ready::backoff_finished(object, now))
             }
             WorkloadState::Finished | WorkloadState::Inactive => None,
         };
-        changed.record(key, &object, written);
+        changed.record(key, stored, written);
     }
     (changed.writes(), events)
 }

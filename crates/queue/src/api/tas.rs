@@ -345,10 +345,32 @@ fn rank_offsets(
 }
 
 /// The topology ungater over every Workload admitted by TAS: the patches of their gated pods.
-pub fn ungate(workloads: &[Value], pods: &[Value]) -> Vec<PodPatch> {
+/// Only Workloads with pods (by the Workload annotation) and a topology assignment are read
+/// further, so a pass over many Workloads without TAS costs a lookup each.
+pub fn ungate<'a>(workloads: impl IntoIterator<Item = &'a Value>, pods: &[Value]) -> Vec<PodPatch> {
+    let mut by_workload: BTreeMap<(&str, &str), Vec<&Value>> = BTreeMap::new();
+    for pod in pods {
+        if let Some(Value::String(workload)) = pod
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(WORKLOAD_ANNOTATION))
+        {
+            by_workload
+                .entry((objects::namespace(pod), workload.as_str()))
+                .or_default()
+                .push(pod);
+        }
+    }
     let mut patches = Vec::new();
     for workload in workloads {
-        if !conditions::is_true(workload, "Admitted") {
+        let Some(pods) = by_workload.get(&(objects::namespace(workload), objects::name(workload)))
+        else {
+            continue;
+        };
+        let by_topology = workload
+            .pointer("/status/admission/podSetAssignments")
+            .and_then(Value::as_array)
+            .is_some_and(|list| list.iter().any(|a| a.get("topologyAssignment").is_some()));
+        if !by_topology || !conditions::is_true(workload, "Admitted") {
             continue;
         }
         let (Some(admission), Some(spec)) = (
@@ -362,7 +384,6 @@ pub fn ungate(workloads: &[Value], pods: &[Value]) -> Vec<PodPatch> {
         let assignments = admission.pod_set_assignments.unwrap_or_default();
         let offsets = rank_offsets(&spec, &assignments);
         let namespace = objects::namespace(workload);
-        let name = objects::name(workload);
         for assignment in &assignments {
             let Some(topology) = &assignment.topology_assignment else {
                 continue;
@@ -370,14 +391,9 @@ pub fn ungate(workloads: &[Value], pods: &[Value]) -> Vec<PodPatch> {
             let pod_set = assignment.name.as_deref().unwrap_or("main");
             let members: Vec<&Value> = pods
                 .iter()
+                .copied()
                 .filter(|pod| {
-                    objects::namespace(pod) == namespace
-                        && annotations(pod)
-                            .get(WORKLOAD_ANNOTATION)
-                            .map(String::as_str)
-                            == Some(name)
-                        && pod.pointer("/metadata/labels/kueue.x-k8s.io~1podset")
-                            == Some(&json!(pod_set))
+                    pod.pointer("/metadata/labels/kueue.x-k8s.io~1podset") == Some(&json!(pod_set))
                         && !matches!(json::text(pod, "/status/phase"), "Succeeded" | "Failed")
                 })
                 .collect();

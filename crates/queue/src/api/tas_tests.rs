@@ -269,6 +269,17 @@ fn the_ungater_sends_gated_pods_to_their_ranks_domains() {
                 json!({"spec": {"schedulingGates": [{"name": "example.com/other"}], "nodeSelector": {RACK: "r2"}}}),
             )],
         ),
+        (
+            "a pod of the same-named Workload in another namespace is not a member",
+            vec![
+                in_namespace(pod("q0", "0", true, json!({})), "other"),
+                pod("p0", "0", true, json!({})),
+            ],
+            vec![(
+                "p0",
+                json!({"spec": {"schedulingGates": [{"name": "example.com/other"}], "nodeSelector": {RACK: "r1"}}}),
+            )],
+        ),
     ];
     for (name, pods, want) in cases {
         let got: Vec<(String, Value)> = ungate(std::slice::from_ref(&admitted), &pods)
@@ -280,5 +291,42 @@ fn the_ungater_sends_gated_pods_to_their_ranks_domains() {
             .map(|(pod, patch)| (pod.to_owned(), patch))
             .collect();
         assert_eq!(got, want, "{name}");
+    }
+}
+
+fn in_namespace(mut object: Value, namespace: &str) -> Value {
+    object["metadata"]["namespace"] = json!(namespace);
+    object
+}
+
+#[test]
+fn the_ungater_leaves_workloads_without_a_topology_assignment_or_admission_alone() {
+    let gated = vec![pod("p0", "0", true, json!({}))];
+    let assignment = json!({"name": "main", "flavors": {"nvidia.com/gpu": "tas"}, "count": 1});
+    let mut without_topology = workload("w1", 1, RACK, 1);
+    without_topology["status"] = json!({
+        "conditions": [{"type": "Admitted", "status": "True"}],
+        "admission": {"clusterQueue": "cq", "podSetAssignments": [assignment]}});
+    let mut not_admitted = workload("w1", 1, RACK, 1);
+    let placement = TopologyAssignment {
+        levels: vec![RACK.to_owned()],
+        domains: vec![TopologyDomainAssignment {
+            values: vec!["r1".into()],
+            count: 1,
+        }],
+    };
+    not_admitted["status"] = json!({
+        "conditions": [{"type": "Admitted", "status": "False"}],
+        "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main",
+            "flavors": {"nvidia.com/gpu": "tas"}, "count": 1,
+            "topologyAssignment": topology_json(&placement)}]}});
+    for (name, workload) in [
+        ("admitted without topologyAssignment", without_topology),
+        ("topologyAssignment but Admitted=False", not_admitted),
+    ] {
+        assert!(
+            ungate(std::slice::from_ref(&workload), &gated).is_empty(),
+            "{name}"
+        );
     }
 }
