@@ -15,6 +15,8 @@ use std::time::Duration;
 use crate::support::Cluster;
 
 const V: &str = "1.33";
+/// How long a plain wait lasts ([`Cluster::wait_for`]'s default).
+const WAIT: Duration = Duration::from_secs(20);
 
 const SETUP: &str = include_str!("../fixtures/upstream/kueue/provisioning-setup.yaml");
 const SAMPLE_JOB: &str = include_str!("../fixtures/upstream/kueue/provisioning-sample-job.yaml");
@@ -72,6 +74,19 @@ fn jsonpath(cluster: &Cluster, kind: &str, name: &str, path: &str) -> String {
     cluster.ok(V, &["get", kind, name, "-o", &format!("jsonpath={path}")])
 }
 
+/// Waits until condition `type`'s `field` (`status` or `reason`) of `kind/name` reads `want`.
+fn wait_for_condition(
+    cluster: &Cluster,
+    (kind, name): (&str, &str),
+    (condition, field, want): (&str, &str, &str),
+    within: Duration,
+) {
+    let path = format!("jsonpath={{.status.conditions[?(@.type==\"{condition}\")].{field}}}");
+    cluster.wait_for_within(V, &["get", kind, name, "-o", &path], within, |out| {
+        out == want
+    });
+}
+
 fn condition(cluster: &Cluster, kind: &str, name: &str, condition: &str) -> String {
     jsonpath(
         cluster,
@@ -116,46 +131,31 @@ fn provisioning_request_check_scales_up_a_pool_before_admission() {
     cluster.ok_stdin(V, &["apply", "-f", "-"], SETUP);
 
     // The check's controller marks it Active once its config exists; the queue can admit.
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "admissioncheck",
-            "sample-prov",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Active\")].status}",
-        ],
-        |out| out == "True",
+    wait_for_condition(
+        &cluster,
+        ("admissioncheck", "sample-prov"),
+        ("Active", "status", "True"),
+        WAIT,
     );
     assert_eq!(
         condition(&cluster, "admissioncheck", "sample-prov", "Active"),
         "True Active The admission check is active"
     );
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "clusterqueue",
-            "cluster-queue",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Active\")].status}",
-        ],
-        |out| out == "True",
+    wait_for_condition(
+        &cluster,
+        ("clusterqueue", "cluster-queue"),
+        ("Active", "status", "True"),
+        WAIT,
     );
 
     // The Job waits: quota reserved, the check Pending, the Job suspended, no GPU node yet.
     let job = create_job(&cluster, SAMPLE_JOB);
     let workload = workload_of(&cluster, &job);
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "workload",
-            &workload,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].status}",
-        ],
-        |out| out == "True",
+    wait_for_condition(
+        &cluster,
+        ("workload", &workload),
+        ("QuotaReserved", "status", "True"),
+        WAIT,
     );
     let waiting = jsonpath(
         &cluster,
@@ -192,31 +192,20 @@ fn provisioning_request_check_scales_up_a_pool_before_admission() {
     );
 
     // The autoscaler adds a GPU node after the delay; the check turns Ready; admitted.
-    cluster.wait_for_within(
-        V,
-        &[
-            "get",
-            "provisioningrequest",
-            &request,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Provisioned\")].status}",
-        ],
+    wait_for_condition(
+        &cluster,
+        ("provisioningrequest", &request),
+        ("Provisioned", "status", "True"),
         Duration::from_secs(30),
-        |out| out == "True",
     );
     cluster.wait_for(V, &["get", "node", "gpu-1", "-o", "name"], |out| {
         out.trim() == "node/gpu-1"
     });
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "workload",
-            &workload,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Admitted\")].status}",
-        ],
-        |out| out == "True",
+    wait_for_condition(
+        &cluster,
+        ("workload", &workload),
+        ("Admitted", "status", "True"),
+        WAIT,
     );
     assert_eq!(
         jsonpath(
@@ -245,31 +234,21 @@ fn provisioning_request_check_scales_up_a_pool_before_admission() {
 
     // Bad input: a check without parameters is inactive, and so is its ClusterQueue.
     cluster.ok_stdin(V, &["apply", "-f", "-"], BROKEN);
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "admissioncheck",
-            "broken-prov",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Active\")].reason}",
-        ],
-        |out| out == "BadParametersRef",
+    wait_for_condition(
+        &cluster,
+        ("admissioncheck", "broken-prov"),
+        ("Active", "reason", "BadParametersRef"),
+        WAIT,
     );
     assert_eq!(
         condition(&cluster, "admissioncheck", "broken-prov", "Active"),
         "False BadParametersRef missing parameters reference"
     );
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "clusterqueue",
-            "broken-queue",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Active\")].reason}",
-        ],
-        |out| out == "AdmissionCheckInactive",
+    wait_for_condition(
+        &cluster,
+        ("clusterqueue", "broken-queue"),
+        ("Active", "reason", "AdmissionCheckInactive"),
+        WAIT,
     );
     assert_eq!(
         condition(&cluster, "clusterqueue", "broken-queue", "Active"),
@@ -296,17 +275,11 @@ fn provisioning_request_check_scales_up_a_pool_before_admission() {
     );
 
     // Nothing admitted is lost: the first Job finishes; its request is deleted.
-    cluster.wait_for_within(
-        V,
-        &[
-            "get",
-            "workload",
-            &workload,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Finished\")].status}",
-        ],
+    wait_for_condition(
+        &cluster,
+        ("workload", &workload),
+        ("Finished", "status", "True"),
         Duration::from_secs(60),
-        |out| out == "True",
     );
     cluster.wait_for(V, &["get", "provisioningrequests", "-o", "name"], |out| {
         !out.contains(&request)
