@@ -2,7 +2,9 @@
 //! forms: comma-separated `[namespace/]name[@interface]`, or a JSON list of
 //! NetworkSelectionElements) parsed as Multus's `parsePodNetworkAnnotation` parses it, and the
 //! `k8s.v1.cni.cncf.io/network-status` a runtime writes back (name, interface, ips, mac,
-//! default, dns), with the MAC a bridge-style plugin derives from the address.
+//! default, dns), with the MAC a bridge-style plugin derives from the address. Also the
+//! published CustomResourceDefinitions of NetworkAttachmentDefinition (`k8s.cni.cncf.io/v1`)
+//! and MultiNetworkPolicy (`k8s.cni.cncf.io/v1beta1`), bundled as `tessera up` serves them.
 //!
 //! Pure parsing and formatting; knows nothing about NetworkAttachmentDefinitions, the
 //! topology's networks or who hands out addresses.
@@ -10,6 +12,7 @@
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The annotation a pod selects secondary networks with.
 pub const NETWORKS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks";
@@ -17,6 +20,19 @@ pub const NETWORKS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks";
 pub const NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
 /// The annotation tying a MultiNetworkPolicy to NetworkAttachmentDefinitions.
 pub const POLICY_FOR_ANNOTATION: &str = "k8s.v1.cni.cncf.io/policy-for";
+/// The group of NetworkAttachmentDefinitions and MultiNetworkPolicies.
+pub const GROUP: &str = "k8s.cni.cncf.io";
+
+const PUBLISHED: [&str; 2] = [
+    include_str!("../data/crd-network-attachment-definitions.json"),
+    include_str!("../data/crd-multi-networkpolicies.json"),
+];
+
+/// The NetworkAttachmentDefinition and MultiNetworkPolicy definitions, bundled.
+pub fn definitions() -> Vec<Value> {
+    crate::provisioning::bundle(&PUBLISHED)
+}
+
 /// The longest interface name Linux takes (`IFNAMSIZ - 1`).
 const MAX_INTERFACE: usize = 15;
 
@@ -322,6 +338,39 @@ mod tests {
                 {"name": "ml/hpn", "interface": "net1", "ips": ["172.30.1.5"],
                  "mac": "0a:58:ac:1e:01:05", "dns": {}},
             ])
+        );
+    }
+
+    #[test]
+    fn both_published_definitions_are_bundled() {
+        let served: Vec<(String, Vec<String>)> = definitions()
+            .iter()
+            .map(|crd| {
+                let versions = crd["spec"]["versions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|v| v["served"] == true)
+                    .filter_map(|v| v["name"].as_str().map(str::to_string))
+                    .collect();
+                (
+                    crd["metadata"]["name"].as_str().unwrap_or_default().into(),
+                    versions,
+                )
+            })
+            .collect();
+        assert_eq!(
+            served,
+            vec![
+                (
+                    "network-attachment-definitions.k8s.cni.cncf.io".to_string(),
+                    vec!["v1".to_string()]
+                ),
+                (
+                    "multi-networkpolicies.k8s.cni.cncf.io".to_string(),
+                    vec!["v1beta1".to_string()]
+                ),
+            ]
         );
     }
 
