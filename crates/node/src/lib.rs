@@ -10,7 +10,7 @@
 //! - the kubelet's decisions: [`device_admission`] and [`gpu_assignments`] (device-plugin GPUs
 //!   a pod gets and their checkpoint), [`dra_claims`] and [`claim_devices`] (preparing a pod's
 //!   ResourceClaims as the DRA driver's kubelet plugin), [`runtime`] and [`pod_status`] (how a
-//!   simulated container behaves and the statuses a kubelet posts), [`pod_ips`] (pod IPs),
+//!   simulated container behaves and the statuses a kubelet posts), [`pod_ips`] (pod IPs), [`attachments`] (secondary networks a pod is attached to),
 //!   [`faults`] (injected faults and their effects).
 //!
 //! No I/O, no clock, no async: time is an input. The node twins (`tessera-twin`) run these
@@ -18,6 +18,7 @@
 //! without one. Knows nothing about clients or real hardware.
 
 pub mod accelerators;
+pub mod attachments;
 pub mod autoscaler;
 pub mod claim_devices;
 pub mod device_admission;
