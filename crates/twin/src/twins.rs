@@ -63,6 +63,8 @@ pub struct NodeTwins {
     pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
     pub(crate) waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
+    /// Pods whose network attachment failed and was reported, by UID.
+    pub(crate) failed_attachments: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Injected faults by node, shared with the heartbeat.
     pub(crate) faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
     /// Where the twins read the time.
@@ -96,6 +98,7 @@ impl NodeTwins {
             nodes,
             gpus: Arc::new(std::sync::Mutex::new(gpus)),
             waiting_for_claims: std::sync::Mutex::default(),
+            failed_attachments: std::sync::Mutex::default(),
             faults: Arc::default(),
             clock: Arc::new(SystemTime::now),
             standby: Arc::new(std::sync::Mutex::new(standby)),
@@ -187,14 +190,12 @@ impl NodeTwins {
                     if let Err(error) = register_node(&client, &clock, &spec).await {
                         tracing::warn!(node = %spec.name, %error, "autoscaler: node not registered");
                     }
-                    let slices = resource_slice::resource_slices(&spec);
-                    if !slices.is_empty() {
-                        let classes = resource_slice::nvidia_device_classes();
-                        if let Err(error) =
-                            crate::dra_publish::publish(&client, &classes, &slices).await
-                        {
-                            tracing::warn!(node = %spec.name, %error, "autoscaler: devices not published");
-                        }
+                    let slices = node_slices(&spec);
+                    if !slices.is_empty()
+                        && let Err(error) =
+                            crate::dra_publish::publish(&client, &device_classes(), &slices).await
+                    {
+                        tracing::warn!(node = %spec.name, %error, "autoscaler: devices not published");
                     }
                 }
             };
@@ -213,6 +214,20 @@ impl NodeTwins {
         }
         result
     }
+}
+
+/// The ResourceSlices a node twin publishes as DRA drivers: GPUs, and RDMA NICs.
+fn node_slices(spec: &NodeSpec) -> Vec<Value> {
+    let mut slices = resource_slice::resource_slices(spec);
+    slices.extend(tessera_node::nic_devices::rdma_slices(spec));
+    slices
+}
+
+/// The DeviceClasses of the twins' DRA drivers.
+fn device_classes() -> Vec<Value> {
+    let mut classes = resource_slice::nvidia_device_classes();
+    classes.extend(tessera_node::nic_devices::rdma_device_classes());
+    classes
 }
 
 /// Registers one node twin (or re-asserts its topology labels) and posts its status.
@@ -245,15 +260,11 @@ impl NodeTwins {
     /// Acts as the DRA driver of DRA pools: installs its DeviceClasses and publishes each
     /// node's ResourceSlice (server-side apply, so a restart re-asserts the same slice).
     async fn publish_devices(&self) -> Result<(), kube::Error> {
-        let slices: Vec<Value> = self
-            .registered()
-            .flat_map(resource_slice::resource_slices)
-            .collect();
+        let slices: Vec<Value> = self.registered().flat_map(node_slices).collect();
         if slices.is_empty() {
             return Ok(());
         }
-        let classes = resource_slice::nvidia_device_classes();
-        crate::dra_publish::publish(&self.client, &classes, &slices).await
+        crate::dra_publish::publish(&self.client, &device_classes(), &slices).await
     }
 
     /// Validates nodes that joined for onboarding and opens those that pass.
