@@ -59,6 +59,13 @@ fn addresses_on(pod: &Value, network: &str) -> Vec<String> {
         .collect()
 }
 
+/// The documents of a multi-document YAML (or JSON) text, empty ones left out.
+pub fn yaml_values(text: &str) -> Result<Vec<Value>, ObjectError> {
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| ObjectError::Yaml(e.to_string()))?;
+    Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
+}
+
 /// The objects of `network` (`namespace/name` of a NetworkAttachmentDefinition) among
 /// `values` (objects or lists): every Namespace, the pods attached to it with their addresses
 /// on it as their IPs, its MultiNetworkPolicies as NetworkPolicies.
@@ -179,8 +186,7 @@ spec:
     fn documents(texts: &[&str]) -> Vec<Value> {
         texts
             .iter()
-            .flat_map(|t| serde_saphyr::from_multiple::<Value>(t).expect("yaml"))
-            .filter(|d| !d.is_null())
+            .flat_map(|t| yaml_values(t).expect("yaml"))
             .collect()
     }
 
