@@ -193,7 +193,7 @@ impl NodeTwins {
                     let slices = node_slices(&spec);
                     if !slices.is_empty()
                         && let Err(error) =
-                            crate::dra_publish::publish(&client, &device_classes(), &slices).await
+                            crate::dra_publish::publish(&client, &device_classes(&slices), &slices).await
                     {
                         tracing::warn!(node = %spec.name, %error, "autoscaler: devices not published");
                     }
@@ -223,10 +223,14 @@ fn node_slices(spec: &NodeSpec) -> Vec<Value> {
     slices
 }
 
-/// The DeviceClasses of the twins' DRA drivers.
-fn device_classes() -> Vec<Value> {
+/// The DeviceClasses of the twins' DRA drivers: NVIDIA's, and the RDMA NICs' where `slices`
+/// publish any (a driver installs its classes where it is deployed).
+fn device_classes(slices: &[Value]) -> Vec<Value> {
     let mut classes = resource_slice::nvidia_device_classes();
-    classes.extend(tessera_node::nic_devices::rdma_device_classes());
+    let rdma = tessera_node::nic_devices::RDMA_DRIVER;
+    if slices.iter().any(|s| s["spec"]["driver"] == rdma) {
+        classes.extend(tessera_node::nic_devices::rdma_device_classes());
+    }
     classes
 }
 
@@ -264,7 +268,7 @@ impl NodeTwins {
         if slices.is_empty() {
             return Ok(());
         }
-        crate::dra_publish::publish(&self.client, &device_classes(), &slices).await
+        crate::dra_publish::publish(&self.client, &device_classes(&slices), &slices).await
     }
 
     /// Validates nodes that joined for onboarding and opens those that pass.
