@@ -17,7 +17,8 @@ use tessera_node::topology::NodeSpec;
 
 use crate::twins::NodeTwins;
 
-fn definitions_resource() -> ApiResource {
+/// Multus's NetworkAttachmentDefinition resource.
+pub(crate) fn definitions_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(GROUP, "v1", "NetworkAttachmentDefinition"),
         "network-attachment-definitions",
@@ -26,7 +27,8 @@ fn definitions_resource() -> ApiResource {
 
 impl NodeTwins {
     /// The networks `pod` selects with their definitions' CNI configs, or — when it cannot be
-    /// attached — `None` after the event and the ContainerCreating status (both once per pod).
+    /// attached — `None` after the event and the ContainerCreating status (once per attempt;
+    /// the pod is attempted again when a definition appears).
     pub(crate) async fn attach_networks(
         &self,
         pod: &Pod,
@@ -45,16 +47,23 @@ impl NodeTwins {
             }
             Err(error) => Err(error),
         };
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
         let error = match checked {
-            Ok(attached) => return Ok(Some(attached)),
+            Ok(attached) => {
+                self.failed_attachments
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&uid);
+                return Ok(Some(attached));
+            }
             Err(error) => error,
         };
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
         let first = self
             .failed_attachments
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(uid);
+            .insert(uid, pod_key(pod))
+            .is_none();
         if first {
             let reason = match error {
                 AttachError::NoNetworkFound { .. } => NO_NETWORK_FOUND,

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tessera_model::clock::Clock;
@@ -63,8 +63,9 @@ pub struct NodeTwins {
     pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
     pub(crate) waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
-    /// Pods whose network attachment failed and was reported, by UID.
-    pub(crate) failed_attachments: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Pods whose network attachment failed and was reported, by UID: retried when a
+    /// NetworkAttachmentDefinition appears or changes.
+    pub(crate) failed_attachments: std::sync::Mutex<BTreeMap<String, (String, String)>>,
     /// Injected faults by node, shared with the heartbeat.
     pub(crate) faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
     /// Where the twins read the time.
@@ -315,6 +316,16 @@ impl NodeTwins {
             watcher::Config::default(),
         )
         .boxed();
+        // Where Multus's CRD is not served the watch fails; it backs off and tries again.
+        let mut definition_stream = watcher(
+            Api::<kube::api::DynamicObject>::all_with(
+                self.client.clone(),
+                &crate::attach::definitions_resource(),
+            ),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .boxed();
         loop {
             tokio::select! {
                 Some(event) = node_stream.next() => {
@@ -340,6 +351,23 @@ impl NodeTwins {
                             if let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await {
                                 tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
                             }
+                        }
+                    }
+                }
+                Some(event) = definition_stream.next() => {
+                    let Ok(watcher::Event::Apply(_)) = event else { continue };
+                    // A definition appeared: pods that could not be attached try again.
+                    let waiting: Vec<(String, String)> = std::mem::take(
+                        &mut *self.failed_attachments.lock().unwrap_or_else(|p| p.into_inner()),
+                    )
+                    .into_values()
+                    .collect();
+                    for (namespace, name) in waiting {
+                        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+                        if let Ok(Some(pod)) = api.get_opt(&name).await
+                            && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                        {
+                            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
                         }
                     }
                 }

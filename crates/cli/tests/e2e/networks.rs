@@ -1,7 +1,8 @@
 //! Traffic separation on the networks lab (examples/lab/networks/lab.yaml) with kubectl:
 //! Multus's NetworkAttachmentDefinitions, a training pod whose claim pairs a GPU with the
 //! RDMA NIC on its PCIe switch and whose `network-status` names its secondary networks, and a
-//! pod selecting a definition that does not exist (ContainerCreating, `NoNetworkFound`).
+//! pod selecting a definition that does not exist (ContainerCreating, `NoNetworkFound`) until
+//! it is created.
 
 use serde_json::Value;
 
@@ -119,4 +120,16 @@ fn a_training_pod_gets_a_gpu_and_the_nic_on_its_switch_and_its_networks() {
             out.contains("cannot find a network-attachment-definition (backup) in namespace (ml)")
         },
     );
+    // Once the definition exists the pod is attached and starts, as the kubelet retries.
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {name: backup, namespace: ml}\nspec:\n  config: '{\"cniVersion\": \"0.3.1\", \"name\": \"storage\", \"type\": \"macvlan\"}'\n",
+    );
+    cluster.node_when_running(V, Some("ml"), "lost");
+    let lost = json(&cluster, &["get", "pod", "-n", "ml", "lost"]);
+    let status = lost["metadata"]["annotations"]["k8s.v1.cni.cncf.io/network-status"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(status.contains("\"ml/backup\""), "{status}");
 }
