@@ -505,6 +505,18 @@ mod tests {
     }
 
     #[test]
+    fn bundled_multus_crds_are_valid() {
+        let served: Vec<Vec<&str>> = tessera_model::multus::definitions()
+            .iter()
+            .map(|crd| {
+                assert_eq!(validate(crd), vec![], "{}", crd["metadata"]["name"]);
+                kinds_of(crd).iter().map(|k| k.version).collect()
+            })
+            .collect();
+        assert_eq!(served, vec![vec!["v1"], vec!["v1beta1"]]);
+    }
+
+    #[test]
     fn bundled_kueue_crds_are_valid_and_serve_both_versions() {
         for crd in tessera_model::kueue::crd::definitions() {
             assert_eq!(validate(&crd), vec![], "{}", crd["metadata"]["name"]);

@@ -65,6 +65,14 @@ pub const COMPONENTS: &[Component] = &[
                 STATUS,
             ),
             (&[""], &["podtemplates"], READ),
+            // As Multus (its ClusterRole updates pods): the definitions of the networks pods
+            // select, and the pods' network-status annotation.
+            (
+                &["k8s.cni.cncf.io"],
+                &["network-attachment-definitions"],
+                READ,
+            ),
+            (&[""], &["pods"], &["patch"]),
         ],
     },
     Component {

@@ -104,6 +104,7 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
     for bundled in definitions()
         .into_iter()
         .chain(tessera_model::provisioning::definitions())
+        .chain(tessera_model::multus::definitions())
     {
         let name = bundled["metadata"]["name"]
             .as_str()

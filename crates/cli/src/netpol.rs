@@ -1,7 +1,9 @@
 //! `tessera netpol matrix` and `tessera netpol explain`: read Namespaces, Pods,
 //! NetworkPolicies and the cluster-wide policies from a cluster (any kubeconfig) and/or a
 //! YAML file (a what-if: the file's objects replace or add to the cluster's), and print what
-//! the policy core (`tessera_netpol`) decides. No policy logic lives here.
+//! the policy core (`tessera_netpol`) decides. With `--network NAMESPACE/NAME`, the same for
+//! a secondary network: its attached pods and MultiNetworkPolicies
+//! (`tessera_netpol::secondary`). No policy logic lives here.
 
 use std::path::PathBuf;
 
@@ -26,6 +28,10 @@ pub struct NetpolArgs {
     /// `--kubeconfig` — laid over the cluster's objects as a what-if.
     #[arg(short = 'f', long = "filename", global = true)]
     file: Option<PathBuf>,
+    /// Evaluate a secondary network (`NAMESPACE/NAME` of its NetworkAttachmentDefinition):
+    /// the pods attached to it and its MultiNetworkPolicies.
+    #[arg(long, global = true)]
+    network: Option<String>,
 }
 
 /// `tessera netpol` subcommands.
@@ -53,21 +59,39 @@ enum NetpolCommand {
 
 /// Runs `tessera netpol`.
 pub async fn run(args: &NetpolArgs) -> anyhow::Result<()> {
-    let mut objects = Objects::default();
-    if args.file.is_none() || args.cluster.kubeconfig.is_some() {
-        read_cluster(&args.cluster, &mut objects).await?;
-    }
-    if let Some(path) = &args.file {
-        let text = if path.as_os_str() == "-" {
-            std::io::read_to_string(std::io::stdin())?
-        } else {
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
-        };
-        let overlay = Objects::from_yaml(&text).with_context(|| path.display().to_string())?;
-        objects.namespaces.extend(overlay.namespaces);
-        objects.pods.extend(overlay.pods);
-        objects.policies.extend(overlay.policies);
-    }
+    let from_cluster = args.file.is_none() || args.cluster.kubeconfig.is_some();
+    let text = match &args.file {
+        Some(path) if path.as_os_str() == "-" => Some(std::io::read_to_string(std::io::stdin())?),
+        Some(path) => Some(
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let objects = match &args.network {
+        Some(network) => {
+            let mut values = Vec::new();
+            if from_cluster {
+                read_network_values(&args.cluster, &mut values).await?;
+            }
+            if let Some(text) = &text {
+                values.extend(tessera_netpol::secondary::yaml_values(text)?);
+            }
+            tessera_netpol::secondary::network_objects(values, network)?
+        }
+        None => {
+            let mut objects = Objects::default();
+            if from_cluster {
+                read_cluster(&args.cluster, &mut objects).await?;
+            }
+            if let Some(text) = &text {
+                let overlay = Objects::from_yaml(text).context("the objects file")?;
+                objects.namespaces.extend(overlay.namespaces);
+                objects.pods.extend(overlay.pods);
+                objects.policies.extend(overlay.policies);
+            }
+            objects
+        }
+    };
     let evaluator = objects.evaluator();
     let report = match &args.command {
         NetpolCommand::Matrix { namespaces, port } => {
@@ -142,6 +166,53 @@ async fn read_cluster(
             value["kind"] = Value::from(kind);
             objects.add(value)?;
         }
+    }
+    Ok(())
+}
+
+/// The Namespaces, Pods and MultiNetworkPolicies of a cluster, as values.
+async fn read_network_values(
+    cluster: &crate::client::ClusterArgs,
+    values: &mut Vec<Value>,
+) -> anyhow::Result<()> {
+    let client = crate::client::connect(cluster).await?;
+    let params = Default::default();
+    for namespace in Api::<Namespace>::all(client.clone())
+        .list(&params)
+        .await?
+        .items
+    {
+        let mut value = serde_json::to_value(&namespace)?;
+        value["apiVersion"] = Value::from("v1");
+        value["kind"] = Value::from("Namespace");
+        values.push(value);
+    }
+    for pod in Api::<Pod>::all(client.clone()).list(&params).await?.items {
+        let finished = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
+        if finished {
+            continue;
+        }
+        let mut value = serde_json::to_value(&pod)?;
+        value["apiVersion"] = Value::from("v1");
+        value["kind"] = Value::from("Pod");
+        values.push(value);
+    }
+    let gvk = GroupVersionKind::gvk("k8s.cni.cncf.io", "v1beta1", "MultiNetworkPolicy");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "multi-networkpolicies");
+    for item in Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .list(&params)
+        .await
+        .context("listing multi-networkpolicies")?
+        .items
+    {
+        let mut value = serde_json::to_value(&item)?;
+        value["apiVersion"] = Value::from(resource.api_version.clone());
+        value["kind"] = Value::from("MultiNetworkPolicy");
+        values.push(value);
     }
     Ok(())
 }

@@ -7,6 +7,8 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use serde_json::{Value, json};
 use tessera_dra::{AllocationError, Allocator, NodeView};
 
+#[path = "allocator/gpu_nic.rs"]
+mod gpu_nic;
 #[path = "allocator/gpu_test6.rs"]
 mod gpu_test6;
 #[path = "allocator/upstream.rs"]

@@ -13,6 +13,7 @@ pub mod json;
 pub mod kinds;
 pub mod kueue;
 pub mod managers;
+pub mod multus;
 pub mod net;
 pub mod node_selector;
 pub mod pod_claims;

@@ -2,7 +2,8 @@
 //! network-policy-api's cluster-wide policies (AdminNetworkPolicy, BaselineAdminNetworkPolicy,
 //! ClusterNetworkPolicy) evaluated in upstream's order — Admin tier → NetworkPolicy →
 //! Baseline tier → allow — by an indexed, incremental evaluator that answers one connection's
-//! verdict (with the tier, policy and rule that decided) or a whole reachability matrix.
+//! verdict (with the tier, policy and rule that decided) or a whole reachability matrix; the
+//! same evaluator answers for MultiNetworkPolicy on a secondary network ([`secondary`]).
 //!
 //! Knows nothing of the API server, the dataplane or files: shells hand it objects.
 
@@ -13,6 +14,7 @@ pub mod evaluator;
 pub mod matrix;
 pub mod model;
 pub mod objects;
+pub mod secondary;
 pub mod synthetic;
 pub mod table;
 

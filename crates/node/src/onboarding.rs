@@ -52,7 +52,10 @@ pub fn validate(spec: &NodeSpec, node: &Node, slices: &[ResourceSlice]) -> Resul
         .sum();
     let published: usize = slices
         .iter()
-        .filter(|slice| slice.spec.node_name.as_deref() == Some(spec.name.as_str()))
+        .filter(|slice| {
+            slice.spec.node_name.as_deref() == Some(spec.name.as_str())
+                && slice.spec.driver == crate::resource_slice::NVIDIA_DRIVER
+        })
         .map(|slice| slice.spec.devices.as_ref().map_or(0, Vec::len))
         .sum();
     if published != wanted_devices {

@@ -180,6 +180,21 @@ pub fn running_status(
     }})
 }
 
+/// The status patch of a pod whose sandbox is not set up yet (a network attachment failed):
+/// Pending, each container waiting in ContainerCreating.
+pub fn creating_status(pod: &Pod, spec: &NodeSpec, now: SystemTime) -> Value {
+    let now_text = timestamp(now);
+    let state = json!({"waiting": {"reason": "ContainerCreating"}});
+    json!({"status": {
+        "phase": "Pending",
+        "conditions": conditions(false, &now_text),
+        "hostIP": spec.internal_ip(),
+        "hostIPs": [{"ip": spec.internal_ip()}],
+        "startTime": start_time(pod, &now_text),
+        "containerStatuses": container_statuses(pod, &state, None, 0, false),
+    }})
+}
+
 /// The status patch of a pod whose containers ended at `now` in `phase` with `exit_code`.
 pub fn finished_status(
     pod: &Pod,

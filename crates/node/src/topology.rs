@@ -34,6 +34,7 @@ use tessera_model::Quantity;
 
 use crate::hardware::{self, Devices, KubeletPolicies, PoolHardware, PoolPlacement};
 use crate::network::Networking;
+use crate::networks::{AttachedNic, Network, ServerNetworks};
 
 /// The built-in lab topology used when no file is given.
 pub const DEFAULT_TOPOLOGY: &str = r#"apiVersion: tessera.dev/v1alpha1
@@ -101,9 +102,18 @@ pub struct Topology {
     /// The address plan (node InternalIPs and pod CIDRs).
     #[serde(default)]
     pub networking: Networking,
+    /// The traffic classes (management, service, storage, high-performance).
+    #[serde(default)]
+    pub networks: Vec<Network>,
+    /// Which NICs of each server model carry which network.
+    #[serde(default)]
+    pub server_networks: Vec<ServerNetworks>,
     /// Each pool's checked hardware (filled by validation).
     #[serde(skip)]
     hardware: Vec<Option<PoolHardware>>,
+    /// Each pool's NICs and their networks (filled by validation).
+    #[serde(skip)]
+    nics: Vec<Vec<AttachedNic>>,
 }
 
 /// A group of identical nodes.
@@ -244,6 +254,10 @@ pub struct NodeSpec {
     pub onboarding: bool,
     /// The topology's address plan.
     pub networking: Networking,
+    /// The topology's networks.
+    pub networks: Vec<Network>,
+    /// The node's NICs that carry a network.
+    pub nics: Vec<AttachedNic>,
 }
 
 impl NodeSpec {
@@ -447,6 +461,32 @@ impl Topology {
                 message,
                 line: None,
             })?;
+        crate::networks::check(
+            &self.networks,
+            &self.server_networks,
+            &self.networking,
+            catalog,
+            nodes,
+        )
+        .map_err(|(field, message)| TopologyError::Invalid {
+            field,
+            message,
+            line: None,
+        })?;
+        self.nics = self
+            .pools
+            .iter()
+            .map(|pool| {
+                pool.server.as_deref().map_or_else(Vec::new, |server| {
+                    crate::networks::attached_nics(
+                        &self.networks,
+                        &self.server_networks,
+                        catalog,
+                        server,
+                    )
+                })
+            })
+            .collect();
         Ok(())
     }
 
@@ -567,6 +607,8 @@ impl Topology {
                 kubelet: pool.kubelet.clone(),
                 onboarding: pool.onboarding,
                 networking: self.networking.clone(),
+                networks: self.networks.clone(),
+                nics: self.nics.get(p).cloned().unwrap_or_default(),
             });
             index += 1;
         }
@@ -580,6 +622,41 @@ mod tests {
 
     /// docs/lab/two-teams.md runs on the built-in lab with one change; this keeps its file
     /// from drifting when the built-in lab changes.
+    /// docs/lab/networks.md runs on the built-in lab with its networks declared.
+    #[test]
+    fn the_networks_lab_is_the_built_in_lab_with_networks() {
+        let lab = include_str!("../../../examples/lab/networks/lab.yaml");
+        let body: String = lab
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let (built_in, networks) = body.split_at(DEFAULT_TOPOLOGY.len());
+        assert_eq!(built_in, DEFAULT_TOPOLOGY);
+        assert!(networks.starts_with("networks:\n"), "{networks}");
+        let topology = Topology::parse(lab).expect("parses");
+        let h100 = topology
+            .nodes()
+            .into_iter()
+            .find(|n| n.name == "h100-1")
+            .expect("h100-1");
+        let carried: Vec<(&str, &str)> = h100
+            .nics
+            .iter()
+            .take(4)
+            .map(|n| (n.name.as_str(), n.network.as_str()))
+            .collect();
+        assert_eq!(
+            carried,
+            [
+                ("eno1", "management"),
+                ("mlx5_8", "service"),
+                ("mlx5_9", "storage"),
+                ("mlx5_0", "hpn")
+            ]
+        );
+    }
+
     #[test]
     fn the_two_teams_lab_is_the_built_in_lab_with_device_plugin_h100s() {
         let lab = include_str!("../../../examples/lab/two-teams/lab.yaml");
@@ -735,6 +812,14 @@ mod tests {
             (
                 "- name: a\n  count: 1\n  server: dgx-h100\nnetworking: {nodeCIDR: 10.0.0.1/16}\n",
                 "host bits set",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\nnetworks:\n- name: hpn\n  purpose: high-performance\n  cidr: 172.30.0.0/33\n",
+                "line 10: networks[0].cidr: \"172.30.0.0/33\": the prefix length must be 0 to 32",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\nnetworks: [{name: hpn, purpose: fast, cidr: 172.30.0.0/16}]\n",
+                "purpose",
             ),
             (
                 "- name: a\n  count: 1\n  server: dgx-h900\n",

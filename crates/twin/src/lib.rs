@@ -5,7 +5,7 @@
 //! (`pods`): Pending → Running → Succeeded or Failed (or restarts, per `restartPolicy`),
 //! with container statuses, pod IPs from the node's pod CIDR, container logs and kubelet
 //! events (`records`); applies injected faults (`faults`); publishes DRA devices
-//! ([`dra_publish`]); runs the simulated cluster autoscaler of autoscaled pools
+//! ([`dra_publish`]: GPUs and RDMA NICs); attaches pods to secondary networks (`attach`); runs the simulated cluster autoscaler of autoscaled pools
 //! (`autoscaler`). Works only through a kube-rs `Client`, so it is indifferent to whether
 //! the API server is in-process or remote.
 //!
@@ -14,6 +14,7 @@
 //! pure `tessera-node`; the clock is injected ([`NodeTwins::with_clock`]). Knows nothing
 //! about real hardware.
 
+mod attach;
 mod autoscaler;
 pub mod containers;
 pub mod dra_publish;

@@ -1,5 +1,5 @@
 //! The pod lifecycle on the twins' nodes: admitting a bound pod (its claims prepared, its
-//! devices admitted, an IP given), starting its containers (events, logs, the Running status),
+//! secondary networks attached, its devices admitted, an IP given), starting its containers (events, logs, the Running status),
 //! ending or restarting a run when its timer fires, rejecting it, deleting it.
 //!
 //! Knows the API calls, the timers and the order of things; the statuses, the behaviour and
@@ -157,6 +157,9 @@ impl NodeTwins {
                 }
             }
         }
+        let Some(attached) = self.attach_networks(pod, spec).await? else {
+            return Ok(());
+        };
         let admitted = self
             .gpus
             .lock()
@@ -196,6 +199,7 @@ impl NodeTwins {
             }));
             self.append_log(&key, &container, &lines).await;
         }
+        self.write_network_status(pod, spec, &ip, &attached).await?;
         let status = running_status(pod, spec, &ip, (self.clock)(), 0, None);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
         pods.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tessera_model::clock::Clock;
@@ -63,6 +63,9 @@ pub struct NodeTwins {
     pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
     pub(crate) waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
+    /// Pods whose network attachment failed and was reported, by UID: retried when a
+    /// NetworkAttachmentDefinition appears or changes.
+    pub(crate) failed_attachments: std::sync::Mutex<BTreeMap<String, (String, String)>>,
     /// Injected faults by node, shared with the heartbeat.
     pub(crate) faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
     /// Where the twins read the time.
@@ -96,6 +99,7 @@ impl NodeTwins {
             nodes,
             gpus: Arc::new(std::sync::Mutex::new(gpus)),
             waiting_for_claims: std::sync::Mutex::default(),
+            failed_attachments: std::sync::Mutex::default(),
             faults: Arc::default(),
             clock: Arc::new(SystemTime::now),
             standby: Arc::new(std::sync::Mutex::new(standby)),
@@ -187,14 +191,12 @@ impl NodeTwins {
                     if let Err(error) = register_node(&client, &clock, &spec).await {
                         tracing::warn!(node = %spec.name, %error, "autoscaler: node not registered");
                     }
-                    let slices = resource_slice::resource_slices(&spec);
-                    if !slices.is_empty() {
-                        let classes = resource_slice::nvidia_device_classes();
-                        if let Err(error) =
-                            crate::dra_publish::publish(&client, &classes, &slices).await
-                        {
-                            tracing::warn!(node = %spec.name, %error, "autoscaler: devices not published");
-                        }
+                    let slices = node_slices(&spec);
+                    if !slices.is_empty()
+                        && let Err(error) =
+                            crate::dra_publish::publish(&client, &device_classes(&slices), &slices).await
+                    {
+                        tracing::warn!(node = %spec.name, %error, "autoscaler: devices not published");
                     }
                 }
             };
@@ -213,6 +215,24 @@ impl NodeTwins {
         }
         result
     }
+}
+
+/// The ResourceSlices a node twin publishes as DRA drivers: GPUs, and RDMA NICs.
+fn node_slices(spec: &NodeSpec) -> Vec<Value> {
+    let mut slices = resource_slice::resource_slices(spec);
+    slices.extend(tessera_node::nic_devices::rdma_slices(spec));
+    slices
+}
+
+/// The DeviceClasses of the twins' DRA drivers: NVIDIA's, and the RDMA NICs' where `slices`
+/// publish any (a driver installs its classes where it is deployed).
+fn device_classes(slices: &[Value]) -> Vec<Value> {
+    let mut classes = resource_slice::nvidia_device_classes();
+    let rdma = tessera_node::nic_devices::RDMA_DRIVER;
+    if slices.iter().any(|s| s["spec"]["driver"] == rdma) {
+        classes.extend(tessera_node::nic_devices::rdma_device_classes());
+    }
+    classes
 }
 
 /// Registers one node twin (or re-asserts its topology labels) and posts its status.
@@ -245,15 +265,11 @@ impl NodeTwins {
     /// Acts as the DRA driver of DRA pools: installs its DeviceClasses and publishes each
     /// node's ResourceSlice (server-side apply, so a restart re-asserts the same slice).
     async fn publish_devices(&self) -> Result<(), kube::Error> {
-        let slices: Vec<Value> = self
-            .registered()
-            .flat_map(resource_slice::resource_slices)
-            .collect();
+        let slices: Vec<Value> = self.registered().flat_map(node_slices).collect();
         if slices.is_empty() {
             return Ok(());
         }
-        let classes = resource_slice::nvidia_device_classes();
-        crate::dra_publish::publish(&self.client, &classes, &slices).await
+        crate::dra_publish::publish(&self.client, &device_classes(&slices), &slices).await
     }
 
     /// Validates nodes that joined for onboarding and opens those that pass.
@@ -300,6 +316,16 @@ impl NodeTwins {
             watcher::Config::default(),
         )
         .boxed();
+        // Where Multus's CRD is not served the watch fails; it backs off and tries again.
+        let mut definition_stream = watcher(
+            Api::<kube::api::DynamicObject>::all_with(
+                self.client.clone(),
+                &crate::attach::definitions_resource(),
+            ),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .boxed();
         loop {
             tokio::select! {
                 Some(event) = node_stream.next() => {
@@ -325,6 +351,23 @@ impl NodeTwins {
                             if let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await {
                                 tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
                             }
+                        }
+                    }
+                }
+                Some(event) = definition_stream.next() => {
+                    let Ok(watcher::Event::Apply(_)) = event else { continue };
+                    // A definition appeared: pods that could not be attached try again.
+                    let waiting: Vec<(String, String)> = std::mem::take(
+                        &mut *self.failed_attachments.lock().unwrap_or_else(|p| p.into_inner()),
+                    )
+                    .into_values()
+                    .collect();
+                    for (namespace, name) in waiting {
+                        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+                        if let Ok(Some(pod)) = api.get_opt(&name).await
+                            && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                        {
+                            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
                         }
                     }
                 }

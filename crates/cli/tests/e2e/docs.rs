@@ -201,6 +201,7 @@ const PAGES: &[&str] = &[
     "README.md",
     "docs/benchmarks.md",
     "docs/lab/device-plugin-vs-dra.md",
+    "docs/lab/networks.md",
     "docs/lab/two-teams.md",
     "docs/queueing.md",
     "docs/sim.md",
@@ -257,6 +258,11 @@ fn docs_lab_device_plugin_vs_dra_runs_as_written() {
 #[test]
 fn docs_lab_two_teams_runs_as_written() {
     run_page("docs/lab/two-teams.md");
+}
+
+#[test]
+fn docs_lab_networks_runs_as_written() {
+    run_page("docs/lab/networks.md");
 }
 
 #[test]
