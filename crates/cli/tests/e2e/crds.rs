@@ -43,9 +43,9 @@ fn upstream_crds_and_examples_work_unchanged() {
         v,
         &["get", "crd", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Established\")].status}{\"\\n\"}{end}"],
     );
-    // Kueue's eight, JobSet, LeaderWorkerSet, and the bundled ProvisioningRequestConfig and
-    // ProvisioningRequest.
-    assert_eq!(established.lines().count(), 12, "{established}");
+    // Kueue's ten (MultiKueueConfig and MultiKueueCluster among them), JobSet,
+    // LeaderWorkerSet, and the bundled ProvisioningRequestConfig and ProvisioningRequest.
+    assert_eq!(established.lines().count(), 14, "{established}");
     assert!(
         established.lines().all(|l| l.ends_with("=True")),
         "{established}"
