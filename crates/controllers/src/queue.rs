@@ -454,7 +454,10 @@ impl Shell<'_> {
                 if !named && !options.managed_without_queue_name {
                     continue;
                 }
-                let owned = by_owner.get(uid).copied();
+                let owned = match framework::prebuilt_workload(job_object) {
+                    Some(key) => context.workloads.get(&key),
+                    None => by_owner.get(uid).copied(),
+                };
                 let context = (flavors, priorities);
                 let writes =
                     framework::reconcile_with(kind, job_object, owned, context, options, now);

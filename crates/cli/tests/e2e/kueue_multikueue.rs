@@ -203,6 +203,32 @@ fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         WITHIN,
         |out| out == "multikueue 1",
     );
+    // The worker admitted the manager's Workload itself (same name), not one of its own.
+    let manager_workload = manager.ok(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
+    assert_eq!(
+        workers[won].ok(
+            V,
+            &[
+                "get",
+                "workloads",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.items[*].metadata.name}"
+            ]
+        ),
+        manager_workload
+    );
     let pods = workers[won].ok(
         V,
         &[
