@@ -45,8 +45,10 @@ struct WorkerConnection {
     client: Option<Client>,
     failed_attempts: u32,
     next_attempt: SystemTime,
-    /// Since when it is not connected, after having been.
+    /// Since when it is not connected.
     lost_since: Option<SystemTime>,
+    /// The error of the last failed attempt, shown until the next attempt.
+    last_error: String,
 }
 
 /// The watched objects, the workers' connections and the recorder.
@@ -234,6 +236,7 @@ impl MultiKueueWatches {
             Err(error) => {
                 if let Some(worker) = workers.get_mut(&name) {
                     worker.client = None;
+                    worker.lost_since.get_or_insert(now);
                 }
                 Connection::BadKubeConfig(error)
             }
@@ -246,6 +249,7 @@ impl MultiKueueWatches {
                         failed_attempts: 0,
                         next_attempt: now,
                         lost_since: None,
+                        last_error: String::new(),
                     });
                 if worker.kubeconfig != kubeconfig {
                     worker.kubeconfig = kubeconfig;
@@ -521,12 +525,9 @@ fn multikueue_check<'c>(
 /// failure) and asks its API for its version.
 async fn probe(worker: &mut WorkerConnection, now: SystemTime) -> Connection {
     if worker.client.is_none() && now < worker.next_attempt {
-        return failed(
-            worker,
-            "waiting for the next connection attempt".to_owned(),
-            now,
-            false,
-        );
+        // Kueue waits for the next attempt without touching the status.
+        let error = worker.last_error.clone();
+        return failed(worker, error, now, false);
     }
     let client = match worker.client.clone() {
         Some(client) => client,
@@ -559,10 +560,10 @@ fn failed(
     now: SystemTime,
     attempted: bool,
 ) -> Connection {
-    if worker.client.take().is_some() || worker.lost_since.is_none() {
-        worker.lost_since.get_or_insert(now);
-    }
+    worker.client = None;
+    worker.lost_since.get_or_insert(now);
     if attempted {
+        worker.last_error.clone_from(&error);
         worker.failed_attempts = worker.failed_attempts.saturating_add(1);
         worker.next_attempt = now + cluster::retry_after(worker.failed_attempts);
     }
