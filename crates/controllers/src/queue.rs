@@ -235,7 +235,7 @@ pub async fn run(client: Client, config: QueueConfig) {
     let multikueue = crate::queue_multikueue::MultiKueueWatches::start(
         &client,
         config.clock.clone(),
-        &config.configuration.namespace,
+        &config.configuration,
         &mut changes,
     );
     let (mut pods, pod_changes) = PodIntegration::start(&client, config.clock.clone());

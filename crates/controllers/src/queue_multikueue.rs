@@ -94,7 +94,7 @@ impl MultiKueueWatches {
     pub fn start(
         client: &Client,
         clock: Clock,
-        namespace: &str,
+        configuration: &tessera_queue::config::Configuration,
         changes: &mut futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>,
     ) -> MultiKueueWatches {
         let (configs, config_changes) = crate::custom::watched_once_installed(
@@ -108,12 +108,13 @@ impl MultiKueueWatches {
             "multikueueclusters.kueue.x-k8s.io",
         );
         changes.extend([config_changes, cluster_changes]);
+        let settings = &configuration.multi_kueue;
         MultiKueueWatches {
             configs,
             clusters,
-            namespace: namespace.to_owned(),
-            origin: multikueue::DEFAULT_ORIGIN.to_owned(),
-            worker_lost_timeout: multikueue::DEFAULT_WORKER_LOST_TIMEOUT,
+            namespace: configuration.namespace.clone(),
+            origin: settings.origin.clone(),
+            worker_lost_timeout: settings.worker_lost_timeout,
             workers: Mutex::new(BTreeMap::new()),
             events: EventRecorder::start(client.clone(), COMPONENT, clock),
         }
