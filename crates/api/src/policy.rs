@@ -253,6 +253,17 @@ pub const COMPONENTS: &[Component] = &[
             (&["kueue.x-k8s.io"], &["provisioningrequestconfigs"], READ),
             (&["autoscaling.x-k8s.io"], &["provisioningrequests"], WRITE),
             (&[""], &["podtemplates"], WRITE),
+            // MultiKueue: its configs and clusters, the workers' kubeconfig Secrets, and the
+            // workers' status mirrored onto the manager's Jobs and JobSets.
+            (
+                &["kueue.x-k8s.io"],
+                &["multikueueconfigs", "multikueueclusters"],
+                READ,
+            ),
+            (&[""], &["secrets"], &["get"]),
+            (&["kueue.x-k8s.io"], &["multikueueclusters/status"], STATUS),
+            (&["batch"], &["jobs/status"], STATUS),
+            (&["jobset.x-k8s.io"], &["jobsets/status"], STATUS),
             // Pending Workloads' DRA claims are counted against quota.
             (
                 &["resource.k8s.io"],

@@ -156,7 +156,7 @@ async fn reconcile_jobset(
 ) -> Result<Action, ReconcileError> {
     let namespace = object.namespace().unwrap_or_default();
     let value = serde_json::to_value(object.as_ref())?;
-    if value.pointer("/metadata/deletionTimestamp").is_some() {
+    if value.pointer("/metadata/deletionTimestamp").is_some() || !jobset::managed_here(&value) {
         return Ok(Action::await_change());
     }
     let jobs: Api<Job> = Api::namespaced(context.client.clone(), &namespace);

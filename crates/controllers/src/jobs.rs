@@ -101,6 +101,9 @@ async fn release(pods: &Api<Pod>, pod: &Value) -> Result<(), ReconcileError> {
 async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action, ReconcileError> {
     let namespace = job_object.namespace().unwrap_or_default();
     let job_value = serde_json::to_value(job_object.as_ref())?;
+    if !job::managed_here(&job_value) {
+        return Ok(Action::await_change());
+    }
     let uid = job_object.uid().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
     let listed = pods

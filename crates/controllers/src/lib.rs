@@ -18,6 +18,7 @@ pub mod node_monitor;
 pub mod pdb;
 pub mod queue;
 pub mod queue_dra;
+pub mod queue_multikueue;
 pub mod queue_pods;
 pub mod queue_provisioning;
 pub mod resource_claims;

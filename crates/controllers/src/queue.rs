@@ -3,7 +3,7 @@
 //! LocalQueues, Workloads, WorkloadPriorityClasses, Topologies, AdmissionChecks
 //! (`kueue.x-k8s.io/v1beta2`), Nodes, Namespaces, PriorityClasses, Jobs and — once their CRD
 //! is installed — JobSets (and, in [`crate::queue_provisioning`], the ProvisioningRequest
-//! check's objects); after each burst of
+//! check's objects; in [`crate::queue_multikueue`], MultiKueue's objects and workers); after each burst of
 //! changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
 //! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses,
@@ -232,6 +232,12 @@ pub async fn run(client: Client, config: QueueConfig) {
         config.clock.clone(),
         &mut changes,
     );
+    let multikueue = crate::queue_multikueue::MultiKueueWatches::start(
+        &client,
+        config.clock.clone(),
+        &config.configuration,
+        &mut changes,
+    );
     let (mut pods, pod_changes) = PodIntegration::start(&client, config.clock.clone());
     changes.push(pod_changes);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
@@ -259,6 +265,22 @@ pub async fn run(client: Client, config: QueueConfig) {
         let checks = watches.admission_checks.values();
         for object in provisioning
             .reconcile(&client, &checks, &workloads, &flavors, now)
+            .await
+        {
+            memory.remember(&object);
+        }
+        // Typed Jobs serialize without their kind, which the MultiKueue adapters match on.
+        let mut owners: Vec<Value> = values(watches.jobs.state())
+            .into_iter()
+            .map(|mut job| {
+                job["apiVersion"] = json!("batch/v1");
+                job["kind"] = json!("Job");
+                job
+            })
+            .collect();
+        owners.extend(watches.jobsets.values());
+        for object in multikueue
+            .reconcile(&client, &checks, &workloads, &owners, now)
             .await
         {
             memory.remember(&object);
@@ -431,7 +453,10 @@ impl Shell<'_> {
                 if !named && !options.managed_without_queue_name {
                     continue;
                 }
-                let owned = by_owner.get(uid).copied();
+                let owned = match framework::prebuilt_workload(job_object) {
+                    Some(key) => context.workloads.get(&key),
+                    None => by_owner.get(uid).copied(),
+                };
                 let context = (flavors, priorities);
                 let writes =
                     framework::reconcile_with(kind, job_object, owned, context, options, now);

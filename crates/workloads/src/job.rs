@@ -233,6 +233,18 @@ impl JobPlan {
     }
 }
 
+/// The Job controller's `spec.managedBy` value.
+pub const JOB_CONTROLLER: &str = "kubernetes.io/job-controller";
+
+/// Whether the built-in Job controller runs this Job (`isJobManagedByController`):
+/// `spec.managedBy` unset or naming it; a Job left to another controller (MultiKueue's
+/// `kueue.x-k8s.io/multikueue`) is not touched.
+pub fn managed_here(job: &Value) -> bool {
+    job.pointer("/spec/managedBy")
+        .and_then(Value::as_str)
+        .is_none_or(|manager| manager == JOB_CONTROLLER)
+}
+
 /// Computes what to do for a Job given its pods (those carrying its controller UID).
 pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration) -> JobPlan {
     let now_text = timestamp(now);

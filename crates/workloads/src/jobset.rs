@@ -237,6 +237,18 @@ impl JobSetPlan {
     }
 }
 
+/// The JobSet controller's `spec.managedBy` value.
+pub const JOBSET_CONTROLLER: &str = "jobset.sigs.k8s.io/jobset-controller";
+
+/// Whether the JobSet controller runs this JobSet: `spec.managedBy` unset or naming it (a
+/// JobSet left to MultiKueue is not touched).
+pub fn managed_here(jobset: &Value) -> bool {
+    jobset
+        .pointer("/spec/managedBy")
+        .and_then(Value::as_str)
+        .is_none_or(|manager| manager == JOBSET_CONTROLLER)
+}
+
 /// Plans a JobSet's next step from the Jobs it owns.
 pub fn plan(jobset: &Value, jobs: &[Value], now: SystemTime) -> JobSetPlan {
     let clock = now;

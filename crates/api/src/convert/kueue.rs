@@ -13,7 +13,9 @@
 //!   `tas.V1Beta2From` encodes without the hostname-prefix feature gate); preemption gates and
 //!   slice topology constraints have no v1beta1 form;
 //! - Cohort and ClusterQueue statuses drop v1beta1's `admissionFairSharingStatus`;
-//!   AdmissionCheck drops v1beta1's `retryDelayMinutes`.
+//!   AdmissionCheck drops v1beta1's `retryDelayMinutes`;
+//! - MultiKueueCluster: v1beta1's `spec.kubeConfig`/`clusterProfileRef` ↔
+//!   `spec.clusterSource`; MultiKueueConfig's `quotaManagement` has no v1beta1 form.
 //!
 //! Kueue's conversion webhook does this for a real cluster; Tessera does it natively for any
 //! CRD of the group, whatever its `conversion` stanza says. Pure JSON edits; `apiVersion`
@@ -115,6 +117,17 @@ pub fn v1beta1_to_v1beta2(kind: &str, mut object: Value) -> Value {
                 spec.remove("retryDelayMinutes");
             }
         }
+        "MultiKueueCluster" => {
+            if let Some(spec) = field(&mut object, "spec") {
+                let source: Map<String, Value> = CLUSTER_SOURCE_FIELDS
+                    .iter()
+                    .filter_map(|name| spec.remove(*name).map(|v| ((*name).to_owned(), v)))
+                    .collect();
+                if !source.is_empty() {
+                    spec.insert("clusterSource".into(), Value::Object(source));
+                }
+            }
+        }
         _ => {}
     }
     object
@@ -179,10 +192,25 @@ pub fn v1beta2_to_v1beta1(kind: &str, mut object: Value) -> Value {
                 }
             }
         }
+        "MultiKueueConfig" => {
+            if let Some(spec) = field(&mut object, "spec") {
+                spec.remove("quotaManagement");
+            }
+        }
+        "MultiKueueCluster" => {
+            if let Some(spec) = field(&mut object, "spec")
+                && let Some(Value::Object(source)) = spec.remove("clusterSource")
+            {
+                spec.extend(source);
+            }
+        }
         _ => {}
     }
     object
 }
+
+/// The fields of a v1beta2 MultiKueueCluster's `spec.clusterSource`, on v1beta1's `spec`.
+const CLUSTER_SOURCE_FIELDS: [&str; 2] = ["kubeConfig", "clusterProfileRef"];
 
 fn field<'v>(object: &'v mut Value, name: &str) -> Option<&'v mut Map<String, Value>> {
     object.get_mut(name).and_then(Value::as_object_mut)

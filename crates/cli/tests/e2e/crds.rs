@@ -43,9 +43,10 @@ fn upstream_crds_and_examples_work_unchanged() {
         v,
         &["get", "crd", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Established\")].status}{\"\\n\"}{end}"],
     );
-    // Kueue's eight, JobSet, LeaderWorkerSet, the bundled ProvisioningRequestConfig and
-    // ProvisioningRequest, and Multus's NetworkAttachmentDefinition and MultiNetworkPolicy.
-    assert_eq!(established.lines().count(), 14, "{established}");
+    // Kueue's ten (MultiKueueConfig and MultiKueueCluster among them), JobSet,
+    // LeaderWorkerSet, the bundled ProvisioningRequestConfig and ProvisioningRequest, and
+    // Multus's NetworkAttachmentDefinition and MultiNetworkPolicy.
+    assert_eq!(established.lines().count(), 16, "{established}");
     assert!(
         established.lines().all(|l| l.ends_with("=True")),
         "{established}"

@@ -25,6 +25,7 @@ mod kueue_api;
 mod kueue_config;
 mod kueue_dra;
 mod kueue_jobset;
+mod kueue_multikueue;
 mod kueue_pods;
 mod kueue_provisioning;
 mod kueue_queue;

@@ -11,6 +11,7 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
+use super::multikueue::{MultiKueueClusterSpec, MultiKueueClusterStatus, MultiKueueConfigSpec};
 use super::queues::{
     ClusterQueueSpec, ClusterQueueStatus, CohortSpec, CohortStatus,
     LocalQueueAdmissionFairSharingStatus, LocalQueueSpec, LocalQueueStatus, ResourceFlavorSpec,
@@ -279,7 +280,50 @@ const BUNDLED: &[Bundled] = &[
         root: spec_only::<TopologySpec>,
         rules: &[],
     },
+    Bundled {
+        kind: "MultiKueueConfig",
+        plural: "multikueueconfigs",
+        short_names: &["mkconf"],
+        namespaced: false,
+        subresources: Subresources::Absent,
+        columns: &[],
+        root: spec_only::<MultiKueueConfigSpec>,
+        rules: &[],
+    },
+    Bundled {
+        kind: "MultiKueueCluster",
+        plural: "multikueueclusters",
+        short_names: &["mkc"],
+        namespaced: false,
+        subresources: Subresources::Status,
+        columns: &[
+            (
+                "Connected",
+                "string",
+                ".status.conditions[?(@.type=='Active')].status",
+                "MultiKueueCluster is connected",
+                0,
+            ),
+            (
+                "Age",
+                "date",
+                ".metadata.creationTimestamp",
+                "Time this workload was created",
+                0,
+            ),
+        ],
+        root: |generator| {
+            (
+                spec_status::<MultiKueueClusterSpec, MultiKueueClusterStatus>(generator),
+                vec![],
+            )
+        },
+        rules: &[],
+    },
 ];
+
+/// The kinds whose `v1beta1` upstream serves without marking it deprecated.
+const V1BETA1_NOT_DEPRECATED: &[&str] = &["MultiKueueConfig"];
 
 const QUOTA_RESERVED_OLD: &str = "has(oldSelf.status) && has(oldSelf.status.conditions) && oldSelf.status.conditions.exists(c, c.type == 'QuotaReserved' && c.status == 'True')";
 
@@ -427,7 +471,7 @@ fn definition(bundled: &Bundled) -> Value {
         if !bundled.columns.is_empty() {
             version["additionalPrinterColumns"] = columns(name);
         }
-        if name == SERVED_VERSION {
+        if name == SERVED_VERSION && !V1BETA1_NOT_DEPRECATED.contains(&bundled.kind) {
             version["deprecated"] = json!(true);
             version["deprecationWarning"] =
                 json!("This version is deprecated. Use v1beta2 instead.");

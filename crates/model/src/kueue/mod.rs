@@ -1,6 +1,7 @@
 //! Kueue's API (`kueue.x-k8s.io`) as Tessera bundles it: the `v1beta2` types of
 //! ResourceFlavor, ClusterQueue, LocalQueue, Cohort, Workload, WorkloadPriorityClass,
-//! AdmissionCheck and Topology (serde + schemars, [`queues`] and [`workload`]) and the
+//! AdmissionCheck, Topology, MultiKueueConfig and MultiKueueCluster (serde + schemars,
+//! [`queues`], [`workload`], [`topology`] and [`multikueue`]) and the
 //! CustomResourceDefinitions generated from them ([`crd::definitions`]: `v1beta2` stored,
 //! `v1beta1` served), so that users' Kueue YAML works unchanged against `tessera up`.
 //!
@@ -9,6 +10,7 @@
 
 pub mod crd;
 pub mod go_shape;
+pub mod multikueue;
 pub mod pod;
 pub mod queues;
 mod refine;

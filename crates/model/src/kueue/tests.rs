@@ -32,6 +32,12 @@ fn published(plural: &str) -> Value {
         "topologies" => {
             include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-topologies.yaml")
         }
+        "multikueueconfigs" => {
+            include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-multikueueconfigs.yaml")
+        }
+        "multikueueclusters" => {
+            include_str!("../../../cli/tests/fixtures/upstream/kueue/crd-multikueueclusters.yaml")
+        }
         other => panic!("no published CRD for {other}"),
     };
     serde_saphyr::from_str(text).expect("a CRD")
@@ -94,7 +100,7 @@ fn version<'v>(crd: &'v Value, name: &str) -> &'v Value {
 #[test]
 fn bundled_definitions_match_the_published_ones() {
     let bundled = definitions();
-    assert_eq!(bundled.len(), 8);
+    assert_eq!(bundled.len(), 10);
     let mut differences = Vec::new();
     for ours in &bundled {
         let plural = ours["spec"]["names"]["plural"].as_str().expect("plural");

@@ -4,7 +4,8 @@
 //! Workload `accumulatedPastExecutionTimeSeconds` → `accumulatedPastExexcutionTimeSeconds`),
 //! fields only one version has (Workload `priorityClassRef` ↔
 //! `priorityClassName`/`priorityClassSource`, topology `slices` ↔ `domains`, ClusterQueue
-//! `admissionChecks`, AdmissionCheck `retryDelayMinutes`, …) and the deprecated flavor
+//! `admissionChecks`, AdmissionCheck `retryDelayMinutes`, MultiKueueCluster `clusterSource`,
+//! MultiKueueConfig `quotaManagement`, …) and the deprecated flavor
 //! fungibility values `Borrow` and `Preempt`.
 //!
 //! Schema edits only; object conversion lives in `tessera_api::convert`.
@@ -147,6 +148,26 @@ pub(crate) fn v1beta1_schema(kind: &str, v1beta2: &Value, afs_status: &Value) ->
                     .iter()
                     .map(|(rule, message)| json!({"rule": rule, "message": message}))
                     .collect();
+            }
+        }
+        "MultiKueueConfig" => {
+            if let Some(spec) = properties(&mut schema, &["spec"]) {
+                spec.remove("quotaManagement");
+                if let Some(Value::Object(clusters)) = spec.get_mut("clusters") {
+                    clusters.remove("x-kubernetes-validations");
+                }
+            }
+        }
+        "MultiKueueCluster" => {
+            // v1beta1 has the source's fields on the spec itself.
+            let source = schema
+                .pointer_mut("/properties/spec/properties/clusterSource/properties")
+                .map(Value::take);
+            if let (Some(Value::Object(source)), Some(spec)) =
+                (source, properties(&mut schema, &["spec"]))
+            {
+                spec.remove("clusterSource");
+                spec.extend(source);
             }
         }
         _ => {}

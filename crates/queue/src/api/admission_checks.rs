@@ -40,6 +40,34 @@ pub const EVICTED_BY_ADMISSION_CHECK: &str = "AdmissionCheck";
 /// The `Admitted` False reason while quota is reserved and a check is not Ready.
 pub const UNSATISFIED_ADMISSION_CHECKS: &str = "UnsatisfiedAdmissionChecks";
 
+/// The name of the config an AdmissionCheck's `spec.parameters` names when it is a reference
+/// to a `kueue.x-k8s.io` object of `kind` (`isValidConfigReference`); Kueue's error text when
+/// it is not.
+pub fn parameters_name<'c>(check: &'c Value, kind: &str) -> Result<&'c str, String> {
+    let Some(reference) = check.pointer("/spec/parameters").filter(|p| p.is_object()) else {
+        return Err("missing parameters reference".into());
+    };
+    let field = |name: &str| json_read::text(reference, &format!("/{name}"));
+    let (group, found_kind, name) = (field("apiGroup"), field("kind"), field("name"));
+    if name.is_empty() {
+        return Err("empty name: bad parameters reference".into());
+    }
+    if group != KUEUE_GROUP {
+        return Err(format!(
+            "wrong group {group:?}, expecting {KUEUE_GROUP:?}: bad parameters reference"
+        ));
+    }
+    if found_kind != kind {
+        return Err(format!(
+            "wrong kind {found_kind:?}, expecting {kind:?}: bad parameters reference"
+        ));
+    }
+    Ok(name)
+}
+
+/// The API group of Kueue's objects.
+pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
+
 /// An AdmissionCheck as Kueue's cache holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionCheck {

@@ -452,6 +452,18 @@ pub enum JobWrite {
     Event(Event),
 }
 
+/// The Workload a job names with `kueue.x-k8s.io/prebuilt-workload-name` (as MultiKueue's
+/// copies on a worker do), `namespace/name`: the job's Workload is that one rather than one
+/// it owns (`PrebuiltWorkloadFor`).
+pub fn prebuilt_workload(job: &Value) -> Option<String> {
+    let key = format!(
+        "/metadata/labels/{}",
+        tessera_model::kueue::pod::PREBUILT_WORKLOAD.replace('/', "~1")
+    );
+    let name = json_read::text(job, &key);
+    (!name.is_empty()).then(|| format!("{}/{name}", json_read::text(job, "/metadata/namespace")))
+}
+
 /// `namespace/name` of an object.
 pub(crate) fn key_of(object: &Value) -> String {
     format!(
@@ -650,6 +662,10 @@ pub fn reconcile_with(
         if !suspended(job) {
             writes.push(JobWrite::PatchJob(stop_patch(kind, job, None)));
             writes.push(kind.event(job, "Stopped", "missing workload"));
+        }
+        if prebuilt_workload(job).is_some() {
+            // A job naming a prebuilt Workload waits for it; none is constructed.
+            return writes;
         }
         if let Some(class) = priorities.missing_workload_class(job) {
             let event = Priorities::missing_class_event(job, (kind.api_version, kind.kind), class);

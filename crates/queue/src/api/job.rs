@@ -256,6 +256,32 @@ mod tests {
     }
 
     #[test]
+    fn a_job_naming_a_prebuilt_workload_waits_for_it_instead_of_constructing_one() {
+        let label = tessera_model::kueue::pod::PREBUILT_WORKLOAD;
+        let suspended = job(json!({"metadata": {"labels": {label: "wl1"}}}));
+        assert_eq!(
+            crate::api::framework::prebuilt_workload(&suspended).as_deref(),
+            Some("default/wl1")
+        );
+        let none = Priorities::default();
+        assert_eq!(
+            reconcile(&suspended, None, &BTreeMap::new(), &none, now()),
+            vec![]
+        );
+        let running =
+            job(json!({"metadata": {"labels": {label: "wl1"}}, "spec": {"suspend": false}}));
+        let writes = reconcile(&running, None, &BTreeMap::new(), &none, now());
+        assert!(
+            matches!(writes.as_slice(), [JobWrite::PatchJob(_), JobWrite::Event(e)] if e.reason == "Stopped"),
+            "{writes:?}"
+        );
+        assert_eq!(
+            crate::api::framework::prebuilt_workload(&job(json!({}))),
+            None
+        );
+    }
+
+    #[test]
     fn a_job_naming_a_missing_workload_priority_class_waits_for_it() {
         // jobframework `ExtractPriority`: NotFound is reported and no Workload is made.
         let object = job(json!({"metadata": {"labels": {PRIORITY_CLASS: "missing-wpc"}}}));

@@ -21,6 +21,7 @@ pub mod explain;
 pub mod framework;
 pub mod job;
 pub mod jobset;
+pub mod multikueue;
 pub mod objects;
 pub mod parent;
 pub mod pass;

@@ -2,13 +2,14 @@
 //! it as Kueue converts it) as the queue manager reads it: the fields it acts on
 //! (`manageJobsWithoutQueueName`, `managedJobsNamespaceSelector`, `waitForPodsReady`,
 //! `fairSharing`, `admissionFairSharing`, `integrations.frameworks`,
-//! `resources.deviceClassMappings`) with upstream's defaults
+//! `resources.deviceClassMappings`, `multiKueue.origin` and `workerLostTimeout`) with
+//! upstream's defaults
 //! (`SetDefaults_Configuration`) and validation (`pkg/config/validation.go`, `validation`),
 //! errors naming the field path and, where it can be found, the line. Tessera's Beyond-Kueue
 //! options ride in their own section, `beyondKueue`, off by default.
 //!
-//! Fields of Kueue's schema Tessera does not act on (webhook, metrics, leader election,
-//! MultiKueue, …) are accepted and listed in [`Configuration::ignored`] for the shell to log;
+//! Fields of Kueue's schema Tessera does not act on (webhook, metrics, leader election, …)
+//! are accepted and listed in [`Configuration::ignored`] for the shell to log;
 //! fields outside Kueue's schema are errors, as Kueue's strict decoding makes them. Knows
 //! nothing about files, logging, or how the settings reach the queue manager.
 
@@ -81,7 +82,6 @@ const IGNORED_FIELDS: &[&str] = &[
     "internalCertManagement",
     "leaderElection",
     "metrics",
-    "multiKueue",
     "objectRetentionPolicies",
     "pprofBindAddress",
     "tls",
@@ -110,8 +110,42 @@ pub struct Configuration {
     pub device_class_mappings: Vec<DeviceClassMapping>,
     /// Tessera's `beyondKueue` section.
     pub beyond_kueue: BeyondKueue,
+    /// `multiKueue`, defaulted.
+    pub multi_kueue: MultiKueue,
     /// Fields of Kueue's schema present in the file that Tessera accepts and ignores.
     pub ignored: Vec<String>,
+}
+
+/// `multiKueue`, defaulted (`SetDefaults_Configuration`: origin `multikueue`, a 15-minute
+/// `workerLostTimeout`). `gcInterval`, `dispatcherName` (only the all-at-once dispatcher
+/// runs), `externalFrameworks` and `clusterProfile` are accepted and not acted on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiKueue {
+    /// `origin`: the value of the origin label on what is created on workers.
+    pub origin: String,
+    /// `workerLostTimeout`: how long an admitting worker may be unreachable before its
+    /// Workload is retried.
+    pub worker_lost_timeout: Duration,
+}
+
+impl Default for MultiKueue {
+    fn default() -> MultiKueue {
+        MultiKueue {
+            origin: crate::api::multikueue::DEFAULT_ORIGIN.to_owned(),
+            worker_lost_timeout: crate::api::multikueue::DEFAULT_WORKER_LOST_TIMEOUT,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawMultiKueue {
+    gc_interval: Option<String>,
+    origin: Option<String>,
+    worker_lost_timeout: Option<String>,
+    dispatcher_name: Option<String>,
+    external_frameworks: Option<Value>,
+    cluster_profile: Option<Value>,
 }
 
 /// `waitForPodsReady`, defaulted.
@@ -195,6 +229,7 @@ impl Default for Configuration {
             frameworks: TESSERA_FRAMEWORKS.iter().map(|f| (*f).to_owned()).collect(),
             device_class_mappings: Vec::new(),
             beyond_kueue: BeyondKueue::default(),
+            multi_kueue: MultiKueue::default(),
             ignored: Vec::new(),
         }
     }
@@ -421,6 +456,7 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
             | "admissionFairSharing"
             | "integrations"
             | "resources"
+            | "multiKueue"
             | "beyondKueue" => {}
             // The schema's other fields: accepted, named for the shell to log.
             known if IGNORED_FIELDS.contains(&known) => ignored.push(known.to_owned()),
@@ -472,6 +508,7 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
         .filter(|f| !f.is_empty())
         .unwrap_or_else(|| vec![JOB_FRAMEWORK.to_owned()]);
     let beyond_kueue = read_beyond_kueue(&mut reader, fields);
+    let multi_kueue = read_multi_kueue(&mut reader, fields);
     let configuration = Configuration {
         namespace,
         manage_jobs_without_queue_name,
@@ -482,6 +519,7 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
         frameworks,
         device_class_mappings,
         beyond_kueue,
+        multi_kueue,
         ignored,
     };
     validation::validate(&configuration, &mut reader);
@@ -489,6 +527,37 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
         Ok(configuration)
     } else {
         Err(ConfigError::Invalid(reader.errors))
+    }
+}
+
+/// `multiKueue`, defaulted.
+fn read_multi_kueue(
+    reader: &mut Reader<'_>,
+    fields: &serde_json::Map<String, Value>,
+) -> MultiKueue {
+    const PATH: &str = "multiKueue";
+    let raw: RawMultiKueue = reader.section(PATH, fields.get(PATH));
+    let _ = (
+        raw.dispatcher_name,
+        raw.external_frameworks,
+        raw.cluster_profile,
+    );
+    let _ = reader.seconds("multiKueue.gcInterval", raw.gc_interval.as_ref());
+    let defaults = MultiKueue::default();
+    let worker_lost_timeout = reader
+        .seconds(
+            "multiKueue.workerLostTimeout",
+            raw.worker_lost_timeout.as_ref(),
+        )
+        .map_or(defaults.worker_lost_timeout, |seconds| {
+            Duration::from_secs_f64(seconds.max(0.0))
+        });
+    MultiKueue {
+        origin: raw
+            .origin
+            .filter(|o| !o.is_empty())
+            .unwrap_or(defaults.origin),
+        worker_lost_timeout,
     }
 }
 

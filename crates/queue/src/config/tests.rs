@@ -558,3 +558,30 @@ fn the_shipped_dra_example_validates() {
     assert_eq!(names, ["nvidia.com/gpu", "nvidia.com/mig-memory-slices"]);
     assert_eq!(mappings[1].counters[0].name, "memorySlice");
 }
+
+#[test]
+fn multikueue_defaults_and_settings() {
+    let cases = [
+        ("absent", v1beta2(""), ("multikueue", 900)),
+        (
+            "set",
+            v1beta2(
+                "multiKueue:\n  origin: manager-a\n  workerLostTimeout: 2m\n  gcInterval: 1m\n",
+            ),
+            ("manager-a", 120),
+        ),
+    ];
+    for (name, text, (origin, seconds)) in cases {
+        let settings = parsed(&text).multi_kueue;
+        assert_eq!(
+            (settings.origin.as_str(), settings.worker_lost_timeout),
+            (origin, Duration::from_secs(seconds)),
+            "{name}"
+        );
+        assert!(
+            !parsed(&text).ignored.contains(&"multiKueue".to_owned()),
+            "{name}"
+        );
+    }
+    assert!(parse(&v1beta2("multiKueue:\n  workerLostTimeout: soon\n")).is_err());
+}

@@ -248,3 +248,23 @@ fn index_lists_round_trip() {
     assert_eq!(format_indexes(&set), "0,2-4,7");
     assert!(parse_indexes("x,-,5-a").is_empty());
 }
+
+#[test]
+fn only_jobs_left_to_the_job_controller_are_run() {
+    for (managed_by, here) in [
+        (None, true),
+        (Some("kubernetes.io/job-controller"), true),
+        (Some("kueue.x-k8s.io/multikueue"), false),
+    ] {
+        let mut job = json!({"spec": {}});
+        if let Some(manager) = managed_by {
+            job["spec"]["managedBy"] = json!(manager);
+        }
+        assert_eq!(managed_here(&job), here, "{managed_by:?}");
+        assert_eq!(
+            crate::jobset::managed_here(&job),
+            managed_by.is_none(),
+            "jobset {managed_by:?}"
+        );
+    }
+}

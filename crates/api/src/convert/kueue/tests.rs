@@ -176,6 +176,20 @@ fn conversions_follow_kueue() {
             json!({"spec": {"controllerName": "c"}}),
         ),
         (
+            "a MultiKueueCluster's kubeconfig moves into clusterSource",
+            "MultiKueueCluster",
+            Way::Both,
+            json!({"spec": {"kubeConfig": {"location": "w1", "locationType": "Secret"}}}),
+            json!({"spec": {"clusterSource": {"kubeConfig": {"location": "w1", "locationType": "Secret"}}}}),
+        ),
+        (
+            "quotaManagement has no v1beta1 form",
+            "MultiKueueConfig",
+            Way::Down,
+            json!({"spec": {"clusters": ["w1"]}}),
+            json!({"spec": {"clusters": ["w1"], "quotaManagement": "Manual"}}),
+        ),
+        (
             "ResourceFlavors are alike",
             "ResourceFlavor",
             Way::Both,

@@ -107,27 +107,8 @@ pub fn config_from_ref<'c>(
     check: &Value,
     configs: &'c BTreeMap<String, Value>,
 ) -> Result<Config<'c>, ConfigError> {
-    let Some(reference) = check.pointer("/spec/parameters").filter(|p| p.is_object()) else {
-        return Err(ConfigError::BadReference(
-            "missing parameters reference".into(),
-        ));
-    };
-    let field = |name: &str| json_read::text(reference, &format!("/{name}"));
-    let bad = |message: String| Err(ConfigError::BadReference(message));
-    let (group, kind, name) = (field("apiGroup"), field("kind"), field("name"));
-    if name.is_empty() {
-        return bad("empty name: bad parameters reference".into());
-    }
-    if group != crate::api::provisioning::request::KUEUE_GROUP {
-        return bad(format!(
-            "wrong group {group:?}, expecting \"kueue.x-k8s.io\": bad parameters reference"
-        ));
-    }
-    if kind != CONFIG_KIND {
-        return bad(format!(
-            "wrong kind {kind:?}, expecting {CONFIG_KIND:?}: bad parameters reference"
-        ));
-    }
+    let name = crate::api::admission_checks::parameters_name(check, CONFIG_KIND)
+        .map_err(ConfigError::BadReference)?;
     configs
         .get(name)
         .map(|object| Config { object })

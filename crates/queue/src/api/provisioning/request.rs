@@ -19,8 +19,7 @@ use crate::api::framework::flavored_pod_spec;
 use crate::api::status::WORKLOAD_API_VERSION;
 use crate::flavor::ResourceFlavorSpec;
 
-/// Kueue's API group.
-pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
+pub use crate::api::admission_checks::KUEUE_GROUP;
 /// The API version of ProvisioningRequests.
 pub const REQUEST_API_VERSION: &str = "autoscaling.x-k8s.io/v1";
 /// The kind.
