@@ -505,6 +505,21 @@ mod tests {
     }
 
     #[test]
+    fn bundled_network_policy_api_crds_are_valid_and_serve_their_version() {
+        let served: Vec<Vec<&str>> = tessera_model::network_policy_api::definitions()
+            .iter()
+            .map(|crd| {
+                assert_eq!(validate(crd), vec![], "{}", crd["metadata"]["name"]);
+                kinds_of(crd).iter().map(|k| k.version).collect()
+            })
+            .collect();
+        assert_eq!(
+            served,
+            vec![vec!["v1alpha1"], vec!["v1alpha1"], vec!["v1alpha2"]]
+        );
+    }
+
+    #[test]
     fn bundled_kueue_crds_are_valid_and_serve_both_versions() {
         for crd in tessera_model::kueue::crd::definitions() {
             assert_eq!(validate(&crd), vec![], "{}", crd["metadata"]["name"]);

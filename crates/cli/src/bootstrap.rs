@@ -1,7 +1,8 @@
 //! Objects every cluster starts with: the system namespaces, their default service accounts,
 //! the system PriorityClasses and the bundled Kueue CustomResourceDefinitions
 //! (`tessera_model::kueue::crd`, and the ProvisioningRequest check's from
-//! `tessera_model::provisioning`), installed when missing and upgraded when Tessera bundles a
+//! `tessera_model::provisioning`, the network-policy-api's cluster-wide policy kinds from
+//! `tessera_model::network_policy_api`), installed when missing and upgraded when Tessera bundles a
 //! different definition than the one it installed earlier.
 
 use serde_json::{Value, json};
@@ -104,6 +105,7 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
     for bundled in definitions()
         .into_iter()
         .chain(tessera_model::provisioning::definitions())
+        .chain(tessera_model::network_policy_api::definitions())
     {
         let name = bundled["metadata"]["name"]
             .as_str()

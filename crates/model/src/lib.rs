@@ -14,6 +14,7 @@ pub mod kinds;
 pub mod kueue;
 pub mod managers;
 pub mod net;
+pub mod network_policy_api;
 pub mod node_selector;
 pub mod pod_claims;
 pub mod pod_requests;

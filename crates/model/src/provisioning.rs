@@ -32,7 +32,13 @@ const PUBLISHED: [&str; 2] = [
 
 /// The two definitions, each with a [`BUNDLE_HASH_ANNOTATION`] of its spec.
 pub fn definitions() -> Vec<Value> {
-    PUBLISHED
+    bundle(&PUBLISHED)
+}
+
+/// Published definitions (JSON texts) as Tessera bundles them: each with a
+/// [`BUNDLE_HASH_ANNOTATION`] of its spec and Tessera's `managed-by` label.
+pub(crate) fn bundle(published: &[&str]) -> Vec<Value> {
+    published
         .iter()
         .filter_map(|text| serde_json::from_str::<Value>(text).ok())
         .map(|mut crd| {

@@ -43,9 +43,10 @@ fn upstream_crds_and_examples_work_unchanged() {
         v,
         &["get", "crd", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Established\")].status}{\"\\n\"}{end}"],
     );
-    // Kueue's eight, JobSet, LeaderWorkerSet, and the bundled ProvisioningRequestConfig and
-    // ProvisioningRequest.
-    assert_eq!(established.lines().count(), 12, "{established}");
+    // Kueue's eight, JobSet, LeaderWorkerSet, the bundled ProvisioningRequestConfig and
+    // ProvisioningRequest, and network-policy-api's AdminNetworkPolicy,
+    // BaselineAdminNetworkPolicy and ClusterNetworkPolicy.
+    assert_eq!(established.lines().count(), 15, "{established}");
     assert!(
         established.lines().all(|l| l.ends_with("=True")),
         "{established}"
