@@ -32,6 +32,7 @@ mod kueue_tas;
 mod kueue_topology;
 mod kueue_visibility;
 mod netpol;
+mod netpol_dataplane;
 mod python;
 mod rbac;
 mod scheduling;
