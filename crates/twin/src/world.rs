@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +32,8 @@ use crate::netpol::PolicyIndex;
 /// namespaces and NetworkPolicies every cluster serves.
 const AWAITED_KINDS: usize = 6;
 
-/// How long an exec waits for the first listings before it runs on what arrived.
+/// How long the first execs wait for the first listings before they run on what arrived
+/// (once it has run out, no exec waits again: a watch the identity may not make, say).
 const FIRST_SYNC: Duration = Duration::from_secs(10);
 
 /// An object's (namespace, name).
@@ -58,6 +60,8 @@ struct Shared {
     policy: Arc<PolicyIndex>,
     /// How many of the awaited kinds have been listed once.
     synced: tokio::sync::watch::Sender<usize>,
+    /// Whether an exec waited [`FIRST_SYNC`] in vain.
+    gave_up: AtomicBool,
 }
 
 /// The watched world; its watches stop when it is dropped.
@@ -111,6 +115,7 @@ impl World {
             objects: Mutex::default(),
             policy: Arc::new(PolicyIndex::new()),
             synced,
+            gave_up: AtomicBool::new(false),
         });
         let mut tasks = Vec::new();
         let mut spawn = |task: futures::future::BoxFuture<'static, ()>| {
@@ -189,14 +194,19 @@ impl World {
     /// (a while) for the first listings.
     pub async fn cluster(&self, networking: &Networking) -> Arc<Cluster> {
         let mut synced = self.shared.synced.subscribe();
-        if tokio::time::timeout(
-            FIRST_SYNC,
-            synced.wait_for(|listed| *listed >= AWAITED_KINDS),
-        )
-        .await
-        .is_err()
+        if !self.shared.gave_up.load(Ordering::Relaxed)
+            && tokio::time::timeout(
+                FIRST_SYNC,
+                synced.wait_for(|listed| *listed >= AWAITED_KINDS),
+            )
+            .await
+            .is_err()
         {
-            tracing::warn!("the containers' watches have not listed everything yet");
+            self.shared.gave_up.store(true, Ordering::Relaxed);
+            tracing::warn!(
+                "the containers' watches have not listed everything within {FIRST_SYNC:?}; \
+                 execs run on what arrived"
+            );
         }
         // kubeadm's cluster DNS address: the tenth of the service range.
         let nameserver = networking.service_cidr.address(10);
@@ -232,6 +242,10 @@ impl Shared {
     fn listed(&self) {
         self.synced.send_modify(|listed| *listed += 1);
     }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// What a kind the dataplane reads does with a change: its table, and `also` (the policy
@@ -256,12 +270,6 @@ fn on_objects<K: serde::Serialize + ResourceExt>(
             }
             Change::Listed => shared.listed(),
         }
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Objects> {
-        self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
