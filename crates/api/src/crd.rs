@@ -505,15 +505,29 @@ mod tests {
     }
 
     #[test]
-    fn bundled_multus_crds_are_valid() {
-        let served: Vec<Vec<&str>> = tessera_model::multus::definitions()
-            .iter()
-            .map(|crd| {
-                assert_eq!(validate(crd), vec![], "{}", crd["metadata"]["name"]);
-                kinds_of(crd).iter().map(|k| k.version).collect()
-            })
-            .collect();
-        assert_eq!(served, vec![vec!["v1"], vec!["v1beta1"]]);
+    fn bundled_multus_and_network_policy_api_crds_are_valid_and_serve_their_versions() {
+        let bundles = [
+            (
+                "multus",
+                tessera_model::multus::definitions(),
+                vec![vec!["v1"], vec!["v1beta1"]],
+            ),
+            (
+                "network-policy-api",
+                tessera_model::network_policy_api::definitions(),
+                vec![vec!["v1alpha1"], vec!["v1alpha1"], vec!["v1alpha2"]],
+            ),
+        ];
+        for (bundle, definitions, want) in bundles {
+            let served: Vec<Vec<&str>> = definitions
+                .iter()
+                .map(|crd| {
+                    assert_eq!(validate(crd), vec![], "{}", crd["metadata"]["name"]);
+                    kinds_of(crd).iter().map(|k| k.version).collect()
+                })
+                .collect();
+            assert_eq!(served, want, "{bundle}");
+        }
     }
 
     #[test]

@@ -42,6 +42,19 @@ pub const COMPONENTS: &[Component] = &[
                 &["endpointslices"],
                 &["get", "list", "watch"],
             ),
+            // What the simulated dataplane enforces: network policies of every tier, over
+            // the namespaces' labels.
+            (&[""], &["namespaces"], READ),
+            (&["networking.k8s.io"], &["networkpolicies"], READ),
+            (
+                &["policy.networking.k8s.io"],
+                &[
+                    "adminnetworkpolicies",
+                    "baselineadminnetworkpolicies",
+                    "clusternetworkpolicies",
+                ],
+                READ,
+            ),
             (&["coordination.k8s.io"], &["leases"], WRITE),
             (
                 &["", "events.k8s.io"],

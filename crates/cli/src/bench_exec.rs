@@ -1,6 +1,7 @@
 //! `tessera bench exec`: the `kubectl exec` round trip through the embedded API server —
 //! the upgrade request, authorization, the WebSocket v5 session, the node twins' container
-//! gathering the cluster through the API, the probe, and the streams back — as a client on
+//! taking the cluster from its watch-fed snapshot, the probe with its network policy verdict,
+//! and the streams back — as a client on
 //! loopback sees it (plain HTTP/1.1: no TLS, so the figure is the server's own cost).
 //!
 //! The cluster is written straight into a temporary store: one node, `--pods` Running server

@@ -1,7 +1,8 @@
 //! Objects every cluster starts with: the system namespaces, their default service accounts,
 //! the system PriorityClasses and the bundled Kueue CustomResourceDefinitions
 //! (`tessera_model::kueue::crd`, and the ProvisioningRequest check's from
-//! `tessera_model::provisioning`), installed when missing and upgraded when Tessera bundles a
+//! `tessera_model::provisioning`, the network-policy-api's cluster-wide policy kinds from
+//! `tessera_model::network_policy_api`), installed when missing and upgraded when Tessera bundles a
 //! different definition than the one it installed earlier.
 
 use serde_json::{Value, json};
@@ -48,10 +49,16 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        if objects.get(resource, None, &name).is_err() {
-            objects
-                .create(resource, None, object, &WriteOptions::default())
-                .map_err(|e| anyhow::anyhow!("create {plural} {name}: {e}"))?;
+        match objects.get(resource, None, &name) {
+            Err(_) => {
+                objects
+                    .create(resource, None, object, &WriteOptions::default())
+                    .map_err(|e| anyhow::anyhow!("create {plural} {name}: {e}"))?;
+            }
+            Ok(installed) if plural == "clusterroles" => {
+                reconcile_role(objects, resource, &installed, &object)?;
+            }
+            Ok(_) => {}
         }
     }
     let accounts = Resource::find("", "v1", "serviceaccounts")
@@ -87,6 +94,51 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
     ensure_bundled_definitions(objects)
 }
 
+/// The annotation that keeps a bootstrap role as its owner edited it (`"false"`).
+const AUTOUPDATE_ANNOTATION: &str = "rbac.authorization.kubernetes.io/autoupdate";
+
+/// Adds the rules a bootstrap ClusterRole gained since it was installed (a newer Tessera's
+/// components need more, e.g. the node twins reading network policies), as the API server's
+/// auto-reconciliation does: additive only, and never for a role annotated
+/// `rbac.authorization.kubernetes.io/autoupdate: "false"`.
+fn reconcile_role(
+    objects: &Objects,
+    resource: Resource,
+    installed: &Value,
+    bundled: &Value,
+) -> anyhow::Result<()> {
+    let opted_out = installed
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            AUTOUPDATE_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        == Some("false");
+    let has = installed["rules"].as_array().cloned().unwrap_or_default();
+    let missing: Vec<Value> = bundled["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|rule| !has.contains(rule))
+        .cloned()
+        .collect();
+    if opted_out || missing.is_empty() {
+        return Ok(());
+    }
+    let name = installed["metadata"]["name"].as_str().unwrap_or_default();
+    objects
+        .update_with(resource, None, name, Part::Main, |current| {
+            let mut next = current.clone();
+            let mut rules = next["rules"].as_array().cloned().unwrap_or_default();
+            rules.extend(missing.iter().cloned());
+            next["rules"] = Value::Array(rules);
+            Ok(next)
+        })
+        .map_err(|e| anyhow::anyhow!("reconcile clusterrole {name}: {e}"))?;
+    tracing::info!(role = %name, added = missing.len(), "reconciled a bootstrap role's rules");
+    Ok(())
+}
+
 /// Installs each bundled CRD that is missing and upgrades the ones an earlier Tessera
 /// installed (they carry [`BUNDLE_HASH_ANNOTATION`]) when the bundled definition differs. A
 /// definition the user installed (Kueue's released manifests, say) is left as it is.
@@ -105,6 +157,7 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
         .into_iter()
         .chain(tessera_model::provisioning::definitions())
         .chain(tessera_model::multus::definitions())
+        .chain(tessera_model::network_policy_api::definitions())
     {
         let name = bundled["metadata"]["name"]
             .as_str()
@@ -142,6 +195,50 @@ mod tests {
 
     fn crds() -> Resource {
         Resource::find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("served")
+    }
+
+    #[test]
+    fn bootstrap_roles_regain_missing_rules_unless_opted_out() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store =
+            Store::open(&dir.path().join("state.db"), StoreOptions::default()).expect("store");
+        let objects = Objects::new(store);
+        ensure_system_objects(&objects).expect("bootstrap");
+        let roles =
+            Resource::find("rbac.authorization.k8s.io", "v1", "clusterroles").expect("served");
+        let twins = "system:controller:node-twins";
+        let bundled = objects.get(roles, None, twins).expect("installed")["rules"].clone();
+        let extra =
+            json!({"apiGroups": ["example.com"], "resources": ["things"], "verbs": ["get"]});
+        // An older Tessera's role: without its last rule, with one of the owner's.
+        let older = |autoupdate: Option<&str>| {
+            objects
+                .update_with(roles, None, twins, Part::Main, |current| {
+                    let mut next = current.clone();
+                    let mut rules = bundled.as_array().cloned().unwrap_or_default();
+                    rules.pop();
+                    rules.push(extra.clone());
+                    next["rules"] = json!(rules);
+                    if let Some(value) = autoupdate {
+                        next["metadata"]["annotations"][AUTOUPDATE_ANNOTATION] = json!(value);
+                    }
+                    Ok(next)
+                })
+                .expect("update");
+        };
+        let cases = [(None, true), (Some("true"), true), (Some("false"), false)];
+        for (autoupdate, restored) in cases {
+            older(autoupdate);
+            ensure_system_objects(&objects).expect("bootstrap again");
+            let rules = objects.get(roles, None, twins).expect("role")["rules"].clone();
+            let rules = rules.as_array().cloned().unwrap_or_default();
+            let last = bundled.as_array().and_then(|r| r.last()).expect("a rule");
+            assert_eq!(rules.contains(last), restored, "{autoupdate:?}");
+            assert!(
+                rules.contains(&extra),
+                "the owner's rule is kept: {autoupdate:?}"
+            );
+        }
     }
 
     #[test]

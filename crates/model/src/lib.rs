@@ -15,6 +15,7 @@ pub mod kueue;
 pub mod managers;
 pub mod multus;
 pub mod net;
+pub mod network_policy_api;
 pub mod node_selector;
 pub mod pod_claims;
 pub mod pod_requests;

@@ -35,8 +35,8 @@ pub fn definitions() -> Vec<Value> {
     bundle(&PUBLISHED)
 }
 
-/// Published definitions (JSON text) as Tessera bundles them: a [`BUNDLE_HASH_ANNOTATION`] of
-/// the spec and the managed-by label.
+/// Published definitions (JSON texts) as Tessera bundles them: each with a
+/// [`BUNDLE_HASH_ANNOTATION`] of its spec and Tessera's `managed-by` label.
 pub(crate) fn bundle(published: &[&str]) -> Vec<Value> {
     published
         .iter()

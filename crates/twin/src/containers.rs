@@ -1,22 +1,21 @@
 //! The node twins' simulated containers as `kubectl exec` reaches them: gathers the world a
-//! command sees (Services, EndpointSlices, Pods and Nodes through the API; the devices the
-//! container holds from the twins' device-plugin bookkeeping and its prepared DRA claims) and hands it with the command to the
-//! `tessera-exec` interpreter.
+//! command sees (Services, EndpointSlices, Pods and Nodes from the watch cache in
+//! `world.rs`; the devices the container holds from the twins' device-plugin bookkeeping
+//! and its prepared DRA claims) and hands it with the command to the `tessera-exec`
+//! interpreter.
 //!
-//! Decides nothing about what a command prints or where a probe goes; network policy is
-//! whatever [`PolicyVerdict`] it is given (allow-all until the policy core is wired in).
+//! Decides nothing about what a command prints or where a probe goes; network policy is the
+//! cluster's, enforced through [`PolicyIndex`](crate::netpol::PolicyIndex) (or whatever
+//! [`PolicyVerdict`] it is given instead).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::ListParams;
-use kube::{Api, Client};
-use serde::Serialize;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
 use serde_json::Value;
-use tessera_exec::{AllowAll, Cluster, Output, PolicyVerdict, Session};
+use tessera_exec::{Output, PolicyVerdict, Session};
 use tessera_model::json::text;
 use tessera_node::claim_devices;
 use tessera_node::gpu_assignments::{GpuAssignments, Unit, unit_of_device, visible_gpus};
@@ -28,26 +27,31 @@ pub struct Containers {
     nodes: BTreeMap<String, NodeSpec>,
     gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     policy: Arc<dyn PolicyVerdict + Send + Sync>,
+    world: crate::world::World,
     /// Spreads Service connections over their endpoints, one after another.
     next: AtomicU64,
 }
 
 impl Containers {
+    /// Starts the watches of the world the containers see (on the current tokio runtime);
+    /// network policy is enforced from them.
     pub(crate) fn new(
         client: Client,
         nodes: BTreeMap<String, NodeSpec>,
         gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     ) -> Containers {
+        let world = crate::world::World::watch(client.clone());
         Containers {
             client,
             nodes,
             gpus,
-            policy: Arc::new(AllowAll),
+            policy: world.policy(),
+            world,
             next: AtomicU64::new(0),
         }
     }
 
-    /// Judges connections with `policy` instead of allowing all.
+    /// Judges connections with `policy` instead of the cluster's network policies.
     pub fn with_policy(mut self, policy: Arc<dyn PolicyVerdict + Send + Sync>) -> Containers {
         self.policy = policy;
         self
@@ -73,7 +77,7 @@ impl Containers {
                 "unable to upgrade connection: container not found (\"{container}\")"
             ));
         }
-        let cluster = self.cluster(spec).await.map_err(|e| e.to_string())?;
+        let cluster = self.world.cluster(&spec.networking).await;
         let key = (
             text(pod, "/metadata/namespace").to_string(),
             text(pod, "/metadata/name").to_string(),
@@ -115,39 +119,4 @@ impl Containers {
             .filter_map(|name| unit_of_device(name))
             .collect()
     }
-
-    async fn cluster(&self, spec: &NodeSpec) -> Result<Cluster, kube::Error> {
-        let all = ListParams::default();
-        let (pods, services, slices, nodes) = (
-            Api::<Pod>::all(self.client.clone()),
-            Api::<Service>::all(self.client.clone()),
-            Api::<EndpointSlice>::all(self.client.clone()),
-            Api::<Node>::all(self.client.clone()),
-        );
-        let (pods, services, slices, nodes) = futures::try_join!(
-            pods.list(&all),
-            services.list(&all),
-            slices.list(&all),
-            nodes.list(&all),
-        )?;
-        let services = values(services.items);
-        let slices = values(slices.items);
-        let networking = &spec.networking;
-        Ok(Cluster {
-            resolver: tessera_dns::Resolver::new(&networking.cluster_domain, &services, &slices),
-            // kubeadm's cluster DNS address: the tenth of the service range.
-            nameserver: networking.service_cidr.address(10),
-            pods: values(pods.items),
-            services,
-            slices,
-            nodes: values(nodes.items),
-        })
-    }
-}
-
-fn values<T: Serialize>(items: Vec<T>) -> Vec<Value> {
-    items
-        .into_iter()
-        .filter_map(|item| serde_json::to_value(item).ok())
-        .collect()
 }

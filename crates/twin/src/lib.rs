@@ -20,8 +20,10 @@ pub mod containers;
 pub mod dra_publish;
 mod faults;
 mod heartbeat;
+pub mod netpol;
 mod pods;
 mod records;
 mod twins;
+mod world;
 
 pub use twins::{NodeTwins, TwinConfig};

@@ -114,7 +114,9 @@ impl NodeTwins {
         self
     }
 
-    /// The twins' containers, for `kubectl exec`; they share the twins' device bookkeeping.
+    /// The twins' containers, for `kubectl exec`; they share the twins' device bookkeeping,
+    /// and start (on the current tokio runtime) the watches their network and its policy
+    /// enforcement read.
     pub fn containers(&self) -> crate::containers::Containers {
         crate::containers::Containers::new(
             self.client.clone(),

@@ -44,9 +44,10 @@ fn upstream_crds_and_examples_work_unchanged() {
         &["get", "crd", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Established\")].status}{\"\\n\"}{end}"],
     );
     // Kueue's ten (MultiKueueConfig and MultiKueueCluster among them), JobSet,
-    // LeaderWorkerSet, the bundled ProvisioningRequestConfig and ProvisioningRequest, and
-    // Multus's NetworkAttachmentDefinition and MultiNetworkPolicy.
-    assert_eq!(established.lines().count(), 16, "{established}");
+    // LeaderWorkerSet, the bundled ProvisioningRequestConfig and ProvisioningRequest,
+    // Multus's NetworkAttachmentDefinition and MultiNetworkPolicy, and network-policy-api's
+    // AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy.
+    assert_eq!(established.lines().count(), 19, "{established}");
     assert!(
         established.lines().all(|l| l.ends_with("=True")),
         "{established}"

@@ -33,6 +33,7 @@ mod kueue_tas;
 mod kueue_topology;
 mod kueue_visibility;
 mod netpol;
+mod netpol_dataplane;
 mod networks;
 mod python;
 mod rbac;

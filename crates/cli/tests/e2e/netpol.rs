@@ -1,6 +1,6 @@
 //! `tessera netpol matrix` and `explain` against the embedded platform: namespaces, pods and
 //! policies applied with the real kubectl (a NetworkPolicy, and a ClusterNetworkPolicy served
-//! through its CRD), then the truth table and the deciding tier, policy and rule read back
+//! through the bundled CRD), then the truth table and the deciding tier, policy and rule read back
 //! from the cluster; a what-if file laid over the cluster's objects; and a file alone. A
 //! malformed NetworkPolicy is refused with upstream's field paths and messages.
 
@@ -51,21 +51,6 @@ spec:
   ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/16, except: [10.0.0.0/8]}}], ports: [{port: 80, endPort: 79}]}]
 "#;
 
-const CNP_CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: clusternetworkpolicies.policy.networking.k8s.io}
-spec:
-  group: policy.networking.k8s.io
-  scope: Cluster
-  names: {plural: clusternetworkpolicies, singular: clusternetworkpolicy, kind: ClusterNetworkPolicy, listKind: ClusterNetworkPolicyList}
-  versions:
-  - name: v1alpha2
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, x-kubernetes-preserve-unknown-fields: true}}}}
-"#;
-
 const CNP: &str = r#"
 apiVersion: policy.networking.k8s.io/v1alpha2
 kind: ClusterNetworkPolicy
@@ -113,34 +98,8 @@ fn netpol_matrix_and_explain_read_the_clusters_policies() {
         ),
         "{refused}"
     );
-    cluster.ok_stdin(V, &["apply", "-f", "-"], CNP_CRD);
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "crd",
-            "clusternetworkpolicies.policy.networking.k8s.io",
-            "-o",
-            "name",
-        ],
-        |out| out.contains("clusternetworkpolicies"),
-    );
-    // The CRD is served once established: retry the first object of its kind.
-    let applied = (0..50).any(|_| {
-        let ok = cluster
-            .kubectl_with_stdin(V, &["apply", "-f", "-"], Some(CNP))
-            .status
-            .success();
-        if !ok {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-        ok
-    });
-    assert!(
-        applied,
-        "the ClusterNetworkPolicy was not accepted:\n{}",
-        cluster.server_log()
-    );
+    // Served by the bundled network-policy-api CRD, with no install.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], CNP);
 
     let matrix = tessera(
         home.path(),
