@@ -607,6 +607,26 @@ impl Shell<'_> {
 }
 
 /// Merge-patches an object's status; the written object, or `None` (logged) on failure.
+/// Writes the statuses a check controller's core answers for its AdmissionChecks (their
+/// `Active` condition), as `status_of` gives them; failures are logged, the next pass retries.
+pub(crate) async fn write_check_statuses(
+    client: &Client,
+    admission_checks: &[Value],
+    status_of: impl Fn(&Value) -> Option<Value>,
+) {
+    let resource = kueue_resource("AdmissionCheck", "admissionchecks");
+    for check in admission_checks {
+        if let Some(status) = status_of(check) {
+            let write = StatusWrite {
+                namespace: String::new(),
+                name: objects::name(check).to_owned(),
+                status,
+            };
+            write_status(client.clone(), resource.clone(), write).await;
+        }
+    }
+}
+
 async fn write_status(
     client: Client,
     resource: ApiResource,

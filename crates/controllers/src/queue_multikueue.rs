@@ -30,7 +30,7 @@ use tessera_queue::api::multikueue::{
 use tessera_queue::api::objects;
 use tokio::sync::Mutex;
 
-use crate::queue::{MANAGER, kueue_resource, values};
+use crate::queue::{MANAGER, kueue_resource, values, write_check_statuses};
 use crate::shell::{EventRecorder, patch_params, post_params};
 
 /// The component MultiKueue's events are recorded as.
@@ -140,29 +140,13 @@ impl MultiKueueWatches {
             self.connect(client, &mut workers, object, now).await;
         }
         workers.retain(|name, _| clusters.iter().any(|c| objects::name(c) == name));
-        let configs =
-            tessera_queue::api::provisioning::config::by_name(&values(self.configs.state()));
-        let by_name = tessera_queue::api::provisioning::config::by_name(&clusters);
-        let checks_api: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &kueue_resource("AdmissionCheck", "admissionchecks"),
-        );
-        for check in admission_checks {
-            if let Some(status) = multikueue::active_status(check, &configs, &by_name, now) {
-                let patch = json!({ "status": status });
-                if let Err(error) = checks_api
-                    .patch_status(
-                        objects::name(check),
-                        &patch_params(MANAGER),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    tracing::debug!(%error, check = %objects::name(check), "multikueue: Active not written");
-                }
-            }
-        }
-        let checks = tessera_queue::api::provisioning::config::by_name(admission_checks);
+        let configs = objects::by_name(&values(self.configs.state()));
+        let by_name = objects::by_name(&clusters);
+        write_check_statuses(client, admission_checks, |check| {
+            multikueue::active_status(check, &configs, &by_name, now)
+        })
+        .await;
+        let checks = objects::by_name(admission_checks);
         let mut written = Vec::new();
         for workload in workloads.values() {
             let Some(check) = multikueue_check(workload, &checks) else {

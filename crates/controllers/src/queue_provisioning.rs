@@ -20,10 +20,10 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use tessera_model::clock::Clock;
 use tessera_queue::api::objects;
-use tessera_queue::api::provisioning::{self, Inputs, Write, config};
+use tessera_queue::api::provisioning::{self, Inputs, Write};
 use tessera_queue::flavor::ResourceFlavorSpec;
 
-use crate::queue::{MANAGER, kueue_resource, values};
+use crate::queue::{MANAGER, kueue_resource, values, write_check_statuses};
 use crate::shell::{EventRecorder, patch_params, post_params, watched};
 
 /// The ProvisioningRequest kind and its CRD's name.
@@ -85,28 +85,12 @@ impl ProvisioningWatches {
         flavors: &BTreeMap<String, ResourceFlavorSpec>,
         now: SystemTime,
     ) -> Vec<Arc<DynamicObject>> {
-        let configs = config::by_name(&values(self.configs.state()));
-        let checks_api: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &kueue_resource("AdmissionCheck", "admissionchecks"),
-        );
-        for check in admission_checks {
-            let Some(status) = provisioning::active_status(check, &configs, now) else {
-                continue;
-            };
-            let patch = json!({ "status": status });
-            if let Err(error) = checks_api
-                .patch_status(
-                    objects::name(check),
-                    &patch_params(MANAGER),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                tracing::debug!(%error, check = %objects::name(check), "provisioning: Active not written");
-            }
-        }
-        let checks = config::by_name(admission_checks);
+        let configs = objects::by_name(&values(self.configs.state()));
+        write_check_statuses(client, admission_checks, |check| {
+            provisioning::active_status(check, &configs, now)
+        })
+        .await;
+        let checks = objects::by_name(admission_checks);
         let requests = values(self.requests.state());
         let templates = values(self.templates.state());
         let inputs = Inputs {

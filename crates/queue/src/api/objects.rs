@@ -64,6 +64,15 @@ pub struct Objects {
     pub devices: crate::api::dra::DeviceRequests,
 }
 
+/// Objects by `metadata.name` (cluster-scoped kinds: AdmissionChecks, their configs,
+/// MultiKueueClusters).
+pub fn by_name(objects: &[Value]) -> BTreeMap<String, Value> {
+    objects
+        .iter()
+        .map(|o| (name(o).to_owned(), o.clone()))
+        .collect()
+}
+
 /// `metadata.name`.
 pub fn name(object: &Value) -> &str {
     json::text(object, "/metadata/name")

@@ -119,14 +119,6 @@ pub fn config_from_ref<'c>(
         })
 }
 
-/// The configs by name.
-pub fn by_name(configs: &[Value]) -> BTreeMap<String, Value> {
-    configs
-        .iter()
-        .map(|c| (json_read::text(c, "/metadata/name").to_owned(), c.clone()))
-        .collect()
-}
-
 /// The AdmissionCheck reconciler (`acReconciler.Reconcile`): for a check of the
 /// ProvisioningRequest controller, the status (`{"conditions": …}`) to write when its
 /// `Active` condition's status is not yet what its config makes it — True "Active", "The

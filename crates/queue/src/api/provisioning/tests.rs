@@ -92,7 +92,7 @@ fn the_admission_check_is_active_once_its_config_exists() {
         ),
     ];
     for (name, check, configs, want) in cases {
-        let configs = config::by_name(&configs);
+        let configs = objects::by_name(&configs);
         let got = active_status(&check, &configs, now());
         let got = got.as_ref().map(|status| {
             let condition = &status["conditions"][0];
@@ -109,7 +109,7 @@ fn the_admission_check_is_active_once_its_config_exists() {
     // Written only when the status changes.
     let mut active = check(good);
     active["status"] = json!({"conditions": [{"type": "Active", "status": "True"}]});
-    let configs = config::by_name(&[config(json!({}))]);
+    let configs = objects::by_name(&[config(json!({}))]);
     assert_eq!(active_status(&active, &configs, now()), None);
 }
 
@@ -244,11 +244,11 @@ fn template(name: &str, owner_uid: &str) -> Value {
 }
 
 fn run(case: &Case) -> Vec<Write> {
-    let checks = config::by_name(&[
+    let checks = objects::by_name(&[
         check(reference("kueue.x-k8s.io", CONFIG_KIND, "config1")),
         json!({"metadata": {"name": "not-provisioning"}, "spec": {"controllerName": "other"}}),
     ]);
-    let configs = config::by_name(&case.configs);
+    let configs = objects::by_name(&case.configs);
     let flavors = flavors();
     let inputs = Inputs {
         admission_checks: &checks,
