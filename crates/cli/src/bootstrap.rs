@@ -257,7 +257,7 @@ mod tests {
                     .to_string()
             })
             .collect();
-        assert_eq!(names.len(), 8);
+        assert_eq!(names.len(), 10, "Kueue's ten, MultiKueue's two among them");
         for name in &names {
             objects.get(crds(), None, name).expect("installed");
         }
