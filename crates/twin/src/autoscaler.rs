@@ -41,24 +41,14 @@ async fn observe(
     client: &Client,
 ) -> Option<(Vec<Value>, Vec<Value>, BTreeSet<String>, BTreeSet<String>)> {
     let params = ListParams::default();
-    let requests = Api::<DynamicObject>::all_with(client.clone(), &requests_resource())
-        .list(&params)
-        .await
-        .ok()?
-        .items
-        .iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect();
-    let templates = Api::<PodTemplate>::all(client.clone())
-        .list(&params)
-        .await
-        .ok()?
-        .items
-        .iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect();
+    let requests = list_values(
+        Api::<DynamicObject>::all_with(client.clone(), &requests_resource()),
+        &params,
+    )
+    .await?;
+    let templates = list_values(Api::<PodTemplate>::all(client.clone()), &params).await?;
     let nodes: BTreeSet<String> = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
+        .list(&params)
         .await
         .ok()?
         .items
@@ -66,7 +56,7 @@ async fn observe(
         .filter_map(|n| n.metadata.name)
         .collect();
     let busy: BTreeSet<String> = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default())
+        .list(&params)
         .await
         .ok()?
         .items
@@ -78,6 +68,20 @@ async fn observe(
         .filter_map(|p| p.spec.and_then(|s| s.node_name))
         .collect();
     Some((requests, templates, nodes, busy))
+}
+
+/// Every object `api` lists, as JSON; `None` when the list fails.
+async fn list_values<K>(api: Api<K>, params: &ListParams) -> Option<Vec<Value>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let items = api.list(params).await.ok()?.items;
+    Some(
+        items
+            .iter()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .collect(),
+    )
 }
 
 /// Runs the autoscaler until dropped; `register` registers one node twin.
