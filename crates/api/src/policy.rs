@@ -79,10 +79,11 @@ pub const COMPONENTS: &[Component] = &[
             ),
             (&[""], &["podtemplates"], READ),
             // As Multus (its ClusterRole updates pods): the definitions of the networks pods
-            // select, and the pods' network-status annotation.
+            // select, and the pods' network-status annotation; as multi-networkpolicy's
+            // dataplane, the secondary networks' policies.
             (
                 &["k8s.cni.cncf.io"],
-                &["network-attachment-definitions"],
+                &["network-attachment-definitions", "multi-networkpolicies"],
                 READ,
             ),
             (&[""], &["pods"], &["patch"]),

@@ -12,6 +12,7 @@ mod bench_sim;
 mod bootstrap;
 mod catalog;
 mod client;
+mod cluster_services;
 mod crash_drill;
 mod data_dir;
 mod detach;

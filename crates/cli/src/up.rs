@@ -181,6 +181,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listen on {}", args.listen))?;
     let address = listener.local_addr()?;
+    crate::cluster_services::ensure_cluster_services(
+        &objects,
+        topology.networking.service_cidr,
+        address.port(),
+    )?;
     let log_dir = args.data.data_dir.join("logs");
     let server = ApiServer::new(
         objects.clone(),

@@ -201,8 +201,17 @@ fn nslookup(session: &Session<'_>, args: &[&str]) -> Output {
     };
     let server = session.cluster.nameserver;
     let mut out = format!("Server:\t\t{server}\nAddress:\t{server}#53\n\n");
-    let namespace = text(session.pod, "/metadata/namespace");
-    match session.cluster.resolver.lookup(name, namespace) {
+    let Some(answer) = session.lookup(name) else {
+        // bind's nslookup, when no server answers.
+        return Output {
+            stdout: ";; connection timed out; no servers could be reached\n\n"
+                .to_string()
+                .into_bytes(),
+            stderr: Vec::new(),
+            code: 1,
+        };
+    };
+    match answer {
         Answer::Addresses { name, addresses } => {
             for address in addresses {
                 let _ = writeln!(out, "Name:\t{name}\nAddress: {address}");
@@ -246,11 +255,10 @@ fn getent(session: &Session<'_>, args: &[&str]) -> Output {
     if *database != "hosts" && *database != "ahosts" {
         return Output::fail(1, format!("Unknown database: {database}\n"));
     }
-    let namespace = text(session.pod, "/metadata/namespace");
     let mut output = Output::default();
     for name in names {
-        match session.cluster.resolver.lookup(name, namespace) {
-            Answer::Addresses { name, addresses } => {
+        match session.lookup(name) {
+            Some(Answer::Addresses { name, addresses }) => {
                 for address in addresses {
                     let line = format!("{:<15} {name}\n", address.to_string());
                     output.stdout.extend(line.into_bytes());
@@ -328,6 +336,12 @@ fn connect(session: &Session<'_>, args: &[&str]) -> Output {
     let target = attempt.address.map(|a| a.to_string()).unwrap_or_default();
     let message = match (attempt.outcome, protocol) {
         (Outcome::Connected, _) => return Output::ok(""),
+        (Outcome::DnsTimeout, _) => {
+            let server = cluster.nameserver;
+            format!(
+                "DNS: lookup {host} on {server}:53: read udp {source}:{local}->{server}:53: i/o timeout\n"
+            )
+        }
         (Outcome::NoSuchHost, _) => {
             format!(
                 "DNS: lookup {host} on {}:53: no such host\n",

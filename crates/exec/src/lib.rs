@@ -15,7 +15,7 @@ pub mod policy;
 mod shell;
 
 pub use commands::{reads_stdin, run};
-pub use network::{Cluster, Outcome};
+pub use network::{Cluster, Outcome, Resolved};
 pub use policy::{AllowAll, Peer, PolicyVerdict, Protocol};
 pub use tessera_node::gpu_assignments::VisibleGpu;
 
@@ -35,6 +35,14 @@ pub struct Session<'a> {
     pub policy: &'a dyn PolicyVerdict,
     /// Picks among a Service's endpoints (the caller's randomness).
     pub seed: u64,
+}
+
+impl Session<'_> {
+    /// `name` looked up through the cluster DNS from this container; `None` when no DNS
+    /// server answers.
+    pub fn lookup(&self, name: &str) -> Option<tessera_dns::Answer> {
+        self.cluster.lookup(self.pod, name, self.policy, self.seed)
+    }
 }
 
 /// What a command wrote and how it ended.

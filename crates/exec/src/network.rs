@@ -2,6 +2,9 @@
 //! node port to one ready endpoint, then the destination pod, open on the port iff one of its
 //! containers listens there, with the policy seam asked on the way.
 //!
+//! An address a pod holds on a secondary network (its Multus network-status) is reached only
+//! from pods attached to the same network, under that network's MultiNetworkPolicies.
+//!
 //! Works over the stored objects (Services, EndpointSlices, Pods, Nodes) as JSON. Knows no
 //! sockets and no policy rules; the endpoint a Service picks comes from the caller's seed.
 
@@ -10,6 +13,7 @@ use std::net::Ipv4Addr;
 use serde_json::Value;
 use tessera_dns::{Answer, Resolver};
 use tessera_model::json::text;
+use tessera_model::multus::{network_statuses, status_address};
 
 use crate::policy::{Peer, PolicyVerdict, Protocol};
 
@@ -41,6 +45,40 @@ pub enum Outcome {
     Timeout,
     /// The name does not resolve.
     NoSuchHost,
+    /// The name could not be looked up: the DNS server did not answer.
+    DnsTimeout,
+}
+
+/// What the pod's resolver made of a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolved {
+    /// An address.
+    Address(Ipv4Addr),
+    /// The DNS server answered that the name does not exist (or has no address).
+    NoSuchHost,
+    /// The DNS server could not be reached.
+    DnsUnreachable,
+}
+
+/// The DNS port.
+pub const DNS_PORT: u16 = 53;
+
+/// The cluster DNS server as policy sees it when no pod of the DNS Service runs: a pod of
+/// `kube-system` labelled `k8s-app: kube-dns` (as CoreDNS's pods are) at the nameserver
+/// address, so the usual "allow DNS" egress rules (`namespaceSelector` kube-system with
+/// `podSelector` k8s-app=kube-dns, or port 53 to anywhere) let queries through.
+pub fn builtin_dns_server(nameserver: Ipv4Addr) -> Value {
+    let address = nameserver.to_string();
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": "kube-system", "name": "tessera-cluster-dns",
+            "labels": {"k8s-app": "kube-dns"}},
+        "spec": {"containers": [{"name": "coredns", "ports": [
+            {"name": "dns", "containerPort": DNS_PORT, "protocol": "UDP"},
+            {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
+        ]}]},
+        "status": {"phase": "Running", "podIP": address, "podIPs": [{"ip": address}]},
+    })
 }
 
 /// Where a connection ended up, for messages.
@@ -64,11 +102,17 @@ impl Cluster {
         policy: &dyn PolicyVerdict,
         seed: u64,
     ) -> Attempt {
-        let address = match self.resolve(from, host) {
-            Some(address) => address,
-            None => {
+        let address = match self.resolve(from, host, policy, seed) {
+            Resolved::Address(address) => address,
+            Resolved::NoSuchHost => {
                 return Attempt {
                     outcome: Outcome::NoSuchHost,
+                    address: None,
+                };
+            }
+            Resolved::DnsUnreachable => {
+                return Attempt {
+                    outcome: Outcome::DnsTimeout,
                     address: None,
                 };
             }
@@ -81,19 +125,68 @@ impl Cluster {
     }
 
     /// A host name or address as the pod's resolver turns it into one address.
-    pub fn resolve(&self, from: &Value, host: &str) -> Option<Ipv4Addr> {
+    pub fn resolve(
+        &self,
+        from: &Value,
+        host: &str,
+        policy: &dyn PolicyVerdict,
+        seed: u64,
+    ) -> Resolved {
         if let Ok(address) = host.parse() {
-            return Some(address);
+            return Resolved::Address(address);
         }
         if host == "localhost" {
-            return Some(Ipv4Addr::LOCALHOST);
+            return Resolved::Address(Ipv4Addr::LOCALHOST);
         }
-        match self
-            .resolver
-            .lookup(host, text(from, "/metadata/namespace"))
-        {
-            Answer::Addresses { addresses, .. } => addresses.first().copied(),
-            _ => None,
+        match self.lookup(from, host, policy, seed) {
+            Some(Answer::Addresses { addresses, .. }) => match addresses.first() {
+                Some(address) => Resolved::Address(*address),
+                None => Resolved::NoSuchHost,
+            },
+            Some(_) => Resolved::NoSuchHost,
+            None => Resolved::DnsUnreachable,
+        }
+    }
+
+    /// `name` looked up through the cluster DNS from `from`; `None` when the query cannot
+    /// reach the DNS server (policy drops UDP/53 on the way).
+    pub fn lookup(
+        &self,
+        from: &Value,
+        name: &str,
+        policy: &dyn PolicyVerdict,
+        seed: u64,
+    ) -> Option<Answer> {
+        self.dns_reachable(from, policy, seed).then(|| {
+            self.resolver
+                .lookup(name, text(from, "/metadata/namespace"))
+        })
+    }
+
+    /// Whether a DNS query from `from` reaches the DNS server: UDP/53 to the nameserver
+    /// address, through the Service holding it to one of its ready endpoints when any run,
+    /// otherwise to the built-in server ([`builtin_dns_server`]), judged by policy as any
+    /// connection.
+    pub fn dns_reachable(&self, from: &Value, policy: &dyn PolicyVerdict, seed: u64) -> bool {
+        let endpoints = self
+            .service_with_ip(self.nameserver)
+            .and_then(|service| {
+                let port = service_port(
+                    service,
+                    |p| p.get("port").and_then(Value::as_u64) == Some(DNS_PORT.into()),
+                    Protocol::Udp,
+                )?;
+                Some(self.ready_endpoints(service, port, Protocol::Udp))
+            })
+            .unwrap_or_default();
+        if endpoints.is_empty() {
+            let server = builtin_dns_server(self.nameserver);
+            return policy.allowed(from, Peer::Pod(&server), DNS_PORT, Protocol::Udp);
+        }
+        let (address, port) = endpoints[(seed % endpoints.len() as u64) as usize];
+        match self.running_pod(address) {
+            Some(server) => policy.allowed(from, Peer::Pod(server), port, Protocol::Udp),
+            None => false,
         }
     }
 
@@ -145,10 +238,39 @@ impl Cluster {
                 None => Outcome::Refused,
             };
         }
-        match self.running_pod(address) {
-            Some(pod) => to_pod(from, pod, port, protocol, policy),
-            None => Outcome::Timeout,
+        if let Some(pod) = self.running_pod(address) {
+            return to_pod(from, pod, port, protocol, policy);
         }
+        match self.secondary_pod(address) {
+            // Only a pod attached to the same network has a route to the address.
+            Some((pod, network)) if attached(from, &network) => {
+                if !policy.allowed_on(&network, from, pod, port, protocol) {
+                    Outcome::Timeout
+                } else if listens(pod, port, protocol) {
+                    Outcome::Connected
+                } else {
+                    Outcome::Refused
+                }
+            }
+            _ => Outcome::Timeout,
+        }
+    }
+
+    /// The running pod holding `address` on a secondary network, with that network's name
+    /// (`namespace/name` of its NetworkAttachmentDefinition), from the pods' network-status.
+    fn secondary_pod(&self, address: Ipv4Addr) -> Option<(&Value, String)> {
+        let address = address.to_string();
+        self.pods
+            .iter()
+            .filter(|pod| is_running(pod))
+            .find_map(|pod| {
+                network_statuses(pod)
+                    .into_iter()
+                    .find(|status| {
+                        !status.default && status.ips.iter().any(|ip| status_address(ip) == address)
+                    })
+                    .map(|status| (pod, status.name))
+            })
     }
 
     /// Through a Service port to one of its ready endpoints.
@@ -234,12 +356,22 @@ impl Cluster {
     /// The running pod with this IP.
     fn running_pod(&self, address: Ipv4Addr) -> Option<&Value> {
         let address = address.to_string();
-        self.pods.iter().find(|pod| {
-            text(pod, "/status/podIP") == address
-                && text(pod, "/status/phase") == "Running"
-                && pod.pointer("/metadata/deletionTimestamp").is_none()
-        })
+        self.pods
+            .iter()
+            .find(|pod| text(pod, "/status/podIP") == address && is_running(pod))
     }
+}
+
+/// Whether a pod runs and is not being deleted.
+fn is_running(pod: &Value) -> bool {
+    text(pod, "/status/phase") == "Running" && pod.pointer("/metadata/deletionTimestamp").is_none()
+}
+
+/// Whether a pod is attached to the secondary network `network`.
+fn attached(pod: &Value, network: &str) -> bool {
+    network_statuses(pod)
+        .iter()
+        .any(|status| !status.default && status.name == network)
 }
 
 /// The Service port `matches` picks, of `protocol`.

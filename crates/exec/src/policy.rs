@@ -56,6 +56,22 @@ pub trait PolicyVerdict {
     /// Whether `from` may open a connection to `to` on `port`/`protocol` (egress of `from`
     /// and ingress of `to`).
     fn allowed(&self, from: &Value, to: Peer<'_>, port: u16, protocol: Protocol) -> bool;
+
+    /// Whether `from` may open a connection to the pod `to` over the secondary network
+    /// `network` (`namespace/name` of its NetworkAttachmentDefinition): the question
+    /// MultiNetworkPolicy answers. NetworkPolicies do not govern secondary networks; a
+    /// verdict that knows no MultiNetworkPolicies allows everything.
+    fn allowed_on(
+        &self,
+        network: &str,
+        from: &Value,
+        to: &Value,
+        port: u16,
+        protocol: Protocol,
+    ) -> bool {
+        let _ = (network, from, to, port, protocol);
+        true
+    }
 }
 
 /// A cluster without policies: everything is allowed.

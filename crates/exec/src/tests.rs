@@ -542,3 +542,139 @@ fn shell_scripts_run_in_order_with_their_exit_codes() {
         assert_eq!(reads_stdin(&argv), reads, "{argv:?}");
     }
 }
+
+#[test]
+fn dns_queries_travel_to_the_dns_server_under_policy() {
+    let timeout =
+        "DNS: lookup web on 10.96.0.10:53: read udp 10.244.0.9:32775->10.96.0.10:53: i/o timeout\n";
+    let unreachable = ";; connection timed out; no servers could be reached\n\n";
+    // No CoreDNS pod runs: the built-in server stands behind the nameserver address.
+    let builtin = cluster();
+    // A kube-dns Service with a ready CoreDNS pod: queries go to that pod.
+    let mut with_coredns = cluster();
+    with_coredns.services.push(json!({
+        "metadata": {"name": "kube-dns", "namespace": "kube-system"},
+        "spec": {"clusterIP": "10.96.0.10", "selector": {"k8s-app": "kube-dns"},
+                 "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53}]}}));
+    with_coredns.slices.push(json!({
+        "metadata": {"name": "kube-dns-abc", "namespace": "kube-system",
+                     "labels": {"kubernetes.io/service-name": "kube-dns"}},
+        "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}],
+        "endpoints": [{"addresses": ["10.244.1.2"], "conditions": {"ready": true}}]}));
+    with_coredns.pods.push(json!({
+        "metadata": {"name": "coredns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
+        "spec": {"containers": [{"name": "coredns", "ports": [{"containerPort": 53, "protocol": "UDP"}]}]},
+        "status": {"podIP": "10.244.1.2", "phase": "Running"}}));
+    let deny_builtin = DenyTo("tessera-cluster-dns");
+    let deny_coredns = DenyTo("coredns");
+    let cases: &[(&Cluster, &dyn PolicyVerdict, &str, i32, &str, &str)] = &[
+        (&builtin, &AllowAll, "/agnhost connect web:80", 0, "", ""),
+        (
+            &builtin,
+            &deny_builtin,
+            "/agnhost connect web:80",
+            1,
+            "",
+            timeout,
+        ),
+        // An address needs no lookup.
+        (
+            &builtin,
+            &deny_builtin,
+            "/agnhost connect 10.96.0.20:80",
+            0,
+            "",
+            "",
+        ),
+        (&builtin, &deny_builtin, "nslookup web", 1, unreachable, ""),
+        (&builtin, &deny_builtin, "getent hosts web", 2, "", ""),
+        // With CoreDNS running, policy judges the query to its pod, not the built-in one.
+        (
+            &with_coredns,
+            &deny_builtin,
+            "/agnhost connect web:80",
+            0,
+            "",
+            "",
+        ),
+        (
+            &with_coredns,
+            &deny_coredns,
+            "/agnhost connect web:80",
+            1,
+            "",
+            timeout,
+        ),
+        (&with_coredns, &deny_coredns, "getent hosts web", 2, "", ""),
+    ];
+    for (cluster, policy, line, code, stdout, stderr) in cases {
+        let output = run_in(cluster, *policy, &[], line, "");
+        assert_eq!(
+            (
+                output.code,
+                String::from_utf8_lossy(&output.stdout).as_ref(),
+                String::from_utf8_lossy(&output.stderr).as_ref()
+            ),
+            (*code, *stdout, *stderr),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn the_builtin_dns_server_is_a_kube_dns_pod_of_kube_system_at_the_nameserver() {
+    let server = network::builtin_dns_server("10.96.0.10".parse().expect("address"));
+    assert_eq!(server["metadata"]["namespace"], "kube-system");
+    assert_eq!(server["metadata"]["labels"]["k8s-app"], "kube-dns");
+    assert_eq!(server["status"]["podIP"], "10.96.0.10");
+    assert!(network::listens(&server, 53, Protocol::Udp));
+}
+
+/// Denies everything on one secondary network.
+struct DenyOn(&'static str);
+
+impl PolicyVerdict for DenyOn {
+    fn allowed(&self, _: &Value, _: Peer<'_>, _: u16, _: Protocol) -> bool {
+        true
+    }
+
+    fn allowed_on(&self, network: &str, _: &Value, _: &Value, _: u16, _: Protocol) -> bool {
+        network != self.0
+    }
+}
+
+#[test]
+fn secondary_network_addresses_are_reached_only_from_attached_pods_under_their_policies() {
+    let status = |primary: &str, storage: &str| {
+        json!({"k8s.v1.cni.cncf.io/network-status": format!(
+            r#"[{{"name":"tessera-pod-network","interface":"eth0","ips":["{primary}"],"mac":"","default":true,"dns":{{}}}},{{"name":"x/storage","interface":"net1","ips":["{storage}/24"],"mac":"","dns":{{}}}}]"#
+        )})
+    };
+    let mut cluster = cluster();
+    let mut loader = pod(
+        "loader",
+        "10.244.0.7",
+        "Running",
+        json!([{"name": "c", "ports": [{"containerPort": 9000}]}]),
+    );
+    loader["metadata"]["annotations"] = status("10.244.0.7", "172.17.0.7");
+    let mut attached = cluster.pods[4].clone();
+    attached["metadata"]["name"] = json!("attached");
+    attached["metadata"]["annotations"] = status("10.244.0.8", "172.17.0.8");
+    cluster.pods.extend([loader, attached.clone()]);
+    let unattached = cluster.pods[4].clone();
+    let cases: &[(&Value, &dyn PolicyVerdict, u16, Outcome)] = &[
+        (&attached, &AllowAll, 9000, Outcome::Connected),
+        (&attached, &AllowAll, 9001, Outcome::Refused),
+        // No route from a pod that is not on the network.
+        (&unattached, &AllowAll, 9000, Outcome::Timeout),
+        // MultiNetworkPolicy of that network, not NetworkPolicy, decides.
+        (&attached, &DenyTo("loader"), 9000, Outcome::Connected),
+        (&attached, &DenyOn("x/storage"), 9000, Outcome::Timeout),
+        (&attached, &DenyOn("x/other"), 9000, Outcome::Connected),
+    ];
+    for (index, (from, policy, port, outcome)) in cases.iter().enumerate() {
+        let attempt = cluster.connect(from, "172.17.0.7", *port, Protocol::Tcp, *policy, 1);
+        assert_eq!(attempt.outcome, *outcome, "case {index}");
+    }
+}

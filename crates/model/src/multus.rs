@@ -205,7 +205,23 @@ pub struct NetworkStatus {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub default: bool,
     /// DNS settings (none for the simulated attachments).
+    #[serde(default)]
     pub dns: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A pod's attachments as its network-status annotation reports them; none when it has no
+/// such annotation or one that does not parse.
+pub fn network_statuses(pod: &Value) -> Vec<NetworkStatus> {
+    pod.pointer("/metadata/annotations")
+        .and_then(|a| a.get(NETWORK_STATUS_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
+}
+
+/// An address of a network-status entry without its prefix length (`172.17.2.2/24`).
+pub fn status_address(ip: &str) -> &str {
+    ip.split('/').next().unwrap_or_default()
 }
 
 /// The MAC a bridge-style CNI plugin derives from an IPv4 address: `0a:58:` and its bytes.

@@ -9,7 +9,7 @@
 //! Pure; knows nothing of how a secondary network's packets travel.
 
 use serde_json::Value;
-use tessera_model::multus::{NETWORK_STATUS_ANNOTATION, NetworkStatus, POLICY_FOR_ANNOTATION};
+use tessera_model::multus::{POLICY_FOR_ANNOTATION, network_statuses, status_address};
 
 use crate::objects::{ObjectError, Objects};
 
@@ -49,13 +49,11 @@ pub fn policy_for(policy: &Value) -> Vec<String> {
 
 /// A pod's addresses on `network` (`namespace/name`), from its network-status.
 fn addresses_on(pod: &Value, network: &str) -> Vec<String> {
-    annotation(pod, NETWORK_STATUS_ANNOTATION)
-        .and_then(|text| serde_json::from_str::<Vec<NetworkStatus>>(text).ok())
-        .unwrap_or_default()
+    network_statuses(pod)
         .into_iter()
         .filter(|status| status.name == network)
         .flat_map(|status| status.ips)
-        .map(|ip| ip.split('/').next().unwrap_or_default().to_string())
+        .map(|ip| status_address(&ip).to_string())
         .collect()
 }
 

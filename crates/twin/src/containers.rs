@@ -6,7 +6,8 @@
 //!
 //! Decides nothing about what a command prints or where a probe goes; network policy is the
 //! cluster's, enforced through [`PolicyIndex`](crate::netpol::PolicyIndex) (or whatever
-//! [`PolicyVerdict`] it is given instead).
+//! [`PolicyVerdict`] it is given instead) and, on secondary networks, through their
+//! MultiNetworkPolicies ([`SecondaryNetworks`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use serde_json::Value;
-use tessera_exec::{Output, PolicyVerdict, Session};
+use tessera_exec::{Output, Peer, PolicyVerdict, Protocol, Session};
+
+use crate::secondary_policy::SecondaryNetworks;
 use tessera_model::json::text;
 use tessera_node::claim_devices;
 use tessera_node::gpu_assignments::{GpuAssignments, Unit, unit_of_device, visible_gpus};
@@ -77,7 +80,7 @@ impl Containers {
                 "unable to upgrade connection: container not found (\"{container}\")"
             ));
         }
-        let cluster = self.world.cluster(&spec.networking).await;
+        let view = self.world.view(&spec.networking).await;
         let key = (
             text(pod, "/metadata/namespace").to_string(),
             text(pod, "/metadata/name").to_string(),
@@ -89,12 +92,16 @@ impl Containers {
             .held_by(node, &key, container);
         units.extend(self.claimed_units(pod, spec, container).await);
         let gpus = visible_gpus(spec, &units);
+        let policy = Verdicts {
+            cluster: self.policy.as_ref(),
+            networks: &view.networks,
+        };
         let session = Session {
-            cluster: &cluster,
+            cluster: &view.cluster,
             pod,
             container,
             gpus: &gpus,
-            policy: self.policy.as_ref(),
+            policy: &policy,
             seed: self.next.fetch_add(1, Ordering::Relaxed),
         };
         Ok(tessera_exec::run(&session, command, stdin))
@@ -118,5 +125,29 @@ impl Containers {
             .iter()
             .filter_map(|name| unit_of_device(name))
             .collect()
+    }
+}
+
+/// The cluster network's verdict (NetworkPolicy and the cluster-wide kinds) and the
+/// secondary networks' (MultiNetworkPolicy), as one.
+struct Verdicts<'a> {
+    cluster: &'a (dyn PolicyVerdict + Send + Sync),
+    networks: &'a SecondaryNetworks,
+}
+
+impl PolicyVerdict for Verdicts<'_> {
+    fn allowed(&self, from: &Value, to: Peer<'_>, port: u16, protocol: Protocol) -> bool {
+        self.cluster.allowed(from, to, port, protocol)
+    }
+
+    fn allowed_on(
+        &self,
+        network: &str,
+        from: &Value,
+        to: &Value,
+        port: u16,
+        protocol: Protocol,
+    ) -> bool {
+        self.networks.allowed(network, from, to, port, protocol)
     }
 }

@@ -23,6 +23,7 @@ mod heartbeat;
 pub mod netpol;
 mod pods;
 mod records;
+pub mod secondary_policy;
 mod twins;
 mod world;
 

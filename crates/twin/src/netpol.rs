@@ -165,7 +165,7 @@ fn pod_name(pod: &Value) -> String {
     )
 }
 
-fn netpol_protocol(protocol: Protocol) -> tessera_netpol::Protocol {
+pub(crate) fn netpol_protocol(protocol: Protocol) -> tessera_netpol::Protocol {
     match protocol {
         Protocol::Tcp => tessera_netpol::Protocol::Tcp,
         Protocol::Udp => tessera_netpol::Protocol::Udp,

@@ -1,8 +1,9 @@
 //! The world the simulated containers' network sees, kept by watches instead of listed on
 //! every exec: Pods, Services, EndpointSlices and Nodes (as the JSON the dataplane reads),
 //! and the network policy index (Namespaces, NetworkPolicies and, where their resources are
-//! served, the network-policy-api's cluster-wide kinds). An exec takes one shared
-//! [`Cluster`] snapshot, rebuilt only after something changed.
+//! served, the network-policy-api's cluster-wide kinds and Multus's MultiNetworkPolicies).
+//! An exec takes one shared [`View`] (the [`Cluster`] and the secondary networks' policies),
+//! rebuilt only after something changed.
 //!
 //! A shell: the watches and the locks. What a probe does is `tessera-exec`'s, what policy
 //! decides `tessera-netpol`'s (through [`PolicyIndex`]).
@@ -23,10 +24,12 @@ use kube::{Api, Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tessera_exec::Cluster;
+use tessera_model::multus;
 use tessera_netpol::{Policy, PolicyKind, PolicyRef};
 use tessera_node::network::Networking;
 
 use crate::netpol::PolicyIndex;
+use crate::secondary_policy::SecondaryNetworks;
 
 /// The kinds whose first listing an exec waits for: the four the dataplane reads, and the
 /// namespaces and NetworkPolicies every cluster serves.
@@ -45,6 +48,8 @@ struct Objects {
     services: BTreeMap<Key, Value>,
     slices: BTreeMap<Key, Value>,
     nodes: BTreeMap<Key, Value>,
+    namespaces: BTreeMap<Key, Value>,
+    multi_policies: BTreeMap<Key, Value>,
     /// The snapshot of the objects above, until one of them changes.
     snapshot: Option<Snapshot>,
 }
@@ -52,7 +57,16 @@ struct Objects {
 struct Snapshot {
     domain: String,
     nameserver: Ipv4Addr,
-    cluster: Arc<Cluster>,
+    view: View,
+}
+
+/// What one exec sees: the cluster network and the secondary networks' policies.
+#[derive(Clone)]
+pub struct View {
+    /// The cluster as the dataplane reads it.
+    pub cluster: Arc<Cluster>,
+    /// The MultiNetworkPolicies of the secondary networks.
+    pub networks: Arc<SecondaryNetworks>,
 }
 
 struct Shared {
@@ -85,6 +99,15 @@ enum Table {
     Services,
     Slices,
     Nodes,
+    Namespaces,
+    MultiPolicies,
+}
+
+impl Table {
+    /// Whether an exec waits for its first listing (see [`AWAITED_KINDS`]).
+    fn awaited(self) -> bool {
+        !matches!(self, Table::MultiPolicies)
+    }
 }
 
 impl Objects {
@@ -95,6 +118,8 @@ impl Objects {
             Table::Services => &mut self.services,
             Table::Slices => &mut self.slices,
             Table::Nodes => &mut self.nodes,
+            Table::Namespaces => &mut self.namespaces,
+            Table::MultiPolicies => &mut self.multi_policies,
         }
     }
 }
@@ -145,14 +170,30 @@ impl World {
             Api::<Node>::all(client.clone()),
             on_objects(&shared, Table::Nodes, |_, _: &Change<Node>| {}),
         )));
-        let namespaces = shared.clone();
         spawn(Box::pin(follow(
             Api::<Namespace>::all(client.clone()),
-            move |change: Change<Namespace>| match change {
-                Change::Upsert(namespace) => namespaces.policy.apply_namespace(&namespace),
-                Change::Delete((_, name)) => namespaces.policy.remove_namespace(&name),
-                Change::Listed => namespaces.listed(),
-            },
+            on_objects(
+                &shared,
+                Table::Namespaces,
+                |policy, change: &Change<Namespace>| match change {
+                    Change::Upsert(namespace) => policy.apply_namespace(namespace),
+                    Change::Delete((_, name)) => policy.remove_namespace(name),
+                    Change::Listed => {}
+                },
+            ),
+        )));
+        // Not awaited: a cluster without Multus does not serve them.
+        let gvk = GroupVersionKind::gvk(multus::GROUP, "v1beta1", "MultiNetworkPolicy");
+        spawn(Box::pin(follow(
+            Api::<DynamicObject>::all_with(
+                client.clone(),
+                &ApiResource::from_gvk_with_plural(&gvk, "multi-networkpolicies"),
+            ),
+            on_objects(
+                &shared,
+                Table::MultiPolicies,
+                |_, _: &Change<DynamicObject>| {},
+            ),
         )));
         let policies = shared.clone();
         spawn(Box::pin(follow(
@@ -190,9 +231,9 @@ impl World {
         self.shared.policy.clone()
     }
 
-    /// The cluster as the dataplane sees it now, with `networking`'s DNS settings; waits
-    /// (a while) for the first listings.
-    pub async fn cluster(&self, networking: &Networking) -> Arc<Cluster> {
+    /// The world as the dataplane sees it now, with `networking`'s DNS settings; waits (a
+    /// while) for the first listings.
+    pub async fn view(&self, networking: &Networking) -> View {
         let mut synced = self.shared.synced.subscribe();
         if !self.shared.gave_up.load(Ordering::Relaxed)
             && tokio::time::timeout(
@@ -216,7 +257,7 @@ impl World {
             && snapshot.domain == *domain
             && snapshot.nameserver == nameserver
         {
-            return snapshot.cluster.clone();
+            return snapshot.view.clone();
         }
         let values = |map: &BTreeMap<Key, Value>| map.values().cloned().collect::<Vec<_>>();
         let services = values(&objects.services);
@@ -229,12 +270,33 @@ impl World {
             slices,
             nodes: values(&objects.nodes),
         });
+        let typed = |map: &BTreeMap<Key, Value>, api_version: &str, kind: &str| {
+            map.values()
+                .map(|value| {
+                    let mut value = value.clone();
+                    value["apiVersion"] = Value::from(api_version);
+                    value["kind"] = Value::from(kind);
+                    value
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut network_values = typed(&objects.namespaces, "v1", "Namespace");
+        network_values.extend(typed(&objects.pods, "v1", "Pod"));
+        network_values.extend(typed(
+            &objects.multi_policies,
+            &format!("{}/v1beta1", multus::GROUP),
+            "MultiNetworkPolicy",
+        ));
+        let view = View {
+            cluster,
+            networks: Arc::new(SecondaryNetworks::new(network_values)),
+        };
         objects.snapshot = Some(Snapshot {
             domain: domain.clone(),
             nameserver,
-            cluster: cluster.clone(),
+            view: view.clone(),
         });
-        cluster
+        view
     }
 }
 
@@ -268,7 +330,8 @@ fn on_objects<K: serde::Serialize + ResourceExt>(
             Change::Delete(key) => {
                 shared.lock().table(table).remove(&key);
             }
-            Change::Listed => shared.listed(),
+            Change::Listed if table.awaited() => shared.listed(),
+            Change::Listed => {}
         }
     }
 }

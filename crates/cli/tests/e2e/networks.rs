@@ -2,7 +2,7 @@
 //! Multus's NetworkAttachmentDefinitions, a training pod whose claim pairs a GPU with the
 //! RDMA NIC on its PCIe switch and whose `network-status` names its secondary networks, and a
 //! pod selecting a definition that does not exist (ContainerCreating, `NoNetworkFound`) until
-//! it is created.
+//! it is created; then probes over the storage network, judged by its MultiNetworkPolicy.
 
 use serde_json::Value;
 
@@ -12,6 +12,7 @@ const V: &str = "1.33";
 
 const LAB: &str = include_str!("../../../../examples/lab/networks/lab.yaml");
 const MANIFESTS: &str = include_str!("../../../../examples/lab/networks/training.yaml");
+const STORAGE_POLICY: &str = include_str!("../../../../examples/lab/networks/storage-policy.yaml");
 
 fn json(cluster: &Cluster, args: &[&str]) -> Value {
     let mut args = args.to_vec();
@@ -132,4 +133,66 @@ fn a_training_pod_gets_a_gpu_and_the_nic_on_its_switch_and_its_networks() {
         .as_str()
         .unwrap_or_default();
     assert!(status.contains("\"ml/backup\""), "{status}");
+
+    // Probes over the storage network: only attached pods have a route, and its
+    // MultiNetworkPolicy (not the cluster network's policies) decides. Nothing listens on
+    // 2049 in these containers, so a probe that gets through is refused, one dropped times out.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], STORAGE_POLICY);
+    cluster.node_when_running(V, Some("ml"), "loader");
+    let storage_ip = |pod: &str| {
+        let pod = json(&cluster, &["get", "pod", "-n", "ml", pod]);
+        let text = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/network-status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let statuses: Vec<Value> = serde_json::from_str(&text).unwrap_or_default();
+        statuses
+            .iter()
+            .find(|s| s["name"] == "ml/storage")
+            .and_then(|s| s["ips"][0].as_str())
+            .unwrap_or_else(|| panic!("not on ml/storage: {text}"))
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (trainer_ip, loader_ip) = (storage_ip("trainer"), storage_ip("loader"));
+    let probe = |from: &str, target: String| {
+        let output = cluster.kubectl(
+            V,
+            &[
+                "exec",
+                "-n",
+                "ml",
+                from,
+                "--",
+                "/agnhost",
+                "connect",
+                &target,
+                "--timeout=1s",
+            ],
+        );
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for (from, target, expected) in [
+        ("loader", format!("{trainer_ip}:2049"), "REFUSED"),
+        ("loader", format!("{trainer_ip}:22"), "TIMEOUT"),
+        // Not isolated on the storage network.
+        ("trainer", format!("{loader_ip}:22"), "REFUSED"),
+        // `lost` is on ml/backup, not ml/storage: no route.
+        ("lost", format!("{trainer_ip}:2049"), "TIMEOUT"),
+    ] {
+        // The dataplane learns of the policy through its watches: probe until it agrees.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut last = probe(from, target.clone());
+        while last != expected && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            last = probe(from, target.clone());
+        }
+        assert_eq!(last, expected, "{from} -> {target}");
+    }
 }

@@ -235,3 +235,77 @@ fn removals_lift_isolation_and_finished_pods_leave() {
             .is_none()
     );
 }
+
+/// Upstream's usual "allow DNS" rules let queries reach the built-in DNS server; a default
+/// deny of egress stops them.
+#[test]
+fn dns_queries_are_judged_as_egress_to_a_kube_dns_pod_of_kube_system() {
+    const DNS_POLICIES: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: kube-system, labels: {kubernetes.io/metadata.name: kube-system}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: deny, labels: {kubernetes.io/metadata.name: deny}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: allow, labels: {kubernetes.io/metadata.name: allow}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: elsewhere, labels: {kubernetes.io/metadata.name: elsewhere}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: default-deny-egress, namespace: deny}
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-dns, namespace: allow}
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+  egress:
+  - to:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}
+      podSelector: {matchLabels: {k8s-app: kube-dns}}
+    ports: [{port: 53, protocol: UDP}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: dns-in-the-wrong-namespace, namespace: elsewhere}
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+  egress:
+  - to:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: elsewhere}}
+      podSelector: {matchLabels: {k8s-app: kube-dns}}
+    ports: [{port: 53, protocol: UDP}]
+"#;
+    let objects = tessera_netpol::Objects::from_yaml(DNS_POLICIES).expect("objects");
+    let index = PolicyIndex::from_objects(objects);
+    let server = tessera_exec::network::builtin_dns_server(Ipv4Addr::new(10, 96, 0, 10));
+    for (namespace, udp_53, tcp_53) in [
+        ("deny", false, false),
+        ("allow", true, false),
+        ("elsewhere", false, false),
+        // No policy selects it: everything is allowed.
+        ("kube-system", true, true),
+    ] {
+        let client = pod(namespace, "client", "10.244.2.9");
+        assert_eq!(
+            (
+                index.allowed(&client, Peer::Pod(&server), 53, Protocol::Udp),
+                index.allowed(&client, Peer::Pod(&server), 53, Protocol::Tcp),
+            ),
+            (udp_53, tcp_53),
+            "{namespace}"
+        );
+    }
+}

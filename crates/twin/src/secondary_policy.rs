@@ -1,0 +1,131 @@
+//! MultiNetworkPolicy in the simulated dataplane: per secondary network, an evaluator over
+//! that network's view of the world (its attached pods at their addresses on it, every
+//! namespace, the MultiNetworkPolicies whose `policy-for` names it), built by
+//! `tessera-netpol`'s `secondary` reader on the first probe over that network and kept until
+//! the world changes (the watch cache then makes a new [`SecondaryNetworks`]).
+//!
+//! Decides nothing itself; knows nothing of watches or of how a probe found its network.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde_json::Value;
+use tessera_exec::Protocol;
+use tessera_netpol::{Endpoint, Evaluator};
+
+use crate::netpol::netpol_protocol;
+
+/// The objects the secondary networks' evaluators are built from, and those built so far.
+pub struct SecondaryNetworks {
+    values: Vec<Value>,
+    evaluators: Mutex<BTreeMap<String, Option<Evaluator>>>,
+}
+
+impl SecondaryNetworks {
+    /// Over Namespaces, Pods and MultiNetworkPolicies (each with its apiVersion and kind).
+    pub fn new(values: Vec<Value>) -> SecondaryNetworks {
+        SecondaryNetworks {
+            values,
+            evaluators: Mutex::default(),
+        }
+    }
+
+    /// Whether `network`'s MultiNetworkPolicies let `from` open `to` on `port`/`protocol`; a
+    /// pod the network's view lacks is not reached.
+    pub fn allowed(
+        &self,
+        network: &str,
+        from: &Value,
+        to: &Value,
+        port: u16,
+        protocol: Protocol,
+    ) -> bool {
+        let mut evaluators = self.evaluators.lock().unwrap_or_else(|p| p.into_inner());
+        let evaluator = evaluators.entry(network.to_string()).or_insert_with(|| {
+            match tessera_netpol::secondary::network_objects(self.values.clone(), network) {
+                Ok(objects) => Some(objects.evaluator()),
+                Err(error) => {
+                    tracing::warn!(%network, %error, "a secondary network's policies cannot be read");
+                    None
+                }
+            }
+        });
+        let Some(evaluator) = evaluator else {
+            return false;
+        };
+        let id = |pod: &Value| {
+            evaluator.pod_id(
+                tessera_model::json::text(pod, "/metadata/namespace"),
+                tessera_model::json::text(pod, "/metadata/name"),
+            )
+        };
+        match (id(from), id(to)) {
+            (Some(from), Some(to)) => {
+                evaluator
+                    .verdict(
+                        Endpoint::Pod(from),
+                        Endpoint::Pod(to),
+                        port,
+                        netpol_protocol(protocol),
+                    )
+                    .allowed
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, storage: &str) -> Value {
+        let status = format!(
+            r#"[{{"name":"tessera-pod-network","interface":"eth0","ips":["10.244.0.{storage}"],"mac":"","default":true,"dns":{{}}}},{{"name":"ml/storage","interface":"net1","ips":["172.17.0.{storage}"],"mac":"","dns":{{}}}}]"#
+        );
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": "ml", "name": name, "labels": {"app": name},
+                "annotations": {"k8s.v1.cni.cncf.io/network-status": status}},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "podIP": format!("10.244.0.{storage}")}})
+    }
+
+    #[test]
+    fn a_network_s_multi_network_policies_decide_and_other_networks_are_unaffected() {
+        let values = vec![
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "ml", "labels": {"kubernetes.io/metadata.name": "ml"}}}),
+            pod("trainer", "2"),
+            pod("loader", "3"),
+            pod("intruder", "4"),
+            json!({"apiVersion": "k8s.cni.cncf.io/v1beta1", "kind": "MultiNetworkPolicy",
+                "metadata": {"namespace": "ml", "name": "storage-from-loader",
+                    "annotations": {"k8s.v1.cni.cncf.io/policy-for": "storage"}},
+                "spec": {"podSelector": {"matchLabels": {"app": "trainer"}},
+                    "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "loader"}}}]}]}}),
+        ];
+        let networks = SecondaryNetworks::new(values);
+        let (trainer, loader, intruder) = (
+            pod("trainer", "2"),
+            pod("loader", "3"),
+            pod("intruder", "4"),
+        );
+        for (network, from, to, allowed) in [
+            ("ml/storage", &loader, &trainer, true),
+            ("ml/storage", &intruder, &trainer, false),
+            // Not isolated: no policy selects the loader.
+            ("ml/storage", &intruder, &loader, true),
+            // A network none of them is attached to reaches none of them.
+            ("ml/other", &loader, &trainer, false),
+        ] {
+            assert_eq!(
+                networks.allowed(network, from, to, 80, Protocol::Tcp),
+                allowed,
+                "{network}: {} -> {}",
+                from["metadata"]["name"],
+                to["metadata"]["name"]
+            );
+        }
+    }
+}
