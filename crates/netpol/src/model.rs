@@ -165,6 +165,9 @@ pub enum PolicyKind {
     BaselineAdminNetworkPolicy,
     /// `policy.networking.k8s.io/v1alpha2` ClusterNetworkPolicy.
     ClusterNetworkPolicy,
+    /// `k8s.cni.cncf.io/v1beta1` MultiNetworkPolicy (namespaced; a secondary network's
+    /// NetworkPolicy, evaluated as one).
+    MultiNetworkPolicy,
 }
 
 impl PolicyKind {
@@ -175,6 +178,7 @@ impl PolicyKind {
             PolicyKind::AdminNetworkPolicy => "AdminNetworkPolicy",
             PolicyKind::BaselineAdminNetworkPolicy => "BaselineAdminNetworkPolicy",
             PolicyKind::ClusterNetworkPolicy => "ClusterNetworkPolicy",
+            PolicyKind::MultiNetworkPolicy => "MultiNetworkPolicy",
         }
     }
 }

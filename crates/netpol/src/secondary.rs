@@ -2,7 +2,8 @@
 //! evaluator as NetworkPolicy, over that network's view of the cluster — the pods attached to
 //! it (by their `k8s.v1.cni.cncf.io/network-status`) with their addresses on it, and the
 //! MultiNetworkPolicies whose `k8s.v1.cni.cncf.io/policy-for` names its
-//! NetworkAttachmentDefinition, each compiled as the NetworkPolicy it is identical to.
+//! NetworkAttachmentDefinition, each compiled as the NetworkPolicy it is identical to (and
+//! named as a MultiNetworkPolicy in verdicts).
 //! NetworkPolicies and the cluster-wide policies govern the cluster network only and are left
 //! out, as multi-networkpolicy's implementations leave them out.
 //!
@@ -11,6 +12,7 @@
 use serde_json::Value;
 use tessera_model::multus::{POLICY_FOR_ANNOTATION, network_statuses, status_address};
 
+use crate::model::PolicyKind;
 use crate::objects::{ObjectError, Objects};
 
 /// The group of MultiNetworkPolicies.
@@ -104,6 +106,10 @@ pub fn network_objects(
                 value["apiVersion"] = Value::from("networking.k8s.io/v1");
                 value["kind"] = Value::from("NetworkPolicy");
                 objects.add(value)?;
+                // Named as what it is in verdicts and explanations.
+                if let Some(policy) = objects.policies.last_mut() {
+                    policy.id.kind = PolicyKind::MultiNetworkPolicy;
+                }
             }
             _ => objects.skipped += 1,
         }
@@ -114,6 +120,7 @@ pub fn network_objects(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evaluator::Endpoint;
     use crate::model::{EndpointName, Protocol};
 
     /// Three pods in `ml`: a trainer and a loader on the storage network, a web pod on the
@@ -280,5 +287,24 @@ spec:
             .map(|p| p.ips.iter().map(|ip| ip.to_string()).collect())
             .unwrap_or_default();
         assert_eq!(ips, ["172.17.2.2"], "addresses on the network");
+
+        // A drop names the MultiNetworkPolicy that decided, as what it is.
+        let evaluator = network_objects(
+            documents(&[CLUSTER, STORAGE_ONLY_FROM_LOADER]),
+            "ml/storage",
+        )
+        .expect("objects")
+        .evaluator();
+        let id = |name| Endpoint::Pod(evaluator.pod_id("ml", name).expect("on storage"));
+        let verdict = evaluator.verdict(id("loader"), id("trainer"), 22, Protocol::Tcp);
+        let (_, decision) = verdict.decided_by();
+        let policy = decision.policy.as_ref().expect("a deciding policy");
+        assert_eq!(
+            (policy.kind, policy.to_string()),
+            (
+                PolicyKind::MultiNetworkPolicy,
+                "MultiNetworkPolicy ml/storage-from-loader".to_string()
+            )
+        );
     }
 }
