@@ -74,7 +74,8 @@ impl Default for KueueJobDefaulting {
 }
 
 /// Admits a new object (mutating it) or refuses it. Also Kueue's Job and JobSet defaulting
-/// (`default_kueue_job`) and its pod webhooks ([`crate::kueue_pods`]).
+/// (`default_kueue_job`), its pod webhooks ([`crate::kueue_pods`]) and its job webhooks'
+/// topology-annotation checks ([`crate::validation::kueue_tas`]).
 pub fn admit_create(
     objects: &dyn Lister,
     kueue: &KueueJobDefaulting,
@@ -103,6 +104,16 @@ pub fn admit_create(
         default_kueue_job(objects, kueue, namespace.unwrap_or_default(), object);
     }
     crate::kueue_pods::default_parent(resource, object);
+    let causes = crate::validation::kueue_tas::validate(resource.group(), resource.kind(), object);
+    if !causes.is_empty() {
+        let name = meta_str(object, "name").unwrap_or_default();
+        return Err(ApiError::invalid(
+            resource.group(),
+            resource.kind(),
+            name,
+            causes,
+        ));
+    }
     if let Some(namespace) = namespace {
         enforce_quota(objects, resource, namespace, object)?;
     }

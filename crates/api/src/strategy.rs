@@ -636,7 +636,8 @@ fn gated_selector_grown(old: &Value, new: &Value) -> bool {
 }
 
 pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
+    // Kueue's job webhooks check the topology annotations on updates too.
+    let mut causes = crate::validation::kueue_tas::validate(resource.group(), resource.kind(), new);
     if resource.group() == crate::convert::NATIVE_CONVERSION_GROUP && resource.is_custom() {
         let kind = resource.kind();
         causes.extend(crate::validation::kueue::validate_update(

@@ -13,6 +13,7 @@ use crate::error::{Cause, shown};
 use crate::patch::Schema;
 
 pub mod kueue;
+pub mod kueue_tas;
 pub mod network_policy;
 pub mod pod_spec;
 

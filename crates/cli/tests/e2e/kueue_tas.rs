@@ -128,6 +128,20 @@ fn kueue_tas_places_a_job_in_one_rack_and_one_nvlink_domain() {
         ],
         |out| out.starts_with("Ready"),
     );
+    // Kueue's job webhook refuses malformed topology annotations, naming the field; nothing
+    // is stored.
+    let bad = job("bad-annotations", "cloud.com/rack").replace(
+        "sim.tessera.dev/duration: 1h",
+        "sim.tessera.dev/duration: 1h\n        kueue.x-k8s.io/podset-slice-size: \"32\"",
+    );
+    let refused = cluster.fails(V, &["apply", "-f", "-"], Some(&bad));
+    assert!(
+        refused.contains(
+            "spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Forbidden: may not be set when 'kueue.x-k8s.io/podset-slice-required-topology' is not specified"
+        ),
+        "{refused}"
+    );
+    cluster.fails(V, &["get", "job", "bad-annotations"], None);
     let domains = node_domains(&cluster);
     let cliques: BTreeSet<&String> = domains.values().map(|(_, clique)| clique).collect();
     assert_eq!(cliques.len(), 2, "one NVLink clique per rack: {domains:?}");
