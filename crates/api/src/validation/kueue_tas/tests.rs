@@ -20,6 +20,9 @@ fn job(parallelism: i64, annotations: &[(&str, &str)]) -> Value {
             "template": {"metadata": {"annotations": annotations}, "spec": {"containers": []}}}})
 }
 
+/// (case, the Job's parallelism, its template's annotations, what is expected).
+type Case<'a, T> = (&'a str, i64, Vec<(&'a str, &'a str)>, T);
+
 fn described(causes: &[Cause]) -> Vec<String> {
     causes
         .iter()
@@ -30,7 +33,7 @@ fn described(causes: &[Cause]) -> Vec<String> {
 #[test]
 fn job_topology_annotations_are_refused_as_kueues_job_webhook_refuses_them() {
     let key = |annotation: &str| format!("spec.template.metadata.annotations[{annotation}]");
-    let cases: Vec<(&str, i64, Vec<(&str, &str)>, Vec<String>)> = vec![
+    let cases: Vec<Case<'_, Vec<String>>> = vec![
         (
             "valid topology request",
             1,
@@ -192,7 +195,7 @@ fn job_topology_annotations_are_refused_as_kueues_job_webhook_refuses_them() {
 #[test]
 fn multi_layer_constraints_and_slice_bounds_count_as_kueues_tables_count() {
     let block = (REQUIRED, "cloud.com/block");
-    let cases: Vec<(&str, i64, Vec<(&str, &str)>, usize)> = vec![
+    let cases: Vec<Case<'_, usize>> = vec![
         (
             "valid: single constraint layer",
             64,
