@@ -563,6 +563,7 @@ fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
                 ..FairSharingConfig::default()
             }),
             min_runtime_before_preemption: case.min_runtime,
+            topology_aware: false,
         },
         timestamp: RequeuingTimestamp::Eviction,
     };

@@ -189,6 +189,11 @@ fn add_placements(tas: &mut TasFlavors, workload: &Value) {
     let Some(admission) = objects::admission(workload) else {
         return;
     };
+    let holder = format!(
+        "{}/{}",
+        json::text(workload, "/metadata/namespace"),
+        objects::name(workload)
+    );
     for assignment in admission.pod_set_assignments.iter().flatten() {
         let Some(topology) = &assignment.topology_assignment else {
             continue;
@@ -207,7 +212,7 @@ fn add_placements(tas: &mut TasFlavors, workload: &Value) {
             continue;
         };
         if let Some(snapshot) = tas.snapshots.get_mut(flavor) {
-            snapshot.add_assignment(&topology_of(topology), &requests);
+            snapshot.add_held_assignment(&holder, &topology_of(topology), &requests);
         }
     }
 }
