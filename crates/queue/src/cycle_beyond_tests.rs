@@ -505,3 +505,272 @@ fn user_limits_table() {
         ..Case::default()
     });
 }
+
+// Topology-aware preemption (`PreemptionConfig::topology_aware`, issue 17 item 2): racks r1
+// (x1, x2), r2 (x3, x4) and r3 (x5, x6) of 8-GPU hosts form the topology of flavor
+// "tas-gpu"; ClusterQueue "team-a" (16 GPUs, reclaims LowerPriority in its cohort and
+// preempts LowerPriority inside) and "team-b" (48 GPUs, within its nominal quota, so Kueue
+// never reclaims from it) share cohort "gpus". The preemptor "train" asks for 2 pods of 8
+// GPUs in one rack at priority 100.
+
+const GPU: &str = "nvidia.com/gpu";
+const RACK: &str = "cloud.com/topology-rack";
+const TAS_FLAVOR: &str = "tas-gpu";
+const RACKS: [(&str, &str); 6] = [
+    ("r1", "x1"),
+    ("r1", "x2"),
+    ("r2", "x3"),
+    ("r2", "x4"),
+    ("r3", "x5"),
+    ("r3", "x6"),
+];
+
+/// (name, priority, ClusterQueue, host, GPUs): an admitted Workload of one pod on `host`.
+type Holder = (&'static str, i32, &'static str, &'static str, &'static str);
+
+/// The racks with every holder's pod placed.
+fn gpu_racks(holders: &[Holder]) -> TasFlavors {
+    use crate::tas::{TasSnapshot, TopologyDomainAssignment, TopologyNode};
+    let nodes: Vec<TopologyNode> = RACKS
+        .iter()
+        .map(|(rack, host)| TopologyNode {
+            name: (*host).to_owned(),
+            labels: BTreeMap::from([
+                (RACK.to_owned(), (*rack).to_owned()),
+                (crate::tas::HOSTNAME_LABEL.to_owned(), (*host).to_owned()),
+            ]),
+            allocatable: BTreeMap::from([(GPU.to_owned(), 8), ("pods".to_owned(), 110)]),
+            taints: Vec::new(),
+            schedulable_and_ready: true,
+        })
+        .collect();
+    let levels = [RACK.to_owned(), crate::tas::HOSTNAME_LABEL.to_owned()];
+    let mut snapshot = TasSnapshot::new("default", &levels, &BTreeMap::new(), &[], &nodes);
+    for (name, _, _, host, gpus) in holders {
+        let placement = TopologyAssignment {
+            levels: vec![crate::tas::HOSTNAME_LABEL.to_owned()],
+            domains: vec![TopologyDomainAssignment {
+                values: vec![(*host).to_owned()],
+                count: 1,
+            }],
+        };
+        let requests = BTreeMap::from([(GPU.to_owned(), quantity(GPU, gpus))]);
+        snapshot.add_held_assignment(&format!("default/{name}"), &placement, &requests);
+    }
+    TasFlavors {
+        topologies: BTreeMap::from([(TAS_FLAVOR.to_owned(), "default".to_owned())]),
+        snapshots: BTreeMap::from([(TAS_FLAVOR.to_owned(), snapshot)]),
+    }
+}
+
+fn gpu_teams() -> Vec<Cq> {
+    let mut team_a = cq(
+        "team-a",
+        "gpus",
+        None,
+        false,
+        &[&[(TAS_FLAVOR, GPU, "16", "", "")]],
+    );
+    team_a.preemption.reclaim_within_cohort = LowerPriority;
+    team_a.preemption.within_cluster_queue = LowerPriority;
+    let team_b = cq(
+        "team-b",
+        "gpus",
+        None,
+        false,
+        &[&[(TAS_FLAVOR, GPU, "48", "", "")]],
+    );
+    vec![team_a, team_b]
+}
+
+fn train() -> Wl {
+    wl("default", "train", "lq-a")
+        .ps("main", 2, None, &[(GPU, "8")])
+        .required_topology(RACK)
+        .priority(100)
+}
+
+/// One cycle over the holders and "train", with the option on or off.
+fn gpu_cycle(topology_aware: bool, holders: &[Holder]) -> Decision {
+    let mut workloads: Vec<Wl> = holders
+        .iter()
+        .map(|(name, priority, cq, _, gpus)| {
+            let resources: &'static [(&str, &str, &str)] =
+                Box::leak(Box::new([(GPU, TAS_FLAVOR, *gpus)]));
+            wl("default", name, "unused")
+                .req(GPU, gpus)
+                .priority(*priority)
+                .admitted(cq, &[("main", 1, resources)])
+        })
+        .collect();
+    workloads.push(train());
+    let case = Case {
+        name: "topology-aware preemption",
+        topology_aware,
+        tas: gpu_racks(holders),
+        cluster_queues: gpu_teams(),
+        local_queues: vec![("default", "lq-a", "team-a")],
+        workloads,
+        ..Case::default()
+    };
+    let now = test_now();
+    let (mut snapshot, mut queues) = prepare(&case, now);
+    let decisions = schedule(&mut snapshot, &mut queues, &KueuePreemption, now);
+    let mut train_decisions = decisions.into_iter().filter(|decision| {
+        matches!(decision,
+            Decision::Admit { workload, .. }
+            | Decision::Preempt { workload, .. }
+            | Decision::Requeue { workload, .. } if workload == "default/train")
+    });
+    let decision = train_decisions.next().expect("a decision for train");
+    assert!(train_decisions.next().is_none(), "one decision for train");
+    decision
+}
+
+/// What a decision says in short: `admit r2: x3*1 x4*1`, `preempt a:InClusterQueue ...`,
+/// `pending Reason: message`.
+fn summary(decision: &Decision) -> String {
+    match decision {
+        Decision::Admit { admission, .. } => {
+            let hosts: Vec<String> = admission
+                .pod_set_assignments
+                .iter()
+                .filter_map(|ps| ps.topology_assignment.as_ref())
+                .flat_map(|placement| &placement.domains)
+                .map(|domain| format!("{}*{}", domain.values.join("/"), domain.count))
+                .collect();
+            let rack = hosts.first().and_then(|first| {
+                let host = first.split('*').next()?;
+                RACKS
+                    .iter()
+                    .find(|(_, h)| *h == host)
+                    .map(|(rack, _)| *rack)
+            });
+            format!("admit {}: {}", rack.unwrap_or("?"), hosts.join(" "))
+        }
+        Decision::Preempt { victims, .. } => {
+            let mut victims: Vec<String> = victims
+                .iter()
+                .map(|victim| format!("{}:{}", victim.workload, victim.reason.as_str()))
+                .collect();
+            victims.sort();
+            format!("preempt {}", victims.join(" "))
+        }
+        Decision::Requeue { pending, .. } => {
+            format!("pending {}: {}", pending.reason, pending.message)
+        }
+    }
+}
+
+/// Kueue's pending message when no rack has room now (it would fit an empty topology).
+const NO_RACK_NOW: &str = "couldn't assign flavors to pod set main: topology \"default\" allows to fit only 1 out of 2 pod(s). Total nodes: 6; excluded: resource \"nvidia.com/gpu\": 5";
+
+#[test]
+fn topology_aware_preemption_table() {
+    // Every rack partly used by priority-0 Workloads of team-b: r2 is cleared by preempting
+    // one Workload, r1 and r3 take two each.
+    let partly_used: Vec<Holder> = vec![
+        ("a1", 0, "team-b", "x1", "4"),
+        ("a2", 0, "team-b", "x2", "4"),
+        ("b1", 0, "team-b", "x3", "2"),
+        ("c1", 0, "team-b", "x5", "4"),
+        ("c2", 0, "team-b", "x6", "2"),
+    ];
+    let with_priority = |holders: &[Holder], changes: &[(&str, i32)]| -> Vec<Holder> {
+        holders
+            .iter()
+            .map(|holder| {
+                let priority = changes
+                    .iter()
+                    .find(|(name, _)| *name == holder.0)
+                    .map_or(holder.1, |(_, priority)| *priority);
+                (holder.0, priority, holder.2, holder.3, holder.4)
+            })
+            .collect()
+    };
+    let in_team_a = |holders: &[Holder]| -> Vec<Holder> {
+        holders
+            .iter()
+            .map(|(name, priority, _, host, gpus)| (*name, *priority, "team-a", *host, *gpus))
+            .collect()
+    };
+    let pending = format!("pending {WAITING_FOR_QUOTA}: {NO_RACK_NOW}");
+    // (case, option on, holders, want)
+    let cases: Vec<(&str, bool, Vec<Holder>, String)> = vec![
+        (
+            "off: Kueue finds no candidate and the Workload waits",
+            false,
+            partly_used.clone(),
+            pending.clone(),
+        ),
+        (
+            "on: the cheapest rack's only occupant is preempted",
+            true,
+            partly_used.clone(),
+            "preempt default/b1:InCohortReclamation".to_owned(),
+        ),
+        (
+            "on: an occupant of equal priority protects r2, one of higher priority r3",
+            true,
+            with_priority(&partly_used, &[("b1", 100), ("c2", 200)]),
+            "preempt default/a1:InCohortReclamation default/a2:InCohortReclamation".to_owned(),
+        ),
+        (
+            "on: occupants in the preemptor's own ClusterQueue go InClusterQueue",
+            true,
+            in_team_a(&partly_used),
+            "preempt default/b1:InClusterQueue".to_owned(),
+        ),
+        (
+            "on: no rack can be cleared, nothing is preempted",
+            true,
+            with_priority(&partly_used, &[("a1", 100), ("b1", 100), ("c2", 100)]),
+            pending.clone(),
+        ),
+        (
+            "on: a rack with room needs no preemption",
+            true,
+            partly_used[..2].to_vec(),
+            "admit r2: x3*1 x4*1".to_owned(),
+        ),
+        (
+            "on, after the victim is gone: admitted into the cleared rack",
+            true,
+            partly_used
+                .iter()
+                .filter(|holder| holder.0 != "b1")
+                .copied()
+                .collect(),
+            "admit r2: x3*1 x4*1".to_owned(),
+        ),
+    ];
+    for (name, on, holders, want) in cases {
+        assert_eq!(summary(&gpu_cycle(on, &holders)), want, "{name}");
+    }
+}
+
+#[test]
+fn topology_aware_preemption_message_names_the_preemptor_and_both_paths() {
+    let holders: [Holder; 3] = [
+        ("a1", 0, "team-b", "x1", "4"),
+        ("b1", 0, "team-b", "x3", "2"),
+        ("c1", 0, "team-b", "x5", "4"),
+    ];
+    let decision = gpu_cycle(true, &holders);
+    let Decision::Preempt {
+        victims, pending, ..
+    } = decision
+    else {
+        panic!("no preemption: {decision:?}");
+    };
+    assert_eq!(
+        victims
+            .iter()
+            .map(|v| v.message.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "Preempted to accommodate a workload (UID: default/train, JobUID: UNKNOWN) due to reclamation within the cohort; preemptor path: /gpus/team-a; preemptee path: /gpus/team-b"
+        ]
+    );
+    assert_eq!(pending.reason, WAITING_FOR_PREEMPTED_WORKLOADS);
+}
