@@ -580,7 +580,14 @@ fn gpu_teams() -> Vec<Cq> {
         false,
         &[&[(TAS_FLAVOR, GPU, "48", "", "")]],
     );
-    vec![team_a, team_b]
+    let team_c = cq(
+        "team-c",
+        "",
+        None,
+        false,
+        &[&[(TAS_FLAVOR, GPU, "48", "", "")]],
+    );
+    vec![team_a, team_b, team_c]
 }
 
 fn train() -> Wl {
@@ -592,6 +599,11 @@ fn train() -> Wl {
 
 /// One cycle over the holders and "train", with the option on or off.
 fn gpu_cycle(topology_aware: bool, holders: &[Holder]) -> Decision {
+    gpu_cycle_evicting(topology_aware, holders, &[])
+}
+
+/// [`gpu_cycle`] with the holders named in `evicted` already being evicted.
+fn gpu_cycle_evicting(topology_aware: bool, holders: &[Holder], evicted: &[&str]) -> Decision {
     let mut workloads: Vec<Wl> = holders
         .iter()
         .map(|(name, priority, cq, _, gpus)| {
@@ -615,6 +627,9 @@ fn gpu_cycle(topology_aware: bool, holders: &[Holder]) -> Decision {
     };
     let now = test_now();
     let (mut snapshot, mut queues) = prepare(&case, now);
+    for workload in &mut snapshot.admitted {
+        workload.evicted = evicted.contains(&workload.name.as_str());
+    }
     let decisions = schedule(&mut snapshot, &mut queues, &KueuePreemption, now);
     let mut train_decisions = decisions.into_iter().filter(|decision| {
         matches!(decision,
@@ -746,6 +761,93 @@ fn topology_aware_preemption_table() {
     ];
     for (name, on, holders, want) in cases {
         assert_eq!(summary(&gpu_cycle(on, &holders)), want, "{name}");
+    }
+    let outside: Vec<Holder> = partly_used
+        .iter()
+        .map(|(name, priority, _, host, gpus)| (*name, *priority, "team-c", *host, *gpus))
+        .collect();
+    assert_eq!(
+        summary(&gpu_cycle(true, &outside)),
+        pending,
+        "on: Workloads of a ClusterQueue outside the cohort are never chosen"
+    );
+    assert_eq!(
+        summary(&gpu_cycle_evicting(true, &partly_used, &["b1"])),
+        pending,
+        "on: r2's occupant is already leaving: nothing more is preempted, train waits"
+    );
+}
+
+/// Which rack a host is in.
+fn rack_of(host: &str) -> &'static str {
+    RACKS
+        .iter()
+        .find(|(_, h)| *h == host)
+        .map_or("?", |(rack, _)| *rack)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Random holders of team-b, at most one per host (priority 0, 50, 100 or 150; 1 to 8
+    /// GPUs), and "train" (2 pods of 8 GPUs in one rack, priority 100) with the option on:
+    /// it is admitted only when a rack is empty; otherwise it preempts only Workloads of
+    /// lower priority, all in one rack, as few as any clearable rack needs, and once they
+    /// are gone it is admitted into that rack; it preempts nothing only when no rack can be
+    /// cleared.
+    #[test]
+    fn topology_aware_preemption_clears_one_rack_of_lower_priority(
+        slots in proptest::collection::vec(
+            proptest::option::of((0usize..4, 1u8..=8)),
+            RACKS.len(),
+        ),
+    ) {
+        let holders: Vec<Holder> = slots
+            .iter()
+            .zip(RACKS)
+            .enumerate()
+            .filter_map(|(index, (slot, (_, host)))| {
+                let (level, gpus) = (*slot)?;
+                let priority = [0, 50, 100, 150][level];
+                Some((leak(format!("h{index}")), priority, "team-b", host, leak(gpus.to_string())))
+            })
+            .collect();
+        let in_rack = |rack: &str| -> Vec<&Holder> {
+            holders.iter().filter(|holder| rack_of(holder.3) == rack).collect()
+        };
+        let racks = ["r1", "r2", "r3"];
+        let empty = racks.iter().any(|rack| in_rack(rack).is_empty());
+        let clearable: Vec<usize> = racks
+            .iter()
+            .map(|rack| in_rack(rack))
+            .filter(|held| held.iter().all(|holder| holder.1 < 100))
+            .map(|held| held.len())
+            .collect();
+        match gpu_cycle(true, &holders) {
+            Decision::Admit { .. } => proptest::prop_assert!(empty),
+            Decision::Requeue { .. } => proptest::prop_assert!(!empty && clearable.is_empty()),
+            Decision::Preempt { victims, .. } => {
+                proptest::prop_assert!(!empty);
+                let chosen: Vec<&Holder> = victims
+                    .iter()
+                    .filter_map(|victim| {
+                        holders.iter().find(|holder| format!("default/{}", holder.0) == victim.workload)
+                    })
+                    .collect();
+                proptest::prop_assert_eq!(chosen.len(), victims.len());
+                proptest::prop_assert!(chosen.iter().all(|holder| holder.1 < 100));
+                let rack = rack_of(chosen[0].3);
+                proptest::prop_assert!(chosen.iter().all(|holder| rack_of(holder.3) == rack));
+                proptest::prop_assert_eq!(Some(&victims.len()), clearable.iter().min());
+                let rest: Vec<Holder> = holders
+                    .iter()
+                    .filter(|holder| !chosen.contains(holder))
+                    .copied()
+                    .collect();
+                let after = summary(&gpu_cycle(true, &rest));
+                proptest::prop_assert!(after.starts_with(&format!("admit {rack}:")), "{}", after);
+            }
+        }
     }
 }
 
