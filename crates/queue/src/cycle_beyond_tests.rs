@@ -771,10 +771,16 @@ fn topology_aware_preemption_table() {
         pending,
         "on: Workloads of a ClusterQueue outside the cohort are never chosen"
     );
+    // As Kueue lists evicted candidates again: the preemptor waits for b1, nothing new goes.
     assert_eq!(
         summary(&gpu_cycle_evicting(true, &partly_used, &["b1"])),
-        pending,
-        "on: r2's occupant is already leaving: nothing more is preempted, train waits"
+        "preempt default/b1:InCohortReclamation",
+        "on: r2's occupant is already being evicted: it is the only target"
+    );
+    assert_eq!(
+        summary(&gpu_cycle_evicting(true, &partly_used, &["a1", "b1"])),
+        "preempt default/b1:InCohortReclamation",
+        "on: an evicted Workload outside the rack the placement takes is not waited for"
     );
 }
 

@@ -330,3 +330,72 @@ fn the_ungater_leaves_workloads_without_a_topology_assignment_or_admission_alone
         );
     }
 }
+
+/// A Workload of `pods` one-GPU pods admitted in "cq" at priority 0, placed on `hosts`
+/// (`(node, pods)`).
+fn placed(name: &str, hosts: &[(&str, i32)]) -> Value {
+    let pods: i32 = hosts.iter().map(|(_, count)| count).sum();
+    let placement = TopologyAssignment {
+        levels: vec![HOST.to_owned()],
+        domains: hosts
+            .iter()
+            .map(|(host, count)| TopologyDomainAssignment {
+                values: vec![(*host).to_owned()],
+                count: *count,
+            })
+            .collect(),
+    };
+    let mut object = workload(name, pods, RACK, 1);
+    object["spec"]["priority"] = json!(0);
+    object["status"] = json!({
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+                "lastTransitionTime": "2027-01-15T08:00:00Z"},
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "",
+                "lastTransitionTime": "2027-01-15T08:00:00Z"}],
+        "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main",
+            "flavors": {"nvidia.com/gpu": "tas"}, "resourceUsage": {"nvidia.com/gpu": pods.to_string()},
+            "count": pods, "topologyAssignment": topology_json(&placement)}]}});
+    object
+}
+
+#[test]
+fn a_pass_with_topology_aware_preemption_clears_the_cheaper_rack() {
+    // r1 holds one Workload of 4 pods, r2 two of 2 pods each: neither has room for 16 pods,
+    // and clearing r1 preempts one Workload where r2 takes two. Kueue's candidate order
+    // (equal priority and age, then UID) would try the pair first.
+    let mut input = objects(
+        "default",
+        vec![
+            placed("solo", &[("r1-n0", 4)]),
+            placed("pair-a", &[("r2-n0", 2)]),
+            placed("pair-b", &[("r2-n1", 2)]),
+            {
+                let mut high = workload("high", 16, RACK, 2);
+                high["spec"]["priority"] = json!(100);
+                high
+            },
+        ],
+    );
+    input.cluster_queues[0]["spec"]["preemption"] = json!({"withinClusterQueue": "LowerPriority"});
+    let reason = |pass: &crate::api::pass::Pass, name: &str, kind: &str| {
+        written(&pass.workloads, name).map(|status| condition(status, kind)["reason"].clone())
+    };
+    let off = pass(&input, &mut Queues::default(), &Settings::default(), now());
+    assert_eq!(reason(&off, "solo", "Preempted"), None, "off: solo stays");
+    let mut settings = Settings::default();
+    settings.preemption.topology_aware = true;
+    let on = pass(&input, &mut Queues::default(), &settings, now());
+    assert_eq!(
+        reason(&on, "solo", "Preempted"),
+        Some(json!("InClusterQueue"))
+    );
+    assert_eq!(reason(&on, "solo", "Evicted"), Some(json!("Preempted")));
+    for untouched in ["pair-a", "pair-b"] {
+        assert_eq!(reason(&on, untouched, "Preempted"), None, "{untouched}");
+    }
+    assert_eq!(
+        reason(&on, "high", "QuotaReserved"),
+        Some(json!("WaitingForPreemptedWorkloads"))
+    );
+}

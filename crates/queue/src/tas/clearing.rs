@@ -18,7 +18,7 @@ use crate::preemption::{AdmittedWorkload, PreemptingWorkload, PreemptionReason};
 use crate::tas::beyond::{Occupant, cheapest_domain_to_clear};
 use crate::tas::flavor_step::{AssignedPodSet, requests_by_flavor};
 use crate::tas::flavors::TasFlavors;
-use crate::tas::request::PodSetTasRequest;
+use crate::tas::request::{PodSetTasRequest, PodSetTasResult};
 use crate::tas::snapshot::{SearchOptions, TasSnapshot};
 use crate::tree::Tree;
 
@@ -27,8 +27,9 @@ use crate::tree::Tree;
 pub enum Clearing<'a> {
     /// No TAS PodSet of the assignment asks for a required level: Kueue's behaviour applies.
     NoRequiredLevel,
-    /// The Workloads to preempt besides those leaving, with their reasons; empty when the
-    /// required levels fit once those leaving are gone.
+    /// The Workloads to preempt besides those leaving, with their reasons (already evicted
+    /// ones included where the placement waits for them); empty when the required levels fit
+    /// once those leaving are gone and none of them is being evicted.
     Clear(Vec<(&'a AdmittedWorkload, PreemptionReason)>),
     /// A required level has no domain that the preemptible holders could clear.
     Impossible,
@@ -60,7 +61,9 @@ pub struct ClearingRequest<'a> {
 }
 
 impl<'a> ClearingRequest<'a> {
-    /// The victims, per TAS flavor whose PodSets ask for a required level.
+    /// The victims, per TAS flavor whose PodSets ask for a required level. Holders already
+    /// being evicted count as gone; those on the leaves the placement then takes are listed
+    /// again (as Kueue lists evicted candidates), so that the preemptor waits for them.
     pub fn clear(&self) -> Clearing<'a> {
         let Ok(by_flavor) = requests_by_flavor(self.pod_sets, self.tas_only, &self.tas.snapshots)
         else {
@@ -69,11 +72,11 @@ impl<'a> ClearingRequest<'a> {
         let preemptible: BTreeMap<String, &'a AdmittedWorkload> = self
             .candidates
             .iter()
-            .filter(|workload| !workload.evicted && self.may_preempt(workload))
+            .filter(|workload| self.may_preempt(workload))
             .map(|workload| (workload.key(), workload))
             .collect();
         let mut asked = false;
-        let mut victims = Vec::new();
+        let mut victims: Vec<&'a AdmittedWorkload> = Vec::new();
         for (flavor, requests) in &by_flavor {
             let Some(snapshot) = self.tas.snapshots.get(flavor) else {
                 continue;
@@ -82,30 +85,60 @@ impl<'a> ClearingRequest<'a> {
                 continue;
             }
             asked = true;
-            let (snapshot, occupants) = self.occupants(snapshot, &preemptible);
-            if fits(&snapshot, requests) {
-                continue;
-            }
-            let priority = clamped(self.preemptor.priority);
-            let Some(plan) = cheapest_domain_to_clear(&snapshot, requests, &occupants, priority)
-            else {
-                return Clearing::Impossible;
-            };
-            for key in plan.victims {
-                if let Some(workload) = preemptible.get(&key) {
-                    victims.push((*workload, self.reason(workload)));
+            let (cleared, occupants) = self.occupants(snapshot, &preemptible);
+            let assignments = match placement(&cleared, requests) {
+                Some(assignments) => assignments,
+                None => {
+                    let priority = clamped(self.preemptor.priority);
+                    let Some(plan) =
+                        cheapest_domain_to_clear(&cleared, requests, &occupants, priority)
+                    else {
+                        return Clearing::Impossible;
+                    };
+                    victims.extend(
+                        plan.victims
+                            .iter()
+                            .filter_map(|key| preemptible.get(key).copied()),
+                    );
+                    plan.assignments
                 }
-            }
+            };
+            let leaves: BTreeSet<String> = requests
+                .iter()
+                .filter_map(|request| {
+                    let assignment = assignments.get(&request.name)?.assignment.as_ref()?;
+                    Some(TasSnapshot::usage_of(
+                        assignment,
+                        &request.single_pod_requests,
+                    ))
+                })
+                .flat_map(BTreeMap::into_keys)
+                .collect();
+            let evicted_there = snapshot
+                .holders()
+                .iter()
+                .filter(|(_, usage)| usage.keys().any(|leaf| leaves.contains(leaf)));
+            victims.extend(
+                evicted_there
+                    .filter_map(|(holder, _)| preemptible.get(holder).copied())
+                    .filter(|workload| workload.evicted),
+            );
         }
-        if asked {
-            Clearing::Clear(victims)
-        } else {
-            Clearing::NoRequiredLevel
+        if !asked {
+            return Clearing::NoRequiredLevel;
         }
+        let mut seen = BTreeSet::new();
+        victims.retain(|workload| seen.insert(workload.key()));
+        Clearing::Clear(
+            victims
+                .into_iter()
+                .map(|workload| (workload, self.reason(workload)))
+                .collect(),
+        )
     }
 
-    /// The flavor's snapshot without the usage of those leaving (and of the evicted), and
-    /// the holders that may be preempted as occupants.
+    /// The flavor's snapshot without the usage of those leaving or being evicted, and the
+    /// other holders that may be preempted as occupants.
     fn occupants(
         &self,
         snapshot: &TasSnapshot,
@@ -186,14 +219,18 @@ fn has_required_level(request: &PodSetTasRequest) -> bool {
         .is_some_and(|topology| topology.required.is_some())
 }
 
-/// Whether every PodSet of `requests` is placed in `snapshot` now.
-fn fits(snapshot: &TasSnapshot, requests: &[PodSetTasRequest]) -> bool {
+/// The placements of `requests` in `snapshot` as it is, when every PodSet fits.
+fn placement(
+    snapshot: &TasSnapshot,
+    requests: &[PodSetTasRequest],
+) -> Option<BTreeMap<String, PodSetTasResult>> {
     let results = snapshot.find_topology_assignments(requests, &SearchOptions::default());
-    requests.iter().all(|request| {
+    let all_fit = requests.iter().all(|request| {
         results
             .get(&request.name)
             .is_some_and(|result| result.failure_reason.is_empty())
-    })
+    });
+    all_fit.then_some(results)
 }
 
 /// A priority as the TAS core compares it (Kueue's priorities are `int32`).
