@@ -528,8 +528,9 @@ const RACKS: [(&str, &str); 6] = [
 /// (name, priority, ClusterQueue, host, GPUs): an admitted Workload of one pod on `host`.
 type Holder = (&'static str, i32, &'static str, &'static str, &'static str);
 
-/// The racks with every holder's pod placed.
-fn gpu_racks(holders: &[Holder]) -> TasFlavors {
+/// The racks with every holder's pod placed, those named in `non_tas` as pods that do not
+/// use TAS (counted in the node's free capacity) but belong to their Workload.
+fn gpu_racks(holders: &[Holder], non_tas: &[&str]) -> TasFlavors {
     use crate::tas::{TasSnapshot, TopologyDomainAssignment, TopologyNode};
     let nodes: Vec<TopologyNode> = RACKS
         .iter()
@@ -555,7 +556,12 @@ fn gpu_racks(holders: &[Holder]) -> TasFlavors {
             }],
         };
         let requests = BTreeMap::from([(GPU.to_owned(), quantity(GPU, gpus))]);
-        snapshot.add_held_assignment(&format!("default/{name}"), &placement, &requests);
+        let holder = format!("default/{name}");
+        if non_tas.contains(name) {
+            snapshot.add_held_non_tas_pod(&holder, host, &requests);
+        } else {
+            snapshot.add_held_assignment(&holder, &placement, &requests);
+        }
     }
     TasFlavors {
         topologies: BTreeMap::from([(TAS_FLAVOR.to_owned(), "default".to_owned())]),
@@ -604,6 +610,16 @@ fn gpu_cycle(topology_aware: bool, holders: &[Holder]) -> Decision {
 
 /// [`gpu_cycle`] with the holders named in `evicted` already being evicted.
 fn gpu_cycle_evicting(topology_aware: bool, holders: &[Holder], evicted: &[&str]) -> Decision {
+    gpu_cycle_with(topology_aware, holders, evicted, &[])
+}
+
+/// [`gpu_cycle_evicting`] with the holders named in `non_tas` running pods outside TAS.
+fn gpu_cycle_with(
+    topology_aware: bool,
+    holders: &[Holder],
+    evicted: &[&str],
+    non_tas: &[&str],
+) -> Decision {
     let mut workloads: Vec<Wl> = holders
         .iter()
         .map(|(name, priority, cq, _, gpus)| {
@@ -619,7 +635,7 @@ fn gpu_cycle_evicting(topology_aware: bool, holders: &[Holder], evicted: &[&str]
     let case = Case {
         name: "topology-aware preemption",
         topology_aware,
-        tas: gpu_racks(holders),
+        tas: gpu_racks(holders, non_tas),
         cluster_queues: gpu_teams(),
         local_queues: vec![("default", "lq-a", "team-a")],
         workloads,
@@ -770,6 +786,11 @@ fn topology_aware_preemption_table() {
         summary(&gpu_cycle(true, &outside)),
         pending,
         "on: Workloads of a ClusterQueue outside the cohort are never chosen"
+    );
+    assert_eq!(
+        summary(&gpu_cycle_with(true, &partly_used, &[], &["b1"])),
+        "preempt default/b1:InCohortReclamation",
+        "on: a pod outside TAS counts as its Workload's: r2 is still cleared by preempting b1"
     );
     // As Kueue lists evicted candidates again: the preemptor waits for b1, nothing new goes.
     assert_eq!(

@@ -399,3 +399,55 @@ fn a_pass_with_topology_aware_preemption_clears_the_cheaper_rack() {
         Some(json!("WaitingForPreemptedWorkloads"))
     );
 }
+
+#[test]
+fn non_tas_pods_of_holding_workloads_count_as_theirs() {
+    // (case, pod's uid, its owners' uids, want holder)
+    let cases: Vec<(&str, &str, Vec<&str>, Option<&str>)> = vec![
+        ("a Job's pod", "pod-1", vec!["job-1"], Some("default/plain")),
+        (
+            "a pod that is its own Workload's owner",
+            "job-1",
+            vec![],
+            Some("default/plain"),
+        ),
+        ("a pod of nothing Kueue holds", "pod-2", vec!["rs-1"], None),
+    ];
+    for (name, uid, owners, want) in cases {
+        let mut plain = placed("plain", &[]);
+        plain["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job",
+            "name": "job", "uid": "job-1", "controller": true}]);
+        let owners: Vec<Value> = owners
+            .iter()
+            .map(|owner| json!({"apiVersion": "v1", "kind": "X", "name": "x", "uid": owner}))
+            .collect();
+        let mut input = objects("default", vec![plain.clone()]);
+        input.pods = vec![json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": uid,
+                "ownerReferences": owners},
+            "spec": {"nodeName": "r1-n0", "containers": [{"name": "c",
+                "resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
+            "status": {"phase": "Running"}})];
+        let tas = tas_flavors(&input, std::iter::once(&plain));
+        let snapshot = &tas.snapshots["tas"];
+        let held: Vec<(&String, &BTreeMap<String, crate::workload::Requests>)> =
+            snapshot.holders().iter().collect();
+        let usage = BTreeMap::from([(
+            "r1-n0".to_owned(),
+            crate::workload::Requests::from([
+                ("nvidia.com/gpu".to_owned(), 3),
+                ("pods".to_owned(), 1),
+            ]),
+        )]);
+        let want: Vec<(&String, &BTreeMap<String, crate::workload::Requests>)> = match want {
+            Some(holder) => vec![(Box::leak(Box::new(holder.to_owned())), &usage)],
+            None => Vec::new(),
+        };
+        assert_eq!(held, want, "{name}");
+        // Counted as used either way.
+        let leaf = snapshot.tree.node_leaf["r1-n0"];
+        let domain = snapshot.tree.leaves[leaf].domain;
+        let free = snapshot.free_in_domain(domain, "nvidia.com/gpu");
+        assert_eq!(free, 1, "{name}");
+    }
+}

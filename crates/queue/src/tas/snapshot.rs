@@ -176,8 +176,19 @@ impl TasSnapshot {
         add(held.entry(leaf_id.to_owned()).or_default(), usage);
     }
 
-    fn leaf_id(&self, leaf: usize) -> String {
+    /// The leaf's full domain id (every level's value).
+    fn leaf_path(&self, leaf: usize) -> String {
         domain_id(&self.tree.domains[self.tree.leaves[leaf].domain].level_values)
+    }
+
+    /// The leaf's id as usage names it (`TopologyTree::leaf_by_id`): the hostname when the
+    /// lowest level is the hostname, else the full domain id.
+    fn leaf_id(&self, leaf: usize) -> String {
+        let values = &self.tree.domains[self.tree.leaves[leaf].domain].level_values;
+        match values.last() {
+            Some(host) if self.tree.lowest_level_is_node => host.clone(),
+            _ => domain_id(values),
+        }
     }
 
     /// Whether the leaf with this id lies in the domain with this id (any level).
@@ -185,7 +196,7 @@ impl TasSnapshot {
         self.tree
             .leaf_by_id
             .get(leaf_id)
-            .is_some_and(|&leaf| belongs_to(&self.leaf_id(leaf), domain))
+            .is_some_and(|&leaf| belongs_to(&self.leaf_path(leaf), domain))
     }
 
     /// Free capacity minus TAS usage (only the free capacity when simulating empty).
