@@ -5,7 +5,7 @@
 
 use super::properties::leak;
 use super::*;
-use crate::cluster_queue::PreemptionPolicy::{Any, LowerPriority};
+use crate::cluster_queue::PreemptionPolicy::{self, Any, LowerPriority, Never};
 use crate::user_limits::USER_LIMIT_REACHED;
 
 /// (namespace, LocalQueue, ClusterQueue).
@@ -569,7 +569,7 @@ fn gpu_racks(holders: &[Holder], non_tas: &[&str]) -> TasFlavors {
     }
 }
 
-fn gpu_teams() -> Vec<Cq> {
+fn gpu_teams((within, reclaim): (PreemptionPolicy, PreemptionPolicy)) -> Vec<Cq> {
     let mut team_a = cq(
         "team-a",
         "gpus",
@@ -577,8 +577,8 @@ fn gpu_teams() -> Vec<Cq> {
         false,
         &[&[(TAS_FLAVOR, GPU, "16", "", "")]],
     );
-    team_a.preemption.reclaim_within_cohort = LowerPriority;
-    team_a.preemption.within_cluster_queue = LowerPriority;
+    team_a.preemption.within_cluster_queue = within;
+    team_a.preemption.reclaim_within_cohort = reclaim;
     let team_b = cq(
         "team-b",
         "gpus",
@@ -603,23 +603,37 @@ fn train() -> Wl {
         .priority(100)
 }
 
+/// How one cycle over the racks runs besides its holders.
+#[derive(Clone, Copy)]
+struct GpuSetup {
+    topology_aware: bool,
+    /// Holders already being evicted.
+    evicted: &'static [&'static str],
+    /// Holders whose pod runs outside TAS.
+    non_tas: &'static [&'static str],
+    /// team-a's `withinClusterQueue` and `reclaimWithinCohort`.
+    policy: (PreemptionPolicy, PreemptionPolicy),
+}
+
+/// The option on, nobody evicted, every pod a TAS pod, team-a preempting LowerPriority.
+const ON: GpuSetup = GpuSetup {
+    topology_aware: true,
+    evicted: &[],
+    non_tas: &[],
+    policy: (LowerPriority, LowerPriority),
+};
+
 /// One cycle over the holders and "train", with the option on or off.
 fn gpu_cycle(topology_aware: bool, holders: &[Holder]) -> Decision {
-    gpu_cycle_evicting(topology_aware, holders, &[])
+    let setup = GpuSetup {
+        topology_aware,
+        ..ON
+    };
+    gpu_cycle_with(setup, holders)
 }
 
-/// [`gpu_cycle`] with the holders named in `evicted` already being evicted.
-fn gpu_cycle_evicting(topology_aware: bool, holders: &[Holder], evicted: &[&str]) -> Decision {
-    gpu_cycle_with(topology_aware, holders, evicted, &[])
-}
-
-/// [`gpu_cycle_evicting`] with the holders named in `non_tas` running pods outside TAS.
-fn gpu_cycle_with(
-    topology_aware: bool,
-    holders: &[Holder],
-    evicted: &[&str],
-    non_tas: &[&str],
-) -> Decision {
+/// One cycle over the holders and "train" as `setup` says.
+fn gpu_cycle_with(setup: GpuSetup, holders: &[Holder]) -> Decision {
     let mut workloads: Vec<Wl> = holders
         .iter()
         .map(|(name, priority, cq, _, gpus)| {
@@ -634,9 +648,9 @@ fn gpu_cycle_with(
     workloads.push(train());
     let case = Case {
         name: "topology-aware preemption",
-        topology_aware,
-        tas: gpu_racks(holders, non_tas),
-        cluster_queues: gpu_teams(),
+        topology_aware: setup.topology_aware,
+        tas: gpu_racks(holders, setup.non_tas),
+        cluster_queues: gpu_teams(setup.policy),
         local_queues: vec![("default", "lq-a", "team-a")],
         workloads,
         ..Case::default()
@@ -644,7 +658,7 @@ fn gpu_cycle_with(
     let now = test_now();
     let (mut snapshot, mut queues) = prepare(&case, now);
     for workload in &mut snapshot.admitted {
-        workload.evicted = evicted.contains(&workload.name.as_str());
+        workload.evicted = setup.evicted.contains(&workload.name.as_str());
     }
     let decisions = schedule(&mut snapshot, &mut queues, &KueuePreemption, now);
     let mut train_decisions = decisions.into_iter().filter(|decision| {
@@ -788,20 +802,56 @@ fn topology_aware_preemption_table() {
         "on: Workloads of a ClusterQueue outside the cohort are never chosen"
     );
     assert_eq!(
-        summary(&gpu_cycle_with(true, &partly_used, &[], &["b1"])),
+        summary(&gpu_cycle_with(
+            GpuSetup {
+                non_tas: &["b1"],
+                ..ON
+            },
+            &partly_used
+        )),
         "preempt default/b1:InCohortReclamation",
         "on: a pod outside TAS counts as its Workload's: r2 is still cleared by preempting b1"
     );
     // As Kueue lists evicted candidates again: the preemptor waits for b1, nothing new goes.
     assert_eq!(
-        summary(&gpu_cycle_evicting(true, &partly_used, &["b1"])),
+        summary(&gpu_cycle_with(
+            GpuSetup {
+                evicted: &["b1"],
+                ..ON
+            },
+            &partly_used
+        )),
         "preempt default/b1:InCohortReclamation",
         "on: r2's occupant is already being evicted: it is the only target"
     );
     assert_eq!(
-        summary(&gpu_cycle_evicting(true, &partly_used, &["a1", "b1"])),
+        summary(&gpu_cycle_with(
+            GpuSetup {
+                evicted: &["a1", "b1"],
+                ..ON
+            },
+            &partly_used
+        )),
         "preempt default/b1:InCohortReclamation",
         "on: an evicted Workload outside the rack the placement takes is not waited for"
+    );
+    let never_within = GpuSetup {
+        policy: (Never, LowerPriority),
+        ..ON
+    };
+    assert_eq!(
+        summary(&gpu_cycle_with(never_within, &in_team_a(&partly_used))),
+        pending,
+        "on: withinClusterQueue Never keeps the ClusterQueue's own Workloads"
+    );
+    let never_reclaim = GpuSetup {
+        policy: (LowerPriority, Never),
+        ..ON
+    };
+    assert_eq!(
+        summary(&gpu_cycle_with(never_reclaim, &partly_used)),
+        pending,
+        "on: reclaimWithinCohort Never keeps the cohort's other Workloads"
     );
 }
 
