@@ -28,7 +28,10 @@
 //!
 //! Beyond Kueue: a ClusterQueue may give several heads per cycle, one per round (see
 //! [`schedule`]); ties fall back to UID then `namespace/name`; a head whose user is at its
-//! LocalQueue's per-user limit (`user_limits`) is not nominated.
+//! LocalQueue's per-user limit (`user_limits`) is not nominated; with
+//! `PreemptionConfig::topology_aware` a PodSet whose required topology level has no domain
+//! with room preempts the lower-priority holders of the cheapest domain to clear
+//! (`tas::clearing`), evicting now and admitting on a later cycle as Kueue's preemption does.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,12 +50,15 @@ use crate::fair_sharing::{Drs, compare_drs};
 use crate::flavor::ResourceFlavorSpec;
 use crate::preemption::{
     AdmittedWorkload, Oracle, PreemptingWorkload, PreemptionConfig, PreemptionReason,
+    Target as QuotaTarget,
 };
 use crate::queue::{
     Head, LocalQueue, MISCONFIGURED, QueueManager, RequeueReason, RequeuingTimestamp, SUSPENDED,
     WorkloadKey,
 };
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
+use crate::tas::clearing::{Clearing, ClearingRequest};
+use crate::tas::flavors::assigned_pod_sets;
 use crate::tas::{TOPOLOGY_PLACEMENT_FAILED, TasFlavors, TopologyAssignment};
 use crate::tree::{NodeId, NodeKind, Tree};
 use crate::user_limits::USER_LIMIT_REACHED;
@@ -611,7 +617,19 @@ fn assignments(
     let admissible = |assignment: Assignment| match assignment.representative_mode() {
         FlavorAssignmentMode::Fit => Some((assignment, Vec::new())),
         FlavorAssignmentMode::Preempt => {
-            let targets = preemptor.targets(&oracle, &snapshot.tree, &assignment);
+            let mut targets = preemptor.targets(&oracle, &snapshot.tree, &assignment);
+            if snapshot.preemption.topology_aware {
+                let input = TopologyInput {
+                    snapshot,
+                    cluster_queue: id,
+                    cq,
+                    head,
+                    preempting: &preempting,
+                    admitted,
+                    now,
+                };
+                targets = topology_aware_targets(&input, &assignment, targets);
+            }
             (!targets.is_empty()).then_some((assignment, targets))
         }
         _ => None,
@@ -632,6 +650,86 @@ fn assignments(
         }
     }
     (full, Vec::new())
+}
+
+/// What topology-aware preemption reads about one entry.
+struct TopologyInput<'a> {
+    snapshot: &'a Snapshot,
+    cluster_queue: NodeId,
+    cq: &'a ClusterQueueSnapshot,
+    head: &'a Head,
+    preempting: &'a PreemptingWorkload,
+    /// The candidates (without this cycle's victims when assigning again).
+    admitted: &'a [AdmittedWorkload],
+    now: SystemTime,
+}
+
+/// Beyond Kueue (`PreemptionConfig::topology_aware`): the targets once the topology is
+/// counted. Kueue's quota `targets` stand when quota needs them (they leave first); when
+/// quota alone fits they are dropped, since this port's quota preemption picks them without
+/// looking at the topology. Then, if a PodSet's required level still has no domain with room,
+/// the victims `tas::clearing` chooses are added; if no domain can be cleared nothing is
+/// preempted (Kueue's own preemption, which checks the topology, would find nothing either).
+/// Without a required level Kueue's targets are returned unchanged.
+fn topology_aware_targets(
+    input: &TopologyInput<'_>,
+    assignment: &Assignment,
+    targets: Vec<Target>,
+) -> Vec<Target> {
+    let snapshot = input.snapshot;
+    let quota_fits = snapshot.tree.fits(input.cluster_queue, &assignment.usage);
+    let quota_targets = if quota_fits {
+        Vec::new()
+    } else {
+        targets.clone()
+    };
+    let candidates: BTreeSet<String> = input.admitted.iter().map(AdmittedWorkload::key).collect();
+    let mut leaving: BTreeSet<String> = quota_targets
+        .iter()
+        .map(|target| target.workload.clone())
+        .collect();
+    // Victims of this cycle dropped from the candidates when the entry is assigned again.
+    leaving.extend(
+        snapshot
+            .admitted
+            .iter()
+            .map(AdmittedWorkload::key)
+            .filter(|key| !candidates.contains(key)),
+    );
+    let pod_sets = assigned_pod_sets(assignment, &input.head.workload.info.workload.pod_sets);
+    let request = ClearingRequest {
+        tas: &snapshot.tas,
+        pod_sets: &pod_sets,
+        tas_only: snapshot.tas.tas_only(&input.cq.policy.resource_groups),
+        candidates: input.admitted,
+        leaving: &leaving,
+        preemptor: input.preempting,
+        policy: &input.cq.policy.preemption,
+        tree: &snapshot.tree,
+        min_runtime: snapshot.preemption.min_runtime_before_preemption,
+        now: input.now,
+    };
+    match request.clear() {
+        Clearing::NoRequiredLevel => targets,
+        Clearing::Impossible => Vec::new(),
+        Clearing::Clear(victims) => {
+            let mut all = quota_targets;
+            for (workload, reason) in victims {
+                if all.iter().any(|target| target.workload == workload.key()) {
+                    continue;
+                }
+                let quota_target = QuotaTarget { workload, reason };
+                all.push(Target {
+                    workload: workload.key(),
+                    cluster_queue: workload.cluster_queue.clone(),
+                    usage: workload.usage.clone(),
+                    reason,
+                    message: quota_target.message(&snapshot.tree, input.preempting),
+                });
+            }
+            all
+        }
+    }
 }
 
 fn queue_order_timestamp(snapshot: &Snapshot, entry: &Entry) -> SystemTime {
@@ -920,7 +1018,9 @@ fn process_entry(
         });
     }
     let pod_sets = &entry.head.workload.info.workload.pod_sets;
-    snapshot.tas.add_admitted(&entry.assignment, pod_sets);
+    snapshot
+        .tas
+        .add_admitted(&entry.key(), &entry.assignment, pod_sets);
     entry.status = Status::Assumed;
     Some(Decision::Admit {
         workload: entry.key(),

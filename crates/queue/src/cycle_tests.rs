@@ -65,6 +65,7 @@ use crate::cluster_queue::{ClusterQueuePreemption, FlavorFungibility, ResourceGr
 use crate::preemption::FairSharingConfig;
 use crate::queue::{ClusterQueueQueue, LocalQueue, QueuedWorkload, QueueingStrategy, StopPolicy};
 use crate::resources::FlavorResource;
+use crate::tas::TopologyRequest;
 use crate::testing::{Q, cluster_queue};
 use crate::tree::{CohortSpec, TreeSpec, fair_weight};
 use crate::user_limits::UserLimits;
@@ -182,6 +183,8 @@ struct Wl {
     reserved: i64,
     /// Beyond Kueue: the user per-user limits count it against.
     user: Option<&'static str>,
+    /// The topology level every PodSet requires (`podset-required-topology`).
+    required_topology: Option<&'static str>,
 }
 
 fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
@@ -197,6 +200,7 @@ fn wl(namespace: &'static str, name: &'static str, queue: &'static str) -> Wl {
         job_uid: None,
         reserved: 0,
         user: None,
+        required_topology: None,
     }
 }
 
@@ -248,6 +252,11 @@ impl Wl {
 
     fn reserved(mut self, seconds: i64) -> Wl {
         self.reserved = seconds;
+        self
+    }
+
+    fn required_topology(mut self, level: &'static str) -> Wl {
+        self.required_topology = Some(level);
         self
     }
 
@@ -310,6 +319,10 @@ impl Wl {
                     .iter()
                     .map(|(r, q)| ((*r).to_owned(), quantity(r, q)))
                     .collect(),
+                topology_request: self.required_topology.map(|level| TopologyRequest {
+                    required: Some(level.to_owned()),
+                    ..TopologyRequest::default()
+                }),
                 ..PodSet::default()
             })
             .collect();
@@ -372,6 +385,10 @@ struct Case {
     heads_per_cycle: usize,
     /// Beyond Kueue: (namespace, LocalQueue, limits).
     user_limits: Vec<(&'static str, &'static str, UserLimits)>,
+    /// Beyond Kueue: `PreemptionConfig::topology_aware`.
+    topology_aware: bool,
+    /// The TAS flavors with their holders' placements.
+    tas: TasFlavors,
     cluster_queues: Vec<Cq>,
     local_queues: Vec<(&'static str, &'static str, &'static str)>,
     cohorts: Vec<CohortSpec>,
@@ -477,6 +494,7 @@ fn flavors() -> BTreeMap<String, ResourceFlavorSpec> {
         plain("on-demand"),
         plain("spot"),
         plain("model-a"),
+        plain("tas-gpu"),
         tainted("spot-tainted", "val"),
         tainted("spot-tainted-2", "val2"),
     ]
@@ -554,7 +572,7 @@ fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
             .collect(),
         flavors: flavors.clone(),
         namespaces: namespaces(),
-        tas: crate::tas::TasFlavors::default(),
+        tas: case.tas.clone(),
         admitted,
         recompute_on_overlap: !case.recompute_off,
         preemption: PreemptionConfig {
@@ -563,6 +581,7 @@ fn prepare(case: &Case, now: SystemTime) -> (Snapshot, QueueManager) {
                 ..FairSharingConfig::default()
             }),
             min_runtime_before_preemption: case.min_runtime,
+            topology_aware: case.topology_aware,
         },
         timestamp: RequeuingTimestamp::Eviction,
     };

@@ -81,6 +81,7 @@ impl From<&Configuration> for Settings {
             preemption: PreemptionConfig {
                 fair_sharing,
                 min_runtime_before_preemption: beyond.min_runtime_before_preemption,
+                topology_aware: beyond.topology_aware_preemption,
             },
             heads_per_cluster_queue: beyond.heads_per_cluster_queue,
             wait_for_pods_ready: configuration.wait_for_pods_ready.clone(),
@@ -732,8 +733,11 @@ fn run_cycles(
                         if let Some(id) = base.tree.cluster_queue(&admission.cluster_queue) {
                             base.tree.add_usages(id, &usage);
                         }
-                        base.tas
-                            .add_admission(&admission, &queued.info.workload.pod_sets);
+                        base.tas.add_admission(
+                            &workload,
+                            &admission,
+                            &queued.info.workload.pod_sets,
+                        );
                         base.admitted
                             .push(admitted_workload(queued, &admission, &usage, now));
                         let admitted = (admission.cluster_queue.clone(), usage);

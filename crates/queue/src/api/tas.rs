@@ -4,7 +4,8 @@
 //!
 //! - `tas_flavors`: per ResourceFlavor with `spec.topologyName` whose Topology exists, the
 //!   snapshot over the Ready, schedulable Nodes its `nodeLabels` select, less what bound pods
-//!   that are not TAS pods request, plus the placements of the Workloads holding quota;
+//!   that are not TAS pods request, plus the placements of the Workloads holding quota (each
+//!   placement, and each non-TAS pod of such a Workload, remembered as the Workload's);
 //! - `missing_topologies`: a ClusterQueue's TAS flavors whose Topology does not exist (its
 //!   `Active` condition says `TopologyNotFound`);
 //! - `topology_json` / `topology_of`: a PodSet assignment's `topologyAssignment` (v1beta2);
@@ -114,8 +115,38 @@ fn bound_and_running(pod: &Value) -> Option<&str> {
     (!matches!(phase, "Succeeded" | "Failed")).then_some(node)
 }
 
+/// `namespace/name` of an object.
+fn key_of(object: &Value) -> String {
+    format!(
+        "{}/{}",
+        json::text(object, "/metadata/namespace"),
+        objects::name(object)
+    )
+}
+
+/// The uids of an object's owners.
+fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|owner| owner.get("uid").and_then(Value::as_str))
+}
+
+/// The Workload (`namespace/name`) a non-TAS pod belongs to, among `by_owner` (the holding
+/// Workloads by the uid of what owns them): the pod itself (the Pod integration) or the
+/// pod's owner (a Job). Pods of deeper chains (a JobSet's Jobs) stay unattributed.
+fn holder_of<'w>(pod: &Value, by_owner: &'w BTreeMap<&str, String>) -> Option<&'w String> {
+    let own = pod.pointer("/metadata/uid").and_then(Value::as_str);
+    own.into_iter()
+        .chain(owner_uids(pod))
+        .find_map(|uid| by_owner.get(uid))
+}
+
 /// The snapshots of the TAS flavors over `objects`' Topologies, Nodes and pods, with the
-/// placements of `holding` (the Workloads holding quota).
+/// placements of `holding` (the Workloads holding quota), each placement and each non-TAS
+/// pod of a holding Workload remembered as that Workload's usage.
 pub fn tas_flavors<'o>(objects: &Objects, holding: impl Iterator<Item = &'o Value>) -> TasFlavors {
     let mut tas = TasFlavors::default();
     if objects
@@ -151,6 +182,11 @@ pub fn tas_flavors<'o>(objects: &Objects, holding: impl Iterator<Item = &'o Valu
     if tas.snapshots.is_empty() {
         return tas;
     }
+    let holding: Vec<&Value> = holding.collect();
+    let by_owner: BTreeMap<&str, String> = holding
+        .iter()
+        .flat_map(|workload| owner_uids(workload).map(|uid| (uid, key_of(workload))))
+        .collect();
     for pod in &objects.pods {
         let Some(node) = bound_and_running(pod) else {
             continue;
@@ -165,8 +201,12 @@ pub fn tas_flavors<'o>(objects: &Objects, holding: impl Iterator<Item = &'o Valu
             continue;
         };
         let requests = pod_requests(&spec);
+        let holder = holder_of(pod, &by_owner);
         for snapshot in tas.snapshots.values_mut() {
-            snapshot.add_non_tas_pod(node, &requests);
+            match holder {
+                Some(holder) => snapshot.add_held_non_tas_pod(holder, node, &requests),
+                None => snapshot.add_non_tas_pod(node, &requests),
+            }
         }
     }
     for workload in holding {
@@ -189,6 +229,7 @@ fn add_placements(tas: &mut TasFlavors, workload: &Value) {
     let Some(admission) = objects::admission(workload) else {
         return;
     };
+    let holder = key_of(workload);
     for assignment in admission.pod_set_assignments.iter().flatten() {
         let Some(topology) = &assignment.topology_assignment else {
             continue;
@@ -207,7 +248,7 @@ fn add_placements(tas: &mut TasFlavors, workload: &Value) {
             continue;
         };
         if let Some(snapshot) = tas.snapshots.get_mut(flavor) {
-            snapshot.add_assignment(&topology_of(topology), &requests);
+            snapshot.add_held_assignment(&holder, &topology_of(topology), &requests);
         }
     }
 }

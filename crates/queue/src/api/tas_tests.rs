@@ -330,3 +330,124 @@ fn the_ungater_leaves_workloads_without_a_topology_assignment_or_admission_alone
         );
     }
 }
+
+/// A Workload of `pods` one-GPU pods admitted in "cq" at priority 0, placed on `hosts`
+/// (`(node, pods)`).
+fn placed(name: &str, hosts: &[(&str, i32)]) -> Value {
+    let pods: i32 = hosts.iter().map(|(_, count)| count).sum();
+    let placement = TopologyAssignment {
+        levels: vec![HOST.to_owned()],
+        domains: hosts
+            .iter()
+            .map(|(host, count)| TopologyDomainAssignment {
+                values: vec![(*host).to_owned()],
+                count: *count,
+            })
+            .collect(),
+    };
+    let mut object = workload(name, pods, RACK, 1);
+    object["spec"]["priority"] = json!(0);
+    object["status"] = json!({
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+                "lastTransitionTime": "2027-01-15T08:00:00Z"},
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "",
+                "lastTransitionTime": "2027-01-15T08:00:00Z"}],
+        "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main",
+            "flavors": {"nvidia.com/gpu": "tas"}, "resourceUsage": {"nvidia.com/gpu": pods.to_string()},
+            "count": pods, "topologyAssignment": topology_json(&placement)}]}});
+    object
+}
+
+#[test]
+fn a_pass_with_topology_aware_preemption_clears_the_cheaper_rack() {
+    // r1 holds one Workload of 4 pods, r2 two of 2 pods each: neither has room for 16 pods,
+    // and clearing r1 preempts one Workload where r2 takes two. Kueue's candidate order
+    // (equal priority and age, then UID) would try the pair first.
+    let mut input = objects(
+        "default",
+        vec![
+            placed("solo", &[("r1-n0", 4)]),
+            placed("pair-a", &[("r2-n0", 2)]),
+            placed("pair-b", &[("r2-n1", 2)]),
+            {
+                let mut high = workload("high", 16, RACK, 2);
+                high["spec"]["priority"] = json!(100);
+                high
+            },
+        ],
+    );
+    input.cluster_queues[0]["spec"]["preemption"] = json!({"withinClusterQueue": "LowerPriority"});
+    let reason = |pass: &crate::api::pass::Pass, name: &str, kind: &str| {
+        written(&pass.workloads, name).map(|status| condition(status, kind)["reason"].clone())
+    };
+    let off = pass(&input, &mut Queues::default(), &Settings::default(), now());
+    assert_eq!(reason(&off, "solo", "Preempted"), None, "off: solo stays");
+    let mut settings = Settings::default();
+    settings.preemption.topology_aware = true;
+    let on = pass(&input, &mut Queues::default(), &settings, now());
+    assert_eq!(
+        reason(&on, "solo", "Preempted"),
+        Some(json!("InClusterQueue"))
+    );
+    assert_eq!(reason(&on, "solo", "Evicted"), Some(json!("Preempted")));
+    for untouched in ["pair-a", "pair-b"] {
+        assert_eq!(reason(&on, untouched, "Preempted"), None, "{untouched}");
+    }
+    assert_eq!(
+        reason(&on, "high", "QuotaReserved"),
+        Some(json!("WaitingForPreemptedWorkloads"))
+    );
+}
+
+#[test]
+fn non_tas_pods_of_holding_workloads_count_as_theirs() {
+    // (case, pod's uid, its owners' uids, want holder)
+    let cases: Vec<(&str, &str, Vec<&str>, Option<&str>)> = vec![
+        ("a Job's pod", "pod-1", vec!["job-1"], Some("default/plain")),
+        (
+            "a pod that is its own Workload's owner",
+            "job-1",
+            vec![],
+            Some("default/plain"),
+        ),
+        ("a pod of nothing Kueue holds", "pod-2", vec!["rs-1"], None),
+    ];
+    for (name, uid, owners, want) in cases {
+        let mut plain = placed("plain", &[]);
+        plain["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job",
+            "name": "job", "uid": "job-1", "controller": true}]);
+        let owners: Vec<Value> = owners
+            .iter()
+            .map(|owner| json!({"apiVersion": "v1", "kind": "X", "name": "x", "uid": owner}))
+            .collect();
+        let mut input = objects("default", vec![plain.clone()]);
+        input.pods = vec![json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": uid,
+                "ownerReferences": owners},
+            "spec": {"nodeName": "r1-n0", "containers": [{"name": "c",
+                "resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
+            "status": {"phase": "Running"}})];
+        let tas = tas_flavors(&input, std::iter::once(&plain));
+        let snapshot = &tas.snapshots["tas"];
+        let held: Vec<(&String, &BTreeMap<String, crate::workload::Requests>)> =
+            snapshot.holders().iter().collect();
+        let usage = BTreeMap::from([(
+            "r1-n0".to_owned(),
+            crate::workload::Requests::from([
+                ("nvidia.com/gpu".to_owned(), 3),
+                ("pods".to_owned(), 1),
+            ]),
+        )]);
+        let want: Vec<(&String, &BTreeMap<String, crate::workload::Requests>)> = match want {
+            Some(holder) => vec![(Box::leak(Box::new(holder.to_owned())), &usage)],
+            None => Vec::new(),
+        };
+        assert_eq!(held, want, "{name}");
+        // Counted as used either way.
+        let leaf = snapshot.tree.node_leaf["r1-n0"];
+        let domain = snapshot.tree.leaves[leaf].domain;
+        let free = snapshot.free_in_domain(domain, "nvidia.com/gpu");
+        assert_eq!(free, 1, "{name}");
+    }
+}

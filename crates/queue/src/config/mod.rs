@@ -203,6 +203,10 @@ pub struct BeyondKueue {
     /// `minRuntimeBeforePreemption`: Workloads reserved more recently are not preempted from
     /// other ClusterQueues.
     pub min_runtime_before_preemption: Option<Duration>,
+    /// `topologyAwarePreemption`: when no domain of a PodSet's required topology level has
+    /// room even after Kueue's preemption targets, preempt the lower-priority holders of the
+    /// domain whose clearing costs least.
+    pub topology_aware_preemption: bool,
 }
 
 impl Default for BeyondKueue {
@@ -211,6 +215,7 @@ impl Default for BeyondKueue {
             heads_per_cluster_queue: 1,
             prevent_flapping: false,
             min_runtime_before_preemption: None,
+            topology_aware_preemption: false,
         }
     }
 }
@@ -328,6 +333,7 @@ struct RawBeyondKueue {
     heads_per_cluster_queue: Option<usize>,
     prevent_flapping: Option<bool>,
     min_runtime_before_preemption: Option<String>,
+    topology_aware_preemption: Option<Value>,
 }
 
 /// A signed Go duration (`-1s` is read, to be refused by validation), in seconds.
@@ -744,12 +750,24 @@ fn read_beyond_kueue(
             FieldErrorKind::Invalid(json!(0), "must be greater than 0".into()),
         );
     }
+    let topology_aware_preemption = match raw.topology_aware_preemption {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(on)) => on,
+        Some(other) => {
+            reader.fail(
+                "beyondKueue.topologyAwarePreemption",
+                FieldErrorKind::Invalid(other, "must be true or false".into()),
+            );
+            false
+        }
+    };
     BeyondKueue {
         heads_per_cluster_queue: heads.max(1),
         prevent_flapping: raw.prevent_flapping.unwrap_or(false),
         min_runtime_before_preemption: min_runtime
             .filter(|s| *s > 0.0)
             .map(Duration::from_secs_f64),
+        topology_aware_preemption,
     }
 }
 

@@ -165,12 +165,13 @@ fn other_defaults() {
     assert!(!frameworks.runs("deployment"));
 
     let beyond = parsed(&v1beta2(
-        "beyondKueue:\n  headsPerClusterQueue: 4\n  preventFlapping: true\n  minRuntimeBeforePreemption: 10m\n",
+        "beyondKueue:\n  headsPerClusterQueue: 4\n  preventFlapping: true\n  minRuntimeBeforePreemption: 10m\n  topologyAwarePreemption: true\n",
     ));
     let want = BeyondKueue {
         heads_per_cluster_queue: 4,
         prevent_flapping: true,
         min_runtime_before_preemption: Some(Duration::from_secs(600)),
+        topology_aware_preemption: true,
     };
     assert_eq!(beyond.beyond_kueue, want);
 
@@ -340,6 +341,13 @@ fn validation_names_the_field() {
             v1beta2("beyondKueue:\n  headsPerClusterQueue: 0\n"),
             vec![
                 "line 4: beyondKueue.headsPerClusterQueue: Invalid value: 0: must be greater than 0",
+            ],
+        ),
+        (
+            "topology-aware preemption that is not a boolean",
+            v1beta2("beyondKueue:\n  topologyAwarePreemption: \"yes\"\n"),
+            vec![
+                "line 4: beyondKueue.topologyAwarePreemption: Invalid value: \"yes\": must be true or false",
             ],
         ),
     ];

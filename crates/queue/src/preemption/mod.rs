@@ -144,6 +144,11 @@ pub struct PreemptionConfig {
     /// ClusterQueue (InClusterQueue) still applies: the minimum runtime protects a tenant from
     /// its neighbours' churn, not from its own higher-priority work.
     pub min_runtime_before_preemption: Option<Duration>,
+    /// Beyond Kueue (off, Kueue's behaviour, by default): when a PodSet's required topology
+    /// level has no domain with room even after these targets, the cycle preempts the
+    /// lower-priority holders of the domain whose clearing costs least (`tas::clearing`).
+    /// Read by the cycle; the quota preemption here does not look at it.
+    pub topology_aware: bool,
 }
 
 /// Why a Workload is preempted (the `Preempted` condition's reason).

@@ -4,13 +4,14 @@
 //! (all of its pods there, admitted through TAS or not), only occupants of lower priority
 //! than the preemptor may go, and the PodSets must then fit inside that one domain.
 //!
-//! Off unless called: the cycle keeps Kueue's behaviour. Knows nothing about quota or how the
-//! victims are evicted; the caller issues those preemptions.
+//! Off unless called: the cycle calls it through `tas::clearing` only with
+//! `PreemptionConfig::topology_aware`. Knows nothing about quota, policies or how the victims
+//! are evicted; the caller chooses the occupants and issues those preemptions.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use crate::tas::request::{PODS, PodSetTasRequest, PodSetTasResult};
+use crate::tas::request::{PODS, PodSetTasRequest, PodSetTasResult, with_one_pod};
 use crate::tas::snapshot::{SearchOptions, TasSnapshot};
 use crate::workload::Requests;
 
@@ -47,23 +48,29 @@ pub struct ClearingPlan {
     pub assignments: BTreeMap<String, PodSetTasResult>,
 }
 
-/// The domain of `requests`' required level whose clearing preempts the fewest occupants
-/// (then the fewest pods, then the smallest id), with the victims and the assignments that
-/// then fit. Occupants of `preemptor_priority` or above are never chosen. `None` when the
-/// PodSets have no required level or no domain can be cleared enough.
+/// The domain of `requests`' required level whose clearing costs least, with the victims and
+/// the assignments that then fit. The order: the fewest occupants preempted, then the fewest
+/// of their pods in the domain, then the least fragmentation — the smallest free capacity
+/// the domain keeps once cleared and placed (BestFit on what remains, counted as Kueue counts
+/// a domain's capacity: how many more pods of the first required PodSet's shape would still
+/// fit there), so that whole free domains stay whole — then the smallest id. Occupants of
+/// `preemptor_priority` or above are never chosen. `None` when the PodSets have no required
+/// level or no domain can be cleared enough.
 pub fn cheapest_domain_to_clear(
     snapshot: &TasSnapshot,
     requests: &[PodSetTasRequest],
     occupants: &[Occupant],
     preemptor_priority: i32,
 ) -> Option<ClearingPlan> {
-    let level_key = requests
-        .iter()
-        .find_map(|request| request.topology_request.as_ref()?.required.clone())?;
+    let (shape, level_key) = requests.iter().find_map(|request| {
+        let required = request.topology_request.as_ref()?.required.clone()?;
+        Some((with_one_pod(&request.single_pod_requests), required))
+    })?;
     let level = snapshot.tree.level_index(&level_key)?;
-    let mut best: Option<((usize, i64, String), ClearingPlan)> = None;
-    for domain in snapshot.tree.per_level[level].keys() {
-        let Some(plan) = clear_domain(snapshot, requests, occupants, preemptor_priority, domain)
+    let mut best: Option<((usize, i64, i64, String), ClearingPlan)> = None;
+    for (domain, &index) in &snapshot.tree.per_level[level] {
+        let Some((plan, cleared)) =
+            clear_domain(snapshot, requests, occupants, preemptor_priority, domain)
         else {
             continue;
         };
@@ -73,7 +80,8 @@ pub fn cheapest_domain_to_clear(
             .filter_map(|key| occupants.iter().find(|occupant| &occupant.key == key))
             .map(|occupant| occupant.pods_in(snapshot, domain))
             .fold(0, i64::saturating_add);
-        let cost = (plan.victims.len(), pods, domain.clone());
+        let left = placed(cleared, requests, &plan).pods_fitting_in_domain(index, &shape);
+        let cost = (plan.victims.len(), pods, left, domain.clone());
         if best.as_ref().is_none_or(|(best_cost, _)| cost < *best_cost) {
             best = Some((cost, plan));
         }
@@ -81,16 +89,34 @@ pub fn cheapest_domain_to_clear(
     best.map(|(_, plan)| plan)
 }
 
+/// `cleared` with the plan's assignments added as usage.
+fn placed(
+    mut cleared: TasSnapshot,
+    requests: &[PodSetTasRequest],
+    plan: &ClearingPlan,
+) -> TasSnapshot {
+    for request in requests {
+        let assignment = plan
+            .assignments
+            .get(&request.name)
+            .and_then(|result| result.assignment.as_ref());
+        if let Some(assignment) = assignment {
+            cleared.add_assignment(assignment, &request.single_pod_requests);
+        }
+    }
+    cleared
+}
+
 /// The victims that make `requests` fit inside `domain`: lower-priority occupants, lowest
 /// priority (then most pods in the domain, then key) first, then each one given back again
-/// when the fit survives without preempting it.
+/// when the fit survives without preempting it; with the snapshot once they are gone.
 fn clear_domain(
     snapshot: &TasSnapshot,
     requests: &[PodSetTasRequest],
     occupants: &[Occupant],
     preemptor_priority: i32,
     domain: &str,
-) -> Option<ClearingPlan> {
+) -> Option<(ClearingPlan, TasSnapshot)> {
     let options = SearchOptions {
         within_domain: domain.to_owned(),
         ..SearchOptions::default()
@@ -141,11 +167,12 @@ fn clear_domain(
             victims.remove(index);
         }
     }
-    Some(ClearingPlan {
+    let plan = ClearingPlan {
         domain: domain.to_owned(),
         victims: victims.iter().map(|victim| victim.key.clone()).collect(),
         assignments: fit.unwrap_or_default(),
-    })
+    };
+    Some((plan, cleared))
 }
 
 fn remove(snapshot: &mut TasSnapshot, occupant: &Occupant) {

@@ -107,10 +107,11 @@ pub fn topology_step(
     }
 }
 
-type ByFlavor = BTreeMap<String, Vec<PodSetTasRequest>>;
+/// TAS requests by their one TAS flavor.
+pub(crate) type ByFlavor = BTreeMap<String, Vec<PodSetTasRequest>>;
 
 /// `WorkloadsTopologyRequests`: TAS PodSets with pods, by their one TAS flavor.
-fn requests_by_flavor(
+pub(crate) fn requests_by_flavor(
     pod_sets: &[AssignedPodSet],
     cluster_queue_tas_only: bool,
     snapshots: &BTreeMap<String, TasSnapshot>,

@@ -45,34 +45,38 @@ impl TasFlavors {
             .all(|flavor| self.snapshots.contains_key(flavor))
     }
 
-    /// Adds the topology placements of an admitted assignment to its flavors' usage, so that
-    /// later Workloads of the same cycle see it (Kueue's snapshot `AddUsage` with TAS usage).
-    pub fn add_admitted(&mut self, assignment: &Assignment, pod_sets: &[PodSet]) {
+    /// Adds the topology placements of `holder`'s (`namespace/name`) admitted assignment to
+    /// its flavors' usage, so that later Workloads of the same cycle see it (Kueue's snapshot
+    /// `AddUsage` with TAS usage).
+    pub fn add_admitted(&mut self, holder: &str, assignment: &Assignment, pod_sets: &[PodSet]) {
         for assigned in &assignment.pod_sets {
             if let Some(placement) = &assigned.topology {
                 let flavor = std::iter::once(placement.flavor.as_str());
-                self.add_placement(flavor, &assigned.name, &placement.assignment, pod_sets);
+                let pod_set = (assigned.name.as_str(), pod_sets);
+                self.add_placement(holder, flavor, pod_set, &placement.assignment);
             }
         }
     }
 
-    /// Adds the placements of an Admission record (a cycle's decision) to the usage.
-    pub fn add_admission(&mut self, admission: &Admission, pod_sets: &[PodSet]) {
+    /// Adds the placements of `holder`'s Admission record (a cycle's decision) to the usage.
+    pub fn add_admission(&mut self, holder: &str, admission: &Admission, pod_sets: &[PodSet]) {
         for assigned in &admission.pod_set_assignments {
             if let Some(placement) = &assigned.topology_assignment {
                 let flavors = assigned.flavors.values().map(String::as_str);
-                self.add_placement(flavors, &assigned.name, placement, pod_sets);
+                let pod_set = (assigned.name.as_str(), pod_sets);
+                self.add_placement(holder, flavors, pod_set, placement);
             }
         }
     }
 
-    /// Adds one PodSet's placement to the first of `flavors` that is a TAS flavor.
+    /// Adds one PodSet's placement, as `holder`'s, to the first of `flavors` that is a TAS
+    /// flavor.
     fn add_placement<'f>(
         &mut self,
+        holder: &str,
         mut flavors: impl Iterator<Item = &'f str>,
-        pod_set: &str,
+        (pod_set, pod_sets): (&str, &[PodSet]),
         placement: &TopologyAssignment,
-        pod_sets: &[PodSet],
     ) {
         let Some(pod_set) = pod_sets.iter().find(|ps| ps.name == pod_set) else {
             return;
@@ -81,7 +85,7 @@ impl TasFlavors {
             return;
         };
         if let Some(snapshot) = self.snapshots.get_mut(flavor) {
-            snapshot.add_assignment(placement, &pod_set.requests);
+            snapshot.add_held_assignment(holder, placement, &pod_set.requests);
         }
     }
 }
@@ -102,14 +106,9 @@ pub fn pod_set_request(pod_set: &PodSet, count: i32) -> PodSetTasRequest {
     }
 }
 
-/// Runs the TAS step over `assignment` (the PodSets' flavors from quota) and records its
-/// outcome: placements on Fit, Kueue's reason and mode otherwise.
-pub fn place(assignment: &mut Assignment, pod_sets: &[PodSet], tas_only: bool, tas: &TasFlavors) {
-    let mode = assignment.representative_mode();
-    if mode == FlavorAssignmentMode::NoFit {
-        return;
-    }
-    let assigned: Vec<AssignedPodSet> = assignment
+/// The PodSets of `assignment` with their TAS input at the assigned counts and their flavors.
+pub fn assigned_pod_sets(assignment: &Assignment, pod_sets: &[PodSet]) -> Vec<AssignedPodSet> {
+    assignment
         .pod_sets
         .iter()
         .filter_map(|ps| {
@@ -119,7 +118,17 @@ pub fn place(assignment: &mut Assignment, pod_sets: &[PodSet], tas_only: bool, t
                 flavors: ps.flavors.values().map(|f| f.name.clone()).collect(),
             })
         })
-        .collect();
+        .collect()
+}
+
+/// Runs the TAS step over `assignment` (the PodSets' flavors from quota) and records its
+/// outcome: placements on Fit, Kueue's reason and mode otherwise.
+pub fn place(assignment: &mut Assignment, pod_sets: &[PodSet], tas_only: bool, tas: &TasFlavors) {
+    let mode = assignment.representative_mode();
+    if mode == FlavorAssignmentMode::NoFit {
+        return;
+    }
+    let assigned = assigned_pod_sets(assignment, pod_sets);
     let tas_pod_sets: BTreeSet<String> = assigned
         .iter()
         .filter(|a| requests_tas(&a.request, tas_only) && a.request.count > 0)

@@ -11,6 +11,8 @@
 //!   LeastFreeCapacity) and, beyond Kueue, `FitOrdering::LeastFragmentation`.
 //! - `message`: Kueue's failure messages.
 //! - `beyond`: beyond Kueue, the domain whose clearing preempts the least.
+//! - `clearing`: beyond Kueue, the cycle's topology-aware preemption: the holders a preemptor
+//!   may preempt and the victims `beyond` chooses among them.
 //! - `flavor_step`: the flavor assigner's TAS step (Fit / Preempt / NoFit) and flavor check.
 //! - `flavors`: the TAS flavors a cycle sees and the step applied to the assigner's
 //!   `Assignment` (the assigner calls it at the end of every assignment).
@@ -24,6 +26,7 @@
 pub mod annotations;
 mod assign;
 pub mod beyond;
+pub mod clearing;
 pub mod flavor_step;
 pub mod flavors;
 pub mod message;

@@ -4,8 +4,11 @@
 //! Workload's PodSets in order, a leader with its workers, each PodSet seeing the usage the
 //! earlier ones assumed.
 //!
-//! Knows nothing about quota, flavors' quotas or which Workloads are admitted; node
-//! replacement and elastic slices are not ported.
+//! Also, for Beyond Kueue's topology-aware preemption, which holder (a Workload's
+//! `namespace/name`) each piece of usage belongs to, where the caller names one.
+//!
+//! Knows nothing about quota, flavors' quotas or which Workloads are admitted (a holder is
+//! only a name); node replacement and elastic slices are not ported.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +17,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use crate::tas::assign::{RunInputs, find_topology_assignment};
 use crate::tas::order::FitOrdering;
 use crate::tas::request::{
-    PODS, PodSetTasRequest, PodSetTasResult, TopologyAssignment, add, scaled, subtract,
+    PODS, PodSetTasRequest, PodSetTasResult, TopologyAssignment, add, count_in, scaled, subtract,
 };
 use crate::tas::tree::{TopologyNode, TopologyTree, belongs_to, domain_id};
 use crate::workload::Requests;
@@ -32,6 +35,8 @@ pub struct TasSnapshot {
     tas_usage: Vec<Requests>,
     /// `free - tas_usage`, kept current (Kueue's `TASCachingRemainingResources`).
     remaining: Vec<Requests>,
+    /// Usage per leaf id of each named holder: its TAS placements and its non-TAS pods.
+    holders: BTreeMap<String, BTreeMap<String, Requests>>,
 }
 
 /// Options of one search.
@@ -69,6 +74,7 @@ impl TasSnapshot {
             free,
             tas_usage,
             remaining,
+            holders: BTreeMap::new(),
         }
     }
 
@@ -80,6 +86,17 @@ impl TasSnapshot {
             add(&mut usage, &Requests::from([(PODS.to_owned(), 1)]));
             subtract(&mut self.free[leaf], &usage);
             subtract(&mut self.remaining[leaf], &usage);
+        }
+    }
+
+    /// [`Self::add_non_tas_pod`] of a pod that belongs to `holder`, remembered as its usage
+    /// so that clearing a domain may count the pod as the holder's (its requests and one pod).
+    pub fn add_held_non_tas_pod(&mut self, holder: &str, node: &str, requests: &Requests) {
+        self.add_non_tas_pod(node, requests);
+        if let Some(&leaf) = self.tree.node_leaf.get(node) {
+            let mut usage = requests.clone();
+            add(&mut usage, &Requests::from([(PODS.to_owned(), 1)]));
+            self.record(holder, &self.leaf_id(leaf), &usage);
         }
     }
 
@@ -134,12 +151,52 @@ impl TasSnapshot {
         }
     }
 
+    /// [`Self::add_assignment`] of a PodSet of `holder`, remembered as the holder's usage.
+    pub fn add_held_assignment(
+        &mut self,
+        holder: &str,
+        assignment: &TopologyAssignment,
+        single_pod_requests: &Requests,
+    ) {
+        for (leaf, usage) in Self::usage_of(assignment, single_pod_requests) {
+            if self.tree.leaf_by_id.contains_key(&leaf) {
+                self.add_tas_usage(&leaf, &usage);
+                self.record(holder, &leaf, &usage);
+            }
+        }
+    }
+
+    /// The usage per leaf id of every named holder (TAS placements and non-TAS pods alike).
+    pub fn holders(&self) -> &BTreeMap<String, BTreeMap<String, Requests>> {
+        &self.holders
+    }
+
+    fn record(&mut self, holder: &str, leaf_id: &str, usage: &Requests) {
+        let held = self.holders.entry(holder.to_owned()).or_default();
+        add(held.entry(leaf_id.to_owned()).or_default(), usage);
+    }
+
+    /// The leaf's full domain id (every level's value).
+    fn leaf_path(&self, leaf: usize) -> String {
+        domain_id(&self.tree.domains[self.tree.leaves[leaf].domain].level_values)
+    }
+
+    /// The leaf's id as usage names it (`TopologyTree::leaf_by_id`): the hostname when the
+    /// lowest level is the hostname, else the full domain id.
+    fn leaf_id(&self, leaf: usize) -> String {
+        let values = &self.tree.domains[self.tree.leaves[leaf].domain].level_values;
+        match values.last() {
+            Some(host) if self.tree.lowest_level_is_node => host.clone(),
+            _ => domain_id(values),
+        }
+    }
+
     /// Whether the leaf with this id lies in the domain with this id (any level).
     pub fn leaf_in_domain(&self, leaf_id: &str, domain: &str) -> bool {
-        self.tree.leaf_by_id.get(leaf_id).is_some_and(|&leaf| {
-            let values = &self.tree.domains[self.tree.leaves[leaf].domain].level_values;
-            belongs_to(&domain_id(values), domain)
-        })
+        self.tree
+            .leaf_by_id
+            .get(leaf_id)
+            .is_some_and(|&leaf| belongs_to(&self.leaf_path(leaf), domain))
     }
 
     /// Free capacity minus TAS usage (only the free capacity when simulating empty).
@@ -160,6 +217,23 @@ impl TasSnapshot {
             if let Some(leaf) = node.leaf {
                 let free = self.remaining_capacity(leaf, false);
                 total = total.saturating_add(free.get(resource).copied().unwrap_or(0).max(0));
+            }
+            stack.extend(node.children.iter().copied());
+        }
+        total
+    }
+
+    /// How many more pods of `shape` (one pod's requests, `pods` included) fit in the
+    /// leaves under `domain` (an index) with the usage as it is: Kueue's measure of a
+    /// domain's capacity (its state) for that shape.
+    pub fn pods_fitting_in_domain(&self, domain: usize, shape: &Requests) -> i64 {
+        let mut stack = vec![domain];
+        let mut total = 0i64;
+        while let Some(current) = stack.pop() {
+            let node = &self.tree.domains[current];
+            if let Some(leaf) = node.leaf {
+                let (count, _) = count_in(shape, self.remaining_capacity(leaf, false));
+                total = total.saturating_add(i64::from(count));
             }
             stack.extend(node.children.iter().copied());
         }

@@ -363,6 +363,43 @@ fn cheapest_domain_to_clear_table() {
             (1, 4),
             Some(("r1", vec!["ns/mid"], vec![("x2", 1)])),
         ),
+        (
+            "equal victims and pods: the rack left with less free capacity wins over the id",
+            // Clearing r1 leaves 4 GPUs free on x2 (one more pod of 4), clearing r2 none.
+            vec![
+                occupant("ns/a", 0, "x1", 8, 1),
+                occupant("ns/h1", 20, "x2", 4, 1),
+                occupant("ns/c", 0, "x3", 8, 1),
+                occupant("ns/h2", 20, "x4", 8, 1),
+            ],
+            10,
+            (2, 4),
+            Some(("r2", vec!["ns/c"], vec![("x3", 2)])),
+        ),
+        (
+            "the same racks mirrored: the tighter rack is r1",
+            vec![
+                occupant("ns/a", 0, "x1", 8, 1),
+                occupant("ns/h1", 20, "x2", 8, 1),
+                occupant("ns/c", 0, "x3", 8, 1),
+                occupant("ns/h2", 20, "x4", 4, 1),
+            ],
+            10,
+            (2, 4),
+            Some(("r1", vec!["ns/a"], vec![("x1", 2)])),
+        ),
+        (
+            "fewer pods preempted outranks a tighter fit",
+            vec![
+                occupant("ns/a", 0, "x1", 8, 2),
+                occupant("ns/h1", 20, "x2", 8, 1),
+                occupant("ns/c", 0, "x3", 8, 1),
+                occupant("ns/h2", 20, "x4", 4, 1),
+            ],
+            10,
+            (2, 4),
+            Some(("r2", vec!["ns/c"], vec![("x3", 2)])),
+        ),
     ];
     for (name, occupants, priority, (count, gpus), want) in cases {
         let mut snapshot = gpu_racks([64_000; 4], [0; 4]);
