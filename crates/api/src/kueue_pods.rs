@@ -16,6 +16,7 @@ use tessera_model::kueue::pod::{
     LWS_WORKER_INDEX, MANAGED_LABEL, MANAGED_VALUE, PREBUILT_WORKLOAD, ROLE_HASH, SERVING,
     SUSPENDED_BY_PARENT,
 };
+use tessera_model::kueue::topology::TOPOLOGY_SCHEDULING_GATE;
 use tessera_model::kueue::{PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, workload_name};
 
 use crate::error::Cause;
@@ -142,10 +143,10 @@ fn add_finalizer(object: &mut Value) {
     }
 }
 
+/// The pod webhook's gates: `kueue.x-k8s.io/admission`, and (TopologyAwareScheduling, on by
+/// default) `kueue.x-k8s.io/topology`, which the pod integration lifts at admission unless
+/// the pod's PodSet was given a topology assignment. Each added once.
 fn gate(object: &mut Value) {
-    if pod::gated(object) {
-        return;
-    }
     let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -154,7 +155,11 @@ fn gate(object: &mut Value) {
         *gates = json!([]);
     }
     if let Some(list) = gates.as_array_mut() {
-        list.push(json!({"name": ADMISSION_GATE}));
+        for name in [ADMISSION_GATE, TOPOLOGY_SCHEDULING_GATE] {
+            if !list.iter().any(|gate| gate["name"] == name) {
+                list.push(json!({ "name": name }));
+            }
+        }
     }
 }
 

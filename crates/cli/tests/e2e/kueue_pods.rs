@@ -44,7 +44,9 @@ fn kueue_admits_plain_pods_pod_groups_deployments_and_statefulsets() {
     );
     assert_eq!(
         gates,
-        "kueue.x-k8s.io/admission true kueue.x-k8s.io/managed"
+        // Kueue's pod webhook with TopologyAwareScheduling (on by default) adds the topology
+        // gate too; admission lifts it when the PodSet gets no topology assignment.
+        "kueue.x-k8s.io/admission kueue.x-k8s.io/topology true kueue.x-k8s.io/managed"
     );
     cluster.ok_stdin(V, &["create", "-f", "-"], &blocker);
     let uid = jsonpath(&cluster, "pod", "blocker", "{.metadata.uid}");
@@ -138,7 +140,7 @@ fn kueue_admits_plain_pods_pod_groups_deployments_and_statefulsets() {
                 member,
                 "{.status.phase} {.spec.schedulingGates[*].name}"
             ),
-            "Pending kueue.x-k8s.io/admission"
+            "Pending kueue.x-k8s.io/admission kueue.x-k8s.io/topology"
         );
     }
 
@@ -385,7 +387,7 @@ fn kueue_admits_a_leader_worker_set_one_group_at_a_time() {
         !gated.is_empty()
             && gated
                 .lines()
-                .all(|l| l == "Pending:kueue.x-k8s.io/admission"),
+                .all(|l| l == "Pending:kueue.x-k8s.io/admission kueue.x-k8s.io/topology"),
         "{gated}"
     );
 

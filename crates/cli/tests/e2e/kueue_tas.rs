@@ -4,7 +4,8 @@
 //! [block, rack, clique, hostname], a TAS ResourceFlavor, a ClusterQueue and a LocalQueue.
 //! The page's 16-pod indexed Job asking for one NVLink domain (`podset-required-topology`)
 //! gets its Workload's `topologyRequest` and `topologyAssignment`, its pods start gated and are
-//! ungated onto nodes of one clique; a second asking for one rack lands in one rack. Deleting the Topology makes the
+//! ungated onto nodes of one clique; a second asking for one rack lands in one rack, and so
+//! does a StatefulSet's pod group (Kueue's pod integration with TAS). Deleting the Topology makes the
 //! ClusterQueue inactive with Kueue's `TopologyNotFound` while both admissions stay.
 
 use std::collections::BTreeSet;
@@ -236,6 +237,52 @@ fn kueue_tas_places_a_job_in_one_rack_and_one_nvlink_domain() {
         .map(|node| domains[node].0.clone())
         .collect();
     assert_eq!(racks.len(), 1, "all 16 pods in one rack: {racks:?}");
+
+    // A StatefulSet asking for one rack: Kueue's pod webhook gates its pods for TAS too, its
+    // group Workload gets a topology assignment, and the four pods land in one rack (each
+    // rack has four GPUs left).
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: rack-sts\n  labels: {kueue.x-k8s.io/queue-name: team}\nspec:\n  replicas: 4\n  serviceName: rack-sts\n  selector: {matchLabels: {app: rack-sts}}\n  template:\n    metadata:\n      labels: {app: rack-sts}\n      annotations: {kueue.x-k8s.io/podset-required-topology: tessera.dev/rack}\n    spec:\n      containers:\n      - name: serve\n        image: server:1\n        resources: {requests: {cpu: 100m, nvidia.com/gpu: \"1\"}, limits: {nvidia.com/gpu: \"1\"}}\n",
+    );
+    let sts_nodes = cluster.wait_for_within(
+        V,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=rack-sts",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
+        ],
+        std::time::Duration::from_secs(90),
+        |out| out.lines().filter(|l| !l.trim().is_empty()).count() == 4,
+    );
+    let sts_racks: BTreeSet<String> = sts_nodes
+        .lines()
+        .map(|node| domains[node].0.clone())
+        .collect();
+    assert_eq!(sts_racks.len(), 1, "all 4 pods in one rack: {sts_racks:?}");
+    let requests = cluster.ok(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.podSets[0].topologyRequest.required} {.spec.podSets[0].topologyRequest.podIndexLabel}{\"\\n\"}{end}",
+        ],
+    );
+    let sts_request = requests
+        .lines()
+        .find(|line| line.starts_with("statefulset-rack-sts-"))
+        .and_then(|line| line.split_once(' '))
+        .map(|(_, request)| request.to_owned());
+    assert_eq!(
+        sts_request.as_deref(),
+        Some("tessera.dev/rack apps.kubernetes.io/pod-index"),
+        "{requests}"
+    );
 
     // Bad input: the flavor's Topology goes away. The ClusterQueue says so; nothing admitted
     // is lost.

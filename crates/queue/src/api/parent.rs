@@ -15,7 +15,8 @@
 use serde_json::{Map, Value, json};
 use tessera_model::json as json_read;
 use tessera_model::kueue::pod::{
-    self as labels, IS_GROUP_WORKLOAD, LWS_NAME, PREBUILT_WORKLOAD, SUSPENDED_BY_PARENT,
+    self as labels, IS_GROUP_WORKLOAD, LWS_NAME, LWS_WORKER_INDEX, PREBUILT_WORKLOAD,
+    SUSPENDED_BY_PARENT,
 };
 
 use crate::api::framework::{self, JOB_UID, PodSet, Priorities};
@@ -32,6 +33,8 @@ pub const COMPONENT_INDEX: &str = "kueue.x-k8s.io/component-workload-index";
 const LWS_GROUP: &str = "leaderworkerset.x-k8s.io";
 /// The prefix of the LeaderWorkerSet's own labels, which Kueue drops from PodSet templates.
 const LWS_PREFIX: &str = "leaderworkerset.sigs.k8s.io";
+/// The StatefulSet controller's pod index label (`appsv1.PodIndexLabel`).
+const STS_POD_INDEX: &str = "apps.kubernetes.io/pod-index";
 
 /// The kind of parent whose pods form one group per Workload it owns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,12 +136,13 @@ pub fn statefulset_workload(sts: &Value, priorities: &Priorities) -> Value {
         .pointer("/spec/template/spec")
         .cloned()
         .unwrap_or_else(|| json!({}));
+    let template = sts.pointer("/spec/template").cloned().unwrap_or_default();
     let pod_sets = vec![PodSet {
         name: "main".to_owned(),
         template: json!({"spec": spec}),
         count: i32::try_from(replicas).unwrap_or(i32::MAX),
         min_count: None,
-        topology_request: None,
+        topology_request: framework::topology_request(&template, Some(STS_POD_INDEX), None),
     }];
     let name = statefulset_workload_name(
         json_read::text(sts, "/metadata/name"),
@@ -158,7 +162,7 @@ pub fn leaderworkerset_workload(lws: &Value, index: usize, priorities: &Prioriti
     let mut pod_sets = Vec::new();
     let (worker_name, worker_count) = match template("leaderTemplate") {
         Some(leader) => {
-            pod_sets.push(lws_pod_set("leader", 1, leader));
+            pod_sets.push(lws_pod_set("leader", 1, leader, None));
             ("worker", size - 1)
         }
         None => ("main", size),
@@ -166,7 +170,12 @@ pub fn leaderworkerset_workload(lws: &Value, index: usize, priorities: &Prioriti
     let worker = template("workerTemplate")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    pod_sets.push(lws_pod_set(worker_name, worker_count, &worker));
+    pod_sets.push(lws_pod_set(
+        worker_name,
+        worker_count,
+        &worker,
+        Some(LWS_WORKER_INDEX),
+    ));
     let name = leaderworkerset_workload_name(
         json_read::text(lws, "/metadata/name"),
         json_read::text(lws, "/metadata/uid"),
@@ -184,8 +193,10 @@ pub fn leaderworkerset_workload(lws: &Value, index: usize, priorities: &Prioriti
 }
 
 /// `newPodSet`: the template with its `leaderworkerset.sigs.k8s.io` labels and annotations
-/// dropped (all but the name label).
-fn lws_pod_set(name: &str, count: i32, template: &Value) -> PodSet {
+/// dropped (all but the name label), and the topology request of its annotations (ranks by
+/// `pod_index_label`).
+fn lws_pod_set(name: &str, count: i32, template: &Value, pod_index_label: Option<&str>) -> PodSet {
+    let topology_request = framework::topology_request(template, pod_index_label, None);
     let mut template = template.clone();
     for field in ["labels", "annotations"] {
         if let Some(map) = template
@@ -200,7 +211,7 @@ fn lws_pod_set(name: &str, count: i32, template: &Value) -> PodSet {
         template,
         count,
         min_count: None,
-        topology_request: None,
+        topology_request,
     }
 }
 
@@ -217,7 +228,13 @@ fn group_workload(
     let uid = json_read::text(parent, "/metadata/uid");
     let pod_sets: Vec<Value> = pod_sets
         .into_iter()
-        .map(|p| json!({"name": p.name, "count": p.count, "template": p.template}))
+        .map(|p| {
+            let mut value = json!({"name": p.name, "count": p.count, "template": p.template});
+            if let Some(request) = p.topology_request {
+                value["topologyRequest"] = request;
+            }
+            value
+        })
         .collect();
     let mut spec = json!({"podSets": pod_sets, "priority": priority});
     if let Some(queue) = framework::queue_name(parent) {

@@ -156,11 +156,24 @@ fn a_statefulset_gets_one_prebuilt_workload_of_its_replicas() {
         workload["metadata"]["annotations"],
         annotations("apps/v1, Kind=StatefulSet", "sts", None)
     );
+    // TopologyAwareScheduling is on (Kueue's default since 0.14): the PodSet ranks by the
+    // StatefulSet's pod index even without a topology annotation.
     assert_eq!(
         workload["spec"]["podSets"],
-        json!([{"name": "main", "count": 3, "template": {"spec": {"containers": containers()}}}])
+        json!([{"name": "main", "count": 3, "template": {"spec": {"containers": containers()}},
+            "topologyRequest": {"podIndexLabel": "apps.kubernetes.io/pod-index"}}])
     );
     assert_eq!(workload["spec"]["queueName"], "lq");
+
+    // "should create workload with TAS topology request when TAS enabled".
+    let mut annotated = sts.clone();
+    annotated["spec"]["template"]["metadata"]["annotations"] =
+        json!({"kueue.x-k8s.io/podset-required-topology": "cloud.com/block"});
+    let workload = statefulset_workload(&annotated, &Priorities::default());
+    assert_eq!(
+        workload["spec"]["podSets"][0]["topologyRequest"],
+        json!({"required": "cloud.com/block", "podIndexLabel": "apps.kubernetes.io/pod-index"})
+    );
 }
 
 #[test]

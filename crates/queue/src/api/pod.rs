@@ -188,9 +188,15 @@ fn check_group(pods: &[&Value]) -> Result<usize, String> {
     Ok(total)
 }
 
+/// A PodSet of `count` pods like `pod`, with the topology request its annotations make
+/// (`NewPodSetTopologyRequest(&pod.ObjectMeta)`).
 fn pod_set(name: &str, pod: &Value, count: usize) -> Value {
-    json!({"name": name, "count": count,
-        "template": {"spec": pod.get("spec").cloned().unwrap_or_else(|| json!({}))}})
+    let mut pod_set = json!({"name": name, "count": count,
+        "template": {"spec": pod.get("spec").cloned().unwrap_or_else(|| json!({}))}});
+    if let Some(request) = crate::api::framework::topology_request(pod, None, None) {
+        pod_set["topologyRequest"] = request;
+    }
+    pod_set
 }
 
 /// `constructGroupPodSets` (one PodSet per role, counting runnable pods, sorted by name) or,
@@ -378,19 +384,30 @@ fn stop(pods: &[&Value], reason: &str, message: &str, now: SystemTime) -> Vec<Po
     writes
 }
 
-/// The patch ungating a pod with its PodSet's flavors (`prepare`).
+/// The patch ungating a pod with its PodSet's admission (`prepare`): the flavors, the
+/// `kueue.x-k8s.io/podset` label and `kueue.x-k8s.io/workload` annotation the topology
+/// ungater finds it by, the admission gate lifted, and the topology gate too unless the
+/// PodSet was given a topology assignment (the ungater lifts it then, into its domain).
 fn ungate_patch(
     pod: &Value,
+    workload: &Value,
     assignment: &Value,
     flavors: &BTreeMap<String, ResourceFlavorSpec>,
 ) -> Value {
+    use crate::api::tas::{POD_SET_LABEL, TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ANNOTATION};
     let mut spec = flavored_pod_spec(pod.get("spec"), assignment, flavors);
+    let by_topology = assignment
+        .get("topologyAssignment")
+        .is_some_and(|t| !t.is_null());
     let gates: Vec<Value> = pod
         .pointer("/spec/schedulingGates")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|g| g["name"] != labels::ADMISSION_GATE)
+        .filter(|g| {
+            g["name"] != labels::ADMISSION_GATE
+                && (by_topology || g["name"] != TOPOLOGY_SCHEDULING_GATE)
+        })
         .cloned()
         .collect();
     spec["schedulingGates"] = if gates.is_empty() {
@@ -398,7 +415,17 @@ fn ungate_patch(
     } else {
         Value::Array(gates)
     };
-    json!({"spec": spec})
+    let pod_set = assignment
+        .get("name")
+        .cloned()
+        .unwrap_or_else(|| json!("main"));
+    json!({
+        "metadata": {
+            "labels": {POD_SET_LABEL: pod_set},
+            "annotations": {WORKLOAD_ANNOTATION: name(workload)},
+        },
+        "spec": spec,
+    })
 }
 
 /// `Run`: each gated pod is ungated with the assignment of its PodSet (`main` for a pod, its
@@ -428,7 +455,7 @@ fn run(
         };
         writes.push(PodWrite::PatchPod(
             name(pod).to_owned(),
-            ungate_patch(pod, assignment, flavors),
+            ungate_patch(pod, workload, assignment, flavors),
         ));
         writes.push(pod_event(pod, "Normal", "Started", &message));
     }

@@ -544,3 +544,56 @@ fn a_pod_naming_a_missing_workload_priority_class_gets_no_workload_until_it_exis
     };
     assert_eq!(workload["spec"]["priority"], 7);
 }
+
+#[test]
+fn admission_lifts_the_topology_gate_unless_the_pod_set_has_a_topology_assignment() {
+    use crate::api::tas::TOPOLOGY_SCHEDULING_GATE;
+    let both_gates = json!({"spec": {"schedulingGates": [
+        {"name": ADMISSION_GATE}, {"name": TOPOLOGY_SCHEDULING_GATE}]}});
+    for (assignment, gates) in [
+        (
+            json!({"name": "a1b2c3d4", "count": 2, "flavors": {"cpu": "spot"}}),
+            Value::Null,
+        ),
+        (
+            json!({"name": "a1b2c3d4", "count": 2, "flavors": {"cpu": "spot"},
+                "topologyAssignment": {"levels": ["rack"], "slices": []}}),
+            json!([{"name": TOPOLOGY_SCHEDULING_GATE}]),
+        ),
+    ] {
+        let pods = [
+            member("a", "2", both_gates.clone()),
+            member("b", "2", both_gates.clone()),
+        ];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let workload = admitted(json!([assignment]));
+        let writes = reconcile(
+            &refs,
+            true,
+            Some(&workload),
+            &flavors(),
+            &Priorities::default(),
+            now(),
+        );
+        let patches: Vec<&Value> = writes
+            .iter()
+            .filter_map(|w| match w {
+                PodWrite::PatchPod(_, patch) => Some(patch),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(patches.len(), 2, "{writes:?}");
+        for patch in patches {
+            assert_eq!(patch["spec"]["schedulingGates"], gates);
+            // What the topology ungater finds the pod by.
+            assert_eq!(
+                patch["metadata"]["labels"]["kueue.x-k8s.io/podset"],
+                "a1b2c3d4"
+            );
+            assert_eq!(
+                patch["metadata"]["annotations"]["kueue.x-k8s.io/workload"],
+                workload["metadata"]["name"]
+            );
+        }
+    }
+}
