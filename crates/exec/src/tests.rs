@@ -100,6 +100,19 @@ impl PolicyVerdict for DenyTo {
     }
 }
 
+/// Asserts a command's (exit code, stdout, stderr).
+fn assert_output(output: &Output, (code, stdout, stderr): (i32, &str, &str), line: &str) {
+    assert_eq!(
+        (
+            output.code,
+            String::from_utf8_lossy(&output.stdout).as_ref(),
+            String::from_utf8_lossy(&output.stderr).as_ref()
+        ),
+        (code, stdout, stderr),
+        "{line}"
+    );
+}
+
 fn words(line: &str) -> Vec<String> {
     line.split_whitespace().map(str::to_string).collect()
 }
@@ -424,15 +437,7 @@ fn commands_print_what_the_real_tools_print() {
             seed: 0,
         };
         let output = run(&session, &argv, stdin.as_bytes());
-        assert_eq!(
-            (
-                output.code,
-                String::from_utf8_lossy(&output.stdout).as_ref(),
-                String::from_utf8_lossy(&output.stderr).as_ref()
-            ),
-            (*code, *stdout, *stderr),
-            "{line}"
-        );
+        assert_output(&output, (*code, stdout, stderr), line);
     }
 }
 
@@ -609,15 +614,7 @@ fn dns_queries_travel_to_the_dns_server_under_policy() {
     ];
     for (cluster, policy, line, code, stdout, stderr) in cases {
         let output = run_in(cluster, *policy, &[], line, "");
-        assert_eq!(
-            (
-                output.code,
-                String::from_utf8_lossy(&output.stdout).as_ref(),
-                String::from_utf8_lossy(&output.stderr).as_ref()
-            ),
-            (*code, *stdout, *stderr),
-            "{line}"
-        );
+        assert_output(&output, (*code, stdout, stderr), line);
     }
 }
 

@@ -204,6 +204,29 @@ fn a_group_waits_for_all_its_pods_and_agrees_on_its_metadata() {
     }
 }
 
+/// What the reconciler writes for a pod group whose Workload is admitted.
+fn reconcile_admitted_group(pods: &[&Value], workload: &Value) -> Vec<PodWrite> {
+    reconcile(
+        pods,
+        true,
+        Some(workload),
+        &flavors(),
+        &Priorities::default(),
+        now(),
+    )
+}
+
+/// The pod patches among `writes`.
+fn pod_patches(writes: &[PodWrite]) -> Vec<&Value> {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            PodWrite::PatchPod(_, patch) => Some(patch),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn an_admitted_group_is_ungated_with_its_flavor() {
     let pods = [
@@ -212,23 +235,10 @@ fn an_admitted_group_is_ungated_with_its_flavor() {
     ];
     let refs: Vec<&Value> = pods.iter().collect();
     let workload = admitted(json!([{"name": "a1b2c3d4", "count": 2, "flavors": {"cpu": "spot"}}]));
-    let writes = reconcile(
-        &refs,
-        true,
-        Some(&workload),
-        &flavors(),
-        &Priorities::default(),
-        now(),
-    );
-    let patches: Vec<(&str, &Value)> = writes
-        .iter()
-        .filter_map(|w| match w {
-            PodWrite::PatchPod(name, patch) => Some((name.as_str(), patch)),
-            _ => None,
-        })
-        .collect();
+    let writes = reconcile_admitted_group(&refs, &workload);
+    let patches = pod_patches(&writes);
     assert_eq!(patches.len(), 2, "{writes:?}");
-    let (_, patch) = patches[0];
+    let patch = patches[0];
     assert_eq!(patch["spec"]["schedulingGates"], Value::Null);
     assert_eq!(
         patch["spec"]["nodeSelector"],
@@ -567,21 +577,8 @@ fn admission_lifts_the_topology_gate_unless_the_pod_set_has_a_topology_assignmen
         ];
         let refs: Vec<&Value> = pods.iter().collect();
         let workload = admitted(json!([assignment]));
-        let writes = reconcile(
-            &refs,
-            true,
-            Some(&workload),
-            &flavors(),
-            &Priorities::default(),
-            now(),
-        );
-        let patches: Vec<&Value> = writes
-            .iter()
-            .filter_map(|w| match w {
-                PodWrite::PatchPod(_, patch) => Some(patch),
-                _ => None,
-            })
-            .collect();
+        let writes = reconcile_admitted_group(&refs, &workload);
+        let patches = pod_patches(&writes);
         assert_eq!(patches.len(), 2, "{writes:?}");
         for patch in patches {
             assert_eq!(patch["spec"]["schedulingGates"], gates);
