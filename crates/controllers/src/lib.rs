@@ -23,4 +23,5 @@ pub mod queue_pods;
 pub mod queue_provisioning;
 pub mod resource_claims;
 pub mod scheduler;
+pub mod serialized;
 pub mod shell;

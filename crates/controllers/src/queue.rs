@@ -43,6 +43,7 @@ use tessera_queue::config::{Configuration, POD_FRAMEWORK};
 use tessera_queue::flavor::ResourceFlavorSpec;
 
 use crate::queue_pods::{self, PodIntegration};
+use crate::serialized::Serialized;
 use crate::shell::{
     EventRecorder, ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched,
     watched_with,
@@ -207,8 +208,10 @@ impl Watches {
 struct Memory {
     /// Its Workload writes, until the watch shows them.
     written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
-    /// The core's queues.
+    /// The core's queues (and the Workloads it has read).
     queues: pass::Queues,
+    /// The Workloads as JSON, by resourceVersion.
+    workloads: Serialized,
     /// Per job UID, the writes last sent and the job's resource version then.
     sent: HashMap<String, (String, Vec<JobWrite>)>,
 }
@@ -350,7 +353,8 @@ impl Shell<'_> {
             // One the watch does not have is gone, or not shown yet: left out either way.
             |_| None,
         );
-        let prepared = self.dra.prepare(values(current), self.configuration, now);
+        let stored = memory.workloads.values(&current);
+        let prepared = self.dra.prepare(stored, self.configuration, now);
         let objects = Objects {
             flavors: watches.flavors.values(),
             cluster_queues: watches.cluster_queues.values(),

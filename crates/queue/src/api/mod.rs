@@ -4,8 +4,9 @@
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
 //! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
 //! integrations, the Workloads StatefulSets and LeaderWorkerSets own for their pod groups
-//! (`parent`), the visibility API's pending-workload lists (`visibility`) and why a Workload
-//! waits (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
+//! (`parent`), the Workloads a pass has read, remembered by resourceVersion (`parsed`), the
+//! visibility API's pending-workload lists (`visibility`) and why a Workload waits
+//! (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
 //! kept across passes (`admission_fair_sharing`), the admission-check framework
 //! (`admission_checks`), the DRA devices pending Workloads' claims count as (`dra`), and
 //! Topology-Aware Scheduling's snapshots, conditions and topology ungater (`tas`).
@@ -24,6 +25,7 @@ pub mod jobset;
 pub mod multikueue;
 pub mod objects;
 pub mod parent;
+pub mod parsed;
 pub mod pass;
 pub mod pod;
 pub mod pods_ready;

@@ -14,6 +14,7 @@
 //! are watched or written; time is an argument.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::Value;
@@ -25,6 +26,7 @@ use crate::api::admission_checks::{self, ClusterQueueChecks};
 use crate::api::admission_fair_sharing::{Ledger, Observed};
 use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
+use crate::api::parsed::ParsedWorkloads;
 use crate::api::pods_ready;
 use crate::api::status::{self, Counts, Event, Usage};
 use crate::api::tas;
@@ -197,12 +199,27 @@ struct Holder {
 
 /// What a pass keeps for the next, as Kueue's queue manager keeps it between cycles: the
 /// queues (inadmissible sets, the sticky preemptor of each ClusterQueue), what the
-/// inadmissible Workloads last waited on, and admission fair sharing's ledger.
+/// inadmissible Workloads last waited on, and admission fair sharing's ledger; and, as
+/// Kueue's cache keeps them, the Workloads read, by resourceVersion.
 #[derive(Debug, Clone, Default)]
 pub struct Queues {
     manager: QueueManager,
     waited_on: Option<WaitedOn>,
     ledger: Ledger,
+    parsed: ParsedWorkloads,
+}
+
+impl Queues {
+    /// The Workloads read by the passes so far.
+    pub fn parsed(&self) -> &ParsedWorkloads {
+        &self.parsed
+    }
+
+    /// Forgets the Workloads read, so that the next pass parses every one again (what it
+    /// decides is the same).
+    pub fn forget_parsed(&mut self) {
+        self.parsed = ParsedWorkloads::default();
+    }
 }
 
 /// What can make an inadmissible Workload admissible.
@@ -220,7 +237,7 @@ struct WaitedOn {
 struct World<'o> {
     flavors: BTreeMap<String, ResourceFlavorSpec>,
     cluster_queues: BTreeMap<String, (ClusterQueue, &'o Value)>,
-    workloads: BTreeMap<String, (&'o Value, WorkloadState)>,
+    workloads: BTreeMap<String, (&'o Value, Arc<WorkloadState>)>,
     /// The Workloads holding quota, by key.
     holders: BTreeMap<String, Holder>,
     /// Their usage per ClusterQueue.
@@ -238,7 +255,9 @@ struct World<'o> {
 }
 
 impl<'o> World<'o> {
-    fn read(objects: &'o Objects) -> World<'o> {
+    /// Reads `objects`, the Workloads through `parsed` (those read before at their
+    /// resourceVersion not parsed again).
+    fn read(objects: &'o Objects, parsed: &mut ParsedWorkloads) -> World<'o> {
         let flavors: BTreeMap<String, ResourceFlavorSpec> = objects
             .flavors
             .iter()
@@ -250,15 +269,11 @@ impl<'o> World<'o> {
             .iter()
             .filter_map(|o| Some((objects::name(o).to_owned(), (objects::cluster_queue(o)?, o))))
             .collect();
-        let workloads: BTreeMap<String, (&Value, WorkloadState)> = objects
-            .workloads
-            .iter()
-            .filter_map(|o| Some((objects::key(o), (o, objects.devices.workload_state(o)?))))
-            .collect();
+        let workloads = parsed.read(objects);
         let mut holders = BTreeMap::new();
         let mut pending = Vec::new();
         for (key, (_, state)) in &workloads {
-            match state {
+            match state.as_ref() {
                 WorkloadState::Reserving {
                     workload,
                     admitted,
@@ -290,7 +305,7 @@ impl<'o> World<'o> {
         };
         let holding = workloads
             .values()
-            .filter(|(_, state)| matches!(state, WorkloadState::Reserving { .. }))
+            .filter(|(_, state)| matches!(state.as_ref(), WorkloadState::Reserving { .. }))
             .map(|(object, _)| *object);
         let tas = tas::tas_flavors(objects, holding);
         let known_checks = admission_checks::admission_checks(&objects.admission_checks);
@@ -344,8 +359,8 @@ impl<'o> World<'o> {
     }
 
     fn queued(&self, key: &str) -> Option<&QueuedWorkload> {
-        match self.workloads.get(key) {
-            Some((_, WorkloadState::Pending(queued))) => Some(queued),
+        match self.workloads.get(key).map(|(_, state)| state.as_ref()) {
+            Some(WorkloadState::Pending(queued)) => Some(queued),
             _ => None,
         }
     }
@@ -376,7 +391,7 @@ struct Decided {
 /// Runs a pass over `objects` at `now` with the given settings, with the queues of the
 /// passes before (`Queues::default()` after a start).
 pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: SystemTime) -> Pass {
-    let mut world = World::read(objects);
+    let mut world = World::read(objects, &mut state.parsed);
     let Ok(tree) = Tree::build_with_usage(&world.tree, &world.usage) else {
         return Pass::default();
     };
@@ -404,7 +419,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         admitted: world
             .workloads
             .values()
-            .filter_map(|(_, state)| match state {
+            .filter_map(|(_, state)| match state.as_ref() {
                 WorkloadState::Reserving { workload, .. } => Some(workload.as_ref().clone()),
                 _ => None,
             })
@@ -420,7 +435,8 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         .is_some_and(|wait| wait.block_admission);
     let blocked = block
         && world.workloads.values().any(|(object, state)| {
-            matches!(state, WorkloadState::Reserving { .. }) && pods_ready::blocks_admission(object)
+            matches!(state.as_ref(), WorkloadState::Reserving { .. })
+                && pods_ready::blocks_admission(object)
         });
     let blocking = Blocking { block, blocked };
     run_cycles(
@@ -443,7 +459,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
     let deactivations = world
         .workloads
         .values()
-        .filter(|(object, state)| match state {
+        .filter(|(object, state)| match state.as_ref() {
             WorkloadState::Reserving { active, .. } => pods_ready::must_deactivate(object, *active),
             WorkloadState::Pending(_) => pods_ready::must_deactivate(object, true),
             WorkloadState::Finished | WorkloadState::Inactive => false,
@@ -598,7 +614,7 @@ fn add_held(
 /// The quota tree of `objects` with the usage of every Workload holding quota, as a pass
 /// reads it; `None` when the ClusterQueues and Cohorts do not form a tree.
 pub fn quota_tree(objects: &Objects) -> Option<Tree> {
-    let world = World::read(objects);
+    let world = World::read(objects, &mut ParsedWorkloads::default());
     Tree::build_with_usage(&world.tree, &world.usage).ok()
 }
 
@@ -608,7 +624,7 @@ pub fn quota_tree(objects: &Objects) -> Option<Tree> {
 /// manager keeps them, ordered as `settings` orders them. What the visibility API and
 /// explanations read.
 pub fn queues_of(objects: &Objects, settings: &Settings, now: SystemTime) -> QueueManager {
-    let world = World::read(objects);
+    let world = World::read(objects, &mut ParsedWorkloads::default());
     let mut state = Queues::default();
     sync_queues(
         &mut state,
@@ -879,7 +895,7 @@ fn workload_writes(
             continue;
         };
         if let Some(status) = status::preempted(object, &victim.reason, &victim.message, now) {
-            let priority = match state {
+            let priority = match state.as_ref() {
                 WorkloadState::Reserving { workload, .. } => workload.priority,
                 _ => 0,
             };
@@ -904,6 +920,7 @@ fn workload_writes(
     // `record` copies the stored object only for a Workload's first change.
     for (key, (stored, state)) in &world.workloads {
         let checked = check_states(world, queues, changed.current(key, stored), state, now);
+        let state: &WorkloadState = state;
         events.extend(checked.events);
         if !checked.status.is_empty() {
             changed.record(key, stored, Some(Value::Object(checked.status)));

@@ -210,6 +210,68 @@ mod quick_start {
         }
     }
 
+    /// Stores a pass's status writes as the API server would: each written Workload's status
+    /// merged, at a new resourceVersion.
+    fn store_writes(workloads: &mut [Value], last: &Pass, version: &mut u64) {
+        for object in workloads {
+            let name = objects::name(object).to_owned();
+            if let Some(status) = written(&last.workloads, &name) {
+                store(object, Some(status));
+                *version += 1;
+                object["metadata"]["resourceVersion"] = json!(version.to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn passes_over_remembered_workloads_decide_as_passes_over_fresh_ones() {
+        let mut version = 0;
+        let mut workloads = vec![
+            workload("a", "user-queue", 3, 1),
+            workload("b", "user-queue", 10, 2),
+            workload("c", "user-queue", 3, 3),
+        ];
+        for object in &mut workloads {
+            version += 1;
+            object["metadata"]["resourceVersion"] = json!(version.to_string());
+        }
+        let mut input = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            workloads,
+        );
+        let (mut cached, mut fresh) = (Queues::default(), Queues::default());
+        // (step, what changes before the pass, Workloads the remembering pass parses)
+        type Change = fn(&mut [Value], &Pass, &mut u64);
+        let steps: [(&str, Change, usize); 3] = [
+            ("first pass", |_, _, _| {}, 3),
+            ("its writes stored", store_writes, 3),
+            (
+                "b shrunk to fit",
+                |workloads, _, version| {
+                    *version += 1;
+                    workloads[1]["spec"]["podSets"][0]["count"] = json!(3);
+                    workloads[1]["metadata"]["resourceVersion"] = json!(version.to_string());
+                },
+                1,
+            ),
+        ];
+        let mut last = Pass::default();
+        for (index, (step, change, parsed)) in steps.into_iter().enumerate() {
+            change(&mut input.workloads, &last, &mut version);
+            let at = now() + Duration::from_secs(5 * index as u64);
+            fresh.forget_parsed();
+            let remembering = pass(&input, &mut cached, &Settings::default(), at);
+            let parsing = pass(&input, &mut fresh, &Settings::default(), at);
+            assert_eq!(remembering, parsing, "{step}");
+            assert_eq!(cached.parsed().parsed(), parsed, "{step}: parsed");
+            assert_eq!(fresh.parsed().parsed(), 3, "{step}: fresh parses all");
+            last = remembering;
+        }
+        // The changed Workload was read again: b now fits and is admitted.
+        assert!(written(&last.workloads, "b").is_some_and(|b| b["admission"].is_object()));
+    }
+
     #[test]
     fn block_admission_waits_for_pods_ready_and_a_late_workload_is_evicted() {
         let wait = WaitForPodsReady {

@@ -1,0 +1,115 @@
+//! Watched objects as JSON, kept between passes by key (namespace, name) and
+//! `metadata.resourceVersion`: an object the watch still shows at the version serialized
+//! before is not serialized again, so a pass costs serializing in proportion to the objects
+//! that changed, not to those watched. An object without a resourceVersion is serialized
+//! every time. Knows nothing about what the JSON is read for.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::shell::{ObjectKey, object_key};
+
+/// The JSON of the objects last serialized, by key, with the resourceVersion serialized.
+#[derive(Debug, Default)]
+pub struct Serialized {
+    by_key: HashMap<ObjectKey, (String, Value)>,
+}
+
+impl Serialized {
+    /// `objects` as JSON (one that does not serialize left out), serializing only those not
+    /// serialized before at their resourceVersion; forgets the objects no longer there.
+    pub fn values<K>(&mut self, objects: &[Arc<K>]) -> Vec<Value>
+    where
+        K: kube::Resource + serde::Serialize,
+    {
+        let mut kept = HashMap::with_capacity(objects.len());
+        let mut values = Vec::with_capacity(objects.len());
+        for object in objects {
+            let meta = object.meta();
+            let Some(version) = meta.resource_version.as_deref() else {
+                values.extend(serde_json::to_value(object.as_ref()).ok());
+                continue;
+            };
+            let key = object_key(meta);
+            let value = match self.by_key.remove(&key) {
+                Some((serialized, value)) if serialized == version => value,
+                _ => match serde_json::to_value(object.as_ref()) {
+                    Ok(value) => value,
+                    Err(_) => continue,
+                },
+            };
+            values.push(value.clone());
+            kept.insert(key, (version.to_owned(), value));
+        }
+        self.by_key = kept;
+        values
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    fn object(name: &str, version: Option<&str>, data: i64) -> Arc<DynamicObject> {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("g", "v1", "K"));
+        let mut object = DynamicObject::new(name, &resource).within("ns");
+        object.metadata.resource_version = version.map(str::to_owned);
+        object.data = serde_json::json!({"spec": {"n": data}});
+        Arc::new(object)
+    }
+
+    fn spec_numbers(values: &[Value]) -> Vec<i64> {
+        values
+            .iter()
+            .filter_map(|v| v.pointer("/spec/n").and_then(Value::as_i64))
+            .collect()
+    }
+
+    #[test]
+    fn an_object_is_serialized_again_only_at_a_new_version() {
+        // (case, second listing, its spec numbers as answered, objects kept after it).
+        // Content changed under an unchanged version (which a watch never shows) is not
+        // looked at: that shows the object was not serialized again.
+        let cases = [
+            (
+                "unchanged version, not serialized again",
+                vec![object("a", Some("1"), 10), object("b", Some("2"), 20)],
+                vec![1, 2],
+                2,
+            ),
+            (
+                "a new version, serialized",
+                vec![object("a", Some("3"), 10), object("b", Some("2"), 20)],
+                vec![10, 2],
+                2,
+            ),
+            (
+                "gone, forgotten",
+                vec![object("b", Some("2"), 20)],
+                vec![2],
+                1,
+            ),
+            (
+                "without a version, serialized and not kept",
+                vec![object("a", None, 10), object("b", Some("2"), 20)],
+                vec![10, 2],
+                1,
+            ),
+        ];
+        for (case, second, want, kept) in cases {
+            let mut serialized = Serialized::default();
+            let first = [object("a", Some("1"), 1), object("b", Some("2"), 2)];
+            assert_eq!(
+                spec_numbers(&serialized.values(&first)),
+                vec![1, 2],
+                "{case}"
+            );
+            let values = serialized.values(&second);
+            assert_eq!(spec_numbers(&values), want, "{case}");
+            assert_eq!(serialized.by_key.len(), kept, "{case}: kept");
+        }
+    }
+}
