@@ -25,6 +25,7 @@ pub mod frag;
 pub mod kube_placer;
 pub mod policy;
 pub mod queue_scenario;
+pub mod queue_topology;
 pub mod queue_timeline;
 pub mod report;
 pub mod timeline;
