@@ -622,8 +622,11 @@ mod tests {
                 ("tas-node-group", "tas"),
             ]
         );
-        let allocatable: Vec<(&str, i64)> =
-            last.allocatable.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let allocatable: Vec<(&str, i64)> = last
+            .allocatable
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
         assert_eq!(
             allocatable,
             [("cpu", 96_000), ("memory", 256 << 30), ("pods", 110)]
@@ -701,7 +704,11 @@ mod tests {
         for (fields, pods, topology) in cases {
             let config = GeneratorConfig::parse(&yaml(fields)).unwrap();
             let template = &config.cohorts[0].queues_sets[0].workloads_sets[0].templates[0];
-            assert_eq!((template.pod_count, &template.topology), (pods, &topology), "{fields}");
+            assert_eq!(
+                (template.pod_count, &template.topology),
+                (pods, &topology),
+                "{fields}"
+            );
             assert_eq!(template.total_milli(), 250 * i64::from(pods));
         }
     }

@@ -293,7 +293,8 @@ fn tas_flavors(plan: &Plan) -> TasFlavors {
     let (Some(topology), Some(name)) = (&plan.topology, &plan.flavor.topology_name) else {
         return tas;
     };
-    tas.topologies.insert(plan.flavor.name.clone(), name.clone());
+    tas.topologies
+        .insert(plan.flavor.name.clone(), name.clone());
     if topology.name != *name {
         return tas;
     }
@@ -535,7 +536,9 @@ impl<'p> Sim<'p> {
     /// One pod's requests of a Workload's PodSet.
     fn pod_requests(&self, index: usize) -> Requests {
         let template = &self.plan.workloads[index].template;
-        [(CPU.to_owned(), template.request_milli)].into_iter().collect()
+        [(CPU.to_owned(), template.request_milli)]
+            .into_iter()
+            .collect()
     }
 
     fn cluster_queue_name(&self, index: usize) -> &str {

@@ -161,7 +161,13 @@ fn tas_placements_hold_node_capacity_until_the_workload_finishes() {
             500.0,
             2,
         ),
-        ("preferred rack", "podCount: 3, tasConstraint: preferred, tasLevel: rack", 2_100, 500.0, 2),
+        (
+            "preferred rack",
+            "podCount: 3, tasConstraint: preferred, tasLevel: rack",
+            2_100,
+            500.0,
+            2,
+        ),
         (
             "balanced slices of 1",
             "podCount: 3, tasConstraint: balanced, tasLevel: rack, sliceSize: 1",

@@ -186,7 +186,11 @@ impl PodSetTopology {
     }
 }
 
-fn canonical(resource: &'static str, field: &'static str, text: &str) -> Result<i64, ScenarioError> {
+fn canonical(
+    resource: &'static str,
+    field: &'static str,
+    text: &str,
+) -> Result<i64, ScenarioError> {
     let quantity: Quantity = text.parse().map_err(|_| ScenarioError::Quantity {
         field,
         text: text.to_owned(),
