@@ -1,5 +1,5 @@
 //! `tessera bench queue`: Kueue's scheduler-performance configurations (`test/performance/
-//! scheduler/configs`: baseline, large-scale) replayed through tessera-queue's admission cycle
+//! scheduler/configs`: baseline, large-scale, tas) replayed through tessera-queue's admission cycle
 //! on the simulator's virtual clock (`tessera_sim::queue_timeline`), against Kueue's calibrated
 //! averages (the `rangespec.yaml` comments). Rows for [`crate::bench_report`]; the simulation
 //! and its measurements are the core's. `--through api` and `api-raw` run them through the
@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use clap::ValueEnum;
-use tessera_sim::queue_scenario::{self, GeneratorConfig};
+use tessera_sim::queue_scenario::{self, GeneratorConfig, Plan};
 use tessera_sim::queue_timeline::{self, Options, Outcome};
 
 use crate::bench_report::{CpuClock, Figure, Repeat, Row};
@@ -23,12 +23,16 @@ pub enum QueueConfig {
     Baseline,
     /// 10 Cohorts × 100 ClusterQueues, 50,000 Workloads.
     LargeScale,
+    /// The baseline's shape on a Topology of 640 Nodes in 10 racks: 15,000 Workloads of 2, 4
+    /// or 8 pods asking for a rack (required, preferred or balanced).
+    Tas,
 }
 
 /// Where `tessera bench queue` sends the Workloads.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Through {
     /// The queueing core on the simulator's virtual clock.
+    #[value(alias = "sim")]
     Core,
     /// The embedded API server and the queue manager shell, at real time × `--time-scale`.
     Api,
@@ -42,6 +46,18 @@ struct Calibration {
     usage_percent: f64,
     /// (class, average time to admission ms)
     admission_ms: &'static [(&'static str, f64)],
+    /// The thresholds Kueue's checker holds a run to, where printed beside the figures.
+    bounds: Option<Bounds>,
+}
+
+/// A `rangespec.yaml`'s thresholds.
+struct Bounds {
+    /// `cmd.maxWallMs`.
+    max_wall_ms: f64,
+    /// `clusterQueueClassesMinUsage`.
+    min_usage_percent: f64,
+    /// `wlClassesMaxAvgTimeToAdmissionMs`: (class, ms).
+    max_admission_ms: &'static [(&'static str, f64)],
 }
 
 impl QueueConfig {
@@ -49,6 +65,7 @@ impl QueueConfig {
         match self {
             QueueConfig::Baseline => "baseline",
             QueueConfig::LargeScale => "large-scale",
+            QueueConfig::Tas => "tas",
         }
     }
 
@@ -56,6 +73,7 @@ impl QueueConfig {
         match self {
             QueueConfig::Baseline => queue_scenario::BASELINE,
             QueueConfig::LargeScale => queue_scenario::LARGE_SCALE,
+            QueueConfig::Tas => queue_scenario::TAS,
         }
     }
 
@@ -69,6 +87,7 @@ impl QueueConfig {
                     ("medium", 76_768.0),
                     ("small", 215_468.0),
                 ],
+                bounds: None,
             },
             QueueConfig::LargeScale => Calibration {
                 wall_ms: 1_179_411.0,
@@ -78,6 +97,38 @@ impl QueueConfig {
                     ("medium", 256_413.0),
                     ("small", 700_379.0),
                 ],
+                bounds: None,
+            },
+            // data/kueue-performance/tas/rangespec.yaml: means of ten CI runs and thresholds.
+            QueueConfig::Tas => Calibration {
+                wall_ms: 401_472.0,
+                usage_percent: 62.41,
+                admission_ms: &[
+                    ("large-balanced-rack", 37_862.0),
+                    ("large-preferred-rack", 39_573.0),
+                    ("large-required-rack", 39_625.0),
+                    ("medium-balanced-rack", 106_303.0),
+                    ("medium-preferred-rack", 106_324.0),
+                    ("medium-required-rack", 107_071.0),
+                    ("small-balanced-rack", 237_846.0),
+                    ("small-preferred-rack", 246_090.0),
+                    ("small-required-rack", 246_755.0),
+                ],
+                bounds: Some(Bounds {
+                    max_wall_ms: 482_000.0,
+                    min_usage_percent: 57.0,
+                    max_admission_ms: &[
+                        ("large-balanced-rack", 46_000.0),
+                        ("large-preferred-rack", 48_000.0),
+                        ("large-required-rack", 48_000.0),
+                        ("medium-balanced-rack", 128_000.0),
+                        ("medium-preferred-rack", 128_000.0),
+                        ("medium-required-rack", 129_000.0),
+                        ("small-balanced-rack", 286_000.0),
+                        ("small-preferred-rack", 296_000.0),
+                        ("small-required-rack", 297_000.0),
+                    ],
+                }),
             },
         }
     }
@@ -131,12 +182,26 @@ fn anchor(calibration: &Calibration) -> String {
         .iter()
         .map(|(class, ms)| format!("{class} {:.1} s", ms / 1000.0))
         .collect();
-    format!(
+    let mut text = format!(
         "Kueue (minimalkueue on envtest, rangespec.yaml averages): wall {:.0} s, usage {}%, avg time to admission {}",
         calibration.wall_ms / 1000.0,
         calibration.usage_percent,
         admission.join(" / ")
-    )
+    );
+    if let Some(bounds) = &calibration.bounds {
+        let admission: Vec<String> = bounds
+            .max_admission_ms
+            .iter()
+            .map(|(class, ms)| format!("{class} {:.0} s", ms / 1000.0))
+            .collect();
+        text += &format!(
+            "; rangespec.yaml bounds: wall ≤ {:.0} s, usage ≥ {}%, avg time to admission ≤ {}",
+            bounds.max_wall_ms / 1000.0,
+            bounds.min_usage_percent,
+            admission.join(" / ")
+        );
+    }
+    text
 }
 
 fn figures(
@@ -226,10 +291,9 @@ fn through_api(args: &QueueBenchArgs) -> anyhow::Result<Vec<Row>> {
     ))?;
     Ok(vec![Row {
         name: format!(
-            "Kueue scheduler performance through the API, {} ({} ClusterQueues, {} Workloads)",
+            "Kueue scheduler performance through the API, {} ({})",
             config.name(),
-            plan.cluster_queues.len(),
-            plan.workloads.len()
+            sizes(&plan)
         ),
         kind: THROUGH_API.into(),
         items: plan.workloads.len() as u64,
@@ -237,6 +301,20 @@ fn through_api(args: &QueueBenchArgs) -> anyhow::Result<Vec<Row>> {
         figures,
         anchor: anchor(&calibration),
     }])
+}
+
+/// What a plan creates, for a row's name: ClusterQueues, Workloads and any Nodes.
+fn sizes(plan: &Plan) -> String {
+    let nodes = plan
+        .topology
+        .as_ref()
+        .map(|t| format!(", {} Nodes", t.nodes.len()))
+        .unwrap_or_default();
+    format!(
+        "{} ClusterQueues, {} Workloads{nodes}",
+        plan.cluster_queues.len(),
+        plan.workloads.len()
+    )
 }
 
 /// One run on the queueing core.
@@ -258,10 +336,9 @@ fn on_core(args: &QueueBenchArgs) -> anyhow::Result<Vec<Row>> {
     let calibration = config.calibration();
     Ok(vec![Row {
         name: format!(
-            "Kueue scheduler performance, {} ({} ClusterQueues, {} Workloads)",
+            "Kueue scheduler performance, {} ({})",
             config.name(),
-            plan.cluster_queues.len(),
-            plan.workloads.len()
+            sizes(&plan)
         ),
         kind: KIND.into(),
         items: plan.workloads.len() as u64,

@@ -1,9 +1,12 @@
 //! `tessera bench queue --through api` and `--through api-raw`: Kueue's scheduler-performance
 //! runs through the embedded API server, with the queue manager shell
 //! ([`tessera_controllers::queue::run`]) running in-process, as Kueue's runner
-//! (`test/performance/scheduler/runner`) drives minimalkueue: ResourceFlavor `rf`, the
-//! ClusterQueues with a namespace and LocalQueue of the same name each, then bare Workload
-//! objects (no Jobs) labelled with their class and running time.
+//! (`test/performance/scheduler/runner`) drives minimalkueue: for a TAS configuration the Nodes
+//! (bare Node objects, Ready with their allocatable, as the runner's `CreateNodesWithStatus`)
+//! and the Topology, then the ResourceFlavor (`rf`, or the configuration's with its topology),
+//! the ClusterQueues with a namespace and LocalQueue of the same name each, then bare Workload
+//! objects (no Jobs) labelled with their class and running time, their PodSet of the
+//! template's pods with its topology request.
 //!
 //! - `api`: a configuration at real time with every time scaled by `--time-scale` (creation
 //!   times and runtimes); the runner's controller here sets `Finished` (reason `ByTest`) once a
@@ -29,15 +32,16 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tessera_queue::api::status;
 use tessera_queue::cluster_queue::PreemptionPolicy;
-use tessera_sim::queue_scenario::{ClusterQueuePlan, Plan, QueuesSet};
+use tessera_sim::queue_scenario::{
+    ClusterQueuePlan, Plan, QueuesSet, TopologyPlan, WorkloadTemplate,
+};
+use tessera_sim::queue_topology::{CLEANUP_LABEL, FlavorConfig};
 
 use crate::bench_report::{CpuClock, Figure};
 
 /// The runner's labels (`generator.go`).
 const RUNNING_TIME_LABEL: &str = "kueue.x-k8s.io/performance-scheduler-running-ms";
 const CLASS_LABEL: &str = "kueue.x-k8s.io/performance-scheduler-class";
-/// The runner's ResourceFlavor.
-const FLAVOR: &str = "rf";
 /// How long a run may take before it is abandoned.
 const RUN_LIMIT: Duration = Duration::from_secs(1800);
 /// How often a waiting run logs its progress.
@@ -72,15 +76,15 @@ fn cpu(milli: i64) -> String {
     }
 }
 
-/// The runner's ClusterQueue (`generateQueue`).
-fn cluster_queue(plan: &ClusterQueuePlan) -> Value {
+/// The runner's ClusterQueue (`generateQueue`) over `flavor`.
+fn cluster_queue(plan: &ClusterQueuePlan, flavor: &str) -> Value {
     let mut quota = json!({"name": "cpu", "nominalQuota": cpu(plan.set.nominal_milli)});
     if let Some(limit) = plan.set.borrowing_limit_milli {
         quota["borrowingLimit"] = json!(cpu(limit));
     }
     let mut spec = json!({
         "namespaceSelector": {},
-        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}],
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": flavor, "resources": [quota]}]}],
         "preemption": {
             "reclaimWithinCohort": policy(plan.set.reclaim_within_cohort),
             "withinClusterQueue": policy(plan.set.within_cluster_queue),
@@ -96,27 +100,63 @@ fn cluster_queue(plan: &ClusterQueuePlan) -> Value {
 }
 
 /// One Workload as the runner creates it (`utiltestingapi.MakeWorkload`: one pod set `main`
-/// of one pod with container `c`).
-fn workload(
-    name: &str,
-    queue: &str,
-    class: &str,
-    runtime_ms: u64,
-    priority: i32,
-    milli: i64,
-) -> Value {
+/// of the template's pods with container `c` and the template's topology request).
+fn workload(name: &str, queue: &str, template: &WorkloadTemplate) -> Value {
+    let mut pod_set = json!({"name": "main", "count": template.pod_count, "template": {"spec": {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu(template.request_milli)}}}],
+    }}});
+    if let Some(topology) = &template.topology {
+        pod_set["topologyRequest"] = topology.api_fields();
+    }
     json!({
         "metadata": {"name": name, "namespace": queue, "labels": {
-            RUNNING_TIME_LABEL: runtime_ms.to_string(), CLASS_LABEL: class}},
+            RUNNING_TIME_LABEL: template.runtime_ms.to_string(), CLASS_LABEL: template.class}},
         "spec": {
             "queueName": queue,
-            "priority": priority,
-            "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu(milli)}}}],
-            }}}],
+            "priority": template.priority,
+            "podSets": [pod_set],
         },
     })
+}
+
+/// The runner's ResourceFlavor (`generateResourceFlavor`).
+fn resource_flavor(flavor: &FlavorConfig) -> Value {
+    let mut spec = json!({});
+    if let Some(topology) = &flavor.topology_name {
+        spec = json!({"nodeLabels": flavor.node_labels, "topologyName": topology});
+    }
+    json!({"metadata": {"name": flavor.name, "labels": {CLEANUP_LABEL: "true"}}, "spec": spec})
+}
+
+/// The runner's Topology (`generateTopologyResource`).
+fn topology_object(topology: &TopologyPlan) -> Value {
+    let levels: Vec<Value> = topology
+        .levels
+        .iter()
+        .map(|label| json!({"nodeLabel": label}))
+        .collect();
+    json!({"metadata": {"name": topology.name, "labels": {CLEANUP_LABEL: "true"}}, "spec": {"levels": levels}})
+}
+
+/// A Node's status as `CreateNodesWithStatus` writes it: Ready, with its allocatable.
+fn node_status(allocatable: &std::collections::BTreeMap<String, i64>) -> Value {
+    let quantities: serde_json::Map<String, Value> = allocatable
+        .iter()
+        .map(|(resource, value)| {
+            let text = if resource == "cpu" {
+                cpu(*value)
+            } else {
+                value.to_string()
+            };
+            (resource.clone(), json!(text))
+        })
+        .collect();
+    json!({"status": {
+        "allocatable": quantities,
+        "capacity": quantities,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+    }})
 }
 
 fn dynamic(resource: &ApiResource, mut value: Value) -> anyhow::Result<DynamicObject> {
@@ -162,20 +202,51 @@ impl Platform {
         Ok(())
     }
 
-    /// ResourceFlavor `rf`, then each ClusterQueue with its namespace and LocalQueue.
-    async fn create_queues(&self, cluster_queues: &[ClusterQueuePlan]) -> anyhow::Result<()> {
+    /// The Nodes, each made Ready with its allocatable, then the Topology.
+    async fn create_topology(&self, topology: &TopologyPlan) -> anyhow::Result<()> {
+        let nodes = ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&());
+        for node in &topology.nodes {
+            self.create(
+                &nodes,
+                "",
+                json!({"metadata": {"name": node.name, "labels": node.labels}}),
+            )
+            .await?;
+            self.api(&nodes, "")
+                .patch_status(
+                    &node.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&node_status(&node.allocatable)),
+                )
+                .await
+                .with_context(|| format!("status of Node {}", node.name))?;
+        }
+        self.create(
+            &kueue("Topology", "topologies"),
+            "",
+            topology_object(topology),
+        )
+        .await
+    }
+
+    /// The ResourceFlavor, then each ClusterQueue with its namespace and LocalQueue.
+    async fn create_queues(
+        &self,
+        flavor: &FlavorConfig,
+        cluster_queues: &[ClusterQueuePlan],
+    ) -> anyhow::Result<()> {
         let namespaces = ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&());
         self.create(
             &kueue("ResourceFlavor", "resourceflavors"),
             "",
-            json!({"metadata": {"name": FLAVOR}}),
+            resource_flavor(flavor),
         )
         .await?;
         for plan in cluster_queues {
             self.create(
                 &kueue("ClusterQueue", "clusterqueues"),
                 "",
-                cluster_queue(plan),
+                cluster_queue(plan, &flavor.name),
             )
             .await?;
             self.create(&namespaces, "", json!({"metadata": {"name": plan.name}}))
@@ -443,7 +514,12 @@ pub async fn configuration(
     class_order: &[&str],
 ) -> anyhow::Result<(Vec<Figure>, Option<f64>)> {
     let platform = Platform::start()?;
-    platform.create_queues(&plan.cluster_queues).await?;
+    if let Some(topology) = &plan.topology {
+        platform.create_topology(topology).await?;
+    }
+    platform
+        .create_queues(&plan.flavor, &plan.cluster_queues)
+        .await?;
     let record = Arc::new(Mutex::new(Record {
         used: vec![0.0; plan.cluster_queues.len()],
         ..Record::default()
@@ -469,7 +545,7 @@ pub async fn configuration(
                 Tracked {
                     class: template.class.clone(),
                     cluster_queue: planned.cluster_queue,
-                    milli: template.request_milli,
+                    milli: template.total_milli(),
                     runtime: scaled(template.runtime_ms),
                     created: Instant::now(),
                     admitted_since: None,
@@ -479,14 +555,7 @@ pub async fn configuration(
                 },
             );
         }
-        let object = workload(
-            &planned.name,
-            queue,
-            &template.class,
-            template.runtime_ms,
-            template.priority,
-            template.request_milli,
-        );
+        let object = workload(&planned.name, queue, template);
         let api = platform.api(&workloads, queue);
         let object = dynamic(&workloads, object)?;
         creates.push(tokio::spawn(async move {
@@ -584,6 +653,18 @@ fn raw_cluster_queues(workloads: usize, count: usize) -> Vec<ClusterQueuePlan> {
         .collect()
 }
 
+/// The raw run's Workload: one pod of one CPU.
+fn raw_template() -> WorkloadTemplate {
+    WorkloadTemplate {
+        class: "raw".into(),
+        runtime_ms: 0,
+        priority: 0,
+        request_milli: 1000,
+        pod_count: 1,
+        topology: None,
+    }
+}
+
 /// How many ClusterQueues the raw run spreads its Workloads over.
 const RAW_QUEUES: usize = 10;
 /// Concurrent clients creating the raw run's Workloads.
@@ -593,7 +674,9 @@ const RAW_CREATORS: usize = 16;
 pub async fn raw(workloads: usize) -> anyhow::Result<(Vec<Figure>, Option<f64>)> {
     let platform = Platform::start()?;
     let queues = raw_cluster_queues(workloads, RAW_QUEUES);
-    platform.create_queues(&queues).await?;
+    platform
+        .create_queues(&FlavorConfig::default(), &queues)
+        .await?;
     let record = Arc::new(Mutex::new(Record {
         used: vec![0.0; queues.len()],
         ..Record::default()
@@ -622,7 +705,7 @@ pub async fn raw(workloads: usize) -> anyhow::Result<(Vec<Figure>, Option<f64>)>
             }
             Ok((
                 queue.clone(),
-                dynamic(&resource, workload(&name, queue, "raw", 0, 0, 1000))?,
+                dynamic(&resource, workload(&name, queue, &raw_template()))?,
             ))
         })
         .collect::<anyhow::Result<_>>()?;
@@ -745,18 +828,63 @@ mod tests {
     fn cluster_queues_are_the_runners() {
         let queues = raw_cluster_queues(25, 10);
         assert_eq!(queues.len(), 10);
-        let object = cluster_queue(&queues[3]);
+        let object = cluster_queue(&queues[3], "rf");
         assert_eq!(object["metadata"]["name"], "raw-3");
         assert_eq!(
             object["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"],
             "3"
         );
         assert!(object["spec"].get("cohortName").is_none());
-        let w = workload("small-0-1-0", "cq-0-0-cohort-0", "small", 200, 50, 1500);
+        let template = WorkloadTemplate {
+            class: "small".into(),
+            runtime_ms: 200,
+            priority: 50,
+            request_milli: 1500,
+            ..raw_template()
+        };
+        let w = workload("small-0-1-0", "cq-0-0-cohort-0", &template);
         assert_eq!(
             w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"],
             "1500m"
         );
         assert_eq!(w["metadata"]["labels"][RUNNING_TIME_LABEL], "200");
+        assert!(w["spec"]["podSets"][0].get("topologyRequest").is_none());
+    }
+
+    #[test]
+    fn tas_objects_are_the_runners() {
+        let plan =
+            tessera_sim::queue_scenario::GeneratorConfig::parse(tessera_sim::queue_scenario::TAS)
+                .unwrap()
+                .scaled(0.01)
+                .plan();
+        let topology = plan.topology.as_ref().unwrap();
+        let object = topology_object(topology);
+        assert_eq!(object["metadata"]["name"], "default-topology");
+        assert_eq!(
+            object["spec"]["levels"][2]["nodeLabel"],
+            "kubernetes.io/hostname"
+        );
+        let flavor = resource_flavor(&plan.flavor);
+        assert_eq!(
+            flavor["spec"],
+            json!({"nodeLabels": {"tas-node-group": "tas"}, "topologyName": "default-topology"})
+        );
+        let status = node_status(&topology.nodes[0].allocatable);
+        assert_eq!(
+            status["status"]["allocatable"],
+            json!({"cpu": "96", "memory": "274877906944", "pods": "110"})
+        );
+        let large = plan
+            .workloads
+            .iter()
+            .find(|w| w.template.class == "large-balanced-rack")
+            .unwrap();
+        let w = workload(&large.name, "q", &large.template);
+        assert_eq!(w["spec"]["podSets"][0]["count"], 8);
+        assert_eq!(
+            w["spec"]["podSets"][0]["topologyRequest"],
+            json!({"podSetSliceRequiredTopology": "cloud.provider.com/topology-rack", "podSetSliceSize": 4})
+        );
     }
 }

@@ -26,6 +26,7 @@ pub mod kube_placer;
 pub mod policy;
 pub mod queue_scenario;
 pub mod queue_timeline;
+pub mod queue_topology;
 pub mod report;
 pub mod timeline;
 pub mod trace;

@@ -3,21 +3,29 @@
 //! LocalQueue and namespace per ClusterQueue (named as the runner names them), and every
 //! Workload with its class, request, priority, runtime and creation time — the k-th Workload of
 //! a workload set is created at (k+1) × its creation interval, as the runner's generator sleeps
-//! before each create. Kueue's own configurations are bundled ([`BASELINE`], [`LARGE_SCALE`]).
+//! before each create. Kueue's own configurations are bundled ([`BASELINE`], [`LARGE_SCALE`],
+//! [`TAS`]). A TAS configuration adds a Topology with its Nodes and a ResourceFlavor with a
+//! topology (`queue_topology`), and Workloads of `podCount` pods whose PodSet asks for a
+//! topology level; as the runner does, `podCount` counts only with a `tasLevel`.
 //!
 //! Knows nothing of queueing or time passing: `queue_timeline` replays what this describes.
-//! TAS configurations (topology, multi-pod workloads) are rejected, not modelled.
 
 use serde::Deserialize;
 use tessera_model::quantity::Quantity;
 use tessera_queue::amount::resource_value;
 use tessera_queue::cluster_queue::PreemptionPolicy;
 
+use crate::queue_topology::{
+    FlavorConfig, FlavorSpec, NodePlan, PodSetTopology, TopologyConfig, TopologySpec,
+};
+
 /// Kueue's `configs/baseline/generator.yaml`.
 pub const BASELINE: &str = include_str!("../../../data/kueue-performance/baseline/generator.yaml");
 /// Kueue's `configs/large-scale/generator.yaml`.
 pub const LARGE_SCALE: &str =
     include_str!("../../../data/kueue-performance/large-scale/generator.yaml");
+/// Kueue's `configs/tas/generator.yaml`.
+pub const TAS: &str = include_str!("../../../data/kueue-performance/tas/generator.yaml");
 
 /// The only resource the generator requests (`corev1.ResourceCPU`).
 pub const CPU: &str = "cpu";
@@ -34,15 +42,16 @@ pub enum ScenarioError {
     /// A preemption policy Kueue does not have.
     #[error("{field}: unknown preemption policy {text:?}")]
     Policy { field: &'static str, text: String },
-    /// Something the generator allows that is not modelled here.
-    #[error("not modelled: {0}")]
-    Unsupported(String),
+    /// A TAS flavor whose Topology the configuration does not create (the runner would
+    /// create it, and Kueue would keep its ClusterQueues inactive: nothing would run).
+    #[error("resourceFlavor.topologyName: no topology {0:?} in the configuration")]
+    MissingTopology(String),
 }
 
 /// A YAML scalar read as text, as `sigs.k8s.io/yaml` hands numbers to the runner's string
 /// fields (`nominalQuota: 20` is the string "20").
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Text(String);
+pub(crate) struct Text(pub(crate) String);
 
 impl<'de> Deserialize<'de> for Text {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Text, D::Error> {
@@ -69,9 +78,13 @@ struct WorkloadTemplateSpec {
     priority: i32,
     request: Text,
     #[serde(default)]
-    pod_count: Option<i64>,
+    pod_count: i32,
     #[serde(default)]
-    tas_level: Option<String>,
+    tas_constraint: String,
+    #[serde(default)]
+    tas_level: String,
+    #[serde(default)]
+    slice_size: i32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,7 +122,10 @@ struct CohortSetSpec {
 #[serde(rename_all = "camelCase")]
 struct ConfigSpec {
     #[serde(default)]
-    topology: Option<serde_json::Value>,
+    topology: Option<TopologySpec>,
+    #[serde(default)]
+    resource_flavor: Option<FlavorSpec>,
+    #[serde(default)]
     cohorts: Vec<CohortSetSpec>,
 }
 
@@ -122,8 +138,19 @@ pub struct WorkloadTemplate {
     pub runtime_ms: u64,
     /// `priority`.
     pub priority: i32,
-    /// `request` of CPU, in milli-CPU.
+    /// `request` of CPU per pod, in milli-CPU.
     pub request_milli: i64,
+    /// Pods of its one PodSet `main`: `podCount` (default 1) with a `tasLevel`, else 1.
+    pub pod_count: i32,
+    /// The PodSet's topology request (`tasConstraint` at `tasLevel`).
+    pub topology: Option<PodSetTopology>,
+}
+
+impl WorkloadTemplate {
+    /// The CPU of all its pods, milli-CPU.
+    pub fn total_milli(&self) -> i64 {
+        self.request_milli.saturating_mul(i64::from(self.pod_count))
+    }
 }
 
 /// A workload set: `count` rounds of its templates, one creation every interval.
@@ -181,6 +208,10 @@ pub struct CohortSet {
 /// A generator configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GeneratorConfig {
+    /// `topology` (TAS configurations).
+    pub topology: Option<TopologyConfig>,
+    /// `resourceFlavor` (`rf` without topology when absent).
+    pub flavor: FlavorConfig,
     /// `cohorts`.
     pub cohorts: Vec<CohortSet>,
 }
@@ -211,11 +242,6 @@ impl GeneratorConfig {
     pub fn parse(yaml: &str) -> Result<GeneratorConfig, ScenarioError> {
         let spec: ConfigSpec =
             serde_saphyr::from_str(yaml).map_err(|e| ScenarioError::Parse(e.to_string()))?;
-        if spec.topology.is_some() {
-            return Err(ScenarioError::Unsupported(
-                "topology (TAS configurations)".into(),
-            ));
-        }
         if spec.cohorts.is_empty() {
             return Err(ScenarioError::Parse(
                 "config must contain at least one cohort".into(),
@@ -237,7 +263,18 @@ impl GeneratorConfig {
                 })
             })
             .collect::<Result<_, ScenarioError>>()?;
-        Ok(GeneratorConfig { cohorts })
+        let topology = spec.topology.map(TopologyConfig::parse).transpose()?;
+        let flavor = FlavorConfig::parse(spec.resource_flavor)?;
+        if let Some(name) = &flavor.topology_name
+            && topology.as_ref().is_none_or(|t| t.name != *name)
+        {
+            return Err(ScenarioError::MissingTopology(name.clone()));
+        }
+        Ok(GeneratorConfig {
+            topology,
+            flavor,
+            cohorts,
+        })
     }
 
     /// The same configuration with every workload set's count scaled by `fraction` (rounded
@@ -296,6 +333,38 @@ impl GeneratorConfig {
     }
 }
 
+/// A template as `generateWlSet` builds its Workload: with a `tasLevel`, one PodSet of
+/// `podCount` pods (1 when unset) and the constraint's topology request; without, one pod.
+fn workload_template(spec: WorkloadTemplateSpec) -> Result<WorkloadTemplate, ScenarioError> {
+    let tas = !spec.tas_level.is_empty();
+    if tas && spec.pod_count < 0 {
+        return Err(ScenarioError::Parse(format!(
+            "workload class {}: podCount {} is negative",
+            spec.class_name, spec.pod_count
+        )));
+    }
+    Ok(WorkloadTemplate {
+        request_milli: milli_cpu("request", &spec.request)?,
+        pod_count: if tas && spec.pod_count > 0 {
+            spec.pod_count
+        } else {
+            1
+        },
+        topology: tas
+            .then(|| {
+                PodSetTopology::from_constraint(
+                    &spec.tas_constraint,
+                    &spec.tas_level,
+                    spec.slice_size,
+                )
+            })
+            .flatten(),
+        class: spec.class_name,
+        runtime_ms: spec.runtime_ms,
+        priority: spec.priority,
+    })
+}
+
 fn queues_set(spec: QueuesSetSpec) -> Result<QueuesSet, ScenarioError> {
     let workloads_sets = spec
         .workloads_sets
@@ -304,20 +373,7 @@ fn queues_set(spec: QueuesSetSpec) -> Result<QueuesSet, ScenarioError> {
             let templates = set
                 .workloads
                 .into_iter()
-                .map(|template| {
-                    if template.tas_level.is_some() || template.pod_count.unwrap_or(1) != 1 {
-                        return Err(ScenarioError::Unsupported(format!(
-                            "workload class {}: TAS or more than one pod",
-                            template.class_name
-                        )));
-                    }
-                    Ok(WorkloadTemplate {
-                        request_milli: milli_cpu("request", &template.request)?,
-                        class: template.class_name,
-                        runtime_ms: template.runtime_ms,
-                        priority: template.priority,
-                    })
-                })
+                .map(workload_template)
                 .collect::<Result<_, _>>()?;
             Ok(WorkloadsSet {
                 count: set.count,
@@ -369,9 +425,24 @@ pub struct WorkloadPlan {
     pub template: WorkloadTemplate,
 }
 
+/// The Topology object and its Nodes (TAS configurations).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologyPlan {
+    /// The Topology's name.
+    pub name: String,
+    /// Its levels' node labels, top first.
+    pub levels: Vec<String>,
+    /// The Nodes, in the runner's order.
+    pub nodes: Vec<NodePlan>,
+}
+
 /// Everything the runner creates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
+    /// The ResourceFlavor every ClusterQueue quotes.
+    pub flavor: FlavorConfig,
+    /// The Topology with its Nodes, when the configuration has one.
+    pub topology: Option<TopologyPlan>,
     /// ClusterQueues in creation order.
     pub cluster_queues: Vec<ClusterQueuePlan>,
     /// Workloads by creation time (ties in ClusterQueue, then workload-set order).
@@ -401,6 +472,12 @@ impl GeneratorConfig {
         }
         workloads.sort_by_key(|w| w.created_ms);
         Plan {
+            flavor: self.flavor.clone(),
+            topology: self.topology.as_ref().map(|topology| TopologyPlan {
+                name: topology.name.clone(),
+                levels: topology.level_labels(),
+                nodes: topology.nodes(),
+            }),
             cluster_queues,
             workloads,
         }
@@ -442,6 +519,23 @@ mod tests {
                 &["small", "medium", "large"],
                 3_300,
             ),
+            (
+                TAS,
+                30,
+                15_000,
+                &[
+                    "small-required-rack",
+                    "small-preferred-rack",
+                    "small-balanced-rack",
+                    "medium-required-rack",
+                    "medium-preferred-rack",
+                    "medium-balanced-rack",
+                    "large-required-rack",
+                    "large-preferred-rack",
+                    "large-balanced-rack",
+                ],
+                20_400,
+            ),
         ];
         for (yaml, queues, count, classes, last) in cases {
             let config = GeneratorConfig::parse(yaml).unwrap();
@@ -472,8 +566,12 @@ mod tests {
                 runtime_ms: 1_000,
                 priority: 200,
                 request_milli: 20_000,
+                pod_count: 1,
+                topology: None,
             }
         );
+        assert_eq!(config.flavor, FlavorConfig::default());
+        assert_eq!(config.topology, None);
         let plan = config.plan();
         assert_eq!(plan.cluster_queues[7].name, "cq-0-1-cohort-1");
         assert_eq!(plan.cluster_queues[7].cohort, "cohort-1");
@@ -482,6 +580,137 @@ mod tests {
             (first.name.as_str(), first.created_ms, first.cluster_queue),
             ("small-0-0-0", 100, 0)
         );
+    }
+
+    #[test]
+    fn tas_expands_to_kueues_topology_nodes_flavor_and_class_mix() {
+        const RACK: &str = "cloud.provider.com/topology-rack";
+        let config = GeneratorConfig::parse(TAS).unwrap();
+        let plan = config.plan();
+        let topology = plan.topology.as_ref().unwrap();
+        assert_eq!(topology.name, "default-topology");
+        assert_eq!(
+            topology.levels,
+            [
+                "cloud.provider.com/topology-block",
+                RACK,
+                "kubernetes.io/hostname"
+            ]
+        );
+        assert_eq!(topology.nodes.len(), 640);
+        let racks: std::collections::BTreeSet<&str> = topology
+            .nodes
+            .iter()
+            .map(|n| n.labels[RACK].as_str())
+            .collect();
+        assert_eq!(racks.len(), 10);
+        let last = &topology.nodes[639];
+        assert_eq!(topology.nodes[0].name, "node-b0-r0-n0");
+        assert_eq!(last.name, "node-b0-r9-n63");
+        let labels: Vec<(&str, &str)> = last
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("cloud.provider.com/topology-block", "block-0"),
+                (RACK, "rack-9"),
+                ("kubernetes.io/hostname", "node-63"),
+                ("kueue.x-k8s.io/performance-scheduler-cleanup", "true"),
+                ("tas-node-group", "tas"),
+            ]
+        );
+        let allocatable: Vec<(&str, i64)> = last
+            .allocatable
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(
+            allocatable,
+            [("cpu", 96_000), ("memory", 256 << 30), ("pods", 110)]
+        );
+        assert_eq!(plan.flavor.name, "tas-flavor");
+        assert_eq!(
+            plan.flavor.topology_name.as_deref(),
+            Some("default-topology")
+        );
+        assert_eq!(
+            plan.flavor.node_labels,
+            [("tas-node-group".to_owned(), "tas".to_owned())].into()
+        );
+        // (class, Workloads, pods, milli-CPU per pod, topology request)
+        let balanced = |size| PodSetTopology::Balanced {
+            level: RACK.into(),
+            slice_size: Some(size),
+        };
+        let required = || PodSetTopology::Required(RACK.into());
+        let preferred = || PodSetTopology::Preferred(RACK.into());
+        let mix = [
+            ("small-required-rack", 3_600, 2, 500, required()),
+            ("small-preferred-rack", 3_600, 2, 500, preferred()),
+            ("small-balanced-rack", 3_300, 2, 500, balanced(1)),
+            ("medium-required-rack", 1_020, 4, 1_250, required()),
+            ("medium-preferred-rack", 990, 4, 1_250, preferred()),
+            ("medium-balanced-rack", 990, 4, 1_250, balanced(2)),
+            ("large-required-rack", 510, 8, 2_500, required()),
+            ("large-preferred-rack", 510, 8, 2_500, preferred()),
+            ("large-balanced-rack", 480, 8, 2_500, balanced(4)),
+        ];
+        for (class, count, pods, milli, topology) in mix {
+            let members: Vec<&WorkloadTemplate> = plan
+                .workloads
+                .iter()
+                .map(|w| &w.template)
+                .filter(|t| t.class == class)
+                .collect();
+            assert_eq!(members.len(), count, "{class}");
+            let template = members[0];
+            assert_eq!(
+                (
+                    template.pod_count,
+                    template.request_milli,
+                    template.topology.as_ref()
+                ),
+                (pods, milli, Some(&topology)),
+                "{class}"
+            );
+        }
+    }
+
+    #[test]
+    fn pod_count_counts_only_with_a_tas_level() {
+        let yaml = |template: &str| {
+            format!(
+                "cohorts: [{{className: c, count: 1, queuesSets: [{{className: q, count: 1, nominalQuota: 1, workloadsSets: [{{count: 1, creationIntervalMs: 1, workloads: [{{className: w, runtimeMs: 1, priority: 0, request: 250m, {template}}}]}}]}}]}}]"
+            )
+        };
+        // (template fields, pods, topology)
+        let cases: Vec<(&str, i32, Option<PodSetTopology>)> = vec![
+            ("podCount: 4", 1, None),
+            (
+                "podCount: 4, tasConstraint: required, tasLevel: r",
+                4,
+                Some(PodSetTopology::Required("r".into())),
+            ),
+            (
+                "tasConstraint: preferred, tasLevel: r",
+                1,
+                Some(PodSetTopology::Preferred("r".into())),
+            ),
+            ("podCount: 3, tasConstraint: any, tasLevel: r", 3, None),
+        ];
+        for (fields, pods, topology) in cases {
+            let config = GeneratorConfig::parse(&yaml(fields)).unwrap();
+            let template = &config.cohorts[0].queues_sets[0].workloads_sets[0].templates[0];
+            assert_eq!(
+                (template.pod_count, &template.topology),
+                (pods, &topology),
+                "{fields}"
+            );
+            assert_eq!(template.total_milli(), 250 * i64::from(pods));
+        }
     }
 
     #[test]
@@ -512,8 +741,24 @@ mod tests {
                 "withinClusterQueue: unknown preemption policy \"Sometimes\"",
             ),
             (
-                "topology: {name: t}\ncohorts: [{className: c, count: 1, queuesSets: []}]",
-                "not modelled: topology",
+                "topology: {name: t, levels: [{name: rack, count: 2, nodeLabel: r}]}\ncohorts: [{className: c, count: 1, queuesSets: []}]",
+                "topology must have at least 2 levels, got 1",
+            ),
+            (
+                "topology: {name: t, levels: [{name: r, count: 1, nodeLabel: r}, {name: n, count: 1, nodeLabel: h, capacity: {cpu: many}}]}\ncohorts: [{className: c, count: 1, queuesSets: []}]",
+                "capacity.cpu: \"many\" is not a quantity",
+            ),
+            (
+                "resourceFlavor: {name: f, topologyName: t}\ncohorts: [{className: c, count: 1, queuesSets: []}]",
+                "resourceFlavor.nodeLabel is required when TAS is enabled",
+            ),
+            (
+                "resourceFlavor: {name: f, nodeLabel: g, topologyName: t}\ncohorts: [{className: c, count: 1, queuesSets: []}]",
+                "no topology \"t\" in the configuration",
+            ),
+            (
+                "cohorts: [{className: c, count: 1, queuesSets: [{className: q, count: 1, nominalQuota: 1, workloadsSets: [{count: 1, creationIntervalMs: 1, workloads: [{className: w, runtimeMs: 1, priority: 0, request: 1, podCount: -2, tasLevel: r}]}]}]}]",
+                "podCount -2 is negative",
             ),
         ];
         for (yaml, message) in cases {

@@ -9,12 +9,17 @@
 //! the runs its thresholds were calibrated with) is modelled here, over the queues' API: when a
 //! Workload is parked as inadmissible, the pending Workloads of its ClusterQueue with the same
 //! shape (priority and request) are parked too, and new ones of that shape skip the heap until
-//! the next requeue of that ClusterQueue.
+//! the next requeue of that ClusterQueue; the shape is the hash's: priority, request, pod
+//! count and topology request.
 //!
-//! Cohorts share nothing here (no quota, no preemption targets across them), so each Cohort's
-//! ClusterQueues run with their own queues and snapshot: the decisions are those of one cycle
-//! over all ClusterQueues (an entry only ever changes its own Cohort's usage and targets), and
-//! the core's preemption, which copies the quota tree per attempt, copies one Cohort's.
+//! Without a topology, Cohorts share nothing here (no quota, no preemption targets across
+//! them), so each Cohort's ClusterQueues run with their own queues and snapshot: the decisions
+//! are those of one cycle over all ClusterQueues (an entry only ever changes its own Cohort's
+//! usage and targets), and the core's preemption, which copies the quota tree per attempt,
+//! copies one Cohort's. With a topology (Kueue's TAS configuration) every Cohort places pods on
+//! the same Nodes, so all run as one: the TAS flavor's snapshot (`tas::TasSnapshot` over the
+//! plan's Nodes) keeps the placements of the admitted Workloads — the cycle adds a placement
+//! when it admits, the run removes it when the Workload finishes or is evicted.
 //!
 //! Measured as the runner's recorder measures: time to admission per Workload from its
 //! `creationTimestamp` to its (last) admission, both at the API's one-second resolution; time to
@@ -33,22 +38,23 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use tessera_queue::cluster_queue::{ClusterQueuePreemption, PreemptionPolicy};
-use tessera_queue::cycle::{self, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
+use tessera_queue::cycle::{
+    self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot,
+};
 use tessera_queue::preemption::{AdmittedWorkload, PreemptionConfig};
 use tessera_queue::queue::{
     ClusterQueueQueue, EvictionCause, LocalQueue, QueueManager, QueuedWorkload, QueueingStrategy,
     RequeuingTimestamp, StopPolicy,
 };
-use tessera_queue::workload::{DEFAULT_POD_SET_NAME, PodSet, Workload};
+use tessera_queue::tas::{TasFlavors, TasSnapshot, TopologyNode};
+use tessera_queue::workload::{DEFAULT_POD_SET_NAME, PodSet, Requests, Workload};
 use tessera_queue::{
     Amount, ClusterQueuePolicy, ClusterQueueSpec, FlavorResource, FlavorResourceQuantities, NodeId,
     ResourceFlavorSpec, ResourceGroup, ResourceQuota, Tree, TreeError, TreeSpec, WorkloadInfo,
 };
 
 use crate::queue_scenario::{CPU, Plan, WorkloadPlan};
-
-/// The ResourceFlavor the generator creates (`defaultResourceFlavorName`).
-pub const FLAVOR: &str = "rf";
+use crate::queue_topology::PodSetTopology;
 
 /// The virtual clock's zero, on a whole second.
 const EPOCH_SECONDS: u64 = 1_700_000_000;
@@ -148,7 +154,12 @@ pub fn run(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
         admissions: 0,
         evictions: 0,
     };
-    for cohort in cohorts(plan) {
+    let parts = if plan.topology.is_some() {
+        vec![(0..plan.cluster_queues.len()).collect()]
+    } else {
+        cohorts(plan)
+    };
+    for cohort in parts {
         let (part, queues, workloads) = restricted(plan, &cohort);
         let part_uids = workloads.iter().map(|&i| uids[i].clone()).collect();
         let mut sim = Sim::new(&part, options, part_uids)?;
@@ -199,6 +210,8 @@ fn restricted(plan: &Plan, queues: &[usize]) -> (Plan, Vec<usize>, Vec<usize>) {
         }
     }
     let part = Plan {
+        flavor: plan.flavor.clone(),
+        topology: plan.topology.clone(),
         cluster_queues: queues
             .iter()
             .map(|&g| plan.cluster_queues[g].clone())
@@ -224,6 +237,8 @@ struct WorkloadState {
     /// Quota held since, while admitted.
     admitted_at: Option<u64>,
     usage: FlavorResourceQuantities,
+    /// The TAS usage of its placement per leaf, while admitted.
+    tas_usage: BTreeMap<String, Requests>,
     /// Bumped at every admission, so that the finish of an evicted admission is ignored.
     epoch: u64,
     time_to_admission_ms: Option<u64>,
@@ -233,8 +248,9 @@ struct WorkloadState {
     evictions: u64,
 }
 
-/// Scheduling equivalence: Workloads of one ClusterQueue with the same priority and request.
-type Shape = (i32, i64);
+/// Scheduling equivalence: Workloads of one ClusterQueue with the same priority, per-pod
+/// request, pod count and topology request.
+type Shape = (i32, i64, i32, Option<PodSetTopology>);
 
 struct Sim<'p> {
     plan: &'p Plan,
@@ -269,6 +285,57 @@ fn at(ms: u64) -> SystemTime {
 /// A time as the API stores it (whole seconds).
 fn api_seconds(ms: u64) -> u64 {
     ms / 1000 * 1000
+}
+
+/// The TAS flavor of the plan with its snapshot over the plan's Nodes, when it has one.
+fn tas_flavors(plan: &Plan) -> TasFlavors {
+    let mut tas = TasFlavors::default();
+    let (Some(topology), Some(name)) = (&plan.topology, &plan.flavor.topology_name) else {
+        return tas;
+    };
+    tas.topologies
+        .insert(plan.flavor.name.clone(), name.clone());
+    if topology.name != *name {
+        return tas;
+    }
+    let nodes: Vec<TopologyNode> = topology
+        .nodes
+        .iter()
+        .map(|node| TopologyNode {
+            name: node.name.clone(),
+            labels: node.labels.clone(),
+            allocatable: node.allocatable.clone(),
+            taints: Vec::new(),
+            schedulable_and_ready: true,
+        })
+        .collect();
+    let snapshot = TasSnapshot::new(
+        name,
+        &topology.levels,
+        &plan.flavor.node_labels,
+        &[],
+        &nodes,
+    );
+    tas.snapshots.insert(plan.flavor.name.clone(), snapshot);
+    tas
+}
+
+/// The TAS usage per leaf of an admission's placements.
+fn placement_usage(admission: &Admission, pod_requests: &Requests) -> BTreeMap<String, Requests> {
+    let mut usage: BTreeMap<String, Requests> = BTreeMap::new();
+    let placements = admission
+        .pod_set_assignments
+        .iter()
+        .filter_map(|ps| ps.topology_assignment.as_ref());
+    for placement in placements {
+        for (leaf, requests) in TasSnapshot::usage_of(placement, pod_requests) {
+            let entry = usage.entry(leaf).or_default();
+            for (resource, value) in requests {
+                *entry.entry(resource).or_default() += value;
+            }
+        }
+    }
+    usage
 }
 
 fn preemption(policy: PreemptionPolicy, reclaim: PreemptionPolicy) -> ClusterQueuePreemption {
@@ -315,7 +382,8 @@ impl<'p> Sim<'p> {
     }
 
     fn new(plan: &'p Plan, options: Options, uids: Vec<String>) -> Result<Sim<'p>, RunError> {
-        let key = FlavorResource::new(FLAVOR, CPU);
+        let flavor = plan.flavor.name.as_str();
+        let key = FlavorResource::new(flavor, CPU);
         let spec = TreeSpec {
             cohorts: Vec::new(),
             cluster_queues: plan
@@ -381,7 +449,7 @@ impl<'p> Sim<'p> {
                     policy: ClusterQueuePolicy {
                         resource_groups: vec![ResourceGroup {
                             covered_resources: [CPU.to_owned()].into_iter().collect(),
-                            flavors: vec![FLAVOR.to_owned()],
+                            flavors: vec![flavor.to_owned()],
                         }],
                         flavor_fungibility: Default::default(),
                         preemption: preemption(
@@ -396,9 +464,10 @@ impl<'p> Sim<'p> {
             namespaces.insert(cq.name.clone(), BTreeMap::new());
         }
         let flavors = [(
-            FLAVOR.to_owned(),
+            flavor.to_owned(),
             ResourceFlavorSpec {
-                name: FLAVOR.to_owned(),
+                name: flavor.to_owned(),
+                node_labels: plan.flavor.node_labels.clone(),
                 ..Default::default()
             },
         )]
@@ -413,7 +482,7 @@ impl<'p> Sim<'p> {
             preemption: PreemptionConfig::default(),
             recompute_on_overlap: true,
             timestamp: RequeuingTimestamp::Eviction,
-            tas: Default::default(),
+            tas: tas_flavors(plan),
         };
         let workloads: Vec<WorkloadState> = plan
             .workloads
@@ -456,7 +525,20 @@ impl<'p> Sim<'p> {
 
     fn shape(&self, index: usize) -> Shape {
         let template = &self.plan.workloads[index].template;
-        (template.priority, template.request_milli)
+        (
+            template.priority,
+            template.request_milli,
+            template.pod_count,
+            template.topology.clone(),
+        )
+    }
+
+    /// One pod's requests of a Workload's PodSet.
+    fn pod_requests(&self, index: usize) -> Requests {
+        let template = &self.plan.workloads[index].template;
+        [(CPU.to_owned(), template.request_milli)]
+            .into_iter()
+            .collect()
     }
 
     fn cluster_queue_name(&self, index: usize) -> &str {
@@ -473,10 +555,9 @@ impl<'p> Sim<'p> {
             priority: planned.template.priority,
             pod_sets: vec![PodSet {
                 name: DEFAULT_POD_SET_NAME.to_owned(),
-                count: 1,
-                requests: [(CPU.to_owned(), planned.template.request_milli)]
-                    .into_iter()
-                    .collect(),
+                count: planned.template.pod_count,
+                requests: self.pod_requests(index),
+                topology_request: planned.template.topology.as_ref().map(|t| t.request()),
                 ..Default::default()
             }],
             reclaimable_pods: Vec::new(),
@@ -528,6 +609,12 @@ impl<'p> Sim<'p> {
         let cq = self.plan.workloads[index].cluster_queue;
         let usage = std::mem::take(&mut self.workloads[index].usage);
         self.tree.remove_usages(self.nodes[cq], &usage);
+        let placements = std::mem::take(&mut self.workloads[index].tas_usage);
+        for snapshot in self.snapshot.tas.snapshots.values_mut() {
+            for (leaf, requests) in &placements {
+                snapshot.remove_tas_usage(leaf, requests);
+            }
+        }
         let held = self.now_ms.saturating_sub(since);
         let milli: i64 = usage.iter().map(|(_, amount)| amount.int64()).sum();
         self.used[cq] += u128::from(held) * u128::try_from(milli).unwrap_or(0);
@@ -554,7 +641,22 @@ impl<'p> Sim<'p> {
         self.enqueue(index);
     }
 
-    fn admit(&mut self, index: usize, usage: FlavorResourceQuantities) {
+    /// Books an admission; the cycle already added its placements to the TAS snapshot.
+    fn admit(&mut self, index: usize, admission: &Admission) {
+        let usage = admission
+            .pod_set_assignments
+            .iter()
+            .flat_map(|ps| {
+                ps.resource_usage.iter().filter_map(|(resource, value)| {
+                    let flavor = ps.flavors.get(resource)?;
+                    Some((FlavorResource::new(flavor, resource), *value))
+                })
+            })
+            .fold(FlavorResourceQuantities::new(), |mut usage, (k, v)| {
+                usage.add(&k, Amount::new(v));
+                usage
+            });
+        self.workloads[index].tas_usage = placement_usage(admission, &self.pod_requests(index));
         let cq = self.plan.workloads[index].cluster_queue;
         let shape = self.shape(index);
         if let Some(pending) = self.pending[cq].get_mut(&shape) {
@@ -592,7 +694,7 @@ impl<'p> Sim<'p> {
     /// Parks the active Workloads of `cq` shaped like `index` (`handleInadmissibleHash`).
     fn park_equivalents(&mut self, cq: usize, index: usize) {
         let shape = self.shape(index);
-        self.parked_shapes[cq].insert(shape);
+        self.parked_shapes[cq].insert(shape.clone());
         let Some(queue) = self
             .queues
             .cluster_queues
@@ -649,20 +751,7 @@ impl<'p> Sim<'p> {
                         let Some(&index) = self.index_of.get(&workload) else {
                             continue;
                         };
-                        let usage = admission
-                            .pod_set_assignments
-                            .iter()
-                            .flat_map(|ps| {
-                                ps.resource_usage.iter().filter_map(|(resource, value)| {
-                                    let flavor = ps.flavors.get(resource)?;
-                                    Some((FlavorResource::new(flavor, resource), *value))
-                                })
-                            })
-                            .fold(FlavorResourceQuantities::new(), |mut usage, (k, v)| {
-                                usage.add(&k, Amount::new(v));
-                                usage
-                            });
-                        self.admit(index, usage);
+                        self.admit(index, &admission);
                         progress = true;
                     }
                     Decision::Preempt { victims, .. } => {

@@ -137,3 +137,74 @@ fn a_seed_decides_the_run_and_every_workload_finishes() {
         assert!(usage > 0.0 && usage <= 100.0, "{usage}");
     }
 }
+
+/// One ClusterQueue with 10 CPUs over a TAS flavor on one rack of two 2-CPU Nodes, and two
+/// Workloads of three 1-CPU pods created at 100 and 200 ms that run 1 s; `pod_set` holds the
+/// template's TAS fields.
+fn tas_config(pod_set: &str) -> String {
+    format!(
+        "topology: {{name: t, levels: [{{name: rack, count: 1, nodeLabel: rack}}, {{name: node, count: 2, nodeLabel: kubernetes.io/hostname, capacity: {{cpu: 2}}}}]}}
+resourceFlavor: {{name: tas-flavor, nodeLabel: tas-node-group, topologyName: t}}
+cohorts: [{{className: cohort, count: 1, queuesSets: [{{className: cq, count: 1, nominalQuota: 10, reclaimWithinCohort: Any, withinClusterQueue: LowerPriority, workloadsSets: [{{count: 2, creationIntervalMs: 100, workloads: [{{className: w, runtimeMs: 1000, priority: 0, request: 1, {pod_set}}}]}}]}}]}}]"
+    )
+}
+
+#[test]
+fn tas_placements_hold_node_capacity_until_the_workload_finishes() {
+    // (case, template's TAS fields, wall ms, average time to admission ms, admissions)
+    let cases: &[(&str, &str, u64, f64, u64)] = &[
+        // 3 of the rack's 4 CPUs: the second waits for the first to finish (1.1 s).
+        (
+            "required rack",
+            "podCount: 3, tasConstraint: required, tasLevel: rack",
+            2_100,
+            500.0,
+            2,
+        ),
+        (
+            "preferred rack",
+            "podCount: 3, tasConstraint: preferred, tasLevel: rack",
+            2_100,
+            500.0,
+            2,
+        ),
+        (
+            "balanced slices of 1",
+            "podCount: 3, tasConstraint: balanced, tasLevel: rack, sliceSize: 1",
+            2_100,
+            500.0,
+            2,
+        ),
+        // Without a level the runner makes one pod: both fit at once.
+        ("no TAS level", "podCount: 3", 1_200, 0.0, 2),
+    ];
+    for (name, pod_set, wall_ms, admission_ms, admissions) in cases {
+        let plan = GeneratorConfig::parse(&tas_config(pod_set)).unwrap().plan();
+        let outcome = run(&plan, Options::default()).unwrap();
+        assert_eq!(outcome.unfinished, 0, "{name}");
+        assert_eq!(outcome.wall_ms, *wall_ms, "{name}");
+        assert_eq!(outcome.admissions, *admissions, "{name}");
+        assert_eq!(
+            outcome.workload_classes[0].average_time_to_admission_ms, *admission_ms,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn kueues_tas_configuration_runs_to_the_end_as_one_part() {
+    let plan = GeneratorConfig::parse(crate::queue_scenario::TAS)
+        .unwrap()
+        .scaled(0.02)
+        .plan();
+    let outcome = run(&plan, Options::default()).unwrap();
+    assert_eq!(outcome.workloads, plan.workloads.len());
+    assert_eq!(outcome.unfinished, 0);
+    assert_eq!(
+        outcome.admissions,
+        plan.workloads.len() as u64 + outcome.evictions
+    );
+    assert_eq!(outcome.workload_classes.len(), 9);
+    let usage = outcome.cluster_queue_classes[0].usage_percent;
+    assert!(usage > 0.0 && usage <= 100.0, "{usage}");
+}

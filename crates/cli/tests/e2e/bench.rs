@@ -277,6 +277,33 @@ fn every_bench_command_runs_at_a_tiny_size() {
         ),
         (
             "queue",
+            vec!["--config", "tas", "--through", "sim", "--scale", "0.01"],
+            vec![(
+                "Kueue scheduler performance, tas (30 ClusterQueues, 360 Workloads, 640 Nodes)",
+                "simulator, virtual time",
+                360.0,
+            )],
+        ),
+        (
+            "queue",
+            vec![
+                "--through",
+                "api",
+                "--config",
+                "tas",
+                "--scale",
+                "0.01",
+                "--time-scale",
+                "0.05",
+            ],
+            vec![(
+                "Kueue scheduler performance through the API, tas (30 ClusterQueues, 360 Workloads, 640 Nodes)",
+                "end-to-end",
+                360.0,
+            )],
+        ),
+        (
+            "queue",
             vec!["--through", "api-raw", "--raw-workloads", "200"],
             vec![(
                 "raw admission, 200 pending Workloads, quota for all",
