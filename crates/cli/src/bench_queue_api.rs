@@ -47,7 +47,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(1800);
 /// How often a waiting run logs its progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-fn kueue(kind: &str, plural: &str) -> ApiResource {
+pub(crate) fn kueue(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(
             tessera_model::kueue::GROUP,
@@ -165,22 +165,45 @@ fn dynamic(resource: &ApiResource, mut value: Value) -> anyhow::Result<DynamicOb
     Ok(serde_json::from_value(value)?)
 }
 
-/// The embedded platform: a store in a temporary directory behind the API router.
-struct Platform {
-    _dir: tempfile::TempDir,
-    client: kube::Client,
+/// The embedded platform: a store in a temporary directory behind the API router, reached
+/// in-process as a cluster admin; [`Platform::serve_tls`] also serves it on loopback.
+pub(crate) struct Platform {
+    dir: tempfile::TempDir,
+    server: Arc<tessera_apiserver::ApiServer>,
+    pub(crate) client: kube::Client,
 }
 
 impl Platform {
-    fn start() -> anyhow::Result<Platform> {
+    pub(crate) fn start() -> anyhow::Result<Platform> {
         let dir = tempfile::tempdir().context("temporary directory")?;
         let store = tessera_store::Store::open(&dir.path().join("state.db"), Default::default())?;
-        let router = crate::bench::admin_router(store, dir.path())?;
-        let client = kube::Client::new(router, "default");
-        Ok(Platform { _dir: dir, client })
+        let server = crate::bench::bench_server(store, dir.path())?;
+        let client = kube::Client::new(crate::bench::as_admin(&server), "default");
+        Ok(Platform {
+            dir,
+            server,
+            client,
+        })
     }
 
-    fn api(&self, resource: &ApiResource, namespace: &str) -> kube::Api<DynamicObject> {
+    /// Serves the API over TLS on a free loopback port, as `tessera up` does; answers the
+    /// admin kubeconfig that reaches it.
+    pub(crate) async fn serve_tls(&self) -> anyhow::Result<String> {
+        use tessera_apiserver::tls::{Pki, serve};
+        let pki = Pki::load_or_create(self.dir.path()).context("certificates")?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let tls = pki.server_config().context("TLS configuration")?;
+        tokio::spawn(serve(
+            listener,
+            tls,
+            self.server.router(),
+            std::future::pending(),
+        ));
+        Ok(pki.kubeconfig(&format!("https://{address}")))
+    }
+
+    pub(crate) fn api(&self, resource: &ApiResource, namespace: &str) -> kube::Api<DynamicObject> {
         if namespace.is_empty() {
             kube::Api::all_with(self.client.clone(), resource)
         } else {
@@ -188,7 +211,7 @@ impl Platform {
         }
     }
 
-    async fn create(
+    pub(crate) async fn create(
         &self,
         resource: &ApiResource,
         namespace: &str,
@@ -261,7 +284,7 @@ impl Platform {
         Ok(())
     }
 
-    fn start_queue_manager(&self) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn start_queue_manager(&self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(tessera_controllers::queue::run(
             self.client.clone(),
             tessera_controllers::queue::QueueConfig {
@@ -300,7 +323,7 @@ struct Record {
     evictions: u64,
 }
 
-fn condition_true(object: &Value, kind: &str) -> bool {
+pub(crate) fn condition_true(object: &Value, kind: &str) -> bool {
     object
         .pointer("/status/conditions")
         .and_then(Value::as_array)

@@ -3,6 +3,7 @@
 mod agent;
 mod bench;
 mod bench_exec;
+mod bench_multikueue;
 mod bench_netpol;
 mod bench_queue;
 mod bench_queue_api;
@@ -105,6 +106,9 @@ enum BenchCommand {
     /// The `kubectl exec` round trip through the embedded API server into a node twin's
     /// container (WebSocket v5, an agnhost connect probe through a Service).
     Exec(bench_exec::ExecBenchArgs),
+    /// MultiKueue's dispatch latency: a manager's Workload reserving quota to its Job on the
+    /// worker that admitted it, over loopback TLS between embedded platforms.
+    Multikueue(bench_multikueue::MultiKueueBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -263,6 +267,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Exec(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(bench_exec::exec(&args)))
         }
+        Command::Bench(BenchCommand::Multikueue(args)) => bench_report::repeat(&args.repeat, || {
+            runtime.block_on(bench_multikueue::multikueue(&args))
+        }),
         Command::Bench(BenchCommand::Rbac(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(bench::rbac(&args)))
         }

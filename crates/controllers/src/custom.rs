@@ -71,6 +71,27 @@ pub fn watched_once_installed(
     kube::runtime::reflector::Store<DynamicObject>,
     futures::stream::BoxStream<'static, ()>,
 ) {
+    let (store, events) =
+        reflected_once_installed(client, resource, crd, watcher::Config::default());
+    (store, events.map(|_| ()).boxed())
+}
+
+/// A reflector's watcher events, errors included (after one the watcher starts again, with
+/// backoff).
+pub type ReflectedEvents =
+    futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+
+/// [`watched_once_installed`] over the objects `config` selects (all namespaces), yielding the
+/// watcher's events.
+pub fn reflected_once_installed(
+    client: &Client,
+    resource: &ApiResource,
+    crd: &'static str,
+    config: watcher::Config,
+) -> (
+    kube::runtime::reflector::Store<DynamicObject>,
+    ReflectedEvents,
+) {
     let writer = kube::runtime::reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
     let (client, resource) = (client.clone(), resource.clone());
@@ -79,14 +100,10 @@ pub fn watched_once_installed(
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
         kube::runtime::reflector::reflector(
             writer,
-            kube::runtime::WatchStreamExt::default_backoff(watcher(
-                api,
-                watcher::Config::default(),
-            )),
+            kube::runtime::WatchStreamExt::default_backoff(watcher(api, config)),
         )
     })
     .flatten()
-    .map(|_| ())
     .boxed();
     (store, stream)
 }

@@ -19,6 +19,7 @@ pub mod pdb;
 pub mod queue;
 pub mod queue_dra;
 pub mod queue_multikueue;
+mod queue_multikueue_remote;
 pub mod queue_pods;
 pub mod queue_provisioning;
 pub mod resource_claims;

@@ -1,24 +1,28 @@
 //! The queue manager's MultiKueue admission check: watches of MultiKueueConfigs and
 //! MultiKueueClusters; per worker, the kubeconfig read from the Secret its MultiKueueCluster
 //! names (key `kubeconfig`, in Kueue's namespace), a kube client built from it and a probe of
-//! the worker's API each pass, the outcome written as the cluster's `Active` condition
+//! the worker's API, the outcome written as the cluster's `Active` condition
 //! ([`tessera_queue::api::multikueue::cluster_status`], a Warning event when it fails) and the
-//! checks' `Active` conditions from their configs; then, for every Workload with a MultiKueue
-//! check, the worker's copies of the Workload and its Job or JobSet read and what
-//! [`tessera_queue::api::multikueue::reconcile`] answers carried out on the workers and here.
-//! Events are recorded as `kueue-multikueue`.
+//! checks' `Active` conditions from their configs; while a worker is connected, watch caches
+//! of what this manager created there ([`crate::queue_multikueue_remote`]), whose changes wake
+//! the queue manager at once; then, for every Workload with a MultiKueue check, the worker's
+//! copies of the Workload and its Job or JobSet as those caches show them and what
+//! [`tessera_queue::api::multikueue::reconcile`] answers carried out on the workers and here
+//! (each Workload's writes in order, several Workloads at once). Events are recorded as
+//! `kueue-multikueue`.
 //!
-//! Decides nothing itself. Differences from Kueue: workers are read once a pass (the pass
-//! runs on local changes and every few seconds) rather than watched; `RequeueAfter` is left
-//! to that resync.
+//! Decides nothing itself. Differences from Kueue: a connected worker is probed again (and its
+//! kubeconfig Secret read again) only every [`PROBE_EVERY`], when its MultiKueueCluster's spec
+//! changes or after one of its watches failed; `RequeueAfter` is left to the queue manager's
+//! resync.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::batch::v1::Job;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
@@ -31,18 +35,33 @@ use tessera_queue::api::objects;
 use tokio::sync::Mutex;
 
 use crate::queue::{MANAGER, kueue_resource, values, write_check_statuses};
+use crate::queue_multikueue_remote::{Remote, RemoteCaches, Wake, owner_resource};
 use crate::shell::{EventRecorder, patch_params, post_params};
 
 /// The component MultiKueue's events are recorded as.
 const COMPONENT: &str = "kueue-multikueue";
 /// How long a worker's API may take to answer the probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often a connected worker whose watches are well is probed again.
+pub const PROBE_EVERY: Duration = Duration::from_secs(5);
+/// How many Workloads' writes are carried out at once (each Workload's in order).
+const CONCURRENT_WORKLOADS: usize = 32;
+
+/// A connected worker: its client and the watch caches over it.
+struct Connected {
+    client: Client,
+    caches: RemoteCaches,
+}
 
 /// One worker's connection.
 struct WorkerConnection {
     /// The kubeconfig the client was built from.
     kubeconfig: String,
-    client: Option<Client>,
+    /// The MultiKueueCluster's spec when it was last connected.
+    spec: Value,
+    connected: Option<Connected>,
+    /// When the connection was last probed.
+    probed_at: Option<SystemTime>,
     failed_attempts: u32,
     next_attempt: SystemTime,
     /// Since when it is not connected.
@@ -61,18 +80,45 @@ pub struct MultiKueueWatches {
     worker_lost_timeout: Duration,
     workers: Mutex<BTreeMap<String, WorkerConnection>>,
     events: EventRecorder,
+    /// Wakes the queue manager when a worker's caches change.
+    wake: Wake,
 }
 
-fn owner_resource(kind: OwnerKind) -> ApiResource {
-    match kind {
-        OwnerKind::Job => ApiResource::erase::<Job>(&()),
-        OwnerKind::JobSet => {
-            let (group, version, kind, _) = crate::custom::JOBSET;
-            ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk(group, version, kind),
-                "jobsets",
-            )
+impl WorkerConnection {
+    fn new(now: SystemTime) -> WorkerConnection {
+        WorkerConnection {
+            kubeconfig: String::new(),
+            spec: Value::Null,
+            connected: None,
+            probed_at: None,
+            failed_attempts: 0,
+            next_attempt: now,
+            lost_since: None,
+            last_error: String::new(),
         }
+    }
+
+    /// Drops the client and its caches; lost since now unless lost already.
+    fn disconnect(&mut self, now: SystemTime) {
+        self.connected = None;
+        self.lost_since.get_or_insert(now);
+    }
+
+    fn client(&self) -> Option<Client> {
+        self.connected.as_ref().map(|c| c.client.clone())
+    }
+
+    /// Whether a connected worker needs no probe yet: probed within [`PROBE_EVERY`], its
+    /// cluster's spec unchanged and its watches well.
+    fn fresh(&self, spec: &Value, now: SystemTime) -> bool {
+        let Some(connected) = &self.connected else {
+            return false;
+        };
+        let recent = self
+            .probed_at
+            .is_some_and(|at| now.duration_since(at).unwrap_or_default() < PROBE_EVERY);
+        // The trouble flag is taken whenever asked: a failed watch forces this probe.
+        !connected.caches.take_trouble() && recent && &self.spec == spec
     }
 }
 
@@ -107,7 +153,8 @@ impl MultiKueueWatches {
             &kueue_resource("MultiKueueCluster", "multikueueclusters"),
             "multikueueclusters.kueue.x-k8s.io",
         );
-        changes.extend([config_changes, cluster_changes]);
+        let (wake, wakes) = Wake::channel();
+        changes.extend([config_changes, cluster_changes, wakes]);
         let settings = &configuration.multi_kueue;
         MultiKueueWatches {
             configs,
@@ -117,6 +164,7 @@ impl MultiKueueWatches {
             worker_lost_timeout: settings.worker_lost_timeout,
             workers: Mutex::new(BTreeMap::new()),
             events: EventRecorder::start(client.clone(), COMPONENT, clock),
+            wake,
         }
     }
 
@@ -147,7 +195,7 @@ impl MultiKueueWatches {
         })
         .await;
         let checks = objects::by_name(admission_checks);
-        let mut written = Vec::new();
+        let mut planned = Vec::new();
         for workload in workloads.values() {
             let Some(check) = multikueue_check(workload, &checks) else {
                 continue;
@@ -164,9 +212,10 @@ impl MultiKueueWatches {
                         && objects::namespace(o) == objects::namespace(workload)
                 })
             });
-            let remote = self
-                .read_workers(&mut workers, &names, workload, owner.as_ref(), now)
-                .await;
+            // A worker whose caches are still listing is waited for: its listing wakes us.
+            let Some(remote) = read_workers(&workers, &names, workload, owner.as_ref()) else {
+                continue;
+            };
             let group_workers: BTreeMap<String, Worker<'_>> = remote
                 .iter()
                 .map(|(name, read)| {
@@ -188,23 +237,40 @@ impl MultiKueueWatches {
                 origin: &self.origin,
                 worker_lost_timeout: self.worker_lost_timeout,
             };
-            for write in multikueue::reconcile(&group, now) {
-                if let Some(object) = self
-                    .carry_out(
-                        client,
-                        &workers,
-                        workload,
-                        local_owner,
-                        owner.as_ref(),
-                        write,
-                    )
-                    .await
-                {
-                    written.push(object);
-                }
+            let writes = multikueue::reconcile(&group, now);
+            if !writes.is_empty() {
+                planned.push((workload, local_owner, owner, writes));
             }
         }
-        written
+        let remotes: BTreeMap<String, Client> = workers
+            .iter()
+            .filter_map(|(name, worker)| Some((name.clone(), worker.client()?)))
+            .collect();
+        drop(workers);
+        let remotes = &remotes;
+        let pending: Vec<_> = planned
+            .into_iter()
+            .map(|(workload, local_owner, owner, writes)| async move {
+                let mut written = Vec::new();
+                for write in writes {
+                    let target = Target {
+                        remotes,
+                        workload,
+                        local_owner,
+                        owner: owner.as_ref(),
+                    };
+                    if let Some(object) = self.carry_out(client, target, write).await {
+                        written.push(object);
+                    }
+                }
+                written
+            })
+            .collect();
+        futures::stream::iter(pending)
+            .buffer_unordered(CONCURRENT_WORKLOADS)
+            .flat_map(futures::stream::iter)
+            .collect()
+            .await
     }
 
     /// Loads a worker's kubeconfig, (re)builds its client, probes it and writes the
@@ -217,32 +283,29 @@ impl MultiKueueWatches {
         now: SystemTime,
     ) {
         let name = objects::name(object).to_owned();
+        let spec = object.get("spec").cloned().unwrap_or(Value::Null);
+        if workers.get(&name).is_some_and(|w| w.fresh(&spec, now)) {
+            return;
+        }
         let outcome = match self.kubeconfig(client, object).await {
             Err(error) => {
                 if let Some(worker) = workers.get_mut(&name) {
-                    worker.client = None;
-                    worker.lost_since.get_or_insert(now);
+                    worker.disconnect(now);
                 }
                 Connection::BadKubeConfig(error)
             }
             Ok(kubeconfig) => {
                 let worker = workers
                     .entry(name.clone())
-                    .or_insert_with(|| WorkerConnection {
-                        kubeconfig: String::new(),
-                        client: None,
-                        failed_attempts: 0,
-                        next_attempt: now,
-                        lost_since: None,
-                        last_error: String::new(),
-                    });
+                    .or_insert_with(|| WorkerConnection::new(now));
+                worker.spec = spec;
                 if worker.kubeconfig != kubeconfig {
                     worker.kubeconfig = kubeconfig;
-                    worker.client = None;
+                    worker.connected = None;
                     worker.failed_attempts = 0;
                     worker.next_attempt = now;
                 }
-                probe(worker, now).await
+                probe(worker, now, (&self.origin, &self.wake)).await
             }
         };
         let Some(status) = multikueue::cluster_status(object, &outcome, now) else {
@@ -306,66 +369,20 @@ impl MultiKueueWatches {
         String::from_utf8(bytes).map_err(|error| error.to_string())
     }
 
-    /// Each configured worker's copies of the Workload and its owner, or the worker as lost.
-    async fn read_workers(
-        &self,
-        workers: &mut BTreeMap<String, WorkerConnection>,
-        names: &[String],
-        workload: &Value,
-        owner: Option<&(OwnerKind, String)>,
-        now: SystemTime,
-    ) -> BTreeMap<String, Read> {
-        let mut read = BTreeMap::new();
-        for name in names {
-            let Some(worker) = workers.get_mut(name) else {
-                read.insert(name.clone(), Read::Lost(None));
-                continue;
-            };
-            let Some(client) = worker.client.clone() else {
-                read.insert(name.clone(), Read::Lost(worker.lost_since));
-                continue;
-            };
-            let namespace = objects::namespace(workload);
-            let workloads: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), namespace, &workload_resource());
-            let remote_workload = workloads.get_opt(objects::name(workload)).await;
-            let remote_owner = match owner {
-                Some((kind, owner_name)) => {
-                    let api: Api<DynamicObject> =
-                        Api::namespaced_with(client.clone(), namespace, &owner_resource(*kind));
-                    api.get_opt(owner_name).await
-                }
-                None => Ok(None),
-            };
-            match (remote_workload, remote_owner) {
-                (Ok(w), Ok(o)) => {
-                    let to_value = |object: Option<DynamicObject>| {
-                        object.and_then(|o| serde_json::to_value(o).ok())
-                    };
-                    read.insert(name.clone(), Read::Got(to_value(w), to_value(o)));
-                }
-                (Err(error), _) | (_, Err(error)) => {
-                    tracing::debug!(%error, worker = %name, "multikueue: worker not read");
-                    worker.client = None;
-                    worker.lost_since.get_or_insert(now);
-                    read.insert(name.clone(), Read::Lost(worker.lost_since));
-                }
-            }
-        }
-        read
-    }
-
-    /// Carries out one write; the manager's Workload when it was written.
+    /// Carries out one write of a Workload's; the manager's Workload when it was written.
     async fn carry_out(
         &self,
         client: &Client,
-        workers: &BTreeMap<String, WorkerConnection>,
-        workload: &Value,
-        local_owner: Option<&Value>,
-        owner: Option<&(OwnerKind, String)>,
+        target: Target<'_>,
         write: Write,
     ) -> Option<Arc<DynamicObject>> {
-        let worker = |cluster: &str| workers.get(cluster).and_then(|w| w.client.clone());
+        let Target {
+            remotes,
+            workload,
+            local_owner,
+            owner,
+        } = target;
+        let worker = |cluster: &str| remotes.get(cluster).cloned();
         let namespace = objects::namespace(workload);
         match write {
             Write::CreateRemote { cluster, object } => {
@@ -482,6 +499,47 @@ impl MultiKueueWatches {
     }
 }
 
+/// Where one Workload's writes go: the connected workers' clients, the Workload, its owner
+/// here and the owner's kind and name.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    remotes: &'a BTreeMap<String, Client>,
+    workload: &'a Value,
+    local_owner: Option<&'a Value>,
+    owner: Option<&'a (OwnerKind, String)>,
+}
+
+/// Each configured worker's copies of the Workload and its owner as its caches show them, or
+/// the worker as lost; `None` while a connected worker's caches are still listing.
+fn read_workers(
+    workers: &BTreeMap<String, WorkerConnection>,
+    names: &[String],
+    workload: &Value,
+    owner: Option<&(OwnerKind, String)>,
+) -> Option<BTreeMap<String, Read>> {
+    let namespace = objects::namespace(workload);
+    let mut read = BTreeMap::new();
+    for name in names {
+        let shown = match workers.get(name) {
+            None => Read::Lost(None),
+            Some(worker) => match &worker.connected {
+                None => Read::Lost(worker.lost_since),
+                Some(connected) => {
+                    match connected
+                        .caches
+                        .read(namespace, objects::name(workload), owner)
+                    {
+                        Remote::Syncing => return None,
+                        Remote::Shown(workload, owner) => Read::Got(workload, owner),
+                    }
+                }
+            },
+        };
+        read.insert(name.clone(), shown);
+    }
+    Some(read)
+}
+
 /// One worker as read for a Workload.
 enum Read {
     Lost(Option<SystemTime>),
@@ -507,23 +565,32 @@ fn multikueue_check<'c>(
 }
 
 /// Builds the worker's client when there is none (not before the next attempt after a
-/// failure) and asks its API for its version.
-async fn probe(worker: &mut WorkerConnection, now: SystemTime) -> Connection {
-    if worker.client.is_none() && now < worker.next_attempt {
+/// failure) and asks its API for its version; a newly connected worker's caches start
+/// watching the objects of `origin`, waking `wake`.
+async fn probe(
+    worker: &mut WorkerConnection,
+    now: SystemTime,
+    (origin, wake): (&str, &Wake),
+) -> Connection {
+    if worker.connected.is_none() && now < worker.next_attempt {
         // Kueue waits for the next attempt without touching the status.
         let error = worker.last_error.clone();
         return failed(worker, error, now, false);
     }
-    let client = match worker.client.clone() {
+    let client = match worker.client() {
         Some(client) => client,
         None => match client_from(&worker.kubeconfig).await {
             Ok(client) => client,
             Err(error) => return failed(worker, error, now, true),
         },
     };
+    worker.probed_at = Some(now);
     match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => {
-            worker.client = Some(client);
+            if worker.connected.is_none() {
+                let caches = RemoteCaches::start(&client, origin, wake.clone());
+                worker.connected = Some(Connected { client, caches });
+            }
             worker.failed_attempts = 0;
             worker.lost_since = None;
             Connection::Connected
@@ -545,8 +612,7 @@ fn failed(
     now: SystemTime,
     attempted: bool,
 ) -> Connection {
-    worker.client = None;
-    worker.lost_since.get_or_insert(now);
+    worker.disconnect(now);
     if attempted {
         worker.last_error.clone_from(&error);
         worker.failed_attempts = worker.failed_attempts.saturating_add(1);

@@ -171,6 +171,15 @@ fn every_bench_command_runs_at_a_tiny_size() {
             )],
         ),
         (
+            "multikueue",
+            vec!["--jobs", "3", "--workers", "1", "--rate", "0"],
+            vec![(
+                "MultiKueue dispatch: manager QuotaReserved → Job on the worker (3 Jobs all at once, 1 worker)",
+                "loopback",
+                3.0,
+            )],
+        ),
+        (
             "rbac",
             vec!["--roles", "10", "--bindings", "20", "--decisions", "100"],
             vec![("RBAC decision, 10 roles, 20 bindings", "in-process", 100.0)],

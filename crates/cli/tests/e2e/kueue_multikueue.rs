@@ -6,7 +6,8 @@
 //! other keeps no copy, the check turns Ready naming the winner and the manager's Job shows
 //! the completion, after which the copies are removed. Bad input: a worker that is stopped
 //! turns its MultiKueueCluster Active=False (`ClientConnectionFailed`, with an event) while
-//! the finished Workload stays finished.
+//! the finished Workload stays finished. A JobSet left to MultiKueue (upstream's JobSet CRD
+//! on all three) runs the same way: on one worker only, its status returning to the manager's.
 
 use std::time::Duration;
 
@@ -91,7 +92,7 @@ spec:
       - name: dummy-job
         image: registry.k8s.io/e2e-test-images/agnhost:2.53
         command: ["/bin/sh"]
-        args: ["-c", "sleep 2"]
+        args: ["-c", "sleep 8"]
         resources:
           requests: {cpu: "1", memory: 200Mi}
       restartPolicy: Never
@@ -112,11 +113,16 @@ fn active(cluster: &Cluster, kind: &str, name: &str) -> String {
     )
 }
 
-#[test]
-fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
+/// Two workers and a manager whose MultiKueue check over them is Active; with `crd`
+/// (a CRD manifest's path) applied on all three first.
+fn connected_platforms(crd: Option<&str>) -> ([Cluster; 2], Cluster) {
     let workers = [Cluster::start(), Cluster::start()];
-    let mut workers = workers;
     let manager = Cluster::start();
+    if let Some(crd) = crd {
+        for cluster in workers.iter().chain([&manager]) {
+            cluster.ok(V, &["apply", "--server-side", "-f", crd]);
+        }
+    }
     for worker in &workers {
         worker.ok_stdin(V, &["apply", "-f", "-"], WORKER_SETUP);
     }
@@ -166,8 +172,12 @@ fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         ],
         |out| out == "Active",
     );
+    (workers, manager)
+}
 
-    manager.ok_stdin(V, &["apply", "-f", "-"], JOB);
+/// The worker the manager's only Workload was admitted on, as (index of the winner, of the
+/// other), once the check is Ready naming it.
+fn winner(manager: &Cluster) -> (usize, usize) {
     let winner = manager.wait_for_within(
         V,
         &[
@@ -181,7 +191,6 @@ fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         WITHIN,
         |out| out == "worker1" || out == "worker2",
     );
-    let (won, lost) = if winner == "worker1" { (0, 1) } else { (1, 0) };
     let message = manager.ok(
         V,
         &["get", "workloads", "-n", "default", "-o", "jsonpath={.items[0].status.admissionChecks[0].state} {.items[0].status.admissionChecks[0].message}"],
@@ -190,9 +199,18 @@ fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         message,
         format!("Ready The workload was admitted on \"{winner}\"")
     );
+    if winner == "worker1" { (0, 1) } else { (1, 0) }
+}
+
+#[test]
+fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
+    let (mut workers, manager) = connected_platforms(None);
+    manager.ok_stdin(V, &["apply", "-f", "-"], JOB);
+    let (won, lost) = winner(&manager);
 
     // The Job runs on the winner, from the manager's Workload's copy (its pods while it
-    // runs: once the manager's Workload finishes, MultiKueue removes the copies).
+    // runs: once the manager's Workload finishes, MultiKueue removes the copies; the worker's
+    // completion is watched, so the pods' 8 s are the window to see them in).
     workers[won].wait_for_within(
         V,
         &[
@@ -316,4 +334,103 @@ fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         ),
         "True"
     );
+}
+
+const JOBSET: &str = r#"apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: mk-jobset
+  namespace: default
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+spec:
+  managedBy: kueue.x-k8s.io/multikueue
+  replicatedJobs:
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: worker
+              image: registry.k8s.io/e2e-test-images/agnhost:2.53
+              command: ["/bin/sh"]
+              args: ["-c", "sleep 8"]
+              resources:
+                requests: {cpu: "1", memory: 200Mi}
+"#;
+
+#[test]
+fn a_jobset_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
+    let crd = format!(
+        "{}/tests/fixtures/upstream/jobset/crd-jobsets.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (workers, manager) = connected_platforms(Some(&crd));
+    manager.ok_stdin(V, &["apply", "-f", "-"], JOBSET);
+    let (won, lost) = winner(&manager);
+
+    // The copy runs on the winner: its JobSet controller makes the two Jobs and their pods.
+    workers[won].wait_for_within(
+        V,
+        &[
+            "get",
+            "jobset",
+            "mk-jobset",
+            "-o",
+            "jsonpath={.metadata.labels.kueue\\.x-k8s\\.io/multikueue-origin}",
+        ],
+        WITHIN,
+        |out| out == "multikueue",
+    );
+    workers[won].wait_for(
+        V,
+        &[
+            "get",
+            "jobs",
+            "-l",
+            "jobset.sigs.k8s.io/jobset-name=mk-jobset",
+            "-o",
+            "name",
+        ],
+        |out| out.lines().count() == 2,
+    );
+    // The manager runs nothing of it, and its JobSet shows the worker's completion.
+    manager.wait_for_within(
+        V,
+        &[
+            "get",
+            "jobset",
+            "mk-jobset",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Completed\")].status}",
+        ],
+        WITHIN,
+        |out| out == "True",
+    );
+    assert_eq!(manager.ok(V, &["get", "jobs,pods", "-o", "name"]), "");
+    manager.wait_for_within(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.items[0].status.conditions[?(@.type==\"Finished\")].status}",
+        ],
+        WITHIN,
+        |out| out == "True",
+    );
+    // The other worker never kept a JobSet; the finished Workload's copies are removed.
+    for worker in [lost, won] {
+        workers[worker].wait_for(
+            V,
+            &["get", "workloads,jobsets", "-n", "default", "-o", "name"],
+            |out| out.is_empty(),
+        );
+    }
 }
