@@ -177,6 +177,28 @@ fn connected_platforms(crd: Option<&str>) -> ([Cluster; 2], Cluster) {
 
 /// The worker the manager's only Workload was admitted on, as (index of the winner, of the
 /// other), once the check is Ready naming it.
+/// Waits until the manager's Workload is Finished and no worker keeps a copy of `kinds`.
+fn finished_without_copies(manager: &Cluster, workers: &[Cluster], kinds: &str) {
+    manager.wait_for_within(
+        V,
+        &[
+            "get",
+            "workloads",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.items[0].status.conditions[?(@.type==\"Finished\")].status}",
+        ],
+        WITHIN,
+        |out| out == "True",
+    );
+    for worker in workers {
+        worker.wait_for(V, &["get", kinds, "-n", "default", "-o", "name"], |out| {
+            out.is_empty()
+        });
+    }
+}
+
 fn winner(manager: &Cluster) -> (usize, usize) {
     let winner = manager.wait_for_within(
         V,
@@ -275,28 +297,9 @@ fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         |out| out == "1 True",
     );
     assert_eq!(manager.ok(V, &["get", "pods", "-o", "name"]), "");
-    manager.wait_for_within(
-        V,
-        &[
-            "get",
-            "workloads",
-            "-n",
-            "default",
-            "-o",
-            "jsonpath={.items[0].status.conditions[?(@.type==\"Finished\")].status}",
-        ],
-        WITHIN,
-        |out| out == "True",
-    );
     // The other worker keeps no copy; the finished Workload's copies are removed from the
     // winner too.
-    for worker in [lost, won] {
-        workers[worker].wait_for(
-            V,
-            &["get", "workloads,jobs", "-n", "default", "-o", "name"],
-            |out| out.is_empty(),
-        );
-    }
+    finished_without_copies(&manager, &workers, "workloads,jobs");
 
     // Bad input: a worker that goes away.
     let name = ["worker1", "worker2"][lost];
@@ -371,7 +374,7 @@ fn a_jobset_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
     );
     let (workers, manager) = connected_platforms(Some(&crd));
     manager.ok_stdin(V, &["apply", "-f", "-"], JOBSET);
-    let (won, lost) = winner(&manager);
+    let (won, _) = winner(&manager);
 
     // The copy runs on the winner: its JobSet controller makes the two Jobs and their pods.
     workers[won].wait_for_within(
@@ -412,25 +415,6 @@ fn a_jobset_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         |out| out == "True",
     );
     assert_eq!(manager.ok(V, &["get", "jobs,pods", "-o", "name"]), "");
-    manager.wait_for_within(
-        V,
-        &[
-            "get",
-            "workloads",
-            "-n",
-            "default",
-            "-o",
-            "jsonpath={.items[0].status.conditions[?(@.type==\"Finished\")].status}",
-        ],
-        WITHIN,
-        |out| out == "True",
-    );
     // The other worker never kept a JobSet; the finished Workload's copies are removed.
-    for worker in [lost, won] {
-        workers[worker].wait_for(
-            V,
-            &["get", "workloads,jobsets", "-n", "default", "-o", "name"],
-            |out| out.is_empty(),
-        );
-    }
+    finished_without_copies(&manager, &workers, "workloads,jobsets");
 }
