@@ -7,27 +7,41 @@
 //! Decides nothing itself; knows nothing of watches or of how a probe found its network.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tessera_exec::Protocol;
+use tessera_exec::{Cluster, Protocol};
 use tessera_netpol::{Endpoint, Evaluator};
 
 use crate::netpol::netpol_protocol;
 
 /// The objects the secondary networks' evaluators are built from, and those built so far.
 pub struct SecondaryNetworks {
+    cluster: Arc<Cluster>,
     values: Vec<Value>,
     evaluators: Mutex<BTreeMap<String, Option<Evaluator>>>,
 }
 
 impl SecondaryNetworks {
-    /// Over Namespaces, Pods and MultiNetworkPolicies (each with its apiVersion and kind).
-    pub fn new(values: Vec<Value>) -> SecondaryNetworks {
+    /// Over the cluster's pods and `values`, the Namespaces and MultiNetworkPolicies (each
+    /// with its apiVersion and kind). Nothing is read until a network is first asked about.
+    pub fn new(cluster: Arc<Cluster>, values: Vec<Value>) -> SecondaryNetworks {
         SecondaryNetworks {
+            cluster,
             values,
             evaluators: Mutex::default(),
         }
+    }
+
+    /// Every object of the secondary networks' view, the pods typed as `v1` Pods.
+    fn objects(&self) -> Vec<Value> {
+        let pods = self.cluster.pods.iter().map(|pod| {
+            let mut pod = pod.clone();
+            pod["apiVersion"] = Value::from("v1");
+            pod["kind"] = Value::from("Pod");
+            pod
+        });
+        self.values.iter().cloned().chain(pods).collect()
     }
 
     /// Whether `network`'s MultiNetworkPolicies let `from` open `to` on `port`/`protocol`; a
@@ -42,7 +56,7 @@ impl SecondaryNetworks {
     ) -> bool {
         let mut evaluators = self.evaluators.lock().unwrap_or_else(|p| p.into_inner());
         let evaluator = evaluators.entry(network.to_string()).or_insert_with(|| {
-            match tessera_netpol::secondary::network_objects(self.values.clone(), network) {
+            match tessera_netpol::secondary::network_objects(self.objects(), network) {
                 Ok(objects) => Some(objects.evaluator()),
                 Err(error) => {
                     tracing::warn!(%network, %error, "a secondary network's policies cannot be read");
@@ -93,19 +107,28 @@ mod tests {
 
     #[test]
     fn a_network_s_multi_network_policies_decide_and_other_networks_are_unaffected() {
+        let cluster = Cluster {
+            resolver: tessera_dns::Resolver::new("cluster.local", &[], &[]),
+            nameserver: std::net::Ipv4Addr::new(10, 96, 0, 10),
+            pods: vec![
+                pod("trainer", "2"),
+                pod("loader", "3"),
+                pod("intruder", "4"),
+            ],
+            services: Vec::new(),
+            slices: Vec::new(),
+            nodes: Vec::new(),
+        };
         let values = vec![
             json!({"apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": "ml", "labels": {"kubernetes.io/metadata.name": "ml"}}}),
-            pod("trainer", "2"),
-            pod("loader", "3"),
-            pod("intruder", "4"),
             json!({"apiVersion": "k8s.cni.cncf.io/v1beta1", "kind": "MultiNetworkPolicy",
                 "metadata": {"namespace": "ml", "name": "storage-from-loader",
                     "annotations": {"k8s.v1.cni.cncf.io/policy-for": "storage"}},
                 "spec": {"podSelector": {"matchLabels": {"app": "trainer"}},
                     "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "loader"}}}]}]}}),
         ];
-        let networks = SecondaryNetworks::new(values);
+        let networks = SecondaryNetworks::new(Arc::new(cluster), values);
         let (trainer, loader, intruder) = (
             pod("trainer", "2"),
             pod("loader", "3"),

@@ -280,16 +280,16 @@ impl World {
                 })
                 .collect::<Vec<_>>()
         };
+        // The pods are the cluster's: read from it only when a secondary network is probed.
         let mut network_values = typed(&objects.namespaces, "v1", "Namespace");
-        network_values.extend(typed(&objects.pods, "v1", "Pod"));
         network_values.extend(typed(
             &objects.multi_policies,
             &format!("{}/v1beta1", multus::GROUP),
             "MultiNetworkPolicy",
         ));
         let view = View {
+            networks: Arc::new(SecondaryNetworks::new(cluster.clone(), network_values)),
             cluster,
-            networks: Arc::new(SecondaryNetworks::new(network_values)),
         };
         objects.snapshot = Some(Snapshot {
             domain: domain.clone(),

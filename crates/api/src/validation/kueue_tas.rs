@@ -40,15 +40,19 @@ struct Template<'a> {
 
 /// Problems with the topology annotations of a Kueue-managed object of `group`/`kind`.
 pub fn validate(group: &str, kind: &str, object: &Value) -> Vec<Cause> {
-    let managed = object
-        .pointer("/metadata/labels")
-        .and_then(|labels| labels.get(tessera_model::kueue::QUEUE_NAME_LABEL))
-        .and_then(Value::as_str)
-        .is_some_and(|name| !name.is_empty());
-    if !managed {
+    // Most writes are of other kinds: those cost one match.
+    let templates = templates(group, kind, object);
+    let managed = || {
+        object
+            .pointer("/metadata/labels")
+            .and_then(|labels| labels.get(tessera_model::kueue::QUEUE_NAME_LABEL))
+            .and_then(Value::as_str)
+            .is_some_and(|name| !name.is_empty())
+    };
+    if templates.is_empty() || !managed() {
         return Vec::new();
     }
-    templates(group, kind, object)
+    templates
         .iter()
         .flat_map(|template| {
             let mut causes = podset_request(&template.path, template.metadata);
