@@ -38,6 +38,7 @@ pub mod patch;
 pub mod policy;
 pub mod protobuf;
 pub mod rbac;
+pub mod rbac_risk;
 pub mod request;
 pub mod resource;
 pub mod reviews;

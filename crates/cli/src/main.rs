@@ -12,6 +12,7 @@ mod bench_scheduler;
 mod bench_sim;
 mod bootstrap;
 mod catalog;
+mod check;
 mod client;
 mod cluster_services;
 mod crash_drill;
@@ -76,6 +77,9 @@ enum Command {
     Sim(sim::SimCommand),
     /// Network policy reachability: the pod-to-pod truth table, and which policy decides.
     Netpol(netpol::NetpolArgs),
+    /// Audit a cluster's configuration: risky RBAC grants.
+    #[command(subcommand)]
+    Check(check::CheckCommand),
 }
 
 #[derive(Subcommand)]
@@ -294,5 +298,11 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Sim(command) => sim::run(&command),
         Command::Netpol(args) => runtime.block_on(netpol::run(&args)),
+        Command::Check(command) => {
+            if !runtime.block_on(check::run(&command))? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }

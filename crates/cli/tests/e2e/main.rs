@@ -32,6 +32,7 @@ mod kueue_queue;
 mod kueue_tas;
 mod kueue_topology;
 mod kueue_visibility;
+mod least_privilege;
 mod netpol;
 mod netpol_dataplane;
 mod networks;
