@@ -24,6 +24,7 @@ mod node;
 mod output;
 mod queue_cmd;
 mod sim;
+mod tenant;
 mod up;
 mod visibility;
 
@@ -76,6 +77,9 @@ enum Command {
     Sim(sim::SimCommand),
     /// Network policy reachability: the pod-to-pod truth table, and which policy decides.
     Netpol(netpol::NetpolArgs),
+    /// Tenant bundles: a team's namespace with Pod Security, quota, a Kueue LocalQueue,
+    /// RoleBindings and NetworkPolicies, applied, checked for drift, listed and deleted.
+    Tenant(tenant::TenantArgs),
 }
 
 #[derive(Subcommand)]
@@ -294,5 +298,6 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Sim(command) => sim::run(&command),
         Command::Netpol(args) => runtime.block_on(netpol::run(&args)),
+        Command::Tenant(args) => runtime.block_on(tenant::run(&args)),
     }
 }

@@ -40,4 +40,5 @@ mod rbac;
 mod scheduling;
 mod services;
 mod sim;
+mod tenant;
 mod workloads;
