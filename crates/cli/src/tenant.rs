@@ -243,8 +243,14 @@ pub async fn run(args: &TenantArgs) -> anyhow::Result<()> {
             }
             apply(&connect().await?, &tenant, create.force_conflicts).await
         }
-        TenantCommand::Check { name } => check(&connect().await?, name).await,
-        TenantCommand::Delete { name, timeout } => delete(&connect().await?, name, *timeout).await,
+        TenantCommand::Check { name } => {
+            tessera_tenancy::spec::check_tenant_name(name).map_err(anyhow::Error::msg)?;
+            check(&connect().await?, name).await
+        }
+        TenantCommand::Delete { name, timeout } => {
+            tessera_tenancy::spec::check_tenant_name(name).map_err(anyhow::Error::msg)?;
+            delete(&connect().await?, name, *timeout).await
+        }
         TenantCommand::List => list(&connect().await?).await,
     }
 }
@@ -335,40 +341,32 @@ async fn apply(client: &Client, tenant: &Tenant, force: bool) -> anyhow::Result<
     tessera_tenancy::claim(tenant, live.as_ref(), &owned)
         .map_err(|e| anyhow::anyhow!("tenant {:?} not applied: {e}", tenant.name()))?;
     let objects = bundle::bundle(tenant);
+    let pairs: Vec<(ObjectRef, &Value)> = objects
+        .iter()
+        .filter_map(|object| Some((ObjectRef::of(object)?, object)))
+        .collect();
     let mut params = PatchParams::apply(FIELD_MANAGER);
     if force {
         params = params.force();
     }
-    let mut wanted = BTreeSet::new();
+    // Into an existing namespace, every object is first applied as a server-side dry run, so
+    // a conflict or an invalid field refuses the whole bundle before anything changes. (A new
+    // namespace holds nothing to conflict with, and a dry run there would find no namespace.)
+    if live.is_some() {
+        let dry_run = params.clone().dry_run();
+        for (reference, object) in &pairs {
+            apply_one(client, reference, object, &dry_run).await?;
+        }
+    }
     let mut report = String::new();
-    for object in &objects {
-        let Some(reference) = ObjectRef::of(object) else {
-            continue;
-        };
-        api(client, reference.kind, &reference.namespace)
-            .patch(&reference.name, &params, &Patch::Apply(object))
-            .await
-            .map_err(|error| match &error {
-                kube::Error::Api(status) => {
-                    let hint = if status.code == 409 {
-                        "; re-run with --force-conflicts to take these fields over"
-                    } else {
-                        ""
-                    };
-                    anyhow::anyhow!(
-                        "apply {}: {}{hint}",
-                        reference.kubectl_name(),
-                        status.message
-                    )
-                }
-                _ => anyhow::anyhow!("apply {}: {error}", reference.kubectl_name()),
-            })?;
+    for (reference, object) in &pairs {
+        apply_one(client, reference, object, &params).await?;
         report.push_str(&format!(
             "{} serverside-applied\n",
             reference.kubectl_name()
         ));
-        wanted.insert(reference);
     }
+    let wanted: BTreeSet<ObjectRef> = pairs.into_iter().map(|(reference, _)| reference).collect();
     let labelled = labelled_objects(client, tenant.name(), tenant.namespace()).await?;
     let labelled: Vec<ObjectRef> = labelled.iter().filter_map(ObjectRef::of).collect();
     for stale in tessera_tenancy::drift::stale(&labelled, &wanted) {
@@ -379,6 +377,34 @@ async fn apply(client: &Client, tenant: &Tenant, force: bool) -> anyhow::Result<
         report.push_str(&format!("{} pruned\n", stale.kubectl_name()));
     }
     emit(&report)
+}
+
+/// Server-side applies one object of the bundle; a conflict's error says how to force it.
+async fn apply_one(
+    client: &Client,
+    reference: &ObjectRef,
+    object: &Value,
+    params: &PatchParams,
+) -> anyhow::Result<()> {
+    api(client, reference.kind, &reference.namespace)
+        .patch(&reference.name, params, &Patch::Apply(object))
+        .await
+        .map_err(|error| match &error {
+            kube::Error::Api(status) => {
+                let hint = if status.code == 409 {
+                    "; re-run with --force-conflicts to take these fields over"
+                } else {
+                    ""
+                };
+                anyhow::anyhow!(
+                    "apply {}: {}{hint}",
+                    reference.kubectl_name(),
+                    status.message
+                )
+            }
+            _ => anyhow::anyhow!("apply {}: {error}", reference.kubectl_name()),
+        })?;
+    Ok(())
 }
 
 async fn check(client: &Client, name: &str) -> anyhow::Result<()> {

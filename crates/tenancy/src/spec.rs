@@ -274,6 +274,15 @@ pub fn parse_version(value: &str) -> Result<(), String> {
     }
 }
 
+/// Checks a tenant's name as the command line gives it (`tenant check NAME`): a DNS label,
+/// as `metadata.name` must be.
+pub fn check_tenant_name(name: &str) -> Result<(), String> {
+    match check_name(name, NameRule::Label) {
+        Some(message) => Err(format!("tenant name {name:?}: {message}")),
+        None => Ok(()),
+    }
+}
+
 /// The line of `field` in `text`, or of the nearest enclosing field that can be found (a key
 /// inside a flow mapping, `- {kind: x}`, is found by its item's line).
 fn locate(text: &str, field: &str) -> Option<usize> {

@@ -222,6 +222,18 @@ fn unknown_fields_and_wrong_types_are_parse_errors_with_their_line() {
 }
 
 #[test]
+fn tenant_names_from_the_command_line_are_labels() {
+    assert_eq!(spec::check_tenant_name("team-a"), Ok(()));
+    for bad in ["", "a,b=c", "Team", "a.b", &"x".repeat(64)] {
+        let error = spec::check_tenant_name(bad).unwrap_err();
+        assert!(
+            error.starts_with(&format!("tenant name {bad:?}: ")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
 fn pod_security_versions_parse_as_upstream_parses_them() {
     // (version, accepted) — Pod Security's ParseVersion: "latest" or v1.<minor>.
     let table = [
@@ -489,7 +501,8 @@ fn a_tenant_takes_only_its_own_or_a_new_namespace() {
     let mut terminating = owned_namespace("team-b", Some("team-b"));
     terminating["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z".into();
     // (live namespace, namespaces labelled team-b, the decision)
-    let table: Vec<(Option<Value>, Vec<Value>, Result<(), Conflict>)> = vec![
+    type Case = (Option<Value>, Vec<Value>, Result<(), Conflict>);
+    let table: Vec<Case> = vec![
         (None, vec![], Ok(())),
         (
             Some(owned_namespace("team-b", Some("team-b"))),
@@ -800,7 +813,8 @@ fn the_yaml_stream_reads_back_as_the_objects() {
 #[test]
 fn subjects_from_flags() {
     // (flag value, the subject or the error)
-    let table: [(&str, Result<(&str, &str), &str>); 6] = [
+    type Case<'a> = (&'a str, Result<(&'a str, &'a str), &'a str>);
+    let table: [Case; 6] = [
         ("user:alice", Ok(("User", "alice"))),
         ("Group:team-a", Ok(("Group", "team-a"))),
         (

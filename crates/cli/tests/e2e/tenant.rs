@@ -79,6 +79,15 @@ fn probe(cluster: &Cluster, namespace: &str, pod: &str, target: &str) -> String 
     }
 }
 
+/// A field of the probe pod of `namespace`, by kubectl's jsonpath (without braces).
+fn probe_field(cluster: &Cluster, namespace: &str, field: &str) -> String {
+    let jsonpath = format!("jsonpath={{{field}}}");
+    cluster.ok(
+        V,
+        &["get", "pod", "probe", "-n", namespace, "-o", &jsonpath],
+    )
+}
+
 #[test]
 fn tenant_specs_are_checked_before_any_cluster_is_contacted() {
     let dir = tempfile::tempdir().unwrap();
@@ -116,6 +125,7 @@ fn tenant_specs_are_checked_before_any_cluster_is_contacted() {
             "metadata.name is \"team-a\", not \"team-b\"".into(),
         ),
         (vec!["create", "--dry-run"], "name the tenant".into()),
+        (vec!["check", "a,b=c"], "tenant name \"a,b=c\": a lowercase RFC 1123 label".into()),
     ];
     for (args, want) in table {
         let (ok, stdout, stderr) = tenant(None, &args);
@@ -274,51 +284,18 @@ fn tenants_isolate_teams_and_repair_drift() {
     cluster.node_when_running(V, Some("model-store"), "model-store");
     cluster.node_when_running(V, Some("team-a"), "probe");
     cluster.node_when_running(V, Some("team-b"), "probe");
-    let requests = cluster.ok(
-        V,
-        &[
-            "get",
-            "pod",
-            "probe",
-            "-n",
-            "team-a",
-            "-o",
-            "jsonpath={.spec.containers[0].resources.requests}",
-        ],
-    );
+    let requests = probe_field(&cluster, "team-a", ".spec.containers[0].resources.requests");
     assert_eq!(requests, r#"{"cpu":"100m","memory":"128Mi"}"#);
 
     // Reachability: team-a reaches the model store; team-b reaches neither it nor team-a.
     let store = "model-store.model-store.svc.cluster.local:8080";
-    let a_ip = cluster.ok(
-        V,
-        &[
-            "get",
-            "pod",
-            "probe",
-            "-n",
-            "team-a",
-            "-o",
-            "jsonpath={.status.podIP}",
-        ],
-    );
+    let a_ip = probe_field(&cluster, "team-a", ".status.podIP");
     let a_target = format!("{a_ip}:8080");
     assert_eq!(probe(&cluster, "team-a", "probe", store), "connected");
     assert_eq!(probe(&cluster, "team-b", "probe", store), "TIMEOUT");
     assert_eq!(probe(&cluster, "team-b", "probe", &a_target), "TIMEOUT");
     // Within a namespace, pods reach each other.
-    let b_ip = cluster.ok(
-        V,
-        &[
-            "get",
-            "pod",
-            "probe",
-            "-n",
-            "team-b",
-            "-o",
-            "jsonpath={.status.podIP}",
-        ],
-    );
+    let b_ip = probe_field(&cluster, "team-b", ".status.podIP");
     assert_eq!(
         probe(&cluster, "team-b", "probe", &format!("{b_ip}:8080")),
         "connected"
@@ -377,6 +354,13 @@ fn tenants_isolate_teams_and_repair_drift() {
     // The quota's new value is owned by kubectl now: applying again conflicts until forced.
     let conflict = tenant_fails(&cluster, &["create", "-f", path(&team_a)]);
     assert!(conflict.contains("--force-conflicts"), "{conflict}");
+    // Refused whole: the deleted policy was not applied either.
+    let still_missing =
+        cluster.kubectl(V, &["get", "networkpolicy", "allow-egress", "-n", "team-a"]);
+    assert!(
+        !still_missing.status.success(),
+        "a refused apply changes nothing"
+    );
     tenant_ok(
         &cluster,
         &["create", "-f", path(&team_a), "--force-conflicts"],
