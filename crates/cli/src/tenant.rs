@@ -349,22 +349,47 @@ async fn apply(client: &Client, tenant: &Tenant, force: bool) -> anyhow::Result<
     if force {
         params = params.force();
     }
+    // Objects whose immutable fields the spec changes (a LocalQueue moved to another
+    // ClusterQueue) are deleted and created again.
+    let mut replace = BTreeSet::new();
+    if live.is_some() {
+        for (reference, object) in &pairs {
+            if !tessera_tenancy::drift::has_immutable_fields(reference.kind.kind) {
+                continue;
+            }
+            let found = api(client, reference.kind, &reference.namespace)
+                .get_opt(&reference.name)
+                .await
+                .with_context(|| format!("read {reference}"))?;
+            if let Some(found) = found
+                && tessera_tenancy::drift::needs_replacement(object, &to_value(found)?).is_some()
+            {
+                replace.insert(reference.clone());
+            }
+        }
+    }
     // Into an existing namespace, every object is first applied as a server-side dry run, so
     // a conflict or an invalid field refuses the whole bundle before anything changes. (A new
     // namespace holds nothing to conflict with, and a dry run there would find no namespace.)
     if live.is_some() {
         let dry_run = params.clone().dry_run();
-        for (reference, object) in &pairs {
+        for (reference, object) in pairs.iter().filter(|(r, _)| !replace.contains(r)) {
             apply_one(client, reference, object, &dry_run).await?;
         }
     }
     let mut report = String::new();
     for (reference, object) in &pairs {
+        let verb = if replace.contains(reference) {
+            api(client, reference.kind, &reference.namespace)
+                .delete(&reference.name, &DeleteParams::default())
+                .await
+                .with_context(|| format!("replace {}", reference.kubectl_name()))?;
+            "replaced"
+        } else {
+            "serverside-applied"
+        };
         apply_one(client, reference, object, &params).await?;
-        report.push_str(&format!(
-            "{} serverside-applied\n",
-            reference.kubectl_name()
-        ));
+        report.push_str(&format!("{} {verb}\n", reference.kubectl_name()));
     }
     let wanted: BTreeSet<ObjectRef> = pairs.into_iter().map(|(reference, _)| reference).collect();
     let labelled = labelled_objects(client, tenant.name(), tenant.namespace()).await?;

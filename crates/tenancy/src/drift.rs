@@ -6,7 +6,9 @@
 //! beside them (defaults, status, metadata) is not drift. A list of another length is reported
 //! whole, as the bundle's lists are atomic (a rule or subject added by hand is drift); one of
 //! the same length item by item. Quantities compare by
-//! value (`1024Mi` is `1Gi`). Knows nothing of how the live objects were read.
+//! value (`1024Mi` is `1Gi`). Also which objects must be replaced rather than applied over (a
+//! field the API server never lets change differs). Knows nothing of how the live objects
+//! were read.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -119,6 +121,32 @@ pub fn stale<'a>(
         .filter(|r| !wanted.contains(*r))
         .cloned()
         .collect()
+}
+
+/// Fields the API server never lets change once an object exists, by kind: a LocalQueue's
+/// ClusterQueue (Kueue's CEL rule) and a RoleBinding's role.
+const IMMUTABLE: [(&str, &str); 2] = [
+    ("LocalQueue", "/spec/clusterQueue"),
+    ("RoleBinding", "/roleRef"),
+];
+
+/// Whether objects of `kind` have fields that cannot change (so the live object is read before
+/// applying, for [`needs_replacement`]).
+pub fn has_immutable_fields(kind: &str) -> bool {
+    IMMUTABLE.iter().any(|(k, _)| *k == kind)
+}
+
+/// Whether applying `desired` over `live` would change a field that cannot change, so the
+/// object must be deleted and created again: the field's path, if so.
+pub fn needs_replacement(desired: &Value, live: &Value) -> Option<&'static str> {
+    let kind = desired.get("kind")?.as_str()?;
+    IMMUTABLE
+        .iter()
+        .filter(|(k, _)| *k == kind)
+        .find(|(_, pointer)| {
+            desired.pointer(pointer).is_some() && desired.pointer(pointer) != live.pointer(pointer)
+        })
+        .map(|(_, pointer)| *pointer)
 }
 
 /// Fields under these paths are quantities.

@@ -839,3 +839,43 @@ fn subjects_from_flags() {
         }
     }
 }
+
+#[test]
+fn immutable_fields_that_differ_need_a_replacement() {
+    let tenant = full();
+    let desired = bundle::bundle(&tenant);
+    let live = live_bundle(&tenant);
+    let queue = |objects: &[Value]| object(objects, "LocalQueue", "training").clone();
+    let binding = |objects: &[Value]| object(objects, "RoleBinding", "tenant-admins").clone();
+    let moved = with(&live, "LocalQueue", "training", |o| {
+        o["spec"]["clusterQueue"] = "old-cq".into();
+    });
+    let rebound = with(&live, "RoleBinding", "tenant-admins", |o| {
+        o["roleRef"]["name"] = "view".into();
+    });
+    let relabelled = with(&live, "LocalQueue", "training", |o| {
+        o["metadata"]["labels"]["extra"] = "x".into();
+    });
+    // (desired, live, the field that cannot change)
+    let table = [
+        (queue(&desired), queue(&live), None),
+        (queue(&desired), queue(&moved), Some("/spec/clusterQueue")),
+        (queue(&desired), queue(&relabelled), None),
+        (binding(&desired), binding(&live), None),
+        (binding(&desired), binding(&rebound), Some("/roleRef")),
+        (
+            object(&desired, "NetworkPolicy", "default-deny").clone(),
+            json!({}),
+            None,
+        ),
+    ];
+    assert!(crate::drift::has_immutable_fields("LocalQueue"));
+    assert!(!crate::drift::has_immutable_fields("NetworkPolicy"));
+    for (desired, live, want) in table {
+        assert_eq!(
+            crate::drift::needs_replacement(&desired, &live),
+            want,
+            "{desired} over {live}"
+        );
+    }
+}

@@ -426,6 +426,36 @@ fn tenants_isolate_teams_and_repair_drift() {
         "{narrowed}"
     );
     assert!(tenant_ok(&cluster, &["check", "team-b"]).contains("no drift"));
+    // A LocalQueue cannot change its ClusterQueue: it is replaced.
+    let moved = tenant_ok(
+        &cluster,
+        &[
+            "create",
+            "team-b",
+            "--gpu",
+            "4",
+            "--cluster-queue",
+            "team-a-cq",
+        ],
+    );
+    assert!(
+        moved.contains("localqueue.kueue.x-k8s.io/default replaced"),
+        "{moved}"
+    );
+    let queue = cluster.ok(
+        V,
+        &[
+            "get",
+            "localqueue",
+            "default",
+            "-n",
+            "team-b",
+            "-o",
+            "jsonpath={.spec.clusterQueue}",
+        ],
+    );
+    assert_eq!(queue, "team-a-cq");
+    assert!(tenant_ok(&cluster, &["check", "team-b"]).contains("no drift"));
 
     // Deleting team-b leaves team-a intact.
     let deleted = tenant_ok(&cluster, &["delete", "team-b"]);
