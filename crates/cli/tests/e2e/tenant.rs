@@ -157,6 +157,18 @@ fn tenant_specs_are_checked_before_any_cluster_is_contacted() {
     ] {
         assert!(yaml.contains(line), "{line} not in:\n{yaml}");
     }
+    let (ok, json, stderr) = tenant(
+        None,
+        &["create", "-f", path(&team_a), "--dry-run", "-o", "json"],
+    );
+    assert!(ok, "{stderr}");
+    let list: serde_json::Value = serde_json::from_str(&json).expect("a JSON List");
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(11));
+    assert_eq!(
+        list["items"][0]["metadata"]["labels"]["tessera.dev/tenant"],
+        "team-a"
+    );
     let (ok, names, stderr) = tenant(None, &["create", "team-c", "--dry-run"]);
     assert!(ok, "{stderr}");
     assert!(
@@ -475,4 +487,10 @@ fn tenants_isolate_teams_and_repair_drift() {
     assert_eq!(list.lines().count(), 2, "{list}");
     let gone = tenant_fails(&cluster, &["delete", "team-b"]);
     assert!(gone.contains(r#"no tenant "team-b""#), "{gone}");
+    tenant_ok(&cluster, &["delete", "team-a"]);
+    let (ok, stdout, stderr) = tenant(Some(&cluster), &["list"]);
+    assert!(ok && stdout.is_empty(), "{stdout}");
+    assert_eq!(stderr, "No tenants found.\n");
+    // The model store, no tenant's, is left alone.
+    cluster.node_when_running(V, Some("model-store"), "model-store");
 }
