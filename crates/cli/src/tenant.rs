@@ -198,6 +198,40 @@ impl SpecFlags {
     }
 }
 
+/// The flag that set a spec field, for errors about a tenant built from flags.
+const FLAGS: [(&str, &str); 18] = [
+    ("metadata.name", "NAME"),
+    ("spec.namespace", "--namespace"),
+    ("spec.podSecurityVersion", "--pod-security-version"),
+    ("spec.podSecurity", "--pod-security"),
+    ("spec.quota.gpu", "--gpu"),
+    ("spec.quota.cpu", "--cpu"),
+    ("spec.quota.memory", "--memory"),
+    ("spec.quota.pods", "--pods"),
+    ("spec.defaults.cpu", "--default-cpu"),
+    ("spec.defaults.memory", "--default-memory"),
+    ("spec.clusterQueue", "--cluster-queue"),
+    ("spec.localQueue", "--local-queue"),
+    ("spec.admins", "--admin"),
+    ("spec.members", "--member"),
+    ("spec.egress", "--egress-namespace/--egress-cidr"),
+    ("spec.ingress", "--ingress-namespace"),
+    ("spec.serviceAccount", "--service-account"),
+    ("spec", "flags"),
+];
+
+/// A spec error of a tenant built from flags, naming the flag beside the field.
+fn flag_error(error: &tessera_tenancy::SpecError) -> String {
+    let tessera_tenancy::SpecError::Invalid { field, message, .. } = error else {
+        return error.to_string();
+    };
+    let flag = FLAGS
+        .iter()
+        .find(|(prefix, _)| field.starts_with(prefix))
+        .map_or("flags", |(_, flag)| flag);
+    format!("{flag}: {field}: {message}")
+}
+
 /// The tenant `create` was given: the file's, or the flags'.
 fn tenant(args: &CreateArgs) -> anyhow::Result<Tenant> {
     let flags = args.spec.spec();
@@ -208,7 +242,7 @@ fn tenant(args: &CreateArgs) -> anyhow::Result<Tenant> {
         let tenant = Tenant::new(name, flags);
         tenant
             .validate()
-            .map_err(|e| anyhow::anyhow!("invalid tenant {name:?} (from flags): {e}"))?;
+            .map_err(|e| anyhow::anyhow!("invalid tenant {name:?}: {}", flag_error(&e)))?;
         return Ok(tenant);
     };
     if flags != TenantSpec::default() {
@@ -582,6 +616,40 @@ mod tests {
         // No flags, no optional sections.
         let bare = tenant(&create(&["team-b"])).expect("valid");
         assert_eq!(bare.spec, TenantSpec::default());
+    }
+
+    #[test]
+    fn errors_of_flag_specs_name_the_flag() {
+        // (flags, the error)
+        let table = [
+            (
+                vec!["team-x", "--gpu", "1.5"],
+                "--gpu: spec.quota.gpu: \"1.5\" must be a whole number",
+            ),
+            (
+                vec!["team-x", "--pod-security-version", "1.33"],
+                "--pod-security-version: spec.podSecurityVersion: must be \"latest\" or \"v1.x\"",
+            ),
+            (
+                vec!["team-x", "--pod-security", "strict"],
+                "--pod-security: spec.podSecurity: must be one of privileged, baseline, restricted",
+            ),
+            (
+                vec!["team-x", "--local-queue", "q"],
+                "--local-queue: spec.localQueue: needs spec.clusterQueue",
+            ),
+            (
+                vec!["kube-x"],
+                "NAME: metadata.name: \"kube-x\" is one of the cluster's own namespaces",
+            ),
+        ];
+        for (flags, want) in table {
+            let error = tenant(&create(&flags)).expect_err("invalid").to_string();
+            assert!(
+                error.starts_with(&format!("invalid tenant {:?}: {want}", flags[0])),
+                "{flags:?}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -110,7 +110,7 @@ fn tenant_specs_are_checked_before_any_cluster_is_contacted() {
         ),
         (
             vec!["create", "team-x", "--egress-cidr", "10.0.0.0/33", "--dry-run"],
-            "invalid tenant \"team-x\" (from flags): spec.egress[0].cidr: \"10.0.0.0/33\": the prefix length must be 0 to 32".into(),
+            "invalid tenant \"team-x\": --egress-namespace/--egress-cidr: spec.egress[0].cidr: \"10.0.0.0/33\": the prefix length must be 0 to 32".into(),
         ),
         (
             vec!["create", "team-x", "--member", "bob", "--dry-run"],
