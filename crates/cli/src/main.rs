@@ -25,6 +25,7 @@ mod node;
 mod output;
 mod queue_cmd;
 mod sim;
+mod tenant;
 mod up;
 mod visibility;
 
@@ -80,6 +81,9 @@ enum Command {
     /// Audit a cluster's configuration: risky RBAC grants.
     #[command(subcommand)]
     Check(check::CheckCommand),
+    /// Tenant bundles: a team's namespace with Pod Security, quota, a Kueue LocalQueue,
+    /// RoleBindings and NetworkPolicies, applied, checked for drift, listed and deleted.
+    Tenant(tenant::TenantArgs),
 }
 
 #[derive(Subcommand)]
@@ -304,5 +308,6 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Tenant(args) => runtime.block_on(tenant::run(&args)),
     }
 }

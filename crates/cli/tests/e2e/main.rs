@@ -41,4 +41,5 @@ mod rbac;
 mod scheduling;
 mod services;
 mod sim;
+mod tenant;
 mod workloads;
