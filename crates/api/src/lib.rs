@@ -16,6 +16,7 @@
 //! live in `tessera-apiserver`.
 
 pub mod admission;
+pub mod audit;
 pub mod authn;
 pub mod autoscaling;
 pub mod body;

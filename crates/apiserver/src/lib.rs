@@ -13,6 +13,8 @@
 
 pub mod access;
 pub mod aggregated;
+pub mod audit;
+pub mod audit_log;
 pub mod authn;
 pub mod error;
 pub mod eviction;
