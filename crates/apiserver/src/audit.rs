@@ -150,25 +150,28 @@ pub fn set_audit_id(response: &mut Response, audit_id: &str) {
     }
 }
 
-/// `utilnet.SourceIPs`: `X-Forwarded-For`, then `X-Real-Ip`, then the connection's address.
+/// `utilnet.SourceIPs`: the `X-Forwarded-For` addresses, `X-Real-Ip` unless already listed,
+/// then the connection's address unless it is the last one listed.
 fn source_ips(headers: &HeaderMap, remote: Option<RemoteAddr>) -> Vec<String> {
-    let mut ips: Vec<String> = Vec::new();
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(forwarded) = header("x-forwarded-for") {
-        for part in forwarded.split(',') {
-            if let Ok(ip) = part.trim().parse::<std::net::IpAddr>() {
-                ips.push(ip.to_string());
-            }
+    let mut ips: Vec<String> = header("x-forwarded-for")
+        .into_iter()
+        .flat_map(|list| list.split(','))
+        .filter_map(|part| part.trim().parse::<std::net::IpAddr>().ok())
+        .map(|ip| ip.to_string())
+        .collect();
+    if let Some(ip) = header("x-real-ip").and_then(|v| v.trim().parse::<std::net::IpAddr>().ok()) {
+        let ip = ip.to_string();
+        if !ips.contains(&ip) {
+            ips.push(ip);
         }
     }
-    if let Some(ip) = header("x-real-ip").and_then(|v| v.trim().parse::<std::net::IpAddr>().ok()) {
-        ips.push(ip.to_string());
-    }
     if let Some(RemoteAddr(ip)) = remote {
-        ips.push(ip.to_string());
+        let ip = ip.to_string();
+        if ips.last() != Some(&ip) {
+            ips.push(ip);
+        }
     }
-    let mut seen = std::collections::HashSet::new();
-    ips.retain(|ip| seen.insert(ip.clone()));
     ips
 }
 

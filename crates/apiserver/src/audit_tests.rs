@@ -445,5 +445,8 @@ fn source_ips_follow_upstream_order() {
         source_ips(&headers, remote),
         vec!["10.0.0.1", "10.0.0.2", "127.0.0.1"]
     );
+    // The connection's address is not repeated when it is the last one listed.
+    let remote = Some(RemoteAddr("10.0.0.2".parse().unwrap()));
+    assert_eq!(source_ips(&headers, remote), vec!["10.0.0.1", "10.0.0.2"]);
     assert!(source_ips(&HeaderMap::new(), None).is_empty());
 }

@@ -75,6 +75,24 @@ fn event_where(log: &Path, what: &str, matches: impl Fn(&Value) -> bool) -> Valu
     }
 }
 
+/// A kubeconfig for the node identity `system:node:lab-node` (group `system:nodes`).
+fn node_kubeconfig(cluster: &Cluster) -> PathBuf {
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["kubeconfig", "--data-dir"])
+        .arg(cluster.dir.path())
+        .args(["--user", "system:node:lab-node", "--group", "system:nodes"])
+        .output()
+        .expect("tessera kubeconfig");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = cluster.dir.path().join("node.kubeconfig");
+    std::fs::write(&path, &output.stdout).expect("write kubeconfig");
+    path
+}
+
 fn is(event: &Value, verb: &str, resource: &str, name: &str) -> bool {
     event["verb"] == verb
         && event["objectRef"]["resource"] == resource
@@ -102,7 +120,26 @@ fn kubectl_requests_are_audited_as_the_policy_says() {
     cluster.ok("1.33", &["delete", "configmap", "audited"]);
     let denied = cluster.fails("1.33", &["get", "secrets", "--as=eve"], None);
     assert!(denied.contains("forbidden"), "{denied}");
-    // The Audit-Id response header kubectl logs at -v=8 is the event's auditID.
+    // A node's requests (group system:nodes) and gets of events match `None` rules.
+    let node = node_kubeconfig(&cluster);
+    let (served, _, stderr) = crate::support::outcome(
+        Command::new(crate::support::kubectl_binary("1.33"))
+            .args(["get", "pods", "-A"])
+            .env("KUBECONFIG", &node)
+            .env("HOME", cluster.dir.path().join("home-node"))
+            .output()
+            .expect("kubectl as a node"),
+    );
+    assert!(
+        served || stderr.contains("forbidden"),
+        "the node's request reached the server: {stderr}"
+    );
+    cluster.ok(
+        "1.33",
+        &["get", "events", "no-such-event", "--ignore-not-found"],
+    );
+    // The Audit-Id response header kubectl logs at -v=8 is the event's auditID; this request
+    // comes after the node's, so its event being written means the node's would be too.
     let verbose = cluster.kubectl("1.33", &["get", "configmaps", "-v=8"]);
     let stderr = String::from_utf8_lossy(&verbose.stderr).into_owned();
     let audit_id = stderr
@@ -197,6 +234,7 @@ fn kubectl_requests_are_audited_as_the_policy_says() {
     // The policy's exclusions and omitted stage hold for every line.
     for event in events(&log) {
         assert_ne!(event["stage"], "RequestReceived", "{event}");
+        assert_ne!(event["user"]["username"], "system:node:lab-node", "{event}");
         assert!(
             !event["user"]["groups"]
                 .as_array()
