@@ -114,23 +114,18 @@ pub fn annotate(extensions: &http::Extensions, key: &str, value: &str) {
     }
 }
 
-/// A random (version 4) UUID, as upstream's `uuid.New`.
+/// A random (version 4) UUID, as upstream's `uuid.New`: from one generator per process,
+/// seeded from the host's entropy.
 fn new_audit_id() -> String {
-    let mut bytes = [0u8; 16];
-    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_err() {
-        bytes = fastrand::u128(..).to_le_bytes();
-    }
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    static IDS: std::sync::OnceLock<tessera_model::ids::Ids> = std::sync::OnceLock::new();
+    IDS.get_or_init(|| {
+        let mut seed = [0u8; 8];
+        if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut seed).is_err() {
+            seed = fastrand::u64(..).to_le_bytes();
+        }
+        tessera_model::ids::Ids::seeded(u64::from_le_bytes(seed))
+    })
+    .uid()
 }
 
 /// The request's audit ID: the client's `Audit-ID` header, else a new UUID.
@@ -594,7 +589,13 @@ pub async fn capture_request_body(request: Request) -> ApiResult<Request> {
         *request.method(),
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     );
-    if !writes || audit.level() < Level::Metadata || !audit.0.attributes.resource_request {
+    // Streams (exec, attach, port-forward, logs) carry no object to record.
+    let attributes = &audit.0.attributes;
+    if !writes
+        || audit.level() < Level::Metadata
+        || !attributes.resource_request
+        || long_running(attributes)
+    {
         return Ok(request);
     }
     let (parts, body) = request.into_parts();

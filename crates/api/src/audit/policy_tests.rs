@@ -270,7 +270,16 @@ const RC: Stage = Stage::ResponseComplete;
 
 /// Upstream's per-rule and policy-wide omitStages cases: (request, level, policy stages,
 /// expected stages, rules).
-const STAGES: &[(&str, Level, &[Stage], &[Stage], &[&str])] = &[
+/// (request, level, policy stages, expected stages, rules).
+type StageCase = (
+    &'static str,
+    Level,
+    &'static [Stage],
+    &'static [Stage],
+    &'static [&'static str],
+);
+
+const STAGES: &[StageCase] = &[
     (
         "namespaced",
         Request,
@@ -429,7 +438,13 @@ fn path_matching() {
 #[test]
 fn status_subresources_and_resource_names() {
     // (rule resources, resource names, request (resource, sub, name), matches)
-    let cases: &[(&[&str], &[&str], (&str, &str, &str), bool)] = &[
+    type Case = (
+        &'static [&'static str],
+        &'static [&'static str],
+        (&'static str, &'static str, &'static str),
+        bool,
+    );
+    let cases: &[Case] = &[
         (&["*/status"], &[], ("deployments", "status", "web"), true),
         (&["*/status"], &[], ("deployments", "", "web"), false),
         (&["pods"], &[], ("pods", "log", "web"), false),

@@ -30,7 +30,7 @@ rules:
   - level: Metadata
     resources:
       - group: \"\"
-        resources: [\"pods\", \"pods/log\", \"pods/status\"]
+        resources: [\"pods\", \"pods/log\", \"pods/exec\", \"pods/status\"]
 ";
 
 /// A platform auditing into `<dir>/audit/audit.log` under `policy`.
@@ -252,7 +252,7 @@ fn kubectl_requests_are_audited_as_the_policy_says() {
 }
 
 #[test]
-fn watches_log_response_started_then_complete() {
+fn watches_and_exec_log_response_started_then_complete() {
     let (cluster, _dir, log) = audited_cluster(POLICY);
     // A watch that ends by itself when its timeout passes.
     let _ = cluster.kubectl("1.33", &["get", "pods", "--watch", "--request-timeout=2s"]);
@@ -268,6 +268,28 @@ fn watches_log_response_started_then_complete() {
     event_where(&log, "watch complete", |e| {
         e["auditID"] == id.as_str() && e["stage"] == "ResponseComplete"
     });
+    // exec upgrades the connection: ResponseStarted with 101, then ResponseComplete.
+    cluster.ok(
+        "1.33",
+        &[
+            "run",
+            "box",
+            "--image=busybox",
+            "--annotations=sim.tessera.dev/duration=1h",
+        ],
+    );
+    cluster.node_when_running("1.33", None, "box");
+    let env = cluster.ok("1.33", &["exec", "box", "--", "env"]);
+    assert!(env.contains("HOSTNAME=box"), "{env}");
+    let upgraded = event_where(&log, "exec started", |e| {
+        e["objectRef"]["subresource"] == "exec" && e["stage"] == "ResponseStarted"
+    });
+    assert_eq!(upgraded["verb"], "create");
+    assert_eq!(upgraded["responseStatus"]["code"], 101);
+    let id = upgraded["auditID"].as_str().expect("id").to_string();
+    event_where(&log, "exec complete", |e| {
+        e["auditID"] == id.as_str() && e["stage"] == "ResponseComplete"
+    });
 }
 
 #[test]
@@ -281,17 +303,12 @@ core = client.CoreV1Api()
 core.create_namespaced_config_map('default', client.V1ConfigMap(metadata=client.V1ObjectMeta(name='from-python'), data={'lang': 'python'}))
 core.list_namespaced_pod('default')
 ";
-    let output = Command::new("python3")
-        .args(["-c", script])
-        .arg(cluster.kubeconfig())
-        .output()
-        .expect("run python3");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !stderr.contains("No module named 'kubernetes'"),
-        "the Python client is missing: run `python3 -m pip install -r requirements-test.txt`"
-    );
-    assert!(output.status.success(), "{stderr}");
+    let kubeconfig = cluster.kubeconfig();
+    crate::support::python(&[
+        std::ffi::OsStr::new("-c"),
+        std::ffi::OsStr::new(script),
+        kubeconfig.as_os_str(),
+    ]);
     let created = event_where(&log, "python create", |e| {
         is(e, "create", "configmaps", "from-python")
     });
