@@ -58,3 +58,45 @@ fn source_ips_follow_upstream_order() {
     assert_eq!(source_ips(&headers, remote), vec!["10.0.0.1", "10.0.0.2"]);
     assert!(source_ips(&HeaderMap::new(), None).is_empty());
 }
+
+#[tokio::test]
+async fn a_panicking_handler_writes_the_panic_stage_and_still_panics() {
+    let policy = tessera_api::audit::parse_policy(
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n  - level: Metadata\n",
+    )
+    .unwrap()
+    .policy;
+    let (sink, lines) = crate::audit_log::AuditSink::channel(10);
+    let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_764_680_000);
+    let auditor = Arc::new(Auditor::new(policy, sink, tessera_model::clock::fixed(at)));
+    let request = http::Request::builder()
+        .uri("/api/v1/namespaces/default/pods")
+        .header(AUDIT_ID_HEADER, "panic-id")
+        .body(Body::empty())
+        .unwrap();
+    let outcome = AssertUnwindSafe(audited(Some(auditor), request, |request| async move {
+        let audit = RequestAudit::of(request.extensions()).unwrap();
+        audit
+            .authenticated(Some(&UserInfo::new("alice", &[])))
+            .unwrap();
+        panic!("boom");
+    }))
+    .catch_unwind()
+    .await;
+    assert!(outcome.is_err(), "the panic goes on");
+    let events: Vec<serde_json::Value> = lines
+        .try_iter()
+        .map(|line| serde_json::from_str(&line).unwrap())
+        .collect();
+    let stages: Vec<&str> = events
+        .iter()
+        .map(|e| e["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, vec!["RequestReceived", "Panic"]);
+    assert_eq!(events[1]["auditID"], "panic-id");
+    assert_eq!(events[1]["verb"], "list");
+    assert_eq!(
+        events[1]["responseStatus"],
+        serde_json::json!({"metadata": {}, "status": "Failure", "message": "APIServer panic'd: boom", "reason": "InternalError", "code": 500})
+    );
+}

@@ -176,13 +176,14 @@ fn audit_policy(
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    // Read before detaching too, so a bad policy is reported where the command was typed.
+    let audit_policy = audit_policy(&args)?;
     if args.detach {
         return crate::detach::start(&args.data.data_dir);
     }
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     let queue_config = queue_config(args.queue_config.as_deref())?;
-    let audit_policy = audit_policy(&args)?;
     crate::data_dir::create_private(&args.data.data_dir)?;
     // Held until the process ends: a second server on the same directory would overwrite the
     // kubeconfig and diverge from this one.
