@@ -158,6 +158,25 @@ pub struct UpArgs {
     /// manager: fair sharing, admission fair sharing, waitForPodsReady, integrations.
     #[arg(long)]
     pub queue_config: Option<PathBuf>,
+    /// Path to the file that defines the audit policy configuration (`audit.k8s.io/v1`
+    /// Policy). Without it (and --audit-log-path) nothing is audited.
+    #[arg(long)]
+    pub audit_policy_file: Option<PathBuf>,
+    /// If set, all requests coming to the apiserver will be logged to this file, one JSON
+    /// `audit.k8s.io/v1` Event a line. '-' means standard out.
+    #[arg(long)]
+    pub audit_log_path: Option<PathBuf>,
+    /// The maximum size in megabytes of the audit log file before it gets rotated (0: 100).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxsize: u64,
+    /// The maximum number of old audit log files to retain. Setting a value of 0 will mean
+    /// there's no restriction on the number of files.
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxbackup: usize,
+    /// The maximum number of days to retain old audit log files based on the timestamp
+    /// encoded in their filename.
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxage: u64,
 }
 
 /// Options of `tessera fault`.

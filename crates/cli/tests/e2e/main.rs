@@ -8,6 +8,7 @@ mod support;
 
 mod accelerators;
 mod agent;
+mod audit;
 mod autoscaling;
 mod bench;
 mod catalog;
