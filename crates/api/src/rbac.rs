@@ -40,6 +40,33 @@ pub struct Attributes {
     pub path: String,
 }
 
+impl Attributes {
+    /// A resource request: `verb` on `group`'s `resource` (and `subresource`), cluster-wide and
+    /// unnamed until [`Attributes::in_namespace`] and [`Attributes::named`] say otherwise.
+    pub fn resource(verb: &str, group: &str, resource: &str, subresource: &str) -> Attributes {
+        Attributes {
+            verb: verb.to_string(),
+            resource_request: true,
+            group: group.to_string(),
+            resource: resource.to_string(),
+            subresource: subresource.to_string(),
+            ..Attributes::default()
+        }
+    }
+
+    /// The same request in `namespace`.
+    pub fn in_namespace(mut self, namespace: &str) -> Attributes {
+        self.namespace = namespace.to_string();
+        self
+    }
+
+    /// The same request for the object `name`.
+    pub fn named(mut self, name: &str) -> Attributes {
+        self.name = name.to_string();
+        self
+    }
+}
+
 /// One policy rule.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Rule {
@@ -795,16 +822,9 @@ mod tests {
         subresource: &str,
         name: &str,
     ) -> Attributes {
-        Attributes {
-            verb: verb.into(),
-            resource_request: true,
-            group: group.into(),
-            resource: resource.into(),
-            subresource: subresource.into(),
-            namespace: "team-a".into(),
-            name: name.into(),
-            path: String::new(),
-        }
+        Attributes::resource(verb, group, resource, subresource)
+            .in_namespace("team-a")
+            .named(name)
     }
 
     #[test]

@@ -132,17 +132,6 @@ fn subjects(binding: &Value) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn request(verb: &str, group: &str, resource: &str, subresource: &str) -> Attributes {
-    Attributes {
-        verb: verb.to_string(),
-        resource_request: true,
-        group: group.to_string(),
-        resource: resource.to_string(),
-        subresource: subresource.to_string(),
-        ..Attributes::default()
-    }
-}
-
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The risks one rule grants; `cluster_wide` when its binding is a ClusterRoleBinding.
@@ -152,12 +141,14 @@ pub fn rule_risks(rule: &Rule, cluster_wide: bool) -> Vec<Risk> {
     if rule.verbs.iter().any(|v| v == "*") || rule.resources.iter().any(|r| r == "*") {
         risks.push(Risk::Wildcard);
     }
-    let read_secrets = ["get", "list", "watch"].map(|verb| request(verb, "", "secrets", ""));
+    let read_secrets =
+        ["get", "list", "watch"].map(|verb| Attributes::resource(verb, "", "secrets", ""));
     if cluster_wide && rule.resource_names.is_empty() && allows_any(&read_secrets) {
         risks.push(Risk::SecretsClusterRead);
     }
     let on_roles = |verb: &str| {
-        ["roles", "clusterroles"].map(|resource| request(verb, RBAC_GROUP, resource, ""))
+        ["roles", "clusterroles"]
+            .map(|resource| Attributes::resource(verb, RBAC_GROUP, resource, ""))
     };
     if allows_any(&on_roles("escalate")) {
         risks.push(Risk::Escalate);
@@ -166,10 +157,10 @@ pub fn rule_risks(rule: &Rule, cluster_wide: bool) -> Vec<Risk> {
         risks.push(Risk::Bind);
     }
     let impersonation = [
-        request("impersonate", "", "users", ""),
-        request("impersonate", "", "groups", ""),
-        request("impersonate", "", "serviceaccounts", ""),
-        request("impersonate", "authentication.k8s.io", "uids", ""),
+        Attributes::resource("impersonate", "", "users", ""),
+        Attributes::resource("impersonate", "", "groups", ""),
+        Attributes::resource("impersonate", "", "serviceaccounts", ""),
+        Attributes::resource("impersonate", "authentication.k8s.io", "uids", ""),
     ];
     // Impersonating a user extra asks for `userextras/<key>`: any such rule impersonates.
     let extras = rule.verbs.iter().any(|v| v == "*" || v == "impersonate")
@@ -181,10 +172,15 @@ pub fn rule_risks(rule: &Rule, cluster_wide: bool) -> Vec<Risk> {
     if extras || allows_any(&impersonation) {
         risks.push(Risk::Impersonate);
     }
-    if allows_any(&["get", "create"].map(|verb| request(verb, "", "nodes", "proxy"))) {
+    if allows_any(&["get", "create"].map(|verb| Attributes::resource(verb, "", "nodes", "proxy"))) {
         risks.push(Risk::NodeProxy);
     }
-    if allows_any(&[request("create", "", "serviceaccounts", "token")]) {
+    if allows_any(&[Attributes::resource(
+        "create",
+        "",
+        "serviceaccounts",
+        "token",
+    )]) {
         risks.push(Risk::TokenCreate);
     }
     risks

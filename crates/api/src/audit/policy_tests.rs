@@ -18,16 +18,9 @@ fn resource(
     sub: &str,
     name: &str,
 ) -> Attributes {
-    Attributes {
-        verb: verb.into(),
-        resource_request: true,
-        group: group.into(),
-        resource: resource.into(),
-        subresource: sub.into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        path: String::new(),
-    }
+    Attributes::resource(verb, group, resource, sub)
+        .in_namespace(namespace)
+        .named(name)
 }
 
 /// Upstream's `attrs`: the request, and whether it carries tim as its user.

@@ -233,18 +233,7 @@ fn tenants_isolate_teams_and_repair_drift() {
         managers.contains(r#""requests.nvidia.com/gpu":"8""#),
         "{managers}"
     );
-    let queue = cluster.ok(
-        V,
-        &[
-            "get",
-            "localqueue",
-            "default",
-            "-n",
-            "team-b",
-            "-o",
-            "jsonpath={.spec.clusterQueue}",
-        ],
-    );
+    let queue = cluster_queue_of(&cluster, "team-b");
     assert_eq!(queue, "team-b-cq");
     let list = tenant_ok(&cluster, &["list"]);
     let rows: Vec<Vec<&str>> = list
@@ -454,18 +443,7 @@ fn tenants_isolate_teams_and_repair_drift() {
         moved.contains("localqueue.kueue.x-k8s.io/default replaced"),
         "{moved}"
     );
-    let queue = cluster.ok(
-        V,
-        &[
-            "get",
-            "localqueue",
-            "default",
-            "-n",
-            "team-b",
-            "-o",
-            "jsonpath={.spec.clusterQueue}",
-        ],
-    );
+    let queue = cluster_queue_of(&cluster, "team-b");
     assert_eq!(queue, "team-a-cq");
     assert!(tenant_ok(&cluster, &["check", "team-b"]).contains("no drift"));
 
@@ -493,4 +471,20 @@ fn tenants_isolate_teams_and_repair_drift() {
     assert_eq!(stderr, "No tenants found.\n");
     // The model store, no tenant's, is left alone.
     cluster.node_when_running(V, Some("model-store"), "model-store");
+}
+
+/// The ClusterQueue a tenant's LocalQueue `default` points at.
+fn cluster_queue_of(cluster: &Cluster, namespace: &str) -> String {
+    cluster.ok(
+        V,
+        &[
+            "get",
+            "localqueue",
+            "default",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.spec.clusterQueue}",
+        ],
+    )
 }
