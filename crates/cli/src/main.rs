@@ -150,6 +150,11 @@ pub struct UpArgs {
     /// manager: fair sharing, admission fair sharing, waitForPodsReady, integrations.
     #[arg(long)]
     pub queue_config: Option<PathBuf>,
+    /// An AdmissionConfiguration (`apiserver.config.k8s.io/v1`) whose PodSecurity plugin
+    /// holds a PodSecurityConfiguration (defaults and exemptions), inline or by `path`; a bare
+    /// PodSecurityConfiguration file is accepted too.
+    #[arg(long)]
+    pub admission_control_config_file: Option<PathBuf>,
 }
 
 /// Options of `tessera fault`.

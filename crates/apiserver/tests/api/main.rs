@@ -11,5 +11,6 @@ mod crud;
 mod eviction;
 mod list_watch;
 mod patching;
+mod pod_security;
 mod requests;
 mod services;
