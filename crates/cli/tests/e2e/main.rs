@@ -35,6 +35,7 @@ mod kueue_visibility;
 mod netpol;
 mod netpol_dataplane;
 mod networks;
+mod pod_security;
 mod python;
 mod rbac;
 mod scheduling;
