@@ -202,7 +202,11 @@ impl Objects {
 
     /// Checks a namespace's existing pods against its new enforce level, as upstream warns
     /// when a namespace's enforce label tightens.
-    fn check_existing_pods(&self, namespace: &str, enforce: tessera_podsecurity::LevelVersion) -> Vec<String> {
+    fn check_existing_pods(
+        &self,
+        namespace: &str,
+        enforce: tessera_podsecurity::LevelVersion,
+    ) -> Vec<String> {
         let Some(pods) = Resource::find("", "v1", "pods") else {
             return Vec::new();
         };
@@ -688,7 +692,9 @@ impl Objects {
             write::set_resource_version(&mut stored, pending.revision());
         }
         if let Some(enforce) = admitted.check_pods {
-            admitted.warnings.extend(self.check_existing_pods(name, enforce));
+            admitted
+                .warnings
+                .extend(self.check_existing_pods(name, enforce));
         }
         Ok(PendingWrite {
             pending: pending.map(|entry| Written {

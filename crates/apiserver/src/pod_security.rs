@@ -212,7 +212,9 @@ pub fn load_admission_config(path: &std::path::Path) -> Result<PodSecurity, Conf
             let file = if named.is_absolute() {
                 named.to_path_buf()
             } else {
-                path.parent().unwrap_or(std::path::Path::new(".")).join(named)
+                path.parent()
+                    .unwrap_or(std::path::Path::new("."))
+                    .join(named)
             };
             let text = read(&file)?;
             parse_pod_security_configuration(&text).map_err(|e| invalid(&file, e))?

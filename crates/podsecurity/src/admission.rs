@@ -17,10 +17,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::api::{
-    self, AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL, AUDIT_VIOLATIONS_ANNOTATION,
-    ENFORCE_LEVEL_LABEL, ENFORCE_VERSION_LABEL, ENFORCED_POLICY_ANNOTATION,
-    EXEMPTION_REASON_ANNOTATION, LABEL_PREFIX, LabelError, Level, LevelVersion, Policy,
-    WARN_LEVEL_LABEL, WARN_VERSION_LABEL, compare_levels, policy_to_evaluate,
+    self, AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL, AUDIT_VIOLATIONS_ANNOTATION, ENFORCE_LEVEL_LABEL,
+    ENFORCE_VERSION_LABEL, ENFORCED_POLICY_ANNOTATION, EXEMPTION_REASON_ANNOTATION, LABEL_PREFIX,
+    LabelError, Level, LevelVersion, Policy, WARN_LEVEL_LABEL, WARN_VERSION_LABEL, compare_levels,
+    policy_to_evaluate,
 };
 use crate::config::PodSecurityConfiguration;
 use crate::evaluator::{AggregateCheckResult, Evaluator};
@@ -185,16 +185,34 @@ impl PodSecurity {
     }
 
     fn exempt_namespace(&self, namespace: &str) -> bool {
-        !namespace.is_empty() && self.configuration.exemptions.namespaces.iter().any(|n| n == namespace)
+        !namespace.is_empty()
+            && self
+                .configuration
+                .exemptions
+                .namespaces
+                .iter()
+                .any(|n| n == namespace)
     }
 
     fn exempt_user(&self, user: &str) -> bool {
-        !user.is_empty() && self.configuration.exemptions.usernames.iter().any(|u| u == user)
+        !user.is_empty()
+            && self
+                .configuration
+                .exemptions
+                .usernames
+                .iter()
+                .any(|u| u == user)
     }
 
     fn exempt_runtime_class(&self, runtime_class: Option<&str>) -> bool {
         runtime_class.is_some_and(|rc| {
-            !rc.is_empty() && self.configuration.exemptions.runtime_classes.iter().any(|c| c == rc)
+            !rc.is_empty()
+                && self
+                    .configuration
+                    .exemptions
+                    .runtime_classes
+                    .iter()
+                    .any(|c| c == rc)
         })
     }
 
@@ -285,10 +303,9 @@ impl PodSecurity {
         };
         match read_parts(template.get("metadata"), template.get("spec")) {
             Ok(parts) => self.evaluate_pod(policy, &errors, &parts, false),
-            Err(error) => Decision::annotated(
-                "error",
-                format!("failed to extract pod template: {error}"),
-            ),
+            Err(error) => {
+                Decision::annotated("error", format!("failed to extract pod template: {error}"))
+            }
         }
     }
 
@@ -318,9 +335,10 @@ impl PodSecurity {
                 .clone()
         };
         if enforce {
-            decision
-                .audit_annotations
-                .insert(ENFORCED_POLICY_ANNOTATION.into(), policy.enforce.to_string());
+            decision.audit_annotations.insert(
+                ENFORCED_POLICY_ANNOTATION.into(),
+                policy.enforce.to_string(),
+            );
             let result = evaluate(policy.enforce);
             if !result.allowed {
                 decision.denial = Some(Denial::Forbidden(format!(
@@ -422,8 +440,18 @@ impl PodSecurity {
         }
         let mut parts = Vec::new();
         for (mode, level, level_label, version_label) in [
-            ("enforce", policy.enforce, ENFORCE_LEVEL_LABEL, ENFORCE_VERSION_LABEL),
-            ("audit", policy.audit, AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL),
+            (
+                "enforce",
+                policy.enforce,
+                ENFORCE_LEVEL_LABEL,
+                ENFORCE_VERSION_LABEL,
+            ),
+            (
+                "audit",
+                policy.audit,
+                AUDIT_LEVEL_LABEL,
+                AUDIT_VERSION_LABEL,
+            ),
             ("warn", policy.warn, WARN_LEVEL_LABEL, WARN_VERSION_LABEL),
         ] {
             let labelled = labels.contains_key(level_label) || labels.contains_key(version_label);
@@ -467,9 +495,9 @@ impl PodSecurity {
             .collect();
         // One pod per controller first, the rest of each controller's pods after.
         let mut seen = HashSet::new();
-        let (mut first, duplicates): (Vec<_>, Vec<_>) = parsed.drain(..).partition(|(_, c, _)| {
-            c.as_ref().is_none_or(|uid| seen.insert(uid.clone()))
-        });
+        let (mut first, duplicates): (Vec<_>, Vec<_>) = parsed
+            .drain(..)
+            .partition(|(_, c, _)| c.as_ref().is_none_or(|uid| seen.insert(uid.clone())));
         first.extend(duplicates);
         let total = first.len();
         first.truncate(self.max_pods_to_check);

@@ -182,7 +182,10 @@ fn only_significant_pod_updates_are_evaluated() {
     let mut relabelled = old.clone();
     relabelled["metadata"]["labels"] = json!({"a": "b"});
     let admission = plain();
-    assert_eq!(admission.validate_pod(&ns, "u", None, &relabelled, Some(&old)), Decision::allowed());
+    assert_eq!(
+        admission.validate_pod(&ns, "u", None, &relabelled, Some(&old)),
+        Decision::allowed()
+    );
     let mut new_image = old.clone();
     new_image["spec"]["containers"][0]["image"] = json!("other");
     assert!(
@@ -218,7 +221,9 @@ fn invalid_labels_fall_back_and_annotate_the_error() {
         )
     );
     // An invalid enforce level reads as restricted.
-    assert!(matches!(decision.denial, Some(Denial::Forbidden(ref m)) if m.starts_with("violates PodSecurity \"restricted:latest\"")));
+    assert!(
+        matches!(decision.denial, Some(Denial::Forbidden(ref m)) if m.starts_with("violates PodSecurity \"restricted:latest\""))
+    );
 }
 
 #[test]
@@ -252,7 +257,14 @@ fn pod_templates_warn_but_are_never_refused() {
         Decision::allowed()
     );
     assert_eq!(
-        admission.validate_pod_controller(&ns, "u", "apps", "deployments", Some("scale"), &deployment),
+        admission.validate_pod_controller(
+            &ns,
+            "u",
+            "apps",
+            "deployments",
+            Some("scale"),
+            &deployment
+        ),
         Decision::allowed()
     );
 }
@@ -268,9 +280,25 @@ fn validate_namespace_as_upstream() {
     // (case, exempt namespace, default policy, new labels, old labels (None = create),
     //  Ok((warnings, pods checked against)) or Err(error detail))
     type Want = Result<(Vec<&'static str>, Option<LevelVersion>), &'static str>;
-    let cases: Vec<(&str, bool, Policy, Vec<(&str, &str)>, Option<Vec<(&str, &str)>>, Want)> = vec![
-        ("create privileged", false, Policy::default(), vec![(ENFORCE, "privileged"), (ENFORCE_VERSION, "v1.0")], None, Ok((vec![], None))),
-        ("create baseline", false, Policy::default(), vec![(ENFORCE, "baseline")], None, Ok((vec![], None))),
+    type Labels = Vec<(&'static str, &'static str)>;
+    type Case = (&'static str, bool, Policy, Labels, Option<Labels>, Want);
+    let cases: Vec<Case> = vec![
+        (
+            "create privileged",
+            false,
+            Policy::default(),
+            vec![(ENFORCE, "privileged"), (ENFORCE_VERSION, "v1.0")],
+            None,
+            Ok((vec![], None)),
+        ),
+        (
+            "create baseline",
+            false,
+            Policy::default(),
+            vec![(ENFORCE, "baseline")],
+            None,
+            Ok((vec![], None)),
+        ),
         (
             "create restricted exempt",
             true,
@@ -278,11 +306,20 @@ fn validate_namespace_as_upstream() {
             vec![(ENFORCE, "restricted")],
             None,
             Ok((
-                vec![r#"namespace "test" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"#],
+                vec![
+                    r#"namespace "test" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"#,
+                ],
                 None,
             )),
         ),
-        ("create malformed level", false, Policy::default(), vec![(ENFORCE, "unknown")], None, Err("must be one of privileged, baseline, restricted")),
+        (
+            "create malformed level",
+            false,
+            Policy::default(),
+            vec![(ENFORCE, "unknown")],
+            None,
+            Err("must be one of privileged, baseline, restricted"),
+        ),
         (
             "create malformed version",
             false,
@@ -299,7 +336,14 @@ fn validate_namespace_as_upstream() {
             Some(vec![(ENFORCE, "restricted"), (ENFORCE_VERSION, "v1.0")]),
             Ok((vec![], None)),
         ),
-        ("update no-op malformed level", false, Policy::default(), vec![(ENFORCE, "unknown")], Some(vec![(ENFORCE, "unknown")]), Ok((vec![], None))),
+        (
+            "update no-op malformed level",
+            false,
+            Policy::default(),
+            vec![(ENFORCE, "unknown")],
+            Some(vec![(ENFORCE, "unknown")]),
+            Ok((vec![], None)),
+        ),
         (
             "update relax level identical version",
             false,
@@ -308,7 +352,14 @@ fn validate_namespace_as_upstream() {
             Some(vec![(ENFORCE, "restricted"), (ENFORCE_VERSION, "v1.0")]),
             Ok((vec![], None)),
         ),
-        ("update relax level implicit latest", false, Policy::default(), vec![(ENFORCE, "baseline")], Some(vec![(ENFORCE, "restricted")]), Ok((vec![], None))),
+        (
+            "update relax level implicit latest",
+            false,
+            Policy::default(),
+            vec![(ENFORCE, "baseline")],
+            Some(vec![(ENFORCE, "restricted")]),
+            Ok((vec![], None)),
+        ),
         (
             "update to implicit privileged",
             false,
@@ -329,7 +380,9 @@ fn validate_namespace_as_upstream() {
             ],
             Some(vec![]),
             Ok((
-                vec![r#"namespace "test" is exempt from Pod Security, and the policy (enforce=restricted:v1.0, audit=restricted:latest, warn=baseline:latest) will be ignored"#],
+                vec![
+                    r#"namespace "test" is exempt from Pod Security, and the policy (enforce=restricted:v1.0, audit=restricted:latest, warn=baseline:latest) will be ignored"#,
+                ],
                 None,
             )),
         ),
@@ -349,7 +402,14 @@ fn validate_namespace_as_upstream() {
             Some(vec![(ENFORCE, "baseline"), (ENFORCE_VERSION, "v1.0")]),
             Ok((vec![], latest(Level::Restricted))),
         ),
-        ("update tighten", false, Policy::default(), vec![(ENFORCE, "restricted")], Some(vec![(ENFORCE, "baseline")]), Ok((vec![], latest(Level::Restricted)))),
+        (
+            "update tighten",
+            false,
+            Policy::default(),
+            vec![(ENFORCE, "restricted")],
+            Some(vec![(ENFORCE, "baseline")]),
+            Ok((vec![], latest(Level::Restricted))),
+        ),
     ];
     for (name, exempt, defaults, new, old, want) in cases {
         let exemptions = Exemptions {
@@ -375,8 +435,7 @@ fn validate_namespace_as_upstream() {
 fn owned(name: &str, uid: &str, pod: Value) -> Value {
     let mut pod = pod;
     pod["metadata"]["name"] = json!(name);
-    pod["metadata"]["ownerReferences"] =
-        json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": uid, "controller": true}]);
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": uid, "controller": true}]);
     pod
 }
 
@@ -401,7 +460,9 @@ fn existing_pods_are_checked_as_upstream_prioritizes_them() {
     )
     .with_max_pods_to_check(4);
     // bound number of pods
-    let pods: Vec<Value> = (1..=5).map(|i| privileged_pod(&format!("pod{i}"))).collect();
+    let pods: Vec<Value> = (1..=5)
+        .map(|i| privileged_pod(&format!("pod{i}")))
+        .collect();
     assert_eq!(
         admission.evaluate_pods_in_namespace("test", baseline, &pods),
         vec![
@@ -416,8 +477,16 @@ fn existing_pods_are_checked_as_upstream_prioritizes_them() {
         .collect();
     for rs in 1..=2 {
         for i in 1..=4 {
-            let pod = if rs == 1 { privileged_pod("") } else { host_network_pod("") };
-            pods.push(owned(&format!("replicaset{rs}pod{i}"), &rs.to_string(), pod));
+            let pod = if rs == 1 {
+                privileged_pod("")
+            } else {
+                host_network_pod("")
+            };
+            pods.push(owned(
+                &format!("replicaset{rs}pod{i}"),
+                &rs.to_string(),
+                pod,
+            ));
         }
     }
     pods.push(baseline_pod("uniquepod1"));

@@ -268,11 +268,36 @@ pub fn policy_to_evaluate(
             }
         };
     }
-    read_version(labels, ENFORCE_VERSION_LABEL, &mut policy.enforce.version, &mut errors);
-    read_level_failing_open(labels, AUDIT_LEVEL_LABEL, &mut policy.audit.level, &mut errors);
-    read_version(labels, AUDIT_VERSION_LABEL, &mut policy.audit.version, &mut errors);
-    read_level_failing_open(labels, WARN_LEVEL_LABEL, &mut policy.warn.level, &mut errors);
-    read_version(labels, WARN_VERSION_LABEL, &mut policy.warn.version, &mut errors);
+    read_version(
+        labels,
+        ENFORCE_VERSION_LABEL,
+        &mut policy.enforce.version,
+        &mut errors,
+    );
+    read_level_failing_open(
+        labels,
+        AUDIT_LEVEL_LABEL,
+        &mut policy.audit.level,
+        &mut errors,
+    );
+    read_version(
+        labels,
+        AUDIT_VERSION_LABEL,
+        &mut policy.audit.version,
+        &mut errors,
+    );
+    read_level_failing_open(
+        labels,
+        WARN_LEVEL_LABEL,
+        &mut policy.warn.level,
+        &mut errors,
+    );
+    read_version(
+        labels,
+        WARN_VERSION_LABEL,
+        &mut policy.warn.version,
+        &mut errors,
+    );
     if !labels.contains_key(WARN_LEVEL_LABEL)
         && has_enforce_level
         && compare_levels(policy.enforce.level, policy.warn.level) == Ordering::Greater

@@ -19,7 +19,9 @@ fn parse_version_as_upstream() {
     ] {
         assert_eq!(parse_version(text), Ok(want), "{text}");
     }
-    for text in ["foo", "", "v2.0", "v1", "1.1", "v1.01", "v1.", "v1.x", "v1.-1"] {
+    for text in [
+        "foo", "", "v2.0", "v1", "1.1", "v1.01", "v1.", "v1.x", "v1.-1",
+    ] {
         let error = parse_version(text).expect_err(text);
         assert_eq!(error, (LATEST, r#"must be "latest" or "v1.x""#.to_string()));
     }
@@ -43,8 +45,14 @@ fn versions_order_with_latest_newest() {
     assert!(Version::new(1, 30).older(LATEST));
     assert!(!LATEST.older(Version::new(1, 99)));
     assert!(!LATEST.older(LATEST));
-    assert_eq!(lv(Level::Restricted, LATEST).to_string(), "restricted:latest");
-    assert_eq!(lv(Level::Baseline, Version::new(1, 22)).to_string(), "baseline:v1.22");
+    assert_eq!(
+        lv(Level::Restricted, LATEST).to_string(),
+        "restricted:latest"
+    );
+    assert_eq!(
+        lv(Level::Baseline, Version::new(1, 22)).to_string(),
+        "baseline:v1.22"
+    );
 }
 
 #[test]
@@ -108,10 +116,39 @@ fn policy_to_evaluate_as_upstream() {
     };
     let v = Version::new;
     // (description, labels, enforce, warn, audit, error expected)
-    let cases: Vec<(&str, Vec<(&str, &str)>, LevelVersion, LevelVersion, LevelVersion, bool)> = vec![
-        ("simple enforce", vec![("enforce", "baseline")], lv(Baseline, LATEST), lv(Baseline, LATEST), p, false),
-        ("simple warn", vec![("warn", "restricted")], p, lv(Restricted, LATEST), p, false),
-        ("simple audit", vec![("audit", "baseline")], p, p, lv(Baseline, LATEST), false),
+    type Case = (
+        &'static str,
+        Vec<(&'static str, &'static str)>,
+        LevelVersion,
+        LevelVersion,
+        LevelVersion,
+        bool,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "simple enforce",
+            vec![("enforce", "baseline")],
+            lv(Baseline, LATEST),
+            lv(Baseline, LATEST),
+            p,
+            false,
+        ),
+        (
+            "simple warn",
+            vec![("warn", "restricted")],
+            p,
+            lv(Restricted, LATEST),
+            p,
+            false,
+        ),
+        (
+            "simple audit",
+            vec![("audit", "baseline")],
+            p,
+            p,
+            lv(Baseline, LATEST),
+            false,
+        ),
         (
             "enforce & warn",
             vec![("enforce", "baseline"), ("warn", "restricted")],
@@ -130,7 +167,11 @@ fn policy_to_evaluate_as_upstream() {
         ),
         (
             "enforce version & warn-version",
-            vec![("enforce", "baseline"), ("enforce-version", "v1.22"), ("warn-version", "latest")],
+            vec![
+                ("enforce", "baseline"),
+                ("enforce-version", "v1.22"),
+                ("warn-version", "latest"),
+            ],
             lv(Baseline, v(1, 22)),
             lv(Baseline, LATEST),
             p,
@@ -175,11 +216,26 @@ fn policy_to_evaluate_as_upstream() {
             p,
             true,
         ),
-        ("enforce error", vec![("enforce", "foo")], lv(Restricted, LATEST), p, p, true),
+        (
+            "enforce error",
+            vec![("enforce", "foo")],
+            lv(Restricted, LATEST),
+            p,
+            p,
+            true,
+        ),
     ];
     for (description, pairs, enforce, warn, audit, expect_error) in cases {
         let (policy, errors) = policy_to_evaluate(&labels(&pairs), defaults);
-        assert_eq!(policy, Policy { enforce, audit, warn }, "{description}");
+        assert_eq!(
+            policy,
+            Policy {
+                enforce,
+                audit,
+                warn
+            },
+            "{description}"
+        );
         assert_eq!(!errors.is_empty(), expect_error, "{description}");
     }
 }

@@ -24,8 +24,10 @@ pub const POD_SECURITY_CONFIGURATION_VERSIONS: [&str; 3] = [
 ];
 
 /// The AdmissionConfiguration API versions read.
-pub const ADMISSION_CONFIGURATION_VERSIONS: [&str; 2] =
-    ["apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1alpha1"];
+pub const ADMISSION_CONFIGURATION_VERSIONS: [&str; 2] = [
+    "apiserver.config.k8s.io/v1",
+    "apiserver.config.k8s.io/v1alpha1",
+];
 
 /// Who and what is exempt from Pod Security admission.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -247,11 +249,17 @@ fn read_pod_security(
     {
         reader.fail(
             "kind",
-            format!("Unsupported value: {}: supported values: \"PodSecurityConfiguration\"", Value::from(kind)),
+            format!(
+                "Unsupported value: {}: supported values: \"PodSecurityConfiguration\"",
+                Value::from(kind)
+            ),
         );
     }
     let empty = Value::Object(Default::default());
-    let defaults = document.get("defaults").filter(|d| !d.is_null()).unwrap_or(&empty);
+    let defaults = document
+        .get("defaults")
+        .filter(|d| !d.is_null())
+        .unwrap_or(&empty);
     let mut policy = Policy::default();
     for (key, target) in [
         ("enforce", &mut policy.enforce),
@@ -260,17 +268,23 @@ fn read_pod_security(
     ] {
         *target = read_level_version(defaults, key, reader);
     }
-    let exemptions = document.get("exemptions").filter(|e| !e.is_null()).unwrap_or(&empty);
+    let exemptions = document
+        .get("exemptions")
+        .filter(|e| !e.is_null())
+        .unwrap_or(&empty);
     let usernames = reader.string_list(exemptions, "usernames", "exemptions.usernames");
     let namespaces = reader.string_list(exemptions, "namespaces", "exemptions.namespaces");
     let runtime_classes =
         reader.string_list(exemptions, "runtimeClasses", "exemptions.runtimeClasses");
-    check_names(reader, "exemptions.namespaces", &namespaces, |n| check_name(n, NameRule::Label));
+    check_names(reader, "exemptions.namespaces", &namespaces, |n| {
+        check_name(n, NameRule::Label)
+    });
     check_names(reader, "exemptions.runtimeClasses", &runtime_classes, |n| {
         check_name(n, NameRule::Subdomain)
     });
     check_names(reader, "exemptions.usernames", &usernames, |n| {
-        n.is_empty().then(|| "username must not be empty".to_string())
+        n.is_empty()
+            .then(|| "username must not be empty".to_string())
     });
     if !reader.errors.is_empty() {
         return Err(std::mem::take(&mut reader.errors));
@@ -294,7 +308,10 @@ fn read_level_version(defaults: &Value, key: &str, reader: &mut Reader<'_>) -> L
         Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => {
-            reader.fail(&format!("defaults.{field}"), format!("Invalid value: {other}: must be a string"));
+            reader.fail(
+                &format!("defaults.{field}"),
+                format!("Invalid value: {other}: must be a string"),
+            );
             None
         }
     };
@@ -331,9 +348,15 @@ fn check_names(
     for (i, name) in names.iter().enumerate() {
         let field = format!("{path}[{i}]");
         if let Some(detail) = invalid(name) {
-            reader.fail(&field, format!("Invalid value: {}: {detail}", Value::from(name.as_str())));
+            reader.fail(
+                &field,
+                format!("Invalid value: {}: {detail}", Value::from(name.as_str())),
+            );
         } else if !seen.insert(name.as_str()) {
-            reader.fail(&field, format!("Duplicate value: {}", Value::from(name.as_str())));
+            reader.fail(
+                &field,
+                format!("Duplicate value: {}", Value::from(name.as_str())),
+            );
         }
     }
 }

@@ -83,7 +83,10 @@ plugins:
 - name: EventRateLimit
   path: limits.yaml
 ";
-    assert_eq!(parse_admission_configuration(other), Ok(PluginConfig::Absent));
+    assert_eq!(
+        parse_admission_configuration(other),
+        Ok(PluginConfig::Absent)
+    );
 }
 
 fn errors(text: &str) -> Vec<String> {
@@ -99,7 +102,10 @@ fn errors_name_the_line_and_the_field() {
     let bad = INLINE
         .replace("enforce: baseline", "enforce: strict")
         .replace("warn: restricted", "warn-version: v2")
-        .replace("- kube-system", "- kube-system\n      - Bad_Name\n      - kube-system");
+        .replace(
+            "- kube-system",
+            "- kube-system\n      - Bad_Name\n      - kube-system",
+        );
     assert_eq!(
         errors(&bad),
         vec![
@@ -115,7 +121,9 @@ fn errors_name_the_line_and_the_field() {
 fn refuses_wrong_kinds_versions_and_missing_sources() {
     assert_eq!(
         errors("apiVersion: v1\nkind: ConfigMap\n"),
-        vec![r#"line 2: kind: Unsupported value: "ConfigMap": supported values: "AdmissionConfiguration", "PodSecurityConfiguration""#]
+        vec![
+            r#"line 2: kind: Unsupported value: "ConfigMap": supported values: "AdmissionConfiguration", "PodSecurityConfiguration""#
+        ]
     );
     let wrong_version = INLINE.replace(
         "pod-security.admission.config.k8s.io/v1\n",
@@ -123,7 +131,9 @@ fn refuses_wrong_kinds_versions_and_missing_sources() {
     );
     assert_eq!(
         errors(&wrong_version),
-        vec![r#"line 8: plugins[1].configuration.apiVersion: Unsupported value: "pod-security.admission.config.k8s.io/v2": supported values: "pod-security.admission.config.k8s.io/v1", "pod-security.admission.config.k8s.io/v1beta1", "pod-security.admission.config.k8s.io/v1alpha1""#]
+        vec![
+            r#"line 8: plugins[1].configuration.apiVersion: Unsupported value: "pod-security.admission.config.k8s.io/v2": supported values: "pod-security.admission.config.k8s.io/v1", "pod-security.admission.config.k8s.io/v1beta1", "pod-security.admission.config.k8s.io/v1alpha1""#
+        ]
     );
     let neither = "\
 apiVersion: apiserver.config.k8s.io/v1
@@ -145,6 +155,9 @@ exemptions:
     let got = errors(empty_user);
     assert_eq!(got.len(), 2, "{got:?}");
     assert!(got[0].starts_with(r#"line 5: exemptions.runtimeClasses[0]: Invalid value: "Not.Valid": a lowercase RFC 1123 subdomain"#), "{got:?}");
-    assert_eq!(got[1], r#"line 4: exemptions.usernames[0]: Invalid value: "": username must not be empty"#);
+    assert_eq!(
+        got[1],
+        r#"line 4: exemptions.usernames[0]: Invalid value: "": username must not be empty"#
+    );
     assert!(errors("a: [")[0].starts_with("(document): not valid YAML"));
 }

@@ -186,11 +186,13 @@ pub const UNKNOWN_FORBIDDEN_REASON: &str = "unknown forbidden reason";
 pub fn aggregate_check_results(results: &[CheckResult]) -> AggregateCheckResult {
     let mut aggregate = AggregateCheckResult::default();
     for result in results.iter().filter(|r| !r.allowed) {
-        aggregate.forbidden_reasons.push(if result.forbidden_reason.is_empty() {
-            UNKNOWN_FORBIDDEN_REASON.to_string()
-        } else {
-            result.forbidden_reason.clone()
-        });
+        aggregate
+            .forbidden_reasons
+            .push(if result.forbidden_reason.is_empty() {
+                UNKNOWN_FORBIDDEN_REASON.to_string()
+            } else {
+                result.forbidden_reason.clone()
+            });
         aggregate
             .forbidden_details
             .push(result.forbidden_detail.clone());

@@ -54,11 +54,19 @@ fn every_upstream_fixture_passes_or_fails_as_upstream_expects() {
                 let result = evaluator.aggregate(policy, &meta, &spec);
                 checked += 1;
                 if result.allowed != expect_allowed {
-                    wrong.push(format!("{key} {outcome}/{name}: {}", result.forbidden_detail()));
+                    wrong.push(format!(
+                        "{key} {outcome}/{name}: {}",
+                        result.forbidden_detail()
+                    ));
                 }
             }
         }
     }
     assert_eq!(checked, 4537);
-    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 }

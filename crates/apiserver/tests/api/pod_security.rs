@@ -12,7 +12,12 @@ use tessera_store::{Store, StoreOptions};
 
 use crate::support::{TestServer, raw, start};
 
-async fn write(server: &TestServer, method: &str, uri: &str, body: Value) -> (u16, Value, Vec<String>) {
+async fn write(
+    server: &TestServer,
+    method: &str,
+    uri: &str,
+    body: Value,
+) -> (u16, Value, Vec<String>) {
     let content_type = if body.is_array() {
         "application/json-patch+json"
     } else if method == "PATCH" {
@@ -67,7 +72,12 @@ const RESTRICTED_ON_PLAIN: &str = concat!(
 #[tokio::test]
 async fn enforce_refuses_with_upstreams_forbidden_status_even_on_dry_runs() {
     let server = start();
-    namespace(&server, "locked", json!({"pod-security.kubernetes.io/enforce": "baseline"})).await;
+    namespace(
+        &server,
+        "locked",
+        json!({"pod-security.kubernetes.io/enforce": "baseline"}),
+    )
+    .await;
     for uri in [
         "/api/v1/namespaces/locked/pods",
         "/api/v1/namespaces/locked/pods?dryRun=All",
@@ -84,8 +94,13 @@ async fn enforce_refuses_with_upstreams_forbidden_status_even_on_dry_runs() {
         assert!(warnings.is_empty(), "{warnings:?}");
     }
     // Unlabelled namespaces are privileged.
-    let (code, answer, warnings) =
-        write(&server, "POST", "/api/v1/namespaces/default/pods", privileged_pod("p")).await;
+    let (code, answer, warnings) = write(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        privileged_pod("p"),
+    )
+    .await;
     assert_eq!(code, 201, "{answer}");
     assert!(warnings.is_empty());
 }
@@ -133,7 +148,12 @@ async fn warn_sends_warning_headers_and_updates_that_change_images_are_evaluated
 #[tokio::test]
 async fn pod_templates_warn_and_are_never_refused() {
     let server = start();
-    namespace(&server, "locked", json!({"pod-security.kubernetes.io/enforce": "restricted"})).await;
+    namespace(
+        &server,
+        "locked",
+        json!({"pod-security.kubernetes.io/enforce": "restricted"}),
+    )
+    .await;
     let deployment = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web"},
@@ -166,8 +186,13 @@ async fn tightening_a_namespace_reports_its_existing_pods_and_bad_labels_are_inv
     let server = start();
     namespace(&server, "shared", json!({})).await;
     for name in ["b", "a"] {
-        let (code, answer, _) =
-            write(&server, "POST", "/api/v1/namespaces/shared/pods", privileged_pod(name)).await;
+        let (code, answer, _) = write(
+            &server,
+            "POST",
+            "/api/v1/namespaces/shared/pods",
+            privileged_pod(name),
+        )
+        .await;
         assert_eq!(code, 201, "{answer}");
     }
     let (code, answer, warnings) = write(
@@ -182,7 +207,9 @@ async fn tightening_a_namespace_reports_its_existing_pods_and_bad_labels_are_inv
     assert_eq!(
         warnings,
         vec![
-            quoted(r#"existing pods in namespace "shared" violate the new PodSecurity enforce level "baseline:latest""#),
+            quoted(
+                r#"existing pods in namespace "shared" violate the new PodSecurity enforce level "baseline:latest""#
+            ),
             quoted("a (and 1 other pod): privileged"),
         ]
     );
@@ -239,7 +266,9 @@ fn writes_carry_audit_annotations_and_exemptions_apply() {
         if name == "exempt" {
             assert_eq!(
                 warnings,
-                [r#"namespace "exempt" is exempt from Pod Security, and the policy (enforce=restricted:latest, audit=restricted:latest) will be ignored"#]
+                [
+                    r#"namespace "exempt" is exempt from Pod Security, and the policy (enforce=restricted:latest, audit=restricted:latest) will be ignored"#
+                ]
             );
         } else {
             assert!(warnings.is_empty());
@@ -254,18 +283,29 @@ fn writes_carry_audit_annotations_and_exemptions_apply() {
         .expect_err("refused");
     assert_eq!(error.code, 403);
     let exempt_user = objects
-        .create(pods, Some("locked"), privileged_pod("p"), &as_user("ops-admin"))
+        .create(
+            pods,
+            Some("locked"),
+            privileged_pod("p"),
+            &as_user("ops-admin"),
+        )
         .expect("exempt user");
     assert_eq!(
         exempt_user.audit_annotations,
-        vec![("pod-security.kubernetes.io/exempt".to_string(), "user".to_string())]
+        vec![(
+            "pod-security.kubernetes.io/exempt".to_string(),
+            "user".to_string()
+        )]
     );
     let exempt_namespace = objects
         .create(pods, Some("exempt"), privileged_pod("p"), &as_user("alice"))
         .expect("exempt namespace");
     assert_eq!(
         exempt_namespace.audit_annotations,
-        vec![("pod-security.kubernetes.io/exempt".to_string(), "namespace".to_string())]
+        vec![(
+            "pod-security.kubernetes.io/exempt".to_string(),
+            "namespace".to_string()
+        )]
     );
     let mut compliant = plain_pod("ok");
     compliant["spec"]["securityContext"] =

@@ -73,8 +73,15 @@ fn namespaces_enforce_and_warn_with_upstreams_messages() {
             &locked,
             &["pod-security.kubernetes.io/enforce=restricted"],
         );
-        let stderr = cluster.fails(kubectl, &["create", "-n", &locked, "-f", "-"], Some(PRIVILEGED));
-        assert!(stderr.contains("Error from server (Forbidden)"), "{kubectl}: {stderr}");
+        let stderr = cluster.fails(
+            kubectl,
+            &["create", "-n", &locked, "-f", "-"],
+            Some(PRIVILEGED),
+        );
+        assert!(
+            stderr.contains("Error from server (Forbidden)"),
+            "{kubectl}: {stderr}"
+        );
         assert!(stderr.contains(REFUSED), "{kubectl}: {stderr}");
 
         let team = format!("team-{version}");
@@ -96,7 +103,11 @@ fn namespaces_enforce_and_warn_with_upstreams_messages() {
         assert!(stdout.contains("pod/web created"), "{kubectl}: {stdout}");
         assert!(stderr.lines().any(|l| l == WARNED), "{kubectl}: {stderr}");
         // Baseline still refuses the privileged pod, naming baseline's one violation.
-        let stderr = cluster.fails(kubectl, &["create", "-n", &team, "-f", "-"], Some(PRIVILEGED));
+        let stderr = cluster.fails(
+            kubectl,
+            &["create", "-n", &team, "-f", "-"],
+            Some(PRIVILEGED),
+        );
         assert!(
             stderr.contains(r#"pods "priv" is forbidden: violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)"#),
             "{kubectl}: {stderr}"
@@ -115,7 +126,12 @@ fn namespaces_enforce_and_warn_with_upstreams_messages() {
     assert!(!stderr.contains("Warning"), "{stderr}");
     let (ok, _, stderr) = outcome(cluster.kubectl(
         "1.33",
-        &["label", "namespace", open, "pod-security.kubernetes.io/enforce=baseline"],
+        &[
+            "label",
+            "namespace",
+            open,
+            "pod-security.kubernetes.io/enforce=baseline",
+        ],
     ));
     assert!(ok, "{stderr}");
     assert!(
@@ -143,7 +159,11 @@ fn exemptions_come_from_the_admission_configuration_file() {
     let cluster = Cluster::start_with_args(&["--admission-control-config-file", &path]);
     // The default is baseline now: an unlabelled namespace refuses the privileged pod.
     cluster.ok("1.33", &["create", "namespace", "apps"]);
-    let stderr = cluster.fails("1.33", &["create", "-n", "apps", "-f", "-"], Some(PRIVILEGED));
+    let stderr = cluster.fails(
+        "1.33",
+        &["create", "-n", "apps", "-f", "-"],
+        Some(PRIVILEGED),
+    );
     assert!(
         stderr.contains(r#"violates PodSecurity "baseline:latest": privileged"#),
         "{stderr}"
@@ -152,7 +172,12 @@ fn exemptions_come_from_the_admission_configuration_file() {
     cluster.ok("1.33", &["create", "namespace", "ops"]);
     let (ok, _, stderr) = outcome(cluster.kubectl(
         "1.33",
-        &["label", "namespace", "ops", "pod-security.kubernetes.io/enforce=restricted"],
+        &[
+            "label",
+            "namespace",
+            "ops",
+            "pod-security.kubernetes.io/enforce=restricted",
+        ],
     ));
     assert!(ok, "{stderr}");
     assert!(

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{LifecycleHandler, PodSpec, Probe, SELinuxOption
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
-    CheckResult, containers_phrase, in_user_namespace, join_quote, pluralize, pod_context,
-    go_quote, setters, visit_containers,
+    CheckResult, containers_phrase, go_quote, in_user_namespace, join_quote, pluralize,
+    pod_context, setters, visit_containers,
 };
 
 pub(super) const CAPABILITIES_BASELINE: &str = "capabilities_baseline";
@@ -40,7 +40,9 @@ pub(super) fn app_armor_profile_1_0(meta: &ObjectMeta, spec: &PodSpec) -> CheckR
     }
     let mut bad_containers = Vec::new();
     visit_containers(spec, |c| {
-        if let Some(profile) = c.security_context.and_then(|s| s.app_armor_profile.as_ref())
+        if let Some(profile) = c
+            .security_context
+            .and_then(|s| s.app_armor_profile.as_ref())
             && !app_armor_type_allowed(&profile.type_)
         {
             bad_containers.push(c.name);
@@ -61,9 +63,8 @@ pub(super) fn app_armor_profile_1_0(meta: &ObjectMeta, spec: &PodSpec) -> CheckR
     let mut bad_value_list: Vec<String> = bad_values.into_iter().collect();
     if !forbidden_annotations.is_empty() {
         forbidden_annotations.sort();
-        bad_setters.push(
-            pluralize("annotation", "annotations", forbidden_annotations.len()).to_string(),
-        );
+        bad_setters
+            .push(pluralize("annotation", "annotations", forbidden_annotations.len()).to_string());
         bad_value_list.extend(forbidden_annotations);
     }
     if bad_setters.is_empty() {
@@ -206,7 +207,11 @@ fn probe_hosts(probe: Option<&Probe>) -> Vec<&str> {
     };
     let http = probe.http_get.as_ref().and_then(|h| h.host.as_deref());
     let tcp = probe.tcp_socket.as_ref().and_then(|t| t.host.as_deref());
-    [http, tcp].into_iter().flatten().filter(|h| !h.is_empty()).collect()
+    [http, tcp]
+        .into_iter()
+        .flatten()
+        .filter(|h| !h.is_empty())
+        .collect()
 }
 
 fn handler_hosts(handler: Option<&LifecycleHandler>) -> Vec<&str> {
@@ -215,7 +220,11 @@ fn handler_hosts(handler: Option<&LifecycleHandler>) -> Vec<&str> {
     };
     let http = handler.http_get.as_ref().and_then(|h| h.host.as_deref());
     let tcp = handler.tcp_socket.as_ref().and_then(|t| t.host.as_deref());
-    [http, tcp].into_iter().flatten().filter(|h| !h.is_empty()).collect()
+    [http, tcp]
+        .into_iter()
+        .flatten()
+        .filter(|h| !h.is_empty())
+        .collect()
 }
 
 pub(super) fn host_probes_and_host_lifecycle_1_34(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
@@ -534,7 +543,12 @@ pub(super) fn sysctls_1_29(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
 pub(super) fn sysctls_1_32(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
     sysctls(
         spec,
-        &[SYSCTLS_1_0, SYSCTLS_ADDED_1_27, SYSCTLS_ADDED_1_29, SYSCTLS_ADDED_1_32],
+        &[
+            SYSCTLS_1_0,
+            SYSCTLS_ADDED_1_27,
+            SYSCTLS_ADDED_1_29,
+            SYSCTLS_ADDED_1_32,
+        ],
     )
 }
 

@@ -99,37 +99,70 @@ fn overriding(
 pub fn default_checks() -> Vec<Check> {
     use baseline as b;
     use restricted as r;
-    let check = |id, level, versions| Check { id, level, versions };
+    let check = |id, level, versions| Check {
+        id,
+        level,
+        versions,
+    };
     vec![
-        check("appArmorProfile", Level::Baseline, vec![revision(0, b::app_armor_profile_1_0)]),
+        check(
+            "appArmorProfile",
+            Level::Baseline,
+            vec![revision(0, b::app_armor_profile_1_0)],
+        ),
         check(
             b::CAPABILITIES_BASELINE,
             Level::Baseline,
             vec![revision(0, b::capabilities_baseline_1_0)],
         ),
-        check("hostNamespaces", Level::Baseline, vec![revision(0, b::host_namespaces_1_0)]),
-        check(b::HOST_PATH_VOLUMES, Level::Baseline, vec![revision(0, b::host_path_volumes_1_0)]),
-        check("hostPorts", Level::Baseline, vec![revision(0, b::host_ports_1_0)]),
+        check(
+            "hostNamespaces",
+            Level::Baseline,
+            vec![revision(0, b::host_namespaces_1_0)],
+        ),
+        check(
+            b::HOST_PATH_VOLUMES,
+            Level::Baseline,
+            vec![revision(0, b::host_path_volumes_1_0)],
+        ),
+        check(
+            "hostPorts",
+            Level::Baseline,
+            vec![revision(0, b::host_ports_1_0)],
+        ),
         check(
             "hostProbesAndHostLifecycle",
             Level::Baseline,
             vec![revision(34, b::host_probes_and_host_lifecycle_1_34)],
         ),
-        check("privileged", Level::Baseline, vec![revision(0, b::privileged_1_0)]),
+        check(
+            "privileged",
+            Level::Baseline,
+            vec![revision(0, b::privileged_1_0)],
+        ),
         check(
             b::PROC_MOUNT,
             Level::Baseline,
-            vec![revision(0, b::proc_mount_1_0), revision(35, b::proc_mount_1_35_baseline)],
+            vec![
+                revision(0, b::proc_mount_1_0),
+                revision(35, b::proc_mount_1_35_baseline),
+            ],
         ),
         check(
             "seLinuxOptions",
             Level::Baseline,
-            vec![revision(0, b::se_linux_options_1_0), revision(31, b::se_linux_options_1_31)],
+            vec![
+                revision(0, b::se_linux_options_1_0),
+                revision(31, b::se_linux_options_1_31),
+            ],
         ),
         check(
             b::SECCOMP_BASELINE,
             Level::Baseline,
-            vec![revision(0, b::seccomp_profile_baseline_1_0), revision(19, b::seccomp_profile_baseline_1_19)],
+            vec![
+                revision(0, b::seccomp_profile_baseline_1_0),
+                revision(19, b::seccomp_profile_baseline_1_19),
+            ],
         ),
         check(
             "sysctls",
@@ -142,7 +175,11 @@ pub fn default_checks() -> Vec<Check> {
                 revision(37, b::sysctls_1_37),
             ],
         ),
-        check("windowsHostProcess", Level::Baseline, vec![revision(0, b::windows_host_process_1_0)]),
+        check(
+            "windowsHostProcess",
+            Level::Baseline,
+            vec![revision(0, b::windows_host_process_1_0)],
+        ),
         check(
             "allowPrivilegeEscalation",
             Level::Restricted,
@@ -155,8 +192,16 @@ pub fn default_checks() -> Vec<Check> {
             "capabilities_restricted",
             Level::Restricted,
             vec![
-                overriding(22, r::capabilities_restricted_1_22, &[b::CAPABILITIES_BASELINE]),
-                overriding(25, r::capabilities_restricted_1_25, &[b::CAPABILITIES_BASELINE]),
+                overriding(
+                    22,
+                    r::capabilities_restricted_1_22,
+                    &[b::CAPABILITIES_BASELINE],
+                ),
+                overriding(
+                    25,
+                    r::capabilities_restricted_1_25,
+                    &[b::CAPABILITIES_BASELINE],
+                ),
             ],
         ),
         check(
@@ -167,24 +212,42 @@ pub fn default_checks() -> Vec<Check> {
         check(
             "restrictedVolumes",
             Level::Restricted,
-            vec![overriding(0, r::restricted_volumes_1_0, &[b::HOST_PATH_VOLUMES])],
+            vec![overriding(
+                0,
+                r::restricted_volumes_1_0,
+                &[b::HOST_PATH_VOLUMES],
+            )],
         ),
         check(
             "runAsNonRoot",
             Level::Restricted,
-            vec![revision(0, r::run_as_non_root_1_0), revision(35, r::run_as_non_root_1_35)],
+            vec![
+                revision(0, r::run_as_non_root_1_0),
+                revision(35, r::run_as_non_root_1_35),
+            ],
         ),
         check(
             "runAsUser",
             Level::Restricted,
-            vec![revision(23, r::run_as_user_1_23), revision(35, r::run_as_user_1_35)],
+            vec![
+                revision(23, r::run_as_user_1_23),
+                revision(35, r::run_as_user_1_35),
+            ],
         ),
         check(
             "seccompProfile_restricted",
             Level::Restricted,
             vec![
-                overriding(19, r::seccomp_profile_restricted_1_19, &[b::SECCOMP_BASELINE]),
-                overriding(25, r::seccomp_profile_restricted_1_25, &[b::SECCOMP_BASELINE]),
+                overriding(
+                    19,
+                    r::seccomp_profile_restricted_1_19,
+                    &[b::SECCOMP_BASELINE],
+                ),
+                overriding(
+                    25,
+                    r::seccomp_profile_restricted_1_25,
+                    &[b::SECCOMP_BASELINE],
+                ),
             ],
         ),
     ]
@@ -202,7 +265,11 @@ pub(crate) struct ContainerView<'a> {
 
 /// Upstream's `visitContainers`: init containers, containers, then ephemeral containers.
 pub(crate) fn visit_containers<'a>(spec: &'a PodSpec, mut visit: impl FnMut(&ContainerView<'a>)) {
-    let regular = spec.init_containers.iter().flatten().chain(&spec.containers);
+    let regular = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
     for c in regular {
         visit(&ContainerView {
             name: &c.name,

@@ -19,7 +19,10 @@ use super::{
 pub(super) fn allow_privilege_escalation_1_8(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
     let mut bad_containers = Vec::new();
     visit_containers(spec, |c| {
-        if c.security_context.and_then(|s| s.allow_privilege_escalation) != Some(false) {
+        if c.security_context
+            .and_then(|s| s.allow_privilege_escalation)
+            != Some(false)
+        {
             bad_containers.push(c.name);
         }
     });
@@ -111,7 +114,10 @@ fn restricted_volume_type(volume: &Volume) -> Option<&'static str> {
     let sources = [
         (volume.host_path.is_some(), "hostPath"),
         (volume.gce_persistent_disk.is_some(), "gcePersistentDisk"),
-        (volume.aws_elastic_block_store.is_some(), "awsElasticBlockStore"),
+        (
+            volume.aws_elastic_block_store.is_some(),
+            "awsElasticBlockStore",
+        ),
         (volume.git_repo.is_some(), "gitRepo"),
         (volume.nfs.is_some(), "nfs"),
         (volume.iscsi.is_some(), "iscsi"),
@@ -126,7 +132,10 @@ fn restricted_volume_type(volume: &Volume) -> Option<&'static str> {
         (volume.vsphere_volume.is_some(), "vsphereVolume"),
         (volume.quobyte.is_some(), "quobyte"),
         (volume.azure_disk.is_some(), "azureDisk"),
-        (volume.photon_persistent_disk.is_some(), "photonPersistentDisk"),
+        (
+            volume.photon_persistent_disk.is_some(),
+            "photonPersistentDisk",
+        ),
         (volume.portworx_volume.is_some(), "portworxVolume"),
         (volume.scale_io.is_some(), "scaleIO"),
         (volume.storageos.is_some(), "storageos"),

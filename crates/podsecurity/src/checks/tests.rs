@@ -19,7 +19,13 @@ fn parts(meta: &Value, spec: &Value) -> (ObjectMeta, PodSpec) {
 }
 
 /// `(case, check, metadata, spec, Some((reason, detail)) or None for allowed)`.
-type Case = (&'static str, CheckPodFn, Value, Value, Option<(&'static str, &'static str)>);
+type Case = (
+    &'static str,
+    CheckPodFn,
+    Value,
+    Value,
+    Option<(&'static str, &'static str)>,
+);
 
 fn run(cases: Vec<Case>) {
     for (name, check, meta, spec, want) in cases {
@@ -59,10 +65,17 @@ fn allow_privilege_escalation() {
         ("c", json!({"allowPrivilegeEscalation": true})),
         ("d", json!({"allowPrivilegeEscalation": false})),
     ]);
-    let detail = r#"containers "a", "b", "c" must set securityContext.allowPrivilegeEscalation=false"#;
+    let detail =
+        r#"containers "a", "b", "c" must set securityContext.allowPrivilegeEscalation=false"#;
     let reason = "allowPrivilegeEscalation != false";
     run(vec![
-        ("1.25 multiple containers", r::allow_privilege_escalation_1_25, json!({}), spec.clone(), Some((reason, detail))),
+        (
+            "1.25 multiple containers",
+            r::allow_privilege_escalation_1_25,
+            json!({}),
+            spec.clone(),
+            Some((reason, detail)),
+        ),
         (
             "1.25 windows pod",
             r::allow_privilege_escalation_1_25,
@@ -75,22 +88,36 @@ fn allow_privilege_escalation() {
             r::allow_privilege_escalation_1_25,
             json!({}),
             json!({"os": {"name": "linux"}, "containers": [{"name": "a"}]}),
-            Some((reason, r#"container "a" must set securityContext.allowPrivilegeEscalation=false"#)),
+            Some((
+                reason,
+                r#"container "a" must set securityContext.allowPrivilegeEscalation=false"#,
+            )),
         ),
-        ("1.8 multiple containers", r::allow_privilege_escalation_1_8, json!({}), spec, Some((reason, detail))),
+        (
+            "1.8 multiple containers",
+            r::allow_privilege_escalation_1_8,
+            json!({}),
+            spec,
+            Some((reason, detail)),
+        ),
         (
             "1.8 windows pod is not exempt",
             r::allow_privilege_escalation_1_8,
             json!({}),
             json!({"os": {"name": "windows"}, "containers": [{"name": "a"}]}),
-            Some((reason, r#"container "a" must set securityContext.allowPrivilegeEscalation=false"#)),
+            Some((
+                reason,
+                r#"container "a" must set securityContext.allowPrivilegeEscalation=false"#,
+            )),
         ),
     ]);
 }
 
 #[test]
 fn app_armor_profile() {
-    let allowed = |name, meta: Value, spec: Value| -> Case { (name, b::app_armor_profile_1_0, meta, spec, None) };
+    let allowed = |name, meta: Value, spec: Value| -> Case {
+        (name, b::app_armor_profile_1_0, meta, spec, None)
+    };
     let prefix = "container.apparmor.security.beta.kubernetes.io/";
     run(vec![
         allowed(
@@ -119,7 +146,10 @@ fn app_armor_profile() {
             b::app_armor_profile_1_0,
             json!({}),
             json!({"securityContext": {"appArmorProfile": {"type": "Unconfined"}}, "containers": []}),
-            Some(("forbidden AppArmor profile", r#"pod must not set AppArmor profile type to "Unconfined""#)),
+            Some((
+                "forbidden AppArmor profile",
+                r#"pod must not set AppArmor profile type to "Unconfined""#,
+            )),
         ),
         (
             "unconfined container",
@@ -129,7 +159,10 @@ fn app_armor_profile() {
                 "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
                 "containers": [{"name": "foo", "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}]
             }),
-            Some(("forbidden AppArmor profile", r#"container "foo" must not set AppArmor profile type to "Unconfined""#)),
+            Some((
+                "forbidden AppArmor profile",
+                r#"container "foo" must not set AppArmor profile type to "Unconfined""#,
+            )),
         ),
         (
             "unconfined init container",
@@ -140,7 +173,10 @@ fn app_armor_profile() {
                 "containers": [{"name": "foo"}],
                 "initContainers": [{"name": "bar", "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}]
             }),
-            Some(("forbidden AppArmor profile", r#"container "bar" must not set AppArmor profile type to "Unconfined""#)),
+            Some((
+                "forbidden AppArmor profile",
+                r#"container "bar" must not set AppArmor profile type to "Unconfined""#,
+            )),
         ),
         (
             "annotations",
@@ -168,7 +204,10 @@ fn capabilities() {
     let spec = named_with(&[
         ("a", json!({"capabilities": {"add": ["FOO", "BAR"]}})),
         ("b", json!({"capabilities": {"add": ["BAR", "BAZ"]}})),
-        ("c", json!({"capabilities": {"add": ["NET_BIND_SERVICE", "CHOWN"], "drop": ["ALL", "FOO"]}})),
+        (
+            "c",
+            json!({"capabilities": {"add": ["NET_BIND_SERVICE", "CHOWN"], "drop": ["ALL", "FOO"]}}),
+        ),
     ]);
     let restricted = r#"containers "a", "b" must set securityContext.capabilities.drop=["ALL"]; containers "a", "b", "c" must not include "BAR", "BAZ", "CHOWN", "FOO" in securityContext.capabilities.add"#;
     let baseline_spec = named_with(&[
@@ -186,8 +225,20 @@ fn capabilities() {
                 r#"containers "a", "b" must not include "BAR", "BAZ", "FOO" in securityContext.capabilities.add"#,
             )),
         ),
-        ("restricted 1.22", r::capabilities_restricted_1_22, json!({}), spec.clone(), Some(("unrestricted capabilities", restricted))),
-        ("restricted 1.25", r::capabilities_restricted_1_25, json!({}), spec, Some(("unrestricted capabilities", restricted))),
+        (
+            "restricted 1.22",
+            r::capabilities_restricted_1_22,
+            json!({}),
+            spec.clone(),
+            Some(("unrestricted capabilities", restricted)),
+        ),
+        (
+            "restricted 1.25",
+            r::capabilities_restricted_1_25,
+            json!({}),
+            spec,
+            Some(("unrestricted capabilities", restricted)),
+        ),
         (
             "restricted 1.25 windows",
             r::capabilities_restricted_1_25,
@@ -200,7 +251,10 @@ fn capabilities() {
             r::capabilities_restricted_1_25,
             json!({}),
             json!({"os": {"name": "linux"}, "containers": [{"name": "a"}]}),
-            Some(("unrestricted capabilities", r#"container "a" must set securityContext.capabilities.drop=["ALL"]"#)),
+            Some((
+                "unrestricted capabilities",
+                r#"container "a" must set securityContext.capabilities.drop=["ALL"]"#,
+            )),
         ),
     ]);
 }
@@ -213,7 +267,10 @@ fn host_namespaces_paths_and_ports() {
             b::host_namespaces_1_0,
             json!({}),
             json!({"hostNetwork": true, "hostIPC": true, "hostPID": true, "containers": []}),
-            Some(("host namespaces", "hostNetwork=true, hostPID=true, hostIPC=true")),
+            Some((
+                "host namespaces",
+                "hostNetwork=true, hostPID=true, hostIPC=true",
+            )),
         ),
         (
             "host path volumes",
@@ -245,7 +302,10 @@ fn host_namespaces_paths_and_ports() {
                 {"name": "b", "ports": [{"containerPort": 2, "hostPort": 10}, {"containerPort": 3, "hostPort": 20}]},
                 {"name": "c", "ports": [{"containerPort": 2, "hostPort": 0}, {"containerPort": 3, "hostPort": 10}, {"containerPort": 4, "hostPort": 30}]},
             ]}),
-            Some(("hostPort", r#"containers "b", "c" use hostPorts 10, 20, 30"#)),
+            Some((
+                "hostPort",
+                r#"containers "b", "c" use hostPorts 10, 20, 30"#,
+            )),
         ),
     ]);
 }
@@ -273,28 +333,40 @@ fn host_probes_and_lifecycle() {
                 "startupProbe": http("localhost"),
                 "lifecycle": {"postStart": http("localhost"), "preStop": tcp("127.0.0.1")}
             }]}),
-            Some(("probe or lifecycle host", r#"container "a" uses probe or lifecycle hosts "127.0.0.1", "::1", "localhost""#)),
+            Some((
+                "probe or lifecycle host",
+                r#"container "a" uses probe or lifecycle hosts "127.0.0.1", "::1", "localhost""#,
+            )),
         ),
         (
             "liveness httpGet host",
             b::host_probes_and_host_lifecycle_1_34,
             json!({}),
             json!({"containers": [{"name": "a", "livenessProbe": http("invalid.host")}]}),
-            Some(("probe or lifecycle host", r#"container "a" uses probe or lifecycle host "invalid.host""#)),
+            Some((
+                "probe or lifecycle host",
+                r#"container "a" uses probe or lifecycle host "invalid.host""#,
+            )),
         ),
         (
             "readiness tcpSocket host",
             b::host_probes_and_host_lifecycle_1_34,
             json!({}),
             json!({"containers": [{"name": "a"}, {"name": "b", "readinessProbe": tcp("invalid.host")}]}),
-            Some(("probe or lifecycle host", r#"container "b" uses probe or lifecycle host "invalid.host""#)),
+            Some((
+                "probe or lifecycle host",
+                r#"container "b" uses probe or lifecycle host "invalid.host""#,
+            )),
         ),
         (
             "containers sorted",
             b::host_probes_and_host_lifecycle_1_34,
             json!({}),
             json!({"containers": [{"name": "z", "livenessProbe": http("h")}, {"name": "a", "startupProbe": http("h")}]}),
-            Some(("probe or lifecycle host", r#"containers "a", "z" use probe or lifecycle host "h""#)),
+            Some((
+                "probe or lifecycle host",
+                r#"containers "a", "z" use probe or lifecycle host "h""#,
+            )),
         ),
     ]);
 }
@@ -305,7 +377,11 @@ fn host_probes_follow_the_emulated_version() {
         &json!({}),
         &json!({"containers": [{"name": "a", "startupProbe": {"httpGet": {"host": "localhost", "port": 80}}}]}),
     );
-    for (emulation, active) in [(None, true), (Some(Version::new(1, 34)), true), (Some(Version::new(1, 33)), false)] {
+    for (emulation, active) in [
+        (None, true),
+        (Some(Version::new(1, 34)), true),
+        (Some(Version::new(1, 33)), false),
+    ] {
         let evaluator = Evaluator::new(emulation);
         for version in [Version::Latest, Version::new(1, 34)] {
             let result = aggregate_check_results(&evaluator.evaluate_pod(
@@ -315,7 +391,11 @@ fn host_probes_follow_the_emulated_version() {
             ));
             assert_eq!(result.allowed, !active, "{emulation:?} {version}");
         }
-        let older = evaluator.aggregate(LevelVersion::new(Level::Baseline, Version::new(1, 33)), &meta, &spec);
+        let older = evaluator.aggregate(
+            LevelVersion::new(Level::Baseline, Version::new(1, 33)),
+            &meta,
+            &spec,
+        );
         assert!(older.allowed, "{emulation:?}");
     }
 }
@@ -331,7 +411,8 @@ fn privileged_and_proc_mount() {
             {"name": "e", "securityContext": {"procMount": "other"}},
         ]})
     };
-    let proc_detail = r#"containers "d", "e" must not set securityContext.procMount to "Unmasked", "other""#;
+    let proc_detail =
+        r#"containers "d", "e" must not set securityContext.procMount to "Unmasked", "other""#;
     run(vec![
         (
             "privileged",
@@ -344,11 +425,32 @@ fn privileged_and_proc_mount() {
                 ("d", json!({"privileged": true})),
                 ("e", json!({"privileged": true})),
             ]),
-            Some(("privileged", r#"containers "d", "e" must not set securityContext.privileged=true"#)),
+            Some((
+                "privileged",
+                r#"containers "d", "e" must not set securityContext.privileged=true"#,
+            )),
         ),
-        ("procMount", b::proc_mount_1_35_baseline, json!({}), proc_mounts(true), Some(("procMount", proc_detail))),
-        ("procMount with userns", b::proc_mount_1_35_baseline, json!({}), proc_mounts(false), None),
-        ("procMount 1.0 ignores userns", b::proc_mount_1_0, json!({}), proc_mounts(false), Some(("procMount", proc_detail))),
+        (
+            "procMount",
+            b::proc_mount_1_35_baseline,
+            json!({}),
+            proc_mounts(true),
+            Some(("procMount", proc_detail)),
+        ),
+        (
+            "procMount with userns",
+            b::proc_mount_1_35_baseline,
+            json!({}),
+            proc_mounts(false),
+            None,
+        ),
+        (
+            "procMount 1.0 ignores userns",
+            b::proc_mount_1_0,
+            json!({}),
+            proc_mounts(false),
+            Some(("procMount", proc_detail)),
+        ),
     ]);
 }
 
@@ -384,7 +486,10 @@ fn restricted_volumes() {
         ("azureDisk", json!({"diskName": "x", "diskURI": "x"})),
         ("portworxVolume", json!({"volumeID": "x"})),
         ("photonPersistentDisk", json!({"pdID": "x"})),
-        ("scaleIO", json!({"gateway": "x", "system": "x", "secretRef": {}})),
+        (
+            "scaleIO",
+            json!({"gateway": "x", "system": "x", "secretRef": {}}),
+        ),
         ("storageos", json!({})),
         ("hostPath", json!({"path": "/"})),
     ];
@@ -418,14 +523,20 @@ fn run_as_non_root_and_user() {
             r::run_as_non_root_1_35,
             json!({}),
             json!({"containers": [{"name": "a"}]}),
-            Some((reason, r#"pod or container "a" must set securityContext.runAsNonRoot=true"#)),
+            Some((
+                reason,
+                r#"pod or container "a" must set securityContext.runAsNonRoot=true"#,
+            )),
         ),
         (
             "pod runAsNonRoot=false",
             r::run_as_non_root_1_35,
             json!({}),
             json!({"securityContext": {"runAsNonRoot": false}, "containers": [{"name": "a"}]}),
-            Some((reason, "pod must not set securityContext.runAsNonRoot=false")),
+            Some((
+                reason,
+                "pod must not set securityContext.runAsNonRoot=false",
+            )),
         ),
         (
             "containers runAsNonRoot=false",
@@ -439,7 +550,10 @@ fn run_as_non_root_and_user() {
                 {"name": "e", "securityContext": {"runAsNonRoot": true}},
                 {"name": "f", "securityContext": {"runAsNonRoot": true}},
             ]}),
-            Some((reason, r#"containers "c", "d" must not set securityContext.runAsNonRoot=false"#)),
+            Some((
+                reason,
+                r#"containers "c", "d" must not set securityContext.runAsNonRoot=false"#,
+            )),
         ),
         (
             "pod nil, container fallthrough",
@@ -451,9 +565,18 @@ fn run_as_non_root_and_user() {
                 {"name": "d", "securityContext": {"runAsNonRoot": true}},
                 {"name": "e", "securityContext": {"runAsNonRoot": true}},
             ]}),
-            Some((reason, r#"pod or containers "a", "b" must set securityContext.runAsNonRoot=true"#)),
+            Some((
+                reason,
+                r#"pod or containers "a", "b" must set securityContext.runAsNonRoot=true"#,
+            )),
         ),
-        ("host users false", r::run_as_non_root_1_35, json!({}), json!({"hostUsers": false, "containers": []}), None),
+        (
+            "host users false",
+            r::run_as_non_root_1_35,
+            json!({}),
+            json!({"hostUsers": false, "containers": []}),
+            None,
+        ),
         (
             "pod runAsUser=0",
             r::run_as_user_1_35,
@@ -468,7 +591,13 @@ fn run_as_non_root_and_user() {
             json!({"securityContext": {"runAsUser": 1000}, "containers": [{"name": "a"}]}),
             None,
         ),
-        ("pod runAsUser=nil", r::run_as_user_1_35, json!({}), json!({"containers": [{"name": "a"}]}), None),
+        (
+            "pod runAsUser=nil",
+            r::run_as_user_1_35,
+            json!({}),
+            json!({"containers": [{"name": "a"}]}),
+            None,
+        ),
         (
             "containers runAsUser=0",
             r::run_as_user_1_35,
@@ -480,7 +609,10 @@ fn run_as_non_root_and_user() {
                 {"name": "d", "securityContext": {"runAsUser": 0}},
                 {"name": "e", "securityContext": {"runAsUser": 1}},
             ]}),
-            Some(("runAsUser=0", r#"containers "c", "d" must not set runAsUser=0"#)),
+            Some((
+                "runAsUser=0",
+                r#"containers "c", "d" must not set runAsUser=0"#,
+            )),
         ),
         (
             "host users false",
@@ -530,21 +662,30 @@ fn se_linux_options() {
             b::se_linux_options_1_31,
             json!({}),
             json!({"securityContext": {"seLinuxOptions": {"type": "foo", "user": "bar", "role": "baz"}}, "containers": [{"name": "a"}]}),
-            Some((reason, r#"pod set forbidden securityContext.seLinuxOptions: type "foo"; user may not be set; role may not be set"#)),
+            Some((
+                reason,
+                r#"pod set forbidden securityContext.seLinuxOptions: type "foo"; user may not be set; role may not be set"#,
+            )),
         ),
         (
             "container_engine_t before 1.31",
             b::se_linux_options_1_0,
             json!({}),
             json!({"containers": [{"name": "d", "securityContext": selinux(json!({"type": "container_engine_t"}))}]}),
-            Some((reason, r#"container "d" set forbidden securityContext.seLinuxOptions: type "container_engine_t""#)),
+            Some((
+                reason,
+                r#"container "d" set forbidden securityContext.seLinuxOptions: type "container_engine_t""#,
+            )),
         ),
         (
             "user only",
             b::se_linux_options_1_31,
             json!({}),
             json!({"containers": [{"name": "f", "securityContext": selinux(json!({"user": "bar"}))}]}),
-            Some((reason, r#"container "f" set forbidden securityContext.seLinuxOptions: user may not be set"#)),
+            Some((
+                reason,
+                r#"container "f" set forbidden securityContext.seLinuxOptions: user may not be set"#,
+            )),
         ),
     ]);
 }
@@ -689,27 +830,92 @@ fn seccomp_profiles() {
 #[test]
 fn sysctls_by_version() {
     let pod = |names: &[&str]| {
-        let sysctls: Vec<Value> = names.iter().map(|n| json!({"name": n, "value": "1"})).collect();
+        let sysctls: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"name": n, "value": "1"}))
+            .collect();
         json!({"securityContext": {"sysctls": sysctls}, "containers": []})
     };
     let forbidden = |detail| Some(("forbidden sysctls", detail));
     run(vec![
-        ("forbidden", b::sysctls_1_0, json!({}), pod(&["a", "b"]), forbidden("a, b")),
-        ("1.0 allowed", b::sysctls_1_0, json!({}), pod(&["kernel.shm_rmid_forced"]), None),
-        ("1.0 reserved ports", b::sysctls_1_0, json!({}), pod(&["net.ipv4.ip_local_reserved_ports"]), forbidden("net.ipv4.ip_local_reserved_ports")),
-        ("1.27 reserved ports", b::sysctls_1_27, json!({}), pod(&["net.ipv4.ip_local_reserved_ports"]), None),
-        ("1.27 keepalive", b::sysctls_1_27, json!({}), pod(&["net.ipv4.tcp_keepalive_time"]), forbidden("net.ipv4.tcp_keepalive_time")),
+        (
+            "forbidden",
+            b::sysctls_1_0,
+            json!({}),
+            pod(&["a", "b"]),
+            forbidden("a, b"),
+        ),
+        (
+            "1.0 allowed",
+            b::sysctls_1_0,
+            json!({}),
+            pod(&["kernel.shm_rmid_forced"]),
+            None,
+        ),
+        (
+            "1.0 reserved ports",
+            b::sysctls_1_0,
+            json!({}),
+            pod(&["net.ipv4.ip_local_reserved_ports"]),
+            forbidden("net.ipv4.ip_local_reserved_ports"),
+        ),
+        (
+            "1.27 reserved ports",
+            b::sysctls_1_27,
+            json!({}),
+            pod(&["net.ipv4.ip_local_reserved_ports"]),
+            None,
+        ),
+        (
+            "1.27 keepalive",
+            b::sysctls_1_27,
+            json!({}),
+            pod(&["net.ipv4.tcp_keepalive_time"]),
+            forbidden("net.ipv4.tcp_keepalive_time"),
+        ),
         (
             "1.29 keepalive",
             b::sysctls_1_29,
             json!({}),
-            pod(&["net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"]),
+            pod(&[
+                "net.ipv4.tcp_keepalive_time",
+                "net.ipv4.tcp_fin_timeout",
+                "net.ipv4.tcp_keepalive_intvl",
+                "net.ipv4.tcp_keepalive_probes",
+            ]),
             None,
         ),
-        ("1.29 rmem", b::sysctls_1_29, json!({}), pod(&["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"]), forbidden("net.ipv4.tcp_rmem, net.ipv4.tcp_wmem")),
-        ("1.32 rmem", b::sysctls_1_32, json!({}), pod(&["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"]), None),
-        ("1.32 slow start", b::sysctls_1_32, json!({}), pod(&["net.ipv4.tcp_slow_start_after_idle"]), forbidden("net.ipv4.tcp_slow_start_after_idle")),
-        ("1.37 slow start", b::sysctls_1_37, json!({}), pod(&["net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat"]), None),
+        (
+            "1.29 rmem",
+            b::sysctls_1_29,
+            json!({}),
+            pod(&["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"]),
+            forbidden("net.ipv4.tcp_rmem, net.ipv4.tcp_wmem"),
+        ),
+        (
+            "1.32 rmem",
+            b::sysctls_1_32,
+            json!({}),
+            pod(&["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"]),
+            None,
+        ),
+        (
+            "1.32 slow start",
+            b::sysctls_1_32,
+            json!({}),
+            pod(&["net.ipv4.tcp_slow_start_after_idle"]),
+            forbidden("net.ipv4.tcp_slow_start_after_idle"),
+        ),
+        (
+            "1.37 slow start",
+            b::sysctls_1_37,
+            json!({}),
+            pod(&[
+                "net.ipv4.tcp_slow_start_after_idle",
+                "net.ipv4.tcp_notsent_lowat",
+            ]),
+            None,
+        ),
     ]);
 }
 
@@ -730,7 +936,10 @@ fn windows_host_process() {
                 {"name": "f", "securityContext": {"windowsOptions": {"hostProcess": true}}},
             ]
         }),
-        Some(("hostProcess", r#"pod and containers "e", "f" must not set securityContext.windowsOptions.hostProcess=true"#)),
+        Some((
+            "hostProcess",
+            r#"pod and containers "e", "f" must not set securityContext.windowsOptions.hostProcess=true"#,
+        )),
     )]);
 }
 
@@ -745,6 +954,9 @@ fn ephemeral_and_init_containers_are_visited_in_order() {
             "containers": [{"name": "c", "securityContext": {"privileged": true}}],
             "ephemeralContainers": [{"name": "e", "securityContext": {"privileged": true}}],
         }),
-        Some(("privileged", r#"containers "i", "c", "e" must not set securityContext.privileged=true"#)),
+        Some((
+            "privileged",
+            r#"containers "i", "c", "e" must not set securityContext.privileged=true"#,
+        )),
     )]);
 }
