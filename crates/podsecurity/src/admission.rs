@@ -216,6 +216,25 @@ impl PodSecurity {
         })
     }
 
+    /// Upstream's first short cuts: an exempt namespace, then an exempt user.
+    fn exempt_request(&self, namespace: &Value, user: &str) -> Option<Decision> {
+        let name = namespace
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let reason = if self.exempt_namespace(name) {
+            "namespace"
+        } else if self.exempt_user(user) {
+            "user"
+        } else {
+            return None;
+        };
+        Some(Decision::annotated(
+            EXEMPTION_REASON_ANNOTATION,
+            reason.into(),
+        ))
+    }
+
     /// The namespace's policy as its labels set it over the defaults.
     pub fn policy_of(&self, namespace: &Value) -> (Policy, Vec<LabelError>) {
         policy_to_evaluate(&labels_of(namespace), self.defaults())
@@ -234,15 +253,8 @@ impl PodSecurity {
         if subresource.is_some_and(|s| IGNORED_POD_SUBRESOURCES.contains(&s)) {
             return Decision::allowed();
         }
-        let namespace_name = namespace
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if self.exempt_namespace(namespace_name) {
-            return Decision::annotated(EXEMPTION_REASON_ANNOTATION, "namespace".into());
-        }
-        if self.exempt_user(user) {
-            return Decision::annotated(EXEMPTION_REASON_ANNOTATION, "user".into());
+        if let Some(exempt) = self.exempt_request(namespace, user) {
+            return exempt;
         }
         let (policy, errors) = self.policy_of(namespace);
         if errors.is_empty() && policy.fully_privileged() {
@@ -281,15 +293,8 @@ impl PodSecurity {
         if subresource.is_some() {
             return Decision::allowed();
         }
-        let namespace_name = namespace
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if self.exempt_namespace(namespace_name) {
-            return Decision::annotated(EXEMPTION_REASON_ANNOTATION, "namespace".into());
-        }
-        if self.exempt_user(user) {
-            return Decision::annotated(EXEMPTION_REASON_ANNOTATION, "user".into());
+        if let Some(exempt) = self.exempt_request(namespace, user) {
+            return exempt;
         }
         let (policy, errors) = self.policy_of(namespace);
         if errors.is_empty()

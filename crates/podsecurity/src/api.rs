@@ -268,36 +268,21 @@ pub fn policy_to_evaluate(
             }
         };
     }
-    read_version(
-        labels,
-        ENFORCE_VERSION_LABEL,
-        &mut policy.enforce.version,
-        &mut errors,
-    );
-    read_level_failing_open(
-        labels,
-        AUDIT_LEVEL_LABEL,
-        &mut policy.audit.level,
-        &mut errors,
-    );
-    read_version(
-        labels,
-        AUDIT_VERSION_LABEL,
-        &mut policy.audit.version,
-        &mut errors,
-    );
-    read_level_failing_open(
-        labels,
-        WARN_LEVEL_LABEL,
-        &mut policy.warn.level,
-        &mut errors,
-    );
-    read_version(
-        labels,
-        WARN_VERSION_LABEL,
-        &mut policy.warn.version,
-        &mut errors,
-    );
+    for (label, target) in [
+        (AUDIT_LEVEL_LABEL, &mut policy.audit.level),
+        (WARN_LEVEL_LABEL, &mut policy.warn.level),
+    ] {
+        read_label(labels, label, target, &mut errors, parse_level, |_| {
+            Level::Privileged
+        });
+    }
+    for (label, target) in [
+        (ENFORCE_VERSION_LABEL, &mut policy.enforce.version),
+        (AUDIT_VERSION_LABEL, &mut policy.audit.version),
+        (WARN_VERSION_LABEL, &mut policy.warn.version),
+    ] {
+        read_label(labels, label, target, &mut errors, parse_version, |v| v);
+    }
     if !labels.contains_key(WARN_LEVEL_LABEL)
         && has_enforce_level
         && compare_levels(policy.enforce.level, policy.warn.level) == Ordering::Greater
@@ -318,32 +303,20 @@ fn label_error(label: &str, value: &str, detail: String) -> LabelError {
     }
 }
 
-/// An audit or warn level label: an invalid one reads as privileged.
-fn read_level_failing_open(
+/// A label read with its parser; an invalid value is recorded and reads as `fallback` makes
+/// of the parser's own fallback (audit and warn levels fail open to privileged).
+fn read_label<T: Copy>(
     labels: &BTreeMap<String, String>,
     label: &str,
-    target: &mut Level,
+    target: &mut T,
     errors: &mut Vec<LabelError>,
+    parse: fn(&str) -> Result<T, (T, String)>,
+    fallback: fn(T) -> T,
 ) {
     if let Some(value) = labels.get(label) {
-        *target = parse_level(value).unwrap_or_else(|(_, detail)| {
+        *target = parse(value).unwrap_or_else(|(parsed, detail)| {
             errors.push(label_error(label, value, detail));
-            Level::Privileged
-        });
-    }
-}
-
-/// A version label: an invalid one reads as `latest`.
-fn read_version(
-    labels: &BTreeMap<String, String>,
-    label: &str,
-    target: &mut Version,
-    errors: &mut Vec<LabelError>,
-) {
-    if let Some(value) = labels.get(label) {
-        *target = parse_version(value).unwrap_or_else(|(version, detail)| {
-            errors.push(label_error(label, value, detail));
-            version
+            fallback(parsed)
         });
     }
 }

@@ -9,33 +9,20 @@ use std::process::Command;
 
 use crate::support::{Cluster, outcome};
 
-const PRIVILEGED: &str = "\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: priv
-  annotations:
-    sim.tessera.dev/duration: 1h
-spec:
-  containers:
-  - name: c
-    image: registry.k8s.io/pause
-    securityContext:
-      privileged: true
-";
+/// A pod manifest with one container `c` and the given container `securityContext` lines.
+fn pod(name: &str, security_context: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations:\n    sim.tessera.dev/duration: 1h\nspec:\n  containers:\n  - name: c\n    image: registry.k8s.io/pause\n{security_context}"
+    )
+}
 
-const BASELINE: &str = "\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: web
-  annotations:
-    sim.tessera.dev/duration: 1h
-spec:
-  containers:
-  - name: c
-    image: registry.k8s.io/pause
-";
+fn privileged() -> String {
+    pod("priv", "    securityContext:\n      privileged: true\n")
+}
+
+fn baseline() -> String {
+    pod("web", "")
+}
 
 const REFUSED: &str = concat!(
     r#"pods "priv" is forbidden: violates PodSecurity "restricted:latest": "#,
@@ -76,7 +63,7 @@ fn namespaces_enforce_and_warn_with_upstreams_messages() {
         let stderr = cluster.fails(
             kubectl,
             &["create", "-n", &locked, "-f", "-"],
-            Some(PRIVILEGED),
+            Some(&privileged()),
         );
         assert!(
             stderr.contains("Error from server (Forbidden)"),
@@ -97,7 +84,7 @@ fn namespaces_enforce_and_warn_with_upstreams_messages() {
         let (ok, stdout, stderr) = outcome(cluster.kubectl_with_stdin(
             kubectl,
             &["create", "-n", &team, "-f", "-"],
-            Some(BASELINE),
+            Some(&baseline()),
         ));
         assert!(ok, "{kubectl}: {stderr}");
         assert!(stdout.contains("pod/web created"), "{kubectl}: {stdout}");
@@ -106,7 +93,7 @@ fn namespaces_enforce_and_warn_with_upstreams_messages() {
         let stderr = cluster.fails(
             kubectl,
             &["create", "-n", &team, "-f", "-"],
-            Some(PRIVILEGED),
+            Some(&privileged()),
         );
         assert!(
             stderr.contains(r#"pods "priv" is forbidden: violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)"#),
@@ -120,7 +107,7 @@ fn namespaces_enforce_and_warn_with_upstreams_messages() {
     let (ok, _, stderr) = outcome(cluster.kubectl_with_stdin(
         "1.33",
         &["create", "-n", open, "-f", "-"],
-        Some(PRIVILEGED),
+        Some(&privileged()),
     ));
     assert!(ok, "{stderr}");
     assert!(!stderr.contains("Warning"), "{stderr}");
@@ -162,7 +149,7 @@ fn exemptions_come_from_the_admission_configuration_file() {
     let stderr = cluster.fails(
         "1.33",
         &["create", "-n", "apps", "-f", "-"],
-        Some(PRIVILEGED),
+        Some(&privileged()),
     );
     assert!(
         stderr.contains(r#"violates PodSecurity "baseline:latest": privileged"#),
@@ -187,7 +174,7 @@ fn exemptions_come_from_the_admission_configuration_file() {
     let (ok, stdout, stderr) = outcome(cluster.kubectl_with_stdin(
         "1.33",
         &["create", "-n", "ops", "-f", "-"],
-        Some(PRIVILEGED),
+        Some(&privileged()),
     ));
     assert!(ok, "{stderr}");
     assert!(stdout.contains("pod/priv created"), "{stdout}");

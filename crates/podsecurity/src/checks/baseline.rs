@@ -8,12 +8,14 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{LifecycleHandler, PodSpec, Probe, SELinuxOptions};
+use k8s_openapi::api::core::v1::{
+    HTTPGetAction, LifecycleHandler, PodSpec, Probe, SELinuxOptions, TCPSocketAction,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
-    CheckResult, containers_phrase, go_quote, in_user_namespace, join_quote, pluralize,
-    pod_context, setters, visit_containers,
+    CheckResult, containers_phrase, containers_with, go_quote, in_user_namespace, join_quote,
+    pluralize, pod_context, setters, unless, visit_containers,
 };
 
 pub(super) const CAPABILITIES_BASELINE: &str = "capabilities_baseline";
@@ -101,22 +103,15 @@ const CAPABILITIES_ALLOWED_1_0: [&str; 13] = [
 ];
 
 pub(super) fn capabilities_baseline_1_0(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    let mut bad_containers = Vec::new();
-    let mut non_default = BTreeSet::new();
-    visit_containers(spec, |c| {
-        let Some(capabilities) = c.security_context.and_then(|s| s.capabilities.as_ref()) else {
-            return;
-        };
-        let mut valid = true;
-        for capability in capabilities.add.iter().flatten() {
-            if !CAPABILITIES_ALLOWED_1_0.contains(&capability.as_str()) {
-                valid = false;
-                non_default.insert(capability.as_str());
-            }
-        }
-        if !valid {
-            bad_containers.push(c.name);
-        }
+    let (bad_containers, non_default) = containers_with(spec, |c| {
+        c.security_context
+            .and_then(|s| s.capabilities.as_ref())
+            .and_then(|caps| caps.add.as_ref())
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .filter(|cap| !CAPABILITIES_ALLOWED_1_0.contains(cap))
+            .collect()
     });
     if bad_containers.is_empty() {
         return CheckResult::allowed();
@@ -171,19 +166,12 @@ pub(super) fn host_path_volumes_1_0(_: &ObjectMeta, spec: &PodSpec) -> CheckResu
 }
 
 pub(super) fn host_ports_1_0(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    let mut bad_containers = Vec::new();
-    let mut ports = BTreeSet::new();
-    visit_containers(spec, |c| {
-        let mut valid = true;
-        for port in c.ports {
-            if let Some(host_port) = port.host_port.filter(|p| *p != 0) {
-                valid = false;
-                ports.insert(host_port.to_string());
-            }
-        }
-        if !valid {
-            bad_containers.push(c.name);
-        }
+    let (bad_containers, ports) = containers_with(spec, |c| {
+        c.ports
+            .iter()
+            .filter_map(|port| port.host_port.filter(|p| *p != 0))
+            .map(|p| p.to_string())
+            .collect()
     });
     if bad_containers.is_empty() {
         return CheckResult::allowed();
@@ -201,12 +189,10 @@ pub(super) fn host_ports_1_0(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
     )
 }
 
-fn probe_hosts(probe: Option<&Probe>) -> Vec<&str> {
-    let Some(probe) = probe else {
-        return Vec::new();
-    };
-    let http = probe.http_get.as_ref().and_then(|h| h.host.as_deref());
-    let tcp = probe.tcp_socket.as_ref().and_then(|t| t.host.as_deref());
+/// The non-empty hosts of an HTTP GET and a TCP socket action (a probe's or a handler's).
+fn hosts<'a>(http: Option<&'a HTTPGetAction>, tcp: Option<&'a TCPSocketAction>) -> Vec<&'a str> {
+    let http = http.and_then(|h| h.host.as_deref());
+    let tcp = tcp.and_then(|t| t.host.as_deref());
     [http, tcp]
         .into_iter()
         .flatten()
@@ -214,17 +200,16 @@ fn probe_hosts(probe: Option<&Probe>) -> Vec<&str> {
         .collect()
 }
 
+fn probe_hosts(probe: Option<&Probe>) -> Vec<&str> {
+    probe.map_or_else(Vec::new, |p| {
+        hosts(p.http_get.as_ref(), p.tcp_socket.as_ref())
+    })
+}
+
 fn handler_hosts(handler: Option<&LifecycleHandler>) -> Vec<&str> {
-    let Some(handler) = handler else {
-        return Vec::new();
-    };
-    let http = handler.http_get.as_ref().and_then(|h| h.host.as_deref());
-    let tcp = handler.tcp_socket.as_ref().and_then(|t| t.host.as_deref());
-    [http, tcp]
-        .into_iter()
-        .flatten()
-        .filter(|h| !h.is_empty())
-        .collect()
+    handler.map_or_else(Vec::new, |h| {
+        hosts(h.http_get.as_ref(), h.tcp_socket.as_ref())
+    })
 }
 
 pub(super) fn host_probes_and_host_lifecycle_1_34(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
@@ -282,15 +267,12 @@ pub(super) fn privileged_1_0(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
 }
 
 pub(crate) fn proc_mount_1_0(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    let mut bad_containers = Vec::new();
-    let mut types = BTreeSet::new();
-    visit_containers(spec, |c| {
-        if let Some(proc_mount) = c.security_context.and_then(|s| s.proc_mount.as_deref())
-            && proc_mount != "Default"
-        {
-            bad_containers.push(c.name);
-            types.insert(proc_mount);
-        }
+    let (bad_containers, types) = containers_with(spec, |c| {
+        c.security_context
+            .and_then(|s| s.proc_mount.as_deref())
+            .filter(|proc_mount| *proc_mount != "Default")
+            .into_iter()
+            .collect()
     });
     if bad_containers.is_empty() {
         return CheckResult::allowed();
@@ -307,10 +289,7 @@ pub(crate) fn proc_mount_1_0(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
 }
 
 pub(super) fn proc_mount_1_35_baseline(meta: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    if in_user_namespace(spec) {
-        return CheckResult::allowed();
-    }
-    proc_mount_1_0(meta, spec)
+    unless(in_user_namespace(spec), proc_mount_1_0, meta, spec)
 }
 
 const SELINUX_TYPES_1_0: [&str; 4] = ["", "container_t", "container_init_t", "container_kvm_t"];

@@ -71,186 +71,156 @@ pub struct Check {
     pub versions: Vec<VersionedCheck>,
 }
 
-const fn v(minor: u32) -> Version {
-    Version::new(1, minor)
-}
-
-fn revision(minor: u32, check_pod: CheckPodFn) -> VersionedCheck {
-    VersionedCheck {
-        minimum_version: v(minor),
-        check_pod,
-        override_check_ids: &[],
-    }
-}
-
-fn overriding(
-    minor: u32,
-    check_pod: CheckPodFn,
-    override_check_ids: &'static [&'static str],
-) -> VersionedCheck {
-    VersionedCheck {
-        minimum_version: v(minor),
-        check_pod,
-        override_check_ids,
-    }
-}
+/// One revision as the table writes it: minimum minor version, function, overridden ids.
+type Revision = (u32, CheckPodFn, &'static [&'static str]);
 
 /// Upstream's `DefaultChecks()`: every check assigned to a policy version.
 pub fn default_checks() -> Vec<Check> {
+    use Level::{Baseline as B, Restricted as R};
     use baseline as b;
     use restricted as r;
-    let check = |id, level, versions| Check {
-        id,
-        level,
-        versions,
-    };
-    vec![
-        check(
-            "appArmorProfile",
-            Level::Baseline,
-            vec![revision(0, b::app_armor_profile_1_0)],
-        ),
-        check(
+    let table: [(&'static str, Level, &[Revision]); 19] = [
+        ("appArmorProfile", B, &[(0, b::app_armor_profile_1_0, &[])]),
+        (
             b::CAPABILITIES_BASELINE,
-            Level::Baseline,
-            vec![revision(0, b::capabilities_baseline_1_0)],
+            B,
+            &[(0, b::capabilities_baseline_1_0, &[])],
         ),
-        check(
-            "hostNamespaces",
-            Level::Baseline,
-            vec![revision(0, b::host_namespaces_1_0)],
-        ),
-        check(
+        ("hostNamespaces", B, &[(0, b::host_namespaces_1_0, &[])]),
+        (
             b::HOST_PATH_VOLUMES,
-            Level::Baseline,
-            vec![revision(0, b::host_path_volumes_1_0)],
+            B,
+            &[(0, b::host_path_volumes_1_0, &[])],
         ),
-        check(
-            "hostPorts",
-            Level::Baseline,
-            vec![revision(0, b::host_ports_1_0)],
-        ),
-        check(
+        ("hostPorts", B, &[(0, b::host_ports_1_0, &[])]),
+        (
             "hostProbesAndHostLifecycle",
-            Level::Baseline,
-            vec![revision(34, b::host_probes_and_host_lifecycle_1_34)],
+            B,
+            &[(34, b::host_probes_and_host_lifecycle_1_34, &[])],
         ),
-        check(
-            "privileged",
-            Level::Baseline,
-            vec![revision(0, b::privileged_1_0)],
-        ),
-        check(
+        ("privileged", B, &[(0, b::privileged_1_0, &[])]),
+        (
             b::PROC_MOUNT,
-            Level::Baseline,
-            vec![
-                revision(0, b::proc_mount_1_0),
-                revision(35, b::proc_mount_1_35_baseline),
+            B,
+            &[
+                (0, b::proc_mount_1_0, &[]),
+                (35, b::proc_mount_1_35_baseline, &[]),
             ],
         ),
-        check(
+        (
             "seLinuxOptions",
-            Level::Baseline,
-            vec![
-                revision(0, b::se_linux_options_1_0),
-                revision(31, b::se_linux_options_1_31),
+            B,
+            &[
+                (0, b::se_linux_options_1_0, &[]),
+                (31, b::se_linux_options_1_31, &[]),
             ],
         ),
-        check(
+        (
             b::SECCOMP_BASELINE,
-            Level::Baseline,
-            vec![
-                revision(0, b::seccomp_profile_baseline_1_0),
-                revision(19, b::seccomp_profile_baseline_1_19),
+            B,
+            &[
+                (0, b::seccomp_profile_baseline_1_0, &[]),
+                (19, b::seccomp_profile_baseline_1_19, &[]),
             ],
         ),
-        check(
+        (
             "sysctls",
-            Level::Baseline,
-            vec![
-                revision(0, b::sysctls_1_0),
-                revision(27, b::sysctls_1_27),
-                revision(29, b::sysctls_1_29),
-                revision(32, b::sysctls_1_32),
-                revision(37, b::sysctls_1_37),
+            B,
+            &[
+                (0, b::sysctls_1_0, &[]),
+                (27, b::sysctls_1_27, &[]),
+                (29, b::sysctls_1_29, &[]),
+                (32, b::sysctls_1_32, &[]),
+                (37, b::sysctls_1_37, &[]),
             ],
         ),
-        check(
+        (
             "windowsHostProcess",
-            Level::Baseline,
-            vec![revision(0, b::windows_host_process_1_0)],
+            B,
+            &[(0, b::windows_host_process_1_0, &[])],
         ),
-        check(
+        (
             "allowPrivilegeEscalation",
-            Level::Restricted,
-            vec![
-                revision(8, r::allow_privilege_escalation_1_8),
-                revision(25, r::allow_privilege_escalation_1_25),
+            R,
+            &[
+                (8, r::allow_privilege_escalation_1_8, &[]),
+                (25, r::allow_privilege_escalation_1_25, &[]),
             ],
         ),
-        check(
+        (
             "capabilities_restricted",
-            Level::Restricted,
-            vec![
-                overriding(
+            R,
+            &[
+                (
                     22,
                     r::capabilities_restricted_1_22,
                     &[b::CAPABILITIES_BASELINE],
                 ),
-                overriding(
+                (
                     25,
                     r::capabilities_restricted_1_25,
                     &[b::CAPABILITIES_BASELINE],
                 ),
             ],
         ),
-        check(
+        (
             "procMount_restricted",
-            Level::Restricted,
-            vec![overriding(35, b::proc_mount_1_0, &[b::PROC_MOUNT])],
+            R,
+            &[(35, b::proc_mount_1_0, &[b::PROC_MOUNT])],
         ),
-        check(
+        (
             "restrictedVolumes",
-            Level::Restricted,
-            vec![overriding(
-                0,
-                r::restricted_volumes_1_0,
-                &[b::HOST_PATH_VOLUMES],
-            )],
+            R,
+            &[(0, r::restricted_volumes_1_0, &[b::HOST_PATH_VOLUMES])],
         ),
-        check(
+        (
             "runAsNonRoot",
-            Level::Restricted,
-            vec![
-                revision(0, r::run_as_non_root_1_0),
-                revision(35, r::run_as_non_root_1_35),
+            R,
+            &[
+                (0, r::run_as_non_root_1_0, &[]),
+                (35, r::run_as_non_root_1_35, &[]),
             ],
         ),
-        check(
+        (
             "runAsUser",
-            Level::Restricted,
-            vec![
-                revision(23, r::run_as_user_1_23),
-                revision(35, r::run_as_user_1_35),
+            R,
+            &[
+                (23, r::run_as_user_1_23, &[]),
+                (35, r::run_as_user_1_35, &[]),
             ],
         ),
-        check(
+        (
             "seccompProfile_restricted",
-            Level::Restricted,
-            vec![
-                overriding(
+            R,
+            &[
+                (
                     19,
                     r::seccomp_profile_restricted_1_19,
                     &[b::SECCOMP_BASELINE],
                 ),
-                overriding(
+                (
                     25,
                     r::seccomp_profile_restricted_1_25,
                     &[b::SECCOMP_BASELINE],
                 ),
             ],
         ),
-    ]
+    ];
+    table
+        .into_iter()
+        .map(|(id, level, revisions)| Check {
+            id,
+            level,
+            versions: revisions
+                .iter()
+                .map(|&(minor, check_pod, override_check_ids)| VersionedCheck {
+                    minimum_version: Version::new(1, minor),
+                    check_pod,
+                    override_check_ids,
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// A container of any kind, as the checks read it (upstream casts ephemeral containers to
@@ -263,39 +233,54 @@ pub(crate) struct ContainerView<'a> {
     pub lifecycle: Option<&'a Lifecycle>,
 }
 
+/// The view of a container or an ephemeral container (same fields, different types).
+macro_rules! view {
+    ($c:expr) => {
+        ContainerView {
+            name: &$c.name,
+            security_context: $c.security_context.as_ref(),
+            ports: $c.ports.as_deref().unwrap_or_default(),
+            probes: [
+                $c.liveness_probe.as_ref(),
+                $c.readiness_probe.as_ref(),
+                $c.startup_probe.as_ref(),
+            ],
+            lifecycle: $c.lifecycle.as_ref(),
+        }
+    };
+}
+
 /// Upstream's `visitContainers`: init containers, containers, then ephemeral containers.
 pub(crate) fn visit_containers<'a>(spec: &'a PodSpec, mut visit: impl FnMut(&ContainerView<'a>)) {
-    let regular = spec
+    for c in spec
         .init_containers
         .iter()
         .flatten()
-        .chain(&spec.containers);
-    for c in regular {
-        visit(&ContainerView {
-            name: &c.name,
-            security_context: c.security_context.as_ref(),
-            ports: c.ports.as_deref().unwrap_or_default(),
-            probes: [
-                c.liveness_probe.as_ref(),
-                c.readiness_probe.as_ref(),
-                c.startup_probe.as_ref(),
-            ],
-            lifecycle: c.lifecycle.as_ref(),
-        });
+        .chain(&spec.containers)
+    {
+        visit(&view!(c));
     }
     for c in spec.ephemeral_containers.iter().flatten() {
-        visit(&ContainerView {
-            name: &c.name,
-            security_context: c.security_context.as_ref(),
-            ports: c.ports.as_deref().unwrap_or_default(),
-            probes: [
-                c.liveness_probe.as_ref(),
-                c.readiness_probe.as_ref(),
-                c.startup_probe.as_ref(),
-            ],
-            lifecycle: c.lifecycle.as_ref(),
-        });
+        visit(&view!(c));
     }
+}
+
+/// The containers for which `bad` finds forbidden values, in visiting order, and those values
+/// sorted and unique (upstream's `badContainers` and `sets.NewString().List()`).
+pub(crate) fn containers_with<'a, T: Ord>(
+    spec: &'a PodSpec,
+    mut bad: impl FnMut(&ContainerView<'a>) -> Vec<T>,
+) -> (Vec<&'a str>, std::collections::BTreeSet<T>) {
+    let mut containers = Vec::new();
+    let mut values = std::collections::BTreeSet::new();
+    visit_containers(spec, |c| {
+        let found = bad(c);
+        if !found.is_empty() {
+            containers.push(c.name);
+            values.extend(found);
+        }
+    });
+    (containers, values)
 }
 
 /// Upstream's `joinQuote`: `"a", "b"`.
@@ -336,6 +321,21 @@ pub(crate) fn setters(pod: bool, containers: &[&str]) -> Vec<String> {
 /// Go's `%q` of a string: JSON's quoting agrees for the printable text labels hold.
 pub(crate) fn go_quote(value: &str) -> String {
     serde_json::Value::String(value.to_string()).to_string()
+}
+
+/// A revision that allows some pods outright (Windows pods, user-namespaced pods) and checks
+/// the rest as an earlier revision does.
+pub(crate) fn unless(
+    exempt: bool,
+    check: CheckPodFn,
+    meta: &ObjectMeta,
+    spec: &PodSpec,
+) -> CheckResult {
+    if exempt {
+        CheckResult::allowed()
+    } else {
+        check(meta, spec)
+    }
 }
 
 /// Upstream's `relaxPolicyForUserNamespacePod`: `hostUsers: false`.

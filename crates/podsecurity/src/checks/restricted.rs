@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::baseline::seccomp_findings;
 use super::{
     CheckResult, containers_phrase, in_user_namespace, is_windows, join_quote, pluralize,
-    pod_context, setters, visit_containers,
+    pod_context, setters, unless, visit_containers,
 };
 
 pub(super) fn allow_privilege_escalation_1_8(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
@@ -39,10 +39,7 @@ pub(super) fn allow_privilege_escalation_1_8(_: &ObjectMeta, spec: &PodSpec) -> 
 }
 
 pub(super) fn allow_privilege_escalation_1_25(meta: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    if is_windows(spec) {
-        return CheckResult::allowed();
-    }
-    allow_privilege_escalation_1_8(meta, spec)
+    unless(is_windows(spec), allow_privilege_escalation_1_8, meta, spec)
 }
 
 pub(super) fn capabilities_restricted_1_22(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
@@ -90,10 +87,7 @@ pub(super) fn capabilities_restricted_1_22(_: &ObjectMeta, spec: &PodSpec) -> Ch
 }
 
 pub(super) fn capabilities_restricted_1_25(meta: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    if is_windows(spec) {
-        return CheckResult::allowed();
-    }
-    capabilities_restricted_1_22(meta, spec)
+    unless(is_windows(spec), capabilities_restricted_1_22, meta, spec)
 }
 
 /// The volume source a restricted pod may not use, in upstream's order; `None` for allowed
@@ -214,10 +208,7 @@ pub(super) fn run_as_non_root_1_0(_: &ObjectMeta, spec: &PodSpec) -> CheckResult
 }
 
 pub(super) fn run_as_non_root_1_35(meta: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    if in_user_namespace(spec) {
-        return CheckResult::allowed();
-    }
-    run_as_non_root_1_0(meta, spec)
+    unless(in_user_namespace(spec), run_as_non_root_1_0, meta, spec)
 }
 
 pub(super) fn run_as_user_1_23(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
@@ -241,10 +232,7 @@ pub(super) fn run_as_user_1_23(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
 }
 
 pub(super) fn run_as_user_1_35(meta: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    if in_user_namespace(spec) {
-        return CheckResult::allowed();
-    }
-    run_as_user_1_23(meta, spec)
+    unless(in_user_namespace(spec), run_as_user_1_23, meta, spec)
 }
 
 pub(super) fn seccomp_profile_restricted_1_19(_: &ObjectMeta, spec: &PodSpec) -> CheckResult {
@@ -265,8 +253,10 @@ pub(super) fn seccomp_profile_restricted_1_19(_: &ObjectMeta, spec: &PodSpec) ->
 }
 
 pub(super) fn seccomp_profile_restricted_1_25(meta: &ObjectMeta, spec: &PodSpec) -> CheckResult {
-    if is_windows(spec) {
-        return CheckResult::allowed();
-    }
-    seccomp_profile_restricted_1_19(meta, spec)
+    unless(
+        is_windows(spec),
+        seccomp_profile_restricted_1_19,
+        meta,
+        spec,
+    )
 }
