@@ -604,10 +604,14 @@ impl Objects {
             .then(|| ServiceBook::owner(Self::namespace_of(resource, namespace), name));
         let mut stored = None;
         let mut versioned = false;
-        let pod_security_subject = pod_security::subject(resource).map(|subject| {
-            let policy_namespace = self.policy_namespace(subject, namespace);
-            (subject, policy_namespace)
-        });
+        // Status writes are never evaluated (upstream ignores the subresource), so they read
+        // no namespace either.
+        let pod_security_subject = pod_security::subject(resource)
+            .filter(|_| part == Part::Main)
+            .map(|subject| {
+                let policy_namespace = self.policy_namespace(subject, namespace);
+                (subject, policy_namespace)
+            });
         let mut admitted = Admitted::default();
         let pending = self
             .store
