@@ -6,7 +6,8 @@
 //! tightens gets its existing pods checked after its transaction, from a snapshot.
 //!
 //! Knows nothing about the checks or the messages (the core's), nor about HTTP: the handlers
-//! send `Written::warnings`, and `Written::audit_annotations` waits for the audit log.
+//! send `Written::warnings`, and `Written::audit_annotations` (`ApiError::audit_annotations` on
+//! a refusal) wait for the audit log.
 
 use std::sync::Arc;
 
@@ -148,7 +149,8 @@ pub(crate) fn admit(
         ),
     };
     match decision.denial.clone() {
-        Some(denial) => Err(refusal(resource, object, denial)),
+        Some(denial) => Err(refusal(resource, object, denial)
+            .with_audit_annotations(decision.prefixed_audit_annotations())),
         None => Ok(Admitted::from_decision(decision)),
     }
 }

@@ -282,6 +282,24 @@ fn writes_carry_audit_annotations_and_exemptions_apply() {
         .create(pods, Some("locked"), privileged_pod("p"), &as_user("alice"))
         .expect_err("refused");
     assert_eq!(error.code, 403);
+    // A refusal carries the annotations too: the audit level's violations and the policy.
+    let keys: Vec<&str> = error
+        .audit_annotations
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "pod-security.kubernetes.io/audit-violations",
+            "pod-security.kubernetes.io/enforce-policy"
+        ]
+    );
+    assert!(
+        error.audit_annotations[0]
+            .1
+            .starts_with(r#"would violate PodSecurity "restricted:latest": privileged"#)
+    );
     let exempt_user = objects
         .create(
             pods,
