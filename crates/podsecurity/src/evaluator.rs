@@ -223,3 +223,7 @@ impl AggregateCheckResult {
             .join(", ")
     }
 }
+
+#[cfg(test)]
+#[path = "evaluator_tests.rs"]
+mod tests;
