@@ -108,6 +108,25 @@ impl Reader<'_> {
         });
     }
 
+    /// Each key of a mapping that is not one of `known`, as upstream's strict decoding
+    /// refuses it (`unknown field "deflaults"`).
+    fn unknown_fields(&mut self, mapping: &Value, path: &str, known: &[&str]) {
+        let Some(fields) = mapping.as_object() else {
+            return;
+        };
+        for key in fields.keys().filter(|k| !known.contains(&k.as_str())) {
+            let field = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            self.fail(
+                &field,
+                format!("unknown field {}", Value::from(key.as_str())),
+            );
+        }
+    }
+
     fn string_list(&mut self, fields: &Value, key: &str, path: &str) -> Vec<String> {
         match fields.get(key) {
             None | Some(Value::Null) => Vec::new(),
@@ -129,6 +148,16 @@ impl Reader<'_> {
         }
     }
 }
+
+/// The keys of `defaults`.
+const DEFAULTS_FIELDS: [&str; 6] = [
+    "enforce",
+    "enforce-version",
+    "audit",
+    "audit-version",
+    "warn",
+    "warn-version",
+];
 
 fn syntax(error: impl fmt::Display) -> Vec<ConfigError> {
     vec![ConfigError {
@@ -244,16 +273,33 @@ fn read_pod_security(
             ),
         );
     }
-    if let Some(kind) = document.get("kind").and_then(Value::as_str)
-        && kind != "PodSecurityConfiguration"
-    {
-        reader.fail(
+    match document.get("kind").and_then(Value::as_str) {
+        None => reader.fail("kind", "Required value: 'Kind' is missing"),
+        Some("PodSecurityConfiguration") => {}
+        Some(kind) => reader.fail(
             "kind",
             format!(
                 "Unsupported value: {}: supported values: \"PodSecurityConfiguration\"",
                 Value::from(kind)
             ),
-        );
+        ),
+    }
+    // Upstream decodes strictly: a misspelt key is an error, not a silent default.
+    reader.unknown_fields(
+        document,
+        "",
+        &["apiVersion", "kind", "defaults", "exemptions"],
+    );
+    for (key, known) in [
+        ("defaults", &DEFAULTS_FIELDS[..]),
+        (
+            "exemptions",
+            &["usernames", "namespaces", "runtimeClasses"][..],
+        ),
+    ] {
+        if let Some(section) = document.get(key) {
+            reader.unknown_fields(section, key, known);
+        }
     }
     let empty = Value::Object(Default::default());
     let defaults = document

@@ -161,3 +161,31 @@ exemptions:
     );
     assert!(errors("a: [")[0].starts_with("(document): not valid YAML"));
 }
+
+#[test]
+fn refuses_unknown_fields_and_a_missing_kind_as_upstreams_strict_decoding() {
+    let misspelt = "\
+apiVersion: pod-security.admission.config.k8s.io/v1
+kind: PodSecurityConfiguration
+deflaults:
+  enforce: baseline
+exemptions:
+  namespace: [ops]
+";
+    assert_eq!(
+        errors(misspelt),
+        vec![
+            r#"line 3: deflaults: unknown field "deflaults""#,
+            r#"line 6: exemptions.namespace: unknown field "namespace""#,
+        ]
+    );
+    let kindless = "apiVersion: pod-security.admission.config.k8s.io/v1\ndefaults: {}\n";
+    assert_eq!(
+        parse_pod_security_configuration(kindless)
+            .expect_err("no kind")
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec!["kind: Required value: 'Kind' is missing"]
+    );
+}
