@@ -70,6 +70,23 @@ fn namespaces_enforce_and_warn_with_upstreams_messages() {
             "{kubectl}: {stderr}"
         );
         assert!(stderr.contains(REFUSED), "{kubectl}: {stderr}");
+        // A Deployment's template is only warned about (its pods are what enforce refuses).
+        let (ok, _, stderr) = outcome(cluster.kubectl(
+            kubectl,
+            &[
+                "create",
+                "deployment",
+                "web",
+                "--image=registry.k8s.io/pause",
+                "-n",
+                &locked,
+            ],
+        ));
+        assert!(ok, "{kubectl}: {stderr}");
+        assert!(
+            stderr.contains(r#"Warning: would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "pause" must set securityContext.allowPrivilegeEscalation=false)"#),
+            "{kubectl}: {stderr}"
+        );
 
         let team = format!("team-{version}");
         labelled_namespace(
