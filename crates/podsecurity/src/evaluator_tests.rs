@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
 use crate::api::parse_version;
-use crate::checks::{Check, CheckResult, VersionedCheck};
+use crate::checks::{Check, CheckResult, Revision};
 
 macro_rules! revisions {
     ($($name:ident => $reason:literal),* $(,)?) => {
@@ -23,21 +23,8 @@ revisions! {
     g_1_10 => "g:v1.10", h_1_0 => "h:v1.0", i_1_10 => "i:v1.10", i_1_21 => "i:v1.21",
 }
 
-type Revision = (u32, CheckPodFn, &'static [&'static str]);
-
 fn check(id: &'static str, level: Level, revisions: &[Revision]) -> Check {
-    Check {
-        id,
-        level,
-        versions: revisions
-            .iter()
-            .map(|&(minor, check_pod, override_check_ids)| VersionedCheck {
-                minimum_version: Version::new(1, minor),
-                check_pod,
-                override_check_ids,
-            })
-            .collect(),
-    }
+    Check::new(id, level, revisions)
 }
 
 fn baseline_checks() -> Vec<Check> {

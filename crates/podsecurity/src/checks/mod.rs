@@ -72,7 +72,7 @@ pub struct Check {
 }
 
 /// One revision as the table writes it: minimum minor version, function, overridden ids.
-type Revision = (u32, CheckPodFn, &'static [&'static str]);
+pub type Revision = (u32, CheckPodFn, &'static [&'static str]);
 
 /// Upstream's `DefaultChecks()`: every check assigned to a policy version.
 pub fn default_checks() -> Vec<Check> {
@@ -208,7 +208,15 @@ pub fn default_checks() -> Vec<Check> {
     ];
     table
         .into_iter()
-        .map(|(id, level, revisions)| Check {
+        .map(|(id, level, revisions)| Check::new(id, level, revisions))
+        .collect()
+}
+
+impl Check {
+    /// A check from its table row: each revision's minimum minor version (of v1), function
+    /// and overridden baseline ids.
+    pub fn new(id: &'static str, level: Level, revisions: &[Revision]) -> Check {
+        Check {
             id,
             level,
             versions: revisions
@@ -219,8 +227,8 @@ pub fn default_checks() -> Vec<Check> {
                     override_check_ids,
                 })
                 .collect(),
-        })
-        .collect()
+        }
+    }
 }
 
 /// A container of any kind, as the checks read it (upstream casts ephemeral containers to
