@@ -177,6 +177,11 @@ pub struct UpArgs {
     /// encoded in their filename.
     #[arg(long, default_value_t = 0)]
     pub audit_log_maxage: u64,
+    /// An AdmissionConfiguration (`apiserver.config.k8s.io/v1`) whose PodSecurity plugin
+    /// holds a PodSecurityConfiguration (defaults and exemptions), inline or by `path`; a bare
+    /// PodSecurityConfiguration file is accepted too.
+    #[arg(long)]
+    pub admission_control_config_file: Option<PathBuf>,
 }
 
 /// Options of `tessera fault`.

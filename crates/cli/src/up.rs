@@ -184,6 +184,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     let queue_config = queue_config(args.queue_config.as_deref())?;
+    let pod_security = args
+        .admission_control_config_file
+        .as_deref()
+        .map(tessera_apiserver::pod_security::load_admission_config)
+        .transpose()?;
     crate::data_dir::create_private(&args.data.data_dir)?;
     // Held until the process ends: a second server on the same directory would overwrite the
     // kubeconfig and diverge from this one.
@@ -210,6 +215,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             cluster_ips: topology.networking.service_cidr,
             node_ports: topology.networking.service_node_port_range,
         });
+    let objects = match pod_security {
+        Some(admission) => objects.with_pod_security(admission),
+        None => objects,
+    };
     bootstrap::ensure_system_objects(&objects)?;
 
     let pki = Pki::load_or_create(&args.data.data_dir).context("set up certificates")?;

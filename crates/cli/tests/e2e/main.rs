@@ -37,6 +37,7 @@ mod least_privilege;
 mod netpol;
 mod netpol_dataplane;
 mod networks;
+mod pod_security;
 mod python;
 mod rbac;
 mod scheduling;
