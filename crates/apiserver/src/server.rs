@@ -389,7 +389,10 @@ fn written_response(status: StatusCode, written: Written) -> Response {
             .into_response(),
         None => json_response(status, &written.object),
     };
-    with_warnings(response, &written.warnings)
+    crate::audit::with_response_annotations(
+        with_warnings(response, &written.warnings),
+        &written.audit_annotations,
+    )
 }
 
 async fn resource_request(
