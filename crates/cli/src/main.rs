@@ -23,6 +23,7 @@ mod netpol;
 mod node;
 mod output;
 mod queue_cmd;
+mod secrets;
 mod sim;
 mod up;
 mod visibility;
@@ -76,6 +77,8 @@ enum Command {
     Sim(sim::SimCommand),
     /// Network policy reachability: the pod-to-pod truth table, and which policy decides.
     Netpol(netpol::NetpolArgs),
+    /// Secrets encrypted at rest: rewrite every encrypted object with the first key.
+    Secrets(secrets::SecretsArgs),
 }
 
 #[derive(Subcommand)]
@@ -150,6 +153,11 @@ pub struct UpArgs {
     /// manager: fair sharing, admission fair sharing, waitForPodsReady, integrations.
     #[arg(long)]
     pub queue_config: Option<PathBuf>,
+    /// kube-apiserver's EncryptionConfiguration (`apiserver.config.k8s.io/v1`): which
+    /// resources are encrypted in the store, with which providers and keys (the first writes,
+    /// all read).
+    #[arg(long, value_parser = client::absolute_path)]
+    pub encryption_provider_config: Option<PathBuf>,
 }
 
 /// Options of `tessera fault`.
@@ -294,5 +302,6 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Sim(command) => sim::run(&command),
         Command::Netpol(args) => runtime.block_on(netpol::run(&args)),
+        Command::Secrets(args) => runtime.block_on(secrets::run(&args)),
     }
 }

@@ -142,6 +142,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     let queue_config = queue_config(args.queue_config.as_deref())?;
+    let encryption = match &args.encryption_provider_config {
+        Some(path) => Some(crate::secrets::transformer(crate::secrets::load_config(
+            path,
+        )?)),
+        None => None,
+    };
     crate::data_dir::create_private(&args.data.data_dir)?;
     // Held until the process ends: a second server on the same directory would overwrite the
     // kubeconfig and diverge from this one.
@@ -149,12 +155,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if args.reset {
         remove_store(&args.data.data_dir)?;
     }
-    let store = Store::open(
+    let store = Store::open_with_transformer(
         &args.data.data_dir.join(STORE_FILE),
         StoreOptions {
             history: args.watch_history,
             fsync: args.fsync,
         },
+        encryption,
     )
     .context("open the store")?;
     private_store_files(&args.data.data_dir)?;

@@ -330,7 +330,7 @@ impl Store {
         options: StoreOptions,
         transformer: Option<Arc<dyn ValueTransformer>>,
     ) -> Result<Store, StoreError> {
-        let database = Database::open(path, options.fsync)?;
+        let database = Database::open(path, options.fsync, transformer.is_some())?;
         let (revision, rows) = database.load()?;
         let mut entries = BTreeMap::new();
         let mut stale = std::collections::HashSet::new();

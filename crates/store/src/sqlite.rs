@@ -19,17 +19,26 @@ pub(crate) struct Database {
 }
 
 impl Database {
-    pub(crate) fn open(path: &Path, fsync: bool) -> Result<Database, StoreError> {
+    /// Opens the file; `secure_delete` overwrites freed space with zeros, so a value's
+    /// earlier stored form (plain, or under a retired key) does not linger in the file once
+    /// it is rewritten.
+    pub(crate) fn open(
+        path: &Path,
+        fsync: bool,
+        secure_delete: bool,
+    ) -> Result<Database, StoreError> {
         let error = |source| StoreError::Database {
             path: path.display().to_string(),
             source,
         };
         let connection = Connection::open(path).map_err(error)?;
         let synchronous = if fsync { "FULL" } else { "NORMAL" };
+        let secure_delete = if secure_delete { "ON" } else { "OFF" };
         connection
             .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = {synchronous};
+                 PRAGMA secure_delete = {secure_delete};
                  PRAGMA cache_size = -65536;
                  CREATE TABLE IF NOT EXISTS objects (
                      key TEXT PRIMARY KEY NOT NULL,
