@@ -24,6 +24,7 @@ use anyhow::Context;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::{Discovery, Scope, verbs};
 use ring::rand::SecureRandom;
+use tessera_encryption::transform::ENCRYPTED_PREFIX;
 use tessera_encryption::{EncryptionConfig, GroupResource};
 use tessera_store::{FromStorage, ValueTransformer};
 
@@ -54,7 +55,7 @@ struct StoreEncryption {
 }
 
 impl ValueTransformer for StoreEncryption {
-    fn to_storage(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn transform_to_storage(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>, String> {
         let transformer = self.config.transformer_for_key(key);
         if transformer.writes_plain() {
             return Ok(None);
@@ -66,10 +67,16 @@ impl ValueTransformer for StoreEncryption {
         Ok(Some(transformer.to_storage(value, key.as_bytes(), &random)))
     }
 
-    fn from_storage(&self, key: &str, stored: &[u8]) -> Result<FromStorage, String> {
-        let read = self
-            .config
-            .transformer_for_key(key)
+    fn transform_from_storage(&self, key: &str, stored: &[u8]) -> Result<FromStorage, String> {
+        let transformer = self.config.transformer_for_key(key);
+        if transformer.writes_plain() && !stored.starts_with(ENCRYPTED_PREFIX.as_bytes()) {
+            // Identity first reads it as it is, not stale: no copy at start-up.
+            return Ok(FromStorage {
+                value: None,
+                stale: false,
+            });
+        }
+        let read = transformer
             .from_storage(stored, key.as_bytes())
             .map_err(|error| error.to_string())?;
         let value = (read.value != stored).then_some(read.value);
@@ -314,26 +321,32 @@ resources:
         let key = "/core/secrets/default/db";
         let value = br#"{"data":{"password":"aHVudGVyMg=="}}"#;
         let stored = store
-            .to_storage(key, value)
+            .transform_to_storage(key, value)
             .expect("sealed")
             .expect("encrypted");
         assert!(stored.starts_with(b"k8s:enc:aesgcm:v1:key1:"));
         let again = store
-            .to_storage(key, value)
+            .transform_to_storage(key, value)
             .expect("sealed")
             .expect("encrypted");
         assert_ne!(stored, again, "a fresh nonce each write");
-        let read = store.from_storage(key, &stored).expect("opened");
+        let read = store.transform_from_storage(key, &stored).expect("opened");
         assert_eq!(read.value.as_deref(), Some(&value[..]));
         assert!(!read.stale);
         // Another resource is stored as it is, and read without a copy.
         let pod = "/core/pods/default/p";
-        assert_eq!(store.to_storage(pod, value).expect("plain"), None);
-        let read = store.from_storage(pod, value).expect("plain");
+        assert_eq!(store.transform_to_storage(pod, value).expect("plain"), None);
+        let read = store.transform_from_storage(pod, value).expect("plain");
         assert_eq!((read.value, read.stale), (None, false));
         // A plain Secret from before encryption is read by identity, and stale.
-        let read = store.from_storage(key, value).expect("plain secret");
+        let read = store
+            .transform_from_storage(key, value)
+            .expect("plain secret");
         assert!(read.stale && read.value.is_none());
-        assert!(store.from_storage(pod, secret.as_bytes()).is_err());
+        assert!(
+            store
+                .transform_from_storage(pod, secret.as_bytes())
+                .is_err()
+        );
     }
 }

@@ -271,8 +271,19 @@ impl Cipher {
 
 type Block16 = cbc::cipher::consts::U16;
 
-/// AES-CBC encryption over whole blocks in place, with a key of any AES size (lengths
-/// were checked when the key was made).
+/// Runs `$run::<Aes…>(args)` with the AES of the key's size (lengths were checked when the
+/// key was made).
+macro_rules! with_aes {
+    ($key:expr, $run:ident($($arg:expr),*)) => {
+        match $key.len() {
+            16 => $run::<aes::Aes128>($($arg),*),
+            24 => $run::<aes::Aes192>($($arg),*),
+            _ => $run::<aes::Aes256>($($arg),*),
+        }
+    };
+}
+
+/// AES-CBC encryption over whole blocks in place.
 fn cbc_encrypt(key: &[u8], iv: &[u8], buf: &mut [u8]) {
     fn run<C>(key: &[u8], iv: &[u8], buf: &mut [u8])
     where
@@ -284,11 +295,7 @@ fn cbc_encrypt(key: &[u8], iv: &[u8], buf: &mut [u8]) {
             }
         }
     }
-    match key.len() {
-        16 => run::<aes::Aes128>(key, iv, buf),
-        24 => run::<aes::Aes192>(key, iv, buf),
-        _ => run::<aes::Aes256>(key, iv, buf),
-    }
+    with_aes!(key, run(key, iv, buf))
 }
 
 /// AES-CBC decryption over whole blocks in place.
@@ -303,11 +310,7 @@ fn cbc_decrypt(key: &[u8], iv: &[u8], buf: &mut [u8]) {
             }
         }
     }
-    match key.len() {
-        16 => run::<aes::Aes128>(key, iv, buf),
-        24 => run::<aes::Aes192>(key, iv, buf),
-        _ => run::<aes::Aes256>(key, iv, buf),
-    }
+    with_aes!(key, run(key, iv, buf))
 }
 
 /// A named key of a provider.

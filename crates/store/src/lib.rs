@@ -339,7 +339,7 @@ impl Store {
             let key: Arc<str> = key.into();
             let value = match &transformer {
                 None => value,
-                Some(transformer) => match transformer.from_storage(&key, &value) {
+                Some(transformer) => match transformer.transform_from_storage(&key, &value) {
                     Ok(read) => {
                         if read.stale {
                             stale.insert(key.clone());
@@ -597,7 +597,7 @@ impl Store {
             }
         };
         let stored = transformer
-            .to_storage(key, &entry.value)
+            .transform_to_storage(key, &entry.value)
             .map_err(|message| StoreError::Transform {
                 key: key.into(),
                 message,

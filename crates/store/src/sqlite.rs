@@ -111,7 +111,7 @@ impl Database {
             let entry = &event.entry;
             let form = match transformer {
                 Some(t) if event.kind != crate::EventKind::Deleted => t
-                    .to_storage(&entry.key, &entry.value)
+                    .transform_to_storage(&entry.key, &entry.value)
                     .map_err(|message| StoreError::Transform {
                         key: entry.key.to_string(),
                         message,

@@ -352,7 +352,7 @@ struct Reverse {
 }
 
 impl ValueTransformer for Reverse {
-    fn to_storage(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn transform_to_storage(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>, String> {
         if key.starts_with("/plain/") {
             return Ok(None);
         }
@@ -361,7 +361,7 @@ impl ValueTransformer for Reverse {
         Ok(Some(out))
     }
 
-    fn from_storage(&self, key: &str, stored: &[u8]) -> Result<FromStorage, String> {
+    fn transform_from_storage(&self, key: &str, stored: &[u8]) -> Result<FromStorage, String> {
         if key.starts_with("/plain/") {
             return Ok(FromStorage {
                 value: None,
@@ -458,4 +458,29 @@ fn an_unreadable_value_stops_the_opening_naming_its_key() {
     // Nothing was changed: the right transformer still reads it.
     let store = open_transformed(&dir, 2).unwrap();
     assert_eq!(&store.get("/secrets/a").unwrap().value[..], b"hunter2");
+}
+
+#[test]
+fn a_kept_key_with_a_queued_change_is_left_to_that_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_transformed(&dir, 1).unwrap();
+    put(&store, "/secrets/a", "old");
+    drop(store);
+    let store = open_transformed(&dir, 2).unwrap();
+    assert_eq!(store.stale_count(), 1);
+    // A concurrent writer's change is queued (maybe not committed yet) when a rewrite keeps
+    // the key: the rewrite must not put the older value back.
+    let queued = store
+        .decide::<Infallible>("/secrets/a", |_| {
+            Ok(Mutation::Put(Bytes::from_static(b"new").into()))
+        })
+        .unwrap();
+    let kept = store
+        .decide::<Infallible>("/secrets/a", |_| Ok(Mutation::Keep))
+        .unwrap();
+    queued.wait().unwrap().unwrap();
+    kept.wait().unwrap().unwrap();
+    assert_eq!(&store.get("/secrets/a").unwrap().value[..], b"new");
+    assert_eq!(raw(&dir, "/secrets/a"), b"enc:2:wen");
+    assert_eq!(store.stale_count(), 0);
 }

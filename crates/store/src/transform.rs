@@ -11,10 +11,10 @@
 /// Transforms stored values; implemented by the shell over `tessera-encryption`.
 pub trait ValueTransformer: Send + Sync {
     /// The stored form of `value` under `key`; `None` stores the value as it is.
-    fn to_storage(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    fn transform_to_storage(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>, String>;
 
     /// The value of a stored form.
-    fn from_storage(&self, key: &str, stored: &[u8]) -> Result<FromStorage, String>;
+    fn transform_from_storage(&self, key: &str, stored: &[u8]) -> Result<FromStorage, String>;
 }
 
 /// A value read from its stored form.
