@@ -226,53 +226,58 @@ async fn rewrite_all(
         .await
         .with_context(|| format!("list {}", resource.plural))?;
     let mut count = 0;
-    for mut object in list.items {
-        let name = object.metadata.name.clone().unwrap_or_default();
+    for object in list.items {
         let api: Api<DynamicObject> = match (namespaced, object.metadata.namespace.as_deref()) {
             (true, Some(namespace)) => Api::namespaced_with(client.clone(), namespace, resource),
             _ => Api::all_with(client.clone(), resource),
         };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match api.replace(&name, &PostParams::default(), &object).await {
-                Ok(_) => {
-                    count += 1;
-                    break;
-                }
-                Err(kube::Error::Api(status)) if status.code == 409 && attempt < ATTEMPTS => {
-                    // A concurrent writer won; rewrite what it wrote.
-                    report.retried += 1;
-                    match api.get_opt(&name).await? {
-                        Some(fresh) => object = fresh,
-                        None => {
-                            report.gone += 1;
-                            break;
-                        }
-                    }
-                }
-                Err(kube::Error::Api(status)) if status.code == 404 => {
-                    report.gone += 1;
-                    break;
-                }
-                Err(error) => {
-                    return Err(error).with_context(|| {
-                        format!(
-                            "rewrite {} {}{name}",
-                            resource.plural,
-                            object
-                                .metadata
-                                .namespace
-                                .as_deref()
-                                .map(|n| format!("{n}/"))
-                                .unwrap_or_default()
-                        )
-                    });
-                }
-            }
+        if rewrite_object(&api, object, report).await? {
+            count += 1;
         }
     }
     Ok(count)
+}
+
+/// Rewrites one object with a compare-and-swap update carrying the resourceVersion it was
+/// read at; when a concurrent writer wins, re-reads it and tries again. `false` when the
+/// object was deleted meanwhile.
+async fn rewrite_object(
+    api: &Api<DynamicObject>,
+    mut object: DynamicObject,
+    report: &mut Report,
+) -> anyhow::Result<bool> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match api.replace(&name, &PostParams::default(), &object).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < ATTEMPTS => {
+                // A concurrent writer won; rewrite what it wrote.
+                report.retried += 1;
+                match api.get_opt(&name).await? {
+                    Some(fresh) => object = fresh,
+                    None => {
+                        report.gone += 1;
+                        return Ok(false);
+                    }
+                }
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                report.gone += 1;
+                return Ok(false);
+            }
+            Err(error) => {
+                let namespace = object
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .map(|n| format!("{n}/"))
+                    .unwrap_or_default();
+                return Err(error).with_context(|| format!("rewrite {namespace}{name}"));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -302,6 +307,48 @@ mod tests {
         let core = [GroupResource::parse("*.")];
         assert!(matches(&core, "", "pods"));
         assert!(!matches(&core, "apps", "deployments"));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_concurrent_update_wins_and_the_rewrite_retries_on_top_of_it() {
+        let platform = crate::bench_queue_api::Platform::start().expect("platform");
+        let secrets =
+            kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
+        platform
+            .create(
+                &secrets,
+                "default",
+                serde_json::json!({"metadata": {"name": "db"}, "data": {"password": "aHVudGVy"}}),
+            )
+            .await
+            .expect("create");
+        let api = platform.api(&secrets, "default");
+        let listed = api.get("db").await.expect("get");
+        // Another client updates the Secret after the rotation listed it.
+        let mut newer = listed.clone();
+        newer.metadata.labels = Some([("writer".to_string(), "won".to_string())].into());
+        api.replace("db", &PostParams::default(), &newer)
+            .await
+            .expect("concurrent update");
+        let mut report = Report::default();
+        let rewritten = rewrite_object(&api, listed, &mut report)
+            .await
+            .expect("rewrite");
+        assert!(rewritten);
+        assert_eq!((report.retried, report.gone), (1, 0));
+        let now = api.get("db").await.expect("get");
+        let labels = now.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("writer").map(String::as_str),
+            Some("won"),
+            "the writer's change stays"
+        );
+        assert_eq!(now.data["data"]["password"], "aHVudGVy");
+        // Deleted meanwhile: nothing to rewrite, not an error.
+        api.delete("db", &Default::default()).await.expect("delete");
+        let mut report = Report::default();
+        assert!(!rewrite_object(&api, now, &mut report).await.expect("gone"));
+        assert_eq!(report.gone, 1);
     }
 
     #[test]

@@ -209,7 +209,7 @@ impl EncryptionConfig {
         })?;
         if file.api_version != API_VERSION || file.kind != KIND {
             let hint = if file.kind == "EncryptionConfig" {
-                " (the pre-1.13 `kind: EncryptionConfig` is no longer read by kube-apiserver)"
+                " (the older `kind: EncryptionConfig` is no longer read by kube-apiserver)"
             } else {
                 ""
             };
