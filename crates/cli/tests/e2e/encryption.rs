@@ -52,6 +52,17 @@ fn restart_with(cluster: &mut Cluster, keys: &[(&str, &str)]) {
     cluster.launch(&["--encryption-provider-config", &path]);
 }
 
+/// Creates a Secret holding `PASSWORD`.
+fn create_secret(cluster: &Cluster, namespace: &str, name: &str) {
+    let literal = format!("--from-literal=password={PASSWORD}");
+    cluster.ok(
+        "1.33",
+        &[
+            "create", "secret", "generic", name, "-n", namespace, &literal,
+        ],
+    );
+}
+
 fn password(cluster: &Cluster, namespace: &str) -> String {
     cluster.ok(
         "1.33",
@@ -133,30 +144,10 @@ fn secrets_are_encrypted_at_rest_and_keys_rotate_with_upstreams_procedure() {
     // Start encrypting: key1 first, identity after it (the Secrets written before stay
     // readable, and stale).
     cluster.ok("1.33", &["create", "namespace", "team"]);
-    cluster.ok(
-        "1.33",
-        &[
-            "create",
-            "secret",
-            "generic",
-            "db",
-            "-n",
-            "team",
-            &format!("--from-literal=password={PASSWORD}"),
-        ],
-    );
+    create_secret(&cluster, "team", "db");
     restart_with(&mut cluster, &[("key1", KEY1)]);
     assert_eq!(password(&cluster, "team"), PASSWORD_B64);
-    cluster.ok(
-        "1.33",
-        &[
-            "create",
-            "secret",
-            "generic",
-            "db",
-            &format!("--from-literal=password={PASSWORD}"),
-        ],
-    );
+    create_secret(&cluster, "default", "db");
     cluster.ok(
         "1.33",
         &[
@@ -256,25 +247,12 @@ fn secrets_are_encrypted_at_rest_and_keys_rotate_with_upstreams_procedure() {
 fn a_bad_encryption_configuration_stops_up_naming_the_file_line_and_field() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bad-encryption.yaml");
-    std::fs::write(
-        &path,
-        "apiVersion: apiserver.config.k8s.io/v1
-kind: EncryptionConfiguration
-resources:
-  - resources:
-      - secrets
-    providers:
-      - aesgcm:
-          keys:
-            - name: key1
-              secret: c2hvcnQ=
-      - kms:
-          apiVersion: v2
-          name: vault
-          endpoint: unix:///run/kms.sock
-",
-    )
-    .expect("write");
+    // A 5-byte AES key (line 10) and a KMS provider (line 11).
+    let text = config(&[("key1", "c2hvcnQ=")]).replace(
+        "      - identity: {}\n",
+        "      - kms:\n          apiVersion: v2\n          name: vault\n          endpoint: unix:///run/kms.sock\n",
+    );
+    std::fs::write(&path, text).expect("write");
     let path = path.to_string_lossy().into_owned();
     let error = up_fails(dir.path(), &path);
     assert!(
@@ -298,16 +276,7 @@ fn rotation_alongside_a_concurrent_writer_loses_nothing() {
     restart_with(&mut cluster, &[("key1", KEY1)]);
     let names: Vec<String> = (0..12).map(|i| format!("s{i}")).collect();
     for name in &names {
-        cluster.ok(
-            "1.33",
-            &[
-                "create",
-                "secret",
-                "generic",
-                name,
-                &format!("--from-literal=password={PASSWORD}"),
-            ],
-        );
+        create_secret(&cluster, "default", name);
     }
     restart_with(&mut cluster, &[("key2", KEY2), ("key1", KEY1)]);
     let kubeconfig = cluster.kubeconfig();
