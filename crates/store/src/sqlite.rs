@@ -33,12 +33,17 @@ impl Database {
         };
         let connection = Connection::open(path).map_err(error)?;
         let synchronous = if fsync { "FULL" } else { "NORMAL" };
-        let secure_delete = if secure_delete { "ON" } else { "OFF" };
+        // Only asked for: without it, SQLite's own default stands.
+        let secure_delete = if secure_delete {
+            "PRAGMA secure_delete = ON;"
+        } else {
+            ""
+        };
         connection
             .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = {synchronous};
-                 PRAGMA secure_delete = {secure_delete};
+                 {secure_delete}
                  PRAGMA cache_size = -65536;
                  CREATE TABLE IF NOT EXISTS objects (
                      key TEXT PRIMARY KEY NOT NULL,
