@@ -7,8 +7,8 @@
 //! selectors, Tables and JSONPath, CRD status and naming, discovery and OpenAPI documents,
 //! version conversion, protobuf body decoding, request URL grammar, RBAC evaluation and
 //! escalation checks, built-in admission and quota arithmetic, the PodDisruptionBudget
-//! decisions of evictions, authentication claims, the bootstrap policy and the `Status`
-//! errors clients see.
+//! decisions of evictions, authentication claims, the bootstrap policy, audit policies and
+//! audit events (`audit`) and the `Status` errors clients see.
 //!
 //! Stored objects are read through a [`Lister`] the shell implements; time arrives as a
 //! `SystemTime` argument and UIDs and generated names come from a seeded
@@ -16,6 +16,7 @@
 //! live in `tessera-apiserver`.
 
 pub mod admission;
+pub mod audit;
 pub mod authn;
 pub mod autoscaling;
 pub mod body;
@@ -38,6 +39,7 @@ pub mod patch;
 pub mod policy;
 pub mod protobuf;
 pub mod rbac;
+pub mod rbac_risk;
 pub mod request;
 pub mod resource;
 pub mod reviews;

@@ -327,7 +327,30 @@ fn namespace_of(object: &Value) -> String {
         .to_string()
 }
 
-fn rules_of(object: &Value) -> Vec<Rule> {
+/// A ClusterRole's rules: its own, plus those of every other ClusterRole its
+/// `aggregationRule` selects (as the aggregation controller would have written them).
+pub fn cluster_role_rules(role: &Value, cluster_roles: &[Value]) -> Vec<Rule> {
+    let mut rules = rules_of(role);
+    if let Some(selectors) = role
+        .pointer("/aggregationRule/clusterRoleSelectors")
+        .and_then(Value::as_array)
+    {
+        for other in cluster_roles {
+            let labels = tessera_model::selector::labels(other);
+            if name_of(other) != name_of(role)
+                && selectors
+                    .iter()
+                    .any(|s| tessera_model::selector::matches(Some(s), &labels))
+            {
+                rules.extend(rules_of(other));
+            }
+        }
+    }
+    rules
+}
+
+/// A Role's or ClusterRole's own `rules`.
+pub fn rules_of(object: &Value) -> Vec<Rule> {
     object
         .get("rules")
         .and_then(Value::as_array)
@@ -340,22 +363,7 @@ impl Snapshot {
         let mut snapshot = Snapshot::default();
         let cluster_roles = list(objects, "clusterroles");
         for role in &cluster_roles {
-            let mut rules = rules_of(role);
-            if let Some(selectors) = role
-                .pointer("/aggregationRule/clusterRoleSelectors")
-                .and_then(Value::as_array)
-            {
-                for other in &cluster_roles {
-                    let labels = tessera_model::selector::labels(other);
-                    if name_of(other) != name_of(role)
-                        && selectors
-                            .iter()
-                            .any(|s| tessera_model::selector::matches(Some(s), &labels))
-                    {
-                        rules.extend(rules_of(other));
-                    }
-                }
-            }
+            let rules = cluster_role_rules(role, &cluster_roles);
             snapshot.cluster_roles.insert(
                 name_of(role),
                 Arc::new(RoleRules::new(rules, &mut snapshot.symbols)),

@@ -139,20 +139,32 @@ pub fn check(
     headers: &HeaderMap,
     extensions: &http::Extensions,
 ) -> ApiResult<Option<UserInfo>> {
+    let audit = crate::audit::RequestAudit::of(extensions);
     let Some(user) = authenticate(server, headers, extensions)? else {
         if is_public(path) {
+            if let Some(audit) = audit {
+                audit.authenticated(None)?;
+            }
             return Ok(None);
         }
         return Err(unauthorized());
     };
+    if let Some(audit) = audit {
+        audit.authenticated(Some(&user))?;
+    }
     let user = impersonate(server, headers, user)?;
+    if let Some(audit) = audit.filter(|_| headers.contains_key("impersonate-user")) {
+        audit.impersonated(&user);
+    }
     let attributes = attributes(target, method, path, query);
-    if is_public(path)
-        || server
-            .rbac
-            .authorize(&server.objects, &user, &attributes)
-            .allowed
-    {
+    if is_public(path) {
+        return Ok(Some(user));
+    }
+    let decision = server.rbac.authorize(&server.objects, &user, &attributes);
+    if let Some(audit) = audit {
+        audit.decision(decision.allowed, &decision.reason);
+    }
+    if decision.allowed {
         return Ok(Some(user));
     }
     let message = forbidden_message(&user, &attributes);

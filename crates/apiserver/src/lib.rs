@@ -8,11 +8,14 @@
 //! `pods/exec` over SPDY/3.1 and WebSocket into a registered container runtime, the store binding of object writes (one read-modify-write transaction each, with the
 //! clock and a seeded id generator injected), the served-resource registry, and the garbage
 //! collector (owner references, finalizers, namespace lifecycle), and the hook through which
-//! another component serves an aggregated group (`aggregated`). Knows nothing about
+//! another component serves an aggregated group (`aggregated`), and kube-apiserver's audit
+//! logging (`audit`, `audit_log`). Knows nothing about
 //! scheduling, queueing or node internals.
 
 pub mod access;
 pub mod aggregated;
+pub mod audit;
+pub mod audit_log;
 pub mod authn;
 pub mod error;
 pub mod eviction;

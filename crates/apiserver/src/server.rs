@@ -67,6 +67,7 @@ pub struct ApiServer {
     pub(crate) rbac: tessera_api::rbac::Rbac,
     aggregated: Mutex<Vec<Arc<dyn AggregatedApi>>>,
     runtime: Mutex<Option<Arc<dyn crate::exec::ContainerRuntime>>>,
+    auditor: std::sync::OnceLock<Arc<crate::audit::Auditor>>,
 }
 
 impl ApiServer {
@@ -86,6 +87,7 @@ impl ApiServer {
             rbac,
             aggregated: Mutex::new(Vec::new()),
             runtime: Mutex::new(None),
+            auditor: std::sync::OnceLock::new(),
         })
     }
 
@@ -136,6 +138,14 @@ impl ApiServer {
             .clone()
     }
 
+    /// Audits every request from now on (`--audit-policy-file`, `--audit-log-path`); set
+    /// once, before serving.
+    pub fn set_auditor(&self, auditor: crate::audit::Auditor) {
+        if self.auditor.set(Arc::new(auditor)).is_err() {
+            tracing::warn!("an auditor was already installed; keeping the first");
+        }
+    }
+
     /// The objects the server serves.
     pub fn objects(&self) -> &Objects {
         &self.objects
@@ -151,10 +161,14 @@ async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Respo
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let started = std::time::Instant::now();
-    let response = match route(&server, request).await {
-        Ok(response) => response,
-        Err(error) => HttpError(error).into_response(),
-    };
+    let auditor = server.auditor.get().cloned();
+    let response = crate::audit::audited(auditor, request, move |request| async move {
+        match route(&server, request).await {
+            Ok(response) => response,
+            Err(error) => HttpError(error).into_response(),
+        }
+    })
+    .await;
     tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
     response
 }
@@ -198,6 +212,7 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
         request.headers(),
         request.extensions(),
     )?;
+    let request = crate::audit::capture_request_body(request).await?;
     let read_only = |method: &Method| -> ApiResult<()> {
         if method == Method::GET || method == Method::HEAD {
             Ok(())

@@ -424,6 +424,9 @@ pub async fn serve(
             let service = hyper::service::service_fn(
                 move |request: hyper::Request<hyper::body::Incoming>| {
                     let mut request = request.map(axum::body::Body::new);
+                    request
+                        .extensions_mut()
+                        .insert(crate::audit::RemoteAddr(peer.ip()));
                     if let Some(user) = &identity {
                         request
                             .extensions_mut()

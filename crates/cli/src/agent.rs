@@ -10,6 +10,9 @@
 //! advises (never both for the same GPUs): as a device plugin (`nvidia.com/gpu`) or as the
 //! DRA driver `gpu.nvidia.com` (publishes the node's ResourceSlice, serves the DRA kubelet
 //! plugin and its registration), until interrupted.
+//!
+//! `manifests` prints what deploys `serve` on a cluster with least privilege
+//! (`tessera_node::agent_manifests` decides the objects) as a YAML stream for `kubectl apply`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,6 +36,39 @@ pub enum AgentCommand {
     Discover(DiscoverArgs),
     /// Offer this machine's NVIDIA GPUs to the kubelet (device plugin or DRA driver).
     Serve(ServeArgs),
+    /// Print the DaemonSet, ServiceAccount, RBAC and namespace that run `serve` on every GPU
+    /// node with least privilege, as YAML for `kubectl apply -f -`.
+    Manifests(ManifestsArgs),
+}
+
+/// Arguments of `tessera agent manifests`.
+#[derive(Args, Debug)]
+pub struct ManifestsArgs {
+    /// Device plugin or DRA driver.
+    #[arg(long, value_enum, default_value = "device-plugin")]
+    pub exposure: Exposure,
+    /// The namespace the agent runs in (it should hold nothing else: Pod Security is relaxed
+    /// there for the agent's hostPath volumes).
+    #[arg(long, default_value = "tessera-agent")]
+    pub namespace: String,
+    /// The image holding the `tessera` binary.
+    #[arg(long, default_value = concat!("ghcr.io/tessera-platform/tessera:", env!("CARGO_PKG_VERSION")))]
+    pub image: String,
+    /// A `key=value` label the agent's nodes carry (repeatable).
+    #[arg(long = "node-selector", default_value = "nvidia.com/gpu.present=true", value_parser = key_value)]
+    pub node_selector: Vec<(String, String)>,
+    /// Leave out the ValidatingAdmissionPolicy that keeps each DRA agent to its own node's
+    /// ResourceSlices (for clusters before Kubernetes 1.30, which lack
+    /// `admissionregistration.k8s.io/v1` policies).
+    #[arg(long)]
+    pub no_node_policy: bool,
+}
+
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("{text:?} is not key=value")),
+    }
 }
 
 /// Arguments of `tessera agent discover`.
@@ -69,16 +105,16 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value = "device-plugin")]
     pub exposure: Exposure,
     /// The kubelet's device-plugin directory.
-    #[arg(long, default_value = "/var/lib/kubelet/device-plugins")]
+    #[arg(long, default_value = tessera_node::agent_manifests::DEVICE_PLUGIN_DIR)]
     pub device_plugin_dir: PathBuf,
     /// The kubelet's plugin registry (DRA).
-    #[arg(long, default_value = "/var/lib/kubelet/plugins_registry")]
+    #[arg(long, default_value = tessera_node::agent_manifests::PLUGINS_REGISTRY_DIR)]
     pub plugins_registry_dir: PathBuf,
     /// The kubelet's plugin directory (DRA: `<dir>/gpu.nvidia.com/dra.sock`).
-    #[arg(long, default_value = "/var/lib/kubelet/plugins")]
+    #[arg(long, default_value = tessera_node::agent_manifests::PLUGINS_DIR)]
     pub plugins_dir: PathBuf,
     /// Where CDI specs for prepared claims go (DRA).
-    #[arg(long, default_value = "/var/run/cdi")]
+    #[arg(long, default_value = tessera_node::agent_manifests::CDI_DIR)]
     pub cdi_dir: PathBuf,
     /// The cluster for reading claims and publishing slices (DRA).
     #[command(flatten)]
@@ -89,7 +125,7 @@ pub struct ServeArgs {
 }
 
 /// The NVIDIA driver name.
-const DRIVER: &str = "gpu.nvidia.com";
+const DRIVER: &str = tessera_node::agent_manifests::DRA_DRIVER;
 
 /// The discovered GPUs of the first model the catalog knows, in bus order.
 fn known_gpus<'c>(
@@ -119,6 +155,7 @@ pub fn run(command: &AgentCommand, runtime: &tokio::runtime::Runtime) -> anyhow:
     match command {
         AgentCommand::Discover(args) => discover(args),
         AgentCommand::Serve(args) => runtime.block_on(serve(args)),
+        AgentCommand::Manifests(args) => manifests(args),
     }
 }
 
@@ -219,6 +256,26 @@ fn discover(args: &DiscoverArgs) -> anyhow::Result<()> {
         for slice in nvidia_slices(&args.node_name, &slots, model, None) {
             writeln!(out, "{}", serde_json::to_string_pretty(&slice)?)?;
         }
+    }
+    crate::output::emit(&out)
+}
+
+fn manifests(args: &ManifestsArgs) -> anyhow::Result<()> {
+    use tessera_node::agent_manifests::{AgentDeployment, Offer, manifests};
+    let deployment = AgentDeployment {
+        namespace: args.namespace.clone(),
+        image: args.image.clone(),
+        offer: match args.exposure {
+            Exposure::DevicePlugin => Offer::DevicePlugin,
+            Exposure::Dra => Offer::Dra,
+        },
+        node_selector: args.node_selector.clone(),
+        node_policy: !args.no_node_policy,
+    };
+    let mut out = String::new();
+    for object in manifests(&deployment) {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&object).context("render YAML")?);
     }
     crate::output::emit(&out)
 }

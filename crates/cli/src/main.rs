@@ -12,6 +12,7 @@ mod bench_scheduler;
 mod bench_sim;
 mod bootstrap;
 mod catalog;
+mod check;
 mod client;
 mod cluster_services;
 mod crash_drill;
@@ -25,6 +26,7 @@ mod output;
 mod queue_cmd;
 mod secrets;
 mod sim;
+mod tenant;
 mod up;
 mod visibility;
 
@@ -77,6 +79,12 @@ enum Command {
     Sim(sim::SimCommand),
     /// Network policy reachability: the pod-to-pod truth table, and which policy decides.
     Netpol(netpol::NetpolArgs),
+    /// Audit a cluster's configuration: risky RBAC grants.
+    #[command(subcommand)]
+    Check(check::CheckCommand),
+    /// Tenant bundles: a team's namespace with Pod Security, quota, a Kueue LocalQueue,
+    /// RoleBindings and NetworkPolicies, applied, checked for drift, listed and deleted.
+    Tenant(tenant::TenantArgs),
     /// Secrets encrypted at rest: rewrite every encrypted object with the first key.
     Secrets(secrets::SecretsArgs),
 }
@@ -153,6 +161,25 @@ pub struct UpArgs {
     /// manager: fair sharing, admission fair sharing, waitForPodsReady, integrations.
     #[arg(long)]
     pub queue_config: Option<PathBuf>,
+    /// Path to the file that defines the audit policy configuration (`audit.k8s.io/v1`
+    /// Policy). Without it (and --audit-log-path) nothing is audited.
+    #[arg(long)]
+    pub audit_policy_file: Option<PathBuf>,
+    /// If set, all requests coming to the apiserver will be logged to this file, one JSON
+    /// `audit.k8s.io/v1` Event a line. '-' means standard out.
+    #[arg(long)]
+    pub audit_log_path: Option<PathBuf>,
+    /// The maximum size in megabytes of the audit log file before it gets rotated (0: 100).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxsize: u64,
+    /// The maximum number of old audit log files to retain. Setting a value of 0 will mean
+    /// there's no restriction on the number of files.
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxbackup: usize,
+    /// The maximum number of days to retain old audit log files based on the timestamp
+    /// encoded in their filename.
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxage: u64,
     /// kube-apiserver's EncryptionConfiguration (`apiserver.config.k8s.io/v1`): which
     /// resources are encrypted in the store, with which providers and keys (the first writes,
     /// all read).
@@ -302,6 +329,13 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Sim(command) => sim::run(&command),
         Command::Netpol(args) => runtime.block_on(netpol::run(&args)),
+        Command::Check(command) => {
+            if !runtime.block_on(check::run(&command))? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Tenant(args) => runtime.block_on(tenant::run(&args)),
         Command::Secrets(args) => runtime.block_on(secrets::run(&args)),
     }
 }

@@ -315,7 +315,7 @@ async fn list(args: &ListArgs, client: &Client) -> anyhow::Result<String> {
 }
 
 /// `kubectl`'s plain table: columns padded to their widest cell, three spaces apart.
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {

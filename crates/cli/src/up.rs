@@ -135,19 +135,61 @@ async fn wait_for_registration(client: kube::Client, names: &[String]) {
 }
 
 /// Runs the platform until Ctrl-C or SIGTERM; with `--detach`, in the background.
+/// The audit policy and log options of `--audit-policy-file` and `--audit-log-*`; `None`
+/// (nothing audited) unless both the policy and the log path are given, as kube-apiserver.
+fn audit_policy(
+    args: &UpArgs,
+) -> anyhow::Result<
+    Option<(
+        tessera_api::audit::Policy,
+        tessera_apiserver::audit_log::AuditLogOptions,
+    )>,
+> {
+    let Some(file) = &args.audit_policy_file else {
+        if args.audit_log_path.is_some() {
+            tracing::warn!(
+                "no audit policy file provided (--audit-policy-file): no events will be recorded"
+            );
+        }
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("read audit policy file {}", file.display()))?;
+    let loaded = tessera_api::audit::parse_policy(&text)
+        .map_err(|e| anyhow::anyhow!("audit policy file {}: {e}", file.display()))?;
+    for warning in &loaded.warnings {
+        tracing::warn!(file = %file.display(), "audit policy: {warning}");
+    }
+    let Some(path) = &args.audit_log_path else {
+        tracing::warn!("no audit log path provided (--audit-log-path): no events will be recorded");
+        return Ok(None);
+    };
+    Ok(Some((
+        loaded.policy,
+        tessera_apiserver::audit_log::AuditLogOptions {
+            path: path.clone(),
+            max_size_mb: args.audit_log_maxsize,
+            max_backups: args.audit_log_maxbackup,
+            max_age_days: args.audit_log_maxage,
+        },
+    )))
+}
+
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    // Read before detaching too, so a bad policy is reported where the command was typed.
+    let audit_policy = audit_policy(&args)?;
+    // A bad encryption configuration is reported before detaching, too.
+    let encryption = args
+        .encryption_provider_config
+        .as_deref()
+        .map(crate::secrets::load_config)
+        .transpose()?;
     if args.detach {
         return crate::detach::start(&args.data.data_dir);
     }
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     let queue_config = queue_config(args.queue_config.as_deref())?;
-    let encryption = match &args.encryption_provider_config {
-        Some(path) => Some(crate::secrets::transformer(crate::secrets::load_config(
-            path,
-        )?)),
-        None => None,
-    };
     crate::data_dir::create_private(&args.data.data_dir)?;
     // Held until the process ends: a second server on the same directory would overwrite the
     // kubeconfig and diverge from this one.
@@ -161,7 +203,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             history: args.watch_history,
             fsync: args.fsync,
         },
-        encryption,
+        encryption.map(crate::secrets::transformer),
     )
     .context("open the store")?;
     private_store_files(&args.data.data_dir)?;
@@ -205,6 +247,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
     );
     server.register_aggregated(std::sync::Arc::new(crate::visibility::Visibility));
+    if let Some((policy, options)) = audit_policy {
+        let clock: tessera_model::clock::Clock = std::sync::Arc::new(std::time::SystemTime::now);
+        let (sink, _writer) = tessera_apiserver::audit_log::start(&options, clock.clone())
+            .with_context(|| format!("open the audit log {}", options.path.display()))?;
+        server.set_auditor(tessera_apiserver::audit::Auditor::new(policy, sink, clock));
+        tracing::info!(path = %options.path.display(), "audit log enabled");
+    }
     let router = server.router();
 
     let tls = pki.server_config().context("TLS configuration")?;

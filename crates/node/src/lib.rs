@@ -18,6 +18,7 @@
 //! without one. Knows nothing about clients or real hardware.
 
 pub mod accelerators;
+pub mod agent_manifests;
 pub mod attachments;
 pub mod autoscaler;
 pub mod claim_devices;

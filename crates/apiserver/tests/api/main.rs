@@ -6,6 +6,7 @@
 mod support;
 
 mod admission;
+mod audit;
 mod crds;
 mod crud;
 mod eviction;

@@ -202,6 +202,7 @@ const PAGES: &[&str] = &[
     "docs/benchmarks.md",
     "docs/lab/device-plugin-vs-dra.md",
     "docs/lab/networks.md",
+    "docs/lab/tenant.md",
     "docs/lab/two-teams.md",
     "docs/queueing.md",
     "docs/sim.md",
@@ -263,6 +264,11 @@ fn docs_lab_two_teams_runs_as_written() {
 #[test]
 fn docs_lab_networks_runs_as_written() {
     run_page("docs/lab/networks.md");
+}
+
+#[test]
+fn docs_lab_tenant_runs_as_written() {
+    run_page("docs/lab/tenant.md");
 }
 
 #[test]

@@ -265,6 +265,31 @@ fn a_bad_encryption_configuration_stops_up_naming_the_file_line_and_field() {
         "{error}"
     );
     assert!(!error.contains("c2hvcnQ="), "the key is not printed");
+
+    // `--detach` reports it where the command was typed, before going to the background.
+    let detached = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["up", "--detach", "--data-dir"])
+        .arg(dir.path().join("detached"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--encryption-provider-config",
+            &path,
+        ])
+        .output()
+        .expect("run tessera up --detach");
+    if detached.status.success() {
+        let _ = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["down", "--data-dir"])
+            .arg(dir.path().join("detached"))
+            .status();
+        panic!("tessera up --detach started despite {path}");
+    }
+    let error = String::from_utf8_lossy(&detached.stderr);
+    assert!(
+        error.contains("line 10: resources[0].providers[0].aesgcm.keys[0].secret"),
+        "{error}"
+    );
 }
 
 /// Rotation while another client keeps updating the same Secrets: every rewrite is one

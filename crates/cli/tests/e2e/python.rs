@@ -1,8 +1,6 @@
 //! The official Python Kubernetes client against `tessera up` (`pip install -r
 //! requirements-test.txt`): what a client nobody on the project wrote reads and writes.
 
-use std::process::Command;
-
 use crate::support::Cluster;
 
 #[test]
@@ -12,22 +10,11 @@ fn the_official_python_client_reads_and_writes_the_platform() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/e2e/python/official_client.py"
     );
-    let output = Command::new("python3")
-        .arg(script)
-        .arg(cluster.kubeconfig())
-        .output()
-        .expect("run python3");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !stderr.contains("No module named 'kubernetes'"),
-        "the Python client is missing: run `python3 -m pip install -r requirements-test.txt`"
-    );
-    assert!(
-        output.status.success(),
-        "official_client.py failed:\n{stderr}"
-    );
-    let seen: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("the script prints JSON");
+    let stdout = crate::support::python(&[
+        std::path::Path::new(script).as_os_str(),
+        cluster.kubeconfig().as_os_str(),
+    ]);
+    let seen: serde_json::Value = serde_json::from_slice(&stdout).expect("the script prints JSON");
 
     assert_eq!(seen["gitVersion"], "v1.34.1");
     assert!(

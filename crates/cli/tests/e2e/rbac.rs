@@ -5,7 +5,7 @@ use std::process::Command;
 
 use crate::support::{Cluster, kubectl_binary, outcome};
 
-fn kubeconfig_for(cluster: &Cluster, user: &str, groups: &[&str]) -> std::path::PathBuf {
+pub(crate) fn kubeconfig_for(cluster: &Cluster, user: &str, groups: &[&str]) -> std::path::PathBuf {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
     command
         .args(["kubeconfig", "--data-dir"])
@@ -25,7 +25,7 @@ fn kubeconfig_for(cluster: &Cluster, user: &str, groups: &[&str]) -> std::path::
     path
 }
 
-fn kubectl_as(
+pub(crate) fn kubectl_as(
     cluster: &Cluster,
     kubeconfig: &std::path::Path,
     args: &[&str],

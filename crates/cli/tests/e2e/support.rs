@@ -40,6 +40,23 @@ pub fn outcome(output: Output) -> (bool, String, String) {
     )
 }
 
+/// Runs `python3` with `args` (a script, or `-c` and its code, then the script's arguments)
+/// and returns its stdout, failing the test with its stderr — saying how to install the
+/// official client when it is missing.
+pub fn python<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<u8> {
+    let output = Command::new("python3")
+        .args(args)
+        .output()
+        .expect("run python3");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("No module named 'kubernetes'"),
+        "the Python client is missing: run `python3 -m pip install -r requirements-test.txt`"
+    );
+    assert!(output.status.success(), "python3 failed:\n{stderr}");
+    output.stdout
+}
+
 /// The path of a bundled kubectl version, e.g. `1.32`.
 pub fn kubectl_binary(version: &str) -> PathBuf {
     let binary = kubectl_dir().join(format!("kubectl.{version}"));
