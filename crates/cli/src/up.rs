@@ -178,6 +178,12 @@ fn audit_policy(
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Read before detaching too, so a bad policy is reported where the command was typed.
     let audit_policy = audit_policy(&args)?;
+    // A bad encryption configuration is reported before detaching, too.
+    let encryption = args
+        .encryption_provider_config
+        .as_deref()
+        .map(crate::secrets::load_config)
+        .transpose()?;
     if args.detach {
         return crate::detach::start(&args.data.data_dir);
     }
@@ -196,12 +202,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if args.reset {
         remove_store(&args.data.data_dir)?;
     }
-    let store = Store::open(
+    let store = Store::open_with_transformer(
         &args.data.data_dir.join(STORE_FILE),
         StoreOptions {
             history: args.watch_history,
             fsync: args.fsync,
         },
+        encryption.map(crate::secrets::transformer),
     )
     .context("open the store")?;
     private_store_files(&args.data.data_dir)?;

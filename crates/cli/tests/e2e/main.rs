@@ -19,6 +19,7 @@ mod doc_blocks;
 mod docs;
 mod dra;
 mod durability;
+mod encryption;
 mod exec;
 mod faults;
 mod kubectl;
