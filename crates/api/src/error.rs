@@ -130,6 +130,9 @@ pub struct ApiError {
     pub message: String,
     /// The resource (plural) and name the error is about, with its group.
     pub details: Option<Box<Details>>,
+    /// Audit annotations admission set before refusing (`pod-security.kubernetes.io/…`), for
+    /// the audit log's event of the refused request.
+    pub audit_annotations: Vec<(String, String)>,
 }
 
 /// The object an error is about.
@@ -157,7 +160,14 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            audit_annotations: Vec::new(),
         }
+    }
+
+    /// This error with the audit annotations admission set on the request.
+    pub fn with_audit_annotations(mut self, annotations: Vec<(String, String)>) -> ApiError {
+        self.audit_annotations = annotations;
+        self
     }
 
     fn about(mut self, group: &str, resource: &str, name: &str) -> ApiError {

@@ -48,6 +48,9 @@ pub struct WriteOptions {
     /// The subresource the write came through (`status`, `scale`), recorded with its
     /// `managedFields` entry.
     pub subresource: Option<&'static str>,
+    /// The requesting user's name, for admission that exempts users (Pod Security); `None`
+    /// for the server's own writes.
+    pub user: Option<String>,
 }
 
 /// Which part of an object a write addresses.
@@ -116,6 +119,9 @@ pub struct Written {
     /// an answer sends these bytes instead of encoding `object` again. `None` for dry runs,
     /// deletions and kinds stored in another version.
     pub encoded: Option<Bytes>,
+    /// Audit annotations admission set on the request (`pod-security.kubernetes.io/…`), for
+    /// the audit log's event of this write.
+    pub audit_annotations: Vec<(String, String)>,
 }
 
 /// The result of a delete.

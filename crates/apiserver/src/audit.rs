@@ -106,6 +106,25 @@ impl AuditAnnotations {
     }
 }
 
+/// Audit annotations an answer carries for its request's event (admission's, such as Pod
+/// Security's `pod-security.kubernetes.io/*`), put in the response's extensions by the
+/// handlers, which no longer hold the request; `audited` moves them onto the event.
+#[derive(Debug, Clone, Default)]
+pub struct ResponseAnnotations(pub Vec<(String, String)>);
+
+/// `response` carrying `annotations` for its request's audit event.
+pub fn with_response_annotations(
+    mut response: Response,
+    annotations: &[(String, String)],
+) -> Response {
+    if !annotations.is_empty() {
+        response
+            .extensions_mut()
+            .insert(ResponseAnnotations(annotations.to_vec()));
+    }
+    response
+}
+
 /// Adds an annotation to the audit event of the request whose extensions these are; a no-op
 /// when the request is not audited.
 pub fn annotate(extensions: &http::Extensions, key: &str, value: &str) {
@@ -574,6 +593,12 @@ where
             std::panic::resume_unwind(panic);
         }
     };
+    if let Some(ResponseAnnotations(annotations)) = response.extensions().get() {
+        let handle = audit.annotations();
+        for (key, value) in annotations {
+            handle.add(key, value);
+        }
+    }
     let mut response = audit.finish(response).await;
     set_audit_id(&mut response, &audit_id);
     response

@@ -23,12 +23,13 @@ impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = self.0.to_status().to_string();
-        (
+        let response = (
             code,
             [(http::header::CONTENT_TYPE, "application/json")],
             body,
         )
-            .into_response()
+            .into_response();
+        crate::audit::with_response_annotations(response, &self.0.audit_annotations)
     }
 }
 

@@ -23,6 +23,7 @@ pub mod exec;
 pub mod gc;
 pub mod list;
 pub mod objects;
+pub mod pod_security;
 pub mod registry;
 pub mod server;
 pub mod service_book;

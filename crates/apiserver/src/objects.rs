@@ -29,6 +29,7 @@ use tessera_model::ids::Ids;
 use tessera_store::{Entry, Mutation, NewValue, Snapshot, Store};
 
 use crate::error::StoreResultExt;
+use crate::pod_security::{self, Admitted};
 use crate::registry::Registry;
 use crate::service_book::{ServiceBook, is_services};
 
@@ -97,6 +98,8 @@ pub struct Objects {
     kueue: Arc<tessera_api::admission::KueueJobDefaulting>,
     /// Who holds which Service ClusterIP and node port.
     services: ServiceBook,
+    /// Pod Security admission.
+    pod_security: Arc<tessera_podsecurity::PodSecurity>,
 }
 
 /// Decodes a stored value.
@@ -150,7 +153,71 @@ impl Objects {
             registry,
             rbac_generation: Arc::default(),
             kueue: Arc::default(),
+            pod_security: pod_security::default_admission(),
         }
+    }
+
+    /// These objects with Pod Security admission configured (`--admission-control-config-file`).
+    pub fn with_pod_security(mut self, admission: tessera_podsecurity::PodSecurity) -> Objects {
+        self.pod_security = Arc::new(admission);
+        self
+    }
+
+    /// The namespace a Pod Security subject's policy comes from, read before its transaction.
+    fn policy_namespace(
+        &self,
+        subject: pod_security::Subject,
+        namespace: Option<&str>,
+    ) -> Option<Value> {
+        if subject == pod_security::Subject::Namespace {
+            return None;
+        }
+        let namespaces = Resource::find("", "v1", "namespaces")?;
+        self.get(namespaces, None, namespace?).ok()
+    }
+
+    /// Pod Security admission of a create.
+    fn admit_pod_security_create(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        options: &WriteOptions,
+        object: &Value,
+    ) -> ApiResult<Admitted> {
+        let Some(subject) = pod_security::subject(resource) else {
+            return Ok(Admitted::default());
+        };
+        let policy_namespace = self.policy_namespace(subject, namespace);
+        pod_security::admit(
+            &self.pod_security,
+            subject,
+            resource,
+            policy_namespace.as_ref(),
+            options,
+            options.subresource,
+            object,
+            None,
+        )
+    }
+
+    /// Checks a namespace's existing pods against its new enforce level, as upstream warns
+    /// when a namespace's enforce label tightens.
+    fn check_existing_pods(
+        &self,
+        namespace: &str,
+        enforce: tessera_podsecurity::LevelVersion,
+    ) -> Vec<String> {
+        let Some(pods) = Resource::find("", "v1", "pods") else {
+            return Vec::new();
+        };
+        let snapshot = self.list(pods, Some(namespace));
+        let pods: Vec<Value> = snapshot
+            .entries
+            .iter()
+            .filter_map(|entry| decode(entry).ok())
+            .collect();
+        self.pod_security
+            .evaluate_pods_in_namespace(namespace, enforce, &pods)
     }
 
     /// These objects with Kueue's Job defaulting following its Configuration.
@@ -320,6 +387,10 @@ impl Objects {
             claims.as_ref(),
         );
         tessera_api::admission::admit_create(self, &self.kueue, resource, namespace, &mut object)?;
+        let admitted = self.admit_pod_security_create(resource, namespace, options, &object)?;
+        let mut warnings = warnings;
+        warnings.extend(admitted.warnings);
+        let audit_annotations = admitted.audit_annotations;
 
         // A generated name may collide; upstream retries with a new suffix.
         for attempt in 0..8 {
@@ -375,6 +446,7 @@ impl Objects {
                         warnings,
                         created: true,
                         encoded: served_bytes(resource, entry),
+                        audit_annotations,
                     });
                     return Ok(PendingWrite {
                         pending,
@@ -426,7 +498,8 @@ impl Objects {
             part,
         )?;
         Ok(written.map(|mut written| {
-            written.warnings.extend(warnings);
+            let admission = std::mem::replace(&mut written.warnings, warnings);
+            written.warnings.extend(admission);
             written
         }))
     }
@@ -470,9 +543,10 @@ impl Objects {
             },
             part,
         )?;
-        Ok(written.map(|written| Written {
-            warnings,
-            ..written
+        Ok(written.map(|mut written| {
+            let admission = std::mem::replace(&mut written.warnings, warnings);
+            written.warnings.extend(admission);
+            written
         }))
     }
 
@@ -530,6 +604,15 @@ impl Objects {
             .then(|| ServiceBook::owner(Self::namespace_of(resource, namespace), name));
         let mut stored = None;
         let mut versioned = false;
+        // Status writes are never evaluated (upstream ignores the subresource), so they read
+        // no namespace either.
+        let pod_security_subject = pod_security::subject(resource)
+            .filter(|_| part == Part::Main)
+            .map(|subject| {
+                let policy_namespace = self.policy_namespace(subject, namespace);
+                (subject, policy_namespace)
+            });
+        let mut admitted = Admitted::default();
         let pending = self
             .store
             .decide(&key, |current| {
@@ -565,6 +648,24 @@ impl Objects {
                         return Err(error);
                     }
                 };
+                if let Some((subject, policy_namespace)) = &pod_security_subject {
+                    admitted = match pod_security::admit(
+                        &self.pod_security,
+                        *subject,
+                        resource,
+                        policy_namespace.as_ref(),
+                        options,
+                        pod_security::subresource(part, options),
+                        &next,
+                        Some(&current),
+                    ) {
+                        Ok(admitted) => admitted,
+                        Err(error) => {
+                            give_back();
+                            return Err(error);
+                        }
+                    };
+                }
                 if next == current {
                     give_back();
                     stored = Some(current);
@@ -594,10 +695,16 @@ impl Objects {
         if versioned {
             write::set_resource_version(&mut stored, pending.revision());
         }
+        if let Some(enforce) = admitted.check_pods {
+            admitted
+                .warnings
+                .extend(self.check_existing_pods(name, enforce));
+        }
         Ok(PendingWrite {
             pending: pending.map(|entry| Written {
                 object: stored,
-                warnings: Vec::new(),
+                warnings: admitted.warnings,
+                audit_annotations: admitted.audit_annotations,
                 created: false,
                 encoded: if versioned {
                     served_bytes(resource, entry)

@@ -389,7 +389,10 @@ fn written_response(status: StatusCode, written: Written) -> Response {
             .into_response(),
         None => json_response(status, &written.object),
     };
-    with_warnings(response, &written.warnings)
+    crate::audit::with_response_annotations(
+        with_warnings(response, &written.warnings),
+        &written.audit_annotations,
+    )
 }
 
 async fn resource_request(
@@ -477,6 +480,7 @@ async fn resource_request(
             let mut options = write_options(&query)?;
             let (headers, body) = read_body(request).await?;
             options.field_manager = field_manager(&query, &headers);
+            options.user = Some(user.name.clone());
             let object = decode_object(&content_type(&headers), &body)?;
             tessera_api::escalation::check(
                 &server.rbac,
@@ -497,6 +501,7 @@ async fn resource_request(
             let mut options = write_options(&query)?;
             let (headers, body) = read_body(request).await?;
             options.field_manager = field_manager(&query, &headers);
+            options.user = Some(user.name.clone());
             let object = decode_object(&content_type(&headers), &body)?;
             tessera_api::escalation::check(
                 &server.rbac,
@@ -536,6 +541,7 @@ async fn resource_request(
                 request,
                 &query,
                 guard,
+                Some(&user.name),
             )
             .await
         }
@@ -555,7 +561,8 @@ pub(crate) type WriteGuard<'a> = dyn Fn(&Value) -> ApiResult<()> + Sync + 'a;
 
 /// Handles a PATCH of an object or of its status. A `guard` sees the patched object before
 /// anything is stored and may refuse it (RBAC's escalation check); the write then goes
-/// through as an update preconditioned on the resourceVersion the guard saw.
+/// through as an update preconditioned on the resourceVersion the guard saw. `user` names the
+/// requester for admission's user exemptions.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn patch(
     server: &Arc<ApiServer>,
@@ -566,8 +573,10 @@ pub(crate) async fn patch(
     request: Request,
     query: &Query,
     guard: Option<&WriteGuard<'_>>,
+    user: Option<&str>,
 ) -> ApiResult<Response> {
     let mut options = write_options(query)?;
+    options.user = user.map(str::to_string);
     if part == Part::Status {
         options.subresource = Some("status");
     }

@@ -97,6 +97,7 @@ pub async fn handle(
                         request,
                         query,
                         None,
+                        None,
                     )
                     .await
                 }

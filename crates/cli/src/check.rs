@@ -92,7 +92,7 @@ async fn rbac(args: &RbacArgs) -> anyhow::Result<bool> {
         Format::Json => format!("{:#}\n", as_json(&shown)),
     };
     crate::output::emit(&text)?;
-    Ok(!(args.exit_code && !shown.is_empty()))
+    Ok(!args.exit_code || shown.is_empty())
 }
 
 /// The findings as kubectl-style columns; a line saying so when there are none.

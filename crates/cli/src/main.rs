@@ -24,6 +24,7 @@ mod netpol;
 mod node;
 mod output;
 mod queue_cmd;
+mod secrets;
 mod sim;
 mod tenant;
 mod up;
@@ -84,6 +85,8 @@ enum Command {
     /// Tenant bundles: a team's namespace with Pod Security, quota, a Kueue LocalQueue,
     /// RoleBindings and NetworkPolicies, applied, checked for drift, listed and deleted.
     Tenant(tenant::TenantArgs),
+    /// Secrets encrypted at rest: rewrite every encrypted object with the first key.
+    Secrets(secrets::SecretsArgs),
 }
 
 #[derive(Subcommand)]
@@ -177,6 +180,16 @@ pub struct UpArgs {
     /// encoded in their filename.
     #[arg(long, default_value_t = 0)]
     pub audit_log_maxage: u64,
+    /// An AdmissionConfiguration (`apiserver.config.k8s.io/v1`) whose PodSecurity plugin
+    /// holds a PodSecurityConfiguration (defaults and exemptions), inline or by `path`; a bare
+    /// PodSecurityConfiguration file is accepted too.
+    #[arg(long)]
+    pub admission_control_config_file: Option<PathBuf>,
+    /// kube-apiserver's EncryptionConfiguration (`apiserver.config.k8s.io/v1`): which
+    /// resources are encrypted in the store, with which providers and keys (the first writes,
+    /// all read).
+    #[arg(long, value_parser = client::absolute_path)]
+    pub encryption_provider_config: Option<PathBuf>,
 }
 
 /// Options of `tessera fault`.
@@ -328,5 +341,6 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Tenant(args) => runtime.block_on(tenant::run(&args)),
+        Command::Secrets(args) => runtime.block_on(secrets::run(&args)),
     }
 }

@@ -178,12 +178,23 @@ fn audit_policy(
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Read before detaching too, so a bad policy is reported where the command was typed.
     let audit_policy = audit_policy(&args)?;
+    // A bad encryption configuration is reported before detaching, too.
+    let encryption = args
+        .encryption_provider_config
+        .as_deref()
+        .map(crate::secrets::load_config)
+        .transpose()?;
     if args.detach {
         return crate::detach::start(&args.data.data_dir);
     }
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     let queue_config = queue_config(args.queue_config.as_deref())?;
+    let pod_security = args
+        .admission_control_config_file
+        .as_deref()
+        .map(tessera_apiserver::pod_security::load_admission_config)
+        .transpose()?;
     crate::data_dir::create_private(&args.data.data_dir)?;
     // Held until the process ends: a second server on the same directory would overwrite the
     // kubeconfig and diverge from this one.
@@ -191,12 +202,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if args.reset {
         remove_store(&args.data.data_dir)?;
     }
-    let store = Store::open(
+    let store = Store::open_with_transformer(
         &args.data.data_dir.join(STORE_FILE),
         StoreOptions {
             history: args.watch_history,
             fsync: args.fsync,
         },
+        encryption.map(crate::secrets::transformer),
     )
     .context("open the store")?;
     private_store_files(&args.data.data_dir)?;
@@ -210,6 +222,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             cluster_ips: topology.networking.service_cidr,
             node_ports: topology.networking.service_node_port_range,
         });
+    let objects = match pod_security {
+        Some(admission) => objects.with_pod_security(admission),
+        None => objects,
+    };
     bootstrap::ensure_system_objects(&objects)?;
 
     let pki = Pki::load_or_create(&args.data.data_dir).context("set up certificates")?;

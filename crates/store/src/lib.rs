@@ -18,11 +18,15 @@
 //! write fails, as etcd stops on a failed WAL write, since writes decided after it may rest on
 //! it.
 //!
+//! Values may be transformed where they reach SQLite (encryption at rest, [`transform`]):
+//! the stored form is written by the committer and read at open, and nothing else sees it.
+//!
 //! Knows keys, revisions and opaque byte values: nothing about Kubernetes, JSON or HTTP.
 
 mod committer;
 mod history;
 mod sqlite;
+pub mod transform;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -35,6 +39,7 @@ use committer::Signal;
 use history::History;
 pub use history::Watcher;
 use sqlite::Database;
+pub use transform::{FromStorage, ValueTransformer};
 
 /// A stored value and the revision that last changed it.
 #[derive(Debug, Clone)]
@@ -139,6 +144,14 @@ pub enum StoreError {
     /// An earlier commit failed; the store takes no more writes.
     #[error("the store is unusable after a failed commit: {0}")]
     Broken(String),
+    /// A value could not be transformed to or from its stored form.
+    #[error("stored value of {key}: {message}")]
+    Transform {
+        /// The key of the value.
+        key: String,
+        /// What the transformer said.
+        message: String,
+    },
     /// A watch asked for changes older than the kept history.
     #[error("too old resource version: {requested} ({oldest})")]
     Gone {
@@ -177,6 +190,8 @@ pub struct Store {
 
 struct Inner {
     database: Mutex<Database>,
+    /// How values are stored; `None`: as they are.
+    transformer: Option<Arc<dyn ValueTransformer>>,
     /// Writers of one key decide one at a time; a key's lock is `key_locks[hash % len]`.
     key_locks: Box<[Mutex<()>]>,
     state: RwLock<State>,
@@ -287,6 +302,8 @@ struct State {
     queue: Vec<Event>,
     /// Why the store broke, if a commit failed.
     broken: Option<String>,
+    /// Committed keys whose stored form is stale (see [`transform`]).
+    stale: std::collections::HashSet<Arc<str>>,
 }
 
 impl State {
@@ -302,24 +319,70 @@ impl State {
 impl Store {
     /// Opens (creating if needed) the store in the given database file.
     pub fn open(path: &Path, options: StoreOptions) -> Result<Store, StoreError> {
-        let database = Database::open(path, options.fsync)?;
+        Store::open_with_transformer(path, options, None)
+    }
+
+    /// Opens the store with values transformed where they reach the file (encryption at
+    /// rest): every stored value is read back through `transformer` now, and a value it
+    /// cannot read stops the opening, naming the key, with nothing changed.
+    pub fn open_with_transformer(
+        path: &Path,
+        options: StoreOptions,
+        transformer: Option<Arc<dyn ValueTransformer>>,
+    ) -> Result<Store, StoreError> {
+        let database = Database::open(path, options.fsync, transformer.is_some())?;
         let (revision, rows) = database.load()?;
-        let entries = rows
-            .into_iter()
-            .map(|(key, revision, value)| {
-                let key: Arc<str> = key.into();
-                let entry = Entry {
-                    key: key.clone(),
-                    revision,
-                    value: value.into(),
-                };
-                (key, entry)
-            })
-            .collect();
+        let mut entries = BTreeMap::new();
+        let mut stale = std::collections::HashSet::new();
+        let mut unreadable: Vec<StoreError> = Vec::new();
+        for (key, revision, value) in rows {
+            let key: Arc<str> = key.into();
+            let value = match &transformer {
+                None => value,
+                Some(transformer) => match transformer.transform_from_storage(&key, &value) {
+                    Ok(read) => {
+                        if read.stale {
+                            stale.insert(key.clone());
+                        }
+                        read.value.unwrap_or(value)
+                    }
+                    Err(message) => {
+                        unreadable.push(StoreError::Transform {
+                            key: key.to_string(),
+                            message,
+                        });
+                        continue;
+                    }
+                },
+            };
+            let entry = Entry {
+                key: key.clone(),
+                revision,
+                value: value.into(),
+            };
+            entries.insert(key, entry);
+        }
+        if let Some(first) = unreadable.first() {
+            tracing::error!(count = unreadable.len(), path = %path.display(), "stored values cannot be read");
+            if unreadable.len() > 1 {
+                return Err(StoreError::Transform {
+                    key: format!("{} and {} more", key_of(first), unreadable.len() - 1),
+                    message: message_of(first),
+                });
+            }
+            return Err(unreadable.swap_remove(0));
+        }
+        if !stale.is_empty() {
+            tracing::info!(
+                stale = stale.len(),
+                "stored values written by an older provider or key; rewritten on their next update"
+            );
+        }
         tracing::debug!(revision, path = %path.display(), "store opened");
         let store = Store {
             inner: Arc::new(Inner {
                 database: Mutex::new(database),
+                transformer,
                 key_locks: (0..KEY_LOCKS).map(|_| Mutex::new(())).collect(),
                 state: RwLock::new(State {
                     revision,
@@ -328,6 +391,7 @@ impl Store {
                     overlay: Default::default(),
                     queue: Vec::new(),
                     broken: None,
+                    stale,
                 }),
                 history: Arc::new(History::new(options.history, revision)),
                 committer: Arc::new(Signal::default()),
@@ -408,6 +472,9 @@ impl Store {
         };
         let (kind, value) = match mutation {
             Mutation::Keep => {
+                if current.is_some() {
+                    self.refresh_if_stale(key)?;
+                }
                 // Answer only once what it answers with is committed.
                 let revision = current.as_ref().map_or(0, |e| e.revision);
                 return Ok(pending(revision, Ok(current)));
@@ -467,7 +534,7 @@ impl Store {
             return Ok(());
         }
         // Readers and other deciders proceed while the batch is written.
-        let written = database.write_batch(&batch);
+        let written = database.write_batch(&batch, self.inner.transformer.as_deref());
         let mut state = write(&self.inner.state);
         if let Err(error) = written {
             // Later decisions may rest on these changes: none of them can stand.
@@ -482,6 +549,8 @@ impl Store {
         }
         for event in &batch {
             let key = event.entry.key.clone();
+            // Written with the current writer: no longer stale.
+            state.stale.remove(&key);
             if event.kind == EventKind::Deleted {
                 state.entries.remove(&key);
             } else {
@@ -502,6 +571,48 @@ impl Store {
         drop(database);
         self.wake_waiters(committed);
         Ok(())
+    }
+
+    /// Rewrites the stored form of a committed key read by an older provider or key, with
+    /// its revision and plain value unchanged (a compare-and-swap on the revision in the
+    /// file). A key with a queued change is left alone: that change is written fresh.
+    /// Called under the key's lock; takes the database's lock, as commits do, so the
+    /// committed entry is the file's.
+    fn refresh_if_stale(&self, key: &str) -> Result<(), StoreError> {
+        let Some(transformer) = self.inner.transformer.as_deref() else {
+            return Ok(());
+        };
+        if !read(&self.inner.state).stale.contains(key) {
+            return Ok(());
+        }
+        let database = lock(&self.inner.database);
+        let entry = {
+            let state = read(&self.inner.state);
+            if state.overlay.contains_key(key) || !state.stale.contains(key) {
+                return Ok(());
+            }
+            match state.entries.get(key) {
+                Some(entry) => entry.clone(),
+                None => return Ok(()),
+            }
+        };
+        let stored = transformer
+            .transform_to_storage(key, &entry.value)
+            .map_err(|message| StoreError::Transform {
+                key: key.into(),
+                message,
+            })?;
+        let stored = stored.as_deref().unwrap_or(&entry.value);
+        database.rewrite(key, entry.revision, stored)?;
+        write(&self.inner.state).stale.remove(key);
+        drop(database);
+        tracing::debug!(key, "stale stored value rewritten");
+        Ok(())
+    }
+
+    /// How many committed keys have a stale stored form.
+    pub fn stale_count(&self) -> usize {
+        read(&self.inner.state).stale.len()
     }
 
     /// Wakes the tasks waiting for revisions up to `revision`.
@@ -549,6 +660,20 @@ impl Store {
     /// The oldest revision a watch can start from.
     pub fn oldest_watchable_revision(&self) -> u64 {
         self.inner.history.oldest()
+    }
+}
+
+fn key_of(error: &StoreError) -> String {
+    match error {
+        StoreError::Transform { key, .. } => key.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn message_of(error: &StoreError) -> String {
+    match error {
+        StoreError::Transform { message, .. } => message.clone(),
+        other => other.to_string(),
     }
 }
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::StoreError;
+use crate::transform::ValueTransformer;
 
 pub(crate) struct Database {
     path: PathBuf,
@@ -18,17 +19,31 @@ pub(crate) struct Database {
 }
 
 impl Database {
-    pub(crate) fn open(path: &Path, fsync: bool) -> Result<Database, StoreError> {
+    /// Opens the file; `secure_delete` overwrites freed space with zeros, so a value's
+    /// earlier stored form (plain, or under a retired key) does not linger in the file once
+    /// it is rewritten.
+    pub(crate) fn open(
+        path: &Path,
+        fsync: bool,
+        secure_delete: bool,
+    ) -> Result<Database, StoreError> {
         let error = |source| StoreError::Database {
             path: path.display().to_string(),
             source,
         };
         let connection = Connection::open(path).map_err(error)?;
         let synchronous = if fsync { "FULL" } else { "NORMAL" };
+        // Only asked for: without it, SQLite's own default stands.
+        let secure_delete = if secure_delete {
+            "PRAGMA secure_delete = ON;"
+        } else {
+            ""
+        };
         connection
             .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = {synchronous};
+                 {secure_delete}
                  PRAGMA cache_size = -65536;
                  CREATE TABLE IF NOT EXISTS objects (
                      key TEXT PRIMARY KEY NOT NULL,
@@ -85,11 +100,31 @@ impl Database {
         Ok((revision.unwrap_or(0) as u64, rows))
     }
 
-    /// Writes a batch of changes (in revision order) in one transaction.
-    pub(crate) fn write_batch(&mut self, batch: &[crate::Event]) -> Result<(), StoreError> {
+    /// Writes a batch of changes (in revision order) in one transaction, each value in the
+    /// stored form `transformer` gives it.
+    pub(crate) fn write_batch(
+        &mut self,
+        batch: &[crate::Event],
+        transformer: Option<&dyn ValueTransformer>,
+    ) -> Result<(), StoreError> {
         let Some(last) = batch.last() else {
             return Ok(());
         };
+        // Transformed before the transaction: a refusal writes nothing.
+        let mut stored: Vec<Option<Vec<u8>>> = Vec::with_capacity(batch.len());
+        for event in batch {
+            let entry = &event.entry;
+            let form = match transformer {
+                Some(t) if event.kind != crate::EventKind::Deleted => t
+                    .transform_to_storage(&entry.key, &entry.value)
+                    .map_err(|message| StoreError::Transform {
+                        key: entry.key.to_string(),
+                        message,
+                    })?,
+                _ => None,
+            };
+            stored.push(form);
+        }
         let result = (|| {
             let tx = self.connection.transaction()?;
             {
@@ -98,16 +133,13 @@ impl Database {
                  ON CONFLICT (key) DO UPDATE SET revision = ?2, value = ?3",
                 )?;
                 let mut remove = tx.prepare_cached("DELETE FROM objects WHERE key = ?1")?;
-                for event in batch {
+                for (event, form) in batch.iter().zip(&stored) {
                     let entry = &event.entry;
                     if event.kind == crate::EventKind::Deleted {
                         remove.execute(params![&*entry.key])?;
                     } else {
-                        upsert.execute(params![
-                            &*entry.key,
-                            entry.revision as i64,
-                            &entry.value[..]
-                        ])?;
+                        let value = form.as_deref().unwrap_or(&entry.value[..]);
+                        upsert.execute(params![&*entry.key, entry.revision as i64, value])?;
                     }
                 }
             }
@@ -116,5 +148,19 @@ impl Database {
             tx.commit()
         })();
         result.map_err(|e| self.error(e))
+    }
+
+    /// Replaces the stored form of a key's value if the key is still at `revision`.
+    pub(crate) fn rewrite(
+        &self,
+        key: &str,
+        revision: u64,
+        stored: &[u8],
+    ) -> Result<(), StoreError> {
+        self.connection
+            .prepare_cached("UPDATE objects SET value = ?3 WHERE key = ?1 AND revision = ?2")
+            .and_then(|mut update| update.execute(params![key, revision as i64, stored]))
+            .map(drop)
+            .map_err(|e| self.error(e))
     }
 }

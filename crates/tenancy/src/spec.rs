@@ -244,34 +244,19 @@ pub enum SpecError {
     },
 }
 
-/// The Pod Security levels (`pod-security.kubernetes.io/enforce` values).
-pub const LEVELS: [&str; 3] = ["privileged", "baseline", "restricted"];
-
-/// Pod Security's `ParseLevel`: one of [`LEVELS`], with upstream's message.
-pub fn parse_level(value: &str) -> Result<&str, String> {
-    LEVELS
-        .iter()
-        .find(|level| **level == value)
-        .copied()
-        .ok_or_else(|| "must be one of privileged, baseline, restricted".to_owned())
+/// Pod Security's `ParseLevel`, with upstream's message.
+pub fn parse_level(value: &str) -> Result<(), String> {
+    tessera_podsecurity::api::parse_level(value)
+        .map(|_| ())
+        .map_err(|(_, message)| message)
 }
 
 /// Pod Security's `ParseVersion`: `latest` or `v1.N` (no leading zero), with upstream's
 /// message.
 pub fn parse_version(value: &str) -> Result<(), String> {
-    if value == "latest" {
-        return Ok(());
-    }
-    let minor = value.strip_prefix("v1.").unwrap_or_default();
-    let ok = !minor.is_empty()
-        && minor.bytes().all(|b| b.is_ascii_digit())
-        && (minor == "0" || !minor.starts_with('0'))
-        && minor.parse::<u32>().is_ok();
-    if ok {
-        Ok(())
-    } else {
-        Err("must be \"latest\" or \"v1.x\"".to_owned())
-    }
+    tessera_podsecurity::api::parse_version(value)
+        .map(|_| ())
+        .map_err(|(_, message)| message)
 }
 
 /// Checks a tenant's name as the command line gives it (`tenant check NAME`): a DNS label,
@@ -409,7 +394,7 @@ impl Tenant {
             );
         }
         if let Some(level) = &spec.pod_security {
-            problems.check("spec.podSecurity", parse_level(level).map(|_| ()));
+            problems.check("spec.podSecurity", parse_level(level));
         }
         if let Some(version) = &spec.pod_security_version {
             problems.check("spec.podSecurityVersion", parse_version(version));

@@ -374,3 +374,68 @@ async fn requests_without_an_auditor_still_get_an_audit_id() {
     assert_eq!(parts, vec![8, 4, 4, 4, 12]);
     assert_eq!(&id[14..15], "4", "version 4");
 }
+
+#[tokio::test]
+async fn pod_security_annotations_reach_the_event_on_admission_and_on_refusal() {
+    let fixture = fixture();
+    let namespace = json!({"metadata": {"name": "locked", "labels": {
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }}});
+    let (status, _, _) = send(
+        &fixture,
+        Some(admin()),
+        "POST",
+        "/api/v1/namespaces",
+        &[],
+        namespace,
+    )
+    .await;
+    assert_eq!(status, 201);
+    drain(&fixture);
+    let pod = |name: &str, privileged: bool| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
+            {"name": "c", "image": "i", "securityContext": {"privileged": privileged}}
+        ]}})
+    };
+    let (status, _, _) = send(
+        &fixture,
+        Some(admin()),
+        "POST",
+        "/api/v1/namespaces/locked/pods",
+        &[],
+        pod("refused", true),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let refused = drain(&fixture);
+    let annotations = &refused.last().unwrap()["annotations"];
+    assert_eq!(
+        annotations["pod-security.kubernetes.io/enforce-policy"],
+        "baseline:latest"
+    );
+    let (status, _, _) = send(
+        &fixture,
+        Some(admin()),
+        "POST",
+        "/api/v1/namespaces/locked/pods",
+        &[],
+        pod("admitted", false),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let admitted = drain(&fixture);
+    let annotations = &admitted.last().unwrap()["annotations"];
+    assert_eq!(
+        annotations["pod-security.kubernetes.io/enforce-policy"],
+        "baseline:latest"
+    );
+    let violations = annotations["pod-security.kubernetes.io/audit-violations"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        violations.starts_with(r#"would violate PodSecurity "restricted:latest": "#),
+        "{annotations}"
+    );
+    assert_eq!(annotations["authorization.k8s.io/decision"], "allow");
+}

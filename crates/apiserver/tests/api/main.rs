@@ -12,5 +12,6 @@ mod crud;
 mod eviction;
 mod list_watch;
 mod patching;
+mod pod_security;
 mod requests;
 mod services;
