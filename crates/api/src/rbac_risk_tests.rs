@@ -132,6 +132,9 @@ fn each_rule_shape_grants_the_risks_a_review_names() {
     }
 }
 
+/// (subject, binding, role, scope, risks, a ServiceAccount)
+type Row<'a> = (&'a str, &'a str, &'a str, &'a str, Vec<Risk>, bool);
+
 #[test]
 fn findings_name_subject_binding_role_and_rule() {
     let objects = RbacObjects {
@@ -180,7 +183,7 @@ fn findings_name_subject_binding_role_and_rule() {
         ],
     };
     let found = findings(&objects);
-    let rows: Vec<(&str, &str, &str, &str, Vec<Risk>, bool)> = found
+    let rows: Vec<Row> = found
         .iter()
         .map(|f| {
             (
