@@ -1,7 +1,9 @@
 //! Risky RBAC grants, found as a security review looks for them (Kubernetes' "RBAC good
 //! practices"): `cluster-admin` bound to anyone, wildcard rules, Secrets readable cluster-wide,
-//! the `escalate`, `bind` and `impersonate` verbs, `nodes/proxy`, and minting ServiceAccount
-//! tokens — each reported with the binding that grants it, the role and the rule.
+//! the `escalate`, `bind` and (cluster-wide) `impersonate` verbs, `nodes/proxy`, and minting
+//! any ServiceAccount's token — each reported with the binding that grants it, the role and
+//! the rule. Acting as a namespace's own ServiceAccounts is not reported: `edit` grants it on
+//! purpose, and creating a pod that runs as one is the same power.
 //!
 //! Pure: it reads the RBAC objects it is handed (from the embedded store or a real cluster) and
 //! resolves aggregated ClusterRoles as the aggregation controller does. It does not know who
@@ -27,11 +29,11 @@ pub enum Risk {
     Escalate,
     /// `bind` on roles: binding roles one does not hold.
     Bind,
-    /// `impersonate` on users, groups, ServiceAccounts or user extras.
+    /// `impersonate` on users, groups, ServiceAccounts or user extras, cluster-wide.
     Impersonate,
     /// `nodes/proxy`: the kubelet API (exec into any pod on the node).
     NodeProxy,
-    /// `create serviceaccounts/token`: minting tokens of the ServiceAccounts in scope.
+    /// `create serviceaccounts/token` cluster-wide: minting any ServiceAccount's token.
     TokenCreate,
 }
 
@@ -169,18 +171,24 @@ pub fn rule_risks(rule: &Rule, cluster_wide: bool) -> Vec<Risk> {
             .iter()
             .any(|g| g == "*" || g == "authentication.k8s.io")
         && rule.resources.iter().any(|r| r.starts_with("userextras"));
-    if extras || allows_any(&impersonation) {
+    // Within one namespace, acting as its ServiceAccounts is what `edit` and `admin` grant on
+    // purpose (creating a pod that runs as one is the same power); across namespaces it reaches
+    // kube-system's controllers. Users and groups are cluster-scoped: only a ClusterRoleBinding
+    // can let anyone impersonate them.
+    if cluster_wide && (extras || allows_any(&impersonation)) {
         risks.push(Risk::Impersonate);
     }
     if allows_any(&["get", "create"].map(|verb| Attributes::resource(verb, "", "nodes", "proxy"))) {
         risks.push(Risk::NodeProxy);
     }
-    if allows_any(&[Attributes::resource(
-        "create",
-        "",
-        "serviceaccounts",
-        "token",
-    )]) {
+    if cluster_wide
+        && allows_any(&[Attributes::resource(
+            "create",
+            "",
+            "serviceaccounts",
+            "token",
+        )])
+    {
         risks.push(Risk::TokenCreate);
     }
     risks

@@ -80,10 +80,16 @@ fn each_rule_shape_grants_the_risks_a_review_names() {
             &[Risk::Bind],
         ),
         (
-            "impersonate serviceaccounts",
+            "impersonate serviceaccounts cluster-wide",
+            rule(&[""], &["serviceaccounts"], &["impersonate"]),
+            true,
+            &[Risk::Impersonate],
+        ),
+        (
+            "impersonating a namespace's serviceaccounts is edit's normal right",
             rule(&[""], &["serviceaccounts"], &["impersonate"]),
             false,
-            &[Risk::Impersonate],
+            &[],
         ),
         (
             "impersonate user extras",
@@ -92,7 +98,7 @@ fn each_rule_shape_grants_the_risks_a_review_names() {
                 &["userextras/scopes"],
                 &["impersonate"],
             ),
-            false,
+            true,
             &[Risk::Impersonate],
         ),
         (
@@ -114,10 +120,16 @@ fn each_rule_shape_grants_the_risks_a_review_names() {
             &[Risk::NodeProxy],
         ),
         (
-            "token requests",
+            "token requests cluster-wide",
+            rule(&[""], &["serviceaccounts/token"], &["create"]),
+            true,
+            &[Risk::TokenCreate],
+        ),
+        (
+            "token requests in one namespace (edit grants them)",
             rule(&[""], &["serviceaccounts/token"], &["create"]),
             false,
-            &[Risk::TokenCreate],
+            &[],
         ),
         (
             "nodes read only",

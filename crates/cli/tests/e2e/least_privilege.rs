@@ -133,21 +133,28 @@ fn check_rbac_names_each_risky_grant_and_its_binding() {
         ],
         vec![
             "create",
-            "role",
+            "clusterrole",
             "impersonator",
-            "-n",
-            "ci",
             "--verb=impersonate",
             "--resource=serviceaccounts",
         ],
         vec![
             "create",
-            "rolebinding",
+            "clusterrolebinding",
             "impersonator",
+            "--clusterrole=impersonator",
+            "--user=mallory",
+        ],
+        // Within one namespace, edit's token minting and ServiceAccount impersonation are
+        // normal rights: not listed.
+        vec![
+            "create",
+            "rolebinding",
+            "ci-edit",
             "-n",
             "ci",
-            "--role=impersonator",
-            "--user=mallory",
+            "--clusterrole=edit",
+            "--user=erin",
         ],
         // A namespaced Secret read is a namespace admin's normal right: not listed.
         vec![
@@ -181,7 +188,11 @@ fn check_rbac_names_each_risky_grant_and_its_binding() {
             "ServiceAccount ci/deployer",
             "ClusterRoleBinding/ci-admin",
         ),
-        ("impersonate", "User mallory", "RoleBinding/ci/impersonator"),
+        (
+            "impersonate",
+            "User mallory",
+            "ClusterRoleBinding/impersonator",
+        ),
     ];
     assert_eq!(rows.len(), 1 + expect.len(), "{table}");
     for ((risk, subject, binding), row) in expect.iter().zip(&rows[1..]) {
