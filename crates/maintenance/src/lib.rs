@@ -23,4 +23,6 @@ pub use state::{
 };
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

@@ -123,6 +123,17 @@ fn rm_ann(node: &str, key: &str) -> Action {
 
 use UpgradeState::*;
 
+/// (name, maxParallelUpgrades, maxUnavailable, nodes, upgrade-required nodes left).
+type SlotCase = (
+    &'static str,
+    i64,
+    Option<IntOrPercent>,
+    Vec<NodeInput>,
+    usize,
+);
+/// (name, (state, unschedulable) per node, maxParallelUpgrades, maxUnavailable, slots).
+type AvailCase = (&'static str, Vec<(UpgradeState, bool)>, i64, i64, i64);
+
 #[test]
 fn auto_upgrade_off_decides_nothing() {
     let nodes = vec![outdated(node("a", Unknown))];
@@ -215,7 +226,7 @@ fn upgrade_required_respects_slots() {
     };
     let pct = |p| Some(IntOrPercent::Percent(p));
     let int = |i| Some(IntOrPercent::Int(i));
-    let table: Vec<(&str, i64, Option<IntOrPercent>, Vec<NodeInput>, usize)> = vec![
+    let table: Vec<SlotCase> = vec![
         ("maxParallel 0: all", 0, None, five(), 0),
         ("maxParallel 3 of 5", 3, None, five(), 2),
         (
@@ -302,7 +313,7 @@ fn upgrades_available_table() {
                 .collect(),
         )
     };
-    let table: Vec<(&str, Vec<(UpgradeState, bool)>, i64, i64, i64)> = vec![
+    let table: Vec<AvailCase> = vec![
         (
             "unlimited parallel → pending count",
             vec![(UpgradeRequired, false); 4],
