@@ -71,8 +71,9 @@ pub enum Action {
         on_success: UpgradeState,
         on_failure: UpgradeState,
     },
-    /// Cordon and drain the node (pods matching `pod_selector`, never those labelled with the
-    /// skip-drain label); then `on_success`, or `on_failure` on any error.
+    /// Cordon and drain the node (kubectl's drain helper: DaemonSet pods ignored, pods matching
+    /// `pod_selector` — operators pass [`Keys::skip_drain_pod_selector`] to spare their own
+    /// pods); then `on_success`, or `on_failure` on any error.
     Drain {
         node: String,
         pod_selector: String,

@@ -124,6 +124,13 @@ impl Keys {
     }
 }
 
+impl Keys {
+    /// `GetUpgradeSkipDrainDriverPodSelector`: `nvidia.com/<driver>-driver-upgrade-drain.skip!=true`.
+    pub fn skip_drain_pod_selector(&self) -> String {
+        format!("{}!={TRUE}", self.skip_drain_label)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +173,10 @@ mod tests {
         for (got, want) in table {
             assert_eq!(got, want);
         }
+        assert_eq!(
+            k.skip_drain_pod_selector(),
+            "nvidia.com/gpu-driver-upgrade-drain.skip!=true"
+        );
     }
 
     #[test]

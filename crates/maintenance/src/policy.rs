@@ -73,7 +73,9 @@ pub struct PodDeletionSpec {
     /// Default 300, minimum 0.
     pub timeout_seconds: i64,
     pub delete_empty_dir: bool,
-    /// Extra selector of pods to delete besides the operator's GPU-pod filter (the shell applies it).
+    /// Extra selector of pods to delete besides the operator's GPU-pod filter (the shell applies
+    /// it). Not a field of k8s-operator-libs' `PodDeletionSpec` (which has only force,
+    /// timeoutSeconds, deleteEmptyDir); kept for the policy, empty by default.
     pub pod_selector: String,
 }
 
