@@ -16,6 +16,8 @@ struct NodeSpec {
     outdated: bool,
     gpu_pods: usize,
     job_steps: i64,
+    /// The shell's pod deletion fails on this node (a PodDisruptionBudget, say).
+    fail_deletion: bool,
 }
 
 fn node_spec() -> impl Strategy<Value = NodeSpec> {
@@ -26,15 +28,27 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
         prop::bool::weighted(0.8),
         0usize..3,
         0i64..6,
+        prop::bool::weighted(0.15),
     )
         .prop_map(
-            |(unschedulable, ready, labelled_done, outdated, gpu_pods, job_steps)| NodeSpec {
+            |(
                 unschedulable,
                 ready,
                 labelled_done,
                 outdated,
                 gpu_pods,
                 job_steps,
+                fail_deletion,
+            )| {
+                NodeSpec {
+                    unschedulable,
+                    ready,
+                    labelled_done,
+                    outdated,
+                    gpu_pods,
+                    job_steps,
+                    fail_deletion,
+                }
             },
         )
 }
@@ -102,6 +116,7 @@ struct World {
     job_steps: Vec<i64>,
     /// Whether each node's driver pod was recreated last step (becomes Ready next step).
     starting: Vec<bool>,
+    fail_deletion: Vec<bool>,
 }
 
 impl World {
@@ -150,6 +165,7 @@ impl World {
             nodes,
             job_steps: specs.iter().map(|s| s.job_steps).collect(),
             starting: vec![false; specs.len()],
+            fail_deletion: specs.iter().map(|s| s.fail_deletion).collect(),
         }
     }
 
@@ -211,11 +227,18 @@ impl World {
                     self.nodes[i].unschedulable = false;
                 }
                 Action::DeletePods {
-                    node, on_success, ..
+                    node,
+                    on_success,
+                    on_failure,
+                    ..
                 } => {
                     let i = self.index(node);
-                    self.nodes[i].gpu_pods.clear();
-                    set_state(self, node, *on_success)?;
+                    if self.fail_deletion[i] {
+                        set_state(self, node, *on_failure)?;
+                    } else {
+                        self.nodes[i].gpu_pods.clear();
+                        set_state(self, node, *on_success)?;
+                    }
                 }
                 Action::Drain {
                     node, on_success, ..
@@ -293,8 +316,20 @@ proptest! {
             );
             now += 10;
         }
-        // Liveness holds while some slot can open: fewer nodes unavailable than allowed.
-        if initially_unavailable < max_unavailable {
+        // Liveness holds while some slot can open (fewer nodes unavailable than allowed) and no
+        // node is left in upgrade-failed by a pod deletion that failed with drain off.
+        let stuck = deletion
+            && !policy.drain_enabled()
+            && specs.iter().any(|s| s.fail_deletion && s.gpu_pods > 0);
+        let failed = world
+            .nodes
+            .iter()
+            .filter(|n| World::state_of(n) == UpgradeState::Failed)
+            .count();
+        if !stuck {
+            prop_assert_eq!(failed, 0);
+        }
+        if initially_unavailable < max_unavailable && !stuck {
             for (i, n) in world.nodes.iter().enumerate() {
                 prop_assert_eq!(World::state_of(n), UpgradeState::Done, "{}", n.name);
                 prop_assert!(n.driver.revision_in_sync && n.driver.running_and_ready);
