@@ -245,7 +245,7 @@ pub fn apply_state(
         available -= 1;
     }
 
-    // Cordon required.
+    // Cordon required (upstream's cordon of a cordoned node is a no-op; no action for it).
     for n in bucket(UpgradeState::CordonRequired) {
         if !n.unschedulable {
             s.actions.push(Action::Cordon {
@@ -346,12 +346,13 @@ pub fn apply_state(
         }
     }
 
-    // Pod restart.
+    // Pod restart (upstream deletes the collected driver pods after the loop).
+    let mut restarts = Vec::new();
     for n in bucket(UpgradeState::PodRestartRequired) {
         let d = &n.driver;
         if !d.revision_in_sync || d.orphaned {
             if !d.terminating {
-                s.actions.push(Action::RestartDriverPod {
+                restarts.push(Action::RestartDriverPod {
                     node: n.name.clone(),
                     pod: d.pod.clone(),
                 });
@@ -369,6 +370,8 @@ pub fn apply_state(
             s.set_state(n, UpgradeState::Failed);
         }
     }
+
+    s.actions.append(&mut restarts);
 
     // Failed: recover once the driver is in sync and Ready.
     for n in bucket(UpgradeState::Failed) {

@@ -834,3 +834,54 @@ fn build_rejects_unscheduled_driver_pods_and_duplicates() {
     let st = ClusterUpgradeState::from_nodes(vec![odd, node("c", Done)]);
     assert_eq!(st.total_managed_nodes(), 1);
 }
+
+/// One step over a cluster with a node in every in-place bucket: the decisions come in
+/// upstream's `ApplyState` order, whatever the input order, and each node moves once.
+#[test]
+fn one_step_follows_apply_state_order() {
+    let nodes = vec![
+        cordoned(node("uncordon", UncordonRequired)),
+        node("validation", ValidationRequired),
+        node("failed", Failed),
+        outdated(node("restart", PodRestartRequired)),
+        node("ready", PodRestartRequired),
+        node("drain", DrainRequired),
+        node("deletion", PodDeletionRequired),
+        node("jobs", WaitForJobsRequired),
+        node("cordon", CordonRequired),
+        node("required", UpgradeRequired),
+        node("done", Done),
+        outdated(node("unknown", Unknown)),
+    ];
+    let policy = UpgradePolicy {
+        pod_deletion: Some(PodDeletionSpec::default()),
+        ..auto()
+    };
+    let got = run(&Manager::gpu_operator(), nodes, &policy, 0);
+    let want = vec![
+        set("unknown", UpgradeRequired),
+        set("required", CordonRequired),
+        Action::Cordon {
+            node: "cordon".into(),
+        },
+        set("cordon", WaitForJobsRequired),
+        set("jobs", PodDeletionRequired),
+        set("deletion", PodRestartRequired),
+        set("drain", PodRestartRequired),
+        set("ready", ValidationRequired),
+        Action::RestartDriverPod {
+            node: "restart".into(),
+            pod: PodRef {
+                namespace: "gpu-operator".into(),
+                name: "nvidia-driver-restart".into(),
+            },
+        },
+        set("failed", UncordonRequired),
+        set("validation", UncordonRequired),
+        Action::Uncordon {
+            node: "uncordon".into(),
+        },
+        set("uncordon", Done),
+    ];
+    assert_eq!(got, want);
+}
