@@ -387,7 +387,9 @@ pub fn apply_state(
         }
     }
 
-    // Validation.
+    // Validation. With one validator pod per node (the operator's DaemonSet) this is upstream's
+    // `Validate`; with several, upstream's per-pod loop can restart the timer, here any
+    // not-Ready pod keeps the node waiting under one timer.
     for n in bucket(UpgradeState::ValidationRequired) {
         s.unblock_loading(n);
         if !m.validation_enabled {
