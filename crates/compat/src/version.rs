@@ -121,7 +121,8 @@ mod tests {
 
     #[test]
     fn parses_the_forms_clusters_report() {
-        let cases: &[(&str, Option<(u32, u32, Option<u32>)>)] = &[
+        type Parts = Option<(u32, u32, Option<u32>)>;
+        let cases: &[(&str, Parts)] = &[
             ("v1.34.2", Some((1, 34, Some(2)))),
             ("1.30.4-eks-a737599", Some((1, 30, Some(4)))),
             ("v1.33.1+k3s1", Some((1, 33, Some(1)))),
