@@ -128,52 +128,45 @@ fn conflicts(m: &Matrix, facts: &ClusterFacts) -> Vec<Conflict> {
         };
     let apiserver = format!("apiserver {api}");
 
-    // Version skew.
-    match m.skew(api) {
-        None => push(
-            "apiserver".into(),
-            Rule::NotInMatrix,
-            apiserver.clone(),
-            "skew".into(),
-            None,
-        ),
-        Some(skew) => {
-            for node in &facts.nodes {
-                let behind = node.kubelet.minors_behind(api);
-                let found = format!("kubelet {}", node.kubelet);
-                if behind < 0 {
-                    push(
-                        node_subject(node),
-                        Rule::KubeletNewerThanApiServer,
-                        found,
-                        apiserver.clone(),
-                        Some(&skew.source),
-                    );
-                } else if behind > i64::from(skew.kubelet_older) {
-                    let against =
-                        format!("{apiserver} (at most {} minors older)", skew.kubelet_older);
-                    push(
-                        node_subject(node),
-                        Rule::KubeletTooOld,
-                        found,
-                        against,
-                        Some(&skew.source),
-                    );
-                }
-            }
-            if let Some(kubectl) = &facts.kubectl
-                && kubectl.minors_behind(api).unsigned_abs() > u64::from(skew.kubectl_skew)
-            {
-                let against = format!("{apiserver} (±{} minor)", skew.kubectl_skew);
-                push(
-                    "kubectl".into(),
-                    Rule::KubectlSkew,
-                    format!("kubectl {kubectl}"),
-                    against,
-                    Some(&skew.source),
-                );
-            }
+    // Version skew: each kubelet is held to the row for its own version; kubectl to the
+    // API server's row. Every Kubernetes 1.x version has a row (`kubelet_since: 1.0`).
+    for node in &facts.nodes {
+        let Some(skew) = m.skew(&node.kubelet) else {
+            continue;
+        };
+        let behind = node.kubelet.minors_behind(api);
+        let found = format!("kubelet {}", node.kubelet);
+        if behind < 0 {
+            push(
+                node_subject(node),
+                Rule::KubeletNewerThanApiServer,
+                found,
+                apiserver.clone(),
+                Some(&skew.source),
+            );
+        } else if behind > i64::from(skew.kubelet_older) {
+            let against = format!("{apiserver} (at most {} minors older)", skew.kubelet_older);
+            push(
+                node_subject(node),
+                Rule::KubeletTooOld,
+                found,
+                against,
+                Some(&skew.source),
+            );
         }
+    }
+    if let Some(kubectl) = &facts.kubectl
+        && let Some(skew) = m.skew(api)
+        && kubectl.minors_behind(api).unsigned_abs() > u64::from(skew.kubectl_skew)
+    {
+        let against = format!("{apiserver} (±{} minor)", skew.kubectl_skew);
+        push(
+            "kubectl".into(),
+            Rule::KubectlSkew,
+            format!("kubectl {kubectl}"),
+            against,
+            Some(&skew.source),
+        );
     }
 
     // GPU nodes: architecture minimum, operator driver list, container CUDA.

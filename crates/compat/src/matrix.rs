@@ -109,8 +109,8 @@ pub struct ArchitectureRow {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SkewRow {
-    /// The API server version from which this row applies.
-    pub since: Version,
+    /// The kubelet version from which this row applies (the policy keys the limit on the kubelet).
+    pub kubelet_since: Version,
     /// How many minors a kubelet may be older than the API server (never newer).
     pub kubelet_older: u32,
     /// How many minors kubectl may differ from the API server, either way.
@@ -308,12 +308,12 @@ impl Matrix {
             .map(|(r, _)| r)
     }
 
-    /// The skew row in force for an API server version.
-    pub fn skew(&self, apiserver: &Version) -> Option<&SkewRow> {
+    /// The skew row in force for a kubelet version.
+    pub fn skew(&self, kubelet: &Version) -> Option<&SkewRow> {
         self.skew
             .iter()
-            .filter(|r| r.since.minor_pair() <= apiserver.minor_pair())
-            .max_by_key(|r| r.since.minor_pair())
+            .filter(|r| r.kubelet_since.minor_pair() <= kubelet.minor_pair())
+            .max_by_key(|r| r.kubelet_since.minor_pair())
     }
 
     pub fn dra_api(&self, api_version: &str) -> Option<&DraApiRow> {
@@ -403,8 +403,8 @@ mod tests {
             Some("25.10.1")
         );
         assert!(m.operator(&v("24.6.0")).is_none());
-        assert_eq!(m.skew(&v("1.27.3")).map(|r| r.kubelet_older), Some(2));
-        assert_eq!(m.skew(&v("1.34.0")).map(|r| r.kubelet_older), Some(3));
+        assert_eq!(m.skew(&v("1.24.17")).map(|r| r.kubelet_older), Some(2));
+        assert_eq!(m.skew(&v("1.25.0")).map(|r| r.kubelet_older), Some(3));
         assert_eq!(
             m.kueue(&v("0.14.2"))
                 .map(|r| r.release.to_string())
@@ -429,7 +429,7 @@ mod tests {
         assert!(err.to_string().contains("570.x"), "{err}");
 
         let no_https = BUNDLED.replacen(
-            "url: \"https://kubernetes.io/releases/version-skew-policy/\"",
+            "url: \"https://kubernetes.io/releases/version-skew-policy/#kubelet\"",
             "url: \"kubernetes.io\"",
             1,
         );

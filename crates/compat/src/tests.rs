@@ -98,6 +98,15 @@ fn sound_clusters_have_no_conflicts() {
             node(f, "cpu-1").kubelet = v("1.31.0")
         }),
         ("kubectl one minor newer", |f| f.kubectl = Some(v("1.35.0"))),
+        ("kubelet 1.25 three minors behind 1.28", |f| {
+            f.api_server = v("v1.28.15");
+            f.kubectl = None;
+            f.gpu_operator = None;
+            f.kueue = None;
+            f.dra_apis.clear();
+            f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.28.15"));
+            node(f, "cpu-1").kubelet = v("v1.25.16");
+        }),
         // 12.8 on 550 (ceiling 12.4) runs by minor-version compatibility (12.x on >= 525).
         ("CUDA 12 minor-version compatible", |f| {
             node(f, "gpu-1").driver = Some(v("550.163.01"));
@@ -146,6 +155,22 @@ fn each_rule_broken_alone_gives_exactly_its_conflict() {
             Rule::KubeletTooOld,
             "kubelet v1.30.14",
             "apiserver v1.34.2 (at most 3 minors older)",
+        ),
+        (
+            "kubelet below 1.25 three minors older",
+            |f| {
+                f.api_server = v("v1.27.16");
+                f.kubectl = None;
+                f.gpu_operator = None;
+                f.kueue = None;
+                f.dra_apis.clear();
+                f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.27.16"));
+                node(f, "cpu-1").kubelet = v("v1.24.17");
+            },
+            "node/cpu-1",
+            Rule::KubeletTooOld,
+            "kubelet v1.24.17",
+            "apiserver v1.27.16 (at most 2 minors older)",
         ),
         (
             "kubectl two minors older",
@@ -356,6 +381,6 @@ fn facts_from_node_objects_feed_the_checker() {
     assert_eq!(
         got[0].to_string(),
         "node/gpu-1: kubelet v1.35.0 vs apiserver v1.34.2 (kubelet-newer-than-apiserver); \
-         source https://kubernetes.io/releases/version-skew-policy/#kubelet (2026-11-01, unverified)"
+         source https://kubernetes.io/releases/version-skew-policy/#kubelet (2026-12-02)"
     );
 }
