@@ -7,7 +7,10 @@
 use std::fmt;
 
 use crate::facts::{Change, ClusterFacts, NodeFacts};
-use crate::matrix::{Matrix, Source};
+use crate::matrix::{Matrix, ReleaseRow, Source};
+
+/// A matrix lookup of a component's release row.
+type RowOf = for<'m> fn(&'m Matrix, &Version) -> Option<&'m ReleaseRow>;
 use crate::version::Version;
 
 /// Which rule a conflict breaks.
@@ -29,6 +32,8 @@ pub enum Rule {
     KubernetesOutsideOperatorRange,
     /// The API server's Kubernetes is outside what the Kueue release supports.
     KubernetesOutsideKueueRange,
+    /// The API server's Kubernetes is outside what the DRA driver release supports.
+    KubernetesOutsideDraDriverRange,
     /// A DRA API version in use is not served by this Kubernetes version.
     DraApiNotServed,
     /// A version the matrix has no row for (so nothing about it could be checked).
@@ -47,6 +52,7 @@ impl Rule {
             Rule::CudaAboveDriver => "cuda-above-driver",
             Rule::KubernetesOutsideOperatorRange => "kubernetes-outside-operator-range",
             Rule::KubernetesOutsideKueueRange => "kubernetes-outside-kueue-range",
+            Rule::KubernetesOutsideDraDriverRange => "kubernetes-outside-dra-driver-range",
             Rule::DraApiNotServed => "dra-api-not-served",
             Rule::NotInMatrix => "not-in-matrix",
         }
@@ -263,26 +269,35 @@ fn conflicts(m: &Matrix, facts: &ClusterFacts) -> Vec<Conflict> {
         _ => {}
     }
 
-    // Kueue release vs Kubernetes.
-    if let Some(kueue) = &facts.kueue {
-        let found = format!("kueue {kueue}");
-        match m.kueue(kueue) {
+    // Kueue and DRA driver releases vs Kubernetes.
+    let components = [
+        (
+            "kueue",
+            &facts.kueue,
+            Rule::KubernetesOutsideKueueRange,
+            Matrix::kueue as RowOf,
+        ),
+        (
+            "dra-driver",
+            &facts.dra_driver,
+            Rule::KubernetesOutsideDraDriverRange,
+            Matrix::dra_driver,
+        ),
+    ];
+    for (name, version, rule, row_of) in components {
+        let Some(version) = version else { continue };
+        let found = format!("{name} {version}");
+        match row_of(m, version) {
             None => push(
-                "kueue".into(),
+                name.into(),
                 Rule::NotInMatrix,
                 found,
-                "kueue rows".into(),
+                format!("{name} rows"),
                 None,
             ),
             Some(row) if !row.kubernetes.contains(api) => {
                 let against = format!("{apiserver} (supported {})", row.kubernetes);
-                push(
-                    "kueue".into(),
-                    Rule::KubernetesOutsideKueueRange,
-                    found,
-                    against,
-                    Some(&row.source),
-                );
+                push(name.into(), rule, found, against, Some(&row.source));
             }
             Some(_) => {}
         }

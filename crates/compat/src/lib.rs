@@ -17,8 +17,8 @@ pub use check::{Conflict, Rule, check, check_with};
 pub use facts::Change;
 pub use facts::{ClusterFacts, ContainerCuda, DraUse, FactsError, NodeFacts, node_facts};
 pub use matrix::{
-    ArchitectureRow, BUNDLED, DraApiRow, DriverBranchRow, KueueRow, Matrix, MatrixError,
-    MinorCompatRow, MinorRange, OperatorRow, SkewRow, Source,
+    ArchitectureRow, BUNDLED, DraApiRow, DriverBranchRow, Matrix, MatrixError, MinorCompatRow,
+    MinorRange, OperatorRow, ReleaseRow, SkewRow, Source,
 };
 pub use version::{Version, VersionError};
 

@@ -141,7 +141,7 @@ impl DraApiRow {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct KueueRow {
+pub struct ReleaseRow {
     /// The first minor release this row applies to; it holds until the next row.
     pub release: Version,
     pub kubernetes: MinorRange,
@@ -158,7 +158,9 @@ pub struct Matrix {
     pub architectures: Vec<ArchitectureRow>,
     pub skew: Vec<SkewRow>,
     pub dra_apis: Vec<DraApiRow>,
-    pub kueue: Vec<KueueRow>,
+    pub kueue: Vec<ReleaseRow>,
+    /// NVIDIA's DRA driver (`kubernetes-sigs/dra-driver-nvidia-gpu`) releases → Kubernetes.
+    pub dra_driver: Vec<ReleaseRow>,
 }
 
 /// Why a matrix could not be loaded.
@@ -217,6 +219,7 @@ impl Matrix {
             .chain(rows("skew", &self.skew, |r| &r.source))
             .chain(rows("dra_apis", &self.dra_apis, |r| &r.source))
             .chain(rows("kueue", &self.kueue, |r| &r.source))
+            .chain(rows("dra_driver", &self.dra_driver, |r| &r.source))
             .collect()
     }
 
@@ -321,12 +324,20 @@ impl Matrix {
     }
 
     /// The Kueue row for a release: the last row at or below its minor.
-    pub fn kueue(&self, release: &Version) -> Option<&KueueRow> {
-        self.kueue
-            .iter()
-            .filter(|r| r.release.minor_pair() <= release.minor_pair())
-            .max_by_key(|r| r.release.minor_pair())
+    pub fn kueue(&self, release: &Version) -> Option<&ReleaseRow> {
+        release_row(&self.kueue, release)
     }
+
+    /// The DRA driver row for a release: the last row at or below its minor.
+    pub fn dra_driver(&self, release: &Version) -> Option<&ReleaseRow> {
+        release_row(&self.dra_driver, release)
+    }
+}
+
+fn release_row<'a>(rows: &'a [ReleaseRow], release: &Version) -> Option<&'a ReleaseRow> {
+    rows.iter()
+        .filter(|r| r.release.minor_pair() <= release.minor_pair())
+        .max_by_key(|r| r.release.minor_pair())
 }
 
 fn is_date(s: &str) -> bool {
@@ -353,7 +364,8 @@ mod tests {
             + m.architectures.len()
             + m.skew.len()
             + m.dra_apis.len()
-            + m.kueue.len();
+            + m.kueue.len()
+            + m.dra_driver.len();
         assert_eq!(sources.len(), rows);
         for (section, index, s) in sources {
             assert!(s.url.starts_with("https://"), "{section}[{index}]");

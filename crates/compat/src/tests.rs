@@ -104,6 +104,7 @@ fn sound_clusters_have_no_conflicts() {
             f.gpu_operator = None;
             f.kueue = None;
             f.dra_apis.clear();
+            f.dra_driver = None;
             f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.28.15"));
             node(f, "cpu-1").kubelet = v("v1.25.16");
         }),
@@ -164,6 +165,7 @@ fn each_rule_broken_alone_gives_exactly_its_conflict() {
                 f.gpu_operator = None;
                 f.kueue = None;
                 f.dra_apis.clear();
+                f.dra_driver = None;
                 f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.27.16"));
                 node(f, "cpu-1").kubelet = v("v1.24.17");
             },
@@ -226,12 +228,26 @@ fn each_rule_broken_alone_gives_exactly_its_conflict() {
                 f.kubectl = None;
                 f.gpu_operator = None;
                 f.dra_apis.clear();
+                f.dra_driver = None;
                 f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.28.15"));
             },
             "kueue",
             Rule::KubernetesOutsideKueueRange,
             "kueue v0.14.2",
             "apiserver v1.28.15 (supported >=1.29)",
+        ),
+        (
+            "DRA driver release on a Kubernetes it does not support",
+            |f| {
+                f.api_server = v("v1.31.12");
+                f.kubectl = None;
+                f.dra_apis.clear();
+                f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.31.12"));
+            },
+            "dra-driver",
+            Rule::KubernetesOutsideDraDriverRange,
+            "dra-driver v25.8.0",
+            "apiserver v1.31.12 (supported >=1.32)",
         ),
         (
             "DRA v1 on 1.33",
