@@ -211,9 +211,11 @@ fn conflicts(m: &Matrix, facts: &ClusterFacts) -> Vec<Conflict> {
             );
         }
         let branch_row = m.driver_branch(driver.major);
-        let ceiling = branch_row
-            .map(|r| &r.max_cuda)
-            .or(node.cuda_driver.as_ref());
+        // The node's own label is what its driver reports; the matrix covers planned drivers.
+        let ceiling = node
+            .cuda_driver
+            .as_ref()
+            .or(branch_row.map(|r| &r.max_cuda));
         let Some(ceiling) = ceiling else { continue };
         for container in facts
             .containers

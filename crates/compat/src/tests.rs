@@ -66,6 +66,20 @@ fn sound() -> ClusterFacts {
     }
 }
 
+/// Moves the whole cluster (API server and every kubelet) to `version`, dropping kubectl and the
+/// components whose rows would also object, so the rule under test stands alone.
+fn only_kubernetes(f: &mut ClusterFacts, version: &str, keep_kueue: bool) {
+    f.api_server = v(version);
+    f.nodes.iter_mut().for_each(|n| n.kubelet = v(version));
+    f.kubectl = None;
+    f.gpu_operator = None;
+    f.dra_apis.clear();
+    f.dra_driver = None;
+    if !keep_kueue {
+        f.kueue = None;
+    }
+}
+
 fn node<'a>(facts: &'a mut ClusterFacts, name: &str) -> &'a mut NodeFacts {
     facts
         .nodes
@@ -99,13 +113,7 @@ fn sound_clusters_have_no_conflicts() {
         }),
         ("kubectl one minor newer", |f| f.kubectl = Some(v("1.35.0"))),
         ("kubelet 1.25 three minors behind 1.28", |f| {
-            f.api_server = v("v1.28.15");
-            f.kubectl = None;
-            f.gpu_operator = None;
-            f.kueue = None;
-            f.dra_apis.clear();
-            f.dra_driver = None;
-            f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.28.15"));
+            only_kubernetes(f, "v1.28.15", false);
             node(f, "cpu-1").kubelet = v("v1.25.16");
         }),
         // 12.8 on 550 (ceiling 12.4) runs by minor-version compatibility (12.x on >= 525).
@@ -160,13 +168,7 @@ fn each_rule_broken_alone_gives_exactly_its_conflict() {
         (
             "kubelet below 1.25 three minors older",
             |f| {
-                f.api_server = v("v1.27.16");
-                f.kubectl = None;
-                f.gpu_operator = None;
-                f.kueue = None;
-                f.dra_apis.clear();
-                f.dra_driver = None;
-                f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.27.16"));
+                only_kubernetes(f, "v1.27.16", false);
                 node(f, "cpu-1").kubelet = v("v1.24.17");
             },
             "node/cpu-1",
@@ -224,12 +226,7 @@ fn each_rule_broken_alone_gives_exactly_its_conflict() {
         (
             "Kueue release not supporting the Kubernetes version",
             |f| {
-                f.api_server = v("v1.28.15");
-                f.kubectl = None;
-                f.gpu_operator = None;
-                f.dra_apis.clear();
-                f.dra_driver = None;
-                f.nodes.iter_mut().for_each(|n| n.kubelet = v("v1.28.15"));
+                only_kubernetes(f, "v1.28.15", true);
             },
             "kueue",
             Rule::KubernetesOutsideKueueRange,
