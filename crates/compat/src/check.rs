@@ -182,13 +182,17 @@ fn conflicts(m: &Matrix, facts: &ClusterFacts) -> Vec<Conflict> {
         let found = format!("driver {driver}");
         let product = node.gpu_product.as_deref();
         if let Some(arch) = m.architecture(node.gpu_family.as_deref(), product)
-            && driver.major < arch.min_branch
+            && (driver.major < arch.min_branch
+                || arch
+                    .min_driver
+                    .as_ref()
+                    .is_some_and(|min| driver.major == min.major && driver_below(driver, min)))
         {
             let against = format!(
-                "{} {} (driver branch >= {})",
+                "{} {} (driver {})",
                 arch.architecture,
                 product.unwrap_or_default(),
-                arch.min_branch
+                Matrix::min_driver_text(arch)
             );
             push(
                 node_subject(node),
@@ -333,6 +337,14 @@ fn conflicts(m: &Matrix, facts: &ClusterFacts) -> Vec<Conflict> {
 
 fn node_subject(node: &NodeFacts) -> String {
     format!("node/{}", node.name)
+}
+
+/// Whether `found` is below `min` (a found driver without a patch compares on `major.minor`).
+fn driver_below(found: &Version, min: &Version) -> bool {
+    match found.patch {
+        Some(_) => found < min,
+        None => found.minor_pair() < min.minor_pair(),
+    }
 }
 
 /// A listed driver matches a found one; a found driver without a patch matches on `major.minor`.

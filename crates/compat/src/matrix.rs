@@ -103,6 +103,9 @@ pub struct ArchitectureRow {
     /// Substrings of `nvidia.com/gpu.product`.
     pub products: Vec<String>,
     pub min_branch: u32,
+    /// The lowest release within `min_branch`, where known.
+    #[serde(default)]
+    pub min_driver: Option<Version>,
     pub source: Source,
 }
 
@@ -279,6 +282,14 @@ impl Matrix {
             .iter()
             .filter(|r| r.branch <= branch)
             .max_by_key(|r| r.branch)
+    }
+
+    /// The lowest driver an architecture row accepts, for messages.
+    pub fn min_driver_text(row: &ArchitectureRow) -> String {
+        row.min_driver.as_ref().map_or_else(
+            || format!("branch >= {}", row.min_branch),
+            |d| format!(">= {d}"),
+        )
     }
 
     pub fn minor_compat(&self, cuda_major: u32) -> Option<&MinorCompatRow> {

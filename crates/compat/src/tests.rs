@@ -193,7 +193,31 @@ fn each_rule_broken_alone_gives_exactly_its_conflict() {
             "node/gpu-2",
             Rule::DriverTooOldForArchitecture,
             "driver 550.163.01",
-            "Blackwell NVIDIA-B200 (driver branch >= 570)",
+            "Blackwell NVIDIA-B200 (driver >= 570.133.20)",
+        ),
+        (
+            "Blackwell driver in the right branch but below its first release",
+            |f| {
+                f.gpu_operator = None;
+                node(f, "gpu-2").driver = Some(v("570.124.06"));
+                f.containers.retain(|c| c.cuda.major == 12);
+            },
+            "node/gpu-2",
+            Rule::DriverTooOldForArchitecture,
+            "driver 570.124.06",
+            "Blackwell NVIDIA-B200 (driver >= 570.133.20)",
+        ),
+        (
+            "Hopper driver below its branch",
+            |f| {
+                f.gpu_operator = None;
+                node(f, "gpu-1").driver = Some(v("520.61.05"));
+                f.containers.clear();
+            },
+            "node/gpu-1",
+            Rule::DriverTooOldForArchitecture,
+            "driver 520.61.05",
+            "Hopper NVIDIA-H100-80GB-HBM3 (driver branch >= 525)",
         ),
         (
             "driver outside the operator release's list",
