@@ -1,6 +1,9 @@
 //! `tessera check`: audits of a running cluster's configuration. `check rbac` lists the risky
 //! grants the RBAC objects give (`tessera_api::rbac_risk` decides which), each with the binding
-//! that gives it; it reads the embedded platform or any cluster the kubeconfig names.
+//! that gives it; `check compat` holds the API server's and nodes' versions (and the components'
+//! versions given) against the compatibility matrix, as they are and after a planned change
+//! (`tessera_compat` decides). Both read the embedded platform or any cluster the kubeconfig
+//! names.
 //!
 //! It reads only; what to do about a finding is the administrator's call.
 
@@ -19,6 +22,79 @@ pub enum CheckCommand {
     /// List risky RBAC grants: cluster-admin, wildcards, cluster-wide Secret reads,
     /// escalate/bind/impersonate, nodes/proxy, token minting — with the binding that gives each.
     Rbac(RbacArgs),
+    /// Check versions against the compatibility matrix (drivers, CUDA, GPU architectures,
+    /// Kubernetes skew, GPU operator, DRA, Kueue), as they are and after a planned change.
+    Compat(CompatArgs),
+}
+
+/// Arguments of `tessera check compat`.
+#[derive(Args, Debug)]
+pub struct CompatArgs {
+    /// The cluster to read.
+    #[command(flatten)]
+    pub cluster: crate::client::ClusterArgs,
+    /// The installed GPU operator's version.
+    #[arg(long, value_parser = version)]
+    pub gpu_operator: Option<tessera_compat::Version>,
+    /// The installed NVIDIA DRA driver's version.
+    #[arg(long, value_parser = version)]
+    pub dra_driver: Option<tessera_compat::Version>,
+    /// The installed Kueue's version.
+    #[arg(long, value_parser = version)]
+    pub kueue: Option<tessera_compat::Version>,
+    /// A planned change, `driver=VERSION`, `kubernetes=VERSION`, `gpu-operator=VERSION` or
+    /// `kueue=VERSION`: the cluster is checked as it would be after it.
+    #[arg(long, value_parser = planned_change)]
+    pub plan: Option<tessera_compat::Change>,
+    /// Exit with status 1 when a conflict is found (for CI gates).
+    #[arg(long)]
+    pub exit_code: bool,
+}
+
+fn version(text: &str) -> Result<tessera_compat::Version, String> {
+    tessera_compat::Version::parse(text).map_err(|e| e.to_string())
+}
+
+fn planned_change(text: &str) -> Result<tessera_compat::Change, String> {
+    use tessera_compat::Change;
+    let (kind, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KIND=VERSION"))?;
+    let v = version(value)?;
+    match kind {
+        "driver" => Ok(Change::Driver(v)),
+        "kubernetes" => Ok(Change::Kubernetes(v)),
+        "gpu-operator" => Ok(Change::GpuOperator(v)),
+        "kueue" => Ok(Change::Kueue(v)),
+        other => Err(format!(
+            "{other:?} is not one of driver, kubernetes, gpu-operator, kueue"
+        )),
+    }
+}
+
+async fn compat(args: &CompatArgs) -> anyhow::Result<bool> {
+    use k8s_openapi::api::core::v1::Node;
+    let client = crate::client::connect(&args.cluster).await?;
+    let server = client
+        .apiserver_version()
+        .await
+        .context("read the API server's version")?;
+    let nodes = list_json::<Node>(&client).await?;
+    let mut facts = tessera_compat::ClusterFacts::from_nodes(&server.git_version, &nodes)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    facts.gpu_operator = args.gpu_operator.clone();
+    facts.dra_driver = args.dra_driver.clone();
+    facts.kueue = args.kueue.clone();
+    let conflicts = tessera_compat::check(&facts, args.plan.as_ref());
+    let mut text = String::new();
+    if conflicts.is_empty() {
+        text.push_str("No compatibility conflicts found.\n");
+    }
+    for conflict in &conflicts {
+        let _ = writeln!(text, "{conflict}");
+    }
+    crate::output::emit(&text)?;
+    Ok(!args.exit_code || conflicts.is_empty())
 }
 
 /// How findings are printed.
@@ -55,6 +131,7 @@ pub struct RbacArgs {
 pub async fn run(command: &CheckCommand) -> anyhow::Result<bool> {
     match command {
         CheckCommand::Rbac(args) => rbac(args).await,
+        CheckCommand::Compat(args) => compat(args).await,
     }
 }
 

@@ -13,6 +13,7 @@ mod autoscaling;
 mod bench;
 mod catalog;
 mod cli;
+mod compat;
 mod crds;
 mod detach;
 mod doc_blocks;
