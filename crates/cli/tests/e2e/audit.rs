@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::Cluster;
+use crate::support::{Cluster, up_refuses};
 
 const POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
@@ -338,21 +338,15 @@ fn a_malformed_policy_stops_start_up_naming_file_line_and_field() {
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n  - level: Everything\n",
     )
     .expect("write");
-    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["up", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
+    let stderr = up_refuses(
+        &dir.path().join("data"),
+        &[
             "--audit-log-path",
             "-",
             "--audit-policy-file",
-        ])
-        .arg(&policy)
-        .output()
-        .expect("run tessera");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+            &policy.to_string_lossy(),
+        ],
+    );
     assert!(stderr.contains(&policy.display().to_string()), "{stderr}");
     assert!(
         stderr.contains("line 4: rules[0].level: Unsupported value: \"Everything\""),

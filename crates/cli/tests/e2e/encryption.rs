@@ -6,9 +6,8 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::support::Cluster;
+use crate::support::{Cluster, up_refuses};
 
 const PASSWORD: &str = "correct-horse-battery-staple";
 /// `PASSWORD` in base64, as the Secret's `data` holds it.
@@ -109,35 +108,6 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
         .any(|w| w == needle.as_bytes())
 }
 
-/// Runs `tessera up` expecting it to stop by itself with an error; its stderr.
-fn up_fails(data_dir: &Path, config_path: &str) -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["up", "--data-dir"])
-        .arg(data_dir)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--encryption-provider-config", config_path])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tessera");
-    // A guard against a server that does start, not a timing assertion.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("poll").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("tessera up started despite {config_path}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().expect("wait");
-    assert!(!output.status.success());
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 #[test]
 fn secrets_are_encrypted_at_rest_and_keys_rotate_with_upstreams_procedure() {
     let mut cluster = Cluster::start_with_args(&[]);
@@ -229,7 +199,10 @@ fn secrets_are_encrypted_at_rest_and_keys_rotate_with_upstreams_procedure() {
         config(&[("key1", KEY1)]).replace("      - identity: {}\n", ""),
     )
     .unwrap();
-    let error = up_fails(&dir, &old_only.to_string_lossy());
+    let error = up_refuses(
+        &dir,
+        &["--encryption-provider-config", &old_only.to_string_lossy()],
+    );
     assert!(error.contains("stored value of /core/secrets/"), "{error}");
     assert!(
         error.contains("no matching key was found for the provided AES transformer"),
@@ -254,7 +227,7 @@ fn a_bad_encryption_configuration_stops_up_naming_the_file_line_and_field() {
     );
     std::fs::write(&path, text).expect("write");
     let path = path.to_string_lossy().into_owned();
-    let error = up_fails(dir.path(), &path);
+    let error = up_refuses(dir.path(), &["--encryption-provider-config", &path]);
     assert!(
         error.contains(&format!("{path}:"))
             && error.contains("line 10: resources[0].providers[0].aesgcm.keys[0].secret: Invalid value: \"REDACTED\": secret is not of the expected length, got 5, expected one of [16 24 32]"),

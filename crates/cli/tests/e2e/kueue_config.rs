@@ -11,9 +11,7 @@
 //! `UsageBasedAdmissionFairSharing`, the LocalQueue that has used more waits behind the other
 //! one's newer Job, and LocalQueues carry `status.fairSharing.admissionFairSharingStatus`.
 
-use std::process::Command;
-
-use crate::support::Cluster;
+use crate::support::{Cluster, up_refuses};
 
 const V: &str = "1.33";
 
@@ -126,18 +124,10 @@ fn a_bad_queue_config_refuses_to_start_naming_the_field() {
     let config = dir.path().join("kueue-config.yaml");
     let text = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady:\n  timeout: -5m\n";
     std::fs::write(&config, text).expect("write the configuration");
-    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .arg("up")
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .arg("--queue-config")
-        .arg(&config)
-        .output()
-        .expect("run tessera up");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let stderr = up_refuses(
+        &dir.path().join("data"),
+        &["--queue-config", &config.to_string_lossy()],
+    );
     assert!(stderr.contains(&*config.to_string_lossy()), "{stderr}");
     assert!(
         stderr.contains("line 4: waitForPodsReady.timeout: Invalid value: \"-5m\""),

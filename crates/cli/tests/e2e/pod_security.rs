@@ -5,9 +5,7 @@
 //! exemption from `--admission-control-config-file` admits what the labels would refuse; a bad
 //! configuration file stops start-up naming the file, line and field.
 
-use std::process::Command;
-
-use crate::support::{Cluster, outcome};
+use crate::support::{Cluster, outcome, up_refuses};
 
 /// A pod manifest with one container `c` and the given container `securityContext` lines.
 fn pod(name: &str, security_context: &str) -> String {
@@ -203,18 +201,10 @@ fn a_bad_admission_configuration_stops_start_up_naming_the_line_and_field() {
     let config = dir.path().join("admission.yaml");
     let text = "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n    apiVersion: pod-security.admission.config.k8s.io/v1\n    kind: PodSecurityConfiguration\n    defaults:\n      enforce: strict\n";
     std::fs::write(&config, text).expect("write the configuration");
-    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .arg("up")
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .arg("--admission-control-config-file")
-        .arg(&config)
-        .output()
-        .expect("run tessera up");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let stderr = up_refuses(
+        &dir.path().join("data"),
+        &["--admission-control-config-file", &config.to_string_lossy()],
+    );
     assert!(
         stderr.contains(&format!(
             "{}:9: plugins[0].configuration.defaults.enforce: Invalid value: \"strict\": must be one of privileged, baseline, restricted",

@@ -302,3 +302,30 @@ impl Drop for Cluster {
         }
     }
 }
+
+/// `tessera up` on the data directory `data_dir` with `args` (a bad configuration among them),
+/// which must refuse to start; its standard error. The deadline only guards against a server
+/// that does start.
+pub fn up_refuses(data_dir: &Path, args: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["up", "--data-dir"])
+        .arg(data_dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tessera");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("poll").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tessera up started despite {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{stderr}");
+    stderr
+}
