@@ -177,11 +177,11 @@ pub fn table(findings: &[Finding]) -> String {
     if findings.is_empty() {
         return "No risky RBAC grants found.\n".to_string();
     }
-    let header = ["RISKS", "SUBJECT", "SCOPE", "BINDING", "ROLE", "RULE"];
-    let rows: Vec<[String; 6]> = findings
+    let headers = ["RISKS", "SUBJECT", "SCOPE", "BINDING", "ROLE", "RULE"];
+    let rows: Vec<Vec<String>> = findings
         .iter()
         .map(|f| {
-            [
+            vec![
                 f.risks
                     .iter()
                     .map(|r| r.name())
@@ -195,28 +195,7 @@ pub fn table(findings: &[Finding]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.len());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &[&str]| {
-        let last = cells.len() - 1;
-        for (i, cell) in cells.iter().enumerate() {
-            if i == last {
-                let _ = writeln!(out, "{cell}");
-            } else {
-                let _ = write!(out, "{cell:<width$}   ", width = widths[i]);
-            }
-        }
-    };
-    line(&header);
-    for row in &rows {
-        line(&row.each_ref().map(String::as_str));
-    }
-    out
+    crate::output::table(&headers, &rows)
 }
 
 fn as_json(findings: &[Finding]) -> Value {

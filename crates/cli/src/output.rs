@@ -1,6 +1,7 @@
 //! What a command writes for people: its report on stdout (a closed pipe, `tessera … | head`,
 //! ends the output quietly instead of panicking as `print!` does), and progress of long runs on
-//! stderr, only when stderr is a terminal (nothing extra in a log file or a pipe).
+//! stderr, only when stderr is a terminal (nothing extra in a log file or a pipe), and
+//! kubectl's plain tables.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -69,6 +70,33 @@ impl Drop for Progress {
 fn line(what: &str, done: usize, total: usize) -> String {
     let percent = (done * 100).checked_div(total).unwrap_or(100);
     format!("{what} {done}/{total} ({percent}%)")
+}
+
+/// `kubectl`'s plain table: columns padded to their widest cell, three spaces apart.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::new();
+        for (index, cell) in cells.into_iter().enumerate() {
+            if index == last {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}   ", width = widths[index]));
+            }
+        }
+        out.trim_end().to_owned() + "\n"
+    };
+    let mut text = line(headers.to_vec());
+    for row in rows {
+        text.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    text
 }
 
 #[cfg(test)]

@@ -311,34 +311,7 @@ async fn list(args: &ListArgs, client: &Client) -> anyhow::Result<String> {
     if rows.is_empty() {
         return Ok(String::new());
     }
-    Ok(table(&headers, &rows))
-}
-
-/// `kubectl`'s plain table: columns padded to their widest cell, three spaces apart.
-pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.len());
-        }
-    }
-    let line = |cells: Vec<&str>| -> String {
-        let last = cells.len().saturating_sub(1);
-        let mut out = String::new();
-        for (index, cell) in cells.into_iter().enumerate() {
-            if index == last {
-                out.push_str(cell);
-            } else {
-                out.push_str(&format!("{cell:<width$}   ", width = widths[index]));
-            }
-        }
-        out.trim_end().to_owned() + "\n"
-    };
-    let mut text = line(headers.to_vec());
-    for row in rows {
-        text.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    text
+    Ok(crate::output::table(&headers, &rows))
 }
 
 fn is_active(object: &Value) -> bool {

@@ -554,7 +554,7 @@ async fn list(client: &Client) -> anyhow::Result<()> {
         eprintln!("No tenants found.");
         return Ok(());
     }
-    emit(&crate::queue_cmd::table(
+    emit(&crate::output::table(
         &tessera_tenancy::Summary::HEADERS,
         &rows,
     ))

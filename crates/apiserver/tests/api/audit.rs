@@ -393,39 +393,14 @@ async fn pod_security_annotations_reach_the_event_on_admission_and_on_refusal() 
     .await;
     assert_eq!(status, 201);
     drain(&fixture);
-    let pod = |name: &str, privileged: bool| {
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
-            {"name": "c", "image": "i", "securityContext": {"privileged": privileged}}
-        ]}})
-    };
-    let (status, _, _) = send(
-        &fixture,
-        Some(admin()),
-        "POST",
-        "/api/v1/namespaces/locked/pods",
-        &[],
-        pod("refused", true),
-    )
-    .await;
+    let (status, annotations) = create_pod_in_locked(&fixture, "refused", true).await;
     assert_eq!(status, 403);
-    let refused = drain(&fixture);
-    let annotations = &refused.last().unwrap()["annotations"];
     assert_eq!(
         annotations["pod-security.kubernetes.io/enforce-policy"],
         "baseline:latest"
     );
-    let (status, _, _) = send(
-        &fixture,
-        Some(admin()),
-        "POST",
-        "/api/v1/namespaces/locked/pods",
-        &[],
-        pod("admitted", false),
-    )
-    .await;
+    let (status, annotations) = create_pod_in_locked(&fixture, "admitted", false).await;
     assert_eq!(status, 201);
-    let admitted = drain(&fixture);
-    let annotations = &admitted.last().unwrap()["annotations"];
     assert_eq!(
         annotations["pod-security.kubernetes.io/enforce-policy"],
         "baseline:latest"
@@ -438,4 +413,23 @@ async fn pod_security_annotations_reach_the_event_on_admission_and_on_refusal() 
         "{annotations}"
     );
     assert_eq!(annotations["authorization.k8s.io/decision"], "allow");
+}
+
+/// Creates a pod in the namespace `locked` as the admin; the answer's status and the
+/// annotations of the request's last audit event.
+async fn create_pod_in_locked(fixture: &Fixture, name: &str, privileged: bool) -> (u16, Value) {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
+        {"name": "c", "image": "i", "securityContext": {"privileged": privileged}}
+    ]}});
+    let (status, _, _) = send(
+        fixture,
+        Some(admin()),
+        "POST",
+        "/api/v1/namespaces/locked/pods",
+        &[],
+        pod,
+    )
+    .await;
+    let events = drain(fixture);
+    (status, events.last().unwrap()["annotations"].clone())
 }
