@@ -9,9 +9,6 @@ use clap::{Args, Subcommand};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::Api;
-use tessera_scheduler::Scheduler;
-use tessera_scheduler::node_info;
-use tessera_scheduler::score::Strategy;
 
 /// `tessera explain` subcommands.
 #[derive(Subcommand, Debug)]
@@ -37,7 +34,8 @@ pub struct PodArgs {
     pub pod: String,
 }
 
-async fn list<K>(client: &kube::Client) -> anyhow::Result<Vec<K>>
+/// Every object of a kind, in every namespace.
+pub(crate) async fn list<K>(client: &kube::Client) -> anyhow::Result<Vec<K>>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -70,33 +68,9 @@ pub async fn run(
     let claims: Vec<ResourceClaim> = list(&client).await?;
     let slices: Vec<ResourceSlice> = list(&client).await?;
     let classes: Vec<DeviceClass> = list(&client).await?;
-    // The pod itself does not count against the nodes it is judged for.
-    let others: Vec<Pod> = pods
-        .iter()
-        .filter(|p| p.metadata.uid != pod.metadata.uid)
-        .cloned()
-        .collect();
-    let pod_claims: Vec<ResourceClaim> = tessera_model::pod_claims::claim_names(&pod)
-        .into_iter()
-        .filter_map(|(_, claim_name)| {
-            let claim_name = claim_name?;
-            claims
-                .iter()
-                .find(|k| {
-                    k.metadata.namespace.as_deref() == Some(namespace)
-                        && k.metadata.name.as_deref() == Some(claim_name.as_str())
-                })
-                .cloned()
-        })
-        .collect();
-    let scheduler = Scheduler::new(
-        node_info::build(&nodes, &others),
-        slices,
-        classes,
-        claims.iter().cloned().map(std::sync::Arc::new),
-        Strategy::default(),
+    let explanation = tessera_scheduler::explain::explain_in_cluster(
+        &pod, &nodes, &pods, &claims, &slices, &classes,
     );
-    let explanation = scheduler.explain(&pod, &pod_claims, &others);
     crate::output::emit(&explanation.render(&format!("{namespace}/{name}")))
 }
 

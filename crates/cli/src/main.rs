@@ -18,6 +18,7 @@ mod cluster_services;
 mod crash_drill;
 mod data_dir;
 mod detach;
+mod diagnose;
 mod explain;
 mod fault;
 mod netpol;
@@ -82,6 +83,9 @@ enum Command {
     /// Audit a cluster's configuration: risky RBAC grants.
     #[command(subcommand)]
     Check(check::CheckCommand),
+    /// Runbooks that diagnose: why pods stay Pending, a lost GPU, a NotReady node, a broken
+    /// GPU operator component — what was found and the next steps.
+    Diagnose(diagnose::DiagnoseArgs),
     /// Tenant bundles: a team's namespace with Pod Security, quota, a Kueue LocalQueue,
     /// RoleBindings and NetworkPolicies, applied, checked for drift, listed and deleted.
     Tenant(tenant::TenantArgs),
@@ -334,6 +338,12 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Sim(command) => sim::run(&command),
         Command::Netpol(args) => runtime.block_on(netpol::run(&args)),
+        Command::Diagnose(args) => {
+            if !runtime.block_on(diagnose::run(&args))? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Check(command) => {
             if !runtime.block_on(check::run(&command))? {
                 std::process::exit(1);

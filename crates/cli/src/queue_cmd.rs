@@ -110,6 +110,11 @@ async fn list_objects(api: &Api<DynamicObject>) -> anyhow::Result<Vec<Value>> {
         .collect()
 }
 
+/// Kueue's Workloads in every namespace, in the stored version.
+pub async fn workloads(client: &Client) -> anyhow::Result<Vec<Value>> {
+    list_objects(&kueue_api(client, "Workload", "workloads", None)).await
+}
+
 /// Kueue's objects (and the namespaces) as the queue core reads them, listed in the stored
 /// version.
 pub async fn kueue_objects(

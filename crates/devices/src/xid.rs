@@ -34,3 +34,33 @@ pub const APPLICATION_XIDS: [u32; 6] = [13, 31, 43, 45, 68, 109];
 pub fn fatal_xid(xid: u32) -> bool {
     !APPLICATION_XIDS.contains(&xid)
 }
+
+/// What to do about an XID, as NVIDIA's XID catalog's resolution buckets and its
+/// health-validation checks advise (an application XID is the workload's to fix; a hardware
+/// one takes the node out of service, resets the GPU and escalates on recurrence).
+pub fn xid_recovery(xid: u32) -> &'static str {
+    match xid {
+        13 | 31 | 43 | 45 | 68 | 94 => {
+            "restart the application: the error is the workload's (or contained to it); the GPU stays in service"
+        }
+        109 => "restart the application; if it recurs, reset the GPU",
+        48 => {
+            "drain the node and reset the GPU (nvidia-smi -r); a second double-bit ECC error on the same GPU means RMA"
+        }
+        63 => "reset the GPU at the next drain to activate the remapped row",
+        64 => "drain the node and reset the GPU; if row remapping keeps failing, RMA the GPU",
+        61 | 62 | 95 | 119 | 120 => {
+            "drain the node and reset the GPU; reboot the node if the reset fails"
+        }
+        74 => {
+            "drain the node and reset the GPUs of the NVLink domain; check the NVLink cabling or switch trays if it recurs"
+        }
+        79 => {
+            "drain the node and reboot it (a GPU off the bus cannot be reset in place); check power and seating; RMA on recurrence"
+        }
+        92 => {
+            "keep it in service and watch the single-bit ECC rate; plan a reset at the next drain"
+        }
+        _ => "drain the node and reset the GPU; contact NVIDIA support if it recurs",
+    }
+}

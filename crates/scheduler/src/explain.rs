@@ -348,6 +348,47 @@ fn suggest(
     suggestions
 }
 
+/// Explains `pod` over a whole cluster as listed: the nodes with every other pod on them (the
+/// pod itself does not count against the nodes it is judged for), the DRA objects, and the
+/// pod's own claims found by name in its namespace. What `tessera explain pod` and the pending
+/// runbook both ask.
+pub fn explain_in_cluster(
+    pod: &Pod,
+    nodes: &[k8s_openapi::api::core::v1::Node],
+    pods: &[Pod],
+    claims: &[ResourceClaim],
+    slices: &[k8s_openapi::api::resource::v1::ResourceSlice],
+    classes: &[k8s_openapi::api::resource::v1::DeviceClass],
+) -> Explanation {
+    let others: Vec<Pod> = pods
+        .iter()
+        .filter(|p| p.metadata.uid != pod.metadata.uid)
+        .cloned()
+        .collect();
+    let namespace = pod.metadata.namespace.as_deref();
+    let pod_claims: Vec<ResourceClaim> = tessera_model::pod_claims::claim_names(pod)
+        .into_iter()
+        .filter_map(|(_, claim_name)| {
+            let claim_name = claim_name?;
+            claims
+                .iter()
+                .find(|k| {
+                    k.metadata.namespace.as_deref() == namespace
+                        && k.metadata.name.as_deref() == Some(claim_name.as_str())
+                })
+                .cloned()
+        })
+        .collect();
+    let scheduler = Scheduler::new(
+        crate::node_info::build(nodes, &others),
+        slices.to_vec(),
+        classes.to_vec(),
+        claims.iter().cloned().map(std::sync::Arc::new),
+        crate::score::Strategy::default(),
+    );
+    scheduler.explain(pod, &pod_claims, &others)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

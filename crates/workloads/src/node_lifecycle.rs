@@ -47,7 +47,43 @@ pub enum Action {
     },
 }
 
-fn to_system(time: &Time) -> SystemTime {
+/// When `pod` is evicted from a node with `taints`, by its tolerations of their `NoExecute`
+/// ones: `now` for a taint it does not tolerate, `timeAdded + tolerationSeconds` for one it
+/// tolerates for a while (the earliest), `None` when it tolerates every one for ever (or
+/// there is none). A taint without `timeAdded` counts from `now`.
+pub fn eviction_due(pod: &Pod, taints: &[Taint], now: SystemTime) -> Option<SystemTime> {
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default();
+    let mut due: Option<SystemTime> = None;
+    for taint in taints.iter().filter(|t| t.effect == "NoExecute") {
+        let matching: Vec<&Toleration> =
+            tolerations.iter().filter(|t| tolerates(t, taint)).collect();
+        let at = if matching.is_empty() {
+            Some(now)
+        } else if matching.iter().any(|t| t.toleration_seconds.is_none()) {
+            None
+        } else {
+            let seconds = matching
+                .iter()
+                .filter_map(|t| t.toleration_seconds)
+                .min()
+                .unwrap_or(0)
+                .max(0);
+            let added = taint.time_added.as_ref().map_or(now, to_system);
+            Some(added + Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
+        };
+        if let Some(at) = at {
+            due = Some(due.map_or(at, |d| d.min(at)));
+        }
+    }
+    due
+}
+
+/// A Kubernetes timestamp as a `SystemTime` (before the epoch: the epoch).
+pub fn to_system(time: &Time) -> SystemTime {
     let nanos = time.0.as_nanosecond();
     if nanos >= 0 {
         SystemTime::UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
@@ -81,9 +117,7 @@ pub fn reconcile(
         .iter()
         .filter_map(|l| {
             let renew = l.spec.as_ref()?.renew_time.as_ref()?;
-            let nanos = renew.0.as_nanosecond();
-            let at = SystemTime::UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).ok()?);
-            Some((l.metadata.name.as_deref()?, at))
+            Some((l.metadata.name.as_deref()?, to_system(&Time(renew.0))))
         })
         .collect();
     let mut tainted: BTreeMap<String, Vec<Taint>> = BTreeMap::new();
@@ -148,38 +182,8 @@ pub fn reconcile(
         if finished || pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let tolerations = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.tolerations.clone())
-            .unwrap_or_default();
-        let mut due: Option<SystemTime> = None;
-        for taint in tainted
-            .get(node)
-            .into_iter()
-            .flatten()
-            .filter(|t| t.effect == "NoExecute")
-        {
-            let matching: Vec<&Toleration> =
-                tolerations.iter().filter(|t| tolerates(t, taint)).collect();
-            let at = if matching.is_empty() {
-                Some(now)
-            } else if matching.iter().any(|t| t.toleration_seconds.is_none()) {
-                None
-            } else {
-                let seconds = matching
-                    .iter()
-                    .filter_map(|t| t.toleration_seconds)
-                    .min()
-                    .unwrap_or(0)
-                    .max(0);
-                let added = taint.time_added.as_ref().map_or(now, to_system);
-                Some(added + Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
-            };
-            if let Some(at) = at {
-                due = Some(due.map_or(at, |d| d.min(at)));
-            }
-        }
+        let taints = tainted.get(node).map(Vec::as_slice).unwrap_or_default();
+        let due = eviction_due(pod, taints, now);
         match due {
             Some(at) if at <= now => actions.push(Action::Evict {
                 namespace: pod.metadata.namespace.clone().unwrap_or_default(),

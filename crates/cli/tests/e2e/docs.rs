@@ -205,6 +205,10 @@ const PAGES: &[&str] = &[
     "docs/lab/tenant.md",
     "docs/lab/two-teams.md",
     "docs/queueing.md",
+    "docs/runbooks/device-loss.md",
+    "docs/runbooks/node-notready.md",
+    "docs/runbooks/operator.md",
+    "docs/runbooks/pending.md",
     "docs/sim.md",
 ];
 
@@ -244,6 +248,26 @@ fn every_page_with_commands_is_tested() {
 #[test]
 fn docs_readme_runs_as_written() {
     run_page("README.md");
+}
+
+#[test]
+fn docs_runbook_device_loss_runs_as_written() {
+    run_page("docs/runbooks/device-loss.md");
+}
+
+#[test]
+fn docs_runbook_node_notready_runs_as_written() {
+    run_page("docs/runbooks/node-notready.md");
+}
+
+#[test]
+fn docs_runbook_operator_runs_as_written() {
+    run_page("docs/runbooks/operator.md");
+}
+
+#[test]
+fn docs_runbook_pending_runs_as_written() {
+    run_page("docs/runbooks/pending.md");
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod cli;
 mod compat;
 mod crds;
 mod detach;
+mod diagnose;
 mod doc_blocks;
 mod docs;
 mod dra;
