@@ -13,11 +13,13 @@
 //! kind through the same per-node state machine.
 
 pub mod apply;
+pub mod facts;
 pub mod keys;
 pub mod plan;
 pub mod policy;
 pub mod preflight;
 pub mod rollout;
+pub mod spec;
 pub mod state;
 
 pub use apply::{Action, Manager, VALIDATION_TIMEOUT_SECONDS, apply_state};
@@ -31,6 +33,7 @@ pub use policy::{
 };
 pub use preflight::{Budget, Refusal, Refused, Rollout, Stage, preflight};
 pub use rollout::{Change, NodeProgress, Phase, PlanAction, Step, step};
+pub use spec::plan_from_document;
 pub use state::{
     BuildError, ClusterUpgradeState, DaemonSetCounts, DriverPod, GpuPod, NodeInput,
     NodeUpgradeState, PodOwner, PodPhase, PodRef,

@@ -72,9 +72,9 @@ pub struct Plan {
     pub paused: bool,
 }
 
-/// A plan field that is wrong; `field` is its path in the spec.
+/// A plan field that is wrong; `field` is its path in the document (`spec.batchSize`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("spec.{field}: {message}")]
+#[error("{field}: {message}")]
 pub struct PlanError {
     pub field: String,
     pub message: String,
@@ -93,7 +93,7 @@ impl Plan {
         let mut errors: Vec<PlanError> = Vec::new();
         let mut err = |field: &str, message: String| {
             errors.push(PlanError {
-                field: field.to_string(),
+                field: format!("spec.{field}"),
                 message,
             })
         };
@@ -231,7 +231,13 @@ pub fn applied(kind: &PlanKind, node: &NodeFacts, target_mig: Option<&[String]>)
     match kind {
         PlanKind::DriverUpgrade { version } => node.driver_version.as_deref() == Some(version),
         PlanKind::MigRepartition { .. } => {
-            target_mig.is_some_and(|t| node.mig_profiles.as_deref() == Some(t))
+            // The same profiles per GPU, in any order.
+            let sorted = |p: &[String]| {
+                let mut p = p.to_vec();
+                p.sort();
+                p
+            };
+            target_mig.is_some_and(|t| node.mig_profiles.as_deref().map(sorted) == Some(sorted(t)))
         }
         PlanKind::KubernetesVersion { version } => {
             node.kubelet_version.trim_start_matches('v') == version.trim_start_matches('v')
