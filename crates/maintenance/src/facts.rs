@@ -120,28 +120,74 @@ fn mig_profiles(labels: &BTreeMap<String, String>) -> Option<Vec<String>> {
     })
 }
 
-/// Reads one node's facts. `pods` are every pod in the cluster (those bound elsewhere are
-/// skipped); `nodes` every node (for a rotation's replacement).
+/// The listed objects, indexed once: pods by node and by namespace (with their labels), and
+/// the Ready nodes.
+pub struct Objects<'o> {
+    nodes: &'o [Value],
+    by_node: BTreeMap<&'o str, Vec<&'o Value>>,
+    by_namespace: BTreeMap<&'o str, Vec<(PodRef, BTreeMap<String, String>)>>,
+    ready: std::collections::BTreeSet<&'o str>,
+}
+
+fn node_ready(n: &Value) -> bool {
+    n.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        })
+        .is_none_or(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+}
+
+impl<'o> Objects<'o> {
+    /// Indexes every node and pod of the cluster.
+    pub fn index(nodes: &'o [Value], pods: &'o [Value]) -> Objects<'o> {
+        let mut by_node: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+        let mut by_namespace: BTreeMap<&str, Vec<_>> = BTreeMap::new();
+        for p in pods {
+            if let Some(node) = str_at(p, "/spec/nodeName") {
+                by_node.entry(node).or_default().push(p);
+            }
+            if let Some(ns) = str_at(p, "/metadata/namespace") {
+                by_namespace
+                    .entry(ns)
+                    .or_default()
+                    .push((pod_ref(p), map_at(p, "/metadata/labels")));
+            }
+        }
+        let ready = nodes
+            .iter()
+            .filter(|n| node_ready(n))
+            .filter_map(|n| str_at(n, "/metadata/name"))
+            .collect();
+        Objects {
+            nodes,
+            by_node,
+            by_namespace,
+            ready,
+        }
+    }
+
+    /// Every node's facts for `plan`.
+    pub fn node_facts(&self, plan: &Plan, catalog: &Catalog) -> Vec<NodeFacts> {
+        self.nodes
+            .iter()
+            .map(|n| node_facts(plan, catalog, n, self))
+            .collect()
+    }
+}
+
+/// Reads one node's facts, its pods (and a rotation's replacement) from `objects`.
 pub fn node_facts(
     plan: &Plan,
     catalog: &Catalog,
     node: &Value,
-    nodes: &[Value],
-    pods: &[Value],
+    objects: &Objects<'_>,
 ) -> NodeFacts {
     let name = str_at(node, "/metadata/name")
         .unwrap_or_default()
         .to_string();
     let labels = map_at(node, "/metadata/labels");
-    let ready = |n: &Value| {
-        n.pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
-            })
-            .is_none_or(|c| c.get("status").and_then(Value::as_str) == Some("True"))
-    };
     let driver_version = labels
         .get("nvidia.com/cuda.driver-version.full")
         .cloned()
@@ -176,10 +222,8 @@ pub fn node_facts(
             .pointer("/spec/unschedulable")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        ready: ready(node),
-        replacement_ready: nodes.iter().any(|n| {
-            str_at(n, "/metadata/name") == Some(replacement_name(&name).as_str()) && ready(n)
-        }),
+        ready: node_ready(node),
+        replacement_ready: objects.ready.contains(replacement_name(&name).as_str()),
         labels,
         ..NodeFacts::default()
     };
@@ -188,7 +232,14 @@ pub fn node_facts(
     } else {
         name.clone()
     };
-    for pod in pods {
+    let here = objects.by_node.get(name.as_str()).into_iter().flatten();
+    let validators = objects
+        .by_node
+        .get(validator_node.as_str())
+        .into_iter()
+        .flatten()
+        .filter(|_| validator_node != name);
+    for pod in here.chain(validators) {
         let bound = str_at(pod, "/spec/nodeName");
         let pod_labels = map_at(pod, "/metadata/labels");
         if pod_labels.get("app").map(String::as_str) == Some(VALIDATOR_APP)
@@ -243,16 +294,18 @@ pub fn node_facts(
 
 /// A PodDisruptionBudget and the pods of its namespace its selector matches (an empty
 /// selector matches every pod, as policy/v1 does).
-pub fn budget(pdb: &Value, pods: &[Value]) -> Budget {
+pub fn budget(pdb: &Value, objects: &Objects<'_>) -> Budget {
     let namespace = str_at(pdb, "/metadata/namespace")
         .unwrap_or_default()
         .to_string();
     let sel = pdb.pointer("/spec/selector");
-    let pods = pods
-        .iter()
-        .filter(|p| str_at(p, "/metadata/namespace") == Some(namespace.as_str()))
-        .filter(|p| selector::matches(sel, &map_at(p, "/metadata/labels")))
-        .map(pod_ref)
+    let pods = objects
+        .by_namespace
+        .get(namespace.as_str())
+        .into_iter()
+        .flatten()
+        .filter(|(_, labels)| selector::matches(sel, labels))
+        .map(|(p, _)| p.clone())
         .collect();
     Budget {
         name: str_at(pdb, "/metadata/name")
@@ -328,7 +381,9 @@ mod tests {
         let driver = plan(PlanKind::DriverUpgrade {
             version: "580.82.07".into(),
         });
-        let f = node_facts(&driver, &catalog, &node, &[], &pods);
+        let nodes = [node.clone()];
+        let objects = Objects::index(&nodes, &pods);
+        let f = node_facts(&driver, &catalog, &node, &objects);
         assert_eq!(f.gpu_model.as_deref(), Some("H100-SXM5-80GB"));
         assert_eq!(f.driver_version.as_deref(), Some("570.172.08"));
         assert_eq!(
@@ -349,7 +404,7 @@ mod tests {
         );
         // Other kinds move every pod but DaemonSets'.
         let rotation = plan(PlanKind::NodeRotation);
-        let f = node_facts(&rotation, &catalog, &node, &[], &pods);
+        let f = node_facts(&rotation, &catalog, &node, &objects);
         let names: Vec<&str> = f.pods.iter().map(|p| p.pod.name.as_str()).collect();
         assert_eq!(names, ["train", "web", "bare"]);
     }
@@ -366,7 +421,7 @@ mod tests {
             pod("train", "n", None, false),
             other_ns,
         ];
-        let b = budget(&pdb, &pods);
+        let b = budget(&pdb, &Objects::index(&[], &pods));
         assert_eq!(b.disruptions_allowed, 1);
         let names: Vec<String> = b
             .pods

@@ -9,7 +9,7 @@
 //! controller computes them) and the API server version. Knows no label-selector evaluation
 //! beyond the plan's `matchLabels`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use tessera_compat::{ClusterFacts, Rule, Version};
@@ -247,31 +247,45 @@ fn stages(todo: &[&NodeFacts], canary: usize, batch: usize) -> Vec<Stage> {
 }
 
 /// Every (stage, budget) where the stage's nodes hold more of the budget's pods than it allows.
+/// Linear in the pods on the staged nodes (each pod looked up once per budget it is in).
 fn budget_refusals(stages: &[Stage], todo: &[&NodeFacts], budgets: &[Budget]) -> Vec<Refusal> {
-    let covered = |node: &str, b: &Budget| -> usize {
-        todo.iter()
-            .filter(|n| n.name == node)
-            .flat_map(|n| n.pods.iter())
-            .filter(|p| b.pods.contains(&p.pod))
-            .count()
-    };
+    let mut budgets_of: BTreeMap<&PodRef, Vec<usize>> = BTreeMap::new();
+    for (i, b) in budgets.iter().enumerate() {
+        for p in &b.pods {
+            budgets_of.entry(p).or_default().push(i);
+        }
+    }
+    let by_name: BTreeMap<&str, &NodeFacts> = todo.iter().map(|n| (n.name.as_str(), *n)).collect();
     let mut out = Vec::new();
-    for b in budgets {
-        let allowed = b.disruptions_allowed.max(0);
-        for stage in stages {
-            let per_node: Vec<usize> = stage.nodes.iter().map(|n| covered(n, b)).collect();
-            let pods: usize = per_node.iter().sum();
+    for stage in stages {
+        // Per budget: pods on the stage, and the most on one node.
+        let mut counts: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+        for name in &stage.nodes {
+            let mut on_node: BTreeMap<usize, usize> = BTreeMap::new();
+            for p in by_name.get(name.as_str()).map_or(&[][..], |n| &n.pods[..]) {
+                for &b in budgets_of.get(&p.pod).map_or(&[][..], Vec::as_slice) {
+                    *on_node.entry(b).or_default() += 1;
+                }
+            }
+            for (b, n) in on_node {
+                let c = counts.entry(b).or_default();
+                c.0 += n;
+                c.1 = c.1.max(n);
+            }
+        }
+        for (b, (pods, worst)) in counts {
+            let budget = &budgets[b];
+            let allowed = budget.disruptions_allowed.max(0);
             if pods as i64 <= allowed {
                 continue;
             }
-            let worst = per_node.iter().copied().max().unwrap_or(0);
             let hint = if worst as i64 <= allowed && stage.nodes.len() > 1 {
                 "; a smaller batchSize would spread them over more stages".to_string()
             } else {
                 String::new()
             };
             out.push(Refusal::Budget {
-                budget: format!("{}/{}", b.namespace, b.name),
+                budget: format!("{}/{}", budget.namespace, budget.name),
                 stage: stage.name.clone(),
                 nodes: stage.nodes.join(","),
                 pods,

@@ -99,7 +99,9 @@ pub fn step(
     let m = Manager::gpu_operator();
     let keys = &m.keys;
     let managed = pool(plan, nodes);
-    let find = |name: &str| managed.iter().find(|n| n.name == name).copied();
+    let index: std::collections::BTreeMap<&str, &NodeFacts> =
+        managed.iter().map(|n| (n.name.as_str(), *n)).collect();
+    let find = |name: &str| index.get(name).copied();
     let state_of = |n: &NodeFacts| {
         UpgradeState::from_label(n.labels.get(&keys.state_label).map_or("", String::as_str))
     };
