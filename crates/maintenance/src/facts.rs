@@ -120,12 +120,15 @@ fn mig_profiles(labels: &BTreeMap<String, String>) -> Option<Vec<String>> {
     })
 }
 
+/// A pod and its labels.
+type LabelledPod = (PodRef, BTreeMap<String, String>);
+
 /// The listed objects, indexed once: pods by node and by namespace (with their labels), and
 /// the Ready nodes.
 pub struct Objects<'o> {
     nodes: &'o [Value],
     by_node: BTreeMap<&'o str, Vec<&'o Value>>,
-    by_namespace: BTreeMap<&'o str, Vec<(PodRef, BTreeMap<String, String>)>>,
+    by_namespace: BTreeMap<&'o str, Vec<LabelledPod>>,
     ready: std::collections::BTreeSet<&'o str>,
 }
 
