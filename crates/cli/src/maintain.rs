@@ -11,6 +11,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::check::list_json;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -54,21 +55,6 @@ pub fn read_plan(path: &Path) -> anyhow::Result<Plan> {
     })
 }
 
-async fn list<K>(client: &kube::Client) -> anyhow::Result<Vec<Value>>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-    <K as kube::Resource>::DynamicType: Default,
-{
-    let list = kube::Api::<K>::all(client.clone())
-        .list(&kube::api::ListParams::default())
-        .await
-        .with_context(|| format!("list {}", K::plural(&Default::default())))?;
-    list.items
-        .iter()
-        .map(|item| serde_json::to_value(item).map_err(Into::into))
-        .collect()
-}
-
 /// The dry run's text: the plan's stages, or every refusal.
 pub fn render(plan: &Plan, verdict: &Result<Rollout, Refused>) -> String {
     let mut out = String::new();
@@ -110,9 +96,9 @@ pub async fn run(command: &MaintainCommand) -> anyhow::Result<bool> {
         .apiserver_version()
         .await
         .context("read the API server's version")?;
-    let nodes = list::<Node>(&client).await?;
-    let pods = list::<Pod>(&client).await?;
-    let pdbs = list::<PodDisruptionBudget>(&client).await?;
+    let nodes = list_json::<Node>(&client).await?;
+    let pods = list_json::<Pod>(&client).await?;
+    let pdbs = list_json::<PodDisruptionBudget>(&client).await?;
     let catalog = tessera_devices::Catalog::built_in().context("the built-in GPU catalog")?;
     let objects = facts::Objects::index(&nodes, &pods);
     let node_facts = objects.node_facts(&plan, &catalog);

@@ -44,16 +44,7 @@ fn plan(kind: PlanKind, policy: UpgradePolicy, canary: usize, batch: Option<usiz
 }
 
 fn node(name: &str) -> NodeFacts {
-    NodeFacts {
-        name: name.into(),
-        labels: pool_selector(),
-        ready: true,
-        gpu_model: Some("H100-SXM5-80GB".into()),
-        driver_version: Some("570.172.08".into()),
-        mig_profiles: Some(vec!["7g.80gb".into()]),
-        kubelet_version: "v1.32.4".into(),
-        ..NodeFacts::default()
-    }
+    crate::rollout_proptests::gpu_node(name, true)
 }
 
 fn with_pods(mut n: NodeFacts, pods: &[&str]) -> NodeFacts {

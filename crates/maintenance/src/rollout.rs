@@ -307,17 +307,10 @@ fn removed_stand_in(name: &str) -> NodeInput {
         ready: true,
         skip: false,
         annotations: Default::default(),
-        driver: DriverPod {
-            pod: PodRef {
-                namespace: String::new(),
-                name: name.to_string(),
-            },
-            orphaned: false,
-            revision_in_sync: true,
-            running_and_ready: true,
-            failing: false,
-            terminating: false,
-        },
+        driver: DriverPod::in_sync_and_ready(PodRef {
+            namespace: String::new(),
+            name: name.to_string(),
+        }),
         workload_pods: Vec::new(),
         gpu_pods: Vec::new(),
         validator_pods: Vec::new(),

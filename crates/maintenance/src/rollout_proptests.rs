@@ -451,7 +451,9 @@ fn kind_of(k: u8) -> PlanKind {
     }
 }
 
-fn gpu_node(name: &str, pool: bool) -> NodeFacts {
+/// An H100 node on driver 570, one 7g.80gb instance per GPU, kubelet 1.32; in the `pool=gpu`
+/// pool when `pool`.
+pub(crate) fn gpu_node(name: &str, pool: bool) -> NodeFacts {
     let mut labels = BTreeMap::new();
     if pool {
         labels.insert(POOL_LABEL.to_string(), "gpu".to_string());
