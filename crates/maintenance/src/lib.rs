@@ -10,7 +10,8 @@
 //! kubelet version or a node rotation over a pool, checked and staged before they start
 //! ([`preflight`]: a canary, then batches; refused when a PodDisruptionBudget or
 //! `maxUnavailable` would be exceeded) and run one stateless step at a time ([`rollout`]), every
-//! kind through the same per-node state machine.
+//! kind through the same per-node state machine; [`status`] records the stages in the plan's
+//! status so a step needs only the object and the nodes' labels.
 
 pub mod apply;
 pub mod facts;
@@ -21,6 +22,7 @@ pub mod preflight;
 pub mod rollout;
 pub mod spec;
 pub mod state;
+pub mod status;
 
 pub use apply::{Action, Manager, VALIDATION_TIMEOUT_SECONDS, apply_state};
 pub use keys::{Keys, UpgradeState};
