@@ -584,3 +584,17 @@ fn rotation_adds_the_replacement_first_and_removes_the_old_node() {
     assert_eq!(s.phase, Phase::Succeeded);
     assert_eq!(s.nodes[0].state, "removed");
 }
+
+#[test]
+fn a_halted_plan_starts_no_waiting_node() {
+    // One stage of two with a free slot: b is still in upgrade-required when a fails.
+    let p = plan(driver(), policy(2, None), 0, Some(2));
+    let stages = stages_of(&p, &[node("a"), node("b")]);
+    let mut a = labelled(node("a"), UpgradeState::Failed);
+    a.unschedulable = true;
+    a.validator = Validator::Failed;
+    let b = labelled(node("b"), UpgradeState::UpgradeRequired);
+    let s = step(&p, &stages, &[a, b], &catalog(), 0);
+    assert!(matches!(s.phase, Phase::Halted { .. }), "{:?}", s.phase);
+    assert_eq!(states(&s.actions), pairs(&[]));
+}

@@ -1,12 +1,13 @@
 //! The plan property test: 1,000 randomised pools, workloads and PodDisruptionBudgets; every
 //! plan the pre-flight accepts is executed to completion by [`Sim`], a small cluster model
 //! written for this test (not `tessera-sim`'s placement): evictions honour PDBs (429 → retried
-//! next step), evicted Deployment pods are recreated by their controller and scheduled on the least
-//! allocated schedulable node, evicted Kueue workloads are requeued whole and admitted again when
-//! their gang fits. Checked at every step: no budget below its `minAvailable`, no pod killed by a
-//! kind's change or a node removal (zero lost workloads), `maxUnavailable` never exceeded, no
-//! new node started after a failure; at the end every node done (or the rollout halted on the
-//! node whose validation was made to fail, left cordoned) and every workload running again.
+//! next step), evicted Deployment pods are recreated by their controller and scheduled on the
+//! least allocated schedulable node, evicted Kueue workloads are requeued whole and admitted
+//! again when their gang fits. Checked at every step: no budget below its `minAvailable`, no pod
+//! killed by a kind's change or a node removal (zero lost workloads), `maxUnavailable` never
+//! exceeded, no node that had not started (unlabelled or `upgrade-required`) started after a
+//! failure; at the end every node done (or the rollout halted on the node whose validation was
+//! made to fail, left cordoned) and every workload running again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -536,6 +537,14 @@ fn plan_for(c: &Case, canary: usize, batch: Option<usize>) -> Plan {
     }
 }
 
+/// Whether a node has not started: no state label, or waiting in `upgrade-required`.
+fn not_started(n: &NodeFacts) -> bool {
+    matches!(
+        n.labels.get(STATE).map(String::as_str),
+        None | Some("upgrade-required")
+    )
+}
+
 /// Runs `plan` to the end; returns the final phase.
 fn execute(
     sim: &mut Sim,
@@ -566,7 +575,7 @@ fn execute(
             halted_untouched = Some(
                 facts
                     .iter()
-                    .filter(|n| !n.labels.contains_key(STATE))
+                    .filter(|n| not_started(n))
                     .map(|n| n.name.clone())
                     .collect(),
             );
@@ -615,7 +624,7 @@ fn execute(
         }
         if let Some(untouched) = &halted_untouched {
             for n in &sim.nodes {
-                if untouched.contains(&n.name) && n.labels.contains_key(STATE) {
+                if untouched.contains(&n.name) && !not_started(n) {
                     return Err(format!(
                         "tick {tick}: node {} started after the halt",
                         n.name
