@@ -2,8 +2,8 @@
 //! operator's driver-upgrade controller (k8s-operator-libs `pkg/upgrade/`, in-place mode):
 //! the state label values and keys ([`keys`]), the upgrade policy ([`policy`]), the cluster
 //! state and slot arithmetic ([`state`]) and one reconcile step returning decisions
-//! ([`apply`]). Knows no API client, no clock and no label-selector evaluation; a shell reads
-//! nodes and pods, calls [`apply_state`] with the time, and carries out the [`Action`]s.
+//! ([`apply`]). Knows no API client and no clock; a shell reads nodes and pods, calls
+//! [`apply_state`] with the time, and carries out the [`Action`]s.
 //! Requestor (maintenance-operator) mode is not here.
 //!
 //! On top of it, declared maintenance plans ([`plan`]): a driver upgrade, a MIG repartition, a
@@ -11,7 +11,9 @@
 //! ([`preflight`]: a canary, then batches; refused when a PodDisruptionBudget or
 //! `maxUnavailable` would be exceeded) and run one stateless step at a time ([`rollout`]), every
 //! kind through the same per-node state machine; [`status`] records the stages in the plan's
-//! status so a step needs only the object and the nodes' labels.
+//! status so a step needs only the object and the nodes' labels. [`spec`] reads the
+//! `MaintenancePlan` document and [`facts`] the Node, Pod and PodDisruptionBudget objects a shell
+//! lists (the only place a label selector is evaluated, with `tessera-model`'s matcher).
 
 pub mod apply;
 pub mod facts;
