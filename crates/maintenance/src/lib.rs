@@ -8,7 +8,7 @@
 //!
 //! On top of it, declared maintenance plans ([`plan`]): a driver upgrade, a MIG repartition, a
 //! kubelet version or a node rotation over a pool, checked and staged before they start
-//! ([`preflight`]: a canary, then batches; refused when a PodDisruptionBudget or
+//! ([`mod@preflight`]: a canary, then batches; refused when a PodDisruptionBudget or
 //! `maxUnavailable` would be exceeded) and run one stateless step at a time ([`rollout`]), every
 //! kind through the same per-node state machine; [`status`] records the stages in the plan's
 //! status so a step needs only the object and the nodes' labels. [`spec`] reads the
