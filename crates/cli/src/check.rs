@@ -136,7 +136,7 @@ pub async fn run(command: &CheckCommand) -> anyhow::Result<bool> {
 }
 
 /// Every object of a kind, in every namespace, as JSON.
-async fn list_json<K>(client: &kube::Client) -> anyhow::Result<Vec<Value>>
+pub(crate) async fn list_json<K>(client: &kube::Client) -> anyhow::Result<Vec<Value>>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
     <K as kube::Resource>::DynamicType: Default,

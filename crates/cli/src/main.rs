@@ -3,6 +3,7 @@
 mod agent;
 mod bench;
 mod bench_exec;
+mod bench_maintain;
 mod bench_multikueue;
 mod bench_netpol;
 mod bench_queue;
@@ -21,6 +22,7 @@ mod detach;
 mod diagnose;
 mod explain;
 mod fault;
+mod maintain;
 mod netpol;
 mod node;
 mod output;
@@ -91,6 +93,10 @@ enum Command {
     Tenant(tenant::TenantArgs),
     /// Secrets encrypted at rest: rewrite every encrypted object with the first key.
     Secrets(secrets::SecretsArgs),
+    /// Maintenance plans for GPU pools (driver upgrade, MIG repartition, kubelet version, node
+    /// rotation): the staged rollout and its pre-flight verdict.
+    #[command(subcommand)]
+    Maintain(maintain::MaintainCommand),
 }
 
 #[derive(Subcommand)]
@@ -124,6 +130,8 @@ enum BenchCommand {
     /// MultiKueue's dispatch latency: a manager's Workload reserving quota to its Job on the
     /// worker that admitted it, over loopback TLS between embedded platforms.
     Multikueue(bench_multikueue::MultiKueueBenchArgs),
+    /// Planning a maintenance rollout of a 1,000-node GPU pool: facts, pre-flight, first step.
+    Maintain(bench_maintain::MaintainBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -330,6 +338,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Queue(args)) => {
             bench_report::repeat(&args.repeat, || bench_queue::queue(&args))
         }
+        Command::Bench(BenchCommand::Maintain(args)) => {
+            bench_report::repeat(&args.repeat, || bench_maintain::maintain(&args))
+        }
         Command::Bench(BenchCommand::Netpol(args)) => {
             bench_report::repeat(&args.repeat, || bench_netpol::netpol(&args))
         }
@@ -351,6 +362,12 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Tenant(args) => runtime.block_on(tenant::run(&args)),
+        Command::Maintain(command) => {
+            if !runtime.block_on(maintain::run(&command))? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Secrets(args) => runtime.block_on(secrets::run(&args)),
     }
 }

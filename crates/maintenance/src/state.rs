@@ -32,6 +32,20 @@ pub struct DriverPod {
     pub terminating: bool,
 }
 
+impl DriverPod {
+    /// A driver pod owned by its DaemonSet, at the newest revision, Running and Ready.
+    pub fn in_sync_and_ready(pod: PodRef) -> DriverPod {
+        DriverPod {
+            pod,
+            orphaned: false,
+            revision_in_sync: true,
+            running_and_ready: true,
+            failing: false,
+            terminating: false,
+        }
+    }
+}
+
 /// Phase of a workload pod matched by `waitForCompletion.podSelector`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodPhase {

@@ -20,17 +20,10 @@ fn node(name: &str, state: UpgradeState) -> NodeInput {
         ready: true,
         skip: false,
         annotations: BTreeMap::new(),
-        driver: DriverPod {
-            pod: PodRef {
-                namespace: "gpu-operator".to_string(),
-                name: format!("nvidia-driver-{name}"),
-            },
-            orphaned: false,
-            revision_in_sync: true,
-            running_and_ready: true,
-            failing: false,
-            terminating: false,
-        },
+        driver: DriverPod::in_sync_and_ready(PodRef {
+            namespace: "gpu-operator".to_string(),
+            name: format!("nvidia-driver-{name}"),
+        }),
         workload_pods: Vec::new(),
         gpu_pods: Vec::new(),
         validator_pods: vec![true],

@@ -127,6 +127,15 @@ fn every_bench_command_runs_at_a_tiny_size() {
             ],
         ),
         (
+            "maintain",
+            vec!["--nodes", "20", "--pods-per-node", "2", "--budgets", "5"],
+            vec![(
+                "plan a 20-node pool rollout (40 pods, 5 PDBs): read objects, pre-flight, first step",
+                "core",
+                20.0,
+            )],
+        ),
+        (
             "netpol",
             vec![
                 "--pods",

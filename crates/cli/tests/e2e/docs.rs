@@ -201,6 +201,7 @@ const PAGES: &[&str] = &[
     "README.md",
     "docs/benchmarks.md",
     "docs/lab/device-plugin-vs-dra.md",
+    "docs/lab/maintenance.md",
     "docs/lab/networks.md",
     "docs/lab/tenant.md",
     "docs/lab/two-teams.md",
@@ -278,6 +279,11 @@ fn docs_benchmarks_run_as_written() {
 #[test]
 fn docs_lab_device_plugin_vs_dra_runs_as_written() {
     run_page("docs/lab/device-plugin-vs-dra.md");
+}
+
+#[test]
+fn docs_lab_maintenance_runs_as_written() {
+    run_page("docs/lab/maintenance.md");
 }
 
 #[test]

@@ -37,6 +37,7 @@ mod kueue_tas;
 mod kueue_topology;
 mod kueue_visibility;
 mod least_privilege;
+mod maintenance;
 mod netpol;
 mod netpol_dataplane;
 mod networks;
