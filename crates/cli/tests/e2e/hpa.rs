@@ -5,7 +5,8 @@
 //! metric cannot be read, which the autoscaler says as upstream's does; the scaling itself is
 //! tested against a stand-in metrics API in the binary's `hpa_tests`.
 
-use crate::support::Cluster;
+use crate::autoscaling::HPA_COLUMNS;
+use crate::support::{Cluster, table_rows};
 
 #[test]
 fn autoscale_makes_an_hpa_the_controller_reconciles() {
@@ -47,30 +48,9 @@ fn autoscale_makes_an_hpa_the_controller_reconciles() {
     assert!(reasons.contains("FailedGetResourceMetric"), "{reasons}");
     for version in ["1.27", "1.33"] {
         let table = cluster.ok(version, &["get", "hpa"]);
-        let mut lines = table.lines();
-        let header: Vec<&str> = lines
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        assert_eq!(
-            header,
-            [
-                "NAME",
-                "REFERENCE",
-                "TARGETS",
-                "MINPODS",
-                "MAXPODS",
-                "REPLICAS",
-                "AGE"
-            ],
-            "{version}"
-        );
-        let row: Vec<&str> = lines
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
+        let rows = table_rows(&table);
+        let (header, row) = (&rows[0], &rows[1]);
+        assert_eq!(header[..], HPA_COLUMNS, "{version}");
         assert_eq!(
             row[..7],
             [

@@ -66,7 +66,8 @@ fn uniform(changes: &[i32], period: u64) -> Vec<ScaleEvent> {
 #[test]
 fn normalize_desired_replicas_without_behavior() {
     // (name, recommendations (replicas, seconds ago), proposal, stabilized, log length)
-    let cases: &[(&str, &[(i32, u64)], i32, i32, usize)] = &[
+    type Case = (&'static str, &'static [(i32, u64)], i32, i32, usize);
+    let cases: &[Case] = &[
         ("empty log", &[], 5, 5, 1),
         ("stabilize", &[(4, 120), (5, 60)], 3, 5, 3),
         ("no stabilize", &[(1, 120), (2, 60)], 3, 3, 3),

@@ -50,6 +50,9 @@ fn pods(levels: &[i64]) -> (Vec<Value>, Vec<Value>) {
     (pods, metrics)
 }
 
+/// A condition's (type, status, reason).
+type Condition = (&'static str, &'static str, &'static str);
+
 fn reasons(status: &Value) -> Vec<(String, String, String)> {
     status["conditions"]
         .as_array()
@@ -158,11 +161,8 @@ fn within_tolerance_keeps_replicas_and_is_ready_for_new_scale() {
 #[test]
 fn limits_and_disabled_scaling() {
     // (min, max, replicas, levels) → (rescale to, conditions)
-    let cases: Vec<(
-        (i32, i32, i32, &[i64]),
-        Option<i32>,
-        Vec<(&str, &str, &str)>,
-    )> = vec![
+    type Case = ((i32, i32, i32, &'static [i64]), Option<i32>, Vec<Condition>);
+    let cases: Vec<Case> = vec![
         // TestScaleUpCapMax-like: desired 5 limited to 4.
         (
             (1, 4, 3, &[300, 500, 700]),

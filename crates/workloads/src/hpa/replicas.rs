@@ -174,11 +174,7 @@ pub fn resource_metrics(
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let timestamp = item
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .and_then(parse_timestamp)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let timestamp = sample_time(item);
         let window = item
             .get("window")
             .and_then(Value::as_str)
@@ -220,12 +216,15 @@ pub fn resource_metrics(
             );
         }
     }
-    let timestamp = first
-        .get("timestamp")
+    Ok((metrics, sample_time(first)))
+}
+
+/// A PodMetrics' `timestamp` (the epoch when absent, as Go's zero time).
+fn sample_time(item: &Value) -> SystemTime {
+    item.get("timestamp")
         .and_then(Value::as_str)
         .and_then(parse_timestamp)
-        .unwrap_or(SystemTime::UNIX_EPOCH);
-    Ok((metrics, timestamp))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// The pods sorted as upstream's `groupPods` sorts them.

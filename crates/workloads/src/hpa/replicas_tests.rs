@@ -15,9 +15,10 @@ fn now() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 enum Start {
     /// Go's zero time (long before everything).
+    #[default]
     Zero,
     /// Started 10 minutes ago: past the CPU initialization period.
     Cool,
@@ -38,12 +39,6 @@ struct Case {
     deleting: &'static [bool],
     /// (replicas, utilization, raw value) or an error's beginning.
     expected: Result<(i32, i32, i64), &'static str>,
-}
-
-impl Default for Start {
-    fn default() -> Start {
-        Start::Zero
-    }
 }
 
 impl Default for Case {
