@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DynamicObject, ListParams, Patch};
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -76,6 +76,8 @@ pub async fn sync_all(
         .list(&ListParams::default())
         .await?;
     let mut seen = HashSet::with_capacity(list.items.len());
+    // Discovery answers once per target kind and pass.
+    let mut kinds = Kinds::new();
     for item in &list.items {
         let key = format!(
             "{}/{}/{}",
@@ -87,7 +89,7 @@ pub async fn sync_all(
             continue;
         };
         let history = histories.entry(key.clone()).or_default();
-        if let Err(error) = sync_one(client, config, recorder, &object, history).await {
+        if let Err(error) = sync_one(client, config, recorder, &mut kinds, &object, history).await {
             tracing::debug!(%error, autoscaler = %key, "cannot write an autoscaler's decision");
         }
         seen.insert(key);
@@ -101,6 +103,7 @@ async fn sync_one(
     client: &Client,
     config: &HpaConfig,
     recorder: &EventRecorder,
+    kinds: &mut Kinds,
     object: &Value,
     history: &mut History,
 ) -> Result<(), kube::Error> {
@@ -110,7 +113,7 @@ async fn sync_one(
         .pointer("/spec/scaleTargetRef")
         .cloned()
         .unwrap_or(Value::Null);
-    let scale_api = scale_api(client, namespace, &target).await;
+    let scale_api = scale_api(client, kinds, namespace, &target).await;
     let scale_read = match &scale_api {
         Ok(api) => api
             .get_scale(text(&target, "/name"))
@@ -197,14 +200,31 @@ async fn write_status(
         .map(drop)
 }
 
+/// Target kinds resolved in one pass: (apiVersion, kind) → resource or why not.
+type Kinds = HashMap<(String, String), Result<ApiResource, String>>;
+
 /// The API of the target's kind, found through discovery (upstream's REST mapper).
 async fn scale_api(
     client: &Client,
+    kinds: &mut Kinds,
     namespace: &str,
     target: &Value,
 ) -> Result<Api<DynamicObject>, String> {
     let api_version = text(target, "/apiVersion");
     let kind = text(target, "/kind");
+    let key = (api_version.to_string(), kind.to_string());
+    if !kinds.contains_key(&key) {
+        let resolved = resolve(client, api_version, kind).await;
+        kinds.insert(key.clone(), resolved);
+    }
+    match kinds.get(&key) {
+        Some(Ok(resource)) => Ok(Api::namespaced_with(client.clone(), namespace, resource)),
+        Some(Err(error)) => Err(error.clone()),
+        None => Err("unable to determine resource for scale target reference".into()),
+    }
+}
+
+async fn resolve(client: &Client, api_version: &str, kind: &str) -> Result<ApiResource, String> {
     let (group, version) = match api_version.split_once('/') {
         Some((group, version)) => (group, version),
         None => ("", api_version),
@@ -215,10 +235,10 @@ async fn scale_api(
         ));
     }
     let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, _) = kube::discovery::pinned_kind(client, &gvk)
+    kube::discovery::pinned_kind(client, &gvk)
         .await
-        .map_err(|e| format!("unable to determine resource for scale target reference: {e}"))?;
-    Ok(Api::namespaced_with(client.clone(), namespace, &resource))
+        .map(|(resource, _)| resource)
+        .map_err(|e| format!("unable to determine resource for scale target reference: {e}"))
 }
 
 /// The pods `selector` picks in `namespace`, as JSON; none when they cannot be listed.
