@@ -46,6 +46,16 @@ fn autoscale_makes_an_hpa_the_controller_reconciles() {
         },
     );
     assert!(reasons.contains("FailedGetResourceMetric"), "{reasons}");
+    let described = cluster.ok("1.27", &["describe", "hpa", "web"]);
+    for line in [
+        "AbleToScale",
+        "SucceededGetScale",
+        "ScalingActive",
+        "FailedGetResourceMetric",
+        "the HPA was unable to compute the replica count",
+    ] {
+        assert!(described.contains(line), "{line}:\n{described}");
+    }
     for version in ["1.27", "1.33"] {
         let table = cluster.ok(version, &["get", "hpa"]);
         let rows = table_rows(&table);
