@@ -32,6 +32,9 @@ mod tenant;
 mod up;
 mod visibility;
 
+#[cfg(test)]
+mod hpa_tests;
+
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
