@@ -20,8 +20,6 @@ mod data_dir;
 mod detach;
 mod explain;
 mod fault;
-#[cfg(test)]
-mod hpa_tests;
 mod netpol;
 mod node;
 mod output;
