@@ -220,6 +220,26 @@ pub const COMPONENTS: &[Component] = &[
             ),
         ],
     },
+    // Upstream's `system:controller:horizontal-pod-autoscaler`.
+    Component {
+        name: "horizontal-pod-autoscaler",
+        rules: &[
+            (&["autoscaling"], &["horizontalpodautoscalers"], READ),
+            (
+                &["autoscaling"],
+                &["horizontalpodautoscalers/status"],
+                STATUS,
+            ),
+            (&["*"], &["*/scale"], &["get", "update", "patch"]),
+            (&[""], &["pods"], &["list"]),
+            (&["metrics.k8s.io"], &["pods"], &["list"]),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
     Component {
         name: "workload-controller",
         rules: &[

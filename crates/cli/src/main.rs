@@ -33,9 +33,13 @@ mod tenant;
 mod up;
 mod visibility;
 
+#[cfg(test)]
+mod hpa_tests;
+
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -165,6 +169,10 @@ pub struct UpArgs {
     /// unreachable (kube-controller-manager's `--node-monitor-grace-period`).
     #[arg(long, default_value_t = 50)]
     pub node_monitor_grace_period: u64,
+    /// How often the horizontal pod autoscaler reconciles every HorizontalPodAutoscaler, as a
+    /// Go duration (kube-controller-manager's `--horizontal-pod-autoscaler-sync-period`).
+    #[arg(long, default_value = "15s", value_parser = parse_sync_period)]
+    pub horizontal_pod_autoscaler_sync_period: Duration,
     /// A KubeSchedulerConfiguration file: scheduling profiles (score plugins and weights,
     /// NodeResourcesFit scoring strategy, percentageOfNodesToScore).
     #[arg(long)]
@@ -369,5 +377,13 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Secrets(args) => runtime.block_on(secrets::run(&args)),
+    }
+}
+
+/// A positive Go duration (`15s`, `1m30s`).
+fn parse_sync_period(text: &str) -> Result<Duration, String> {
+    match tessera_model::time::parse_duration(text)? {
+        Duration::ZERO => Err(format!("{text:?}: the period must be positive")),
+        period => Ok(period),
     }
 }

@@ -315,6 +315,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             clock: clock.clone(),
         },
     ));
+    let autoscaler = tokio::spawn(tessera_controllers::hpa::run(
+        client_for("horizontal-pod-autoscaler"),
+        tessera_controllers::hpa::HpaConfig::new(
+            args.horizontal_pod_autoscaler_sync_period,
+            clock.clone(),
+        ),
+    ));
     let scheduler = tokio::spawn(tessera_controllers::scheduler::run(
         client_for("scheduler"),
         tessera_controllers::scheduler::SchedulerConfig::embedded(profiles),
@@ -391,6 +398,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     scheduler.abort();
     queue_manager.abort();
     node_monitor.abort();
+    autoscaler.abort();
     apps.abort();
     jobsets.abort();
     endpoints.abort();

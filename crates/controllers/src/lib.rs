@@ -13,6 +13,7 @@ pub mod apps;
 pub mod assumed;
 pub mod custom;
 pub mod endpoints;
+pub mod hpa;
 pub mod jobs;
 pub mod node_monitor;
 pub mod pdb;

@@ -23,6 +23,7 @@ pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod hpa;
 pub mod job;
 pub mod jobset;
 pub mod lws;

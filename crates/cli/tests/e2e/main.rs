@@ -24,6 +24,7 @@ mod durability;
 mod encryption;
 mod exec;
 mod faults;
+mod hpa;
 mod kubectl;
 mod kueue_api;
 mod kueue_config;

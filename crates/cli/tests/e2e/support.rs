@@ -329,3 +329,11 @@ pub fn up_refuses(data_dir: &Path, args: &[&str]) -> String {
     assert!(!output.status.success(), "{stderr}");
     stderr
 }
+
+/// A kubectl table's lines split into their whitespace-separated cells, header first.
+pub fn table_rows(table: &str) -> Vec<Vec<&str>> {
+    table
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect()
+}
