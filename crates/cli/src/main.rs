@@ -19,6 +19,7 @@ mod crash_drill;
 mod data_dir;
 mod detach;
 mod explain;
+mod monitoring;
 mod fault;
 mod netpol;
 mod node;
@@ -87,6 +88,8 @@ enum Command {
     Tenant(tenant::TenantArgs),
     /// Secrets encrypted at rest: rewrite every encrypted object with the first key.
     Secrets(secrets::SecretsArgs),
+    /// Monitoring: a Prometheus configuration and GPU alerting rules for the platform.
+    Monitoring(monitoring::MonitoringArgs),
 }
 
 #[derive(Subcommand)]
@@ -342,5 +345,6 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Tenant(args) => runtime.block_on(tenant::run(&args)),
         Command::Secrets(args) => runtime.block_on(secrets::run(&args)),
+        Command::Monitoring(args) => runtime.block_on(monitoring::run(&args)),
     }
 }

@@ -526,6 +526,20 @@ impl KueueMetrics {
             .observe(wait.max(0.0));
     }
 
+    /// Counts what a Workload status write meant.
+    pub fn record(&self, transition: &crate::kueue::Transition) {
+        match transition {
+            crate::kueue::Transition::Admitted {
+                cluster_queue,
+                wait,
+            } => self.admitted(cluster_queue, *wait),
+            crate::kueue::Transition::Evicted {
+                cluster_queue,
+                reason,
+            } => self.evicted(cluster_queue, reason),
+        }
+    }
+
     /// A workload of `cluster_queue` was evicted for `reason` (Kueue's Evicted reasons).
     pub fn evicted(&self, cluster_queue: &str, reason: &str) {
         self.evicted

@@ -330,6 +330,72 @@ pub fn gauges(out: &mut Families, objects: &Objects) {
     }
 }
 
+/// What a Workload status write the queue manager makes means for Kueue's counters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transition {
+    /// Admitted in `cluster_queue` after waiting `wait` seconds since it was created or
+    /// last requeued (`kueue_admitted_workloads_total`, `kueue_admission_wait_time_seconds`).
+    Admitted {
+        /// The ClusterQueue.
+        cluster_queue: String,
+        /// Seconds waited.
+        wait: f64,
+    },
+    /// Evicted from `cluster_queue` for `reason` (`kueue_evicted_workloads_total`).
+    Evicted {
+        /// The ClusterQueue it held quota in.
+        cluster_queue: String,
+        /// The `Evicted` condition's reason.
+        reason: String,
+    },
+}
+
+fn condition<'a>(conditions: Option<&'a Value>, kind: &str) -> Option<&'a Value> {
+    conditions?
+        .as_array()?
+        .iter()
+        .find(|c| text(c, "/type") == kind)
+}
+
+fn is_true(conditions: Option<&Value>, kind: &str) -> bool {
+    condition(conditions, kind).is_some_and(|c| text(c, "/status") == "True")
+}
+
+/// The counter transitions of writing `status` (a merge patch of `status`) over the
+/// Workload `before`, at `now`.
+pub fn transitions(before: &Value, status: &Value, now: std::time::SystemTime) -> Vec<Transition> {
+    let old = before.pointer("/status/conditions");
+    let new = status.get("conditions");
+    let mut out = Vec::new();
+    if is_true(new, "Admitted") && !is_true(old, "Admitted") {
+        let cluster_queue = text(status, "/admission/clusterQueue").to_string();
+        let queued = condition(old, "Requeued")
+            .map(|c| text(c, "/lastTransitionTime"))
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| text(before, "/metadata/creationTimestamp"));
+        let wait = tessera_model::time::parse_timestamp(queued)
+            .and_then(|t| now.duration_since(t).ok())
+            .map_or(0.0, |d| d.as_secs_f64());
+        out.push(Transition::Admitted {
+            cluster_queue,
+            wait,
+        });
+    }
+    if is_true(new, "Evicted") && !is_true(old, "Evicted") {
+        let cluster_queue = match text(before, "/status/admission/clusterQueue") {
+            "" => text(status, "/admission/clusterQueue"),
+            cq => cq,
+        };
+        out.push(Transition::Evicted {
+            cluster_queue: cluster_queue.to_string(),
+            reason: condition(new, "Evicted")
+                .map(|c| text(c, "/reason").to_string())
+                .unwrap_or_default(),
+        });
+    }
+    out
+}
+
 /// The gauges alone, in a registry of their own.
 pub fn families(objects: &Objects) -> Result<prometheus::Registry, Error> {
     let mut out = Families::new();
@@ -402,6 +468,26 @@ mod tests {
                 ),
                 workload("orphan", "missing", json!({})),
             ],
+        }
+    }
+
+    #[test]
+    fn status_writes_become_counter_transitions() {
+        let now = tessera_model::time::parse_timestamp("2026-01-01T00:00:10Z").unwrap();
+        let pending = workload("w", "lq", json!({}));
+        let running = workload("w", "lq", admitted_status(true));
+        let evicted_status = json!({"conditions": [
+            {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "", "lastTransitionTime": "2026-01-01T00:00:10Z"}
+        ]});
+        let cases = vec![
+            ("admission", &pending, admitted_status(true), vec![Transition::Admitted { cluster_queue: "cq".into(), wait: 10.0 }]),
+            ("reservation only", &pending, admitted_status(false), vec![]),
+            ("already admitted", &running, admitted_status(true), vec![]),
+            ("eviction", &running, evicted_status, vec![Transition::Evicted { cluster_queue: "cq".into(), reason: "Preempted".into() }]),
+            ("pending condition", &pending, json!({"conditions": [{"type": "QuotaReserved", "status": "False"}]}), vec![]),
+        ];
+        for (name, before, status, want) in cases {
+            assert_eq!(transitions(before, &status, now), want, "{name}");
         }
     }
 
