@@ -36,6 +36,7 @@ mod kueue_tas;
 mod kueue_topology;
 mod kueue_visibility;
 mod least_privilege;
+mod monitoring;
 mod netpol;
 mod netpol_dataplane;
 mod networks;
