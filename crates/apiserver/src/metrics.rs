@@ -24,7 +24,12 @@ use crate::server::ApiServer;
 pub const COMPONENTS: [&str; 3] = ["kube-scheduler", "kueue", "kube-state-metrics"];
 
 /// The labels kube-apiserver records a request under.
-pub fn request_labels(method: &Method, path: &str, query: Option<&str>, headers: &HeaderMap) -> RequestLabels {
+pub fn request_labels(
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> RequestLabels {
     let parsed = Query::parse(query);
     let info = match parse_path(path) {
         Ok(target) => {
@@ -47,7 +52,11 @@ pub fn request_labels(method: &Method, path: &str, query: Option<&str>, headers:
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|v| v.starts_with("application/apply-patch")),
-                dry_run: parsed.get("dryRun").map(str::to_string).into_iter().collect(),
+                dry_run: parsed
+                    .get("dryRun")
+                    .map(str::to_string)
+                    .into_iter()
+                    .collect(),
             }
         }
         Err(_) => RequestInfo {
@@ -85,7 +94,7 @@ fn text_response(body: String) -> Response {
 fn rendered(result: Result<String, tessera_metrics::Error>) -> ApiResult<Response> {
     result
         .map(text_response)
-        .map_err(|e| ApiError::internal(&e.to_string()))
+        .map_err(|e| ApiError::internal(e.to_string()))
 }
 
 /// The page of `/metrics` (`component: None`) or `/components/<component>/metrics`.
@@ -124,8 +133,11 @@ pub fn serve(server: &ApiServer, component: Option<&str>, path: &str) -> ApiResu
                 workloads: list(server, "kueue.x-k8s.io", "v1beta2", "workloads"),
             };
             let gauges = tessera_metrics::kueue::families(&objects)
-                .map_err(|e| ApiError::internal(&e.to_string()))?;
-            rendered(tessera_metrics::render(&[&registries.kueue.registry, &gauges]))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            rendered(tessera_metrics::render(&[
+                &registries.kueue.registry,
+                &gauges,
+            ]))
         }
         Some("kube-state-metrics") => {
             let mut objects = tessera_metrics::ksm::Objects::default();

@@ -76,10 +76,7 @@ struct Credentials {
 fn kubeconfig_file(source: &Source) -> anyhow::Result<PathBuf> {
     match source {
         Source::Flag(path) | Source::DataDir(path) => Ok(path.clone()),
-        Source::Env(paths) => paths
-            .first()
-            .cloned()
-            .context("$KUBECONFIG names no file"),
+        Source::Env(paths) => paths.first().cloned().context("$KUBECONFIG names no file"),
         Source::Discovered { data_dir } => anyhow::bail!(
             "no kubeconfig to take the server and TLS files from: pass --kubeconfig, set \
              $KUBECONFIG, or --data-dir of a platform ({} has no kubeconfig)",
@@ -89,16 +86,30 @@ fn kubeconfig_file(source: &Source) -> anyhow::Result<PathBuf> {
 }
 
 /// Inline data (`<field>-data`, base64) or a file (`<field>`, relative to the kubeconfig).
-fn material(entry: &Value, field: &str, kubeconfig: &Path, context: &str) -> anyhow::Result<Vec<u8>> {
+fn material(
+    entry: &Value,
+    field: &str,
+    kubeconfig: &Path,
+    context: &str,
+) -> anyhow::Result<Vec<u8>> {
     if let Some(data) = entry.get(format!("{field}-data")).and_then(Value::as_str) {
         return base64::engine::general_purpose::STANDARD
             .decode(data.trim())
-            .with_context(|| format!("{}: {context}.{field}-data is not base64", kubeconfig.display()));
+            .with_context(|| {
+                format!(
+                    "{}: {context}.{field}-data is not base64",
+                    kubeconfig.display()
+                )
+            });
     }
     if let Some(file) = entry.get(field).and_then(Value::as_str) {
         let path = kubeconfig.parent().unwrap_or(Path::new(".")).join(file);
         return std::fs::read(&path).with_context(|| {
-            format!("{}: read {context}.{field} {}", kubeconfig.display(), path.display())
+            format!(
+                "{}: read {context}.{field} {}",
+                kubeconfig.display(),
+                path.display()
+            )
         });
     }
     anyhow::bail!(
@@ -128,12 +139,25 @@ fn credentials(path: &Path) -> anyhow::Result<Credentials> {
         .with_context(|| format!("{}: no current-context", path.display()))?;
     let context = named(&config, "contexts", current, "context")
         .with_context(|| format!("{}: context {current:?} is not defined", path.display()))?;
-    let field = |name: &str| context.get(name).and_then(Value::as_str).unwrap_or_default();
+    let field = |name: &str| {
+        context
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     let cluster = named(&config, "clusters", field("cluster"), "cluster").with_context(|| {
-        format!("{}: cluster {:?} is not defined", path.display(), field("cluster"))
+        format!(
+            "{}: cluster {:?} is not defined",
+            path.display(),
+            field("cluster")
+        )
     })?;
     let user = named(&config, "users", field("user"), "user").with_context(|| {
-        format!("{}: user {:?} is not defined", path.display(), field("user"))
+        format!(
+            "{}: user {:?} is not defined",
+            path.display(),
+            field("user")
+        )
     })?;
     let server = cluster
         .get("server")
@@ -141,7 +165,12 @@ fn credentials(path: &Path) -> anyhow::Result<Credentials> {
         .with_context(|| format!("{}: clusters.cluster.server is missing", path.display()))?;
     let server = server
         .strip_prefix("https://")
-        .with_context(|| format!("{}: server {server:?} is not an https:// URL", path.display()))?
+        .with_context(|| {
+            format!(
+                "{}: server {server:?} is not an https:// URL",
+                path.display()
+            )
+        })?
         .trim_end_matches('/')
         .to_string();
     Ok(Credentials {
@@ -171,12 +200,10 @@ async fn static_targets(args: &ClusterArgs) -> anyhow::Result<StaticTargets> {
         .items
         .into_iter()
         .filter(|pod| {
-            pod.spec.iter().flat_map(|s| &s.containers).any(|c| {
-                c.ports
-                    .iter()
-                    .flatten()
-                    .any(|p| p.container_port == 9400)
-            })
+            pod.spec
+                .iter()
+                .flat_map(|s| &s.containers)
+                .any(|c| c.ports.iter().flatten().any(|p| p.container_port == 9400))
         })
         .filter_map(|p| p.metadata.name)
         .collect();
@@ -217,8 +244,14 @@ async fn prometheus_config(args: &PrometheusConfigArgs) -> anyhow::Result<()> {
     let key = String::from_utf8(credentials.key).context("the client key is not PEM text")?;
     tessera_apiserver::tls::write_private(&out.join("client.key"), &key)
         .with_context(|| format!("write {}", out.join("client.key").display()))?;
-    write("prometheus.yml", prometheus_config::prometheus_yml(&settings).as_bytes())?;
-    write(RULES_FILE, prometheus_config::rules_yml(args.lab).as_bytes())?;
+    write(
+        "prometheus.yml",
+        prometheus_config::prometheus_yml(&settings).as_bytes(),
+    )?;
+    write(
+        RULES_FILE,
+        prometheus_config::rules_yml(args.lab).as_bytes(),
+    )?;
     println!(
         "Wrote {} and {} for https://{} (TLS files from {}).\nRun: prometheus --config.file={}",
         out.join("prometheus.yml").display(),
@@ -228,4 +261,50 @@ async fn prometheus_config(args: &PrometheusConfigArgs) -> anyhow::Result<()> {
         out.join("prometheus.yml").display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nclusters:\n- name: k\n  cluster: {server: \"https://127.0.0.1:6443\", certificate-authority-data: Q0E=}\nusers:\n- name: u\n  user: {client-certificate-data: Q0VSVA==, client-key-data: S0VZ}\n";
+
+    fn read(text: &str) -> anyhow::Result<Credentials> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(&path, text).unwrap();
+        credentials(&path)
+    }
+
+    #[test]
+    fn credentials_come_from_the_current_context() {
+        let credentials = read(KUBECONFIG).unwrap();
+        assert_eq!(credentials.server, "127.0.0.1:6443");
+        assert_eq!(
+            (credentials.ca, credentials.cert, credentials.key),
+            (b"CA".to_vec(), b"CERT".to_vec(), b"KEY".to_vec())
+        );
+    }
+
+    /// A kubeconfig Prometheus cannot use is refused naming the file and the field.
+    #[test]
+    fn unusable_kubeconfigs_are_refused_naming_the_field() {
+        let cases = [
+            (KUBECONFIG.replace("current-context: c\n", ""), "no current-context"),
+            (KUBECONFIG.replace("https://", "http://"), "is not an https:// URL"),
+            (
+                KUBECONFIG.replace(", client-key-data: S0VZ", ""),
+                "user has neither client-key nor client-key-data",
+            ),
+            (
+                KUBECONFIG.replace("Q0E=", "Q0E"),
+                "cluster.certificate-authority-data is not base64",
+            ),
+            (KUBECONFIG.replace("user: u}", "user: v}"), "user \"v\" is not defined"),
+        ];
+        for (text, want) in cases {
+            let error = format!("{:#}", read(&text).err().expect(want));
+            assert!(error.contains(want) && error.contains("kubeconfig"), "{want}: {error}");
+        }
+    }
 }

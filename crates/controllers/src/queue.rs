@@ -358,7 +358,10 @@ fn count_transitions(
             continue;
         };
         for transition in tessera_metrics::kueue::transitions(before, &write.status, now) {
-            if matches!(transition, tessera_metrics::kueue::Transition::Admitted { .. }) {
+            if matches!(
+                transition,
+                tessera_metrics::kueue::Transition::Admitted { .. }
+            ) {
                 admitted += 1;
             }
             metrics.record(&transition);

@@ -336,9 +336,7 @@ pub async fn run_reporting_sync(
                     if !waiting_for_victims(pod, &all_pods) {
                         let preemption = scheduler.preempt(pod, &pod_claims, &fit);
                         if let Some(metrics) = metrics {
-                            metrics.preemption(
-                                preemption.as_ref().map_or(0, |n| n.victims.len()),
-                            );
+                            metrics.preemption(preemption.as_ref().map_or(0, |n| n.victims.len()));
                         }
                         match preemption {
                             Ok(nomination) => preempt(&writer, pod, &nomination).await,
@@ -374,7 +372,10 @@ fn gated(pods: &[Arc<Pod>], names: &[String]) -> usize {
                 .unwrap_or("default-scheduler");
             spec.node_name.as_deref().is_none_or(str::is_empty)
                 && names.iter().any(|n| n == scheduler)
-                && spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty())
+                && spec
+                    .scheduling_gates
+                    .as_ref()
+                    .is_some_and(|g| !g.is_empty())
         })
         .count()
 }

@@ -480,11 +480,32 @@ mod tests {
             {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "", "lastTransitionTime": "2026-01-01T00:00:10Z"}
         ]});
         let cases = vec![
-            ("admission", &pending, admitted_status(true), vec![Transition::Admitted { cluster_queue: "cq".into(), wait: 10.0 }]),
+            (
+                "admission",
+                &pending,
+                admitted_status(true),
+                vec![Transition::Admitted {
+                    cluster_queue: "cq".into(),
+                    wait: 10.0,
+                }],
+            ),
             ("reservation only", &pending, admitted_status(false), vec![]),
             ("already admitted", &running, admitted_status(true), vec![]),
-            ("eviction", &running, evicted_status, vec![Transition::Evicted { cluster_queue: "cq".into(), reason: "Preempted".into() }]),
-            ("pending condition", &pending, json!({"conditions": [{"type": "QuotaReserved", "status": "False"}]}), vec![]),
+            (
+                "eviction",
+                &running,
+                evicted_status,
+                vec![Transition::Evicted {
+                    cluster_queue: "cq".into(),
+                    reason: "Preempted".into(),
+                }],
+            ),
+            (
+                "pending condition",
+                &pending,
+                json!({"conditions": [{"type": "QuotaReserved", "status": "False"}]}),
+                vec![],
+            ),
         ];
         for (name, before, status, want) in cases {
             assert_eq!(transitions(before, &status, now), want, "{name}");

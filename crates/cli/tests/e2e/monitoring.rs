@@ -67,58 +67,153 @@ fn metrics_endpoints_show_requests_components_and_objects_under_rbac() {
                 series(&text, "apiserver_request_total", &[]).join("\n")
             );
         }
-        assert!(has(&text, "apiserver_request_duration_seconds_bucket", &["verb=\"LIST\"", "le=\"+Inf\""]));
-        assert!(has(&text, "apiserver_current_inflight_requests", &["request_kind=\"mutating\""]));
-        assert!(has(&text, "apiserver_storage_objects", &["resource=\"pods\""]));
-        assert!(has(&text, "apiserver_storage_objects", &["resource=\"clusterqueues.kueue.x-k8s.io\""]));
+        assert!(has(
+            &text,
+            "apiserver_request_duration_seconds_bucket",
+            &["verb=\"LIST\"", "le=\"+Inf\""]
+        ));
+        assert!(has(
+            &text,
+            "apiserver_current_inflight_requests",
+            &["request_kind=\"mutating\""]
+        ));
+        assert!(has(
+            &text,
+            "apiserver_storage_objects",
+            &["resource=\"pods\""]
+        ));
+        assert!(has(
+            &text,
+            "apiserver_storage_objects",
+            &["resource=\"clusterqueues.kueue.x-k8s.io\""]
+        ));
     }
 
     // The scheduler placed the pod.
     cluster.node_when_running("1.33", None, "metered");
-    cluster.wait_for("1.33", &["get", "--raw", "/components/kube-scheduler/metrics"], |text| {
-        has(text, "scheduler_schedule_attempts_total", &["result=\"scheduled\"", "profile=\"default-scheduler\""])
-            && has(text, "scheduler_pending_pods", &["queue=\"active\""])
-    });
+    cluster.wait_for(
+        "1.33",
+        &["get", "--raw", "/components/kube-scheduler/metrics"],
+        |text| {
+            has(
+                text,
+                "scheduler_schedule_attempts_total",
+                &["result=\"scheduled\"", "profile=\"default-scheduler\""],
+            ) && has(text, "scheduler_pending_pods", &["queue=\"active\""])
+        },
+    );
 
     // Kueue: the quick start's setup and sample Job.
     cluster.ok_stdin("1.33", &["apply", "-f", "-"], SETUP);
     cluster.ok_stdin("1.33", &["create", "-f", "-"], SAMPLE_JOB);
-    let kueue = cluster.wait_for("1.33", &["get", "--raw", "/components/kueue/metrics"], |text| {
-        has(text, "kueue_admitted_workloads_total", &["cluster_queue=\"cluster-queue\""])
-    });
+    let kueue = cluster.wait_for(
+        "1.33",
+        &["get", "--raw", "/components/kueue/metrics"],
+        |text| {
+            has(
+                text,
+                "kueue_admitted_workloads_total",
+                &["cluster_queue=\"cluster-queue\""],
+            )
+        },
+    );
     for (family, labels) in [
         ("kueue_admission_attempts_total", vec!["result=\"success\""]),
-        ("kueue_admission_wait_time_seconds_count", vec!["cluster_queue=\"cluster-queue\""]),
-        ("kueue_pending_workloads", vec!["cluster_queue=\"cluster-queue\"", "status=\"active\""]),
-        ("kueue_cluster_queue_status", vec!["cluster_queue=\"cluster-queue\"", "status=\"active\""]),
-        ("kueue_cluster_queue_nominal_quota", vec!["cluster_queue=\"cluster-queue\"", "flavor=\"default-flavor\"", "resource=\"cpu\""]),
-        ("kueue_local_queue_status", vec!["name=\"user-queue\"", "namespace=\"default\""]),
+        (
+            "kueue_admission_wait_time_seconds_count",
+            vec!["cluster_queue=\"cluster-queue\""],
+        ),
+        (
+            "kueue_pending_workloads",
+            vec!["cluster_queue=\"cluster-queue\"", "status=\"active\""],
+        ),
+        (
+            "kueue_cluster_queue_status",
+            vec!["cluster_queue=\"cluster-queue\"", "status=\"active\""],
+        ),
+        (
+            "kueue_cluster_queue_nominal_quota",
+            vec![
+                "cluster_queue=\"cluster-queue\"",
+                "flavor=\"default-flavor\"",
+                "resource=\"cpu\"",
+            ],
+        ),
+        (
+            "kueue_local_queue_status",
+            vec!["name=\"user-queue\"", "namespace=\"default\""],
+        ),
     ] {
-        assert!(has(&kueue, family, &labels), "no {family} {labels:?} in\n{kueue}");
+        assert!(
+            has(&kueue, family, &labels),
+            "no {family} {labels:?} in\n{kueue}"
+        );
     }
     assert!(kueue.contains(
         "kueue_cluster_queue_nominal_quota{cluster_queue=\"cluster-queue\",cohort=\"\",flavor=\"default-flavor\",resource=\"cpu\"} 9"
     ));
 
     // kube-state-metrics over the store.
-    let ksm = cluster.ok("1.33", &["get", "--raw", "/components/kube-state-metrics/metrics"]);
-    let running = series(&ksm, "kube_pod_status_phase", &["phase=\"Running\"", "pod=\"metered\""]);
-    assert!(running.len() == 1 && running[0].ends_with(" 1"), "{running:?}");
-    assert!(has(&ksm, "kube_pod_container_resource_requests", &["pod=\"metered\"", "resource=\"cpu\"", "unit=\"core\""]));
-    assert!(has(&ksm, "kube_node_status_condition", &["node=\"cpu-1\"", "condition=\"Ready\"", "status=\"true\""]));
-    assert!(has(&ksm, "kube_node_status_capacity", &["resource=\"nvidia_com_gpu\"", "unit=\"integer\""]));
-    assert!(has(&ksm, "kube_job_status_active", &["namespace=\"default\""]));
-    assert!(has(&ksm, "kube_namespace_status_phase", &["namespace=\"kube-system\"", "phase=\"Active\""]));
+    let ksm = cluster.ok(
+        "1.33",
+        &["get", "--raw", "/components/kube-state-metrics/metrics"],
+    );
+    let running = series(
+        &ksm,
+        "kube_pod_status_phase",
+        &["phase=\"Running\"", "pod=\"metered\""],
+    );
+    assert!(
+        running.len() == 1 && running[0].ends_with(" 1"),
+        "{running:?}"
+    );
+    assert!(has(
+        &ksm,
+        "kube_pod_container_resource_requests",
+        &["pod=\"metered\"", "resource=\"cpu\"", "unit=\"core\""]
+    ));
+    assert!(has(
+        &ksm,
+        "kube_node_status_condition",
+        &["node=\"cpu-1\"", "condition=\"Ready\"", "status=\"true\""]
+    ));
+    assert!(has(
+        &ksm,
+        "kube_node_status_capacity",
+        &["resource=\"nvidia_com_gpu\"", "unit=\"integer\""]
+    ));
+    assert!(has(
+        &ksm,
+        "kube_job_status_active",
+        &["namespace=\"default\""]
+    ));
+    assert!(has(
+        &ksm,
+        "kube_namespace_status_phase",
+        &["namespace=\"kube-system\"", "phase=\"Active\""]
+    ));
 
     // RBAC: nothing without a grant; system:monitoring reads them all.
     let alice = kubeconfig_for(&cluster, "alice", &["dev"]);
-    for path in ["/metrics", "/components/kueue/metrics", "/components/kube-state-metrics/metrics"] {
+    for path in [
+        "/metrics",
+        "/components/kueue/metrics",
+        "/components/kube-state-metrics/metrics",
+    ] {
         let (ok, _, stderr) = kubectl_as(&cluster, &alice, &["get", "--raw", path]);
         assert!(!ok && stderr.contains("Forbidden"), "{path}: {stderr}");
-        assert!(stderr.contains(&format!("User \"alice\" cannot get path \"{path}\"")), "{stderr}");
+        assert!(
+            stderr.contains(&format!("User \"alice\" cannot get path \"{path}\"")),
+            "{stderr}"
+        );
     }
     let monitor = kubeconfig_for(&cluster, "prometheus", &["system:monitoring"]);
-    for path in ["/metrics", "/components/kube-scheduler/metrics", "/components/kueue/metrics", "/components/kube-state-metrics/metrics"] {
+    for path in [
+        "/metrics",
+        "/components/kube-scheduler/metrics",
+        "/components/kueue/metrics",
+        "/components/kube-state-metrics/metrics",
+    ] {
         let (ok, stdout, stderr) = kubectl_as(&cluster, &monitor, &["get", "--raw", path]);
         assert!(ok && stdout.contains("# TYPE"), "{path}: {stderr}");
     }
@@ -143,7 +238,9 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
-    response.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
 }
 
 fn poll(what: &str, within: Duration, mut check: impl FnMut() -> Option<String>) -> String {
@@ -159,8 +256,14 @@ fn poll(what: &str, within: Duration, mut check: impl FnMut() -> Option<String>)
 
 #[test]
 fn prometheus_scrapes_the_platform_and_fires_node_not_ready() {
-    if Command::new("prometheus").arg("--version").output().is_err() {
-        eprintln!("SKIP prometheus_scrapes_the_platform_and_fires_node_not_ready: no `prometheus` binary (apt-get install -y prometheus)");
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "SKIP prometheus_scrapes_the_platform_and_fires_node_not_ready: no `prometheus` binary (apt-get install -y prometheus)"
+        );
         return;
     }
     let cluster = Cluster::start();
@@ -168,7 +271,14 @@ fn prometheus_scrapes_the_platform_and_fires_node_not_ready() {
     let kubeconfig = cluster.kubeconfig();
     let (ok, stdout, stderr) = outcome(
         Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["monitoring", "prometheus-config", "--lab", "--discovery", "static", "--out"])
+            .args([
+                "monitoring",
+                "prometheus-config",
+                "--lab",
+                "--discovery",
+                "static",
+                "--out",
+            ])
             .arg(&out)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
@@ -177,7 +287,13 @@ fn prometheus_scrapes_the_platform_and_fires_node_not_ready() {
     );
     assert!(ok, "{stdout}{stderr}");
     assert!(stdout.contains("prometheus.yml"), "{stdout}");
-    for file in ["prometheus.yml", "rules/gpu-platform.rules.yml", "ca.crt", "client.crt", "client.key"] {
+    for file in [
+        "prometheus.yml",
+        "rules/gpu-platform.rules.yml",
+        "ca.crt",
+        "client.crt",
+        "client.key",
+    ] {
         assert!(out.join(file).is_file(), "{file} not written");
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -187,33 +303,56 @@ fn prometheus_scrapes_the_platform_and_fires_node_not_ready() {
     let log = std::fs::File::create(cluster.dir.path().join("prometheus.log")).expect("log");
     let _prometheus = Killed(
         Command::new("prometheus")
-            .arg(format!("--config.file={}", out.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", out.join("data").display()))
+            .arg(format!(
+                "--config.file={}",
+                out.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                out.join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("start prometheus"),
     );
-    let prometheus_log = || std::fs::read_to_string(cluster.dir.path().join("prometheus.log")).unwrap_or_default();
+    let prometheus_log =
+        || std::fs::read_to_string(cluster.dir.path().join("prometheus.log")).unwrap_or_default();
     // Every job served on the API listener is scraped and up.
-    let jobs = ["kubernetes-apiservers", "kube-scheduler", "kueue", "kube-state-metrics"];
-    poll("the platform's targets to be up", Duration::from_secs(60), || {
-        let body = http_get(port, "/api/v1/targets")?;
-        let targets: serde_json::Value = serde_json::from_str(&body).ok()?;
-        let active = targets.pointer("/data/activeTargets")?.as_array()?;
-        jobs.iter()
-            .all(|job| {
-                active.iter().any(|t| {
-                    t.pointer("/labels/job").and_then(|j| j.as_str()) == Some(job)
-                        && t.get("health").and_then(|h| h.as_str()) == Some("up")
+    let jobs = [
+        "kubernetes-apiservers",
+        "kube-scheduler",
+        "kueue",
+        "kube-state-metrics",
+    ];
+    poll(
+        "the platform's targets to be up",
+        Duration::from_secs(60),
+        || {
+            let body = http_get(port, "/api/v1/targets")?;
+            let targets: serde_json::Value = serde_json::from_str(&body).ok()?;
+            let active = targets.pointer("/data/activeTargets")?.as_array()?;
+            jobs.iter()
+                .all(|job| {
+                    active.iter().any(|t| {
+                        t.pointer("/labels/job").and_then(|j| j.as_str()) == Some(job)
+                            && t.get("health").and_then(|h| h.as_str()) == Some("up")
+                    })
                 })
-            })
-            .then_some(body)
-    });
+                .then_some(body)
+        },
+    );
     let (ok, stdout, stderr) = outcome(
         Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["fault", "node", "cpu-2", "--state", "not-ready", "--kubeconfig"])
+            .args([
+                "fault",
+                "node",
+                "cpu-2",
+                "--state",
+                "not-ready",
+                "--kubeconfig",
+            ])
             .arg(&kubeconfig)
             .output()
             .expect("tessera fault"),
