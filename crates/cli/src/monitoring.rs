@@ -290,8 +290,14 @@ mod tests {
     #[test]
     fn unusable_kubeconfigs_are_refused_naming_the_field() {
         let cases = [
-            (KUBECONFIG.replace("current-context: c\n", ""), "no current-context"),
-            (KUBECONFIG.replace("https://", "http://"), "is not an https:// URL"),
+            (
+                KUBECONFIG.replace("current-context: c\n", ""),
+                "no current-context",
+            ),
+            (
+                KUBECONFIG.replace("https://", "http://"),
+                "is not an https:// URL",
+            ),
             (
                 KUBECONFIG.replace(", client-key-data: S0VZ", ""),
                 "user has neither client-key nor client-key-data",
@@ -300,11 +306,17 @@ mod tests {
                 KUBECONFIG.replace("Q0E=", "Q0E"),
                 "cluster.certificate-authority-data is not base64",
             ),
-            (KUBECONFIG.replace("user: u}", "user: v}"), "user \"v\" is not defined"),
+            (
+                KUBECONFIG.replace("user: u}", "user: v}"),
+                "user \"v\" is not defined",
+            ),
         ];
         for (text, want) in cases {
             let error = format!("{:#}", read(&text).err().expect(want));
-            assert!(error.contains(want) && error.contains("kubeconfig"), "{want}: {error}");
+            assert!(
+                error.contains(want) && error.contains("kubeconfig"),
+                "{want}: {error}"
+            );
         }
     }
 }

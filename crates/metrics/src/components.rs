@@ -50,17 +50,24 @@ fn registered<C: prometheus::core::Collector + Clone + 'static>(
     Ok(collector)
 }
 
+/// A vector of `Opts`-defined metrics (counters, gauges), made by `new` and registered.
+fn opts_vec<C: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    new: fn(Opts, &[&str]) -> Result<C, prometheus::Error>,
+) -> Result<C, Error> {
+    registered(registry, name, new(Opts::new(name, help), labels))
+}
+
 fn counter_vec(
     registry: &Registry,
     name: &str,
     help: &str,
     labels: &[&str],
 ) -> Result<IntCounterVec, Error> {
-    registered(
-        registry,
-        name,
-        IntCounterVec::new(Opts::new(name, help), labels),
-    )
+    opts_vec(registry, name, help, labels, IntCounterVec::new)
 }
 
 fn gauge_vec(
@@ -69,11 +76,7 @@ fn gauge_vec(
     help: &str,
     labels: &[&str],
 ) -> Result<IntGaugeVec, Error> {
-    registered(
-        registry,
-        name,
-        IntGaugeVec::new(Opts::new(name, help), labels),
-    )
+    opts_vec(registry, name, help, labels, IntGaugeVec::new)
 }
 
 fn histogram_vec(

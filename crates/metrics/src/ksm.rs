@@ -10,7 +10,7 @@
 use serde_json::Value;
 use tessera_model::json::{int, text};
 
-use crate::{Error, Families, Family, quantity, quantity_value};
+use crate::{Error, Families, Family, family, quantity, quantity_value};
 
 /// The objects kube-state-metrics reads, as stored.
 #[derive(Debug, Default, Clone)]
@@ -68,10 +68,6 @@ impl Objects {
             _ => return None,
         })
     }
-}
-
-const fn family(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Family {
-    Family { name, help, labels }
 }
 
 const CONDITION_STATUSES: [&str; 3] = ["true", "false", "unknown"];

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tessera_model::json::text;
 use tessera_queue::api::objects::{WorkloadState, workload_state};
 
-use crate::{Error, Families, Family, quantity_value};
+use crate::{Error, Families, Family, family, quantity_value};
 
 /// Kueue's stored objects the gauges read.
 #[derive(Debug, Default, Clone)]
@@ -26,10 +26,6 @@ pub struct Objects {
     pub local_queues: Vec<Value>,
     /// Workloads.
     pub workloads: Vec<Value>,
-}
-
-const fn family(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Family {
-    Family { name, help, labels }
 }
 
 const PENDING_HELP: &str = "The number of pending workloads, per 'cluster_queue' and 'status'.\n'status' can have the following values:\n- \"active\" means that the workloads are in the admission queue.\n- \"inadmissible\" means there was a failed admission attempt for these workloads and they won't be retried until cluster conditions, which could make this workload admissible, change";

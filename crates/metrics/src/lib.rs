@@ -55,6 +55,15 @@ pub struct Family {
     pub labels: &'static [&'static str],
 }
 
+/// A family's definition (a `const` constructor for the tables of definitions).
+pub const fn family(
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+) -> Family {
+    Family { name, help, labels }
+}
+
 /// Renders the families of several registries as one text-format page (families sorted by
 /// name within each registry, registries in the order given).
 pub fn render(registries: &[&Registry]) -> Result<String, Error> {
