@@ -23,8 +23,41 @@ use crate::server::ApiServer;
 /// The components whose metrics are served under `/components/<name>/metrics`.
 pub const COMPONENTS: [&str; 3] = ["kube-scheduler", "kueue", "kube-state-metrics"];
 
+/// Whether a parsed path names something served. As kube-apiserver, which records requests
+/// to routes it does not have without their path, group or resource, so that made-up URLs do
+/// not make series without bound.
+fn served(server: &ApiServer, target: &Target) -> bool {
+    let kinds = || server.discovery_kinds();
+    match target {
+        Target::Resource(r) => kinds()
+            .iter()
+            .any(|k| k.group == r.group && k.version == r.version && k.plural == r.plural),
+        Target::Group(group) => kinds().iter().any(|k| k.group == group),
+        Target::GroupVersion(group, version) => kinds()
+            .iter()
+            .any(|k| k.group == group && k.version == version),
+        Target::OpenApiDocument(document) => kinds().iter().any(|k| {
+            let served = if k.group.is_empty() {
+                format!("api/{}", k.version)
+            } else {
+                format!("apis/{}/{}", k.group, k.version)
+            };
+            *document == served
+        }),
+        Target::Metrics(Some(component)) => COMPONENTS.contains(&component.as_str()),
+        Target::Version
+        | Target::Health
+        | Target::CoreGroup
+        | Target::Groups
+        | Target::OpenApiV2
+        | Target::OpenApiIndex
+        | Target::Metrics(None) => true,
+    }
+}
+
 /// The labels kube-apiserver records a request under.
 pub fn request_labels(
+    server: &ApiServer,
     method: &Method,
     path: &str,
     query: Option<&str>,
@@ -32,7 +65,7 @@ pub fn request_labels(
 ) -> RequestLabels {
     let parsed = Query::parse(query);
     let info = match parse_path(path) {
-        Ok(target) => {
+        Ok(target) if served(server, &target) => {
             let attributes = attributes(&target, method, path, &parsed);
             let version = match &target {
                 Target::Resource(resource) => resource.version.clone(),
@@ -59,9 +92,8 @@ pub fn request_labels(
                     .collect(),
             }
         }
-        Err(_) => RequestInfo {
+        _ => RequestInfo {
             verb: method.as_str().to_ascii_lowercase(),
-            path: path.to_string(),
             ..RequestInfo::default()
         },
     };

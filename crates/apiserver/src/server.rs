@@ -104,7 +104,7 @@ impl ApiServer {
     }
 
     /// Every kind discovery lists: the served ones and those of the aggregated APIs.
-    fn discovery_kinds(&self) -> Vec<&'static tessera_model::KindInfo> {
+    pub(crate) fn discovery_kinds(&self) -> Vec<&'static tessera_model::KindInfo> {
         let mut kinds = self.kinds();
         for api in self.aggregated_apis() {
             kinds.extend(api.kinds());
@@ -178,6 +178,7 @@ async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Respo
     let started = std::time::Instant::now();
     let metrics = server.metrics().map(|registries| {
         let labels = crate::metrics::request_labels(
+            &server,
             &method,
             &path,
             request.uri().query(),

@@ -1,5 +1,6 @@
 //! Metrics as Prometheus sees them: `kubectl get --raw /metrics` (bundled 1.33 and 1.27)
-//! shows `apiserver_request_total` with the verbs just issued (LIST, POST, APPLY, GET); the
+//! shows `apiserver_request_total` with the verbs just issued (LIST, POST, APPLY, GET) and
+//! made-up routes without their path; the
 //! component endpoints show the scheduler's attempts after a pod, Kueue's counters and
 //! gauges after a Kueue Job, kube-state-metrics' series for the objects; a user without
 //! rights gets 403 and a member of `system:monitoring` may read them. Then a real Prometheus
@@ -45,8 +46,31 @@ fn metrics_endpoints_show_requests_components_and_objects_under_rbac() {
         &["apply", "--server-side", "--field-manager=e2e", "-f", "-"],
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata: {a: b}\n",
     );
+    // A missing object keeps its labels; a made-up route is counted without its path.
+    cluster.fails("1.33", &["get", "pod", "absent"], None);
+    cluster.fails(
+        "1.33",
+        &["get", "--raw", "/apis/made-up.example/v1/things"],
+        None,
+    );
     for version in ["1.33", "1.27"] {
         let text = cluster.ok(version, &["get", "--raw", "/metrics"]);
+        assert!(!text.contains("made-up"), "a made-up route made a series");
+        assert!(has(
+            &text,
+            "apiserver_request_total",
+            &["code=\"404\"", "resource=\"pods\"", "verb=\"GET\""]
+        ));
+        assert!(has(
+            &text,
+            "apiserver_request_total",
+            &[
+                "code=\"404\"",
+                "resource=\"\"",
+                "subresource=\"\"",
+                "verb=\"GET\""
+            ]
+        ));
         for (verb, resource, scope) in [
             ("POST", "pods", "namespace"),
             ("LIST", "pods", "namespace"),
