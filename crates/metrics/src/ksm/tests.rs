@@ -404,6 +404,87 @@ kube_job_status_succeeded{job_name="SuccessfulJob1",namespace="ns1"} 1
             ],
         },
         Case {
+            name: "replicaset",
+            objects: Objects {
+                replicasets: vec![json!({
+                    "metadata": {"name": "rs1", "namespace": "ns1", "generation": 21},
+                    "spec": {"replicas": 5},
+                    "status": {"replicas": 5, "fullyLabeledReplicas": 10, "readyReplicas": 5, "observedGeneration": 1}
+                })],
+                ..Objects::default()
+            },
+            want: r#"
+kube_replicaset_metadata_generation{namespace="ns1",replicaset="rs1"} 21
+kube_replicaset_spec_replicas{namespace="ns1",replicaset="rs1"} 5
+kube_replicaset_status_fully_labeled_replicas{namespace="ns1",replicaset="rs1"} 10
+kube_replicaset_status_observed_generation{namespace="ns1",replicaset="rs1"} 1
+kube_replicaset_status_ready_replicas{namespace="ns1",replicaset="rs1"} 5
+kube_replicaset_status_replicas{namespace="ns1",replicaset="rs1"} 5
+"#,
+            families: &[
+                "kube_replicaset_metadata_generation",
+                "kube_replicaset_spec_replicas",
+                "kube_replicaset_status_fully_labeled_replicas",
+                "kube_replicaset_status_observed_generation",
+                "kube_replicaset_status_ready_replicas",
+                "kube_replicaset_status_replicas",
+            ],
+        },
+        Case {
+            name: "statefulset",
+            objects: Objects {
+                statefulsets: vec![json!({
+                    "metadata": {"name": "statefulset1", "namespace": "ns1", "generation": 3},
+                    "spec": {"replicas": 3, "serviceName": "statefulset1service"},
+                    "status": {"observedGeneration": 1, "replicas": 2, "currentReplicas": 2, "readyReplicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+                })],
+                ..Objects::default()
+            },
+            want: r#"
+kube_statefulset_metadata_generation{namespace="ns1",statefulset="statefulset1"} 3
+kube_statefulset_replicas{namespace="ns1",statefulset="statefulset1"} 3
+kube_statefulset_status_observed_generation{namespace="ns1",statefulset="statefulset1"} 1
+kube_statefulset_status_replicas{namespace="ns1",statefulset="statefulset1"} 2
+kube_statefulset_status_replicas_available{namespace="ns1",statefulset="statefulset1"} 1
+kube_statefulset_status_replicas_current{namespace="ns1",statefulset="statefulset1"} 2
+kube_statefulset_status_replicas_ready{namespace="ns1",statefulset="statefulset1"} 1
+kube_statefulset_status_replicas_updated{namespace="ns1",statefulset="statefulset1"} 1
+"#,
+            families: &[
+                "kube_statefulset_metadata_generation",
+                "kube_statefulset_replicas",
+                "kube_statefulset_status_observed_generation",
+                "kube_statefulset_status_replicas",
+                "kube_statefulset_status_replicas_available",
+                "kube_statefulset_status_replicas_current",
+                "kube_statefulset_status_replicas_ready",
+                "kube_statefulset_status_replicas_updated",
+            ],
+        },
+        Case {
+            name: "failed job",
+            objects: Objects {
+                jobs: vec![json!({
+                    "metadata": {"name": "FailedJob1", "namespace": "ns1"},
+                    "spec": {"parallelism": 1, "completions": 1},
+                    "status": {"active": 0, "failed": 1, "succeeded": 0,
+                        "conditions": [{"type": "Failed", "status": "True"}]}
+                })],
+                ..Objects::default()
+            },
+            want: r#"
+kube_job_failed{condition="false",job_name="FailedJob1",namespace="ns1"} 0
+kube_job_failed{condition="true",job_name="FailedJob1",namespace="ns1"} 1
+kube_job_failed{condition="unknown",job_name="FailedJob1",namespace="ns1"} 0
+kube_job_status_failed{job_name="FailedJob1",namespace="ns1"} 1
+"#,
+            families: &[
+                "kube_job_failed",
+                "kube_job_status_failed",
+                "kube_job_complete",
+            ],
+        },
+        Case {
             name: "daemonset",
             objects: Objects {
                 daemonsets: vec![json!({
