@@ -494,6 +494,29 @@ pub fn bootstrap() -> Vec<Value> {
             json!([{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
             json!({}),
         ),
+        // Upstream's monitoring role, and Tessera's for the in-process components' metrics
+        // (`/components/<name>/metrics` on the API listener), both bound to the group
+        // `system:monitoring`.
+        cluster_role(
+            "system:monitoring",
+            json!([{"nonResourceURLs": ["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*"], "verbs": ["get"]}]),
+            json!({}),
+        ),
+        cluster_role(
+            "tessera:monitoring",
+            json!([{"nonResourceURLs": ["/components/*"], "verbs": ["get"]}]),
+            json!({}),
+        ),
+        binding(
+            "system:monitoring",
+            "system:monitoring",
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:monitoring"}]),
+        ),
+        binding(
+            "tessera:monitoring",
+            "tessera:monitoring",
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:monitoring"}]),
+        ),
         binding(
             "cluster-admin",
             "cluster-admin",

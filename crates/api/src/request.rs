@@ -35,6 +35,8 @@ pub enum Target {
     OpenApiDocument(String),
     /// A resource collection, object or subresource.
     Resource(ResourcePath),
+    /// `/metrics` (`None`) or `/components/<component>/metrics`: Prometheus metrics.
+    Metrics(Option<String>),
 }
 
 /// A path under a group-version that names a resource.
@@ -91,6 +93,8 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
         ["apis"] => Target::Groups,
         ["apis", group] => Target::Group(group.to_string()),
         ["openapi", "v2"] => Target::OpenApiV2,
+        ["metrics"] => Target::Metrics(None),
+        ["components", component, "metrics"] => Target::Metrics(Some(component.to_string())),
         ["openapi", "v3"] => Target::OpenApiIndex,
         ["openapi", "v3", rest @ ..] => Target::OpenApiDocument(rest.join("/")),
         ["api", version] => Target::GroupVersion(String::new(), version.to_string()),
@@ -320,6 +324,11 @@ mod tests {
         let role = resource("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Anode");
         assert_eq!(role.name.as_deref(), Some("system:node"));
         assert!(parse_path("/nope").is_err());
+        assert_eq!(parse_path("/metrics").unwrap(), Target::Metrics(None));
+        assert_eq!(
+            parse_path("/components/kueue/metrics").unwrap(),
+            Target::Metrics(Some("kueue".into()))
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod eviction;
 pub mod exec;
 pub mod gc;
 pub mod list;
+pub mod metrics;
 pub mod objects;
 pub mod pod_security;
 pub mod registry;

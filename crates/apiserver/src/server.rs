@@ -68,6 +68,7 @@ pub struct ApiServer {
     aggregated: Mutex<Vec<Arc<dyn AggregatedApi>>>,
     runtime: Mutex<Option<Arc<dyn crate::exec::ContainerRuntime>>>,
     auditor: std::sync::OnceLock<Arc<crate::audit::Auditor>>,
+    metrics: std::sync::OnceLock<Arc<tessera_metrics::components::Registries>>,
 }
 
 impl ApiServer {
@@ -88,6 +89,7 @@ impl ApiServer {
             aggregated: Mutex::new(Vec::new()),
             runtime: Mutex::new(None),
             auditor: std::sync::OnceLock::new(),
+            metrics: std::sync::OnceLock::new(),
         })
     }
 
@@ -102,7 +104,7 @@ impl ApiServer {
     }
 
     /// Every kind discovery lists: the served ones and those of the aggregated APIs.
-    fn discovery_kinds(&self) -> Vec<&'static tessera_model::KindInfo> {
+    pub(crate) fn discovery_kinds(&self) -> Vec<&'static tessera_model::KindInfo> {
         let mut kinds = self.kinds();
         for api in self.aggregated_apis() {
             kinds.extend(api.kinds());
@@ -146,6 +148,19 @@ impl ApiServer {
         }
     }
 
+    /// Records requests into, and serves, the shared component registries from now on (set
+    /// once, before serving; without them there is no `/metrics`).
+    pub fn set_metrics(&self, registries: Arc<tessera_metrics::components::Registries>) {
+        if self.metrics.set(registries).is_err() {
+            tracing::warn!("metrics registries were already installed; keeping the first");
+        }
+    }
+
+    /// The shared component registries, if installed.
+    pub fn metrics(&self) -> Option<Arc<tessera_metrics::components::Registries>> {
+        self.metrics.get().cloned()
+    }
+
     /// The objects the server serves.
     pub fn objects(&self) -> &Objects {
         &self.objects
@@ -161,6 +176,17 @@ async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Respo
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let started = std::time::Instant::now();
+    let metrics = server.metrics().map(|registries| {
+        let labels = crate::metrics::request_labels(
+            &server,
+            &method,
+            &path,
+            request.uri().query(),
+            request.headers(),
+        );
+        registries.apiserver.started(&labels);
+        (registries, labels)
+    });
     let auditor = server.auditor.get().cloned();
     let response = crate::audit::audited(auditor, request, move |request| async move {
         match route(&server, request).await {
@@ -169,6 +195,13 @@ async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Respo
         }
     })
     .await;
+    if let Some((registries, labels)) = metrics {
+        registries.apiserver.finished(
+            &labels,
+            response.status().as_u16(),
+            started.elapsed().as_secs_f64(),
+        );
+    }
     tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
     response
 }
@@ -224,6 +257,10 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
         Target::Version => {
             read_only(request.method())?;
             Ok(json_response(StatusCode::OK, &discovery::version()))
+        }
+        Target::Metrics(component) => {
+            read_only(request.method())?;
+            crate::metrics::serve(server, component.as_deref(), request.uri().path())
         }
         Target::Health => {
             Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response())

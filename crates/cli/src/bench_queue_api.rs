@@ -290,6 +290,7 @@ impl Platform {
             tessera_controllers::queue::QueueConfig {
                 configuration: Default::default(),
                 clock: Arc::new(SystemTime::now),
+                metrics: None,
             },
         ))
     }

@@ -23,6 +23,7 @@ mod diagnose;
 mod explain;
 mod fault;
 mod maintain;
+mod monitoring;
 mod netpol;
 mod node;
 mod output;
@@ -101,6 +102,8 @@ enum Command {
     /// rotation): the staged rollout and its pre-flight verdict.
     #[command(subcommand)]
     Maintain(maintain::MaintainCommand),
+    /// Monitoring: a Prometheus configuration and GPU alerting rules for the platform.
+    Monitoring(monitoring::MonitoringArgs),
 }
 
 #[derive(Subcommand)]
@@ -377,6 +380,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Secrets(args) => runtime.block_on(secrets::run(&args)),
+        Command::Monitoring(args) => runtime.block_on(monitoring::run(&args)),
     }
 }
 

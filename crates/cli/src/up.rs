@@ -69,6 +69,7 @@ pub fn queue_config(
     Ok(tessera_controllers::queue::QueueConfig {
         configuration,
         clock: std::sync::Arc::new(std::time::SystemTime::now),
+        metrics: None,
     })
 }
 
@@ -189,7 +190,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     let topology = load_topology(args.topology.as_deref())?;
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
-    let queue_config = queue_config(args.queue_config.as_deref())?;
+    let mut queue_config = queue_config(args.queue_config.as_deref())?;
     let pod_security = args
         .admission_control_config_file
         .as_deref()
@@ -256,6 +257,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
     );
     server.register_aggregated(std::sync::Arc::new(crate::visibility::Visibility));
+    // One set of metric registries, shared by the API server (which serves them all on its
+    // listener) and the scheduler and queue manager that feed them.
+    let registries = std::sync::Arc::new(
+        tessera_metrics::components::Registries::new().context("define the metrics")?,
+    );
+    server.set_metrics(registries.clone());
+    queue_config.metrics = Some(registries.clone());
     if let Some((policy, options)) = audit_policy {
         let clock: tessera_model::clock::Clock = std::sync::Arc::new(std::time::SystemTime::now);
         let (sink, _writer) = tessera_apiserver::audit_log::start(&options, clock.clone())
@@ -324,7 +332,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     ));
     let scheduler = tokio::spawn(tessera_controllers::scheduler::run(
         client_for("scheduler"),
-        tessera_controllers::scheduler::SchedulerConfig::embedded(profiles),
+        tessera_controllers::scheduler::SchedulerConfig {
+            metrics: Some(registries.clone()),
+            ..tessera_controllers::scheduler::SchedulerConfig::embedded(profiles)
+        },
     ));
     let queue_manager = tokio::spawn(tessera_controllers::queue::run(
         client_for("queue-manager"),

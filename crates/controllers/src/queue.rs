@@ -72,6 +72,8 @@ pub struct QueueConfig {
     pub configuration: Configuration,
     /// Where the queue manager reads the time.
     pub clock: Clock,
+    /// Kueue's counters, when the platform serves them.
+    pub metrics: Option<Arc<tessera_metrics::components::Registries>>,
 }
 
 impl std::fmt::Debug for QueueConfig {
@@ -258,6 +260,7 @@ pub async fn run(client: Client, config: QueueConfig) {
         job_events: EventRecorder::start(client.clone(), JOB_COMPONENT, config.clock.clone()),
         jobset_events: EventRecorder::start(client.clone(), JOBSET.component, config.clock.clone()),
         configuration: &config.configuration,
+        metrics: config.metrics.as_deref(),
     };
     while next_pass(&mut changes, &mut resync).await {
         let now = (config.clock)();
@@ -332,6 +335,41 @@ struct Shell<'a> {
     job_events: EventRecorder,
     jobset_events: EventRecorder,
     configuration: &'a Configuration,
+    metrics: Option<&'a tessera_metrics::components::Registries>,
+}
+
+/// Counts a pass's admissions and evictions into Kueue's counters (what each Workload write
+/// means is `tessera_metrics::kueue::transitions`' decision); a pass that wrote Workloads
+/// counts as one admission attempt.
+fn count_transitions(
+    metrics: &tessera_metrics::components::KueueMetrics,
+    workloads: &[Value],
+    decided: &pass::Pass,
+    now: std::time::SystemTime,
+    started: std::time::Instant,
+) {
+    let by_key: BTreeMap<(&str, &str), &Value> = workloads
+        .iter()
+        .map(|w| ((objects::namespace(w), objects::name(w)), w))
+        .collect();
+    let mut admitted = 0;
+    for write in &decided.workloads {
+        let Some(before) = by_key.get(&(write.namespace.as_str(), write.name.as_str())) else {
+            continue;
+        };
+        for transition in tessera_metrics::kueue::transitions(before, &write.status, now) {
+            if matches!(
+                transition,
+                tessera_metrics::kueue::Transition::Admitted { .. }
+            ) {
+                admitted += 1;
+            }
+            metrics.record(&transition);
+        }
+    }
+    if !decided.workloads.is_empty() {
+        metrics.attempt(admitted, started.elapsed().as_secs_f64());
+    }
 }
 
 impl Shell<'_> {
@@ -368,7 +406,11 @@ impl Shell<'_> {
             nodes: values(watches.nodes.state()),
             pods: pods.to_vec(),
         };
+        let started = std::time::Instant::now();
         let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
+        if let Some(metrics) = self.metrics {
+            count_transitions(&metrics.kueue, &objects.workloads, &decided, now, started);
+        }
         decided.workloads.splice(0..0, prepared.writes);
         let mut workloads: BTreeMap<String, Value> = objects
             .workloads

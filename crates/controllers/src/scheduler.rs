@@ -48,6 +48,8 @@ pub struct SchedulerConfig {
     pub profiles: Vec<Profile>,
     /// Where the scheduler reads the time (conditions, events, gang timeouts).
     pub clock: Clock,
+    /// kube-scheduler's metrics, when the platform serves them.
+    pub metrics: Option<Arc<tessera_metrics::components::Registries>>,
 }
 
 impl std::fmt::Debug for SchedulerConfig {
@@ -73,6 +75,7 @@ impl SchedulerConfig {
             profiles: profiles
                 .unwrap_or_else(|| vec![named("default-scheduler"), named("tessera")]),
             clock: Arc::new(SystemTime::now),
+            metrics: None,
         }
     }
 
@@ -81,6 +84,7 @@ impl SchedulerConfig {
         SchedulerConfig {
             profiles: profiles.unwrap_or_else(|| vec![named("tessera")]),
             clock: Arc::new(SystemTime::now),
+            metrics: None,
         }
     }
 
@@ -217,7 +221,11 @@ pub async fn run_reporting_sync(
             continue;
         }
         let names = config.names();
+        let metrics = config.metrics.as_ref().map(|m| &m.scheduler);
         if !pods.state().iter().any(|p| waiting(p, &names)) {
+            if let Some(metrics) = metrics {
+                metrics.set_pending(0, 0, gated(&pods.state(), &names));
+            }
             continue;
         }
         // The watch cache's objects, shared rather than copied, with the bindings of earlier
@@ -279,7 +287,13 @@ pub async fn run_reporting_sync(
             schedule_gang(&writer, &mut scheduler, group, &named_claims, &mut reported).await;
         }
         let mut binder = Binder::new(&writer);
+        let mut unschedulable_pods = 0;
+        let gated_pods = gated(&all_pods, &names);
         for pod in queue.into_iter().filter(|p| pod_group(p).is_none()) {
+            let profile_name = config
+                .profile_for(pod)
+                .map(|p| p.scheduler_name.clone())
+                .unwrap_or_default();
             if let Some(profile) = config.profile_for(pod) {
                 scheduler.set_profile(profile);
             }
@@ -298,7 +312,18 @@ pub async fn run_reporting_sync(
                 pod.metadata.namespace.as_deref().unwrap_or_default(),
                 pod.metadata.name.as_deref().unwrap_or_default()
             );
-            match scheduler.schedule(pod, &pod_claims) {
+            let attempt = std::time::Instant::now();
+            let result = scheduler.schedule(pod, &pod_claims);
+            if let Some(metrics) = metrics {
+                let outcome = if result.is_ok() {
+                    tessera_metrics::components::scheduling_result::SCHEDULED
+                } else {
+                    unschedulable_pods += 1;
+                    tessera_metrics::components::scheduling_result::UNSCHEDULABLE
+                };
+                metrics.attempt(outcome, &profile_name, attempt.elapsed().as_secs_f64());
+            }
+            match result {
                 Ok(decision) => {
                     // As upstream: the decision is booked now and bound asynchronously; a
                     // binding that fails leaves the pod unbound for the next pass.
@@ -309,7 +334,11 @@ pub async fn run_reporting_sync(
                 Err(fit) => {
                     let mut message = fit.to_string();
                     if !waiting_for_victims(pod, &all_pods) {
-                        match scheduler.preempt(pod, &pod_claims, &fit) {
+                        let preemption = scheduler.preempt(pod, &pod_claims, &fit);
+                        if let Some(metrics) = metrics {
+                            metrics.preemption(preemption.as_ref().map_or(0, |n| n.victims.len()));
+                        }
+                        match preemption {
                             Ok(nomination) => preempt(&writer, pod, &nomination).await,
                             Err(none) => {
                                 message = format!("{message} preemption: {}", none.message())
@@ -324,7 +353,31 @@ pub async fn run_reporting_sync(
             }
         }
         binder.finish().await;
+        if let Some(metrics) = metrics {
+            metrics.set_pending(0, unschedulable_pods, gated_pods);
+        }
     }
+}
+
+/// Pods of these profiles that wait behind scheduling gates (`scheduler_pending_pods{queue="gated"}`).
+fn gated(pods: &[Arc<Pod>], names: &[String]) -> usize {
+    pods.iter()
+        .filter(|pod| {
+            let Some(spec) = pod.spec.as_ref() else {
+                return false;
+            };
+            let scheduler = spec
+                .scheduler_name
+                .as_deref()
+                .unwrap_or("default-scheduler");
+            spec.node_name.as_deref().is_none_or(str::is_empty)
+                && names.iter().any(|n| n == scheduler)
+                && spec
+                    .scheduling_gates
+                    .as_ref()
+                    .is_some_and(|g| !g.is_empty())
+        })
+        .count()
 }
 
 /// What the scheduler writes through: the API, and events recorded in the background.
