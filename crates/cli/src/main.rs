@@ -2,6 +2,7 @@
 
 mod agent;
 mod bench;
+mod bench_dcgm;
 mod bench_exec;
 mod bench_multikueue;
 mod bench_netpol;
@@ -26,6 +27,7 @@ mod output;
 mod queue_cmd;
 mod secrets;
 mod sim;
+mod telemetry;
 mod tenant;
 mod up;
 mod visibility;
@@ -120,6 +122,9 @@ enum BenchCommand {
     /// MultiKueue's dispatch latency: a manager's Workload reserving quota to its Job on the
     /// worker that admitted it, over loopback TLS between embedded platforms.
     Multikueue(bench_multikueue::MultiKueueBenchArgs),
+    /// A dcgm-exporter scrape of the node twins' simulated GPUs: one 8-GPU node and all
+    /// 1,000 GPUs of a large topology.
+    Dcgm(bench_dcgm::DcgmBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -325,6 +330,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Bench(BenchCommand::Queue(args)) => {
             bench_report::repeat(&args.repeat, || bench_queue::queue(&args))
+        }
+        Command::Bench(BenchCommand::Dcgm(args)) => {
+            bench_report::repeat(&args.repeat, || bench_dcgm::dcgm(&args))
         }
         Command::Bench(BenchCommand::Netpol(args)) => {
             bench_report::repeat(&args.repeat, || bench_netpol::netpol(&args))

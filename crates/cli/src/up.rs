@@ -227,6 +227,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         None => objects,
     };
     bootstrap::ensure_system_objects(&objects)?;
+    crate::telemetry::ensure_reader_role(&objects)?;
 
     let pki = Pki::load_or_create(&args.data.data_dir).context("set up certificates")?;
     let static_tokens = match &args.token_auth_file {
@@ -256,6 +257,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
     );
     server.register_aggregated(std::sync::Arc::new(crate::visibility::Visibility));
+    server.register_aggregated(std::sync::Arc::new(crate::telemetry::MetricsApi));
     if let Some((policy, options)) = audit_policy {
         let clock: tessera_model::clock::Clock = std::sync::Arc::new(std::time::SystemTime::now);
         let (sink, _writer) = tessera_apiserver::audit_log::start(&options, clock.clone())
@@ -344,9 +346,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             ..TwinConfig::default()
         },
     );
-    server.register_container_runtime(std::sync::Arc::new(TwinRuntime(std::sync::Arc::new(
-        twins.containers(),
-    ))));
+    let containers = std::sync::Arc::new(twins.containers());
+    server.register_container_runtime(std::sync::Arc::new(TwinRuntime(containers.clone())));
+    server.register_proxy_backend(std::sync::Arc::new(crate::telemetry::TwinProxy(containers)));
     let node_names = twins.node_names();
     let twin_task = tokio::spawn(async move {
         if let Err(error) = twins.run().await {

@@ -27,10 +27,10 @@ use tessera_node::topology::NodeSpec;
 /// The containers of one set of node twins.
 pub struct Containers {
     client: Client,
-    nodes: BTreeMap<String, NodeSpec>,
-    gpus: Arc<std::sync::Mutex<GpuAssignments>>,
+    pub(crate) nodes: BTreeMap<String, NodeSpec>,
+    pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     policy: Arc<dyn PolicyVerdict + Send + Sync>,
-    world: crate::world::World,
+    pub(crate) world: crate::world::World,
     /// Spreads Service connections over their endpoints, one after another.
     next: AtomicU64,
 }
@@ -108,7 +108,7 @@ impl Containers {
     }
 
     /// The GPUs and MIG devices the container got through DRA claims.
-    async fn claimed_units(&self, pod: &Value, spec: &NodeSpec, container: &str) -> Vec<Unit> {
+    pub(crate) async fn claimed_units(&self, pod: &Value, spec: &NodeSpec, container: &str) -> Vec<Unit> {
         let Ok(typed) = serde_json::from_value::<Pod>(pod.clone()) else {
             return Vec::new();
         };
