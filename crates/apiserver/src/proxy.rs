@@ -72,12 +72,12 @@ pub fn unavailable(message: impl Into<String>) -> ApiError {
 /// `[scheme:]name[:port]` → (name, port).
 pub fn split_name_port(id: &str) -> (&str, Option<&str>) {
     let parts: Vec<&str> = id.split(':').collect();
-    match parts.as_slice() {
-        [name] => (name, None),
-        [name, port] => (name, Some(port).filter(|p| !p.is_empty())),
-        [_, name, port, ..] => (name, Some(port).filter(|p| !p.is_empty())),
-        [] => (id, None),
-    }
+    let (name, port) = match parts.as_slice() {
+        [name, port] => (*name, *port),
+        [_, name, port, ..] => (*name, *port),
+        _ => (id, ""),
+    };
+    (name, Some(port).filter(|p| !p.is_empty()))
 }
 
 /// The path after `…/proxy` in a request path (`/` when none).

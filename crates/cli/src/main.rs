@@ -195,6 +195,11 @@ pub struct UpArgs {
     /// all read).
     #[arg(long, value_parser = client::absolute_path)]
     pub encryption_provider_config: Option<PathBuf>,
+    /// Run the NVIDIA GPU operator's components (driver, device plugin or DRA kubelet
+    /// plugin, dcgm-exporter, validator) as DaemonSet pods in namespace `gpu-operator` on
+    /// the GPU nodes.
+    #[arg(long)]
+    pub gpu_operator: bool,
 }
 
 /// Options of `tessera fault`.

@@ -152,16 +152,39 @@ pub fn reader_role() -> Value {
     })
 }
 
+/// Creates `object` (of `group`/`version`/`plural`) unless one of its name is there.
+fn ensure(objects: &Objects, group: &str, version: &str, plural: &str, object: Value) -> anyhow::Result<()> {
+    let resource = Resource::find(group, version, plural)
+        .ok_or_else(|| anyhow::anyhow!("{plural} are not served"))?;
+    let name = text(&object, "/metadata/name").to_string();
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if objects.get(resource, namespace.as_deref(), &name).is_err() {
+        objects
+            .create(resource, namespace.as_deref(), object, &WriteOptions::default())
+            .map_err(|e| anyhow::anyhow!("create {plural} {name}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Installs [`reader_role`] unless it is there.
 pub fn ensure_reader_role(objects: &Objects) -> anyhow::Result<()> {
-    let roles = Resource::find("rbac.authorization.k8s.io", "v1", "clusterroles")
-        .ok_or_else(|| anyhow::anyhow!("clusterroles are not served"))?;
-    let role = reader_role();
-    let name = text(&role, "/metadata/name").to_string();
-    if objects.get(roles, None, &name).is_err() {
-        objects
-            .create(roles, None, role, &WriteOptions::default())
-            .map_err(|e| anyhow::anyhow!("create clusterroles {name}: {e}"))?;
+    ensure(objects, "rbac.authorization.k8s.io", "v1", "clusterroles", reader_role())
+}
+
+/// Installs the GPU operator's components (`tessera up --gpu-operator`) unless they are
+/// there.
+pub fn ensure_gpu_operator(objects: &Objects) -> anyhow::Result<()> {
+    for object in tessera_telemetry::operator::objects() {
+        let (group, version, plural) = match text(&object, "/kind") {
+            "Namespace" => ("", "v1", "namespaces"),
+            "ServiceAccount" => ("", "v1", "serviceaccounts"),
+            "DaemonSet" => ("apps", "v1", "daemonsets"),
+            _ => ("", "v1", "services"),
+        };
+        ensure(objects, group, version, plural, object)?;
     }
     Ok(())
 }

@@ -187,7 +187,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if args.detach {
         return crate::detach::start(&args.data.data_dir);
     }
-    let topology = load_topology(args.topology.as_deref())?;
+    let mut topology = load_topology(args.topology.as_deref())?;
+    if args.gpu_operator {
+        tessera_telemetry::operator::label_pools(&mut topology);
+    }
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     let queue_config = queue_config(args.queue_config.as_deref())?;
     let pod_security = args
@@ -228,6 +231,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     };
     bootstrap::ensure_system_objects(&objects)?;
     crate::telemetry::ensure_reader_role(&objects)?;
+    if args.gpu_operator {
+        crate::telemetry::ensure_gpu_operator(&objects)?;
+    }
 
     let pki = Pki::load_or_create(&args.data.data_dir).context("set up certificates")?;
     let static_tokens = match &args.token_auth_file {

@@ -9,7 +9,8 @@
 //! - [`dcgm`]: NVIDIA dcgm-exporter's `/metrics` text (default counters plus the DCP ones);
 //! - [`resource`]: the kubelet's `/metrics/resource`;
 //! - [`metrics_api`]: `metrics.k8s.io/v1beta1` NodeMetrics and PodMetrics as metrics-server
-//!   returns them.
+//!   returns them;
+//! - [`operator`]: the NVIDIA GPU operator's components as objects the twins run.
 //!
 //! Pure: time and every object are inputs, the variation is seeded by (pod UID, time
 //! bucket); it knows nothing of how the twins track devices or where the text is served.
@@ -17,6 +18,7 @@
 pub mod dcgm;
 pub mod load;
 pub mod metrics_api;
+pub mod operator;
 pub mod resource;
 pub mod usage;
 

@@ -373,3 +373,62 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn operator_components_follow_the_nodes_gpus() {
+    use crate::operator::{self, Component};
+    let mut topology = Topology::parse(&format!(
+        "{TOPOLOGY}- name: dra\n  count: 1\n  server: dgx-h100\n  devices: {{exposure: dra}}\n- name: amd\n  count: 1\n  server: mi300x-8\n  devices: {{exposure: device-plugin}}\n"
+    ))
+    .expect("topology");
+    operator::label_pools(&mut topology);
+    let labels: BTreeMap<String, Vec<String>> = topology
+        .nodes()
+        .into_iter()
+        .map(|n| {
+            let deploy = n
+                .labels
+                .keys()
+                .filter(|k| k.starts_with("nvidia.com/gpu.deploy."))
+                .map(|k| k["nvidia.com/gpu.deploy.".len()..].to_string())
+                .collect();
+            (n.name, deploy)
+        })
+        .collect();
+    let want = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // (node, deploy labels)
+    for (node, deploy) in [
+        ("h100-1", want(&["dcgm-exporter", "device-plugin", "driver", "operator-validator"])),
+        ("dra-1", want(&["dcgm-exporter", "dra-driver", "driver", "operator-validator"])),
+        ("cpu-1", want(&[])),
+        ("amd-1", want(&[])),
+    ] {
+        assert_eq!(labels.get(node), Some(&deploy), "{node}");
+    }
+    let objects = operator::objects();
+    let names: Vec<(&str, &str)> = objects
+        .iter()
+        .map(|o| (o["kind"].as_str().unwrap_or_default(), o["metadata"]["name"].as_str().unwrap_or_default()))
+        .filter(|(kind, _)| *kind != "ServiceAccount")
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("Namespace", "gpu-operator"),
+            ("DaemonSet", "nvidia-driver-daemonset"),
+            ("DaemonSet", "nvidia-device-plugin-daemonset"),
+            ("DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin"),
+            ("DaemonSet", "nvidia-dcgm-exporter"),
+            ("DaemonSet", "nvidia-operator-validator"),
+            ("Service", "nvidia-dcgm-exporter"),
+        ]
+    );
+    assert_eq!(objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged");
+    let dcgm = objects
+        .iter()
+        .find(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == Component::DcgmExporter.name())
+        .expect("dcgm-exporter");
+    assert_eq!(dcgm["spec"]["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.deploy.dcgm-exporter"], "true");
+    assert_eq!(dcgm["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 9400);
+    assert_eq!(operator::health(Component::Driver, &BTreeMap::new()), operator::Health::Healthy);
+}

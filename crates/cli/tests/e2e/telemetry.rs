@@ -59,7 +59,7 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<String> {
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")))
         .find(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
-        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|l| l[l.rfind('}')? + 1..].split_whitespace().next())
         .map(str::to_string)
 }
 
