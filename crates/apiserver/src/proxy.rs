@@ -104,7 +104,12 @@ fn pod_port(pod: &Value, port: Option<&str>) -> Option<u16> {
     pod.pointer("/spec/containers")?
         .as_array()?
         .iter()
-        .flat_map(|c| c.get("ports").and_then(Value::as_array).into_iter().flatten())
+        .flat_map(|c| {
+            c.get("ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+        })
         .find(|p| p.get("name").and_then(Value::as_str) == Some(port))
         .and_then(|p| p.get("containerPort")?.as_u64())
         .and_then(|p| u16::try_from(p).ok())
@@ -133,7 +138,10 @@ fn service_endpoint(
             None => true,
             Some(port) => {
                 p.get("name").and_then(Value::as_str) == Some(port)
-                    || p.get("port").and_then(Value::as_u64).map(|n| n.to_string()).as_deref()
+                    || p.get("port")
+                        .and_then(Value::as_u64)
+                        .map(|n| n.to_string())
+                        .as_deref()
                         == Some(port)
             }
         })
@@ -159,7 +167,10 @@ fn service_endpoint(
         };
         let endpoints = slice.get("endpoints").and_then(Value::as_array);
         for endpoint in endpoints.into_iter().flatten() {
-            let ready = endpoint.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false);
+            let ready = endpoint
+                .pointer("/conditions/ready")
+                .and_then(Value::as_bool)
+                != Some(false);
             if !ready || text(endpoint, "/targetRef/kind") != "Pod" {
                 continue;
             }
@@ -197,8 +208,7 @@ pub async fn proxy(
             ProxyTarget::Pod { pod, port }
         }
         "services" => {
-            let (pod, port) =
-                service_endpoint(server, namespace.unwrap_or("default"), name, port)?;
+            let (pod, port) = service_endpoint(server, namespace.unwrap_or("default"), name, port)?;
             ProxyTarget::Pod { pod, port }
         }
         other => return Err(ApiError::no_route(&format!("{other}/proxy"))),
@@ -213,7 +223,12 @@ pub async fn proxy(
         .await
         .map_err(|message| unavailable(format!("error trying to reach service: {message}")))?;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    Ok((status, [(header::CONTENT_TYPE, answer.content_type)], answer.body).into_response())
+    Ok((
+        status,
+        [(header::CONTENT_TYPE, answer.content_type)],
+        answer.body,
+    )
+        .into_response())
 }
 
 #[cfg(test)]
@@ -236,8 +251,14 @@ mod tests {
     #[test]
     fn proxied_paths() {
         for (path, want) in [
-            ("/api/v1/nodes/n1/proxy/metrics/resource", "/metrics/resource"),
-            ("/api/v1/namespaces/ns/pods/p:9400/proxy/metrics", "/metrics"),
+            (
+                "/api/v1/nodes/n1/proxy/metrics/resource",
+                "/metrics/resource",
+            ),
+            (
+                "/api/v1/namespaces/ns/pods/p:9400/proxy/metrics",
+                "/metrics",
+            ),
             ("/api/v1/nodes/n1/proxy", "/"),
             ("/api/v1/namespaces/ns/services/s/proxy/", "/"),
         ] {

@@ -78,7 +78,11 @@ fn time(nodes: &[(NodeSpec, Vec<Holder>)], count: usize) -> (Duration, Duration,
     }
     let cpu_seconds = cpu.seconds();
     times.sort();
-    (percentile(&times, 0.5), percentile(&times, 0.99), cpu_seconds)
+    (
+        percentile(&times, 0.5),
+        percentile(&times, 0.99),
+        cpu_seconds,
+    )
 }
 
 /// Times the scrapes.
@@ -102,8 +106,18 @@ pub fn dcgm(args: &DcgmBenchArgs) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     let cluster = format!("dcgm-exporter scrape: {gpus} GPUs ({} nodes)", nodes.len());
     for (name, slice, count, goal) in [
-        ("dcgm-exporter scrape: one node, 8 GPUs".to_string(), &nodes[..1], args.node_scrapes, "issue 20 goal: < 5 ms"),
-        (cluster, &nodes[..], args.cluster_scrapes, "issue 20 goal: < 100 ms (1,000 GPUs)"),
+        (
+            "dcgm-exporter scrape: one node, 8 GPUs".to_string(),
+            &nodes[..1],
+            args.node_scrapes,
+            "issue 20 goal: < 5 ms",
+        ),
+        (
+            cluster,
+            &nodes[..],
+            args.cluster_scrapes,
+            "issue 20 goal: < 100 ms (1,000 GPUs)",
+        ),
     ] {
         let (p50, p99, cpu_seconds) = time(slice, count);
         rows.push(Row {

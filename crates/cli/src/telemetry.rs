@@ -26,24 +26,27 @@ use tessera_telemetry::usage::{self, PodUsage};
 pub struct MetricsApi;
 
 static KINDS: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
-    [("NodeMetrics", "nodes", "node", false), ("PodMetrics", "pods", "pod", true)]
-        .map(|(kind, plural, singular, namespaced)| KindInfo {
-            group: GROUP,
-            version: VERSION,
-            kind,
-            plural,
-            singular: singular.to_owned(),
-            namespaced,
-            short_names: &[],
-            categories: &[],
-            subresources: &[],
-            definition: format!("io.k8s.metrics.pkg.apis.metrics.{VERSION}.{kind}"),
-            schema: None,
-            custom: None,
-            create_only: false,
-        })
-        .into_iter()
-        .collect()
+    [
+        ("NodeMetrics", "nodes", "node", false),
+        ("PodMetrics", "pods", "pod", true),
+    ]
+    .map(|(kind, plural, singular, namespaced)| KindInfo {
+        group: GROUP,
+        version: VERSION,
+        kind,
+        plural,
+        singular: singular.to_owned(),
+        namespaced,
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        definition: format!("io.k8s.metrics.pkg.apis.metrics.{VERSION}.{kind}"),
+        schema: None,
+        custom: None,
+        create_only: false,
+    })
+    .into_iter()
+    .collect()
 });
 
 fn decoded(objects: &Objects, plural: &str, namespace: Option<&str>) -> Vec<Value> {
@@ -60,7 +63,12 @@ fn decoded(objects: &Objects, plural: &str, namespace: Option<&str>) -> Vec<Valu
 }
 
 /// NodeMetrics of every node (or `name`) selected.
-fn nodes(objects: &Objects, name: Option<&str>, selector: &LabelSelector, now: SystemTime) -> ApiResult<Value> {
+fn nodes(
+    objects: &Objects,
+    name: Option<&str>,
+    selector: &LabelSelector,
+    now: SystemTime,
+) -> ApiResult<Value> {
     let pods = decoded(objects, "pods", None);
     let items: Vec<Value> = decoded(objects, "nodes", None)
         .iter()
@@ -102,7 +110,11 @@ fn pods(
         .collect();
     match name {
         Some(name) => items.into_iter().next().ok_or_else(|| {
-            ApiError::not_found(GROUP, "podmetrics", &format!("{}/{name}", namespace.unwrap_or_default()))
+            ApiError::not_found(
+                GROUP,
+                "podmetrics",
+                &format!("{}/{name}", namespace.unwrap_or_default()),
+            )
         }),
         None => Ok(metrics_api::list("PodMetricsList", items)),
     }
@@ -119,7 +131,10 @@ impl AggregatedApi for MetricsApi {
 
     fn get(&self, objects: &Objects, path: &ResourcePath, query: &Query) -> ApiResult<Value> {
         let no_route = || {
-            ApiError::no_route(&format!("/apis/{}/{}/{}", path.group, path.version, path.plural))
+            ApiError::no_route(&format!(
+                "/apis/{}/{}/{}",
+                path.group, path.version, path.plural
+            ))
         };
         if path.version != VERSION || path.subresource.is_some() {
             return Err(no_route());
@@ -153,7 +168,13 @@ pub fn reader_role() -> Value {
 }
 
 /// Creates `object` (of `group`/`version`/`plural`) unless one of its name is there.
-fn ensure(objects: &Objects, group: &str, version: &str, plural: &str, object: Value) -> anyhow::Result<()> {
+fn ensure(
+    objects: &Objects,
+    group: &str,
+    version: &str,
+    plural: &str,
+    object: Value,
+) -> anyhow::Result<()> {
     let resource = Resource::find(group, version, plural)
         .ok_or_else(|| anyhow::anyhow!("{plural} are not served"))?;
     let name = text(&object, "/metadata/name").to_string();
@@ -163,7 +184,12 @@ fn ensure(objects: &Objects, group: &str, version: &str, plural: &str, object: V
         .map(str::to_string);
     if objects.get(resource, namespace.as_deref(), &name).is_err() {
         objects
-            .create(resource, namespace.as_deref(), object, &WriteOptions::default())
+            .create(
+                resource,
+                namespace.as_deref(),
+                object,
+                &WriteOptions::default(),
+            )
             .map_err(|e| anyhow::anyhow!("create {plural} {name}: {e}"))?;
     }
     Ok(())
@@ -171,7 +197,13 @@ fn ensure(objects: &Objects, group: &str, version: &str, plural: &str, object: V
 
 /// Installs [`reader_role`] unless it is there.
 pub fn ensure_reader_role(objects: &Objects) -> anyhow::Result<()> {
-    ensure(objects, "rbac.authorization.k8s.io", "v1", "clusterroles", reader_role())
+    ensure(
+        objects,
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        reader_role(),
+    )
 }
 
 /// Installs the GPU operator's components (`tessera up --gpu-operator`) unless they are
@@ -208,7 +240,9 @@ impl ProxyBackend for TwinProxy {
                         .kubelet_get(text(&node, "/metadata/name"), &path, now)
                         .await?
                 }
-                ProxyTarget::Pod { pod, port } => containers.pod_get(&pod, port, &path, now).await?,
+                ProxyTarget::Pod { pod, port } => {
+                    containers.pod_get(&pod, port, &path, now).await?
+                }
             };
             Ok(ProxyResponse {
                 status,

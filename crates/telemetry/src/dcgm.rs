@@ -14,7 +14,7 @@
 use prometheus::proto::MetricFamily;
 use tessera_node::accelerators::DRIVER_VERSION;
 
-use crate::exposition::{Kind, encode, family, push};
+use crate::exposition::{Kind, encode, family, label_pairs, push_pairs};
 use crate::usage::{DeviceLoad, GpuUsage};
 
 /// The port dcgm-exporter listens on.
@@ -33,24 +33,132 @@ type Reading = fn(&GpuUsage, &DeviceLoad) -> f64;
 
 /// (field, type, help, scope, reading), in the order of dcgm-exporter's counter files.
 const FIELDS: &[(&str, Kind, &str, Scope, Reading)] = &[
-    ("DCGM_FI_DEV_SM_CLOCK", Kind::Gauge, "SM clock frequency (in MHz).", Scope::Gpu, |g, _| g.sm_clock_mhz),
-    ("DCGM_FI_DEV_MEM_CLOCK", Kind::Gauge, "Memory clock frequency (in MHz).", Scope::Gpu, |g, _| g.mem_clock_mhz),
-    ("DCGM_FI_DEV_MEMORY_TEMP", Kind::Gauge, "Memory temperature (in C).", Scope::Gpu, |g, _| g.memory_temp.round()),
-    ("DCGM_FI_DEV_GPU_TEMP", Kind::Gauge, "GPU temperature (in C).", Scope::Gpu, |g, _| g.gpu_temp.round()),
-    ("DCGM_FI_DEV_POWER_USAGE", Kind::Gauge, "Power draw (in W).", Scope::Gpu, |g, _| (g.power_w * 1000.0).round() / 1000.0),
-    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Kind::Counter, "Total energy consumption since boot (in mJ).", Scope::Gpu, |g, _| g.energy_mj.floor()),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Kind::Counter, "Total number of PCIe retries.", Scope::Gpu, |_, _| 0.0),
-    ("DCGM_FI_DEV_GPU_UTIL", Kind::Gauge, "GPU utilization (in %).", Scope::Gpu, |g, _| g.load.utilization.round()),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", Kind::Gauge, "Memory utilization (in %).", Scope::Gpu, |g, _| g.mem_copy_utilization),
-    ("DCGM_FI_DEV_ENC_UTIL", Kind::Gauge, "Encoder utilization (in %).", Scope::Gpu, |_, _| 0.0),
-    ("DCGM_FI_DEV_DEC_UTIL", Kind::Gauge, "Decoder utilization (in %).", Scope::Gpu, |_, _| 0.0),
-    ("DCGM_FI_DEV_XID_ERRORS", Kind::Gauge, "Value of the last XID error encountered.", Scope::Gpu, |g, _| f64::from(g.xid)),
-    ("DCGM_FI_DEV_FB_FREE", Kind::Gauge, "Framebuffer memory free (in MiB).", Scope::Instance, |_, d| (d.fb_total_mib - d.fb_used_mib) as f64),
-    ("DCGM_FI_DEV_FB_USED", Kind::Gauge, "Framebuffer memory used (in MiB).", Scope::Instance, |_, d| d.fb_used_mib as f64),
-    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", Kind::Gauge, "Ratio of time the graphics engine is active.", Scope::Instance, |_, d| ratio(d.utilization, 1.0)),
-    ("DCGM_FI_PROF_SM_ACTIVE", Kind::Gauge, "The ratio of cycles an SM has at least 1 warp assigned.", Scope::Instance, |_, d| ratio(d.utilization, 0.9)),
-    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Kind::Gauge, "Ratio of cycles the tensor (HMMA) pipe is active.", Scope::Instance, |_, d| ratio(d.utilization, 0.6)),
-    ("DCGM_FI_PROF_DRAM_ACTIVE", Kind::Gauge, "Ratio of cycles the device memory interface is active sending or receiving data.", Scope::Instance, |_, d| ratio(d.utilization, 0.5)),
+    (
+        "DCGM_FI_DEV_SM_CLOCK",
+        Kind::Gauge,
+        "SM clock frequency (in MHz).",
+        Scope::Gpu,
+        |g, _| g.sm_clock_mhz,
+    ),
+    (
+        "DCGM_FI_DEV_MEM_CLOCK",
+        Kind::Gauge,
+        "Memory clock frequency (in MHz).",
+        Scope::Gpu,
+        |g, _| g.mem_clock_mhz,
+    ),
+    (
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        Kind::Gauge,
+        "Memory temperature (in C).",
+        Scope::Gpu,
+        |g, _| g.memory_temp.round(),
+    ),
+    (
+        "DCGM_FI_DEV_GPU_TEMP",
+        Kind::Gauge,
+        "GPU temperature (in C).",
+        Scope::Gpu,
+        |g, _| g.gpu_temp.round(),
+    ),
+    (
+        "DCGM_FI_DEV_POWER_USAGE",
+        Kind::Gauge,
+        "Power draw (in W).",
+        Scope::Gpu,
+        |g, _| (g.power_w * 1000.0).round() / 1000.0,
+    ),
+    (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        Kind::Counter,
+        "Total energy consumption since boot (in mJ).",
+        Scope::Gpu,
+        |g, _| g.energy_mj.floor(),
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        Kind::Counter,
+        "Total number of PCIe retries.",
+        Scope::Gpu,
+        |_, _| 0.0,
+    ),
+    (
+        "DCGM_FI_DEV_GPU_UTIL",
+        Kind::Gauge,
+        "GPU utilization (in %).",
+        Scope::Gpu,
+        |g, _| g.load.utilization.round(),
+    ),
+    (
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        Kind::Gauge,
+        "Memory utilization (in %).",
+        Scope::Gpu,
+        |g, _| g.mem_copy_utilization,
+    ),
+    (
+        "DCGM_FI_DEV_ENC_UTIL",
+        Kind::Gauge,
+        "Encoder utilization (in %).",
+        Scope::Gpu,
+        |_, _| 0.0,
+    ),
+    (
+        "DCGM_FI_DEV_DEC_UTIL",
+        Kind::Gauge,
+        "Decoder utilization (in %).",
+        Scope::Gpu,
+        |_, _| 0.0,
+    ),
+    (
+        "DCGM_FI_DEV_XID_ERRORS",
+        Kind::Gauge,
+        "Value of the last XID error encountered.",
+        Scope::Gpu,
+        |g, _| f64::from(g.xid),
+    ),
+    (
+        "DCGM_FI_DEV_FB_FREE",
+        Kind::Gauge,
+        "Framebuffer memory free (in MiB).",
+        Scope::Instance,
+        |_, d| (d.fb_total_mib - d.fb_used_mib) as f64,
+    ),
+    (
+        "DCGM_FI_DEV_FB_USED",
+        Kind::Gauge,
+        "Framebuffer memory used (in MiB).",
+        Scope::Instance,
+        |_, d| d.fb_used_mib as f64,
+    ),
+    (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        Kind::Gauge,
+        "Ratio of time the graphics engine is active.",
+        Scope::Instance,
+        |_, d| ratio(d.utilization, 1.0),
+    ),
+    (
+        "DCGM_FI_PROF_SM_ACTIVE",
+        Kind::Gauge,
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+        Scope::Instance,
+        |_, d| ratio(d.utilization, 0.9),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        Kind::Gauge,
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        Scope::Instance,
+        |_, d| ratio(d.utilization, 0.6),
+    ),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        Kind::Gauge,
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        Scope::Instance,
+        |_, d| ratio(d.utilization, 0.5),
+    ),
 ];
 
 /// A DCP ratio: `share` of the utilisation, to six places as DCGM reports it.
@@ -71,7 +179,13 @@ struct Series<'a> {
     load: &'a DeviceLoad,
 }
 
-fn add_series(families: &mut [MetricFamily], hostname: &str, driver: &str, series: &Series<'_>, scope: Scope) {
+fn add_series(
+    families: &mut [MetricFamily],
+    hostname: &str,
+    driver: &str,
+    series: &Series<'_>,
+    scope: Scope,
+) {
     let gpu_index = series.gpu.index.to_string();
     let none = [(String::new(), String::new(), String::new())];
     let workloads = if series.load.workloads.is_empty() {
@@ -98,9 +212,15 @@ fn add_series(families: &mut [MetricFamily], hostname: &str, driver: &str, serie
             ("namespace", namespace.as_str()),
             ("pod", pod.as_str()),
         ]);
+        let pairs = label_pairs(&labels);
         for (family, (_, _, _, field_scope, reading)) in families.iter_mut().zip(FIELDS) {
             if *field_scope == scope {
-                push(family, &labels, reading(series.gpu, series.load), None);
+                push_pairs(
+                    family,
+                    pairs.clone(),
+                    reading(series.gpu, series.load),
+                    None,
+                );
             }
         }
     }
@@ -115,7 +235,11 @@ pub fn families(nodes: &[(&str, &[GpuUsage])]) -> Vec<MetricFamily> {
     let driver = driver_version();
     for (hostname, gpus) in nodes {
         for gpu in *gpus {
-            let whole = Series { gpu, mig: None, load: &gpu.load };
+            let whole = Series {
+                gpu,
+                mig: None,
+                load: &gpu.load,
+            };
             add_series(&mut families, hostname, &driver, &whole, Scope::Gpu);
             if gpu.mig.is_empty() {
                 add_series(&mut families, hostname, &driver, &whole, Scope::Instance);
@@ -135,11 +259,11 @@ pub fn families(nodes: &[(&str, &[GpuUsage])]) -> Vec<MetricFamily> {
 
 /// dcgm-exporter's text for the GPUs of one node.
 pub fn render(hostname: &str, gpus: &[GpuUsage]) -> String {
-    encode(&families(&[(hostname, gpus)]))
+    encode(families(&[(hostname, gpus)]))
 }
 
 /// dcgm-exporter's text for the GPUs of many nodes (one document, as a federation of the
 /// nodes' exporters would merge them).
 pub fn render_many(nodes: &[(&str, &[GpuUsage])]) -> String {
-    encode(&families(nodes))
+    encode(families(nodes))
 }

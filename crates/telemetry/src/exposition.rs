@@ -24,14 +24,9 @@ pub(crate) fn family(name: &str, help: &str, kind: Kind) -> MetricFamily {
     family
 }
 
-/// Adds a sample with `labels` (in this order) to `family`.
-pub(crate) fn push(
-    family: &mut MetricFamily,
-    labels: &[(&str, &str)],
-    value: f64,
-    timestamp_ms: Option<i64>,
-) {
-    let pairs = labels
+/// Label pairs, in this order.
+pub(crate) fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
+    labels
         .iter()
         .map(|(name, value)| {
             let mut pair = LabelPair::default();
@@ -39,7 +34,26 @@ pub(crate) fn push(
             pair.set_value((*value).to_string());
             pair
         })
-        .collect();
+        .collect()
+}
+
+/// Adds a sample with `labels` (in this order) to `family`.
+pub(crate) fn push(
+    family: &mut MetricFamily,
+    labels: &[(&str, &str)],
+    value: f64,
+    timestamp_ms: Option<i64>,
+) {
+    push_pairs(family, label_pairs(labels), value, timestamp_ms);
+}
+
+/// Adds a sample with label pairs `pairs` to `family`.
+pub(crate) fn push_pairs(
+    family: &mut MetricFamily,
+    pairs: Vec<LabelPair>,
+    value: f64,
+    timestamp_ms: Option<i64>,
+) {
     let mut metric = Metric::from_label(pairs);
     if family.get_field_type() == MetricType::COUNTER {
         let mut counter = Counter::default();
@@ -57,12 +71,8 @@ pub(crate) fn push(
 }
 
 /// The text format (0.0.4) of the families that have samples.
-pub(crate) fn encode(families: &[MetricFamily]) -> String {
-    let families: Vec<MetricFamily> = families
-        .iter()
-        .filter(|f| !f.get_metric().is_empty())
-        .cloned()
-        .collect();
+pub(crate) fn encode(mut families: Vec<MetricFamily>) -> String {
+    families.retain(|f| !f.get_metric().is_empty());
     let mut buffer = Vec::new();
     // The families are well formed by construction: names are constants, every one has
     // samples, so the encoder has nothing to refuse.

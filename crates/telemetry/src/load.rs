@@ -54,7 +54,7 @@ fn quantity(text: &str) -> Option<Quantity> {
     text.trim().parse::<Quantity>().ok()
 }
 
-/// A quantity as a whole, non-negative number of units scaled by `scale` (nanos → 1e9).
+/// A non-negative quantity in billionths (CPU: nanocores).
 fn nanos(text: &str) -> Option<u64> {
     u64::try_from(quantity(text)?.nanos()).ok()
 }
@@ -86,10 +86,26 @@ impl Declared {
 /// The malformed load annotations of `pod`, one message each (`<key>: …`).
 pub fn problems(pod: &Value) -> Vec<String> {
     let checks: [(&str, fn(&str) -> bool, &str); 4] = [
-        (CPU_USAGE, |v| nanos(v).is_some(), "a non-negative CPU quantity"),
-        (MEMORY_USAGE, |v| bytes(v).is_some(), "a non-negative memory quantity"),
-        (GPU_UTILIZATION, |v| percent(v).is_some(), "a number from 0 to 100"),
-        (GPU_MEMORY, |v| bytes(v).is_some(), "a non-negative memory quantity"),
+        (
+            CPU_USAGE,
+            |v| nanos(v).is_some(),
+            "a non-negative CPU quantity",
+        ),
+        (
+            MEMORY_USAGE,
+            |v| bytes(v).is_some(),
+            "a non-negative memory quantity",
+        ),
+        (
+            GPU_UTILIZATION,
+            |v| percent(v).is_some(),
+            "a number from 0 to 100",
+        ),
+        (
+            GPU_MEMORY,
+            |v| bytes(v).is_some(),
+            "a non-negative memory quantity",
+        ),
     ];
     checks
         .iter()

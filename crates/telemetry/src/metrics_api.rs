@@ -24,7 +24,12 @@ fn usage(cpu_nanocores: u64, memory_bytes: u64) -> Value {
     })
 }
 
-fn metadata(name: &str, namespace: Option<&str>, labels: &std::collections::BTreeMap<String, String>, now: SystemTime) -> Value {
+fn metadata(
+    name: &str,
+    namespace: Option<&str>,
+    labels: &std::collections::BTreeMap<String, String>,
+    now: SystemTime,
+) -> Value {
     let mut metadata = json!({"name": name, "creationTimestamp": timestamp(now)});
     if let Some(namespace) = namespace {
         metadata["namespace"] = json!(namespace);

@@ -83,11 +83,17 @@ impl Component {
     pub fn image(self) -> String {
         let (major, minor, revision) = DRIVER_VERSION;
         match self {
-            Component::Driver => format!("nvcr.io/nvidia/driver:{major}.{minor}.{revision}-ubuntu22.04"),
+            Component::Driver => {
+                format!("nvcr.io/nvidia/driver:{major}.{minor}.{revision}-ubuntu22.04")
+            }
             Component::DevicePlugin => "nvcr.io/nvidia/k8s-device-plugin:v0.17.2".into(),
             Component::DraKubeletPlugin => "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.3.0".into(),
-            Component::DcgmExporter => "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04".into(),
-            Component::Validator => "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.2".into(),
+            Component::DcgmExporter => {
+                "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04".into()
+            }
+            Component::Validator => {
+                "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.2".into()
+            }
         }
     }
 }

@@ -72,10 +72,23 @@ pub fn families(node: &NodeUsage, pods: &[PodUsage], now: SystemTime) -> Vec<Met
                 ("pod", pod.name.as_str()),
             ];
             push(&mut container_cpu, &labels, container.cpu_seconds, ms);
-            push(&mut container_memory, &labels, container.memory_bytes as f64, ms);
-            push(&mut container_start, &labels, unix_seconds(container.started), None);
+            push(
+                &mut container_memory,
+                &labels,
+                container.memory_bytes as f64,
+                ms,
+            );
+            push(
+                &mut container_start,
+                &labels,
+                unix_seconds(container.started),
+                None,
+            );
         }
-        let labels = [("namespace", pod.namespace.as_str()), ("pod", pod.name.as_str())];
+        let labels = [
+            ("namespace", pod.namespace.as_str()),
+            ("pod", pod.name.as_str()),
+        ];
         push(&mut pod_cpu, &labels, pod.cpu_seconds(), ms);
         push(&mut pod_memory, &labels, pod.memory_bytes() as f64, ms);
     }
@@ -96,5 +109,5 @@ pub fn families(node: &NodeUsage, pods: &[PodUsage], now: SystemTime) -> Vec<Met
 
 /// The text of `/metrics/resource`.
 pub fn render(node: &NodeUsage, pods: &[PodUsage], now: SystemTime) -> String {
-    encode(&families(node, pods, now))
+    encode(families(node, pods, now))
 }

@@ -40,8 +40,11 @@ fn node(name: &str) -> NodeSpec {
 
 /// A Node object of `spec`, registered at `boot`.
 fn node_object(spec: &NodeSpec, boot: u64) -> Value {
-    let capacity: BTreeMap<&String, String> =
-        spec.capacity.iter().map(|(k, v)| (k, v.to_canonical())).collect();
+    let capacity: BTreeMap<&String, String> = spec
+        .capacity
+        .iter()
+        .map(|(k, v)| (k, v.to_canonical()))
+        .collect();
     json!({
         "metadata": {"name": spec.name, "labels": {"pool": spec.pool},
                      "creationTimestamp": tessera_model::time::timestamp(at(boot))},
@@ -88,14 +91,22 @@ fn declared_load_table() {
         ),
         (
             json!({load::MEMORY_USAGE: "-1Gi", load::GPU_UTILIZATION: "12.5%"}),
-            Declared { gpu_utilization: Some(12.5), ..Declared::default() },
+            Declared {
+                gpu_utilization: Some(12.5),
+                ..Declared::default()
+            },
             1,
         ),
     ];
     for (annotations, want, problems) in cases {
         let p = pod("p", annotations.clone(), json!({}));
         assert_eq!(Declared::of(&p), want, "{annotations}");
-        assert_eq!(load::problems(&p).len(), problems, "{annotations}: {:?}", load::problems(&p));
+        assert_eq!(
+            load::problems(&p).len(),
+            problems,
+            "{annotations}: {:?}",
+            load::problems(&p)
+        );
     }
 }
 
@@ -104,23 +115,55 @@ fn container_usage_table() {
     let now = at(START + 100);
     // (annotations, resources, cpu nanocores range, memory range, cpu seconds)
     let cases: [(Value, Value, (u64, u64), (u64, u64), f64); 4] = [
-        (json!({load::CPU_USAGE: "900m", load::MEMORY_USAGE: "1Gi"}), json!({}),
-         (900_000_000, 900_000_000), (1 << 30, 1 << 30), 90.0),
-        (json!({}), json!({"requests": {"cpu": "2", "memory": "1000Mi"}}),
-         (950_000_000, 1_050_000_000), (582 << 20, 618 << 20), 100.0),
-        (json!({}), json!({}), (9_500_000, 10_500_000), (31 << 20, 33 << 20), 1.0),
+        (
+            json!({load::CPU_USAGE: "900m", load::MEMORY_USAGE: "1Gi"}),
+            json!({}),
+            (900_000_000, 900_000_000),
+            (1 << 30, 1 << 30),
+            90.0,
+        ),
+        (
+            json!({}),
+            json!({"requests": {"cpu": "2", "memory": "1000Mi"}}),
+            (950_000_000, 1_050_000_000),
+            (582 << 20, 618 << 20),
+            100.0,
+        ),
+        (
+            json!({}),
+            json!({}),
+            (9_500_000, 10_500_000),
+            (31 << 20, 33 << 20),
+            1.0,
+        ),
         // Declared load beyond the limit is capped by it.
-        (json!({load::CPU_USAGE: "3", load::MEMORY_USAGE: "4Gi"}),
-         json!({"limits": {"cpu": "1", "memory": "2Gi"}}),
-         (1_000_000_000, 1_000_000_000), (2 << 30, 2 << 30), 100.0),
+        (
+            json!({load::CPU_USAGE: "3", load::MEMORY_USAGE: "4Gi"}),
+            json!({"limits": {"cpu": "1", "memory": "2Gi"}}),
+            (1_000_000_000, 1_000_000_000),
+            (2 << 30, 2 << 30),
+            100.0,
+        ),
     ];
     for (annotations, resources, cpu, memory, seconds) in cases {
         let p = pod("p", annotations.clone(), resources);
         let usage = usage::pod_usage(&p, now).expect("running");
         let c = &usage.containers[0];
-        assert!((cpu.0..=cpu.1).contains(&c.cpu_nanocores), "{annotations}: cpu {}", c.cpu_nanocores);
-        assert!((memory.0..=memory.1).contains(&c.memory_bytes), "{annotations}: memory {}", c.memory_bytes);
-        assert!((c.cpu_seconds - seconds).abs() < 1e-6, "{annotations}: seconds {}", c.cpu_seconds);
+        assert!(
+            (cpu.0..=cpu.1).contains(&c.cpu_nanocores),
+            "{annotations}: cpu {}",
+            c.cpu_nanocores
+        );
+        assert!(
+            (memory.0..=memory.1).contains(&c.memory_bytes),
+            "{annotations}: memory {}",
+            c.memory_bytes
+        );
+        assert!(
+            (c.cpu_seconds - seconds).abs() < 1e-6,
+            "{annotations}: seconds {}",
+            c.cpu_seconds
+        );
     }
     let mut pending = pod("p", json!({}), json!({}));
     pending["status"]["phase"] = json!("Pending");
@@ -132,24 +175,44 @@ fn variation_is_seeded_and_small() {
     let p = pod("p", json!({}), json!({"requests": {"cpu": "1"}}));
     let a = usage::pod_usage(&p, at(START + 5)).expect("running");
     let b = usage::pod_usage(&p, at(START + 6)).expect("running");
-    assert_eq!(a.cpu_nanocores(), b.cpu_nanocores(), "same bucket, same value");
+    assert_eq!(
+        a.cpu_nanocores(),
+        b.cpu_nanocores(),
+        "same bucket, same value"
+    );
     let values: std::collections::BTreeSet<u64> = (0..20)
-        .map(|i| usage::pod_usage(&p, at(START + i * 30)).expect("running").cpu_nanocores())
+        .map(|i| {
+            usage::pod_usage(&p, at(START + i * 30))
+                .expect("running")
+                .cpu_nanocores()
+        })
         .collect();
     assert!(values.len() > 1, "varies between buckets");
-    assert!(values.iter().all(|v| (475_000_000..=525_000_000).contains(v)));
+    assert!(
+        values
+            .iter()
+            .all(|v| (475_000_000..=525_000_000).contains(v))
+    );
 }
 
 #[test]
 fn node_usage_adds_system_and_caps_at_capacity() {
     let spec = node("cpu-1");
-    let p = pod("p", json!({load::CPU_USAGE: "1500m", load::MEMORY_USAGE: "2Gi"}), json!({}));
+    let p = pod(
+        "p",
+        json!({load::CPU_USAGE: "1500m", load::MEMORY_USAGE: "2Gi"}),
+        json!({}),
+    );
     let pods = vec![usage::pod_usage(&p, at(START + 10)).expect("running")];
     let node = usage::node_usage(&node_object(&spec, START), &pods, at(START + 10));
     assert_eq!(node.cpu_nanocores, 1_750_000_000);
     assert_eq!(node.memory_bytes, 3 << 30);
     assert!((node.cpu_seconds - (2.5 + 15.0)).abs() < 1e-6);
-    let big = pod("big", json!({load::CPU_USAGE: "64", load::MEMORY_USAGE: "1Ti"}), json!({}));
+    let big = pod(
+        "big",
+        json!({load::CPU_USAGE: "64", load::MEMORY_USAGE: "1Ti"}),
+        json!({}),
+    );
     let pods = vec![usage::pod_usage(&big, at(START)).expect("running")];
     let node = usage::node_usage(&node_object(&spec, START), &pods, at(START));
     assert_eq!(node.cpu_nanocores, 4_000_000_000);
@@ -164,7 +227,11 @@ fn holder(p: &Value, unit: Unit, now: SystemTime) -> Holder {
 fn sample(text: &str, name: &str, wanted: &[(&str, &str)]) -> Option<f64> {
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
-        .find(|l| wanted.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .find(|l| {
+            wanted
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
@@ -173,9 +240,16 @@ fn sample(text: &str, name: &str, wanted: &[(&str, &str)]) -> Option<f64> {
 fn dcgm_text_table() {
     let spec = node("h100-1");
     let now = at(START + 3600);
-    let busy = pod("train", json!({load::GPU_UTILIZATION: "85", load::GPU_MEMORY: "30Gi"}), json!({}));
+    let busy = pod(
+        "train",
+        json!({load::GPU_UTILIZATION: "85", load::GPU_MEMORY: "30Gi"}),
+        json!({}),
+    );
     let idle = pod("idle", json!({}), json!({}));
-    let holders = vec![holder(&busy, Unit::Gpu(0), now), holder(&idle, Unit::Gpu(1), now)];
+    let holders = vec![
+        holder(&busy, Unit::Gpu(0), now),
+        holder(&idle, Unit::Gpu(1), now),
+    ];
     let mut faults = Faults::default();
     faults.gpus.insert(2, 48);
     faults.gpus.insert(3, 79);
@@ -184,20 +258,53 @@ fn dcgm_text_table() {
     let text = dcgm::render("h100-1", &gpus);
     // (metric, labels, value)
     let cases: &[(&str, &[(&str, &str)], Option<f64>)] = &[
-        ("DCGM_FI_DEV_GPU_UTIL", &[("gpu", "0"), ("pod", "train"), ("namespace", "team-a"), ("container", "main")], Some(85.0)),
-        ("DCGM_FI_DEV_FB_USED", &[("gpu", "0"), ("pod", "train")], Some(30720.0)),
-        ("DCGM_FI_DEV_FB_FREE", &[("gpu", "0"), ("pod", "train")], Some(81559.0 - 30720.0)),
+        (
+            "DCGM_FI_DEV_GPU_UTIL",
+            &[
+                ("gpu", "0"),
+                ("pod", "train"),
+                ("namespace", "team-a"),
+                ("container", "main"),
+            ],
+            Some(85.0),
+        ),
+        (
+            "DCGM_FI_DEV_FB_USED",
+            &[("gpu", "0"), ("pod", "train")],
+            Some(30720.0),
+        ),
+        (
+            "DCGM_FI_DEV_FB_FREE",
+            &[("gpu", "0"), ("pod", "train")],
+            Some(81559.0 - 30720.0),
+        ),
         ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", &[("gpu", "0")], Some(0.85)),
-        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", &[("gpu", "0")], Some(0.51)),
-        ("DCGM_FI_DEV_GPU_UTIL", &[("gpu", "4"), ("pod", "")], Some(0.0)),
+        (
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+            &[("gpu", "0")],
+            Some(0.51),
+        ),
+        (
+            "DCGM_FI_DEV_GPU_UTIL",
+            &[("gpu", "4"), ("pod", "")],
+            Some(0.0),
+        ),
         ("DCGM_FI_DEV_FB_USED", &[("gpu", "4")], Some(0.0)),
         ("DCGM_FI_DEV_SM_CLOCK", &[("gpu", "4")], Some(345.0)),
         ("DCGM_FI_DEV_SM_CLOCK", &[("gpu", "0")], Some(1980.0)),
         ("DCGM_FI_DEV_XID_ERRORS", &[("gpu", "2")], Some(48.0)),
         ("DCGM_FI_DEV_XID_ERRORS", &[("gpu", "0")], Some(0.0)),
         ("DCGM_FI_DEV_XID_ERRORS", &[("gpu", "3")], None),
-        ("DCGM_FI_DEV_GPU_UTIL", &[("gpu", "1"), ("pod", "idle")], Some(50.0)),
-        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", &[("gpu", "5")], Some(0.0)),
+        (
+            "DCGM_FI_DEV_GPU_UTIL",
+            &[("gpu", "1"), ("pod", "idle")],
+            Some(50.0),
+        ),
+        (
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+            &[("gpu", "5")],
+            Some(0.0),
+        ),
     ];
     for (name, labels, want) in cases {
         let got = sample(&text, name, labels);
@@ -212,12 +319,30 @@ fn dcgm_text_table() {
     }
     for (name, kind, help) in [
         ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
-        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
-        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
-        ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+        (
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            "counter",
+            "Total energy consumption since boot (in mJ).",
+        ),
+        (
+            "DCGM_FI_DEV_XID_ERRORS",
+            "gauge",
+            "Value of the last XID error encountered.",
+        ),
+        (
+            "DCGM_FI_DEV_FB_FREE",
+            "gauge",
+            "Framebuffer memory free (in MiB).",
+        ),
     ] {
-        assert!(text.contains(&format!("# HELP {name} {help}\n")), "{name} help");
-        assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name} type");
+        assert!(
+            text.contains(&format!("# HELP {name} {help}\n")),
+            "{name} help"
+        );
+        assert!(
+            text.contains(&format!("# TYPE {name} {kind}\n")),
+            "{name} type"
+        );
     }
     let line = text
         .lines()
@@ -237,15 +362,40 @@ fn dcgm_text_table() {
 fn dcgm_mig_instances() {
     let spec = node("h200-1");
     let now = at(START + 60);
-    let p = pod("mig", json!({load::GPU_UTILIZATION: "40", load::GPU_MEMORY: "100Gi"}), json!({}));
-    let unit = Unit::Mig { gpu: 1, name: "gpu-1-mig-1g18gb-2".into() };
-    let gpus = usage::gpu_usage(&spec, &Faults::default(), &[holder(&p, unit, now)], at(START), now);
+    let p = pod(
+        "mig",
+        json!({load::GPU_UTILIZATION: "40", load::GPU_MEMORY: "100Gi"}),
+        json!({}),
+    );
+    let unit = Unit::Mig {
+        gpu: 1,
+        name: "gpu-1-mig-1g18gb-2".into(),
+    };
+    let gpus = usage::gpu_usage(
+        &spec,
+        &Faults::default(),
+        &[holder(&p, unit, now)],
+        at(START),
+        now,
+    );
     assert_eq!(gpus[1].mig.len(), 7);
     let text = dcgm::render("h200-1", &gpus);
-    let held = [("gpu", "1"), ("GPU_I_PROFILE", "1g.18gb"), ("GPU_I_ID", "2"), ("pod", "mig")];
-    assert_eq!(sample(&text, "DCGM_FI_DEV_FB_USED", &held), Some(18432.0), "capped by the instance");
+    let held = [
+        ("gpu", "1"),
+        ("GPU_I_PROFILE", "1g.18gb"),
+        ("GPU_I_ID", "2"),
+        ("pod", "mig"),
+    ];
+    assert_eq!(
+        sample(&text, "DCGM_FI_DEV_FB_USED", &held),
+        Some(18432.0),
+        "capped by the instance"
+    );
     assert_eq!(sample(&text, "DCGM_FI_DEV_FB_FREE", &held), Some(0.0));
-    assert_eq!(sample(&text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", &held), Some(0.4));
+    assert_eq!(
+        sample(&text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", &held),
+        Some(0.4)
+    );
     let free = [("gpu", "1"), ("GPU_I_ID", "3"), ("pod", "")];
     assert_eq!(sample(&text, "DCGM_FI_DEV_FB_FREE", &free), Some(18432.0));
     // Device-wide fields stay on the GPU, without instance labels.
@@ -260,7 +410,11 @@ fn dcgm_mig_instances() {
 fn resource_metrics_text() {
     let spec = node("cpu-1");
     let now = at(START + 100);
-    let p = pod("web", json!({load::CPU_USAGE: "500m", load::MEMORY_USAGE: "256Mi"}), json!({}));
+    let p = pod(
+        "web",
+        json!({load::CPU_USAGE: "500m", load::MEMORY_USAGE: "256Mi"}),
+        json!({}),
+    );
     let pods = vec![usage::pod_usage(&p, now).expect("running")];
     let node = usage::node_usage(&node_object(&spec, START - 900), &pods, now);
     let text = resource::render(&node, &pods, now);
@@ -280,7 +434,10 @@ fn resource_metrics_text() {
         "resource_scrape_error 0".to_string(),
     ];
     for line in want {
-        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
     }
 }
 
@@ -288,10 +445,17 @@ fn resource_metrics_text() {
 fn metrics_api_objects() {
     let spec = node("cpu-1");
     let now = at(START + 100);
-    let p = pod("web", json!({load::CPU_USAGE: "500m", load::MEMORY_USAGE: "256Mi"}), json!({}));
+    let p = pod(
+        "web",
+        json!({load::CPU_USAGE: "500m", load::MEMORY_USAGE: "256Mi"}),
+        json!({}),
+    );
     let pod_usage = usage::pod_usage(&p, now).expect("running");
-    let node_usage =
-        usage::node_usage(&node_object(&spec, START), std::slice::from_ref(&pod_usage), now);
+    let node_usage = usage::node_usage(
+        &node_object(&spec, START),
+        std::slice::from_ref(&pod_usage),
+        now,
+    );
     let stamp = tessera_model::time::timestamp(now);
     assert_eq!(
         metrics_api::pod_metrics(&pod_usage, now),
@@ -304,7 +468,10 @@ fn metrics_api_objects() {
         })
     );
     let node = metrics_api::node_metrics(&node_usage, now);
-    assert_eq!(node["usage"], json!({"cpu": "750000000n", "memory": "1310720Ki"}));
+    assert_eq!(
+        node["usage"],
+        json!({"cpu": "750000000n", "memory": "1310720Ki"})
+    );
     assert_eq!(node["kind"], "NodeMetrics");
     let list = metrics_api::list("NodeMetricsList", vec![node]);
     assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
@@ -312,7 +479,10 @@ fn metrics_api_objects() {
 
 #[test]
 fn nvml_bus_ids() {
-    for (input, want) in [("0000:1b:00.0", "00000000:1B:00.0"), ("0000:c3:00.0", "00000000:C3:00.0")] {
+    for (input, want) in [
+        ("0000:1b:00.0", "00000000:1B:00.0"),
+        ("0000:c3:00.0", "00000000:C3:00.0"),
+    ] {
         assert_eq!(usage::nvml_bus_id(input), want);
     }
 }
@@ -398,8 +568,24 @@ fn operator_components_follow_the_nodes_gpus() {
     let want = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     // (node, deploy labels)
     for (node, deploy) in [
-        ("h100-1", want(&["dcgm-exporter", "device-plugin", "driver", "operator-validator"])),
-        ("dra-1", want(&["dcgm-exporter", "dra-driver", "driver", "operator-validator"])),
+        (
+            "h100-1",
+            want(&[
+                "dcgm-exporter",
+                "device-plugin",
+                "driver",
+                "operator-validator",
+            ]),
+        ),
+        (
+            "dra-1",
+            want(&[
+                "dcgm-exporter",
+                "dra-driver",
+                "driver",
+                "operator-validator",
+            ]),
+        ),
         ("cpu-1", want(&[])),
         ("amd-1", want(&[])),
     ] {
@@ -408,7 +594,12 @@ fn operator_components_follow_the_nodes_gpus() {
     let objects = operator::objects();
     let names: Vec<(&str, &str)> = objects
         .iter()
-        .map(|o| (o["kind"].as_str().unwrap_or_default(), o["metadata"]["name"].as_str().unwrap_or_default()))
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap_or_default(),
+                o["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        })
         .filter(|(kind, _)| *kind != "ServiceAccount")
         .collect();
     assert_eq!(
@@ -423,12 +614,26 @@ fn operator_components_follow_the_nodes_gpus() {
             ("Service", "nvidia-dcgm-exporter"),
         ]
     );
-    assert_eq!(objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged");
+    assert_eq!(
+        objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
     let dcgm = objects
         .iter()
-        .find(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == Component::DcgmExporter.name())
+        .find(|o| {
+            o["kind"] == "DaemonSet" && o["metadata"]["name"] == Component::DcgmExporter.name()
+        })
         .expect("dcgm-exporter");
-    assert_eq!(dcgm["spec"]["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.deploy.dcgm-exporter"], "true");
-    assert_eq!(dcgm["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 9400);
-    assert_eq!(operator::health(Component::Driver, &BTreeMap::new()), operator::Health::Healthy);
+    assert_eq!(
+        dcgm["spec"]["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.deploy.dcgm-exporter"],
+        "true"
+    );
+    assert_eq!(
+        dcgm["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+        9400
+    );
+    assert_eq!(
+        operator::health(Component::Driver, &BTreeMap::new()),
+        operator::Health::Healthy
+    );
 }

@@ -23,7 +23,7 @@ use tessera_node::hardware::MigMode;
 use tessera_node::resource_slice::mig_device_name;
 use tessera_node::topology::NodeSpec;
 
-use crate::load::{Declared, bucket, jitter, seed, unix_seconds};
+use crate::load::{Declared, bucket, jitter, seed};
 
 /// The XID of a GPU that has fallen off the bus: dcgm-exporter stops reporting it.
 pub const XID_FALLEN_OFF_BUS: u32 = 79;
@@ -100,7 +100,11 @@ pub struct NodeUsage {
 }
 
 fn quantity_at(container: &Value, pointer: &str) -> Option<Quantity> {
-    container.pointer(pointer)?.as_str()?.parse::<Quantity>().ok()
+    container
+        .pointer(pointer)?
+        .as_str()?
+        .parse::<Quantity>()
+        .ok()
 }
 
 fn nanocores(q: Option<Quantity>) -> Option<u64> {
@@ -112,7 +116,9 @@ fn bytes(q: Option<Quantity>) -> Option<u64> {
 }
 
 fn seconds_between(from: SystemTime, to: SystemTime) -> f64 {
-    to.duration_since(from).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    to.duration_since(from)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// The labels of an object.
@@ -168,10 +174,10 @@ pub fn pod_usage(pod: &Value, now: SystemTime) -> Option<PodUsage> {
             let seed = seed(&[uid, &name], bucket(now));
             let cpu_limit = nanocores(quantity_at(container, "/resources/limits/cpu"));
             let memory_limit = bytes(quantity_at(container, "/resources/limits/memory"));
-            let cpu_request = nanocores(quantity_at(container, "/resources/requests/cpu"))
-                .or(cpu_limit);
-            let memory_request = bytes(quantity_at(container, "/resources/requests/memory"))
-                .or(memory_limit);
+            let cpu_request =
+                nanocores(quantity_at(container, "/resources/requests/cpu")).or(cpu_limit);
+            let memory_request =
+                bytes(quantity_at(container, "/resources/requests/memory")).or(memory_limit);
             let nominal_cpu = declared
                 .cpu_nanocores
                 .unwrap_or_else(|| cpu_request.map_or(DEFAULT_CPU_NANOCORES, |r| r / 2));
@@ -394,10 +400,7 @@ fn device_load(holders: &[&Holder], total_mib: u64, now: SystemTime) -> DeviceLo
             Some(value) => value,
             None => base * jitter(seed(&[&holder.uid, &holder.container], bucket(now)), 0.1),
         };
-        used += holder
-            .declared
-            .gpu_memory_bytes
-            .map_or(total_mib / 4, mib);
+        used += holder.declared.gpu_memory_bytes.map_or(total_mib / 4, mib);
     }
     let mut workloads: Vec<Workload> = holders
         .iter()
@@ -414,9 +417,15 @@ fn device_load(holders: &[&Holder], total_mib: u64, now: SystemTime) -> DeviceLo
 }
 
 /// The MIG instances of GPU `index`: a static layout's, or the held ones of a dynamic one.
-fn instances(node: &NodeSpec, model: &GpuModel, index: usize, holders: &[Holder]) -> Vec<(String, String)> {
+fn instances(
+    node: &NodeSpec,
+    model: &GpuModel,
+    index: usize,
+    holders: &[Holder],
+) -> Vec<(String, String)> {
     let parent = format!("gpu-{index}");
-    let mut names: Vec<(String, String)> = match node.hardware.as_ref().and_then(|h| h.mig.as_ref()) {
+    let mut names: Vec<(String, String)> = match node.hardware.as_ref().and_then(|h| h.mig.as_ref())
+    {
         Some(MigMode::Static(profiles)) => {
             let profiles: Vec<&str> = profiles.iter().map(String::as_str).collect();
             tessera_devices::plan_layout(model, &profiles)
@@ -500,9 +509,16 @@ pub fn gpu_usage(
                 let count = mig.len() as f64;
                 DeviceLoad {
                     utilization: mig.iter().map(|m| m.load.utilization).sum::<f64>() / count,
-                    nominal_utilization: mig.iter().map(|m| m.load.nominal_utilization).sum::<f64>()
+                    nominal_utilization: mig
+                        .iter()
+                        .map(|m| m.load.nominal_utilization)
+                        .sum::<f64>()
                         / count,
-                    fb_used_mib: mig.iter().map(|m| m.load.fb_used_mib).sum::<u64>().min(model.memory_mib),
+                    fb_used_mib: mig
+                        .iter()
+                        .map(|m| m.load.fb_used_mib)
+                        .sum::<u64>()
+                        .min(model.memory_mib),
                     fb_total_mib: model.memory_mib,
                     workloads: mig.iter().flat_map(|m| m.load.workloads.clone()).collect(),
                 }
@@ -515,7 +531,11 @@ pub fn gpu_usage(
                 + on_gpu
                     .iter()
                     .map(|h| {
-                        let share = h.declared.gpu_utilization.unwrap_or(DEFAULT_GPU_UTILIZATION) / 100.0;
+                        let share = h
+                            .declared
+                            .gpu_utilization
+                            .unwrap_or(DEFAULT_GPU_UTILIZATION)
+                            / 100.0;
                         busy * share * seconds_between(h.started, now)
                     })
                     .sum::<f64>();
@@ -528,11 +548,16 @@ pub fn gpu_usage(
                 xid: health.xid().unwrap_or(0),
                 mem_copy_utilization: (load.utilization * 0.6).round(),
                 gpu_temp: (30.0 + 0.35 * load.utilization) * jitter(node_seed.rotate_left(7), 0.01),
-                memory_temp: (32.0 + 0.3 * load.utilization) * jitter(node_seed.rotate_left(13), 0.01),
+                memory_temp: (32.0 + 0.3 * load.utilization)
+                    * jitter(node_seed.rotate_left(13), 0.01),
                 power_w: power,
                 power_limit_w: limit_w,
                 energy_mj: energy_j * 1000.0,
-                sm_clock_mhz: if load.utilization > 0.0 { max_sm } else { 345.0 },
+                sm_clock_mhz: if load.utilization > 0.0 {
+                    max_sm
+                } else {
+                    345.0
+                },
                 mem_clock_mhz: mem_clock,
                 gr_engine_active: u,
                 sm_active: u * 0.9,
@@ -543,9 +568,4 @@ pub fn gpu_usage(
             })
         })
         .collect()
-}
-
-/// Seconds since the epoch of `time`, as the kubelet's start-time gauge reports it.
-pub fn start_time_seconds(time: SystemTime) -> f64 {
-    unix_seconds(time)
 }

@@ -108,7 +108,12 @@ impl Containers {
     }
 
     /// The GPUs and MIG devices the container got through DRA claims.
-    pub(crate) async fn claimed_units(&self, pod: &Value, spec: &NodeSpec, container: &str) -> Vec<Unit> {
+    pub(crate) async fn claimed_units(
+        &self,
+        pod: &Value,
+        spec: &NodeSpec,
+        container: &str,
+    ) -> Vec<Unit> {
         let Ok(typed) = serde_json::from_value::<Pod>(pod.clone()) else {
             return Vec::new();
         };

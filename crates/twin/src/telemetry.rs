@@ -21,7 +21,11 @@ use crate::containers::Containers;
 pub type Answer = (u16, &'static str, String);
 
 fn not_found() -> Answer {
-    (404, "text/plain; charset=utf-8", "404 page not found\n".to_string())
+    (
+        404,
+        "text/plain; charset=utf-8",
+        "404 page not found\n".to_string(),
+    )
 }
 
 /// Whether a pod runs dcgm-exporter.
@@ -82,7 +86,11 @@ impl Containers {
             return Err(format!("no node twin runs node {node:?}"));
         };
         let mut holders = Vec::new();
-        for pod in state.pods.iter().filter(|p| text(p, "/status/phase") == "Running") {
+        for pod in state
+            .pods
+            .iter()
+            .filter(|p| text(p, "/status/phase") == "Running")
+        {
             let key = (
                 text(pod, "/metadata/namespace").to_string(),
                 text(pod, "/metadata/name").to_string(),
@@ -96,7 +104,11 @@ impl Containers {
                     .unwrap_or_else(|p| p.into_inner())
                     .held_by(node, &key, name);
                 units.extend(self.claimed_units(pod, spec, name).await);
-                holders.extend(units.into_iter().map(|unit| Holder::new(pod, name, unit, now)));
+                holders.extend(
+                    units
+                        .into_iter()
+                        .map(|unit| Holder::new(pod, name, unit, now)),
+                );
             }
         }
         let annotations = tessera_telemetry::load::annotations(&state.node);
@@ -107,16 +119,31 @@ impl Containers {
     }
 
     /// `GET path` of `node`'s kubelet.
-    pub async fn kubelet_get(&self, node: &str, path: &str, now: SystemTime) -> Result<Answer, String> {
+    pub async fn kubelet_get(
+        &self,
+        node: &str,
+        path: &str,
+        now: SystemTime,
+    ) -> Result<Answer, String> {
         match path.trim_end_matches('/') {
-            "/metrics/resource" => Ok((200, TEXT_CONTENT_TYPE, self.resource_metrics(node, now).await?)),
+            "/metrics/resource" => Ok((
+                200,
+                TEXT_CONTENT_TYPE,
+                self.resource_metrics(node, now).await?,
+            )),
             "/healthz" => Ok((200, "text/plain; charset=utf-8", "ok".to_string())),
             _ => Ok(not_found()),
         }
     }
 
     /// `GET path` of `port` of `pod`: a running dcgm-exporter's metrics, or refused.
-    pub async fn pod_get(&self, pod: &Value, port: u16, path: &str, now: SystemTime) -> Result<Answer, String> {
+    pub async fn pod_get(
+        &self,
+        pod: &Value,
+        port: u16,
+        path: &str,
+        now: SystemTime,
+    ) -> Result<Answer, String> {
         let ip = text(pod, "/status/podIP");
         let refused = || format!("dial tcp {ip}:{port}: connect: connection refused");
         if text(pod, "/status/phase") != "Running" || ip.is_empty() {
