@@ -93,9 +93,9 @@ fn dcgm_resource_metrics_and_kubectl_top() {
     let by_pod = "/api/v1/namespaces/default/pods/dcgm:9400/proxy/metrics";
     let text = cluster.ok("1.33", &["get", "--raw", by_pod]);
     let train = [
-        ("pod", "train"),
-        ("namespace", "default"),
         ("container", "trainer"),
+        ("namespace", "default"),
+        ("pod", "train"),
     ];
     assert_eq!(
         sample(&text, "DCGM_FI_DEV_GPU_UTIL", &train).as_deref(),
@@ -179,13 +179,8 @@ fn dcgm_resource_metrics_and_kubectl_top() {
         resource.contains("# TYPE container_cpu_usage_seconds_total counter"),
         "{resource}"
     );
-    let trainer = [
-        ("container", "trainer"),
-        ("namespace", "default"),
-        ("pod", "train"),
-    ];
     assert_eq!(
-        sample(&resource, "container_memory_working_set_bytes", &trainer).as_deref(),
+        sample(&resource, "container_memory_working_set_bytes", &train).as_deref(),
         Some("1073741824"),
         "{resource}"
     );
@@ -219,6 +214,30 @@ fn dcgm_resource_metrics_and_kubectl_top() {
     assert!(
         refused.contains("connection refused") || refused.contains("ServiceUnavailable"),
         "{refused}"
+    );
+
+    // metrics-server's reader role reaches `view` by aggregation; proxying stays privileged.
+    cluster.ok(
+        "1.33",
+        &[
+            "create",
+            "rolebinding",
+            "jane-views",
+            "--clusterrole=view",
+            "--user=jane",
+        ],
+    );
+    cluster.wait_for(
+        "1.33",
+        &["auth", "can-i", "list", "pods.metrics.k8s.io", "--as=jane"],
+        |out| out.trim() == "yes",
+    );
+    let top = cluster.ok("1.33", &["top", "pods", "--as=jane"]);
+    assert!(top.contains("train"), "{top}");
+    let forbidden = cluster.fails("1.33", &["get", "--raw", by_pod, "--as=jane"], None);
+    assert!(
+        forbidden.contains("cannot get resource \"pods/proxy\""),
+        "{forbidden}"
     );
 
     // kubectl top through metrics.k8s.io, old and new kubectl.
