@@ -83,9 +83,12 @@ impl Declared {
     }
 }
 
+/// An annotation, whether a value is valid for it, and what it wants.
+type Check = (&'static str, fn(&str) -> bool, &'static str);
+
 /// The malformed load annotations of `pod`, one message each (`<key>: …`).
 pub fn problems(pod: &Value) -> Vec<String> {
-    let checks: [(&str, fn(&str) -> bool, &str); 4] = [
+    let checks: [Check; 4] = [
         (
             CPU_USAGE,
             |v| nanos(v).is_some(),

@@ -110,11 +110,14 @@ fn declared_load_table() {
     }
 }
 
+/// (annotations, resources, CPU nanocores range, memory range, CPU seconds).
+type UsageCase = (Value, Value, (u64, u64), (u64, u64), f64);
+
 #[test]
 fn container_usage_table() {
     let now = at(START + 100);
     // (annotations, resources, cpu nanocores range, memory range, cpu seconds)
-    let cases: [(Value, Value, (u64, u64), (u64, u64), f64); 4] = [
+    let cases: [UsageCase; 4] = [
         (
             json!({load::CPU_USAGE: "900m", load::MEMORY_USAGE: "1Gi"}),
             json!({}),
@@ -236,6 +239,9 @@ fn sample(text: &str, name: &str, wanted: &[(&str, &str)]) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// (metric, labels, value; `None`: no such sample).
+type SampleCase<'a> = (&'a str, &'a [(&'a str, &'a str)], Option<f64>);
+
 #[test]
 fn dcgm_text_table() {
     let spec = node("h100-1");
@@ -257,7 +263,7 @@ fn dcgm_text_table() {
     assert_eq!(gpus.len(), 7, "GPU 3 fell off the bus");
     let text = dcgm::render("h100-1", &gpus);
     // (metric, labels, value)
-    let cases: &[(&str, &[(&str, &str)], Option<f64>)] = &[
+    let cases: &[SampleCase] = &[
         (
             "DCGM_FI_DEV_GPU_UTIL",
             &[
