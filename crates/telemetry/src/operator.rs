@@ -46,12 +46,23 @@ pub const COMPONENTS: [Component; 5] = [
 ];
 
 impl Component {
-    /// The DaemonSet's name, also its `app` label and its container's name.
+    /// The DaemonSet's name, also its `app` label.
     pub fn name(self) -> &'static str {
         match self {
             Component::Driver => "nvidia-driver-daemonset",
             Component::DevicePlugin => "nvidia-device-plugin-daemonset",
             Component::DraKubeletPlugin => "nvidia-dra-driver-gpu-kubelet-plugin",
+            Component::DcgmExporter => "nvidia-dcgm-exporter",
+            Component::Validator => "nvidia-operator-validator",
+        }
+    }
+
+    /// Its main container's name, as the operator's manifests name it.
+    pub fn container(self) -> &'static str {
+        match self {
+            Component::Driver => "nvidia-driver-ctr",
+            Component::DevicePlugin => "nvidia-device-plugin",
+            Component::DraKubeletPlugin => "gpus",
             Component::DcgmExporter => "nvidia-dcgm-exporter",
             Component::Validator => "nvidia-operator-validator",
         }
@@ -126,7 +137,7 @@ pub fn deploy_labels(dra: bool) -> BTreeMap<String, String> {
 
 fn daemon_set(component: Component) -> Value {
     let name = component.name();
-    let mut container = json!({"name": name, "image": component.image()});
+    let mut container = json!({"name": component.container(), "image": component.image()});
     if component == Component::DcgmExporter {
         container["ports"] = json!([{"name": "metrics", "containerPort": crate::dcgm::PORT}]);
         container["env"] = json!([{"name": "DCGM_EXPORTER_LISTEN", "value": ":9400"},

@@ -638,6 +638,14 @@ fn operator_components_follow_the_nodes_gpus() {
         dcgm["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
         9400
     );
+    let driver = objects
+        .iter()
+        .find(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "nvidia-driver-daemonset")
+        .expect("driver");
+    assert_eq!(
+        driver["spec"]["template"]["spec"]["containers"][0]["name"],
+        "nvidia-driver-ctr"
+    );
     assert_eq!(
         operator::health(Component::Driver, &BTreeMap::new()),
         operator::Health::Healthy
