@@ -136,35 +136,30 @@ const FIELDS: &[(&str, Kind, &str, Scope, Reading)] = &[
         Kind::Gauge,
         "Ratio of time the graphics engine is active.",
         Scope::Instance,
-        |_, d| ratio(d.utilization, 1.0),
+        |_, d| d.gr_engine_active(),
     ),
     (
         "DCGM_FI_PROF_SM_ACTIVE",
         Kind::Gauge,
         "The ratio of cycles an SM has at least 1 warp assigned.",
         Scope::Instance,
-        |_, d| ratio(d.utilization, 0.9),
+        |_, d| d.sm_active(),
     ),
     (
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
         Kind::Gauge,
         "Ratio of cycles the tensor (HMMA) pipe is active.",
         Scope::Instance,
-        |_, d| ratio(d.utilization, 0.6),
+        |_, d| d.tensor_active(),
     ),
     (
         "DCGM_FI_PROF_DRAM_ACTIVE",
         Kind::Gauge,
         "Ratio of cycles the device memory interface is active sending or receiving data.",
         Scope::Instance,
-        |_, d| ratio(d.utilization, 0.5),
+        |_, d| d.dram_active(),
     ),
 ];
-
-/// A DCP ratio: `share` of the utilisation, to six places as DCGM reports it.
-fn ratio(utilization: f64, share: f64) -> f64 {
-    (utilization / 100.0 * share * 1e6).round() / 1e6
-}
 
 /// The driver version label's value.
 pub fn driver_version() -> String {

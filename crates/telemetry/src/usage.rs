@@ -279,14 +279,40 @@ pub type Workload = (String, String, String);
 pub struct DeviceLoad {
     /// Utilisation, 0–100.
     pub utilization: f64,
-    /// Nominal utilisation (no variation), what the energy counter integrates.
-    pub nominal_utilization: f64,
     /// Framebuffer used, MiB.
     pub fb_used_mib: u64,
     /// Framebuffer size, MiB.
     pub fb_total_mib: u64,
     /// Who uses it.
     pub workloads: Vec<Workload>,
+}
+
+impl DeviceLoad {
+    /// `share` of the utilisation as a ratio, to six places as DCGM's profiling fields
+    /// report it.
+    fn ratio(&self, share: f64) -> f64 {
+        (self.utilization / 100.0 * share * 1e6).round() / 1e6
+    }
+
+    /// Ratio of time the graphics engine is active.
+    pub fn gr_engine_active(&self) -> f64 {
+        self.ratio(1.0)
+    }
+
+    /// Ratio of cycles an SM has at least one warp assigned.
+    pub fn sm_active(&self) -> f64 {
+        self.ratio(0.9)
+    }
+
+    /// Ratio of cycles the tensor pipe is active.
+    pub fn tensor_active(&self) -> f64 {
+        self.ratio(0.6)
+    }
+
+    /// Ratio of cycles the memory interface is busy.
+    pub fn dram_active(&self) -> f64 {
+        self.ratio(0.5)
+    }
 }
 
 /// A MIG instance of a GPU.
@@ -335,14 +361,6 @@ pub struct GpuUsage {
     pub sm_clock_mhz: f64,
     /// Memory clock, MHz.
     pub mem_clock_mhz: f64,
-    /// Ratio of time the graphics engine is active.
-    pub gr_engine_active: f64,
-    /// Ratio of cycles an SM has a warp assigned.
-    pub sm_active: f64,
-    /// Ratio of cycles the tensor pipe is active.
-    pub tensor_active: f64,
-    /// Ratio of cycles the memory interface is active.
-    pub dram_active: f64,
 }
 
 /// Nominal (idle W, board limit W, max SM MHz, memory MHz) of a GPU model.
@@ -390,12 +408,10 @@ fn profile_mib(model: &GpuModel, profile: &str) -> u64 {
 /// The load of a device of `total_mib` shared by `holders`.
 fn device_load(holders: &[&Holder], total_mib: u64, now: SystemTime) -> DeviceLoad {
     let mut utilization = 0.0;
-    let mut nominal = 0.0;
     let mut used = 0u64;
     for holder in holders {
         let declared = holder.declared.gpu_utilization;
         let base = declared.unwrap_or(DEFAULT_GPU_UTILIZATION);
-        nominal += base;
         utilization += match declared {
             Some(value) => value,
             None => base * jitter(seed(&[&holder.uid, &holder.container], bucket(now)), 0.1),
@@ -409,7 +425,6 @@ fn device_load(holders: &[&Holder], total_mib: u64, now: SystemTime) -> DeviceLo
     workloads.dedup();
     DeviceLoad {
         utilization: utilization.clamp(0.0, 100.0),
-        nominal_utilization: nominal.clamp(0.0, 100.0),
         fb_used_mib: used.min(total_mib),
         fb_total_mib: total_mib,
         workloads,
@@ -509,11 +524,6 @@ pub fn gpu_usage(
                 let count = mig.len() as f64;
                 DeviceLoad {
                     utilization: mig.iter().map(|m| m.load.utilization).sum::<f64>() / count,
-                    nominal_utilization: mig
-                        .iter()
-                        .map(|m| m.load.nominal_utilization)
-                        .sum::<f64>()
-                        / count,
                     fb_used_mib: mig
                         .iter()
                         .map(|m| m.load.fb_used_mib)
@@ -559,10 +569,6 @@ pub fn gpu_usage(
                     345.0
                 },
                 mem_clock_mhz: mem_clock,
-                gr_engine_active: u,
-                sm_active: u * 0.9,
-                tensor_active: u * 0.6,
-                dram_active: u * 0.5,
                 load,
                 mig,
             })
