@@ -31,6 +31,8 @@ pub struct Containers {
     pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     policy: Arc<dyn PolicyVerdict + Send + Sync>,
     pub(crate) world: crate::world::World,
+    /// The faults the twins observed per node (a GPU a fatal XID took down stays down).
+    pub(crate) faults: Arc<std::sync::Mutex<BTreeMap<String, tessera_node::faults::Faults>>>,
     /// Spreads Service connections over their endpoints, one after another.
     next: AtomicU64,
 }
@@ -50,8 +52,18 @@ impl Containers {
             gpus,
             policy: world.policy(),
             world,
+            faults: Arc::default(),
             next: AtomicU64::new(0),
         }
+    }
+
+    /// Reads GPU health from the twins' observed `faults` rather than the annotations alone.
+    pub(crate) fn with_faults(
+        mut self,
+        faults: Arc<std::sync::Mutex<BTreeMap<String, tessera_node::faults::Faults>>>,
+    ) -> Containers {
+        self.faults = faults;
+        self
     }
 
     /// Judges connections with `policy` instead of the cluster's network policies.

@@ -2,7 +2,7 @@
 //! kubelet (`/metrics/resource`, `/healthz`) and the ports of its simulated containers —
 //! a dcgm-exporter container (an image named `dcgm-exporter`) answers `GET :9400/metrics`
 //! with its node's dcgm text. Gathers the inputs (the pods and Node from the containers'
-//! watch-fed view, the GPU units pods hold, the node's fault annotations) and hands them to
+//! watch-fed view, the GPU units pods hold, the faults the twins observed) and hands them to
 //! `tessera-telemetry`, which decides every number.
 //!
 //! Knows nothing of HTTP routing; the caller supplies the time.
@@ -111,8 +111,15 @@ impl Containers {
                 );
             }
         }
-        let annotations = tessera_telemetry::load::annotations(&state.node);
-        let (faults, _) = Faults::parse(&annotations);
+        // The twins' observed faults (sticky GPU health), else the annotations as they are.
+        let observed = self
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .cloned();
+        let faults = observed
+            .unwrap_or_else(|| Faults::parse(&tessera_telemetry::load::annotations(&state.node)).0);
         let boot = usage::booted(&state.node, now);
         let gpus = usage::gpu_usage(spec, &faults, &holders, boot, now);
         Ok(dcgm::render(node, &gpus))
