@@ -149,6 +149,9 @@ fn verbs_of(kind: &KindInfo) -> &'static [&'static str] {
     } else if kind.has(tessera_model::Subresource::PendingWorkloads) {
         // Kueue's visibility storage serves its queues only for their subresource.
         &[]
+    } else if kind.group == "metrics.k8s.io" {
+        // metrics-server's storage is read-only.
+        &["get", "list"]
     } else {
         VERBS
     }

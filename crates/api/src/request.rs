@@ -122,6 +122,20 @@ fn resource_path(group: &str, version: &str, rest: &[&str]) -> Option<ResourcePa
     };
     let namespace_subresource = |s: &str| matches!(s, "status" | "finalize");
     Some(match rest {
+        // The proxy subresources carry the path to proxy after `proxy`; the handler reads
+        // it from the URL.
+        [
+            "namespaces",
+            namespace,
+            plural @ ("pods" | "services"),
+            name,
+            "proxy",
+            _,
+            ..,
+        ] if group.is_empty() => path(Some(namespace), plural, Some(name), Some("proxy")),
+        ["nodes", name, "proxy", _, ..] if group.is_empty() => {
+            path(None, "nodes", Some(name), Some("proxy"))
+        }
         ["namespaces", namespace, sub] if group.is_empty() && namespace_subresource(sub) => {
             path(None, "namespaces", Some(namespace), Some(sub))
         }
@@ -271,6 +285,44 @@ mod tests {
             Target::Resource(r) => r,
             other => panic!("{path}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn proxy_paths_keep_their_tail_out_of_the_target() {
+        for (path, namespace, plural, name) in [
+            (
+                "/api/v1/nodes/n1/proxy/metrics/resource",
+                None,
+                "nodes",
+                "n1",
+            ),
+            ("/api/v1/nodes/n1/proxy", None, "nodes", "n1"),
+            (
+                "/api/v1/namespaces/ns/pods/p:9400/proxy/metrics",
+                Some("ns"),
+                "pods",
+                "p:9400",
+            ),
+            (
+                "/api/v1/namespaces/ns/services/s:http/proxy/a/b",
+                Some("ns"),
+                "services",
+                "s:http",
+            ),
+        ] {
+            let r = resource(path);
+            assert_eq!(
+                (
+                    r.namespace.as_deref(),
+                    r.plural.as_str(),
+                    r.name.as_deref(),
+                    r.subresource.as_deref()
+                ),
+                (namespace, plural, Some(name), Some("proxy")),
+                "{path}"
+            );
+        }
+        assert!(parse_path("/apis/apps/v1/namespaces/ns/deployments/d/proxy/x").is_err());
     }
 
     #[test]

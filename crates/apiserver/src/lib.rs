@@ -8,7 +8,8 @@
 //! `pods/exec` over SPDY/3.1 and WebSocket into a registered container runtime, the store binding of object writes (one read-modify-write transaction each, with the
 //! clock and a seeded id generator injected), the served-resource registry, and the garbage
 //! collector (owner references, finalizers, namespace lifecycle), and the hook through which
-//! another component serves an aggregated group (`aggregated`), and kube-apiserver's audit
+//! another component serves an aggregated group (`aggregated`), the proxy subresources of
+//! nodes, pods and services into a registered backend (`proxy`), and kube-apiserver's audit
 //! logging (`audit`, `audit_log`). Knows nothing about
 //! scheduling, queueing or node internals.
 
@@ -25,6 +26,7 @@ pub mod list;
 pub mod metrics;
 pub mod objects;
 pub mod pod_security;
+pub mod proxy;
 pub mod registry;
 pub mod server;
 pub mod service_book;
@@ -37,4 +39,5 @@ pub mod websocket;
 pub use aggregated::AggregatedApi;
 pub use error::HttpError;
 pub use objects::Objects;
+pub use proxy::ProxyBackend;
 pub use server::{ApiServer, ServerConfig};

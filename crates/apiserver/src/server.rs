@@ -67,6 +67,7 @@ pub struct ApiServer {
     pub(crate) rbac: tessera_api::rbac::Rbac,
     aggregated: Mutex<Vec<Arc<dyn AggregatedApi>>>,
     runtime: Mutex<Option<Arc<dyn crate::exec::ContainerRuntime>>>,
+    proxy: Mutex<Option<Arc<dyn crate::proxy::ProxyBackend>>>,
     auditor: std::sync::OnceLock<Arc<crate::audit::Auditor>>,
     metrics: std::sync::OnceLock<Arc<tessera_metrics::components::Registries>>,
 }
@@ -88,6 +89,7 @@ impl ApiServer {
             rbac,
             aggregated: Mutex::new(Vec::new()),
             runtime: Mutex::new(None),
+            proxy: Mutex::new(None),
             auditor: std::sync::OnceLock::new(),
             metrics: std::sync::OnceLock::new(),
         })
@@ -138,6 +140,17 @@ impl ApiServer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Answers the proxy subresources (`nodes/proxy`, `pods/proxy`, `services/proxy`)
+    /// through `backend` (the node twins).
+    pub fn register_proxy_backend(&self, backend: Arc<dyn crate::proxy::ProxyBackend>) {
+        *self.proxy.lock().unwrap_or_else(|e| e.into_inner()) = Some(backend);
+    }
+
+    /// The registered proxy backend, if any.
+    pub(crate) fn proxy_backend(&self) -> Option<Arc<dyn crate::proxy::ProxyBackend>> {
+        self.proxy.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Audits every request from now on (`--audit-policy-file`, `--audit-log-path`); set

@@ -135,6 +135,9 @@ pub async fn handle(
             )
             .await
         }
+        "proxy" if matches!(resource.plural(), "nodes" | "pods" | "services") => {
+            crate::proxy::proxy(server, resource, namespace, name, request).await
+        }
         "eviction" => {
             serves(resource, Subresource::Eviction)?;
             let (content_type, body) = body_of(request).await?;

@@ -2,6 +2,7 @@
 
 mod agent;
 mod bench;
+mod bench_dcgm;
 mod bench_exec;
 mod bench_maintain;
 mod bench_multikueue;
@@ -30,6 +31,7 @@ mod output;
 mod queue_cmd;
 mod secrets;
 mod sim;
+mod telemetry;
 mod tenant;
 mod up;
 mod visibility;
@@ -139,6 +141,9 @@ enum BenchCommand {
     Multikueue(bench_multikueue::MultiKueueBenchArgs),
     /// Planning a maintenance rollout of a 1,000-node GPU pool: facts, pre-flight, first step.
     Maintain(bench_maintain::MaintainBenchArgs),
+    /// A dcgm-exporter scrape of the node twins' simulated GPUs: one 8-GPU node and all
+    /// 1,000 GPUs of a large topology.
+    Dcgm(bench_dcgm::DcgmBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -213,6 +218,11 @@ pub struct UpArgs {
     /// all read).
     #[arg(long, value_parser = client::absolute_path)]
     pub encryption_provider_config: Option<PathBuf>,
+    /// Run the NVIDIA GPU operator's components (driver, device plugin or DRA kubelet
+    /// plugin, dcgm-exporter, validator) as DaemonSet pods in namespace `gpu-operator` on
+    /// the GPU nodes.
+    #[arg(long)]
+    pub gpu_operator: bool,
 }
 
 /// Options of `tessera fault`.
@@ -351,6 +361,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Bench(BenchCommand::Maintain(args)) => {
             bench_report::repeat(&args.repeat, || bench_maintain::maintain(&args))
+        }
+        Command::Bench(BenchCommand::Dcgm(args)) => {
+            bench_report::repeat(&args.repeat, || bench_dcgm::dcgm(&args))
         }
         Command::Bench(BenchCommand::Netpol(args)) => {
             bench_report::repeat(&args.repeat, || bench_netpol::netpol(&args))

@@ -188,7 +188,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if args.detach {
         return crate::detach::start(&args.data.data_dir);
     }
-    let topology = load_topology(args.topology.as_deref())?;
+    let mut topology = load_topology(args.topology.as_deref())?;
+    if args.gpu_operator {
+        tessera_telemetry::operator::label_pools(&mut topology);
+    }
     let profiles = load_scheduler_profiles(args.scheduler_config.as_deref())?;
     let mut queue_config = queue_config(args.queue_config.as_deref())?;
     let pod_security = args
@@ -228,6 +231,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         None => objects,
     };
     bootstrap::ensure_system_objects(&objects)?;
+    crate::telemetry::ensure_reader_role(&objects)?;
+    if args.gpu_operator {
+        crate::telemetry::ensure_gpu_operator(&objects)?;
+    }
 
     let pki = Pki::load_or_create(&args.data.data_dir).context("set up certificates")?;
     let static_tokens = match &args.token_auth_file {
@@ -264,6 +271,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     server.set_metrics(registries.clone());
     queue_config.metrics = Some(registries.clone());
+    server.register_aggregated(std::sync::Arc::new(crate::telemetry::MetricsApi));
     if let Some((policy, options)) = audit_policy {
         let clock: tessera_model::clock::Clock = std::sync::Arc::new(std::time::SystemTime::now);
         let (sink, _writer) = tessera_apiserver::audit_log::start(&options, clock.clone())
@@ -362,9 +370,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             ..TwinConfig::default()
         },
     );
-    server.register_container_runtime(std::sync::Arc::new(TwinRuntime(std::sync::Arc::new(
-        twins.containers(),
-    ))));
+    let containers = std::sync::Arc::new(twins.containers());
+    server.register_container_runtime(std::sync::Arc::new(TwinRuntime(containers.clone())));
+    server.register_proxy_backend(std::sync::Arc::new(crate::telemetry::TwinProxy(containers)));
     let node_names = twins.node_names();
     let twin_task = tokio::spawn(async move {
         if let Err(error) = twins.run().await {

@@ -27,10 +27,12 @@ use tessera_node::topology::NodeSpec;
 /// The containers of one set of node twins.
 pub struct Containers {
     client: Client,
-    nodes: BTreeMap<String, NodeSpec>,
-    gpus: Arc<std::sync::Mutex<GpuAssignments>>,
+    pub(crate) nodes: BTreeMap<String, NodeSpec>,
+    pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     policy: Arc<dyn PolicyVerdict + Send + Sync>,
-    world: crate::world::World,
+    pub(crate) world: crate::world::World,
+    /// The faults the twins observed per node (a GPU a fatal XID took down stays down).
+    pub(crate) faults: Arc<std::sync::Mutex<BTreeMap<String, tessera_node::faults::Faults>>>,
     /// Spreads Service connections over their endpoints, one after another.
     next: AtomicU64,
 }
@@ -50,8 +52,18 @@ impl Containers {
             gpus,
             policy: world.policy(),
             world,
+            faults: Arc::default(),
             next: AtomicU64::new(0),
         }
+    }
+
+    /// Reads GPU health from the twins' observed `faults` rather than the annotations alone.
+    pub(crate) fn with_faults(
+        mut self,
+        faults: Arc<std::sync::Mutex<BTreeMap<String, tessera_node::faults::Faults>>>,
+    ) -> Containers {
+        self.faults = faults;
+        self
     }
 
     /// Judges connections with `policy` instead of the cluster's network policies.
@@ -108,7 +120,12 @@ impl Containers {
     }
 
     /// The GPUs and MIG devices the container got through DRA claims.
-    async fn claimed_units(&self, pod: &Value, spec: &NodeSpec, container: &str) -> Vec<Unit> {
+    pub(crate) async fn claimed_units(
+        &self,
+        pod: &Value,
+        spec: &NodeSpec,
+        container: &str,
+    ) -> Vec<Unit> {
         let Ok(typed) = serde_json::from_value::<Pod>(pod.clone()) else {
             return Vec::new();
         };

@@ -24,6 +24,7 @@ pub mod netpol;
 mod pods;
 mod records;
 pub mod secondary_policy;
+pub mod telemetry;
 mod twins;
 mod world;
 

@@ -123,6 +123,7 @@ impl NodeTwins {
             self.nodes.clone(),
             self.gpus.clone(),
         )
+        .with_faults(self.faults.clone())
     }
 
     /// The names of the nodes these twins register at start (standby nodes of autoscaled

@@ -180,6 +180,14 @@ fn every_bench_command_runs_at_a_tiny_size() {
             )],
         ),
         (
+            "dcgm",
+            vec!["--node-scrapes", "3", "--cluster-scrapes", "2"],
+            vec![
+                ("dcgm-exporter scrape: one node, 8 GPUs", "core", 3.0),
+                ("dcgm-exporter scrape: 1000 GPUs (125 nodes)", "core", 2.0),
+            ],
+        ),
+        (
             "multikueue",
             vec!["--jobs", "3", "--workers", "1", "--rate", "0"],
             vec![(

@@ -49,5 +49,6 @@ mod rbac;
 mod scheduling;
 mod services;
 mod sim;
+mod telemetry;
 mod tenant;
 mod workloads;
