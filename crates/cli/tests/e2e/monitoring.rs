@@ -279,18 +279,35 @@ fn poll(what: &str, within: Duration, mut check: impl FnMut() -> Option<String>)
 }
 
 #[test]
-fn prometheus_scrapes_the_platform_and_fires_node_not_ready() {
+fn prometheus_scrapes_the_platform_and_fires_node_not_ready_and_xid() {
     if Command::new("prometheus")
         .arg("--version")
         .output()
         .is_err()
     {
         eprintln!(
-            "SKIP prometheus_scrapes_the_platform_and_fires_node_not_ready: no `prometheus` binary (apt-get install -y prometheus)"
+            "SKIP prometheus_scrapes_the_platform_and_fires_node_not_ready_and_xid: no `prometheus` binary (apt-get install -y prometheus)"
         );
         return;
     }
-    let cluster = Cluster::start();
+    // The GPU operator's components run, so dcgm-exporter pods are there to be scraped (the
+    // static configuration lists the pods it finds when written).
+    let cluster = Cluster::start_with_args(&["--gpu-operator"]);
+    cluster.wait_for_within(
+        "1.33",
+        &[
+            "get",
+            "pods",
+            "-n",
+            "gpu-operator",
+            "-l",
+            "app=nvidia-dcgm-exporter",
+            "-o",
+            "jsonpath={.items[*].status.phase}",
+        ],
+        Duration::from_secs(60),
+        |out| out.split_whitespace().count() == 5 && out.split_whitespace().all(|p| p == "Running"),
+    );
     let out = cluster.dir.path().join("prometheus");
     let kubeconfig = cluster.kubeconfig();
     let (ok, stdout, stderr) = outcome(
@@ -349,6 +366,8 @@ fn prometheus_scrapes_the_platform_and_fires_node_not_ready() {
         "kube-scheduler",
         "kueue",
         "kube-state-metrics",
+        "kubelet-resource",
+        "dcgm-exporter",
     ];
     poll(
         "the platform's targets to be up",
@@ -382,20 +401,7 @@ fn prometheus_scrapes_the_platform_and_fires_node_not_ready() {
             .expect("tessera fault"),
     );
     assert!(ok, "{stdout}{stderr}");
-    let alerts = poll("NodeNotReady to fire", Duration::from_secs(60), || {
-        let body = http_get(port, "/api/v1/alerts")?;
-        let alerts: serde_json::Value = serde_json::from_str(&body).ok()?;
-        alerts
-            .pointer("/data/alerts")?
-            .as_array()?
-            .iter()
-            .any(|a| {
-                a.pointer("/labels/alertname").and_then(|n| n.as_str()) == Some("NodeNotReady")
-                    && a.pointer("/labels/node").and_then(|n| n.as_str()) == Some("cpu-2")
-                    && a.get("state").and_then(|s| s.as_str()) == Some("firing")
-            })
-            .then_some(body)
-    });
+    let alerts = firing(port, "NodeNotReady", &[("node", "cpu-2")]);
     let alerts: serde_json::Value = serde_json::from_str(&alerts).expect("alerts JSON");
     let not_ready: Vec<&str> = alerts["data"]["alerts"]
         .as_array()
@@ -405,4 +411,73 @@ fn prometheus_scrapes_the_platform_and_fires_node_not_ready() {
         .filter_map(|a| a["labels"]["node"].as_str())
         .collect();
     assert_eq!(not_ready, vec!["cpu-2"], "{alerts}\n{}", prometheus_log());
+
+    // A GPU reports a double-bit ECC error: dcgm-exporter's DCGM_FI_DEV_XID_ERRORS carries it,
+    // and GPUXidError fires for that GPU of that node.
+    let (ok, stdout, stderr) = outcome(
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "fault",
+                "xid",
+                "h100-1",
+                "--gpu",
+                "2",
+                "--xid",
+                "48",
+                "--kubeconfig",
+            ])
+            .arg(&kubeconfig)
+            .output()
+            .expect("tessera fault"),
+    );
+    assert!(ok, "{stdout}{stderr}");
+    let alerts = firing(port, "GPUXidError", &[("Hostname", "h100-1"), ("gpu", "2")]);
+    let alerts: serde_json::Value = serde_json::from_str(&alerts).expect("alerts JSON");
+    let xids: Vec<(String, f64)> = alerts["data"]["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["labels"]["alertname"] == "GPUXidError")
+        .map(|a| {
+            (
+                format!(
+                    "{}/{}",
+                    a["labels"]["Hostname"].as_str().unwrap_or_default(),
+                    a["labels"]["gpu"].as_str().unwrap_or_default()
+                ),
+                a["value"]
+                    .as_str()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        xids,
+        vec![("h100-1/2".to_string(), 48.0)],
+        "{alerts}\n{}",
+        prometheus_log()
+    );
+}
+
+/// Polls Prometheus's `/api/v1/alerts` until `alert` fires with `labels`; the whole answer.
+fn firing(port: u16, alert: &str, labels: &[(&str, &str)]) -> String {
+    poll(&format!("{alert} to fire"), Duration::from_secs(60), || {
+        let body = http_get(port, "/api/v1/alerts")?;
+        let alerts: serde_json::Value = serde_json::from_str(&body).ok()?;
+        alerts
+            .pointer("/data/alerts")?
+            .as_array()?
+            .iter()
+            .any(|a| {
+                a.pointer("/labels/alertname").and_then(|n| n.as_str()) == Some(alert)
+                    && labels.iter().all(|(key, value)| {
+                        a.pointer(&format!("/labels/{key}"))
+                            .and_then(|n| n.as_str())
+                            == Some(*value)
+                    })
+                    && a.get("state").and_then(|s| s.as_str()) == Some("firing")
+            })
+            .then_some(body)
+    })
 }
