@@ -27,8 +27,29 @@ pub enum FaultCommand {
     Nic(NicArgs),
     /// The node goes NotReady (kubelet up, runtime down) or unreachable (kubelet silent).
     Node(NodeStateArgs),
+    /// Break one of the GPU operator's components on a node (`tessera up --gpu-operator`):
+    /// a crash-looping pod, GPU feature discovery's labels gone, stale ResourceSlices.
+    Operator(OperatorArgs),
     /// Recover: clear one fault, or every fault of the node.
     Clear(ClearArgs),
+}
+
+/// Arguments of `tessera fault operator`: exactly one way to break it.
+#[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("break").required(true).multiple(false))]
+pub struct OperatorArgs {
+    /// The node name.
+    pub node: String,
+    /// The component (its DaemonSet) whose pod on the node crash-loops.
+    #[arg(long, group = "break", value_parser = clap::builder::PossibleValuesParser::new(
+        tessera_telemetry::operator::COMPONENTS.map(|c| c.name())))]
+    pub crash_loop: Option<String>,
+    /// GPU feature discovery's labels disappear from the node.
+    #[arg(long, group = "break")]
+    pub missing_labels: bool,
+    /// The DRA driver leaves stale ResourceSlices of the node behind.
+    #[arg(long, group = "break")]
+    pub stale_slices: bool,
 }
 
 /// A node.
@@ -98,6 +119,9 @@ pub struct ClearArgs {
     /// Only the node state.
     #[arg(long = "node-state", group = "only")]
     pub node_state: bool,
+    /// Only the GPU operator's faults.
+    #[arg(long, group = "only")]
+    pub operator: bool,
 }
 
 /// Runs a `tessera fault` subcommand.
@@ -109,6 +133,7 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
         FaultCommand::Nvlink(a) => &a.node,
         FaultCommand::Nic(a) => &a.node,
         FaultCommand::Node(a) => &a.node,
+        FaultCommand::Operator(a) => &a.node,
         FaultCommand::Clear(a) => &a.node,
     };
     let node = nodes
@@ -174,15 +199,41 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
             changes.insert(format!("{PREFIX}node"), json!(state));
             format!("node {name} is now {state}")
         }
+        FaultCommand::Operator(args) => {
+            let (key, value, what) = match (&args.crash_loop, args.missing_labels) {
+                (Some(component), _) => (
+                    format!("operator-{component}"),
+                    "crash-loop",
+                    format!("{component} crash-loops on {name}"),
+                ),
+                (None, true) => (
+                    "operator-labels".to_string(),
+                    "missing",
+                    format!("GPU feature discovery's labels are gone from {name}"),
+                ),
+                (None, false) => (
+                    "operator-slices".to_string(),
+                    "stale",
+                    format!("the DRA driver leaves stale ResourceSlices of {name} behind"),
+                ),
+            };
+            changes.insert(format!("{PREFIX}{key}"), json!(value));
+            what
+        }
         FaultCommand::Clear(args) => {
             let only = args
                 .gpu
                 .map(|g| format!("{PREFIX}gpu-{g}"))
                 .or_else(|| args.nic.as_ref().map(|n| format!("{PREFIX}nic-{n}")))
                 .or_else(|| args.nvlink.then(|| format!("{PREFIX}nvlink")))
-                .or_else(|| args.node_state.then(|| format!("{PREFIX}node")));
+                .or_else(|| args.node_state.then(|| format!("{PREFIX}node")))
+                .or_else(|| args.operator.then(|| format!("{PREFIX}operator-")));
+            // `operator-` names a family of keys; the others one key each.
+            let chosen = |key: &str, only: &str| {
+                key == only || (only.ends_with('-') && key.starts_with(only))
+            };
             for key in annotations.keys().filter(|k| k.starts_with(PREFIX)) {
-                if only.as_ref().is_none_or(|o| o == key) {
+                if only.as_ref().is_none_or(|o| chosen(key, o)) {
                     changes.insert(key.clone(), Value::Null);
                 }
             }
@@ -190,7 +241,12 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
                 // Clearing is idempotent: a healthy node is what was asked for.
                 let what = only.map_or_else(
                     || "no faults".to_string(),
-                    |key| format!("no {} fault", key.trim_start_matches(PREFIX)),
+                    |key| {
+                        format!(
+                            "no {} fault",
+                            key.trim_start_matches(PREFIX).trim_end_matches('-')
+                        )
+                    },
                 );
                 crate::output::emit(&format!("{name} has {what}: nothing to clear\n"))?;
                 return Ok(());

@@ -7,6 +7,9 @@
 //! | `fault.tessera.dev/nvlink` | `down` | every GPU's DRA devices get the NoSchedule taint `gpu.nvidia.com/nvlink=down` |
 //! | `fault.tessera.dev/nic-<name>` | `down` | node condition `NetworkInterfacesDegraded=True` naming the NICs |
 //! | `fault.tessera.dev/node` | `not-ready` / `unreachable` | the kubelet reports Ready=False / stops posting status and renewing its Lease |
+//! | `fault.tessera.dev/operator-<daemonset>` | `crash-loop` | the GPU operator component's pod on the node crash-loops (`CrashLoopBackOff`, not ready) |
+//! | `fault.tessera.dev/operator-labels` | `missing` | GPU feature discovery's labels are gone from the node |
+//! | `fault.tessera.dev/operator-slices` | `stale` | the DRA driver leaves an older generation of each of the node's ResourceSlices behind |
 //!
 //! A GPU's health is sticky ([`GpuHealth`]): once a fatal XID took it down, later XIDs (an
 //! application error, another fatal one) leave it down with the XID that took it down; only
@@ -51,6 +54,19 @@ pub struct Faults {
     pub nics_down: BTreeSet<String>,
     /// The node's own fault.
     pub node: Option<NodeFault>,
+    /// Broken GPU operator components.
+    pub operator: OperatorFaults,
+}
+
+/// What is broken of the GPU operator's components on a node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OperatorFaults {
+    /// The components (DaemonSet names) whose pod on the node crash-loops.
+    pub crash_loop: BTreeSet<String>,
+    /// GPU feature discovery's labels are gone.
+    pub labels_missing: bool,
+    /// Stale ResourceSlices are left behind.
+    pub slices_stale: bool,
 }
 
 /// Whether an XID makes the device unhealthy.
@@ -161,6 +177,16 @@ impl Faults {
                     faults.nvlink_down = true;
                 } else {
                     problems.push(bad());
+                }
+            } else if let Some(part) = what.strip_prefix("operator-") {
+                match (part, value.as_str()) {
+                    ("labels", "missing") => faults.operator.labels_missing = true,
+                    ("slices", "stale") => faults.operator.slices_stale = true,
+                    ("labels" | "slices", _) => problems.push(bad()),
+                    (component, "crash-loop") => {
+                        faults.operator.crash_loop.insert(component.to_string());
+                    }
+                    _ => problems.push(bad()),
                 }
             } else if what == "node" {
                 match value.as_str() {
@@ -313,6 +339,53 @@ pub fn node_status(spec: &NodeSpec, faults: &Faults, now: SystemTime) -> Value {
     status
 }
 
+/// Whether a node label is one GPU feature discovery publishes (`nvidia.com/gpu.*` but the
+/// operator's own `gpu.deploy.*` and driver-upgrade labels, `nvidia.com/cuda.*`,
+/// `nvidia.com/mig*`, `nvidia.com/mps*`, `nvidia.com/vgpu*`).
+pub fn gfd_label(key: &str) -> bool {
+    let Some(name) = key.strip_prefix("nvidia.com/") else {
+        return false;
+    };
+    let ours = name.starts_with("gpu.deploy.") || name.starts_with("gpu-driver-upgrade");
+    !ours
+        && ["gpu.", "cuda.", "mig", "mps", "vgpu"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+}
+
+/// The merge patch that removes GPU feature discovery's labels from a node (`missing`) or
+/// puts the node's own back.
+pub fn gfd_labels_patch(spec: &NodeSpec, missing: bool) -> Value {
+    let labels: serde_json::Map<String, Value> = spec
+        .labels
+        .iter()
+        .filter(|(key, _)| gfd_label(key))
+        .map(|(key, value)| {
+            let value = if missing { Value::Null } else { json!(value) };
+            (key.clone(), value)
+        })
+        .collect();
+    json!({"metadata": {"labels": labels}})
+}
+
+/// What a DRA driver that lost track of its slices leaves behind: each slice as published
+/// before (its name suffixed `-stale`, the pool's generation as it was), while the slices
+/// published now move to the next generation. Returns the stale copies; `slices` is updated.
+pub fn stale_slices(slices: &mut [Value]) -> Vec<Value> {
+    let mut stale = Vec::new();
+    for slice in slices.iter_mut() {
+        let mut copy = slice.clone();
+        if let Some(name) = copy.pointer_mut("/metadata/name") {
+            *name = json!(format!("{}-stale", name.as_str().unwrap_or_default()));
+        }
+        if let Some(generation) = slice.pointer_mut("/spec/pool/generation") {
+            *generation = json!(generation.as_i64().unwrap_or(0) + 1);
+        }
+        stale.push(copy);
+    }
+    stale
+}
+
 /// The pods (namespace, name) reserving a claim that was allocated one of the DRA devices of
 /// GPU `gpu` on `node`: the containers a GPU failure on it crashes.
 pub fn claim_users(claims: &[ResourceClaim], node: &str, gpu: usize) -> BTreeSet<(String, String)> {
@@ -436,6 +509,90 @@ mod tests {
                 "fault.tessera.dev/fan: unknown fault",
                 "fault.tessera.dev/gpu-x: unsupported value \"xid-48\""
             ]
+        );
+    }
+
+    #[test]
+    fn operator_faults_parse_break_labels_and_leave_stale_slices() {
+        let annotations: BTreeMap<String, String> = [
+            (
+                "fault.tessera.dev/operator-nvidia-driver-daemonset",
+                "crash-loop",
+            ),
+            ("fault.tessera.dev/operator-labels", "missing"),
+            ("fault.tessera.dev/operator-slices", "stale"),
+            ("fault.tessera.dev/operator-nvidia-dcgm-exporter", "sleepy"),
+            ("fault.tessera.dev/operator-labels-x", "crash-loop"),
+            ("fault.tessera.dev/operator-slices", "stale"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let (faults, problems) = Faults::parse(&annotations);
+        assert_eq!(
+            faults.operator.crash_loop,
+            BTreeSet::from([
+                "labels-x".to_string(),
+                "nvidia-driver-daemonset".to_string()
+            ])
+        );
+        assert!(faults.operator.labels_missing && faults.operator.slices_stale);
+        assert_eq!(
+            problems,
+            ["fault.tessera.dev/operator-nvidia-dcgm-exporter: unsupported value \"sleepy\""]
+        );
+        let bad = BTreeMap::from([(
+            "fault.tessera.dev/operator-labels".to_string(),
+            "gone".to_string(),
+        )]);
+        assert_eq!(
+            Faults::parse(&bad).1,
+            ["fault.tessera.dev/operator-labels: unsupported value \"gone\""]
+        );
+
+        // (label, whether GPU feature discovery publishes it)
+        for (label, gfd) in [
+            ("nvidia.com/gpu.product", true),
+            ("nvidia.com/gpu.count", true),
+            ("nvidia.com/cuda.driver-version.full", true),
+            ("nvidia.com/mig.strategy", true),
+            ("nvidia.com/mig-1g.18gb.count", true),
+            ("nvidia.com/gpu.deploy.driver", false),
+            ("nvidia.com/gpu-driver-upgrade-state", false),
+            ("feature.node.kubernetes.io/pci-10de.present", false),
+            ("tessera.dev/pool", false),
+        ] {
+            assert_eq!(gfd_label(label), gfd, "{label}");
+        }
+        let topology = Topology::parse(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: h100\n  count: 1\n  server: dgx-h100\n  labels: {tessera.dev/pool: h100}\n",
+        )
+        .expect("topology");
+        let node = &topology.nodes()[0];
+        let removed = gfd_labels_patch(node, true);
+        let labels = removed["metadata"]["labels"].as_object().expect("labels");
+        assert_eq!(labels["nvidia.com/gpu.present"], Value::Null);
+        assert!(!labels.contains_key("tessera.dev/pool"));
+        let restored = gfd_labels_patch(node, false);
+        assert_eq!(
+            restored["metadata"]["labels"]["nvidia.com/gpu.present"],
+            "true"
+        );
+        assert_eq!(
+            labels.len(),
+            restored["metadata"]["labels"]
+                .as_object()
+                .map_or(0, |l| l.len())
+        );
+
+        let mut slices = vec![json!({"metadata": {"name": "h100-1-gpu.nvidia.com"},
+            "spec": {"pool": {"name": "h100-1", "generation": 1, "resourceSliceCount": 1}}})];
+        let stale = stale_slices(&mut slices);
+        assert_eq!(stale[0]["metadata"]["name"], "h100-1-gpu.nvidia.com-stale");
+        assert_eq!(stale[0]["spec"]["pool"]["generation"], 1);
+        assert_eq!(
+            slices[0]["spec"]["pool"]["generation"], 2,
+            "the live slices move on"
         );
     }
 

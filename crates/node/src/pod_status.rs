@@ -263,6 +263,53 @@ pub fn device_failure_status(
     status
 }
 
+/// The status patch of a pod whose containers keep failing (a broken GPU operator component):
+/// Running but not ready, each container waiting in `CrashLoopBackOff` after `restarts`
+/// restarts with the kubelet's back-off message, its last run ended with exit code 1.
+pub fn crash_loop_status(pod: &Pod, spec: &NodeSpec, restarts: i32, now: SystemTime) -> Value {
+    let now_text = timestamp(now);
+    let ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default();
+    let pod_ref = format!(
+        "{}_{}({})",
+        pod.metadata.name.as_deref().unwrap_or_default(),
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.uid.as_deref().unwrap_or_default()
+    );
+    let mut statuses = container_statuses(
+        pod,
+        &json!({"waiting": {"reason": "CrashLoopBackOff"}}),
+        Some(&terminated(1, "Error", None, now)),
+        restarts,
+        false,
+    );
+    for status in &mut statuses {
+        let container = status["name"].as_str().unwrap_or_default().to_string();
+        status["state"]["waiting"]["message"] = json!(format!(
+            "back-off 5m0s restarting failed container={container} pod={pod_ref}"
+        ));
+    }
+    let mut conditions = conditions(false, &now_text);
+    for condition in conditions.as_array_mut().into_iter().flatten() {
+        if condition.get("reason").is_some() {
+            condition["reason"] = json!("ContainersNotReady");
+        }
+    }
+    json!({"status": {
+        "phase": "Running",
+        "conditions": conditions,
+        "hostIP": spec.internal_ip(),
+        "hostIPs": [{"ip": spec.internal_ip()}],
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "startTime": start_time(pod, &now_text),
+        "containerStatuses": statuses,
+    }})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +370,37 @@ mod tests {
             behaviour(&started).map(|b| b.duration),
             Ok(Some(Duration::from_secs(1)))
         );
+    }
+
+    #[test]
+    fn a_crash_looping_pod_reads_as_the_kubelet_reports_it() {
+        let spec = Topology::default_lab().nodes().remove(0);
+        let status = crash_loop_status(
+            &pod(json!({"podIP": "10.0.0.7", "startTime": "1970-01-01T00:00:10Z"})),
+            &spec,
+            3,
+            at(100),
+        );
+        let container = &status["status"]["containerStatuses"][0];
+        assert_eq!(status["status"]["phase"], "Running");
+        assert_eq!(status["status"]["podIP"], "10.0.0.7");
+        assert_eq!(status["status"]["startTime"], "1970-01-01T00:00:10Z");
+        assert_eq!(container["ready"], false);
+        assert_eq!(container["restartCount"], 3);
+        assert_eq!(container["state"]["waiting"]["reason"], "CrashLoopBackOff");
+        assert_eq!(
+            container["state"]["waiting"]["message"],
+            "back-off 5m0s restarting failed container=main pod=train_ml(u1)"
+        );
+        assert_eq!(container["lastState"]["terminated"]["exitCode"], 1);
+        assert_eq!(container["lastState"]["terminated"]["reason"], "Error");
+        let ready = status["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["reason"], "ContainersNotReady");
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! `nvidia-operator-validator` — each selecting the nodes the operator's labeller marks
 //! with `nvidia.com/gpu.deploy.<component>: "true"` ([`deploy_labels`]).
 //!
-//! [`health`] is the one place a component's health on a node is decided; today every
-//! component is healthy (breaking them, `tessera fault operator …`, is later work).
+//! Breaking a component (`tessera fault operator`) is a node fault: `tessera_node::faults`
+//! reads it and the node twin gives the component's pod a crash-looping status.
 //!
 //! Pure data: it knows nothing of how the objects are written or pods simulated.
 
@@ -107,18 +107,6 @@ impl Component {
             }
         }
     }
-}
-
-/// A component's health on a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Health {
-    /// Running and ready.
-    Healthy,
-}
-
-/// The health of `component` on a node with `annotations`: the one place it is decided.
-pub fn health(_component: Component, _annotations: &BTreeMap<String, String>) -> Health {
-    Health::Healthy
 }
 
 /// The labels the operator's labeller puts on an NVIDIA GPU node: every component's

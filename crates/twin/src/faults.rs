@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use tessera_node::faults::{self as node_faults, Faults, NodeFault};
@@ -56,8 +56,19 @@ impl NodeTwins {
         let mut slices = resource_slice::resource_slices(spec);
         if !slices.is_empty() {
             node_faults::taint_slices(&mut slices, &faults);
+            let stale = if faults.operator.slices_stale {
+                node_faults::stale_slices(&mut slices)
+            } else {
+                Vec::new()
+            };
             crate::dra_publish::publish(&self.client, &[], &slices).await?;
+            crate::dra_publish::publish(&self.client, &[], &stale).await?;
+            if before.operator.slices_stale && !faults.operator.slices_stale {
+                self.delete_stale_slices(&slices).await?;
+            }
         }
+        self.apply_operator_faults(&name, spec, &before.operator, &faults.operator)
+            .await?;
         let newly: Vec<usize> = faults
             .unhealthy_gpus()
             .difference(&before.unhealthy_gpus())
@@ -70,6 +81,81 @@ impl NodeTwins {
                 .await;
             for key in self.gpu_users(&name, gpu).await? {
                 self.fail_on_device(&key, &message, running).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the stale copies `stale_slices` left beside `slices`.
+    async fn delete_stale_slices(&self, slices: &[serde_json::Value]) -> Result<(), kube::Error> {
+        let api = Api::<ResourceSlice>::all(self.client.clone());
+        for slice in slices {
+            let name = format!(
+                "{}-stale",
+                slice
+                    .pointer("/metadata/name")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+            );
+            match api.delete(&name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Breaks or mends the GPU operator's components on a node: GPU feature discovery's
+    /// labels removed or put back, and the pods of components that start or stop
+    /// crash-looping given the status the kubelet would report.
+    async fn apply_operator_faults(
+        &self,
+        node: &str,
+        spec: &tessera_node::topology::NodeSpec,
+        before: &node_faults::OperatorFaults,
+        now_faults: &node_faults::OperatorFaults,
+    ) -> Result<(), kube::Error> {
+        if before.labels_missing != now_faults.labels_missing {
+            let patch = node_faults::gfd_labels_patch(spec, now_faults.labels_missing);
+            Api::<Node>::all(self.client.clone())
+                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        let changed: BTreeSet<&String> = before
+            .crash_loop
+            .symmetric_difference(&now_faults.crash_loop)
+            .collect();
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let pods =
+            Api::<Pod>::namespaced(self.client.clone(), tessera_telemetry::operator::NAMESPACE);
+        let now = (self.clock)();
+        for component in changed {
+            let params = kube::api::ListParams::default()
+                .labels(&format!("app={component}"))
+                .fields(&format!("spec.nodeName={node}"));
+            for pod in pods.list(&params).await?.items {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                let restarts = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .and_then(|c| c.first())
+                    .map_or(0, |c| c.restart_count);
+                let status = if now_faults.crash_loop.contains(component) {
+                    pod_status::crash_loop_status(&pod, spec, restarts.saturating_add(1), now)
+                } else {
+                    let ip = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.pod_ip.clone())
+                        .unwrap_or_default();
+                    pod_status::running_status(&pod, spec, &ip, now, restarts, None)
+                };
+                pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await?;
             }
         }
         Ok(())
