@@ -36,6 +36,9 @@ pub enum Subresource {
     Exec,
     /// `serviceaccounts/token`: an `authentication.k8s.io/v1` TokenRequest.
     Token,
+    /// `pods/proxy`, `nodes/proxy`, `services/proxy`: requests passed on to the object's
+    /// server (a container port, the kubelet, a Service's endpoint).
+    Proxy,
     /// Kueue's visibility API: `clusterqueues/pendingworkloads` and
     /// `localqueues/pendingworkloads`, a `PendingWorkloadsSummary` (the owner kind exists
     /// only to hang it on, with no verbs of its own).
@@ -53,6 +56,7 @@ impl Subresource {
             Subresource::Eviction => "eviction",
             Subresource::Exec => "exec",
             Subresource::Token => "token",
+            Subresource::Proxy => "proxy",
             Subresource::PendingWorkloads => "pendingworkloads",
         }
     }
@@ -66,6 +70,11 @@ impl Subresource {
             Subresource::Eviction => ("policy", "v1", "Eviction"),
             Subresource::Exec => ("", "v1", "PodExecOptions"),
             Subresource::Token => ("authentication.k8s.io", "v1", "TokenRequest"),
+            Subresource::Proxy => match owner.kind {
+                "Node" => ("", "v1", "NodeProxyOptions"),
+                "Service" => ("", "v1", "ServiceProxyOptions"),
+                _ => ("", "v1", "PodProxyOptions"),
+            },
             Subresource::PendingWorkloads => {
                 (owner.group, owner.version, "PendingWorkloadsSummary")
             }
@@ -79,6 +88,7 @@ impl Subresource {
             Subresource::Log | Subresource::PendingWorkloads => &["get"],
             Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Exec => &["create", "get"],
+            Subresource::Proxy => &["create", "delete", "get", "patch", "update"],
         }
     }
 }
@@ -219,7 +229,7 @@ where
     }
 }
 
-use Subresource::{Binding, Eviction, Exec, Log, Scale, Status};
+use Subresource::{Binding, Eviction, Exec, Log, Proxy, Scale, Status};
 
 const ALL: &[&str] = &["all"];
 const NONE: &[&str] = &[];
@@ -229,10 +239,10 @@ const SCALABLE: &[Subresource] = &[Status, Scale];
 static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
     vec![
         // core/v1
-        info::<core::Pod>(&["po"], ALL, &[Status, Log, Binding, Eviction, Exec]),
-        info::<core::Node>(&["no"], NONE, STATUS),
+        info::<core::Pod>(&["po"], ALL, &[Status, Log, Binding, Eviction, Exec, Proxy]),
+        info::<core::Node>(&["no"], NONE, &[Status, Proxy]),
         info::<core::Namespace>(&["ns"], NONE, STATUS),
-        info::<core::Service>(&["svc"], ALL, STATUS),
+        info::<core::Service>(&["svc"], ALL, &[Status, Proxy]),
         info::<core::Endpoints>(&["ep"], NONE, NONE_SUB),
         info::<core::ConfigMap>(&["cm"], NONE, NONE_SUB),
         info::<core::Secret>(NONE, NONE, NONE_SUB),

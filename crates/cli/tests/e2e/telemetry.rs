@@ -234,6 +234,19 @@ fn dcgm_resource_metrics_and_kubectl_top() {
     );
     let top = cluster.ok("1.33", &["top", "pods", "--as=jane"]);
     assert!(top.contains("train"), "{top}");
+    // Discovery lists the proxy subresources, so kubectl asks about the subresource itself.
+    let can = cluster.kubectl(
+        "1.33",
+        &[
+            "auth",
+            "can-i",
+            "get",
+            "pods",
+            "--subresource=proxy",
+            "--as=jane",
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&can.stdout).trim(), "no");
     let forbidden = cluster.fails("1.33", &["get", "--raw", by_pod, "--as=jane"], None);
     assert!(
         forbidden.contains("cannot get resource \"pods/proxy\""),
