@@ -155,6 +155,14 @@ pub fn terminated(exit_code: i32, reason: &str, message: Option<&str>, now: Syst
     json!({ "terminated": fields })
 }
 
+/// The pod's IP as its status records it (empty before it has one).
+pub fn pod_ip(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default()
+}
+
 /// The status patch of a pod whose containers (re)started at `now` on `spec` with pod IP `ip`,
 /// after `restarts` restarts, `last` being the state of the previous run.
 pub fn running_status(
@@ -243,11 +251,7 @@ pub fn device_failure_status(
     now: SystemTime,
 ) -> Value {
     if let Some(restarts) = restarts {
-        let ip = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_ip.clone())
-            .unwrap_or_default();
+        let ip = pod_ip(pod);
         let crash = terminated(1, "Error", Some(message), now);
         return running_status(pod, spec, &ip, now, restarts, Some(crash));
     }
@@ -268,11 +272,7 @@ pub fn device_failure_status(
 /// restarts with the kubelet's back-off message, its last run ended with exit code 1.
 pub fn crash_loop_status(pod: &Pod, spec: &NodeSpec, restarts: i32, now: SystemTime) -> Value {
     let now_text = timestamp(now);
-    let ip = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.pod_ip.clone())
-        .unwrap_or_default();
+    let ip = pod_ip(pod);
     let pod_ref = format!(
         "{}_{}({})",
         pod.metadata.name.as_deref().unwrap_or_default(),

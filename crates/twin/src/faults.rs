@@ -147,11 +147,7 @@ impl NodeTwins {
                 let status = if now_faults.crash_loop.contains(component) {
                     pod_status::crash_loop_status(&pod, spec, restarts.saturating_add(1), now)
                 } else {
-                    let ip = pod
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.pod_ip.clone())
-                        .unwrap_or_default();
+                    let ip = pod_status::pod_ip(&pod);
                     pod_status::running_status(&pod, spec, &ip, now, restarts, None)
                 };
                 pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))

@@ -274,11 +274,7 @@ impl NodeTwins {
         });
         let restart = pod_status::restarts(&restart_policy(&pod), behaviour.exit_code);
         let now = (self.clock)();
-        let ip = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_ip.clone())
-            .unwrap_or_default();
+        let ip = pod_status::pod_ip(&pod);
         let reason = pod_status::exit_reason(behaviour.exit_code);
         if !restart {
             running.remove(&key);

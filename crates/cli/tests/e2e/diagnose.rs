@@ -55,17 +55,7 @@ fn diagnose_runbooks_name_lost_gpus_pending_pods_and_notready_nodes() {
         &["fault", "xid", "l40s-1", "--gpu", "1", "--xid", "79"],
     );
     assert!(ok, "{err}");
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "node",
-            "l40s-1",
-            "-o",
-            r#"jsonpath={.status.allocatable.nvidia\.com/gpu}"#,
-        ],
-        |out| out == "12",
-    );
+    cluster.wait_for_node("l40s-1", r#"{.status.allocatable.nvidia\.com/gpu}"#, "12");
     let (ok, out) = diagnose(&cluster, &["device-loss", "l40s-1"]);
     assert!(!ok, "a lost GPU fails --exit-code:\n{out}");
     for line in [
@@ -113,16 +103,10 @@ fn diagnose_runbooks_name_lost_gpus_pending_pods_and_notready_nodes() {
         &["fault", "node", "cpu-2", "--state", "not-ready"],
     );
     assert!(ok, "{err}");
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "node",
-            "cpu-2",
-            "-o",
-            r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#,
-        ],
-        |out| out == "False",
+    cluster.wait_for_node(
+        "cpu-2",
+        r#"{.status.conditions[?(@.type=="Ready")].status}"#,
+        "False",
     );
     let (ok, out) = diagnose(&cluster, &["node-notready"]);
     assert!(!ok, "{out}");
@@ -139,16 +123,10 @@ fn diagnose_runbooks_name_lost_gpus_pending_pods_and_notready_nodes() {
     assert!(ok, "{err}");
     let (ok, _, err) = tessera(&cluster, &["fault", "clear", "l40s-1"]);
     assert!(ok, "{err}");
-    cluster.wait_for(
-        V,
-        &[
-            "get",
-            "node",
-            "cpu-2",
-            "-o",
-            r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#,
-        ],
-        |out| out == "True",
+    cluster.wait_for_node(
+        "cpu-2",
+        r#"{.status.conditions[?(@.type=="Ready")].status}"#,
+        "True",
     );
     let (ok, out) = diagnose(&cluster, &["node-notready"]);
     assert!(ok, "{out}");

@@ -255,6 +255,14 @@ impl Cluster {
         self.wait_for_within(version, args, Duration::from_secs(20), check)
     }
 
+    /// Waits until a node's field (a kubectl jsonpath, bundled 1.33) reads `want`.
+    pub fn wait_for_node(&self, node: &str, path: &str, want: &str) {
+        let template = format!("jsonpath={path}");
+        self.wait_for("1.33", &["get", "node", node, "-o", &template], |out| {
+            out == want
+        });
+    }
+
     /// As [`Cluster::wait_for`], for up to `within`.
     pub fn wait_for_within(
         &self,
