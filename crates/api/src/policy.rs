@@ -221,6 +221,33 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
+        // The maintenance controller (as the GPU operator's upgrade controller): runs
+        // MaintenancePlans over nodes, evicting through the eviction subresource only.
+        name: "maintenance-controller",
+        rules: &[
+            (&["tessera.dev"], &["maintenanceplans"], READ),
+            (&["tessera.dev"], &["maintenanceplans/status"], STATUS),
+            (
+                &[""],
+                &["nodes"],
+                &["get", "list", "watch", "patch", "update"],
+            ),
+            (&[""], &["nodes/status"], STATUS),
+            (
+                &[""],
+                &["pods"],
+                &["get", "list", "watch", "create", "delete"],
+            ),
+            (&[""], &["pods/eviction"], &["create"]),
+            (&["policy"], &["poddisruptionbudgets"], READ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
+    Component {
         name: "workload-controller",
         rules: &[
             (&["jobset.x-k8s.io"], &["jobsets"], WRITE),

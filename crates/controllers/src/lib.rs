@@ -14,6 +14,7 @@ pub mod assumed;
 pub mod custom;
 pub mod endpoints;
 pub mod jobs;
+pub mod maintenance;
 pub mod node_monitor;
 pub mod pdb;
 pub mod queue;

@@ -16,6 +16,7 @@
 //! lists (the only place a label selector is evaluated, with `tessera-model`'s matcher).
 
 pub mod apply;
+pub mod crd;
 pub mod facts;
 pub mod keys;
 pub mod plan;
