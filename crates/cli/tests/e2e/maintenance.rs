@@ -276,6 +276,28 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         ],
         |out| out == "Running",
     );
+    let first_train_pod = cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "job-name=train",
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ],
+    );
+    let first_web_pods = cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
     // The definition is installed with its printer columns.
     let columns = cluster.ok(
         KUBECTL,
@@ -351,6 +373,37 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         &["get", "job", "train", "-o", "jsonpath={.status.succeeded}"],
         |out| out == "1",
     );
+    // Both were evicted by the plan, not left in place: new pods did the work.
+    let succeeded_pod = cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "job-name=train",
+            "--field-selector=status.phase=Succeeded",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
+    assert!(
+        !succeeded_pod.is_empty() && !succeeded_pod.contains(&first_train_pod),
+        "{first_train_pod} -> {succeeded_pod}"
+    );
+    let web_pods = cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
+    for old in first_web_pods.split_whitespace() {
+        assert!(!web_pods.contains(old), "{old} was not moved: {web_pods}");
+    }
 
     // The installed driver survives a restart of the platform.
     cluster.stop();
