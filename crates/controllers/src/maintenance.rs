@@ -5,7 +5,8 @@
 //! do and carries it out: node labels and annotations, cordon and uncordon, evictions through
 //! the `pods/eviction` subresource (a 429 leaves the node where it is, to retry on the next
 //! pass; a pod is never deleted around its budget), the kind's change (a driver upgrade records
-//! the installed version on the Node, which the twins read back, and sets GFD's labels), the
+//! the installed version on the Node, which the twins read back, and sets GFD's labels; a
+//! kubelet version is recorded likewise and set in `status.nodeInfo`), the
 //! validator pod (the GPU operator's `nvidia-operator-validator`, tolerating the cordon), the
 //! failed-validation node condition, and the plan's status.
 //!
@@ -13,7 +14,7 @@
 //! plans in progress over the same nodes are not arbitrated.
 //!
 //! Knows no decision of its own: the state machine, the staging and the status shape are
-//! `tessera-maintenance`'s. The MIG layout change, the kubelet version change and node rotation's
+//! `tessera-maintenance`'s. The MIG layout change and node rotation's
 //! replacement and removal are not carried out yet (logged; such a plan waits).
 
 use std::time::{Duration, SystemTime};
@@ -258,6 +259,28 @@ async fn carry_out(
                 json!({"metadata": {"labels": labels, "annotations": {annotation: version}}}),
             )
             .await
+        }
+        PlanAction::Apply {
+            node,
+            change: Change::Kubelet(version),
+        } => {
+            let version = format!("v{}", version.trim_start_matches('v'));
+            let annotation = tessera_maintenance::INSTALLED_KUBELET_ANNOTATION;
+            patch_node(
+                client,
+                node,
+                json!({"metadata": {"annotations": {annotation: version}}}),
+            )
+            .await?;
+            tracing::info!(%plan, %node, %version, "installed the kubelet");
+            Api::<Node>::all(client.clone())
+                .patch_status(
+                    node,
+                    &patch_params(MANAGER),
+                    &Patch::Merge(json!({"status": {"nodeInfo": {"kubeletVersion": version}}})),
+                )
+                .await
+                .map(drop)
         }
         PlanAction::Apply { node, change } => {
             tracing::warn!(%plan, %node, ?change, "this change is not carried out yet");

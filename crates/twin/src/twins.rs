@@ -270,7 +270,15 @@ pub(crate) async fn register_node(
                 .await?;
         }
     }
-    let status = node_status(spec, &timestamp(clock()));
+    let mut status = node_status(spec, &timestamp(clock()));
+    // A kubelet version a maintenance plan installed, recorded on the Node, outlives restarts.
+    if let Some(version) = stored
+        .as_ref()
+        .and_then(|n| n.metadata.annotations.as_ref())
+        .and_then(|a| a.get(tessera_maintenance::INSTALLED_KUBELET_ANNOTATION))
+    {
+        status["status"]["nodeInfo"]["kubeletVersion"] = json!(version);
+    }
     crate::heartbeat::post_node_status(&nodes, &spec.name, status, stored.as_ref()).await
 }
 

@@ -405,13 +405,44 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         assert!(!web_pods.contains(old), "{old} was not moved: {web_pods}");
     }
 
-    // The installed driver survives a restart of the platform.
+    // A kubelet version change of the h200 pool.
+    maintain_apply(
+        &cluster,
+        "apiVersion: tessera.dev/v1alpha1\nkind: MaintenancePlan\nmetadata: {name: kubelet-h200}\nspec:\n  nodeSelector: {tessera.dev/pool: h200}\n  kubernetesVersion: {version: \"1.33.5\"}\n",
+    );
+    cluster.wait_for(
+        KUBECTL,
+        &[
+            "get",
+            "maintenanceplan",
+            "kubelet-h200",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+        |out| out == "Succeeded",
+    );
+    let kubelet = |cluster: &Cluster, node: &str| {
+        cluster.ok(
+            KUBECTL,
+            &[
+                "get",
+                "node",
+                node,
+                "-o",
+                "jsonpath={.status.nodeInfo.kubeletVersion}",
+            ],
+        )
+    };
+    assert_eq!(kubelet(&cluster, "h200-2"), "v1.33.5");
+
+    // The installed driver and kubelet survive a restart of the platform.
     cluster.stop();
     cluster.launch(&[]);
     assert_eq!(
         label(&cluster, "h100-1", "nvidia.com/cuda.driver-version.full"),
         "575.57.08"
     );
+    assert_eq!(kubelet(&cluster, "h200-1"), "v1.33.5");
 
     // A failed validation halts the rollout and leaves the node cordoned with a condition; a
     // restart mid-plan resumes it from the recorded stages.
