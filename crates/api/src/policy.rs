@@ -367,13 +367,16 @@ pub fn identity(component: &str) -> UserInfo {
 /// The program an in-process component stands in for, which upstream's clients name in their
 /// User-Agent and so in the field manager of their writes: the built-in controllers are
 /// `kube-controller-manager`, the scheduler `kube-scheduler`, the node twins `kubelet`, and the
-/// JobSet/LeaderWorkerSet controllers and Kueue's queue manager controller-runtime's `manager`.
+/// JobSet/LeaderWorkerSet controllers, Kueue's queue manager and the maintenance controller (as the
+/// GPU operator's) controller-runtime's `manager`.
 pub fn program(component: &str) -> &'static str {
     use tessera_model::managers;
     match component {
         "scheduler" => managers::KUBE_SCHEDULER,
         "node-twins" => managers::KUBELET,
-        "workload-controller" | "queue-manager" => managers::CONTROLLER_RUNTIME,
+        "workload-controller" | "queue-manager" | "maintenance-controller" => {
+            managers::CONTROLLER_RUNTIME
+        }
         _ => managers::KUBE_CONTROLLER_MANAGER,
     }
 }

@@ -242,7 +242,7 @@ async fn carry_out(
     now: SystemTime,
 ) -> Result<(), kube::Error> {
     match action {
-        PlanAction::Upgrade(action) => upgrade(client, keys, action, world).await,
+        PlanAction::Upgrade(action) => upgrade(client, keys, action, world, now).await,
         PlanAction::Apply {
             node,
             change: Change::Driver(version),
@@ -328,6 +328,7 @@ async fn upgrade(
     keys: &Keys,
     action: &Action,
     world: &World,
+    now: SystemTime,
 ) -> Result<(), kube::Error> {
     let set_state = |state: UpgradeState| {
         let value = match state {
@@ -402,6 +403,15 @@ async fn upgrade(
             message,
         } => {
             tracing::warn!(%node, %reason, %message, "maintenance warning");
+            let involved = json!({"apiVersion": "v1", "kind": "Node", "name": node});
+            crate::shell::record_event(
+                client,
+                involved,
+                ("Warning", reason, message),
+                MANAGER,
+                now,
+            )
+            .await;
             Ok(())
         }
     }

@@ -107,17 +107,7 @@ mod tests {
         assert_eq!(columns, ["Kind", "Phase", "Nodes", "Age"]);
         // Every field the spec reader knows is in the schema.
         let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
-        for field in [
-            "nodeSelector",
-            "driverUpgrade",
-            "migRepartition",
-            "kubernetesVersion",
-            "nodeRotation",
-            "policy",
-            "canary",
-            "batchSize",
-            "paused",
-        ] {
+        for field in crate::spec::SPEC_FIELDS {
             assert!(spec.get(field).is_some(), "{field} is missing");
         }
         assert!(

@@ -58,6 +58,26 @@ spec:
       containers: [{name: web, image: web:1}]
 ";
 
+/// Applies the `web` Deployment (`manifest`) and waits until both its pods are ready.
+fn deploy_web(cluster: &Cluster, manifest: &str) {
+    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], manifest);
+    wait_web_ready(cluster);
+}
+
+fn wait_web_ready(cluster: &Cluster) {
+    cluster.wait_for(
+        KUBECTL,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |out| out == "2",
+    );
+}
+
 /// Sets the budget over `web` to `minAvailable` and waits until the disruption controller
 /// allows `allowed` disruptions.
 fn set_budget(cluster: &Cluster, min_available: u32, allowed: u32) {
@@ -83,18 +103,7 @@ fn set_budget(cluster: &Cluster, min_available: u32, allowed: u32) {
 fn maintain_plan_stages_a_pool_and_refuses_what_would_break_it() {
     let cluster = Cluster::start();
     let _ = kubectl_binary(KUBECTL);
-    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], WEB);
-    cluster.wait_for(
-        KUBECTL,
-        &[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.status.readyReplicas}",
-        ],
-        |out| out == "2",
-    );
+    deploy_web(&cluster, WEB);
 
     // No disruption allowed: refused before anything starts, naming the budget.
     set_budget(&cluster, 2, 0);
@@ -250,18 +259,7 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         "containers: [{name: web, image: web:1}]",
         "containers: [{name: web, image: web:1, resources: {limits: {nvidia.com/gpu: 1}}}]",
     );
-    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], &web);
-    cluster.wait_for(
-        KUBECTL,
-        &[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.status.readyReplicas}",
-        ],
-        |out| out == "2",
-    );
+    deploy_web(&cluster, &web);
     set_budget(&cluster, 1, 1);
     cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], GPU_WORK);
     cluster.wait_for(
@@ -357,17 +355,7 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
     );
     // No pod lost: the Deployment is whole again and the Job, evicted with its node, ran again
     // and completed.
-    cluster.wait_for(
-        KUBECTL,
-        &[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.status.readyReplicas}",
-        ],
-        |out| out == "2",
-    );
+    wait_web_ready(&cluster);
     cluster.wait_for(
         KUBECTL,
         &["get", "job", "train", "-o", "jsonpath={.status.succeeded}"],
