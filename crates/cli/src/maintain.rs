@@ -260,3 +260,35 @@ async fn dry_run(args: &PlanArgs) -> anyhow::Result<bool> {
     crate::output::emit(&render(&plan, &verdict))?;
     Ok(verdict.is_ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::render_status;
+    use serde_json::json;
+
+    #[test]
+    fn status_renders_phase_progress_reason_and_nodes() {
+        let table = [
+            (
+                json!({"metadata": {"name": "p"}}),
+                "MaintenancePlan p (): Pending\n",
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "status": {"phase": "Progressing",
+                    "kind": "driver-upgrade", "progress": "1/2", "stage": "batch-1",
+                    "nodes": [{"name": "a", "stage": "canary", "state": "upgrade-done"},
+                              {"name": "b", "stage": "batch-1", "state": ""}]}}),
+                "MaintenancePlan p (driver-upgrade): Progressing, 1/2 node(s) done, stage batch-1\n  canary a: upgrade-done\n  batch-1 b: waiting\n",
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "status": {"phase": "Halted",
+                    "kind": "driver-upgrade", "progress": "1/2",
+                    "reason": "validation failed on node b in stage batch-1"}}),
+                "MaintenancePlan p (driver-upgrade): Halted, 1/2 node(s) done\nreason: validation failed on node b in stage batch-1\n",
+            ),
+        ];
+        for (object, want) in table {
+            assert_eq!(render_status(&object), want);
+        }
+    }
+}

@@ -187,32 +187,41 @@ async fn reconcile(
     write_status(&plans, &name, &previous, next).await
 }
 
-/// Writes `next` unless it says what `previous` says (a condition keeps its transition time
-/// while its phase holds).
+/// Writes the status `status_patch` makes of `previous` and `next`, if any.
 async fn write_status(
     plans: &Api<DynamicObject>,
     name: &str,
     previous: &Value,
-    mut next: Value,
+    next: Value,
 ) -> Result<(), kube::Error> {
+    let Some(patch) = status_patch(previous, next) else {
+        return Ok(());
+    };
+    plans
+        .patch_status(name, &patch_params(MANAGER), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+}
+
+/// The merge patch that turns status `previous` into `next`, `None` when they say the same. A
+/// condition keeps its `lastTransitionTime` while the phase holds; keys `previous` has and `next`
+/// lacks are removed (the status is replaced, not merged).
+fn status_patch(previous: &Value, mut next: Value) -> Option<Value> {
     let same_phase = previous.get("phase") == next.get("phase");
-    if same_phase && let Some(conditions) = previous.get("conditions") {
-        let mut kept = conditions.clone();
-        if let (Some(k), Some(n)) = (kept.get_mut(0), next.pointer("/conditions/0")) {
-            if k.get("message") == n.get("message") {
-                next["conditions"] = kept;
-            } else if let Some(t) = k.get("lastTransitionTime").cloned() {
-                let mut c = n.clone();
-                c["lastTransitionTime"] = t;
-                next["conditions"] = json!([c]);
-            }
+    if same_phase
+        && let Some(kept) = previous.pointer("/conditions/0")
+        && let Some(fresh) = next.pointer("/conditions/0").cloned()
+    {
+        let mut c = fresh;
+        if let Some(t) = kept.get("lastTransitionTime") {
+            c["lastTransitionTime"] = t.clone();
         }
+        next["conditions"] = json!([c]);
     }
     if previous == &next {
-        return Ok(());
+        return None;
     }
     let mut patch = json!({"status": next});
-    // The status is replaced, not merged: drop what the previous one had and this one lacks.
     if let Some(old) = previous.as_object() {
         for key in old.keys() {
             if patch["status"].get(key).is_none() {
@@ -220,10 +229,7 @@ async fn write_status(
             }
         }
     }
-    plans
-        .patch_status(name, &patch_params(MANAGER), &Patch::Merge(&patch))
-        .await
-        .map(drop)
+    Some(patch)
 }
 
 async fn patch_node(client: &Client, node: &str, patch: Value) -> Result<(), kube::Error> {
@@ -518,6 +524,34 @@ async fn delete_validator(client: &Client, node: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_is_written_only_when_it_changes() {
+        let condition = |message: &str, at: &str| {
+            json!({"type": "Progressing", "status": "True", "reason": "StageInProgress",
+                   "message": message, "lastTransitionTime": at})
+        };
+        let previous = json!({"phase": "Progressing", "stage": "canary",
+            "conditions": [condition("stage canary in progress", "t0")]});
+        // Same phase, same words, a later clock: nothing to write.
+        let same = json!({"phase": "Progressing", "stage": "canary",
+            "conditions": [condition("stage canary in progress", "t1")]});
+        assert_eq!(status_patch(&previous, same), None);
+        // Same phase, next stage: written, the condition keeps its transition time.
+        let next = json!({"phase": "Progressing", "stage": "batch-1",
+            "conditions": [condition("stage batch-1 in progress", "t1")]});
+        let patch = status_patch(&previous, next).expect("a change");
+        assert_eq!(patch["status"]["conditions"][0]["lastTransitionTime"], "t0");
+        assert_eq!(patch["status"]["stage"], "batch-1");
+        // A new phase: its own transition time, and the stage the old status had is removed.
+        let done =
+            json!({"phase": "Succeeded", "conditions": [condition("every node is done", "t2")]});
+        let patch = status_patch(&previous, done).expect("a change");
+        assert_eq!(patch["status"]["conditions"][0]["lastTransitionTime"], "t2");
+        assert_eq!(patch["status"]["stage"], Value::Null);
+        // The first status of a plan.
+        assert!(status_patch(&Value::Null, json!({"phase": "Refused"})).is_some());
+    }
 
     #[test]
     fn drain_targets_follow_kubectl_drain() {
