@@ -246,6 +246,42 @@ spec:
           limits: {nvidia.com/gpu: 1}
 ";
 
+/// Waits until plan `name` reaches `phase`.
+fn wait_phase(cluster: &Cluster, name: &str, phase: &str) {
+    cluster.wait_for(
+        KUBECTL,
+        &[
+            "get",
+            "maintenanceplan",
+            name,
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+        |out| out == phase,
+    );
+}
+
+/// `kubectl get KIND NAME -o jsonpath={PATH}`.
+fn field(cluster: &Cluster, kind: &str, name: &str, path: &str) -> String {
+    let path = format!("jsonpath={{{path}}}");
+    cluster.ok(KUBECTL, &["get", kind, name, "-o", &path])
+}
+
+/// The names of the pods `selector` selects.
+fn pod_names(cluster: &Cluster, selector: &str) -> String {
+    cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "pods",
+            "-l",
+            selector,
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    )
+}
+
 fn label(cluster: &Cluster, node: &str, key: &str) -> String {
     let path = format!("jsonpath={{.metadata.labels.{}}}", key.replace('.', "\\."));
     cluster.ok(KUBECTL, &["get", "node", node, "-o", &path])
@@ -274,28 +310,8 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         ],
         |out| out == "Running",
     );
-    let first_train_pod = cluster.ok(
-        KUBECTL,
-        &[
-            "get",
-            "pods",
-            "-l",
-            "job-name=train",
-            "-o",
-            "jsonpath={.items[0].metadata.name}",
-        ],
-    );
-    let first_web_pods = cluster.ok(
-        KUBECTL,
-        &[
-            "get",
-            "pods",
-            "-l",
-            "app=web",
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ],
-    );
+    let first_train_pod = pod_names(&cluster, "job-name=train");
+    let first_web_pods = pod_names(&cluster, "app=web");
     // The definition is installed with its printer columns.
     let columns = cluster.ok(
         KUBECTL,
@@ -311,17 +327,7 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
 
     let out = maintain_apply(&cluster, &driver_upgrade("driver-575", "575.57.08"));
     assert_eq!(out, "maintenanceplan.tessera.dev/driver-575 created\n");
-    cluster.wait_for(
-        KUBECTL,
-        &[
-            "get",
-            "maintenanceplan",
-            "driver-575",
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-        |out| out == "Succeeded",
-    );
+    wait_phase(&cluster, "driver-575", "Succeeded");
     for node in ["h100-1", "h100-2"] {
         assert_eq!(
             label(&cluster, node, "nvidia.com/gpu-driver-upgrade-state"),
@@ -378,17 +384,7 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         !succeeded_pod.is_empty() && !succeeded_pod.contains(&first_train_pod),
         "{first_train_pod} -> {succeeded_pod}"
     );
-    let web_pods = cluster.ok(
-        KUBECTL,
-        &[
-            "get",
-            "pods",
-            "-l",
-            "app=web",
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ],
-    );
+    let web_pods = pod_names(&cluster, "app=web");
     for old in first_web_pods.split_whitespace() {
         assert!(!web_pods.contains(old), "{old} was not moved: {web_pods}");
     }
@@ -398,28 +394,9 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         &cluster,
         "apiVersion: tessera.dev/v1alpha1\nkind: MaintenancePlan\nmetadata: {name: kubelet-h200}\nspec:\n  nodeSelector: {tessera.dev/pool: h200}\n  kubernetesVersion: {version: \"1.33.5\"}\n",
     );
-    cluster.wait_for(
-        KUBECTL,
-        &[
-            "get",
-            "maintenanceplan",
-            "kubelet-h200",
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-        |out| out == "Succeeded",
-    );
+    wait_phase(&cluster, "kubelet-h200", "Succeeded");
     let kubelet = |cluster: &Cluster, node: &str| {
-        cluster.ok(
-            KUBECTL,
-            &[
-                "get",
-                "node",
-                node,
-                "-o",
-                "jsonpath={.status.nodeInfo.kubeletVersion}",
-            ],
-        )
+        field(&cluster, "node", node, ".status.nodeInfo.kubeletVersion")
     };
     assert_eq!(kubelet(&cluster, "h200-2"), "v1.33.5");
 
@@ -444,30 +421,10 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         ],
     );
     maintain_apply(&cluster, &driver_upgrade("driver-580", "580.65.06"));
-    cluster.wait_for(
-        KUBECTL,
-        &[
-            "get",
-            "maintenanceplan",
-            "driver-580",
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-        |out| out == "Progressing",
-    );
+    wait_phase(&cluster, "driver-580", "Progressing");
     cluster.stop();
     cluster.launch(&[]);
-    cluster.wait_for(
-        KUBECTL,
-        &[
-            "get",
-            "maintenanceplan",
-            "driver-580",
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-        |out| out == "Halted",
-    );
+    wait_phase(&cluster, "driver-580", "Halted");
     assert_eq!(
         label(&cluster, "h100-1", "nvidia.com/cuda.driver-version.full"),
         "580.65.06"
@@ -476,26 +433,13 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
         label(&cluster, "h100-2", "nvidia.com/gpu-driver-upgrade-state"),
         "upgrade-failed"
     );
-    let cordoned = cluster.ok(
-        KUBECTL,
-        &[
-            "get",
-            "node",
-            "h100-2",
-            "-o",
-            "jsonpath={.spec.unschedulable}",
-        ],
-    );
+    let cordoned = field(&cluster, "node", "h100-2", ".spec.unschedulable");
     assert_eq!(cordoned, "true");
-    let condition = cluster.ok(
-        KUBECTL,
-        &[
-            "get",
-            "node",
-            "h100-2",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"MaintenanceValidationFailed\")].status}",
-        ],
+    let condition = field(
+        &cluster,
+        "node",
+        "h100-2",
+        ".status.conditions[?(@.type==\"MaintenanceValidationFailed\")].status",
     );
     assert_eq!(condition, "True");
     let (_, status, _) = maintain(&cluster, &["status", "driver-580"]);
@@ -507,16 +451,7 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
     let (ok, out, _) = maintain(&cluster, &["pause", "driver-580"]);
     assert!(ok);
     assert_eq!(out, "maintenanceplan.tessera.dev/driver-580 paused\n");
-    let paused = cluster.ok(
-        KUBECTL,
-        &[
-            "get",
-            "maintenanceplan",
-            "driver-580",
-            "-o",
-            "jsonpath={.spec.paused}",
-        ],
-    );
+    let paused = field(&cluster, "maintenanceplan", "driver-580", ".spec.paused");
     assert_eq!(paused, "true");
     let (ok, _, _) = maintain(&cluster, &["resume", "driver-580"]);
     assert!(ok);
