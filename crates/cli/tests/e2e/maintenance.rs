@@ -396,7 +396,7 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
     );
     wait_phase(&cluster, "kubelet-h200", "Succeeded");
     let kubelet = |cluster: &Cluster, node: &str| {
-        field(&cluster, "node", node, ".status.nodeInfo.kubeletVersion")
+        field(cluster, "node", node, ".status.nodeInfo.kubeletVersion")
     };
     assert_eq!(kubelet(&cluster, "h200-2"), "v1.33.5");
 
