@@ -241,6 +241,33 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
+        // The maintenance controller (as the GPU operator's upgrade controller): runs
+        // MaintenancePlans over nodes, evicting through the eviction subresource only.
+        name: "maintenance-controller",
+        rules: &[
+            (&["tessera.dev"], &["maintenanceplans"], READ),
+            (&["tessera.dev"], &["maintenanceplans/status"], STATUS),
+            (
+                &[""],
+                &["nodes"],
+                &["get", "list", "watch", "patch", "update"],
+            ),
+            (&[""], &["nodes/status"], STATUS),
+            (
+                &[""],
+                &["pods"],
+                &["get", "list", "watch", "create", "delete"],
+            ),
+            (&[""], &["pods/eviction"], &["create"]),
+            (&["policy"], &["poddisruptionbudgets"], READ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
+    Component {
         name: "workload-controller",
         rules: &[
             (&["jobset.x-k8s.io"], &["jobsets"], WRITE),
@@ -360,13 +387,16 @@ pub fn identity(component: &str) -> UserInfo {
 /// The program an in-process component stands in for, which upstream's clients name in their
 /// User-Agent and so in the field manager of their writes: the built-in controllers are
 /// `kube-controller-manager`, the scheduler `kube-scheduler`, the node twins `kubelet`, and the
-/// JobSet/LeaderWorkerSet controllers and Kueue's queue manager controller-runtime's `manager`.
+/// JobSet/LeaderWorkerSet controllers, Kueue's queue manager and the maintenance controller (as the
+/// GPU operator's) controller-runtime's `manager`.
 pub fn program(component: &str) -> &'static str {
     use tessera_model::managers;
     match component {
         "scheduler" => managers::KUBE_SCHEDULER,
         "node-twins" => managers::KUBELET,
-        "workload-controller" | "queue-manager" => managers::CONTROLLER_RUNTIME,
+        "workload-controller" | "queue-manager" | "maintenance-controller" => {
+            managers::CONTROLLER_RUNTIME
+        }
         _ => managers::KUBE_CONTROLLER_MANAGER,
     }
 }

@@ -158,6 +158,7 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
         .chain(tessera_model::provisioning::definitions())
         .chain(tessera_model::multus::definitions())
         .chain(tessera_model::network_policy_api::definitions())
+        .chain([tessera_maintenance::crd::definition()])
     {
         let name = bundled["metadata"]["name"]
             .as_str()

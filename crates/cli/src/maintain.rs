@@ -5,8 +5,10 @@
 //! verdict — or every reason the plan would be refused (a budget by `namespace/name`, the
 //! `maxUnavailable` limit, a MIG layout that does not fit, a kubelet version skew).
 //!
-//! It reads only: nothing is cordoned, evicted or stored. Running a plan (the `MaintenancePlan`
-//! custom resource and its controller) is not here yet.
+//! `plan` reads only: nothing is cordoned, evicted or stored. `tessera maintain apply -f` stores
+//! the plan as a `MaintenancePlan` object (checked first, with the same file:line:field errors),
+//! which the maintenance controller (`tessera_controllers::maintenance`) runs; `status [NAME]`
+//! prints what the controller recorded, `pause NAME` / `resume NAME` set `spec.paused`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,6 +18,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 use tessera_maintenance::{Plan, Refused, Rollout, facts, plan_from_document, preflight};
 
@@ -24,6 +28,24 @@ use tessera_maintenance::{Plan, Refused, Rollout, facts, plan_from_document, pre
 pub enum MaintainCommand {
     /// Dry run: the plan's pool, stages and batches, and the pre-flight verdict.
     Plan(PlanArgs),
+    /// Store the plan (create or update the MaintenancePlan); the controller runs it.
+    Apply(PlanArgs),
+    /// The plans' phases, or one plan's stages and nodes.
+    Status(NamedArgs),
+    /// Finish the nodes in progress and start no new one.
+    Pause(NamedArgs),
+    /// Let a paused plan go on.
+    Resume(NamedArgs),
+}
+
+/// Arguments of `tessera maintain status|pause|resume`.
+#[derive(Args, Debug)]
+pub struct NamedArgs {
+    /// The cluster to read.
+    #[command(flatten)]
+    pub cluster: crate::client::ClusterArgs,
+    /// The plan's name (`status` without one lists every plan).
+    pub name: Option<String>,
 }
 
 /// Arguments of `tessera maintain plan`.
@@ -89,7 +111,132 @@ pub fn render(plan: &Plan, verdict: &Result<Rollout, Refused>) -> String {
 
 /// Runs a `tessera maintain` subcommand; `Ok(false)` when the plan is refused.
 pub async fn run(command: &MaintainCommand) -> anyhow::Result<bool> {
-    let MaintainCommand::Plan(args) = command;
+    match command {
+        MaintainCommand::Plan(args) => dry_run(args).await,
+        MaintainCommand::Apply(args) => apply(args).await,
+        MaintainCommand::Status(args) => show_status(args).await,
+        MaintainCommand::Pause(args) => set_paused(args, true).await,
+        MaintainCommand::Resume(args) => set_paused(args, false).await,
+    }
+}
+
+fn plans(client: &kube::Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &tessera_controllers::maintenance::plan_resource(),
+    )
+}
+
+async fn apply(args: &PlanArgs) -> anyhow::Result<bool> {
+    let plan = read_plan(&args.file)?;
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("read {}", args.file.display()))?;
+    let doc: Value = serde_saphyr::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: not a YAML document: {e}", args.file.display()))?;
+    let client = crate::client::connect(&args.cluster).await?;
+    let api = plans(&client);
+    let object: DynamicObject = serde_json::from_value(doc.clone())
+        .with_context(|| format!("{}: not an object", args.file.display()))?;
+    let verb = match api.get_opt(&plan.name).await? {
+        None => {
+            api.create(&PostParams::default(), &object).await?;
+            "created"
+        }
+        Some(_) => {
+            let patch = serde_json::json!({"spec": doc.get("spec")});
+            api.patch(&plan.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            "configured"
+        }
+    };
+    crate::output::emit(&format!(
+        "maintenanceplan.tessera.dev/{} {verb}\n",
+        plan.name
+    ))?;
+    Ok(true)
+}
+
+/// One plan's status as text: the phase line, then each stage's nodes and their states.
+pub fn render_status(object: &Value) -> String {
+    let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let mut out = String::new();
+    let phase = if text("/status/phase").is_empty() {
+        "Pending"
+    } else {
+        text("/status/phase")
+    };
+    let _ = write!(
+        out,
+        "MaintenancePlan {} ({}): {phase}",
+        text("/metadata/name"),
+        text("/status/kind")
+    );
+    if !text("/status/progress").is_empty() {
+        let _ = write!(out, ", {} node(s) done", text("/status/progress"));
+    }
+    if !text("/status/stage").is_empty() {
+        let _ = write!(out, ", stage {}", text("/status/stage"));
+    }
+    out.push('\n');
+    if !text("/status/reason").is_empty() {
+        let _ = writeln!(out, "reason: {}", text("/status/reason"));
+    }
+    for node in object
+        .pointer("/status/nodes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let field = |k: &str| node.get(k).and_then(Value::as_str).unwrap_or("");
+        let state = if field("state").is_empty() {
+            "waiting"
+        } else {
+            field("state")
+        };
+        let _ = writeln!(out, "  {} {}: {state}", field("stage"), field("name"));
+    }
+    out
+}
+
+async fn show_status(args: &NamedArgs) -> anyhow::Result<bool> {
+    let client = crate::client::connect(&args.cluster).await?;
+    let api = plans(&client);
+    let objects: Vec<DynamicObject> = match &args.name {
+        Some(name) => vec![
+            api.get_opt(name)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("maintenanceplan {name:?} not found"))?,
+        ],
+        None => api.list(&Default::default()).await?.items,
+    };
+    let mut out = String::new();
+    for object in objects {
+        out.push_str(&render_status(&serde_json::to_value(&object)?));
+    }
+    if out.is_empty() {
+        out.push_str("No maintenance plans.\n");
+    }
+    crate::output::emit(&out)?;
+    Ok(true)
+}
+
+async fn set_paused(args: &NamedArgs, paused: bool) -> anyhow::Result<bool> {
+    let name = args
+        .name
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("name the plan"))?;
+    let client = crate::client::connect(&args.cluster).await?;
+    let patch = serde_json::json!({"spec": {"paused": paused}});
+    plans(&client)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("maintenanceplan {name}"))?;
+    let verb = if paused { "paused" } else { "resumed" };
+    crate::output::emit(&format!("maintenanceplan.tessera.dev/{name} {verb}\n"))?;
+    Ok(true)
+}
+
+async fn dry_run(args: &PlanArgs) -> anyhow::Result<bool> {
     let plan = read_plan(&args.file)?;
     let client = crate::client::connect(&args.cluster).await?;
     let version = client
@@ -112,4 +259,36 @@ pub async fn run(command: &MaintainCommand) -> anyhow::Result<bool> {
     );
     crate::output::emit(&render(&plan, &verdict))?;
     Ok(verdict.is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_status;
+    use serde_json::json;
+
+    #[test]
+    fn status_renders_phase_progress_reason_and_nodes() {
+        let table = [
+            (
+                json!({"metadata": {"name": "p"}}),
+                "MaintenancePlan p (): Pending\n",
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "status": {"phase": "Progressing",
+                    "kind": "driver-upgrade", "progress": "1/2", "stage": "batch-1",
+                    "nodes": [{"name": "a", "stage": "canary", "state": "upgrade-done"},
+                              {"name": "b", "stage": "batch-1", "state": ""}]}}),
+                "MaintenancePlan p (driver-upgrade): Progressing, 1/2 node(s) done, stage batch-1\n  canary a: upgrade-done\n  batch-1 b: waiting\n",
+            ),
+            (
+                json!({"metadata": {"name": "p"}, "status": {"phase": "Halted",
+                    "kind": "driver-upgrade", "progress": "1/2",
+                    "reason": "validation failed on node b in stage batch-1"}}),
+                "MaintenancePlan p (driver-upgrade): Halted, 1/2 node(s) done\nreason: validation failed on node b in stage batch-1\n",
+            ),
+        ];
+        for (object, want) in table {
+            assert_eq!(render_status(&object), want);
+        }
+    }
 }

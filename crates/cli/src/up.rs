@@ -349,6 +349,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("queue-manager"),
         queue_config,
     ));
+    let maintenance = tokio::spawn(tessera_controllers::maintenance::run(
+        client_for("maintenance-controller"),
+        clock.clone(),
+    ));
     let claims = tokio::spawn(tessera_controllers::resource_claims::run(
         client_for("resourceclaim-controller"),
         clock,
@@ -418,6 +422,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     queue_manager.abort();
     node_monitor.abort();
     autoscaler.abort();
+    maintenance.abort();
     apps.abort();
     jobsets.abort();
     endpoints.abort();

@@ -15,6 +15,7 @@ pub mod custom;
 pub mod endpoints;
 pub mod hpa;
 pub mod jobs;
+pub mod maintenance;
 pub mod node_monitor;
 pub mod pdb;
 pub mod queue;

@@ -16,6 +16,7 @@
 //! lists (the only place a label selector is evaluated, with `tessera-model`'s matcher).
 
 pub mod apply;
+pub mod crd;
 pub mod facts;
 pub mod keys;
 pub mod plan;
@@ -29,8 +30,8 @@ pub mod status;
 pub use apply::{Action, Manager, VALIDATION_TIMEOUT_SECONDS, apply_state};
 pub use keys::{Keys, UpgradeState};
 pub use plan::{
-    FAIL_VALIDATION_ANNOTATION, NodeFacts, Plan, PlanError, PlanKind, REPLACES_ANNOTATION,
-    VALIDATION_FAILED_CONDITION, Validator, replacement_name,
+    FAIL_VALIDATION_ANNOTATION, INSTALLED_KUBELET_ANNOTATION, NodeFacts, Plan, PlanError, PlanKind,
+    REPLACES_ANNOTATION, VALIDATION_FAILED_CONDITION, Validator, replacement_name,
 };
 pub use policy::{
     DrainSpec, IntOrPercent, PodDeletionSpec, PolicyError, UpgradePolicy, WaitForCompletionSpec,

@@ -16,6 +16,9 @@ use crate::state::{GpuPod, PodPhase};
 pub const REPLACES_ANNOTATION: &str = "maintenance.tessera.dev/replaces";
 /// The annotation the lab sets on a node to make its validator fail.
 pub const FAIL_VALIDATION_ANNOTATION: &str = "maintenance.tessera.dev/fail-validation";
+/// The Node annotation recording the kubelet version a plan installed (`v1.33.5`); the twins
+/// report it as `status.nodeInfo.kubeletVersion` when they start.
+pub const INSTALLED_KUBELET_ANNOTATION: &str = "maintenance.tessera.dev/kubelet-version";
 /// The node condition a failed validation sets (status `True`).
 pub const VALIDATION_FAILED_CONDITION: &str = "MaintenanceValidationFailed";
 

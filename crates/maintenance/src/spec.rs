@@ -18,6 +18,18 @@ use crate::policy::{
 /// The API version and kind a plan document carries.
 pub const API_VERSION: &str = "tessera.dev/v1alpha1";
 pub const KIND: &str = "MaintenancePlan";
+/// The fields of `spec` (the CRD's schema declares each).
+pub const SPEC_FIELDS: [&str; 9] = [
+    "nodeSelector",
+    "driverUpgrade",
+    "migRepartition",
+    "kubernetesVersion",
+    "nodeRotation",
+    "policy",
+    "canary",
+    "batchSize",
+    "paused",
+];
 
 struct Reader {
     errors: Vec<PlanError>,
@@ -118,18 +130,7 @@ pub fn plan_from_document(doc: &Value) -> Result<Plan, Vec<PlanError>> {
         "kubernetesVersion",
         "nodeRotation",
     ];
-    let known = [
-        "nodeSelector",
-        "driverUpgrade",
-        "migRepartition",
-        "kubernetesVersion",
-        "nodeRotation",
-        "policy",
-        "canary",
-        "batchSize",
-        "paused",
-    ];
-    let Some(spec) = r.object(spec_value, "spec", &known) else {
+    let Some(spec) = r.object(spec_value, "spec", &SPEC_FIELDS) else {
         return Err(r.errors);
     };
     let spec = spec.clone();

@@ -51,6 +51,25 @@ pub fn progress(stages: &[Stage], step: &Step, now: &str) -> Value {
     status
 }
 
+/// Adds the printer columns' summary to a status: `kind` (the plan's kind) and `progress`
+/// (`<done>/<nodes>`, a node counting as done once `upgrade-done` or removed by a rotation).
+pub fn summarize(status: &mut Value, kind: &str) {
+    let nodes = status.get("nodes").and_then(Value::as_array);
+    let total = nodes.map_or(0, Vec::len);
+    let done = nodes
+        .into_iter()
+        .flatten()
+        .filter(|n| {
+            matches!(
+                n.get("state").and_then(Value::as_str),
+                Some("upgrade-done" | "removed")
+            )
+        })
+        .count();
+    status["kind"] = json!(kind);
+    status["progress"] = json!(format!("{done}/{total}"));
+}
+
 /// The stages recorded in a status, `None` when none were (the plan has not started).
 pub fn stages(status: &Value) -> Option<Vec<Stage>> {
     status
@@ -104,6 +123,10 @@ mod tests {
         assert_eq!(status["stage"], "batch-1");
         assert_eq!(status["nodes"][0]["state"], "upgrade-done");
         assert_eq!(status["conditions"][0]["reason"], "StageInProgress");
+        let mut summarized = status.clone();
+        summarize(&mut summarized, "driver-upgrade");
+        assert_eq!(summarized["kind"], "driver-upgrade");
+        assert_eq!(summarized["progress"], "1/1");
         // Not started, or a malformed record: no stages.
         assert_eq!(stages(&json!({})), None);
         assert_eq!(

@@ -17,6 +17,24 @@ pub const DRIVER_VERSION: (&str, &str, &str) = ("570", "172", "08");
 /// The CUDA version that driver supports (GFD's `nvidia.com/cuda.runtime-version.*`).
 pub const CUDA_VERSION: (&str, &str) = ("12", "8");
 
+/// The Node annotation recording the driver version a maintenance plan installed; the twins
+/// read it back when they start, so an upgraded node keeps its driver across restarts.
+pub const INSTALLED_DRIVER_ANNOTATION: &str = "maintenance.tessera.dev/driver-version";
+
+/// GFD's `nvidia.com/cuda.driver-version.{major,minor,revision,full}` labels for a driver
+/// version (`570.172.08`; a missing part is left out, `full` is always the whole version).
+pub fn driver_labels(version: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut parts = version.splitn(3, '.');
+    for key in ["major", "minor", "revision"] {
+        if let Some(part) = parts.next().filter(|p| !p.is_empty()) {
+            labels.insert(format!("nvidia.com/cuda.driver-version.{key}"), part.into());
+        }
+    }
+    labels.insert("nvidia.com/cuda.driver-version.full".into(), version.into());
+    labels
+}
+
 fn sharing_replicas(devices: Option<&Devices>) -> Option<(&'static str, u32)> {
     match devices.and_then(|d| d.sharing.as_ref()) {
         Some(Sharing::TimeSlicing { replicas }) => Some(("time-slicing", *replicas)),
@@ -70,13 +88,10 @@ pub fn labels(hardware: &PoolHardware, devices: Option<&Devices>) -> BTreeMap<St
         sharing.map_or("none", |(strategy, _)| strategy).into(),
     );
     let (major, minor, revision) = DRIVER_VERSION;
-    set("cuda.driver-version.major", major.into());
-    set("cuda.driver-version.minor", minor.into());
-    set("cuda.driver-version.revision", revision.into());
-    set(
-        "cuda.driver-version.full",
-        format!("{major}.{minor}.{revision}"),
-    );
+    labels.extend(driver_labels(&format!("{major}.{minor}.{revision}")));
+    let mut set = |key: &str, value: String| {
+        labels.insert(format!("nvidia.com/{key}"), value);
+    };
     let (cuda_major, cuda_minor) = CUDA_VERSION;
     set("cuda.runtime-version.major", cuda_major.into());
     set("cuda.runtime-version.minor", cuda_minor.into());
@@ -150,6 +165,25 @@ mod tests {
     use super::*;
     use crate::hardware::{KubeletPolicies, MigLayout, check};
     use tessera_devices::Catalog;
+
+    #[test]
+    fn driver_labels_split_the_version_as_gfd_does() {
+        let table = [
+            (
+                "575.57.08",
+                vec![("major", "575"), ("minor", "57"), ("revision", "08")],
+            ),
+            ("580.65", vec![("major", "580"), ("minor", "65")]),
+        ];
+        for (version, parts) in table {
+            let mut want: BTreeMap<String, String> = parts
+                .iter()
+                .map(|(k, v)| (format!("nvidia.com/cuda.driver-version.{k}"), v.to_string()))
+                .collect();
+            want.insert("nvidia.com/cuda.driver-version.full".into(), version.into());
+            assert_eq!(driver_labels(version), want, "{version}");
+        }
+    }
 
     /// A checked pool: its hardware and how its devices are offered.
     type Pool = (PoolHardware, Option<Devices>);

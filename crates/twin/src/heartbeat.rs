@@ -93,6 +93,14 @@ pub(crate) async fn post_node_status(
         .and_then(serde_json::Value::as_array_mut)
     {
         tessera_model::conditions::keep_transition_times(&previous, next);
+        // As the kubelet's strategic merge patch does (conditions merge by type), conditions
+        // other components set (a maintenance controller's, a problem detector's) stay.
+        let foreign: Vec<serde_json::Value> = previous
+            .iter()
+            .filter(|c| !next.iter().any(|n| n.get("type") == c.get("type")))
+            .cloned()
+            .collect();
+        next.extend(foreign);
     }
     nodes
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))

@@ -267,11 +267,14 @@ impl NodeTwins {
         let Some(spec) = self.node_of(&pod) else {
             return Ok(());
         };
-        let behaviour = pod_status::behaviour(&pod).unwrap_or(Behaviour {
+        let mut behaviour = pod_status::behaviour(&pod).unwrap_or(Behaviour {
             duration: None,
             exit_code: 0,
             logs: None,
         });
+        if self.validation_fails(&pod, &spec.name).await {
+            behaviour.exit_code = 1;
+        }
         let restart = pod_status::restarts(&restart_policy(&pod), behaviour.exit_code);
         let now = (self.clock)();
         let ip = pod_status::pod_ip(&pod);
@@ -335,6 +338,28 @@ impl NodeTwins {
         pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await?;
         Ok(())
+    }
+
+    /// Whether `pod` is the GPU operator's validator on a node the lab marked to fail
+    /// validation (`maintenance.tessera.dev/fail-validation: "true"`): its run then exits 1.
+    async fn validation_fails(&self, pod: &Pod, node: &str) -> bool {
+        let validator = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app"))
+            .is_some_and(|app| app == tessera_maintenance::facts::VALIDATOR_APP);
+        if !validator {
+            return false;
+        }
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+        nodes.get_opt(node).await.ok().flatten().is_some_and(|n| {
+            n.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(tessera_maintenance::FAIL_VALIDATION_ANNOTATION))
+                .is_some_and(|v| v == "true")
+        })
     }
 
     async fn fail_to_start(&self, pod: &Pod, message: &str) -> Result<(), kube::Error> {

@@ -252,15 +252,34 @@ pub(crate) async fn register_node(
                 .map_err(kube::Error::SerdeError)?;
             nodes.create(&PostParams::default(), &node).await?;
         }
-        Some(_) => {
-            // Keep what users changed (cordon, extra labels); re-assert topology labels.
-            let patch = json!({"metadata": {"labels": spec.labels}});
+        Some(node) => {
+            // Keep what users changed (cordon, extra labels); re-assert topology labels, with
+            // the driver a maintenance plan installed (recorded on the Node) over the default.
+            let mut labels = spec.labels.clone();
+            if let Some(version) = node
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(tessera_node::accelerators::INSTALLED_DRIVER_ANNOTATION))
+                && labels.contains_key("nvidia.com/cuda.driver-version.full")
+            {
+                labels.extend(tessera_node::accelerators::driver_labels(version));
+            }
+            let patch = json!({"metadata": {"labels": labels}});
             nodes
                 .patch(&spec.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
     }
-    let status = node_status(spec, &timestamp(clock()));
+    let mut status = node_status(spec, &timestamp(clock()));
+    // A kubelet version a maintenance plan installed, recorded on the Node, outlives restarts.
+    if let Some(version) = stored
+        .as_ref()
+        .and_then(|n| n.metadata.annotations.as_ref())
+        .and_then(|a| a.get(tessera_maintenance::INSTALLED_KUBELET_ANNOTATION))
+    {
+        status["status"]["nodeInfo"]["kubeletVersion"] = json!(version);
+    }
     crate::heartbeat::post_node_status(&nodes, &spec.name, status, stored.as_ref()).await
 }
 

@@ -2,7 +2,9 @@
 //! h100 pool refused while a PodDisruptionBudget allows no disruption (naming the budget), the
 //! same plan staged (canary, then a batch) once the budget has room, a MIG layout that does not
 //! fit the h200 pool's GPUs refused naming node and model, and a mistyped plan file named with
-//! its file, line and field.
+//! its file, line and field. `tessera maintain apply`: a driver upgrade of the h100 pool run by the
+//! maintenance controller with a PDB-covered Deployment and a Kueue Job (no pod lost, the driver
+//! kept across a restart), a failed validation halting the rollout, a restart mid-plan.
 
 use std::process::Command;
 
@@ -56,6 +58,26 @@ spec:
       containers: [{name: web, image: web:1}]
 ";
 
+/// Applies the `web` Deployment (`manifest`) and waits until both its pods are ready.
+fn deploy_web(cluster: &Cluster, manifest: &str) {
+    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], manifest);
+    wait_web_ready(cluster);
+}
+
+fn wait_web_ready(cluster: &Cluster) {
+    cluster.wait_for(
+        KUBECTL,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ],
+        |out| out == "2",
+    );
+}
+
 /// Sets the budget over `web` to `minAvailable` and waits until the disruption controller
 /// allows `allowed` disruptions.
 fn set_budget(cluster: &Cluster, min_available: u32, allowed: u32) {
@@ -81,18 +103,7 @@ fn set_budget(cluster: &Cluster, min_available: u32, allowed: u32) {
 fn maintain_plan_stages_a_pool_and_refuses_what_would_break_it() {
     let cluster = Cluster::start();
     let _ = kubectl_binary(KUBECTL);
-    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], WEB);
-    cluster.wait_for(
-        KUBECTL,
-        &[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.status.readyReplicas}",
-        ],
-        |out| out == "2",
-    );
+    deploy_web(&cluster, WEB);
 
     // No disruption allowed: refused before anything starts, naming the budget.
     set_budget(&cluster, 2, 0);
@@ -158,4 +169,290 @@ fn maintain_plan_stages_a_pool_and_refuses_what_would_break_it() {
         err.contains("plan.yaml:8: spec.policy.maxUnavailable: invalid value for IntOrString: invalid type: string is not a percentage"),
         "{err}"
     );
+}
+
+/// `tessera maintain <args>` against the cluster.
+fn maintain(cluster: &Cluster, args: &[&str]) -> (bool, String, String) {
+    outcome(
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("maintain")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig())
+            .output()
+            .expect("run tessera maintain"),
+    )
+}
+
+/// `tessera maintain apply -f` of `plan`.
+fn maintain_apply(cluster: &Cluster, plan: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.yaml");
+    std::fs::write(&path, plan).expect("write plan");
+    let path = path.to_string_lossy().into_owned();
+    let (ok, out, err) = maintain(cluster, &["apply", "-f", &path]);
+    assert!(ok, "{out}{err}");
+    out
+}
+
+fn driver_upgrade(name: &str, version: &str) -> String {
+    format!(
+        "apiVersion: tessera.dev/v1alpha1\nkind: MaintenancePlan\nmetadata: {{name: {name}}}\nspec:\n  nodeSelector: {{tessera.dev/pool: h100}}\n  driverUpgrade: {{version: \"{version}\"}}\n  canary: 1\n  policy: {{maxParallelUpgrades: 1, maxUnavailable: 1}}\n"
+    )
+}
+
+/// Two GPU pods of a Deployment, one per h100 node, under a budget allowing one disruption;
+/// a Kueue-admitted Job pinned to h100-1.
+const GPU_WORK: &str = "apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpus}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: memory, nominalQuota: 512Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 16}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: gpus}
+spec: {clusterQueue: gpus}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  labels: {kueue.x-k8s.io/queue-name: gpus}
+spec:
+  template:
+    metadata:
+      annotations: {sim.tessera.dev/duration: 20s}
+    spec:
+      restartPolicy: Never
+      nodeSelector: {kubernetes.io/hostname: h100-1}
+      containers:
+      - name: train
+        image: trainer:1
+        resources:
+          requests: {cpu: 1, memory: 1Gi, nvidia.com/gpu: 1}
+          limits: {nvidia.com/gpu: 1}
+";
+
+/// Waits until plan `name` reaches `phase`.
+fn wait_phase(cluster: &Cluster, name: &str, phase: &str) {
+    cluster.wait_for(
+        KUBECTL,
+        &[
+            "get",
+            "maintenanceplan",
+            name,
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+        |out| out == phase,
+    );
+}
+
+/// `kubectl get KIND NAME -o jsonpath={PATH}`.
+fn field(cluster: &Cluster, kind: &str, name: &str, path: &str) -> String {
+    let path = format!("jsonpath={{{path}}}");
+    cluster.ok(KUBECTL, &["get", kind, name, "-o", &path])
+}
+
+/// The names of the pods `selector` selects.
+fn pod_names(cluster: &Cluster, selector: &str) -> String {
+    cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "pods",
+            "-l",
+            selector,
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    )
+}
+
+fn label(cluster: &Cluster, node: &str, key: &str) -> String {
+    let path = format!("jsonpath={{.metadata.labels.{}}}", key.replace('.', "\\."));
+    cluster.ok(KUBECTL, &["get", "node", node, "-o", &path])
+}
+
+#[test]
+fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
+    let mut cluster = Cluster::start();
+    let _ = kubectl_binary(KUBECTL);
+    let web = WEB.replace(
+        "containers: [{name: web, image: web:1}]",
+        "containers: [{name: web, image: web:1, resources: {limits: {nvidia.com/gpu: 1}}}]",
+    );
+    deploy_web(&cluster, &web);
+    set_budget(&cluster, 1, 1);
+    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], GPU_WORK);
+    cluster.wait_for(
+        KUBECTL,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "job-name=train",
+            "-o",
+            "jsonpath={.items[*].status.phase}",
+        ],
+        |out| out == "Running",
+    );
+    let first_train_pod = pod_names(&cluster, "job-name=train");
+    let first_web_pods = pod_names(&cluster, "app=web");
+    // The definition is installed with its printer columns.
+    let columns = cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "crd",
+            "maintenanceplans.tessera.dev",
+            "-o",
+            "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}",
+        ],
+    );
+    assert_eq!(columns, "Kind Phase Nodes Age");
+
+    let out = maintain_apply(&cluster, &driver_upgrade("driver-575", "575.57.08"));
+    assert_eq!(out, "maintenanceplan.tessera.dev/driver-575 created\n");
+    wait_phase(&cluster, "driver-575", "Succeeded");
+    for node in ["h100-1", "h100-2"] {
+        assert_eq!(
+            label(&cluster, node, "nvidia.com/gpu-driver-upgrade-state"),
+            "upgrade-done"
+        );
+        assert_eq!(
+            label(&cluster, node, "nvidia.com/cuda.driver-version.full"),
+            "575.57.08"
+        );
+        assert_eq!(
+            label(&cluster, node, "nvidia.com/cuda.driver-version.major"),
+            "575"
+        );
+        let cordoned = cluster.ok(
+            KUBECTL,
+            &["get", "node", node, "-o", "jsonpath={.spec.unschedulable}"],
+        );
+        assert_eq!(cordoned, "", "{node} was left cordoned");
+    }
+    let (ok, status, err) = maintain(&cluster, &["status", "driver-575"]);
+    assert!(ok, "{err}");
+    assert!(
+        status.starts_with(
+            "MaintenancePlan driver-575 (driver-upgrade): Succeeded, 2/2 node(s) done\n"
+        ),
+        "{status}"
+    );
+    assert!(
+        status.contains("  canary h100-1: upgrade-done\n"),
+        "{status}"
+    );
+    // No pod lost: the Deployment is whole again and the Job, evicted with its node, ran again
+    // and completed.
+    wait_web_ready(&cluster);
+    cluster.wait_for(
+        KUBECTL,
+        &["get", "job", "train", "-o", "jsonpath={.status.succeeded}"],
+        |out| out == "1",
+    );
+    // Both were evicted by the plan, not left in place: new pods did the work.
+    let succeeded_pod = cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "job-name=train",
+            "--field-selector=status.phase=Succeeded",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
+    assert!(
+        !succeeded_pod.is_empty() && !succeeded_pod.contains(&first_train_pod),
+        "{first_train_pod} -> {succeeded_pod}"
+    );
+    let web_pods = pod_names(&cluster, "app=web");
+    for old in first_web_pods.split_whitespace() {
+        assert!(!web_pods.contains(old), "{old} was not moved: {web_pods}");
+    }
+
+    // A kubelet version change of the h200 pool.
+    maintain_apply(
+        &cluster,
+        "apiVersion: tessera.dev/v1alpha1\nkind: MaintenancePlan\nmetadata: {name: kubelet-h200}\nspec:\n  nodeSelector: {tessera.dev/pool: h200}\n  kubernetesVersion: {version: \"1.33.5\"}\n",
+    );
+    wait_phase(&cluster, "kubelet-h200", "Succeeded");
+    let kubelet = |cluster: &Cluster, node: &str| {
+        field(cluster, "node", node, ".status.nodeInfo.kubeletVersion")
+    };
+    assert_eq!(kubelet(&cluster, "h200-2"), "v1.33.5");
+
+    // The installed driver and kubelet survive a restart of the platform.
+    cluster.stop();
+    cluster.launch(&[]);
+    assert_eq!(
+        label(&cluster, "h100-1", "nvidia.com/cuda.driver-version.full"),
+        "575.57.08"
+    );
+    assert_eq!(kubelet(&cluster, "h200-1"), "v1.33.5");
+
+    // A failed validation halts the rollout and leaves the node cordoned with a condition; a
+    // restart mid-plan resumes it from the recorded stages.
+    cluster.ok(
+        KUBECTL,
+        &[
+            "annotate",
+            "node",
+            "h100-2",
+            "maintenance.tessera.dev/fail-validation=true",
+        ],
+    );
+    maintain_apply(&cluster, &driver_upgrade("driver-580", "580.65.06"));
+    wait_phase(&cluster, "driver-580", "Progressing");
+    cluster.stop();
+    cluster.launch(&[]);
+    wait_phase(&cluster, "driver-580", "Halted");
+    assert_eq!(
+        label(&cluster, "h100-1", "nvidia.com/cuda.driver-version.full"),
+        "580.65.06"
+    );
+    assert_eq!(
+        label(&cluster, "h100-2", "nvidia.com/gpu-driver-upgrade-state"),
+        "upgrade-failed"
+    );
+    let cordoned = field(&cluster, "node", "h100-2", ".spec.unschedulable");
+    assert_eq!(cordoned, "true");
+    let condition = field(
+        &cluster,
+        "node",
+        "h100-2",
+        ".status.conditions[?(@.type==\"MaintenanceValidationFailed\")].status",
+    );
+    assert_eq!(condition, "True");
+    let (_, status, _) = maintain(&cluster, &["status", "driver-580"]);
+    assert!(
+        status.contains("reason: validation failed on node h100-2 in stage batch-1"),
+        "{status}"
+    );
+    // Pause and resume set spec.paused.
+    let (ok, out, _) = maintain(&cluster, &["pause", "driver-580"]);
+    assert!(ok);
+    assert_eq!(out, "maintenanceplan.tessera.dev/driver-580 paused\n");
+    let paused = field(&cluster, "maintenanceplan", "driver-580", ".spec.paused");
+    assert_eq!(paused, "true");
+    let (ok, _, _) = maintain(&cluster, &["resume", "driver-580"]);
+    assert!(ok);
 }

@@ -1,0 +1,596 @@
+//! The maintenance controller: runs each `MaintenancePlan` (`tessera.dev/v1alpha1`) one
+//! stateless step at a time. A pass reads the plan, the nodes (their GPU operator state labels
+//! included), the pods and the PodDisruptionBudgets; the first pass runs the pre-flight and
+//! records the stages in the plan's status; every pass asks [`tessera_maintenance::step`] what to
+//! do and carries it out: node labels and annotations, cordon and uncordon, evictions through
+//! the `pods/eviction` subresource (a 429 leaves the node where it is, to retry on the next
+//! pass; a pod is never deleted around its budget), the kind's change (a driver upgrade records
+//! the installed version on the Node, which the twins read back, and sets GFD's labels; a
+//! kubelet version is recorded likewise and set in `status.nodeInfo`), the
+//! validator pod (the GPU operator's `nvidia-operator-validator`, tolerating the cordon), the
+//! failed-validation node condition, and the plan's status.
+//!
+//! A plan that succeeded is left alone (a later plan over the same nodes supersedes it); two
+//! plans in progress over the same nodes are not arbitrated.
+//!
+//! Knows no decision of its own: the state machine, the staging and the status shape are
+//! `tessera-maintenance`'s. The MIG layout change and node rotation's
+//! replacement and removal are not carried out yet (logged; such a plan waits).
+
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ApiResource, DynamicObject, EvictParams, GroupVersionKind, Patch, PostParams};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tessera_maintenance::facts::{self, VALIDATOR_APP};
+use tessera_maintenance::{
+    Action, Change, Keys, Phase, PlanAction, UpgradeState, VALIDATION_FAILED_CONDITION,
+    plan_from_document, preflight, status,
+};
+use tessera_model::clock::Clock;
+
+use crate::shell::{next_pass, patch_params, watched, watched_with};
+
+/// The field manager the controller writes as.
+pub const MANAGER: &str = "tessera-maintenance-controller";
+/// The namespace validator pods run in (the GPU operator's own).
+pub const VALIDATOR_NAMESPACE: &str = "kube-system";
+/// The image the validator pods name (the GPU operator's validator).
+pub const VALIDATOR_IMAGE: &str = "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.0";
+
+/// The `MaintenancePlan` resource.
+pub fn plan_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            tessera_maintenance::crd::GROUP,
+            tessera_maintenance::crd::VERSION,
+            tessera_maintenance::spec::KIND,
+        ),
+        tessera_maintenance::crd::PLURAL,
+    )
+}
+
+/// Runs the controller until the task is dropped, reading the time from `clock`.
+pub async fn run(client: Client, clock: Clock) {
+    let resource = plan_resource();
+    let (plans, plan_changes) = watched_with(
+        Api::<DynamicObject>::all_with(client.clone(), &resource),
+        resource.clone(),
+    );
+    let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
+    let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
+    let (pdbs, pdb_changes) = watched(Api::<PodDisruptionBudget>::all(client.clone()));
+    let mut changes =
+        futures::stream::select_all([plan_changes, node_changes, pod_changes, pdb_changes]);
+    let mut resync = tokio::time::interval(Duration::from_secs(2));
+    let catalog = match tessera_devices::Catalog::built_in() {
+        Ok(c) => c,
+        Err(error) => {
+            tracing::error!(%error, "maintenance controller: no GPU catalog");
+            return;
+        }
+    };
+    while next_pass(&mut changes, &mut resync).await {
+        let world = World {
+            plans: values(&plans),
+            nodes: values(&nodes),
+            pods: values(&pods),
+            pdbs: values(&pdbs),
+        };
+        for plan in &world.plans {
+            if let Err(error) = reconcile(&client, &resource, plan, &world, &catalog, clock()).await
+            {
+                tracing::warn!(%error, "maintenance controller pass failed");
+            }
+        }
+    }
+}
+
+fn values<K>(store: &Store<K>) -> Vec<Value>
+where
+    K: kube::Resource + Clone + serde::Serialize + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .state()
+        .iter()
+        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+        .collect()
+}
+
+/// What one pass reads.
+struct World {
+    plans: Vec<Value>,
+    nodes: Vec<Value>,
+    pods: Vec<Value>,
+    pdbs: Vec<Value>,
+}
+
+fn seconds(now: SystemTime) -> i64 {
+    now.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+async fn reconcile(
+    client: &Client,
+    resource: &ApiResource,
+    object: &Value,
+    world: &World,
+    catalog: &tessera_devices::Catalog,
+    now: SystemTime,
+) -> Result<(), kube::Error> {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let stamp = tessera_model::time::timestamp(now);
+    let previous = object.get("status").cloned().unwrap_or(Value::Null);
+    // A plan that succeeded is finished: a later plan may change its nodes again.
+    if previous.get("phase").and_then(Value::as_str) == Some(Phase::Succeeded.name()) {
+        return Ok(());
+    }
+    let plans: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let plan = match plan_from_document(object) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            let message = errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            let next = json!({"phase": "Invalid", "reason": message});
+            return write_status(&plans, &name, &previous, next).await;
+        }
+    };
+    let objects = facts::Objects::index(&world.nodes, &world.pods);
+    let node_facts = objects.node_facts(&plan, catalog);
+    let stages = match status::stages(&previous) {
+        Some(stages) => stages,
+        None => {
+            let budgets: Vec<_> = world
+                .pdbs
+                .iter()
+                .map(|p| facts::budget(p, &objects))
+                .collect();
+            let version = client.apiserver_version().await.ok().map(|v| v.git_version);
+            match preflight(&plan, &node_facts, &budgets, catalog, version.as_deref()) {
+                Ok(rollout) => rollout.stages,
+                Err(refused) => {
+                    let next = status::refused(&refused, &stamp);
+                    return write_status(&plans, &name, &previous, next).await;
+                }
+            }
+        }
+    };
+    let step = tessera_maintenance::step(&plan, &stages, &node_facts, catalog, seconds(now));
+    let keys = Keys::for_driver("gpu");
+    for action in &step.actions {
+        if let Err(error) = carry_out(client, &keys, &plan.name, action, world, now).await {
+            tracing::warn!(plan = %name, ?action, %error, "maintenance action failed; retried on the next pass");
+        }
+    }
+    // A node that finished drops its validator pod, so a later plan validates afresh.
+    for progress in &step.nodes {
+        if progress.state == UpgradeState::Done.label() {
+            delete_validator(client, &progress.name).await;
+        }
+    }
+    let mut next = status::progress(&stages, &step, &stamp);
+    status::summarize(&mut next, plan.kind.name());
+    if matches!(step.phase, Phase::Halted { .. }) {
+        tracing::warn!(plan = %name, reason = ?step.phase, "maintenance plan halted");
+    }
+    write_status(&plans, &name, &previous, next).await
+}
+
+/// Writes the status `status_patch` makes of `previous` and `next`, if any.
+async fn write_status(
+    plans: &Api<DynamicObject>,
+    name: &str,
+    previous: &Value,
+    next: Value,
+) -> Result<(), kube::Error> {
+    let Some(patch) = status_patch(previous, next) else {
+        return Ok(());
+    };
+    plans
+        .patch_status(name, &patch_params(MANAGER), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+}
+
+/// The merge patch that turns status `previous` into `next`, `None` when they say the same. A
+/// condition keeps its `lastTransitionTime` while the phase holds; keys `previous` has and `next`
+/// lacks are removed (the status is replaced, not merged).
+fn status_patch(previous: &Value, mut next: Value) -> Option<Value> {
+    let same_phase = previous.get("phase") == next.get("phase");
+    if same_phase
+        && let Some(kept) = previous.pointer("/conditions/0")
+        && let Some(fresh) = next.pointer("/conditions/0").cloned()
+    {
+        let mut c = fresh;
+        if let Some(t) = kept.get("lastTransitionTime") {
+            c["lastTransitionTime"] = t.clone();
+        }
+        next["conditions"] = json!([c]);
+    }
+    if previous == &next {
+        return None;
+    }
+    let mut patch = json!({"status": next});
+    if let Some(old) = previous.as_object() {
+        for key in old.keys() {
+            if patch["status"].get(key).is_none() {
+                patch["status"][key] = Value::Null;
+            }
+        }
+    }
+    Some(patch)
+}
+
+async fn patch_node(client: &Client, node: &str, patch: Value) -> Result<(), kube::Error> {
+    Api::<Node>::all(client.clone())
+        .patch(node, &patch_params(MANAGER), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+}
+
+async fn carry_out(
+    client: &Client,
+    keys: &Keys,
+    plan: &str,
+    action: &PlanAction,
+    world: &World,
+    now: SystemTime,
+) -> Result<(), kube::Error> {
+    match action {
+        PlanAction::Upgrade(action) => upgrade(client, keys, action, world, now).await,
+        PlanAction::Apply {
+            node,
+            change: Change::Driver(version),
+        } => {
+            let mut labels = serde_json::Map::new();
+            for (k, v) in tessera_node::accelerators::driver_labels(version) {
+                labels.insert(k, json!(v));
+            }
+            let annotation = tessera_node::accelerators::INSTALLED_DRIVER_ANNOTATION;
+            tracing::info!(%plan, %node, %version, "installed the driver");
+            patch_node(
+                client,
+                node,
+                json!({"metadata": {"labels": labels, "annotations": {annotation: version}}}),
+            )
+            .await
+        }
+        PlanAction::Apply {
+            node,
+            change: Change::Kubelet(version),
+        } => {
+            let version = format!("v{}", version.trim_start_matches('v'));
+            let annotation = tessera_maintenance::INSTALLED_KUBELET_ANNOTATION;
+            patch_node(
+                client,
+                node,
+                json!({"metadata": {"annotations": {annotation: version}}}),
+            )
+            .await?;
+            tracing::info!(%plan, %node, %version, "installed the kubelet");
+            Api::<Node>::all(client.clone())
+                .patch_status(
+                    node,
+                    &patch_params(MANAGER),
+                    &Patch::Merge(json!({"status": {"nodeInfo": {"kubeletVersion": version}}})),
+                )
+                .await
+                .map(drop)
+        }
+        PlanAction::Apply { node, change } => {
+            tracing::warn!(%plan, %node, ?change, "this change is not carried out yet");
+            Ok(())
+        }
+        PlanAction::AddReplacement { node, replacement } => {
+            tracing::warn!(%plan, %node, %replacement, "node rotation is not carried out yet");
+            Ok(())
+        }
+        PlanAction::RemoveNode { node } => {
+            tracing::warn!(%plan, %node, "node rotation is not carried out yet");
+            Ok(())
+        }
+        PlanAction::RunValidator { node } => run_validator(client, plan, node).await,
+        PlanAction::ValidationFailed { node, message } => {
+            let stamp = tessera_model::time::timestamp(now);
+            let condition = json!({"type": VALIDATION_FAILED_CONDITION, "status": "True",
+                "reason": "ValidatorFailed", "message": message,
+                "lastHeartbeatTime": stamp, "lastTransitionTime": stamp});
+            let nodes: Api<Node> = Api::all(client.clone());
+            let stored = nodes.get(node).await?;
+            let mut conditions: Vec<Value> = stored
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .filter(|c| c["type"] != VALIDATION_FAILED_CONDITION)
+                .collect();
+            conditions.push(condition);
+            nodes
+                .patch_status(
+                    node,
+                    &patch_params(MANAGER),
+                    &Patch::Merge(json!({"status": {"conditions": conditions}})),
+                )
+                .await
+                .map(drop)
+        }
+    }
+}
+
+async fn upgrade(
+    client: &Client,
+    keys: &Keys,
+    action: &Action,
+    world: &World,
+    now: SystemTime,
+) -> Result<(), kube::Error> {
+    let set_state = |state: UpgradeState| {
+        let value = match state {
+            UpgradeState::Unknown => Value::Null,
+            s => json!(s.label()),
+        };
+        json!({"metadata": {"labels": {keys.state_label.clone(): value}}})
+    };
+    match action {
+        Action::SetState { node, state } => patch_node(client, node, set_state(*state)).await,
+        Action::SetAnnotation { node, key, value } => {
+            patch_node(
+                client,
+                node,
+                json!({"metadata": {"annotations": {key: value}}}),
+            )
+            .await
+        }
+        Action::RemoveAnnotation { node, key } => {
+            patch_node(
+                client,
+                node,
+                json!({"metadata": {"annotations": {key: null}}}),
+            )
+            .await
+        }
+        Action::Cordon { node } => {
+            patch_node(client, node, json!({"spec": {"unschedulable": true}})).await
+        }
+        Action::Uncordon { node } => {
+            patch_node(client, node, json!({"spec": {"unschedulable": null}})).await
+        }
+        Action::DeletePods {
+            node,
+            pods,
+            on_success,
+            on_failure,
+            ..
+        } => {
+            let targets: Vec<(String, String)> = pods
+                .iter()
+                .map(|p| (p.namespace.clone(), p.name.clone()))
+                .collect();
+            let next = evict_all(client, &targets, *on_success, *on_failure).await;
+            match next {
+                Some(state) => patch_node(client, node, set_state(state)).await,
+                None => Ok(()),
+            }
+        }
+        Action::Drain {
+            node,
+            pod_selector,
+            on_success,
+            on_failure,
+            ..
+        } => {
+            patch_node(client, node, json!({"spec": {"unschedulable": true}})).await?;
+            let targets = drain_targets(&world.pods, node, pod_selector);
+            match evict_all(client, &targets, *on_success, *on_failure).await {
+                Some(state) => patch_node(client, node, set_state(state)).await,
+                None => Ok(()),
+            }
+        }
+        Action::RestartDriverPod { node, .. } => {
+            // The rollout turns this into the kind's change; nothing to restart here.
+            tracing::debug!(%node, "driver pod restart folded into the plan's change");
+            Ok(())
+        }
+        Action::WarningEvent {
+            node,
+            reason,
+            message,
+        } => {
+            tracing::warn!(%node, %reason, %message, "maintenance warning");
+            let involved = json!({"apiVersion": "v1", "kind": "Node", "name": node});
+            crate::shell::record_event(
+                client,
+                involved,
+                ("Warning", reason, message),
+                MANAGER,
+                now,
+            )
+            .await;
+            Ok(())
+        }
+    }
+}
+
+/// The pods kubectl's drain helper evicts from `node`: bound there, not finished, not
+/// terminating, not a DaemonSet's or a mirror pod, matching `selector`.
+fn drain_targets(pods: &[Value], node: &str, selector: &str) -> Vec<(String, String)> {
+    let text = |p: &Value, path: &str| p.pointer(path).and_then(Value::as_str).map(str::to_string);
+    pods.iter()
+        .filter(|p| text(p, "/spec/nodeName").as_deref() == Some(node))
+        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|p| {
+            !matches!(
+                text(p, "/status/phase").as_deref(),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .filter(|p| {
+            !p.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|r| r["kind"] == "DaemonSet" && r["controller"] == true)
+        })
+        .filter(|p| {
+            p.pointer("/metadata/annotations/kubernetes.io~1config.mirror")
+                .is_none()
+        })
+        .filter(|p| {
+            let labels: std::collections::BTreeMap<String, String> = p
+                .pointer("/metadata/labels")
+                .and_then(|l| serde_json::from_value(l.clone()).ok())
+                .unwrap_or_default();
+            selector.is_empty() || facts::matches_selector_string(selector, &labels)
+        })
+        .filter_map(|p| Some((text(p, "/metadata/namespace")?, text(p, "/metadata/name")?)))
+        .collect()
+}
+
+/// Evicts every pod through `pods/eviction`. `Some(on_success)` when all are gone or going,
+/// `None` when a budget refused one (429: retried on the next pass, the node keeps its state),
+/// `Some(on_failure)` on any other error.
+async fn evict_all(
+    client: &Client,
+    pods: &[(String, String)],
+    on_success: UpgradeState,
+    on_failure: UpgradeState,
+) -> Option<UpgradeState> {
+    let mut outcome = Some(on_success);
+    for (namespace, name) in pods {
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        match api.evict(name, &EvictParams::default()).await {
+            Ok(_) => tracing::info!(%namespace, pod = %name, "evicted"),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(kube::Error::Api(e)) if e.code == 429 => {
+                tracing::info!(%namespace, pod = %name, message = %e.message, "eviction refused by a disruption budget; retrying");
+                outcome = None;
+            }
+            Err(error) => {
+                tracing::warn!(%namespace, pod = %name, %error, "eviction failed");
+                return Some(on_failure);
+            }
+        }
+    }
+    outcome
+}
+
+fn validator_name(node: &str) -> String {
+    format!("{VALIDATOR_APP}-{node}")
+}
+
+/// Starts the validator on `node`: bound there directly (as a DaemonSet pod is), tolerating
+/// every taint (the cordon's included), running once.
+async fn run_validator(client: &Client, plan: &str, node: &str) -> Result<(), kube::Error> {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": validator_name(node), "namespace": VALIDATOR_NAMESPACE,
+            "labels": {"app": VALIDATOR_APP, "maintenance.tessera.dev/plan": plan},
+            "annotations": {"sim.tessera.dev/duration": "1s"}},
+        "spec": {"nodeName": node, "restartPolicy": "Never",
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "nvidia-operator-validator", "image": VALIDATOR_IMAGE}]}
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    let api: Api<Pod> = Api::namespaced(client.clone(), VALIDATOR_NAMESPACE);
+    match api.create(&PostParams::default(), &pod).await {
+        Ok(_) => {
+            tracing::info!(%plan, %node, "started the validator");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+async fn delete_validator(client: &Client, node: &str) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), VALIDATOR_NAMESPACE);
+    if let Ok(Some(_)) = api.get_opt(&validator_name(node)).await {
+        let _ = api.delete(&validator_name(node), &Default::default()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_is_written_only_when_it_changes() {
+        let condition = |message: &str, at: &str| {
+            json!({"type": "Progressing", "status": "True", "reason": "StageInProgress",
+                   "message": message, "lastTransitionTime": at})
+        };
+        let previous = json!({"phase": "Progressing", "stage": "canary",
+            "conditions": [condition("stage canary in progress", "t0")]});
+        // Same phase, same words, a later clock: nothing to write.
+        let same = json!({"phase": "Progressing", "stage": "canary",
+            "conditions": [condition("stage canary in progress", "t1")]});
+        assert_eq!(status_patch(&previous, same), None);
+        // Same phase, next stage: written, the condition keeps its transition time.
+        let next = json!({"phase": "Progressing", "stage": "batch-1",
+            "conditions": [condition("stage batch-1 in progress", "t1")]});
+        let patch = status_patch(&previous, next).expect("a change");
+        assert_eq!(patch["status"]["conditions"][0]["lastTransitionTime"], "t0");
+        assert_eq!(patch["status"]["stage"], "batch-1");
+        // A new phase: its own transition time, and the stage the old status had is removed.
+        let done =
+            json!({"phase": "Succeeded", "conditions": [condition("every node is done", "t2")]});
+        let patch = status_patch(&previous, done).expect("a change");
+        assert_eq!(patch["status"]["conditions"][0]["lastTransitionTime"], "t2");
+        assert_eq!(patch["status"]["stage"], Value::Null);
+        // The first status of a plan.
+        assert!(status_patch(&Value::Null, json!({"phase": "Refused"})).is_some());
+    }
+
+    #[test]
+    fn drain_targets_follow_kubectl_drain() {
+        let pod = |name: &str, node: &str, extra: Value| {
+            let mut p = json!({"metadata": {"namespace": "ml", "name": name, "labels": {}},
+                "spec": {"nodeName": node}, "status": {"phase": "Running"}});
+            if let (Some(p), Some(e)) = (p.as_object_mut(), extra.as_object()) {
+                for (k, v) in e {
+                    if let Some(m) = p.get_mut(k).and_then(Value::as_object_mut) {
+                        m.extend(v.as_object().cloned().unwrap_or_default());
+                    }
+                }
+            }
+            p
+        };
+        let pods = vec![
+            pod("web", "a", json!({})),
+            pod("elsewhere", "b", json!({})),
+            pod("done", "a", json!({"status": {"phase": "Succeeded"}})),
+            pod(
+                "going",
+                "a",
+                json!({"metadata": {"deletionTimestamp": "2026-12-02T16:00:00Z"}}),
+            ),
+            pod(
+                "ds",
+                "a",
+                json!({"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": "x", "controller": true}]}}),
+            ),
+            pod(
+                "skip",
+                "a",
+                json!({"metadata": {"labels": {"nvidia.com/gpu-driver-upgrade-drain.skip": "true"}}}),
+            ),
+        ];
+        let keys = Keys::for_driver("gpu");
+        let got = drain_targets(&pods, "a", &keys.skip_drain_pod_selector());
+        assert_eq!(got, vec![("ml".to_string(), "web".to_string())]);
+        let all = drain_targets(&pods, "a", "");
+        assert_eq!(all.len(), 2, "{all:?}");
+    }
+}
