@@ -86,6 +86,23 @@ impl NodeTwins {
         Ok(())
     }
 
+    /// Whether `pod` is a GPU operator component that crash-loops on `node` by an injected
+    /// fault (`tessera fault operator --crash-loop`): its namespace is the operator's and its
+    /// `app` label names the component.
+    pub(crate) fn crash_looping(&self, node: &str, pod: &Pod) -> bool {
+        if pod.metadata.namespace.as_deref() != Some(tessera_telemetry::operator::NAMESPACE) {
+            return false;
+        }
+        let Some(app) = pod.metadata.labels.as_ref().and_then(|l| l.get("app")) else {
+            return false;
+        };
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .is_some_and(|f| f.operator.crash_loop.contains(app))
+    }
+
     /// Removes the stale copies `stale_slices` left beside `slices`.
     async fn delete_stale_slices(&self, slices: &[serde_json::Value]) -> Result<(), kube::Error> {
         let api = Api::<ResourceSlice>::all(self.client.clone());

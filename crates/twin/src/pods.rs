@@ -200,7 +200,12 @@ impl NodeTwins {
             self.append_log(&key, &container, &lines).await;
         }
         self.write_network_status(pod, spec, &ip, &attached).await?;
-        let status = running_status(pod, spec, &ip, (self.clock)(), 0, None);
+        // A component broken by `tessera fault operator` crash-loops from its first run.
+        let status = if self.crash_looping(&node, pod) {
+            pod_status::crash_loop_status(pod, spec, 1, (self.clock)())
+        } else {
+            running_status(pod, spec, &ip, (self.clock)(), 0, None)
+        };
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
         pods.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
             .await?;
