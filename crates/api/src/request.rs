@@ -151,7 +151,8 @@ fn resource_path(group: &str, version: &str, rest: &[&str]) -> Option<ResourcePa
     })
 }
 
-fn percent_decode(segment: &str) -> String {
+/// A path (or segment) with its `%XX` escapes decoded, as Go's `url.URL.Path` reads it.
+pub fn percent_decode(segment: &str) -> String {
     if !segment.contains('%') {
         return segment.to_string();
     }

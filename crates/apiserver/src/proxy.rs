@@ -80,10 +80,11 @@ pub fn split_name_port(id: &str) -> (&str, Option<&str>) {
     (name, Some(port).filter(|p| !p.is_empty()))
 }
 
-/// The path after `…/proxy` in a request path (`/` when none).
+/// The path after `…/proxy` in a request path (`/` when none), decoded (clients such as the
+/// Python one send `metrics%2Fresource`; kube-apiserver passes on the decoded path).
 pub fn proxied_path(path: &str) -> String {
     match path.find("/proxy/") {
-        Some(at) => path[at + "/proxy".len()..].to_string(),
+        Some(at) => tessera_api::request::percent_decode(&path[at + "/proxy".len()..]),
         None => "/".to_string(),
     }
 }
@@ -260,6 +261,10 @@ mod tests {
                 "/metrics",
             ),
             ("/api/v1/nodes/n1/proxy", "/"),
+            (
+                "/api/v1/nodes/n1/proxy/metrics%2Fresource",
+                "/metrics/resource",
+            ),
             ("/api/v1/namespaces/ns/services/s/proxy/", "/"),
         ] {
             assert_eq!(proxied_path(path), want, "{path}");
