@@ -110,14 +110,29 @@ impl Cluster {
         cluster
     }
 
-    /// Starts (or restarts) the server process on the cluster's directory and port.
+    /// Starts (or restarts) the server process on the cluster's directory and port. A port
+    /// another process took between `free_port` and the server's bind is replaced by a new
+    /// one (tests start many servers at once).
     pub fn launch(&mut self, extra: &[&str]) {
+        for _ in 0..3 {
+            if self.try_launch(extra) {
+                return;
+            }
+            self.port = free_port();
+        }
+        panic!("tessera found no free port:\n{}", self.server_log());
+    }
+
+    /// One start; `false` when the port was taken.
+    fn try_launch(&mut self, extra: &[&str]) -> bool {
         let kubeconfig = self.kubeconfig();
         let _ = std::fs::remove_file(&kubeconfig);
+        let log_path = self.dir.path().join("server.log");
+        let logged_before = std::fs::metadata(&log_path).map_or(0, |m| m.len());
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.path().join("server.log"))
+            .open(&log_path)
             .expect("server log");
         let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .arg("up")
@@ -134,6 +149,20 @@ impl Cluster {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(_)) = child.try_wait()
+            {
+                let log = std::fs::read(&log_path).unwrap_or_default();
+                let this_run = String::from_utf8_lossy(
+                    log.get(usize::try_from(logged_before).unwrap_or(0)..)
+                        .unwrap_or_default(),
+                );
+                if this_run.contains("Address already in use") {
+                    self.child = None;
+                    return false;
+                }
+                panic!("tessera exited at start:\n{}", self.server_log());
+            }
             if kubeconfig.exists() && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
             {
                 // Wait until the node twins have registered.
@@ -141,7 +170,7 @@ impl Cluster {
                 if nodes.status.success()
                     && String::from_utf8_lossy(&nodes.stdout).lines().count() >= self.nodes
                 {
-                    return;
+                    return true;
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
