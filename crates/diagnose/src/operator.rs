@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::read::{gpu_node, key, labels, live, node_name};
+use crate::read::{gpu_node, key, label, live, node_name};
 use crate::{Cluster, Report, Severity};
 
 /// The namespaces the runbook reads when none is named.
@@ -99,11 +99,10 @@ pub fn operator(cluster: &Cluster, namespaces: &[&str]) -> Report {
     }
     for node in &gpu_nodes {
         let name = node_name(node);
-        let labels = labels(node);
         let missing: Vec<&str> = GFD_LABELS
             .iter()
             .copied()
-            .filter(|l| !labels.contains_key(*l))
+            .filter(|l| label(node, l).is_none())
             .collect();
         if !missing.is_empty() {
             report.found(
@@ -118,7 +117,7 @@ pub fn operator(cluster: &Cluster, namespaces: &[&str]) -> Report {
                 "Check gpu-feature-discovery and node-feature-discovery on {name} (kubectl get pods -A -o wide --field-selector spec.nodeName={name}); nodeSelectors on nvidia.com/gpu.present miss the node until they are back"
             ));
         }
-        if labels.get(UPGRADE_STATE).map(String::as_str) == Some(UPGRADE_FAILED) {
+        if label(node, UPGRADE_STATE) == Some(UPGRADE_FAILED) {
             report.found(
                 Severity::Problem,
                 format!("node {name}"),
@@ -143,9 +142,9 @@ fn broken_pod(report: &mut Report, pod: &Pod) {
     let statuses = pod
         .status
         .as_ref()
-        .and_then(|s| s.container_statuses.clone())
+        .and_then(|s| s.container_statuses.as_deref())
         .unwrap_or_default();
-    for status in &statuses {
+    for status in statuses {
         let waiting = status
             .state
             .as_ref()

@@ -64,9 +64,9 @@ pub fn cordoned(node: &Node) -> bool {
         .unwrap_or(false)
 }
 
-/// A node's labels.
-pub fn labels(node: &Node) -> BTreeMap<String, String> {
-    node.metadata.labels.clone().unwrap_or_default()
+/// A node's label, when it has it.
+pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
 /// Whole units of a quantity (`8`, `500m` → 0).
@@ -142,8 +142,7 @@ pub fn newest_event<'a>(
 /// Whether a node has GPUs: an `nvidia.com/gpu` capacity, GPU feature discovery's
 /// `nvidia.com/gpu.present`, or NFD's NVIDIA PCI label.
 pub fn gpu_node(node: &Node) -> bool {
-    let labels = labels(node);
     node_amount(node, "nvidia.com/gpu", false) > 0
-        || labels.get("nvidia.com/gpu.present").map(String::as_str) == Some("true")
-        || labels.contains_key("feature.node.kubernetes.io/pci-10de.present")
+        || label(node, "nvidia.com/gpu.present") == Some("true")
+        || label(node, "feature.node.kubernetes.io/pci-10de.present").is_some()
 }

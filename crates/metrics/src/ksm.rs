@@ -336,31 +336,25 @@ const POD_SCHEDULED: Family = family(
     "Describes the status of the scheduling process for the pod.",
     &["namespace", "pod", "uid", "condition"],
 );
+/// The labels of a container's resource families.
+const CONTAINER_RESOURCE: &[&str] = &[
+    "namespace",
+    "pod",
+    "uid",
+    "container",
+    "node",
+    "resource",
+    "unit",
+];
 const POD_REQUESTS: Family = family(
     "kube_pod_container_resource_requests",
     "The number of requested request resource by a container. It is recommended to use the kube_pod_resource_requests metric exposed by kube-scheduler instead, as it is more precise.",
-    &[
-        "namespace",
-        "pod",
-        "uid",
-        "container",
-        "node",
-        "resource",
-        "unit",
-    ],
+    CONTAINER_RESOURCE,
 );
 const POD_LIMITS: Family = family(
     "kube_pod_container_resource_limits",
     "The number of requested limit resource by a container. It is recommended to use the kube_pod_resource_limits metric exposed by kube-scheduler instead, as it is more precise.",
-    &[
-        "namespace",
-        "pod",
-        "uid",
-        "container",
-        "node",
-        "resource",
-        "unit",
-    ],
+    CONTAINER_RESOURCE,
 );
 const POD_RESTARTS: Family = family(
     "kube_pod_container_status_restarts_total",
