@@ -220,6 +220,15 @@ pub const COMPONENTS: &[Component] = &[
             ),
         ],
     },
+    // Upstream's `system:controller:pod-garbage-collector`.
+    Component {
+        name: "pod-garbage-collector",
+        rules: &[
+            (&[""], &["pods"], &["list", "watch", "delete"]),
+            (&[""], &["pods/status"], &["patch"]),
+            (&[""], &["nodes"], &["get", "list", "watch"]),
+        ],
+    },
     // Upstream's `system:controller:horizontal-pod-autoscaler`.
     Component {
         name: "horizontal-pod-autoscaler",
@@ -247,10 +256,11 @@ pub const COMPONENTS: &[Component] = &[
         rules: &[
             (&["tessera.dev"], &["maintenanceplans"], READ),
             (&["tessera.dev"], &["maintenanceplans/status"], STATUS),
+            // Delete: a rotation removes the node it replaced.
             (
                 &[""],
                 &["nodes"],
-                &["get", "list", "watch", "patch", "update"],
+                &["get", "list", "watch", "patch", "update", "delete"],
             ),
             (&[""], &["nodes/status"], STATUS),
             (

@@ -349,6 +349,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("queue-manager"),
         queue_config,
     ));
+    let pod_gc = tokio::spawn(tessera_controllers::pod_gc::run(
+        client_for("pod-garbage-collector"),
+        clock.clone(),
+    ));
     let maintenance = tokio::spawn(tessera_controllers::maintenance::run(
         client_for("maintenance-controller"),
         clock.clone(),
@@ -423,6 +427,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     node_monitor.abort();
     autoscaler.abort();
     maintenance.abort();
+    pod_gc.abort();
     apps.abort();
     jobsets.abort();
     endpoints.abort();

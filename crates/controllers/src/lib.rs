@@ -18,6 +18,7 @@ pub mod jobs;
 pub mod maintenance;
 pub mod node_monitor;
 pub mod pdb;
+pub mod pod_gc;
 pub mod queue;
 pub mod queue_dra;
 pub mod queue_multikueue;

@@ -6,7 +6,10 @@
 //! the `pods/eviction` subresource (a 429 leaves the node where it is, to retry on the next
 //! pass; a pod is never deleted around its budget), the kind's change (a driver upgrade records
 //! the installed version on the Node, which the twins read back, and sets GFD's labels; a
-//! kubelet version is recorded likewise and set in `status.nodeInfo`), the
+//! kubelet version is recorded likewise and set in `status.nodeInfo`; a MIG layout is recorded
+//! on the Node with the MIG manager's `nvidia.com/mig.config` label for the node's MIG manager —
+//! the twins in the lab — to apply; a rotation asks the node's provider for the replacement,
+//! then deletes the old node), the
 //! validator pod (the GPU operator's `nvidia-operator-validator`, tolerating the cordon), the
 //! failed-validation node condition, and the plan's status.
 //!
@@ -14,8 +17,8 @@
 //! plans in progress over the same nodes are not arbitrated.
 //!
 //! Knows no decision of its own: the state machine, the staging and the status shape are
-//! `tessera-maintenance`'s. The MIG layout change and node rotation's
-//! replacement and removal are not carried out yet (logged; such a plan waits).
+//! `tessera-maintenance`'s. Who applies a MIG layout or adds a replacement is not known here:
+//! a plan waits until the Node shows it (GFD's labels, a Ready replacement).
 
 use std::time::{Duration, SystemTime};
 
@@ -27,10 +30,14 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use tessera_maintenance::facts::{self, VALIDATOR_APP};
 use tessera_maintenance::{
-    Action, Change, Keys, Phase, PlanAction, UpgradeState, VALIDATION_FAILED_CONDITION,
-    plan_from_document, preflight, status,
+    Action, Change, Keys, Phase, PlanAction, REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION,
+    UpgradeState, VALIDATION_FAILED_CONDITION, plan_from_document, preflight, replacement_name,
+    status,
 };
 use tessera_model::clock::Clock;
+use tessera_node::node_changes::{
+    INSTALLED_MIG_LAYOUT_ANNOTATION, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, config_name,
+};
 
 use crate::shell::{next_pass, patch_params, watched, watched_with};
 
@@ -169,14 +176,21 @@ async fn reconcile(
     let step = tessera_maintenance::step(&plan, &stages, &node_facts, catalog, seconds(now));
     let keys = Keys::for_driver("gpu");
     for action in &step.actions {
-        if let Err(error) = carry_out(client, &keys, &plan.name, action, world, now).await {
+        let rotation = plan.kind == tessera_maintenance::PlanKind::NodeRotation;
+        if let Err(error) =
+            carry_out(client, &keys, (&plan.name, rotation), action, world, now).await
+        {
             tracing::warn!(plan = %name, ?action, %error, "maintenance action failed; retried on the next pass");
         }
     }
-    // A node that finished drops its validator pod, so a later plan validates afresh.
+    // A node that finished drops its validator pod, so a later plan validates afresh (a
+    // rotation's validator ran on the replacement).
     for progress in &step.nodes {
-        if progress.state == UpgradeState::Done.label() {
+        if progress.state == UpgradeState::Done.label() || progress.state == "removed" {
             delete_validator(client, &progress.name).await;
+            if plan.kind == tessera_maintenance::PlanKind::NodeRotation {
+                delete_validator(client, &replacement_name(&progress.name)).await;
+            }
         }
     }
     let mut next = status::progress(&stages, &step, &stamp);
@@ -242,7 +256,7 @@ async fn patch_node(client: &Client, node: &str, patch: Value) -> Result<(), kub
 async fn carry_out(
     client: &Client,
     keys: &Keys,
-    plan: &str,
+    (plan, rotation): (&str, bool),
     action: &PlanAction,
     world: &World,
     now: SystemTime,
@@ -288,17 +302,62 @@ async fn carry_out(
                 .await
                 .map(drop)
         }
-        PlanAction::Apply { node, change } => {
-            tracing::warn!(%plan, %node, ?change, "this change is not carried out yet");
-            Ok(())
+        PlanAction::Apply {
+            node,
+            change: Change::MigLayout(profiles),
+        } => {
+            let layout = profiles.join(",");
+            if node_annotation(world, node, INSTALLED_MIG_LAYOUT_ANNOTATION) == Some(&layout) {
+                return Ok(()); // asked for already; the MIG manager reports on the node
+            }
+            tracing::info!(%plan, %node, %layout, "asked for the MIG layout");
+            let labels = json!({MIG_CONFIG_LABEL: config_name(profiles),
+                MIG_CONFIG_STATE_LABEL: "pending"});
+            patch_node(
+                client,
+                node,
+                json!({"metadata": {"labels": labels,
+                    "annotations": {INSTALLED_MIG_LAYOUT_ANNOTATION: layout}}}),
+            )
+            .await
         }
         PlanAction::AddReplacement { node, replacement } => {
-            tracing::warn!(%plan, %node, %replacement, "node rotation is not carried out yet");
-            Ok(())
+            if node_annotation(world, node, REPLACEMENT_ANNOTATION) == Some(replacement) {
+                return Ok(()); // asked for already; the node's provider adds it
+            }
+            tracing::info!(%plan, %node, %replacement, "asked for a replacement node");
+            patch_node(
+                client,
+                node,
+                json!({"metadata": {"annotations": {REPLACEMENT_ANNOTATION: replacement}}}),
+            )
+            .await
         }
         PlanAction::RemoveNode { node } => {
-            tracing::warn!(%plan, %node, "node rotation is not carried out yet");
-            Ok(())
+            // The replacement stops standing in for the old node: a later plan over the pool
+            // takes it like any other node.
+            let replacement = replacement_name(node);
+            if node_annotation(world, &replacement, REPLACES_ANNOTATION).is_some() {
+                patch_node(
+                    client,
+                    &replacement,
+                    json!({"metadata": {"annotations": {REPLACES_ANNOTATION: null}}}),
+                )
+                .await?;
+            }
+            tracing::info!(%plan, %node, "removing the rotated node");
+            match Api::<Node>::all(client.clone())
+                .delete(node, &Default::default())
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                Err(error) => Err(error),
+            }
+        }
+        // A rotation validates the replacement, not the node it replaces.
+        PlanAction::RunValidator { node } if rotation => {
+            run_validator(client, plan, &replacement_name(node)).await
         }
         PlanAction::RunValidator { node } => run_validator(client, plan, node).await,
         PlanAction::ValidationFailed { node, message } => {
@@ -484,6 +543,17 @@ async fn evict_all(
         }
     }
     outcome
+}
+
+/// Annotation `key` of `node` as the pass read it.
+fn node_annotation<'w>(world: &'w World, node: &str, key: &str) -> Option<&'w str> {
+    world
+        .nodes
+        .iter()
+        .find(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(node))
+        .and_then(|n| n.pointer("/metadata/annotations"))
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
 }
 
 fn validator_name(node: &str) -> String {

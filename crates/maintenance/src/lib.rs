@@ -31,7 +31,8 @@ pub use apply::{Action, Manager, VALIDATION_TIMEOUT_SECONDS, apply_state};
 pub use keys::{Keys, UpgradeState};
 pub use plan::{
     FAIL_VALIDATION_ANNOTATION, INSTALLED_KUBELET_ANNOTATION, NodeFacts, Plan, PlanError, PlanKind,
-    REPLACES_ANNOTATION, VALIDATION_FAILED_CONDITION, Validator, replacement_name,
+    REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION, VALIDATION_FAILED_CONDITION, Validator,
+    replacement_name,
 };
 pub use policy::{
     DrainSpec, IntOrPercent, PodDeletionSpec, PolicyError, UpgradePolicy, WaitForCompletionSpec,

@@ -14,6 +14,10 @@ use crate::state::{GpuPod, PodPhase};
 
 /// The annotation a replacement node carries, naming the node it replaces (node rotation).
 pub const REPLACES_ANNOTATION: &str = "maintenance.tessera.dev/replaces";
+/// The annotation a rotation sets on the node it rotates out, naming the replacement it asks
+/// for; whoever provides nodes (the lab's twins, a cloud's node provisioner) adds that node with
+/// [`REPLACES_ANNOTATION`].
+pub const REPLACEMENT_ANNOTATION: &str = "maintenance.tessera.dev/replacement";
 /// The annotation the lab sets on a node to make its validator fail.
 pub const FAIL_VALIDATION_ANNOTATION: &str = "maintenance.tessera.dev/fail-validation";
 /// The Node annotation recording the kubelet version a plan installed (`v1.33.5`); the twins

@@ -579,6 +579,8 @@ fn rotation_adds_the_replacement_first_and_removes_the_old_node() {
     let s = step(&p, &stages, &[done], &catalog(), 0);
     assert_eq!(s.actions, [PlanAction::RemoveNode { node: "a".into() }]);
     assert_eq!(s.phase, Phase::Succeeded);
+    // The step that removes it reports it removed (a finished plan is not stepped again).
+    assert_eq!(s.nodes[0].state, "removed");
     // Removed: the plan has succeeded.
     let s = step(&p, &stages, &[], &catalog(), 0);
     assert_eq!(s.phase, Phase::Succeeded);

@@ -274,6 +274,14 @@ pub fn step(
         }
     }
 
+    // A node this step removes is reported removed (a finished plan is not stepped again).
+    for action in &actions {
+        if let PlanAction::RemoveNode { node } = action
+            && let Some(p) = progress.iter_mut().find(|p| &p.name == node)
+        {
+            p.state = "removed".to_string();
+        }
+    }
     Step {
         actions,
         phase,

@@ -6,7 +6,8 @@
 //!   give);
 //! - [`node_object`] (the Node a topology entry registers as, its status and Lease),
 //!   [`resource_slice`] and [`nic_devices`] (the DRA ResourceSlices and DeviceClasses it publishes: GPUs, RDMA NICs),
-//!   [`onboarding`] (validating a joining node, and the outcome);
+//!   [`onboarding`] (validating a joining node, and the outcome), [`node_changes`] (a new MIG
+//!   layout on a drained node, a rotation's replacement);
 //! - the kubelet's decisions: [`device_admission`] and [`gpu_assignments`] (device-plugin GPUs
 //!   a pod gets and their checkpoint), [`dra_claims`] and [`claim_devices`] (preparing a pod's
 //!   ResourceClaims as the DRA driver's kubelet plugin), [`runtime`] and [`pod_status`] (how a
@@ -30,6 +31,7 @@ pub mod hardware;
 pub mod network;
 pub mod networks;
 pub mod nic_devices;
+pub mod node_changes;
 pub mod node_object;
 pub mod onboarding;
 pub mod pod_ips;

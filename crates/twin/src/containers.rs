@@ -27,7 +27,7 @@ use tessera_node::topology::NodeSpec;
 /// The containers of one set of node twins.
 pub struct Containers {
     client: Client,
-    pub(crate) nodes: BTreeMap<String, NodeSpec>,
+    pub(crate) nodes: crate::specs::Specs,
     pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     policy: Arc<dyn PolicyVerdict + Send + Sync>,
     pub(crate) world: crate::world::World,
@@ -42,7 +42,7 @@ impl Containers {
     /// network policy is enforced from them.
     pub(crate) fn new(
         client: Client,
-        nodes: BTreeMap<String, NodeSpec>,
+        nodes: crate::specs::Specs,
         gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     ) -> Containers {
         let world = crate::world::World::watch(client.clone());
@@ -87,6 +87,7 @@ impl Containers {
                 "error dialing backend: no node twin runs node {node:?}"
             ));
         };
+        let spec = &*spec;
         if text(pod, "/status/phase") != "Running" {
             return Err(format!(
                 "unable to upgrade connection: container not found (\"{container}\")"

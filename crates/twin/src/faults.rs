@@ -31,6 +31,7 @@ impl NodeTwins {
         let Some(spec) = self.nodes.get(&name) else {
             return Ok(());
         };
+        let spec = &*spec;
         let (annotated, problems) =
             Faults::parse(&node.metadata.annotations.clone().unwrap_or_default());
         for problem in problems {
@@ -213,6 +214,7 @@ impl NodeTwins {
         let Some(spec) = self.node_of(&pod) else {
             return Ok(());
         };
+        let spec = &*spec;
         let now = (self.clock)();
         for (container, _) in containers(&pod) {
             self.append_log(

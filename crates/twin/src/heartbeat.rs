@@ -22,7 +22,7 @@ use crate::twins::TwinConfig;
 /// `status_interval`; nodes cut off by a fault are skipped.
 pub(crate) async fn heartbeat(
     client: Client,
-    nodes: Vec<NodeSpec>,
+    nodes: crate::specs::Specs,
     config: TwinConfig,
     faults: Arc<std::sync::Mutex<BTreeMap<String, Faults>>>,
     standby: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
@@ -34,8 +34,10 @@ pub(crate) async fn heartbeat(
     loop {
         let current = faults.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let standing_by = standby.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let reachable: Vec<&NodeSpec> = nodes
+        let all = nodes.all();
+        let reachable: Vec<&NodeSpec> = all
             .iter()
+            .map(|n| n.as_ref())
             .filter(|n| current.get(&n.name).and_then(|f| f.node) != Some(NodeFault::Unreachable))
             .filter(|n| !standing_by.contains(&n.name))
             .collect();

@@ -65,6 +65,7 @@ impl NodeTwins {
         let Some(spec) = self.nodes.get(&node) else {
             return Ok(());
         };
+        let spec = &*spec;
         if self.unreachable(&node) {
             // The kubelet is cut off: nothing happens on the node until it is back.
             return Ok(());
@@ -272,6 +273,7 @@ impl NodeTwins {
         let Some(spec) = self.node_of(&pod) else {
             return Ok(());
         };
+        let spec = &*spec;
         let mut behaviour = pod_status::behaviour(&pod).unwrap_or(Behaviour {
             duration: None,
             exit_code: 0,

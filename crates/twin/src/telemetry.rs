@@ -85,6 +85,7 @@ impl Containers {
         let Some(spec) = self.nodes.get(node) else {
             return Err(format!("no node twin runs node {node:?}"));
         };
+        let spec = &*spec;
         let mut holders = Vec::new();
         for pod in state
             .pods

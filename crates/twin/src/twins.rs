@@ -59,7 +59,7 @@ impl Default for TwinConfig {
 pub struct NodeTwins {
     pub(crate) client: Client,
     pub(crate) config: TwinConfig,
-    pub(crate) nodes: BTreeMap<String, NodeSpec>,
+    pub(crate) nodes: crate::specs::Specs,
     pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
     pub(crate) waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
@@ -87,12 +87,7 @@ impl NodeTwins {
             (!pools.is_empty()).then(|| tessera_node::autoscaler::Autoscaler::new(pools));
         let standby_nodes = autoscaler.as_ref().map(|a| a.standby()).unwrap_or_default();
         let standby = standby_nodes.iter().map(|n| n.name.clone()).collect();
-        let nodes = topology
-            .nodes()
-            .into_iter()
-            .chain(standby_nodes)
-            .map(|spec| (spec.name.clone(), spec))
-            .collect();
+        let nodes = crate::specs::Specs::new(topology.nodes().into_iter().chain(standby_nodes));
         NodeTwins {
             client,
             config,
@@ -129,7 +124,10 @@ impl NodeTwins {
     /// The names of the nodes these twins register at start (standby nodes of autoscaled
     /// pools left out).
     pub fn node_names(&self) -> Vec<String> {
-        self.registered().map(|spec| spec.name.clone()).collect()
+        self.registered()
+            .iter()
+            .map(|spec| spec.name.clone())
+            .collect()
     }
 
     /// Whether `node` is a standby node of an autoscaled pool, not registered now.
@@ -141,10 +139,12 @@ impl NodeTwins {
     }
 
     /// The nodes registered now.
-    fn registered(&self) -> impl Iterator<Item = &NodeSpec> {
+    fn registered(&self) -> Vec<Arc<NodeSpec>> {
         self.nodes
-            .values()
+            .all()
+            .into_iter()
             .filter(|spec| !self.standing_by(&spec.name))
+            .collect()
     }
 
     /// Registers the nodes, then keeps them alive and runs their pods until dropped.
@@ -169,8 +169,9 @@ impl NodeTwins {
                 .unwrap_or_else(|p| p.into_inner())
                 .retain(|name| !existing.contains(name));
         }
+        self.adopt_stored().await?;
         for spec in self.registered() {
-            register_node(&self.client, &self.clock, spec).await?;
+            register_node(&self.client, &self.clock, &spec).await?;
         }
         self.publish_devices().await?;
         self.onboard().await?;
@@ -180,7 +181,7 @@ impl NodeTwins {
         tracing::info!(nodes = self.nodes.len(), "node twins registered");
         let heartbeat = tokio::spawn(crate::heartbeat::heartbeat(
             self.client.clone(),
-            self.nodes.values().cloned().collect(),
+            self.nodes.clone(),
             self.config.clone(),
             self.faults.clone(),
             self.standby.clone(),
@@ -221,7 +222,7 @@ impl NodeTwins {
 }
 
 /// The ResourceSlices a node twin publishes as DRA drivers: GPUs, and RDMA NICs.
-fn node_slices(spec: &NodeSpec) -> Vec<Value> {
+pub(crate) fn node_slices(spec: &NodeSpec) -> Vec<Value> {
     let mut slices = resource_slice::resource_slices(spec);
     slices.extend(tessera_node::nic_devices::rdma_slices(spec));
     slices
@@ -229,7 +230,7 @@ fn node_slices(spec: &NodeSpec) -> Vec<Value> {
 
 /// The DeviceClasses of the twins' DRA drivers: NVIDIA's, and the RDMA NICs' where `slices`
 /// publish any (a driver installs its classes where it is deployed).
-fn device_classes(slices: &[Value]) -> Vec<Value> {
+pub(crate) fn device_classes(slices: &[Value]) -> Vec<Value> {
     let mut classes = resource_slice::nvidia_device_classes();
     let rdma = tessera_node::nic_devices::RDMA_DRIVER;
     if slices.iter().any(|s| s["spec"]["driver"] == rdma) {
@@ -244,12 +245,26 @@ pub(crate) async fn register_node(
     clock: &Clock,
     spec: &NodeSpec,
 ) -> Result<(), kube::Error> {
+    register_node_with(client, clock, spec, &BTreeMap::new()).await
+}
+
+/// [`register_node`], a new Node created with `annotations`.
+pub(crate) async fn register_node_with(
+    client: &Client,
+    clock: &Clock,
+    spec: &NodeSpec,
+    annotations: &BTreeMap<String, String>,
+) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     let stored = nodes.get_opt(&spec.name).await?;
     match &stored {
         None => {
-            let node: Node = serde_json::from_value(node_object::registration(spec))
-                .map_err(kube::Error::SerdeError)?;
+            let mut registration = node_object::registration(spec);
+            if !annotations.is_empty() {
+                registration["metadata"]["annotations"] = json!(annotations);
+            }
+            let node: Node =
+                serde_json::from_value(registration).map_err(kube::Error::SerdeError)?;
             nodes.create(&PostParams::default(), &node).await?;
         }
         Some(node) => {
@@ -287,7 +302,11 @@ impl NodeTwins {
     /// Acts as the DRA driver of DRA pools: installs its DeviceClasses and publishes each
     /// node's ResourceSlice (server-side apply, so a restart re-asserts the same slice).
     async fn publish_devices(&self) -> Result<(), kube::Error> {
-        let slices: Vec<Value> = self.registered().flat_map(node_slices).collect();
+        let slices: Vec<Value> = self
+            .registered()
+            .iter()
+            .flat_map(|spec| node_slices(spec))
+            .collect();
         if slices.is_empty() {
             return Ok(());
         }
@@ -298,14 +317,18 @@ impl NodeTwins {
     async fn onboard(&self) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let slices: Api<ResourceSlice> = Api::all(self.client.clone());
-        let onboarding: Vec<&NodeSpec> = self.registered().filter(|s| s.onboarding).collect();
+        let onboarding: Vec<Arc<NodeSpec>> = self
+            .registered()
+            .into_iter()
+            .filter(|s| s.onboarding)
+            .collect();
         if onboarding.is_empty() {
             return Ok(());
         }
         let published = slices.list(&Default::default()).await?.items;
         for spec in onboarding {
             let node = nodes.get(&spec.name).await?;
-            let Some(outcome) = onboarding::decide(spec, &node, &published) else {
+            let Some(outcome) = onboarding::decide(&spec, &node, &published) else {
                 continue;
             };
             nodes
@@ -353,6 +376,10 @@ impl NodeTwins {
                 Some(event) = node_stream.next() => {
                     let node = match event {
                         Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => node,
+                        Ok(watcher::Event::Delete(node)) => {
+                            self.node_deleted(&node).await;
+                            continue;
+                        }
                         Ok(_) => continue,
                         Err(error) => {
                             tracing::warn!(%error, "node watch failed; retrying");
@@ -360,6 +387,7 @@ impl NodeTwins {
                         }
                     };
                     let name = node.metadata.name.clone().unwrap_or_default();
+                    self.apply_node_changes(&node).await;
                     let was_unreachable = self.unreachable(&name);
                     if let Err(error) = self.apply_faults(&node, &mut running).await {
                         tracing::warn!(node = %name, %error, "node twin could not apply faults");
@@ -465,7 +493,7 @@ impl NodeTwins {
     }
 
     /// The node twin a pod is bound to, if it is one of these.
-    pub(crate) fn node_of(&self, pod: &Pod) -> Option<&NodeSpec> {
+    pub(crate) fn node_of(&self, pod: &Pod) -> Option<Arc<NodeSpec>> {
         pod.spec
             .as_ref()
             .and_then(|s| s.node_name.as_ref())
@@ -498,6 +526,7 @@ impl NodeTwins {
         let Some(spec) = self.nodes.get(node) else {
             return;
         };
+        let spec = &*spec;
         let in_use = self
             .gpus
             .lock()

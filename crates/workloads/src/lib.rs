@@ -12,6 +12,7 @@
 //!   reservations;
 //! - [`node_lifecycle`]: Unknown conditions, NoExecute taints and evictions of silent nodes;
 //! - [`disruption`]: PodDisruptionBudget status;
+//! - [`pod_gc`]: pods of nodes that no longer exist, collected as PodGC does;
 //! - [`endpointslice`], [`endpoints`]: a Service's EndpointSlices and legacy Endpoints from
 //!   its pods.
 //!
@@ -29,6 +30,7 @@ pub mod jobset;
 pub mod lws;
 pub mod node_lifecycle;
 pub mod plan;
+pub mod pod_gc;
 pub mod replicaset;
 pub mod resource_claim;
 pub mod statefulset;

@@ -39,6 +39,7 @@ mod kueue_topology;
 mod kueue_visibility;
 mod least_privilege;
 mod maintenance;
+mod maintenance_changes;
 mod monitoring;
 mod netpol;
 mod netpol_dataplane;
