@@ -6,7 +6,9 @@
 //! periodic sweep.
 //!
 //! Each reconciliation is recorded in kube-controller-manager's work queue metrics (queue
-//! `job`), and a status write that finishes a Job in `job_controller_jobs_finished_total`.
+//! `job`), a status write that finishes a Job in `job_controller_jobs_finished_total`, and
+//! the failed pods it accounts for by their `podFailurePolicy` action in
+//! `job_controller_pod_failures_handled_by_failure_policy_total`.
 //!
 //! Decides nothing about a Job itself; knows how to list its pods and when to look again.
 
@@ -157,7 +159,7 @@ async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action
         .iter()
         .map(serde_json::to_value)
         .collect::<Result<_, _>>()?;
-    let plan = job::plan(
+    let mut plan = job::plan(
         &job_value,
         &pod_values,
         (context.config.clock)(),
@@ -165,6 +167,7 @@ async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action
     );
     let (delete_job, requeue_after) = (plan.delete_job, plan.requeue_after);
     let finished = job_finished(&job_value, &plan.status);
+    let failure_policy_actions = std::mem::take(&mut plan.failure_policy_actions);
     let resource = ApiResource::erase::<Job>(&());
     let name = job_object.name_any();
     let owner = Owner {
@@ -175,6 +178,11 @@ async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action
     let writes = plan.writes(&job_value, &pod_values);
     apply(&context.client, owner, writes, MANAGER, TOLERATED).await?;
     context.finished(&uid, finished);
+    if let Some(metrics) = &context.config.metrics {
+        metrics
+            .controller_manager
+            .pod_failures_handled(&failure_policy_actions);
+    }
     if delete_job {
         return Ok(Action::await_change());
     }

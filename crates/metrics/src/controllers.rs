@@ -1,8 +1,8 @@
 //! kube-controller-manager's metrics, defined as upstream defines them: client-go's work
 //! queue metrics as kube-controller-manager registers them
 //! (`k8s.io/component-base/metrics/prometheus/workqueue/metrics.go`, subsystem `workqueue`,
-//! label `name`), the Job controller's `job_controller_jobs_finished_total`
-//! (`pkg/controller/job/metrics`) and the node lifecycle controller's `node_collector_*`
+//! label `name`), the Job controller's `job_controller_jobs_finished_total` and
+//! `job_controller_pod_failures_handled_by_failure_policy_total` (`pkg/controller/job/metrics`) and the node lifecycle controller's `node_collector_*`
 //! (`pkg/controller/nodelifecycle/metrics.go`). Help texts carry the `[ALPHA]`/`[STABLE]`
 //! prefix component-base gives them on the wire.
 //!
@@ -103,6 +103,9 @@ pub mod help {
     pub const RETRIES: &str = "[ALPHA] Total number of retries handled by workqueue";
     /// `job_controller_jobs_finished_total`.
     pub const JOBS_FINISHED: &str = "[STABLE] The number of finished jobs";
+    /// `job_controller_pod_failures_handled_by_failure_policy_total` (a Go raw string in
+    /// upstream's source: its line breaks and indentation are part of the text).
+    pub const POD_FAILURES_HANDLED: &str = "[ALPHA] The number of failed Pods handled by failure policy with\n\t\t\trespect to the failure policy action applied based on the matched\n\t\t\trule. Possible values of the action label correspond to the\n\t\t\tpossible values for the failure policy rule action, which are:\n\t\t\t\"FailJob\", \"Ignore\" and \"Count\".";
     /// `node_collector_zone_health`.
     pub const ZONE_HEALTH: &str = "[ALPHA] Gauge measuring percentage of healthy nodes per zone.";
     /// `node_collector_zone_size`.
@@ -372,6 +375,8 @@ pub struct ControllerManagerMetrics {
     retries: IntCounterVec,
     /// `job_controller_jobs_finished_total{completion_mode,result,reason}`.
     pub jobs_finished: IntCounterVec,
+    /// `job_controller_pod_failures_handled_by_failure_policy_total{action}`.
+    pub pod_failures_handled: IntCounterVec,
     zone_health: GaugeVec,
     zone_size: GaugeVec,
     unhealthy_nodes: GaugeVec,
@@ -432,6 +437,11 @@ impl ControllerManagerMetrics {
                 help::JOBS_FINISHED,
                 &["completion_mode", "result", "reason"],
             )?,
+            pod_failures_handled: counter(
+                "job_controller_pod_failures_handled_by_failure_policy_total",
+                help::POD_FAILURES_HANDLED,
+                &["action"],
+            )?,
             zone_health: gauge("node_collector_zone_health", help::ZONE_HEALTH, zone)?,
             zone_size: gauge("node_collector_zone_size", help::ZONE_SIZE, zone)?,
             unhealthy_nodes: gauge(
@@ -479,6 +489,19 @@ impl ControllerManagerMetrics {
         self.jobs_finished
             .with_label_values(&[finished.completion_mode, finished.result, &finished.reason])
             .inc();
+    }
+
+    /// Failed pods a Job's status write accounted for, by the `podFailurePolicy` action that
+    /// handled them (upstream's `recordJobPodFailurePolicyActions`).
+    pub fn pod_failures_handled<'a>(
+        &self,
+        actions: impl IntoIterator<Item = (&'a String, &'a u64)>,
+    ) {
+        for (action, count) in actions {
+            self.pod_failures_handled
+                .with_label_values(&[action])
+                .inc_by(*count);
+        }
     }
 
     /// The zones of a node health pass (upstream's `handleDisruption`): each zone's size,
@@ -543,6 +566,7 @@ mod tests {
         });
         metrics.set_zones(&zones(&[json!({"metadata": {"name": "n"}})]));
         metrics.eviction("");
+        metrics.pod_failures_handled(&BTreeMap::from([("FailJob".to_string(), 2)]));
         let text = crate::render(&[&metrics.registry]).unwrap();
         let cases = [
             (
@@ -594,6 +618,12 @@ mod tests {
                 "The number of finished jobs",
             ),
             (
+                "job_controller_pod_failures_handled_by_failure_policy_total",
+                "counter",
+                help::POD_FAILURES_HANDLED,
+                "The number of failed Pods handled by failure policy with\n\t\t\trespect to the failure policy action applied based on the matched\n\t\t\trule. Possible values of the action label correspond to the\n\t\t\tpossible values for the failure policy rule action, which are:\n\t\t\t\"FailJob\", \"Ignore\" and \"Count\".",
+            ),
+            (
                 "node_collector_zone_health",
                 "gauge",
                 help::ZONE_HEALTH,
@@ -623,12 +653,18 @@ mod tests {
                 text.contains(&format!("# TYPE {family} {kind}\n")),
                 "{family} is a {kind}:\n{text}"
             );
-            assert_eq!(help_of(&text, family), help, "{family}");
-            let stability = if family.starts_with("job_") || family.ends_with("evictions_total") {
-                "[STABLE] "
-            } else {
-                "[ALPHA] "
-            };
+            // The text format escapes a help text's line breaks.
+            assert_eq!(
+                help_of(&text, family),
+                help.replace('\n', "\\n"),
+                "{family}"
+            );
+            let stability =
+                if family.ends_with("jobs_finished_total") || family.ends_with("evictions_total") {
+                    "[STABLE] "
+                } else {
+                    "[ALPHA] "
+                };
             assert_eq!(help, format!("{stability}{upstream}"), "{family}");
         }
         let got = samples(&text, &[]);
@@ -650,6 +686,12 @@ mod tests {
         assert_eq!(
             got.get("node_collector_evictions_total{zone=\"\"}"),
             Some(&1.0)
+        );
+        assert_eq!(
+            got.get(
+                "job_controller_pod_failures_handled_by_failure_policy_total{action=\"FailJob\"}"
+            ),
+            Some(&2.0)
         );
     }
 
