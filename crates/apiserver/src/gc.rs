@@ -8,10 +8,18 @@
 //! namespace and then releases its `kubernetes` finalizer. Works only through [`Objects`];
 //! the owner index and what each change and each dependent call for are
 //! `tessera_api::owners`'.
+//!
+//! With metrics ([`Collector::with_metrics`]), the dependents queued for a check are
+//! kube-controller-manager's work queue `garbage_collector_attempt_to_delete`: each one queued
+//! is an add (and waits, in its depth), each check is timed. A failed step is logged, not
+//! retried, so its retries stay 0; how long an item waited is not kept, so no queue duration
+//! is observed.
 
 use std::collections::{BTreeSet, VecDeque};
 
 use serde_json::{Value, json};
+use tessera_metrics::components::Registries;
+use tessera_metrics::controllers::{QueueMetrics, queue_name};
 use tessera_store::{EventKind, StoreError};
 
 use crate::objects::{Objects, decode};
@@ -48,6 +56,10 @@ impl Location {
     }
 }
 
+fn is_dependent(work: &Work) -> bool {
+    matches!(work, Work::Dependent(_))
+}
+
 fn namespace_of_key(registry: &Registry, key: &str) -> Option<String> {
     let location = Location {
         key: key.to_string(),
@@ -62,6 +74,7 @@ pub struct Collector {
     objects: Objects,
     index: OwnerIndex,
     queue: VecDeque<Work>,
+    attempt_to_delete: Option<QueueMetrics>,
 }
 
 impl Collector {
@@ -71,7 +84,18 @@ impl Collector {
             objects,
             index: OwnerIndex::default(),
             queue: VecDeque::new(),
+            attempt_to_delete: None,
         }
+    }
+
+    /// Records the dependents' checks in kube-controller-manager's metrics.
+    pub fn with_metrics(mut self, metrics: &Registries) -> Collector {
+        self.attempt_to_delete = Some(
+            metrics
+                .controller_manager
+                .queue(queue_name::GARBAGE_COLLECTOR_ATTEMPT_TO_DELETE),
+        );
+        self
     }
 
     /// Runs until the task is dropped.
@@ -118,6 +142,7 @@ impl Collector {
                 .count(&format!("/core/resourcequotas/{namespace}/"))
                 > 0
         });
+        let queued = self.queue.len();
         self.index.observe(
             key,
             object,
@@ -126,15 +151,31 @@ impl Collector {
             has_quotas,
             &mut self.queue,
         );
+        if let Some(metrics) = &self.attempt_to_delete {
+            let added = self
+                .queue
+                .range(queued..)
+                .filter(|w| is_dependent(w))
+                .count();
+            metrics.add(u64::try_from(added).unwrap_or(u64::MAX));
+        }
     }
 
     fn drain(&mut self) {
         let mut seen = Vec::new();
         while let Some(work) = self.queue.pop_front() {
+            let metrics = self
+                .attempt_to_delete
+                .as_ref()
+                .filter(|_| is_dependent(&work));
             if seen.contains(&work) {
+                if let Some(metrics) = metrics {
+                    metrics.fold(1);
+                }
                 continue;
             }
             seen.push(work.clone());
+            let check = metrics.map(|m| (m.clone(), m.get(1, None, self.objects.now())));
             let outcome = match &work {
                 Work::Dependent(key) => self.check_dependent(key),
                 Work::Owner(key) => self.process_owner(key),
@@ -142,6 +183,9 @@ impl Collector {
                 Work::CustomResources(name) => self.delete_custom_resources(name),
                 Work::Quotas(namespace) => self.refresh_quotas(namespace),
             };
+            if let Some((metrics, check)) = check {
+                metrics.done(check, self.objects.now());
+            }
             if let Err(error) = outcome
                 && error.code != 404
                 && error.code != 409

@@ -1,6 +1,8 @@
 //! The metrics endpoints of the API server's listener and the request instrumentation:
 //! `/metrics` (kube-apiserver's own, with `apiserver_storage_objects` counted at scrape
-//! time), `/components/kube-scheduler/metrics`, `/components/kueue/metrics` (the queue
+//! time), `/components/kube-scheduler/metrics`, `/components/kube-controller-manager/metrics`
+//! (the controllers' and the garbage collector's, unfinished work brought up to the scrape's
+//! time), `/components/kueue/metrics` (the queue
 //! manager's counters and the gauges computed from Kueue's stored objects) and
 //! `/components/kube-state-metrics/metrics` (computed from the store at scrape time).
 //!
@@ -21,7 +23,12 @@ use crate::objects::decode_as;
 use crate::server::ApiServer;
 
 /// The components whose metrics are served under `/components/<name>/metrics`.
-pub const COMPONENTS: [&str; 3] = ["kube-scheduler", "kueue", "kube-state-metrics"];
+pub const COMPONENTS: [&str; 4] = [
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kueue",
+    "kube-state-metrics",
+];
 
 /// Whether a parsed path names something served. As kube-apiserver, which records requests
 /// to routes it does not have without their path, group or resource, so that made-up URLs do
@@ -157,6 +164,11 @@ pub fn serve(server: &ApiServer, component: Option<&str>, path: &str) -> ApiResu
         }
         Some("kube-scheduler") => {
             rendered(tessera_metrics::render(&[&registries.scheduler.registry]))
+        }
+        Some("kube-controller-manager") => {
+            let controllers = &registries.controller_manager;
+            controllers.update_unfinished(server.objects.now());
+            rendered(tessera_metrics::render(&[&controllers.registry]))
         }
         Some("kueue") => {
             let objects = tessera_metrics::kueue::Objects {

@@ -640,6 +640,7 @@ async fn through_api(work: Workload) -> anyhow::Result<Row> {
         tokio::spawn(tessera_controllers::resource_claims::run(
             client.clone(),
             Arc::new(std::time::SystemTime::now),
+            None,
         ))
     });
     let (synced, scheduler_synced) = tokio::sync::oneshot::channel();

@@ -287,7 +287,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     write_private(&kubeconfig, &pki.kubeconfig(&format!("https://{address}")))
         .with_context(|| format!("write {}", kubeconfig.display()))?;
 
-    let collector = tokio::spawn(Collector::new(objects.clone()).run());
+    let collector = tokio::spawn(
+        Collector::new(objects.clone())
+            .with_metrics(&registries)
+            .run(),
+    );
     // Each in-process component acts under its own least-privilege identity.
     let client_for = |component: &str| {
         let service = tower::ServiceBuilder::new()
@@ -300,17 +304,21 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     };
     // The controllers read the host's clock.
     let clock: tessera_model::clock::Clock = std::sync::Arc::new(std::time::SystemTime::now);
+    // kube-controller-manager's controllers record into its metrics.
     let disruption = tokio::spawn(tessera_controllers::pdb::run(
         client_for("disruption-controller"),
         clock.clone(),
+        Some(registries.clone()),
     ));
     let apps = tokio::spawn(tessera_controllers::apps::run(
         client_for("apps-controller"),
         clock.clone(),
+        Some(registries.clone()),
     ));
-    let endpoints = tokio::spawn(tessera_controllers::endpoints::run(client_for(
-        "endpoint-controller",
-    )));
+    let endpoints = tokio::spawn(tessera_controllers::endpoints::run(
+        client_for("endpoint-controller"),
+        Some(registries.clone()),
+    ));
     let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(
         client_for("workload-controller"),
         clock.clone(),
@@ -321,7 +329,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     ));
     let jobs = tokio::spawn(tessera_controllers::jobs::run(
         client_for("job-controller"),
-        tessera_controllers::jobs::JobConfig::default(),
+        tessera_controllers::jobs::JobConfig {
+            metrics: Some(registries.clone()),
+            ..tessera_controllers::jobs::JobConfig::default()
+        },
     ));
     let node_monitor = tokio::spawn(tessera_controllers::node_monitor::run(
         client_for("node-controller"),
@@ -329,14 +340,18 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             grace_period: Duration::from_secs(args.node_monitor_grace_period),
             period: Duration::from_secs(1),
             clock: clock.clone(),
+            metrics: Some(registries.clone()),
         },
     ));
     let autoscaler = tokio::spawn(tessera_controllers::hpa::run(
         client_for("horizontal-pod-autoscaler"),
-        tessera_controllers::hpa::HpaConfig::new(
-            args.horizontal_pod_autoscaler_sync_period,
-            clock.clone(),
-        ),
+        tessera_controllers::hpa::HpaConfig {
+            metrics: Some(registries.clone()),
+            ..tessera_controllers::hpa::HpaConfig::new(
+                args.horizontal_pod_autoscaler_sync_period,
+                clock.clone(),
+            )
+        },
     ));
     let scheduler = tokio::spawn(tessera_controllers::scheduler::run(
         client_for("scheduler"),
@@ -360,6 +375,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let claims = tokio::spawn(tessera_controllers::resource_claims::run(
         client_for("resourceclaim-controller"),
         clock,
+        Some(registries.clone()),
     ));
     let twins = NodeTwins::new(
         client_for("node-twins"),

@@ -19,6 +19,7 @@ use serde_json::Value;
 use tessera_model::clock::Clock;
 
 use crate::shell::{Owner, ReconcileError, Tolerated, apply, owned_by};
+use crate::workqueue::counted;
 use tessera_workloads::{daemonset, deployment, replicaset, statefulset};
 
 /// The field manager these controllers write as.
@@ -45,11 +46,20 @@ fn selector_string(selector: Option<&Value>) -> String {
 }
 
 /// Runs the ReplicaSet, Deployment, DaemonSet and StatefulSet controllers until the task is
-/// dropped, reading the time from `clock`.
-pub async fn run(client: Client, clock: Clock) {
+/// dropped, reading the time from `clock` and recording their reconciliations in `metrics`
+/// (queues `replicaset`, `deployment`, `daemonset`, `statefulset`).
+pub async fn run(
+    client: Client,
+    clock: Clock,
+    metrics: Option<Arc<tessera_metrics::components::Registries>>,
+) {
+    use tessera_metrics::controllers::queue_name::{
+        DAEMONSET, DEPLOYMENT, REPLICASET, STATEFULSET,
+    };
+    let metrics = metrics.as_deref();
     let context = Arc::new(Context {
         client: client.clone(),
-        clock,
+        clock: clock.clone(),
     });
     let replica_sets = Controller::new(
         Api::<ReplicaSet>::all(client.clone()),
@@ -57,7 +67,7 @@ pub async fn run(client: Client, clock: Clock) {
     )
     .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
     .run(
-        reconcile_replica_set,
+        counted(metrics, REPLICASET, clock.clone(), reconcile_replica_set),
         crate::shell::retry_soon,
         context.clone(),
     )
@@ -71,7 +81,7 @@ pub async fn run(client: Client, clock: Clock) {
         watcher::Config::default(),
     )
     .run(
-        reconcile_deployment,
+        counted(metrics, DEPLOYMENT, clock.clone(), reconcile_deployment),
         crate::shell::retry_soon,
         context.clone(),
     )
@@ -82,7 +92,7 @@ pub async fn run(client: Client, clock: Clock) {
     )
     .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
     .run(
-        reconcile_daemon_set,
+        counted(metrics, DAEMONSET, clock.clone(), reconcile_daemon_set),
         crate::shell::retry_soon,
         context.clone(),
     )
@@ -92,7 +102,11 @@ pub async fn run(client: Client, clock: Clock) {
         watcher::Config::default(),
     )
     .owns(Api::<Pod>::all(client), watcher::Config::default())
-    .run(reconcile_stateful_set, crate::shell::retry_soon, context)
+    .run(
+        counted(metrics, STATEFULSET, clock.clone(), reconcile_stateful_set),
+        crate::shell::retry_soon,
+        context,
+    )
     .for_each(|_| async {});
     futures::join!(replica_sets, deployments, daemon_sets, stateful_sets);
 }

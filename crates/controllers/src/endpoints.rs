@@ -24,7 +24,8 @@ use tessera_model::json::text;
 use tessera_workloads::plan::{Propagation, Resource, Write, Writes};
 use tessera_workloads::{endpoints, endpointslice};
 
-use crate::shell::{ObjectKey, Owner, ReconcileError, Tolerated, apply, next_pass, watched};
+use crate::shell::{ObjectKey, Owner, ReconcileError, Tolerated, apply, watched};
+use crate::workqueue::Passes;
 
 /// The field manager the controllers write as.
 pub const MANAGER: &str = crate::shell::KUBE_CONTROLLER_MANAGER;
@@ -49,8 +50,15 @@ struct Caches {
     endpoints: Store<Endpoints>,
 }
 
-/// Runs both controllers until the task is dropped.
-pub async fn run(client: Client) {
+/// Runs both controllers until the task is dropped, recording their passes in `metrics`
+/// (queues `endpoint_slice` and `endpoint`: one pass serves both).
+pub async fn run(client: Client, metrics: Option<Arc<tessera_metrics::components::Registries>>) {
+    use tessera_metrics::controllers::queue_name::{ENDPOINT, ENDPOINT_SLICE};
+    let mut passes = Passes::new(
+        metrics.as_deref(),
+        &[ENDPOINT_SLICE, ENDPOINT],
+        Arc::new(std::time::SystemTime::now),
+    );
     let (services, service_changes) = watched(Api::<Service>::all(client.clone()));
     let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
     let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
@@ -93,11 +101,14 @@ pub async fn run(client: Client) {
     ]);
     let mut resync = tokio::time::interval(Duration::from_secs(30));
     let mut state = PassState::default();
-    while next_pass(&mut changes, &mut resync).await {
+    while passes.next(&mut changes, &mut resync).await {
         if !all_listed.load(Ordering::Acquire) {
             continue;
         }
-        state.pass(&client, &caches).await;
+        if !state.pass(&client, &caches).await {
+            // The plans are made again by the next pass (at the latest, the resync's).
+            passes.retry();
+        }
     }
 }
 
@@ -130,7 +141,9 @@ fn slices_after(existing: usize, writes: &Writes) -> usize {
 }
 
 impl PassState {
-    async fn pass(&mut self, client: &Client, caches: &Caches) {
+    /// One pass over every Service; false when a write failed.
+    async fn pass(&mut self, client: &Client, caches: &Caches) -> bool {
+        let mut written = true;
         let services = to_values(&caches.services);
         // Only the pods of namespaces with a selecting Service are read (a cluster of
         // batch pods and no Services costs nothing here).
@@ -208,16 +221,19 @@ impl PassState {
                 Ok(()) => {}
                 Err(error) => {
                     tracing::warn!(%error, namespace, name, "endpoints of a Service not written");
+                    written = false;
                 }
             }
         }
         for (namespace, name) in self.known.difference(&seen) {
             if let Err(error) = delete_endpoints(client, namespace, name).await {
                 tracing::warn!(%error, namespace, name, "Endpoints of a removed Service not deleted");
+                written = false;
             }
         }
         self.awaited.retain(|key, _| seen.contains(key));
         self.known = seen;
+        written
     }
 }
 

@@ -6,6 +6,9 @@
 //! their PodMetrics from `metrics.k8s.io/v1beta1` — and its answer is written: the scale, the
 //! autoscaler's status, and events as `horizontal-pod-autoscaler`.
 //!
+//! Each sync period is a pass of kube-controller-manager's work queue
+//! `horizontalpodautoscaler` (the tick its add, a failed listing its retry).
+//!
 //! Holds each autoscaler's recommendation history between passes; decides nothing itself.
 
 use std::collections::HashMap;
@@ -38,6 +41,8 @@ pub struct HpaConfig {
     pub core: hpa::Config,
     /// Where the controller reads the time.
     pub clock: Clock,
+    /// kube-controller-manager's metrics, when the platform serves them.
+    pub metrics: Option<std::sync::Arc<tessera_metrics::components::Registries>>,
 }
 
 impl HpaConfig {
@@ -47,6 +52,7 @@ impl HpaConfig {
             sync_period,
             core: hpa::Config::default(),
             clock,
+            metrics: None,
         }
     }
 }
@@ -57,11 +63,20 @@ pub async fn run(client: Client, config: HpaConfig) {
     let mut histories: HashMap<String, History> = HashMap::new();
     let mut ticks = tokio::time::interval(config.sync_period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut passes = crate::workqueue::Passes::new(
+        config.metrics.as_deref(),
+        &[tessera_metrics::controllers::queue_name::HORIZONTAL_POD_AUTOSCALER],
+        config.clock.clone(),
+    );
     loop {
         ticks.tick().await;
+        passes.changed();
+        passes.start();
         if let Err(error) = sync_all(&client, &config, &recorder, &mut histories).await {
             tracing::debug!(%error, "horizontal pod autoscaler pass failed");
+            passes.retry();
         }
+        passes.finish();
     }
 }
 

@@ -5,9 +5,15 @@
 //! created, Jobs whose TTL has passed deleted. Pods whose Job is gone are released by a
 //! periodic sweep.
 //!
+//! Each reconciliation is recorded in kube-controller-manager's work queue metrics (queue
+//! `job`), a status write that finishes a Job in `job_controller_jobs_finished_total`, and
+//! the failed pods it accounts for by their `podFailurePolicy` action in
+//! `job_controller_pod_failures_handled_by_failure_policy_total`.
+//!
 //! Decides nothing about a Job itself; knows how to list its pods and when to look again.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -18,7 +24,10 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
+use tessera_metrics::components::Registries;
+use tessera_metrics::controllers::{JobFinished, job_finished};
 use tessera_model::clock::Clock;
+use tessera_model::conditions::is_true;
 
 use crate::shell::{Owner, ReconcileError, Tolerated, apply};
 use tessera_workloads::job::{self, CONTROLLER_UID, TRACKING_FINALIZER};
@@ -33,6 +42,9 @@ pub struct JobConfig {
     pub backoff: Duration,
     /// Where the controller reads the time.
     pub clock: Clock,
+    /// kube-controller-manager's metrics (queue `job`, `job_controller_jobs_finished_total`),
+    /// when the platform serves them.
+    pub metrics: Option<Arc<Registries>>,
 }
 
 impl Default for JobConfig {
@@ -40,6 +52,7 @@ impl Default for JobConfig {
         JobConfig {
             backoff: Duration::from_secs(10),
             clock: Arc::new(SystemTime::now),
+            metrics: None,
         }
     }
 }
@@ -55,13 +68,42 @@ impl std::fmt::Debug for JobConfig {
 struct Context {
     client: Client,
     config: JobConfig,
+    /// The Jobs counted as finished whose finished status the watch has not shown yet: a
+    /// reconciliation of the cached, unfinished Job may write it a second time.
+    counted: Mutex<HashSet<String>>,
+}
+
+impl Context {
+    /// Counts a Job's finish once, however often a stale cache makes it written.
+    fn finished(&self, uid: &str, finished: Option<JobFinished>) {
+        let (Some(metrics), Some(finished)) = (&self.config.metrics, finished) else {
+            return;
+        };
+        let mut counted = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
+        if counted.insert(uid.to_string()) {
+            metrics.controller_manager.job_finished(&finished);
+        }
+    }
+
+    /// The watch shows the Job finished (or it is gone): no stale write can follow.
+    fn settled(&self, uid: &str) {
+        let mut counted = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
+        counted.remove(uid);
+    }
 }
 
 /// Runs the Job controller until the task is dropped.
 pub async fn run(client: Client, config: JobConfig) {
+    let reconcile = crate::workqueue::counted(
+        config.metrics.as_deref(),
+        tessera_metrics::controllers::queue_name::JOB,
+        config.clock.clone(),
+        reconcile,
+    );
     let context = Arc::new(Context {
         client: client.clone(),
         config,
+        counted: Mutex::default(),
     });
     let sweeper = tokio::spawn(sweep_orphans(client.clone()));
     Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
@@ -105,6 +147,9 @@ async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action
         return Ok(Action::await_change());
     }
     let uid = job_object.uid().unwrap_or_default();
+    if is_true(&job_value, "Complete") || is_true(&job_value, "Failed") {
+        context.settled(&uid);
+    }
     let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
     let listed = pods
         .list(&ListParams::default().labels(&format!("{CONTROLLER_UID}={uid}")))
@@ -114,13 +159,15 @@ async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action
         .iter()
         .map(serde_json::to_value)
         .collect::<Result<_, _>>()?;
-    let plan = job::plan(
+    let mut plan = job::plan(
         &job_value,
         &pod_values,
         (context.config.clock)(),
         context.config.backoff,
     );
     let (delete_job, requeue_after) = (plan.delete_job, plan.requeue_after);
+    let finished = job_finished(&job_value, &plan.status);
+    let failure_policy_actions = std::mem::take(&mut plan.failure_policy_actions);
     let resource = ApiResource::erase::<Job>(&());
     let name = job_object.name_any();
     let owner = Owner {
@@ -130,6 +177,12 @@ async fn reconcile(job_object: Arc<Job>, context: Arc<Context>) -> Result<Action
     };
     let writes = plan.writes(&job_value, &pod_values);
     apply(&context.client, owner, writes, MANAGER, TOLERATED).await?;
+    context.finished(&uid, finished);
+    if let Some(metrics) = &context.config.metrics {
+        metrics
+            .controller_manager
+            .pod_failures_handled(&failure_policy_actions);
+    }
     if delete_job {
         return Ok(Action::await_change());
     }

@@ -29,3 +29,4 @@ pub mod resource_claims;
 pub mod scheduler;
 pub mod serialized;
 pub mod shell;
+pub mod workqueue;

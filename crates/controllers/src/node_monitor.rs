@@ -3,6 +3,10 @@
 //! and writes its actions: conditions set to Unknown with a `NodeNotReady` event from
 //! `node-controller`, condition taints, and taint evictions (pod deletions) with a
 //! `TaintManagerEviction` event from `taint-eviction-controller`.
+//!
+//! Records kube-controller-manager's metrics: its passes in the work queue
+//! `node_lifecycle_controller` (node, Lease and pod changes are the adds), each zone's
+//! health after a pass, and a written NoExecute condition taint as a node eviction.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -12,11 +16,14 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, Patch};
 use kube::{Api, Client};
-use serde_json::json;
+use serde_json::{Value, json};
+use tessera_metrics::components::Registries;
+use tessera_metrics::controllers::{eviction_started, queue_name, zone_key, zones};
 use tessera_model::clock::Clock;
 use tessera_model::time::timestamp;
 
 use crate::shell::{all, patch_params, record_event, watched};
+use crate::workqueue::Passes;
 use tessera_workloads::node_lifecycle::{Action, reconcile};
 
 /// The field manager the controller writes as.
@@ -31,6 +38,8 @@ pub struct NodeMonitorConfig {
     pub period: Duration,
     /// Where the controller reads the time.
     pub clock: Clock,
+    /// kube-controller-manager's metrics, when the platform serves them.
+    pub metrics: Option<Arc<Registries>>,
 }
 
 impl Default for NodeMonitorConfig {
@@ -39,6 +48,7 @@ impl Default for NodeMonitorConfig {
             grace_period: Duration::from_secs(50),
             period: Duration::from_secs(5),
             clock: Arc::new(SystemTime::now),
+            metrics: None,
         }
     }
 }
@@ -55,6 +65,12 @@ impl std::fmt::Debug for NodeMonitorConfig {
 /// Runs the controller until the task is dropped.
 pub async fn run(client: Client, config: NodeMonitorConfig) {
     let clock = config.clock;
+    let metrics = config.metrics.as_deref().map(|m| &m.controller_manager);
+    let mut passes = Passes::new(
+        config.metrics.as_deref(),
+        &[queue_name::NODE_LIFECYCLE],
+        clock.clone(),
+    );
     let started = clock();
     let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
     let (leases, lease_changes) =
@@ -69,29 +85,71 @@ pub async fn run(client: Client, config: NodeMonitorConfig) {
                 if change.is_none() {
                     return;
                 }
+                passes.changed();
                 continue;
             }
             () = tokio::time::sleep_until(wake) => {}
         }
+        passes.start();
         let now = clock();
+        let nodes = all(&nodes);
         let (actions, next) = reconcile(
-            &all(&nodes),
+            &nodes,
             &all(&leases),
             &all(&pods),
             now,
             config.grace_period,
             started,
         );
+        let node_values: Vec<Value> = match metrics {
+            Some(_) => nodes
+                .iter()
+                .filter_map(|n| serde_json::to_value(n).ok())
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut failed = false;
         for action in actions {
-            if let Err(error) = apply(&client, action, &clock).await {
-                tracing::debug!(%error, "node lifecycle action failed; retrying next period");
+            let eviction = metrics.and_then(|_| eviction_zone(&node_values, &action));
+            match apply(&client, action, &clock).await {
+                Ok(()) => {
+                    if let (Some(metrics), Some(zone)) = (metrics, eviction) {
+                        metrics.eviction(&zone);
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "node lifecycle action failed; retrying next period");
+                    failed = true;
+                }
             }
         }
+        if let Some(metrics) = metrics {
+            metrics.set_zones(&zones(&node_values));
+        }
+        if failed {
+            passes.retry();
+        }
+        passes.finish();
         let until_next = next
             .and_then(|at| at.duration_since(clock()).ok())
             .map_or(config.period, |d| d.min(config.period));
         wake = tokio::time::Instant::now() + until_next;
     }
+}
+
+/// The zone of the node whose taint-based eviction `action` starts, if it starts one.
+fn eviction_zone(nodes: &[Value], action: &Action) -> Option<String> {
+    let Action::SetTaints { node, taints } = action else {
+        return None;
+    };
+    let current = nodes
+        .iter()
+        .find(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(node))?;
+    let taints: Vec<Value> = taints
+        .iter()
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .collect();
+    eviction_started(current, &taints).then(|| zone_key(current))
 }
 
 async fn apply(client: &Client, action: Action, clock: &Clock) -> Result<(), kube::Error> {

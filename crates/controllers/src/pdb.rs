@@ -15,21 +15,34 @@ use serde_json::{Value, json};
 use tessera_model::clock::Clock;
 use tessera_model::selector;
 
-use crate::shell::{next_pass, watched};
+use crate::shell::watched;
+use crate::workqueue::Passes;
 use tessera_workloads::disruption;
 
 /// The field manager the controller writes status as.
 pub const MANAGER: &str = crate::shell::KUBE_CONTROLLER_MANAGER;
 
-/// Runs the disruption controller until the task is dropped, reading the time from `clock`.
-pub async fn run(client: Client, clock: Clock) {
+/// Runs the disruption controller until the task is dropped, reading the time from `clock`
+/// and recording its passes in `metrics` (queue `disruption`).
+pub async fn run(
+    client: Client,
+    clock: Clock,
+    metrics: Option<std::sync::Arc<tessera_metrics::components::Registries>>,
+) {
+    let mut passes = Passes::new(
+        metrics.as_deref(),
+        &[tessera_metrics::controllers::queue_name::DISRUPTION],
+        clock.clone(),
+    );
     let (pdb_store, pdb_changes) = watched(Api::<PodDisruptionBudget>::all(client.clone()));
     let (pod_store, pod_changes) = watched(Api::<Pod>::all(client.clone()));
     let mut changes = futures::stream::select_all([pdb_changes, pod_changes]);
     let mut resync = tokio::time::interval(Duration::from_secs(15));
-    while next_pass(&mut changes, &mut resync).await {
+    while passes.next(&mut changes, &mut resync).await {
         if let Err(error) = reconcile_all(&client, &pdb_store, &pod_store, clock()).await {
             tracing::warn!(%error, "disruption controller pass failed");
+            // The resync tick runs the next pass regardless of changes.
+            passes.retry();
         }
     }
 }

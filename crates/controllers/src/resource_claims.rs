@@ -18,9 +18,9 @@ use serde_json::json;
 use tessera_model::clock::Clock;
 
 use crate::shell::{
-    ObjectKey, next_pass, object_key, overlay, patch_params, post_params, record_event,
-    send_unread, watched,
+    ObjectKey, object_key, overlay, patch_params, post_params, record_event, send_unread, watched,
 };
+use crate::workqueue::Passes;
 use tessera_workloads::resource_claim::{
     Action, DELETE_PROTECTION, Snapshot, consumer, protected, reconcile,
 };
@@ -29,8 +29,17 @@ use tessera_workloads::resource_claim::{
 pub const MANAGER: &str = crate::shell::KUBE_CONTROLLER_MANAGER;
 
 /// Runs the controller until the task is dropped, stamping allocations and events from
-/// `clock`.
-pub async fn run(client: Client, clock: Clock) {
+/// `clock` and recording its passes in `metrics` (queue `resource_claim`).
+pub async fn run(
+    client: Client,
+    clock: Clock,
+    metrics: Option<Arc<tessera_metrics::components::Registries>>,
+) {
+    let mut passes = Passes::new(
+        metrics.as_deref(),
+        &[tessera_metrics::controllers::queue_name::RESOURCE_CLAIM],
+        clock.clone(),
+    );
     let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
     let (claims, claim_changes) = watched(Api::<ResourceClaim>::all(client.clone()));
     let (templates, template_changes) = watched(Api::<ResourceClaimTemplate>::all(client.clone()));
@@ -48,7 +57,7 @@ pub async fn run(client: Client, clock: Clock) {
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut warned: HashMap<(String, String), String> = HashMap::new();
     let mut own = OwnClaims::default();
-    while next_pass(&mut changes, &mut resync).await {
+    while passes.next(&mut changes, &mut resync).await {
         let snapshot = Snapshot {
             pods: pods.state(),
             claims: own.with(claims.state(), tokio::time::Instant::now()),
@@ -66,6 +75,7 @@ pub async fn run(client: Client, clock: Clock) {
         );
         if let Err(error) = result {
             tracing::debug!(%error, "resource claim pass stopped; retrying on the next change");
+            passes.retry();
         }
     }
 }

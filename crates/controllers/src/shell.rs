@@ -454,18 +454,29 @@ pub fn overlay<K: kube::Resource, V>(
 /// binding thousands of pods) a pass still runs this often.
 const LONGEST_BURST: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// The merged watch changes a pass-running controller waits on.
+pub type Changes = futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>;
+
 /// Waits until the next reconciliation pass is due: a change (after letting a burst of
 /// changes settle — 20 ms without one, at most [`LONGEST_BURST`] — so a burst makes one
 /// pass) or the resync tick. False once the watches have ended.
-pub async fn next_pass(
-    changes: &mut futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>,
+pub async fn next_pass(changes: &mut Changes, resync: &mut tokio::time::Interval) -> bool {
+    next_pass_observed(changes, resync, || {}).await
+}
+
+/// [`next_pass`], calling `consumed` for each change it takes and for a resync tick (what
+/// `crate::workqueue::Passes` counts as adds).
+pub async fn next_pass_observed(
+    changes: &mut Changes,
     resync: &mut tokio::time::Interval,
+    mut consumed: impl FnMut(),
 ) -> bool {
     tokio::select! {
         change = changes.next() => {
             if change.is_none() {
                 return false;
             }
+            consumed();
             let until = tokio::time::Instant::now() + LONGEST_BURST;
             let quiet = std::time::Duration::from_millis(20);
             loop {
@@ -474,13 +485,16 @@ pub async fn next_pass(
                     break;
                 }
                 match tokio::time::timeout(quiet.min(left), changes.next()).await {
-                    Ok(Some(())) => {}
+                    Ok(Some(())) => consumed(),
                     _ => break,
                 }
             }
             true
         }
-        _ = resync.tick() => true,
+        _ = resync.tick() => {
+            consumed();
+            true
+        }
     }
 }
 

@@ -1,8 +1,9 @@
 //! The metrics the in-process components keep, defined as upstream defines them:
 //! kube-apiserver's (`staging/src/k8s.io/apiserver/pkg/endpoints/metrics/metrics.go`,
 //! `pkg/storage` object counts), kube-scheduler's (`pkg/scheduler/metrics/metrics.go`) and
-//! Kueue's counters (`pkg/metrics/metrics.go`), each in a registry of its own, and the
-//! labels kube-apiserver gives a request.
+//! Kueue's counters (`pkg/metrics/metrics.go`), each in a registry of its own (with
+//! kube-controller-manager's, [`crate::controllers`]), and the labels kube-apiserver gives a
+//! request.
 //!
 //! Owns names, help texts, label names and buckets, and the arithmetic of labels; does not
 //! know where requests come from or when a scheduling attempt happens — the shells call the
@@ -34,7 +35,8 @@ pub fn kueue_buckets(count: usize) -> Vec<f64> {
     buckets
 }
 
-fn registered<C: prometheus::core::Collector + Clone + 'static>(
+/// Defines `collector` (named `name` in errors) and registers it in `registry`.
+pub(crate) fn registered<C: prometheus::core::Collector + Clone + 'static>(
     registry: &Registry,
     name: &str,
     collector: Result<C, prometheus::Error>,
@@ -559,6 +561,8 @@ pub struct Registries {
     pub scheduler: SchedulerMetrics,
     /// Kueue's counters.
     pub kueue: KueueMetrics,
+    /// kube-controller-manager's.
+    pub controller_manager: crate::controllers::ControllerManagerMetrics,
 }
 
 impl Registries {
@@ -568,6 +572,7 @@ impl Registries {
             apiserver: ApiserverMetrics::new()?,
             scheduler: SchedulerMetrics::new()?,
             kueue: KueueMetrics::new()?,
+            controller_manager: crate::controllers::ControllerManagerMetrics::new()?,
         })
     }
 }

@@ -5,6 +5,10 @@
 //!   `scheduler_*`, Kueue's `kueue_*` counters — and [`components::Registries`], the one set
 //!   of registries `tessera up` shares between its shells; plus the request labels upstream
 //!   derives from a request (`LIST` vs `GET`, `WATCH`, `APPLY`, scope, dry run).
+//! - [`controllers`]: kube-controller-manager's — client-go's `workqueue_*` as Tessera's
+//!   pass-running controllers map onto them, `job_controller_jobs_finished_total` and the node
+//!   lifecycle controller's `node_collector_*` — and what a Job status or a node set means
+//!   for them.
 //! - [`ksm`]: kube-state-metrics as a function of stored objects.
 //! - [`kueue`]: Kueue's gauges that are a function of its stored objects.
 //! - [`prometheus_config`]: the `prometheus.yml` and alerting rules for a Tessera platform.
@@ -14,6 +18,7 @@
 //! [`Families`]; [`render`] writes any set of registries in the text format 0.0.4.
 
 pub mod components;
+pub mod controllers;
 pub mod ksm;
 pub mod kueue;
 pub mod prometheus_config;

@@ -190,6 +190,13 @@ pub fn prometheus_yml(settings: &Settings) -> String {
     static_job(
         &mut out,
         settings,
+        "kube-controller-manager",
+        "/components/kube-controller-manager/metrics",
+        false,
+    );
+    static_job(
+        &mut out,
+        settings,
         "kueue",
         "/components/kueue/metrics",
         false,
@@ -382,6 +389,10 @@ mod tests {
             vec![
                 ("kubernetes-apiservers", "/metrics"),
                 ("kube-scheduler", "/components/kube-scheduler/metrics"),
+                (
+                    "kube-controller-manager",
+                    "/components/kube-controller-manager/metrics"
+                ),
                 ("kueue", "/components/kueue/metrics"),
                 (
                     "kube-state-metrics",
@@ -391,7 +402,7 @@ mod tests {
                 ("dcgm-exporter", ""),
             ]
         );
-        let kubelet = &config["scrape_configs"][4];
+        let kubelet = &config["scrape_configs"][5];
         assert_eq!(
             kubelet["kubernetes_sd_configs"][0]["api_server"],
             "https://127.0.0.1:6443"
@@ -409,13 +420,13 @@ mod tests {
             }),
             ..settings(true)
         }));
-        let kubelet = &fixed["scrape_configs"][4];
+        let kubelet = &fixed["scrape_configs"][5];
         assert_eq!(
             kubelet["static_configs"][0]["labels"]["__metrics_path__"],
             "/api/v1/nodes/gpu-1/proxy/metrics/resource"
         );
         assert_eq!(
-            fixed["scrape_configs"][5]["static_configs"],
+            fixed["scrape_configs"][6]["static_configs"],
             Value::Array(vec![])
         );
     }

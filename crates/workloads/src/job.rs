@@ -40,6 +40,11 @@ pub struct JobPlan {
     pub delete_job: bool,
     /// When to look again even if nothing changes (deadlines, TTLs, backoff).
     pub requeue_after: Option<Duration>,
+    /// The failed pods this plan accounts for that a `podFailurePolicy` rule matched, by the
+    /// rule's action (`FailJob`, `Ignore`, `Count`, `FailIndex`): what upstream counts in
+    /// `job_controller_pod_failures_handled_by_failure_policy_total` once the status is
+    /// written.
+    pub failure_policy_actions: BTreeMap<String, u64>,
 }
 
 fn phase(pod: &Value) -> &str {
@@ -305,7 +310,11 @@ pub fn plan(job: &Value, pods: &[Value], now: SystemTime, backoff_base: Duration
                 completed_indexes.insert(index);
             }
         } else {
-            match failure_action(job, pod) {
+            let action = failure_action(job, pod);
+            if let Some((name, _)) = &action {
+                *plan.failure_policy_actions.entry(name.clone()).or_default() += 1;
+            }
+            match action {
                 Some((action, _)) if action == "Ignore" => {}
                 Some((action, message)) if action == "FailJob" => {
                     new_failed.insert(uid);

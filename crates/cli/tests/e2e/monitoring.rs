@@ -1,7 +1,8 @@
 //! Metrics as Prometheus sees them: `kubectl get --raw /metrics` (bundled 1.33 and 1.27)
 //! shows `apiserver_request_total` with the verbs just issued (LIST, POST, APPLY, GET) and
 //! made-up routes without their path; the
-//! component endpoints show the scheduler's attempts after a pod, Kueue's counters and
+//! component endpoints show the scheduler's attempts after a pod, kube-controller-manager's
+//! work queues and finished Jobs after a Job completes, Kueue's counters and
 //! gauges after a Kueue Job, kube-state-metrics' series for the objects; a user without
 //! rights gets 403 and a member of `system:monitoring` may read them. Then a real Prometheus
 //! (Debian's `prometheus`; the test says it skips when the binary is absent) scrapes the
@@ -20,6 +21,8 @@ use crate::support::{Cluster, outcome};
 
 const SETUP: &str = include_str!("../fixtures/upstream/kueue/quick-start-setup.yaml");
 const SAMPLE_JOB: &str = include_str!("../fixtures/upstream/kueue/sample-job.yaml");
+
+const QUICK_JOB: &str = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: quick}\nspec:\n  template:\n    metadata:\n      annotations: {sim.tessera.dev/duration: 1s}\n    spec:\n      restartPolicy: Never\n      containers: [{name: work, image: worker:1, resources: {requests: {cpu: 100m}}}]\n";
 
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: metered\n  annotations: {sim.tessera.dev/duration: 1h}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources: {requests: {cpu: 100m}}\n";
 
@@ -124,6 +127,95 @@ fn metrics_endpoints_show_requests_components_and_objects_under_rbac() {
                 "scheduler_schedule_attempts_total",
                 &["result=\"scheduled\"", "profile=\"default-scheduler\""],
             ) && has(text, "scheduler_pending_pods", &["queue=\"active\""])
+        },
+    );
+
+    // kube-controller-manager: a Job runs to completion; the Job controller's queue counted
+    // its reconciliations and its finish was counted as a success.
+    cluster.ok_stdin("1.33", &["create", "-f", "-"], QUICK_JOB);
+    cluster.ok(
+        "1.33",
+        &[
+            "wait",
+            "--for=condition=complete",
+            "job/quick",
+            "--timeout=30s",
+        ],
+    );
+    let kcm = cluster.wait_for(
+        "1.33",
+        &[
+            "get",
+            "--raw",
+            "/components/kube-controller-manager/metrics",
+        ],
+        |text| {
+            has(
+                text,
+                "job_controller_jobs_finished_total",
+                &[
+                    "completion_mode=\"NonIndexed\"",
+                    "result=\"succeeded\"",
+                    "reason=\"\"",
+                ],
+            )
+        },
+    );
+    let value = |family: &str, labels: &[&str]| -> f64 {
+        let lines = series(&kcm, family, labels);
+        assert_eq!(lines.len(), 1, "one {family} {labels:?} in\n{kcm}");
+        lines[0]
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("a value in {}", lines[0]))
+    };
+    assert!(
+        value("workqueue_adds_total", &["name=\"job\""]) > 0.0,
+        "{kcm}"
+    );
+    assert!(value("workqueue_work_duration_seconds_count", &["name=\"job\""]) > 0.0);
+    assert_eq!(
+        value(
+            "job_controller_jobs_finished_total",
+            &["completion_mode=\"NonIndexed\"", "result=\"succeeded\""]
+        ),
+        1.0
+    );
+    // The pass-running controllers record their passes too.
+    for queue in ["endpoint_slice", "disruption", "node_lifecycle_controller"] {
+        let name = format!("name=\"{queue}\"");
+        assert!(
+            value("workqueue_adds_total", &[&name]) > 0.0,
+            "{queue}: {kcm}"
+        );
+        assert!(value("workqueue_queue_duration_seconds_count", &[&name]) > 0.0);
+    }
+    assert!(kcm.contains(
+        "# HELP workqueue_adds_total [ALPHA] Total number of adds handled by workqueue\n"
+    ));
+    let nodes: f64 = series(&kcm, "node_collector_zone_size", &[])
+        .iter()
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(nodes > 0.0, "the nodes' zones: {kcm}");
+    // The Job's pods are its dependents: deleting it queues them for the garbage collector.
+    cluster.ok("1.33", &["delete", "job", "quick"]);
+    cluster.wait_for(
+        "1.33",
+        &[
+            "get",
+            "--raw",
+            "/components/kube-controller-manager/metrics",
+        ],
+        |text| {
+            series(
+                text,
+                "workqueue_work_duration_seconds_count",
+                &["name=\"garbage_collector_attempt_to_delete\""],
+            )
+            .iter()
+            .any(|l| !l.ends_with(" 0"))
         },
     );
 
@@ -235,6 +327,7 @@ fn metrics_endpoints_show_requests_components_and_objects_under_rbac() {
     for path in [
         "/metrics",
         "/components/kube-scheduler/metrics",
+        "/components/kube-controller-manager/metrics",
         "/components/kueue/metrics",
         "/components/kube-state-metrics/metrics",
     ] {
@@ -364,6 +457,7 @@ fn prometheus_scrapes_the_platform_and_fires_node_not_ready_and_xid() {
     let jobs = [
         "kubernetes-apiservers",
         "kube-scheduler",
+        "kube-controller-manager",
         "kueue",
         "kube-state-metrics",
         "kubelet-resource",

@@ -150,6 +150,10 @@ fn pod_failure_policy_actions() {
         .clone();
     assert_eq!(failed["reason"], "PodFailurePolicy");
     assert_eq!(
+        fatal.failure_policy_actions,
+        BTreeMap::from([("FailJob".to_string(), 1)])
+    );
+    assert_eq!(
         failed["message"],
         "Container main for pod ml/a failed with exit code 42 matching FailJob rule at index 0"
     );
@@ -161,6 +165,18 @@ fn pod_failure_policy_actions() {
         "ignored failures are not counted"
     );
     assert_eq!(ignored.create, vec![None]);
+    assert_eq!(
+        ignored.failure_policy_actions,
+        BTreeMap::from([("Ignore".to_string(), 1)])
+    );
+    // A failure no rule matches is counted by no action.
+    let unmatched = plan(
+        &j,
+        &[pod("c", "Failed", None, Some(1))],
+        at(0),
+        Duration::ZERO,
+    );
+    assert!(unmatched.failure_policy_actions.is_empty());
 }
 
 #[test]
