@@ -35,7 +35,7 @@ use tessera_api::audit::{Event, Level, Policy, RequestAuditConfig, Stage, long_r
 use tessera_api::authn::UserInfo;
 use tessera_api::error::{ApiError, ApiResult};
 use tessera_api::rbac::Attributes;
-use tessera_api::request::{Query, Target, attributes, parse_path};
+use tessera_api::request::{Query, Target, attributes};
 use tessera_model::clock::Clock;
 
 use crate::audit_log::AuditSink;
@@ -251,15 +251,15 @@ impl RequestAudit {
     /// Starts auditing a request: its ID, arrival time and attributes.
     fn start(auditor: Arc<Auditor>, request: &Request, audit_id: String) -> RequestAudit {
         let uri = request.uri();
-        let query = Query::parse(uri.query());
-        let (attributes, api_version) = match parse_path(uri.path()) {
+        let parsed = crate::parsed::Parsed::from_request(request.extensions(), uri);
+        let (attributes, api_version) = match &parsed.target {
             Ok(target) => {
-                let version = match &target {
+                let version = match target {
                     Target::Resource(path) => path.version.clone(),
                     _ => String::new(),
                 };
                 (
-                    attributes(&target, request.method(), uri.path(), &query),
+                    attributes(target, request.method(), uri.path(), &parsed.query),
                     version,
                 )
             }
@@ -294,7 +294,7 @@ impl RequestAudit {
             source_ips: source_ips(headers, request.extensions().get::<RemoteAddr>().copied()),
             failed_authentication: authentication_failed(&attempted_methods(
                 headers,
-                &query,
+                &parsed.query,
                 certificate,
             )),
             annotations: AuditAnnotations::default(),

@@ -25,6 +25,7 @@ pub mod gc;
 pub mod list;
 pub mod metrics;
 pub mod objects;
+pub mod parsed;
 pub mod pod_security;
 pub mod proxy;
 pub mod registry;

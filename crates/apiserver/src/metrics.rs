@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::Value;
 use tessera_api::error::{ApiError, ApiResult};
-use tessera_api::request::{Query, Target, attributes, parse_path};
+use tessera_api::request::{Target, attributes};
 use tessera_metrics::components::{RequestInfo, RequestLabels};
 
 use crate::objects::decode_as;
@@ -67,14 +67,13 @@ pub fn request_labels(
     server: &ApiServer,
     method: &Method,
     path: &str,
-    query: Option<&str>,
+    parsed: &crate::parsed::Parsed,
     headers: &HeaderMap,
 ) -> RequestLabels {
-    let parsed = Query::parse(query);
-    let info = match parse_path(path) {
-        Ok(target) if served(server, &target) => {
-            let attributes = attributes(&target, method, path, &parsed);
-            let version = match &target {
+    let info = match &parsed.target {
+        Ok(target) if served(server, target) => {
+            let attributes = attributes(target, method, path, &parsed.query);
+            let version = match target {
                 Target::Resource(resource) => resource.version.clone(),
                 _ => String::new(),
             };
@@ -93,6 +92,7 @@ pub fn request_labels(
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|v| v.starts_with("application/apply-patch")),
                 dry_run: parsed
+                    .query
                     .get("dryRun")
                     .map(str::to_string)
                     .into_iter()

@@ -32,7 +32,7 @@ use tessera_api::body::{
 };
 use tessera_api::discovery::{self, DiscoveryFormat};
 use tessera_api::error::{ApiError, ApiResult};
-use tessera_api::request::{Query, ResourcePath, Target, parse_path};
+use tessera_api::request::{Query, ResourcePath, Target};
 use tessera_api::resource::Resource;
 use tessera_api::table::IncludeObject;
 use tessera_api::write::{Part, PatchBody, WriteOptions, Written};
@@ -185,21 +185,18 @@ impl ApiServer {
     }
 }
 
-async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Response {
+async fn handle(State(server): State<Arc<ApiServer>>, mut request: Request) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let started = std::time::Instant::now();
+    let parsed = crate::parsed::Parsed::of(request.uri());
     let metrics = server.metrics().map(|registries| {
-        let labels = crate::metrics::request_labels(
-            &server,
-            &method,
-            &path,
-            request.uri().query(),
-            request.headers(),
-        );
+        let labels =
+            crate::metrics::request_labels(&server, &method, &path, &parsed, request.headers());
         registries.apiserver.started(&labels);
         (registries, labels)
     });
+    request.extensions_mut().insert(parsed);
     let auditor = server.auditor.get().cloned();
     let response = crate::audit::audited(auditor, request, move |request| async move {
         match route(&server, request).await {
@@ -247,14 +244,15 @@ fn accept(headers: &HeaderMap) -> String {
 }
 
 async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response> {
-    let target = parse_path(request.uri().path())?;
+    let parsed = crate::parsed::Parsed::from_request(request.extensions(), request.uri());
+    let target = parsed.target?;
     let accept = accept(request.headers());
     let user = crate::access::check(
         server,
         &target,
         request.method(),
         request.uri().path(),
-        &Query::parse(request.uri().query()),
+        &parsed.query,
         request.headers(),
         request.extensions(),
     )?;
@@ -361,8 +359,7 @@ async fn route(server: &Arc<ApiServer>, request: Request) -> ApiResult<Response>
                 .find(|api| api.group() == path.group);
             if let Some(api) = aggregated {
                 read_only(request.method())?;
-                let query = Query::parse(request.uri().query());
-                let body = api.get(&server.objects, &path, &query)?;
+                let body = api.get(&server.objects, &path, &parsed.query)?;
                 return Ok(json_response(StatusCode::OK, &body));
             }
             let user = user.unwrap_or_default();
