@@ -7,7 +7,8 @@
 //! kept across a restart): the Deployment's pods leave through `pods/eviction` (each carrying the
 //! `DisruptionTarget` condition), the Job's Workload is evicted through Kueue (`Evicted`
 //! `NodeMaintenance`, requeued, admitted again, the Job completing with no failed pod); a failed
-//! validation halting the rollout, a restart mid-plan.
+//! validation halting the rollout, a restart mid-plan. An evicted Job pod whose Job ignores
+//! `DisruptionTarget` failures is replaced without counting a failure.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -584,4 +585,71 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
     assert_eq!(paused, "true");
     let (ok, _, _) = maintain(&cluster, &["resume", "driver-580"]);
     assert!(ok);
+}
+
+/// A Job that tolerates no failure but ignores disruptions.
+const GUARDED_JOB: &str = "apiVersion: batch/v1
+kind: Job
+metadata: {name: guarded}
+spec:
+  backoffLimit: 0
+  podFailurePolicy:
+    rules:
+    - action: Ignore
+      onPodConditions: [{type: DisruptionTarget, status: \"True\"}]
+  template:
+    metadata:
+      annotations: {sim.tessera.dev/duration: 1h}
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: worker:1}]
+";
+
+#[test]
+fn maintain_eviction_is_a_disruption_a_job_failure_policy_ignores() {
+    let cluster = Cluster::start();
+    let _ = kubectl_binary(KUBECTL);
+    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], GUARDED_JOB);
+    let running_pods = [
+        "get",
+        "pods",
+        "-l",
+        "job-name=guarded",
+        "--field-selector=status.phase=Running",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ];
+    let first = cluster.wait_for(KUBECTL, &running_pods, |out| !out.trim().is_empty());
+    let first = first.trim().to_string();
+    let node = field(&cluster, "pod", &first, ".spec.nodeName");
+    // kubectl drain evicts through pods/eviction: the pod is marked, then stopped.
+    cluster.ok(
+        KUBECTL,
+        &[
+            "drain",
+            &node,
+            "--pod-selector=job-name=guarded",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+        ],
+    );
+    // The evicted pod is gone and a replacement runs: the disruption was not a failure.
+    let all_pods = [
+        "get",
+        "pods",
+        "-l",
+        "job-name=guarded",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ];
+    cluster.wait_for(KUBECTL, &all_pods, |out| {
+        !out.split_whitespace().any(|name| name == first)
+    });
+    cluster.wait_for(KUBECTL, &running_pods, |out| {
+        out.split_whitespace().any(|name| name != first)
+    });
+    let failed = field(&cluster, "job", "guarded", ".status.failed");
+    assert!(matches!(failed.as_str(), "" | "0"), "failed: {failed}");
+    let conditions = field(&cluster, "job", "guarded", ".status.conditions[*].type");
+    assert!(!conditions.contains("Failed"), "{conditions}");
 }
