@@ -251,7 +251,8 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         // The maintenance controller (as the GPU operator's upgrade controller): runs
-        // MaintenancePlans over nodes, evicting through the eviction subresource only.
+        // MaintenancePlans over nodes, evicting through the eviction subresource, and Kueue's
+        // Workloads holding quota through their status (`Evicted`).
         name: "maintenance-controller",
         rules: &[
             (&["tessera.dev"], &["maintenanceplans"], READ),
@@ -270,6 +271,8 @@ pub const COMPONENTS: &[Component] = &[
             ),
             (&[""], &["pods/eviction"], &["create"]),
             (&["policy"], &["poddisruptionbudgets"], READ),
+            (&["kueue.x-k8s.io"], &["workloads"], READ),
+            (&["kueue.x-k8s.io"], &["workloads/status"], STATUS),
             (
                 &["", "events.k8s.io"],
                 &["events"],

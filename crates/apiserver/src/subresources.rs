@@ -142,7 +142,15 @@ pub async fn handle(
             serves(resource, Subresource::Eviction)?;
             let (content_type, body) = body_of(request).await?;
             let eviction = decode_object(&content_type, &body)?;
-            crate::eviction::evict(&server.objects, resource, namespace, name, &eviction)?;
+            let dry_run = body::write_options(query)?.dry_run;
+            crate::eviction::evict(
+                &server.objects,
+                resource,
+                namespace,
+                name,
+                &eviction,
+                dry_run,
+            )?;
             Ok(success(StatusCode::CREATED))
         }
         "finalize" if resource.kind() == "Namespace" && method == Method::PUT => {

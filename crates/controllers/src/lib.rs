@@ -16,6 +16,7 @@ pub mod endpoints;
 pub mod hpa;
 pub mod jobs;
 pub mod maintenance;
+pub mod maintenance_evict;
 pub mod node_monitor;
 pub mod pdb;
 pub mod pod_gc;

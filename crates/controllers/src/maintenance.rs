@@ -1,15 +1,18 @@
 //! The maintenance controller: runs each `MaintenancePlan` (`tessera.dev/v1alpha1`) one
 //! stateless step at a time. A pass reads the plan, the nodes (their GPU operator state labels
-//! included), the pods and the PodDisruptionBudgets; the first pass runs the pre-flight and
-//! records the stages in the plan's status; every pass asks [`tessera_maintenance::step`] what to
-//! do and carries it out: node labels and annotations, cordon and uncordon, evictions through
-//! the `pods/eviction` subresource (a 429 leaves the node where it is, to retry on the next
-//! pass; a pod is never deleted around its budget), the kind's change (a driver upgrade records
-//! the installed version on the Node, which the twins read back, and sets GFD's labels; a
-//! kubelet version is recorded likewise and set in `status.nodeInfo`; a MIG layout is recorded
-//! on the Node with the MIG manager's `nvidia.com/mig.config` label for the node's MIG manager —
-//! the twins in the lab — to apply; a rotation asks the node's provider for the replacement,
-//! then deletes the old node), the
+//! included), the pods, the PodDisruptionBudgets and Kueue's Workloads; the first pass runs the
+//! pre-flight and records the stages in the plan's status; every pass asks
+//! [`tessera_maintenance::step`] what to do and carries it out: node labels and annotations,
+//! cordon and uncordon, evictions ([`crate::maintenance_evict`]: a Kueue Workload holding quota
+//! is evicted through Kueue — `Evicted=True` `NodeMaintenance`, so the queue manager stops its
+//! job, releases the quota and requeues it, the node waiting while its pods run — and every
+//! other pod through the `pods/eviction` subresource, where a 429 leaves the node where it is,
+//! to retry on the next pass; a pod is never deleted around its budget), the kind's change (a
+//! driver upgrade records the installed version on the Node, which the twins read back, and
+//! sets GFD's labels; a kubelet version is recorded likewise and set in `status.nodeInfo`; a
+//! MIG layout is recorded on the Node with the MIG manager's `nvidia.com/mig.config` label for
+//! the node's MIG manager — the twins in the lab — to apply; a rotation asks the node's
+//! provider for the replacement, then deletes the old node), the
 //! validator pod (the GPU operator's `nvidia-operator-validator`, tolerating the cordon), the
 //! failed-validation node condition, and the plan's status.
 //!
@@ -24,7 +27,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{ApiResource, DynamicObject, EvictParams, GroupVersionKind, Patch, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PostParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -39,6 +42,7 @@ use tessera_node::node_changes::{
     INSTALLED_MIG_LAYOUT_ANNOTATION, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, config_name,
 };
 
+use crate::maintenance_evict;
 use crate::shell::{next_pass, patch_params, watched, watched_with};
 
 /// The field manager the controller writes as.
@@ -70,8 +74,18 @@ pub async fn run(client: Client, clock: Clock) {
     let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
     let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
     let (pdbs, pdb_changes) = watched(Api::<PodDisruptionBudget>::all(client.clone()));
-    let mut changes =
-        futures::stream::select_all([plan_changes, node_changes, pod_changes, pdb_changes]);
+    let workload_resource = maintenance_evict::workload_resource();
+    let (workloads, workload_changes) = watched_with(
+        Api::<DynamicObject>::all_with(client.clone(), &workload_resource),
+        workload_resource,
+    );
+    let mut changes = futures::stream::select_all([
+        plan_changes,
+        node_changes,
+        pod_changes,
+        pdb_changes,
+        workload_changes,
+    ]);
     let mut resync = tokio::time::interval(Duration::from_secs(2));
     let catalog = match tessera_devices::Catalog::built_in() {
         Ok(c) => c,
@@ -86,6 +100,7 @@ pub async fn run(client: Client, clock: Clock) {
             nodes: values(&nodes),
             pods: values(&pods),
             pdbs: values(&pdbs),
+            workloads: values(&workloads),
         };
         for plan in &world.plans {
             if let Err(error) = reconcile(&client, &resource, plan, &world, &catalog, clock()).await
@@ -114,6 +129,7 @@ struct World {
     nodes: Vec<Value>,
     pods: Vec<Value>,
     pdbs: Vec<Value>,
+    workloads: Vec<Value>,
 }
 
 fn seconds(now: SystemTime) -> i64 {
@@ -262,7 +278,7 @@ async fn carry_out(
     now: SystemTime,
 ) -> Result<(), kube::Error> {
     match action {
-        PlanAction::Upgrade(action) => upgrade(client, keys, action, world, now).await,
+        PlanAction::Upgrade(action) => upgrade(client, keys, (plan, action), world, now).await,
         PlanAction::Apply {
             node,
             change: Change::Driver(version),
@@ -391,7 +407,7 @@ async fn carry_out(
 async fn upgrade(
     client: &Client,
     keys: &Keys,
-    action: &Action,
+    (plan, action): (&str, &Action),
     world: &World,
     now: SystemTime,
 ) -> Result<(), kube::Error> {
@@ -437,7 +453,15 @@ async fn upgrade(
                 .iter()
                 .map(|p| (p.namespace.clone(), p.name.clone()))
                 .collect();
-            let next = evict_all(client, &targets, *on_success, *on_failure).await;
+            let next = evict_all(
+                client,
+                (plan, world),
+                node,
+                &targets,
+                (*on_success, *on_failure),
+                now,
+            )
+            .await;
             match next {
                 Some(state) => patch_node(client, node, set_state(state)).await,
                 None => Ok(()),
@@ -452,7 +476,16 @@ async fn upgrade(
         } => {
             patch_node(client, node, json!({"spec": {"unschedulable": true}})).await?;
             let targets = drain_targets(&world.pods, node, pod_selector);
-            match evict_all(client, &targets, *on_success, *on_failure).await {
+            match evict_all(
+                client,
+                (plan, world),
+                node,
+                &targets,
+                (*on_success, *on_failure),
+                now,
+            )
+            .await
+            {
                 Some(state) => patch_node(client, node, set_state(state)).await,
                 None => Ok(()),
             }
@@ -517,32 +550,23 @@ fn drain_targets(pods: &[Value], node: &str, selector: &str) -> Vec<(String, Str
         .collect()
 }
 
-/// Evicts every pod through `pods/eviction`. `Some(on_success)` when all are gone or going,
-/// `None` when a budget refused one (429: retried on the next pass, the node keeps its state),
-/// `Some(on_failure)` on any other error.
+/// Moves every pod off `node` ([`maintenance_evict::evict`]): `Some(on_success)` when all are
+/// gone or going, `None` while a budget refuses one (429) or a Kueue Workload's pods still run
+/// (retried on the next pass, the node keeps its state), `Some(on_failure)` on any other error.
 async fn evict_all(
     client: &Client,
+    (plan, world): (&str, &World),
+    node: &str,
     pods: &[(String, String)],
-    on_success: UpgradeState,
-    on_failure: UpgradeState,
+    outcomes: (UpgradeState, UpgradeState),
+    now: SystemTime,
 ) -> Option<UpgradeState> {
-    let mut outcome = Some(on_success);
-    for (namespace, name) in pods {
-        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-        match api.evict(name, &EvictParams::default()).await {
-            Ok(_) => tracing::info!(%namespace, pod = %name, "evicted"),
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(kube::Error::Api(e)) if e.code == 429 => {
-                tracing::info!(%namespace, pod = %name, message = %e.message, "eviction refused by a disruption budget; retrying");
-                outcome = None;
-            }
-            Err(error) => {
-                tracing::warn!(%namespace, pod = %name, %error, "eviction failed");
-                return Some(on_failure);
-            }
-        }
-    }
-    outcome
+    let cluster = maintenance_evict::Cluster {
+        pods: &world.pods,
+        workloads: &world.workloads,
+        plan,
+    };
+    maintenance_evict::evict(client, &cluster, node, pods, outcomes, now).await
 }
 
 /// Annotation `key` of `node` as the pass read it.

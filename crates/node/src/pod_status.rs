@@ -106,7 +106,28 @@ fn container_statuses(
         .collect()
 }
 
-fn conditions(ready: bool, now: &str) -> Value {
+/// The pod conditions the kubelet owns (`kubetypes.PodConditionByKubelet`).
+const KUBELET_CONDITIONS: [&str; 5] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+];
+
+/// The conditions a kubelet posts for `pod`: the pod's conditions it does not own kept as stored
+/// (`DisruptionTarget`, a readiness gate's), as the status manager's `mergePodStatus` keeps
+/// them, then its own.
+fn conditions(pod: &Pod, ready: bool, now: &str) -> Value {
+    let mut kept: Vec<Value> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect();
     let status = if ready { "True" } else { "False" };
     let mut list = vec![
         json!({"type": "PodReadyToStartContainers", "status": status, "lastTransitionTime": now}),
@@ -120,7 +141,8 @@ fn conditions(ready: bool, now: &str) -> Value {
             condition["reason"] = json!("PodCompleted");
         }
     }
-    json!(list)
+    kept.extend(list);
+    json!(kept)
 }
 
 /// When the pod started, as its status says (`now` when it does not).
@@ -178,7 +200,7 @@ pub fn running_status(
     let state = json!({"running": {"startedAt": now_text}});
     json!({"status": {
         "phase": "Running",
-        "conditions": conditions(true, &now_text),
+        "conditions": conditions(pod, true, &now_text),
         "hostIP": spec.internal_ip(),
         "hostIPs": [{"ip": spec.internal_ip()}],
         "podIP": ip,
@@ -195,7 +217,7 @@ pub fn creating_status(pod: &Pod, spec: &NodeSpec, now: SystemTime) -> Value {
     let state = json!({"waiting": {"reason": "ContainerCreating"}});
     json!({"status": {
         "phase": "Pending",
-        "conditions": conditions(false, &now_text),
+        "conditions": conditions(pod, false, &now_text),
         "hostIP": spec.internal_ip(),
         "hostIPs": [{"ip": spec.internal_ip()}],
         "startTime": start_time(pod, &now_text),
@@ -223,7 +245,7 @@ pub fn finished_status(
         "startedAt": started, "finishedAt": now_text}});
     json!({"status": {
         "phase": phase,
-        "conditions": conditions(false, &now_text),
+        "conditions": conditions(pod, false, &now_text),
         "containerStatuses": container_statuses(pod, &state, None, restarts, false),
     }})
 }
@@ -292,7 +314,7 @@ pub fn crash_loop_status(pod: &Pod, spec: &NodeSpec, restarts: i32, now: SystemT
             "back-off 5m0s restarting failed container={container} pod={pod_ref}"
         ));
     }
-    let mut conditions = conditions(false, &now_text);
+    let mut conditions = conditions(pod, false, &now_text);
     for condition in conditions.as_array_mut().into_iter().flatten() {
         if condition.get("reason").is_some() {
             condition["reason"] = json!("ContainersNotReady");
@@ -401,6 +423,49 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(ready["status"], "False");
         assert_eq!(ready["reason"], "ContainersNotReady");
+    }
+
+    #[test]
+    fn conditions_the_kubelet_does_not_own_are_kept() {
+        let stamp = "1970-01-01T00:01:40Z";
+        let evicted = pod(json!({"phase": "Running", "conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                "message": "Eviction API: evicting", "lastTransitionTime": "1970-01-01T00:01:00Z"},
+            {"type": "Ready", "status": "True", "lastTransitionTime": "1970-01-01T00:00:10Z"},
+            {"type": "example.com/gate", "status": "True"}]}));
+        let finished = finished_status(&evicted, "Failed", 137, "Error", at(100));
+        let types: Vec<&str> = finished["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "DisruptionTarget",
+                "example.com/gate",
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled"
+            ]
+        );
+        assert_eq!(
+            tessera_model::conditions::find(&finished, "DisruptionTarget"),
+            Some(&json!({"type": "DisruptionTarget", "status": "True",
+                "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting",
+                "lastTransitionTime": "1970-01-01T00:01:00Z"}))
+        );
+        let ready = tessera_model::conditions::find(&finished, "Ready").cloned();
+        assert_eq!(
+            ready,
+            Some(
+                json!({"type": "Ready", "status": "False", "lastTransitionTime": stamp,
+                "reason": "PodCompleted"})
+            )
+        );
     }
 
     #[test]

@@ -170,3 +170,135 @@ async fn pods_that_are_not_running_or_not_ready_follow_the_policy() {
     assert_eq!(evict(&server, "fine").await.0, 429);
     assert_eq!(evict(&server, "missing").await.0, 404);
 }
+
+async fn evict_with(server: &TestServer, name: &str, query: &str, options: Value) -> (u16, Value) {
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": name, "namespace": "default"}, "deleteOptions": options});
+    send(
+        server,
+        "POST",
+        &format!("{PODS}/{name}/eviction{query}"),
+        "application/json",
+        &eviction,
+    )
+    .await
+}
+
+/// A running pod a finalizer keeps after its delete, so what the eviction wrote stays readable.
+async fn held_pod(server: &TestServer, name: &str) -> Value {
+    let pod = json!({"metadata": {"name": name, "finalizers": ["example.com/hold"]},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    assert_eq!(
+        send(server, "POST", PODS, "application/json", &pod).await.0,
+        201
+    );
+    let status = json!({"status": {"phase": "Running"}});
+    let (code, stored) = send(
+        server,
+        "PATCH",
+        &format!("{PODS}/{name}/status"),
+        "application/merge-patch+json",
+        &status,
+    )
+    .await;
+    assert_eq!(code, 200);
+    stored
+}
+
+async fn get_pod(server: &TestServer, name: &str) -> Value {
+    let (code, pod, _) = raw(server, "GET", &format!("{PODS}/{name}"), None, vec![]).await;
+    assert_eq!(code, 200, "{pod}");
+    pod
+}
+
+fn disruption_target(pod: &Value) -> Option<Value> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .cloned()
+}
+
+#[tokio::test]
+async fn an_evicted_pod_carries_the_disruption_target_condition() {
+    let server = start();
+    held_pod(&server, "held").await;
+    let (code, answer) = evict_with(&server, "held", "", json!({})).await;
+    assert_eq!(code, 201, "{answer}");
+    let pod = get_pod(&server, "held").await;
+    assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
+    let condition = disruption_target(&pod).expect("the eviction's condition");
+    assert_eq!(condition["status"], "True");
+    assert_eq!(condition["reason"], "EvictionByEvictionAPI");
+    assert_eq!(condition["message"], "Eviction API: evicting");
+    assert!(condition["lastTransitionTime"].is_string(), "{condition}");
+    assert_eq!(
+        pod["status"]["phase"], "Running",
+        "the rest of the status stays"
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_eviction_writes_nothing() {
+    let server = start();
+    held_pod(&server, "dry").await;
+    budget(
+        &server,
+        "web",
+        json!({"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}),
+        Some(allowing(1, 1, 0)),
+    )
+    .await;
+    running_pod(&server, "guarded", true).await;
+    for (name, query, options) in [
+        ("dry", "?dryRun=All", json!({})),
+        ("dry", "", json!({"dryRun": ["All"]})),
+        ("guarded", "?dryRun=All", json!({})),
+    ] {
+        let (code, answer) = evict_with(&server, name, query, options.clone()).await;
+        assert_eq!(code, 201, "{name} {query} {options}: {answer}");
+        let pod = get_pod(&server, name).await;
+        assert!(pod["metadata"]["deletionTimestamp"].is_null(), "{pod}");
+        assert_eq!(disruption_target(&pod), None, "{pod}");
+    }
+    let (_, pdb, _) = raw(&server, "GET", &format!("{PDBS}/web"), None, vec![]).await;
+    assert_eq!(
+        pdb["status"]["disruptionsAllowed"], 1,
+        "the budget is not charged"
+    );
+}
+
+#[tokio::test]
+async fn a_resource_version_precondition_follows_the_condition_write() {
+    let server = start();
+    let stored = held_pod(&server, "held").await;
+    let version = stored["metadata"]["resourceVersion"].clone();
+    let (code, answer) = evict_with(
+        &server,
+        "held",
+        "",
+        json!({"preconditions": {"resourceVersion": "1"}}),
+    )
+    .await;
+    assert_eq!(code, 409, "a stale version: {answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("the ResourceVersion in the precondition (1) does not match"),
+        "{answer}"
+    );
+    assert!(get_pod(&server, "held").await["metadata"]["deletionTimestamp"].is_null());
+    let uid = stored["metadata"]["uid"].clone();
+    let (code, answer) = evict_with(
+        &server,
+        "held",
+        "",
+        json!({"preconditions": {"resourceVersion": version, "uid": uid}}),
+    )
+    .await;
+    assert_eq!(code, 201, "the current version: {answer}");
+    let pod = get_pod(&server, "held").await;
+    assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
+    assert!(disruption_target(&pod).is_some(), "{pod}");
+}

@@ -4,9 +4,16 @@
 //! fit the h200 pool's GPUs refused naming node and model, and a mistyped plan file named with
 //! its file, line and field. `tessera maintain apply`: a driver upgrade of the h100 pool run by the
 //! maintenance controller with a PDB-covered Deployment and a Kueue Job (no pod lost, the driver
-//! kept across a restart), a failed validation halting the rollout, a restart mid-plan.
+//! kept across a restart): the Deployment's pods leave through `pods/eviction` (each carrying the
+//! `DisruptionTarget` condition), the Job's Workload is evicted through Kueue (`Evicted`
+//! `NodeMaintenance`, requeued, admitted again, the Job completing with no failed pod); a failed
+//! validation halting the rollout, a restart mid-plan. An evicted Job pod whose Job ignores
+//! `DisruptionTarget` failures is replaced without counting a failure.
 
-use std::process::Command;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
 
 use crate::support::{Cluster, kubectl_binary, outcome};
 
@@ -287,6 +294,68 @@ fn label(cluster: &Cluster, node: &str, key: &str) -> String {
     cluster.ok(KUBECTL, &["get", "node", node, "-o", &path])
 }
 
+/// `kubectl get <args> -w -o json` in the background: every version of the objects it sees,
+/// read back once stopped.
+struct Watch {
+    child: Child,
+    path: PathBuf,
+}
+
+impl Watch {
+    /// Starts the watch and waits until it printed the objects there already (`initial` of
+    /// them), so no later change is missed.
+    fn start(cluster: &Cluster, args: &[&str], initial: usize) -> Watch {
+        let path = cluster
+            .dir
+            .path()
+            .join(format!("watch-{}.json", args.join("-")));
+        let file = std::fs::File::create(&path).expect("watch file");
+        let child = Command::new(kubectl_binary(KUBECTL))
+            .args(["get"])
+            .args(args)
+            .args(["-w", "-o", "json"])
+            .env("KUBECONFIG", cluster.kubeconfig())
+            .env("HOME", cluster.dir.path().join("home-watch"))
+            .stdout(file)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl get -w");
+        let watch = Watch { child, path };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while watch.objects().len() < initial {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kubectl get {args:?} -w printed nothing"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        watch
+    }
+
+    /// The complete objects printed so far.
+    fn objects(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.path).unwrap_or_default();
+        serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .map_while(Result::ok)
+            .collect()
+    }
+
+    fn stop(mut self) -> Vec<Value> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.objects()
+    }
+}
+
+/// The condition of type `kind` of `object`, if any.
+fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
 #[test]
 fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
     let mut cluster = Cluster::start();
@@ -312,6 +381,8 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
     );
     let first_train_pod = pod_names(&cluster, "job-name=train");
     let first_web_pods = pod_names(&cluster, "app=web");
+    let pod_watch = Watch::start(&cluster, &["pods"], 3);
+    let workload_watch = Watch::start(&cluster, &["workloads.kueue.x-k8s.io"], 1);
     // The definition is installed with its printer columns.
     let columns = cluster.ok(
         KUBECTL,
@@ -388,6 +459,65 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
     for old in first_web_pods.split_whitespace() {
         assert!(!web_pods.contains(old), "{old} was not moved: {web_pods}");
     }
+    // The Deployment's pods went through pods/eviction, which marked each before deleting it;
+    // the Job's pod did not: its Workload was evicted through Kueue.
+    let pods = pod_watch.stop();
+    let evicted_by_api = |pod: &Value| {
+        condition(pod, "DisruptionTarget").is_some_and(|c| {
+            c["status"] == "True"
+                && c["reason"] == "EvictionByEvictionAPI"
+                && c["message"] == "Eviction API: evicting"
+        })
+    };
+    for old in first_web_pods.split_whitespace() {
+        assert!(
+            pods.iter()
+                .any(|p| p["metadata"]["name"] == old && evicted_by_api(p)),
+            "{old} was not evicted through the Eviction API"
+        );
+    }
+    assert!(
+        !pods
+            .iter()
+            .any(|p| p["metadata"]["name"] == first_train_pod.as_str()
+                && condition(p, "DisruptionTarget").is_some()),
+        "{first_train_pod} went through the Eviction API"
+    );
+    // The Workload was evicted for the maintenance, requeued and admitted again.
+    let workloads = workload_watch.stop();
+    let message = "The node h100-1 is under maintenance by the plan driver-575";
+    let evicted_at = workloads
+        .iter()
+        .position(|w| {
+            condition(w, "Evicted").is_some_and(|c| {
+                c["status"] == "True" && c["reason"] == "NodeMaintenance" && c["message"] == message
+            })
+        })
+        .unwrap_or_else(|| {
+            panic!("the Workload was never evicted for the maintenance: {workloads:?}")
+        });
+    assert!(
+        workloads[evicted_at..].iter().any(|w| {
+            condition(w, "Requeued")
+                .is_some_and(|c| c["status"] == "True" && c["reason"] == "NodeMaintenance")
+                && condition(w, "QuotaReserved").is_some_and(|c| c["status"] == "True")
+        }),
+        "the Workload was not requeued and admitted again: {workloads:?}"
+    );
+    let events = cluster.ok(
+        KUBECTL,
+        &[
+            "get",
+            "events",
+            "--field-selector=reason=EvictedDueToNodeMaintenance",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    assert!(events.contains(message), "{events}");
+    // Its pods were stopped, not failed.
+    let failed = field(&cluster, "job", "train", ".status.failed");
+    assert!(matches!(failed.as_str(), "" | "0"), "failed: {failed}");
 
     // A kubelet version change of the h200 pool.
     maintain_apply(
@@ -455,4 +585,71 @@ fn maintain_apply_upgrades_the_driver_of_a_pool_without_losing_a_pod() {
     assert_eq!(paused, "true");
     let (ok, _, _) = maintain(&cluster, &["resume", "driver-580"]);
     assert!(ok);
+}
+
+/// A Job that tolerates no failure but ignores disruptions.
+const GUARDED_JOB: &str = "apiVersion: batch/v1
+kind: Job
+metadata: {name: guarded}
+spec:
+  backoffLimit: 0
+  podFailurePolicy:
+    rules:
+    - action: Ignore
+      onPodConditions: [{type: DisruptionTarget, status: \"True\"}]
+  template:
+    metadata:
+      annotations: {sim.tessera.dev/duration: 1h}
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: worker:1}]
+";
+
+#[test]
+fn maintain_eviction_is_a_disruption_a_job_failure_policy_ignores() {
+    let cluster = Cluster::start();
+    let _ = kubectl_binary(KUBECTL);
+    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], GUARDED_JOB);
+    let running_pods = [
+        "get",
+        "pods",
+        "-l",
+        "job-name=guarded",
+        "--field-selector=status.phase=Running",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ];
+    let first = cluster.wait_for(KUBECTL, &running_pods, |out| !out.trim().is_empty());
+    let first = first.trim().to_string();
+    let node = field(&cluster, "pod", &first, ".spec.nodeName");
+    // kubectl drain evicts through pods/eviction: the pod is marked, then stopped.
+    cluster.ok(
+        KUBECTL,
+        &[
+            "drain",
+            &node,
+            "--pod-selector=job-name=guarded",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+        ],
+    );
+    // The evicted pod is gone and a replacement runs: the disruption was not a failure.
+    let all_pods = [
+        "get",
+        "pods",
+        "-l",
+        "job-name=guarded",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ];
+    cluster.wait_for(KUBECTL, &all_pods, |out| {
+        !out.split_whitespace().any(|name| name == first)
+    });
+    cluster.wait_for(KUBECTL, &running_pods, |out| {
+        out.split_whitespace().any(|name| name != first)
+    });
+    let failed = field(&cluster, "job", "guarded", ".status.failed");
+    assert!(matches!(failed.as_str(), "" | "0"), "failed: {failed}");
+    let conditions = field(&cluster, "job", "guarded", ".status.conditions[*].type");
+    assert!(!conditions.contains("Failed"), "{conditions}");
 }

@@ -9,7 +9,8 @@
 //! (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
 //! kept across passes (`admission_fair_sharing`), the admission-check framework
 //! (`admission_checks`), the DRA devices pending Workloads' claims count as (`dra`), and
-//! Topology-Aware Scheduling's snapshots, conditions and topology ungater (`tas`).
+//! Topology-Aware Scheduling's snapshots, conditions and topology ungater (`tas`), and which
+//! pods a node's maintenance moves through their Workload's eviction (`maintenance_eviction`).
 //!
 //! Everything here is pure: objects are JSON values handed in, writes are values handed back,
 //! time is an argument. The queue manager's shell (`tessera-controllers`) watches and writes.
@@ -22,6 +23,7 @@ pub mod explain;
 pub mod framework;
 pub mod job;
 pub mod jobset;
+pub mod maintenance_eviction;
 pub mod multikueue;
 pub mod objects;
 pub mod parent;

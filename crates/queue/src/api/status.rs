@@ -37,6 +37,9 @@ pub const REQUEUED: &str = "Requeued";
 pub const FINISHED: &str = "Finished";
 /// The `Evicted` reason of a preemption victim (`WorkloadEvictedByPreemption`).
 pub const EVICTED_BY_PREEMPTION: &str = "Preempted";
+/// The `Evicted` reason of a Workload whose pods a node's maintenance moves (Tessera's; not
+/// one of Kueue's): requeued at once, as a preemption victim is.
+pub const EVICTED_BY_NODE_MAINTENANCE: &str = "NodeMaintenance";
 /// The `QuotaReserved` False reason once an evicted Workload's job stopped
 /// (`WorkloadQuotaReservedReasonPendingEvaluation`, UnadmittedWorkloadsObservability on).
 pub const PENDING_EVALUATION: &str = "PendingEvaluation";
@@ -272,13 +275,16 @@ pub fn requeued(object: &Value, reason: &str, message: &str, now: SystemTime) ->
 }
 
 /// The status once an evicted Workload's job has stopped (the job reconciler's eviction
-/// step): `Requeued` (True after a preemption), and the quota released with the eviction's
-/// message. `None` when nothing changes.
+/// step): `Requeued` (True after a preemption, a node failure or a node's maintenance), and
+/// the quota released with the eviction's message. `None` when nothing changes.
 pub fn released(object: &Value, now: SystemTime) -> Option<Value> {
     let evicted = conditions::find(object, EVICTED).filter(|c| c["status"] == "True")?;
     let reason = evicted["reason"].as_str().unwrap_or_default();
     let message = evicted["message"].as_str().unwrap_or_default();
-    let requeued = if matches!(reason, EVICTED_BY_PREEMPTION | "NodeFailures") {
+    let requeued = if matches!(
+        reason,
+        EVICTED_BY_PREEMPTION | "NodeFailures" | EVICTED_BY_NODE_MAINTENANCE
+    ) {
         "True"
     } else {
         "False"
@@ -824,6 +830,36 @@ mod tests {
             )
         );
         assert_eq!(condition(&released, "Requeued")["status"], "True");
+    }
+
+    #[test]
+    fn an_eviction_requeues_at_once_only_for_its_reasons() {
+        let cases = [
+            (EVICTED_BY_PREEMPTION, "True"),
+            ("NodeFailures", "True"),
+            (EVICTED_BY_NODE_MAINTENANCE, "True"),
+            ("PodsReadyTimeout", "False"),
+            ("Deactivated", "False"),
+            ("ClusterQueueStopped", "False"),
+        ];
+        for (reason, want) in cases {
+            let object = json!({"metadata": {}, "status": {"admission": {"clusterQueue": "cq"},
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+                    {"type": "Evicted", "status": "True", "reason": reason, "message": "why"}]}});
+            let released = released(&object, at(1)).expect("released");
+            let requeued = condition(&released, "Requeued");
+            assert_eq!(
+                (
+                    &requeued["status"],
+                    &requeued["reason"],
+                    &requeued["message"]
+                ),
+                (&json!(want), &json!(reason), &json!("why")),
+                "{reason}"
+            );
+            assert_eq!(condition(&released, "QuotaReserved")["status"], "False");
+        }
     }
 
     #[test]
