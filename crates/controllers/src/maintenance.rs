@@ -38,9 +38,7 @@ use tessera_maintenance::{
     status,
 };
 use tessera_model::clock::Clock;
-use tessera_node::node_changes::{
-    INSTALLED_MIG_LAYOUT_ANNOTATION, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, config_name,
-};
+use tessera_node::node_changes::{INSTALLED_MIG_LAYOUT_ANNOTATION, MIG_CONFIG_LABEL, config_name};
 
 use crate::maintenance_evict;
 use crate::shell::{next_pass, patch_params, watched, watched_with};
@@ -327,8 +325,8 @@ async fn carry_out(
                 return Ok(()); // asked for already; the MIG manager reports on the node
             }
             tracing::info!(%plan, %node, %layout, "asked for the MIG layout");
-            let labels = json!({MIG_CONFIG_LABEL: config_name(profiles),
-                MIG_CONFIG_STATE_LABEL: "pending"});
+            // The MIG manager owns `nvidia.com/mig.config.state`; the operator sets the config.
+            let labels = json!({MIG_CONFIG_LABEL: config_name(profiles)});
             patch_node(
                 client,
                 node,

@@ -95,10 +95,27 @@ impl NodeTwins {
         let Some(spec) = self.nodes.get(&name) else {
             return;
         };
-        if let Some(profiles) = layout_change(node, &spec)
-            && let Err(error) = self.repartition(&spec, &profiles).await
+        let state = node
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MIG_CONFIG_STATE_LABEL))
+            .map(String::as_str);
+        if let Some(profiles) = layout_change(node, &spec) {
+            if let Err(error) = self.repartition(&spec, &profiles, state).await {
+                tracing::warn!(node = %name, %error, "MIG repartition failed");
+            }
+        } else if annotation(node, INSTALLED_MIG_LAYOUT_ANNOTATION).is_some()
+            && state != Some("success")
         {
-            tracing::warn!(node = %name, %error, "MIG repartition failed");
+            // Applied already (before a restart, or a write raced ours): say so again.
+            let patch = json!({"metadata": {"labels": {MIG_CONFIG_STATE_LABEL: "success"}}});
+            if let Err(error) = Api::<Node>::all(self.client.clone())
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::warn!(node = %name, %error, "cannot report the MIG state");
+            }
         }
         if let Some(replacement) = annotation(node, REPLACEMENT_ANNOTATION)
             && self.nodes.get(replacement).is_none()
@@ -109,10 +126,16 @@ impl NodeTwins {
     }
 
     /// Applies a new MIG layout as the MIG manager does, then republishes the node.
-    async fn repartition(&self, spec: &NodeSpec, profiles: &[String]) -> Result<(), kube::Error> {
+    async fn repartition(
+        &self,
+        spec: &NodeSpec,
+        profiles: &[String],
+        state: Option<&str>,
+    ) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let next = match spec.with_mig_profiles(profiles) {
             Ok(next) => next,
+            Err(_) if state == Some("failed") => return Ok(()), // said already
             Err(error) => {
                 tracing::warn!(node = %spec.name, %error, "the MIG layout cannot be applied");
                 let patch = json!({"metadata": {"labels": {MIG_CONFIG_STATE_LABEL: "failed"}}});

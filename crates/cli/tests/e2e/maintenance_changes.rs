@@ -2,8 +2,9 @@
 //! maintenance controller against the lab's twins: a node rotation of the cpu pool (each node
 //! replaced by a new one, validated, drained under a PodDisruptionBudget and removed; the pods
 //! of the removed nodes collected by PodGC) and a MIG repartition of the h200 pool (GFD's
-//! labels, the MIG manager's state label and the DRA ResourceSlices follow the new layout);
-//! both survive a restart of the platform.
+//! labels, the MIG manager's state label and the DRA ResourceSlices follow the new layout; a
+//! layout the GPU cannot hold, annotated by hand, is refused in the state label); both survive
+//! a restart of the platform.
 
 use std::time::Duration;
 
@@ -243,6 +244,43 @@ fn maintain_rotates_nodes_and_repartitions_mig_across_restarts() {
         let cordoned = jsonpath(&cluster, &["get", "node", node], "{.spec.unschedulable}");
         assert_eq!(cordoned, "", "{node} was left cordoned");
     }
+
+    // A layout the GPU cannot hold, written by hand, is refused by the MIG manager, which says so
+    // in its state label and keeps the instances it has; a good one is applied again.
+    let state = |cluster: &Cluster, want: &'static str| {
+        cluster.wait_for_node(
+            "h200-1",
+            "{.metadata.labels.nvidia\\.com/mig\\.config\\.state}",
+            want,
+        );
+    };
+    let layout = |value: &str| format!("maintenance.tessera.dev/mig-layout={value}");
+    cluster.ok(
+        KUBECTL,
+        &[
+            "annotate",
+            "node",
+            "h200-1",
+            "--overwrite",
+            &layout("7g.141gb,1g.18gb"),
+        ],
+    );
+    state(&cluster, "failed");
+    assert_eq!(slice_devices(&cluster, "h200-1").0.len(), 16);
+    cluster.ok(
+        KUBECTL,
+        &[
+            "annotate",
+            "node",
+            "h200-1",
+            "--overwrite",
+            &layout("3g.71gb,2g.35gb,1g.18gb,1g.18gb"),
+        ],
+    );
+    state(&cluster, "success");
+    let (devices, generation) = slice_devices(&cluster, "h200-1");
+    assert_eq!(devices.len(), 32, "{devices:?}");
+    assert_eq!(generation, "3");
 
     // A restart: the replacements come back at their addresses, the removed nodes do not, and
     // the installed layout stays.
