@@ -409,13 +409,7 @@ async fn upgrade(
     world: &World,
     now: SystemTime,
 ) -> Result<(), kube::Error> {
-    let set_state = |state: UpgradeState| {
-        let value = match state {
-            UpgradeState::Unknown => Value::Null,
-            s => json!(s.label()),
-        };
-        json!({"metadata": {"labels": {keys.state_label.clone(): value}}})
-    };
+    let set_state = |state: UpgradeState| state_patch(keys, state);
     match action {
         Action::SetState { node, state } => patch_node(client, node, set_state(*state)).await,
         Action::SetAnnotation { node, key, value } => {
@@ -451,19 +445,8 @@ async fn upgrade(
                 .iter()
                 .map(|p| (p.namespace.clone(), p.name.clone()))
                 .collect();
-            let next = evict_all(
-                client,
-                (plan, world),
-                node,
-                &targets,
-                (*on_success, *on_failure),
-                now,
-            )
-            .await;
-            match next {
-                Some(state) => patch_node(client, node, set_state(state)).await,
-                None => Ok(()),
-            }
+            let outcomes = (*on_success, *on_failure);
+            move_off(client, keys, (plan, world), (node, &targets), outcomes, now).await
         }
         Action::Drain {
             node,
@@ -474,19 +457,8 @@ async fn upgrade(
         } => {
             patch_node(client, node, json!({"spec": {"unschedulable": true}})).await?;
             let targets = drain_targets(&world.pods, node, pod_selector);
-            match evict_all(
-                client,
-                (plan, world),
-                node,
-                &targets,
-                (*on_success, *on_failure),
-                now,
-            )
-            .await
-            {
-                Some(state) => patch_node(client, node, set_state(state)).await,
-                None => Ok(()),
-            }
+            let outcomes = (*on_success, *on_failure);
+            move_off(client, keys, (plan, world), (node, &targets), outcomes, now).await
         }
         Action::RestartDriverPod { node, .. } => {
             // The rollout turns this into the kind's change; nothing to restart here.
@@ -548,23 +520,34 @@ fn drain_targets(pods: &[Value], node: &str, selector: &str) -> Vec<(String, Str
         .collect()
 }
 
-/// Moves every pod off `node` ([`maintenance_evict::evict`]): `Some(on_success)` when all are
-/// gone or going, `None` while a budget refuses one (429) or a Kueue Workload's pods still run
-/// (retried on the next pass, the node keeps its state), `Some(on_failure)` on any other error.
-async fn evict_all(
+/// The merge patch setting `node`'s upgrade state label (removing it for `Unknown`).
+fn state_patch(keys: &Keys, state: UpgradeState) -> Value {
+    let value = match state {
+        UpgradeState::Unknown => Value::Null,
+        s => json!(s.label()),
+    };
+    json!({"metadata": {"labels": {keys.state_label.clone(): value}}})
+}
+
+/// Moves `targets` off `node` ([`maintenance_evict::evict`]) and sets the node's state to the
+/// outcome; a node whose pods cannot all go yet keeps its state (retried on the next pass).
+async fn move_off(
     client: &Client,
+    keys: &Keys,
     (plan, world): (&str, &World),
-    node: &str,
-    pods: &[(String, String)],
+    (node, targets): (&str, &[(String, String)]),
     outcomes: (UpgradeState, UpgradeState),
     now: SystemTime,
-) -> Option<UpgradeState> {
+) -> Result<(), kube::Error> {
     let cluster = maintenance_evict::Cluster {
         pods: &world.pods,
         workloads: &world.workloads,
         plan,
     };
-    maintenance_evict::evict(client, &cluster, node, pods, outcomes, now).await
+    match maintenance_evict::evict(client, &cluster, node, targets, outcomes, now).await {
+        Some(state) => patch_node(client, node, state_patch(keys, state)).await,
+        None => Ok(()),
+    }
 }
 
 /// Annotation `key` of `node` as the pass read it.

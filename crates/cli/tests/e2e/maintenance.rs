@@ -45,7 +45,7 @@ spec:
 ";
 
 /// A Deployment of two pods, one on each h100 node, and a budget over them.
-const WEB: &str = "apiVersion: apps/v1
+pub(crate) const WEB: &str = "apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
 spec:

@@ -12,28 +12,9 @@ use crate::support::Cluster;
 
 const KUBECTL: &str = "1.33";
 
-/// Two web pods on the cpu pool, one per node, a budget keeping one available, and a
-/// DaemonSet whose pods stay on the nodes until they are gone.
-const CPU_WORK: &str = "apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata:
-      labels: {app: web}
-      annotations: {sim.tessera.dev/duration: 1h}
-    spec:
-      nodeSelector: {tessera.dev/pool: cpu}
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - labelSelector: {matchLabels: {app: web}}
-            topologyKey: kubernetes.io/hostname
-      containers: [{name: web, image: web:1}]
----
-apiVersion: policy/v1
+/// Beside the maintenance tests' two web pods (moved to the cpu pool), a budget keeping one
+/// available, and a DaemonSet whose pods stay on the nodes until they are gone.
+const BUDGET_AND_AGENT: &str = "apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: web}
 spec:
@@ -128,7 +109,9 @@ fn slice_devices(cluster: &Cluster, node: &str) -> (Vec<String>, String) {
 #[test]
 fn maintain_rotates_nodes_and_repartitions_mig_across_restarts() {
     let mut cluster = Cluster::start();
-    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], CPU_WORK);
+    let web = crate::maintenance::WEB.replace("tessera.dev/pool: h100", "tessera.dev/pool: cpu");
+    let work = format!("{web}---\n{BUDGET_AND_AGENT}");
+    cluster.ok_stdin(KUBECTL, &["apply", "-f", "-"], &work);
     cluster.wait_for(
         KUBECTL,
         &[
