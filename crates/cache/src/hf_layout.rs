@@ -63,6 +63,12 @@ pub struct Repo {
     id: String,
 }
 
+/// `validate_repo_id`'s messages, as `huggingface_hub` words them.
+const FORM: &str = "Repo id must be in the form 'repo_name' or 'namespace/repo_name'";
+const CHARS: &str = "Repo id must use alphanumeric chars, '-', '_' or '.'. The name cannot start or end with '-' or '.' and the maximum length is 96";
+const DASH: &str = "Cannot have -- or .. in repo_id";
+const GIT: &str = "Repo_id cannot end by '.git'";
+
 /// The longest name `validate_repo_id` accepts.
 const MAX_REPO_NAME: usize = 96;
 
@@ -74,31 +80,31 @@ impl Repo {
         let bad = |reason| Err(refuse("repo id", id, reason));
         let parts: Vec<&str> = id.split('/').collect();
         if parts.len() > 2 {
-            return bad("more than one '/'");
+            return bad(FORM);
         }
         for part in &parts {
             if part.is_empty() {
-                return bad("empty part");
+                return bad(CHARS);
             }
             if !part
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             {
-                return bad("only letters, digits, '-', '_' and '.' are allowed");
+                return bad(CHARS);
             }
             let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
             if !part.starts_with(word) || !part.ends_with(word) {
-                return bad("parts must start and end with a letter, digit or '_'");
+                return bad(CHARS);
             }
         }
         if parts.last().is_some_and(|name| name.len() > MAX_REPO_NAME) {
-            return bad("name longer than 96 characters");
+            return bad(CHARS);
         }
         if id.contains("--") || id.contains("..") {
-            return bad("'--' and '..' are not allowed");
+            return bad(DASH);
         }
         if id.ends_with(".git") {
-            return bad("cannot end in '.git'");
+            return bad(GIT);
         }
         Ok(Self {
             repo_type,
@@ -122,7 +128,8 @@ impl Repo {
         Ok(format!("{}/blobs/{}", self.folder(), check_hash(hash)?))
     }
 
-    /// `<folder>/blobs/<hash>.incomplete`: where a download is written before the rename.
+    /// `<folder>/blobs/<hash>.incomplete`: where a download is written before the rename
+    /// (`huggingface_hub`'s suffix for partial blobs).
     pub fn incomplete_blob(&self, hash: &str) -> Result<String, LayoutError> {
         Ok(format!("{}.incomplete", self.blob(hash)?))
     }
@@ -277,30 +284,29 @@ mod tests {
 
     #[test]
     fn repo_ids_are_validated() {
-        for id in ["gpt2", "org/name", "a_b/c.d-e", "x/Y_1", &"n".repeat(96)] {
+        for id in [
+            "gpt2",
+            "org/name",
+            "a_b/c.d-e",
+            "x/Y_1",
+            "org/_name_",
+            &"n".repeat(96),
+        ] {
             assert!(Repo::model(id).is_ok(), "{id}");
         }
         for (id, reason) in [
-            ("", "empty part"),
-            ("a/b/c", "more than one '/'"),
-            ("/name", "empty part"),
-            ("org/", "empty part"),
-            (
-                "org/na me",
-                "only letters, digits, '-', '_' and '.' are allowed",
-            ),
-            (
-                "-org/name",
-                "parts must start and end with a letter, digit or '_'",
-            ),
-            (
-                "org/name.",
-                "parts must start and end with a letter, digit or '_'",
-            ),
-            ("org--x/name", "'--' and '..' are not allowed"),
-            ("org/a..b", "'--' and '..' are not allowed"),
-            ("org/name.git", "cannot end in '.git'"),
-            (&"n".repeat(97), "name longer than 96 characters"),
+            ("", CHARS),
+            ("a/b/c", FORM),
+            ("/name", CHARS),
+            ("org/", CHARS),
+            ("org/na me", CHARS),
+            ("-org/name", CHARS),
+            ("org/name.", CHARS),
+            ("org--x/name", DASH),
+            ("org/a..b", DASH),
+            ("org/name.git", GIT),
+            (&"n".repeat(97), CHARS),
+            ("café", CHARS),
         ] {
             assert_eq!(
                 Repo::model(id),
