@@ -5,6 +5,9 @@
 //! kube-controller-manager's, [`crate::controllers`]), and the labels kube-apiserver gives a
 //! request.
 //!
+//! Help texts carry component-base's stability prefix (`[STABLE] `) as kube-apiserver and
+//! kube-scheduler serve them; Kueue's, from controller-runtime's registry, have none.
+//!
 //! Owns names, help texts, label names and buckets, and the arithmetic of labels; does not
 //! know where requests come from or when a scheduling attempt happens — the shells call the
 //! `observe`/`record` methods at those moments.
@@ -229,7 +232,7 @@ impl ApiserverMetrics {
         let inflight = gauge_vec(
             &registry,
             "apiserver_current_inflight_requests",
-            "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
+            "[STABLE] Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
             &["request_kind"],
         )?;
         for kind in ["readOnly", "mutating"] {
@@ -239,7 +242,7 @@ impl ApiserverMetrics {
             request_total: counter_vec(
                 &registry,
                 "apiserver_request_total",
-                "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+                "[STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
                 &[
                     "verb",
                     "dry_run",
@@ -255,7 +258,7 @@ impl ApiserverMetrics {
             request_duration: histogram_vec(
                 &registry,
                 "apiserver_request_duration_seconds",
-                "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+                "[STABLE] Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
                 &[
                     "verb",
                     "dry_run",
@@ -272,7 +275,7 @@ impl ApiserverMetrics {
             storage_objects: gauge_vec(
                 &registry,
                 "apiserver_storage_objects",
-                "Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+                "[STABLE] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
                 &["resource"],
             )?,
             registry,
@@ -355,7 +358,7 @@ impl SchedulerMetrics {
         let pending_pods = gauge_vec(
             &registry,
             "scheduler_pending_pods",
-            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+            "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
             &["queue"],
         )?;
         for queue in ["active", "backoff", "unschedulable", "gated"] {
@@ -366,7 +369,7 @@ impl SchedulerMetrics {
             "scheduler_preemption_attempts_total",
             IntCounter::new(
                 "scheduler_preemption_attempts_total",
-                "Total preemption attempts in the cluster till now",
+                "[STABLE] Total preemption attempts in the cluster till now",
             ),
         )?;
         let preemption_victims = registered(
@@ -375,7 +378,7 @@ impl SchedulerMetrics {
             Histogram::with_opts(
                 HistogramOpts::new(
                     "scheduler_preemption_victims",
-                    "Number of selected preemption victims",
+                    "[STABLE] Number of selected preemption victims",
                 )
                 .buckets(exponential_buckets(1.0, 2.0, 7)),
             ),
@@ -385,13 +388,13 @@ impl SchedulerMetrics {
             schedule_attempts: counter_vec(
                 &registry,
                 "scheduler_schedule_attempts_total",
-                "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+                "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
                 &["result", "profile"],
             )?,
             attempt_duration: histogram_vec(
                 &registry,
                 "scheduler_scheduling_attempt_duration_seconds",
-                "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+                "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
                 &["result", "profile"],
                 exponential_buckets(0.001, 2.0, 15),
             )?,
@@ -720,6 +723,56 @@ mod tests {
         assert_eq!(
             got.get("apiserver_current_inflight_requests{request_kind=\"readOnly\"}"),
             Some(&0.0)
+        );
+    }
+
+    #[test]
+    fn stable_metrics_say_so_in_their_help_as_component_base_serves_them() {
+        let registries = Registries::new().unwrap();
+        let get = RequestLabels::of(&info("get", "pods", "default", "p"));
+        registries.apiserver.started(&get);
+        registries.apiserver.finished(&get, 200, 0.01);
+        registries.apiserver.set_storage_objects([("pods", 1)]);
+        registries
+            .scheduler
+            .attempt(scheduling_result::SCHEDULED, "default-scheduler", 0.002);
+        registries.scheduler.preemption(1);
+        registries.scheduler.set_pending(1, 0, 0);
+        registries.kueue.attempt(1, 0.01);
+        let text = crate::render(&[
+            &registries.apiserver.registry,
+            &registries.scheduler.registry,
+            &registries.kueue.registry,
+        ])
+        .unwrap();
+        let help = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("# HELP {name} ")))
+                .unwrap_or_default()
+                .to_string()
+        };
+        for stable in [
+            "apiserver_current_inflight_requests",
+            "apiserver_request_total",
+            "apiserver_request_duration_seconds",
+            "apiserver_storage_objects",
+            "scheduler_pending_pods",
+            "scheduler_preemption_attempts_total",
+            "scheduler_preemption_victims",
+            "scheduler_schedule_attempts_total",
+            "scheduler_scheduling_attempt_duration_seconds",
+        ] {
+            assert!(
+                help(stable).starts_with("[STABLE] "),
+                "{stable}: {:?}",
+                help(stable)
+            );
+        }
+        // Kueue's metrics come from controller-runtime's registry: no stability prefix.
+        assert!(
+            !help("kueue_admission_attempts_total").starts_with('['),
+            "{}",
+            help("kueue_admission_attempts_total")
         );
     }
 
