@@ -14,4 +14,7 @@ pub mod printer;
 pub mod pv_controller;
 pub mod volume_binding;
 
+#[cfg(test)]
+mod testing;
+
 pub use matching::find_matching_volume;

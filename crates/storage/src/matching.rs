@@ -126,6 +126,7 @@ fn find_in<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::with;
     use serde_json::json;
 
     fn volume(name: &str, size: &str, modes: &[&str]) -> Value {
@@ -142,18 +143,6 @@ mod tests {
             "metadata": {"name": "claim01", "namespace": "myns", "uid": "uid01"},
             "spec": {"accessModes": modes, "resources": {"requests": {"storage": size}}}
         })
-    }
-
-    /// The object with the values set at the pointers (missing parents created).
-    pub(crate) fn with(mut object: Value, sets: &[(&str, Value)]) -> Value {
-        for (pointer, value) in sets {
-            let mut target = &mut object;
-            for part in pointer.trim_start_matches('/').split('/') {
-                target = &mut target[part];
-            }
-            *target = value.clone();
-        }
-        object
     }
 
     /// Upstream's `createTestVolumes`, reduced: GCE-like (RWO,ROX) and NFS-like (RWO,ROX,RWX)
