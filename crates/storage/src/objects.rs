@@ -194,6 +194,33 @@ pub fn claim_ref(volume: &Value) -> Option<&Value> {
     volume.pointer("/spec/claimRef").filter(|r| r.is_object())
 }
 
+/// The claims a pod's volumes name, each with whether it is a generic ephemeral volume's
+/// (`<pod>-<volume>`) rather than a `persistentVolumeClaim.claimName`.
+pub fn pod_claims(pod: &Value) -> Vec<(String, bool)> {
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|volume| {
+            if let Some(claim) = volume.pointer("/persistentVolumeClaim/claimName") {
+                claim.as_str().map(|c| (c.to_string(), false))
+            } else if volume.get("ephemeral").is_some_and(|e| !e.is_null()) {
+                Some((format!("{}-{}", name(pod), text(volume, "/name")), true))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The names of the claims a pod's volumes name ([`pod_claims`]).
+pub fn pod_claim_names(pod: &Value) -> Vec<String> {
+    pod_claims(pod)
+        .into_iter()
+        .map(|(claim, _)| claim)
+        .collect()
+}
+
 /// A node's labels.
 pub fn node_labels(node: &Value) -> BTreeMap<String, String> {
     tessera_model::selector::labels(node)

@@ -30,8 +30,8 @@ use crate::objects::{
     ANN_BOUND_BY_CONTROLLER, ANN_DEFAULT_CLASS, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER,
     annotation, by_name, by_namespaced_name, check_access_modes, claim_class, claim_has_class,
     claim_key, claim_ref, has_annotation, is_deleting, is_volume_bound_to_claim, name, namespace,
-    quantity_at, reference, requested_storage, set_annotation, uid, volume_capacity, volume_class,
-    volume_mode_mismatch,
+    pod_claim_names, quantity_at, reference, requested_storage, set_annotation, uid,
+    volume_capacity, volume_class, volume_mode_mismatch,
 };
 
 /// The component that records the controller's events.
@@ -753,25 +753,6 @@ pub fn check_volume_satisfies_claim(volume: &Value, claim: &Value) -> Result<(),
         return Err("incompatible accessMode".into());
     }
     Ok(())
-}
-
-/// The claims a pod's volumes name: `persistentVolumeClaim.claimName`, and `<pod>-<volume>`
-/// for a generic ephemeral volume.
-pub fn pod_claim_names(pod: &Value) -> Vec<String> {
-    pod.pointer("/spec/volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|volume| {
-            if let Some(claim) = volume.pointer("/persistentVolumeClaim/claimName") {
-                claim.as_str().map(str::to_string)
-            } else if volume.get("ephemeral").is_some_and(|e| !e.is_null()) {
-                Some(format!("{}-{}", name(pod), text(volume, "/name")))
-            } else {
-                None
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
