@@ -634,10 +634,10 @@ impl Sync<'_> {
             }
             if let Some(annotations) = updated["metadata"]["annotations"].as_object_mut() {
                 annotations.remove(ANN_BOUND_BY_CONTROLLER);
-                if annotations.is_empty() {
-                    if let Some(metadata) = updated["metadata"].as_object_mut() {
-                        metadata.remove("annotations");
-                    }
+                if annotations.is_empty()
+                    && let Some(metadata) = updated["metadata"].as_object_mut()
+                {
+                    metadata.remove("annotations");
                 }
             }
         } else if let Some(claim_ref) = updated["spec"]["claimRef"].as_object_mut() {

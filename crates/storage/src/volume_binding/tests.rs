@@ -457,7 +457,9 @@ fn capacity_of_csi_drivers_that_opt_in() {
         capacity
     };
     let driver = |opt_in: bool| json!({"metadata": {"name": "test-provisioner"}, "spec": {"storageCapacity": opt_in}});
-    let table: Vec<(&str, Vec<Value>, Vec<Value>, Vec<&str>)> = vec![
+    // (case, CSIDrivers, CSIStorageCapacities, reasons)
+    type Row<'a> = (&'a str, Vec<Value>, Vec<Value>, Vec<&'a str>);
+    let table: Vec<Row> = vec![
         ("no driver: not checked", vec![], vec![], vec![]),
         (
             "driver does not opt in",
