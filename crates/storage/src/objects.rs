@@ -221,6 +221,30 @@ pub fn pod_claim_names(pod: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `IsPodTerminated`: the pod Failed or Succeeded, or is being deleted with no container
+/// (init, regular or ephemeral) running.
+pub fn pod_is_terminated(pod: &Value) -> bool {
+    let not_running = |pointer: &str| {
+        pod.pointer(pointer)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .all(|status| {
+                let set = |state: &str| {
+                    status
+                        .pointer(&format!("/state/{state}"))
+                        .is_some_and(|s| !s.is_null())
+                };
+                set("terminated") || set("waiting")
+            })
+    };
+    matches!(text(pod, "/status/phase"), "Failed" | "Succeeded")
+        || (is_deleting(pod)
+            && not_running("/status/initContainerStatuses")
+            && not_running("/status/containerStatuses")
+            && not_running("/status/ephemeralContainerStatuses"))
+}
+
 /// A node's labels.
 pub fn node_labels(node: &Value) -> BTreeMap<String, String> {
     tessera_model::selector::labels(node)
@@ -409,6 +433,31 @@ mod tests {
         for (modes, want) in table {
             let modes: Vec<String> = modes.iter().map(|m| m.to_string()).collect();
             assert_eq!(access_modes_string(&modes), want, "{modes:?}");
+        }
+    }
+
+    #[test]
+    fn terminated_pods_as_upstream() {
+        let deleting = |statuses: Value| {
+            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+                   "status": {"phase": "Running", "containerStatuses": statuses}})
+        };
+        let table = [
+            (json!({"status": {"phase": "Succeeded"}}), true),
+            (json!({"status": {"phase": "Failed"}}), true),
+            (json!({"status": {"phase": "Running"}}), false),
+            (
+                deleting(json!([{"state": {"terminated": {}}}, {"state": {"waiting": {}}}])),
+                true,
+            ),
+            (
+                deleting(json!([{"state": {"terminated": {}}}, {"state": {"running": {}}}])),
+                false,
+            ),
+            (deleting(json!([])), true),
+        ];
+        for (pod, terminated) in table {
+            assert_eq!(pod_is_terminated(&pod), terminated, "{pod}");
         }
     }
 

@@ -13,10 +13,12 @@
 //! deletes it, Recycle fails as there is no recycler plugin).
 //!
 //! Deliberately not known: volume plugins (Tessera has no in-tree plugin, so a
-//! `kubernetes.io/…` provisioner finds none and every other provisioner is external; the Delete
-//! policy is carried out by deleting the PersistentVolume, the platform standing in for the
-//! plugin's deleter), CSI migration, volume expansion, finalizers and the controller's caches
-//! and retries (a failed write is the shell's to retry by syncing again).
+//! `kubernetes.io/…` provisioner finds none and every other provisioner is external), CSI
+//! migration, volume expansion, finalizers (`HonorPVReclaimPolicy`) and the controller's caches
+//! and retries (a failed write is the shell's to retry by syncing again). One deliberate
+//! departure: upstream leaves an externally provisioned volume's deletion to its provisioner
+//! and fails a static one no in-tree plugin can delete; Tessera has no storage behind a volume,
+//! so the Delete policy is carried out here by deleting the PersistentVolume object.
 
 use std::time::SystemTime;
 
@@ -30,8 +32,8 @@ use crate::objects::{
     ANN_BOUND_BY_CONTROLLER, ANN_DEFAULT_CLASS, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER,
     annotation, by_name, by_namespaced_name, check_access_modes, claim_class, claim_has_class,
     claim_key, claim_ref, has_annotation, is_deleting, is_volume_bound_to_claim, name, namespace,
-    pod_claim_names, quantity_at, reference, requested_storage, set_annotation, uid,
-    volume_capacity, volume_class, volume_mode_mismatch,
+    pod_claim_names, pod_is_terminated, quantity_at, reference, requested_storage, set_annotation,
+    uid, volume_capacity, volume_class, volume_mode_mismatch,
 };
 
 /// The component that records the controller's events.
@@ -276,11 +278,21 @@ impl Sync<'_> {
             }
         } else if is_volume_bound_to_claim(volume, claim) {
             self.bind(volume, claim)
-        } else if !has_annotation(claim, ANN_BOUND_BY_CONTROLLER) {
-            // The user asked for a volume claimed by someone else: retry later.
-            self.update_claim_status(claim, "Pending", None)?;
-            Ok(())
         } else {
+            self.claim_event(
+                claim,
+                "Warning",
+                "FailedBinding",
+                format!(
+                    "volume {:?} already bound to a different claim.",
+                    name(volume)
+                ),
+            );
+            if !has_annotation(claim, ANN_BOUND_BY_CONTROLLER) {
+                // The user asked for a volume claimed by someone else: retry later.
+                self.update_claim_status(claim, "Pending", None)?;
+                return Ok(());
+            }
             let other = claim_ref(volume).unwrap_or(&Value::Null);
             Err(SyncError::AlreadyClaimed {
                 claim: claim_key(claim),
@@ -355,6 +367,7 @@ impl Sync<'_> {
             .iter()
             .filter(|pod| {
                 namespace(pod) == namespace(claim)
+                    && !pod_is_terminated(pod)
                     && text(pod, "/spec/nodeName").is_empty()
                     && pod_claim_names(pod).iter().any(|c| c == name(claim))
             })
@@ -655,11 +668,17 @@ impl Sync<'_> {
                 .actions
                 .push(Action::DeleteVolume(name(volume).to_string())),
             "Recycle" => {
+                // Pods still using the claim hold the volume, unless a namesake claim
+                // replaced it (then the pods use the new claim's volume).
                 let users = self.volume_users(volume);
-                if !users.is_empty() {
+                let claim_cached = claim_ref(volume).is_some_and(|r| {
+                    by_namespaced_name(self.cluster.claims, text(r, "/namespace"), text(r, "/name"))
+                        .is_some()
+                });
+                if !users.is_empty() && !claim_cached {
                     self.volume_event(
                         volume,
-                        "Warning",
+                        "Normal",
                         "VolumeFailedRecycle",
                         format!("Volume is used by pods: {}", users.join(",")),
                     );
@@ -693,7 +712,7 @@ impl Sync<'_> {
             .iter()
             .filter(|pod| {
                 namespace(pod) == claim_namespace
-                    && !matches!(text(pod, "/status/phase"), "Succeeded" | "Failed")
+                    && !pod_is_terminated(pod)
                     && pod_claim_names(pod).iter().any(|c| c == claim_name)
             })
             .map(|pod| format!("{}/{}", namespace(pod), name(pod)))

@@ -348,7 +348,10 @@ fn sync_unbound_claim() {
                 ("pv", "volume2-5", "/spec/claimRef/name", json!("other")),
                 ("pvc", "claim2-5", "/status/phase", json!("Pending")),
             ],
-            events: vec![],
+            events: vec![(
+                "FailedBinding",
+                "volume \"volume2-5\" already bound to a different claim.",
+            )],
         },
     ]);
 }
@@ -694,6 +697,18 @@ fn recycle_waits_for_the_pods_using_the_volume() {
         ],
         ..World::default()
     };
+    // A namesake claim replaced the deleted one: its pods do not hold this volume.
+    let mut replaced = world.clone();
+    replaced.claims = vec![with(
+        claim("deleted", "1Gi"),
+        &[("/metadata/uid", json!("new"))],
+    )];
+    let after = run(&replaced, &Subject::Volume("v")).expect("sync");
+    assert_eq!(after.events[0].0, "VolumeFailedRecycle");
+    assert_eq!(
+        after.events[0].1,
+        "No recycler plugin found for the volume!"
+    );
     let after = run(&world, &Subject::Volume("v")).expect("sync");
     assert_eq!(
         after.events,
@@ -795,10 +810,17 @@ fn provisioning_and_delayed_binding() {
             events: vec![("WaitForPodScheduled", "waiting for pod p1 to be scheduled")],
         },
         Case {
-            name: "11-6 WaitForFirstConsumer with two unscheduled pods",
+            name: "11-6 WaitForFirstConsumer with two unscheduled pods (a finished one left out)",
             world: world(
                 vec![classed("claim", "wffc")],
-                vec![waiting_pod("p1", ""), waiting_pod("p2", "")],
+                vec![
+                    waiting_pod("p1", ""),
+                    with(
+                        waiting_pod("done", ""),
+                        &[("/status/phase", json!("Succeeded"))],
+                    ),
+                    waiting_pod("p2", ""),
+                ],
             ),
             subject: Subject::Claim("claim"),
             checks: vec![],
