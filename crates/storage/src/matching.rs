@@ -2,8 +2,8 @@
 //! (`component-helpers/storage/volume/pv_helpers.go`) and the PV controller's access-mode
 //! index (`pkg/controller/volume/persistentvolume/index.go`, `findByClaim`) decide it.
 //!
-//! A volume bound to another claim, smaller than the request, of another volume mode, being
-//! deleted, out of `Available`, outside the claim's label selector or of another class is
+//! A volume bound to another claim, smaller than the request, of another volume mode or
+//! volume attributes class, being deleted, out of `Available`, outside the claim's label selector or of another class is
 //! skipped; a volume pre-bound to the claim (its `claimRef`) wins outright; otherwise the
 //! smallest fitting volume wins. In the controller's path (no node) volumes are tried in groups
 //! of identical access modes that contain every requested mode, fewest modes first; in the
@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::objects::{
     self, ACCESS_MODES, access_modes, access_modes_string, check_access_modes, check_node_affinity,
     claim_class, claim_ref, is_deleting, is_volume_bound_to_claim, requested_storage,
-    selector_matches, volume_capacity, volume_class, volume_mode_mismatch,
+    selector_matches, volume_attributes_class, volume_capacity, volume_class, volume_mode_mismatch,
 };
 
 /// The best volume for `claim` among `volumes`, or `None`.
@@ -97,7 +97,11 @@ fn find_in<'a>(
             continue;
         }
         let capacity = volume_capacity(volume);
-        if capacity < requested || volume_mode_mismatch(claim, volume) || is_deleting(volume) {
+        if capacity < requested
+            || volume_mode_mismatch(claim, volume)
+            || volume_attributes_class(claim) != volume_attributes_class(volume)
+            || is_deleting(volume)
+        {
             continue;
         }
         let affinity_fits = node_labels.is_none_or(|labels| check_node_affinity(volume, labels));
@@ -333,7 +337,14 @@ mod tests {
 
     #[test]
     fn unusable_volumes_are_skipped() {
-        let table: [(&str, Value); 4] = [
+        let table: [(&str, Value); 5] = [
+            (
+                "of another volume attributes class",
+                with(
+                    volume("v", "5G", &["ReadWriteOnce"]),
+                    &[("/spec/volumeAttributesClassName", json!("gold"))],
+                ),
+            ),
             (
                 "being deleted",
                 with(

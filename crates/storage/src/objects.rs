@@ -175,6 +175,11 @@ pub fn volume_mode_mismatch(claim: &Value, volume: &Value) -> bool {
     mode(claim) != mode(volume)
 }
 
+/// `spec.volumeAttributesClassName`, "" when unset (upstream's `ptr.Deref(…, "")`).
+pub fn volume_attributes_class(object: &Value) -> &str {
+    text(object, "/spec/volumeAttributesClassName")
+}
+
 /// `IsVolumeBoundToClaim`: the volume's claimRef names the claim (and its UID, when the
 /// claimRef carries one).
 pub fn is_volume_bound_to_claim(volume: &Value, claim: &Value) -> bool {

@@ -5,8 +5,8 @@
 //! texts) and the claims to sync next.
 //!
 //! Covers binding (pre-bound either way, the smallest match, `bind-completed` and
-//! `bound-by-controller`), claim phases Pending/Bound/Lost with `status.capacity` and
-//! `accessModes`, volume phases Available/Bound/Released/Failed, the retroactive default class,
+//! `bound-by-controller`), claim phases Pending/Bound/Lost with `status.capacity`,
+//! `accessModes` and `currentVolumeAttributesClassName`, volume phases Available/Bound/Released/Failed, the retroactive default class,
 //! provisioning requests to external provisioners (`volume.kubernetes.io/storage-provisioner`
 //! and its beta spelling; with `WaitForFirstConsumer` only once the scheduler set
 //! `volume.kubernetes.io/selected-node`), and reclaim (Retain keeps the volume Released, Delete
@@ -33,7 +33,7 @@ use crate::objects::{
     annotation, by_name, by_namespaced_name, check_access_modes, claim_class, claim_has_class,
     claim_key, claim_ref, has_annotation, is_deleting, is_volume_bound_to_claim, name, namespace,
     pod_claim_names, pod_is_terminated, quantity_at, reference, requested_storage, set_annotation,
-    uid, volume_capacity, volume_class, volume_mode_mismatch,
+    uid, volume_attributes_class, volume_capacity, volume_class, volume_mode_mismatch,
 };
 
 /// The component that records the controller's events.
@@ -492,7 +492,11 @@ impl Sync<'_> {
         }
         match volume {
             None => {
-                for field in ["accessModes", "capacity"] {
+                for field in [
+                    "accessModes",
+                    "capacity",
+                    "currentVolumeAttributesClassName",
+                ] {
                     if status.remove(field).is_some_and(|v| !v.is_null()) {
                         dirty = true;
                     }
@@ -521,6 +525,25 @@ impl Sync<'_> {
                         status.insert("capacity".into(), capacity.clone());
                         dirty = true;
                     }
+                }
+                // The claim's current attributes class is the volume's, set only as it binds.
+                let volume_class = volume
+                    .pointer("/spec/volumeAttributesClassName")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                if text(claim, "/status/phase") == "Pending"
+                    && phase == "Bound"
+                    && claim
+                        .pointer("/status/currentVolumeAttributesClassName")
+                        .unwrap_or(&Value::Null)
+                        != &volume_class
+                {
+                    if volume_class.is_null() {
+                        status.remove("currentVolumeAttributesClassName");
+                    } else {
+                        status.insert("currentVolumeAttributesClassName".into(), volume_class);
+                    }
+                    dirty = true;
                 }
             }
         }
@@ -764,6 +787,9 @@ pub fn check_volume_satisfies_claim(volume: &Value, claim: &Value) -> Result<(),
     }
     if volume_class(volume) != claim_class(claim) {
         return Err("storageClassName does not match".into());
+    }
+    if volume_attributes_class(volume) != volume_attributes_class(claim) {
+        return Err("volumeAttributesClassName does not match".into());
     }
     if volume_mode_mismatch(claim, volume) {
         return Err("incompatible volumeMode".into());

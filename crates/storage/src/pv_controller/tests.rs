@@ -335,6 +335,49 @@ fn sync_unbound_claim() {
             )],
         },
         Case {
+            name: "2-4b claim pre-bound to a volume of another attributes class",
+            world: world(
+                vec![volume("volume2-4", "10Gi")],
+                vec![with(
+                    claim("claim2-4", "1Gi"),
+                    &[
+                        ("/spec/volumeName", json!("volume2-4")),
+                        ("/spec/volumeAttributesClassName", json!("gold")),
+                    ],
+                )],
+            ),
+            subject: Subject::Claim("claim2-4"),
+            checks: vec![("pvc", "claim2-4", "/status/phase", json!("Pending"))],
+            events: vec![(
+                "VolumeMismatch",
+                "Cannot bind to requested volume \"volume2-4\": volumeAttributesClassName does not match",
+            )],
+        },
+        Case {
+            name: "1-4 binding records the volume's attributes class on the claim",
+            world: world(
+                vec![with(
+                    volume("volume1-4", "10Gi"),
+                    &[("/spec/volumeAttributesClassName", json!("gold"))],
+                )],
+                vec![with(
+                    claim("claim1-4", "1Gi"),
+                    &[("/spec/volumeAttributesClassName", json!("gold"))],
+                )],
+            ),
+            subject: Subject::Claim("claim1-4"),
+            checks: vec![
+                ("pvc", "claim1-4", "/spec/volumeName", json!("volume1-4")),
+                (
+                    "pvc",
+                    "claim1-4",
+                    "/status/currentVolumeAttributesClassName",
+                    json!("gold"),
+                ),
+            ],
+            events: vec![],
+        },
+        Case {
             name: "2-5 claim pre-bound to a volume bound elsewhere waits",
             world: world(
                 vec![bound_to(volume("volume2-5", "10Gi"), "other")],
