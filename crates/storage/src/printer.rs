@@ -5,7 +5,8 @@
 //! quantities in canonical form, ages as `HumanDuration`.
 //!
 //! Knows nothing of `Table` responses, column definitions' types or `includeObject`; the API's
-//! table code (`tessera_api::table`) owns those.
+//! table code (`tessera_api::table`) owns those and can call these rows (this crate does not
+//! depend on `tessera-api`).
 
 use std::time::SystemTime;
 
@@ -129,7 +130,7 @@ fn age(object: &Value, now: SystemTime) -> String {
         Ok(elapsed) => elapsed.as_secs() as i64,
         Err(early) => -(early.duration().as_secs() as i64),
     };
-    tessera_api::table::human_duration(seconds)
+    tessera_model::time::human_duration(seconds)
 }
 
 #[cfg(test)]
