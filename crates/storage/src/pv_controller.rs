@@ -52,7 +52,10 @@ pub struct Cluster<'a> {
     pub pods: &'a [Value],
 }
 
-/// One thing to do, in order. Objects are whole, as they should be written.
+/// One thing to do, in order. Objects are whole, as they should be written, and carry the
+/// `resourceVersion` the sync read: a shell writing them in order carries the version each
+/// write returns into the next write of the same object, as upstream goes on with the object
+/// each write returns.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// `Update` the claim (spec and metadata) to this object.
