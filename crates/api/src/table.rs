@@ -89,62 +89,7 @@ fn since(timestamp: Option<&str>, now: SystemTime) -> String {
     }
 }
 
-/// Formats seconds the way `k8s.io/apimachinery/pkg/util/duration.HumanDuration` does.
-pub fn human_duration(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".into();
-    }
-    if seconds < 0 {
-        return "0s".into();
-    }
-    if seconds < 120 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
-    }
-    if minutes < 180 {
-        return format!("{minutes}m");
-    }
-    let hours = seconds / 3600;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let days = (hours / 24) % 365;
-        return if days == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{days}d", hours / 24 / 365)
-        };
-    }
-    format!("{}y", hours / 24 / 365)
-}
+pub use tessera_model::time::human_duration;
 
 fn containers_of(template_spec: Option<&Value>) -> Vec<&Value> {
     template_spec
@@ -1248,32 +1193,6 @@ mod tests {
     use super::*;
     use crate::resource::Resource;
     use std::time::Duration;
-
-    #[test]
-    fn human_durations_match_upstream() {
-        let table = [
-            (-5, "<invalid>"),
-            (-1, "0s"),
-            (0, "0s"),
-            (119, "119s"),
-            (120, "2m"),
-            (150, "2m30s"),
-            (600, "10m"),
-            (179 * 60, "179m"),
-            (3 * 3600, "3h"),
-            (3 * 3600 + 60, "3h1m"),
-            (8 * 3600, "8h"),
-            (47 * 3600, "47h"),
-            (48 * 3600, "2d"),
-            (49 * 3600, "2d1h"),
-            (8 * 86400, "8d"),
-            (800 * 86400, "2y70d"),
-            (9 * 365 * 86400, "9y"),
-        ];
-        for (seconds, want) in table {
-            assert_eq!(human_duration(seconds), want, "{seconds}s");
-        }
-    }
 
     #[test]
     fn pod_rows_follow_kubectl() {
