@@ -120,6 +120,17 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) {
             }
             metadata.insert("finalizers".into(), json!(finalizers));
         }
+        // SetDefaults_PersistentVolumeClaim(Spec) and SetDefaults_PersistentVolume(Spec).
+        ("", "PersistentVolumeClaim") => {
+            default_str(ensure_object(object, "spec"), "volumeMode", "Filesystem");
+            default_str(ensure_object(object, "status"), "phase", "Pending");
+        }
+        ("", "PersistentVolume") => {
+            let spec = ensure_object(object, "spec");
+            default_str(spec, "persistentVolumeReclaimPolicy", "Retain");
+            default_str(spec, "volumeMode", "Filesystem");
+            default_str(ensure_object(object, "status"), "phase", "Pending");
+        }
         ("", "Service") => {
             let spec = ensure_object(object, "spec");
             default_str(spec, "type", "ClusterIP");
@@ -684,6 +695,27 @@ pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Caus
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claims_and_volumes_are_defaulted_as_upstream() {
+        let mut claim =
+            json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}});
+        prepare_for_create(
+            Resource::find("", "v1", "persistentvolumeclaims").unwrap(),
+            &mut claim,
+        );
+        assert_eq!(claim["spec"]["volumeMode"], "Filesystem");
+        assert_eq!(claim["status"]["phase"], "Pending");
+        let mut volume = json!({"metadata": {"name": "pv"},
+            "spec": {"volumeMode": "Block", "capacity": {"storage": "1Gi"}}});
+        prepare_for_create(
+            Resource::find("", "v1", "persistentvolumes").unwrap(),
+            &mut volume,
+        );
+        assert_eq!(volume["spec"]["persistentVolumeReclaimPolicy"], "Retain");
+        assert_eq!(volume["spec"]["volumeMode"], "Block", "a set mode stays");
+        assert_eq!(volume["status"]["phase"], "Pending");
+    }
 
     #[test]
     fn a_gated_pods_node_selector_may_only_grow() {

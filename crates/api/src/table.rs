@@ -438,8 +438,60 @@ fn job_duration(job: &Value, now: SystemTime) -> Value {
     ))
 }
 
+/// The `I`th cell of `kubectl get pvc`'s row (`tessera_storage::printer`).
+fn claim_cell<const I: usize>(claim: &Value, now: SystemTime) -> Value {
+    let mut row = tessera_storage::printer::claim_row(claim, now);
+    json!(std::mem::take(&mut row[I]))
+}
+
+/// The `I`th cell of `kubectl get pv`'s row (`tessera_storage::printer`).
+fn volume_cell<const I: usize>(volume: &Value, now: SystemTime) -> Value {
+    let mut row = tessera_storage::printer::volume_row(volume, now);
+    json!(std::mem::take(&mut row[I]))
+}
+
+/// Columns named by `names` (name, priority), their cells computed by `cells`, in order.
+fn named_columns(names: &[(&'static str, u8)], cells: &[Cell]) -> Vec<Column> {
+    names
+        .iter()
+        .zip(cells)
+        .map(|(&(name, priority), &cell)| col(name, priority, cell))
+        .collect()
+}
+
 fn columns(group: &str, kind: &str) -> Vec<Column> {
+    use tessera_storage::printer::{CLAIM_COLUMNS, VOLUME_COLUMNS};
     match (group, kind) {
+        ("", "PersistentVolumeClaim") => named_columns(
+            &CLAIM_COLUMNS,
+            &[
+                claim_cell::<0>,
+                claim_cell::<1>,
+                claim_cell::<2>,
+                claim_cell::<3>,
+                claim_cell::<4>,
+                claim_cell::<5>,
+                claim_cell::<6>,
+                claim_cell::<7>,
+                claim_cell::<8>,
+            ],
+        ),
+        ("", "PersistentVolume") => named_columns(
+            &VOLUME_COLUMNS,
+            &[
+                volume_cell::<0>,
+                volume_cell::<1>,
+                volume_cell::<2>,
+                volume_cell::<3>,
+                volume_cell::<4>,
+                volume_cell::<5>,
+                volume_cell::<6>,
+                volume_cell::<7>,
+                volume_cell::<8>,
+                volume_cell::<9>,
+                volume_cell::<10>,
+            ],
+        ),
         ("", "Pod") => vec![
             col("Name", 0, name),
             col("Ready", 0, pod_ready),
@@ -1302,6 +1354,87 @@ mod tests {
         for (pod, want) in table {
             assert_eq!(pod_status(&pod), want, "{pod}");
         }
+    }
+
+    #[test]
+    fn claim_and_volume_rows_follow_kubectl_get_pvc_and_pv() {
+        let claim = json!({"metadata": {"name": "data", "namespace": "ml",
+                "creationTimestamp": "1970-01-01T00:00:00Z"},
+            "spec": {"volumeName": "pv-1", "storageClassName": "local", "volumeMode": "Filesystem"},
+            "status": {"phase": "Bound", "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce", "ReadWriteMany"]}});
+        let volume = json!({"metadata": {"name": "pv-1",
+                "creationTimestamp": "1970-01-01T00:00:00Z"},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "local",
+                "claimRef": {"namespace": "ml", "name": "data"}, "volumeMode": "Filesystem"},
+            "status": {"phase": "Bound"}});
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(300);
+        let render = |plural: &str, object: Value| {
+            table(
+                Resource::find("", "v1", plural).unwrap(),
+                &[object],
+                now,
+                "1",
+                None,
+                true,
+                IncludeObject::Metadata,
+            )
+        };
+        let pvc = render("persistentvolumeclaims", claim);
+        let names: Vec<&str> = pvc["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Name",
+                "Status",
+                "Volume",
+                "Capacity",
+                "Access Modes",
+                "StorageClass",
+                "VolumeAttributesClass",
+                "Age",
+                "VolumeMode"
+            ]
+        );
+        assert_eq!(
+            pvc["rows"][0]["cells"],
+            json!([
+                "data",
+                "Bound",
+                "pv-1",
+                "10Gi",
+                "RWO,RWX",
+                "local",
+                "<unset>",
+                "5m",
+                "Filesystem"
+            ])
+        );
+        let pv = render("persistentvolumes", volume);
+        assert_eq!(
+            pv["rows"][0]["cells"],
+            json!([
+                "pv-1",
+                "10Gi",
+                "RWO",
+                "Delete",
+                "Bound",
+                "ml/data",
+                "local",
+                "<unset>",
+                "",
+                "5m",
+                "Filesystem"
+            ])
+        );
+        // VolumeMode is a wide column, as upstream's.
+        assert_eq!(pv["columnDefinitions"][10]["priority"], 1);
     }
 
     #[test]
