@@ -97,6 +97,10 @@ impl NodeTwins {
                     Err(error) => return Err(error),
                 }
             }
+            // Its containers are stopped, so its devices are free now, as the kubelet's device
+            // manager frees a terminated pod's: the scheduler may already have bound a
+            // preemptor to them, whose admission must not wait for the delete to be watched.
+            self.release_gpus(pod).await;
             let params = DeleteParams {
                 grace_period_seconds: Some(0),
                 preconditions: Some(kube::api::Preconditions {

@@ -62,7 +62,7 @@ fn gpu_faults_turn_devices_unhealthy_and_fail_their_pods() {
     );
 
     // DRA: a pod holding a GPU through a claim fails when that GPU fails.
-    let pod = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: one}\nspec:\n  devices:\n    requests:\n    - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: trainer}\nspec:\n  nodeName: h100-1\n  restartPolicy: Never\n  resourceClaims: [{name: gpu, resourceClaimName: one}]\n  containers:\n  - {name: train, image: trainer:1, resources: {claims: [{name: gpu}]}}\n";
+    let pod = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: one}\nspec:\n  devices:\n    requests:\n    - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: trainer, annotations: {sim.tessera.dev/duration: 1h}}\nspec:\n  nodeName: h100-1\n  restartPolicy: Never\n  resourceClaims: [{name: gpu, resourceClaimName: one}]\n  containers:\n  - {name: train, image: trainer:1, resources: {claims: [{name: gpu}]}}\n";
     cluster.ok_stdin(V, &["apply", "-f", "-"], pod);
     cluster.wait_for(
         V,
