@@ -4,7 +4,9 @@
 //! the entries. HeadObject answers the indexed sha256 as the object's `x-amz-meta-sha256`
 //! metadata, the same place `tessera model push` puts it on a store without an index.
 //!
-//! Every other operation is s3s-fs's own. This module knows nothing of models, layouts or the
+//! A missing bucket is `NoSuchBucket` for GetObject, PutObject, CopyObject and
+//! CreateMultipartUpload (s3s-fs would answer `NoSuchKey`, or make the bucket). Every other
+//! operation is s3s-fs's own. This module knows nothing of models, layouts or the
 //! OCI view.
 
 use std::path::PathBuf;
@@ -54,6 +56,19 @@ impl IndexedFs {
                 "the object was written but the index could not be updated"
             )
         })
+    }
+
+    /// s3s-fs answers a missing bucket as a missing key on reads and makes it on writes;
+    /// S3 answers `NoSuchBucket`.
+    fn require_bucket(&self, bucket: &str) -> S3Result<()> {
+        if self.root.join(bucket).is_dir() {
+            Ok(())
+        } else {
+            Err(s3_error!(
+                NoSuchBucket,
+                "The specified bucket does not exist"
+            ))
+        }
     }
 
     fn forget(&self, bucket: &str, key: &str) -> S3Result<()> {
@@ -107,6 +122,7 @@ impl S3 for IndexedFs {
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        self.require_bucket(&bucket)?;
         let answer = self.inner.put_object(req).await?;
         self.record(&bucket, &key).await?;
         Ok(answer)
@@ -127,6 +143,7 @@ impl S3 for IndexedFs {
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        self.require_bucket(&bucket)?;
         let answer = self.inner.copy_object(req).await?;
         self.record(&bucket, &key).await?;
         Ok(answer)
@@ -203,6 +220,7 @@ impl S3 for IndexedFs {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
+        self.require_bucket(&req.input.bucket)?;
         self.inner.get_object(req).await
     }
 
@@ -238,6 +256,7 @@ impl S3 for IndexedFs {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        self.require_bucket(&req.input.bucket)?;
         self.inner.create_multipart_upload(req).await
     }
 

@@ -278,6 +278,12 @@ async fn sigv4_guards_the_store_and_presigned_urls_expire() {
     .unwrap();
     let error = no_bucket.list("").await.unwrap_err();
     assert_eq!(error.code(), Some("NoSuchBucket"), "{error}");
+    let error = no_bucket
+        .put_file("acme/m/main/f.bin", &path, &sha256(&body), 64 << 20)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some("NoSuchBucket"), "{error}");
+    assert!(!store.root().join("absent-bucket").exists());
 
     // Anonymous S3 requests are refused.
     let anonymous = request(
