@@ -230,7 +230,7 @@ pub struct UpArgs {
     /// The address the embedded S3 model store listens on (port 0: a free port, printed in
     /// the banner); its endpoint and credentials are published as Secret
     /// kube-system/tessera-model-store and in `<data-dir>/model-store.env`.
-    #[arg(long, default_value = "127.0.0.1:0")]
+    #[arg(long, default_value = "127.0.0.1:0", conflicts_with_all = ["model_store_endpoint", "no_model_store"])]
     pub model_store_listen: SocketAddr,
     /// An external S3 endpoint to publish instead of serving the embedded store (credentials
     /// from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY).

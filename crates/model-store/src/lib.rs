@@ -113,6 +113,22 @@ impl ModelStore {
             path: root.clone(),
             source,
         })?;
+        let reconciling = index.clone();
+        let walked = root.clone();
+        let (recorded, dropped) =
+            tokio::task::spawn_blocking(move || reconciling.reconcile(&walked))
+                .await
+                .map_err(|e| StoreError::FileSystem {
+                    path: root.clone(),
+                    reason: format!("reconcile the index: {e}"),
+                })??;
+        if recorded + dropped > 0 {
+            tracing::info!(
+                recorded,
+                dropped,
+                "model store: index reconciled with the files"
+            );
+        }
         let mut builder =
             S3ServiceBuilder::new(indexed::IndexedFs::new(fs, root.clone(), index.clone()));
         builder.set_auth(credentials::Auth(credentials.clone()));

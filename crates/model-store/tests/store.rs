@@ -227,12 +227,23 @@ async fn objects_are_indexed_by_sha256_and_served_as_a_modelpack() {
     let got = request("GET", &format!("{base}/v2/acme/tiny/manifests/main"), &[]).await;
     let manifest: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
     assert_eq!(manifest["layers"].as_array().unwrap().len(), 2);
+    // A file put beside the store's back (or written before a crash let it be recorded) is
+    // indexed at the next start.
+    let extra = store.root().join("models/acme/tiny/main/extra.txt");
+    std::fs::write(&extra, b"extra").unwrap();
     drop(store);
     let store = ModelStore::start(data.path(), loopback()).await.unwrap();
     assert_eq!(
         store.index().list("models", "acme/tiny/").len(),
-        2,
+        3,
         "the index survives a restart"
+    );
+    assert_eq!(
+        store
+            .index()
+            .get("models", "acme/tiny/main/extra.txt")
+            .map(|e| e.sha256),
+        Some(sha256(b"extra"))
     );
 }
 

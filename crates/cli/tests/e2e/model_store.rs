@@ -300,4 +300,10 @@ fn no_model_store_serves_and_publishes_nothing() {
     );
     let (ok, _, stderr) = outcome(tessera(&cluster, &["model", "ls"]));
     assert!(!ok && stderr.contains("no model store found"), "{stderr}");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stderr = crate::support::up_refuses(
+        elsewhere.path(),
+        &["--no-model-store", "--model-store-listen", "127.0.0.1:0"],
+    );
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
 }
