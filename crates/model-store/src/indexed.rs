@@ -9,6 +9,7 @@
 //! operation is s3s-fs's own. This module knows nothing of models, layouts or the
 //! OCI view.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -27,11 +28,37 @@ pub struct IndexedFs {
     inner: s3s_fs::FileSystem,
     root: PathBuf,
     index: Arc<Index>,
+    /// One lock per key being written: a write and its hashing happen together, so two
+    /// writers of one key cannot leave the index holding the loser's hash.
+    writing: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl IndexedFs {
     pub fn new(inner: s3s_fs::FileSystem, root: PathBuf, index: Arc<Index>) -> Self {
-        Self { inner, root, index }
+        Self {
+            inner,
+            root,
+            index,
+            writing: Default::default(),
+        }
+    }
+
+    /// Holds `bucket/key` against other writes of it until the guard drops.
+    async fn lock_key(&self, bucket: &str, key: &str) -> KeyGuard<'_> {
+        let name = format!("{bucket}/{key}");
+        let lock = self
+            .writing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name.clone())
+            .or_default()
+            .clone();
+        let guard = lock.clone().lock_owned().await;
+        KeyGuard {
+            owner: self,
+            name,
+            _guard: guard,
+        }
     }
 
     /// Hashes the object as stored and records it; a key naming a directory (a "folder"
@@ -79,6 +106,26 @@ impl IndexedFs {
     }
 }
 
+/// A held key; the last holder removes the key's lock from the table.
+struct KeyGuard<'a> {
+    owner: &'a IndexedFs,
+    name: String,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for KeyGuard<'_> {
+    fn drop(&mut self) {
+        let mut writing = self.owner.writing.lock().unwrap_or_else(|e| e.into_inner());
+        // Held by the table and by this guard's mutex only: nobody else waits for it.
+        if writing
+            .get(&self.name)
+            .is_some_and(|lock| Arc::strong_count(lock) <= 2)
+        {
+            writing.remove(&self.name);
+        }
+    }
+}
+
 impl std::fmt::Debug for IndexedFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IndexedFs")
@@ -122,6 +169,7 @@ impl S3 for IndexedFs {
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        let _held = self.lock_key(&bucket, &key).await;
         self.require_bucket(&bucket)?;
         let answer = self.inner.put_object(req).await?;
         self.record(&bucket, &key).await?;
@@ -133,6 +181,7 @@ impl S3 for IndexedFs {
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        let _held = self.lock_key(&bucket, &key).await;
         let answer = self.inner.complete_multipart_upload(req).await?;
         self.record(&bucket, &key).await?;
         Ok(answer)
@@ -143,6 +192,7 @@ impl S3 for IndexedFs {
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        let _held = self.lock_key(&bucket, &key).await;
         self.require_bucket(&bucket)?;
         let answer = self.inner.copy_object(req).await?;
         self.record(&bucket, &key).await?;
@@ -154,6 +204,7 @@ impl S3 for IndexedFs {
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        let _held = self.lock_key(&bucket, &key).await;
         let answer = self.inner.delete_object(req).await?;
         self.forget(&bucket, &key)?;
         Ok(answer)

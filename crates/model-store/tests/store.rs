@@ -336,3 +336,29 @@ async fn sigv4_guards_the_store_and_presigned_urls_expire() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_of_one_key_leave_the_index_matching_the_file() {
+    let data = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let store = ModelStore::start(data.path(), loopback()).await.unwrap();
+    let connection = store.connection("us-east-1");
+    let mut writers = Vec::new();
+    for seed in 0..8u8 {
+        let body = content(256 << 10, seed);
+        let path = write(files.path(), &format!("f{seed}"), &body);
+        let client = S3Client::new(connection.clone()).unwrap();
+        writers.push(tokio::spawn(async move {
+            client
+                .put_file("acme/m/main/same.bin", &path, &sha256(&body), 64 << 20)
+                .await
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap().unwrap();
+    }
+    let on_disk = std::fs::read(store.root().join("models/acme/m/main/same.bin")).unwrap();
+    let entry = store.index().get("models", "acme/m/main/same.bin").unwrap();
+    assert_eq!(entry.sha256, sha256(&on_disk));
+    assert_eq!(entry.size, on_disk.len() as u64);
+}
