@@ -1,10 +1,10 @@
-//! A light S3 client for `tessera model`: path-style requests over plain HTTP (hyper-util's
-//! client), signed in their headers with `tessera_cache::sigv4` over the payload's sha256;
+//! A light S3 client for `tessera model`: path-style requests over HTTP or HTTPS (hyper-util's
+//! client, rustls with the machine's trusted roots or given ones), signed in their headers with `tessera_cache::sigv4` over the payload's sha256;
 //! PutObject, a multipart upload for large files, HeadObject, ListObjectsV2 (all pages) and
 //! presigned GET URLs. S3's error answers come back as [`ClientError::S3`] with their code.
 //!
-//! Not a general SDK: no retries, no virtual-hosted addressing, no HTTPS (an `https://`
-//! endpoint is refused with a clear error), no streaming of a part larger than memory allows.
+//! Not a general SDK: no retries, no virtual-hosted addressing, no streaming of a part larger
+//! than memory allows.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -12,6 +12,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -112,8 +113,10 @@ struct ErrorAnswer {
 /// A client of one store and bucket.
 pub struct S3Client {
     connection: Connection,
+    /// `http` or `https`.
+    scheme: &'static str,
     authority: String,
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl std::fmt::Debug for S3Client {
@@ -132,27 +135,64 @@ struct Answer {
 }
 
 impl S3Client {
-    /// A client of `connection`'s endpoint and bucket.
+    /// A client of `connection`'s endpoint and bucket; an `https://` endpoint is checked
+    /// against the machine's trusted roots.
     pub fn new(connection: Connection) -> Result<Self, ClientError> {
-        let authority = match connection.endpoint.strip_prefix("http://") {
-            Some(rest) => rest.trim_end_matches('/').to_owned(),
-            None if connection.endpoint.starts_with("https://") => {
-                return Err(ClientError::Endpoint(format!(
-                    "{}: this client speaks plain HTTP only; use the AWS CLI for an HTTPS endpoint",
-                    connection.endpoint
-                )));
-            }
-            None => {
-                return Err(ClientError::Endpoint(format!(
-                    "{}: not an http:// endpoint",
-                    connection.endpoint
-                )));
+        Self::build(connection, None)
+    }
+
+    /// A client trusting only `roots` for an `https://` endpoint.
+    pub fn with_roots(
+        connection: Connection,
+        roots: rustls::RootCertStore,
+    ) -> Result<Self, ClientError> {
+        Self::build(connection, Some(roots))
+    }
+
+    fn build(
+        connection: Connection,
+        roots: Option<rustls::RootCertStore>,
+    ) -> Result<Self, ClientError> {
+        let endpoint = connection.endpoint.trim_end_matches('/');
+        let (scheme, authority) = if let Some(rest) = endpoint.strip_prefix("http://") {
+            ("http", rest)
+        } else if let Some(rest) = endpoint.strip_prefix("https://") {
+            ("https", rest)
+        } else {
+            return Err(ClientError::Endpoint(format!(
+                "{endpoint}: not an http:// or https:// endpoint"
+            )));
+        };
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let tls = |roots: rustls::RootCertStore| -> Result<rustls::ClientConfig, ClientError> {
+            Ok(
+                rustls::ClientConfig::builder_with_provider(provider.clone())
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| ClientError::Endpoint(format!("TLS: {e}")))?
+                    .with_root_certificates(roots)
+                    .with_no_client_auth(),
+            )
+        };
+        let builder = match (roots, scheme) {
+            (Some(roots), _) => HttpsConnectorBuilder::new().with_tls_config(tls(roots)?),
+            (None, "https") => HttpsConnectorBuilder::new()
+                .with_provider_and_native_roots(provider.clone())
+                .map_err(|e| {
+                    ClientError::Endpoint(format!(
+                        "{endpoint}: no trusted CA certificates on this machine: {e}"
+                    ))
+                })?,
+            // Plain HTTP: no TLS is ever used.
+            (None, _) => {
+                HttpsConnectorBuilder::new().with_tls_config(tls(rustls::RootCertStore::empty())?)
             }
         };
+        let connector = builder.https_or_http().enable_http1().build();
         Ok(Self {
+            authority: authority.to_owned(),
+            scheme,
             connection,
-            authority,
-            http: Client::builder(TokioExecutor::new()).build_http(),
+            http: Client::builder(TokioExecutor::new()).build(connector),
         })
     }
 
@@ -199,7 +239,8 @@ impl S3Client {
         let signed = sigv4::sign_headers(&self.signer(), &request, &payload, headers)?;
         let query = sigv4::canonical_query(&request.query);
         let uri = format!(
-            "http://{}{}{}{query}",
+            "{}://{}{}{}{query}",
+            self.scheme,
             self.authority,
             sigv4::uri_encode(&path, true),
             if query.is_empty() { "" } else { "?" }
@@ -487,7 +528,8 @@ impl S3Client {
             expires_secs,
         )?;
         Ok(format!(
-            "http://{}{}?{query}",
+            "{}://{}{}?{query}",
+            self.scheme,
             self.authority,
             sigv4::uri_encode(&path, true)
         ))

@@ -362,3 +362,119 @@ async fn concurrent_writers_of_one_key_leave_the_index_matching_the_file() {
     assert_eq!(entry.sha256, sha256(&on_disk));
     assert_eq!(entry.size, on_disk.len() as u64);
 }
+
+/// A TLS front on loopback (a self-signed certificate for 127.0.0.1) passing every request to
+/// `backend` unchanged, Host header included, so the signature made for the front checks at
+/// the store behind it.
+async fn tls_front(backend: SocketAddr) -> (SocketAddr, rustls::RootCertStore) {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("a certificate");
+    let cert = certified.cert.der().clone();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .expect("a server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind(loopback())
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(socket).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    move |request: http::Request<hyper::body::Incoming>| async move {
+                        let (mut parts, body) = request.into_parts();
+                        let body = body.collect().await?.to_bytes();
+                        let path = parts
+                            .uri
+                            .path_and_query()
+                            .map_or("/", |p| p.as_str())
+                            .to_owned();
+                        parts.uri = format!("http://{backend}{path}").parse().expect("a uri");
+                        let client = Client::builder(TokioExecutor::new())
+                            .build_http::<http_body_util::Full<Bytes>>();
+                        let response = client
+                            .request(http::Request::from_parts(
+                                parts,
+                                http_body_util::Full::new(body),
+                            ))
+                            .await
+                            .expect("the store answers");
+                        let (parts, body) = response.into_parts();
+                        let body = body.collect().await?.to_bytes();
+                        Ok::<_, hyper::Error>(http::Response::from_parts(
+                            parts,
+                            http_body_util::Full::new(body),
+                        ))
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).expect("a root");
+    (address, roots)
+}
+
+#[tokio::test]
+async fn the_client_speaks_https_to_a_trusted_endpoint_only() {
+    let data = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let store = ModelStore::start(data.path(), loopback()).await.unwrap();
+    let (front, roots) = tls_front(store.address()).await;
+    let connection = tessera_model_store::Connection {
+        endpoint: format!("https://{front}"),
+        ..store.connection("us-east-1")
+    };
+    let client = S3Client::with_roots(connection.clone(), roots).unwrap();
+    let body = content(2000, 9);
+    let path = write(files.path(), "f", &body);
+    client
+        .put_file("acme/m/main/f.bin", &path, &sha256(&body), 64 << 20)
+        .await
+        .unwrap();
+    let listed = client.list("acme/").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].size, 2000);
+    let head = client.head("acme/m/main/f.bin").await.unwrap().unwrap();
+    assert_eq!(head.sha256, Some(sha256(&body)));
+    assert!(
+        client
+            .presign_get("acme/m/main/f.bin", SystemTime::now(), 60)
+            .unwrap()
+            .starts_with(&format!("https://{front}/models/acme/m/main/f.bin?"))
+    );
+    // The machine's roots (if it has any) do not know the self-signed certificate.
+    match S3Client::new(connection) {
+        Ok(untrusting) => {
+            let error = untrusting.list("acme/").await.unwrap_err().to_string();
+            assert!(error.contains("GET /models"), "{error}");
+        }
+        Err(error) => assert!(
+            error.to_string().contains("no trusted CA certificates"),
+            "{error}"
+        ),
+    }
+    let error = S3Client::new(tessera_model_store::Connection {
+        endpoint: "ftp://x".into(),
+        ..store.connection("us-east-1")
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("not an http:// or https://"), "{error}");
+}
