@@ -198,7 +198,10 @@ fn check_commit(commit: &str) -> Result<&str, LayoutError> {
 
 /// A relative path: not empty, not absolute, no empty, `.` or `..` segment, no backslash or
 /// control character.
-fn check_relative<'a>(field: &'static str, path: &'a str) -> Result<&'a str, LayoutError> {
+pub(crate) fn check_relative<'a>(
+    field: &'static str,
+    path: &'a str,
+) -> Result<&'a str, LayoutError> {
     let bad = |reason| Err(refuse(field, path, reason));
     if path.is_empty() {
         return bad("empty");

@@ -10,7 +10,9 @@
 //! - [`placement`]: which node seeds a blob from the origin, and which parent serves a piece;
 //! - [`single_flight`]: one fetch per task id, waiters, a negative cache and retry backoff;
 //! - [`eviction`]: high/low watermark LRU eviction that never touches blobs in use;
-//! - [`hf_layout`]: the Hugging Face cache's relative paths and the validation of their parts.
+//! - [`hf_layout`]: the Hugging Face cache's relative paths and the validation of their parts;
+//! - [`modelpack`]: the model store's key layout and its ModelPack (OCI artifact) view;
+//! - [`sigv4`]: AWS Signature Version 4 for S3 requests and presigned URLs.
 //!
 //! It does no I/O, reads no clock (times are `u64` milliseconds passed in) and draws no
 //! randomness it was not seeded with. It knows nothing of sockets, files, Kubernetes objects
@@ -19,8 +21,10 @@
 pub mod eviction;
 pub mod hf_layout;
 pub mod key;
+pub mod modelpack;
 pub mod pieces;
 pub mod placement;
+pub mod sigv4;
 pub mod single_flight;
 
 use sha2::{Digest, Sha256};

@@ -24,6 +24,7 @@ mod diagnose;
 mod explain;
 mod fault;
 mod maintain;
+mod model_cmd;
 mod monitoring;
 mod netpol;
 mod node;
@@ -106,6 +107,9 @@ enum Command {
     Maintain(maintain::MaintainCommand),
     /// Monitoring: a Prometheus configuration and GPU alerting rules for the platform.
     Monitoring(monitoring::MonitoringArgs),
+    /// The model store: push a Hugging Face repository directory, list models and files.
+    #[command(subcommand)]
+    Model(model_cmd::ModelCommand),
 }
 
 #[derive(Subcommand)]
@@ -223,6 +227,24 @@ pub struct UpArgs {
     /// the GPU nodes.
     #[arg(long)]
     pub gpu_operator: bool,
+    /// The address the embedded S3 model store listens on (port 0: a free port, printed in
+    /// the banner); its endpoint and credentials are published as Secret
+    /// kube-system/tessera-model-store and in `<data-dir>/model-store.env`.
+    #[arg(long, default_value = "127.0.0.1:0", conflicts_with_all = ["model_store_endpoint", "no_model_store"])]
+    pub model_store_listen: SocketAddr,
+    /// An external S3 endpoint to publish instead of serving the embedded store (credentials
+    /// from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY).
+    #[arg(long, conflicts_with = "no_model_store")]
+    pub model_store_endpoint: Option<String>,
+    /// The region the model store's requests are signed for.
+    #[arg(long, default_value = "us-east-1")]
+    pub model_store_region: String,
+    /// The bucket of an external model store (the embedded one serves `models`).
+    #[arg(long, default_value = "models", requires = "model_store_endpoint")]
+    pub model_store_bucket: String,
+    /// Serve no model store and publish none.
+    #[arg(long)]
+    pub no_model_store: bool,
 }
 
 /// Options of `tessera fault`.
@@ -394,6 +416,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Secrets(args) => runtime.block_on(secrets::run(&args)),
         Command::Monitoring(args) => runtime.block_on(monitoring::run(&args)),
+        Command::Model(command) => runtime.block_on(model_cmd::run(&command)),
     }
 }
 

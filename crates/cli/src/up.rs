@@ -404,6 +404,23 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         }
     });
 
+    let store_choice = if args.no_model_store {
+        crate::model_cmd::UpStore::Off
+    } else if let Some(endpoint) = &args.model_store_endpoint {
+        crate::model_cmd::UpStore::External(endpoint.clone())
+    } else {
+        crate::model_cmd::UpStore::Embedded(args.model_store_listen)
+    };
+    // Held until shutdown: dropping the store stops it.
+    let (_model_store, model_store) = crate::model_cmd::start_for_up(
+        store_choice,
+        &args.model_store_region,
+        &args.model_store_bucket,
+        &args.data.data_dir,
+        &objects,
+    )
+    .await?;
+
     let registration = client_for("node-controller");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(tessera_apiserver::tls::serve(
@@ -425,6 +442,19 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         "Point kubectl at it:\n\n    export KUBECONFIG={}\n    kubectl get nodes\n",
         kubeconfig.display()
     );
+    if let Some(store) = &model_store {
+        println!(
+            "Model store (S3) at {}, bucket {}; credentials in Secret {}/{} and {}.\n",
+            store.endpoint,
+            store.bucket,
+            tessera_model_store::connection::SECRET_NAMESPACE,
+            tessera_model_store::connection::SECRET_NAME,
+            args.data
+                .data_dir
+                .join(tessera_model_store::connection::ENV_FILE)
+                .display()
+        );
+    }
     println!(
         "{BANNER_END}; state persists in {}.",
         args.data.data_dir.display()

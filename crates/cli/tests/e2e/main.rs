@@ -40,6 +40,7 @@ mod kueue_visibility;
 mod least_privilege;
 mod maintenance;
 mod maintenance_changes;
+mod model_store;
 mod monitoring;
 mod netpol;
 mod netpol_dataplane;
