@@ -10,17 +10,23 @@
 //! - [`placement`]: which node seeds a blob from the origin, and which parent serves a piece;
 //! - [`single_flight`]: one fetch per task id, waiters, a negative cache and retry backoff;
 //! - [`eviction`]: high/low watermark LRU eviction that never touches blobs in use;
-//! - [`hf_layout`]: the Hugging Face cache's relative paths and the validation of their parts.
+//! - [`hf_layout`]: the Hugging Face cache's relative paths and the validation of their parts;
+//! - [`admission`]: whether a new download fits the byte budget, and what to evict first;
+//! - [`fanout`]: which missing pieces to fetch next from which peer;
+//! - [`retry`]: which origin answers are retried with backoff and which fail at once.
 //!
 //! It does no I/O, reads no clock (times are `u64` milliseconds passed in) and draws no
 //! randomness it was not seeded with. It knows nothing of sockets, files, Kubernetes objects
 //! or the origin's protocol.
 
+pub mod admission;
 pub mod eviction;
+pub mod fanout;
 pub mod hf_layout;
 pub mod key;
 pub mod pieces;
 pub mod placement;
+pub mod retry;
 pub mod single_flight;
 
 use sha2::{Digest, Sha256};
