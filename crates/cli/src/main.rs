@@ -1,6 +1,7 @@
 //! The `tessera` binary: subcommands wire the parts together; no algorithms live here.
 
 mod agent;
+mod agent_cache;
 mod bench;
 mod bench_dcgm;
 mod bench_exec;

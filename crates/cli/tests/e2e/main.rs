@@ -44,6 +44,7 @@ mod monitoring;
 mod netpol;
 mod netpol_dataplane;
 mod networks;
+mod node_cache;
 mod pod_security;
 mod python;
 mod rbac;
