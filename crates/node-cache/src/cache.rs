@@ -1203,6 +1203,8 @@ impl Inner {
         let mut busy = BTreeSet::new();
         let mut avoid = BTreeSet::new();
         let mut seed_done = false;
+        // Holders' maps, re-read at most once a poll interval however often pieces finish.
+        let mut known: Option<(tokio::time::Instant, Vec<Holder>)> = None;
         let rotation = self.seed;
         loop {
             if busy.is_empty() && job.download().is_complete() {
@@ -1215,13 +1217,20 @@ impl Inner {
             }
             let free = self.config.peer_concurrency.saturating_sub(busy.len());
             if free > 0 && !job.download().is_complete() {
-                let holders = self.holders(&job.hex, authority).await;
+                let stale = known
+                    .as_ref()
+                    .is_none_or(|(at, _)| at.elapsed() >= self.config.poll_interval);
+                if stale {
+                    let maps = self.holders(&job.hex, authority).await;
+                    known = Some((tokio::time::Instant::now(), maps));
+                }
+                let holders: &[Holder] = known.as_ref().map_or(&[], |(_, h)| h.as_slice());
                 let assignments = {
                     let download = job.download();
                     fanout::assign(
                         &download,
                         &self.me,
-                        &holders,
+                        holders,
                         &Round {
                             busy: &busy,
                             avoid: &avoid,

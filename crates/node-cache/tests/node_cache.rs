@@ -494,3 +494,73 @@ fn a_crashed_download_resumes_with_only_the_missing_pieces() {
     );
     assert_eq!(blob_files(dir.path()), vec![sha256_hex(&bytes)]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unreachable_seed_hands_the_origin_to_the_next_node_in_the_ranking() {
+    let origin = TestOrigin::start(None).await.unwrap();
+    let bytes = generate(2 * MIB, 8);
+    let url = origin.put("/blob", bytes.clone());
+    let request = request(&url, &bytes);
+    let piece_length = 256 << 10;
+    let task = request_task_id(&url, None, piece_length, &QueryFilter::default()).unwrap();
+    // A peer that ranks first for this task but is not running.
+    let ghost = (0..1000)
+        .map(|i| format!("ghost-{i}"))
+        .find(|g| {
+            let names = [g.clone(), "node-0".into(), "node-1".into(), "node-2".into()];
+            seed_node(&task, &names) == Some(g.as_str())
+        })
+        .unwrap();
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ghost_url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let nodes = cluster(3, |c| {
+        c.piece_length = Some(piece_length);
+        c.peers.push(PeerSpec {
+            name: ghost.clone(),
+            url: ghost_url.clone(),
+            rack: None,
+            zone: None,
+        });
+    })
+    .await;
+    let answers = futures::future::join_all(nodes.iter().map(|n| pull(n, &request))).await;
+    for (node, answer) in nodes.iter().zip(answers) {
+        let answer = answer.unwrap_or_else(|e| panic!("{}: {e}", node.name));
+        assert_eq!(file_sha(&answer.path), sha256_hex(&bytes));
+    }
+    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    let next = seed_node(&task, &names).unwrap();
+    let mut readers = Vec::new();
+    for node in &nodes {
+        if status(node).await.origin_requests > 0 {
+            readers.push(node.name.clone());
+        }
+    }
+    assert_eq!(readers, vec![next.to_owned()]);
+    assert_eq!(origin.bytes_sent(), bytes.len() as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_model_file_is_linked_into_the_hugging_face_view() {
+    let origin = TestOrigin::start(None).await.unwrap();
+    let bytes = generate(MIB, 9);
+    let url = origin.put("/org/model/config.json", bytes.clone());
+    let nodes = cluster(1, |c| c.piece_length = Some(256 << 10)).await;
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let mut request = request(&url, &bytes);
+    request.model = Some("org/model".into());
+    request.revision = Some(commit.into());
+    request.file = Some("sub/config.json".into());
+    pull(&nodes[0], &request).await.unwrap();
+    let root = nodes[0].cache.store().root();
+    let snapshot = root.join(format!(
+        "hf/models--org--model/snapshots/{commit}/sub/config.json"
+    ));
+    let hex = sha256_hex(&bytes);
+    assert_eq!(
+        std::fs::read_link(&snapshot).unwrap(),
+        Path::new(&format!("../../../blobs/{hex}"))
+    );
+    assert_eq!(std::fs::read(&snapshot).unwrap(), bytes);
+}
