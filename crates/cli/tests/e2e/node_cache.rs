@@ -171,3 +171,61 @@ fn a_killed_cache_resumes_its_download_and_never_shows_a_partial_blob() {
     }
     assert!(!seen.is_empty(), "the watcher never saw the blob");
 }
+
+#[test]
+fn bad_flags_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, value, message) in [
+        ("--capacity", "10GB", "unknown unit \"GB\""),
+        ("--peer", "node-b", "expected NAME=URL"),
+        ("--origin-rate", "fast", "is not a byte count"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["agent", "cache", "--root"])
+            .arg(dir.path())
+            .args(["--node", "a", "--listen", "127.0.0.1:0", flag, value])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{flag} {value} was accepted");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(flag) && stderr.contains(message),
+            "{flag} {value}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn bench_models_reads_the_origin_once_for_many_nodes() {
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["bench", "models", "--nodes", "4", "--size", "8Mi"])
+        .args([
+            "--piece-length",
+            "512Ki",
+            "--link",
+            "64Mi",
+            "--origin-rate",
+            "64Mi",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("nodes 1: load"), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("nodes 4:"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let ratio: f64 = line
+        .split("origin bytes / model size ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ratio <= 1.05, "{line}");
+}
