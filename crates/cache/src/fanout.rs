@@ -7,7 +7,8 @@
 //! skips pieces already being fetched or held by nobody, and gives each piece a parent by
 //! [`crate::placement::choose_parent`] (node > rack > zone locality, then a seeded draw weighted
 //! by free upload capacity divided among the pieces already given to that holder this round, so
-//! one round does not pile onto one parent). A holder that just failed a piece (a CRC mismatch,
+//! one round does not pile onto one parent), at most `per_holder` pieces in flight from any one
+//! holder. A holder that just failed a piece (a CRC mismatch,
 //! a truncated body, a refused range) is avoided for that piece while any other holder has it.
 //! Each assignment carries the holder's CRC32 for the piece, the value the fetched bytes must
 //! match.
@@ -38,6 +39,34 @@ pub struct Assignment {
     pub crc: u32,
 }
 
+/// Which peers to ask for their piece maps this round: the seed always, then at most `max`
+/// others, closest first (node > rack > zone > other), peers of equal locality taken in a
+/// rotation that starts at `round` so that each is asked in turn. Indexes into `peers`,
+/// ascending. Bounds a node's polling in a large cluster.
+pub fn peers_to_poll(
+    me: &Topology,
+    peers: &[Topology],
+    seed: Option<usize>,
+    max: usize,
+    round: u64,
+) -> Vec<usize> {
+    let count = u64::try_from(peers.len()).unwrap_or(u64::MAX).max(1);
+    let start = round % count;
+    let mut others: Vec<(crate::placement::Locality, u64, usize)> = (0..peers.len())
+        .filter(|i| Some(*i) != seed)
+        .map(|i| {
+            let index = u64::try_from(i).unwrap_or(u64::MAX);
+            let rotated = (index + count - start) % count;
+            (crate::placement::locality(me, &peers[i]), rotated, i)
+        })
+        .collect();
+    others.sort_unstable();
+    let mut chosen: Vec<usize> = others.into_iter().take(max).map(|(_, _, i)| i).collect();
+    chosen.extend(seed.filter(|s| *s < peers.len()));
+    chosen.sort_unstable();
+    chosen
+}
+
 /// How many holders have each piece, indexed by piece.
 pub fn availability(count: u64, holders: &[Holder]) -> Vec<u32> {
     let len = usize::try_from(count).unwrap_or(0);
@@ -57,6 +86,11 @@ pub fn availability(count: u64, holders: &[Holder]) -> Vec<u32> {
 pub struct Round<'a> {
     /// Pieces being fetched now.
     pub busy: &'a BTreeSet<u64>,
+    /// Pieces being fetched now from each holder (indexed as the holders; absent: none).
+    pub load: &'a [usize],
+    /// The most pieces fetched at once from one holder, so that a node does not open all its
+    /// streams to the one holder of new pieces (the seed) while its other peers could serve.
+    pub per_holder: usize,
     /// (holder, piece) pairs that just failed.
     pub avoid: &'a BTreeSet<(usize, u64)>,
     /// The most pieces to assign.
@@ -76,13 +110,21 @@ pub fn assign(
 ) -> Vec<Assignment> {
     let Round {
         busy,
+        load,
+        per_holder,
         avoid,
         limit,
         rotation,
         seed,
     } = *round;
     let counts = availability(download.layout().count(), holders);
-    let mut given = vec![0u64; holders.len()];
+    let mut given: Vec<u64> = (0..holders.len())
+        .map(|h| {
+            load.get(h)
+                .map_or(0, |n| u64::try_from(*n).unwrap_or(u64::MAX))
+        })
+        .collect();
+    let cap = u64::try_from(per_holder).unwrap_or(u64::MAX);
     let mut out = Vec::new();
     for piece in download.fetch_order(&counts, rotation) {
         if out.len() >= limit {
@@ -92,7 +134,7 @@ pub fn assign(
             continue;
         }
         let holding: Vec<usize> = (0..holders.len())
-            .filter(|h| holders[*h].pieces.contains_key(&piece))
+            .filter(|h| holders[*h].pieces.contains_key(&piece) && given[*h] < cap)
             .collect();
         let preferred: Vec<usize> = holding
             .iter()
@@ -243,6 +285,8 @@ mod tests {
             let d = download(4, verified);
             let round = Round {
                 busy: &busy,
+                load: &[],
+                per_holder: 8,
                 avoid: &avoid,
                 limit,
                 rotation: 0,
@@ -267,6 +311,8 @@ mod tests {
         let (busy, avoid) = (BTreeSet::new(), BTreeSet::new());
         let round = Round {
             busy: &busy,
+            load: &[],
+            per_holder: 64,
             avoid: &avoid,
             limit: 64,
             rotation: 5,
@@ -281,5 +327,72 @@ mod tests {
         }
         // Weighting by free capacity divided by pieces given keeps every holder busy.
         assert!(per_holder.iter().all(|n| *n >= 8), "{per_holder:?}");
+    }
+
+    #[test]
+    fn per_holder_cap_counts_pieces_in_flight() {
+        let me = topo("me", "r1", "z1");
+        let all: Vec<u64> = (0..8).collect();
+        let seed = holder(topo("seed", "r9", "z9"), 100, &all);
+        let mate = holder(topo("mate", "r1", "z1"), 100, &[5, 6]);
+        let d = download(8, &[]);
+        let (busy, avoid) = (BTreeSet::new(), BTreeSet::new());
+        // (load from each holder, cap, want (piece, holder))
+        type Case = (Vec<usize>, usize, Vec<(u64, usize)>);
+        let cases: Vec<Case> = vec![
+            // Rarest first: 0..4 and 7 (seed only) before 5 and 6 (both).
+            (vec![], 2, vec![(0, 0), (1, 0), (5, 1), (6, 1)]),
+            (vec![1, 0], 2, vec![(0, 0), (5, 1), (6, 1)]),
+            (vec![2, 2], 2, vec![]),
+            (vec![0, 1], 2, vec![(0, 0), (1, 0), (5, 1)]),
+            (vec![], 1, vec![(0, 0), (5, 1)]),
+        ];
+        for (load, cap, want) in cases {
+            let round = Round {
+                busy: &busy,
+                load: &load,
+                per_holder: cap,
+                avoid: &avoid,
+                limit: 8,
+                rotation: 0,
+                seed: 3,
+            };
+            let got: Vec<(u64, usize)> = assign(&d, &me, &[seed.clone(), mate.clone()], &round)
+                .into_iter()
+                .map(|a| (a.piece, a.holder))
+                .collect();
+            assert_eq!(got, want, "load {load:?} cap {cap}");
+        }
+    }
+
+    #[test]
+    fn peers_to_poll_table() {
+        let me = topo("me", "r1", "z1");
+        let peers = vec![
+            topo("a", "r1", "z1"), // rack mate
+            topo("b", "r2", "z1"), // zone mate
+            topo("c", "r3", "z2"),
+            topo("d", "r4", "z2"),
+            topo("e", "r2", "z1"), // zone mate
+            topo("s", "r9", "z9"), // the seed
+        ];
+        // (seed, max, round, want)
+        for (seed, max, round, want) in [
+            (Some(5), 10, 0, vec![0, 1, 2, 3, 4, 5]),
+            (Some(5), 3, 0, vec![0, 1, 4, 5]),
+            (Some(5), 2, 0, vec![0, 1, 5]),
+            (Some(5), 2, 2, vec![0, 4, 5]),
+            (Some(5), 4, 0, vec![0, 1, 2, 4, 5]),
+            (Some(5), 4, 3, vec![0, 1, 3, 4, 5]),
+            (Some(5), 0, 0, vec![5]),
+            (None, 1, 0, vec![0]),
+            (Some(9), 1, 0, vec![0]),
+        ] {
+            assert_eq!(
+                peers_to_poll(&me, &peers, seed, max, round),
+                want,
+                "seed {seed:?} max {max} round {round}"
+            );
+        }
     }
 }

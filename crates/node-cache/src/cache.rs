@@ -115,6 +115,11 @@ pub struct Config {
     pub origin_concurrency: usize,
     /// Pieces fetched at once from peers, per download.
     pub peer_concurrency: usize,
+    /// Pieces fetched at once from any one peer, per download.
+    pub per_peer: usize,
+    /// Peers besides the seed whose piece maps are read each poll (closest first, the rest in
+    /// turn).
+    pub polled_peers: usize,
     /// The longest wait for any part of an answer.
     pub idle_timeout: Duration,
     /// How often a node without work re-reads its peers' piece maps.
@@ -123,7 +128,7 @@ pub struct Config {
 
 impl Config {
     /// Defaults: 100 GiB, 80 %/60 % watermarks, no rate limits, the core's backoff and 15 s
-    /// negative cache, 4 origin and 8 peer pieces at once.
+    /// negative cache, 4 origin and 8 peer pieces at once (at most 2 from one peer).
     pub fn new(root: &Path, node: &str) -> Self {
         Self {
             root: root.to_path_buf(),
@@ -140,6 +145,8 @@ impl Config {
             error_ttl: Duration::from_millis(tessera_cache::single_flight::DEFAULT_ERROR_TTL_MS),
             origin_concurrency: 4,
             peer_concurrency: 8,
+            per_peer: 2,
+            polled_peers: 8,
             idle_timeout: Duration::from_secs(30),
             poll_interval: Duration::from_millis(50),
         }
@@ -1201,10 +1208,12 @@ impl Inner {
         let peers = &self.config.peers;
         let mut workers: JoinSet<(u64, usize, Result<(), PieceFailure>)> = JoinSet::new();
         let mut busy = BTreeSet::new();
+        let mut load = vec![0usize; peers.len()];
         let mut avoid = BTreeSet::new();
         let mut seed_done = false;
         // Holders' maps, re-read at most once a poll interval however often pieces finish.
         let mut known: Option<(tokio::time::Instant, Vec<Holder>)> = None;
+        let mut polls = 0u64;
         let rotation = self.seed;
         loop {
             if busy.is_empty() && job.download().is_complete() {
@@ -1221,7 +1230,8 @@ impl Inner {
                     .as_ref()
                     .is_none_or(|(at, _)| at.elapsed() >= self.config.poll_interval);
                 if stale {
-                    let maps = self.holders(&job.hex, authority).await;
+                    polls += 1;
+                    let maps = self.holders(&job.hex, seed, polls, authority).await;
                     known = Some((tokio::time::Instant::now(), maps));
                 }
                 let holders: &[Holder] = known.as_ref().map_or(&[], |(_, h)| h.as_slice());
@@ -1233,6 +1243,8 @@ impl Inner {
                         holders,
                         &Round {
                             busy: &busy,
+                            load: &load,
+                            per_holder: self.config.per_peer.max(1),
                             avoid: &avoid,
                             limit: free,
                             rotation,
@@ -1242,6 +1254,7 @@ impl Inner {
                 };
                 for assignment in assignments {
                     busy.insert(assignment.piece);
+                    load[assignment.holder] += 1;
                     let inner = self.clone();
                     let job = job.clone();
                     let url = format!("{}/blobs/sha256/{}", peers[assignment.holder].url, job.hex);
@@ -1254,11 +1267,13 @@ impl Inner {
             tokio::select! {
                 Some(joined) = workers.join_next(), if !workers.is_empty() => {
                     match joined {
-                        Ok((piece, _, Ok(()))) => {
+                        Ok((piece, holder, Ok(()))) => {
                             busy.remove(&piece);
+                            load[holder] = load[holder].saturating_sub(1);
                         }
                         Ok((piece, holder, Err(PieceFailure::Piece(error)))) => {
                             busy.remove(&piece);
+                            load[holder] = load[holder].saturating_sub(1);
                             tracing::warn!(digest = %job.hex, piece, peer = %peers[holder].name, %error, "peer piece refused; fetching it elsewhere");
                             avoid.insert((holder, piece));
                         }
@@ -1282,33 +1297,50 @@ impl Inner {
         }
     }
 
-    /// Every peer's piece map for `hex` (empty for a peer that does not answer or holds
-    /// nothing), indexed as the configured peers; with an authority, only matching pieces.
-    async fn holders(&self, hex: &str, authority: Option<&BTreeMap<u64, u32>>) -> Vec<Holder> {
+    /// The piece maps for `hex` of the peers [`fanout::peers_to_poll`] picks (the seed, the
+    /// closest, the rest in turn), indexed as the configured peers: empty for a peer not asked,
+    /// not answering or holding nothing; with an authority, only matching pieces.
+    async fn holders(
+        &self,
+        hex: &str,
+        seed: usize,
+        round: u64,
+        authority: Option<&BTreeMap<u64, u32>>,
+    ) -> Vec<Holder> {
         let timeout = self.config.poll_interval.max(Duration::from_millis(500));
-        let maps = futures::future::join_all(self.config.peers.iter().map(|peer| {
-            let url = format!("{}/blobs/sha256/{hex}/pieces", peer.url);
+        let peers = &self.config.peers;
+        let topologies: Vec<Topology> = peers.iter().map(PeerSpec::topology).collect();
+        let asked = fanout::peers_to_poll(
+            &self.me,
+            &topologies,
+            Some(seed),
+            self.config.polled_peers,
+            round.wrapping_add(self.seed),
+        );
+        let maps = futures::future::join_all(asked.iter().map(|i| {
+            let url = format!("{}/blobs/sha256/{hex}/pieces", peers[*i].url);
             let http = &self.http;
             async move { http.get_json::<PieceMap>(&url, timeout).await.ok() }
         }))
         .await;
-        self.config
-            .peers
-            .iter()
-            .zip(maps)
-            .map(|(peer, map)| Holder {
-                topology: peer.topology(),
+        let mut holders: Vec<Holder> = topologies
+            .into_iter()
+            .map(|topology| Holder {
+                topology,
                 free_upload: 1 << 30,
-                pieces: map
-                    .map(|m| {
-                        m.pieces
-                            .into_iter()
-                            .filter(|(i, c)| authority.is_none_or(|a| a.get(i) == Some(c)))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                pieces: BTreeMap::new(),
             })
-            .collect()
+            .collect();
+        for (i, map) in asked.into_iter().zip(maps) {
+            if let (Some(holder), Some(map)) = (holders.get_mut(i), map) {
+                holder.pieces = map
+                    .pieces
+                    .into_iter()
+                    .filter(|(p, c)| authority.is_none_or(|a| a.get(p) == Some(c)))
+                    .collect();
+            }
+        }
+        holders
     }
 
     async fn peer_piece(
