@@ -9,7 +9,9 @@
 //! by free upload capacity divided among the pieces already given to that holder this round, so
 //! one round does not pile onto one parent), at most `per_holder` pieces in flight from any one
 //! holder. A holder that just failed a piece (a CRC mismatch,
-//! a truncated body, a refused range) is avoided for that piece while any other holder has it.
+//! a truncated body, a refused range) is not asked for that piece again while the shell keeps
+//! the pair in `avoid` (for a short while), even when it is the only holder: a peer serving bad
+//! bytes must not be asked for them in a loop.
 //! Each assignment carries the holder's CRC32 for the piece, the value the fetched bytes must
 //! match.
 //!
@@ -136,16 +138,10 @@ pub fn assign(
         let holding: Vec<usize> = (0..holders.len())
             .filter(|h| holders[*h].pieces.contains_key(&piece) && given[*h] < cap)
             .collect();
-        let preferred: Vec<usize> = holding
-            .iter()
-            .copied()
+        let pool: Vec<usize> = holding
+            .into_iter()
             .filter(|h| !avoid.contains(&(*h, piece)))
             .collect();
-        let pool = if preferred.is_empty() {
-            holding
-        } else {
-            preferred
-        };
         if pool.is_empty() {
             continue;
         }
@@ -263,13 +259,13 @@ mod tests {
                 vec![(2, 0)],
             ),
             (
-                "a failed holder is used when it is the only one",
+                "a failed holder is not asked again even when it is the only one",
                 &[0, 1, 3],
                 vec![zone.clone()],
                 none.clone(),
                 BTreeSet::from([(0, 2)]),
                 8,
-                vec![(2, 0)],
+                vec![],
             ),
             (
                 "nothing held: nothing assigned",

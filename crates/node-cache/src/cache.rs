@@ -117,6 +117,9 @@ pub struct Config {
     pub peer_concurrency: usize,
     /// Pieces fetched at once from any one peer, per download.
     pub per_peer: usize,
+    /// How long a peer that failed a piece (bad CRC, short body, refused) is not asked for
+    /// that piece again.
+    pub peer_retry_after: Duration,
     /// Peers besides the seed whose piece maps are read each poll (closest first, the rest in
     /// turn).
     pub polled_peers: usize,
@@ -147,6 +150,7 @@ impl Config {
             peer_concurrency: 8,
             per_peer: 2,
             polled_peers: 8,
+            peer_retry_after: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(30),
             poll_interval: Duration::from_millis(50),
         }
@@ -1209,7 +1213,7 @@ impl Inner {
         let mut workers: JoinSet<(u64, usize, Result<(), PieceFailure>)> = JoinSet::new();
         let mut busy = BTreeSet::new();
         let mut load = vec![0usize; peers.len()];
-        let mut avoid = BTreeSet::new();
+        let mut avoided: BTreeMap<(usize, u64), tokio::time::Instant> = BTreeMap::new();
         let mut seed_done = false;
         // Holders' maps, re-read at most once a poll interval however often pieces finish.
         let mut known: Option<(tokio::time::Instant, Vec<Holder>)> = None;
@@ -1235,6 +1239,8 @@ impl Inner {
                     known = Some((tokio::time::Instant::now(), maps));
                 }
                 let holders: &[Holder] = known.as_ref().map_or(&[], |(_, h)| h.as_slice());
+                avoided.retain(|_, at| at.elapsed() < self.config.peer_retry_after);
+                let avoid: BTreeSet<(usize, u64)> = avoided.keys().copied().collect();
                 let assignments = {
                     let download = job.download();
                     fanout::assign(
@@ -1275,7 +1281,7 @@ impl Inner {
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
                             tracing::warn!(digest = %job.hex, piece, peer = %peers[holder].name, %error, "peer piece refused; fetching it elsewhere");
-                            avoid.insert((holder, piece));
+                            avoided.insert((holder, piece), tokio::time::Instant::now());
                         }
                         Ok((_, _, Err(PieceFailure::Fatal(error)))) => {
                             workers.abort_all();

@@ -564,3 +564,95 @@ async fn a_model_file_is_linked_into_the_hugging_face_view() {
     );
     assert_eq!(std::fs::read(&snapshot).unwrap(), bytes);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_bytes_from_a_peer_are_never_stored_and_the_piece_comes_from_another() {
+    use axum::Json;
+    use axum::http::{HeaderMap, StatusCode, header};
+    use axum::routing::get;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tessera_cache::pieces::crc32;
+
+    let origin = TestOrigin::start(Some(8 << 20)).await.unwrap();
+    let bytes = generate(4 * MIB, 11);
+    let url = origin.put("/blob", bytes.clone());
+    let piece_length = 256 << 10;
+    let layout = Layout::with_piece_length(bytes.len() as u64, piece_length).unwrap();
+    let map = PieceMap {
+        digest: format!("sha256:{}", sha256_hex(&bytes)),
+        size: bytes.len() as u64,
+        piece_length,
+        complete: true,
+        pieces: layout
+            .ranges()
+            .map(|r| {
+                let slice = &bytes[r.offset as usize..(r.offset + r.len) as usize];
+                (r.index, crc32(slice))
+            })
+            .collect(),
+    };
+    // A peer that claims every piece with the right CRC32s and sends zeros.
+    let asked = Arc::new(AtomicU64::new(0));
+    let counter = asked.clone();
+    let app = axum::Router::new()
+        .route(
+            "/blobs/sha256/{hex}/pieces",
+            get(move || {
+                let map = map.clone();
+                async move { Json(map) }
+            }),
+        )
+        .route(
+            "/blobs/sha256/{hex}",
+            get(move |headers: HeaderMap| {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    let range = headers[header::RANGE].to_str().unwrap().to_owned();
+                    let (first, last) = range["bytes=".len()..].split_once('-').unwrap();
+                    let len = last.parse::<usize>().unwrap() - first.parse::<usize>().unwrap() + 1;
+                    (StatusCode::PARTIAL_CONTENT, vec![0u8; len])
+                }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fake_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let task = request_task_id(&url, None, piece_length, &QueryFilter::default()).unwrap();
+    let fake = (0..1000)
+        .map(|i| format!("liar-{i}"))
+        .find(|f| {
+            let names = [f.clone(), "node-0".into(), "node-1".into()];
+            seed_node(&task, &names) != Some(f.as_str())
+        })
+        .unwrap();
+    let nodes = cluster(2, |c| {
+        c.piece_length = Some(piece_length);
+        c.peers.push(PeerSpec {
+            name: fake.clone(),
+            url: fake_url.clone(),
+            rack: Some("rack-0".into()),
+            zone: Some("zone-0".into()),
+        });
+    })
+    .await;
+    let request = request(&url, &bytes);
+    let answers = futures::future::join_all(nodes.iter().map(|n| pull(n, &request))).await;
+    for (node, answer) in nodes.iter().zip(answers) {
+        let answer = answer.unwrap_or_else(|e| panic!("{}: {e}", node.name));
+        assert!(
+            std::fs::read(&answer.path).unwrap() == bytes,
+            "{}",
+            node.name
+        );
+    }
+    let asked = asked.load(Ordering::Relaxed);
+    assert!(asked > 0, "the lying peer was never asked");
+    // Each refused piece waits out the retry delay: the liar is asked about once a piece.
+    assert!(
+        asked <= 2 * layout.count(),
+        "the lying peer was asked {asked} times"
+    );
+    assert_eq!(origin.bytes_sent(), bytes.len() as u64);
+}
