@@ -87,6 +87,19 @@ async fn pull(node: &Node, request: &PullRequest) -> Result<PullResponse, FetchE
         .await
 }
 
+/// `POST /pin` or `/unpin`; the pins left.
+async fn pin(node: &Node, verb: &str, hex: &str) -> u64 {
+    let answer: serde_json::Value = Http::new()
+        .post_json(
+            &format!("{}/{verb}", node.url),
+            &serde_json::json!({ "digest": format!("sha256:{hex}") }),
+            Some(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    answer["pins"].as_u64().unwrap()
+}
+
 async fn status(node: &Node) -> Status {
     Http::new()
         .get_json(&format!("{}/status", node.url), Duration::from_secs(5))
@@ -410,7 +423,7 @@ async fn eviction_spares_pinned_blobs_and_a_download_that_cannot_fit_fails_clear
     let node = &nodes[0];
     let hex = |i: usize| sha256_hex(&blobs[i]);
     pull(node, &request(&urls[0], &blobs[0])).await.unwrap();
-    node.cache.pin(&hex(0)).unwrap();
+    assert_eq!(pin(node, "pin", &hex(0)).await, 1);
     pull(node, &request(&urls[1], &blobs[1])).await.unwrap();
     // 900 KiB would pass the high watermark: the least recently used unpinned blob goes.
     pull(node, &request(&urls[2], &blobs[2])).await.unwrap();
@@ -419,7 +432,9 @@ async fn eviction_spares_pinned_blobs_and_a_download_that_cannot_fit_fails_clear
     want.sort();
     assert_eq!(blob_files(root), want);
     // Pin the other one too: nothing may be evicted, and 300 + 300 + 500 KiB do not fit.
-    node.cache.pin(&hex(2)).unwrap();
+    assert_eq!(pin(node, "pin", &hex(2)).await, 1);
+    let pinned: Vec<u32> = status(node).await.blobs.iter().map(|b| b.pinned).collect();
+    assert_eq!(pinned, vec![1, 1]);
     let big = generate(500 << 10, 20);
     let big_url = origin.put("/big", big.clone());
     let error = pull(node, &request(&big_url, &big)).await.unwrap_err();
@@ -430,8 +445,8 @@ async fn eviction_spares_pinned_blobs_and_a_download_that_cannot_fit_fails_clear
     assert!(body.starts_with("insufficient cache space"), "{body}");
     assert_eq!(blob_files(root), want);
     // Unpinned, the old blobs make room, least recently used first.
-    node.cache.unpin(&hex(0)).unwrap();
-    node.cache.unpin(&hex(2)).unwrap();
+    assert_eq!(pin(node, "unpin", &hex(0)).await, 0);
+    assert_eq!(pin(node, "unpin", &hex(2)).await, 0);
     pull(node, &request(&big_url, &big)).await.unwrap();
     assert_eq!(blob_files(root), vec![sha256_hex(&big)]);
 }
