@@ -132,6 +132,12 @@ async fn once(
 
 /// Runs the bench and prints its rows.
 pub async fn run(args: &ModelsBenchArgs) -> anyhow::Result<()> {
+    if args.size > 16 << 30 {
+        anyhow::bail!(
+            "--size {}: at most 16Gi (the bench holds the model in memory)",
+            args.size
+        );
+    }
     let size = usize::try_from(args.size).context("--size does not fit in memory")?;
     let model = generate(size, 2026);
     let digest = format!("sha256:{}", sha256_hex(&model));

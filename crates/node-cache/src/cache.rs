@@ -790,7 +790,7 @@ impl Inner {
             message: e.to_string(),
         })?;
         let fresh = Download::new(layout, hex).map_err(|e| CacheError::BadRequest {
-            field: "digest",
+            field: "size",
             message: e.to_string(),
         })?;
         let job = Arc::new(Job {

@@ -383,6 +383,13 @@ async fn bad_input_and_content_that_does_not_match_its_digest_are_refused() {
         matches!(&error, FetchError::Status { status: 400, body } if body.starts_with("invalid url")),
         "{error:?}"
     );
+    let mut huge = request(&url, &bytes);
+    huge.size = u64::MAX;
+    let error = pull(node, &huge).await.unwrap_err();
+    assert!(
+        matches!(&error, FetchError::Status { status: 400, body } if body.starts_with("invalid size")),
+        "{error:?}"
+    );
     // The origin's bytes hash to something else: nothing becomes visible.
     let mut wrong = request(&url, &bytes);
     wrong.digest = format!("sha256:{}", sha256_hex(b"another file"));
