@@ -678,3 +678,25 @@ async fn bad_bytes_from_a_peer_are_never_stored_and_the_piece_comes_from_another
     );
     assert_eq!(origin.bytes_sent(), bytes.len() as u64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_pulls_of_one_blob_on_one_node_are_one_download() {
+    let origin = TestOrigin::start(Some(16 << 20)).await.unwrap();
+    let bytes = generate(2 * MIB, 12);
+    let url = origin.put("/blob", bytes.clone());
+    let nodes = cluster(1, |c| c.piece_length = Some(256 << 10)).await;
+    let request = request(&url, &bytes);
+    let answers = futures::future::join_all((0..20).map(|_| pull(&nodes[0], &request))).await;
+    let mut downloaded = 0;
+    for answer in answers {
+        let answer = answer.unwrap();
+        assert_eq!(answer.size, bytes.len() as u64);
+        downloaded += usize::from(!answer.cached);
+    }
+    assert!(downloaded >= 1);
+    assert_eq!(origin.requests(), 8);
+    assert_eq!(origin.bytes_sent(), bytes.len() as u64);
+    // Once held, a pull answers from the store.
+    assert!(pull(&nodes[0], &request).await.unwrap().cached);
+    assert_eq!(origin.requests(), 8);
+}
