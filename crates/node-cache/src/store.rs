@@ -175,6 +175,13 @@ impl Store {
             })
         };
         let path = self.partial_path(hex);
+        // A crash between `commit`'s chmod and its rename leaves a read-only partial file.
+        if let Ok(meta) = fs::metadata(&path)
+            && meta.permissions().readonly()
+        {
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o644))
+                .map_err(fail("chmod", &path))?;
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -372,4 +379,43 @@ fn write_atomically(path: &Path, record: &PieceRecord) -> Result<(), StoreError>
     file.write_all(&bytes).map_err(fail("write", &temp))?;
     drop(file);
     fs::rename(&temp, path).map_err(fail("rename", &temp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_keeps_only_pieces_that_still_match_and_survives_a_read_only_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let bytes: Vec<u8> = (0..40u8).collect();
+        let hex = tessera_cache::sha256_hex(&bytes);
+        let layout = Layout::with_piece_length(40, 10).unwrap();
+        let mut download = store.begin(layout, &hex).unwrap();
+        for index in 0..3u64 {
+            let range = layout.range(index).unwrap();
+            let slice = &bytes[range.offset as usize..(range.offset + range.len) as usize];
+            store.write_piece(&hex, range.offset, slice).unwrap();
+            download.record(index, slice, None).unwrap();
+        }
+        store.save_state(&download).unwrap();
+        // Piece 1 is damaged on disk; the partial file is left read-only.
+        store.write_piece(&hex, 12, b"xx").unwrap();
+        let partial = store.partial_path(&hex);
+        fs::set_permissions(&partial, fs::Permissions::from_mode(0o444)).unwrap();
+        let resumed = store.begin(layout, &hex).unwrap();
+        let kept: Vec<u64> = resumed.verified().map(|(i, _)| i).collect();
+        assert_eq!(kept, vec![0, 2]);
+        // A state recorded for another layout is ignored.
+        let other = Layout::with_piece_length(40, 20).unwrap();
+        assert_eq!(store.begin(other, &hex).unwrap().verified().count(), 0);
+        // A garbled state file is ignored too.
+        fs::write(
+            dir.path().join(format!("partial/{hex}.state")),
+            b"{not json",
+        )
+        .unwrap();
+        assert_eq!(store.begin(layout, &hex).unwrap().verified().count(), 0);
+    }
 }
