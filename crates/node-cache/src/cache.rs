@@ -1142,6 +1142,7 @@ impl Inner {
                             }
                             Err(PieceFailure::Fatal(error)) => return Err(error),
                             Err(PieceFailure::Piece(error)) => error.to_string(),
+                            Err(PieceFailure::Refused(error)) => error,
                         },
                         Verdict::Retry | Verdict::Fail => {
                             return Err(CacheError::Origin {
@@ -1277,6 +1278,12 @@ impl Inner {
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
                         }
+                        Ok((piece, holder, Err(PieceFailure::Refused(error)))) => {
+                            busy.remove(&piece);
+                            load[holder] = load[holder].saturating_sub(1);
+                            tracing::warn!(digest = %job.hex, piece, peer = %peers[holder].name, %error, "peer range failed; fetching it elsewhere");
+                            avoided.insert((holder, piece), tokio::time::Instant::now());
+                        }
                         Ok((piece, holder, Err(PieceFailure::Piece(error)))) => {
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
@@ -1377,19 +1384,14 @@ impl Inner {
                 self.store_piece(job, assignment.piece, bytes, Some(assignment.crc))
                     .await
             }
-            Ok((status, _)) => Err(PieceFailure::Piece(PieceError::Truncated {
-                piece: assignment.piece,
-                expected: range.len,
-                actual: u64::from(status == 206),
-            })),
-            Err(error) => {
-                tracing::debug!(%url, %error, "peer range failed");
-                Err(PieceFailure::Piece(PieceError::Truncated {
-                    piece: assignment.piece,
-                    expected: range.len,
-                    actual: 0,
-                }))
-            }
+            Ok((status, _)) => Err(PieceFailure::Refused(format!(
+                "answered {status} instead of 206 for piece {}",
+                assignment.piece
+            ))),
+            Err(error) => Err(PieceFailure::Refused(format!(
+                "piece {}: {error}",
+                assignment.piece
+            ))),
         }
     }
 
@@ -1444,6 +1446,8 @@ struct OriginRun {
 enum PieceFailure {
     /// The bytes were refused (short, long, CRC32): fetch the piece again.
     Piece(PieceError),
+    /// The holder did not send the piece (an error status, a broken connection).
+    Refused(String),
     /// The download cannot go on (the store failed).
     Fatal(CacheError),
 }
