@@ -13,17 +13,23 @@
 //! - [`hf_layout`]: the Hugging Face cache's relative paths and the validation of their parts;
 //! - [`modelpack`]: the model store's key layout and its ModelPack (OCI artifact) view;
 //! - [`sigv4`]: AWS Signature Version 4 for S3 requests and presigned URLs.
+//! - [`admission`]: whether a new download fits the byte budget, and what to evict first;
+//! - [`fanout`]: which missing pieces to fetch next from which peer;
+//! - [`retry`]: which origin answers are retried with backoff and which fail at once.
 //!
 //! It does no I/O, reads no clock (times are `u64` milliseconds passed in) and draws no
 //! randomness it was not seeded with. It knows nothing of sockets, files, Kubernetes objects
 //! or the origin's protocol.
 
+pub mod admission;
 pub mod eviction;
+pub mod fanout;
 pub mod hf_layout;
 pub mod key;
 pub mod modelpack;
 pub mod pieces;
 pub mod placement;
+pub mod retry;
 pub mod sigv4;
 pub mod single_flight;
 

@@ -11,6 +11,8 @@
 //! DRA driver `gpu.nvidia.com` (publishes the node's ResourceSlice, serves the DRA kubelet
 //! plugin and its registration), until interrupted.
 //!
+//! `cache` runs the node cache daemon (`agent_cache`).
+//!
 //! `manifests` prints what deploys `serve` on a cluster with least privilege
 //! (`tessera_node::agent_manifests` decides the objects) as a YAML stream for `kubectl apply`.
 
@@ -39,6 +41,9 @@ pub enum AgentCommand {
     /// Print the DaemonSet, ServiceAccount, RBAC and namespace that run `serve` on every GPU
     /// node with least privilege, as YAML for `kubectl apply -f -`.
     Manifests(ManifestsArgs),
+    /// Run the node cache daemon: content-addressed model blobs fetched once per cluster
+    /// from the origin and shared between caches piece by piece.
+    Cache(crate::agent_cache::CacheArgs),
 }
 
 /// Arguments of `tessera agent manifests`.
@@ -156,6 +161,7 @@ pub fn run(command: &AgentCommand, runtime: &tokio::runtime::Runtime) -> anyhow:
         AgentCommand::Discover(args) => discover(args),
         AgentCommand::Serve(args) => runtime.block_on(serve(args)),
         AgentCommand::Manifests(args) => manifests(args),
+        AgentCommand::Cache(args) => runtime.block_on(crate::agent_cache::run(args)),
     }
 }
 

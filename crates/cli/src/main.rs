@@ -1,10 +1,12 @@
 //! The `tessera` binary: subcommands wire the parts together; no algorithms live here.
 
 mod agent;
+mod agent_cache;
 mod bench;
 mod bench_dcgm;
 mod bench_exec;
 mod bench_maintain;
+mod bench_models;
 mod bench_multikueue;
 mod bench_netpol;
 mod bench_queue;
@@ -148,6 +150,9 @@ enum BenchCommand {
     /// A dcgm-exporter scrape of the node twins' simulated GPUs: one 8-GPU node and all
     /// 1,000 GPUs of a large topology.
     Dcgm(bench_dcgm::DcgmBenchArgs),
+    /// Model distribution: N node caches in one process with rate-limited links pulling one
+    /// model file at once; origin bytes per model size, load times against the links.
+    Models(bench_models::ModelsBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -384,6 +389,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Maintain(args)) => {
             bench_report::repeat(&args.repeat, || bench_maintain::maintain(&args))
         }
+        Command::Bench(BenchCommand::Models(args)) => runtime.block_on(bench_models::run(&args)),
         Command::Bench(BenchCommand::Dcgm(args)) => {
             bench_report::repeat(&args.repeat, || bench_dcgm::dcgm(&args))
         }

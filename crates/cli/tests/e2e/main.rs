@@ -45,6 +45,7 @@ mod monitoring;
 mod netpol;
 mod netpol_dataplane;
 mod networks;
+mod node_cache;
 mod pod_security;
 mod python;
 mod rbac;

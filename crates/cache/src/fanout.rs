@@ -1,0 +1,394 @@
+//! Peer fan-out: which missing pieces a node fetches next, and from which holder.
+//!
+//! A node that is not a blob's seed fetches its pieces from the nodes that hold them (the seed,
+//! which streams each piece onward once verified, and every other node further along). Each
+//! round the shell passes the holders' piece maps; [`assign`] orders the missing pieces rarest
+//! first ([`crate::pieces::Download::fetch_order`], rotated so nodes start at different places),
+//! skips pieces already being fetched or held by nobody, and gives each piece a parent by
+//! [`crate::placement::choose_parent`] (node > rack > zone locality, then a seeded draw weighted
+//! by free upload capacity divided among the pieces already given to that holder this round, so
+//! one round does not pile onto one parent), at most `per_holder` pieces in flight from any one
+//! holder. A holder that just failed a piece (a CRC mismatch,
+//! a truncated body, a refused range) is not asked for that piece again while the shell keeps
+//! the pair in `avoid` (for a short while), even when it is the only holder: a peer serving bad
+//! bytes must not be asked for them in a loop.
+//! Each assignment carries the holder's CRC32 for the piece, the value the fetched bytes must
+//! match.
+//!
+//! This module does not know addresses, HTTP or time: holders are indexes into the shell's
+//! list.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::pieces::Download;
+use crate::placement::{Candidate, Topology, choose_parent};
+
+/// A node holding some pieces of the blob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub topology: Topology,
+    /// Free upload capacity (bytes per second, or any unit used consistently).
+    pub free_upload: u64,
+    /// Verified pieces and their CRC32s.
+    pub pieces: BTreeMap<u64, u32>,
+}
+
+/// One piece to fetch: from `holder` (an index into the holders given), checked against `crc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Assignment {
+    pub piece: u64,
+    pub holder: usize,
+    pub crc: u32,
+}
+
+/// Which peers to ask for their piece maps this round: the seed always, then at most `max`
+/// others, closest first (node > rack > zone > other), peers of equal locality taken in a
+/// rotation that starts at `round` so that each is asked in turn. Indexes into `peers`,
+/// ascending. Bounds a node's polling in a large cluster.
+pub fn peers_to_poll(
+    me: &Topology,
+    peers: &[Topology],
+    seed: Option<usize>,
+    max: usize,
+    round: u64,
+) -> Vec<usize> {
+    let count = u64::try_from(peers.len()).unwrap_or(u64::MAX).max(1);
+    let start = round % count;
+    let mut others: Vec<(crate::placement::Locality, u64, usize)> = (0..peers.len())
+        .filter(|i| Some(*i) != seed)
+        .map(|i| {
+            let index = u64::try_from(i).unwrap_or(u64::MAX);
+            let rotated = (index + count - start) % count;
+            (crate::placement::locality(me, &peers[i]), rotated, i)
+        })
+        .collect();
+    others.sort_unstable();
+    let mut chosen: Vec<usize> = others.into_iter().take(max).map(|(_, _, i)| i).collect();
+    chosen.extend(seed.filter(|s| *s < peers.len()));
+    chosen.sort_unstable();
+    chosen
+}
+
+/// How many holders have each piece, indexed by piece.
+pub fn availability(count: u64, holders: &[Holder]) -> Vec<u32> {
+    let len = usize::try_from(count).unwrap_or(0);
+    let mut counts = vec![0u32; len];
+    for holder in holders {
+        for piece in holder.pieces.keys() {
+            if let Some(slot) = usize::try_from(*piece).ok().and_then(|i| counts.get_mut(i)) {
+                *slot = slot.saturating_add(1);
+            }
+        }
+    }
+    counts
+}
+
+/// One round's constraints.
+#[derive(Debug, Clone, Copy)]
+pub struct Round<'a> {
+    /// Pieces being fetched now.
+    pub busy: &'a BTreeSet<u64>,
+    /// Pieces being fetched now from each holder (indexed as the holders; absent: none).
+    pub load: &'a [usize],
+    /// The most pieces fetched at once from one holder, so that a node does not open all its
+    /// streams to the one holder of new pieces (the seed) while its other peers could serve.
+    pub per_holder: usize,
+    /// (holder, piece) pairs that just failed.
+    pub avoid: &'a BTreeSet<(usize, u64)>,
+    /// The most pieces to assign.
+    pub limit: usize,
+    /// Spreads nodes' starting points over the file.
+    pub rotation: u64,
+    /// Seeds the parent draws.
+    pub seed: u64,
+}
+
+/// Up to `round.limit` pieces to fetch now, in fetch order.
+pub fn assign(
+    download: &Download,
+    me: &Topology,
+    holders: &[Holder],
+    round: &Round<'_>,
+) -> Vec<Assignment> {
+    let Round {
+        busy,
+        load,
+        per_holder,
+        avoid,
+        limit,
+        rotation,
+        seed,
+    } = *round;
+    let counts = availability(download.layout().count(), holders);
+    let mut given: Vec<u64> = (0..holders.len())
+        .map(|h| {
+            load.get(h)
+                .map_or(0, |n| u64::try_from(*n).unwrap_or(u64::MAX))
+        })
+        .collect();
+    let cap = u64::try_from(per_holder).unwrap_or(u64::MAX);
+    let mut out = Vec::new();
+    for piece in download.fetch_order(&counts, rotation) {
+        if out.len() >= limit {
+            break;
+        }
+        if busy.contains(&piece) {
+            continue;
+        }
+        let holding: Vec<usize> = (0..holders.len())
+            .filter(|h| holders[*h].pieces.contains_key(&piece) && given[*h] < cap)
+            .collect();
+        let pool: Vec<usize> = holding
+            .into_iter()
+            .filter(|h| !avoid.contains(&(*h, piece)))
+            .collect();
+        if pool.is_empty() {
+            continue;
+        }
+        let candidates: Vec<Candidate> = pool
+            .iter()
+            .map(|h| Candidate {
+                topology: holders[*h].topology.clone(),
+                free_upload: holders[*h].free_upload / (1 + given[*h]),
+            })
+            .collect();
+        let draw = seed ^ piece.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let Some(chosen) = choose_parent(me, &candidates, draw) else {
+            continue;
+        };
+        let Some(position) = candidates.iter().position(|c| std::ptr::eq(c, chosen)) else {
+            continue;
+        };
+        let holder = pool[position];
+        let Some(crc) = holders[holder].pieces.get(&piece).copied() else {
+            continue;
+        };
+        given[holder] += 1;
+        out.push(Assignment { piece, holder, crc });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pieces::Layout;
+
+    fn topo(node: &str, rack: &str, zone: &str) -> Topology {
+        Topology {
+            node: node.into(),
+            rack: Some(rack.into()),
+            zone: Some(zone.into()),
+        }
+    }
+
+    fn holder(t: Topology, free: u64, pieces: &[u64]) -> Holder {
+        Holder {
+            topology: t,
+            free_upload: free,
+            pieces: pieces.iter().map(|p| (*p, 100 + *p as u32)).collect(),
+        }
+    }
+
+    fn download(count: u64, verified: &[u64]) -> Download {
+        let layout = Layout::with_piece_length(count * 10, 10).unwrap();
+        Download::resume(layout, &"0".repeat(64), verified.iter().map(|p| (*p, 0))).unwrap()
+    }
+
+    #[test]
+    fn availability_counts_holders() {
+        let holders = vec![
+            holder(topo("a", "r1", "z1"), 1, &[0, 1]),
+            holder(topo("b", "r1", "z1"), 1, &[1, 2, 9]),
+        ];
+        assert_eq!(availability(4, &holders), vec![1, 2, 1, 0]);
+    }
+
+    #[test]
+    fn assign_table() {
+        let me = topo("me", "r1", "z1");
+        let seed = holder(topo("seed", "r9", "z2"), 100, &[0, 1, 2, 3]);
+        let rack = holder(topo("rackmate", "r1", "z1"), 100, &[1]);
+        let zone = holder(topo("zonemate", "r2", "z1"), 100, &[2, 3]);
+        let none = BTreeSet::new();
+        // (name, verified, holders, busy, avoid, limit, want (piece, holder))
+        type Case<'a> = (
+            &'a str,
+            &'a [u64],
+            Vec<Holder>,
+            BTreeSet<u64>,
+            BTreeSet<(usize, u64)>,
+            usize,
+            Vec<(u64, usize)>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "only the seed: index order",
+                &[],
+                vec![seed.clone()],
+                none.clone(),
+                BTreeSet::new(),
+                8,
+                vec![(0, 0), (1, 0), (2, 0), (3, 0)],
+            ),
+            (
+                "rarest first, locality picks the parent",
+                &[],
+                vec![seed.clone(), rack.clone(), zone.clone()],
+                none.clone(),
+                BTreeSet::new(),
+                8,
+                vec![(0, 0), (1, 1), (2, 2), (3, 2)],
+            ),
+            (
+                "verified, busy and unheld pieces skipped; limit",
+                &[0],
+                vec![rack.clone(), zone.clone()],
+                BTreeSet::from([2]),
+                BTreeSet::new(),
+                1,
+                vec![(1, 0)],
+            ),
+            (
+                "a failed holder is avoided while another has the piece",
+                &[0, 1, 3],
+                vec![seed.clone(), zone.clone()],
+                none.clone(),
+                BTreeSet::from([(1, 2)]),
+                8,
+                vec![(2, 0)],
+            ),
+            (
+                "a failed holder is not asked again even when it is the only one",
+                &[0, 1, 3],
+                vec![zone.clone()],
+                none.clone(),
+                BTreeSet::from([(0, 2)]),
+                8,
+                vec![],
+            ),
+            (
+                "nothing held: nothing assigned",
+                &[],
+                vec![],
+                none.clone(),
+                BTreeSet::new(),
+                8,
+                vec![],
+            ),
+        ];
+        for (name, verified, holders, busy, avoid, limit, want) in cases {
+            let d = download(4, verified);
+            let round = Round {
+                busy: &busy,
+                load: &[],
+                per_holder: 8,
+                avoid: &avoid,
+                limit,
+                rotation: 0,
+                seed: 7,
+            };
+            let got: Vec<(u64, usize)> = assign(&d, &me, &holders, &round)
+                .into_iter()
+                .map(|a| (a.piece, a.holder))
+                .collect();
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn assignments_carry_the_holders_crc_and_spread_load() {
+        let me = topo("me", "r1", "z1");
+        let holders: Vec<Holder> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| holder(topo(n, "r1", "z1"), 1000, &(0..64).collect::<Vec<_>>()))
+            .collect();
+        let d = download(64, &[]);
+        let (busy, avoid) = (BTreeSet::new(), BTreeSet::new());
+        let round = Round {
+            busy: &busy,
+            load: &[],
+            per_holder: 64,
+            avoid: &avoid,
+            limit: 64,
+            rotation: 5,
+            seed: 11,
+        };
+        let got = assign(&d, &me, &holders, &round);
+        assert_eq!(got.len(), 64);
+        assert!(got.iter().all(|a| a.crc == 100 + a.piece as u32));
+        let mut per_holder = [0usize; 4];
+        for a in &got {
+            per_holder[a.holder] += 1;
+        }
+        // Weighting by free capacity divided by pieces given keeps every holder busy.
+        assert!(per_holder.iter().all(|n| *n >= 8), "{per_holder:?}");
+    }
+
+    #[test]
+    fn per_holder_cap_counts_pieces_in_flight() {
+        let me = topo("me", "r1", "z1");
+        let all: Vec<u64> = (0..8).collect();
+        let seed = holder(topo("seed", "r9", "z9"), 100, &all);
+        let mate = holder(topo("mate", "r1", "z1"), 100, &[5, 6]);
+        let d = download(8, &[]);
+        let (busy, avoid) = (BTreeSet::new(), BTreeSet::new());
+        // (load from each holder, cap, want (piece, holder))
+        type Case = (Vec<usize>, usize, Vec<(u64, usize)>);
+        let cases: Vec<Case> = vec![
+            // Rarest first: 0..4 and 7 (seed only) before 5 and 6 (both).
+            (vec![], 2, vec![(0, 0), (1, 0), (5, 1), (6, 1)]),
+            (vec![1, 0], 2, vec![(0, 0), (5, 1), (6, 1)]),
+            (vec![2, 2], 2, vec![]),
+            (vec![0, 1], 2, vec![(0, 0), (1, 0), (5, 1)]),
+            (vec![], 1, vec![(0, 0), (5, 1)]),
+        ];
+        for (load, cap, want) in cases {
+            let round = Round {
+                busy: &busy,
+                load: &load,
+                per_holder: cap,
+                avoid: &avoid,
+                limit: 8,
+                rotation: 0,
+                seed: 3,
+            };
+            let got: Vec<(u64, usize)> = assign(&d, &me, &[seed.clone(), mate.clone()], &round)
+                .into_iter()
+                .map(|a| (a.piece, a.holder))
+                .collect();
+            assert_eq!(got, want, "load {load:?} cap {cap}");
+        }
+    }
+
+    #[test]
+    fn peers_to_poll_table() {
+        let me = topo("me", "r1", "z1");
+        let peers = vec![
+            topo("a", "r1", "z1"), // rack mate
+            topo("b", "r2", "z1"), // zone mate
+            topo("c", "r3", "z2"),
+            topo("d", "r4", "z2"),
+            topo("e", "r2", "z1"), // zone mate
+            topo("s", "r9", "z9"), // the seed
+        ];
+        // (seed, max, round, want)
+        for (seed, max, round, want) in [
+            (Some(5), 10, 0, vec![0, 1, 2, 3, 4, 5]),
+            (Some(5), 3, 0, vec![0, 1, 4, 5]),
+            (Some(5), 2, 0, vec![0, 1, 5]),
+            (Some(5), 2, 2, vec![0, 4, 5]),
+            (Some(5), 4, 0, vec![0, 1, 2, 4, 5]),
+            (Some(5), 4, 3, vec![0, 1, 3, 4, 5]),
+            (Some(5), 0, 0, vec![5]),
+            (None, 1, 0, vec![0]),
+            (Some(9), 1, 0, vec![0]),
+        ] {
+            assert_eq!(
+                peers_to_poll(&me, &peers, seed, max, round),
+                want,
+                "seed {seed:?} max {max} round {round}"
+            );
+        }
+    }
+}

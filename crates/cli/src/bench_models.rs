@@ -1,0 +1,164 @@
+//! `tessera bench models`: N node caches in one process, each behind a rate-limited upload
+//! link, pulling one generated model file from one rate-limited origin at once (a skeleton of
+//! issue 21's model-distribution bench).
+//!
+//! Prints, per cluster size: origin bytes over the model size (the cluster single-flight's
+//! figure, ideally 1.0), each node's load time against what its link alone allows, and the
+//! time for all nodes against one node pulling alone. Loopback only: the links are the token
+//! buckets, not a network.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tessera_cache::sha256_hex;
+use tessera_node_cache::test_origin::{TestOrigin, generate};
+use tessera_node_cache::{Cache, Config, PeerSpec, PullRequest};
+
+use crate::agent_cache::bytes;
+
+/// Options of `tessera bench models`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelsBenchArgs {
+    /// Cluster sizes to run (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "8,64")]
+    pub nodes: Vec<usize>,
+    /// The model file's size.
+    #[arg(long, default_value = "64Mi", value_parser = bytes)]
+    pub size: u64,
+    /// Each node's upload link, bytes a second.
+    #[arg(long, default_value = "256Mi", value_parser = bytes)]
+    pub link: u64,
+    /// The origin's rate, bytes a second.
+    #[arg(long, default_value = "256Mi", value_parser = bytes)]
+    pub origin_rate: u64,
+    /// A fixed piece length (the 8–16 MiB rule without).
+    #[arg(long, value_parser = bytes)]
+    pub piece_length: Option<u64>,
+}
+
+struct Cluster {
+    caches: Vec<Cache>,
+    urls: Vec<String>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+async fn cluster(n: usize, args: &ModelsBenchArgs) -> anyhow::Result<Cluster> {
+    let mut listeners = Vec::new();
+    for _ in 0..n {
+        listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await?);
+    }
+    let mut specs = Vec::new();
+    for (i, listener) in listeners.iter().enumerate() {
+        specs.push(PeerSpec {
+            name: format!("node-{i:03}"),
+            url: format!("http://{}", listener.local_addr()?),
+            rack: Some(format!("rack-{}", i / 4)),
+            zone: Some(format!("zone-{}", i / 16)),
+        });
+    }
+    let mut cluster = Cluster {
+        caches: Vec::new(),
+        urls: Vec::new(),
+        _dirs: Vec::new(),
+    };
+    for (spec, listener) in specs.iter().zip(listeners) {
+        let dir = tempfile::tempdir()?;
+        let mut config = Config::new(dir.path(), &spec.name);
+        config.rack = spec.rack.clone();
+        config.zone = spec.zone.clone();
+        config.peers = specs
+            .iter()
+            .filter(|p| p.name != spec.name)
+            .cloned()
+            .collect();
+        config.upload_rate = Some(args.link);
+        config.piece_length = args.piece_length;
+        config.capacity = args.size.saturating_mul(4);
+        let cache = Cache::open(config)?;
+        tokio::spawn(tessera_node_cache::server::serve(cache.clone(), listener));
+        cluster.caches.push(cache);
+        cluster.urls.push(spec.url.clone());
+        cluster._dirs.push(dir);
+    }
+    Ok(cluster)
+}
+
+/// Pulls `request` on every cache at once; each node's load time.
+async fn pull_all(cluster: &Cluster, request: &PullRequest) -> anyhow::Result<Vec<Duration>> {
+    let start = Instant::now();
+    let pulls = cluster.caches.iter().map(|cache| {
+        let cache = cache.clone();
+        let request = request.clone();
+        async move {
+            cache.pull(request).await?;
+            Ok::<_, tessera_node_cache::CacheError>(start.elapsed())
+        }
+    });
+    let times = futures::future::join_all(pulls).await;
+    times
+        .into_iter()
+        .map(|t| t.context("a node's pull failed"))
+        .collect()
+}
+
+/// One pull of the model on `nodes` fresh caches from a fresh origin: each node's load time
+/// and the origin's bytes over the model size.
+async fn once(
+    nodes: usize,
+    args: &ModelsBenchArgs,
+    model: &[u8],
+    digest: &str,
+) -> anyhow::Result<(Vec<f64>, f64)> {
+    let origin = TestOrigin::start(Some(args.origin_rate)).await?;
+    let url = origin.put("/models/bench/model.safetensors", model.to_vec());
+    let cluster = cluster(nodes, args).await?;
+    let request = PullRequest {
+        digest: digest.to_owned(),
+        size: args.size,
+        url,
+        model: None,
+        revision: None,
+        file: None,
+        as_seed: false,
+    };
+    let mut times: Vec<f64> = pull_all(&cluster, &request)
+        .await?
+        .iter()
+        .map(Duration::as_secs_f64)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    Ok((times, origin.bytes_sent() as f64 / args.size as f64))
+}
+
+/// Runs the bench and prints its rows.
+pub async fn run(args: &ModelsBenchArgs) -> anyhow::Result<()> {
+    if args.size > 16 << 30 {
+        anyhow::bail!(
+            "--size {}: at most 16Gi (the bench holds the model in memory)",
+            args.size
+        );
+    }
+    let size = usize::try_from(args.size).context("--size does not fit in memory")?;
+    let model = generate(size, 2026);
+    let digest = format!("sha256:{}", sha256_hex(&model));
+    let link = args.size as f64 / args.link as f64;
+    println!(
+        "model {} bytes, links {} B/s, origin {} B/s",
+        args.size, args.link, args.origin_rate
+    );
+    let (alone, _) = once(1, args, &model, &digest).await?;
+    let alone = alone.first().copied().unwrap_or(0.0);
+    println!("nodes 1: load {alone:.3} s (link alone {link:.3} s)");
+    for &n in args.nodes.iter().filter(|n| **n > 1) {
+        let (times, ratio) = once(n, args, &model, &digest).await?;
+        let first = times.first().copied().unwrap_or(0.0);
+        let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
+        let all = times.last().copied().unwrap_or(0.0);
+        println!(
+            "nodes {n}: origin bytes / model size {ratio:.3}; load min {first:.3} s, median {median:.3} s, max {all:.3} s (link alone {link:.3} s, median {:.2}x); all nodes {all:.3} s vs one node {alone:.3} s ({:.2}x)",
+            median / link.max(f64::MIN_POSITIVE),
+            all / alone.max(f64::MIN_POSITIVE),
+        );
+    }
+    Ok(())
+}
