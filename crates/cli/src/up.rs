@@ -364,6 +364,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("queue-manager"),
         queue_config,
     ));
+    let volumes = tokio::spawn(tessera_controllers::pv_controller::run(
+        client_for("persistent-volume-binder"),
+        clock.clone(),
+        Some(registries.clone()),
+    ));
     let pod_gc = tokio::spawn(tessera_controllers::pod_gc::run(
         client_for("pod-garbage-collector"),
         clock.clone(),
@@ -444,6 +449,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     autoscaler.abort();
     maintenance.abort();
     pod_gc.abort();
+    volumes.abort();
     apps.abort();
     jobsets.abort();
     endpoints.abort();

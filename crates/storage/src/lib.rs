@@ -8,6 +8,7 @@
 //! decisions come back as values. It knows nothing of clients, watches or retries; the shell
 //! that feeds it (not part of this crate) writes what it decides.
 
+pub mod csi;
 pub mod matching;
 pub mod objects;
 pub mod printer;

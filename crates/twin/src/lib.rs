@@ -17,6 +17,7 @@
 mod attach;
 mod autoscaler;
 pub mod containers;
+mod csi;
 pub mod dra_publish;
 mod faults;
 mod heartbeat;
