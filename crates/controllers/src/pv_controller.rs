@@ -15,6 +15,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{DeleteParams, PostParams};
@@ -57,10 +58,13 @@ pub async fn run(
     };
     while passes.next(&mut changes, &mut resync).await {
         // Nothing is decided over a half-listed cluster.
-        let listed = volumes.wait_until_ready().await.is_ok()
-            && claims.wait_until_ready().await.is_ok()
-            && classes.wait_until_ready().await.is_ok()
-            && pods.wait_until_ready().await.is_ok();
+        // The stores fill only while their streams are polled (in `passes.next`): no waiting
+        // here, a pass before every kind is listed is skipped.
+        let ready = |listed: Option<Result<(), _>>| listed.is_some_and(|r| r.is_ok());
+        let listed = ready(volumes.wait_until_ready().now_or_never())
+            && ready(claims.wait_until_ready().now_or_never())
+            && ready(classes.wait_until_ready().now_or_never())
+            && ready(pods.wait_until_ready().now_or_never());
         if !listed {
             continue;
         }

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{
     Event as CoreEvent, PersistentVolume, PersistentVolumeClaim, Pod,
 };
@@ -31,6 +31,7 @@ use tessera_model::json::text;
 use tessera_node::pod_status::{self, pod_key};
 use tessera_node::topology::NodeSpec;
 use tessera_storage::csi::{self, Provisioning};
+use tessera_storage::expansion::{self, Resize};
 
 use crate::twins::NodeTwins;
 
@@ -118,13 +119,15 @@ pub(crate) async fn run_provisioner(
                 }
                 // Let a burst of changes settle into one pass.
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                while let Some(Some(())) = futures::FutureExt::now_or_never(changes.next()) {}
+                while let Some(Some(())) = changes.next().now_or_never() {}
             }
             _ = resync.tick() => {}
         }
-        if claims.wait_until_ready().await.is_err()
-            || volumes.wait_until_ready().await.is_err()
-            || classes.wait_until_ready().await.is_err()
+        // The stores fill only while their streams are polled (above): no waiting here.
+        let ready = |listed: Option<Result<(), _>>| listed.is_some_and(|r| r.is_ok());
+        if !ready(claims.wait_until_ready().now_or_never())
+            || !ready(volumes.wait_until_ready().now_or_never())
+            || !ready(classes.wait_until_ready().now_or_never())
         {
             continue;
         }
@@ -197,6 +200,7 @@ impl Provisioner {
                 }
             }
         }
+        self.resize(&claims, &mut volumes, disks).await;
         for (node, disk) in disks {
             let capacity = csi::storage_capacity(node, disk, &volumes);
             let left = text(&capacity, "/capacity").to_string();
@@ -208,6 +212,70 @@ impl Provisioner {
                     self.published.insert(node.clone(), left);
                 }
                 Err(error) => tracing::debug!(%node, %error, "cannot publish storage capacity"),
+            }
+        }
+    }
+
+    /// external-resizer: every bound claim asking more than it has grows its volume.
+    async fn resize(
+        &mut self,
+        claims: &[Value],
+        volumes: &mut [Value],
+        disks: &BTreeMap<String, Quantity>,
+    ) {
+        for claim in claims {
+            let Some(at) = volumes
+                .iter()
+                .position(|v| text(v, "/metadata/name") == text(claim, "/spec/volumeName"))
+            else {
+                continue;
+            };
+            let volume = &volumes[at];
+            let node_free = csi::local_volume_node(volume).and_then(|node| {
+                let disk = disks.get(node)?;
+                Some(disk.value() - csi::used_on_node(node, volumes))
+            });
+            let driver = text(volume, "/spec/csi/driver").to_string();
+            let (claim, grown, events) =
+                match expansion::resize(claim, volume, node_free, (self.clock)()) {
+                    Resize::Skip => continue,
+                    Resize::Expand {
+                        claim,
+                        volume,
+                        events,
+                    } => (claim, Some(volume), events),
+                    Resize::Fail { claim, events } => (claim, None, events),
+                };
+            let written = async {
+                if let Some(grown) = &grown {
+                    let typed: PersistentVolume =
+                        serde_json::from_value(grown.clone()).map_err(kube::Error::SerdeError)?;
+                    Api::<PersistentVolume>::all(self.client.clone())
+                        .replace(text(grown, "/metadata/name"), &post_params(), &typed)
+                        .await?;
+                }
+                replace_claim_status(&self.client, &claim).await
+            };
+            if let Err(error) = written.await {
+                tracing::debug!(%error, "cannot resize a volume; retried");
+                continue;
+            }
+            if let Some(grown) = grown {
+                volumes[at] = grown;
+            }
+            let component = format!("external-resizer {driver}");
+            for event in events {
+                let involved = tessera_storage::objects::reference(&claim, "PersistentVolumeClaim");
+                record(
+                    &self.client,
+                    &self.clock,
+                    &component,
+                    involved,
+                    event.kind,
+                    event.reason,
+                    &event.message,
+                )
+                .await;
             }
         }
     }
@@ -279,6 +347,23 @@ impl Provisioner {
     }
 }
 
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(MANAGER.into()),
+        ..PostParams::default()
+    }
+}
+
+/// `UpdateStatus` of a claim to `claim`.
+async fn replace_claim_status(client: &Client, claim: &Value) -> Result<(), kube::Error> {
+    let typed: PersistentVolumeClaim =
+        serde_json::from_value(claim.clone()).map_err(kube::Error::SerdeError)?;
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), text(claim, "/metadata/namespace"))
+        .replace_status(text(claim, "/metadata/name"), &post_params(), &typed)
+        .await
+        .map(drop)
+}
+
 /// Records an event from `component`; a failure is only logged.
 async fn record(
     client: &Client,
@@ -344,8 +429,10 @@ impl NodeTwins {
         let (namespace, _) = pod_key(pod);
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &namespace);
         let mut unmounted = BTreeSet::new();
+        let mut mounted = Vec::new();
         for (volume, claim) in &wanted {
-            let bound = api.get_opt(claim).await?.is_some_and(|claim| {
+            let claim = api.get_opt(claim).await?;
+            let bound = claim.as_ref().is_some_and(|claim| {
                 claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
                     && claim
                         .spec
@@ -353,8 +440,11 @@ impl NodeTwins {
                         .and_then(|s| s.volume_name.as_deref())
                         .is_some_and(|v| !v.is_empty())
             });
-            if !bound {
-                unmounted.insert(volume.clone());
+            match claim {
+                Some(claim) if bound => mounted.push(claim),
+                _ => {
+                    unmounted.insert(volume.clone());
+                }
             }
         }
         if unmounted.is_empty() {
@@ -362,6 +452,9 @@ impl NodeTwins {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&uid);
+            for claim in &mounted {
+                self.expand_on_node(pod, &spec.name, claim).await;
+            }
             return Ok(true);
         }
         let first = self
@@ -389,6 +482,69 @@ impl NodeTwins {
                 .await?;
         }
         Ok(false)
+    }
+
+    /// The kubelet's node expansion of `claim`, mounted by `pod` on `node`, when the resizer
+    /// left it pending there: the claim's new capacity and the pod's event. A failure is
+    /// logged; the next look tries again.
+    pub(crate) async fn expand_on_node(
+        &self,
+        pod: &Pod,
+        node: &str,
+        claim: &PersistentVolumeClaim,
+    ) {
+        let Ok(claim) = serde_json::to_value(claim) else {
+            return;
+        };
+        let Some((expanded, message)) = expansion::finish_node_expansion(&claim, node) else {
+            return;
+        };
+        if let Err(error) = replace_claim_status(&self.client, &expanded).await {
+            tracing::debug!(%error, "cannot finish a volume's expansion on its node; retried");
+            return;
+        }
+        self.event(
+            pod,
+            node,
+            "Normal",
+            "FileSystemResizeSuccessful",
+            &message,
+            None,
+        )
+        .await;
+    }
+
+    /// A claim changed: when its expansion waits for the node, the running pod of these twins
+    /// that mounts it finishes it.
+    pub(crate) async fn claim_changed(&self, claim: &PersistentVolumeClaim) {
+        let pending = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.allocated_resource_statuses.as_ref())
+            .and_then(|s| s.get("storage"))
+            .is_some_and(|s| s == "NodeResizePending");
+        if !pending {
+            return;
+        }
+        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let Ok(pods) = Api::<Pod>::namespaced(self.client.clone(), &namespace)
+            .list(&Default::default())
+            .await
+        else {
+            return;
+        };
+        let user = pods.items.into_iter().find(|pod| {
+            let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            running
+                && self.node_of(pod).is_some()
+                && claim_volumes(pod).iter().any(|(_, c)| *c == name)
+        });
+        if let Some(pod) = user
+            && let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone())
+        {
+            self.expand_on_node(&pod, &node, claim).await;
+        }
     }
 
     /// The pods waiting for a claim of `namespace` (they stay on the list until mounted).

@@ -457,6 +457,7 @@ impl NodeTwins {
                 Some(event) = volume_claim_stream.next() => {
                     let Ok(watcher::Event::Apply(claim)) = event else { continue };
                     // A claim changed: pods of its namespace waiting for their volumes look again.
+                    self.claim_changed(&claim).await;
                     let namespace = claim.metadata.namespace.clone().unwrap_or_default();
                     for (namespace, name) in self.waiting_for_volumes_in(&namespace) {
                         let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);

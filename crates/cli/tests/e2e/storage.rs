@@ -3,7 +3,8 @@
 //! waits for its pod, is provisioned on the pod's node by the simulated local CSI driver and
 //! bound by the PV controller while the pod waits in ContainerCreating; a shared-filesystem
 //! claim bound at once; reclaim (Delete deletes the volume, Retain releases it); a claim no
-//! node has room for; volume expansion.
+//! node has room for; a pod placed by hand waiting in ContainerCreating (`FailedMount`) for
+//! its claim; volume expansion, and its refusal where the class does not allow it.
 
 use serde_json::Value;
 
@@ -246,6 +247,60 @@ fn a_wait_for_first_consumer_claim_binds_on_its_pods_node() {
         "{capacity}"
     );
 
+    // Expansion: the local class allows it; the resizer grows the volume and the kubelet the
+    // filesystem under the running pod.
+    cluster.ok(
+        V,
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"20Gi"}}}}"#,
+        ],
+    );
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pvc",
+            "data",
+            "-o",
+            "jsonpath={.status.capacity.storage}",
+        ],
+        |out| out == "20Gi",
+    );
+    let volume = json(&cluster, V, &["get", "pv", &volume_name]);
+    assert_eq!(volume["spec"]["capacity"]["storage"], "20Gi");
+    let claim = json(&cluster, V, &["get", "pvc", "data"]);
+    assert_eq!(claim["status"]["allocatedResources"]["storage"], "20Gi");
+    assert!(
+        claim["status"]["allocatedResourceStatuses"].is_null(),
+        "{claim}"
+    );
+    let resized = events(&cluster, V, "default", "PersistentVolumeClaim", "data");
+    assert!(
+        resized.contains(&format!(
+            "Resizing: External resizer is resizing volume {volume_name}"
+        )),
+        "{resized}"
+    );
+    assert!(resized.contains("FileSystemResizeRequired"), "{resized}");
+    let pod_events = wait_for_event(
+        &cluster,
+        V,
+        "default",
+        "Pod",
+        "trainer",
+        "FileSystemResizeSuccessful",
+    );
+    assert!(
+        pod_events.contains(&format!(
+            "MountVolume.NodeExpandVolume succeeded for volume \"{volume_name}\" {node}"
+        )),
+        "{pod_events}"
+    );
+
     // Reclaim Delete: the claim gone, the volume goes.
     cluster.ok(V, &["delete", "pod", "trainer", "--wait=true"]);
     cluster.ok(V, &["delete", "pvc", "data"]);
@@ -282,6 +337,45 @@ spec:
   storageClassName: manual
   accessModes: [ReadWriteOnce]
   resources: {requests: {storage: 5Gi}}
+"#;
+
+const LATE: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: late, namespace: default}
+spec:
+  storageClassName: manual
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: early, namespace: default}
+spec:
+  nodeName: cpu-1
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: late}}]
+"#;
+
+const LATE_VOLUME: &str = r#"
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: late}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  hostPath: {path: /srv/late}
+"#;
+
+const OBJECT_CLAIM: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: bucket, namespace: default}
+spec:
+  storageClassName: tessera-object
+  accessModes: [ReadWriteMany]
+  resources: {requests: {storage: 1Ti}}
 "#;
 
 const HUGE: &str = r#"
@@ -338,6 +432,41 @@ fn shared_claims_bind_at_once_retained_volumes_are_released_and_huge_ones_wait()
     cluster.ok(V, &["delete", "pvc", "archive"]);
     let released = cluster.wait_for(V, &["get", "pv", "archive"], |out| out.contains("Released"));
     assert!(released.contains("default/archive"), "{released}");
+
+    // A pod placed by hand waits in ContainerCreating until its claim is bound.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], LATE);
+    let waiting = wait_for_event(&cluster, V, "default", "Pod", "early", "FailedMount");
+    assert!(
+        waiting.contains(
+            "FailedMount: Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]"
+        ),
+        "{waiting}"
+    );
+    let pod = cluster.ok(V, &["get", "pod", "early"]);
+    assert!(pod.contains("ContainerCreating"), "{pod}");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], LATE_VOLUME);
+    assert_eq!(cluster.node_when_running(V, None, "early"), "cpu-1");
+
+    // The object store's class does not allow expansion: the API refuses it.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], OBJECT_CLAIM);
+    cluster.wait_for(V, &["get", "pvc", "bucket"], |out| out.contains("Bound"));
+    let refused = cluster.fails(
+        V,
+        &[
+            "patch",
+            "pvc",
+            "bucket",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"2Ti"}}}}"#,
+        ],
+        None,
+    );
+    assert!(
+        refused.contains(
+            "persistentvolumeclaims \"bucket\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"
+        ),
+        "{refused}"
+    );
 
     // No node has 50Ti of local disk: the pod stays Pending with the volume reason.
     cluster.ok_stdin(V, &["apply", "-f", "-"], HUGE);
