@@ -138,8 +138,9 @@ pub struct Scheduler {
     budgets: Vec<Budget>,
     /// GPUs assumed pods took of their node's NUMA layout, by (namespace, name).
     gpus_taken: HashMap<(String, String), Vec<(u32, i64)>>,
-    /// The storage objects VolumeBinding reads (shared by clones until one books).
-    volumes: Arc<Volumes>,
+    /// The storage objects VolumeBinding reads (shared by clones until one books); without
+    /// them (a caller that hands in none) VolumeBinding is not run.
+    volumes: Option<Arc<Volumes>>,
 }
 
 /// A remembered resource score: the profile epoch, what the score read, the score.
@@ -410,7 +411,7 @@ impl Scheduler {
             bound: BTreeMap::new(),
             budgets: Vec::new(),
             gpus_taken: HashMap::new(),
-            volumes: Arc::default(),
+            volumes: None,
         }
     }
 
@@ -452,8 +453,21 @@ impl Scheduler {
 
     /// The claims, volumes, classes, CSI drivers and capacities VolumeBinding reads.
     pub fn with_volumes(mut self, volumes: Volumes) -> Scheduler {
-        self.volumes = Arc::new(volumes);
+        self.volumes = Some(Arc::new(volumes));
         self
+    }
+
+    /// VolumeBinding's PreFilter for `pod` (nothing to judge without storage objects).
+    pub(crate) fn pod_volumes(&self, pod: &Pod) -> PodVolumes<'_> {
+        match &self.volumes {
+            Some(volumes) => volumes::pre_filter(pod, volumes),
+            None => PodVolumes::Skip,
+        }
+    }
+
+    /// The storage objects VolumeBinding reads, when given.
+    pub(crate) fn volume_snapshot(&self) -> Option<&Volumes> {
+        self.volumes.as_deref()
     }
 
     /// Namespace labels, for affinity terms with a `namespaceSelector`.
@@ -614,7 +628,7 @@ impl Scheduler {
         // Upstream's percentageOfNodesToScore: stop once enough feasible nodes are found,
         // starting where the previous search stopped.
         let total = self.nodes.len();
-        let pod_volumes = volumes::pre_filter(pod, &self.volumes);
+        let pod_volumes = self.pod_volumes(pod);
         if let PodVolumes::Unschedulable(message) = &pod_volumes {
             let rejection = Rejection {
                 plugin: Plugin::VolumeBinding,
@@ -665,8 +679,9 @@ impl Scheduler {
             };
             let node = &self.nodes[position];
             let mut verdict = filters::run(pod, &demand, node);
-            if let PodVolumes::Claims(pod_volumes) = &pod_volumes {
-                verdict = verdict.and_then(|()| volumes::filter(pod_volumes, node, &self.volumes));
+            if let (PodVolumes::Claims(pod_volumes), Some(snapshot)) = (&pod_volumes, &self.volumes)
+            {
+                verdict = verdict.and_then(|()| volumes::filter(pod_volumes, node, snapshot));
             }
             if cross_node {
                 verdict = verdict
@@ -739,8 +754,10 @@ impl Scheduler {
             }
         }
         let extended = split_extended(&mut allocations, planned.and_then(|(_, v)| v));
-        let volumes = match &pod_volumes {
-            PodVolumes::Claims(pod_volumes) => volumes::reserve(pod_volumes, node, &self.volumes),
+        let volumes = match (&pod_volumes, &self.volumes) {
+            (PodVolumes::Claims(pod_volumes), Some(snapshot)) => {
+                volumes::reserve(pod_volumes, node, snapshot)
+            }
             _ => Reservation::default(),
         };
         Ok(Decision {
@@ -999,8 +1016,10 @@ impl Scheduler {
 
     /// Books a decision: the pod's usage onto its node, its new allocations as held.
     pub fn assume(&mut self, pod: &Pod, decision: &Decision, claims: &[ResourceClaim]) {
-        if !decision.volumes.is_empty() {
-            Arc::make_mut(&mut self.volumes).book(&decision.volumes);
+        if !decision.volumes.is_empty()
+            && let Some(volumes) = &mut self.volumes
+        {
+            Arc::make_mut(volumes).book(&decision.volumes);
         }
         if let Some(&i) = self.node_index.get(&decision.node) {
             let node = &mut self.nodes[i];

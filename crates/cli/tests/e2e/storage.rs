@@ -487,4 +487,15 @@ fn shared_claims_bind_at_once_retained_volumes_are_released_and_huge_ones_wait()
     assert!(pod["spec"]["nodeName"].is_null(), "{pod}");
     let claim = json(&cluster, V, &["get", "pvc", "huge"]);
     assert_eq!(claim["status"]["phase"], "Pending");
+    // `tessera explain pod` names the volume verdict.
+    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["explain", "pod", "default/hoarder", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .output()
+        .expect("run tessera explain");
+    let explained = String::from_utf8_lossy(&explained.stdout);
+    assert!(
+        explained.contains("VolumeBinding: node(s) did not have enough free storage"),
+        "{explained}"
+    );
 }

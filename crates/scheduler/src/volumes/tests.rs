@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::Scheduler;
+use crate::filters::Plugin;
 use crate::node_info;
 use crate::score::Strategy;
 
@@ -197,4 +198,45 @@ fn a_static_volume_is_pre_bound_and_booked_for_the_next_pod() {
         error.to_string(),
         "0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind."
     );
+}
+
+#[test]
+fn explain_gives_the_volume_verdict_of_each_node() {
+    let volumes = storage(
+        vec![claim("data", "local", "50Gi")],
+        vec![],
+        vec![capacity("n2", "100Gi")],
+    );
+    let explanation = scheduler(volumes).explain(&pod("p", "data"), &[], &[]);
+    let verdicts: Vec<(String, Option<Vec<String>>)> = explanation
+        .nodes
+        .iter()
+        .map(|report| {
+            let volume = report
+                .verdicts
+                .iter()
+                .find(|(plugin, _)| *plugin == Plugin::VolumeBinding)
+                .and_then(|(_, verdict)| verdict.clone());
+            (report.node.clone(), volume)
+        })
+        .collect();
+    let short = || Some(vec!["node(s) did not have enough free storage".to_string()]);
+    assert_eq!(
+        verdicts,
+        [
+            ("n1".to_string(), short()),
+            ("n2".to_string(), None),
+            ("n3".to_string(), short()),
+        ]
+    );
+    // Without storage objects (a caller that gives none) VolumeBinding says nothing.
+    let nodes = [node("n1")];
+    let plain = Scheduler::new(
+        node_info::build(&nodes, &[]),
+        vec![],
+        vec![],
+        [],
+        Strategy::default(),
+    );
+    assert!(plain.schedule(&pod("p", "data"), &[]).is_ok());
 }
