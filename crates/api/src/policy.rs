@@ -281,6 +281,24 @@ pub const COMPONENTS: &[Component] = &[
             ),
         ],
     },
+    // Upstream's `system:controller:ephemeral-volume-controller`.
+    Component {
+        name: "ephemeral-volume-controller",
+        rules: &[
+            (&[""], &["pods"], READ),
+            (&[""], &["pods/finalizers"], &["update"]),
+            (
+                &[""],
+                &["persistentvolumeclaims"],
+                &["get", "list", "watch", "create"],
+            ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
     // Upstream's `system:controller:pod-garbage-collector`.
     Component {
         name: "pod-garbage-collector",

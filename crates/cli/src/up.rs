@@ -369,6 +369,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         clock.clone(),
         Some(registries.clone()),
     ));
+    let ephemeral_volumes = tokio::spawn(tessera_controllers::pv_controller::run_ephemeral(
+        client_for("ephemeral-volume-controller"),
+        clock.clone(),
+        Some(registries.clone()),
+    ));
     let pod_gc = tokio::spawn(tessera_controllers::pod_gc::run(
         client_for("pod-garbage-collector"),
         clock.clone(),
@@ -450,6 +455,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     maintenance.abort();
     pod_gc.abort();
     volumes.abort();
+    ephemeral_volumes.abort();
     apps.abort();
     jobsets.abort();
     endpoints.abort();

@@ -10,6 +10,9 @@
 //! with the object each write returns. A failed write ends that object's sync; the next pass
 //! (the watch shows the change, or the resync) tries again. Decides nothing: binding, phases,
 //! provisioning requests and reclaim are the core's.
+//!
+//! [`run_ephemeral`] is the ephemeral volume controller: the claims of pods' generic ephemeral
+//! volumes created as [`tessera_storage::ephemeral`] builds them.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -167,6 +170,15 @@ impl Controller {
             .filter(|p| uses_claims(p))
             .filter_map(|p| serde_json::to_value(p.as_ref()).ok())
             .collect();
+        // Events of objects gone are forgotten.
+        let present: HashSet<&str> = snapshot
+            .claims
+            .iter()
+            .chain(&snapshot.volumes)
+            .map(|o| text(o, "/metadata/uid"))
+            .collect();
+        self.recorded
+            .retain(|(uid, _, _)| present.contains(uid.as_str()));
         let mut ok = true;
         let mut claim_keys: Vec<(String, String)> = snapshot.claims.iter().map(key).collect();
         let mut synced_again = BTreeSet::new();
@@ -349,4 +361,81 @@ fn remember(versions: &mut Vec<((bool, String, String), String)>, claim: bool, w
     let (namespace, name) = key(written);
     let version = text(written, "/metadata/resourceVersion").to_string();
     versions.push(((claim, namespace, name), version));
+}
+
+/// Runs kube-controller-manager's ephemeral volume controller until the task is dropped:
+/// reflectors on pods and claims, and after each burst of changes (and every 15 s) the claims
+/// [`tessera_storage::ephemeral::claims_to_create`] names created; a failed creation is a
+/// `FailedBinding` event on the pod, as `ephemeral_volume`.
+pub async fn run_ephemeral(
+    client: Client,
+    clock: Clock,
+    metrics: Option<Arc<tessera_metrics::components::Registries>>,
+) {
+    use tessera_storage::ephemeral;
+    let mut passes = Passes::new(metrics.as_deref(), &["ephemeral_volume"], clock.clone());
+    let (claims, claim_changes) = watched(Api::<PersistentVolumeClaim>::all(client.clone()));
+    let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
+    let mut changes = futures::stream::select_all([claim_changes, pod_changes]);
+    let mut resync = tokio::time::interval(Duration::from_secs(15));
+    let events = EventRecorder::start(client.clone(), ephemeral::COMPONENT, clock.clone());
+    while passes.next(&mut changes, &mut resync).await {
+        let ready = |listed: Option<Result<(), _>>| listed.is_some_and(|r| r.is_ok());
+        if !ready(claims.wait_until_ready().now_or_never())
+            || !ready(pods.wait_until_ready().now_or_never())
+        {
+            continue;
+        }
+        let with_templates: Vec<Value> = pods
+            .state()
+            .iter()
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.volumes.as_ref())
+                    .is_some_and(|v| v.iter().any(|v| v.ephemeral.is_some()))
+            })
+            .filter_map(|p| serde_json::to_value(p.as_ref()).ok())
+            .collect();
+        if with_templates.is_empty() {
+            continue;
+        }
+        let existing = values(&claims);
+        let mut failed = false;
+        for pod in &with_templates {
+            for claim in ephemeral::claims_to_create(pod, &existing) {
+                let Ok(typed) = serde_json::from_value::<PersistentVolumeClaim>(claim) else {
+                    continue;
+                };
+                let namespace = typed.metadata.namespace.clone().unwrap_or_default();
+                let params = PostParams {
+                    field_manager: Some(MANAGER.into()),
+                    ..PostParams::default()
+                };
+                match Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace)
+                    .create(&params, &typed)
+                    .await
+                {
+                    Ok(_) => {}
+                    // Created already; the watch has not shown it yet.
+                    Err(kube::Error::Api(status)) if status.code == 409 => {}
+                    Err(error) => {
+                        failed = true;
+                        let involved = tessera_storage::objects::reference(pod, "Pod");
+                        events
+                            .record(
+                                involved,
+                                "Warning",
+                                ephemeral::FAILED_BINDING,
+                                &format!("PVC creation failed: {error}"),
+                            )
+                            .await;
+                    }
+                }
+            }
+        }
+        if failed {
+            passes.retry();
+        }
+    }
 }

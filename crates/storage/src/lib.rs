@@ -10,6 +10,7 @@
 //! that feeds it (not part of this crate) writes what it decides.
 
 pub mod csi;
+pub mod ephemeral;
 pub mod expansion;
 pub mod matching;
 pub mod objects;

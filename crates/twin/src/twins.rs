@@ -501,6 +501,9 @@ impl NodeTwins {
                         Ok(watcher::Event::Delete(pod)) => {
                             let key = pod_key(&pod);
                             running.remove(&key);
+                            if let Some(uid) = &pod.metadata.uid {
+                                self.waiting_for_volumes.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+                            }
                             ips.release(&pod);
                             self.release_gpus(&pod).await;
                             continue;

@@ -4,7 +4,7 @@
 //! bound by the PV controller while the pod waits in ContainerCreating; a shared-filesystem
 //! claim bound at once; reclaim (Delete deletes the volume, Retain releases it); a claim no
 //! node has room for; a pod placed by hand waiting in ContainerCreating (`FailedMount`) for
-//! its claim; volume expansion, and its refusal where the class does not allow it.
+//! its claim; a generic ephemeral volume's claim; volume expansion, and its refusal where the class does not allow it.
 
 use serde_json::Value;
 
@@ -378,6 +378,22 @@ spec:
   resources: {requests: {storage: 1Ti}}
 "#;
 
+const EPHEMERAL: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: scratcher, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  volumes:
+  - name: scratch
+    ephemeral:
+      volumeClaimTemplate:
+        spec:
+          storageClassName: tessera-shared
+          accessModes: [ReadWriteOnce]
+          resources: {requests: {storage: 1Gi}}
+"#;
+
 const HUGE: &str = r#"
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -446,6 +462,14 @@ fn shared_claims_bind_at_once_retained_volumes_are_released_and_huge_ones_wait()
     assert!(pod.contains("ContainerCreating"), "{pod}");
     cluster.ok_stdin(V, &["apply", "-f", "-"], LATE_VOLUME);
     assert_eq!(cluster.node_when_running(V, None, "early"), "cpu-1");
+
+    // A generic ephemeral volume: its claim is created for the pod, owned by it, and bound.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], EPHEMERAL);
+    cluster.node_when_running(V, None, "scratcher");
+    let claim = json(&cluster, V, &["get", "pvc", "scratcher-scratch"]);
+    assert_eq!(claim["status"]["phase"], "Bound", "{claim}");
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["name"], "scratcher");
+    assert_eq!(claim["spec"]["storageClassName"], "tessera-shared");
 
     // The object store's class does not allow expansion: the API refuses it.
     cluster.ok_stdin(V, &["apply", "-f", "-"], OBJECT_CLAIM);
