@@ -55,6 +55,22 @@ pub const COMPONENTS: &[Component] = &[
                 ],
                 READ,
             ),
+            // The simulated CSI drivers: external-provisioner (volumes for claims, capacity),
+            // the node plugins' CSINodes, external-resizer, the kubelet's volume checks.
+            (&[""], &["persistentvolumes"], WRITE),
+            (
+                &[""],
+                &["persistentvolumeclaims"],
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            (&[""], &["persistentvolumeclaims/status"], STATUS),
+            (&[""], &["persistentvolumes/status"], STATUS),
+            (&["storage.k8s.io"], &["storageclasses", "csidrivers"], READ),
+            (
+                &["storage.k8s.io"],
+                &["csinodes", "csistoragecapacities"],
+                WRITE,
+            ),
             (&["coordination.k8s.io"], &["leases"], WRITE),
             (
                 &["", "events.k8s.io"],
@@ -111,6 +127,22 @@ pub const COMPONENTS: &[Component] = &[
             (
                 &["resource.k8s.io"],
                 &["resourceslices", "deviceclasses"],
+                READ,
+            ),
+            // VolumeBinding: claims annotated with the selected node, volumes pre-bound.
+            (
+                &[""],
+                &["persistentvolumeclaims", "persistentvolumes"],
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            (
+                &["storage.k8s.io"],
+                &[
+                    "storageclasses",
+                    "csidrivers",
+                    "csinodes",
+                    "csistoragecapacities",
+                ],
                 READ,
             ),
             (
@@ -217,6 +249,53 @@ pub const COMPONENTS: &[Component] = &[
                 &["apps"],
                 &["replicasets", "deployments", "statefulsets"],
                 READ,
+            ),
+        ],
+    },
+    // Upstream's `system:controller:persistent-volume-binder`.
+    Component {
+        name: "persistent-volume-binder",
+        rules: &[
+            (
+                &[""],
+                &["persistentvolumes"],
+                &["get", "list", "watch", "create", "update", "delete"],
+            ),
+            (&[""], &["persistentvolumes/status"], &["update", "patch"]),
+            (
+                &[""],
+                &["persistentvolumeclaims"],
+                &["get", "list", "watch", "update"],
+            ),
+            (
+                &[""],
+                &["persistentvolumeclaims/status"],
+                &["update", "patch"],
+            ),
+            (&[""], &["pods", "nodes"], READ),
+            (&["storage.k8s.io"], &["storageclasses"], READ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
+            ),
+        ],
+    },
+    // Upstream's `system:controller:ephemeral-volume-controller`.
+    Component {
+        name: "ephemeral-volume-controller",
+        rules: &[
+            (&[""], &["pods"], READ),
+            (&[""], &["pods/finalizers"], &["update"]),
+            (
+                &[""],
+                &["persistentvolumeclaims"],
+                &["get", "list", "watch", "create"],
+            ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["create", "update", "patch"],
             ),
         ],
     },

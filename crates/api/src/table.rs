@@ -802,7 +802,26 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Age", 0, age),
         ],
         ("storage.k8s.io", "StorageClass") => vec![
-            col("Name", 0, name),
+            // Upstream's printer marks the default class (either annotation) after its name.
+            col("Name", 0, |s, _| {
+                let default = [
+                    "storageclass.kubernetes.io/is-default-class",
+                    "storageclass.beta.kubernetes.io/is-default-class",
+                ]
+                .iter()
+                .any(|key| {
+                    s.pointer("/metadata/annotations")
+                        .and_then(|a| a.get(*key))
+                        .and_then(Value::as_str)
+                        == Some("true")
+                });
+                let name = text(s, "/metadata/name");
+                if default {
+                    json!(format!("{name} (default)"))
+                } else {
+                    json!(name)
+                }
+            }),
             col("Provisioner", 0, |s, _| json!(text(s, "/provisioner"))),
             col("ReclaimPolicy", 0, |s, _| {
                 json!(

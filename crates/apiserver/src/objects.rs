@@ -613,6 +613,12 @@ impl Objects {
                 (subject, policy_namespace)
             });
         let mut admitted = Admitted::default();
+        // PersistentVolumeClaimResize reads the claim's class (a claim's class is immutable,
+        // so the stored claim names it).
+        let resize_class = (part == Part::Main
+            && resource.group().is_empty()
+            && resource.plural() == "persistentvolumeclaims")
+            .then(|| self.claim_class(namespace, name));
         let pending = self
             .store
             .decide(&key, |current| {
@@ -648,6 +654,18 @@ impl Objects {
                         return Err(error);
                     }
                 };
+                if let Some(class) = &resize_class
+                    && let Err(detail) =
+                        tessera_storage::expansion::admit_resize(&current, &next, class.as_ref())
+                {
+                    give_back();
+                    return Err(ApiError::forbidden(
+                        resource.group(),
+                        resource.plural(),
+                        name,
+                        detail,
+                    ));
+                }
                 if let Some((subject, policy_namespace)) = &pod_security_subject {
                     admitted = match pod_security::admit(
                         &self.pod_security,
@@ -714,6 +732,15 @@ impl Objects {
             }),
             after: Some(self.after_commit(resource, None)),
         })
+    }
+
+    /// The StorageClass the stored claim `namespace/name` names, when both exist.
+    fn claim_class(&self, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let claims = Resource::find("", "v1", "persistentvolumeclaims")?;
+        let claim = self.get(claims, namespace, name).ok()?;
+        let class_name = tessera_storage::objects::claim_class(&claim).to_string();
+        let classes = Resource::find("storage.k8s.io", "v1", "storageclasses")?;
+        self.get(classes, None, &class_name).ok()
     }
 
     /// Deletes an object, honouring finalizers, propagation and pod grace periods.

@@ -91,7 +91,34 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
             .create(classes, None, class, &WriteOptions::default())
             .map_err(|e| anyhow::anyhow!("create priority class {name}: {e}"))?;
     }
+    ensure_storage(objects)?;
     ensure_bundled_definitions(objects)
+}
+
+/// The simulated CSI drivers' StorageClasses (the local one the default) and CSIDrivers
+/// (`tessera_storage::csi`), each created when missing.
+fn ensure_storage(objects: &Objects) -> anyhow::Result<()> {
+    let bundle = [
+        ("storageclasses", tessera_storage::csi::storage_classes()),
+        ("csidrivers", tessera_storage::csi::csi_drivers()),
+    ];
+    for (plural, wanted) in bundle {
+        let resource = Resource::find("storage.k8s.io", "v1", plural)
+            .ok_or_else(|| anyhow::anyhow!("{plural} are not served"))?;
+        for object in wanted {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if objects.get(resource, None, &name).is_ok() {
+                continue;
+            }
+            objects
+                .create(resource, None, object, &WriteOptions::default())
+                .map_err(|e| anyhow::anyhow!("create {plural} {name}: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The annotation that keeps a bootstrap role as its owner edited it (`"false"`).

@@ -6,8 +6,9 @@
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
 use kube::Api;
 
 /// `tessera explain` subcommands.
@@ -48,6 +49,22 @@ where
         .items)
 }
 
+/// Every object of a kind, as JSON (VolumeBinding's input).
+async fn values<K>(client: &kube::Client) -> anyhow::Result<Vec<serde_json::Value>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned,
+{
+    Ok(list::<K>(client)
+        .await?
+        .iter()
+        .filter_map(|object| serde_json::to_value(object).ok())
+        .collect())
+}
+
 /// Runs `tessera explain`.
 pub async fn run(
     command: &ExplainCommand,
@@ -68,8 +85,21 @@ pub async fn run(
     let claims: Vec<ResourceClaim> = list(&client).await?;
     let slices: Vec<ResourceSlice> = list(&client).await?;
     let classes: Vec<DeviceClass> = list(&client).await?;
-    let explanation = tessera_scheduler::explain::explain_in_cluster(
-        &pod, &nodes, &pods, &claims, &slices, &classes,
+    let volumes = tessera_scheduler::volumes::Volumes {
+        claims: values::<PersistentVolumeClaim>(&client).await?,
+        volumes: values::<PersistentVolume>(&client).await?,
+        classes: values::<StorageClass>(&client).await?,
+        csi_drivers: values::<CSIDriver>(&client).await?,
+        capacities: values::<CSIStorageCapacity>(&client).await?,
+    };
+    let explanation = tessera_scheduler::explain::explain_in_cluster_with_volumes(
+        &pod,
+        &nodes,
+        &pods,
+        &claims,
+        &slices,
+        &classes,
+        Some(volumes),
     );
     crate::output::emit(&explanation.render(&format!("{namespace}/{name}")))
 }

@@ -364,6 +364,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("queue-manager"),
         queue_config,
     ));
+    let volumes = tokio::spawn(tessera_controllers::pv_controller::run(
+        client_for("persistent-volume-binder"),
+        clock.clone(),
+        Some(registries.clone()),
+    ));
+    let ephemeral_volumes = tokio::spawn(tessera_controllers::pv_controller::run_ephemeral(
+        client_for("ephemeral-volume-controller"),
+        clock.clone(),
+        Some(registries.clone()),
+    ));
     let pod_gc = tokio::spawn(tessera_controllers::pod_gc::run(
         client_for("pod-garbage-collector"),
         clock.clone(),
@@ -474,6 +484,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     autoscaler.abort();
     maintenance.abort();
     pod_gc.abort();
+    volumes.abort();
+    ephemeral_volumes.abort();
     apps.abort();
     jobsets.abort();
     endpoints.abort();

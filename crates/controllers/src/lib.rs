@@ -20,6 +20,7 @@ pub mod maintenance_evict;
 pub mod node_monitor;
 pub mod pdb;
 pub mod pod_gc;
+pub mod pv_controller;
 pub mod queue;
 pub mod queue_dra;
 pub mod queue_multikueue;

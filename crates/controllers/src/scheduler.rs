@@ -15,10 +15,12 @@ use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
 use kube::api::Patch;
+use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::json;
 use tessera_model::pod_claims::claim_names;
@@ -26,7 +28,9 @@ use tessera_scheduler::extended::{ExtendedClaim, special_claim_owner};
 use tessera_scheduler::preemption::{Budget, Nomination, pod_group};
 use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
+use tessera_scheduler::volumes::Volumes;
 use tessera_scheduler::{Decision, Scheduler, node_info};
+use tessera_storage::volume_binding::Reservation;
 
 use tessera_model::clock::Clock;
 
@@ -174,6 +178,7 @@ pub async fn run_reporting_sync(
     let (classes, class_changes) = watched(Api::<DeviceClass>::all(client.clone()));
     let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
     let (budgets, budget_changes) = watched(Api::<PodDisruptionBudget>::all(client.clone()));
+    let storage = StorageStores::watch(&client);
     // As kube-scheduler, nothing is scheduled before every kind has been listed: a pass over
     // half a cluster would report pods unschedulable for want of nodes not yet seen.
     let all_listed = Arc::new(AtomicBool::new(false));
@@ -182,8 +187,10 @@ pub async fn run_reporting_sync(
         let (slices, classes) = (slices.clone(), classes.clone());
         let (namespaces, budgets) = (namespaces.clone(), budgets.clone());
         let all_listed = all_listed.clone();
+        let storage = storage.stores.clone();
         async move {
-            let listed = pods.wait_until_ready().await.is_ok()
+            let listed = storage.wait_until_ready().await
+                && pods.wait_until_ready().await.is_ok()
                 && nodes.wait_until_ready().await.is_ok()
                 && claims.wait_until_ready().await.is_ok()
                 && slices.wait_until_ready().await.is_ok()
@@ -208,6 +215,10 @@ pub async fn run_reporting_sync(
         namespace_changes,
         budget_changes,
     ]);
+    for change in storage.changes {
+        changes.push(change);
+    }
+    let storage = storage.stores;
     let writer = Writer {
         events: EventRecorder::start(client.clone(), EVENT_SOURCE, config.clock.clone()),
         clock: config.clock.clone(),
@@ -278,6 +289,13 @@ pub async fn run_reporting_sync(
         )
         .with_pods(&all_pods)
         .with_budgets(all(&budgets).iter().filter_map(budget).collect());
+        // VolumeBinding reads the storage objects only for pods that name a claim.
+        if queue
+            .iter()
+            .any(|p| tessera_scheduler::volumes::names_claims(p))
+        {
+            scheduler = scheduler.with_volumes(storage.snapshot());
+        }
         // Gangs first, whole; then single pods.
         let groups = pod_groups(&client, &queue, &all_pods).await;
         for group in &groups {
@@ -771,6 +789,7 @@ async fn bind(
     claims: &[ResourceClaim],
     decision: &Decision,
 ) -> Result<(), kube::Error> {
+    bind_volumes(writer, &decision.volumes).await?;
     for claim in claims {
         let name = claim.metadata.name.as_deref().unwrap_or_default();
         let allocation = decision
@@ -845,4 +864,101 @@ async fn unschedulable(writer: &Writer, pod: &Pod, message: &str) {
         .events
         .record(involved, "Warning", "FailedScheduling", message)
         .await;
+}
+
+/// The reflectors VolumeBinding reads: claims, volumes, classes, CSI drivers and capacities.
+#[derive(Clone)]
+struct Storage {
+    claims: Store<PersistentVolumeClaim>,
+    volumes: Store<PersistentVolume>,
+    classes: Store<StorageClass>,
+    drivers: Store<CSIDriver>,
+    capacities: Store<CSIStorageCapacity>,
+}
+
+/// The storage reflectors and their change streams.
+struct StorageStores {
+    stores: Storage,
+    changes: Vec<futures::stream::BoxStream<'static, ()>>,
+}
+
+impl StorageStores {
+    fn watch(client: &Client) -> StorageStores {
+        let (claims, claim_changes) = watched(Api::<PersistentVolumeClaim>::all(client.clone()));
+        let (volumes, volume_changes) = watched(Api::<PersistentVolume>::all(client.clone()));
+        let (classes, class_changes) = watched(Api::<StorageClass>::all(client.clone()));
+        let (drivers, driver_changes) = watched(Api::<CSIDriver>::all(client.clone()));
+        let (capacities, capacity_changes) =
+            watched(Api::<CSIStorageCapacity>::all(client.clone()));
+        StorageStores {
+            stores: Storage {
+                claims,
+                volumes,
+                classes,
+                drivers,
+                capacities,
+            },
+            changes: vec![
+                claim_changes,
+                volume_changes,
+                class_changes,
+                driver_changes,
+                capacity_changes,
+            ],
+        }
+    }
+}
+
+fn json_values<K: serde::Serialize + kube::Resource<DynamicType = ()> + Clone>(
+    store: &Store<K>,
+) -> Vec<serde_json::Value> {
+    store
+        .state()
+        .iter()
+        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+        .collect()
+}
+
+impl Storage {
+    async fn wait_until_ready(&self) -> bool {
+        self.claims.wait_until_ready().await.is_ok()
+            && self.volumes.wait_until_ready().await.is_ok()
+            && self.classes.wait_until_ready().await.is_ok()
+            && self.drivers.wait_until_ready().await.is_ok()
+            && self.capacities.wait_until_ready().await.is_ok()
+    }
+
+    fn snapshot(&self) -> Volumes {
+        Volumes {
+            claims: json_values(&self.claims),
+            volumes: json_values(&self.volumes),
+            classes: json_values(&self.classes),
+            csi_drivers: json_values(&self.drivers),
+            capacities: json_values(&self.capacities),
+        }
+    }
+}
+
+/// VolumeBinding's PreBind: each volume pre-bound to its claim, each claim to provision
+/// annotated with the node (`Update`s, so a concurrent change fails the binding, which the
+/// next pass tries again).
+async fn bind_volumes(writer: &Writer, reservation: &Reservation) -> Result<(), kube::Error> {
+    for volume in &reservation.volumes {
+        let typed: PersistentVolume =
+            serde_json::from_value(volume.clone()).map_err(kube::Error::SerdeError)?;
+        let name = typed.metadata.name.clone().unwrap_or_default();
+        Api::<PersistentVolume>::all(writer.client.clone())
+            .replace(&name, &post_params(MANAGER), &typed)
+            .await?;
+    }
+    for claim in &reservation.claims {
+        let typed: PersistentVolumeClaim =
+            serde_json::from_value(claim.clone()).map_err(kube::Error::SerdeError)?;
+        let namespace = typed.metadata.namespace.clone().unwrap_or_default();
+        let name = typed.metadata.name.clone().unwrap_or_default();
+        Api::<PersistentVolumeClaim>::namespaced(writer.client.clone(), &namespace)
+            .replace(&name, &post_params(MANAGER), &typed)
+            .await?;
+    }
+    Ok(())
 }

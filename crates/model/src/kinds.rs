@@ -288,6 +288,7 @@ static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         info::<storage::CSIDriver>(NONE, NONE, NONE_SUB),
         info::<storage::CSINode>(NONE, NONE, NONE_SUB),
         info::<storage::VolumeAttachment>(NONE, NONE, STATUS),
+        info::<storage::CSIStorageCapacity>(NONE, NONE, NONE_SUB),
         // coordination.k8s.io/v1
         info::<coordination::Lease>(NONE, NONE, NONE_SUB),
         // resource.k8s.io/v1

@@ -20,6 +20,7 @@ use crate::node_info::NodeInfo;
 use crate::pod_topology::Context;
 use crate::resources::{Amounts, pod_requests};
 use crate::schedule::Scheduler;
+use crate::volumes::PodVolumes;
 
 /// One node's verdicts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +147,15 @@ impl Scheduler {
         let context = Context::new(pod, self.nodes(), &Default::default());
         let mut reports = Vec::new();
         let mut devices: BTreeMap<String, Vec<tessera_dra::Diagnosis>> = BTreeMap::new();
+        let pod_volumes = self.pod_volumes(pod);
         for node in self.nodes() {
+            let volume_verdict = match (&pod_volumes, self.volume_snapshot()) {
+                (PodVolumes::Unschedulable(message), _) => Some(vec![message.clone()]),
+                (PodVolumes::Claims(claims), Some(snapshot)) => {
+                    verdict(crate::volumes::filter(claims, node, snapshot))
+                }
+                _ => None,
+            };
             let node_claims = self.claims_on(pod, &demand, node, claims);
             let claims_verdict = self
                 .claims_verdict(node, &node_claims)
@@ -190,6 +199,7 @@ impl Scheduler {
                     verdict(context.affinity_filter(node)),
                 ),
                 (Plugin::DynamicResources, claims_verdict),
+                (Plugin::VolumeBinding, volume_verdict),
             ];
             reports.push(NodeReport {
                 node: node.name.clone(),
@@ -360,6 +370,20 @@ pub fn explain_in_cluster(
     slices: &[k8s_openapi::api::resource::v1::ResourceSlice],
     classes: &[k8s_openapi::api::resource::v1::DeviceClass],
 ) -> Explanation {
+    explain_in_cluster_with_volumes(pod, nodes, pods, claims, slices, classes, None)
+}
+
+/// [`explain_in_cluster`] with the cluster's storage objects, so VolumeBinding's verdict
+/// is given too.
+pub fn explain_in_cluster_with_volumes(
+    pod: &Pod,
+    nodes: &[k8s_openapi::api::core::v1::Node],
+    pods: &[Pod],
+    claims: &[ResourceClaim],
+    slices: &[k8s_openapi::api::resource::v1::ResourceSlice],
+    classes: &[k8s_openapi::api::resource::v1::DeviceClass],
+    volumes: Option<crate::volumes::Volumes>,
+) -> Explanation {
     let others: Vec<Pod> = pods
         .iter()
         .filter(|p| p.metadata.uid != pod.metadata.uid)
@@ -386,6 +410,10 @@ pub fn explain_in_cluster(
         claims.iter().cloned().map(std::sync::Arc::new),
         crate::score::Strategy::default(),
     );
+    let scheduler = match volumes {
+        Some(volumes) => scheduler.with_volumes(volumes),
+        None => scheduler,
+    };
     scheduler.explain(pod, &pod_claims, &others)
 }
 

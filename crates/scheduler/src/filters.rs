@@ -35,6 +35,8 @@ pub enum Plugin {
     InterPodAffinity,
     /// Claims cannot be allocated or are bound elsewhere.
     DynamicResources,
+    /// PersistentVolumeClaims cannot be bound or provisioned on the node.
+    VolumeBinding,
 }
 
 /// Why a node was rejected: the plugin and upstream's reason strings (one node may give

@@ -1,5 +1,6 @@
 //! The scheduling core: kube-scheduler's filters and scores over a snapshot of nodes, pods,
-//! claims and slices, DRA allocation through `tessera-dra`, and upstream's FailedScheduling
+//! claims and slices, DRA allocation through `tessera-dra`, volume binding through
+//! `tessera-storage`, and upstream's FailedScheduling
 //! explanations. The embedded platform's scheduler, the scheduler against a real cluster and
 //! the simulator all call it.
 //!
@@ -17,6 +18,7 @@ pub mod profile;
 pub mod resources;
 pub mod schedule;
 pub mod score;
+pub mod volumes;
 
 pub use node_info::NodeInfo;
 pub use schedule::{Decision, FitError, Scheduler};

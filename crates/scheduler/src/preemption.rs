@@ -99,6 +99,7 @@ pub fn resolvable(plugin: Plugin) -> bool {
             | Plugin::NodeName
             | Plugin::TaintToleration
             | Plugin::NodeAffinity
+            | Plugin::VolumeBinding
     )
 }
 

@@ -34,6 +34,8 @@ use crate::preemption::{
 use crate::profile::Profile;
 use crate::resources::Demand;
 use crate::score::{self, Strategy};
+use crate::volumes::{self, PodVolumes, Volumes};
+use tessera_storage::volume_binding::Reservation;
 
 /// Where a pod goes, and the allocations its claims get there.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +47,9 @@ pub struct Decision {
     /// The special claim for extended resources DRA provides on the node, to create in
     /// PreBind (see [`crate::extended`]).
     pub extended: Option<ExtendedClaim>,
+    /// VolumeBinding's PreBind writes: volumes pre-bound to the pod's claims, claims
+    /// annotated with the node (see [`crate::volumes`]).
+    pub volumes: Reservation,
 }
 
 /// Why a pod fits nowhere.
@@ -54,6 +59,9 @@ pub struct FitError {
     pub nodes: usize,
     /// Each node's rejection.
     pub diagnosis: BTreeMap<String, Rejection>,
+    /// A PreFilter's message, when one rejected the pod before any node was looked at
+    /// (every node then carries it, and the message gives it once).
+    pub pre_filter: Option<String>,
 }
 
 impl FitError {
@@ -71,6 +79,9 @@ impl FitError {
 
 impl fmt::Display for FitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(message) = &self.pre_filter {
+            return write!(f, "0/{} nodes are available: {message}.", self.nodes);
+        }
         // Upstream sorts the "<count> <reason>" strings themselves.
         let mut entries: Vec<String> = self
             .histogram()
@@ -127,6 +138,9 @@ pub struct Scheduler {
     budgets: Vec<Budget>,
     /// GPUs assumed pods took of their node's NUMA layout, by (namespace, name).
     gpus_taken: HashMap<(String, String), Vec<(u32, i64)>>,
+    /// The storage objects VolumeBinding reads (shared by clones until one books); without
+    /// them (a caller that hands in none) VolumeBinding is not run.
+    volumes: Option<Arc<Volumes>>,
 }
 
 /// A remembered resource score: the profile epoch, what the score read, the score.
@@ -397,6 +411,7 @@ impl Scheduler {
             bound: BTreeMap::new(),
             budgets: Vec::new(),
             gpus_taken: HashMap::new(),
+            volumes: None,
         }
     }
 
@@ -434,6 +449,25 @@ impl Scheduler {
             self.profile = profile.clone();
             self.profile_epoch = next_profile_epoch();
         }
+    }
+
+    /// The claims, volumes, classes, CSI drivers and capacities VolumeBinding reads.
+    pub fn with_volumes(mut self, volumes: Volumes) -> Scheduler {
+        self.volumes = Some(Arc::new(volumes));
+        self
+    }
+
+    /// VolumeBinding's PreFilter for `pod` (nothing to judge without storage objects).
+    pub(crate) fn pod_volumes(&self, pod: &Pod) -> PodVolumes<'_> {
+        match &self.volumes {
+            Some(volumes) => volumes::pre_filter(pod, volumes),
+            None => PodVolumes::Skip,
+        }
+    }
+
+    /// The storage objects VolumeBinding reads, when given.
+    pub(crate) fn volume_snapshot(&self) -> Option<&Volumes> {
+        self.volumes.as_deref()
     }
 
     /// Namespace labels, for affinity terms with a `namespaceSelector`.
@@ -594,6 +628,22 @@ impl Scheduler {
         // Upstream's percentageOfNodesToScore: stop once enough feasible nodes are found,
         // starting where the previous search stopped.
         let total = self.nodes.len();
+        let pod_volumes = self.pod_volumes(pod);
+        if let PodVolumes::Unschedulable(message) = &pod_volumes {
+            let rejection = Rejection {
+                plugin: Plugin::VolumeBinding,
+                reasons: vec![message.clone()],
+            };
+            return Err(FitError {
+                nodes: total,
+                diagnosis: self
+                    .nodes
+                    .iter()
+                    .map(|n| (n.name.clone(), rejection.clone()))
+                    .collect(),
+                pre_filter: Some(message.clone()),
+            });
+        }
         let wanted = feasible_nodes_to_find(total, self.profile.percentage_of_nodes_to_score);
         // Positions of feasible nodes; the nodes are sorted by name, so a position also
         // breaks ties by name.
@@ -629,6 +679,10 @@ impl Scheduler {
             };
             let node = &self.nodes[position];
             let mut verdict = filters::run(pod, &demand, node);
+            if let (PodVolumes::Claims(pod_volumes), Some(snapshot)) = (&pod_volumes, &self.volumes)
+            {
+                verdict = verdict.and_then(|()| volumes::filter(pod_volumes, node, snapshot));
+            }
             if cross_node {
                 verdict = verdict
                     .and_then(|()| context.spread_filter(node))
@@ -653,6 +707,7 @@ impl Scheduler {
             return Err(FitError {
                 nodes: self.nodes.len(),
                 diagnosis,
+                pre_filter: None,
             });
         }
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|&i| &self.nodes[i]).collect();
@@ -693,15 +748,23 @@ impl Scheduler {
                     return Err(FitError {
                         nodes: total,
                         diagnosis: BTreeMap::from([(node.name.clone(), rejection)]),
+                        pre_filter: None,
                     });
                 }
             }
         }
         let extended = split_extended(&mut allocations, planned.and_then(|(_, v)| v));
+        let volumes = match (&pod_volumes, &self.volumes) {
+            (PodVolumes::Claims(pod_volumes), Some(snapshot)) => {
+                volumes::reserve(pod_volumes, node, snapshot)
+            }
+            _ => Reservation::default(),
+        };
         Ok(Decision {
             node: node.name.clone(),
             allocations,
             extended,
+            volumes,
         })
     }
 
@@ -953,6 +1016,11 @@ impl Scheduler {
 
     /// Books a decision: the pod's usage onto its node, its new allocations as held.
     pub fn assume(&mut self, pod: &Pod, decision: &Decision, claims: &[ResourceClaim]) {
+        if !decision.volumes.is_empty()
+            && let Some(volumes) = &mut self.volumes
+        {
+            Arc::make_mut(volumes).book(&decision.volumes);
+        }
         if let Some(&i) = self.node_index.get(&decision.node) {
             let node = &mut self.nodes[i];
             node.add_pod(pod);

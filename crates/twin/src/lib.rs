@@ -6,7 +6,8 @@
 //! with container statuses, pod IPs from the node's pod CIDR, container logs and kubelet
 //! events (`records`); applies injected faults (`faults`); publishes DRA devices
 //! ([`dra_publish`]: GPUs and RDMA NICs); attaches pods to secondary networks (`attach`); runs the simulated cluster autoscaler of autoscaled pools
-//! (`autoscaler`). Works only through a kube-rs `Client`, so it is indifferent to whether
+//! (`autoscaler`); runs the simulated CSI drivers' provisioner, resizer and the kubelet's
+//! volume checks (`csi`). Works only through a kube-rs `Client`, so it is indifferent to whether
 //! the API server is in-process or remote.
 //!
 //! A shell: the loops, the API calls, the timers and the files (logs, the device checkpoint).
@@ -17,6 +18,7 @@
 mod attach;
 mod autoscaler;
 pub mod containers;
+mod csi;
 pub mod dra_publish;
 mod faults;
 mod heartbeat;

@@ -138,6 +138,10 @@ impl NodeTwins {
             return Ok(());
         }
         // Pending: prepare the pod's claims and admit its devices, then start the containers.
+        // The kubelet mounts the pod's volumes first: its claims must be Bound.
+        if !self.volumes_mounted(pod, spec).await? {
+            return Ok(());
+        }
         let mut claim_lines = BTreeMap::new();
         if claim_devices::uses_claims(pod) {
             match self.prepare_claims(pod, spec).await? {

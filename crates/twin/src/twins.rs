@@ -63,6 +63,9 @@ pub struct NodeTwins {
     pub(crate) gpus: Arc<std::sync::Mutex<GpuAssignments>>,
     /// Pods waiting for their ResourceClaims, by UID: re-examined when a claim changes.
     pub(crate) waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
+    /// Pods waiting for their PersistentVolumeClaims to be Bound, by UID: re-examined when a
+    /// claim of their namespace changes.
+    pub(crate) waiting_for_volumes: std::sync::Mutex<BTreeMap<String, (String, String)>>,
     /// Pods whose network attachment failed and was reported, by UID: retried when a
     /// NetworkAttachmentDefinition appears or changes.
     pub(crate) failed_attachments: std::sync::Mutex<BTreeMap<String, (String, String)>>,
@@ -94,6 +97,7 @@ impl NodeTwins {
             nodes,
             gpus: Arc::new(std::sync::Mutex::new(gpus)),
             waiting_for_claims: std::sync::Mutex::default(),
+            waiting_for_volumes: std::sync::Mutex::default(),
             failed_attachments: std::sync::Mutex::default(),
             faults: Arc::default(),
             clock: Arc::new(SystemTime::now),
@@ -174,6 +178,11 @@ impl NodeTwins {
             register_node(&self.client, &self.clock, &spec).await?;
         }
         self.publish_devices().await?;
+        for name in self.node_names() {
+            if let Err(error) = crate::csi::publish_csi_node(&self.client, &name).await {
+                tracing::warn!(node = %name, %error, "cannot register the CSI drivers");
+            }
+        }
         self.onboard().await?;
         for name in self.node_names() {
             self.publish_numa(&name).await;
@@ -212,7 +221,26 @@ impl NodeTwins {
                 register,
             ))
         });
+        let provisioner = {
+            let (nodes, standby) = (self.nodes.clone(), self.standby.clone());
+            let registered = move || {
+                let standby = standby.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                nodes
+                    .all()
+                    .into_iter()
+                    .map(|spec| spec.name.clone())
+                    .filter(|name| !standby.contains(name))
+                    .collect()
+            };
+            tokio::spawn(crate::csi::run_provisioner(
+                self.client.clone(),
+                self.nodes.clone(),
+                registered,
+                self.clock.clone(),
+            ))
+        };
         let result = self.run_pods().await;
+        provisioner.abort();
         heartbeat.abort();
         if let Some(autoscaler) = autoscaler {
             autoscaler.abort();
@@ -356,6 +384,11 @@ impl NodeTwins {
             watcher::Config::default(),
         )
         .boxed();
+        let mut volume_claim_stream = watcher(
+            Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .boxed();
         let mut node_stream = watcher(
             Api::<Node>::all(self.client.clone()),
             watcher::Config::default(),
@@ -421,6 +454,20 @@ impl NodeTwins {
                         }
                     }
                 }
+                Some(event) = volume_claim_stream.next() => {
+                    let Ok(watcher::Event::Apply(claim)) = event else { continue };
+                    // A claim changed: pods of its namespace waiting for their volumes look again.
+                    self.claim_changed(&claim).await;
+                    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+                    for (namespace, name) in self.waiting_for_volumes_in(&namespace) {
+                        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+                        if let Ok(Some(pod)) = api.get_opt(&name).await
+                            && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                        {
+                            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                        }
+                    }
+                }
                 Some(event) = claim_stream.next() => {
                     let Ok(watcher::Event::Apply(claim)) = event else { continue };
                     // A claim reserved for a waiting pod: its containers may start now.
@@ -454,6 +501,9 @@ impl NodeTwins {
                         Ok(watcher::Event::Delete(pod)) => {
                             let key = pod_key(&pod);
                             running.remove(&key);
+                            if let Some(uid) = &pod.metadata.uid {
+                                self.waiting_for_volumes.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+                            }
                             ips.release(&pod);
                             self.release_gpus(&pod).await;
                             continue;

@@ -52,6 +52,7 @@ mod rbac;
 mod scheduling;
 mod services;
 mod sim;
+mod storage;
 mod telemetry;
 mod tenant;
 mod workloads;

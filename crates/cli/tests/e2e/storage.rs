@@ -1,0 +1,525 @@
+//! Kubernetes storage on the embedded platform with the real kubectl: the bundled classes
+//! (`kubectl get sc` marks the local one `(default)`), a WaitForFirstConsumer claim that
+//! waits for its pod, is provisioned on the pod's node by the simulated local CSI driver and
+//! bound by the PV controller while the pod waits in ContainerCreating; a shared-filesystem
+//! claim bound at once; reclaim (Delete deletes the volume, Retain releases it); a claim no
+//! node has room for; a pod placed by hand waiting in ContainerCreating (`FailedMount`) for
+//! its claim; a generic ephemeral volume's claim; volume expansion, and its refusal where the class does not allow it.
+
+use serde_json::Value;
+
+use crate::support::{Cluster, table_rows};
+
+/// A table's lines split into cells at runs of two or more spaces (so `ACCESS MODES` is one).
+fn cells(table: &str) -> Vec<Vec<&str>> {
+    table
+        .lines()
+        .map(|line| {
+            line.split("  ")
+                .map(str::trim)
+                .filter(|cell| !cell.is_empty())
+                .collect()
+        })
+        .collect()
+}
+
+fn json(cluster: &Cluster, version: &str, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.extend(["-o", "json"]);
+    serde_json::from_str(&cluster.ok(version, &args)).expect("kubectl JSON")
+}
+
+/// The events about an object of `kind` named `name` in `namespace`, as "reason: message".
+fn events(cluster: &Cluster, version: &str, namespace: &str, kind: &str, name: &str) -> String {
+    let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
+    let list = json(
+        cluster,
+        version,
+        &[
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            &selector,
+        ],
+    );
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}: {}\n",
+                e["reason"].as_str().unwrap_or_default(),
+                e["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+fn wait_for_event(
+    cluster: &Cluster,
+    version: &str,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+    wanted: &str,
+) -> String {
+    let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
+    cluster.wait_for(
+        version,
+        &[
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            &selector,
+            "-o",
+            "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}",
+        ],
+        |out| out.contains(wanted),
+    );
+    events(cluster, version, namespace, kind, name)
+}
+
+const WAITING_CLAIM: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Gi}}
+"#;
+
+const POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+"#;
+
+#[test]
+fn a_wait_for_first_consumer_claim_binds_on_its_pods_node() {
+    const V: &str = "1.33";
+    let cluster = Cluster::start();
+    // The bundled classes, the local one the default.
+    let classes = cluster.ok(V, &["get", "sc"]);
+    let rows = table_rows(&classes);
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+            "AGE"
+        ],
+        "{classes}"
+    );
+    let local = rows
+        .iter()
+        .find(|r| r[0] == "tessera-local")
+        .expect("the local class");
+    assert_eq!(
+        local[1..5],
+        [
+            "(default)",
+            "local.csi.tessera.dev",
+            "Delete",
+            "WaitForFirstConsumer"
+        ][..],
+        "{classes}"
+    );
+    assert!(classes.contains("shared.csi.tessera.dev"), "{classes}");
+    assert!(classes.contains("object.csi.tessera.dev"), "{classes}");
+    // Each node has its CSINode and its local capacity.
+    let csinodes = cluster.ok(V, &["get", "csinodes"]);
+    assert!(csinodes.contains("cpu-1"), "{csinodes}");
+    let capacities = cluster.wait_for(
+        V,
+        &["get", "csistoragecapacities", "-n", "kube-system"],
+        |out| out.contains("csisc-tessera-local-cpu-1"),
+    );
+    assert!(capacities.contains("tessera-local"), "{capacities}");
+
+    // Without a pod the claim waits, with the default class assigned.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], WAITING_CLAIM);
+    let waiting = wait_for_event(
+        &cluster,
+        V,
+        "default",
+        "PersistentVolumeClaim",
+        "data",
+        "WaitForFirstConsumer",
+    );
+    assert!(
+        waiting.contains("waiting for first consumer to be created before binding"),
+        "{waiting}"
+    );
+    let claim = json(&cluster, V, &["get", "pvc", "data"]);
+    assert_eq!(claim["spec"]["storageClassName"], "tessera-local");
+    assert_eq!(claim["status"]["phase"], "Pending");
+
+    // The pod lands somewhere; the claim is provisioned there and bound; the pod runs.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], POD);
+    let node = cluster.node_when_running(V, None, "trainer");
+    let claim = json(&cluster, V, &["get", "pvc", "data"]);
+    assert_eq!(claim["status"]["phase"], "Bound", "{claim}");
+    assert_eq!(
+        claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"],
+        node.as_str()
+    );
+    let volume_name = claim["spec"]["volumeName"]
+        .as_str()
+        .expect("a volume")
+        .to_string();
+    let volume = json(&cluster, V, &["get", "pv", &volume_name]);
+    assert_eq!(
+        volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+            [0],
+        node.as_str(),
+        "{volume}"
+    );
+    assert_eq!(volume["spec"]["csi"]["driver"], "local.csi.tessera.dev");
+    assert_eq!(
+        volume["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"],
+        "local.csi.tessera.dev"
+    );
+    let provisioned = events(&cluster, V, "default", "PersistentVolumeClaim", "data");
+    assert!(
+        provisioned.contains(&format!(
+            "ProvisioningSucceeded: Successfully provisioned volume {volume_name}"
+        )),
+        "{provisioned}"
+    );
+    let table = cluster.ok(V, &["get", "pvc", "data"]);
+    let rows = cells(&table);
+    assert_eq!(
+        rows[0][..7],
+        [
+            "NAME",
+            "STATUS",
+            "VOLUME",
+            "CAPACITY",
+            "ACCESS MODES",
+            "STORAGECLASS",
+            "VOLUMEATTRIBUTESCLASS"
+        ][..],
+        "{table}"
+    );
+    assert_eq!(
+        rows[1][..6],
+        [
+            "data",
+            "Bound",
+            volume_name.as_str(),
+            "10Gi",
+            "RWO",
+            "tessera-local"
+        ][..],
+        "{table}"
+    );
+    // The node's capacity shrank by the volume.
+    let capacity = json(
+        &cluster,
+        V,
+        &[
+            "get",
+            "csistoragecapacity",
+            "-n",
+            "kube-system",
+            &format!("csisc-tessera-local-{node}"),
+        ],
+    );
+    let spec = json(&cluster, V, &["get", "node", &node]);
+    let disk = spec["status"]["capacity"]["ephemeral-storage"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_ne!(
+        capacity["capacity"].as_str(),
+        Some(disk.as_str()),
+        "{capacity}"
+    );
+
+    // Expansion: the local class allows it; the resizer grows the volume and the kubelet the
+    // filesystem under the running pod.
+    cluster.ok(
+        V,
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"20Gi"}}}}"#,
+        ],
+    );
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pvc",
+            "data",
+            "-o",
+            "jsonpath={.status.capacity.storage}",
+        ],
+        |out| out == "20Gi",
+    );
+    let volume = json(&cluster, V, &["get", "pv", &volume_name]);
+    assert_eq!(volume["spec"]["capacity"]["storage"], "20Gi");
+    let claim = json(&cluster, V, &["get", "pvc", "data"]);
+    assert_eq!(claim["status"]["allocatedResources"]["storage"], "20Gi");
+    assert!(
+        claim["status"]["allocatedResourceStatuses"].is_null(),
+        "{claim}"
+    );
+    let resized = events(&cluster, V, "default", "PersistentVolumeClaim", "data");
+    assert!(
+        resized.contains(&format!(
+            "Resizing: External resizer is resizing volume {volume_name}"
+        )),
+        "{resized}"
+    );
+    assert!(resized.contains("FileSystemResizeRequired"), "{resized}");
+    let pod_events = wait_for_event(
+        &cluster,
+        V,
+        "default",
+        "Pod",
+        "trainer",
+        "FileSystemResizeSuccessful",
+    );
+    assert!(
+        pod_events.contains(&format!(
+            "MountVolume.NodeExpandVolume succeeded for volume \"{volume_name}\" {node}"
+        )),
+        "{pod_events}"
+    );
+
+    // Reclaim Delete: the claim gone, the volume goes.
+    cluster.ok(V, &["delete", "pod", "trainer", "--wait=true"]);
+    cluster.ok(V, &["delete", "pvc", "data"]);
+    cluster.wait_for(V, &["get", "pv", "-o", "name"], |out| {
+        !out.contains(&volume_name)
+    });
+}
+
+const SHARED_CLAIM: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: shared, namespace: default}
+spec:
+  storageClassName: tessera-shared
+  accessModes: [ReadWriteMany]
+  resources: {requests: {storage: 1Ti}}
+"#;
+
+const RETAINED: &str = r#"
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: archive}
+spec:
+  capacity: {storage: 5Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: manual
+  hostPath: {path: /srv/archive}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: archive, namespace: default}
+spec:
+  storageClassName: manual
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 5Gi}}
+"#;
+
+const LATE: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: late, namespace: default}
+spec:
+  storageClassName: manual
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: early, namespace: default}
+spec:
+  nodeName: cpu-1
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: late}}]
+"#;
+
+const LATE_VOLUME: &str = r#"
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: late}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  hostPath: {path: /srv/late}
+"#;
+
+const OBJECT_CLAIM: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: bucket, namespace: default}
+spec:
+  storageClassName: tessera-object
+  accessModes: [ReadWriteMany]
+  resources: {requests: {storage: 1Ti}}
+"#;
+
+const EPHEMERAL: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: scratcher, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  volumes:
+  - name: scratch
+    ephemeral:
+      volumeClaimTemplate:
+        spec:
+          storageClassName: tessera-shared
+          accessModes: [ReadWriteOnce]
+          resources: {requests: {storage: 1Gi}}
+"#;
+
+const HUGE: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: huge, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 50Ti}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hoarder, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: huge}}]
+"#;
+
+#[test]
+fn shared_claims_bind_at_once_retained_volumes_are_released_and_huge_ones_wait() {
+    const V: &str = "1.27";
+    let cluster = Cluster::start();
+    // ReadWriteMany on the shared filesystem: Immediate, bound without a pod.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], SHARED_CLAIM);
+    let table = cluster.wait_for(V, &["get", "pvc", "shared"], |out| out.contains("Bound"));
+    let rows = cells(&table);
+    assert_eq!(
+        rows[0][..6],
+        [
+            "NAME",
+            "STATUS",
+            "VOLUME",
+            "CAPACITY",
+            "ACCESS MODES",
+            "STORAGECLASS"
+        ][..],
+        "{table}"
+    );
+    assert_eq!(rows[1][1], "Bound", "{table}");
+    assert!(rows[1][2].starts_with("pvc-"), "{table}");
+    assert_eq!(
+        rows[1][3..6],
+        ["1Ti", "RWX", "tessera-shared"][..],
+        "{table}"
+    );
+    let volume = json(&cluster, V, &["get", "pv", rows[1][2]]);
+    assert!(volume["spec"]["nodeAffinity"].is_null(), "{volume}");
+
+    // A static volume with Retain: bound to its claim, Released once the claim is gone.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], RETAINED);
+    cluster.wait_for(V, &["get", "pvc", "archive"], |out| {
+        out.contains("Bound") && out.contains("archive")
+    });
+    cluster.ok(V, &["delete", "pvc", "archive"]);
+    let released = cluster.wait_for(V, &["get", "pv", "archive"], |out| out.contains("Released"));
+    assert!(released.contains("default/archive"), "{released}");
+
+    // A pod placed by hand waits in ContainerCreating until its claim is bound.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], LATE);
+    let waiting = wait_for_event(&cluster, V, "default", "Pod", "early", "FailedMount");
+    assert!(
+        waiting.contains(
+            "FailedMount: Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]"
+        ),
+        "{waiting}"
+    );
+    let pod = cluster.ok(V, &["get", "pod", "early"]);
+    assert!(pod.contains("ContainerCreating"), "{pod}");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], LATE_VOLUME);
+    assert_eq!(cluster.node_when_running(V, None, "early"), "cpu-1");
+
+    // A generic ephemeral volume: its claim is created for the pod, owned by it, and bound.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], EPHEMERAL);
+    cluster.node_when_running(V, None, "scratcher");
+    let claim = json(&cluster, V, &["get", "pvc", "scratcher-scratch"]);
+    assert_eq!(claim["status"]["phase"], "Bound", "{claim}");
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["name"], "scratcher");
+    assert_eq!(claim["spec"]["storageClassName"], "tessera-shared");
+
+    // The object store's class does not allow expansion: the API refuses it.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], OBJECT_CLAIM);
+    cluster.wait_for(V, &["get", "pvc", "bucket"], |out| out.contains("Bound"));
+    let refused = cluster.fails(
+        V,
+        &[
+            "patch",
+            "pvc",
+            "bucket",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"2Ti"}}}}"#,
+        ],
+        None,
+    );
+    assert!(
+        refused.contains(
+            "persistentvolumeclaims \"bucket\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"
+        ),
+        "{refused}"
+    );
+
+    // No node has 50Ti of local disk: the pod stays Pending with the volume reason.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], HUGE);
+    let failed = wait_for_event(
+        &cluster,
+        V,
+        "default",
+        "Pod",
+        "hoarder",
+        "did not have enough free storage",
+    );
+    assert!(
+        failed.contains("FailedScheduling: 0/8 nodes are available"),
+        "{failed}"
+    );
+    let pod = json(&cluster, V, &["get", "pod", "hoarder"]);
+    assert_eq!(pod["status"]["phase"], "Pending");
+    assert!(pod["spec"]["nodeName"].is_null(), "{pod}");
+    let claim = json(&cluster, V, &["get", "pvc", "huge"]);
+    assert_eq!(claim["status"]["phase"], "Pending");
+    // `tessera explain pod` names the volume verdict.
+    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["explain", "pod", "default/hoarder", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .output()
+        .expect("run tessera explain");
+    let explained = String::from_utf8_lossy(&explained.stdout);
+    assert!(
+        explained.contains("VolumeBinding: node(s) did not have enough free storage"),
+        "{explained}"
+    );
+}
