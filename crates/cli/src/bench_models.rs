@@ -1,8 +1,8 @@
 //! `tessera bench models`: N node caches in one process, each behind a rate-limited upload
-//! link, pulling one generated model file from one rate-limited origin at once (a skeleton of
-//! issue 21's model-distribution bench).
+//! link, pulling one generated model file from one rate-limited origin at once,
+//! issue 21's model-distribution bench.
 //!
-//! Prints, per cluster size: origin bytes over the model size (the cluster single-flight's
+//! Reports, per cluster size (rows of `bench_report`, `--runs N` medians): origin bytes over the model size (the cluster single-flight's
 //! figure, ideally 1.0), each node's load time against what its link alone allows, and the
 //! time for all nodes against one node pulling alone. Loopback only: the links are the token
 //! buckets, not a network.
@@ -15,6 +15,7 @@ use tessera_node_cache::test_origin::{TestOrigin, generate};
 use tessera_node_cache::{Cache, Config, PeerSpec, PullRequest};
 
 use crate::agent_cache::bytes;
+use crate::bench_report::{CpuClock, Figure, Repeat, Row};
 
 /// Options of `tessera bench models`.
 #[derive(clap::Args, Debug, Clone)]
@@ -34,6 +35,8 @@ pub struct ModelsBenchArgs {
     /// A fixed piece length (the 8–16 MiB rule without).
     #[arg(long, value_parser = bytes)]
     pub piece_length: Option<u64>,
+    #[command(flatten)]
+    pub repeat: Repeat,
 }
 
 struct Cluster {
@@ -130,8 +133,8 @@ async fn once(
     Ok((times, origin.bytes_sent() as f64 / args.size as f64))
 }
 
-/// Runs the bench and prints its rows.
-pub async fn run(args: &ModelsBenchArgs) -> anyhow::Result<()> {
+/// The rows of one run: one node pulling alone, then each cluster size pulling at once.
+pub async fn rows(args: &ModelsBenchArgs) -> anyhow::Result<Vec<Row>> {
     if args.size > 16 << 30 {
         anyhow::bail!(
             "--size {}: at most 16Gi (the bench holds the model in memory)",
@@ -142,23 +145,56 @@ pub async fn run(args: &ModelsBenchArgs) -> anyhow::Result<()> {
     let model = generate(size, 2026);
     let digest = format!("sha256:{}", sha256_hex(&model));
     let link = args.size as f64 / args.link as f64;
-    println!(
-        "model {} bytes, links {} B/s, origin {} B/s",
-        args.size, args.link, args.origin_rate
+    let mib = args.size as f64 / f64::from(1u32 << 20);
+    let kind = format!(
+        "end-to-end (loopback caches, links {} MiB/s, origin {} MiB/s)",
+        args.link >> 20,
+        args.origin_rate >> 20
     );
-    let (alone, _) = once(1, args, &model, &digest).await?;
+    let anchor = "goals: origin ≤ 1.05 × model; load ≤ 1.2 × link; all ≤ 1.5 × one node. Kraken: 3 GB to 2,600 hosts at 300 MB/s per agent, p50 10 s and p99 18 s, i.e. 1.0 × and 1.8 × the 10 s link time";
+    let mut rows = Vec::new();
+    let cpu = CpuClock::start();
+    let (alone, ratio) = once(1, args, &model, &digest).await?;
     let alone = alone.first().copied().unwrap_or(0.0);
-    println!("nodes 1: load {alone:.3} s (link alone {link:.3} s)");
+    rows.push(Row {
+        name: format!("models: 1 node pulls one {mib:.0} MiB model"),
+        kind: kind.clone(),
+        items: 1,
+        cpu_seconds: cpu.seconds(),
+        figures: vec![
+            Figure::new("origin bytes / model", "", ratio),
+            Figure::new("load", "s", alone),
+            Figure::new("link alone", "s", link),
+        ],
+        anchor: anchor.into(),
+    });
     for &n in args.nodes.iter().filter(|n| **n > 1) {
+        let cpu = CpuClock::start();
         let (times, ratio) = once(n, args, &model, &digest).await?;
-        let first = times.first().copied().unwrap_or(0.0);
         let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
+        let p99 = times
+            .get((times.len() * 99).div_ceil(100).saturating_sub(1))
+            .copied()
+            .unwrap_or(0.0);
         let all = times.last().copied().unwrap_or(0.0);
-        println!(
-            "nodes {n}: origin bytes / model size {ratio:.3}; load min {first:.3} s, median {median:.3} s, max {all:.3} s (link alone {link:.3} s, median {:.2}x); all nodes {all:.3} s vs one node {alone:.3} s ({:.2}x)",
-            median / link.max(f64::MIN_POSITIVE),
-            all / alone.max(f64::MIN_POSITIVE),
-        );
+        rows.push(Row {
+            name: format!("models: {n} nodes pull one {mib:.0} MiB model at once"),
+            kind: kind.clone(),
+            items: n as u64,
+            cpu_seconds: cpu.seconds(),
+            figures: vec![
+                Figure::new("origin bytes / model", "", ratio),
+                Figure::new("load median", "s", median),
+                Figure::new("load p99", "s", p99),
+                Figure::new("median / link", "x", median / link.max(f64::MIN_POSITIVE)),
+                Figure::new(
+                    "all nodes / one node",
+                    "x",
+                    all / alone.max(f64::MIN_POSITIVE),
+                ),
+            ],
+            anchor: anchor.into(),
+        });
     }
-    Ok(())
+    Ok(rows)
 }

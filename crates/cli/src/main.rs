@@ -389,7 +389,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Maintain(args)) => {
             bench_report::repeat(&args.repeat, || bench_maintain::maintain(&args))
         }
-        Command::Bench(BenchCommand::Models(args)) => runtime.block_on(bench_models::run(&args)),
+        Command::Bench(BenchCommand::Models(args)) => {
+            bench_report::repeat(&args.repeat, || runtime.block_on(bench_models::rows(&args)))
+        }
         Command::Bench(BenchCommand::Dcgm(args)) => {
             bench_report::repeat(&args.repeat, || bench_dcgm::dcgm(&args))
         }

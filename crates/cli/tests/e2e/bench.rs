@@ -322,6 +322,33 @@ fn every_bench_command_runs_at_a_tiny_size() {
             )],
         ),
         (
+            "models",
+            vec![
+                "--nodes",
+                "4",
+                "--size",
+                "8Mi",
+                "--piece-length",
+                "512Ki",
+                "--link",
+                "64Mi",
+                "--origin-rate",
+                "64Mi",
+            ],
+            vec![
+                (
+                    "models: 1 node pulls one 8 MiB model",
+                    "loopback caches",
+                    1.0,
+                ),
+                (
+                    "models: 4 nodes pull one 8 MiB model at once",
+                    "loopback caches",
+                    4.0,
+                ),
+            ],
+        ),
+        (
             "crash-drill",
             vec!["--cycles", "2", "--writers", "2"],
             vec![(
