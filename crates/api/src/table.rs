@@ -801,6 +801,86 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             col("Age", 0, age),
         ],
+        // Upstream's printers for the CSI kinds.
+        ("storage.k8s.io", "CSIStorageCapacity") => vec![
+            col("Name", 0, name),
+            col("StorageClassName", 0, |c, _| {
+                json!(text(c, "/storageClassName"))
+            }),
+            col("Capacity", 0, |c, _| json!(text(c, "/capacity"))),
+            col("Age", 0, age),
+        ],
+        ("storage.k8s.io", "CSINode") => vec![
+            col("Name", 0, name),
+            int_col("Drivers", 0, |n, _| {
+                json!(
+                    n.pointer("/spec/drivers")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len)
+                )
+            }),
+            col("Age", 0, age),
+        ],
+        ("storage.k8s.io", "CSIDriver") => vec![
+            col("Name", 0, name),
+            col("AttachRequired", 0, |d, _| {
+                json!(
+                    d.pointer("/spec/attachRequired")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(true)
+                        .to_string()
+                )
+            }),
+            col("PodInfoOnMount", 0, |d, _| {
+                json!(
+                    d.pointer("/spec/podInfoOnMount")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                )
+            }),
+            col("StorageCapacity", 0, |d, _| {
+                json!(
+                    d.pointer("/spec/storageCapacity")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                )
+            }),
+            col("TokenRequests", 0, |d, _| {
+                let audiences: Vec<&str> = d
+                    .pointer("/spec/tokenRequests")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|t| text(t, "/audience"))
+                    .collect();
+                if audiences.is_empty() {
+                    json!("<unset>")
+                } else {
+                    json!(audiences.join(","))
+                }
+            }),
+            col("RequiresRepublish", 0, |d, _| {
+                json!(
+                    d.pointer("/spec/requiresRepublish")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                )
+            }),
+            col("Modes", 0, |d, _| {
+                let modes: Vec<&str> = d
+                    .pointer("/spec/volumeLifecycleModes")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                or_none(modes.join(","))
+            }),
+            col("Age", 0, age),
+        ],
         ("storage.k8s.io", "StorageClass") => vec![
             // Upstream's printer marks the default class (either annotation) after its name.
             col("Name", 0, |s, _| {

@@ -149,8 +149,8 @@ struct Provisioner {
     clock: Clock,
     /// Failures reported (claim UID, message): each is recorded once.
     failures: HashSet<(String, String)>,
-    /// The capacity last published for each node.
-    published: BTreeMap<String, String>,
+    /// The capacity last published for each (class, node).
+    published: BTreeMap<(String, String), String>,
 }
 
 impl Provisioner {
@@ -201,17 +201,20 @@ impl Provisioner {
             }
         }
         self.resize(&claims, &mut volumes, disks).await;
-        for (node, disk) in disks {
-            let capacity = csi::storage_capacity(node, disk, &volumes);
-            let left = text(&capacity, "/capacity").to_string();
-            if self.published.get(node) == Some(&left) {
-                continue;
-            }
-            match self.publish_capacity(capacity).await {
-                Ok(()) => {
-                    self.published.insert(node.clone(), left);
+        for class in csi::local_classes(&classes) {
+            for (node, disk) in disks {
+                let capacity = csi::storage_capacity(class, node, disk, &volumes);
+                let left = text(&capacity, "/capacity").to_string();
+                let key = (class.to_string(), node.clone());
+                if self.published.get(&key) == Some(&left) {
+                    continue;
                 }
-                Err(error) => tracing::debug!(%node, %error, "cannot publish storage capacity"),
+                match self.publish_capacity(capacity).await {
+                    Ok(()) => {
+                        self.published.insert(key, left);
+                    }
+                    Err(error) => tracing::debug!(%node, %error, "cannot publish storage capacity"),
+                }
             }
         }
     }

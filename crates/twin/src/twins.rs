@@ -204,6 +204,9 @@ impl NodeTwins {
                     if let Err(error) = register_node(&client, &clock, &spec).await {
                         tracing::warn!(node = %spec.name, %error, "autoscaler: node not registered");
                     }
+                    if let Err(error) = crate::csi::publish_csi_node(&client, &spec.name).await {
+                        tracing::warn!(node = %spec.name, %error, "autoscaler: CSI drivers not registered");
+                    }
                     let slices = node_slices(&spec);
                     if !slices.is_empty()
                         && let Err(error) =

@@ -139,13 +139,50 @@ fn a_wait_for_first_consumer_claim_binds_on_its_pods_node() {
     assert!(classes.contains("object.csi.tessera.dev"), "{classes}");
     // Each node has its CSINode and its local capacity.
     let csinodes = cluster.ok(V, &["get", "csinodes"]);
-    assert!(csinodes.contains("cpu-1"), "{csinodes}");
+    let csinodes = cells(&csinodes);
+    assert!(
+        csinodes.iter().any(|r| r[..2] == ["cpu-1", "3"]),
+        "{csinodes:?}"
+    );
     let capacities = cluster.wait_for(
         V,
         &["get", "csistoragecapacities", "-n", "kube-system"],
         |out| out.contains("csisc-tessera-local-cpu-1"),
     );
-    assert!(capacities.contains("tessera-local"), "{capacities}");
+    let rows = cells(&capacities);
+    assert_eq!(
+        rows[0],
+        ["NAME", "STORAGECLASSNAME", "CAPACITY", "AGE"],
+        "{capacities}"
+    );
+    let cpu = rows
+        .iter()
+        .find(|r| r[0] == "csisc-tessera-local-cpu-1")
+        .expect("cpu-1's capacity");
+    // The cpu pool's nodes have 200Gi of ephemeral storage, all free.
+    assert_eq!(cpu[1..3], ["tessera-local", "200Gi"][..], "{capacities}");
+    let drivers = cluster.ok(V, &["get", "csidrivers"]);
+    let drivers = cells(&drivers);
+    assert_eq!(
+        drivers[0][..7],
+        [
+            "NAME",
+            "ATTACHREQUIRED",
+            "PODINFOONMOUNT",
+            "STORAGECAPACITY",
+            "TOKENREQUESTS",
+            "REQUIRESREPUBLISH",
+            "MODES"
+        ][..]
+    );
+    let local_driver = drivers
+        .iter()
+        .find(|r| r[0] == "local.csi.tessera.dev")
+        .expect("the local driver");
+    assert_eq!(
+        local_driver[1..7],
+        ["false", "false", "true", "<unset>", "false", "Persistent"][..]
+    );
 
     // Without a pod the claim waits, with the default class assigned.
     cluster.ok_stdin(V, &["apply", "-f", "-"], WAITING_CLAIM);
