@@ -129,6 +129,8 @@ pub(crate) async fn run_provisioner(
             || !ready(volumes.wait_until_ready().now_or_never())
             || !ready(classes.wait_until_ready().now_or_never())
         {
+            // Look again soon rather than at the next resync.
+            resync.reset_after(Duration::from_millis(100));
             continue;
         }
         let disks: BTreeMap<String, Quantity> = registered()
