@@ -452,7 +452,30 @@ impl NodeTwins {
                 }
             }
         }
-        if unmounted.is_empty() {
+        let mount_failure = self
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&spec.name)
+            .is_some_and(|f| f.volume_mount_failure);
+        let message = if !unmounted.is_empty() {
+            let names: Vec<&str> = unmounted.iter().map(String::as_str).collect();
+            format!(
+                "Unable to attach or mount volumes: unmounted volumes=[{}], unattached volumes=[], failed to process volumes=[{}]: context deadline exceeded",
+                names.join(" "),
+                names.join(" ")
+            )
+        } else if mount_failure {
+            // `tessera fault volume`: the CSI node plugin's mount fails, as a mount(8) error.
+            let volume = mounted
+                .first()
+                .and_then(|c| c.spec.as_ref())
+                .and_then(|s| s.volume_name.clone())
+                .unwrap_or_default();
+            format!(
+                "MountVolume.SetUp failed for volume {volume:?} : rpc error: code = Internal desc = mount failed: exit status 32"
+            )
+        } else {
             self.waiting_for_volumes
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -461,20 +484,15 @@ impl NodeTwins {
                 self.expand_on_node(pod, &spec.name, claim).await;
             }
             return Ok(true);
-        }
-        let first = self
+        };
+        let (key_namespace, key_name) = pod_key(pod);
+        let previous = self
             .waiting_for_volumes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(uid, pod_key(pod))
-            .is_none();
-        if first {
-            let names: Vec<&str> = unmounted.iter().map(String::as_str).collect();
-            let message = format!(
-                "Unable to attach or mount volumes: unmounted volumes=[{}], unattached volumes=[], failed to process volumes=[{}]: context deadline exceeded",
-                names.join(" "),
-                names.join(" ")
-            );
+            .insert(uid, (key_namespace, key_name, message.clone()));
+        // Once per wait and reason.
+        if previous.is_none_or(|(_, _, said)| said != message) {
             self.event(pod, &spec.name, "Warning", "FailedMount", &message, None)
                 .await;
             let status = pod_status::creating_status(pod, spec, (self.clock)());
@@ -552,14 +570,15 @@ impl NodeTwins {
         }
     }
 
-    /// The pods waiting for a claim of `namespace` (they stay on the list until mounted).
+    /// The pods waiting for a claim of `namespace`, or all with "" (they stay on the list
+    /// until mounted).
     pub(crate) fn waiting_for_volumes_in(&self, namespace: &str) -> Vec<(String, String)> {
         self.waiting_for_volumes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .filter(|(ns, _)| ns == namespace)
-            .cloned()
+            .filter(|(ns, _, _)| namespace.is_empty() || ns == namespace)
+            .map(|(ns, name, _)| (ns.clone(), name.clone()))
             .collect()
     }
 }
