@@ -1537,6 +1537,66 @@ mod tests {
     }
 
     #[test]
+    fn storage_rows_mark_the_default_class_and_show_csi_capacity() {
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(300);
+        let cells = |plural: &str, object: Value| {
+            table(
+                Resource::find("storage.k8s.io", "v1", plural).unwrap(),
+                &[object],
+                now,
+                "1",
+                None,
+                true,
+                IncludeObject::Metadata,
+            )["rows"][0]["cells"]
+                .clone()
+        };
+        let class = |annotations: Value| {
+            json!({"metadata": {"name": "fast", "annotations": annotations,
+                    "creationTimestamp": "1970-01-01T00:00:00Z"},
+                "provisioner": "local.csi.tessera.dev", "volumeBindingMode": "WaitForFirstConsumer"})
+        };
+        let table = [
+            (
+                json!({"storageclass.kubernetes.io/is-default-class": "true"}),
+                "fast (default)",
+            ),
+            (
+                json!({"storageclass.beta.kubernetes.io/is-default-class": "true"}),
+                "fast (default)",
+            ),
+            (
+                json!({"storageclass.kubernetes.io/is-default-class": "false"}),
+                "fast",
+            ),
+            (json!({}), "fast"),
+        ];
+        for (annotations, name) in table {
+            assert_eq!(
+                cells("storageclasses", class(annotations)),
+                json!([
+                    name,
+                    "local.csi.tessera.dev",
+                    "Delete",
+                    "WaitForFirstConsumer",
+                    "false",
+                    "5m"
+                ])
+            );
+        }
+        let capacity = json!({"metadata": {"name": "csisc-1", "namespace": "kube-system",
+                "creationTimestamp": "1970-01-01T00:00:00Z"},
+            "storageClassName": "fast", "capacity": "100Gi"});
+        assert_eq!(
+            cells("csistoragecapacities", capacity),
+            json!(["csisc-1", "fast", "100Gi", "5m"])
+        );
+        let node = json!({"metadata": {"name": "n1", "creationTimestamp": "1970-01-01T00:00:00Z"},
+            "spec": {"drivers": [{"name": "a", "nodeID": "n1"}, {"name": "b", "nodeID": "n1"}]}});
+        assert_eq!(cells("csinodes", node), json!(["n1", 2, "5m"]));
+    }
+
+    #[test]
     fn node_rows() {
         let node = json!({"metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/worker": ""}},
             "spec": {"unschedulable": true},
