@@ -801,6 +801,86 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             col("Age", 0, age),
         ],
+        // Upstream's printers for the CSI kinds.
+        ("storage.k8s.io", "CSIStorageCapacity") => vec![
+            col("Name", 0, name),
+            col("StorageClassName", 0, |c, _| {
+                json!(text(c, "/storageClassName"))
+            }),
+            col("Capacity", 0, |c, _| json!(text(c, "/capacity"))),
+            col("Age", 0, age),
+        ],
+        ("storage.k8s.io", "CSINode") => vec![
+            col("Name", 0, name),
+            int_col("Drivers", 0, |n, _| {
+                json!(
+                    n.pointer("/spec/drivers")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len)
+                )
+            }),
+            col("Age", 0, age),
+        ],
+        ("storage.k8s.io", "CSIDriver") => vec![
+            col("Name", 0, name),
+            col("AttachRequired", 0, |d, _| {
+                json!(
+                    d.pointer("/spec/attachRequired")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(true)
+                        .to_string()
+                )
+            }),
+            col("PodInfoOnMount", 0, |d, _| {
+                json!(
+                    d.pointer("/spec/podInfoOnMount")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                )
+            }),
+            col("StorageCapacity", 0, |d, _| {
+                json!(
+                    d.pointer("/spec/storageCapacity")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                )
+            }),
+            col("TokenRequests", 0, |d, _| {
+                let audiences: Vec<&str> = d
+                    .pointer("/spec/tokenRequests")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|t| text(t, "/audience"))
+                    .collect();
+                if audiences.is_empty() {
+                    json!("<unset>")
+                } else {
+                    json!(audiences.join(","))
+                }
+            }),
+            col("RequiresRepublish", 0, |d, _| {
+                json!(
+                    d.pointer("/spec/requiresRepublish")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        .to_string()
+                )
+            }),
+            col("Modes", 0, |d, _| {
+                let modes: Vec<&str> = d
+                    .pointer("/spec/volumeLifecycleModes")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                or_none(modes.join(","))
+            }),
+            col("Age", 0, age),
+        ],
         ("storage.k8s.io", "StorageClass") => vec![
             // Upstream's printer marks the default class (either annotation) after its name.
             col("Name", 0, |s, _| {
@@ -1454,6 +1534,66 @@ mod tests {
         );
         // VolumeMode is a wide column, as upstream's.
         assert_eq!(pv["columnDefinitions"][10]["priority"], 1);
+    }
+
+    #[test]
+    fn storage_rows_mark_the_default_class_and_show_csi_capacity() {
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(300);
+        let cells = |plural: &str, object: Value| {
+            table(
+                Resource::find("storage.k8s.io", "v1", plural).unwrap(),
+                &[object],
+                now,
+                "1",
+                None,
+                true,
+                IncludeObject::Metadata,
+            )["rows"][0]["cells"]
+                .clone()
+        };
+        let class = |annotations: Value| {
+            json!({"metadata": {"name": "fast", "annotations": annotations,
+                    "creationTimestamp": "1970-01-01T00:00:00Z"},
+                "provisioner": "local.csi.tessera.dev", "volumeBindingMode": "WaitForFirstConsumer"})
+        };
+        let table = [
+            (
+                json!({"storageclass.kubernetes.io/is-default-class": "true"}),
+                "fast (default)",
+            ),
+            (
+                json!({"storageclass.beta.kubernetes.io/is-default-class": "true"}),
+                "fast (default)",
+            ),
+            (
+                json!({"storageclass.kubernetes.io/is-default-class": "false"}),
+                "fast",
+            ),
+            (json!({}), "fast"),
+        ];
+        for (annotations, name) in table {
+            assert_eq!(
+                cells("storageclasses", class(annotations)),
+                json!([
+                    name,
+                    "local.csi.tessera.dev",
+                    "Delete",
+                    "WaitForFirstConsumer",
+                    "false",
+                    "5m"
+                ])
+            );
+        }
+        let capacity = json!({"metadata": {"name": "csisc-1", "namespace": "kube-system",
+                "creationTimestamp": "1970-01-01T00:00:00Z"},
+            "storageClassName": "fast", "capacity": "100Gi"});
+        assert_eq!(
+            cells("csistoragecapacities", capacity),
+            json!(["csisc-1", "fast", "100Gi", "5m"])
+        );
+        let node = json!({"metadata": {"name": "n1", "creationTimestamp": "1970-01-01T00:00:00Z"},
+            "spec": {"drivers": [{"name": "a", "nodeID": "n1"}, {"name": "b", "nodeID": "n1"}]}});
+        assert_eq!(cells("csinodes", node), json!(["n1", 2, "5m"]));
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub enum FaultCommand {
     /// Break one of the GPU operator's components on a node (`tessera up --gpu-operator`):
     /// a crash-looping pod, GPU feature discovery's labels gone, stale ResourceSlices.
     Operator(OperatorArgs),
+    /// Volume mounts fail on the node: pods with claims wait in ContainerCreating with the
+    /// kubelet's `FailedMount` event.
+    Volume(NodeArg),
     /// Recover: clear one fault, or every fault of the node.
     Clear(ClearArgs),
 }
@@ -122,6 +125,9 @@ pub struct ClearArgs {
     /// Only the GPU operator's faults.
     #[arg(long, group = "only")]
     pub operator: bool,
+    /// Only the volume mount fault.
+    #[arg(long, group = "only")]
+    pub volume: bool,
 }
 
 /// Runs a `tessera fault` subcommand.
@@ -134,6 +140,7 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
         FaultCommand::Nic(a) => &a.node,
         FaultCommand::Node(a) => &a.node,
         FaultCommand::Operator(a) => &a.node,
+        FaultCommand::Volume(a) => &a.node,
         FaultCommand::Clear(a) => &a.node,
     };
     let node = nodes
@@ -199,6 +206,10 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
             changes.insert(format!("{PREFIX}node"), json!(state));
             format!("node {name} is now {state}")
         }
+        FaultCommand::Volume(_) => {
+            changes.insert(format!("{PREFIX}volume"), json!("mount-failure"));
+            format!("volume mounts fail on {name}")
+        }
         FaultCommand::Operator(args) => {
             let (key, value, what) = match (&args.crash_loop, args.missing_labels) {
                 (Some(component), _) => (
@@ -227,7 +238,8 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
                 .or_else(|| args.nic.as_ref().map(|n| format!("{PREFIX}nic-{n}")))
                 .or_else(|| args.nvlink.then(|| format!("{PREFIX}nvlink")))
                 .or_else(|| args.node_state.then(|| format!("{PREFIX}node")))
-                .or_else(|| args.operator.then(|| format!("{PREFIX}operator-")));
+                .or_else(|| args.operator.then(|| format!("{PREFIX}operator-")))
+                .or_else(|| args.volume.then(|| format!("{PREFIX}volume")));
             // `operator-` names a family of keys; the others one key each.
             let chosen = |key: &str, only: &str| {
                 key == only || (only.ends_with('-') && key.starts_with(only))

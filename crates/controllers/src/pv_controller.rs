@@ -69,6 +69,8 @@ pub async fn run(
             && ready(classes.wait_until_ready().now_or_never())
             && ready(pods.wait_until_ready().now_or_never());
         if !listed {
+            // Look again soon rather than at the next resync.
+            resync.reset_after(Duration::from_millis(100));
             continue;
         }
         if !controller.pass(&volumes, &claims, &classes, &pods).await {
@@ -384,6 +386,7 @@ pub async fn run_ephemeral(
         if !ready(claims.wait_until_ready().now_or_never())
             || !ready(pods.wait_until_ready().now_or_never())
         {
+            resync.reset_after(Duration::from_millis(100));
             continue;
         }
         let with_templates: Vec<Value> = pods

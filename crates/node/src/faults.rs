@@ -56,6 +56,9 @@ pub struct Faults {
     pub node: Option<NodeFault>,
     /// Broken GPU operator components.
     pub operator: OperatorFaults,
+    /// Volume mounts fail on the node (`volume: mount-failure`): the kubelet holds pods with
+    /// claims in ContainerCreating with `FailedMount`.
+    pub volume_mount_failure: bool,
 }
 
 /// What is broken of the GPU operator's components on a node.
@@ -187,6 +190,12 @@ impl Faults {
                         faults.operator.crash_loop.insert(component.to_string());
                     }
                     _ => problems.push(bad()),
+                }
+            } else if what == "volume" {
+                if value == "mount-failure" {
+                    faults.volume_mount_failure = true;
+                } else {
+                    problems.push(bad());
                 }
             } else if what == "node" {
                 match value.as_str() {
@@ -486,6 +495,7 @@ mod tests {
             ("fault.tessera.dev/nic-mlx5_0", "down"),
             ("fault.tessera.dev/nvlink", "down"),
             ("fault.tessera.dev/node", "unreachable"),
+            ("fault.tessera.dev/volume", "mount-failure"),
             ("fault.tessera.dev/gpu-x", "xid-48"),
             ("fault.tessera.dev/fan", "loud"),
             ("other.example.com/x", "y"),
@@ -503,6 +513,7 @@ mod tests {
         assert!(faults.nvlink_down);
         assert_eq!(faults.nics_down, BTreeSet::from(["mlx5_0".to_string()]));
         assert_eq!(faults.node, Some(NodeFault::Unreachable));
+        assert!(faults.volume_mount_failure);
         assert_eq!(
             problems,
             [

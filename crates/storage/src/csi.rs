@@ -163,21 +163,31 @@ pub fn remaining_on_node(node: &str, disk: &Quantity, volumes: &[Value]) -> Quan
     Quantity::from_units(i64::try_from(left).unwrap_or(i64::MAX), Format::BinarySi)
 }
 
-/// The name of `node`'s CSIStorageCapacity.
-pub fn capacity_name(node: &str) -> String {
-    format!("csisc-{}-{node}", LOCAL_CLASS)
+/// The name of the CSIStorageCapacity of `class` on `node`.
+pub fn capacity_name(class: &str, node: &str) -> String {
+    format!("csisc-{class}-{node}")
 }
 
-/// The CSIStorageCapacity external-provisioner publishes for the local class on `node`: the
-/// disk left, for the topology segment that is the node.
-pub fn storage_capacity(node: &str, disk: &Quantity, volumes: &[Value]) -> Value {
+/// The classes the local driver provisions (external-provisioner publishes capacity for
+/// each class of its driver, on each topology segment).
+pub fn local_classes(classes: &[Value]) -> Vec<&str> {
+    classes
+        .iter()
+        .filter(|c| text(c, "/provisioner") == LOCAL_DRIVER)
+        .map(name)
+        .collect()
+}
+
+/// The CSIStorageCapacity external-provisioner publishes for a local-driver `class` on
+/// `node`: the disk left, for the topology segment that is the node.
+pub fn storage_capacity(class: &str, node: &str, disk: &Quantity, volumes: &[Value]) -> Value {
     let left = remaining_on_node(node, disk, volumes);
     json!({
         "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
-        "metadata": {"name": capacity_name(node), "namespace": CAPACITY_NAMESPACE,
+        "metadata": {"name": capacity_name(class, node), "namespace": CAPACITY_NAMESPACE,
             "labels": {"csi.storage.k8s.io/drivername": LOCAL_DRIVER,
                        "csi.storage.k8s.io/managed-by": "external-provisioner"}},
-        "storageClassName": LOCAL_CLASS,
+        "storageClassName": class,
         "nodeTopology": {"matchLabels": {TOPOLOGY_KEY: node}},
         "capacity": left.to_canonical(),
     })

@@ -129,6 +129,8 @@ pub(crate) async fn run_provisioner(
             || !ready(volumes.wait_until_ready().now_or_never())
             || !ready(classes.wait_until_ready().now_or_never())
         {
+            // Look again soon rather than at the next resync.
+            resync.reset_after(Duration::from_millis(100));
             continue;
         }
         let disks: BTreeMap<String, Quantity> = registered()
@@ -149,8 +151,8 @@ struct Provisioner {
     clock: Clock,
     /// Failures reported (claim UID, message): each is recorded once.
     failures: HashSet<(String, String)>,
-    /// The capacity last published for each node.
-    published: BTreeMap<String, String>,
+    /// The capacity last published for each (class, node).
+    published: BTreeMap<(String, String), String>,
 }
 
 impl Provisioner {
@@ -201,17 +203,20 @@ impl Provisioner {
             }
         }
         self.resize(&claims, &mut volumes, disks).await;
-        for (node, disk) in disks {
-            let capacity = csi::storage_capacity(node, disk, &volumes);
-            let left = text(&capacity, "/capacity").to_string();
-            if self.published.get(node) == Some(&left) {
-                continue;
-            }
-            match self.publish_capacity(capacity).await {
-                Ok(()) => {
-                    self.published.insert(node.clone(), left);
+        for class in csi::local_classes(&classes) {
+            for (node, disk) in disks {
+                let capacity = csi::storage_capacity(class, node, disk, &volumes);
+                let left = text(&capacity, "/capacity").to_string();
+                let key = (class.to_string(), node.clone());
+                if self.published.get(&key) == Some(&left) {
+                    continue;
                 }
-                Err(error) => tracing::debug!(%node, %error, "cannot publish storage capacity"),
+                match self.publish_capacity(capacity).await {
+                    Ok(()) => {
+                        self.published.insert(key, left);
+                    }
+                    Err(error) => tracing::debug!(%node, %error, "cannot publish storage capacity"),
+                }
             }
         }
     }
@@ -447,7 +452,30 @@ impl NodeTwins {
                 }
             }
         }
-        if unmounted.is_empty() {
+        let mount_failure = self
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&spec.name)
+            .is_some_and(|f| f.volume_mount_failure);
+        let message = if !unmounted.is_empty() {
+            let names: Vec<&str> = unmounted.iter().map(String::as_str).collect();
+            format!(
+                "Unable to attach or mount volumes: unmounted volumes=[{}], unattached volumes=[], failed to process volumes=[{}]: context deadline exceeded",
+                names.join(" "),
+                names.join(" ")
+            )
+        } else if mount_failure {
+            // `tessera fault volume`: the CSI node plugin's mount fails, as a mount(8) error.
+            let volume = mounted
+                .first()
+                .and_then(|c| c.spec.as_ref())
+                .and_then(|s| s.volume_name.clone())
+                .unwrap_or_default();
+            format!(
+                "MountVolume.SetUp failed for volume {volume:?} : rpc error: code = Internal desc = mount failed: exit status 32"
+            )
+        } else {
             self.waiting_for_volumes
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -456,20 +484,15 @@ impl NodeTwins {
                 self.expand_on_node(pod, &spec.name, claim).await;
             }
             return Ok(true);
-        }
-        let first = self
+        };
+        let (key_namespace, key_name) = pod_key(pod);
+        let previous = self
             .waiting_for_volumes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(uid, pod_key(pod))
-            .is_none();
-        if first {
-            let names: Vec<&str> = unmounted.iter().map(String::as_str).collect();
-            let message = format!(
-                "Unable to attach or mount volumes: unmounted volumes=[{}], unattached volumes=[], failed to process volumes=[{}]: context deadline exceeded",
-                names.join(" "),
-                names.join(" ")
-            );
+            .insert(uid, (key_namespace, key_name, message.clone()));
+        // Once per wait and reason.
+        if previous.is_none_or(|(_, _, said)| said != message) {
             self.event(pod, &spec.name, "Warning", "FailedMount", &message, None)
                 .await;
             let status = pod_status::creating_status(pod, spec, (self.clock)());
@@ -547,14 +570,15 @@ impl NodeTwins {
         }
     }
 
-    /// The pods waiting for a claim of `namespace` (they stay on the list until mounted).
+    /// The pods waiting for a claim of `namespace`, or all with "" (they stay on the list
+    /// until mounted).
     pub(crate) fn waiting_for_volumes_in(&self, namespace: &str) -> Vec<(String, String)> {
         self.waiting_for_volumes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .filter(|(ns, _)| ns == namespace)
-            .cloned()
+            .filter(|(ns, _, _)| namespace.is_empty() || ns == namespace)
+            .map(|(ns, name, _)| (ns.clone(), name.clone()))
             .collect()
     }
 }

@@ -65,7 +65,8 @@ pub struct NodeTwins {
     pub(crate) waiting_for_claims: std::sync::Mutex<BTreeMap<String, (String, String)>>,
     /// Pods waiting for their PersistentVolumeClaims to be Bound, by UID: re-examined when a
     /// claim of their namespace changes.
-    pub(crate) waiting_for_volumes: std::sync::Mutex<BTreeMap<String, (String, String)>>,
+    /// With the `FailedMount` message last recorded.
+    pub(crate) waiting_for_volumes: std::sync::Mutex<BTreeMap<String, (String, String, String)>>,
     /// Pods whose network attachment failed and was reported, by UID: retried when a
     /// NetworkAttachmentDefinition appears or changes.
     pub(crate) failed_attachments: std::sync::Mutex<BTreeMap<String, (String, String)>>,
@@ -203,6 +204,9 @@ impl NodeTwins {
                 async move {
                     if let Err(error) = register_node(&client, &clock, &spec).await {
                         tracing::warn!(node = %spec.name, %error, "autoscaler: node not registered");
+                    }
+                    if let Err(error) = crate::csi::publish_csi_node(&client, &spec.name).await {
+                        tracing::warn!(node = %spec.name, %error, "autoscaler: CSI drivers not registered");
                     }
                     let slices = node_slices(&spec);
                     if !slices.is_empty()
@@ -422,8 +426,20 @@ impl NodeTwins {
                     let name = node.metadata.name.clone().unwrap_or_default();
                     self.apply_node_changes(&node).await;
                     let was_unreachable = self.unreachable(&name);
+                    let mounts_failed = self.mounts_fail(&name);
                     if let Err(error) = self.apply_faults(&node, &mut running).await {
                         tracing::warn!(node = %name, %error, "node twin could not apply faults");
+                    }
+                    if mounts_failed && !self.mounts_fail(&name) {
+                        // Mounts work again: pods waiting for their volumes look again.
+                        for (namespace, pod_name) in self.waiting_for_volumes_in("") {
+                            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+                            if let Ok(Some(pod)) = api.get_opt(&pod_name).await
+                                && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                            {
+                                tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                            }
+                        }
                     }
                     if was_unreachable && !self.unreachable(&name) {
                         // Back in touch: catch up with what happened to the node's pods.
@@ -548,6 +564,15 @@ impl NodeTwins {
             .as_ref()
             .and_then(|s| s.node_name.as_ref())
             .and_then(|n| self.nodes.get(n))
+    }
+
+    /// Whether volume mounts fail on `node` (`tessera fault volume`).
+    pub(crate) fn mounts_fail(&self, node: &str) -> bool {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .is_some_and(|f| f.volume_mount_failure)
     }
 
     /// Whether `node` is cut off by an injected fault.

@@ -4,7 +4,8 @@
 //! bound by the PV controller while the pod waits in ContainerCreating; a shared-filesystem
 //! claim bound at once; reclaim (Delete deletes the volume, Retain releases it); a claim no
 //! node has room for; a pod placed by hand waiting in ContainerCreating (`FailedMount`) for
-//! its claim; a generic ephemeral volume's claim; volume expansion, and its refusal where the class does not allow it.
+//! its claim, and one whose mount fails (`tessera fault volume`); a generic ephemeral
+//! volume's claim; volume expansion, and its refusal where the class does not allow it.
 
 use serde_json::Value;
 
@@ -21,6 +22,23 @@ fn cells(table: &str) -> Vec<Vec<&str>> {
                 .collect()
         })
         .collect()
+}
+
+/// Runs `tessera` against the cluster; it must succeed.
+fn tessera(cluster: &Cluster, args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .output()
+        .expect("run tessera");
+    assert!(
+        output.status.success(),
+        "tessera {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn json(cluster: &Cluster, version: &str, args: &[&str]) -> Value {
@@ -139,13 +157,50 @@ fn a_wait_for_first_consumer_claim_binds_on_its_pods_node() {
     assert!(classes.contains("object.csi.tessera.dev"), "{classes}");
     // Each node has its CSINode and its local capacity.
     let csinodes = cluster.ok(V, &["get", "csinodes"]);
-    assert!(csinodes.contains("cpu-1"), "{csinodes}");
+    let csinodes = cells(&csinodes);
+    assert!(
+        csinodes.iter().any(|r| r[..2] == ["cpu-1", "3"]),
+        "{csinodes:?}"
+    );
     let capacities = cluster.wait_for(
         V,
         &["get", "csistoragecapacities", "-n", "kube-system"],
         |out| out.contains("csisc-tessera-local-cpu-1"),
     );
-    assert!(capacities.contains("tessera-local"), "{capacities}");
+    let rows = cells(&capacities);
+    assert_eq!(
+        rows[0],
+        ["NAME", "STORAGECLASSNAME", "CAPACITY", "AGE"],
+        "{capacities}"
+    );
+    let cpu = rows
+        .iter()
+        .find(|r| r[0] == "csisc-tessera-local-cpu-1")
+        .expect("cpu-1's capacity");
+    // The cpu pool's nodes have 200Gi of ephemeral storage, all free.
+    assert_eq!(cpu[1..3], ["tessera-local", "200Gi"][..], "{capacities}");
+    let drivers = cluster.ok(V, &["get", "csidrivers"]);
+    let drivers = cells(&drivers);
+    assert_eq!(
+        drivers[0][..7],
+        [
+            "NAME",
+            "ATTACHREQUIRED",
+            "PODINFOONMOUNT",
+            "STORAGECAPACITY",
+            "TOKENREQUESTS",
+            "REQUIRESREPUBLISH",
+            "MODES"
+        ][..]
+    );
+    let local_driver = drivers
+        .iter()
+        .find(|r| r[0] == "local.csi.tessera.dev")
+        .expect("the local driver");
+    assert_eq!(
+        local_driver[1..7],
+        ["false", "false", "true", "<unset>", "false", "Persistent"][..]
+    );
 
     // Without a pod the claim waits, with the default class assigned.
     cluster.ok_stdin(V, &["apply", "-f", "-"], WAITING_CLAIM);
@@ -394,6 +449,24 @@ spec:
           resources: {requests: {storage: 1Gi}}
 "#;
 
+const MOUNTER: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: mounted, namespace: default}
+spec:
+  storageClassName: tessera-shared
+  accessModes: [ReadWriteMany]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mounter, namespace: default}
+spec:
+  nodeName: cpu-2
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: mounted}}]
+"#;
+
 const HUGE: &str = r#"
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -471,6 +544,35 @@ fn shared_claims_bind_at_once_retained_volumes_are_released_and_huge_ones_wait()
     assert_eq!(claim["metadata"]["ownerReferences"][0]["name"], "scratcher");
     assert_eq!(claim["spec"]["storageClassName"], "tessera-shared");
 
+    // `tessera fault volume`: mounts fail on cpu-2, a pod with a bound claim waits there
+    // with the kubelet's FailedMount, and runs once the fault is cleared.
+    tessera(&cluster, &["fault", "volume", "cpu-2"]);
+    cluster.ok_stdin(V, &["apply", "-f", "-"], MOUNTER);
+    let failed = wait_for_event(
+        &cluster,
+        V,
+        "default",
+        "Pod",
+        "mounter",
+        "MountVolume.SetUp failed",
+    );
+    let bound = json(&cluster, V, &["get", "pvc", "mounted"]);
+    let volume = bound["spec"]["volumeName"].as_str().unwrap_or_default();
+    assert!(
+        failed.contains(&format!(
+            "FailedMount: MountVolume.SetUp failed for volume \"{volume}\" : rpc error: code = Internal desc = mount failed: exit status 32"
+        )),
+        "{failed}"
+    );
+    assert!(
+        cluster
+            .ok(V, &["get", "pod", "mounter"])
+            .contains("ContainerCreating"),
+        "the pod waits for its mount"
+    );
+    tessera(&cluster, &["fault", "clear", "cpu-2", "--volume"]);
+    assert_eq!(cluster.node_when_running(V, None, "mounter"), "cpu-2");
+
     // The object store's class does not allow expansion: the API refuses it.
     cluster.ok_stdin(V, &["apply", "-f", "-"], OBJECT_CLAIM);
     cluster.wait_for(V, &["get", "pvc", "bucket"], |out| out.contains("Bound"));
@@ -512,12 +614,7 @@ fn shared_claims_bind_at_once_retained_volumes_are_released_and_huge_ones_wait()
     let claim = json(&cluster, V, &["get", "pvc", "huge"]);
     assert_eq!(claim["status"]["phase"], "Pending");
     // `tessera explain pod` names the volume verdict.
-    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["explain", "pod", "default/hoarder", "--kubeconfig"])
-        .arg(cluster.kubeconfig())
-        .output()
-        .expect("run tessera explain");
-    let explained = String::from_utf8_lossy(&explained.stdout);
+    let explained = tessera(&cluster, &["explain", "pod", "default/hoarder"]);
     assert!(
         explained.contains("VolumeBinding: node(s) did not have enough free storage"),
         "{explained}"

@@ -387,6 +387,15 @@ fn upstream_leader_worker_set_with_volume_claim_templates_gets_claims_and_drops_
     let cluster = Cluster::start();
     let v = "1.33";
     install_crd(&cluster, v, "lws/crd-leaderworkersets.yaml");
+    // Upstream's fixture names the class `default`, which its test clusters have: here a
+    // class of that name on the simulated local CSI driver, so the claims are provisioned
+    // and bound before the pods run.
+    cluster.ok_stdin(
+        v,
+        &["apply", "-f", "-"],
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: default}\n\
+         provisioner: local.csi.tessera.dev\nvolumeBindingMode: WaitForFirstConsumer\n",
+    );
     cluster.ok(
         v,
         &[

@@ -202,14 +202,24 @@ fn capacity_is_the_disk_left_on_each_node() {
     ];
     let table = [("n1", "60Gi"), ("n2", "50Gi"), ("n3", "100Gi")];
     for (node, left) in table {
-        let capacity = storage_capacity(node, &disk, &volumes);
+        let capacity = storage_capacity(LOCAL_CLASS, node, &disk, &volumes);
         assert_eq!(capacity["capacity"], left, "{node}");
         assert_eq!(capacity["storageClassName"], LOCAL_CLASS);
         assert_eq!(capacity["nodeTopology"]["matchLabels"][TOPOLOGY_KEY], node);
         assert_eq!(capacity["metadata"]["namespace"], CAPACITY_NAMESPACE);
     }
     let overfull = vec![local_volume("a", "n1", "200Gi")];
-    assert_eq!(storage_capacity("n1", &disk, &overfull)["capacity"], "0");
+    assert_eq!(
+        storage_capacity("fast", "n1", &disk, &overfull)["capacity"],
+        "0"
+    );
+    assert_eq!(
+        storage_capacity("fast", "n1", &disk, &overfull)["storageClassName"],
+        "fast"
+    );
+    let mut classes = storage_classes();
+    classes.push(json!({"metadata": {"name": "fast"}, "provisioner": LOCAL_DRIVER}));
+    assert_eq!(local_classes(&classes), [LOCAL_CLASS, "fast"]);
 }
 
 #[test]
