@@ -250,7 +250,7 @@ fn pending_positions_queue_commands_and_explanations_follow_kueue() {
     );
 
     // The official Python client, with a generic request.
-    let script = "import json, sys\nfrom kubernetes import client, config\nconfig.load_kube_config(sys.argv[1])\napi = client.ApiClient()\nresponse = api.call_api('/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/{name}/pendingworkloads', 'GET', path_params={'name': 'team-a'}, query_params=[('limit', '2')], header_params={'Accept': 'application/json'}, auth_settings=['BearerToken'], _preload_content=False)[0]\nprint(response.data.decode())\n";
+    let script = "import json, sys\nfrom kubernetes import client, config\nconfig.load_kube_config(sys.argv[1])\napi = client.ApiClient()\nresponse = api.call_api('/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/{name}/pendingworkloads', 'GET', path_params={'name': 'team-a'}, query_params=[('limit', '2')], header_params={'Accept': 'application/json'}, auth_settings=['BearerToken'], _preload_content=False)\nprint(response.data.decode())\n";
     let python = Command::new("python3")
         .args(["-c", script])
         .arg(cluster.kubeconfig())
