@@ -527,11 +527,10 @@ async fn pull(args: &PullArgs) -> anyhow::Result<()> {
         }
         if terminal {
             let width = 30usize;
-            let filled = if total == 0 {
-                width
-            } else {
-                (done_bytes.saturating_mul(width as u64) / total) as usize
-            };
+            let filled = done_bytes
+                .saturating_mul(width as u64)
+                .checked_div(total)
+                .map_or(width, |f| (f as usize).min(width));
             write!(
                 out,
                 "\r\x1b[K[{}{}] {} / {}",
@@ -642,7 +641,7 @@ fn safetensors_header(name: &str, elements: u64) -> Vec<u8> {
     })
     .to_string();
     let mut header = header.into_bytes();
-    while header.len() % 8 != 0 {
+    while !header.len().is_multiple_of(8) {
         header.push(b' ');
     }
     let mut out = (header.len() as u64).to_le_bytes().to_vec();

@@ -100,16 +100,19 @@ enum PodState {
     Failed,
 }
 
+/// Per (repo, revision).
+type ByModel<T> = BTreeMap<(String, String), T>;
+
 /// The twins' caches and the pods' pulls.
 pub struct Delivery {
     caches: BTreeMap<String, (Cache, String)>,
     origin: Option<Connection>,
     http: Http,
     pods: Mutex<BTreeMap<String, PodState>>,
-    held: Mutex<BTreeMap<String, BTreeMap<(String, String), Held>>>,
+    held: Mutex<BTreeMap<String, ByModel<Held>>>,
     root: PathBuf,
     notices: mpsc::UnboundedSender<Notice>,
-    prepulls: Mutex<BTreeMap<String, BTreeMap<(String, String), Prepull>>>,
+    prepulls: Mutex<BTreeMap<String, ByModel<Prepull>>>,
 }
 
 /// Where the twins and their containers find the delivery once it started.
@@ -439,30 +442,45 @@ impl Delivery {
                 }
             }
         }
-        if failed {
+        let unpin = |digests: &[String]| {
             if let Some((cache, _)) = self.caches.get(&node) {
-                for digest in &digests {
+                for digest in digests {
                     let _ = cache.unpin(digest);
                 }
             }
-            self.pods
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(uid.clone(), PodState::Failed);
+        };
+        if failed {
+            unpin(&digests);
+            {
+                let mut pods = self.pods.lock().unwrap_or_else(|p| p.into_inner());
+                // A pod that went away meanwhile (released) is not waited for.
+                if !matches!(pods.get(&uid), Some(PodState::Pulling)) {
+                    return;
+                }
+                pods.insert(uid.clone(), PodState::Failed);
+            }
             tokio::time::sleep(RETRY_AFTER).await;
             let mut pods = self.pods.lock().unwrap_or_else(|p| p.into_inner());
-            if matches!(pods.get(&uid), Some(PodState::Failed)) {
-                pods.remove(&uid);
+            if !matches!(pods.get(&uid), Some(PodState::Failed)) {
+                return;
             }
+            pods.remove(&uid);
             drop(pods);
         } else {
-            self.pods.lock().unwrap_or_else(|p| p.into_inner()).insert(
-                uid.clone(),
-                PodState::Ready {
-                    node: node.clone(),
-                    digests,
-                },
-            );
+            let mut pods = self.pods.lock().unwrap_or_else(|p| p.into_inner());
+            if matches!(pods.get(&uid), Some(PodState::Pulling)) {
+                pods.insert(
+                    uid.clone(),
+                    PodState::Ready {
+                        node: node.clone(),
+                        digests,
+                    },
+                );
+            } else {
+                // The pod ended or went away while its models were pulled: nothing to pin.
+                drop(pods);
+                unpin(&digests);
+            }
         }
         self.notify(&key, &uid, &node, NoticeKind::Done { images_changed });
     }
