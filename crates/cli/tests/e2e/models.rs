@@ -386,4 +386,36 @@ fn model_locality_places_a_replica_where_the_model_is() {
     assert_eq!(cluster.node_when_running("1.29", None, "two"), "cpu-2");
     let pulled = events(&cluster, "1.29", "two", "Pulled");
     assert!(pulled.contains("already cached"), "{pulled}");
+
+    // KServe's storage initializer asks for a model the same way.
+    cluster.ok_stdin(
+        "1.33",
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: kserve}\nspec:\n  nodeName: cpu-1\n  initContainers:\n  - name: storage-initializer\n    image: kserve/storage-initializer:v0.14.0\n    args: [\"hf://lab/m\", /mnt/models]\n  containers:\n  - name: kserve-container\n    image: vllm/vllm-openai:v0.8.0\n",
+    );
+    cluster.node_when_running("1.33", None, "kserve");
+    let pulled = events(&cluster, "1.33", "kserve", "Pulled");
+    assert!(
+        pulled.contains("Successfully pulled model lab/m@main in "),
+        "{pulled}"
+    );
+
+    // The caches outlive a restart: cpu-2 still lists the model, and holds its blobs.
+    let mut cluster = cluster;
+    cluster.stop();
+    cluster.launch(&[]);
+    cluster.wait_for_within(
+        "1.33",
+        &[
+            "get",
+            "node",
+            "cpu-2",
+            "-o",
+            "jsonpath={.status.images[*].names[0]}",
+        ],
+        Duration::from_secs(30),
+        |out| out.contains("model.tessera.dev/lab/m:main"),
+    );
+    let listing = tessera_ok(&cluster, &["model", "ls", "--node", "cpu-2"]);
+    assert!(listing.contains("lab/m "), "{listing}");
 }
