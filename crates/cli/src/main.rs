@@ -250,6 +250,14 @@ pub struct UpArgs {
     /// Serve no model store and publish none.
     #[arg(long)]
     pub no_model_store: bool,
+    /// Each node twin's model cache budget (`<data-dir>/node-cache/<node>/`; `200Gi`, `10G`,
+    /// or bytes).
+    #[arg(long, default_value = "200Gi", value_parser = agent_cache::bytes)]
+    pub node_cache_capacity: u64,
+    /// Bytes a second each node twin's cache reads from the model store and serves to its
+    /// peers (unlimited without), to show peer-to-peer against origin times on loopback.
+    #[arg(long, value_parser = agent_cache::bytes)]
+    pub node_cache_link_rate: Option<u64>,
 }
 
 /// Options of `tessera fault`.

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use base64::Engine;
@@ -31,8 +32,44 @@ pub enum ModelCommand {
     /// --local-dir` leaves) to the model store as `<org>/<name>/<revision>/<path>`, skipping
     /// files the store already holds with the same sha256.
     Push(PushArgs),
-    /// List the store's models and revisions, or one model's files with size and sha256.
+    /// List the store's models and revisions, or one model's files with size and sha256; with
+    /// --node, what a node's cache holds.
     Ls(LsArgs),
+    /// Pre-pull a model onto nodes' caches ahead of a rollout, through the API server's
+    /// `nodes/{name}/proxy` to each twin's cache.
+    Pull(PullArgs),
+    /// Write a synthetic Hugging Face repository (config.json, tokenizer.json, safetensors
+    /// shards with valid headers) of about the given size, for labs and tests.
+    Generate(GenerateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PullArgs {
+    /// The model, `org/name[@revision]`.
+    pub model: String,
+    /// A node to pull onto (repeatable).
+    #[arg(long = "node", required_unless_present = "selector")]
+    pub nodes: Vec<String>,
+    /// The nodes to pull onto, by label selector.
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GenerateArgs {
+    /// The directory to write (created when missing).
+    pub dir: PathBuf,
+    /// The model's id, `org/name` (named in config.json, and seeding the bytes).
+    #[arg(long)]
+    pub model: String,
+    /// About how many bytes of weights (`300Mi`, `1G`, or bytes).
+    #[arg(long, default_value = "300Mi", value_parser = crate::agent_cache::bytes)]
+    pub size: u64,
+    /// The largest shard's weights.
+    #[arg(long, default_value = "128Mi", value_parser = crate::agent_cache::bytes)]
+    pub shard_size: u64,
 }
 
 /// Where the store is: the cluster's Secret, else the data directory's env file, each field
@@ -81,6 +118,9 @@ pub struct PushArgs {
 pub struct LsArgs {
     /// A model (`org/name`): list its files; without one, list models and revisions.
     pub model: Option<String>,
+    /// List what this node's cache holds (models, then blobs) instead of the store.
+    #[arg(long, conflicts_with = "model")]
+    pub node: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -88,7 +128,12 @@ pub struct LsArgs {
 pub async fn run(command: &ModelCommand) -> anyhow::Result<()> {
     match command {
         ModelCommand::Push(args) => push(args).await,
-        ModelCommand::Ls(args) => ls(args).await,
+        ModelCommand::Ls(args) => match &args.node {
+            Some(node) => ls_node(&args.store.cluster, node).await,
+            None => ls(args).await,
+        },
+        ModelCommand::Pull(args) => pull(args).await,
+        ModelCommand::Generate(args) => generate(args),
     }
 }
 
@@ -349,6 +394,350 @@ async fn ls(args: &LsArgs) -> anyhow::Result<()> {
     crate::output::emit(&text)
 }
 
+/// `GET /api/v1/nodes/<node>/proxy/cache/<path>` as JSON.
+async fn cache_get(
+    client: &kube::Client,
+    node: &str,
+    path: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let uri = format!("/api/v1/nodes/{node}/proxy/cache/{path}");
+    let request = http::Request::get(&uri)
+        .body(Vec::new())
+        .context("build a proxy request")?;
+    let text = client
+        .request_text(request)
+        .await
+        .with_context(|| format!("GET {uri}"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("GET {uri}: not JSON: {text}"))?;
+    if let Some(error) = value.get("error").and_then(|e| e.as_str()) {
+        anyhow::bail!("node {node}: {error}");
+    }
+    Ok(value)
+}
+
+/// `org/name[@revision]`.
+fn split_model(text: &str) -> anyhow::Result<(String, String)> {
+    let (repo, revision) = text.split_once('@').unwrap_or((text, "main"));
+    ModelRef::new(repo, revision).with_context(|| format!("model {text:?}"))?;
+    Ok((repo.to_owned(), revision.to_owned()))
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+async fn pull(args: &PullArgs) -> anyhow::Result<()> {
+    use std::io::{IsTerminal, Write};
+    let (repo, revision) = split_model(&args.model)?;
+    let client = crate::client::connect(&args.cluster).await?;
+    let mut nodes = args.nodes.clone();
+    if let Some(selector) = &args.selector {
+        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+        let listed = api
+            .list(&kube::api::ListParams::default().labels(selector))
+            .await
+            .with_context(|| format!("list nodes -l {selector}"))?;
+        nodes.extend(listed.items.into_iter().filter_map(|n| n.metadata.name));
+    }
+    nodes.sort();
+    nodes.dedup();
+    if nodes.is_empty() {
+        anyhow::bail!("no nodes match");
+    }
+    let query = format!(
+        "pull?model={}&revision={revision}",
+        repo.replace('/', "%2F")
+    );
+    // (node, digest) → (path, size) still to come.
+    let mut files: Vec<(String, String, String, u64)> = Vec::new();
+    for node in &nodes {
+        let started = cache_get(&client, node, &query).await?;
+        for file in started["files"].as_array().into_iter().flatten() {
+            files.push((
+                node.clone(),
+                file["digest"].as_str().unwrap_or_default().to_owned(),
+                file["path"].as_str().unwrap_or_default().to_owned(),
+                file["size"].as_u64().unwrap_or_default(),
+            ));
+        }
+    }
+    let total: u64 = files.iter().map(|f| f.3).sum();
+    let terminal = std::io::stdout().is_terminal();
+    let started = std::time::Instant::now();
+    let mut reported = std::collections::BTreeSet::new();
+    loop {
+        let mut done_bytes = 0u64;
+        let mut finished: Vec<String> = Vec::new();
+        let mut nodes_done = 0;
+        for node in &nodes {
+            let status = cache_get(&client, node, "status").await?;
+            for prepull in status["prepulls"].as_array().into_iter().flatten() {
+                if prepull["model"] != repo.as_str() || prepull["revision"] != revision.as_str() {
+                    continue;
+                }
+                if prepull["phase"] == "Failed" {
+                    anyhow::bail!(
+                        "pulling {repo}@{revision} onto {node} failed: {}",
+                        prepull["message"].as_str().unwrap_or_default()
+                    );
+                }
+                if prepull["phase"] == "Pulled" {
+                    nodes_done += 1;
+                }
+            }
+            let held: std::collections::BTreeSet<&str> = status["blobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|b| b["digest"].as_str())
+                .collect();
+            let partial: BTreeMap<&str, u64> = status["downloads"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| Some((d["digest"].as_str()?, d["bytes_verified"].as_u64()?)))
+                .collect();
+            let bare = |d: &str| d.trim_start_matches("sha256:").to_owned();
+            for (file_node, digest, path, size) in &files {
+                if file_node != node {
+                    continue;
+                }
+                let hex = bare(digest);
+                let complete = held.iter().any(|h| bare(h) == hex);
+                if complete {
+                    done_bytes += size;
+                    if reported.insert((node.clone(), path.clone())) {
+                        finished.push(format!("{node}  {path}  {}", mib(*size)));
+                    }
+                } else {
+                    done_bytes += partial
+                        .iter()
+                        .find(|(d, _)| bare(d) == hex)
+                        .map_or(0, |(_, b)| (*b).min(*size));
+                }
+            }
+        }
+        let mut out = std::io::stdout().lock();
+        for line in &finished {
+            if terminal {
+                write!(out, "\r\x1b[K")?;
+            }
+            writeln!(out, "pulled  {line}")?;
+        }
+        if terminal {
+            let width = 30usize;
+            let filled = done_bytes
+                .saturating_mul(width as u64)
+                .checked_div(total)
+                .map_or(width, |f| (f as usize).min(width));
+            write!(
+                out,
+                "\r\x1b[K[{}{}] {} / {}",
+                "#".repeat(filled),
+                "-".repeat(width - filled.min(width)),
+                mib(done_bytes),
+                mib(total)
+            )?;
+        }
+        out.flush()?;
+        if reported.len() == files.len() && nodes_done == nodes.len() {
+            if terminal {
+                writeln!(out)?;
+            }
+            break;
+        }
+        drop(out);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "Pulled {repo}@{revision} onto {} node(s) ({} files, {} each) in {:.1}s.",
+        nodes.len(),
+        files.len() / nodes.len(),
+        mib(total / nodes.len() as u64),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn ls_node(cluster: &ClusterArgs, node: &str) -> anyhow::Result<()> {
+    let client = crate::client::connect(cluster).await?;
+    let status = cache_get(&client, node, "status").await?;
+    let models: Vec<Vec<String>> = status["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            vec![
+                m["model"].as_str().unwrap_or_default().to_owned(),
+                m["revision"].as_str().unwrap_or_default().to_owned(),
+                m["files"].as_array().map_or(0, Vec::len).to_string(),
+                m["size"].as_u64().unwrap_or_default().to_string(),
+            ]
+        })
+        .collect();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let blobs: Vec<Vec<String>> = status["blobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            let last = b["last_used_ms"].as_u64().unwrap_or_default();
+            vec![
+                b["digest"].as_str().unwrap_or_default().to_owned(),
+                b["size"].as_u64().unwrap_or_default().to_string(),
+                b["pinned"].as_u64().unwrap_or_default().to_string(),
+                tessera_model::time::human_duration(
+                    i64::try_from(now_ms.saturating_sub(last) / 1000).unwrap_or(i64::MAX),
+                ),
+            ]
+        })
+        .collect();
+    let mut text = format!(
+        "Node {node}: {} of {} bytes used; {} bytes from the origin, {} from peers, {} served to peers.\n\n",
+        status["used"],
+        status["capacity"],
+        status["origin_bytes"],
+        status["peer_bytes"],
+        status["uploaded_bytes"]
+    );
+    text.push_str(&crate::output::table(
+        &["MODEL", "REVISION", "FILES", "BYTES"],
+        &models,
+    ));
+    text.push('\n');
+    text.push_str(&crate::output::table(
+        &["BLOB", "BYTES", "PINNED", "LAST USED"],
+        &blobs,
+    ));
+    crate::output::emit(&text)
+}
+
+/// A seeded xorshift stream, so a generated model's bytes depend only on its id.
+struct Bytes64(u64);
+
+impl Bytes64 {
+    fn fill(&mut self, buffer: &mut [u8]) {
+        for chunk in buffer.chunks_mut(8) {
+            let mut x = self.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.0 = x;
+            let bytes = x.to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+}
+
+/// The safetensors header of one F16 tensor `name` of `elements` elements (8-byte length,
+/// JSON padded with spaces to a multiple of 8, as the format allows).
+fn safetensors_header(name: &str, elements: u64) -> Vec<u8> {
+    let header = json!({
+        "__metadata__": {"format": "pt"},
+        name: {"dtype": "F16", "shape": [elements], "data_offsets": [0, elements * 2]},
+    })
+    .to_string();
+    let mut header = header.into_bytes();
+    while !header.len().is_multiple_of(8) {
+        header.push(b' ');
+    }
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend(header);
+    out
+}
+
+fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+    let model = ModelRef::new(&args.model, "main")?;
+    if args.shard_size < 2 {
+        anyhow::bail!("--shard-size must be at least 2 bytes");
+    }
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
+    let shards = args.size.div_ceil(args.shard_size).max(1);
+    let seed = u64::from_le_bytes(
+        Sha256::digest(model.id().as_bytes())[..8]
+            .try_into()
+            .unwrap_or([1; 8]),
+    ) | 1;
+    let mut random = Bytes64(seed);
+    let mut weight_map = serde_json::Map::new();
+    let mut remaining = args.size;
+    let mut written = Vec::new();
+    for shard in 1..=shards {
+        let bytes = remaining.min(args.shard_size) & !1;
+        remaining = remaining.saturating_sub(args.shard_size);
+        let name = if shards == 1 {
+            "model.safetensors".to_owned()
+        } else {
+            format!("model-{shard:05}-of-{shards:05}.safetensors")
+        };
+        let tensor = format!("model.layers.{}.weight", shard - 1);
+        weight_map.insert(tensor.clone(), json!(name));
+        let path = args.dir.join(&name);
+        let mut file = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?,
+        );
+        file.write_all(&safetensors_header(&tensor, bytes / 2))?;
+        let mut buffer = vec![0u8; 1 << 20];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(buffer.len() as u64) as usize;
+            random.fill(&mut buffer[..n]);
+            file.write_all(&buffer[..n])?;
+            left -= n as u64;
+        }
+        file.flush()
+            .with_context(|| format!("write {}", path.display()))?;
+        written.push(name);
+    }
+    let config = json!({
+        "_name_or_path": model.id(),
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "torch_dtype": "float16",
+        "hidden_size": 64, "num_hidden_layers": shards, "vocab_size": 256,
+    });
+    let tokenizer = json!({
+        "version": "1.0",
+        "model": {"type": "BPE", "vocab": {"<unk>": 0, "a": 1, "b": 2}, "merges": []},
+    });
+    let mut extra = vec![
+        (
+            "config.json".to_owned(),
+            serde_json::to_string_pretty(&config)?,
+        ),
+        (
+            "tokenizer.json".to_owned(),
+            serde_json::to_string_pretty(&tokenizer)?,
+        ),
+    ];
+    if shards > 1 {
+        let index = json!({"metadata": {"total_size": args.size}, "weight_map": weight_map});
+        extra.push((
+            "model.safetensors.index.json".to_owned(),
+            serde_json::to_string_pretty(&index)?,
+        ));
+    }
+    for (name, text) in &extra {
+        let path = args.dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+        written.push(name.clone());
+    }
+    written.sort();
+    println!(
+        "Generated {} in {}: {} files ({} shards, about {}).",
+        model.id(),
+        args.dir.display(),
+        written.len(),
+        shards,
+        mib(args.size)
+    );
+    Ok(())
+}
+
 /// What `tessera up` was asked to do about the model store.
 pub enum UpStore {
     /// `--no-model-store`.
@@ -495,5 +884,55 @@ mod tests {
         let (sha, size) = hash_file(&root.join("config.json")).unwrap();
         assert_eq!(sha, tessera_cache::sha256_hex(b"{}"));
         assert_eq!(size, 2);
+    }
+
+    #[test]
+    fn generated_shards_have_valid_safetensors_headers() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = GenerateArgs {
+            dir: dir.path().join("m"),
+            model: "org/tiny".into(),
+            size: 3000,
+            shard_size: 1024,
+        };
+        generate(&args).unwrap();
+        let shard = std::fs::read(args.dir.join("model-00001-of-00003.safetensors")).unwrap();
+        let len = u64::from_le_bytes(shard[..8].try_into().unwrap()) as usize;
+        let header: serde_json::Value = serde_json::from_slice(&shard[8..8 + len]).unwrap();
+        let tensor = &header["model.layers.0.weight"];
+        assert_eq!(tensor["dtype"], "F16");
+        let end = tensor["data_offsets"][1].as_u64().unwrap() as usize;
+        assert_eq!(shard.len(), 8 + len + end);
+        assert_eq!(end, 1024);
+        let index: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(args.dir.join("model.safetensors.index.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            index["weight_map"]["model.layers.2.weight"],
+            "model-00003-of-00003.safetensors"
+        );
+        assert!(args.dir.join("config.json").exists());
+        assert!(args.dir.join("tokenizer.json").exists());
+        // The same id gives the same bytes.
+        let again = GenerateArgs {
+            dir: dir.path().join("n"),
+            ..args
+        };
+        generate(&again).unwrap();
+        assert_eq!(
+            std::fs::read(again.dir.join("model-00002-of-00003.safetensors")).unwrap(),
+            std::fs::read(dir.path().join("m/model-00002-of-00003.safetensors")).unwrap()
+        );
+    }
+
+    #[test]
+    fn model_names_split_at_the_revision() {
+        assert_eq!(
+            split_model("org/name@v1").unwrap(),
+            ("org/name".to_owned(), "v1".to_owned())
+        );
+        assert_eq!(split_model("org/name").unwrap().1, "main");
+        assert!(split_model("org/../x").is_err());
     }
 }

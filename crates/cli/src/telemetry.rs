@@ -229,7 +229,7 @@ impl ProxyBackend for TwinProxy {
         &self,
         target: ProxyTarget,
         path: String,
-        _query: Option<String>,
+        query: Option<String>,
     ) -> futures::future::BoxFuture<'static, Result<ProxyResponse, String>> {
         let containers = self.0.clone();
         Box::pin(async move {
@@ -237,7 +237,12 @@ impl ProxyBackend for TwinProxy {
             let (status, content_type, body) = match target {
                 ProxyTarget::Node(node) => {
                     containers
-                        .kubelet_get(text(&node, "/metadata/name"), &path, now)
+                        .kubelet_request(
+                            text(&node, "/metadata/name"),
+                            &path,
+                            query.as_deref(),
+                            now,
+                        )
                         .await?
                 }
                 ProxyTarget::Pod { pod, port } => {

@@ -387,33 +387,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         clock,
         Some(registries.clone()),
     ));
-    let twins = NodeTwins::new(
-        client_for("node-twins"),
-        &topology,
-        TwinConfig {
-            device_checkpoint: Some(
-                args.data
-                    .data_dir
-                    .join("kubelet/device_manager_checkpoint.json"),
-            ),
-            log_dir,
-            // The kubelet renews every 10 s against a 50 s grace period; a shorter grace
-            // period (tests, demos) needs proportionally quicker renewals.
-            lease_interval: Duration::from_secs(10)
-                .min(Duration::from_secs(args.node_monitor_grace_period) / 5),
-            ..TwinConfig::default()
-        },
-    );
-    let containers = std::sync::Arc::new(twins.containers());
-    server.register_container_runtime(std::sync::Arc::new(TwinRuntime(containers.clone())));
-    server.register_proxy_backend(std::sync::Arc::new(crate::telemetry::TwinProxy(containers)));
-    let node_names = twins.node_names();
-    let twin_task = tokio::spawn(async move {
-        if let Err(error) = twins.run().await {
-            tracing::error!(%error, "node twins stopped");
-        }
-    });
-
     let store_choice = if args.no_model_store {
         crate::model_cmd::UpStore::Off
     } else if let Some(endpoint) = &args.model_store_endpoint {
@@ -430,6 +403,39 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         &objects,
     )
     .await?;
+
+    let twins = NodeTwins::new(
+        client_for("node-twins"),
+        &topology,
+        TwinConfig {
+            device_checkpoint: Some(
+                args.data
+                    .data_dir
+                    .join("kubelet/device_manager_checkpoint.json"),
+            ),
+            log_dir,
+            // The kubelet renews every 10 s against a 50 s grace period; a shorter grace
+            // period (tests, demos) needs proportionally quicker renewals.
+            lease_interval: Duration::from_secs(10)
+                .min(Duration::from_secs(args.node_monitor_grace_period) / 5),
+            models: Some(tessera_twin::ModelConfig {
+                cache_root: args.data.data_dir.join("node-cache"),
+                capacity: args.node_cache_capacity,
+                link_rate: args.node_cache_link_rate,
+                origin: model_store.clone(),
+            }),
+            ..TwinConfig::default()
+        },
+    );
+    let containers = std::sync::Arc::new(twins.containers());
+    server.register_container_runtime(std::sync::Arc::new(TwinRuntime(containers.clone())));
+    server.register_proxy_backend(std::sync::Arc::new(crate::telemetry::TwinProxy(containers)));
+    let node_names = twins.node_names();
+    let twin_task = tokio::spawn(async move {
+        if let Err(error) = twins.run().await {
+            tracing::error!(%error, "node twins stopped");
+        }
+    });
 
     let registration = client_for("node-controller");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -48,6 +48,8 @@ pub struct NodeInfo {
     /// CPU, memory and pod count, allocatable and requested, kept beside the maps because
     /// every filter and score reads them (milli-units).
     pub common: Common,
+    /// The models it caches, as its `status.images` lists them (ModelLocality).
+    pub models: Vec<(tessera_storage::models::ModelRef, u64)>,
 }
 
 /// The resources every pod asks for, as 64-bit numbers (milli-units, saturated), kept
@@ -227,6 +229,27 @@ pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
         .collect()
 }
 
+/// The models `node` lists in `status.images`.
+fn node_models(node: &Node) -> Vec<(tessera_storage::models::ModelRef, u64)> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.images.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|image| {
+            let model = image
+                .names
+                .iter()
+                .flatten()
+                .find_map(|n| tessera_storage::models::ModelRef::from_node_image_name(n))?;
+            Some((
+                model,
+                u64::try_from(image.size_bytes.unwrap_or(0)).unwrap_or(0),
+            ))
+        })
+        .collect()
+}
+
 impl NodeInfo {
     /// A node with nothing on it yet.
     pub fn new(node: &Node) -> NodeInfo {
@@ -253,6 +276,7 @@ impl NodeInfo {
             free_devices: None,
             dra_generation: 0,
             common: Common::default(),
+            models: node_models(node),
         }
         .with_common()
     }

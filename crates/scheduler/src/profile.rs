@@ -39,8 +39,13 @@ pub struct Profile {
     pub percentage_of_nodes_to_score: Option<u32>,
 }
 
-/// The score plugins and their default weights.
-pub const SCORE_PLUGINS: [(&str, i64); 7] = [
+/// The score plugins and their default weights. ModelLocality (Tessera's, issue 21) weighs 3:
+/// a node holding all of a pod's models scores 300 more than one holding none, which wins every
+/// tie and outweighs a NodeResourcesFit or BalancedAllocation difference (each at most 100) and
+/// a PreferNoSchedule taint's, but not a preferred node affinity term at its full weight
+/// together with resource differences; disable it (`plugins.score.disabled: [{name:
+/// ModelLocality}]`) or re-weight it like any other.
+pub const SCORE_PLUGINS: [(&str, i64); 8] = [
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
@@ -48,6 +53,7 @@ pub const SCORE_PLUGINS: [(&str, i64); 7] = [
     ("InterPodAffinity", 2),
     ("PodTopologySpread", 2),
     ("NodeResourceTopologyMatch", 1),
+    ("ModelLocality", 3),
 ];
 
 impl Default for Profile {
@@ -398,6 +404,16 @@ mod tests {
         );
         assert_eq!(shape_score(&[(0, 0), (100, 10)], 50), 50);
         assert_eq!(shape_score(&[(0, 10), (100, 0)], 25), 75);
+    }
+
+    #[test]
+    fn model_locality_is_on_by_default_and_configurable() {
+        assert_eq!(Profile::default().weight("ModelLocality"), 3);
+        let text = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: off\n  plugins:\n    score:\n      disabled: [{name: ModelLocality}]\n- schedulerName: heavy\n  plugins:\n    score:\n      enabled: [{name: ModelLocality, weight: 10}]\n";
+        let profiles = parse(text).unwrap();
+        assert_eq!(profiles[0].weight("ModelLocality"), 0);
+        assert_eq!(profiles[1].weight("ModelLocality"), 10);
+        assert_eq!(profiles[1].weight("TaintToleration"), 3);
     }
 
     #[test]

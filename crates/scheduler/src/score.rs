@@ -1,7 +1,9 @@
 //! kube-scheduler's Score plugins with their default weights: TaintToleration (3, fewer
 //! intolerable PreferNoSchedule taints is better), NodeAffinity (2, the weights of matching
 //! preferred terms), NodeResourcesFit (1, `LeastAllocated` by default or `MostAllocated`, over
-//! CPU and memory with upstream's non-zero requests) and NodeResourcesBalancedAllocation (1).
+//! CPU and memory with upstream's non-zero requests) and NodeResourcesBalancedAllocation (1),
+//! and Tessera's ModelLocality (3, the share of the pod's model bytes the node already caches,
+//! read from its `status.images`; see `tessera_storage::models`).
 //! Each plugin's scores are normalized to 0–100 over the feasible nodes before weighting.
 //!
 //! Pure.
@@ -278,7 +280,176 @@ pub fn score(pod: &Pod, nodes: &[&NodeInfo], profile: &Profile, resource: &[i64]
         profile.weight("TaintToleration"),
         profile.weight("NodeAffinity"),
     );
+    let w_models = profile.weight("ModelLocality");
+    let models = if w_models == 0 {
+        vec![0; nodes.len()]
+    } else {
+        model_locality(pod, nodes)
+    };
     (0..nodes.len())
-        .map(|i| w_taint * taints[i] + w_affinity * affinity[i] + resource[i])
+        .map(|i| {
+            w_taint * taints[i] + w_affinity * affinity[i] + w_models * models[i] + resource[i]
+        })
         .collect()
+}
+
+/// Whether `pod` may ask for models (a CSI volume or an init container), checked on the typed
+/// pod before it is read as JSON.
+fn may_ask_for_models(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    spec.volumes.iter().flatten().any(|v| {
+        v.csi
+            .as_ref()
+            .is_some_and(|c| c.driver == tessera_storage::models::MODEL_CSI_DRIVER)
+    }) || spec
+        .init_containers
+        .iter()
+        .flatten()
+        .any(|c| c.name == tessera_storage::models::STORAGE_INITIALIZER)
+}
+
+/// ModelLocality's score of each node (0–100, not normalized: the share of the pod's model
+/// bytes the node holds), sizes as the largest any candidate lists; a pod whose model requests
+/// do not read scores 0 everywhere (the twin reports the error when it starts the pod).
+pub fn model_locality(pod: &Pod, nodes: &[&NodeInfo]) -> Vec<i64> {
+    use tessera_storage::models::{model_locality_score, pod_models};
+    if !may_ask_for_models(pod) {
+        return vec![0; nodes.len()];
+    }
+    let requests = serde_json::to_value(pod)
+        .ok()
+        .and_then(|value| pod_models(&value).ok())
+        .unwrap_or_default();
+    if requests.is_empty() {
+        return vec![0; nodes.len()];
+    }
+    let wanted: Vec<_> = requests
+        .into_iter()
+        .map(|request| {
+            let size = nodes
+                .iter()
+                .flat_map(|n| n.models.iter())
+                .filter(|(held, _)| *held == request.model)
+                .map(|(_, size)| *size)
+                .max()
+                .unwrap_or(0);
+            (request.model, size)
+        })
+        .collect();
+    nodes
+        .iter()
+        .map(|node| model_locality_score(&wanted, &node.models))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(name: &str, images: &[(&str, u64)]) -> NodeInfo {
+        let images: Vec<_> = images
+            .iter()
+            .map(|(n, size)| json!({"names": [n], "sizeBytes": size}))
+            .collect();
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+                "images": images},
+        }))
+        .unwrap();
+        NodeInfo::new(&node)
+    }
+
+    fn pod(models: &[&str]) -> Pod {
+        let volumes: Vec<_> = models
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                json!({"name": format!("m{i}"), "csi": {"driver": "model.csi.tessera.dev",
+                    "volumeAttributes": {"model": m, "revision": "main"}}})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "volumes": volumes},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn model_locality_prefers_the_bytes_a_node_holds() {
+        let big = "model.tessera.dev/org/big:main";
+        let small = "model.tessera.dev/org/small:main";
+        struct Case {
+            name: &'static str,
+            pod: Vec<&'static str>,
+            nodes: Vec<Vec<(&'static str, u64)>>,
+            want: Vec<i64>,
+        }
+        for case in [
+            Case {
+                name: "no models asked",
+                pod: vec![],
+                nodes: vec![vec![(big, 900)], vec![]],
+                want: vec![0, 0],
+            },
+            Case {
+                name: "one model, one holder",
+                pod: vec!["org/big"],
+                nodes: vec![vec![(big, 900)], vec![], vec![("nginx:1", 10)]],
+                want: vec![100, 0, 0],
+            },
+            Case {
+                name: "two models weighed by size",
+                pod: vec!["org/big", "org/small"],
+                nodes: vec![
+                    vec![(big, 900)],
+                    vec![(small, 100)],
+                    vec![(big, 900), (small, 100)],
+                ],
+                want: vec![90, 10, 100],
+            },
+            Case {
+                name: "another revision is not the model",
+                pod: vec!["org/big"],
+                nodes: vec![vec![("model.tessera.dev/org/big:v2", 900)]],
+                want: vec![0],
+            },
+        ] {
+            let infos: Vec<NodeInfo> = case
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, images)| node(&format!("n{i}"), images))
+                .collect();
+            let refs: Vec<&NodeInfo> = infos.iter().collect();
+            assert_eq!(
+                model_locality(&pod(&case.pod), &refs),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn model_locality_is_weighted_and_can_be_disabled() {
+        let held = "model.tessera.dev/org/big:main";
+        let infos = [node("a", &[]), node("b", &[(held, 900)])];
+        let refs: Vec<&NodeInfo> = infos.iter().collect();
+        let pod = pod(&["org/big"]);
+        let mut profile = Profile::default();
+        // b is a little worse on resources, and still wins.
+        let scores = score(&pod, &refs, &profile, &[60, 20]);
+        assert!(scores[1] > scores[0], "{scores:?}");
+        assert_eq!(scores[1] - scores[0], 3 * 100 - 40);
+        profile.weights.insert("ModelLocality".into(), 0);
+        let scores = score(&pod, &refs, &profile, &[60, 20]);
+        assert!(scores[0] > scores[1], "{scores:?}");
+    }
 }

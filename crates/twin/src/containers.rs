@@ -35,6 +35,8 @@ pub struct Containers {
     pub(crate) faults: Arc<std::sync::Mutex<BTreeMap<String, tessera_node::faults::Faults>>>,
     /// Spreads Service connections over their endpoints, one after another.
     next: AtomicU64,
+    /// The node caches, once the twins started them.
+    pub(crate) models: crate::models::Slot,
 }
 
 impl Containers {
@@ -54,6 +56,7 @@ impl Containers {
             world,
             faults: Arc::default(),
             next: AtomicU64::new(0),
+            models: crate::models::Slot::default(),
         }
     }
 
@@ -63,6 +66,12 @@ impl Containers {
         faults: Arc<std::sync::Mutex<BTreeMap<String, tessera_node::faults::Faults>>>,
     ) -> Containers {
         self.faults = faults;
+        self
+    }
+
+    /// Answers the node caches' proxy paths from `models`.
+    pub(crate) fn with_models(mut self, models: crate::models::Slot) -> Containers {
+        self.models = models;
         self
     }
 

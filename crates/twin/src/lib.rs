@@ -7,7 +7,8 @@
 //! events (`records`); applies injected faults (`faults`); publishes DRA devices
 //! ([`dra_publish`]: GPUs and RDMA NICs); attaches pods to secondary networks (`attach`); runs the simulated cluster autoscaler of autoscaled pools
 //! (`autoscaler`); runs the simulated CSI drivers' provisioner, resizer and the kubelet's
-//! volume checks (`csi`). Works only through a kube-rs `Client`, so it is indifferent to whether
+//! volume checks (`csi`); gives every node a model cache and delivers the models pods ask for
+//! (`models`). Works only through a kube-rs `Client`, so it is indifferent to whether
 //! the API server is in-process or remote.
 //!
 //! A shell: the loops, the API calls, the timers and the files (logs, the device checkpoint).
@@ -22,6 +23,7 @@ mod csi;
 pub mod dra_publish;
 mod faults;
 mod heartbeat;
+pub mod models;
 pub mod netpol;
 mod node_changes;
 mod pods;
@@ -32,4 +34,5 @@ pub mod telemetry;
 mod twins;
 mod world;
 
+pub use models::ModelConfig;
 pub use twins::{NodeTwins, TwinConfig};

@@ -81,6 +81,7 @@ impl NodeTwins {
         ips.remember(&node, pod);
         if pod.metadata.deletion_timestamp.is_some() {
             running.remove(&key);
+            self.release_models(&uid);
             let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
             if matches!(phase.as_str(), "Running" | "Pending") {
                 self.event(pod, &node, "Normal", "Killing", "Stopping container", None)
@@ -118,6 +119,7 @@ impl NodeTwins {
         }
         if matches!(phase.as_str(), "Succeeded" | "Failed") {
             running.remove(&key);
+            self.release_models(&uid);
             self.release_gpus(pod).await;
             return Ok(());
         }
@@ -140,6 +142,9 @@ impl NodeTwins {
         // Pending: prepare the pod's claims and admit its devices, then start the containers.
         // The kubelet mounts the pod's volumes first: its claims must be Bound.
         if !self.volumes_mounted(pod, spec).await? {
+            return Ok(());
+        }
+        if !self.models_pulled(pod, spec, &key, &uid).await? {
             return Ok(());
         }
         let mut claim_lines = BTreeMap::new();
@@ -223,6 +228,62 @@ impl NodeTwins {
             self.schedule(&key, &uid, 0, behaviour.duration, done),
         );
         Ok(())
+    }
+
+    /// Whether the models `pod` asks for are on the node (its pull is started when none
+    /// has): a pod waits in ContainerCreating meanwhile; a request that does not read fails
+    /// the pod's start with the field-named message.
+    async fn models_pulled(
+        &self,
+        pod: &Pod,
+        spec: &NodeSpec,
+        key: &(String, String),
+        uid: &str,
+    ) -> Result<bool, kube::Error> {
+        let value = serde_json::to_value(pod).map_err(kube::Error::SerdeError)?;
+        let requests = match tessera_storage::models::pod_models(&value) {
+            Ok(requests) => requests,
+            Err(error) => {
+                self.event(
+                    pod,
+                    &spec.name,
+                    "Warning",
+                    "Failed",
+                    &error.to_string(),
+                    None,
+                )
+                .await;
+                self.fail_to_start(pod, &error.to_string()).await?;
+                return Ok(false);
+            }
+        };
+        if requests.is_empty() {
+            return Ok(true);
+        }
+        let Some(models) = self.models.get() else {
+            let message = "the node has no model cache (tessera up without a model store)";
+            self.event(pod, &spec.name, "Warning", "Failed", message, None)
+                .await;
+            return Ok(false);
+        };
+        match models.readiness(key, uid, &spec.name, requests) {
+            crate::models::Readiness::Ready => Ok(true),
+            crate::models::Readiness::Waiting => Ok(false),
+            crate::models::Readiness::Started => {
+                let status = pod_status::creating_status(pod, spec, (self.clock)());
+                Api::<Pod>::namespaced(self.client.clone(), &key.0)
+                    .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status))
+                    .await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Unpins the models of a pod that ended or went away.
+    fn release_models(&self, uid: &str) {
+        if let Some(models) = self.models.get() {
+            models.release(uid);
+        }
     }
 
     fn schedule(

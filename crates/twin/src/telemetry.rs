@@ -133,6 +133,27 @@ impl Containers {
         path: &str,
         now: SystemTime,
     ) -> Result<Answer, String> {
+        self.kubelet_request(node, path, None, now).await
+    }
+
+    /// `GET path?query` of `node`'s kubelet, the node cache's paths (`/cache/status`,
+    /// `/cache/pull?model=…&revision=…`) included.
+    pub async fn kubelet_request(
+        &self,
+        node: &str,
+        path: &str,
+        query: Option<&str>,
+        now: SystemTime,
+    ) -> Result<Answer, String> {
+        if let Some(cache_path) = path.strip_prefix("/cache/") {
+            let Some(models) = self.models.get() else {
+                return Err(format!("node {node} has no model cache"));
+            };
+            let (code, body) = models
+                .proxy_get(node, cache_path.trim_end_matches('/'), query)
+                .await;
+            return Ok((code, "application/json", body.to_string()));
+        }
         match path.trim_end_matches('/') {
             "/metrics/resource" => Ok((
                 200,

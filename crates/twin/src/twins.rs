@@ -42,6 +42,8 @@ pub struct TwinConfig {
     pub status_interval: Duration,
     /// Where the devices pods hold are checkpointed (none: kept in memory only).
     pub device_checkpoint: Option<PathBuf>,
+    /// The node caches and the model store (none: no caches; pods asking for models wait).
+    pub models: Option<crate::models::ModelConfig>,
 }
 
 impl Default for TwinConfig {
@@ -51,6 +53,7 @@ impl Default for TwinConfig {
             lease_interval: Duration::from_secs(10),
             status_interval: Duration::from_secs(60),
             device_checkpoint: None,
+            models: None,
         }
     }
 }
@@ -79,6 +82,11 @@ pub struct NodeTwins {
     pub(crate) standby: Arc<std::sync::Mutex<BTreeSet<String>>>,
     /// The simulated autoscaler, when a pool autoscales.
     autoscaler: Option<tessera_node::autoscaler::Autoscaler>,
+    /// The node caches and the pods' model pulls, once started (shared with the
+    /// containers, which answer the caches' proxy paths).
+    pub(crate) models: crate::models::Slot,
+    /// What the model pulls report to the loop.
+    model_notices: Option<mpsc::UnboundedReceiver<crate::models::Notice>>,
 }
 
 impl NodeTwins {
@@ -104,6 +112,8 @@ impl NodeTwins {
             clock: Arc::new(SystemTime::now),
             standby: Arc::new(std::sync::Mutex::new(standby)),
             autoscaler,
+            models: crate::models::Slot::default(),
+            model_notices: None,
         }
     }
 
@@ -124,6 +134,7 @@ impl NodeTwins {
             self.gpus.clone(),
         )
         .with_faults(self.faults.clone())
+        .with_models(self.models.clone())
     }
 
     /// The names of the nodes these twins register at start (standby nodes of autoscaled
@@ -187,6 +198,18 @@ impl NodeTwins {
         self.onboard().await?;
         for name in self.node_names() {
             self.publish_numa(&name).await;
+        }
+        if let Some(config) = self.config.models.clone() {
+            match crate::models::Delivery::start(&config, &self.nodes.all()).await {
+                Ok((delivery, notices)) => {
+                    let _ = self.models.set(delivery);
+                    self.model_notices = Some(notices);
+                    for name in self.node_names() {
+                        self.post_images(&name).await;
+                    }
+                }
+                Err(error) => tracing::error!(%error, "node caches not started"),
+            }
         }
         tracing::info!(nodes = self.nodes.len(), "node twins registered");
         let heartbeat = tokio::spawn(crate::heartbeat::heartbeat(
@@ -376,8 +399,10 @@ impl NodeTwins {
         Ok(())
     }
 
-    async fn run_pods(self) -> Result<(), kube::Error> {
+    async fn run_pods(mut self) -> Result<(), kube::Error> {
         let pods: Api<Pod> = Api::all(self.client.clone());
+        let (_idle_tx, idle_rx) = mpsc::unbounded_channel();
+        let mut model_notices = self.model_notices.take().unwrap_or(idle_rx);
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Completion>();
         let mut running: HashMap<(String, String), Running> = HashMap::new();
         let mut ips = PodIps::default();
@@ -410,6 +435,9 @@ impl NodeTwins {
         .boxed();
         loop {
             tokio::select! {
+                Some(notice) = model_notices.recv() => {
+                    self.model_notice(notice, &mut running, &mut ips, &done_tx).await;
+                }
                 Some(event) = node_stream.next() => {
                     let node = match event {
                         Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => node,
@@ -518,6 +546,9 @@ impl NodeTwins {
                             let key = pod_key(&pod);
                             running.remove(&key);
                             if let Some(uid) = &pod.metadata.uid {
+                                if let Some(models) = self.models.get() {
+                                    models.release(uid);
+                                }
                                 self.waiting_for_volumes.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
                             }
                             ips.release(&pod);
@@ -616,6 +647,53 @@ impl NodeTwins {
             .await
         {
             tracing::warn!(%node, %error, "cannot publish the node's GPU NUMA layout");
+        }
+    }
+
+    /// Acts on what a model pull reported: records the pod's event, posts the node's
+    /// `status.images`, reconciles the pod once the pull ended.
+    async fn model_notice(
+        &self,
+        notice: crate::models::Notice,
+        running: &mut HashMap<(String, String), Running>,
+        ips: &mut PodIps,
+        done_tx: &mpsc::UnboundedSender<Completion>,
+    ) {
+        if notice.images_changed {
+            self.post_images(&notice.node).await;
+        }
+        if notice.name.is_empty() {
+            return;
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &notice.namespace);
+        let Ok(Some(pod)) = api.get_opt(&notice.name).await else {
+            return;
+        };
+        if pod.metadata.uid.as_deref() != Some(notice.uid.as_str()) {
+            return;
+        }
+        if let Some((kind, reason, message)) = &notice.event {
+            self.event(&pod, &notice.node, kind, reason, message, None)
+                .await;
+        }
+        if notice.reconcile
+            && let Err(error) = self.reconcile(&pod, running, ips, done_tx).await
+        {
+            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+        }
+    }
+
+    /// Posts the models `node` holds as its `status.images`.
+    pub(crate) async fn post_images(&self, node: &str) {
+        let Some(models) = self.models.get() else {
+            return;
+        };
+        let patch = json!({"status": {"images": models.images(node)}});
+        if let Err(error) = Api::<Node>::all(self.client.clone())
+            .patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(%node, %error, "cannot post the node's cached models");
         }
     }
 }

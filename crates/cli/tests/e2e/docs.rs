@@ -202,6 +202,7 @@ const PAGES: &[&str] = &[
     "docs/benchmarks.md",
     "docs/lab/device-plugin-vs-dra.md",
     "docs/lab/maintenance.md",
+    "docs/lab/models.md",
     "docs/lab/networks.md",
     "docs/lab/tenant.md",
     "docs/lab/two-teams.md",
@@ -284,6 +285,11 @@ fn docs_lab_device_plugin_vs_dra_runs_as_written() {
 #[test]
 fn docs_lab_maintenance_runs_as_written() {
     run_page("docs/lab/maintenance.md");
+}
+
+#[test]
+fn docs_lab_models_runs_as_written() {
+    run_page("docs/lab/models.md");
 }
 
 #[test]

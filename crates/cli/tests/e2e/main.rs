@@ -41,6 +41,7 @@ mod least_privilege;
 mod maintenance;
 mod maintenance_changes;
 mod model_store;
+mod models;
 mod monitoring;
 mod netpol;
 mod netpol_dataplane;
