@@ -17,15 +17,7 @@ use tessera_model_store::Connection;
 use crate::support::{Cluster, outcome, table_rows};
 
 fn tessera(cluster: &Cluster, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(cluster.dir.path())
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("run tessera")
+    cluster.tessera(args)
 }
 
 fn tessera_ok(cluster: &Cluster, args: &[&str]) -> String {

@@ -11,15 +11,7 @@ use std::time::Duration;
 use crate::support::{Cluster, outcome};
 
 fn tessera(cluster: &Cluster, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(cluster.dir.path())
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("run tessera")
+    cluster.tessera(args)
 }
 
 /// `tessera model generate` (it needs no cluster).

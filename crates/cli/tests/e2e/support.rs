@@ -187,6 +187,20 @@ impl Cluster {
         self.dir.path().join("kubeconfig")
     }
 
+    /// Runs `tessera ARGS --data-dir <this platform's> --kubeconfig <its kubeconfig>`, with no
+    /// `KUBECONFIG` from the environment.
+    pub fn tessera(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(self.dir.path())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("run tessera")
+    }
+
     pub fn server_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
