@@ -62,6 +62,12 @@ fn first_three(items: impl Iterator<Item = String>) -> String {
     }
 }
 
+/// A boolean field as kubectl prints it: `true` or `false`, absent read as false.
+fn flag(object: &Value, pointer: &str) -> Value {
+    let set = object.pointer(pointer).and_then(Value::as_bool) == Some(true);
+    json!(set.to_string())
+}
+
 fn or_none(text: impl Into<String> + AsRef<str>) -> Value {
     if text.as_ref().is_empty() {
         json!("<none>")
@@ -831,21 +837,9 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                         .to_string()
                 )
             }),
-            col("PodInfoOnMount", 0, |d, _| {
-                json!(
-                    d.pointer("/spec/podInfoOnMount")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false)
-                        .to_string()
-                )
-            }),
+            col("PodInfoOnMount", 0, |d, _| flag(d, "/spec/podInfoOnMount")),
             col("StorageCapacity", 0, |d, _| {
-                json!(
-                    d.pointer("/spec/storageCapacity")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false)
-                        .to_string()
-                )
+                flag(d, "/spec/storageCapacity")
             }),
             col("TokenRequests", 0, |d, _| {
                 let audiences: Vec<&str> = d
@@ -862,12 +856,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 }
             }),
             col("RequiresRepublish", 0, |d, _| {
-                json!(
-                    d.pointer("/spec/requiresRepublish")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false)
-                        .to_string()
-                )
+                flag(d, "/spec/requiresRepublish")
             }),
             col("Modes", 0, |d, _| {
                 let modes: Vec<&str> = d

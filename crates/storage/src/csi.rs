@@ -198,12 +198,12 @@ pub fn volume_name(claim: &Value) -> String {
     format!("pvc-{}", uid(claim))
 }
 
-/// An external-provisioner event about a claim.
+/// An event about a claim, as external-provisioner or external-resizer records it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimEvent {
     /// `Normal` or `Warning`.
     pub kind: &'static str,
-    /// `Provisioning`, `ProvisioningSucceeded` or `ProvisioningFailed`.
+    /// Upstream's reason (`Provisioning`, `ProvisioningSucceeded`, `Resizing`, …).
     pub reason: &'static str,
     /// Upstream's message.
     pub message: String,

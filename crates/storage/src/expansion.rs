@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tessera_model::json::text;
 use tessera_model::quantity::{Format, Quantity};
 
-use crate::csi::{self, LOCAL_DRIVER};
+use crate::csi::{self, ClaimEvent, LOCAL_DRIVER};
 use crate::objects::{claim_class, name, quantity_at, requested_storage, volume_capacity};
 
 /// The admission plugin's refusal of a resize the class does not allow.
@@ -37,17 +37,6 @@ pub fn admit_resize(old: &Value, new: &Value, class: Option<&Value>) -> Result<(
     if allowed { Ok(()) } else { Err(NOT_RESIZABLE) }
 }
 
-/// An external-resizer event about a claim.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResizeEvent {
-    /// `Normal` or `Warning`.
-    pub kind: &'static str,
-    /// Upstream's reason.
-    pub reason: &'static str,
-    /// Upstream's message.
-    pub message: String,
-}
-
 /// What external-resizer does about one claim.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resize {
@@ -61,7 +50,7 @@ pub enum Resize {
         /// The volume with its new capacity.
         volume: Value,
         /// `Resizing`, then `FileSystemResizeRequired` or `VolumeResizeSuccessful`.
-        events: Vec<ResizeEvent>,
+        events: Vec<ClaimEvent>,
     },
     /// The driver refused: `UpdateStatus` of the claim to `claim` (marked infeasible), and
     /// the `Resizing` and `VolumeResizeFailed` events.
@@ -69,7 +58,7 @@ pub enum Resize {
         /// The claim with its new status.
         claim: Value,
         /// The events.
-        events: Vec<ResizeEvent>,
+        events: Vec<ClaimEvent>,
     },
 }
 
@@ -106,7 +95,7 @@ pub fn resize(claim: &Value, volume: &Value, node_free: Option<i128>, now: Syste
     {
         return Resize::Skip;
     }
-    let resizing = ResizeEvent {
+    let resizing = ClaimEvent {
         kind: "Normal",
         reason: "Resizing",
         message: format!("External resizer is resizing volume {}", name(volume)),
@@ -129,7 +118,7 @@ pub fn resize(claim: &Value, volume: &Value, node_free: Option<i128>, now: Syste
             claim: updated,
             events: vec![
                 resizing,
-                ResizeEvent {
+                ClaimEvent {
                     kind: "Warning",
                     reason: "VolumeResizeFailed",
                     message,
@@ -149,7 +138,7 @@ pub fn resize(claim: &Value, volume: &Value, node_free: Option<i128>, now: Syste
             "Waiting for user to (re-)start a pod to finish file system resize of volume on node.",
             now
         )]);
-        events.push(ResizeEvent {
+        events.push(ClaimEvent {
             kind: "Normal",
             reason: "FileSystemResizeRequired",
             message: "Require file system resize of volume on node".into(),
@@ -160,7 +149,7 @@ pub fn resize(claim: &Value, volume: &Value, node_free: Option<i128>, now: Syste
             status.remove("allocatedResourceStatuses");
             status.remove("conditions");
         }
-        events.push(ResizeEvent {
+        events.push(ClaimEvent {
             kind: "Normal",
             reason: "VolumeResizeSuccessful",
             message: "Resize volume succeeded".into(),

@@ -30,7 +30,7 @@ use tessera_model::event::{Recorder, core_event};
 use tessera_model::json::text;
 use tessera_node::pod_status::{self, pod_key};
 use tessera_node::topology::NodeSpec;
-use tessera_storage::csi::{self, Provisioning};
+use tessera_storage::csi::{self, ClaimEvent, Provisioning};
 use tessera_storage::expansion::{self, Resize};
 
 use crate::twins::NodeTwins;
@@ -269,19 +269,7 @@ impl Provisioner {
                 volumes[at] = grown;
             }
             let component = format!("external-resizer {driver}");
-            for event in events {
-                let involved = tessera_storage::objects::reference(&claim, "PersistentVolumeClaim");
-                record(
-                    &self.client,
-                    &self.clock,
-                    &component,
-                    involved,
-                    event.kind,
-                    event.reason,
-                    &event.message,
-                )
-                .await;
-            }
+            self.record_claim_events(&claim, &component, events).await;
         }
     }
 
@@ -336,12 +324,18 @@ impl Provisioner {
 
     async fn events(&self, claim: &Value, driver: &str, outcome: &Provisioning) {
         let component = csi::provisioner_component(driver);
-        for event in csi::events(claim, outcome) {
+        self.record_claim_events(claim, &component, csi::events(claim, outcome))
+            .await;
+    }
+
+    /// Records the core's events about `claim` as `component`.
+    async fn record_claim_events(&self, claim: &Value, component: &str, events: Vec<ClaimEvent>) {
+        for event in events {
             let involved = tessera_storage::objects::reference(claim, "PersistentVolumeClaim");
             record(
                 &self.client,
                 &self.clock,
-                &component,
+                component,
                 involved,
                 event.kind,
                 event.reason,
