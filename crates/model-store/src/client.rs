@@ -71,6 +71,16 @@ pub struct Listed {
     pub size: u64,
 }
 
+/// A file of a model revision in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFile {
+    /// Its path in the repository.
+    pub path: String,
+    pub size: u64,
+    /// Its recorded sha256 (lower-case hex), when the uploader recorded one.
+    pub sha256: Option<String>,
+}
+
 /// What HeadObject tells.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
@@ -327,6 +337,29 @@ impl S3Client {
             Err(ClientError::S3 { status, .. }) if status == StatusCode::NOT_FOUND => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    /// The files of one model revision (`<org>/<name>/<revision>/…`), sorted by path, with
+    /// each one's recorded sha256 (HeadObject; `None` for a file another tool uploaded
+    /// without it). Works against any S3 store, not only the embedded one.
+    pub async fn model_files(
+        &self,
+        model: &tessera_cache::modelpack::ModelRef,
+    ) -> Result<Vec<ModelFile>, ClientError> {
+        let mut files = Vec::new();
+        for listed in self.list(&model.prefix()).await? {
+            let Some((_, path)) = tessera_cache::modelpack::split_object_key(&listed.key) else {
+                continue;
+            };
+            let sha256 = self.head(&listed.key).await?.and_then(|h| h.sha256);
+            files.push(ModelFile {
+                path,
+                size: listed.size,
+                sha256,
+            });
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(files)
     }
 
     /// ListObjectsV2 of the keys under `prefix`, every page.

@@ -143,7 +143,13 @@ impl ModelStore {
             address: listen,
             source,
         })?;
-        let task = tokio::spawn(serve(listener, s3, index.clone(), root.clone()));
+        let task = tokio::spawn(serve(
+            listener,
+            s3,
+            index.clone(),
+            root.clone(),
+            Arc::new(credentials.clone()),
+        ));
         tracing::info!(%address, root = %root.display(), "model store listening");
         Ok(Self {
             address,
@@ -202,7 +208,13 @@ impl Drop for ModelStore {
 }
 
 /// Accepts connections and serves each with HTTP/1.1 or HTTP/2.
-async fn serve(listener: TcpListener, s3: S3Service, index: Arc<index::Index>, root: PathBuf) {
+async fn serve(
+    listener: TcpListener,
+    s3: S3Service,
+    index: Arc<index::Index>,
+    root: PathBuf,
+    credentials: Arc<Credentials>,
+) {
     loop {
         let (socket, _) = match listener.accept().await {
             Ok(connection) => connection,
@@ -211,10 +223,17 @@ async fn serve(listener: TcpListener, s3: S3Service, index: Arc<index::Index>, r
                 continue;
             }
         };
-        let (s3, index, root) = (s3.clone(), index.clone(), root.clone());
+        let (s3, index, root, credentials) =
+            (s3.clone(), index.clone(), root.clone(), credentials.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
-                dispatch(s3.clone(), index.clone(), root.clone(), request)
+                dispatch(
+                    s3.clone(),
+                    index.clone(),
+                    root.clone(),
+                    credentials.clone(),
+                    request,
+                )
             });
             if let Err(error) = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(socket), service)
@@ -231,6 +250,7 @@ async fn dispatch(
     s3: S3Service,
     index: Arc<index::Index>,
     root: PathBuf,
+    credentials: Arc<Credentials>,
     request: http::Request<Incoming>,
 ) -> Result<http::Response<Body>, HttpError> {
     let range = request
@@ -244,6 +264,13 @@ async fn dispatch(
         request.method(),
         request.uri().path(),
         range.as_deref(),
+        oci::authorized(
+            request
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+            &credentials,
+        ),
     )
     .await
     {

@@ -6,8 +6,10 @@
 //! /v2/<org>/<name>/blobs/sha256:<hex>` the config blob or a file whose indexed sha256 is
 //! that digest, honouring one `Range` (206 with `Content-Range`, 416 past the end). Errors
 //! are the distribution spec's JSON (`NAME_UNKNOWN`, `MANIFEST_UNKNOWN`, `BLOB_UNKNOWN`,
-//! `NAME_INVALID`, `DIGEST_INVALID`, `UNSUPPORTED`). Reads need no credentials, as a public
-//! registry's; nothing is written here.
+//! `NAME_INVALID`, `DIGEST_INVALID`, `UNSUPPORTED`). Reads need the store's access key and
+//! secret as HTTP Basic credentials (what `docker login`, `oras` and `skopeo --creds` send):
+//! without them every path, `/v2/` too, answers 401 `UNAUTHORIZED` with a `Basic` challenge,
+//! as a private registry does. Nothing is written here.
 //!
 //! Decides nothing itself: the layout, the manifest, the route and the range come from the
 //! core; this module reads the index and files and writes HTTP.
@@ -24,15 +26,44 @@ use tessera_cache::modelpack::{
 };
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
+use crate::Credentials;
 use crate::index::Index;
 
+/// The realm of the view's `WWW-Authenticate` challenge.
+pub const REALM: &str = "tessera-model-store";
+
+/// Whether an `Authorization` header carries `credentials` as HTTP Basic
+/// (`base64(access key id:secret)`).
+pub fn authorized(header: Option<&str>, credentials: &Credentials) -> bool {
+    use base64::Engine;
+    let Some(encoded) = header.and_then(|h| {
+        h.split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
+            .map(|(_, value)| value.trim())
+    }) else {
+        return false;
+    };
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded) else {
+        return false;
+    };
+    let expected = format!(
+        "{}:{}",
+        credentials.access_key_id, credentials.secret_access_key
+    );
+    // Compared through their digests, so the time taken tells nothing of the secret.
+    use sha2::{Digest, Sha256};
+    Sha256::digest(&decoded) == Sha256::digest(expected.as_bytes())
+}
+
 /// Answers an OCI request, or `None` when the path is not under `/v2` (an S3 request).
+/// `authorized`: whether the request carries the store's credentials ([`authorized`]).
 pub async fn answer(
     index: &Index,
     root: &Path,
     method: &Method,
     path: &str,
     range: Option<&str>,
+    authorized: bool,
 ) -> Option<Response<Body>> {
     let route = match modelpack::parse_oci_path(path) {
         Ok(None) => return None,
@@ -50,6 +81,19 @@ pub async fn answer(
             ));
         }
     };
+    if !authorized {
+        let mut response = error_response(
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHORIZED",
+            "authentication required: the model store's access key and secret as Basic credentials",
+        );
+        if let Ok(challenge) = http::HeaderValue::from_str(&format!("Basic realm=\"{REALM}\"")) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        return Some(response);
+    }
     if method != Method::GET && method != Method::HEAD {
         return Some(error_response(
             StatusCode::METHOD_NOT_ALLOWED,

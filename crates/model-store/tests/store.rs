@@ -53,6 +53,22 @@ async fn request(method: &str, url: &str, headers: &[(&str, &str)]) -> Got {
     }
 }
 
+/// A request to the ModelPack view with the store's credentials as HTTP Basic.
+async fn registry(store: &ModelStore, method: &str, url: &str, headers: &[(&str, &str)]) -> Got {
+    use base64::Engine;
+    let credentials = store.credentials();
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            credentials.access_key_id, credentials.secret_access_key
+        ))
+    );
+    let mut all = vec![("authorization", basic.as_str())];
+    all.extend_from_slice(headers);
+    request(method, url, &all).await
+}
+
 fn write(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, bytes).expect("write a file");
@@ -122,13 +138,43 @@ async fn objects_are_indexed_by_sha256_and_served_as_a_modelpack() {
 
     // The ModelPack view.
     let base = store.endpoint();
-    let ping = request("GET", &format!("{base}/v2/"), &[]).await;
+    // Without the store's credentials, nothing: a Basic challenge, as a private registry's.
+    for (path, authorization) in [
+        ("/v2/", None),
+        ("/v2/acme/tiny/manifests/main", None),
+        (
+            "/v2/acme/tiny/manifests/main",
+            Some("Basic dGVzc2VyYTp3cm9uZw=="),
+        ),
+        ("/v2/acme/tiny/manifests/main", Some("Bearer token")),
+        ("/v2/acme/tiny/manifests/main", Some("Basic %%%")),
+    ] {
+        let headers: Vec<(&str, &str)> = authorization
+            .map(|a| ("authorization", a))
+            .into_iter()
+            .collect();
+        let refused = request("GET", &format!("{base}{path}"), &headers).await;
+        assert_eq!(refused.status, 401, "{path} {authorization:?}");
+        assert_eq!(
+            refused.headers["www-authenticate"],
+            "Basic realm=\"tessera-model-store\""
+        );
+        let body: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+        assert_eq!(body["errors"][0]["code"], "UNAUTHORIZED");
+    }
+    let ping = registry(&store, "GET", &format!("{base}/v2/"), &[]).await;
     assert_eq!(ping.status, 200);
     assert_eq!(
         ping.headers["docker-distribution-api-version"],
         "registry/2.0"
     );
-    let got = request("GET", &format!("{base}/v2/acme/tiny/manifests/main"), &[]).await;
+    let got = registry(
+        &store,
+        "GET",
+        &format!("{base}/v2/acme/tiny/manifests/main"),
+        &[],
+    )
+    .await;
     assert_eq!(got.status, 200);
     assert_eq!(got.headers["content-type"], modelpack::MANIFEST_MEDIA_TYPE);
     let manifest_digest = got.headers["docker-content-digest"]
@@ -164,7 +210,8 @@ async fn objects_are_indexed_by_sha256_and_served_as_a_modelpack() {
     );
     assert_eq!(layers[1].1, format!("sha256:{}", sha256(&config)));
     // By digest too, as a runtime resolves a tag then pulls by digest.
-    let by_digest = request(
+    let by_digest = registry(
+        &store,
         "HEAD",
         &format!("{base}/v2/acme/tiny/manifests/{manifest_digest}"),
         &[],
@@ -179,7 +226,8 @@ async fn objects_are_indexed_by_sha256_and_served_as_a_modelpack() {
 
     // Blobs: the config, a whole file, a range.
     let config_digest = manifest["config"]["digest"].as_str().unwrap();
-    let blob = request(
+    let blob = registry(
+        &store,
         "GET",
         &format!("{base}/v2/acme/tiny/blobs/{config_digest}"),
         &[],
@@ -188,18 +236,30 @@ async fn objects_are_indexed_by_sha256_and_served_as_a_modelpack() {
     assert_eq!(blob.status, 200);
     assert_eq!(modelpack::digest(&blob.body), config_digest);
     let weights_url = format!("{base}/v2/acme/tiny/blobs/sha256:{}", sha256(&weights));
-    let whole = request("GET", &weights_url, &[]).await;
+    let whole = registry(&store, "GET", &weights_url, &[]).await;
     assert_eq!(whole.status, 200);
     assert_eq!(whole.body.len(), weights.len());
     assert_eq!(sha256(&whole.body), sha256(&weights));
-    let ranged = request("GET", &weights_url, &[("range", "bytes=4194304-8388607")]).await;
+    let ranged = registry(
+        &store,
+        "GET",
+        &weights_url,
+        &[("range", "bytes=4194304-8388607")],
+    )
+    .await;
     assert_eq!(ranged.status, 206);
     assert_eq!(
         ranged.headers["content-range"],
         format!("bytes 4194304-8388607/{}", weights.len()).as_str()
     );
     assert_eq!(&ranged.body[..], &weights[4_194_304..8_388_608]);
-    let past = request("GET", &weights_url, &[("range", "bytes=999999999-")]).await;
+    let past = registry(
+        &store,
+        "GET",
+        &weights_url,
+        &[("range", "bytes=999999999-")],
+    )
+    .await;
     assert_eq!(past.status, 416);
 
     for (path, status, code) in [
@@ -212,7 +272,7 @@ async fn objects_are_indexed_by_sha256_and_served_as_a_modelpack() {
         ),
         ("/v2/acme/tiny/blobs/sha256:xyz", 400, "DIGEST_INVALID"),
     ] {
-        let got = request("GET", &format!("{base}{path}"), &[]).await;
+        let got = registry(&store, "GET", &format!("{base}{path}"), &[]).await;
         assert_eq!(got.status, status, "{path}");
         let body: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
         assert_eq!(body["errors"][0]["code"], code, "{path}");
@@ -224,7 +284,13 @@ async fn objects_are_indexed_by_sha256_and_served_as_a_modelpack() {
         store.index().get("models", "acme/tiny/main/README.md"),
         None
     );
-    let got = request("GET", &format!("{base}/v2/acme/tiny/manifests/main"), &[]).await;
+    let got = registry(
+        &store,
+        "GET",
+        &format!("{base}/v2/acme/tiny/manifests/main"),
+        &[],
+    )
+    .await;
     let manifest: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
     assert_eq!(manifest["layers"].as_array().unwrap().len(), 2);
     // A file put beside the store's back (or written before a crash let it be recorded) is

@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod conditions;
 pub mod event;
+pub mod event_correlation;
 pub mod extended_resources;
 pub mod fnv;
 pub mod ids;

@@ -418,4 +418,32 @@ mod tests {
         .unwrap();
         assert_eq!(store.begin(layout, &hex).unwrap().verified().count(), 0);
     }
+
+    #[test]
+    fn a_full_disk_is_named_and_nothing_becomes_visible() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let bytes = vec![7u8; 40];
+        let hex = tessera_cache::sha256_hex(&bytes);
+        let layout = Layout::with_piece_length(40, 10).unwrap();
+        store.begin(layout, &hex).unwrap();
+        // The kernel's own ENOSPC: every write to /dev/full fails with it.
+        let partial = store.partial_path(&hex);
+        fs::remove_file(&partial).unwrap();
+        std::os::unix::fs::symlink("/dev/full", &partial).unwrap();
+        let error = store.write_piece(&hex, 0, &bytes[..10]).unwrap_err();
+        assert!(error.full, "{error}");
+        assert_eq!(error.op, "write");
+        assert!(
+            error.to_string().contains("the cache disk is full"),
+            "{error}"
+        );
+        assert_eq!(crate::CacheError::Store(error.clone()).http_status(), 507);
+        let other = StoreError {
+            full: false,
+            ..error
+        };
+        assert_eq!(crate::CacheError::Store(other).http_status(), 500);
+        assert!(store.scan().unwrap().is_empty(), "no blob became visible");
+    }
 }

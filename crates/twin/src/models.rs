@@ -24,7 +24,6 @@ use serde_json::Value;
 use tessera_model_store::Connection;
 use tessera_model_store::client::S3Client;
 use tessera_node::topology::NodeSpec;
-use tessera_node_cache::http::Http;
 use tessera_node_cache::{Cache, Config, PeerSpec, PullRequest};
 use tessera_storage::models::{ModelRef, ModelRequest};
 use tokio::sync::mpsc;
@@ -107,7 +106,6 @@ type ByModel<T> = BTreeMap<(String, String), T>;
 pub struct Delivery {
     caches: BTreeMap<String, (Cache, String)>,
     origin: Option<Connection>,
-    http: Http,
     pods: Mutex<BTreeMap<String, PodState>>,
     held: Mutex<BTreeMap<String, ByModel<Held>>>,
     root: PathBuf,
@@ -168,41 +166,6 @@ pub fn human_bytes(bytes: u64) -> String {
     } else {
         format!("{value:.1} {}", UNITS[unit])
     }
-}
-
-/// The files a ModelPack manifest lists (`layers[]` with `org.cncf.model.filepath`).
-pub fn manifest_files(manifest: &Value) -> Result<Vec<ModelFileEntry>, String> {
-    let layers = manifest
-        .get("layers")
-        .and_then(Value::as_array)
-        .ok_or("the manifest has no layers")?;
-    let mut files = Vec::new();
-    for (index, layer) in layers.iter().enumerate() {
-        let field = |name: &str| format!("layers[{index}].{name}");
-        let digest = layer
-            .get("digest")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("the manifest's {} is missing", field("digest")))?;
-        let size = layer
-            .get("size")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("the manifest's {} is missing", field("size")))?;
-        let path = layer
-            .pointer("/annotations/org.cncf.model.filepath")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                format!(
-                    "the manifest's {} is missing",
-                    field("annotations[org.cncf.model.filepath]")
-                )
-            })?;
-        files.push(ModelFileEntry {
-            path: path.to_owned(),
-            digest: digest.to_owned(),
-            size,
-        });
-    }
-    Ok(files)
 }
 
 /// The `status.images` entries of the models in `held`: the name
@@ -287,7 +250,6 @@ impl Delivery {
             Arc::new(Delivery {
                 caches,
                 origin: config.origin.clone(),
-                http: Http::new(),
                 pods: Mutex::default(),
                 held: Mutex::new(held),
                 root: config.cache_root.clone(),
@@ -369,22 +331,41 @@ impl Delivery {
         });
     }
 
-    /// The files of `model` as the store's ModelPack manifest lists them.
+    /// The files of `model` as the store lists them (S3 ListObjectsV2 and HeadObject, so an
+    /// external store serves as well as the embedded one), each with its recorded sha256.
     pub async fn resolve(&self, model: &ModelRef) -> Result<Vec<ModelFileEntry>, String> {
         let origin = self
             .origin
             .as_ref()
             .ok_or("no model store is configured (tessera up --no-model-store)")?;
-        let url = format!(
-            "{}/v2/{}/manifests/{}",
-            origin.endpoint, model.repo, model.revision
-        );
-        let manifest: Value = self
-            .http
-            .get_json(&url, Duration::from_secs(30))
+        let client = S3Client::new(origin.clone()).map_err(|e| e.to_string())?;
+        let reference = tessera_cache::modelpack::ModelRef::new(&model.repo, &model.revision)
+            .map_err(|e| e.to_string())?;
+        let listed = client
+            .model_files(&reference)
             .await
-            .map_err(|e| format!("model {model} not found in the store: GET {url} {e}"))?;
-        manifest_files(&manifest)
+            .map_err(|e| format!("cannot list model {model} in the store: {e}"))?;
+        if listed.is_empty() {
+            return Err(format!(
+                "model {model} not found in the store (no objects under s3://{}/{})",
+                origin.bucket,
+                reference.prefix()
+            ));
+        }
+        listed
+            .into_iter()
+            .map(|file| match file.sha256 {
+                Some(hex) => Ok(ModelFileEntry {
+                    path: file.path,
+                    digest: format!("sha256:{hex}"),
+                    size: file.size,
+                }),
+                None => Err(format!(
+                    "file {} of model {model} has no recorded sha256 (x-amz-meta-sha256): upload it with `tessera model push`",
+                    file.path
+                )),
+            })
+            .collect()
     }
 
     /// Presigned GET URLs of `model`'s files.
@@ -482,6 +463,8 @@ impl Delivery {
                 unpin(&digests);
             }
         }
+        // A pull may have evicted the blobs of models the node held before.
+        images_changed |= self.forget_evicted(&node);
         self.notify(&key, &uid, &node, NoticeKind::Done { images_changed });
     }
 
@@ -617,18 +600,43 @@ impl Delivery {
             },
         );
         if new {
-            let list: Vec<&Held> = models.values().collect();
-            let path = self.root.join(node).join(HELD_FILE);
-            match serde_json::to_vec_pretty(&list) {
-                Ok(text) => {
-                    if let Err(error) = std::fs::write(&path, text) {
-                        tracing::warn!(path = %path.display(), %error, "cannot record the node's models");
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "cannot record the node's models"),
-            }
+            self.save_held(node, models);
         }
         new
+    }
+
+    /// Forgets the models of `node` some of whose blobs its cache evicted (to make room for
+    /// another pull); whether any was forgotten, so `status.images` is posted again.
+    fn forget_evicted(&self, node: &str) -> bool {
+        let Some((cache, _)) = self.caches.get(node) else {
+            return false;
+        };
+        let present = present_digests(cache);
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(models) = held.get_mut(node) else {
+            return false;
+        };
+        let before = models.len();
+        models.retain(|_, h| complete(h, &present));
+        let forgot = models.len() != before;
+        if forgot {
+            self.save_held(node, models);
+        }
+        forgot
+    }
+
+    /// Writes the models `node` holds to its `models.json`; a failure is logged.
+    fn save_held(&self, node: &str, models: &ByModel<Held>) {
+        let list: Vec<&Held> = models.values().collect();
+        let path = self.root.join(node).join(HELD_FILE);
+        match serde_json::to_vec_pretty(&list) {
+            Ok(text) => {
+                if let Err(error) = std::fs::write(&path, text) {
+                    tracing::warn!(path = %path.display(), %error, "cannot record the node's models");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot record the node's models"),
+        }
     }
 }
 
@@ -741,6 +749,7 @@ impl Delivery {
                 None => {
                     link_hf_view(&cache, &model, &commit, &listed);
                     let new = delivery.remember(&node, &model, listed);
+                    let evicted = delivery.forget_evicted(&node);
                     set_phase("Pulled", String::new());
                     let _ = delivery.notices.send(Notice {
                         namespace: String::new(),
@@ -749,7 +758,7 @@ impl Delivery {
                         node,
                         event: None,
                         reconcile: false,
-                        images_changed: new,
+                        images_changed: new || evicted,
                     });
                 }
             }
@@ -884,46 +893,33 @@ fn load_held(root: &std::path::Path, cache: &Cache) -> BTreeMap<(String, String)
             return BTreeMap::new();
         }
     };
-    let present: BTreeSet<String> = cache
+    let present = present_digests(cache);
+    list.into_iter()
+        .filter(|h| complete(h, &present))
+        .map(|h| ((h.repo.clone(), h.revision.clone()), h))
+        .collect()
+}
+
+/// The digests (lower-case hex) of the complete blobs in `cache`.
+fn present_digests(cache: &Cache) -> BTreeSet<String> {
+    cache
         .status()
         .blobs
         .into_iter()
         .map(|b| b.digest.trim_start_matches("sha256:").to_owned())
-        .collect();
-    list.into_iter()
-        .filter(|h| {
-            h.files
-                .iter()
-                .all(|f| present.contains(f.digest.trim_start_matches("sha256:")))
-        })
-        .map(|h| ((h.repo.clone(), h.revision.clone()), h))
         .collect()
+}
+
+/// Whether every file of `held` is among the `present` blobs.
+fn complete(held: &Held, present: &BTreeSet<String>) -> bool {
+    held.files
+        .iter()
+        .all(|f| present.contains(f.digest.trim_start_matches("sha256:")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn manifest_files_read_layers_and_name_missing_fields() {
-        let manifest = serde_json::json!({"layers": [
-            {"digest": "sha256:aa", "size": 3,
-             "annotations": {"org.cncf.model.filepath": "config.json"}},
-            {"digest": "sha256:bb", "size": 5,
-             "annotations": {"org.cncf.model.filepath": "model.safetensors"}},
-        ]});
-        let files = manifest_files(&manifest).unwrap();
-        assert_eq!(files.len(), 2);
-        assert_eq!(files[1].path, "model.safetensors");
-        assert_eq!(files[1].size, 5);
-        let missing = serde_json::json!({"layers": [{"digest": "sha256:aa", "size": 3}]});
-        let error = manifest_files(&missing).unwrap_err();
-        assert!(
-            error.contains("layers[0].annotations[org.cncf.model.filepath]"),
-            "{error}"
-        );
-        assert!(manifest_files(&serde_json::json!({})).is_err());
-    }
 
     #[test]
     fn snapshot_commits_are_stable_hashes_or_the_commit() {

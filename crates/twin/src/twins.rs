@@ -87,6 +87,8 @@ pub struct NodeTwins {
     pub(crate) models: crate::models::Slot,
     /// What the model pulls report to the loop.
     model_notices: Option<mpsc::UnboundedReceiver<crate::models::Notice>>,
+    /// The kubelets' repeated events, counted up on the first one.
+    pub(crate) events: std::sync::Mutex<tessera_model::event_correlation::Correlator>,
 }
 
 impl NodeTwins {
@@ -114,6 +116,7 @@ impl NodeTwins {
             autoscaler,
             models: crate::models::Slot::default(),
             model_notices: None,
+            events: std::sync::Mutex::default(),
         }
     }
 

@@ -234,6 +234,8 @@ fn real_s3_clients_and_tessera_model_use_the_embedded_store() {
         seen["tinyLayers"]["README.md"][1],
         "application/vnd.cncf.model.doc.v1.raw"
     );
+    assert_eq!(seen["ociAnonymousStatus"], 401);
+    assert_eq!(seen["ociChallenge"], "Basic realm=\"tessera-model-store\"");
     assert_eq!(seen["blobRangeStatus"], 206);
     assert_eq!(seen["blobContentRange"], format!("bytes 0-9/{}", 20 << 20));
     assert_eq!(seen["blobRangeMatches"], true);
@@ -298,4 +300,63 @@ fn no_model_store_serves_and_publishes_nothing() {
         &["--no-model-store", "--model-store-listen", "127.0.0.1:0"],
     );
     assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
+fn an_external_endpoint_is_published_and_used_by_the_node_caches() {
+    // The first platform's embedded store is the second's external S3 endpoint.
+    let origin = Cluster::start();
+    let model_dir = origin.dir.path().join("ext");
+    write(&model_dir, "config.json", b"{\"model_type\": \"llama\"}");
+    write(&model_dir, "model.safetensors", &[3u8; 2 << 20]);
+    tessera_ok(
+        &origin,
+        &[
+            "model",
+            "push",
+            model_dir.to_str().unwrap(),
+            "--model",
+            "lab/ext",
+        ],
+    );
+    let connection = published(&origin);
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stderr = crate::support::up_refuses(
+        elsewhere.path(),
+        &["--model-store-endpoint", &connection.endpoint],
+    );
+    assert!(
+        stderr.contains("--model-store-endpoint needs $AWS_ACCESS_KEY_ID"),
+        "{stderr}"
+    );
+
+    let cluster = Cluster::start_with_env(
+        &[
+            "--model-store-endpoint",
+            &connection.endpoint,
+            "--model-store-region",
+            &connection.region,
+            "--model-store-bucket",
+            &connection.bucket,
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", &connection.access_key_id),
+            ("AWS_SECRET_ACCESS_KEY", &connection.secret_access_key),
+        ],
+    );
+    let republished = published(&cluster);
+    assert_eq!(republished.endpoint, connection.endpoint);
+    assert_eq!(republished.access_key_id, connection.access_key_id);
+    assert_eq!(republished.bucket, connection.bucket);
+    let listing = tessera_ok(&cluster, &["model", "ls"]);
+    assert!(listing.contains("lab/ext"), "{listing}");
+    // The second platform's twins pull from the first one's store.
+    let pulled = tessera_ok(&cluster, &["model", "pull", "lab/ext", "--node", "cpu-1"]);
+    assert!(
+        pulled.contains("Pulled lab/ext@main onto 1 node(s) (2 files, "),
+        "{pulled}"
+    );
+    let node = tessera_ok(&cluster, &["model", "ls", "--node", "cpu-1"]);
+    assert!(node.contains("lab/ext"), "{node}");
 }

@@ -340,6 +340,29 @@ fn pods_get_models_through_the_node_caches() {
         "{}",
         missing.2
     );
+
+    // The missing model's pod retried meanwhile: one Failed event, counted up as the kubelet's
+    // event recorder does, which kubectl describe shows as "(xN over …)".
+    let counts = cluster.wait_for_within(
+        "1.33",
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=missing,reason=Failed",
+            "-o",
+            "jsonpath={.items[*].count}",
+        ],
+        Duration::from_secs(40),
+        |out| out.trim().parse::<u64>().is_ok_and(|n| n >= 2),
+    );
+    assert!(!counts.trim().contains(' '), "one event: {counts}");
+    let described = cluster.ok("1.27", &["describe", "pod", "missing"]);
+    let line = described
+        .lines()
+        .find(|l| l.contains("Failed to pull model lab/nothing@main"))
+        .unwrap_or_else(|| panic!("{described}"));
+    assert!(line.contains(" over "), "{line}");
 }
 
 #[test]
@@ -410,4 +433,45 @@ fn model_locality_places_a_replica_where_the_model_is() {
     );
     let listing = tessera_ok(&cluster, &["model", "ls", "--node", "cpu-2"]);
     assert!(listing.contains("lab/m "), "{listing}");
+}
+
+#[test]
+fn a_model_evicted_for_another_leaves_the_nodes_images() {
+    // Room for one 4 MiB model at a time.
+    let cluster = Cluster::start_with_args(&["--node-cache-capacity", "6Mi"]);
+    let node_images = |want: &str| {
+        cluster.wait_for_within(
+            "1.31",
+            &[
+                "get",
+                "node",
+                "cpu-1",
+                "-o",
+                "jsonpath={.status.images[*].names[0]}",
+            ],
+            Duration::from_secs(20),
+            |out| out.trim() == want,
+        )
+    };
+    for model in ["lab/first", "lab/second"] {
+        let dir = cluster.dir.path().join(model.replace('/', "-"));
+        generate(&[dir.to_str().unwrap(), "--model", model, "--size", "4Mi"]);
+        tessera_ok(
+            &cluster,
+            &["model", "push", dir.to_str().unwrap(), "--model", model],
+        );
+    }
+    tessera_ok(&cluster, &["model", "pull", "lab/first", "--node", "cpu-1"]);
+    node_images("model.tessera.dev/lab/first:main");
+    // Pre-pulls pin nothing: the second model evicts the first, and the node stops listing it.
+    tessera_ok(
+        &cluster,
+        &["model", "pull", "lab/second", "--node", "cpu-1"],
+    );
+    node_images("model.tessera.dev/lab/second:main");
+    let listing = tessera_ok(&cluster, &["model", "ls", "--node", "cpu-1"]);
+    assert!(
+        listing.contains("lab/second") && !listing.contains("lab/first"),
+        "{listing}"
+    );
 }

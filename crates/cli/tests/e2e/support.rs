@@ -12,6 +12,8 @@ pub struct Cluster {
     child: Option<Child>,
     /// Nodes the topology has: start-up waits until they are registered.
     nodes: usize,
+    /// Environment variables the server process gets besides the test's own.
+    env: Vec<(String, String)>,
 }
 
 fn free_port() -> u16 {
@@ -87,12 +89,24 @@ impl Cluster {
         cluster
     }
 
+    /// The platform on the built-in lab with extra `tessera up` flags and environment.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Cluster {
+        let mut cluster = Cluster::empty(8);
+        cluster.env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        cluster.launch(extra);
+        cluster
+    }
+
     fn empty(nodes: usize) -> Cluster {
         Cluster {
             dir: tempfile::tempdir().expect("tempdir"),
             port: free_port(),
             child: None,
             nodes,
+            env: Vec::new(),
         }
     }
 
@@ -141,6 +155,7 @@ impl Cluster {
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", self.port))
             .args(extra)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("TESSERA_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
@@ -363,6 +378,8 @@ pub fn up_refuses(data_dir: &Path, args: &[&str]) -> String {
         .arg(data_dir)
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

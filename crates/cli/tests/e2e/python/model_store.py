@@ -5,6 +5,7 @@ what the client saw; the Rust end-to-end test (model_store.rs) asserts on it. Th
 was made by Tessera's own SigV4 signer and is fetched here with plain HTTP (urllib).
 """
 
+import base64
 import hashlib
 import io
 import json
@@ -95,8 +96,15 @@ def main():
     except urllib.error.HTTPError as error:
         seen["tamperedStatus"] = error.code
 
-    # The ModelPack view of both models.
-    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    # The ModelPack view of both models, read with the store's key as Basic credentials.
+    try:
+        http_get(f"{endpoint}/v2/acme/tiny/manifests/main")
+    except urllib.error.HTTPError as error:
+        seen["ociAnonymousStatus"] = error.code
+        seen["ociChallenge"] = error.headers.get("WWW-Authenticate")
+    basic = base64.b64encode(f"{key}:{secret}".encode()).decode()
+    auth = {"Authorization": f"Basic {basic}"}
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json", **auth}
     for name in ("tiny", "big"):
         _, headers, body = http_get(f"{endpoint}/v2/acme/{name}/manifests/main", accept)
         manifest = json.loads(body)
@@ -106,7 +114,7 @@ def main():
             for layer in manifest["layers"]
         }
     status, headers, body = http_get(
-        f"{endpoint}/v2/acme/big/blobs/sha256:{seen['bigSha256']}", {"Range": "bytes=0-9"}
+        f"{endpoint}/v2/acme/big/blobs/sha256:{seen['bigSha256']}", {"Range": "bytes=0-9", **auth}
     )
     seen["blobRangeStatus"] = status
     seen["blobContentRange"] = headers.get("Content-Range")
