@@ -15,6 +15,13 @@
 //! Each assignment carries the holder's CRC32 for the piece, the value the fetched bytes must
 //! match.
 //!
+//! While the seed is still reading the origin its upload is the swarm's scarcest link, and
+//! rarest-first alone sends every node to the newest piece it holds: the seed would upload one
+//! piece many times over. With a [`SeedShare`], a piece only the seed holds is fetched from it
+//! by one node alone (the piece's index modulo the non-seed nodes picks it, BitTorrent's
+//! super-seeding); the others take it from that node once it holds it. Once the seed holds the
+//! whole blob the rule is lifted, so a slow node never holds the others back for long.
+//!
 //! This module does not know addresses, HTTP or time: holders are indexes into the shell's
 //! list.
 
@@ -101,6 +108,36 @@ pub struct Round<'a> {
     pub rotation: u64,
     /// Seeds the parent draws.
     pub seed: u64,
+    /// Super-seeding while the seed reads the origin (none: any piece from any holder).
+    pub seed_share: Option<SeedShare>,
+}
+
+/// Which pieces a node may take from the seed while only the seed holds them: those whose
+/// index modulo `slots` is `slot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedShare {
+    /// The seed's index among the holders.
+    pub holder: usize,
+    /// This node's place among the non-seed nodes (all of them number it alike).
+    pub slot: u64,
+    /// How many non-seed nodes there are.
+    pub slots: u64,
+}
+
+impl SeedShare {
+    /// The share of `me` among `nodes` (every node of the blob, the seed among them) for
+    /// `seed` at holder index `holder`: `me`'s place among the others in name order.
+    pub fn of(me: &str, nodes: &[&str], seed: &str, holder: usize) -> Option<SeedShare> {
+        let mut others: Vec<&str> = nodes.iter().copied().filter(|n| *n != seed).collect();
+        others.sort_unstable();
+        others.dedup();
+        let slot = others.iter().position(|n| *n == me)?;
+        Some(SeedShare {
+            holder,
+            slot: u64::try_from(slot).ok()?,
+            slots: u64::try_from(others.len()).ok()?,
+        })
+    }
 }
 
 /// Up to `round.limit` pieces to fetch now, in fetch order.
@@ -118,8 +155,16 @@ pub fn assign(
         limit,
         rotation,
         seed,
+        seed_share,
     } = *round;
-    let counts = availability(download.layout().count(), holders);
+    let count = download.layout().count();
+    let counts = availability(count, holders);
+    // Super-seeding holds only while the seed's map is incomplete.
+    let share = seed_share.filter(|share| {
+        holders
+            .get(share.holder)
+            .is_some_and(|h| u64::try_from(h.pieces.len()).unwrap_or(u64::MAX) < count)
+    });
     let mut given: Vec<u64> = (0..holders.len())
         .map(|h| {
             load.get(h)
@@ -143,6 +188,13 @@ pub fn assign(
             .filter(|h| !avoid.contains(&(*h, piece)))
             .collect();
         if pool.is_empty() {
+            continue;
+        }
+        if let Some(share) = share
+            && pool == [share.holder]
+            && piece % share.slots.max(1) != share.slot
+        {
+            // Another node takes this piece from the seed; it is fetched from that node.
             continue;
         }
         let candidates: Vec<Candidate> = pool
@@ -287,6 +339,7 @@ mod tests {
                 limit,
                 rotation: 0,
                 seed: 7,
+                seed_share: None,
             };
             let got: Vec<(u64, usize)> = assign(&d, &me, &holders, &round)
                 .into_iter()
@@ -313,6 +366,7 @@ mod tests {
             limit: 64,
             rotation: 5,
             seed: 11,
+            seed_share: None,
         };
         let got = assign(&d, &me, &holders, &round);
         assert_eq!(got.len(), 64);
@@ -352,6 +406,7 @@ mod tests {
                 limit: 8,
                 rotation: 0,
                 seed: 3,
+                seed_share: None,
             };
             let got: Vec<(u64, usize)> = assign(&d, &me, &[seed.clone(), mate.clone()], &round)
                 .into_iter()
@@ -390,5 +445,51 @@ mod tests {
                 "seed {seed:?} max {max} round {round}"
             );
         }
+    }
+
+    #[test]
+    fn while_the_seed_reads_the_origin_each_of_its_pieces_goes_to_one_node() {
+        let me = topo("n2", "r1", "z1");
+        // Holder 0 is the seed (pieces 0..6 of 8 so far); holder 1 a peer holding piece 0.
+        let holders = vec![
+            holder(topo("n0", "r1", "z1"), 1 << 30, &[0, 1, 2, 3, 4, 5]),
+            holder(topo("n1", "r1", "z1"), 1 << 30, &[0]),
+        ];
+        let busy = BTreeSet::new();
+        let avoid = BTreeSet::new();
+        let share = SeedShare::of("n2", &["n0", "n1", "n2", "n3"], "n0", 0).unwrap();
+        assert_eq!((share.slot, share.slots), (1, 3));
+        let round = |share: Option<SeedShare>| Round {
+            busy: &busy,
+            load: &[],
+            per_holder: 8,
+            avoid: &avoid,
+            limit: 8,
+            rotation: 0,
+            seed: 3,
+            seed_share: share,
+        };
+        let pieces = |share: Option<SeedShare>, holders: &[Holder]| -> BTreeSet<u64> {
+            assign(&download(8, &[]), &me, holders, &round(share))
+                .into_iter()
+                .map(|a| a.piece)
+                .collect()
+        };
+        // Without sharing: everything held anywhere.
+        assert_eq!(pieces(None, &holders), BTreeSet::from([0, 1, 2, 3, 4, 5]));
+        // With it: the seed-only pieces of slot 1 (1 and 4), and piece 0 another node holds.
+        assert_eq!(pieces(Some(share), &holders), BTreeSet::from([0, 1, 4]));
+        // Once the seed holds the whole blob, anything goes again.
+        let mut complete = holders.clone();
+        complete[0] = holder(topo("n0", "r1", "z1"), 1 << 30, &[0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(pieces(Some(share), &complete).len(), 8);
+        // Every non-seed node numbers the others alike; the seed itself has no share.
+        let nodes = ["n3", "n0", "n2", "n1"];
+        let slots: Vec<u64> = ["n1", "n2", "n3"]
+            .iter()
+            .map(|me| SeedShare::of(me, &nodes, "n0", 0).unwrap().slot)
+            .collect();
+        assert_eq!(slots, [0, 1, 2]);
+        assert_eq!(SeedShare::of("n0", &nodes, "n0", 0), None);
     }
 }

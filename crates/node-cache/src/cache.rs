@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tessera_cache::admission;
 use tessera_cache::eviction::{self, Blob, DiskUsage, Watermarks};
-use tessera_cache::fanout::{self, Holder, Round};
+use tessera_cache::fanout::{self, Holder, Round, SeedShare};
 use tessera_cache::hf_layout::Repo;
 use tessera_cache::key::{self, QueryFilter};
 use tessera_cache::pieces::{Download, Layout, PieceError, Verified};
@@ -1220,6 +1220,10 @@ impl Inner {
         let mut known: Option<(tokio::time::Instant, Vec<Holder>)> = None;
         let mut polls = 0u64;
         let rotation = self.seed;
+        let names: Vec<&str> = std::iter::once(self.me.node.as_str())
+            .chain(peers.iter().map(|p| p.name.as_str()))
+            .collect();
+        let share = SeedShare::of(&self.me.node, &names, &peers[seed].name, seed);
         loop {
             if busy.is_empty() && job.download().is_complete() {
                 return Ok(());
@@ -1256,6 +1260,7 @@ impl Inner {
                             limit: free,
                             rotation,
                             seed: self.draw(),
+                            seed_share: share,
                         },
                     )
                 };
