@@ -6,7 +6,7 @@
 //! drivers ([`csi`]) and volume expansion ([`expansion`]); and the models a pod asks for, by model
 //! volume or KServe's storage initializer, with the ModelLocality score ([`models`]); the
 //! kubelet's mount failures ([`mount`]) and external-provisioner's obsolete capacities
-//! ([`capacity`]).
+//! ([`capacity`]); and VolumeBinding's PreBind wait for the claims it wrote ([`prebind`]).
 //!
 //! A core: objects come in as JSON as the API shows them, time is an argument, and the
 //! decisions come back as values. It knows nothing of clients, watches or retries; the shell
@@ -20,6 +20,7 @@ pub mod matching;
 pub mod models;
 pub mod mount;
 pub mod objects;
+pub mod prebind;
 pub mod printer;
 pub mod pv_controller;
 pub mod volume_binding;

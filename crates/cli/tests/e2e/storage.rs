@@ -5,7 +5,10 @@
 //! claim bound at once; reclaim (Delete deletes the volume, Retain releases it); a claim no
 //! node has room for; a pod placed by hand waiting in ContainerCreating (`FailedMount`) for
 //! its claim, and one whose mount fails (`tessera fault volume`); a generic ephemeral
-//! volume's claim; volume expansion, and its refusal where the class does not allow it.
+//! volume's claim; volume expansion, and its refusal where the class does not allow it. Each
+//! kind of `tessera fault volume` with the kubelet's message; secret and configMap volumes
+//! holding pods until their objects exist; CSIStorageCapacities following the local classes;
+//! VolumeBinding's PreBind waiting for claims and failing when provisioning fails.
 
 use serde_json::Value;
 
@@ -844,4 +847,118 @@ fn missing_secrets_and_config_maps_hold_pods_and_capacity_follows_classes() {
         cluster.ok_stdin(v, &["apply", "-f", "-"], FAST_CLASS);
         cluster.wait_for(v, &list, |out| out.contains("csisc-fast-local-cpu-1"));
     }
+}
+
+const PINNED: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: pinned, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 5Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pinned, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: cpu-2}
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: pinned}}]
+"#;
+
+const OVERSOLD: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: oversold, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 50Ti}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: oversold, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: cpu-1}
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: oversold}}]
+"#;
+
+/// VolumeBinding's PreBind waits for the claims: a pod is bound to its node only once the
+/// claim it asked to provision there is bound; when the provisioner fails and sends the claim
+/// back (a stale capacity promised room the disk does not have), the binding cycle fails with
+/// upstream's `FailedScheduling` and the pod stays unbound.
+#[test]
+fn prebind_waits_for_claims_and_fails_when_provisioning_fails() {
+    let cluster = Cluster::start();
+    for v in ["1.33", "1.30"] {
+        cluster.ok_stdin(v, &["apply", "-f", "-"], PINNED);
+        // Bound to its node only after its claim is bound.
+        cluster.wait_for(
+            v,
+            &["get", "pod", "pinned", "-o", "jsonpath={.spec.nodeName}"],
+            |out| out == "cpu-2",
+        );
+        let claim = json(&cluster, v, &["get", "pvc", "pinned"]);
+        assert!(
+            claim["spec"]["volumeName"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("pvc-")),
+            "{v}: {claim}"
+        );
+        assert!(
+            claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"].is_string(),
+            "{v}: {claim}"
+        );
+        cluster.node_when_running(v, None, "pinned");
+        cluster.ok(v, &["delete", "pod", "pinned", "--wait=true"]);
+        cluster.ok(v, &["delete", "pvc", "pinned", "--wait=true"]);
+    }
+
+    // cpu-1's capacity claims far more room than its disk has: the scheduler picks it, the
+    // provisioner fails and removes selected-node, and the binding cycle fails.
+    const V: &str = "1.33";
+    cluster.wait_for(
+        V,
+        &["get", "csistoragecapacities", "-n", "kube-system"],
+        |out| out.contains("csisc-tessera-local-cpu-1"),
+    );
+    cluster.ok(
+        V,
+        &[
+            "patch",
+            "csistoragecapacity",
+            "csisc-tessera-local-cpu-1",
+            "-n",
+            "kube-system",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"capacity":"100Ti"}"#,
+        ],
+    );
+    cluster.ok_stdin(V, &["apply", "-f", "-"], OVERSOLD);
+    let failed = wait_for_event(
+        &cluster,
+        V,
+        "default",
+        "Pod",
+        "oversold",
+        "running PreBind plugin",
+    );
+    assert!(
+        failed.contains(
+            "FailedScheduling: running PreBind plugin \"VolumeBinding\": binding volumes: provisioning failed for PVC \"oversold\""
+        ),
+        "{failed}"
+    );
+    let provisioning = events(&cluster, V, "default", "PersistentVolumeClaim", "oversold");
+    assert!(
+        provisioning.contains("ProvisioningFailed"),
+        "{provisioning}"
+    );
+    let pod = json(&cluster, "1.30", &["get", "pod", "oversold"]);
+    assert!(pod["spec"]["nodeName"].is_null(), "never bound: {pod}");
+    assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
+    let claim = json(&cluster, "1.30", &["get", "pvc", "oversold"]);
+    assert_eq!(claim["status"]["phase"], "Pending", "{claim}");
 }
