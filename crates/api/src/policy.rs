@@ -71,6 +71,8 @@ pub const COMPONENTS: &[Component] = &[
                 &["csinodes", "csistoragecapacities"],
                 WRITE,
             ),
+            // As the kubelet: the secrets and config maps its pods' volumes read.
+            (&[""], &["secrets", "configmaps"], READ),
             (&["coordination.k8s.io"], &["leases"], WRITE),
             (
                 &["", "events.k8s.io"],

@@ -4,7 +4,9 @@
 //! The node and the GPU index are checked against what the API shows before anything is
 //! written. A GPU's XID follows `tessera_node::faults::GpuHealth`: a GPU a fatal XID took
 //! down stays down, whatever it reports later, until `fault clear`; clearing what is not
-//! there succeeds and says so.
+//! there succeeds and says so. A volume fault's `--kind` picks the mount error
+//! (`tessera_storage::mount::MountFault`); which message the kubelet writes for it is the
+//! core's.
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -12,7 +14,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Map, Value, json};
-use tessera_node::faults::{Faults, GpuEvent, GpuHealth, PREFIX, xid_description};
+use tessera_node::faults::{Faults, GpuEvent, GpuHealth, MountFault, PREFIX, xid_description};
 
 use crate::client::ClusterArgs;
 
@@ -31,8 +33,8 @@ pub enum FaultCommand {
     /// a crash-looping pod, GPU feature discovery's labels gone, stale ResourceSlices.
     Operator(OperatorArgs),
     /// Volume mounts fail on the node: pods with claims wait in ContainerCreating with the
-    /// kubelet's `FailedMount` event.
-    Volume(NodeArg),
+    /// kubelet's `FailedMount` event for the kind of failure.
+    Volume(VolumeArgs),
     /// Recover: clear one fault, or every fault of the node.
     Clear(ClearArgs),
 }
@@ -60,6 +62,44 @@ pub struct OperatorArgs {
 pub struct NodeArg {
     /// The node name.
     pub node: String,
+}
+
+/// How volume mounts fail (`tessera fault volume --kind`).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeFaultKind {
+    /// The CSI node plugin's mount fails (`mount failed: exit status 32`).
+    MountFailure,
+    /// The kubelet may not create the volume's directory (`permission denied`).
+    Permission,
+    /// The volume's node-publish secret is missing (`secrets "…" not found`).
+    MissingSecret,
+    /// The node's disk is full (`no space left on device`).
+    FullDisk,
+    /// The data under the mount went stale (`stale NFS file handle`).
+    StaleData,
+}
+
+impl VolumeFaultKind {
+    /// The fault the node's annotation records.
+    pub fn fault(self) -> MountFault {
+        match self {
+            VolumeFaultKind::MountFailure => MountFault::MountFailure,
+            VolumeFaultKind::Permission => MountFault::Permission,
+            VolumeFaultKind::MissingSecret => MountFault::MissingSecret,
+            VolumeFaultKind::FullDisk => MountFault::FullDisk,
+            VolumeFaultKind::StaleData => MountFault::StaleData,
+        }
+    }
+}
+
+/// Arguments of `tessera fault volume`.
+#[derive(Args, Debug)]
+pub struct VolumeArgs {
+    /// The node name.
+    pub node: String,
+    /// How the mounts fail.
+    #[arg(long, value_enum, default_value = "mount-failure")]
+    pub kind: VolumeFaultKind,
 }
 
 /// Arguments of `tessera fault xid`.
@@ -206,9 +246,10 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
             changes.insert(format!("{PREFIX}node"), json!(state));
             format!("node {name} is now {state}")
         }
-        FaultCommand::Volume(_) => {
-            changes.insert(format!("{PREFIX}volume"), json!("mount-failure"));
-            format!("volume mounts fail on {name}")
+        FaultCommand::Volume(args) => {
+            let fault = args.kind.fault();
+            changes.insert(format!("{PREFIX}volume"), json!(fault.as_str()));
+            format!("volume mounts fail on {name} ({})", fault.as_str())
         }
         FaultCommand::Operator(args) => {
             let (key, value, what) = match (&args.crash_loop, args.missing_labels) {

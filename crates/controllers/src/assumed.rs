@@ -53,6 +53,12 @@ impl Assumed {
             .insert(object_key(&pod.metadata), ((uid, node.to_string()), now));
     }
 
+    /// Forgets the binding of `pod` remembered here: its binding cycle failed (upstream's
+    /// `ForgetPod`), and it goes back to the queue.
+    pub fn forget(&mut self, pod: &Pod) {
+        self.pods.remove(&object_key(&pod.metadata));
+    }
+
     /// Remembers a claim as written (allocated and reserved) for a pod about to be bound.
     pub fn wrote(&mut self, claim: ResourceClaim, now: Instant) {
         self.claims

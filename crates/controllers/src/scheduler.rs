@@ -6,7 +6,11 @@
 //! (PreBind), then `pods/binding`, and a `Scheduled` event. A pod that fits nowhere gets the
 //! `PodScheduled=False` condition (reason `Unschedulable`) and a `FailedScheduling` event with
 //! upstream's message, each once per message. Pods whose claims are not created yet wait
-//! silently (upstream's PreEnqueue).
+//! silently (upstream's PreEnqueue). A pod whose volumes VolumeBinding pre-bound or asked to
+//! provision is held unbound (assumed on its node) until they are bound
+//! (`tessera_storage::prebind`), in a cycle the pass does not wait for; a failure (the
+//! provisioner sent a claim back, the bind timeout) is a `FailedScheduling` with reason
+//! `SchedulerError`, and the pod is tried again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +27,7 @@ use kube::api::Patch;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::json;
+use tessera_model::json::text;
 use tessera_model::pod_claims::claim_names;
 use tessera_scheduler::extended::{ExtendedClaim, special_claim_owner};
 use tessera_scheduler::preemption::{Budget, Nomination, pod_group};
@@ -30,6 +35,7 @@ use tessera_scheduler::profile::Profile;
 use tessera_scheduler::score::Strategy;
 use tessera_scheduler::volumes::Volumes;
 use tessera_scheduler::{Decision, Scheduler, node_info};
+use tessera_storage::prebind;
 use tessera_storage::volume_binding::Reservation;
 
 use tessera_model::clock::Clock;
@@ -227,6 +233,8 @@ pub async fn run_reporting_sync(
     };
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut reported: HashMap<String, String> = HashMap::new();
+    // Binding cycles waiting for their pods' volumes to bind; dropped (aborted) with the loop.
+    let mut waiting_for_volumes = tokio::task::JoinSet::new();
     while next_pass(&mut changes, &mut resync).await {
         if !all_listed.load(Ordering::Acquire) {
             continue;
@@ -304,7 +312,7 @@ pub async fn run_reporting_sync(
             }
             schedule_gang(&writer, &mut scheduler, group, &named_claims, &mut reported).await;
         }
-        let mut binder = Binder::new(&writer);
+        let mut binder = Binder::detaching(&writer, &mut waiting_for_volumes);
         let mut unschedulable_pods = 0;
         let gated_pods = gated(&all_pods, &names);
         for pod in queue.into_iter().filter(|p| pod_group(p).is_none()) {
@@ -422,6 +430,8 @@ impl Writer {
 struct Binder<'w> {
     writer: &'w Writer,
     running: tokio::task::JoinSet<()>,
+    /// Where cycles that wait for their volumes run on past the pass (none: in `running`).
+    detached: Option<&'w mut tokio::task::JoinSet<()>>,
 }
 
 impl<'w> Binder<'w> {
@@ -429,16 +439,42 @@ impl<'w> Binder<'w> {
         Binder {
             writer,
             running: tokio::task::JoinSet::new(),
+            detached: None,
+        }
+    }
+
+    /// A binder whose cycles that wait for volumes (VolumeBinding's PreBind, up to
+    /// [`prebind::BIND_TIMEOUT_SECONDS`]) go on in `detached`, the pod assumed on its node
+    /// meanwhile, so that the pass does not wait for them.
+    fn detaching(writer: &'w Writer, detached: &'w mut tokio::task::JoinSet<()>) -> Binder<'w> {
+        Binder {
+            detached: Some(detached),
+            ..Binder::new(writer)
         }
     }
 
     /// Starts a binding cycle, first waiting for room if too many are in flight.
     async fn start(&mut self, pod: &Pod, claims: Vec<ResourceClaim>, decision: Decision) {
+        let pod = identity(pod);
+        if !decision.volumes.is_empty()
+            && let Some(detached) = self.detached.as_mut()
+        {
+            // Reap the cycles done; the pod counts on its node while its volumes bind.
+            while detached.try_join_next().is_some() {}
+            let writer = self.writer.clone();
+            writer.assume(|assumed, now| assumed.bound(&pod, &decision.node, now));
+            detached.spawn(async move {
+                if let Err(error) = bind(&writer, &pod, &claims, &decision).await {
+                    writer.assume(|assumed, _| assumed.forget(&pod));
+                    tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
+                }
+            });
+            return;
+        }
         if self.running.len() >= BINDING_CONCURRENCY {
             self.running.join_next().await;
         }
         let writer = self.writer.clone();
-        let pod = identity(pod);
         self.running.spawn(async move {
             if let Err(error) = bind(&writer, &pod, &claims, &decision).await {
                 tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
@@ -790,6 +826,20 @@ async fn bind(
     decision: &Decision,
 ) -> Result<(), kube::Error> {
     bind_volumes(writer, &decision.volumes).await?;
+    if !decision.volumes.is_empty()
+        && let Err(error) = wait_for_volumes(writer, pod, decision).await?
+    {
+        // upstream's binding cycle failure: the pod goes back to the queue.
+        writer.assume(|assumed, _| assumed.forget(pod));
+        record_failure(
+            writer,
+            pod,
+            "SchedulerError",
+            &prebind::prebind_failure(&error),
+        )
+        .await;
+        return Ok(());
+    }
     for claim in claims {
         let name = claim.metadata.name.as_deref().unwrap_or_default();
         let allocation = decision
@@ -847,12 +897,93 @@ async fn post_binding(writer: &Writer, pod: &Pod, decision: &Decision) -> Result
 
 /// The condition and event of a pod that fits nowhere.
 async fn unschedulable(writer: &Writer, pod: &Pod, message: &str) {
+    record_failure(writer, pod, "Unschedulable", message).await;
+}
+
+/// VolumeBinding's PreBind after its writes: polls the claims and volumes written until
+/// upstream's `checkBindings` finds them bound (`Ok(Ok)`), failed or timed out (`Ok(Err)`
+/// with upstream's error), keeping the pod assumed on its node meanwhile.
+async fn wait_for_volumes(
+    writer: &Writer,
+    pod: &Pod,
+    decision: &Decision,
+) -> Result<Result<(), String>, kube::Error> {
+    let written = &decision.volumes;
+    let node = Api::<Node>::all(writer.client.clone())
+        .get(&decision.node)
+        .await?;
+    let labels = node.metadata.labels.unwrap_or_default();
+    let claim_keys: Vec<(String, String)> = written
+        .claims
+        .iter()
+        .map(|c| {
+            (
+                text(c, "/metadata/namespace").to_string(),
+                text(c, "/metadata/name").to_string(),
+            )
+        })
+        .chain(written.volumes.iter().map(|v| {
+            (
+                text(v, "/spec/claimRef/namespace").to_string(),
+                text(v, "/spec/claimRef/name").to_string(),
+            )
+        }))
+        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(prebind::BIND_TIMEOUT_SECONDS);
+    loop {
+        writer.assume(|assumed, now| assumed.bound(pod, &decision.node, now));
+        let mut claims = Vec::new();
+        for (namespace, name) in &claim_keys {
+            let api = Api::<PersistentVolumeClaim>::namespaced(writer.client.clone(), namespace);
+            if let Some(claim) = api.get_opt(name).await? {
+                claims.push(serde_json::to_value(claim).map_err(kube::Error::SerdeError)?);
+            }
+        }
+        let mut names: Vec<String> = written
+            .volumes
+            .iter()
+            .map(|v| text(v, "/metadata/name").to_string())
+            .chain(
+                claims
+                    .iter()
+                    .map(|c| text(c, "/spec/volumeName").to_string()),
+            )
+            .filter(|n| !n.is_empty())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut volumes = Vec::new();
+        for name in &names {
+            if let Some(volume) = Api::<PersistentVolume>::all(writer.client.clone())
+                .get_opt(name)
+                .await?
+            {
+                volumes.push(serde_json::to_value(volume).map_err(kube::Error::SerdeError)?);
+            }
+        }
+        match prebind::check_bindings(written, &decision.node, &labels, &claims, &volumes) {
+            prebind::Check::Bound => return Ok(Ok(())),
+            prebind::Check::Failed(error) => return Ok(Err(error)),
+            prebind::Check::Waiting => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(Err(prebind::TIMED_OUT.to_string()));
+        }
+        tokio::time::sleep(PREBIND_POLL).await;
+    }
+}
+
+/// How often PreBind looks at the claims again (upstream polls every second).
+const PREBIND_POLL: Duration = Duration::from_millis(200);
+
+/// The `PodScheduled=False` condition (`reason`) and the `FailedScheduling` event of a pod.
+async fn record_failure(writer: &Writer, pod: &Pod, reason: &str, message: &str) {
     let client = &writer.client;
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let now = tessera_model::time::timestamp((writer.clock)());
     let condition = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
-        "reason": "Unschedulable", "message": message, "lastTransitionTime": now, "lastProbeTime": null}]}});
+        "reason": reason, "message": message, "lastTransitionTime": now, "lastProbeTime": null}]}});
     if let Err(error) = Api::<Pod>::namespaced(client.clone(), &namespace)
         .patch_status(&name, &patch_params(MANAGER), &Patch::Strategic(condition))
         .await

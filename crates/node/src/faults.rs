@@ -10,6 +10,7 @@
 //! | `fault.tessera.dev/operator-<daemonset>` | `crash-loop` | the GPU operator component's pod on the node crash-loops (`CrashLoopBackOff`, not ready) |
 //! | `fault.tessera.dev/operator-labels` | `missing` | GPU feature discovery's labels are gone from the node |
 //! | `fault.tessera.dev/operator-slices` | `stale` | the DRA driver leaves an older generation of each of the node's ResourceSlices behind |
+//! | `fault.tessera.dev/volume` | `mount-failure` / `permission` / `missing-secret` / `full-disk` / `stale-data` | the kubelet's mounts of claimed volumes fail with that error (`FailedMount`) |
 //!
 //! A GPU's health is sticky ([`GpuHealth`]): once a fatal XID took it down, later XIDs (an
 //! application error, another fatal one) leave it down with the XID that took it down; only
@@ -26,6 +27,7 @@ use serde_json::{Value, json};
 use tessera_model::Quantity;
 use tessera_model::conditions;
 use tessera_model::time::timestamp;
+pub use tessera_storage::mount::MountFault;
 
 use crate::topology::NodeSpec;
 
@@ -56,9 +58,10 @@ pub struct Faults {
     pub node: Option<NodeFault>,
     /// Broken GPU operator components.
     pub operator: OperatorFaults,
-    /// Volume mounts fail on the node (`volume: mount-failure`): the kubelet holds pods with
-    /// claims in ContainerCreating with `FailedMount`.
-    pub volume_mount_failure: bool,
+    /// Volume mounts fail on the node (`volume: mount-failure`, `permission`,
+    /// `missing-secret`, `full-disk`, `stale-data`): the kubelet holds pods with claims in
+    /// ContainerCreating with the `FailedMount` event of that failure.
+    pub volume: Option<MountFault>,
 }
 
 /// What is broken of the GPU operator's components on a node.
@@ -192,10 +195,9 @@ impl Faults {
                     _ => problems.push(bad()),
                 }
             } else if what == "volume" {
-                if value == "mount-failure" {
-                    faults.volume_mount_failure = true;
-                } else {
-                    problems.push(bad());
+                match MountFault::parse(value) {
+                    Some(fault) => faults.volume = Some(fault),
+                    None => problems.push(bad()),
                 }
             } else if what == "node" {
                 match value.as_str() {
@@ -513,7 +515,7 @@ mod tests {
         assert!(faults.nvlink_down);
         assert_eq!(faults.nics_down, BTreeSet::from(["mlx5_0".to_string()]));
         assert_eq!(faults.node, Some(NodeFault::Unreachable));
-        assert!(faults.volume_mount_failure);
+        assert_eq!(faults.volume, Some(MountFault::MountFailure));
         assert_eq!(
             problems,
             [

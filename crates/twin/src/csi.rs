@@ -3,7 +3,8 @@
 //! watches claims, volumes and classes, creates the volume the core builds for each claim
 //! annotated for a simulated driver (once the scheduler picked a node, for a
 //! WaitForFirstConsumer class), records `Provisioning` / `ProvisioningSucceeded` /
-//! `ProvisioningFailed`, and keeps each node's CSIStorageCapacity at the local disk left. The
+//! `ProvisioningFailed`, and keeps each node's CSIStorageCapacity at the local disk left
+//! (deleting those of classes deleted and nodes gone, [`tessera_storage::capacity`]). The
 //! kubelet's part ([`NodeTwins::volumes_mounted`]) holds a pod whose claims are not Bound in
 //! ContainerCreating with the `FailedMount` event, and starts it once they are.
 //!
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{
-    Event as CoreEvent, PersistentVolume, PersistentVolumeClaim, Pod,
+    ConfigMap, Event as CoreEvent, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
 };
 use k8s_openapi::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::{Patch, PatchParams, PostParams};
@@ -30,8 +31,10 @@ use tessera_model::event::{Recorder, core_event};
 use tessera_model::json::text;
 use tessera_node::pod_status::{self, pod_key};
 use tessera_node::topology::NodeSpec;
+use tessera_storage::capacity;
 use tessera_storage::csi::{self, ClaimEvent, Provisioning};
 use tessera_storage::expansion::{self, Resize};
+use tessera_storage::mount;
 
 use crate::twins::NodeTwins;
 
@@ -203,12 +206,29 @@ impl Provisioner {
             }
         }
         self.resize(&claims, &mut volumes, disks).await;
-        for class in csi::local_classes(&classes) {
+        // What is published now; objects deleted by someone else are published again.
+        let existing = match self.list_capacities().await {
+            Ok(existing) => existing,
+            Err(error) => {
+                tracing::debug!(%error, "cannot list storage capacities");
+                return;
+            }
+        };
+        let names: BTreeSet<&str> = existing.iter().map(|c| text(c, "/metadata/name")).collect();
+        let local_classes = csi::local_classes(&classes);
+        // A class deleted or a node gone: forgotten, so that it is published again when it
+        // comes back.
+        self.published.retain(|(class, node), _| {
+            local_classes.contains(&class.as_str()) && disks.contains_key(node)
+        });
+        for class in local_classes {
             for (node, disk) in disks {
                 let capacity = csi::storage_capacity(class, node, disk, &volumes);
                 let left = text(&capacity, "/capacity").to_string();
                 let key = (class.to_string(), node.clone());
-                if self.published.get(&key) == Some(&left) {
+                if self.published.get(&key) == Some(&left)
+                    && names.contains(csi::capacity_name(class, node).as_str())
+                {
                     continue;
                 }
                 match self.publish_capacity(capacity).await {
@@ -219,6 +239,41 @@ impl Provisioner {
                 }
             }
         }
+        // external-provisioner's capacity controller deletes the objects no (class, node)
+        // wants any more.
+        let nodes: Vec<&str> = disks.keys().map(String::as_str).collect();
+        let api: Api<CSIStorageCapacity> =
+            Api::namespaced(self.client.clone(), csi::CAPACITY_NAMESPACE);
+        for name in capacity::obsolete(&existing, &classes, &nodes) {
+            match api.delete(name, &Default::default()).await {
+                Ok(_) => tracing::info!(capacity = %name, "deleted an obsolete storage capacity"),
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => {
+                    tracing::debug!(capacity = %name, %error, "cannot delete an obsolete storage capacity; retried")
+                }
+            }
+        }
+    }
+
+    /// The CSIStorageCapacities the local driver's provisioner published, as JSON.
+    async fn list_capacities(&self) -> Result<Vec<Value>, kube::Error> {
+        let api: Api<CSIStorageCapacity> =
+            Api::namespaced(self.client.clone(), csi::CAPACITY_NAMESPACE);
+        let selector = format!(
+            "{}={},{}={}",
+            capacity::DRIVER_LABEL,
+            csi::LOCAL_DRIVER,
+            capacity::MANAGED_BY_LABEL,
+            capacity::MANAGED_BY
+        );
+        let listed = api
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await?;
+        Ok(listed
+            .items
+            .iter()
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect())
     }
 
     /// external-resizer: every bound claim asking more than it has grows its volume.
@@ -412,9 +467,11 @@ fn claim_volumes(pod: &Pod) -> Vec<(String, String)> {
 }
 
 impl NodeTwins {
-    /// The kubelet's volume manager for `pod`: true once every claim it names is Bound; else
-    /// the pod waits in ContainerCreating (the `FailedMount` event and the status written once
-    /// per wait) and is examined again when one of its namespace's claims changes.
+    /// The kubelet's volume manager for `pod`: true once every claim it names is Bound, the
+    /// node's injected mount fault (if any) cleared, and every Secret and ConfigMap its
+    /// volumes read exists (or is optional); else the pod waits in ContainerCreating (the
+    /// `FailedMount` events and the status written once per wait and messages) and is
+    /// examined again when one of its namespace's claims, secrets or config maps changes.
     pub(crate) async fn volumes_mounted(
         &self,
         pod: &Pod,
@@ -422,7 +479,9 @@ impl NodeTwins {
     ) -> Result<bool, kube::Error> {
         let wanted = claim_volumes(pod);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if wanted.is_empty() {
+        let pod_value = serde_json::to_value(pod).map_err(kube::Error::SerdeError)?;
+        let sources = mount::pod_sources(&pod_value);
+        if wanted.is_empty() && sources.is_empty() {
             return Ok(true);
         }
         let (namespace, _) = pod_key(pod);
@@ -446,30 +505,43 @@ impl NodeTwins {
                 }
             }
         }
-        let mount_failure = self
-            .faults
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&spec.name)
-            .is_some_and(|f| f.volume_mount_failure);
-        let message = if !unmounted.is_empty() {
+        let mut messages = Vec::new();
+        if !unmounted.is_empty() {
             let names: Vec<&str> = unmounted.iter().map(String::as_str).collect();
-            format!(
+            messages.push(format!(
                 "Unable to attach or mount volumes: unmounted volumes=[{}], unattached volumes=[], failed to process volumes=[{}]: context deadline exceeded",
                 names.join(" "),
                 names.join(" ")
-            )
-        } else if mount_failure {
-            // `tessera fault volume`: the CSI node plugin's mount fails, as a mount(8) error.
-            let volume = mounted
-                .first()
-                .and_then(|c| c.spec.as_ref())
+            ));
+        } else if let Some(fault) = self.mount_fault(&spec.name)
+            && let Some(first) = mounted.first()
+        {
+            // `tessera fault volume`: the CSI mount of the first claimed volume fails.
+            let name = first
+                .spec
+                .as_ref()
                 .and_then(|s| s.volume_name.clone())
                 .unwrap_or_default();
-            format!(
-                "MountVolume.SetUp failed for volume {volume:?} : rpc error: code = Internal desc = mount failed: exit status 32"
-            )
-        } else {
+            let volume = match Api::<PersistentVolume>::all(self.client.clone())
+                .get_opt(&name)
+                .await
+            {
+                Ok(Some(volume)) => serde_json::to_value(volume).ok(),
+                _ => None,
+            }
+            .unwrap_or_else(|| serde_json::json!({"metadata": {"name": name}}));
+            messages.push(mount::failed_mount_message(
+                fault,
+                &mount::CsiMount::of(&volume, &uid, &namespace),
+            ));
+        }
+        if !sources.is_empty() {
+            let present = self.present_sources(&namespace, &sources).await?;
+            messages.extend(mount::missing_sources(&pod_value, |source| {
+                present.contains(&source)
+            }));
+        }
+        if messages.is_empty() {
             self.waiting_for_volumes
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -478,17 +550,20 @@ impl NodeTwins {
                 self.expand_on_node(pod, &spec.name, claim).await;
             }
             return Ok(true);
-        };
+        }
+        let said = messages.join("\n");
         let (key_namespace, key_name) = pod_key(pod);
         let previous = self
             .waiting_for_volumes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(uid, (key_namespace, key_name, message.clone()));
-        // Once per wait and reason.
-        if previous.is_none_or(|(_, _, said)| said != message) {
-            self.event(pod, &spec.name, "Warning", "FailedMount", &message, None)
-                .await;
+            .insert(uid, (key_namespace, key_name, said.clone()));
+        // Once per wait and messages.
+        if previous.is_none_or(|(_, _, before)| before != said) {
+            for message in &messages {
+                self.event(pod, &spec.name, "Warning", "FailedMount", message, None)
+                    .await;
+            }
             let status = pod_status::creating_status(pod, spec, (self.clock)());
             Api::<Pod>::namespaced(self.client.clone(), &namespace)
                 .patch_status(
@@ -499,6 +574,31 @@ impl NodeTwins {
                 .await?;
         }
         Ok(false)
+    }
+
+    /// Which of the Secrets and ConfigMaps the pod's volumes read exist in `namespace`.
+    async fn present_sources<'a>(
+        &self,
+        namespace: &str,
+        sources: &[(&str, mount::Source<'a>, bool)],
+    ) -> Result<BTreeSet<mount::Source<'a>>, kube::Error> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let mut present = BTreeSet::new();
+        let mut looked = BTreeSet::new();
+        for (_, source, _) in sources {
+            if !looked.insert(*source) {
+                continue;
+            }
+            let exists = match source {
+                mount::Source::Secret(name) => secrets.get_opt(name).await?.is_some(),
+                mount::Source::ConfigMap(name) => maps.get_opt(name).await?.is_some(),
+            };
+            if exists {
+                present.insert(*source);
+            }
+        }
+        Ok(present)
     }
 
     /// The kubelet's node expansion of `claim`, mounted by `pod` on `node`, when the resizer

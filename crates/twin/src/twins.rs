@@ -421,6 +421,25 @@ impl NodeTwins {
             watcher::Config::default(),
         )
         .boxed();
+        // The kubelet's secret and configMap volumes: a pod waiting for one looks again when
+        // an object of its namespace appears.
+        let mut source_stream = futures::stream::select(
+            watcher(
+                Api::<k8s_openapi::api::core::v1::Secret>::all(self.client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .applied_objects()
+            .map(|s| s.ok().and_then(|s| s.metadata.namespace)),
+            watcher(
+                Api::<k8s_openapi::api::core::v1::ConfigMap>::all(self.client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .applied_objects()
+            .map(|m| m.ok().and_then(|m| m.metadata.namespace)),
+        )
+        .boxed();
         let mut node_stream = watcher(
             Api::<Node>::all(self.client.clone()),
             watcher::Config::default(),
@@ -457,12 +476,13 @@ impl NodeTwins {
                     let name = node.metadata.name.clone().unwrap_or_default();
                     self.apply_node_changes(&node).await;
                     let was_unreachable = self.unreachable(&name);
-                    let mounts_failed = self.mounts_fail(&name);
+                    let mount_fault = self.mount_fault(&name);
                     if let Err(error) = self.apply_faults(&node, &mut running).await {
                         tracing::warn!(node = %name, %error, "node twin could not apply faults");
                     }
-                    if mounts_failed && !self.mounts_fail(&name) {
-                        // Mounts work again: pods waiting for their volumes look again.
+                    if mount_fault.is_some() && self.mount_fault(&name) != mount_fault {
+                        // Mounts work again, or fail otherwise: pods waiting for their volumes
+                        // look again.
                         for (namespace, pod_name) in self.waiting_for_volumes_in("") {
                             let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
                             if let Ok(Some(pod)) = api.get_opt(&pod_name).await
@@ -493,6 +513,17 @@ impl NodeTwins {
                     .into_values()
                     .collect();
                     for (namespace, name) in waiting {
+                        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+                        if let Ok(Some(pod)) = api.get_opt(&name).await
+                            && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                        {
+                            tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                        }
+                    }
+                }
+                Some(namespace) = source_stream.next() => {
+                    let Some(namespace) = namespace else { continue };
+                    for (namespace, name) in self.waiting_for_volumes_in(&namespace) {
                         let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
                         if let Ok(Some(pod)) = api.get_opt(&name).await
                             && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
@@ -600,13 +631,13 @@ impl NodeTwins {
             .and_then(|n| self.nodes.get(n))
     }
 
-    /// Whether volume mounts fail on `node` (`tessera fault volume`).
-    pub(crate) fn mounts_fail(&self, node: &str) -> bool {
+    /// How volume mounts fail on `node` (`tessera fault volume`), if they do.
+    pub(crate) fn mount_fault(&self, node: &str) -> Option<tessera_storage::mount::MountFault> {
         self.faults
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(node)
-            .is_some_and(|f| f.volume_mount_failure)
+            .and_then(|f| f.volume)
     }
 
     /// Whether `node` is cut off by an injected fault.

@@ -5,7 +5,10 @@
 //! claim bound at once; reclaim (Delete deletes the volume, Retain releases it); a claim no
 //! node has room for; a pod placed by hand waiting in ContainerCreating (`FailedMount`) for
 //! its claim, and one whose mount fails (`tessera fault volume`); a generic ephemeral
-//! volume's claim; volume expansion, and its refusal where the class does not allow it.
+//! volume's claim; volume expansion, and its refusal where the class does not allow it. Each
+//! kind of `tessera fault volume` with the kubelet's message; secret and configMap volumes
+//! holding pods until their objects exist; CSIStorageCapacities following the local classes;
+//! VolumeBinding's PreBind waiting for claims and failing when provisioning fails.
 
 use serde_json::Value;
 
@@ -619,4 +622,343 @@ fn shared_claims_bind_at_once_retained_volumes_are_released_and_huge_ones_wait()
         explained.contains("VolumeBinding: node(s) did not have enough free storage"),
         "{explained}"
     );
+}
+
+const FAULTED: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: faulted, namespace: default}
+spec:
+  storageClassName: tessera-shared
+  accessModes: [ReadWriteMany]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: faulted, namespace: default}
+spec:
+  nodeName: cpu-2
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: faulted}}]
+"#;
+
+/// Each `--kind` of `tessera fault volume` fails the pod's CSI mount with the kubelet's
+/// message for it; changing the kind changes the event; clearing lets the pod start.
+#[test]
+fn volume_fault_kinds_fail_mounts_with_the_kubelets_messages() {
+    const V: &str = "1.33";
+    let cluster = Cluster::start();
+    let said = tessera(
+        &cluster,
+        &["fault", "volume", "cpu-2", "--kind", "permission"],
+    );
+    assert_eq!(said, "volume mounts fail on cpu-2 (permission)\n");
+    let node = json(&cluster, V, &["get", "node", "cpu-2"]);
+    assert_eq!(
+        node["metadata"]["annotations"]["fault.tessera.dev/volume"],
+        "permission"
+    );
+    // An unknown kind is refused before anything is written.
+    let refused = cluster.tessera(&["fault", "volume", "cpu-2", "--kind", "flooded"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("invalid value 'flooded' for '--kind"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    cluster.ok_stdin(V, &["apply", "-f", "-"], FAULTED);
+    let failed = wait_for_event(
+        &cluster,
+        V,
+        "default",
+        "Pod",
+        "faulted",
+        "permission denied",
+    );
+    let claim = json(&cluster, V, &["get", "pvc", "faulted"]);
+    let volume = claim["spec"]["volumeName"].as_str().unwrap_or_default();
+    assert!(volume.starts_with("pvc-"), "{claim}");
+    let pod = json(&cluster, V, &["get", "pod", "faulted"]);
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    let dir = format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~csi/{volume}");
+    assert!(
+        failed.contains(&format!(
+            "FailedMount: MountVolume.SetUp failed for volume \"{volume}\" : kubernetes.io/csi: mounter.SetUpAt failed to create dir \"{dir}\":  mkdir {dir}: permission denied"
+        )),
+        "{failed}"
+    );
+    assert!(
+        cluster
+            .ok(V, &["get", "pod", "faulted"])
+            .contains("ContainerCreating"),
+        "the pod waits for its mount"
+    );
+
+    // Another kind: the waiting pod gets that failure's event.
+    let kinds = [
+        (
+            "full-disk",
+            format!(
+                "kubernetes.io/csi: mounter.SetUpAt failed to save volume info data: kubernetes.io/csi: failed to save volume data file {dir}/vol_data.json: open {dir}/vol_data.json: no space left on device"
+            ),
+        ),
+        (
+            "stale-data",
+            format!("rpc error: code = Internal desc = stat {dir}/mount: stale NFS file handle"),
+        ),
+        (
+            "missing-secret",
+            "fetching NodePublishSecretRef default/csi-node-publish-secret failed: kubernetes.io/csi: failed to find the secret csi-node-publish-secret in the namespace default with error: secrets \"csi-node-publish-secret\" not found".to_string(),
+        ),
+    ];
+    for (kind, error) in kinds {
+        tessera(&cluster, &["fault", "volume", "cpu-2", "--kind", kind]);
+        let message = format!("MountVolume.SetUp failed for volume \"{volume}\" : {error}");
+        let failed = wait_for_event(&cluster, V, "default", "Pod", "faulted", &message);
+        assert!(
+            failed.contains(&format!("FailedMount: {message}")),
+            "{failed}"
+        );
+        assert_eq!(
+            json(&cluster, V, &["get", "pod", "faulted"])["status"]["phase"],
+            "Pending",
+            "{kind}: the pod waits for its mount"
+        );
+    }
+    let described = cluster.ok(V, &["describe", "pod", "faulted"]);
+    assert!(described.contains("ContainerCreating"), "{described}");
+    assert!(described.contains("FailedMount"), "{described}");
+
+    tessera(&cluster, &["fault", "clear", "cpu-2", "--volume"]);
+    assert_eq!(cluster.node_when_running(V, None, "faulted"), "cpu-2");
+}
+
+const SOURCES: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: configured, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  volumes:
+  - {name: creds, secret: {secretName: db}}
+  - {name: settings, configMap: {name: app}}
+  - {name: maybe, secret: {secretName: extra, optional: true}}
+  - name: bundle
+    projected:
+      sources:
+      - secret: {name: db}
+      - configMap: {name: app}
+"#;
+
+const DB_SECRET: &str = r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: default}
+stringData: {password: hunter2}
+"#;
+
+const APP_CONFIG: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: default}
+data: {mode: fast}
+"#;
+
+const FAST_CLASS: &str = r#"
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast-local}
+provisioner: local.csi.tessera.dev
+volumeBindingMode: WaitForFirstConsumer
+"#;
+
+/// The kubelet's secret, configMap and projected volumes: a pod naming objects that do not
+/// exist waits in ContainerCreating with upstream's `FailedMount` messages (an optional one
+/// is no failure) and starts once they are created. And external-provisioner's capacity
+/// objects follow the local driver's classes: published for a new class, deleted with it,
+/// published again when it comes back.
+#[test]
+fn missing_secrets_and_config_maps_hold_pods_and_capacity_follows_classes() {
+    for version in ["1.33", "1.29"] {
+        let cluster = Cluster::start();
+        let v = version;
+        cluster.ok_stdin(v, &["apply", "-f", "-"], SOURCES);
+        let failed = wait_for_event(
+            &cluster,
+            v,
+            "default",
+            "Pod",
+            "configured",
+            "configmap \"app\" not found",
+        );
+        for message in [
+            "FailedMount: MountVolume.SetUp failed for volume \"creds\" : secret \"db\" not found",
+            "FailedMount: MountVolume.SetUp failed for volume \"settings\" : configmap \"app\" not found",
+            "FailedMount: MountVolume.SetUp failed for volume \"bundle\" : [secret \"db\" not found, configmap \"app\" not found]",
+        ] {
+            assert!(failed.contains(message), "{version}: {message}\n{failed}");
+        }
+        assert!(
+            !failed.contains("\"maybe\""),
+            "{version}: optional\n{failed}"
+        );
+        assert!(
+            cluster
+                .ok(v, &["get", "pod", "configured"])
+                .contains("ContainerCreating"),
+            "{version}: the pod waits for its volumes"
+        );
+        // The secret alone is not enough.
+        cluster.ok_stdin(v, &["apply", "-f", "-"], DB_SECRET);
+        let failed = wait_for_event(
+            &cluster,
+            v,
+            "default",
+            "Pod",
+            "configured",
+            "volume \"bundle\" : configmap \"app\" not found",
+        );
+        assert!(failed.contains("FailedMount"), "{version}: {failed}");
+        assert_eq!(
+            json(&cluster, v, &["get", "pod", "configured"])["status"]["phase"],
+            "Pending",
+            "{version}"
+        );
+        cluster.ok_stdin(v, &["apply", "-f", "-"], APP_CONFIG);
+        cluster.node_when_running(v, None, "configured");
+
+        // Capacity: a second local class gets an object per node; deleting the class deletes
+        // them; recreating it publishes them again.
+        let list = ["get", "csistoragecapacities", "-n", "kube-system"];
+        cluster.wait_for(v, &list, |out| out.contains("csisc-tessera-local-cpu-1"));
+        cluster.ok_stdin(v, &["apply", "-f", "-"], FAST_CLASS);
+        let published = cluster.wait_for(v, &list, |out| out.contains("csisc-fast-local-cpu-1"));
+        assert!(
+            published.contains("csisc-fast-local-cpu-2"),
+            "{version}: {published}"
+        );
+        cluster.ok(v, &["delete", "storageclass", "fast-local"]);
+        let cleaned = cluster.wait_for(v, &list, |out| !out.contains("csisc-fast-local"));
+        assert!(
+            cleaned.contains("csisc-tessera-local-cpu-1"),
+            "{version}: the default class keeps its capacity\n{cleaned}"
+        );
+        cluster.ok_stdin(v, &["apply", "-f", "-"], FAST_CLASS);
+        cluster.wait_for(v, &list, |out| out.contains("csisc-fast-local-cpu-1"));
+    }
+}
+
+const PINNED: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: pinned, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 5Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pinned, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: cpu-2}
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: pinned}}]
+"#;
+
+const OVERSOLD: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: oversold, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 50Ti}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: oversold, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: cpu-1}
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: oversold}}]
+"#;
+
+/// VolumeBinding's PreBind waits for the claims: a pod is bound to its node only once the
+/// claim it asked to provision there is bound; when the provisioner fails and sends the claim
+/// back (a stale capacity promised room the disk does not have), the binding cycle fails with
+/// upstream's `FailedScheduling` and the pod stays unbound.
+#[test]
+fn prebind_waits_for_claims_and_fails_when_provisioning_fails() {
+    let cluster = Cluster::start();
+    for v in ["1.33", "1.30"] {
+        cluster.ok_stdin(v, &["apply", "-f", "-"], PINNED);
+        // Bound to its node only after its claim is bound.
+        cluster.wait_for(
+            v,
+            &["get", "pod", "pinned", "-o", "jsonpath={.spec.nodeName}"],
+            |out| out == "cpu-2",
+        );
+        let claim = json(&cluster, v, &["get", "pvc", "pinned"]);
+        assert!(
+            claim["spec"]["volumeName"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("pvc-")),
+            "{v}: {claim}"
+        );
+        assert!(
+            claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"].is_string(),
+            "{v}: {claim}"
+        );
+        cluster.node_when_running(v, None, "pinned");
+        cluster.ok(v, &["delete", "pod", "pinned", "--wait=true"]);
+        cluster.ok(v, &["delete", "pvc", "pinned", "--wait=true"]);
+    }
+
+    // cpu-1's capacity claims far more room than its disk has: the scheduler picks it, the
+    // provisioner fails and removes selected-node, and the binding cycle fails.
+    const V: &str = "1.33";
+    cluster.wait_for(
+        V,
+        &["get", "csistoragecapacities", "-n", "kube-system"],
+        |out| out.contains("csisc-tessera-local-cpu-1"),
+    );
+    cluster.ok(
+        V,
+        &[
+            "patch",
+            "csistoragecapacity",
+            "csisc-tessera-local-cpu-1",
+            "-n",
+            "kube-system",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"capacity":"100Ti"}"#,
+        ],
+    );
+    cluster.ok_stdin(V, &["apply", "-f", "-"], OVERSOLD);
+    let failed = wait_for_event(
+        &cluster,
+        V,
+        "default",
+        "Pod",
+        "oversold",
+        "running PreBind plugin",
+    );
+    assert!(
+        failed.contains(
+            "FailedScheduling: running PreBind plugin \"VolumeBinding\": binding volumes: provisioning failed for PVC \"oversold\""
+        ),
+        "{failed}"
+    );
+    let provisioning = events(&cluster, V, "default", "PersistentVolumeClaim", "oversold");
+    assert!(
+        provisioning.contains("ProvisioningFailed"),
+        "{provisioning}"
+    );
+    let pod = json(&cluster, "1.30", &["get", "pod", "oversold"]);
+    assert!(pod["spec"]["nodeName"].is_null(), "never bound: {pod}");
+    assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
+    let claim = json(&cluster, "1.30", &["get", "pvc", "oversold"]);
+    assert_eq!(claim["status"]["phase"], "Pending", "{claim}");
 }
