@@ -19,7 +19,8 @@
 //! rarest-first alone sends every node to the newest piece it holds: the seed would upload one
 //! piece many times over. With a [`SeedShare`], a piece only the seed holds is fetched from it
 //! by one node alone (the piece's index modulo the non-seed nodes picks it, BitTorrent's
-//! super-seeding); the others take it from that node once it holds it. Once the seed holds the
+//! super-seeding); the others take it from that node once it holds it, and a piece others hold
+//! too is not taken from the seed at all. Once the seed holds the
 //! whole blob the rule is lifted, so a slow node never holds the others back for long.
 //!
 //! This module does not know addresses, HTTP or time: holders are indexes into the shell's
@@ -190,12 +191,17 @@ pub fn assign(
         if pool.is_empty() {
             continue;
         }
-        if let Some(share) = share
-            && pool == [share.holder]
-            && piece % share.slots.max(1) != share.slot
-        {
-            // Another node takes this piece from the seed; it is fetched from that node.
-            continue;
+        let mut pool = pool;
+        if let Some(share) = share {
+            if pool == [share.holder] {
+                if piece % share.slots.max(1) != share.slot {
+                    // Another node takes this piece from the seed; it is fetched from that node.
+                    continue;
+                }
+            } else {
+                // Held elsewhere too: the seed's upload is kept for the pieces only it holds.
+                pool.retain(|h| *h != share.holder);
+            }
         }
         let candidates: Vec<Candidate> = pool
             .iter()
@@ -477,8 +483,10 @@ mod tests {
         };
         // Without sharing: everything held anywhere.
         assert_eq!(pieces(None, &holders), BTreeSet::from([0, 1, 2, 3, 4, 5]));
-        // With it: the seed-only pieces of slot 1 (1 and 4), and piece 0 another node holds.
-        assert_eq!(pieces(Some(share), &holders), BTreeSet::from([0, 1, 4]));
+        // With it: the seed-only pieces of slot 1 (1 and 4), and piece 0 from the other node.
+        let got = assign(&download(8, &[]), &me, &holders, &round(Some(share)));
+        let got: BTreeSet<(u64, usize)> = got.into_iter().map(|a| (a.piece, a.holder)).collect();
+        assert_eq!(got, BTreeSet::from([(0, 1), (1, 0), (4, 0)]));
         // Once the seed holds the whole blob, anything goes again.
         let mut complete = holders.clone();
         complete[0] = holder(topo("n0", "r1", "z1"), 1 << 30, &[0, 1, 2, 3, 4, 5, 6, 7]);

@@ -131,7 +131,7 @@ pub struct Config {
 
 impl Config {
     /// Defaults: 100 GiB, 80 %/60 % watermarks, no rate limits, the core's backoff and 15 s
-    /// negative cache, 4 origin and 8 peer pieces at once (at most 2 from one peer).
+    /// negative cache, 4 origin and 16 peer pieces at once (at most 4 from one peer).
     pub fn new(root: &Path, node: &str) -> Self {
         Self {
             root: root.to_path_buf(),
@@ -147,8 +147,8 @@ impl Config {
             backoff: Backoff::default(),
             error_ttl: Duration::from_millis(tessera_cache::single_flight::DEFAULT_ERROR_TTL_MS),
             origin_concurrency: 4,
-            peer_concurrency: 8,
-            per_peer: 2,
+            peer_concurrency: 16,
+            per_peer: 4,
             polled_peers: 8,
             peer_retry_after: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(30),
