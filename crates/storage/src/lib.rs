@@ -4,7 +4,9 @@
 //! fit a node and what to write when it is chosen ([`volume_binding`]), and the rows `kubectl
 //! get pvc` / `kubectl get pv` print ([`printer`]); the embedded platform's simulated CSI
 //! drivers ([`csi`]) and volume expansion ([`expansion`]); and the models a pod asks for, by model
-//! volume or KServe's storage initializer, with the ModelLocality score ([`models`]).
+//! volume or KServe's storage initializer, with the ModelLocality score ([`models`]); CSI volume
+//! snapshots: the snapshot-controller, the csi-snapshotter sidecar, the bundled definitions and
+//! classes ([`snapshots`]).
 //!
 //! A core: objects come in as JSON as the API shows them, time is an argument, and the
 //! decisions come back as values. It knows nothing of clients, watches or retries; the shell
@@ -18,6 +20,7 @@ pub mod models;
 pub mod objects;
 pub mod printer;
 pub mod pv_controller;
+pub mod snapshots;
 pub mod volume_binding;
 
 #[cfg(test)]
