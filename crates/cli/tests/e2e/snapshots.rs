@@ -4,7 +4,9 @@
 //! upstream's columns, its content is `snapcontent-<uid>`, a claim restored from it is
 //! provisioned from the snapshot and its pod starts, a claim smaller than the snapshot stays
 //! Pending with external-provisioner's `ProvisioningFailed`, and deleting the snapshot removes
-//! its content (Delete). The official Python client lists the snapshots (`CustomObjectsApi`).
+//! its content (Delete); a Retain class's content outlives its snapshot and a pre-provisioned
+//! content naming its handle binds a new snapshot. The official Python client lists the
+//! snapshots (`CustomObjectsApi`).
 
 use serde_json::Value;
 
@@ -289,8 +291,111 @@ fn a_snapshot_is_taken_restored_and_deleted_with_kubectl_1_33() {
     });
 }
 
+const RETAINED: &str = r#"
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotClass
+metadata: {name: keep}
+driver: local.csi.tessera.dev
+deletionPolicy: Retain
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {name: kept, namespace: default}
+spec:
+  volumeSnapshotClassName: keep
+  source: {persistentVolumeClaimName: data}
+"#;
+
+/// A pre-provisioned content of `handle` and the snapshot bound to it.
+fn imported(handle: &str) -> String {
+    format!(
+        r#"
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotContent
+metadata: {{name: imported}}
+spec:
+  deletionPolicy: Retain
+  driver: local.csi.tessera.dev
+  source: {{snapshotHandle: {handle}}}
+  volumeSnapshotRef: {{name: imported, namespace: default}}
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {{name: imported, namespace: default}}
+spec:
+  source: {{volumeSnapshotContentName: imported}}
+"#
+    )
+}
+
 #[test]
-fn a_snapshot_is_taken_and_restored_with_kubectl_1_27() {
+fn a_snapshot_is_taken_restored_retained_and_imported_with_kubectl_1_27() {
+    const V: &str = "1.27";
     let cluster = Cluster::start();
-    snapshot_and_restore(&cluster, "1.27");
+    snapshot_and_restore(&cluster, V);
+
+    // Retain: deleting the snapshot keeps its content and the snapshot it holds.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], RETAINED);
+    cluster.ok(
+        V,
+        &[
+            "wait",
+            "--for=jsonpath={.status.readyToUse}=true",
+            "volumesnapshot/kept",
+            "--timeout=60s",
+        ],
+    );
+    let content_name = cluster.ok(
+        V,
+        &[
+            "get",
+            "vs",
+            "kept",
+            "-o",
+            "jsonpath={.status.boundVolumeSnapshotContentName}",
+        ],
+    );
+    let handle = cluster.ok(
+        V,
+        &[
+            "get",
+            "vsc",
+            &content_name,
+            "-o",
+            "jsonpath={.status.snapshotHandle}",
+        ],
+    );
+    cluster.ok(V, &["delete", "volumesnapshot", "kept", "--timeout=60s"]);
+    let content = json(&cluster, V, &["get", "vsc", &content_name]);
+    assert_eq!(content["spec"]["deletionPolicy"], "Retain");
+    assert_eq!(
+        content["metadata"]["annotations"]["snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"],
+        "yes",
+        "{content}"
+    );
+
+    // Pre-provisioned: a content naming the retained snapshot's handle, bound both ways; the
+    // driver still knows the snapshot's size.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &imported(&handle));
+    cluster.ok(
+        V,
+        &[
+            "wait",
+            "--for=jsonpath={.status.readyToUse}=true",
+            "volumesnapshot/imported",
+            "--timeout=60s",
+        ],
+    );
+    let snapshot = json(&cluster, V, &["get", "vs", "imported"]);
+    assert_eq!(
+        snapshot["status"]["boundVolumeSnapshotContentName"],
+        "imported"
+    );
+    assert_eq!(snapshot["status"]["restoreSize"], "2Gi");
+    let content = json(&cluster, V, &["get", "vsc", "imported"]);
+    assert_eq!(
+        content["spec"]["volumeSnapshotRef"]["uid"],
+        snapshot["metadata"]["uid"]
+    );
+    assert_eq!(content["status"]["snapshotHandle"], handle.as_str());
 }
