@@ -2,11 +2,12 @@
 //! writes to a claim, a VolumeSnapshot of it (`kubectl apply`, the default class of the local
 //! driver) becomes ready (`kubectl wait --for=jsonpath`), `kubectl get volumesnapshot` prints
 //! upstream's columns, its content is `snapcontent-<uid>`, a claim restored from it is
-//! provisioned from the snapshot and its pod starts, a claim smaller than the snapshot stays
-//! Pending with external-provisioner's `ProvisioningFailed`, and deleting the snapshot removes
-//! its content (Delete); a Retain class's content outlives its snapshot and a pre-provisioned
-//! content naming its handle binds a new snapshot. The official Python client lists the
-//! snapshots (`CustomObjectsApi`).
+//! provisioned from the snapshot and its pod starts, a clone of the claim (`dataSourceRef` kind
+//! PersistentVolumeClaim) is provisioned from its volume, a claim smaller than the snapshot
+//! stays Pending with external-provisioner's `ProvisioningFailed`, and deleting the snapshot
+//! removes its content (Delete); a Retain class's content outlives its snapshot and a
+//! pre-provisioned content naming its handle binds a new snapshot. The official Python client
+//! lists the snapshots (`CustomObjectsApi`).
 
 use serde_json::Value;
 
@@ -34,6 +35,23 @@ kind: VolumeSnapshot
 metadata: {name: snap, namespace: default}
 spec:
   source: {persistentVolumeClaimName: data}
+"#;
+
+const CLONE: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: clone, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 2Gi}}
+  dataSourceRef: {kind: PersistentVolumeClaim, name: data}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: clone-reader, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: clone}}]
 "#;
 
 /// A claim of `size` restored from `snap`, and a pod mounting it.
@@ -251,6 +269,34 @@ fn a_snapshot_is_taken_restored_and_deleted_with_kubectl_1_33() {
     assert_eq!(
         listed,
         serde_json::json!([["snap", true, content_name.as_str()]])
+    );
+
+    // A clone of the written claim: provisioned from its volume.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], CLONE);
+    cluster.node_when_running(V, None, "clone-reader");
+    let source = cluster.ok(
+        V,
+        &["get", "pvc", "data", "-o", "jsonpath={.spec.volumeName}"],
+    );
+    let source_handle = cluster.ok(
+        V,
+        &[
+            "get",
+            "pv",
+            source.trim(),
+            "-o",
+            "jsonpath={.spec.csi.volumeHandle}",
+        ],
+    );
+    let volume = cluster.ok(
+        V,
+        &["get", "pvc", "clone", "-o", "jsonpath={.spec.volumeName}"],
+    );
+    let pv = json(&cluster, V, &["get", "pv", volume.trim()]);
+    assert_eq!(
+        pv["spec"]["csi"]["volumeAttributes"]["csi.tessera.dev/content-source"],
+        format!("volume/{}", source_handle.trim()).as_str(),
+        "{pv}"
     );
 
     // Smaller than the snapshot: Pending, with external-provisioner's message.
