@@ -400,6 +400,17 @@ fn pre_provisioned_snapshots_bind_both_ways() {
             ],
         ),
         (
+            "a content for another snapshot",
+            vec![with(
+                content.clone(),
+                &[("/spec/volumeSnapshotRef/name", json!("other"))],
+            )],
+            vec![
+                "status bound= ready=false size= error=VolumeSnapshotContent [existing] is bound to a different snapshot",
+                "Warning SnapshotContentMisbound: VolumeSnapshotContent [existing] is bound to a different snapshot",
+            ],
+        ),
+        (
             "bound and ready: the status, no bound finalizer for Retain",
             vec![with(
                 ready.clone(),
@@ -603,6 +614,12 @@ fn the_sidecar_takes_lists_and_deletes_snapshots() {
         ),
         other => panic!("{other:?}"),
     }
+    // A failure already recorded is not written again.
+    let failed = match sync(&dynamic, &[], &[], at) {
+        Step::Failed { content, .. } => content,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(sync(&failed, &[], &[], at), Step::Skip);
     let object = with(
         dynamic.clone(),
         &[("/spec/driver", json!("object.csi.tessera.dev"))],
