@@ -73,6 +73,23 @@ pub const COMPONENTS: &[Component] = &[
             ),
             // As the kubelet: the secrets and config maps its pods' volumes read.
             (&[""], &["secrets", "configmaps"], READ),
+            // The simulated drivers' csi-snapshotter sidecar, and external-provisioner's
+            // restores from snapshots.
+            (
+                &["snapshot.storage.k8s.io"],
+                &["volumesnapshotclasses", "volumesnapshots"],
+                READ,
+            ),
+            (
+                &["snapshot.storage.k8s.io"],
+                &["volumesnapshotcontents"],
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            (
+                &["snapshot.storage.k8s.io"],
+                &["volumesnapshotcontents/status"],
+                &["update", "patch"],
+            ),
             (&["coordination.k8s.io"], &["leases"], WRITE),
             (
                 &["", "events.k8s.io"],
@@ -280,6 +297,50 @@ pub const COMPONENTS: &[Component] = &[
                 &["", "events.k8s.io"],
                 &["events"],
                 &["create", "update", "patch"],
+            ),
+        ],
+    },
+    // kubernetes-csi/external-snapshotter's `snapshot-controller-runner` role.
+    Component {
+        name: "snapshot-controller",
+        rules: &[
+            (&[""], &["persistentvolumes"], READ),
+            (
+                &[""],
+                &["persistentvolumeclaims"],
+                &["get", "list", "watch", "update"],
+            ),
+            (
+                &["", "events.k8s.io"],
+                &["events"],
+                &["list", "watch", "create", "update", "patch"],
+            ),
+            (
+                &["snapshot.storage.k8s.io"],
+                &["volumesnapshotclasses"],
+                READ,
+            ),
+            (
+                &["snapshot.storage.k8s.io"],
+                &["volumesnapshotcontents"],
+                &[
+                    "create", "get", "list", "watch", "update", "delete", "patch",
+                ],
+            ),
+            (
+                &["snapshot.storage.k8s.io"],
+                &["volumesnapshotcontents/status"],
+                &["patch"],
+            ),
+            (
+                &["snapshot.storage.k8s.io"],
+                &["volumesnapshots"],
+                &["get", "list", "watch", "update", "patch", "delete"],
+            ),
+            (
+                &["snapshot.storage.k8s.io"],
+                &["volumesnapshots/status"],
+                &["update", "patch"],
             ),
         ],
     },

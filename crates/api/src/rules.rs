@@ -204,8 +204,73 @@ impl serde::Serialize for RootView<'_> {
     }
 }
 
-/// A value as the interpreter sees it: a whole object (`root`) through [`RootView`].
+/// CEL's reserved words: a property so named is `__{word}__` in a rule (upstream's
+/// `apiserver/pkg/cel/escaping.go`), e.g. `self.__namespace__`.
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+fn has_reserved_key(value: &Value) -> bool {
+    match value {
+        Value::Object(object) => object
+            .iter()
+            .any(|(key, v)| RESERVED.contains(&key.as_str()) || has_reserved_key(v)),
+        Value::Array(items) => items.iter().any(has_reserved_key),
+        _ => false,
+    }
+}
+
+/// `value` with every property named by a reserved word escaped.
+fn escape_reserved(value: &Value) -> Value {
+    match value {
+        Value::Object(object) => Value::Object(
+            object
+                .iter()
+                .map(|(key, v)| {
+                    let key = if RESERVED.contains(&key.as_str()) {
+                        format!("__{key}__")
+                    } else {
+                        key.clone()
+                    };
+                    (key, escape_reserved(v))
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(escape_reserved).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A value as the interpreter sees it: a whole object (`root`) through [`RootView`], and
+/// properties named by reserved words escaped.
 fn self_convert(root: bool, value: &Value) -> Result<cel::Value, String> {
+    let escaped;
+    let value = if has_reserved_key(value) {
+        escaped = escape_reserved(value);
+        &escaped
+    } else {
+        value
+    };
     match (root, value) {
         (true, Value::Object(object)) => cel::to_value(RootView(object)),
         _ => cel::to_value(value),
@@ -444,6 +509,20 @@ mod tests {
         );
         let bad = json!({"spec": {"count": 12}, "status": {"phase": "Good"}});
         assert_eq!(check(schema, &bad, None).len(), 1);
+    }
+
+    #[test]
+    fn properties_named_by_reserved_words_are_escaped() {
+        let schema_value = json!({"type": "object", "properties": {"ref": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": "has(self.name) && has(self.__namespace__)",
+                "message": "both must be set"}]}}});
+        let schema = Schema::of(&schema_value);
+        let set = json!({"ref": {"name": "a", "namespace": "b"}});
+        assert!(check(schema, &set, None).is_empty());
+        let unset = json!({"ref": {"name": "a"}});
+        assert_eq!(check(schema, &unset, None).len(), 1);
     }
 
     /// A rule that cannot be evaluated never admits the object: it is an error at the rule's

@@ -2,8 +2,9 @@
 //! the system PriorityClasses and the bundled Kueue CustomResourceDefinitions
 //! (`tessera_model::kueue::crd`, and the ProvisioningRequest check's from
 //! `tessera_model::provisioning`, the network-policy-api's cluster-wide policy kinds from
-//! `tessera_model::network_policy_api`), installed when missing and upgraded when Tessera bundles a
-//! different definition than the one it installed earlier.
+//! `tessera_model::network_policy_api`, the CSI snapshot kinds and the simulated drivers'
+//! VolumeSnapshotClasses from `tessera_storage::snapshots::crd`), installed when missing and
+//! upgraded when Tessera bundles a different definition than the one it installed earlier.
 
 use serde_json::{Value, json};
 use tessera_api::Resource;
@@ -92,7 +93,34 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("create priority class {name}: {e}"))?;
     }
     ensure_storage(objects)?;
-    ensure_bundled_definitions(objects)
+    ensure_bundled_definitions(objects)?;
+    ensure_snapshot_classes(objects)
+}
+
+/// The simulated drivers' VolumeSnapshotClasses (`tessera_storage::snapshots::crd`), each
+/// created when missing, once their definition is served.
+fn ensure_snapshot_classes(objects: &Objects) -> anyhow::Result<()> {
+    let resource = objects
+        .registry()
+        .find(
+            tessera_storage::snapshots::GROUP,
+            "v1",
+            "volumesnapshotclasses",
+        )
+        .ok_or_else(|| anyhow::anyhow!("volumesnapshotclasses are not served"))?;
+    for class in tessera_storage::snapshots::crd::snapshot_classes() {
+        let name = class["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if objects.get(resource, None, &name).is_ok() {
+            continue;
+        }
+        objects
+            .create(resource, None, class, &WriteOptions::default())
+            .map_err(|e| anyhow::anyhow!("create volumesnapshotclass {name}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The simulated CSI drivers' StorageClasses (the local one the default) and CSIDrivers
@@ -186,6 +214,7 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
         .chain(tessera_model::multus::definitions())
         .chain(tessera_model::network_policy_api::definitions())
         .chain([tessera_maintenance::crd::definition()])
+        .chain(tessera_storage::snapshots::crd::definitions())
     {
         let name = bundled["metadata"]["name"]
             .as_str()

@@ -374,6 +374,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         clock.clone(),
         Some(registries.clone()),
     ));
+    let snapshots = tokio::spawn(tessera_controllers::snapshot_controller::run(
+        client_for("snapshot-controller"),
+        clock.clone(),
+    ));
     let pod_gc = tokio::spawn(tessera_controllers::pod_gc::run(
         client_for("pod-garbage-collector"),
         clock.clone(),
@@ -492,6 +496,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     pod_gc.abort();
     volumes.abort();
     ephemeral_volumes.abort();
+    snapshots.abort();
     apps.abort();
     jobsets.abort();
     endpoints.abort();

@@ -31,4 +31,5 @@ pub mod resource_claims;
 pub mod scheduler;
 pub mod serialized;
 pub mod shell;
+pub mod snapshot_controller;
 pub mod workqueue;

@@ -17,6 +17,10 @@ use serde_json::{Value, json};
 use tessera_model::json::text;
 use tessera_model::quantity::{Format, Quantity};
 
+pub mod sources;
+
+pub use sources::{CONTENT_SOURCE_ATTRIBUTE, Refusal, Sources};
+
 use crate::objects::{
     ANN_BETA_STORAGE_PROVISIONER, ANN_DYNAMICALLY_PROVISIONED, ANN_SELECTED_NODE,
     ANN_STORAGE_PROVISIONER, access_modes, annotation, by_name, claim_class, claim_key,
@@ -288,6 +292,17 @@ pub fn provision(
     volumes: &[Value],
     disk_of: impl Fn(&str) -> Option<Quantity>,
 ) -> Provisioning {
+    provision_from(claim, classes, volumes, Sources::default(), disk_of)
+}
+
+/// [`provision`], with the objects a claim's data source is read from ([`sources`]).
+pub fn provision_from(
+    claim: &Value,
+    classes: &[Value],
+    volumes: &[Value],
+    sources: Sources<'_>,
+    disk_of: impl Fn(&str) -> Option<Quantity>,
+) -> Provisioning {
     let driver = annotation(claim, ANN_STORAGE_PROVISIONER)
         .or_else(|| annotation(claim, ANN_BETA_STORAGE_PROVISIONER))
         .unwrap_or_default();
@@ -345,6 +360,11 @@ pub fn provision(
             None,
         );
     }
+    let content_source = match sources::content_source(claim, class, sources) {
+        Ok(source) => source,
+        Err(Refusal::Ignored) => return Provisioning::Skip,
+        Err(Refusal::Failed(desc)) => return failed(desc, None),
+    };
     let request = requested_storage(claim);
     let mut volume = json!({
         "apiVersion": "v1", "kind": "PersistentVolume",
@@ -370,6 +390,9 @@ pub fn provision(
             },
         },
     });
+    if let Some(source) = content_source {
+        volume["spec"]["csi"]["volumeAttributes"][CONTENT_SOURCE_ATTRIBUTE] = json!(source);
+    }
     if let Some(options) = class.get("mountOptions").filter(|o| !o.is_null()) {
         volume["spec"]["mountOptions"] = options.clone();
     }

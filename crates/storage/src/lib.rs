@@ -6,7 +6,9 @@
 //! drivers ([`csi`]) and volume expansion ([`expansion`]); and the models a pod asks for, by model
 //! volume or KServe's storage initializer, with the ModelLocality score ([`models`]); the
 //! kubelet's mount failures ([`mount`]) and external-provisioner's obsolete capacities
-//! ([`capacity`]); and VolumeBinding's PreBind wait for the claims it wrote ([`prebind`]).
+//! ([`capacity`]); VolumeBinding's PreBind wait for the claims it wrote ([`prebind`]); and CSI
+//! volume snapshots: the snapshot-controller, the csi-snapshotter sidecar, the bundled
+//! definitions and classes ([`snapshots`]).
 //!
 //! A core: objects come in as JSON as the API shows them, time is an argument, and the
 //! decisions come back as values. It knows nothing of clients, watches or retries; the shell
@@ -23,6 +25,7 @@ pub mod objects;
 pub mod prebind;
 pub mod printer;
 pub mod pv_controller;
+pub mod snapshots;
 pub mod volume_binding;
 
 #[cfg(test)]

@@ -3,8 +3,10 @@
 //! watches claims, volumes and classes, creates the volume the core builds for each claim
 //! annotated for a simulated driver (once the scheduler picked a node, for a
 //! WaitForFirstConsumer class), records `Provisioning` / `ProvisioningSucceeded` /
-//! `ProvisioningFailed`, and keeps each node's CSIStorageCapacity at the local disk left
-//! (deleting those of classes deleted and nodes gone, [`tessera_storage::capacity`]). The
+//! `ProvisioningFailed` (a claim whose data source is a VolumeSnapshot or a claim is restored or
+//! cloned from it: [`crate::snapshots::RestoreSources`]), and keeps each node's
+//! CSIStorageCapacity at the local disk left (deleting those of classes deleted and nodes gone,
+//! [`tessera_storage::capacity`]). The
 //! kubelet's part ([`NodeTwins::volumes_mounted`]) holds a pod whose claims are not Bound in
 //! ContainerCreating with the `FailedMount` event, and starts it once they are.
 //!
@@ -106,7 +108,13 @@ pub(crate) async fn run_provisioner(
     let (claims, claim_changes) = store(Api::<PersistentVolumeClaim>::all(client.clone()));
     let (volumes, volume_changes) = store(Api::<PersistentVolume>::all(client.clone()));
     let (classes, class_changes) = store(Api::<StorageClass>::all(client.clone()));
-    let mut changes = futures::stream::select_all([claim_changes, volume_changes, class_changes]);
+    let (restore, restore_changes) = crate::snapshots::RestoreSources::watch(&client);
+    let mut changes = futures::stream::select_all([
+        claim_changes,
+        volume_changes,
+        class_changes,
+        restore_changes,
+    ]);
     let mut resync = tokio::time::interval(RESYNC);
     let mut provisioner = Provisioner {
         client,
@@ -144,7 +152,13 @@ pub(crate) async fn run_provisioner(
             })
             .collect();
         provisioner
-            .pass(values(&claims), values(&volumes), values(&classes), &disks)
+            .pass(
+                values(&claims),
+                values(&volumes),
+                values(&classes),
+                restore.values(),
+                &disks,
+            )
             .await;
     }
 }
@@ -164,11 +178,19 @@ impl Provisioner {
         claims: Vec<Value>,
         mut volumes: Vec<Value>,
         classes: Vec<Value>,
+        (snapshots, contents): (Vec<Value>, Vec<Value>),
         disks: &BTreeMap<String, Quantity>,
     ) {
         for claim in &claims {
-            let outcome =
-                csi::provision(claim, &classes, &volumes, |node| disks.get(node).copied());
+            let sources = csi::Sources {
+                claims: &claims,
+                volumes: &volumes,
+                snapshots: &snapshots,
+                contents: &contents,
+            };
+            let outcome = csi::provision_from(claim, &classes, &volumes, sources, |node| {
+                disks.get(node).copied()
+            });
             match &outcome {
                 Provisioning::Skip => continue,
                 Provisioning::Create { volume, driver } => {

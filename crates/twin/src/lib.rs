@@ -7,7 +7,7 @@
 //! events (`records`); applies injected faults (`faults`); publishes DRA devices
 //! ([`dra_publish`]: GPUs and RDMA NICs); attaches pods to secondary networks (`attach`); runs the simulated cluster autoscaler of autoscaled pools
 //! (`autoscaler`); runs the simulated CSI drivers' provisioner, resizer and the kubelet's
-//! volume checks (`csi`); gives every node a model cache and delivers the models pods ask for
+//! volume checks (`csi`) and their csi-snapshotter sidecars (`snapshots`); gives every node a model cache and delivers the models pods ask for
 //! (`models`). Works only through a kube-rs `Client`, so it is indifferent to whether
 //! the API server is in-process or remote.
 //!
@@ -29,6 +29,7 @@ mod node_changes;
 mod pods;
 mod records;
 pub mod secondary_policy;
+mod snapshots;
 pub mod specs;
 pub mod telemetry;
 mod twins;

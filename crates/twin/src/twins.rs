@@ -269,7 +269,12 @@ impl NodeTwins {
                 self.clock.clone(),
             ))
         };
+        let snapshotter = tokio::spawn(crate::snapshots::run_snapshotter(
+            self.client.clone(),
+            self.clock.clone(),
+        ));
         let result = self.run_pods().await;
+        snapshotter.abort();
         provisioner.abort();
         heartbeat.abort();
         if let Some(autoscaler) = autoscaler {

@@ -46,9 +46,10 @@ fn upstream_crds_and_examples_work_unchanged() {
     // Kueue's ten (MultiKueueConfig and MultiKueueCluster among them), JobSet,
     // LeaderWorkerSet, the bundled ProvisioningRequestConfig and ProvisioningRequest,
     // Multus's NetworkAttachmentDefinition and MultiNetworkPolicy, and network-policy-api's
-    // AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy, and Tessera's
-    // MaintenancePlan.
-    assert_eq!(established.lines().count(), 20, "{established}");
+    // AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy, Tessera's
+    // MaintenancePlan, and external-snapshotter's VolumeSnapshotClass, VolumeSnapshot and
+    // VolumeSnapshotContent.
+    assert_eq!(established.lines().count(), 23, "{established}");
     assert!(
         established.lines().all(|l| l.ends_with("=True")),
         "{established}"

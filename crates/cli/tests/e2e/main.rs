@@ -53,6 +53,7 @@ mod rbac;
 mod scheduling;
 mod services;
 mod sim;
+mod snapshots;
 mod storage;
 mod telemetry;
 mod tenant;

@@ -1,0 +1,447 @@
+//! CSI volume snapshots on the embedded platform with the real kubectl (1.33 and 1.27): a pod
+//! writes to a claim, a VolumeSnapshot of it (`kubectl apply`, the default class of the local
+//! driver) becomes ready (`kubectl wait --for=jsonpath`), `kubectl get volumesnapshot` prints
+//! upstream's columns, its content is `snapcontent-<uid>`, a claim restored from it is
+//! provisioned from the snapshot and its pod starts, a clone of the claim (`dataSourceRef` kind
+//! PersistentVolumeClaim) is provisioned from its volume, a claim smaller than the snapshot
+//! stays Pending with external-provisioner's `ProvisioningFailed`, and deleting the snapshot
+//! removes its content (Delete); a Retain class's content outlives its snapshot and a
+//! pre-provisioned content naming its handle binds a new snapshot. The official Python client
+//! lists the snapshots (`CustomObjectsApi`).
+
+use serde_json::Value;
+
+use crate::support::{Cluster, table_rows};
+
+const SOURCE: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 2Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: writer, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+"#;
+
+const SNAPSHOT: &str = r#"
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {name: snap, namespace: default}
+spec:
+  source: {persistentVolumeClaimName: data}
+"#;
+
+const CLONE: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: clone, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 2Gi}}
+  dataSourceRef: {kind: PersistentVolumeClaim, name: data}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: clone-reader, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: clone}}]
+"#;
+
+/// A claim of `size` restored from `snap`, and a pod mounting it.
+fn restore(name: &str, size: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: {name}, namespace: default}}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {{requests: {{storage: {size}}}}}
+  dataSource: {{apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: snap}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}-reader, namespace: default}}
+spec:
+  containers: [{{name: main, image: busybox}}]
+  volumes: [{{name: data, persistentVolumeClaim: {{claimName: {name}}}}}]
+"#
+    )
+}
+
+fn json(cluster: &Cluster, version: &str, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.extend(["-o", "json"]);
+    serde_json::from_str(&cluster.ok(version, &args)).expect("kubectl JSON")
+}
+
+/// Takes a snapshot of a written claim and restores it; returns the content's name.
+fn snapshot_and_restore(cluster: &Cluster, version: &str) -> String {
+    cluster.ok_stdin(version, &["apply", "-f", "-"], SOURCE);
+    cluster.node_when_running(version, None, "writer");
+    cluster.wait_for(
+        version,
+        &["get", "pvc", "data", "-o", "jsonpath={.status.phase}"],
+        |out| out == "Bound",
+    );
+    cluster.ok_stdin(version, &["apply", "-f", "-"], SNAPSHOT);
+    cluster.ok(
+        version,
+        &[
+            "wait",
+            "--for=jsonpath={.status.readyToUse}=true",
+            "volumesnapshot/snap",
+            "--timeout=60s",
+        ],
+    );
+
+    // Upstream's printer columns.
+    let table = cluster.ok(version, &["get", "volumesnapshot"]);
+    let rows = table_rows(&table);
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "READYTOUSE",
+            "SOURCEPVC",
+            "SOURCESNAPSHOTCONTENT",
+            "RESTORESIZE",
+            "SNAPSHOTCLASS",
+            "SNAPSHOTCONTENT",
+            "CREATIONTIME",
+            "AGE"
+        ],
+        "{table}"
+    );
+    let snapshot = json(cluster, version, &["get", "vs", "snap"]);
+    let uid = snapshot["metadata"]["uid"].as_str().expect("uid");
+    let content_name = format!("snapcontent-{uid}");
+    assert_eq!(snapshot["spec"]["volumeSnapshotClassName"], "tessera-local");
+    assert_eq!(
+        snapshot["status"]["boundVolumeSnapshotContentName"],
+        content_name.as_str()
+    );
+    assert_eq!(snapshot["status"]["restoreSize"], "2Gi");
+    assert!(snapshot["status"]["creationTime"].is_string(), "{snapshot}");
+    let finalizers = snapshot["metadata"]["finalizers"].to_string();
+    assert!(
+        finalizers.contains("snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection"),
+        "{finalizers}"
+    );
+    assert!(
+        finalizers.contains("snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"),
+        "{finalizers}"
+    );
+    let row = rows
+        .iter()
+        .find(|r| r[0] == "snap")
+        .expect("the snapshot's row");
+    for cell in [
+        "true",
+        "data",
+        "2Gi",
+        "tessera-local",
+        content_name.as_str(),
+    ] {
+        assert!(row.contains(&cell), "{cell} in {table}");
+    }
+
+    // The content, bound both ways, with what the sidecar recorded.
+    let content = json(cluster, version, &["get", "vsc", &content_name]);
+    assert_eq!(content["spec"]["volumeSnapshotRef"]["name"], "snap");
+    assert_eq!(content["spec"]["volumeSnapshotRef"]["uid"], uid);
+    assert_eq!(content["spec"]["driver"], "local.csi.tessera.dev");
+    assert_eq!(content["spec"]["deletionPolicy"], "Delete");
+    assert_eq!(content["status"]["readyToUse"], true);
+    assert_eq!(content["status"]["restoreSize"], 2_147_483_648_i64);
+    let handle = content["status"]["snapshotHandle"]
+        .as_str()
+        .expect("handle")
+        .to_string();
+    let source_volume = cluster.ok(
+        version,
+        &["get", "pvc", "data", "-o", "jsonpath={.spec.volumeName}"],
+    );
+    let source_handle = cluster.ok(
+        version,
+        &[
+            "get",
+            "pv",
+            source_volume.trim(),
+            "-o",
+            "jsonpath={.spec.csi.volumeHandle}",
+        ],
+    );
+    assert_eq!(
+        content["spec"]["source"]["volumeHandle"],
+        source_handle.trim()
+    );
+    // The source claim's protection went once the snapshot was taken.
+    cluster.wait_for(
+        version,
+        &[
+            "get",
+            "pvc",
+            "data",
+            "-o",
+            "jsonpath={.metadata.finalizers}",
+        ],
+        |out| !out.contains("pvc-as-source-protection"),
+    );
+
+    // Restored: the claim binds, its pod starts, the volume came from the snapshot.
+    cluster.ok_stdin(version, &["apply", "-f", "-"], &restore("restored", "2Gi"));
+    cluster.node_when_running(version, None, "restored-reader");
+    let volume = cluster.ok(
+        version,
+        &[
+            "get",
+            "pvc",
+            "restored",
+            "-o",
+            "jsonpath={.spec.volumeName}",
+        ],
+    );
+    let pv = json(cluster, version, &["get", "pv", volume.trim()]);
+    assert_eq!(
+        pv["spec"]["csi"]["volumeAttributes"]["csi.tessera.dev/content-source"],
+        format!("snapshot/{handle}").as_str(),
+        "{pv}"
+    );
+    assert_eq!(pv["spec"]["capacity"]["storage"], "2Gi");
+    content_name
+}
+
+#[test]
+fn a_snapshot_is_taken_restored_and_deleted_with_kubectl_1_33() {
+    const V: &str = "1.33";
+    let cluster = Cluster::start();
+    // The definitions and the bundled class.
+    let classes = cluster.ok(V, &["get", "vsclass"]);
+    let rows = table_rows(&classes);
+    assert_eq!(
+        rows[0],
+        ["NAME", "DRIVER", "DELETIONPOLICY", "AGE"],
+        "{classes}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r[..3] == ["tessera-local", "local.csi.tessera.dev", "Delete"]),
+        "{classes}"
+    );
+    let content_name = snapshot_and_restore(&cluster, V);
+
+    // The events upstream's snapshot-controller records.
+    let events = cluster.ok(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=VolumeSnapshot,involvedObject.name=snap",
+            "-o",
+            "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}",
+        ],
+    );
+    for wanted in [
+        "CreatingSnapshot: Waiting for a snapshot default/snap to be created by the CSI driver.",
+        "SnapshotCreated: Snapshot default/snap was successfully created by the CSI driver.",
+        "SnapshotReady: Snapshot default/snap is ready to use.",
+    ] {
+        assert!(events.contains(wanted), "{wanted} in {events}");
+    }
+
+    // The official Python client lists them.
+    let script = "import json, sys\nfrom kubernetes import client, config\nconfig.load_kube_config(config_file=sys.argv[1])\napi = client.CustomObjectsApi()\nlisted = api.list_namespaced_custom_object('snapshot.storage.k8s.io', 'v1', 'default', 'volumesnapshots')\nprint(json.dumps([[s['metadata']['name'], s['status']['readyToUse'], s['status']['boundVolumeSnapshotContentName']] for s in listed['items']]))\n";
+    let stdout = crate::support::python(&[
+        std::ffi::OsStr::new("-c"),
+        std::ffi::OsStr::new(script),
+        cluster.kubeconfig().as_os_str(),
+    ]);
+    let listed: Value = serde_json::from_slice(&stdout).expect("the script prints JSON");
+    assert_eq!(
+        listed,
+        serde_json::json!([["snap", true, content_name.as_str()]])
+    );
+
+    // A clone of the written claim: provisioned from its volume.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], CLONE);
+    cluster.node_when_running(V, None, "clone-reader");
+    let source = cluster.ok(
+        V,
+        &["get", "pvc", "data", "-o", "jsonpath={.spec.volumeName}"],
+    );
+    let source_handle = cluster.ok(
+        V,
+        &[
+            "get",
+            "pv",
+            source.trim(),
+            "-o",
+            "jsonpath={.spec.csi.volumeHandle}",
+        ],
+    );
+    let volume = cluster.ok(
+        V,
+        &["get", "pvc", "clone", "-o", "jsonpath={.spec.volumeName}"],
+    );
+    let pv = json(&cluster, V, &["get", "pv", volume.trim()]);
+    assert_eq!(
+        pv["spec"]["csi"]["volumeAttributes"]["csi.tessera.dev/content-source"],
+        format!("volume/{}", source_handle.trim()).as_str(),
+        "{pv}"
+    );
+
+    // Smaller than the snapshot: Pending, with external-provisioner's message.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &restore("small", "1Gi"));
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=small",
+            "-o",
+            "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}",
+        ],
+        |out| {
+            out.contains("ProvisioningFailed: failed to provision volume with StorageClass \"tessera-local\": error getting handle for DataSource Type VolumeSnapshot by Name snap: requested volume size 1073741824 is less than the size 2147483648 for the source snapshot snap")
+        },
+    );
+    assert_eq!(
+        cluster
+            .ok(
+                V,
+                &["get", "pvc", "small", "-o", "jsonpath={.status.phase}"]
+            )
+            .trim(),
+        "Pending"
+    );
+    // A claim being restored holds the snapshot's deletion; once it is gone, deleting the
+    // snapshot deletes its content (Delete).
+    cluster.ok(V, &["delete", "pod", "small-reader", "--wait=false"]);
+    cluster.ok(V, &["delete", "pvc", "small"]);
+    cluster.ok(V, &["delete", "volumesnapshot", "snap", "--timeout=60s"]);
+    cluster.wait_for(V, &["get", "volumesnapshotcontent", "-o", "name"], |out| {
+        !out.contains(&content_name)
+    });
+    cluster.wait_for(V, &["get", "volumesnapshot", "-o", "name"], |out| {
+        !out.contains("snap")
+    });
+}
+
+const RETAINED: &str = r#"
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotClass
+metadata: {name: keep}
+driver: local.csi.tessera.dev
+deletionPolicy: Retain
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {name: kept, namespace: default}
+spec:
+  volumeSnapshotClassName: keep
+  source: {persistentVolumeClaimName: data}
+"#;
+
+/// A pre-provisioned content of `handle` and the snapshot bound to it.
+fn imported(handle: &str) -> String {
+    format!(
+        r#"
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotContent
+metadata: {{name: imported}}
+spec:
+  deletionPolicy: Retain
+  driver: local.csi.tessera.dev
+  source: {{snapshotHandle: {handle}}}
+  volumeSnapshotRef: {{name: imported, namespace: default}}
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {{name: imported, namespace: default}}
+spec:
+  source: {{volumeSnapshotContentName: imported}}
+"#
+    )
+}
+
+#[test]
+fn a_snapshot_is_taken_restored_retained_and_imported_with_kubectl_1_27() {
+    const V: &str = "1.27";
+    let cluster = Cluster::start();
+    snapshot_and_restore(&cluster, V);
+
+    // Retain: deleting the snapshot keeps its content and the snapshot it holds.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], RETAINED);
+    cluster.ok(
+        V,
+        &[
+            "wait",
+            "--for=jsonpath={.status.readyToUse}=true",
+            "volumesnapshot/kept",
+            "--timeout=60s",
+        ],
+    );
+    let content_name = cluster.ok(
+        V,
+        &[
+            "get",
+            "vs",
+            "kept",
+            "-o",
+            "jsonpath={.status.boundVolumeSnapshotContentName}",
+        ],
+    );
+    let handle = cluster.ok(
+        V,
+        &[
+            "get",
+            "vsc",
+            &content_name,
+            "-o",
+            "jsonpath={.status.snapshotHandle}",
+        ],
+    );
+    cluster.ok(V, &["delete", "volumesnapshot", "kept", "--timeout=60s"]);
+    let content = json(&cluster, V, &["get", "vsc", &content_name]);
+    assert_eq!(content["spec"]["deletionPolicy"], "Retain");
+    assert_eq!(
+        content["metadata"]["annotations"]["snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"],
+        "yes",
+        "{content}"
+    );
+
+    // Pre-provisioned: a content naming the retained snapshot's handle, bound both ways; the
+    // driver still knows the snapshot's size.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &imported(&handle));
+    cluster.ok(
+        V,
+        &[
+            "wait",
+            "--for=jsonpath={.status.readyToUse}=true",
+            "volumesnapshot/imported",
+            "--timeout=60s",
+        ],
+    );
+    let snapshot = json(&cluster, V, &["get", "vs", "imported"]);
+    assert_eq!(
+        snapshot["status"]["boundVolumeSnapshotContentName"],
+        "imported"
+    );
+    assert_eq!(snapshot["status"]["restoreSize"], "2Gi");
+    let content = json(&cluster, V, &["get", "vsc", "imported"]);
+    assert_eq!(
+        content["spec"]["volumeSnapshotRef"]["uid"],
+        snapshot["metadata"]["uid"]
+    );
+    assert_eq!(content["status"]["snapshotHandle"], handle.as_str());
+}

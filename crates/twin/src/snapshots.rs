@@ -1,0 +1,252 @@
+//! The simulated drivers' csi-snapshotter sidecars ([`tessera_storage::snapshots::sidecar`]):
+//! a reflector on VolumeSnapshotContents and PersistentVolumes, and after each burst of changes
+//! (and every 15 s) each content of a driver that takes snapshots gets what its sidecar does —
+//! CreateSnapshot or ListSnapshots written to the content's status (`SnapshotCreationFailed`
+//! on the content when the source volume is gone), DeleteSnapshot and the content's finalizer
+//! removed once the snapshot-controller released it. Also the snapshots and contents
+//! external-provisioner reads to restore a claim from a snapshot ([`RestoreSources`]).
+//!
+//! A shell: the watches, the writes, the events. Which handle, size and time a snapshot gets
+//! and when it goes are the core's; there is no storage behind a snapshot.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolume};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use serde_json::Value;
+use tessera_model::clock::Clock;
+use tessera_model::event::{Recorder, core_event};
+use tessera_model::json::text;
+use tessera_storage::snapshots::GROUP;
+use tessera_storage::snapshots::sidecar::{self, Step};
+
+/// The field manager of the sidecars' writes.
+const MANAGER: &str = "csi-snapshotter";
+
+/// How often the sidecars look again without a change.
+const RESYNC: Duration = Duration::from_secs(15);
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", kind), plural)
+}
+
+fn content_resource() -> ApiResource {
+    resource("VolumeSnapshotContent", "volumesnapshotcontents")
+}
+
+type Changes = futures::stream::BoxStream<'static, ()>;
+
+fn dynamic_store(client: &Client, resource: ApiResource) -> (Store<DynamicObject>, Changes) {
+    let writer = reflector::store::Writer::new(resource.clone());
+    let reader = writer.as_reader();
+    let stream = reflector::reflector(
+        writer,
+        watcher(
+            Api::<DynamicObject>::all_with(client.clone(), &resource),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    )
+    .touched_objects()
+    .map(|_| ())
+    .boxed();
+    (reader, stream)
+}
+
+fn values<K>(store: &Store<K>) -> Vec<Value>
+where
+    K: kube::Resource + Clone + serde::Serialize + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .state()
+        .iter()
+        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+        .collect()
+}
+
+fn listed<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|r| r.is_ok())
+}
+
+/// The VolumeSnapshots and VolumeSnapshotContents external-provisioner reads to restore a
+/// claim from a snapshot.
+pub(crate) struct RestoreSources {
+    snapshots: Store<DynamicObject>,
+    contents: Store<DynamicObject>,
+}
+
+impl RestoreSources {
+    /// Starts watching; the stream must be polled for the stores to fill.
+    pub(crate) fn watch(client: &Client) -> (RestoreSources, Changes) {
+        let (snapshots, snapshot_changes) =
+            dynamic_store(client, resource("VolumeSnapshot", "volumesnapshots"));
+        let (contents, content_changes) = dynamic_store(client, content_resource());
+        let changes = futures::stream::select(snapshot_changes, content_changes).boxed();
+        (
+            RestoreSources {
+                snapshots,
+                contents,
+            },
+            changes,
+        )
+    }
+
+    /// The snapshots and contents now, once both are listed (empty before).
+    pub(crate) fn values(&self) -> (Vec<Value>, Vec<Value>) {
+        if !listed(&self.snapshots) || !listed(&self.contents) {
+            return (Vec::new(), Vec::new());
+        }
+        (values(&self.snapshots), values(&self.contents))
+    }
+}
+
+/// The csi-snapshotter sidecars of the simulated drivers, until the task is dropped.
+pub(crate) async fn run_snapshotter(client: Client, clock: Clock) {
+    let (contents, content_changes) = dynamic_store(&client, content_resource());
+    let writer = reflector::store::Writer::<PersistentVolume>::default();
+    let volumes = writer.as_reader();
+    let volume_changes = reflector::reflector(
+        writer,
+        watcher(
+            Api::<PersistentVolume>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    )
+    .touched_objects()
+    .map(|_| ())
+    .boxed();
+    let mut changes = futures::stream::select_all([content_changes, volume_changes]);
+    let mut resync = tokio::time::interval(RESYNC);
+    let mut failures: HashSet<(String, String)> = HashSet::new();
+    loop {
+        tokio::select! {
+            change = changes.next() => {
+                if change.is_none() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                while let Some(Some(())) = changes.next().now_or_never() {}
+            }
+            _ = resync.tick() => {}
+        }
+        if !listed(&contents) || !listed(&volumes) {
+            resync.reset_after(Duration::from_millis(100));
+            continue;
+        }
+        let (all, volumes) = (values(&contents), values(&volumes));
+        for content in &all {
+            let step = sidecar::sync(content, &volumes, &all, clock());
+            if let Err(error) = carry_out(&client, &clock, content, step, &mut failures).await {
+                tracing::debug!(%error, content = %text(content, "/metadata/name"), "csi-snapshotter write failed; retried");
+                resync.reset_after(Duration::from_millis(500));
+            }
+        }
+    }
+}
+
+async fn carry_out(
+    client: &Client,
+    clock: &Clock,
+    content: &Value,
+    step: Step,
+    failures: &mut HashSet<(String, String)>,
+) -> Result<(), kube::Error> {
+    let api = Api::<DynamicObject>::all_with(client.clone(), &content_resource());
+    let params = PostParams {
+        field_manager: Some(MANAGER.into()),
+        ..PostParams::default()
+    };
+    let name = text(content, "/metadata/name").to_string();
+    let driver = text(content, "/spec/driver").to_string();
+    match step {
+        Step::Skip => {}
+        Step::Status(next) => {
+            let body: DynamicObject =
+                serde_json::from_value(next.clone()).map_err(kube::Error::SerdeError)?;
+            api.replace_status(&name, &params, &body).await?;
+            tracing::info!(content = %name, handle = %text(&next, "/status/snapshotHandle"), "took a snapshot");
+        }
+        Step::Failed {
+            content: next,
+            message,
+        } => {
+            let body: DynamicObject =
+                serde_json::from_value(next).map_err(kube::Error::SerdeError)?;
+            let written = api.replace_status(&name, &params, &body).await;
+            // The event goes even when the status write fails, as upstream's does.
+            if failures.insert((text(content, "/metadata/uid").to_string(), message.clone())) {
+                record(
+                    client,
+                    clock,
+                    &driver,
+                    content,
+                    "SnapshotCreationFailed",
+                    &message,
+                )
+                .await;
+            }
+            written?;
+        }
+        Step::Delete {
+            handle,
+            content: next,
+        } => {
+            if let Some(handle) = handle {
+                tracing::info!(content = %name, %handle, "deleted a snapshot");
+            }
+            let typed: DynamicObject =
+                serde_json::from_value(next).map_err(kube::Error::SerdeError)?;
+            api.replace(&name, &params, &typed).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Records a Warning event about `content` as the driver's sidecar; a failure is only logged.
+async fn record(
+    client: &Client,
+    clock: &Clock,
+    driver: &str,
+    content: &Value,
+    reason: &str,
+    message: &str,
+) {
+    let component = sidecar::component(driver);
+    let recorder = Recorder {
+        component: &component,
+        host: None,
+    };
+    let involved = serde_json::json!({
+        "apiVersion": text(content, "/apiVersion"), "kind": "VolumeSnapshotContent",
+        "name": text(content, "/metadata/name"), "uid": text(content, "/metadata/uid"),
+        "resourceVersion": text(content, "/metadata/resourceVersion"),
+    });
+    let event = core_event(recorder, involved, "Warning", reason, message, clock());
+    let namespace = match text(&event, "/metadata/namespace") {
+        "" => "default".to_string(),
+        namespace => namespace.to_string(),
+    };
+    let Ok(event) = serde_json::from_value::<CoreEvent>(event) else {
+        return;
+    };
+    if let Err(error) = Api::<CoreEvent>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &event)
+        .await
+    {
+        tracing::debug!(%error, "cannot record an event");
+    }
+}
