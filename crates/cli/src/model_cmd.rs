@@ -472,6 +472,9 @@ async fn pull(args: &PullArgs) -> anyhow::Result<()> {
         let mut nodes_done = 0;
         for node in &nodes {
             let status = cache_get(&client, node, "status").await?;
+            // Once the node says the model is pulled, its files count as done even if this
+            // loop never saw one of them complete (a later eviction may have taken it).
+            let mut node_pulled = false;
             for prepull in status["prepulls"].as_array().into_iter().flatten() {
                 if prepull["model"] != repo.as_str() || prepull["revision"] != revision.as_str() {
                     continue;
@@ -484,6 +487,7 @@ async fn pull(args: &PullArgs) -> anyhow::Result<()> {
                 }
                 if prepull["phase"] == "Pulled" {
                     nodes_done += 1;
+                    node_pulled = true;
                 }
             }
             let held: std::collections::BTreeSet<&str> = status["blobs"]
@@ -504,7 +508,7 @@ async fn pull(args: &PullArgs) -> anyhow::Result<()> {
                     continue;
                 }
                 let hex = bare(digest);
-                let complete = held.iter().any(|h| bare(h) == hex);
+                let complete = node_pulled || held.iter().any(|h| bare(h) == hex);
                 if complete {
                     done_bytes += size;
                     if reported.insert((node.clone(), path.clone())) {

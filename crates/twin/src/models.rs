@@ -605,6 +605,15 @@ impl Delivery {
         new
     }
 
+    /// Whether `node` holds the model `key` (repo, revision) whole.
+    fn holds(&self, node: &str, key: &(String, String)) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .is_some_and(|models| models.contains_key(key))
+    }
+
     /// Forgets the models of `node` some of whose blobs its cache evicted (to make room for
     /// another pull); whether any was forgotten, so `status.images` is posted again.
     fn forget_evicted(&self, node: &str) -> bool {
@@ -750,7 +759,21 @@ impl Delivery {
                     link_hf_view(&cache, &model, &commit, &listed);
                     let new = delivery.remember(&node, &model, listed);
                     let evicted = delivery.forget_evicted(&node);
-                    set_phase("Pulled", String::new());
+                    if delivery.holds(&node, &key) {
+                        set_phase("Pulled", String::new());
+                    } else {
+                        // Unpinned, the model's own files went at the next eviction: it does
+                        // not fit under the cache's low watermark.
+                        let capacity = cache.config().capacity;
+                        set_phase(
+                            "Failed",
+                            format!(
+                                "model {model} does not fit in the node's cache: its files were evicted as soon as they were pulled (capacity {}, evictions bring use down to {}%)",
+                                human_bytes(capacity),
+                                cache.config().watermarks.low_percent()
+                            ),
+                        );
+                    }
                     let _ = delivery.notices.send(Notice {
                         namespace: String::new(),
                         name: String::new(),

@@ -437,8 +437,9 @@ fn model_locality_places_a_replica_where_the_model_is() {
 
 #[test]
 fn a_model_evicted_for_another_leaves_the_nodes_images() {
-    // Room for one 4 MiB model at a time.
-    let cluster = Cluster::start_with_args(&["--node-cache-capacity", "6Mi"]);
+    // Room for one 4 MiB model at a time: one stays under the 60 % low watermark (5.4 MiB),
+    // two pass the 80 % high one (7.2 MiB).
+    let cluster = Cluster::start_with_args(&["--node-cache-capacity", "9Mi"]);
     let node_images = |want: &str| {
         cluster.wait_for_within(
             "1.31",
@@ -473,5 +474,21 @@ fn a_model_evicted_for_another_leaves_the_nodes_images() {
     assert!(
         listing.contains("lab/second") && !listing.contains("lab/first"),
         "{listing}"
+    );
+    // A model past the high watermark (8 MiB) cannot stay: its pre-pull fails, saying why.
+    let big = cluster.dir.path().join("big");
+    generate(&[big.to_str().unwrap(), "--model", "lab/big", "--size", "8Mi"]);
+    tessera_ok(
+        &cluster,
+        &["model", "push", big.to_str().unwrap(), "--model", "lab/big"],
+    );
+    let (ok, _, stderr) = outcome(tessera(
+        &cluster,
+        &["model", "pull", "lab/big", "--node", "cpu-2"],
+    ));
+    assert!(!ok);
+    assert!(
+        stderr.contains("model lab/big@main does not fit in the node's cache"),
+        "{stderr}"
     );
 }
