@@ -35,6 +35,14 @@ pub struct ModelsBenchArgs {
     /// A fixed piece length (the 8–16 MiB rule without).
     #[arg(long, value_parser = bytes)]
     pub piece_length: Option<u64>,
+    /// How often a node re-reads its peers' piece maps, in milliseconds (the cache's default
+    /// when absent). All nodes share this process's CPU: a large cluster polls less often.
+    #[arg(long)]
+    pub poll_interval_ms: Option<u64>,
+    /// Peers besides the seed whose piece maps a node reads each poll (the cache's default
+    /// when absent).
+    #[arg(long)]
+    pub polled_peers: Option<usize>,
     #[command(flatten)]
     pub repeat: Repeat,
 }
@@ -76,6 +84,12 @@ async fn cluster(n: usize, args: &ModelsBenchArgs) -> anyhow::Result<Cluster> {
             .collect();
         config.upload_rate = Some(args.link);
         config.piece_length = args.piece_length;
+        if let Some(ms) = args.poll_interval_ms {
+            config.poll_interval = Duration::from_millis(ms.max(1));
+        }
+        if let Some(polled) = args.polled_peers {
+            config.polled_peers = polled;
+        }
         config.capacity = args.size.saturating_mul(4);
         let cache = Cache::open(config)?;
         tokio::spawn(tessera_node_cache::server::serve(cache.clone(), listener));
