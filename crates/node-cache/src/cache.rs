@@ -1224,6 +1224,9 @@ impl Inner {
             .chain(peers.iter().map(|p| p.name.as_str()))
             .collect();
         let share = SeedShare::of(&self.me.node, &names, &peers[seed].name, seed);
+        // Since when nothing could be fetched although the seed had finished without holding
+        // the whole blob any more (it evicted it): after a while the pull fails, not hangs.
+        let mut orphaned: Option<tokio::time::Instant> = None;
         loop {
             if busy.is_empty() && job.download().is_complete() {
                 return Ok(());
@@ -1264,6 +1267,22 @@ impl Inner {
                         },
                     )
                 };
+                let seed_finished = matches!(&*answer.borrow(), Some(Ok(_)));
+                let seed_lost_it = holders.get(seed).is_some_and(|h| {
+                    u64::try_from(h.pieces.len()).unwrap_or(u64::MAX) < job.layout.count()
+                });
+                if seed_finished && seed_lost_it && busy.is_empty() && assignments.is_empty() {
+                    let since = *orphaned.get_or_insert_with(tokio::time::Instant::now);
+                    if since.elapsed() >= ORPHANED_AFTER {
+                        workers.abort_all();
+                        return Err(CacheError::Seed {
+                            seed: peers[seed].name.clone(),
+                            message: "it no longer holds the blob (evicted before this node had every piece) and no peer has the rest; pull again".into(),
+                        });
+                    }
+                } else {
+                    orphaned = None;
+                }
                 for assignment in assignments {
                     busy.insert(assignment.piece);
                     load[assignment.holder] += 1;
@@ -1439,6 +1458,9 @@ impl Inner {
         self.remove_blobs(plan.delete).await;
     }
 }
+
+/// How long a peer waits for pieces nobody holds once its seed finished without them.
+const ORPHANED_AFTER: Duration = Duration::from_secs(3);
 
 struct OriginRun {
     queue: Mutex<VecDeque<u64>>,
