@@ -50,9 +50,10 @@ pub struct Assignment {
 }
 
 /// Which peers to ask for their piece maps this round: the seed always, then at most `max`
-/// others, closest first (node > rack > zone > other), peers of equal locality taken in a
-/// rotation that starts at `round` so that each is asked in turn. Indexes into `peers`,
-/// ascending. Bounds a node's polling in a large cluster.
+/// others — half of them the closest (node > rack > zone > other, peers of equal locality
+/// taken in a rotation that starts at `round`), the other half from all the rest in that
+/// rotation, so that every peer is asked in turn and pieces held only in another zone are
+/// found. Indexes into `peers`, ascending. Bounds a node's polling in a large cluster.
 pub fn peers_to_poll(
     me: &Topology,
     peers: &[Topology],
@@ -71,7 +72,15 @@ pub fn peers_to_poll(
         })
         .collect();
     others.sort_unstable();
-    let mut chosen: Vec<usize> = others.into_iter().take(max).map(|(_, _, i)| i).collect();
+    let near = max.div_ceil(2);
+    let mut chosen: Vec<usize> = others.iter().take(near).map(|(_, _, i)| *i).collect();
+    let mut rest: Vec<(u64, usize)> = others
+        .iter()
+        .skip(near)
+        .map(|(_, rotated, i)| (*rotated, *i))
+        .collect();
+    rest.sort_unstable();
+    chosen.extend(rest.into_iter().take(max - near).map(|(_, i)| i));
     chosen.extend(seed.filter(|s| *s < peers.len()));
     chosen.sort_unstable();
     chosen
@@ -436,10 +445,13 @@ mod tests {
         // (seed, max, round, want)
         for (seed, max, round, want) in [
             (Some(5), 10, 0, vec![0, 1, 2, 3, 4, 5]),
-            (Some(5), 3, 0, vec![0, 1, 4, 5]),
+            // Two closest (a, then b), one far in rotation (c).
+            (Some(5), 3, 0, vec![0, 1, 2, 5]),
             (Some(5), 2, 0, vec![0, 1, 5]),
-            (Some(5), 2, 2, vec![0, 4, 5]),
-            (Some(5), 4, 0, vec![0, 1, 2, 4, 5]),
+            // Round 2 rotates the far half to c.
+            (Some(5), 2, 2, vec![0, 2, 5]),
+            (Some(5), 4, 0, vec![0, 1, 2, 3, 5]),
+            // Round 3: a and e (the zone mate first in rotation), then d and b.
             (Some(5), 4, 3, vec![0, 1, 3, 4, 5]),
             (Some(5), 0, 0, vec![5]),
             (None, 1, 0, vec![0]),
