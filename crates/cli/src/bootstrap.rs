@@ -108,8 +108,24 @@ fn ensure_snapshot_classes(objects: &Objects) -> anyhow::Result<()> {
             "volumesnapshotclasses",
         )
         .ok_or_else(|| anyhow::anyhow!("volumesnapshotclasses are not served"))?;
-    for class in tessera_storage::snapshots::crd::snapshot_classes() {
-        let name = class["metadata"]["name"]
+    create_missing(
+        objects,
+        resource,
+        "volumesnapshotclass",
+        tessera_storage::snapshots::crd::snapshot_classes(),
+    )
+}
+
+/// Creates each of `wanted` (cluster-scoped objects of `resource`) not stored yet; what is
+/// stored is left as the administrator made it.
+fn create_missing(
+    objects: &Objects,
+    resource: Resource,
+    kind: &str,
+    wanted: impl IntoIterator<Item = serde_json::Value>,
+) -> anyhow::Result<()> {
+    for object in wanted {
+        let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
@@ -117,8 +133,8 @@ fn ensure_snapshot_classes(objects: &Objects) -> anyhow::Result<()> {
             continue;
         }
         objects
-            .create(resource, None, class, &WriteOptions::default())
-            .map_err(|e| anyhow::anyhow!("create volumesnapshotclass {name}: {e}"))?;
+            .create(resource, None, object, &WriteOptions::default())
+            .map_err(|e| anyhow::anyhow!("create {kind} {name}: {e}"))?;
     }
     Ok(())
 }
@@ -133,18 +149,7 @@ fn ensure_storage(objects: &Objects) -> anyhow::Result<()> {
     for (plural, wanted) in bundle {
         let resource = Resource::find("storage.k8s.io", "v1", plural)
             .ok_or_else(|| anyhow::anyhow!("{plural} are not served"))?;
-        for object in wanted {
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            if objects.get(resource, None, &name).is_ok() {
-                continue;
-            }
-            objects
-                .create(resource, None, object, &WriteOptions::default())
-                .map_err(|e| anyhow::anyhow!("create {plural} {name}: {e}"))?;
-        }
+        create_missing(objects, resource, plural, wanted)?;
     }
     Ok(())
 }
