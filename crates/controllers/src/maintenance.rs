@@ -28,7 +28,6 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PostParams};
-use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tessera_maintenance::facts::{self, VALIDATOR_APP};
@@ -94,11 +93,11 @@ pub async fn run(client: Client, clock: Clock) {
     };
     while next_pass(&mut changes, &mut resync).await {
         let world = World {
-            plans: values(&plans),
-            nodes: values(&nodes),
-            pods: values(&pods),
-            pdbs: values(&pdbs),
-            workloads: values(&workloads),
+            plans: crate::shell::store_values(&plans),
+            nodes: crate::shell::store_values(&nodes),
+            pods: crate::shell::store_values(&pods),
+            pdbs: crate::shell::store_values(&pdbs),
+            workloads: crate::shell::store_values(&workloads),
         };
         for plan in &world.plans {
             if let Err(error) = reconcile(&client, &resource, plan, &world, &catalog, clock()).await
@@ -107,18 +106,6 @@ pub async fn run(client: Client, clock: Clock) {
             }
         }
     }
-}
-
-fn values<K>(store: &Store<K>) -> Vec<Value>
-where
-    K: kube::Resource + Clone + serde::Serialize + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store
-        .state()
-        .iter()
-        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-        .collect()
 }
 
 /// What one pass reads.

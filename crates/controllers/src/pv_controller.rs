@@ -79,17 +79,6 @@ pub async fn run(
     }
 }
 
-/// The objects of a store as JSON.
-fn values<K: serde::Serialize + kube::Resource<DynamicType = ()> + Clone>(
-    store: &Store<K>,
-) -> Vec<Value> {
-    store
-        .state()
-        .iter()
-        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-        .collect()
-}
-
 /// Whether a pod names a claim (the only pods the core reads).
 fn uses_claims(pod: &Pod) -> bool {
     pod.spec
@@ -158,9 +147,9 @@ impl Controller {
         pods: &Store<Pod>,
     ) -> bool {
         let mut snapshot = Snapshot {
-            volumes: values(volumes),
-            claims: values(claims),
-            classes: values(classes),
+            volumes: crate::shell::store_values(volumes),
+            claims: crate::shell::store_values(claims),
+            classes: crate::shell::store_values(classes),
             pods: Vec::new(),
         };
         if snapshot.volumes.is_empty() && snapshot.claims.is_empty() {
@@ -403,7 +392,7 @@ pub async fn run_ephemeral(
         if with_templates.is_empty() {
             continue;
         }
-        let existing = values(&claims);
+        let existing = crate::shell::store_values(&claims);
         let mut failed = false;
         for pod in &with_templates {
             for claim in ephemeral::claims_to_create(pod, &existing) {

@@ -36,6 +36,19 @@ pub enum ReconcileError {
     Convert(#[from] serde_json::Error),
 }
 
+/// The objects a reflector's store holds, as JSON (what the cores read).
+pub fn store_values<K>(store: &Store<K>) -> Vec<Value>
+where
+    K: kube::Resource + Clone + serde::Serialize + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .state()
+        .iter()
+        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+        .collect()
+}
+
 /// Retry a failed reconciliation soon.
 pub fn retry_soon<K, C>(_object: Arc<K>, error: &ReconcileError, _context: Arc<C>) -> Action {
     tracing::debug!(%error, "reconciliation failed; retrying");

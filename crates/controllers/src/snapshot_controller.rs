@@ -16,7 +16,6 @@ use std::time::Duration;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
-use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::Value;
 use tessera_model::clock::Clock;
@@ -48,18 +47,6 @@ pub fn content_resource() -> ApiResource {
 /// VolumeSnapshotClasses.
 pub fn class_resource() -> ApiResource {
     resource("VolumeSnapshotClass", "volumesnapshotclasses")
-}
-
-fn values<K>(store: &Store<K>) -> Vec<Value>
-where
-    K: kube::Resource + Clone + serde::Serialize + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store
-        .state()
-        .iter()
-        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-        .collect()
 }
 
 /// Runs the controller until the task is dropped, reading the time from `clock`.
@@ -101,11 +88,11 @@ pub async fn run(client: Client, clock: Clock) {
             continue;
         }
         let world = World {
-            snapshots: values(&snapshots),
-            contents: values(&contents),
-            classes: values(&classes),
-            claims: values(&claims),
-            volumes: values(&volumes),
+            snapshots: crate::shell::store_values(&snapshots),
+            contents: crate::shell::store_values(&contents),
+            classes: crate::shell::store_values(&classes),
+            claims: crate::shell::store_values(&claims),
+            volumes: crate::shell::store_values(&volumes),
         };
         if !controller.pass(&world).await {
             // Look again soon rather than at the next resync.

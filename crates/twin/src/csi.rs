@@ -87,9 +87,12 @@ where
     (reader, stream)
 }
 
-fn values<K: serde::Serialize + kube::Resource<DynamicType = ()> + Clone>(
-    store: &Store<K>,
-) -> Vec<Value> {
+/// The objects a reflector's store holds, as JSON (what the cores read).
+pub(crate) fn store_values<K>(store: &Store<K>) -> Vec<Value>
+where
+    K: kube::Resource + Clone + serde::Serialize + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
     store
         .state()
         .iter()
@@ -153,9 +156,9 @@ pub(crate) async fn run_provisioner(
             .collect();
         provisioner
             .pass(
-                values(&claims),
-                values(&volumes),
-                values(&classes),
+                store_values(&claims),
+                store_values(&volumes),
+                store_values(&classes),
                 restore.values(),
                 &disks,
             )

@@ -58,18 +58,6 @@ fn dynamic_store(client: &Client, resource: ApiResource) -> (Store<DynamicObject
     (reader, stream)
 }
 
-fn values<K>(store: &Store<K>) -> Vec<Value>
-where
-    K: kube::Resource + Clone + serde::Serialize + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store
-        .state()
-        .iter()
-        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-        .collect()
-}
-
 fn listed<K>(store: &Store<K>) -> bool
 where
     K: kube::Resource + Clone + 'static,
@@ -109,7 +97,10 @@ impl RestoreSources {
         if !listed(&self.snapshots) || !listed(&self.contents) {
             return (Vec::new(), Vec::new());
         }
-        (values(&self.snapshots), values(&self.contents))
+        (
+            crate::csi::store_values(&self.snapshots),
+            crate::csi::store_values(&self.contents),
+        )
     }
 }
 
@@ -147,7 +138,10 @@ pub(crate) async fn run_snapshotter(client: Client, clock: Clock) {
             resync.reset_after(Duration::from_millis(100));
             continue;
         }
-        let (all, volumes) = (values(&contents), values(&volumes));
+        let (all, volumes) = (
+            crate::csi::store_values(&contents),
+            crate::csi::store_values(&volumes),
+        );
         for content in &all {
             let step = sidecar::sync(content, &volumes, &all, clock());
             if let Err(error) = carry_out(&client, &clock, content, step, &mut failures).await {
