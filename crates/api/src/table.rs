@@ -68,6 +68,16 @@ fn flag(object: &Value, pointer: &str) -> Value {
     json!(set.to_string())
 }
 
+/// The length of the array at `pointer` (0 when absent), for count columns.
+fn count(object: &Value, pointer: &str) -> Value {
+    json!(
+        object
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    )
+}
+
 fn or_none(text: impl Into<String> + AsRef<str>) -> Value {
     if text.as_ref().is_empty() {
         json!("<none>")
@@ -579,13 +589,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ],
         ("", "ServiceAccount") => vec![
             col("Name", 0, name),
-            int_col("Secrets", 0, |s, _| {
-                json!(
-                    s.get("secrets")
-                        .and_then(Value::as_array)
-                        .map_or(0, Vec::len)
-                )
-            }),
+            int_col("Secrets", 0, |s, _| count(s, "/secrets")),
             col("Age", 0, age),
         ],
         ("", "Event") => vec![
@@ -716,13 +720,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                         .to_lowercase()
                 )
             }),
-            int_col("Active", 0, |c, _| {
-                json!(
-                    c.pointer("/status/active")
-                        .and_then(Value::as_array)
-                        .map_or(0, Vec::len)
-                )
-            }),
+            int_col("Active", 0, |c, _| count(c, "/status/active")),
             col("Last Schedule", 0, |c, now| {
                 match c
                     .pointer("/status/lastScheduleTime")
@@ -818,13 +816,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ],
         ("storage.k8s.io", "CSINode") => vec![
             col("Name", 0, name),
-            int_col("Drivers", 0, |n, _| {
-                json!(
-                    n.pointer("/spec/drivers")
-                        .and_then(Value::as_array)
-                        .map_or(0, Vec::len)
-                )
-            }),
+            int_col("Drivers", 0, |n, _| count(n, "/spec/drivers")),
             col("Age", 0, age),
         ],
         ("storage.k8s.io", "CSIDriver") => vec![
