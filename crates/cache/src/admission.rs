@@ -8,6 +8,10 @@
 //! refused with [`InsufficientSpace`] ("insufficient cache space"), so that room is never made
 //! by evicting data in use.
 //!
+//! A node asked to seed a blob for others (it does not need it itself) is admitted only when
+//! the blob fits without evicting anything ([`admit_seed`]): seeding must not cost a node its
+//! own models. A node that declines is passed over for the next in the seed ranking.
+//!
 //! This module does not measure disks or delete files: the blob records, the pinned set and
 //! the sizes are inputs, the digests to delete the output.
 
@@ -88,6 +92,45 @@ pub fn admit(
     })
 }
 
+/// Why a node declines to seed a blob for others.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SeedDeclined {
+    #[error(
+        "declined to seed {digest}: it would evict {evict} of this node's own blobs ({need} bytes needed, the high watermark leaves room for {room})"
+    )]
+    WouldEvict {
+        digest: String,
+        evict: usize,
+        need: u64,
+        room: u64,
+    },
+    #[error("declined to seed: {0}")]
+    NoSpace(#[from] InsufficientSpace),
+}
+
+/// [`admit`] for a node asked to seed: admitted only when nothing is evicted.
+pub fn admit_seed(
+    watermarks: &Watermarks,
+    capacity: u64,
+    blobs: &[Blob],
+    pinned: &BTreeSet<String>,
+    digest: &str,
+    incoming: u64,
+) -> Result<Admission, SeedDeclined> {
+    let admission = admit(watermarks, capacity, blobs, pinned, digest, incoming)?;
+    if admission.evict.is_empty() {
+        return Ok(admission);
+    }
+    let held: u64 = blobs.iter().map(|b| b.size).fold(0, u64::saturating_add);
+    let (high, _) = watermarks.bytes(capacity);
+    Err(SeedDeclined::WouldEvict {
+        digest: digest.to_owned(),
+        evict: admission.evict.len(),
+        need: incoming,
+        room: high.saturating_sub(held),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +200,34 @@ mod tests {
                 }
                 (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_seed_declines_what_would_evict_its_own_blobs() {
+        let w = Watermarks::default(); // 800 / 600 of 1000
+        let blobs = vec![blob("a", 300, 10, false), blob("b", 300, 20, false)];
+        let none = BTreeSet::new();
+        // (incoming, want: Ok(used after) or Err(message))
+        for (incoming, want) in [
+            (199, Ok(799)),
+            (
+                200,
+                Err(
+                    "declined to seed x: it would evict 1 of this node's own blobs (200 bytes needed, the high watermark leaves room for 200)",
+                ),
+            ),
+            (
+                2000,
+                Err(
+                    "declined to seed: insufficient cache space: x needs 2000 bytes, but only 1000 of the cache's 1000 bytes can be freed or are free (0 bytes are pinned by pods or downloading)",
+                ),
+            ),
+        ] {
+            let got = admit_seed(&w, 1000, &blobs, &none, "x", incoming)
+                .map(|a| a.used_after)
+                .map_err(|e| e.to_string());
+            assert_eq!(got, want.map_err(str::to_owned), "{incoming}");
         }
     }
 

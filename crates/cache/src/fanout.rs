@@ -20,8 +20,8 @@
 //! piece many times over. With a [`SeedShare`], a piece only the seed holds is fetched from it
 //! by one node alone (the piece's index modulo the non-seed nodes picks it, BitTorrent's
 //! super-seeding); the others take it from that node once it holds it, and a piece others hold
-//! too is not taken from the seed at all. Once the seed holds the
-//! whole blob the rule is lifted, so a slow node never holds the others back for long.
+//! too is not taken from the seed at all. Once the seed holds the whole blob the shell lifts
+//! the rule, so a slow node never holds the others back for long.
 //!
 //! This module does not know addresses, HTTP or time: holders are indexes into the shell's
 //! list.
@@ -118,7 +118,9 @@ pub struct Round<'a> {
     pub rotation: u64,
     /// Seeds the parent draws.
     pub seed: u64,
-    /// Super-seeding while the seed reads the origin (none: any piece from any holder).
+    /// Super-seeding while the seed reads the origin (none: any piece from any holder). The
+    /// shell passes a share only while the seed lacks pieces: the holders' maps may list only
+    /// what this node lacks, so the core cannot tell.
     pub seed_share: Option<SeedShare>,
 }
 
@@ -169,12 +171,7 @@ pub fn assign(
     } = *round;
     let count = download.layout().count();
     let counts = availability(count, holders);
-    // Super-seeding holds only while the seed's map is incomplete.
-    let share = seed_share.filter(|share| {
-        holders
-            .get(share.holder)
-            .is_some_and(|h| u64::try_from(h.pieces.len()).unwrap_or(u64::MAX) < count)
-    });
+    let share = seed_share;
     let mut given: Vec<u64> = (0..holders.len())
         .map(|h| {
             load.get(h)
@@ -499,10 +496,10 @@ mod tests {
         let got = assign(&download(8, &[]), &me, &holders, &round(Some(share)));
         let got: BTreeSet<(u64, usize)> = got.into_iter().map(|a| (a.piece, a.holder)).collect();
         assert_eq!(got, BTreeSet::from([(0, 1), (1, 0), (4, 0)]));
-        // Once the seed holds the whole blob, anything goes again.
+        // Once the seed holds the whole blob, the shell passes no share: anything goes again.
         let mut complete = holders.clone();
         complete[0] = holder(topo("n0", "r1", "z1"), 1 << 30, &[0, 1, 2, 3, 4, 5, 6, 7]);
-        assert_eq!(pieces(Some(share), &complete).len(), 8);
+        assert_eq!(pieces(None, &complete).len(), 8);
         // Every non-seed node numbers the others alike; the seed itself has no share.
         let nodes = ["n3", "n0", "n2", "n1"];
         let slots: Vec<u64> = ["n1", "n2", "n3"]

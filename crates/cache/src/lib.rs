@@ -15,6 +15,7 @@
 //! - [`sigv4`]: AWS Signature Version 4 for S3 requests and presigned URLs.
 //! - [`admission`]: whether a new download fits the byte budget, and what to evict first;
 //! - [`fanout`]: which missing pieces to fetch next from which peer;
+//! - [`tracker`]: the seed's view of a blob's swarm (who holds what) and the holders it offers;
 //! - [`retry`]: which origin answers are retried with backoff and which fail at once.
 //!
 //! It does no I/O, reads no clock (times are `u64` milliseconds passed in) and draws no
@@ -32,6 +33,7 @@ pub mod placement;
 pub mod retry;
 pub mod sigv4;
 pub mod single_flight;
+pub mod tracker;
 
 use sha2::{Digest, Sha256};
 

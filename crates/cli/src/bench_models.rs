@@ -1,18 +1,18 @@
 //! `tessera bench models`: N node caches in one process, each behind a rate-limited upload
-//! link, pulling one generated model file from one rate-limited origin at once,
-//! issue 21's model-distribution bench.
+//! link, pulling one generated model file from one rate-limited origin at once
+//! ([`tessera_node_cache::loopback_swarm`]), issue 21's model-distribution bench.
 //!
-//! Reports, per cluster size (rows of `bench_report`, `--runs N` medians): origin bytes over the model size (the cluster single-flight's
-//! figure, ideally 1.0), each node's load time against what its link alone allows, and the
+//! Reports, per cluster size (rows of `bench_report`, `--runs N` medians): origin bytes over
+//! the model size (the cluster single-flight's figure, ideally 1.0), each node's load time against what its link alone allows, and the
 //! time for all nodes against one node pulling alone. Loopback only: the links are the token
 //! buckets, not a network.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use tessera_cache::sha256_hex;
-use tessera_node_cache::test_origin::{TestOrigin, generate};
-use tessera_node_cache::{Cache, Config, PeerSpec, PullRequest};
+use tessera_node_cache::loopback_swarm::{self, SwarmSpec};
+use tessera_node_cache::test_origin::generate;
 
 use crate::agent_cache::bytes;
 use crate::bench_report::{CpuClock, Figure, Repeat, Row};
@@ -43,108 +43,39 @@ pub struct ModelsBenchArgs {
     /// when absent).
     #[arg(long)]
     pub polled_peers: Option<usize>,
+    /// Pieces each node uploads at once (the cache's default when absent).
+    #[arg(long)]
+    pub upload_slots: Option<usize>,
+    /// Requests waiting for an upload slot before more are sent elsewhere (the cache's default
+    /// when absent).
+    #[arg(long)]
+    pub upload_queue: Option<usize>,
     #[command(flatten)]
     pub repeat: Repeat,
 }
 
-struct Cluster {
-    caches: Vec<Cache>,
-    urls: Vec<String>,
-    _dirs: Vec<tempfile::TempDir>,
-}
-
-async fn cluster(n: usize, args: &ModelsBenchArgs) -> anyhow::Result<Cluster> {
-    let mut listeners = Vec::new();
-    for _ in 0..n {
-        listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await?);
-    }
-    let mut specs = Vec::new();
-    for (i, listener) in listeners.iter().enumerate() {
-        specs.push(PeerSpec {
-            name: format!("node-{i:03}"),
-            url: format!("http://{}", listener.local_addr()?),
-            rack: Some(format!("rack-{}", i / 4)),
-            zone: Some(format!("zone-{}", i / 16)),
-        });
-    }
-    let mut cluster = Cluster {
-        caches: Vec::new(),
-        urls: Vec::new(),
-        _dirs: Vec::new(),
-    };
-    for (spec, listener) in specs.iter().zip(listeners) {
-        let dir = tempfile::tempdir()?;
-        let mut config = Config::new(dir.path(), &spec.name);
-        config.rack = spec.rack.clone();
-        config.zone = spec.zone.clone();
-        config.peers = specs
-            .iter()
-            .filter(|p| p.name != spec.name)
-            .cloned()
-            .collect();
-        config.upload_rate = Some(args.link);
-        config.piece_length = args.piece_length;
-        if let Some(ms) = args.poll_interval_ms {
-            config.poll_interval = Duration::from_millis(ms.max(1));
-        }
-        if let Some(polled) = args.polled_peers {
-            config.polled_peers = polled;
-        }
-        config.capacity = args.size.saturating_mul(4);
-        let cache = Cache::open(config)?;
-        tokio::spawn(tessera_node_cache::server::serve(cache.clone(), listener));
-        cluster.caches.push(cache);
-        cluster.urls.push(spec.url.clone());
-        cluster._dirs.push(dir);
-    }
-    Ok(cluster)
-}
-
-/// Pulls `request` on every cache at once; each node's load time.
-async fn pull_all(cluster: &Cluster, request: &PullRequest) -> anyhow::Result<Vec<Duration>> {
-    let start = Instant::now();
-    let pulls = cluster.caches.iter().map(|cache| {
-        let cache = cache.clone();
-        let request = request.clone();
-        async move {
-            cache.pull(request).await?;
-            Ok::<_, tessera_node_cache::CacheError>(start.elapsed())
-        }
-    });
-    let times = futures::future::join_all(pulls).await;
-    times
-        .into_iter()
-        .map(|t| t.context("a node's pull failed"))
-        .collect()
-}
-
 /// One pull of the model on `nodes` fresh caches from a fresh origin: each node's load time
-/// and the origin's bytes over the model size.
+/// (ascending) and the origin's bytes over the model size.
 async fn once(
     nodes: usize,
     args: &ModelsBenchArgs,
     model: &[u8],
     digest: &str,
 ) -> anyhow::Result<(Vec<f64>, f64)> {
-    let origin = TestOrigin::start(Some(args.origin_rate)).await?;
-    let url = origin.put("/models/bench/model.safetensors", model.to_vec());
-    let cluster = cluster(nodes, args).await?;
-    let request = PullRequest {
-        digest: digest.to_owned(),
-        size: args.size,
-        url,
-        model: None,
-        revision: None,
-        file: None,
-        as_seed: false,
+    let root = tempfile::tempdir()?;
+    let spec = SwarmSpec {
+        nodes,
+        link: args.link,
+        origin_rate: args.origin_rate,
+        piece_length: args.piece_length,
+        poll_interval: args.poll_interval_ms.map(Duration::from_millis),
+        polled_peers: args.polled_peers,
+        upload_slots: args.upload_slots,
+        upload_queue: args.upload_queue,
     };
-    let mut times: Vec<f64> = pull_all(&cluster, &request)
-        .await?
-        .iter()
-        .map(Duration::as_secs_f64)
-        .collect();
-    times.sort_by(f64::total_cmp);
-    Ok((times, origin.bytes_sent() as f64 / args.size as f64))
+    let run = loopback_swarm::pull_at_once(root.path(), &spec, model, digest).await?;
+    let times = run.times.iter().map(Duration::as_secs_f64).collect();
+    Ok((times, run.origin_bytes as f64 / args.size as f64))
 }
 
 /// The rows of one run: one node pulling alone, then each cluster size pulling at once.

@@ -7,9 +7,11 @@
 //! [`key::request_task_id`] over the URL with presigned query parameters stripped) ranks the
 //! nodes by rendezvous hashing: the first is the seed and the only node that reads the origin;
 //! every other node asks the seed to pull (`POST /pull` with `as_seed`) and meanwhile fetches
-//! pieces from whichever peers hold them ([`fanout::assign`]: rarest first, node > rack > zone),
-//! checking each against the holder's CRC32. A seed that cannot be reached hands the role to the
-//! next node in the ranking.
+//! pieces from whichever peers hold them (the seed's tracker names them, [`crate::tracker`];
+//! [`fanout::assign`]: rarest first, node > rack > zone), checking each against the seed's
+//! CRC32. A seed that cannot be reached, or declines because
+//! the blob would evict its own ([`admission::admit_seed`]), hands the role to the next node in
+//! the ranking.
 //!
 //! Origin pieces are ranged GETs through the origin token bucket; 403/404 fail at once,
 //! 503/429/timeouts/short bodies are retried after the core's jittered [`Backoff`], and every
@@ -39,14 +41,16 @@ use tessera_cache::pieces::{Download, Layout, PieceError, Verified};
 use tessera_cache::placement::{self, Topology};
 use tessera_cache::retry::{self, Verdict};
 use tessera_cache::single_flight::{Backoff, Join, SingleFlight};
+use tessera_cache::tracker::Bitfield;
 use tessera_cache::{is_lower_hex, sha256_hex};
 use thiserror::Error;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
 use crate::http::{FetchError, Http, Meter};
-use crate::rate::TokenBucket;
+use crate::rate::{TokenBucket, UploadSlots};
 use crate::store::{PieceRecord, Store, StoreError};
+use crate::tracker::{self, Announce, Offer, Trackers};
 
 /// Another cache this one fetches pieces from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +110,10 @@ pub struct Config {
     pub origin_rate: Option<u64>,
     /// Bytes a second this cache serves to peers, all together.
     pub upload_rate: Option<u64>,
+    /// Pieces served to peers at once, and how many more requests may wait for a slot (the
+    /// rest are answered 503 and go to another holder).
+    pub upload_slots: usize,
+    pub upload_queue: usize,
     /// A fixed piece length (tests and benches); the core's rule when `None`.
     pub piece_length: Option<u64>,
     pub backoff: Backoff,
@@ -131,7 +139,8 @@ pub struct Config {
 
 impl Config {
     /// Defaults: 100 GiB, 80 %/60 % watermarks, no rate limits, the core's backoff and 15 s
-    /// negative cache, 4 origin and 16 peer pieces at once (at most 4 from one peer).
+    /// negative cache, 4 origin and 16 peer pieces at once (at most 4 from one peer), 2
+    /// upload slots with 2 more requests waiting.
     pub fn new(root: &Path, node: &str) -> Self {
         Self {
             root: root.to_path_buf(),
@@ -143,6 +152,8 @@ impl Config {
             watermarks: Watermarks::default(),
             origin_rate: None,
             upload_rate: None,
+            upload_slots: 2,
+            upload_queue: 2,
             piece_length: None,
             backoff: Backoff::default(),
             error_ttl: Duration::from_millis(tessera_cache::single_flight::DEFAULT_ERROR_TTL_MS),
@@ -209,6 +220,8 @@ pub enum CacheError {
     },
     #[error(transparent)]
     Space(#[from] admission::InsufficientSpace),
+    #[error(transparent)]
+    Declined(#[from] admission::SeedDeclined),
     #[error("sha256:{digest} failed verification: {message}; nothing was stored")]
     Corrupt { digest: String, message: String },
     #[error("cache store: {0}")]
@@ -229,7 +242,7 @@ impl CacheError {
     pub fn http_status(&self) -> u16 {
         match self {
             Self::BadRequest { .. } => 400,
-            Self::Space(_) => 507,
+            Self::Space(_) | Self::Declined(_) => 507,
             Self::Store(e) if e.full => 507,
             Self::Store(_) => 500,
             Self::Cached { error, .. } => error.http_status(),
@@ -301,7 +314,9 @@ struct Inner {
     filter: QueryFilter,
     origin_bucket: Option<TokenBucket>,
     upload_bucket: Option<Arc<TokenBucket>>,
+    upload_slots: UploadSlots,
     state: Mutex<State>,
+    trackers: Mutex<Trackers>,
     stats: Stats,
     draws: AtomicU64,
     seed: u64,
@@ -411,6 +426,7 @@ impl Cache {
                 upload_bucket: config
                     .upload_rate
                     .map(|r| Arc::new(TokenBucket::new(r, None))),
+                upload_slots: UploadSlots::new(config.upload_slots, config.upload_queue),
                 me,
                 store,
                 http: Http::new(),
@@ -424,6 +440,7 @@ impl Cache {
                     blobs,
                     pins: BTreeMap::new(),
                 }),
+                trackers: Mutex::new(Trackers::default()),
                 stats: Stats::default(),
                 draws: AtomicU64::new(0),
                 seed,
@@ -446,6 +463,11 @@ impl Cache {
 
     pub fn upload_bucket(&self) -> Option<Arc<TokenBucket>> {
         self.inner.upload_bucket.clone()
+    }
+
+    /// A slot to serve one piece in; `None`: too many peers wait already.
+    pub async fn upload_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.inner.upload_slots.enter().await
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -477,6 +499,18 @@ impl Cache {
                 }
                 blob.last_used_ms = now;
                 return Ok(self.inner.response(&hex, request.size, true));
+            }
+            if request.as_seed && !state.flights.in_flight(&hex) {
+                // Seeding for others must not evict this node's own blobs; declining is not
+                // remembered as a failure, so this node's own pull of the blob is not refused.
+                admission::admit_seed(
+                    &self.inner.config.watermarks,
+                    self.inner.config.capacity,
+                    &state.blob_records(),
+                    &state.pinned(),
+                    &format!("sha256:{hex}"),
+                    request.size,
+                )?;
             }
             let id = state.next_id;
             state.next_id += 1;
@@ -556,6 +590,21 @@ impl Cache {
             complete: false,
             pieces: job.verified(),
         })
+    }
+
+    /// The tracker's answer to a node downloading `hex` from this seed (`None`: the blob is
+    /// neither held nor downloading here); a malformed announcement is named in the error.
+    pub fn announce(&self, hex: &str, announce: Announce) -> Option<Result<Offer, String>> {
+        let map = self.piece_map(hex)?;
+        let count = Layout::with_piece_length(map.size, map.piece_length)
+            .ok()?
+            .count();
+        let mut trackers = self
+            .inner
+            .trackers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(trackers.announce(hex, count, &map.pieces, announce, now_ms()))
     }
 
     /// Whether `offset..offset+len` of `hex` may be served, and how to check it: any range of
@@ -851,6 +900,11 @@ impl Inner {
                 Err(CacheError::Seed { message, .. }) if message.starts_with("unreachable") => {
                     tracing::warn!(digest = %hex, seed = %seed, "seed unreachable; the next node in the ranking seeds");
                 }
+                Err(CacheError::Seed { message, .. })
+                    if message.starts_with("declined to seed") =>
+                {
+                    tracing::info!(digest = %hex, seed = %seed, %message, "the next node in the ranking seeds");
+                }
                 _ => break,
             }
         }
@@ -1143,6 +1197,7 @@ impl Inner {
                             Err(PieceFailure::Fatal(error)) => return Err(error),
                             Err(PieceFailure::Piece(error)) => error.to_string(),
                             Err(PieceFailure::Refused(error)) => error,
+                            Err(PieceFailure::Busy) => "busy".into(),
                         },
                         Verdict::Retry | Verdict::Fail => {
                             return Err(CacheError::Origin {
@@ -1215,9 +1270,11 @@ impl Inner {
         let mut busy = BTreeSet::new();
         let mut load = vec![0usize; peers.len()];
         let mut avoided: BTreeMap<(usize, u64), tokio::time::Instant> = BTreeMap::new();
+        // Holders whose upload slots were all taken, and since when.
+        let mut full: BTreeMap<usize, tokio::time::Instant> = BTreeMap::new();
         let mut seed_done = false;
         // Holders' maps, re-read at most once a poll interval however often pieces finish.
-        let mut known: Option<(tokio::time::Instant, Vec<Holder>)> = None;
+        let mut known: Option<(tokio::time::Instant, Known)> = None;
         let mut polls = 0u64;
         let rotation = self.seed;
         let names: Vec<&str> = std::iter::once(self.me.node.as_str())
@@ -1243,12 +1300,28 @@ impl Inner {
                     .is_none_or(|(at, _)| at.elapsed() >= self.config.poll_interval);
                 if stale {
                     polls += 1;
-                    let maps = self.holders(&job.hex, seed, polls, authority).await;
-                    known = Some((tokio::time::Instant::now(), maps));
+                    let view = self.known(job, seed, polls, authority).await;
+                    known = Some((tokio::time::Instant::now(), view));
                 }
-                let holders: &[Holder] = known.as_ref().map_or(&[], |(_, h)| h.as_slice());
+                let (holders, seed_complete): (&[Holder], bool) =
+                    known.as_ref().map_or((&[], false), |(_, k)| {
+                        (k.holders.as_slice(), k.seed_complete)
+                    });
                 avoided.retain(|_, at| at.elapsed() < self.config.peer_retry_after);
                 let avoid: BTreeSet<(usize, u64)> = avoided.keys().copied().collect();
+                full.retain(|_, at| at.elapsed() < self.config.poll_interval);
+                let per_holder = self.config.per_peer.max(1);
+                let load_now: Vec<usize> = load
+                    .iter()
+                    .enumerate()
+                    .map(|(h, n)| {
+                        if full.contains_key(&h) {
+                            per_holder
+                        } else {
+                            *n
+                        }
+                    })
+                    .collect();
                 let assignments = {
                     let download = job.download();
                     fanout::assign(
@@ -1257,20 +1330,18 @@ impl Inner {
                         holders,
                         &Round {
                             busy: &busy,
-                            load: &load,
-                            per_holder: self.config.per_peer.max(1),
+                            load: &load_now,
+                            per_holder,
                             avoid: &avoid,
                             limit: free,
                             rotation,
                             seed: self.draw(),
-                            seed_share: share,
+                            seed_share: share.filter(|_| !seed_complete),
                         },
                     )
                 };
                 let seed_finished = matches!(&*answer.borrow(), Some(Ok(_)));
-                let seed_lost_it = holders.get(seed).is_some_and(|h| {
-                    u64::try_from(h.pieces.len()).unwrap_or(u64::MAX) < job.layout.count()
-                });
+                let seed_lost_it = !seed_complete;
                 if seed_finished && seed_lost_it && busy.is_empty() && assignments.is_empty() {
                     let since = *orphaned.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() >= ORPHANED_AFTER {
@@ -1302,6 +1373,11 @@ impl Inner {
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
                         }
+                        Ok((piece, holder, Err(PieceFailure::Busy))) => {
+                            busy.remove(&piece);
+                            load[holder] = load[holder].saturating_sub(1);
+                            full.insert(holder, tokio::time::Instant::now());
+                        }
                         Ok((piece, holder, Err(PieceFailure::Refused(error)))) => {
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
@@ -1330,6 +1406,57 @@ impl Inner {
                     }
                 }
                 () = tokio::time::sleep(self.config.poll_interval) => {}
+            }
+        }
+    }
+
+    /// Who holds which pieces: the seed's tracker answer to this node's announcement, or when
+    /// the seed does not track the blob (it has not started it, or evicted it), the peers'
+    /// piece maps.
+    async fn known(
+        &self,
+        job: &Job,
+        seed: usize,
+        round: u64,
+        authority: Option<&BTreeMap<u64, u32>>,
+    ) -> Known {
+        let count = job.layout.count();
+        let peers = &self.config.peers;
+        let announce = Announce {
+            node: self.me.node.clone(),
+            rack: self.me.rack.clone(),
+            zone: self.me.zone.clone(),
+            have: Bitfield::of(count, job.verified().into_iter().map(|(p, _)| p)).to_hex(),
+        };
+        let url = format!("{}/blobs/sha256/{}/swarm", peers[seed].url, job.hex);
+        let timeout = self.config.poll_interval.max(Duration::from_millis(500));
+        match self
+            .http
+            .post_json::<_, Offer>(&url, &announce, Some(timeout))
+            .await
+        {
+            Ok(offer) => {
+                let topologies: Vec<Topology> = peers.iter().map(PeerSpec::topology).collect();
+                let mut holders = tracker::holders(&offer, &topologies, seed);
+                if let Some(authority) = authority {
+                    for holder in &mut holders {
+                        holder.pieces.retain(|p, c| authority.get(p) == Some(c));
+                    }
+                }
+                Known {
+                    holders,
+                    seed_complete: offer.complete,
+                }
+            }
+            Err(_) => {
+                let holders = self.holders(&job.hex, seed, round, authority).await;
+                let seed_complete = holders
+                    .get(seed)
+                    .is_some_and(|h| u64::try_from(h.pieces.len()).unwrap_or(u64::MAX) >= count);
+                Known {
+                    holders,
+                    seed_complete,
+                }
             }
         }
     }
@@ -1412,6 +1539,7 @@ impl Inner {
                 "answered {status} instead of 206 for piece {}",
                 assignment.piece
             ))),
+            Err(FetchError::Status { status: 503, .. }) => Err(PieceFailure::Busy),
             Err(error) => Err(PieceFailure::Refused(format!(
                 "piece {}: {error}",
                 assignment.piece
@@ -1427,6 +1555,15 @@ impl Inner {
             let mut state = self.state();
             for hex in &digests {
                 state.blobs.remove(hex);
+            }
+        }
+        {
+            let mut trackers = self
+                .trackers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for hex in &digests {
+                trackers.forget(hex);
             }
         }
         for hex in digests {
@@ -1459,6 +1596,14 @@ impl Inner {
     }
 }
 
+/// What a peer knows of the swarm in one round.
+struct Known {
+    /// Indexed as the configured peers.
+    holders: Vec<Holder>,
+    /// The seed holds every piece (super-seeding is over).
+    seed_complete: bool,
+}
+
 /// How long a peer waits for pieces nobody holds once its seed finished without them.
 const ORPHANED_AFTER: Duration = Duration::from_secs(3);
 
@@ -1475,6 +1620,8 @@ enum PieceFailure {
     Piece(PieceError),
     /// The holder did not send the piece (an error status, a broken connection).
     Refused(String),
+    /// Every upload slot of the holder is taken: ask another holder for a while.
+    Busy,
     /// The download cannot go on (the store failed).
     Fatal(CacheError),
 }

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! GET  /blobs/sha256/<hex>/pieces   which pieces are verified (with CRC32s), piece length, size
+//! POST /blobs/sha256/<hex>/swarm    the seed's tracker: {node, rack?, zone?, have: bitfield}
+//!                                   → the seed's pieces the asker lacks, and other holders
 //! GET  /blobs/sha256/<hex>          bytes; with Range only verified pieces (404 otherwise,
 //!                                   416 outside the file); without Range a complete blob
 //! POST /pull                        {digest, size, url, model?, revision?, file?}: starts or
@@ -29,14 +31,17 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tessera_cache::pieces::crc32;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::cache::{Cache, CacheError, PullRequest, Source, digest_hex};
 use crate::rate::TokenBucket;
+use crate::tracker::Announce;
 
 /// The router of one cache.
 pub fn router(cache: Cache) -> Router {
     Router::new()
         .route("/blobs/sha256/{hex}/pieces", get(pieces))
+        .route("/blobs/sha256/{hex}/swarm", post(swarm))
         .route("/blobs/sha256/{hex}", get(blob))
         .route("/pull", post(pull))
         .route("/status", get(status))
@@ -66,6 +71,22 @@ async fn pieces(State(cache): State<Cache>, Path(hex): Path<String>) -> Response
     };
     match cache.piece_map(&hex) {
         Some(map) => Json(map).into_response(),
+        None => error(404, format!("sha256:{hex} is not held here")),
+    }
+}
+
+async fn swarm(State(cache): State<Cache>, Path(hex): Path<String>, body: Bytes) -> Response {
+    let hex = match digest_hex(&hex) {
+        Ok(hex) => hex,
+        Err(e) => return cache_error(&e),
+    };
+    let announce: Announce = match serde_json::from_slice(&body) {
+        Ok(announce) => announce,
+        Err(e) => return error(400, format!("invalid announcement: {e}")),
+    };
+    match cache.announce(&hex, announce) {
+        Some(Ok(offer)) => Json(offer).into_response(),
+        Some(Err(message)) => error(400, format!("invalid announcement: {message}")),
         None => error(404, format!("sha256:{hex} is not held here")),
     }
 }
@@ -125,7 +146,16 @@ async fn blob(State(cache): State<Cache>, Path(hex): Path<String>, headers: Head
     let body = if len == 0 {
         Body::empty()
     } else if let Some(expected) = crc {
-        // One piece: read it whole and check it before a byte leaves.
+        // One piece: in an upload slot (or elsewhere when the queue is full), read whole and
+        // checked before a byte leaves.
+        let Some(slot) = cache.upload_slot().await else {
+            return error(
+                503,
+                format!(
+                    "busy: every upload slot is taken; fetch bytes {offset}+{len} of sha256:{hex} elsewhere"
+                ),
+            );
+        };
         let store = cache.store().clone();
         let owned = hex.clone();
         let read =
@@ -144,7 +174,7 @@ async fn blob(State(cache): State<Cache>, Path(hex): Path<String>, headers: Head
                 format!("stored bytes at {offset} of sha256:{hex} fail their CRC32 check"),
             );
         }
-        limited(cache.clone(), Bytes::from(bytes))
+        limited(cache.clone(), Bytes::from(bytes), slot)
     } else {
         stream_file(cache.clone(), hex.clone(), offset, len)
     };
@@ -181,18 +211,22 @@ async fn take(bucket: Option<&Arc<TokenBucket>>, cache: &Cache, len: usize) {
         .fetch_add(len, Ordering::Relaxed);
 }
 
-/// `bytes` in 64 KiB chunks through the upload bucket.
-fn limited(cache: Cache, bytes: Bytes) -> Body {
+/// `bytes` in 64 KiB chunks through the upload bucket, holding `slot` until the last one
+/// left (or the requester hung up).
+fn limited(cache: Cache, bytes: Bytes, slot: OwnedSemaphorePermit) -> Body {
     let bucket = cache.upload_bucket();
     let stream = futures::stream::unfold(
-        (bytes, cache, bucket),
-        |(mut rest, cache, bucket)| async move {
+        (bytes, cache, bucket, Some(slot)),
+        |(mut rest, cache, bucket, mut slot)| async move {
             if rest.is_empty() {
                 return None;
             }
             let chunk = rest.split_to(rest.len().min(CHUNK));
             take(bucket.as_ref(), &cache, chunk.len()).await;
-            Some((Ok::<_, std::io::Error>(chunk), (rest, cache, bucket)))
+            if rest.is_empty() {
+                slot = None;
+            }
+            Some((Ok::<_, std::io::Error>(chunk), (rest, cache, bucket, slot)))
         },
     );
     Body::from_stream(stream)

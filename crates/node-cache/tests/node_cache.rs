@@ -659,8 +659,31 @@ async fn bad_bytes_from_a_peer_are_never_stored_and_the_piece_comes_from_another
         });
     })
     .await;
+    // The liar also announces every piece to the seed's tracker, so the tracker offers it.
+    let announce = tessera_node_cache::tracker::Announce {
+        node: fake.clone(),
+        rack: Some("rack-0".into()),
+        zone: Some("zone-0".into()),
+        have: tessera_cache::tracker::Bitfield::of(layout.count(), 0..layout.count()).to_hex(),
+    };
+    let swarm_urls: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("{}/blobs/sha256/{}/swarm", n.url, sha256_hex(&bytes)))
+        .collect();
+    let liar = tokio::spawn(async move {
+        let http = tessera_node_cache::http::Http::new();
+        loop {
+            for url in &swarm_urls {
+                let _ = http
+                    .post_json::<_, serde_json::Value>(url, &announce, None)
+                    .await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    });
     let request = request(&url, &bytes);
     let answers = futures::future::join_all(nodes.iter().map(|n| pull(n, &request))).await;
+    liar.abort();
     for (node, answer) in nodes.iter().zip(answers) {
         let answer = answer.unwrap_or_else(|e| panic!("{}: {e}", node.name));
         assert!(
@@ -699,4 +722,138 @@ async fn many_pulls_of_one_blob_on_one_node_are_one_download() {
     // Once held, a pull answers from the store.
     assert!(pull(&nodes[0], &request).await.unwrap().cached);
     assert_eq!(origin.requests(), 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_seeds_tracker_answers_announcements_and_a_full_upload_queue_answers_503() {
+    use tessera_cache::tracker::Bitfield;
+    use tessera_node_cache::tracker::{Announce, Offer};
+
+    let origin = TestOrigin::start(None).await.unwrap();
+    let bytes = generate(MIB, 21);
+    let url = origin.put("/blob", bytes.clone());
+    let hex = sha256_hex(&bytes);
+    // One slot, no queue, and a slow link: a second piece asked at once is refused.
+    let nodes = cluster(1, |c| {
+        c.piece_length = Some(256 << 10);
+        c.upload_rate = Some(1 << 20);
+        c.upload_slots = 1;
+        c.upload_queue = 0;
+    })
+    .await;
+    let swarm = format!("{}/blobs/sha256/{hex}/swarm", nodes[0].url);
+    let http = Http::new();
+    let announce = |node: &str, have: &[u64]| Announce {
+        node: node.into(),
+        rack: Some("rack-9".into()),
+        zone: None,
+        have: Bitfield::of(4, have.iter().copied()).to_hex(),
+    };
+    // Not held yet: 404.
+    let missing = http
+        .post_json::<_, Offer>(&swarm, &announce("a", &[]), None)
+        .await;
+    assert!(
+        matches!(missing, Err(FetchError::Status { status: 404, .. })),
+        "{missing:?}"
+    );
+    pull(&nodes[0], &request(&url, &bytes)).await.unwrap();
+    // a holds piece 0; b, asking next, is offered a for it and the seed's CRCs for the rest.
+    let first: Offer = http
+        .post_json(&swarm, &announce("a", &[0]), None)
+        .await
+        .unwrap();
+    assert!(first.complete);
+    assert_eq!(
+        first.pieces.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    let second: Offer = http
+        .post_json(&swarm, &announce("b", &[]), None)
+        .await
+        .unwrap();
+    assert_eq!(second.holders.get("a"), Some(&vec![0]));
+    assert_eq!(second.pieces.len(), 4);
+    // A malformed bitfield names the field.
+    let mut bad = announce("c", &[]);
+    bad.have = "zz".into();
+    let refused = http.post_json::<_, Offer>(&swarm, &bad, None).await;
+    match refused {
+        Err(FetchError::Status { status: 400, body }) => {
+            assert!(body.contains("have: bitfield"), "{body}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Two pieces at once through one slot and no queue: one is served, one refused.
+    let blob = format!("{}/blobs/sha256/{hex}", nodes[0].url);
+    let piece = |i: u64| {
+        let http = Http::new();
+        let blob = blob.clone();
+        async move {
+            let first = i * (256 << 10);
+            http.get_range(
+                &blob,
+                Some((first, first + (256 << 10) - 1)),
+                256 << 10,
+                Duration::from_secs(10),
+                meter(),
+            )
+            .await
+            .map(|(status, _)| status)
+        }
+    };
+    let (one, two) = tokio::join!(piece(0), piece(1));
+    let mut outcomes = [one, two]
+        .into_iter()
+        .map(|r| match r {
+            Ok(status) => status,
+            Err(FetchError::Status { status, body }) => {
+                assert!(body.contains("busy: every upload slot is taken"), "{body}");
+                status
+            }
+            Err(other) => panic!("{other}"),
+        })
+        .collect::<Vec<_>>();
+    outcomes.sort_unstable();
+    assert_eq!(outcomes, [206, 503]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_seed_whose_own_blobs_would_be_evicted_declines_and_the_next_node_seeds() {
+    let origin = TestOrigin::start(None).await.unwrap();
+    let wanted = generate(2 * MIB, 31);
+    let own = generate(2 * MIB, 32);
+    let wanted_url = origin.put("/wanted", wanted.clone());
+    let own_url = origin.put("/own", own.clone());
+    let piece_length = 256 << 10;
+    // 4 MiB caches: 2 MiB held plus 2 MiB more reaches the 80 % high watermark.
+    let nodes = cluster(2, |c| {
+        c.piece_length = Some(piece_length);
+        c.capacity = 4 * MIB as u64;
+    })
+    .await;
+    let task = request_task_id(&wanted_url, None, piece_length, &QueryFilter::default()).unwrap();
+    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    let seed_name = seed_node(&task, &names).unwrap().to_owned();
+    let (seed, other) = if nodes[0].name == seed_name {
+        (&nodes[0], &nodes[1])
+    } else {
+        (&nodes[1], &nodes[0])
+    };
+    // The seed holds a blob of its own (read from the origin by itself).
+    let mut own_request = request(&own_url, &own);
+    own_request.as_seed = true;
+    pull(seed, &own_request).await.unwrap();
+    let before = origin.bytes_sent();
+    // The other node wants a blob the seed does not: the seed declines, the other reads it.
+    let answer = pull(other, &request(&wanted_url, &wanted)).await.unwrap();
+    assert_eq!(file_sha(&answer.path), sha256_hex(&wanted));
+    assert_eq!(origin.bytes_sent() - before, wanted.len() as u64);
+    let seed_status = status(seed).await;
+    let held: Vec<String> = seed_status.blobs.iter().map(|b| b.digest.clone()).collect();
+    assert_eq!(held, vec![format!("sha256:{}", sha256_hex(&own))]);
+    assert!(status(other).await.origin_requests > 0);
+    // Declining is not remembered: the seed's own pull of that blob still works.
+    let answer = pull(seed, &request(&wanted_url, &wanted)).await.unwrap();
+    assert_eq!(file_sha(&answer.path), sha256_hex(&wanted));
 }
