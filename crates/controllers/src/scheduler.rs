@@ -310,7 +310,15 @@ pub async fn run_reporting_sync(
             if let Some(profile) = group.waiting.first().and_then(|p| config.profile_for(p)) {
                 scheduler.set_profile(profile);
             }
-            schedule_gang(&writer, &mut scheduler, group, &named_claims, &mut reported).await;
+            schedule_gang(
+                &writer,
+                &mut scheduler,
+                group,
+                &named_claims,
+                &mut reported,
+                &mut waiting_for_volumes,
+            )
+            .await;
         }
         let mut binder = Binder::detaching(&writer, &mut waiting_for_volumes);
         let mut unschedulable_pods = 0;
@@ -488,9 +496,14 @@ impl<'w> Binder<'w> {
     }
 }
 
-/// The binding cycles of a gang, all started at once.
-async fn bind_all(writer: &Writer, binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>) {
-    let mut binder = Binder::new(writer);
+/// The binding cycles of a gang, all started at once; those waiting for volumes go on past
+/// the pass in `waiting_for_volumes`, as single pods' do.
+async fn bind_all(
+    writer: &Writer,
+    binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>,
+    waiting_for_volumes: &mut tokio::task::JoinSet<()>,
+) {
+    let mut binder = Binder::detaching(writer, waiting_for_volumes);
     for (pod, claims, decision) in binds {
         binder.start(pod, claims, decision).await;
     }
@@ -620,6 +633,7 @@ async fn schedule_gang(
     gang: &Gang<'_>,
     claims: &ClaimsByName<'_>,
     reported: &mut HashMap<String, String>,
+    waiting_for_volumes: &mut tokio::task::JoinSet<()>,
 ) {
     let members: Option<Vec<(&Pod, Vec<ResourceClaim>)>> = gang
         .waiting
@@ -663,7 +677,7 @@ async fn schedule_gang(
                     .map(|((pod, claims), decision)| (*pod, claims.clone(), decision))
                     .collect();
                 *scheduler = booked;
-                bind_all(writer, binds).await;
+                bind_all(writer, binds, waiting_for_volumes).await;
                 return;
             }
             Err(error) => format!("pod group {}/{}: {error}", gang.namespace, gang.name),

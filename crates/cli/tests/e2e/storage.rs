@@ -962,3 +962,78 @@ fn prebind_waits_for_claims_and_fails_when_provisioning_fails() {
     let claim = json(&cluster, "1.30", &["get", "pvc", "oversold"]);
     assert_eq!(claim["status"]["phase"], "Pending", "{claim}");
 }
+
+/// A gang whose claims wait for a provisioner (none runs for its class) does not hold up the
+/// scheduling pass: its binding cycles wait past the pass, as a single pod's do, and a pod
+/// created after it is bound meanwhile.
+#[test]
+fn a_gang_waiting_for_its_volumes_does_not_hold_up_other_pods() {
+    let cluster = Cluster::start();
+    const V: &str = "1.33";
+    cluster.ok_stdin(V, &["apply", "-f", "-"], GANG_WAITING_FOR_VOLUMES);
+    for claim in ["gang-0", "gang-1"] {
+        cluster.wait_for(
+            V,
+            &[
+                "get",
+                "pvc",
+                claim,
+                "-o",
+                r"jsonpath={.metadata.annotations.volume\.kubernetes\.io/selected-node}",
+            ],
+            |out| !out.is_empty(),
+        );
+    }
+    cluster.ok_stdin(V, &["apply", "-f", "-"], LATECOMER);
+    cluster.wait_for(
+        V,
+        &["get", "pod", "latecomer", "-o", "jsonpath={.spec.nodeName}"],
+        |out| !out.is_empty(),
+    );
+    for pod in ["gang-0", "gang-1"] {
+        let pod = json(&cluster, V, &["get", "pod", pod]);
+        assert!(pod["spec"]["nodeName"].is_null(), "still waiting: {pod}");
+    }
+    let claim = json(&cluster, V, &["get", "pvc", "gang-0"]);
+    assert_eq!(claim["status"]["phase"], "Pending", "{claim}");
+}
+
+const GANG_WAITING_FOR_VOLUMES: &str = r#"
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: nobody-provisions}
+provisioner: example.com/absent
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: gang-0, namespace: default}
+spec: {accessModes: [ReadWriteOnce], storageClassName: nobody-provisions, resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: gang-1, namespace: default}
+spec: {accessModes: [ReadWriteOnce], storageClassName: nobody-provisions, resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gang-0, namespace: default, labels: {scheduling.x-k8s.io/pod-group: vols}}
+spec:
+  containers: [{name: w, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: gang-0}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gang-1, namespace: default, labels: {scheduling.x-k8s.io/pod-group: vols}}
+spec:
+  containers: [{name: w, image: busybox}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: gang-1}}]
+"#;
+
+const LATECOMER: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: latecomer, namespace: default}
+spec:
+  containers: [{name: w, image: busybox}]
+"#;
