@@ -5,7 +5,8 @@
 //! WaitForFirstConsumer class), records `Provisioning` / `ProvisioningSucceeded` /
 //! `ProvisioningFailed` (a claim whose data source is a VolumeSnapshot or a claim is restored or
 //! cloned from it: [`crate::snapshots::RestoreSources`]), and keeps each node's
-//! CSIStorageCapacity at the local disk left (deleting those of classes deleted and nodes gone,
+//! CSIStorageCapacity at the local disk its volumes and the snapshots kept there leave
+//! (deleting those of classes deleted and nodes gone,
 //! [`tessera_storage::capacity`]). The
 //! kubelet's part ([`NodeTwins::volumes_mounted`]) holds a pod whose claims are not Bound in
 //! ContainerCreating with the `FailedMount` event, and starts it once they are.
@@ -230,7 +231,7 @@ impl Provisioner {
                 }
             }
         }
-        self.resize(&claims, &mut volumes, disks).await;
+        self.resize(&claims, &mut volumes, &contents, disks).await;
         // What is published now; objects deleted by someone else are published again.
         let existing = match self.list_capacities().await {
             Ok(existing) => existing,
@@ -248,7 +249,7 @@ impl Provisioner {
         });
         for class in local_classes {
             for (node, disk) in disks {
-                let capacity = csi::storage_capacity(class, node, disk, &volumes);
+                let capacity = csi::storage_capacity(class, node, disk, &volumes, &contents);
                 let left = text(&capacity, "/capacity").to_string();
                 let key = (class.to_string(), node.clone());
                 if self.published.get(&key) == Some(&left)
@@ -306,6 +307,7 @@ impl Provisioner {
         &mut self,
         claims: &[Value],
         volumes: &mut [Value],
+        contents: &[Value],
         disks: &BTreeMap<String, Quantity>,
     ) {
         for claim in claims {
@@ -318,7 +320,7 @@ impl Provisioner {
             let volume = &volumes[at];
             let node_free = csi::local_volume_node(volume).and_then(|node| {
                 let disk = disks.get(node)?;
-                Some(disk.value() - csi::used_on_node(node, volumes))
+                Some(disk.value() - csi::used_on_node(node, volumes, contents))
             });
             let driver = text(volume, "/spec/csi/driver").to_string();
             let (claim, grown, events) =

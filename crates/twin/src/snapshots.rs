@@ -2,7 +2,8 @@
 //! a reflector on VolumeSnapshotContents and PersistentVolumes, and after each burst of changes
 //! (and every 15 s) each content of a driver that takes snapshots gets what its sidecar does —
 //! CreateSnapshot or ListSnapshots written to the content's status (`SnapshotCreationFailed`
-//! on the content when the source volume is gone), DeleteSnapshot and the content's finalizer
+//! on the content when the source volume is gone or the snapshot does not fit its node's
+//! disk), DeleteSnapshot and the content's finalizer
 //! removed once the snapshot-controller released it. Also the snapshots and contents
 //! external-provisioner reads to restore a claim from a snapshot ([`RestoreSources`]).
 //!
@@ -105,7 +106,8 @@ impl RestoreSources {
 }
 
 /// The csi-snapshotter sidecars of the simulated drivers, until the task is dropped.
-pub(crate) async fn run_snapshotter(client: Client, clock: Clock) {
+/// `nodes` gives each node's spec (its local disk, which a local snapshot takes room of).
+pub(crate) async fn run_snapshotter(client: Client, nodes: crate::specs::Specs, clock: Clock) {
     let (contents, content_changes) = dynamic_store(&client, content_resource());
     let writer = reflector::store::Writer::<PersistentVolume>::default();
     let volumes = writer.as_reader();
@@ -138,15 +140,28 @@ pub(crate) async fn run_snapshotter(client: Client, clock: Clock) {
             resync.reset_after(Duration::from_millis(100));
             continue;
         }
-        let (all, volumes) = (
+        let (mut all, volumes) = (
             crate::csi::store_values(&contents),
             crate::csi::store_values(&volumes),
         );
-        for content in &all {
-            let step = sidecar::sync(content, &volumes, &all, clock());
-            if let Err(error) = carry_out(&client, &clock, content, step, &mut failures).await {
-                tracing::debug!(%error, content = %text(content, "/metadata/name"), "csi-snapshotter write failed; retried");
-                resync.reset_after(Duration::from_millis(500));
+        let disk_of = |node: &str| Some(crate::csi::local_disk(&*nodes.get(node)?));
+        for at in 0..all.len() {
+            let step = sidecar::sync(&all[at], &volumes, &all, disk_of, clock());
+            // A snapshot taken in this pass takes its room before the next is looked at.
+            let taken = match &step {
+                Step::Status(next) => Some(next.clone()),
+                _ => None,
+            };
+            match carry_out(&client, &clock, &all[at], step, &mut failures).await {
+                Ok(()) => {
+                    if let Some(taken) = taken {
+                        all[at] = taken;
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, content = %text(&all[at], "/metadata/name"), "csi-snapshotter write failed; retried");
+                    resync.reset_after(Duration::from_millis(500));
+                }
             }
         }
     }
