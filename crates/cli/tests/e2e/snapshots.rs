@@ -478,6 +478,37 @@ fn snapshot_named(name: &str, class: Option<&str>) -> String {
     )
 }
 
+/// Waits until the snapshot `name` is ready to use.
+fn wait_ready(cluster: &Cluster, version: &str, name: &str) {
+    let target = format!("volumesnapshot/{name}");
+    cluster.ok(
+        version,
+        &[
+            "wait",
+            "--for=jsonpath={.status.readyToUse}=true",
+            &target,
+            "--timeout=60s",
+        ],
+    );
+}
+
+/// The content the snapshot `name` is bound to.
+fn content_of(cluster: &Cluster, version: &str, name: &str) -> String {
+    cluster
+        .ok(
+            version,
+            &[
+                "get",
+                "vs",
+                name,
+                "-o",
+                "jsonpath={.status.boundVolumeSnapshotContentName}",
+            ],
+        )
+        .trim()
+        .to_string()
+}
+
 #[test]
 fn snapshots_take_their_nodes_disk_until_deleted_with_kubectl_1_33() {
     const V: &str = "1.33";
@@ -521,31 +552,14 @@ fn snapshots_take_their_nodes_disk_until_deleted_with_kubectl_1_33() {
 
     // A snapshot (Delete) and a retained one (Retain) each take the claim's 2Gi on its node.
     cluster.ok_stdin(V, &["apply", "-f", "-"], SNAPSHOT);
-    cluster.ok(
-        V,
-        &[
-            "wait",
-            "--for=jsonpath={.status.readyToUse}=true",
-            "volumesnapshot/snap",
-            "--timeout=60s",
-        ],
-    );
-    let snap_content = cluster.ok(
-        V,
-        &[
-            "get",
-            "vs",
-            "snap",
-            "-o",
-            "jsonpath={.status.boundVolumeSnapshotContentName}",
-        ],
-    );
+    wait_ready(&cluster, V, "snap");
+    let snap_content = content_of(&cluster, V, "snap");
     let handle = cluster.ok(
         V,
         &[
             "get",
             "vsc",
-            snap_content.trim(),
+            snap_content.as_str(),
             "-o",
             "jsonpath={.status.snapshotHandle}",
         ],
@@ -553,15 +567,7 @@ fn snapshots_take_their_nodes_disk_until_deleted_with_kubectl_1_33() {
     assert!(handle.starts_with(&format!("{node}/snapshot-")), "{handle}");
     left_is(disk - 4 * GI, "a snapshot taken");
     cluster.ok_stdin(V, &["apply", "-f", "-"], RETAINED);
-    cluster.ok(
-        V,
-        &[
-            "wait",
-            "--for=jsonpath={.status.readyToUse}=true",
-            "volumesnapshot/kept",
-            "--timeout=60s",
-        ],
-    );
+    wait_ready(&cluster, V, "kept");
     left_is(disk - 6 * GI, "a second snapshot taken");
     let yaml = cluster.ok(
         V,
@@ -652,44 +658,27 @@ fn snapshots_take_their_nodes_disk_until_deleted_with_kubectl_1_33() {
     // Deleting the Delete-policy snapshot frees its 2Gi, which the retried one then takes.
     cluster.ok(V, &["delete", "volumesnapshot", "snap", "--timeout=60s"]);
     cluster.wait_for(V, &["get", "vsc", "-o", "name"], |out| {
-        !out.contains(snap_content.trim())
+        !out.contains(snap_content.as_str())
     });
-    cluster.ok(
-        V,
-        &[
-            "wait",
-            "--for=jsonpath={.status.readyToUse}=true",
-            "volumesnapshot/again",
-            "--timeout=60s",
-        ],
-    );
+    wait_ready(&cluster, V, "again");
     left_is(GI, "freed by one snapshot, taken by the other");
 
     // Retain: deleting the snapshot keeps its content and the room; deleting the content
     // frees it.
-    let kept_content = cluster.ok(
-        V,
-        &[
-            "get",
-            "vs",
-            "kept",
-            "-o",
-            "jsonpath={.status.boundVolumeSnapshotContentName}",
-        ],
-    );
+    let kept_content = content_of(&cluster, V, "kept");
     cluster.ok(V, &["delete", "volumesnapshot", "kept", "--timeout=60s"]);
     cluster.wait_for(
         V,
         &[
             "get",
             "vsc",
-            kept_content.trim(),
+            kept_content.as_str(),
             "-o",
             "jsonpath={.metadata.annotations}",
         ],
         |out| out.contains("volumesnapshot-being-deleted"),
     );
     left_is(GI, "a retained content keeps its snapshot");
-    cluster.ok(V, &["delete", "vsc", kept_content.trim(), "--timeout=60s"]);
+    cluster.ok(V, &["delete", "vsc", kept_content.as_str(), "--timeout=60s"]);
     left_is(3 * GI, "the retained content deleted");
 }

@@ -627,7 +627,8 @@ fn a_local_snapshot_takes_room_on_its_node_or_fails_with_resource_exhausted() {
     let exhausted = "Failed to create snapshot: failed to take snapshot of the volume local-c1: \"rpc error: code = ResourceExhausted desc = requested snapshot size 1073741824 exceeds remaining capacity for \\\"n1\\\", 2Gi out of 2560Mi already used\"";
     // (disk of n1, the older snapshot there, what CreateSnapshot answers, bytes the
     // snapshots hold on n1 once it is taken)
-    let table: Vec<(&str, Option<Value>, Result<&str, &str>, i64)> = vec![
+    type Case<'a> = (&'a str, Option<Value>, Result<&'a str, &'a str>, i64);
+    let table: Vec<Case> = vec![
         ("4Gi", None, Ok("n1/snapshot-k1"), GI),
         ("3Gi", Some(held(GI, false)), Ok("n1/snapshot-k1"), 2 * GI),
         ("2560Mi", Some(held(GI, false)), Err(exhausted), 0),
