@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Endpoints, PersistentVolumeClaim, Pod, Service};
@@ -459,6 +459,19 @@ where
     .map(|_| ())
     .boxed();
     (reader, stream)
+}
+
+/// Whether a reflector's store has been listed once (its stream polled meanwhile); never
+/// waits.
+pub fn listed<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|r| r.is_ok())
 }
 
 /// Everything a store holds now.
