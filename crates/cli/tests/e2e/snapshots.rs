@@ -679,6 +679,9 @@ fn snapshots_take_their_nodes_disk_until_deleted_with_kubectl_1_33() {
         |out| out.contains("volumesnapshot-being-deleted"),
     );
     left_is(GI, "a retained content keeps its snapshot");
-    cluster.ok(V, &["delete", "vsc", kept_content.as_str(), "--timeout=60s"]);
+    cluster.ok(
+        V,
+        &["delete", "vsc", kept_content.as_str(), "--timeout=60s"],
+    );
     left_is(3 * GI, "the retained content deleted");
 }
