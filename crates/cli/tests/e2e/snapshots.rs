@@ -7,7 +7,10 @@
 //! stays Pending with external-provisioner's `ProvisioningFailed`, and deleting the snapshot
 //! removes its content (Delete); a Retain class's content outlives its snapshot and a
 //! pre-provisioned content naming its handle binds a new snapshot. The official Python client
-//! lists the snapshots (`CustomObjectsApi`).
+//! lists the snapshots (`CustomObjectsApi`). Local snapshots take their node's disk: the
+//! node's CSIStorageCapacity drops by each snapshot taken, a snapshot that does not fit fails
+//! with the csi-snapshotter's `ResourceExhausted` and is taken once a Delete snapshot frees
+//! room, and a Retain snapshot's room comes back when its content is deleted.
 
 use serde_json::Value;
 
