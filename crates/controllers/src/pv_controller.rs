@@ -18,7 +18,6 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{DeleteParams, PostParams};
@@ -29,7 +28,7 @@ use tessera_model::clock::Clock;
 use tessera_model::json::text;
 use tessera_storage::pv_controller::{Action, COMPONENT, Cluster, sync_claim, sync_volume};
 
-use crate::shell::{EventRecorder, watched};
+use crate::shell::{EventRecorder, listed, watched};
 use crate::workqueue::Passes;
 
 /// The field manager of the controller's writes.
@@ -63,12 +62,8 @@ pub async fn run(
         // Nothing is decided over a half-listed cluster.
         // The stores fill only while their streams are polled (in `passes.next`): no waiting
         // here, a pass before every kind is listed is skipped.
-        let ready = |listed: Option<Result<(), _>>| listed.is_some_and(|r| r.is_ok());
-        let listed = ready(volumes.wait_until_ready().now_or_never())
-            && ready(claims.wait_until_ready().now_or_never())
-            && ready(classes.wait_until_ready().now_or_never())
-            && ready(pods.wait_until_ready().now_or_never());
-        if !listed {
+        let all_listed = listed(&volumes) && listed(&claims) && listed(&classes) && listed(&pods);
+        if !all_listed {
             // Look again soon rather than at the next resync.
             resync.reset_after(Duration::from_millis(100));
             continue;
@@ -371,10 +366,7 @@ pub async fn run_ephemeral(
     let mut resync = tokio::time::interval(Duration::from_secs(15));
     let events = EventRecorder::start(client.clone(), ephemeral::COMPONENT, clock.clone());
     while passes.next(&mut changes, &mut resync).await {
-        let ready = |listed: Option<Result<(), _>>| listed.is_some_and(|r| r.is_ok());
-        if !ready(claims.wait_until_ready().now_or_never())
-            || !ready(pods.wait_until_ready().now_or_never())
-        {
+        if !listed(&claims) || !listed(&pods) {
             resync.reset_after(Duration::from_millis(100));
             continue;
         }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Endpoints, PersistentVolumeClaim, Pod, Service};
@@ -180,6 +180,7 @@ async fn write_correlated(client: &Client, correlated: Correlated) {
                 other => other,
             }
         }
+        Correlated::Skip => Ok(()),
     };
     if let Err(error) = written {
         tracing::debug!(%error, "cannot record an event");
@@ -187,7 +188,9 @@ async fn write_correlated(client: &Client, correlated: Correlated) {
 }
 
 /// Records events without holding up the caller, as client-go's event broadcaster does: a
-/// bounded queue drained by a task of its own. Unlike client-go, which drops events when its
+/// bounded queue drained by a task of its own; client-go's correlator
+/// ([`tessera_model::event_correlation`]) decides first, so similar events are combined,
+/// repeats counted up and a flood from one object dropped past the spam filter's rate. Unlike client-go, which drops events when its
 /// queue is full, a full queue makes the caller wait for room: events are not lost, and a
 /// caller that outruns the API server is slowed down to its pace.
 #[derive(Clone)]
@@ -242,6 +245,11 @@ impl EventRecorder {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .observe(event, now);
+        if correlated == Correlated::Skip {
+            // client-go's spam filter: too many events from this source about the object.
+            tracing::debug!(reason, "event over the spam filter's rate; dropped");
+            return;
+        }
         if self.queue.send(correlated).await.is_err() {
             tracing::debug!(reason, "the event recorder has stopped; event dropped");
         }
@@ -453,6 +461,19 @@ where
     (reader, stream)
 }
 
+/// Whether a reflector's store has been listed once (its stream polled meanwhile); never
+/// waits.
+pub fn listed<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|r| r.is_ok())
+}
+
 /// Everything a store holds now.
 pub fn all<K>(store: &Store<K>) -> Vec<K>
 where
@@ -612,6 +633,50 @@ mod tests {
 
     fn bytes_of(value: &Value) -> kube::client::Body {
         kube::client::Body::from(serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_events_about_one_object_is_cut_at_the_spam_filters_burst() {
+        let (client, seen) = recording(|_, _| 201);
+        let at = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_323_045);
+        let recorder =
+            EventRecorder::start(client, "test-controller", tessera_model::clock::fixed(at));
+        let pod = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "namespace": "ns", "name": name,
+                   "uid": format!("uid-{name}")})
+        };
+        // Distinct reasons: neither counted up nor combined; only the spam filter holds them.
+        for i in 0..100 {
+            recorder
+                .record(pod("flood"), "Warning", &format!("Reason{i}"), "m")
+                .await;
+        }
+        recorder.record(pod("calm"), "Normal", "Started", "m").await;
+        drop(recorder);
+        let about = |name: &str| {
+            let wanted = format!("\"name\":\"{name}\"");
+            seen.lock()
+                .expect("log")
+                .iter()
+                .filter(|r| {
+                    r.starts_with("POST /api/v1/namespaces/ns/events") && r.contains(&wanted)
+                })
+                .count()
+        };
+        // The writes run on tasks of their own: wait for them (the recorder is dropped, so
+        // nothing more is queued).
+        for _ in 0..500 {
+            if about("flood") + about("calm") >= 26 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            about("flood"),
+            tessera_model::event_correlation::SPAM_BURST as usize
+        );
+        assert_eq!(about("calm"), 1, "another object has a bucket of its own");
     }
 
     #[tokio::test]

@@ -13,7 +13,6 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
@@ -24,7 +23,7 @@ use tessera_storage::snapshots::{
     Action, COMPONENT, Cluster, GROUP, sync_claim, sync_content, sync_snapshot,
 };
 
-use crate::shell::{EventRecorder, next_pass, watched, watched_with};
+use crate::shell::{EventRecorder, listed, next_pass, watched, watched_with};
 
 /// The field manager of the controller's writes.
 pub const MANAGER: &str = "snapshot-controller";
@@ -77,13 +76,12 @@ pub async fn run(client: Client, clock: Clock) {
         recorded: HashSet::new(),
     };
     while next_pass(&mut changes, &mut resync).await {
-        let ready = |listed: Option<Result<(), _>>| listed.is_some_and(|r| r.is_ok());
-        let listed = ready(snapshots.wait_until_ready().now_or_never())
-            && ready(contents.wait_until_ready().now_or_never())
-            && ready(classes.wait_until_ready().now_or_never())
-            && ready(claims.wait_until_ready().now_or_never())
-            && ready(volumes.wait_until_ready().now_or_never());
-        if !listed {
+        let all_listed = listed(&snapshots)
+            && listed(&contents)
+            && listed(&classes)
+            && listed(&claims)
+            && listed(&volumes);
+        if !all_listed {
             resync.reset_after(Duration::from_millis(100));
             continue;
         }

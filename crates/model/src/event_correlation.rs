@@ -1,23 +1,44 @@
-//! Counting repeated events up, as client-go's `EventCorrelator` (its events logger) does for
-//! the kubelet and the controllers: an event equal to one recorded before (same source,
-//! involved object, type, reason and message) is not created again; the recorded one is
-//! patched with `count + 1`, the new `lastTimestamp` and the message, so `kubectl describe`
-//! shows `(x3 over 2m)`.
+//! Client-go's `EventCorrelator` (tools/record/events_cache.go), as the kubelet and the
+//! controllers run it before writing an event, in upstream's order:
 //!
-//! Also names new events as upstream does (`<object>.<unix nanos in hex>`), so a later patch
-//! can find them without reading the created object back. Unlike client-go, no spam filter
-//! drops events and similar events with distinct messages are not combined.
+//! 1. **Aggregation** (`EventAggregator`): events that differ only in their message (same
+//!    source, involved object, type, reason and reporting pair) are similar; once 10 distinct
+//!    messages were seen with no gap over 10 minutes, each further one is recorded as one
+//!    event with the message `(combined from similar events): <message>`, counted up as a
+//!    repeat of itself.
+//! 2. **Counting** (its events logger): an event equal to one recorded before (same source,
+//!    involved object, type, reason and message) is not created again; the recorded one is
+//!    patched with `count + 1`, the new `lastTimestamp` and the message, so `kubectl
+//!    describe` shows `(x3 over 2m)`. New events are named as upstream names them
+//!    (`<object>.<unix nanos in hex>`), so a later patch finds them without reading back.
+//! 3. **Spam filter** (`EventSourceObjectSpamFilter`): a token bucket per source and object
+//!    (and type), 25 events at once, refilled by one every 5 minutes; an event over it is
+//!    dropped ([`Correlated::Skip`]).
+//!
+//! Each of the three remembers 4,096 keys, forgetting the least recently used.
 //!
 //! Pure: the events (built by [`crate::event::core_event`]) and the time come in; what to
 //! write goes out. Sending is the caller's business.
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::SystemTime;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-/// Events remembered (client-go's `maxLruCacheEntries`).
+/// Keys each cache remembers (client-go's `maxLruCacheEntries`).
 pub const REMEMBERED: usize = 4096;
+/// Distinct similar messages within [`AGGREGATE_INTERVAL`] before they are combined
+/// (`defaultAggregateMaxEvents`).
+pub const AGGREGATE_MAX_EVENTS: usize = 10;
+/// The gap after which similar events start a fresh count
+/// (`defaultAggregateIntervalInSeconds`).
+pub const AGGREGATE_INTERVAL: Duration = Duration::from_secs(600);
+/// Events a source may send about an object at once (`defaultSpamBurst`).
+pub const SPAM_BURST: u32 = 25;
+/// The spam filter's refill, in events per second (`defaultSpamQPS`, a Go `float32`).
+pub const SPAM_QPS: f32 = 1. / 300.;
+/// The prefix of a combined event's message (`EventAggregatorByReasonMessageFunc`).
+pub const COMBINED_PREFIX: &str = "(combined from similar events): ";
 
 /// What to write for an event.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,45 +53,236 @@ pub enum Correlated {
         patch: Value,
         event: Value,
     },
+    /// Over the spam filter's rate for its source and object: not written.
+    Skip,
 }
 
-/// A recorded event: its name, namespace, count and first timestamp.
+/// How a correlator aggregates and filters (client-go's `CorrelatorOptions`).
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Events a source may send about an object at once.
+    pub burst: u32,
+    /// The spam filter's refill, in events per second.
+    pub qps: f32,
+    /// Distinct similar messages before they are combined.
+    pub max_events: usize,
+    /// The gap after which similar events start a fresh count.
+    pub max_interval: Duration,
+    /// What the spam filter counts events by (client-go's `EventSpamKeyFunc`).
+    pub spam_key: fn(&Value) -> String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            burst: SPAM_BURST,
+            qps: SPAM_QPS,
+            max_events: AGGREGATE_MAX_EVENTS,
+            max_interval: AGGREGATE_INTERVAL,
+            spam_key,
+        }
+    }
+}
+
+/// A map of at most [`REMEMBERED`] keys that forgets the least recently used
+/// (k8s.io/utils' `lru.Cache`).
+#[derive(Debug)]
+struct Lru<V> {
+    entries: HashMap<String, (V, u64)>,
+    /// tick → key, to forget the least recently used.
+    order: BTreeMap<u64, String>,
+    tick: u64,
+}
+
+impl<V> Default for Lru<V> {
+    fn default() -> Self {
+        Lru {
+            entries: HashMap::new(),
+            order: BTreeMap::new(),
+            tick: 0,
+        }
+    }
+}
+
+impl<V> Lru<V> {
+    /// The value of `key`, made the most recently used.
+    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.tick += 1;
+        let (value, tick) = self.entries.get_mut(key)?;
+        self.order.remove(tick);
+        *tick = self.tick;
+        self.order.insert(self.tick, key.to_owned());
+        Some(value)
+    }
+
+    /// Sets `key` to `value`, the most recently used; the least recently used go beyond
+    /// [`REMEMBERED`].
+    fn insert(&mut self, key: String, value: V) {
+        self.tick += 1;
+        if let Some((_, tick)) = self.entries.get(&key) {
+            self.order.remove(tick);
+        }
+        self.order.insert(self.tick, key.clone());
+        self.entries.insert(key, (value, self.tick));
+        while self.entries.len() > REMEMBERED {
+            let Some((_, oldest)) = self.order.pop_first() else {
+                break;
+            };
+            self.entries.remove(&oldest);
+        }
+    }
+}
+
+/// A recorded event: its name, namespace, count and first timestamp (`eventLog`).
 #[derive(Debug, Clone)]
 struct Seen {
     namespace: String,
     name: String,
     count: u64,
     first_timestamp: Value,
-    /// When it was last observed (the order the oldest are forgotten in).
-    tick: u64,
 }
 
-/// The events one recorder has written, keyed by what makes two events the same.
-#[derive(Debug, Default)]
+/// Similar events seen (`aggregateRecord`): their distinct messages and when the last came.
+#[derive(Debug, Clone)]
+struct Similar {
+    messages: BTreeSet<String>,
+    last: SystemTime,
+}
+
+/// One source and object's token bucket (golang.org/x/time/rate's `Limiter`, as client-go's
+/// passive token bucket uses it): full at first, refilled continuously, capped at the burst.
+#[derive(Debug, Clone)]
+struct Bucket {
+    tokens: f64,
+    last: SystemTime,
+}
+
+impl Bucket {
+    /// `AllowN(now, 1)`: takes a token if there is one; a refusal changes nothing.
+    fn try_accept(&mut self, now: SystemTime, options: &Options) -> bool {
+        let last = self.last.min(now);
+        let elapsed = now.duration_since(last).unwrap_or_default().as_secs_f64();
+        let burst = f64::from(options.burst);
+        let tokens = (self.tokens + elapsed * f64::from(options.qps)).min(burst);
+        if tokens < 1.0 {
+            return false;
+        }
+        self.tokens = tokens - 1.0;
+        self.last = now;
+        true
+    }
+}
+
+/// The events one recorder has written: client-go's `EventCorrelator`.
+#[derive(Debug)]
 pub struct Correlator {
-    seen: HashMap<String, Seen>,
-    /// tick → key, to forget the least recently observed.
-    order: BTreeMap<u64, String>,
-    tick: u64,
+    options: Options,
+    /// The events logger's cache, by [`key`] (or an aggregate's key).
+    seen: Lru<Seen>,
+    /// The aggregator's cache, by [`aggregate_key`].
+    similar: Lru<Similar>,
+    /// The spam filter's buckets, by the spam key.
+    buckets: Lru<Bucket>,
     /// The last name suffix handed out, kept increasing so two events of one object never
     /// share a name.
     last_nanos: u128,
 }
 
+impl Default for Correlator {
+    fn default() -> Self {
+        Self::with_options(Options::default())
+    }
+}
+
 impl Correlator {
+    /// A correlator with upstream's defaults (`NewEventCorrelator`).
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Decides how to record `event` (a `core/v1` Event without a name) observed at `now`.
-    pub fn observe(&mut self, mut event: Value, now: SystemTime) -> Correlated {
-        let key = key(&event);
-        self.tick += 1;
-        let tick = self.tick;
+    /// A correlator with other limits (`NewEventCorrelatorWithOptions`).
+    pub fn with_options(options: Options) -> Self {
+        Correlator {
+            options,
+            seen: Lru::default(),
+            similar: Lru::default(),
+            buckets: Lru::default(),
+            last_nanos: 0,
+        }
+    }
+
+    /// Decides how to record `event` (a `core/v1` Event without a name) observed at `now`
+    /// (`EventCorrelate`): aggregated, counted, then filtered.
+    pub fn observe(&mut self, event: Value, now: SystemTime) -> Correlated {
+        let (event, key) = self.aggregate(event, now);
+        let observed = self.count(event, key, now);
+        let event = match &observed {
+            Correlated::Create(event) | Correlated::Patch { event, .. } => event,
+            Correlated::Skip => return observed,
+        };
+        let spam_key = (self.options.spam_key)(event);
+        let options = self.options;
+        let accepted = match self.buckets.get_mut(&spam_key) {
+            Some(bucket) => bucket.try_accept(now, &options),
+            None => {
+                let mut bucket = Bucket {
+                    tokens: f64::from(options.burst),
+                    last: now,
+                };
+                let accepted = bucket.try_accept(now, &options);
+                self.buckets.insert(spam_key, bucket);
+                accepted
+            }
+        };
+        if accepted { observed } else { Correlated::Skip }
+    }
+
+    /// `EventAggregate`: the event to record and the key it is counted under — itself and
+    /// [`key`], or, once similar events are too many, the combined event and its
+    /// [`aggregate_key`].
+    fn aggregate(&mut self, mut event: Value, now: SystemTime) -> (Value, String) {
+        let event_key = format!("event\u{0}{}", key(&event));
+        let aggregate_key = format!("aggregate\u{0}{}", aggregate_key(&event));
+        let message = text(&event, "/message").to_owned();
+        let max_interval = self.options.max_interval;
+        let fresh = |similar: &Similar| {
+            now.duration_since(similar.last)
+                .is_ok_and(|gap| gap > max_interval)
+        };
+        let similar = match self.similar.get_mut(&aggregate_key) {
+            Some(similar) if !fresh(similar) => similar,
+            _ => {
+                self.similar.insert(
+                    aggregate_key.clone(),
+                    Similar {
+                        messages: BTreeSet::new(),
+                        last: now,
+                    },
+                );
+                match self.similar.get_mut(&aggregate_key) {
+                    Some(similar) => similar,
+                    None => return (event, event_key),
+                }
+            }
+        };
+        similar.messages.insert(message.clone());
+        similar.last = now;
+        if similar.messages.len() < self.options.max_events {
+            return (event, event_key);
+        }
+        // The set grows no larger than the maximum.
+        similar.messages.pop_first();
+        let at = crate::time::timestamp(now);
+        event["message"] = json!(format!("{COMBINED_PREFIX}{message}"));
+        event["count"] = json!(1);
+        event["firstTimestamp"] = json!(at);
+        event["lastTimestamp"] = json!(at);
+        (event, aggregate_key)
+    }
+
+    /// The events logger's `eventObserve`: a repeat of a recorded event is a patch of it.
+    fn count(&mut self, mut event: Value, key: String, now: SystemTime) -> Correlated {
         if let Some(seen) = self.seen.get_mut(&key) {
-            self.order.remove(&seen.tick);
-            self.order.insert(tick, key);
-            seen.tick = tick;
             seen.count += 1;
             let last = event.get("lastTimestamp").cloned().unwrap_or(Value::Null);
             let message = event.get("message").cloned().unwrap_or(Value::Null);
@@ -101,22 +313,14 @@ impl Correlator {
             .to_owned();
         set_name(&mut event, &namespace, &name);
         self.seen.insert(
-            key.clone(),
+            key,
             Seen {
                 namespace,
                 name,
                 count: event.get("count").and_then(Value::as_u64).unwrap_or(1),
                 first_timestamp: event.get("firstTimestamp").cloned().unwrap_or(Value::Null),
-                tick,
             },
         );
-        self.order.insert(tick, key);
-        while self.seen.len() > REMEMBERED {
-            let Some((_, oldest)) = self.order.pop_first() else {
-                break;
-            };
-            self.seen.remove(&oldest);
-        }
         Correlated::Create(event)
     }
 }
@@ -126,29 +330,76 @@ fn set_name(event: &mut Value, namespace: &str, name: &str) {
     event["metadata"] = json!({"name": name, "namespace": namespace});
 }
 
-/// client-go's `getEventKey`: source, involved object, type, reason, message and the
-/// reporting pair.
-fn key(event: &Value) -> String {
-    let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str).unwrap_or("");
-    [
-        "/source/component",
-        "/source/host",
-        "/involvedObject/kind",
-        "/involvedObject/namespace",
-        "/involvedObject/name",
-        "/involvedObject/uid",
-        "/involvedObject/apiVersion",
-        "/involvedObject/fieldPath",
-        "/type",
-        "/reason",
-        "/message",
-        "/reportingComponent",
-        "/reportingInstance",
-    ]
-    .iter()
-    .map(|p| text(p))
-    .collect::<Vec<_>>()
-    .join("\u{0}")
+fn text<'a>(event: &'a Value, pointer: &str) -> &'a str {
+    event.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn joined(event: &Value, pointers: &[&str]) -> String {
+    pointers
+        .iter()
+        .map(|p| text(event, p))
+        .collect::<Vec<_>>()
+        .join("\u{0}")
+}
+
+/// client-go's `getEventKey`: source, involved object, type, reason and message.
+pub fn key(event: &Value) -> String {
+    joined(
+        event,
+        &[
+            "/source/component",
+            "/source/host",
+            "/involvedObject/kind",
+            "/involvedObject/namespace",
+            "/involvedObject/name",
+            "/involvedObject/fieldPath",
+            "/involvedObject/uid",
+            "/involvedObject/apiVersion",
+            "/type",
+            "/reason",
+            "/message",
+        ],
+    )
+}
+
+/// client-go's `getSpamKey`, the spam filter's default: source, involved object (not its
+/// field path) and type.
+pub fn spam_key(event: &Value) -> String {
+    joined(
+        event,
+        &[
+            "/source/component",
+            "/source/host",
+            "/involvedObject/kind",
+            "/involvedObject/namespace",
+            "/involvedObject/name",
+            "/involvedObject/uid",
+            "/involvedObject/apiVersion",
+            "/type",
+        ],
+    )
+}
+
+/// client-go's `EventAggregatorByReasonFunc`: what similar events share (source, involved
+/// object but its field path, type, reason, reporting controller and instance); the message
+/// tells them apart.
+pub fn aggregate_key(event: &Value) -> String {
+    joined(
+        event,
+        &[
+            "/source/component",
+            "/source/host",
+            "/involvedObject/kind",
+            "/involvedObject/namespace",
+            "/involvedObject/name",
+            "/involvedObject/uid",
+            "/involvedObject/apiVersion",
+            "/type",
+            "/reason",
+            "/reportingComponent",
+            "/reportingInstance",
+        ],
+    )
 }
 
 #[cfg(test)]
@@ -288,5 +539,339 @@ mod tests {
             correlator.observe(event(0), at(2)),
             Correlated::Patch { .. }
         ));
+    }
+
+    // Ported from client-go's tools/record/events_cache_test.go.
+
+    fn reference(kind: &str, name: &str, namespace: &str) -> Value {
+        json!({"kind": kind, "name": name, "namespace": namespace, "uid": "C934D34AFB20242",
+               "apiVersion": "version", "fieldPath": "spec.containers{mycontainer}"})
+    }
+
+    fn make_event(reason: &str, message: &str, involved: &Value) -> Value {
+        json!({"reason": reason, "message": message, "involvedObject": involved,
+               "source": {"component": "kubelet", "host": "kublet.node1"},
+               "count": 1, "type": "Normal"})
+    }
+
+    fn make_events(n: usize, template: &Value) -> Vec<Value> {
+        vec![template.clone(); n]
+    }
+
+    fn make_unique_events(n: usize) -> Vec<Value> {
+        (0..n)
+            .map(|i| {
+                make_event(
+                    &format!("reason-{i}"),
+                    &format!("message-{i}"),
+                    &reference("Pod", &format!("pod-{i}"), &format!("ns-{i}")),
+                )
+            })
+            .collect()
+    }
+
+    fn make_similar_events(n: usize, template: &Value, prefix: &str) -> Vec<Value> {
+        (0..n)
+            .map(|i| {
+                let mut event = template.clone();
+                let message = format!("{prefix}-{i}-{}", text(template, "/message"));
+                event["message"] = json!(message);
+                event
+            })
+            .collect()
+    }
+
+    fn stamped(mut event: Value, now: SystemTime) -> Value {
+        event["firstTimestamp"] = json!(crate::time::timestamp(now));
+        event["lastTimestamp"] = json!(crate::time::timestamp(now));
+        event
+    }
+
+    /// upstream's `validateEvent`: the fields, the count, the name's prefix, and first and
+    /// last timestamps equal exactly when the count is 1.
+    fn validate(scenario: &str, actual: &Value, expected: &Value, count: u64) {
+        for field in ["reason", "message", "type", "involvedObject", "source"] {
+            assert_eq!(actual[field], expected[field], "{scenario}: {field}");
+        }
+        assert_eq!(actual["count"], count, "{scenario}");
+        let prefix = format!("{}.", text(expected, "/involvedObject/name"));
+        assert!(
+            text(actual, "/metadata/name").starts_with(&prefix),
+            "{scenario}: {actual}"
+        );
+        assert_eq!(
+            actual["firstTimestamp"] == actual["lastTimestamp"],
+            count == 1,
+            "{scenario}: {actual}"
+        );
+    }
+
+    fn written(result: &Correlated) -> Option<&Value> {
+        match result {
+            Correlated::Create(event) | Correlated::Patch { event, .. } => Some(event),
+            Correlated::Skip => None,
+        }
+    }
+
+    #[test]
+    fn aggregate_keys_differ_only_by_message() {
+        let pod = reference("Pod", "pod1", "other");
+        let event1 = make_event("end-of-world", "it was fun", &pod);
+        let event2 = make_event("end-of-world", "it was awful", &pod);
+        let event3 = make_event("nevermind", "it was a bug", &pod);
+        assert_eq!(aggregate_key(&event1), aggregate_key(&event2));
+        assert_ne!(key(&event1), key(&event2));
+        assert_ne!(aggregate_key(&event1), aggregate_key(&event3));
+        let mut other_container = event1.clone();
+        other_container["involvedObject"]["fieldPath"] = json!("spec.containers{c2}");
+        assert_eq!(aggregate_key(&event1), aggregate_key(&other_container));
+        assert_ne!(key(&event1), key(&other_container));
+    }
+
+    #[test]
+    fn the_correlator_counts_aggregates_and_filters_as_upstream() {
+        let pod = reference("Pod", "my-pod", "my-ns");
+        let first = make_event("first", "i am first", &pod);
+        let duplicate = make_event("duplicate", "me again", &pod);
+        let unique = make_event("unique", "snowflake", &pod);
+        let mut similar = make_event("similar", "similar message", &pod);
+        similar["involvedObject"]["fieldPath"] = json!("spec.containers{container1}");
+        let aggregate = make_event(
+            "similar",
+            &format!("{COMBINED_PREFIX}similar message"),
+            &similar["involvedObject"],
+        );
+        let mut other_container = similar.clone();
+        other_container["involvedObject"]["fieldPath"] = json!("spec.containers{container2}");
+        let max = AGGREGATE_MAX_EVENTS;
+        let burst = SPAM_BURST as usize;
+        // (scenario, previous events, new event, expected event and count (None: skipped),
+        // seconds between clock readings)
+        type Scenario<'a> = (
+            &'a str,
+            Vec<Value>,
+            &'a Value,
+            Option<(&'a Value, u64)>,
+            u64,
+        );
+        let table: Vec<Scenario> = vec![
+            (
+                "create-a-single-event",
+                vec![],
+                &first,
+                Some((&first, 1)),
+                5,
+            ),
+            (
+                "the-same-event-should-just-count",
+                make_events(1, &duplicate),
+                &duplicate,
+                Some((&duplicate, 2)),
+                5,
+            ),
+            (
+                "the-same-event-should-just-count-even-if-more-than-aggregate",
+                make_events(max, &duplicate),
+                &duplicate,
+                Some((&duplicate, max as u64 + 1)),
+                30,
+            ),
+            (
+                "the-same-event-is-spam-if-happens-too-frequently",
+                make_events(burst + 1, &duplicate),
+                &duplicate,
+                None,
+                1,
+            ),
+            (
+                "create-many-unique-events",
+                make_unique_events(30),
+                &unique,
+                Some((&unique, 1)),
+                5,
+            ),
+            (
+                "similar-events-should-aggregate-event",
+                make_similar_events(max - 1, &similar, "similar message"),
+                &similar,
+                Some((&aggregate, 1)),
+                5,
+            ),
+            (
+                "similar-events-many-times-should-count-the-aggregate",
+                make_similar_events(max, &similar, "similar message"),
+                &similar,
+                Some((&aggregate, 2)),
+                5,
+            ),
+            (
+                "events-from-different-containers-do-not-aggregate",
+                make_events(1, &other_container),
+                &similar,
+                Some((&similar, 1)),
+                5,
+            ),
+            (
+                "similar-events-whose-interval-is-greater-than-aggregate-interval-do-not-aggregate",
+                make_similar_events(max - 1, &similar, "similar message"),
+                &similar,
+                Some((&similar, 1)),
+                AGGREGATE_INTERVAL.as_secs(),
+            ),
+        ];
+        for (scenario, previous, new, expected, interval) in table {
+            let mut correlator = Correlator::new();
+            // Upstream's test clock advances on every reading, and a correlation reads it
+            // twice after the test's own reading: three steps per event.
+            let step = Duration::from_secs(interval * 3);
+            let mut now = at(0);
+            for event in previous {
+                now += step;
+                correlator.observe(stamped(event, now), now);
+            }
+            now += step;
+            let result = correlator.observe(stamped(new.clone(), now), now);
+            match (expected, written(&result)) {
+                (None, None) => {}
+                (Some((event, count)), Some(actual)) => validate(scenario, actual, event, count),
+                (expected, _) => panic!("{scenario}: wanted {expected:?}, got {result:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_spam_filter_counts_by_source_and_object_or_a_given_key() {
+        fn by_object_and_reason(event: &Value) -> String {
+            joined(
+                event,
+                &[
+                    "/source/component",
+                    "/source/host",
+                    "/involvedObject/kind",
+                    "/involvedObject/namespace",
+                    "/involvedObject/name",
+                    "/involvedObject/uid",
+                    "/involvedObject/apiVersion",
+                    "/reason",
+                ],
+            )
+        }
+        let pod = reference("Pod", "my-pod", "my-ns");
+        let original = make_event("original", "i am first", &pod);
+        let different_reason = make_event("duplicate", "me again", &pod);
+        let spam = make_event("original", "me again", &pod);
+        type SpamKey = Option<fn(&Value) -> String>;
+        let table: Vec<(&str, &Value, bool, SpamKey)> = vec![
+            (
+                "reported as spam if the object reference is the same, by default",
+                &different_reason,
+                true,
+                None,
+            ),
+            (
+                "not spam if the reason differs, counted by object and reason",
+                &different_reason,
+                false,
+                Some(by_object_and_reason),
+            ),
+            (
+                "spam if object and reason are the same but the message differs",
+                &spam,
+                true,
+                Some(by_object_and_reason),
+            ),
+        ];
+        for (scenario, new, skipped, key) in table {
+            let mut options = Options {
+                burst: 1,
+                ..Options::default()
+            };
+            if let Some(key) = key {
+                options.spam_key = key;
+            }
+            let mut correlator = Correlator::with_options(options);
+            let mut now = at(0);
+            now += Duration::from_secs(3);
+            assert!(written(&correlator.observe(original.clone(), now)).is_some());
+            now += Duration::from_secs(3);
+            let result = correlator.observe(new.clone(), now);
+            match written(&result) {
+                None => assert!(skipped, "{scenario}"),
+                Some(actual) => {
+                    assert!(!skipped, "{scenario}");
+                    validate(scenario, actual, new, 1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_flood_from_one_object_is_limited_to_the_burst_then_the_refill() {
+        let mut correlator = Correlator::new();
+        // Distinct reasons: neither counted up nor combined, only the spam filter applies.
+        let flood = |correlator: &mut Correlator, from: usize, n: usize, now| {
+            (from..from + n)
+                .filter(|i| {
+                    let event = kubelet("p", &format!("Reason{i}"), "m", now);
+                    written(&correlator.observe(event, now)).is_some()
+                })
+                .count()
+        };
+        assert_eq!(flood(&mut correlator, 0, 100, at(0)), SPAM_BURST as usize);
+        // Another object, and another source, have buckets of their own.
+        let other = kubelet("q", "Reason0", "m", at(0));
+        assert!(written(&correlator.observe(other, at(0))).is_some());
+        // One event per five minutes comes back.
+        assert_eq!(flood(&mut correlator, 100, 10, at(299)), 0);
+        assert_eq!(flood(&mut correlator, 110, 10, at(300)), 1);
+        assert_eq!(flood(&mut correlator, 120, 10, at(599)), 0);
+        assert_eq!(flood(&mut correlator, 130, 10, at(600)), 1);
+        // A long quiet spell refills the bucket, no further than the burst.
+        assert_eq!(
+            flood(&mut correlator, 200, 100, at(600 + 300 * 100)),
+            SPAM_BURST as usize
+        );
+    }
+
+    #[test]
+    fn combined_events_are_counted_up_and_start_afresh_after_a_quiet_spell() {
+        let mut correlator = Correlator::with_options(Options {
+            burst: 1000,
+            ..Options::default()
+        });
+        let failed = |i: usize, now| kubelet("p", "FailedMount", &format!("volume {i}"), now);
+        for i in 0..AGGREGATE_MAX_EVENTS - 1 {
+            let result = correlator.observe(failed(i, at(i as u64)), at(i as u64));
+            assert!(matches!(result, Correlated::Create(_)), "{i}: {result:?}");
+        }
+        let tenth = correlator.observe(failed(9, at(9)), at(9));
+        let Correlated::Create(combined) = tenth else {
+            panic!("{tenth:?}")
+        };
+        assert_eq!(combined["message"], format!("{COMBINED_PREFIX}volume 9"));
+        assert_eq!(combined["count"], 1);
+        let name = combined["metadata"]["name"].as_str().unwrap().to_owned();
+        let eleventh = correlator.observe(failed(10, at(10)), at(10));
+        let Correlated::Patch {
+            name: patched,
+            patch,
+            ..
+        } = eleventh
+        else {
+            panic!("{eleventh:?}")
+        };
+        assert_eq!(patched, name);
+        assert_eq!(
+            patch,
+            json!({"count": 2, "lastTimestamp": crate::time::timestamp(at(10)),
+                   "message": format!("{COMBINED_PREFIX}volume 10")})
+        );
+        // Over ten minutes without one: recorded as itself again.
+        let later = at(10) + AGGREGATE_INTERVAL + Duration::from_secs(1);
+        let result = correlator.observe(failed(11, later), later);
+        let Correlated::Create(alone) = result else {
+            panic!("{result:?}")
+        };
+        assert_eq!(alone["message"], "volume 11");
     }
 }

@@ -68,7 +68,7 @@ mod tests {
 
     fn published(class: &str, node: &str) -> Value {
         let disk: Quantity = "10Gi".parse().unwrap_or(Quantity::ZERO);
-        csi::storage_capacity(class, node, &disk, &[])
+        csi::storage_capacity(class, node, &disk, &[], &[])
     }
 
     #[test]

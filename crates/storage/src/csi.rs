@@ -6,7 +6,8 @@
 //! reclaim policy), or why it fails, with external-provisioner's events.
 //!
 //! Three drivers: `local.csi.tessera.dev` (a node's local disk: WaitForFirstConsumer,
-//! capacity tracked per node from the volumes already on it, volumes pinned to their node),
+//! capacity tracked per node from the volumes and snapshots already on it, volumes pinned to
+//! their node),
 //! `shared.csi.tessera.dev` (a shared filesystem reachable from every node, ReadWriteMany,
 //! Immediate) and `object.csi.tessera.dev` (an object store, Immediate).
 //!
@@ -152,19 +153,30 @@ pub fn local_volume_node(volume: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// Bytes of `node`'s local disk the local volumes on it hold.
-pub fn used_on_node(node: &str, volumes: &[Value]) -> i128 {
+/// Bytes of `node`'s local disk the local volumes on it and the local driver's snapshots
+/// kept there (`contents`, [`crate::snapshots::sidecar::held_on_node`]) hold.
+pub fn used_on_node(node: &str, volumes: &[Value], contents: &[Value]) -> i128 {
     volumes
         .iter()
         .filter(|v| local_volume_node(v) == Some(node))
         .map(|v| volume_capacity(v).value())
-        .sum()
+        .sum::<i128>()
+        + crate::snapshots::sidecar::held_on_node(node, contents)
 }
 
-/// The local disk left on `node` of `disk`, never below zero.
-pub fn remaining_on_node(node: &str, disk: &Quantity, volumes: &[Value]) -> Quantity {
-    let left = (disk.value() - used_on_node(node, volumes)).max(0);
-    Quantity::from_units(i64::try_from(left).unwrap_or(i64::MAX), Format::BinarySi)
+/// The local disk left on `node` of `disk` by its volumes and snapshots, never below zero.
+pub fn remaining_on_node(
+    node: &str,
+    disk: &Quantity,
+    volumes: &[Value],
+    contents: &[Value],
+) -> Quantity {
+    bytes_quantity((disk.value() - used_on_node(node, volumes, contents)).max(0))
+}
+
+/// `bytes` as a binary-SI quantity (`10Gi`), saturating.
+pub(crate) fn bytes_quantity(bytes: i128) -> Quantity {
+    Quantity::from_units(i64::try_from(bytes).unwrap_or(i64::MAX), Format::BinarySi)
 }
 
 /// The name of the CSIStorageCapacity of `class` on `node`.
@@ -183,9 +195,16 @@ pub fn local_classes(classes: &[Value]) -> Vec<&str> {
 }
 
 /// The CSIStorageCapacity external-provisioner publishes for a local-driver `class` on
-/// `node`: the disk left, for the topology segment that is the node.
-pub fn storage_capacity(class: &str, node: &str, disk: &Quantity, volumes: &[Value]) -> Value {
-    let left = remaining_on_node(node, disk, volumes);
+/// `node`: the disk its volumes and the snapshots kept there (`contents`) leave, for the
+/// topology segment that is the node.
+pub fn storage_capacity(
+    class: &str,
+    node: &str,
+    disk: &Quantity,
+    volumes: &[Value],
+    contents: &[Value],
+) -> Value {
+    let left = remaining_on_node(node, disk, volumes, contents);
     json!({
         "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
         "metadata": {"name": capacity_name(class, node), "namespace": CAPACITY_NAMESPACE,
@@ -409,7 +428,7 @@ pub fn provision_from(
                 None,
             );
         };
-        let used = used_on_node(selected, volumes);
+        let used = used_on_node(selected, volumes, sources.contents);
         if request.value() > disk.value() - used {
             let mut reschedule = claim.clone();
             if let Some(annotations) = reschedule
@@ -418,8 +437,7 @@ pub fn provision_from(
             {
                 annotations.remove(ANN_SELECTED_NODE);
             }
-            let used =
-                Quantity::from_units(i64::try_from(used).unwrap_or(i64::MAX), Format::BinarySi);
+            let used = bytes_quantity(used);
             return failed(
                 format!(
                     "rpc error: code = ResourceExhausted desc = requested capacity {} exceeds remaining capacity for {selected:?}, {} out of {} already used",

@@ -5,7 +5,8 @@
 //! WaitForFirstConsumer class), records `Provisioning` / `ProvisioningSucceeded` /
 //! `ProvisioningFailed` (a claim whose data source is a VolumeSnapshot or a claim is restored or
 //! cloned from it: [`crate::snapshots::RestoreSources`]), and keeps each node's
-//! CSIStorageCapacity at the local disk left (deleting those of classes deleted and nodes gone,
+//! CSIStorageCapacity at the local disk its volumes and the snapshots kept there leave
+//! (deleting those of classes deleted and nodes gone,
 //! [`tessera_storage::capacity`]). The
 //! kubelet's part ([`NodeTwins::volumes_mounted`]) holds a pod whose claims are not Bound in
 //! ContainerCreating with the `FailedMount` event, and starts it once they are.
@@ -17,16 +18,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Event as CoreEvent, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
 };
 use k8s_openapi::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::Value;
+use tessera_controllers::shell::{listed, next_pass, store_values, watched};
 use tessera_model::Quantity;
 use tessera_model::clock::Clock;
 use tessera_model::event::{Recorder, core_event};
@@ -65,41 +64,6 @@ pub(crate) async fn publish_csi_node(client: &Client, node: &str) -> Result<(), 
     Ok(())
 }
 
-fn store<K>(api: Api<K>) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let writer = reflector::store::Writer::default();
-    let reader = writer.as_reader();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
-    )
-    .touched_objects()
-    .map(|_| ())
-    .boxed();
-    (reader, stream)
-}
-
-/// The objects a reflector's store holds, as JSON (what the cores read).
-pub(crate) fn store_values<K>(store: &Store<K>) -> Vec<Value>
-where
-    K: kube::Resource + Clone + serde::Serialize + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store
-        .state()
-        .iter()
-        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-        .collect()
-}
-
 /// external-provisioner for the simulated drivers, until the task is dropped: `nodes` gives
 /// each registered node's spec (its disk), `registered` the nodes registered now.
 pub(crate) async fn run_provisioner(
@@ -108,9 +72,9 @@ pub(crate) async fn run_provisioner(
     registered: impl Fn() -> Vec<String>,
     clock: Clock,
 ) {
-    let (claims, claim_changes) = store(Api::<PersistentVolumeClaim>::all(client.clone()));
-    let (volumes, volume_changes) = store(Api::<PersistentVolume>::all(client.clone()));
-    let (classes, class_changes) = store(Api::<StorageClass>::all(client.clone()));
+    let (claims, claim_changes) = watched(Api::<PersistentVolumeClaim>::all(client.clone()));
+    let (volumes, volume_changes) = watched(Api::<PersistentVolume>::all(client.clone()));
+    let (classes, class_changes) = watched(Api::<StorageClass>::all(client.clone()));
     let (restore, restore_changes) = crate::snapshots::RestoreSources::watch(&client);
     let mut changes = futures::stream::select_all([
         claim_changes,
@@ -125,24 +89,10 @@ pub(crate) async fn run_provisioner(
         failures: HashSet::new(),
         published: BTreeMap::new(),
     };
-    loop {
-        tokio::select! {
-            change = changes.next() => {
-                if change.is_none() {
-                    return;
-                }
-                // Let a burst of changes settle into one pass.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                while let Some(Some(())) = changes.next().now_or_never() {}
-            }
-            _ = resync.tick() => {}
-        }
+    // A pass per burst of changes and at each resync.
+    while next_pass(&mut changes, &mut resync).await {
         // The stores fill only while their streams are polled (above): no waiting here.
-        let ready = |listed: Option<Result<(), _>>| listed.is_some_and(|r| r.is_ok());
-        if !ready(claims.wait_until_ready().now_or_never())
-            || !ready(volumes.wait_until_ready().now_or_never())
-            || !ready(classes.wait_until_ready().now_or_never())
-        {
+        if !listed(&claims) || !listed(&volumes) || !listed(&classes) {
             // Look again soon rather than at the next resync.
             resync.reset_after(Duration::from_millis(100));
             continue;
@@ -230,7 +180,7 @@ impl Provisioner {
                 }
             }
         }
-        self.resize(&claims, &mut volumes, disks).await;
+        self.resize(&claims, &mut volumes, &contents, disks).await;
         // What is published now; objects deleted by someone else are published again.
         let existing = match self.list_capacities().await {
             Ok(existing) => existing,
@@ -248,7 +198,7 @@ impl Provisioner {
         });
         for class in local_classes {
             for (node, disk) in disks {
-                let capacity = csi::storage_capacity(class, node, disk, &volumes);
+                let capacity = csi::storage_capacity(class, node, disk, &volumes, &contents);
                 let left = text(&capacity, "/capacity").to_string();
                 let key = (class.to_string(), node.clone());
                 if self.published.get(&key) == Some(&left)
@@ -306,6 +256,7 @@ impl Provisioner {
         &mut self,
         claims: &[Value],
         volumes: &mut [Value],
+        contents: &[Value],
         disks: &BTreeMap<String, Quantity>,
     ) {
         for claim in claims {
@@ -318,7 +269,7 @@ impl Provisioner {
             let volume = &volumes[at];
             let node_free = csi::local_volume_node(volume).and_then(|node| {
                 let disk = disks.get(node)?;
-                Some(disk.value() - csi::used_on_node(node, volumes))
+                Some(disk.value() - csi::used_on_node(node, volumes, contents))
             });
             let driver = text(volume, "/spec/csi/driver").to_string();
             let (claim, grown, events) =

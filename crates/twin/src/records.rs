@@ -142,6 +142,8 @@ impl NodeTwins {
                 }
                 other => other.map(drop),
             },
+            // Over the spam filter's rate for this pod: dropped, as the kubelet's recorder does.
+            Correlated::Skip => return,
         };
         if let Err(error) = written {
             tracing::debug!(%error, "cannot record an event");

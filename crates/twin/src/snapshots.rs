@@ -2,7 +2,8 @@
 //! a reflector on VolumeSnapshotContents and PersistentVolumes, and after each burst of changes
 //! (and every 15 s) each content of a driver that takes snapshots gets what its sidecar does —
 //! CreateSnapshot or ListSnapshots written to the content's status (`SnapshotCreationFailed`
-//! on the content when the source volume is gone), DeleteSnapshot and the content's finalizer
+//! on the content when the source volume is gone or the snapshot does not fit its node's
+//! disk), DeleteSnapshot and the content's finalizer
 //! removed once the snapshot-controller released it. Also the snapshots and contents
 //! external-provisioner reads to restore a claim from a snapshot ([`RestoreSources`]).
 //!
@@ -12,13 +13,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolume};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::Value;
+use tessera_controllers::shell::{listed, next_pass, store_values, watched, watched_with};
 use tessera_model::clock::Clock;
 use tessera_model::event::{Recorder, core_event};
 use tessera_model::json::text;
@@ -42,31 +43,7 @@ fn content_resource() -> ApiResource {
 type Changes = futures::stream::BoxStream<'static, ()>;
 
 fn dynamic_store(client: &Client, resource: ApiResource) -> (Store<DynamicObject>, Changes) {
-    let writer = reflector::store::Writer::new(resource.clone());
-    let reader = writer.as_reader();
-    let stream = reflector::reflector(
-        writer,
-        watcher(
-            Api::<DynamicObject>::all_with(client.clone(), &resource),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-    )
-    .touched_objects()
-    .map(|_| ())
-    .boxed();
-    (reader, stream)
-}
-
-fn listed<K>(store: &Store<K>) -> bool
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store
-        .wait_until_ready()
-        .now_or_never()
-        .is_some_and(|r| r.is_ok())
+    watched_with(Api::all_with(client.clone(), &resource), resource)
 }
 
 /// The VolumeSnapshots and VolumeSnapshotContents external-provisioner reads to restore a
@@ -97,56 +74,43 @@ impl RestoreSources {
         if !listed(&self.snapshots) || !listed(&self.contents) {
             return (Vec::new(), Vec::new());
         }
-        (
-            crate::csi::store_values(&self.snapshots),
-            crate::csi::store_values(&self.contents),
-        )
+        (store_values(&self.snapshots), store_values(&self.contents))
     }
 }
 
 /// The csi-snapshotter sidecars of the simulated drivers, until the task is dropped.
-pub(crate) async fn run_snapshotter(client: Client, clock: Clock) {
+/// `nodes` gives each node's spec (its local disk, which a local snapshot takes room of).
+pub(crate) async fn run_snapshotter(client: Client, nodes: crate::specs::Specs, clock: Clock) {
     let (contents, content_changes) = dynamic_store(&client, content_resource());
-    let writer = reflector::store::Writer::<PersistentVolume>::default();
-    let volumes = writer.as_reader();
-    let volume_changes = reflector::reflector(
-        writer,
-        watcher(
-            Api::<PersistentVolume>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-    )
-    .touched_objects()
-    .map(|_| ())
-    .boxed();
+    let (volumes, volume_changes) = watched(Api::<PersistentVolume>::all(client.clone()));
     let mut changes = futures::stream::select_all([content_changes, volume_changes]);
     let mut resync = tokio::time::interval(RESYNC);
     let mut failures: HashSet<(String, String)> = HashSet::new();
-    loop {
-        tokio::select! {
-            change = changes.next() => {
-                if change.is_none() {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                while let Some(Some(())) = changes.next().now_or_never() {}
-            }
-            _ = resync.tick() => {}
-        }
+    // A pass per burst of changes and at each resync.
+    while next_pass(&mut changes, &mut resync).await {
         if !listed(&contents) || !listed(&volumes) {
             resync.reset_after(Duration::from_millis(100));
             continue;
         }
-        let (all, volumes) = (
-            crate::csi::store_values(&contents),
-            crate::csi::store_values(&volumes),
-        );
-        for content in &all {
-            let step = sidecar::sync(content, &volumes, &all, clock());
-            if let Err(error) = carry_out(&client, &clock, content, step, &mut failures).await {
-                tracing::debug!(%error, content = %text(content, "/metadata/name"), "csi-snapshotter write failed; retried");
-                resync.reset_after(Duration::from_millis(500));
+        let (mut all, volumes) = (store_values(&contents), store_values(&volumes));
+        let disk_of = |node: &str| Some(crate::csi::local_disk(&*nodes.get(node)?));
+        for at in 0..all.len() {
+            let step = sidecar::sync(&all[at], &volumes, &all, disk_of, clock());
+            // A snapshot taken in this pass takes its room before the next is looked at.
+            let taken = match &step {
+                Step::Status(next) => Some(next.clone()),
+                _ => None,
+            };
+            match carry_out(&client, &clock, &all[at], step, &mut failures).await {
+                Ok(()) => {
+                    if let Some(taken) = taken {
+                        all[at] = taken;
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, content = %text(&all[at], "/metadata/name"), "csi-snapshotter write failed; retried");
+                    resync.reset_after(Duration::from_millis(500));
+                }
             }
         }
     }

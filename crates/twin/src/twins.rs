@@ -271,6 +271,7 @@ impl NodeTwins {
         };
         let snapshotter = tokio::spawn(crate::snapshots::run_snapshotter(
             self.client.clone(),
+            self.nodes.clone(),
             self.clock.clone(),
         ));
         let result = self.run_pods().await;

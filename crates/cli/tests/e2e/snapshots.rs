@@ -7,7 +7,10 @@
 //! stays Pending with external-provisioner's `ProvisioningFailed`, and deleting the snapshot
 //! removes its content (Delete); a Retain class's content outlives its snapshot and a
 //! pre-provisioned content naming its handle binds a new snapshot. The official Python client
-//! lists the snapshots (`CustomObjectsApi`).
+//! lists the snapshots (`CustomObjectsApi`). Local snapshots take their node's disk: the
+//! node's CSIStorageCapacity drops by each snapshot taken, a snapshot that does not fit fails
+//! with the csi-snapshotter's `ResourceExhausted` and is taken once a Delete snapshot frees
+//! room, and a Retain snapshot's room comes back when its content is deleted.
 
 use serde_json::Value;
 
@@ -444,4 +447,233 @@ fn a_snapshot_is_taken_restored_retained_and_imported_with_kubectl_1_27() {
         snapshot["metadata"]["uid"]
     );
     assert_eq!(content["status"]["snapshotHandle"], handle.as_str());
+}
+
+/// A claim of `size` pinned to `node` and a pod mounting it.
+fn filler(node: &str, size: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: filler, namespace: default}}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {{requests: {{storage: {size}}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: filler, namespace: default}}
+spec:
+  nodeSelector: {{kubernetes.io/hostname: {node}}}
+  containers: [{{name: main, image: busybox}}]
+  volumes: [{{name: data, persistentVolumeClaim: {{claimName: filler}}}}]
+"#
+    )
+}
+
+/// A snapshot of the claim `data` named `name` (class `class`, else the default).
+fn snapshot_named(name: &str, class: Option<&str>) -> String {
+    let class = class
+        .map(|c| format!("  volumeSnapshotClassName: {c}\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: snapshot.storage.k8s.io/v1\nkind: VolumeSnapshot\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{class}  source: {{persistentVolumeClaimName: data}}\n"
+    )
+}
+
+/// Waits until the snapshot `name` is ready to use.
+fn wait_ready(cluster: &Cluster, version: &str, name: &str) {
+    let target = format!("volumesnapshot/{name}");
+    cluster.ok(
+        version,
+        &[
+            "wait",
+            "--for=jsonpath={.status.readyToUse}=true",
+            &target,
+            "--timeout=60s",
+        ],
+    );
+}
+
+/// The content the snapshot `name` is bound to.
+fn content_of(cluster: &Cluster, version: &str, name: &str) -> String {
+    cluster
+        .ok(
+            version,
+            &[
+                "get",
+                "vs",
+                name,
+                "-o",
+                "jsonpath={.status.boundVolumeSnapshotContentName}",
+            ],
+        )
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn snapshots_take_their_nodes_disk_until_deleted_with_kubectl_1_33() {
+    const V: &str = "1.33";
+    const GI: i128 = 1 << 30;
+    let cluster = Cluster::start();
+    let bytes = |text: &str| -> i128 {
+        text.trim()
+            .parse::<tessera_model::Quantity>()
+            .map(|q| q.value())
+            .unwrap_or(-1)
+    };
+    cluster.ok_stdin(V, &["apply", "-f", "-"], SOURCE);
+    let node = cluster.node_when_running(V, None, "writer");
+    let disk = bytes(&cluster.ok(
+        V,
+        &[
+            "get",
+            "node",
+            &node,
+            "-o",
+            "jsonpath={.status.capacity.ephemeral-storage}",
+        ],
+    ));
+    assert!(disk > 10 * GI, "{node}'s disk: {disk}");
+    let capacity_name = format!("csisc-tessera-local-{node}");
+    let capacity = [
+        "get",
+        "csistoragecapacities",
+        "-n",
+        "kube-system",
+        &capacity_name,
+        "-o",
+        "jsonpath={.capacity}",
+    ];
+    // What `kubectl get csistoragecapacities -o yaml` shows, waited for.
+    let left_is = |want: i128, why: &str| {
+        let out = cluster.wait_for(V, &capacity, |out| bytes(out) == want);
+        assert_eq!(bytes(&out), want, "{why}: {out}");
+    };
+    left_is(disk - 2 * GI, "the claim's volume");
+
+    // A snapshot (Delete) and a retained one (Retain) each take the claim's 2Gi on its node.
+    cluster.ok_stdin(V, &["apply", "-f", "-"], SNAPSHOT);
+    wait_ready(&cluster, V, "snap");
+    let snap_content = content_of(&cluster, V, "snap");
+    let handle = cluster.ok(
+        V,
+        &[
+            "get",
+            "vsc",
+            snap_content.as_str(),
+            "-o",
+            "jsonpath={.status.snapshotHandle}",
+        ],
+    );
+    assert!(handle.starts_with(&format!("{node}/snapshot-")), "{handle}");
+    left_is(disk - 4 * GI, "a snapshot taken");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], RETAINED);
+    wait_ready(&cluster, V, "kept");
+    left_is(disk - 6 * GI, "a second snapshot taken");
+    let yaml = cluster.ok(V, &[&capacity[..6], &["yaml"]].concat());
+    let gi_left = (disk - 6 * GI) / GI;
+    assert!(yaml.contains(&format!("capacity: {gi_left}Gi")), "{yaml}");
+
+    // The node nearly full: a third snapshot does not fit, fails as the csi-snapshotter
+    // reports it, and is taken once the first one is deleted.
+    cluster.ok_stdin(
+        V,
+        &["apply", "-f", "-"],
+        &filler(&node, &format!("{}Gi", gi_left - 1)),
+    );
+    assert_eq!(cluster.node_when_running(V, None, "filler"), node);
+    left_is(GI, "the filler's volume");
+    cluster.ok_stdin(V, &["apply", "-f", "-"], &snapshot_named("again", None));
+    let again_content = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "vs",
+            "again",
+            "-o",
+            "jsonpath={.status.boundVolumeSnapshotContentName}",
+        ],
+        |out| !out.is_empty(),
+    );
+    let exhausted = format!(
+        "Failed to create snapshot: failed to take snapshot of the volume {}: \"rpc error: code = ResourceExhausted desc = requested snapshot size 2147483648 exceeds remaining capacity for \\\"{node}\\\", ",
+        cluster
+            .ok(
+                V,
+                &[
+                    "get",
+                    "vsc",
+                    again_content.trim(),
+                    "-o",
+                    "jsonpath={.spec.source.volumeHandle}"
+                ]
+            )
+            .trim()
+    );
+    let events = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            &format!(
+                "involvedObject.kind=VolumeSnapshotContent,involvedObject.name={}",
+                again_content.trim()
+            ),
+            "-o",
+            "jsonpath={range .items[*]}{.source.component}/{.reason}: {.message}{\"\\n\"}{end}",
+        ],
+        |out| out.contains("SnapshotCreationFailed"),
+    );
+    assert!(
+        events.contains(&format!(
+            "csi-snapshotter local.csi.tessera.dev/SnapshotCreationFailed: {exhausted}"
+        )),
+        "{exhausted} in {events}"
+    );
+    let error = cluster.wait_for(
+        V,
+        &[
+            "get",
+            "vs",
+            "again",
+            "-o",
+            "jsonpath={.status.readyToUse} {.status.error.message}",
+        ],
+        |out| out.contains("ResourceExhausted"),
+    );
+    assert!(error.starts_with("false "), "{error}");
+    left_is(GI, "a snapshot that did not fit takes nothing");
+
+    // Deleting the Delete-policy snapshot frees its 2Gi, which the retried one then takes.
+    cluster.ok(V, &["delete", "volumesnapshot", "snap", "--timeout=60s"]);
+    cluster.wait_for(V, &["get", "vsc", "-o", "name"], |out| {
+        !out.contains(snap_content.as_str())
+    });
+    wait_ready(&cluster, V, "again");
+    left_is(GI, "freed by one snapshot, taken by the other");
+
+    // Retain: deleting the snapshot keeps its content and the room; deleting the content
+    // frees it.
+    let kept_content = content_of(&cluster, V, "kept");
+    cluster.ok(V, &["delete", "volumesnapshot", "kept", "--timeout=60s"]);
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "vsc",
+            kept_content.as_str(),
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ],
+        |out| out.contains("volumesnapshot-being-deleted"),
+    );
+    left_is(GI, "a retained content keeps its snapshot");
+    cluster.ok(
+        V,
+        &["delete", "vsc", kept_content.as_str(), "--timeout=60s"],
+    );
+    left_is(3 * GI, "the retained content deleted");
 }

@@ -189,6 +189,136 @@ fn a_full_disk_sends_the_claim_back_to_the_scheduler() {
     );
 }
 
+/// A content of `driver` whose snapshot `handle` holds `bytes`, with its deletion state.
+fn snapshot_content(driver: &str, handle: &str, bytes: i64, policy: &str, released: bool) -> Value {
+    let mut content = json!({
+        "metadata": {"name": format!("c-{handle}-{policy}-{released}")},
+        "spec": {"driver": driver, "deletionPolicy": policy,
+                 "source": {"volumeHandle": "local-u1"}},
+        "status": {"snapshotHandle": handle, "readyToUse": true, "restoreSize": bytes},
+    });
+    if released {
+        content["metadata"]["deletionTimestamp"] = json!("2026-01-02T03:04:05Z");
+        content["metadata"]["annotations"] = json!({crate::snapshots::ANN_BEING_DELETED: "yes"});
+    }
+    content
+}
+
+#[test]
+fn snapshots_kept_on_a_node_take_its_disk_until_deleted() {
+    const GI: i64 = 1 << 30;
+    let disk: Quantity = "100Gi".parse().expect("quantity");
+    let volumes = vec![local_volume("a", "n1", "10Gi")];
+    let ten = |policy, released| {
+        snapshot_content(LOCAL_DRIVER, "n1/snapshot-k1", 10 * GI, policy, released)
+    };
+    let table: Vec<(&str, Vec<Value>, &str, &str)> = vec![
+        ("no snapshot", vec![], "90Gi", "100Gi"),
+        (
+            "a snapshot on n1",
+            vec![ten("Delete", false)],
+            "80Gi",
+            "100Gi",
+        ),
+        (
+            "a pre-provisioned content of the same snapshot counts once",
+            vec![ten("Delete", false), ten("Retain", false)],
+            "80Gi",
+            "100Gi",
+        ),
+        (
+            "released with Delete: DeleteSnapshot frees it",
+            vec![ten("Delete", true)],
+            "90Gi",
+            "100Gi",
+        ),
+        (
+            "deleted through one content: gone for the other too",
+            vec![ten("Retain", false), ten("Delete", true)],
+            "90Gi",
+            "100Gi",
+        ),
+        (
+            "released with Retain: kept until the content is gone",
+            vec![ten("Retain", true)],
+            "80Gi",
+            "100Gi",
+        ),
+        (
+            "two snapshots, one per node",
+            vec![
+                ten("Delete", false),
+                snapshot_content(LOCAL_DRIVER, "n2/snapshot-k2", 5 * GI, "Delete", false),
+            ],
+            "80Gi",
+            "95Gi",
+        ),
+        (
+            "the shared driver's pool is not a node's disk",
+            vec![snapshot_content(
+                SHARED_DRIVER,
+                "n1/snapshot-k3",
+                10 * GI,
+                "Delete",
+                false,
+            )],
+            "90Gi",
+            "100Gi",
+        ),
+        (
+            "a handle naming no node",
+            vec![snapshot_content(
+                LOCAL_DRIVER,
+                "snapshot-k4",
+                10 * GI,
+                "Delete",
+                false,
+            )],
+            "90Gi",
+            "100Gi",
+        ),
+        (
+            "not taken yet: no status",
+            vec![with(
+                ten("Delete", false),
+                &[("/status", json!({"readyToUse": false}))],
+            )],
+            "90Gi",
+            "100Gi",
+        ),
+    ];
+    for (description, contents, n1, n2) in table {
+        for (node, left) in [("n1", n1), ("n2", n2)] {
+            let capacity = storage_capacity(LOCAL_CLASS, node, &disk, &volumes, &contents);
+            assert_eq!(capacity["capacity"], left, "{description}: {node}");
+        }
+    }
+    // The provisioner counts them too.
+    let held = vec![snapshot_content(
+        LOCAL_DRIVER,
+        "n1/snapshot-k1",
+        80 * GI,
+        "Delete",
+        false,
+    )];
+    let sources = Sources {
+        contents: &held,
+        ..Sources::default()
+    };
+    let annotations = json!({ANN_STORAGE_PROVISIONER: LOCAL_DRIVER, ANN_SELECTED_NODE: "n1"});
+    let outcome = provision_from(
+        &claim(LOCAL_CLASS, "20Gi", &["ReadWriteOnce"], annotations),
+        &storage_classes(),
+        &volumes,
+        sources,
+        |_| Some(disk),
+    );
+    assert_eq!(
+        outcome_name(&outcome),
+        "fail failed to provision volume with StorageClass \"tessera-local\": rpc error: code = ResourceExhausted desc = requested capacity 21474836480 exceeds remaining capacity for \"n1\", 90Gi out of 100Gi already used"
+    );
+}
+
 #[test]
 fn capacity_is_the_disk_left_on_each_node() {
     let disk: Quantity = "100Gi".parse().expect("quantity");
@@ -202,7 +332,7 @@ fn capacity_is_the_disk_left_on_each_node() {
     ];
     let table = [("n1", "60Gi"), ("n2", "50Gi"), ("n3", "100Gi")];
     for (node, left) in table {
-        let capacity = storage_capacity(LOCAL_CLASS, node, &disk, &volumes);
+        let capacity = storage_capacity(LOCAL_CLASS, node, &disk, &volumes, &[]);
         assert_eq!(capacity["capacity"], left, "{node}");
         assert_eq!(capacity["storageClassName"], LOCAL_CLASS);
         assert_eq!(capacity["nodeTopology"]["matchLabels"][TOPOLOGY_KEY], node);
@@ -210,11 +340,11 @@ fn capacity_is_the_disk_left_on_each_node() {
     }
     let overfull = vec![local_volume("a", "n1", "200Gi")];
     assert_eq!(
-        storage_capacity("fast", "n1", &disk, &overfull)["capacity"],
+        storage_capacity("fast", "n1", &disk, &overfull, &[])["capacity"],
         "0"
     );
     assert_eq!(
-        storage_capacity("fast", "n1", &disk, &overfull)["storageClassName"],
+        storage_capacity("fast", "n1", &disk, &overfull, &[])["storageClassName"],
         "fast"
     );
     let mut classes = storage_classes();

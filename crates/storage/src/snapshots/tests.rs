@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::testing::with;
+use tessera_model::quantity::Quantity;
 
 fn now() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
@@ -594,12 +595,125 @@ fn contents_and_claims() {
     assert!(sync_claim(&claim("Bound"), world.cluster()).is_empty());
 }
 
+fn no_disk(_: &str) -> Option<Quantity> {
+    None
+}
+
+#[test]
+fn a_local_snapshot_takes_room_on_its_node_or_fails_with_resource_exhausted() {
+    use sidecar::{Step, sync};
+    const GI: i64 = 1 << 30;
+    let on_n1 = with(
+        volume(),
+        &[(
+            "/spec/nodeAffinity",
+            json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}),
+        )],
+    );
+    let dynamic = with(content("Delete"), &[("/metadata/uid", json!("k1"))]);
+    let at = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
+    let held = |bytes: i64, released: bool| {
+        let mut c = json!({"metadata": {"name": "older", "finalizers": [CONTENT_FINALIZER]},
+            "spec": {"driver": "local.csi.tessera.dev", "deletionPolicy": "Delete",
+                     "source": {"volumeHandle": "local-c0"}},
+            "status": {"snapshotHandle": "n1/snapshot-k0", "readyToUse": true, "restoreSize": bytes}});
+        if released {
+            c["metadata"]["deletionTimestamp"] = json!("2023-11-14T22:13:20Z");
+            crate::objects::set_annotation(&mut c, ANN_BEING_DELETED, "yes");
+        }
+        c
+    };
+    let exhausted = "Failed to create snapshot: failed to take snapshot of the volume local-c1: \"rpc error: code = ResourceExhausted desc = requested snapshot size 1073741824 exceeds remaining capacity for \\\"n1\\\", 2Gi out of 2560Mi already used\"";
+    // (disk of n1, the older snapshot there, what CreateSnapshot answers, bytes the
+    // snapshots hold on n1 once it is taken)
+    type Case<'a> = (&'a str, Option<Value>, Result<&'a str, &'a str>, i64);
+    let table: Vec<Case> = vec![
+        ("4Gi", None, Ok("n1/snapshot-k1"), GI),
+        ("3Gi", Some(held(GI, false)), Ok("n1/snapshot-k1"), 2 * GI),
+        ("2560Mi", Some(held(GI, false)), Err(exhausted), 0),
+        // DeleteSnapshot of the older one is due: its room is free.
+        ("2560Mi", Some(held(GI, true)), Ok("n1/snapshot-k1"), GI),
+    ];
+    for (disk, older, want, held_after) in table {
+        let contents: Vec<Value> = older.into_iter().collect();
+        let disk_of = |node: &str| (node == "n1").then(|| disk.parse().expect("quantity"));
+        let step = sync(
+            &dynamic,
+            std::slice::from_ref(&on_n1),
+            &contents,
+            disk_of,
+            at,
+        );
+        match (want, step) {
+            (Ok(handle), Step::Status(next)) => {
+                assert_eq!(next["status"]["snapshotHandle"], handle, "{disk}");
+                assert_eq!(next["status"]["restoreSize"], GI, "{disk}");
+                assert_eq!(sidecar::handle_node(handle), Some("n1"));
+                let mut after = contents.clone();
+                after.push(next);
+                assert_eq!(
+                    sidecar::held_on_node("n1", &after),
+                    i128::from(held_after),
+                    "{disk}"
+                );
+                assert_eq!(sidecar::held_on_node("n2", &after), 0, "{disk}");
+            }
+            (
+                Err(message),
+                Step::Failed {
+                    content,
+                    message: said,
+                },
+            ) => {
+                assert_eq!(said, message, "{disk}");
+                assert_eq!(content["status"]["readyToUse"], false);
+                assert_eq!(content["status"]["error"]["message"], message);
+                // Recorded once; tried again each pass, and taken once there is room.
+                assert_eq!(
+                    sync(
+                        &content,
+                        std::slice::from_ref(&on_n1),
+                        &contents,
+                        disk_of,
+                        at
+                    ),
+                    Step::Skip
+                );
+                let roomier = |node: &str| (node == "n1").then(|| "3Gi".parse().expect("quantity"));
+                assert!(matches!(
+                    sync(
+                        &content,
+                        std::slice::from_ref(&on_n1),
+                        &contents,
+                        roomier,
+                        at
+                    ),
+                    Step::Status(_)
+                ));
+            }
+            (want, step) => panic!("{disk}: wanted {want:?}, got {step:?}"),
+        }
+    }
+    // A node whose disk is not known (gone): taken, nothing to count it against.
+    assert!(matches!(
+        sync(
+            &dynamic,
+            std::slice::from_ref(&on_n1),
+            &[held(10 * GI, false)],
+            no_disk,
+            at
+        ),
+        Step::Status(_)
+    ));
+}
+
 #[test]
 fn the_sidecar_takes_lists_and_deletes_snapshots() {
     use sidecar::{Step, sync};
     let dynamic = with(content("Delete"), &[("/metadata/uid", json!("k1"))]);
     let at = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
-    match sync(&dynamic, &[volume()], &[], at) {
+    match sync(&dynamic, &[volume()], &[], no_disk, at) {
         Step::Status(next) => assert_eq!(
             next["status"],
             json!({"snapshotHandle": "snapshot-k1", "readyToUse": true,
@@ -607,7 +721,7 @@ fn the_sidecar_takes_lists_and_deletes_snapshots() {
         ),
         other => panic!("{other:?}"),
     }
-    match sync(&dynamic, &[], &[], at) {
+    match sync(&dynamic, &[], &[], no_disk, at) {
         Step::Failed { message, .. } => assert_eq!(
             message,
             "Failed to create snapshot: failed to take snapshot of the volume local-c1: \"rpc error: code = NotFound desc = source volume local-c1 not found\""
@@ -615,17 +729,17 @@ fn the_sidecar_takes_lists_and_deletes_snapshots() {
         other => panic!("{other:?}"),
     }
     // A failure already recorded is not written again.
-    let failed = match sync(&dynamic, &[], &[], at) {
+    let failed = match sync(&dynamic, &[], &[], no_disk, at) {
         Step::Failed { content, .. } => content,
         other => panic!("{other:?}"),
     };
-    assert_eq!(sync(&failed, &[], &[], at), Step::Skip);
+    assert_eq!(sync(&failed, &[], &[], no_disk, at), Step::Skip);
     let object = with(
         dynamic.clone(),
         &[("/spec/driver", json!("object.csi.tessera.dev"))],
     );
     assert_eq!(
-        sync(&object, &[volume()], &[], at),
+        sync(&object, &[volume()], &[], no_disk, at),
         Step::Skip,
         "the object driver takes none"
     );
@@ -636,14 +750,14 @@ fn the_sidecar_takes_lists_and_deletes_snapshots() {
             json!({"snapshotHandle": "snapshot-k1", "readyToUse": true, "restoreSize": 5, "creationTime": 7}),
         )],
     );
-    assert_eq!(sync(&taken, &[volume()], &[], at), Step::Skip);
+    assert_eq!(sync(&taken, &[volume()], &[], no_disk, at), Step::Skip);
 
     // A pre-provisioned handle the driver took before keeps its size and time.
     let pre = json!({"metadata": {"name": "pre"},
         "spec": {"driver": "local.csi.tessera.dev", "deletionPolicy": "Retain",
                  "source": {"snapshotHandle": "snapshot-k1"},
                  "volumeSnapshotRef": {"namespace": "ns", "name": "snap"}}});
-    match sync(&pre, &[], std::slice::from_ref(&taken), at) {
+    match sync(&pre, &[], std::slice::from_ref(&taken), no_disk, at) {
         Step::Status(next) => assert_eq!(
             next["status"],
             json!({"snapshotHandle": "snapshot-k1", "readyToUse": true, "restoreSize": 5, "creationTime": 7})
@@ -667,7 +781,7 @@ fn the_sidecar_takes_lists_and_deletes_snapshots() {
         ("Delete", Some("snapshot-k1".to_string())),
         ("Retain", None),
     ] {
-        match sync(&deleting(policy), &[], &[], at) {
+        match sync(&deleting(policy), &[], &[], no_disk, at) {
             Step::Delete {
                 handle: deleted,
                 content,
@@ -683,7 +797,7 @@ fn the_sidecar_takes_lists_and_deletes_snapshots() {
         &[("/metadata/deletionTimestamp", json!("2023-11-14T22:13:20Z"))],
     );
     assert_eq!(
-        sync(&unmarked, &[], &[], at),
+        sync(&unmarked, &[], &[], no_disk, at),
         Step::Skip,
         "not yet released by the controller"
     );
