@@ -773,6 +773,11 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 )
             }),
         ],
+        ("node.k8s.io", "RuntimeClass") => vec![
+            col("Name", 0, name),
+            col("Handler", 0, |c, _| json!(text(c, "/handler"))),
+            col("Age", 0, age),
+        ],
         ("coordination.k8s.io", "Lease") => vec![
             col("Name", 0, name),
             col("Holder", 0, |l, _| json!(text(l, "/spec/holderIdentity"))),
