@@ -71,8 +71,10 @@ pub const COMPONENTS: &[Component] = &[
                 &["csinodes", "csistoragecapacities"],
                 WRITE,
             ),
-            // As the kubelet: the secrets and config maps its pods' volumes read.
+            // As the kubelet: the secrets and config maps its pods' volumes read, and the
+            // RuntimeClasses its pods' sandboxes run with.
             (&[""], &["secrets", "configmaps"], READ),
+            (&["node.k8s.io"], &["runtimeclasses"], READ),
             // The simulated drivers' csi-snapshotter sidecar, and external-provisioner's
             // restores from snapshots.
             (
