@@ -527,6 +527,8 @@ pub const COMPONENTS: &[Component] = &[
             (&["leaderworkerset.x-k8s.io"], &["leaderworkersets"], READ),
             (&[""], &["namespaces"], READ),
             (&["scheduling.k8s.io"], &["priorityclasses"], READ),
+            // Pod overhead: a PodSet naming a RuntimeClass counts its overhead.
+            (&["node.k8s.io"], &["runtimeclasses"], READ),
             (
                 &["", "events.k8s.io"],
                 &["events"],
