@@ -3,8 +3,8 @@
 //! overhead and node selector set, a selector conflict refused), a kata pod landing only on a
 //! kata pool's nodes or waiting with FailedScheduling where there is none, the node twins
 //! failing a pod whose handler their runtime lacks as the kubelet does (FailedCreatePodSandBox,
-//! retried, and the class missing at the kubelet), and the official Python client creating a
-//! class and a pod that uses it.
+//! retried, and the class missing at the kubelet), Kueue counting a class's overhead in a
+//! Job's admission, and the official Python client creating a class and a pod that uses it.
 
 use serde_json::Value;
 
@@ -140,6 +140,34 @@ fn runtime_classes_are_honoured_by_admission_scheduler_and_twins() {
             .lines()
             .any(|line| line.trim_start().starts_with("cpu ") && line.contains("700m (8%)")),
         "{described}"
+    );
+
+    // Kueue counts the class's overhead in the Job's PodSet (Kueue's quick start setup): two
+    // pods of 500m and 200Mi, each with 250m and 160Mi of overhead.
+    cluster.ok_stdin(
+        "1.33",
+        &["apply", "-f", "-"],
+        include_str!("../fixtures/upstream/kueue/quick-start-setup.yaml"),
+    );
+    cluster.ok_stdin(
+        "1.33",
+        &["apply", "-f", "-"],
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: sandboxed-job\n  labels: {kueue.x-k8s.io/queue-name: user-queue}\nspec:\n  parallelism: 2\n  completions: 2\n  template:\n    spec:\n      runtimeClassName: kata\n      restartPolicy: Never\n      containers:\n      - name: work\n        image: worker:1\n        resources: {requests: {cpu: 500m, memory: 200Mi}}\n",
+    );
+    let usage = cluster.wait_for(
+        "1.33",
+        &[
+            "get",
+            "workloads",
+            "-o",
+            "jsonpath={.items[0].status.admission.podSetAssignments[0].resourceUsage}",
+        ],
+        |out| out.contains("cpu"),
+    );
+    let usage: Value = serde_json::from_str(&usage).expect("JSON");
+    assert_eq!(
+        usage,
+        serde_json::json!({"cpu": "1500m", "memory": "720Mi"})
     );
 
     // A pod bound to a node whose runtime lacks the handler stays Pending with the kubelet's
