@@ -1377,6 +1377,33 @@ mod tests {
     }
 
     #[test]
+    fn runtime_class_rows_follow_kubectl() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_100);
+        let class = json!({"metadata": {"name": "kata", "creationTimestamp": "2023-11-14T22:13:20Z"},
+            "handler": "kata-qemu"});
+        let table = table(
+            Resource::find("node.k8s.io", "v1", "runtimeclasses").unwrap(),
+            &[class],
+            now,
+            "7",
+            None,
+            true,
+            IncludeObject::Metadata,
+        );
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!(["kata", "kata-qemu", "100s"])
+        );
+        let headers: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(headers, ["Name", "Handler", "Age"]);
+    }
+
+    #[test]
     fn rows_carry_the_object_include_object_asks_for() {
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}});
