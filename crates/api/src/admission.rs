@@ -88,6 +88,7 @@ pub fn admit_create(
         resolve_priority(objects, resource, object)?;
         apply_limit_ranges(objects, resource, namespace, object)?;
         default_toleration_seconds(object);
+        admit_runtime_class(objects, resource, object)?;
         crate::kueue_pods::default_pod(objects, namespace, object);
         let causes = crate::kueue_pods::validate_pod(object);
         if !causes.is_empty() {
@@ -245,6 +246,15 @@ fn check_admin_access(
             ),
         )],
     ))
+}
+
+/// The RuntimeClass plugin ([`crate::runtime_class`]), after DefaultTolerationSeconds as in
+/// upstream's plugin order: the class looked up among the stored RuntimeClasses.
+fn admit_runtime_class(objects: &dyn Lister, resource: Resource, pod: &mut Value) -> ApiResult<()> {
+    let classes = Resource::find("node.k8s.io", "v1", "runtimeclasses");
+    let lookup = |name: &str| classes.and_then(|classes| objects.get(classes, None, name));
+    crate::runtime_class::admit(pod, lookup)
+        .map_err(|refusal| forbidden(resource, pod, &refusal.to_string()))
 }
 
 /// The DefaultTolerationSeconds plugin: a pod that does not already tolerate the
@@ -593,7 +603,8 @@ pub mod usage {
     use super::*;
 
     /// Effective resource totals of a pod: `requests.<r>` and `limits.<r>`, each the larger of
-    /// the containers' sum and the largest init container, as upstream computes them.
+    /// the containers' sum and the largest init container, as upstream computes them
+    /// (LimitRanger's pod totals; quota adds the overhead, see [`pod_usage`]).
     pub fn pod_resources(pod: &Value) -> BTreeMap<String, Quantity> {
         let mut totals = BTreeMap::new();
         for field in ["requests", "limits"] {
@@ -615,6 +626,31 @@ pub mod usage {
         totals
     }
 
+    /// What a pod uses of quota: [`pod_resources`] plus the pod overhead, added to every
+    /// request and to the limits the pod sets, as `resourcehelper.PodRequests`/`PodLimits`
+    /// count it.
+    pub fn pod_usage(pod: &Value) -> BTreeMap<String, Quantity> {
+        let mut totals = pod_resources(pod);
+        let overhead = pod
+            .pointer("/spec/overhead")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, q)| Some((name, quantity(Some(q))?)));
+        for (name, q) in overhead {
+            match totals.get_mut(&format!("requests.{name}")) {
+                Some(requests) => *requests = requests.checked_add(&q).unwrap_or(*requests),
+                None => {
+                    totals.insert(format!("requests.{name}"), q);
+                }
+            }
+            if let Some(limits) = totals.get_mut(&format!("limits.{name}")) {
+                *limits = limits.checked_add(&q).unwrap_or(*limits);
+            }
+        }
+        totals
+    }
+
     /// What creating an object adds to quota usage.
     pub fn of_object(resource: Resource, object: &Value) -> BTreeMap<String, Quantity> {
         let one = Quantity::from_units(1, tessera_model::Format::DecimalSi);
@@ -628,7 +664,7 @@ pub mod usage {
         match (resource.group(), resource.kind()) {
             ("", "Pod") => {
                 delta.insert("pods".into(), one);
-                for (name, value) in pod_resources(object) {
+                for (name, value) in pod_usage(object) {
                     if let Some(plain) = name.strip_prefix("requests.")
                         && matches!(plain, "cpu" | "memory" | "ephemeral-storage")
                     {
@@ -873,6 +909,49 @@ mod tests {
                     info: Box::leak(Box::new(kind)),
                 })
                 .collect()
+        }
+    }
+
+    #[test]
+    fn quota_counts_the_pod_overhead() {
+        let container = |resources: Value| json!({"name": "c", "resources": resources});
+        // (pod spec, want usage)
+        let cases = [
+            (
+                json!({"containers": [container(json!({"requests": {"cpu": "1"}}))]}),
+                vec![("requests.cpu", "1")],
+            ),
+            (
+                json!({"containers": [container(json!({"requests": {"cpu": "1"}}))],
+                       "overhead": {"cpu": "250m", "memory": "160Mi"}}),
+                vec![("requests.cpu", "1250m"), ("requests.memory", "160Mi")],
+            ),
+            (
+                json!({"containers": [container(json!({"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}))],
+                       "overhead": {"cpu": "250m", "memory": "160Mi"}}),
+                vec![
+                    ("limits.cpu", "2250m"),
+                    ("requests.cpu", "1250m"),
+                    ("requests.memory", "160Mi"),
+                ],
+            ),
+        ];
+        for (spec, want) in cases {
+            let pod = json!({"spec": spec});
+            let got: Vec<(String, String)> = usage::pod_usage(&pod)
+                .into_iter()
+                .map(|(k, v)| (k, v.to_canonical()))
+                .collect();
+            let want: Vec<(String, String)> = want
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(got, want, "{pod}");
+            // LimitRanger's pod totals leave the overhead out.
+            assert!(
+                !usage::pod_resources(&pod).contains_key("requests.memory"),
+                "{pod}"
+            );
         }
     }
 

@@ -44,6 +44,7 @@ pub mod request;
 pub mod resource;
 pub mod reviews;
 pub mod rules;
+pub mod runtime_class;
 pub mod selectors;
 pub mod service_allocation;
 pub mod ssa;

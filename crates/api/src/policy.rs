@@ -71,8 +71,10 @@ pub const COMPONENTS: &[Component] = &[
                 &["csinodes", "csistoragecapacities"],
                 WRITE,
             ),
-            // As the kubelet: the secrets and config maps its pods' volumes read.
+            // As the kubelet: the secrets and config maps its pods' volumes read, and the
+            // RuntimeClasses its pods' sandboxes run with.
             (&[""], &["secrets", "configmaps"], READ),
+            (&["node.k8s.io"], &["runtimeclasses"], READ),
             // The simulated drivers' csi-snapshotter sidecar, and external-provisioner's
             // restores from snapshots.
             (
@@ -525,6 +527,8 @@ pub const COMPONENTS: &[Component] = &[
             (&["leaderworkerset.x-k8s.io"], &["leaderworkersets"], READ),
             (&[""], &["namespaces"], READ),
             (&["scheduling.k8s.io"], &["priorityclasses"], READ),
+            // Pod overhead: a PodSet naming a RuntimeClass counts its overhead.
+            (&["node.k8s.io"], &["runtimeclasses"], READ),
             (
                 &["", "events.k8s.io"],
                 &["events"],

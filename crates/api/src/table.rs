@@ -773,6 +773,11 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 )
             }),
         ],
+        ("node.k8s.io", "RuntimeClass") => vec![
+            col("Name", 0, name),
+            col("Handler", 0, |c, _| json!(text(c, "/handler"))),
+            col("Age", 0, age),
+        ],
         ("coordination.k8s.io", "Lease") => vec![
             col("Name", 0, name),
             col("Holder", 0, |l, _| json!(text(l, "/spec/holderIdentity"))),
@@ -1369,6 +1374,33 @@ mod tests {
             .collect();
         assert_eq!(headers, ["Name", "Ready", "Status", "Restarts", "Age"]);
         assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn runtime_class_rows_follow_kubectl() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_100);
+        let class = json!({"metadata": {"name": "kata", "creationTimestamp": "2023-11-14T22:13:20Z"},
+            "handler": "kata-qemu"});
+        let table = table(
+            Resource::find("node.k8s.io", "v1", "runtimeclasses").unwrap(),
+            &[class],
+            now,
+            "7",
+            None,
+            true,
+            IncludeObject::Metadata,
+        );
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!(["kata", "kata-qemu", "100s"])
+        );
+        let headers: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(headers, ["Name", "Handler", "Age"]);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! `tessera_model::provisioning`, the network-policy-api's cluster-wide policy kinds from
 //! `tessera_model::network_policy_api`, the CSI snapshot kinds and the simulated drivers'
 //! VolumeSnapshotClasses from `tessera_storage::snapshots::crd`), installed when missing and
-//! upgraded when Tessera bundles a different definition than the one it installed earlier.
+//! upgraded when Tessera bundles a different definition than the one it installed earlier;
+//! and the bundled RuntimeClasses (`tessera_node::runtime_handlers`), created when missing.
 
 use serde_json::{Value, json};
 use tessera_api::Resource;
@@ -93,6 +94,7 @@ pub fn ensure_system_objects(objects: &Objects) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("create priority class {name}: {e}"))?;
     }
     ensure_storage(objects)?;
+    ensure_runtime_classes(objects)?;
     ensure_bundled_definitions(objects)?;
     ensure_snapshot_classes(objects)
 }
@@ -152,6 +154,19 @@ fn ensure_storage(objects: &Objects) -> anyhow::Result<()> {
         create_missing(objects, resource, plural, wanted)?;
     }
     Ok(())
+}
+
+/// The bundled RuntimeClasses (`tessera_node::runtime_handlers::bundled_classes`: `nvidia`
+/// and `kata`), each created when missing.
+fn ensure_runtime_classes(objects: &Objects) -> anyhow::Result<()> {
+    let resource = Resource::find("node.k8s.io", "v1", "runtimeclasses")
+        .ok_or_else(|| anyhow::anyhow!("runtimeclasses are not served"))?;
+    create_missing(
+        objects,
+        resource,
+        "runtimeclass",
+        tessera_node::runtime_handlers::bundled_classes(),
+    )
 }
 
 /// The annotation that keeps a bootstrap role as its owner edited it (`"false"`).

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
 use kube::runtime::reflector::Store;
@@ -147,6 +148,8 @@ struct Watches {
     jobs: Store<Job>,
     /// Watched once the JobSet CRD is installed.
     jobsets: Kind,
+    /// RuntimeClasses: their overhead counts in the PodSets naming them.
+    runtime_classes: Store<RuntimeClass>,
 }
 
 impl Watches {
@@ -172,6 +175,8 @@ impl Watches {
         let (pod_priorities, pod_priority_changes) =
             watched(Api::<PriorityClass>::all(client.clone()));
         let (jobs, job_changes) = watched(Api::<Job>::all(client.clone()));
+        let (runtime_classes, runtime_class_changes) =
+            watched(Api::<RuntimeClass>::all(client.clone()));
         let (group, version, kind, crd) = crate::custom::JOBSET;
         let resource = ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(group, version, kind),
@@ -185,6 +190,7 @@ impl Watches {
             pod_priority_changes,
             job_changes,
             jobset_changes,
+            runtime_class_changes,
         ]);
         let watches = Watches {
             flavors,
@@ -200,6 +206,7 @@ impl Watches {
             pod_priorities,
             jobs,
             jobsets,
+            runtime_classes,
         };
         (watches, futures::stream::select_all(changes))
     }
@@ -405,6 +412,7 @@ impl Shell<'_> {
             topologies: watches.topologies.values(),
             nodes: values(watches.nodes.state()),
             pods: pods.to_vec(),
+            runtime_classes: values(watches.runtime_classes.state()),
         };
         let started = std::time::Instant::now();
         let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);

@@ -12,7 +12,8 @@
 //!   a pod gets and their checkpoint), [`dra_claims`] and [`claim_devices`] (preparing a pod's
 //!   ResourceClaims as the DRA driver's kubelet plugin), [`runtime`] and [`pod_status`] (how a
 //!   simulated container behaves and the statuses a kubelet posts), [`pod_ips`] (pod IPs), [`attachments`] (secondary networks a pod is attached to),
-//!   [`faults`] (injected faults and their effects).
+//!   [`faults`] (injected faults and their effects), [`runtime_handlers`] (the runtime
+//!   handlers a node has, the bundled RuntimeClasses, the sandbox step).
 //!
 //! No I/O, no clock, no async: time is an input. The node twins (`tessera-twin`) run these
 //! against an API server; the simulator (`tessera-sim`) schedules against the same objects
@@ -38,6 +39,7 @@ pub mod pod_ips;
 pub mod pod_status;
 pub mod resource_slice;
 pub mod runtime;
+pub mod runtime_handlers;
 pub mod topology;
 
 pub use topology::{NodeSpec, Topology, TopologyError};

@@ -69,6 +69,7 @@ pub fn node_status(spec: &NodeSpec, now: &str) -> Value {
             {"type": "Hostname", "address": spec.name},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "runtimeHandlers": crate::runtime_handlers::node_status_handlers(&spec.runtime_handlers),
         "nodeInfo": {
             "machineID": format!("{:032x}", spec.index as u128 + 1),
             "systemUUID": format!("00000000-0000-0000-0000-{:012x}", spec.index + 1),

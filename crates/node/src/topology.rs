@@ -16,6 +16,7 @@
 //!   placement: {zone: lab-a, block: b1, racks: [r1, r2]}
 //!   devices: {exposure: dra, sharing: {mig: {layout: all-1g.18gb}}}
 //!   kubelet: {topologyManagerPolicy: single-numa-node, topologyManagerScope: pod, cpuManagerPolicy: static}
+//!   runtimeHandlers: [runc, nvidia, kata-qemu]   # default: runc, plus nvidia on GPU pools
 //! - name: burst               # starts with `count` nodes; the simulated autoscaler adds up to
 //!   count: 0                  # max for ProvisioningRequests (crate::autoscaler) after the delay
 //!   capacity: {cpu: "8", memory: 32Gi, pods: "110"}
@@ -155,6 +156,10 @@ pub struct Pool {
     /// for ProvisioningRequests and remove idle ones (down to `min`).
     #[serde(default)]
     pub autoscaling: Option<Autoscaling>,
+    /// The container runtime's handlers on each node, the first its default (none listed:
+    /// `runc`, plus `nvidia` where the server has GPUs; see [`crate::runtime_handlers`]).
+    #[serde(default)]
+    pub runtime_handlers: Option<Vec<String>>,
 }
 
 /// A pool's autoscaling bounds.
@@ -258,6 +263,8 @@ pub struct NodeSpec {
     pub networks: Vec<Network>,
     /// The node's NICs that carry a network.
     pub nics: Vec<AttachedNic>,
+    /// The container runtime's handlers, the first the default.
+    pub runtime_handlers: Vec<String>,
 }
 
 impl NodeSpec {
@@ -431,6 +438,39 @@ impl Topology {
                     return invalid(format!("{}.{resource}", at("capacity")), "required".into());
                 }
             }
+            for (h, handler) in pool.runtime_handlers.iter().flatten().enumerate() {
+                let field = format!("{}[{h}]", at("runtimeHandlers"));
+                let label_ok = !handler.is_empty()
+                    && handler.len() <= 63
+                    && handler
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !handler.starts_with('-')
+                    && !handler.ends_with('-');
+                if !label_ok {
+                    return invalid(
+                        field,
+                        format!(
+                            "{handler:?} must be a lowercase DNS label of at most 63 characters, as a RuntimeClass handler"
+                        ),
+                    );
+                }
+                if pool
+                    .runtime_handlers
+                    .iter()
+                    .flatten()
+                    .take(h)
+                    .any(|earlier| earlier == handler)
+                {
+                    return invalid(field, format!("duplicate handler {handler:?}"));
+                }
+            }
+            if pool.runtime_handlers.as_ref().is_some_and(Vec::is_empty) {
+                return invalid(
+                    at("runtimeHandlers"),
+                    "at least one handler is required (leave the field out for the default)".into(),
+                );
+            }
             for (t, taint) in pool.taints.iter().enumerate() {
                 if !matches!(
                     taint.effect.as_str(),
@@ -560,6 +600,11 @@ impl Topology {
             }
             device_labels = crate::accelerators::labels(hardware, pool.devices.as_ref());
         }
+        let has_gpus = hardware.as_ref().is_some_and(|h| h.gpu.is_some());
+        let runtime_handlers = pool
+            .runtime_handlers
+            .clone()
+            .unwrap_or_else(|| crate::runtime_handlers::default_handlers(has_gpus));
         let reserved = parse(&pool.reserved);
         let allocatable: BTreeMap<String, Quantity> = capacity
             .iter()
@@ -589,6 +634,9 @@ impl Topology {
             for (key, value) in &device_labels {
                 labels.entry(key.clone()).or_insert_with(|| value.clone());
             }
+            for (key, value) in crate::runtime_handlers::labels(&runtime_handlers) {
+                labels.entry(key).or_insert(value);
+            }
             labels.insert("kubernetes.io/hostname".into(), name.clone());
             labels.insert("kubernetes.io/os".into(), "linux".into());
             labels.insert("kubernetes.io/arch".into(), "amd64".into());
@@ -609,6 +657,7 @@ impl Topology {
                 networking: self.networking.clone(),
                 networks: self.networks.clone(),
                 nics: self.nics.get(p).cloned().unwrap_or_default(),
+                runtime_handlers: runtime_handlers.clone(),
             });
             index += 1;
         }
@@ -782,6 +831,33 @@ mod tests {
     }
 
     #[test]
+    fn pools_have_runtime_handlers_and_kata_pools_the_kata_label() {
+        let nodes = Topology::default_lab().nodes();
+        let handlers = |name: &str| {
+            nodes
+                .iter()
+                .find(|n| n.name == name)
+                .map(|n| n.runtime_handlers.clone())
+                .expect("node")
+        };
+        assert_eq!(handlers("cpu-1"), ["runc"]);
+        assert_eq!(handlers("h100-1"), ["runc", "nvidia"]);
+        assert_eq!(handlers("l40s-1"), ["runc", "nvidia"]);
+        assert!(
+            nodes
+                .iter()
+                .all(|n| !n.labels.contains_key(crate::runtime_handlers::KATA_LABEL))
+        );
+        let topology = Topology::parse(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: sandbox\n  count: 1\n  capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n  runtimeHandlers: [runc, kata-qemu]\n",
+        )
+        .unwrap();
+        let node = &topology.nodes()[0];
+        assert_eq!(node.runtime_handlers, ["runc", "kata-qemu"]);
+        assert_eq!(node.labels[crate::runtime_handlers::KATA_LABEL], "true");
+    }
+
+    #[test]
     fn bad_topologies_name_the_field() {
         let base = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n";
         let table = [
@@ -836,6 +912,18 @@ mod tests {
             (
                 "- name: a\n  count: 1\n  server: pcie-l40s-4\n  devices: {exposure: nvlink}\n",
                 "nvlink",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  runtimeHandlers: [runc, Kata_QEMU]\n",
+                "line 7: pools[0].runtimeHandlers[1]: \"Kata_QEMU\" must be a lowercase DNS label",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  runtimeHandlers: [runc, runc]\n",
+                "pools[0].runtimeHandlers[1]: duplicate handler \"runc\"",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  runtimeHandlers: []\n",
+                "pools[0].runtimeHandlers: at least one handler is required",
             ),
         ];
         for (pools, field) in table {

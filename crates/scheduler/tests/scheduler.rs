@@ -1308,3 +1308,41 @@ fn a_booked_special_claim_holds_its_devices_and_maps_the_container() {
         assert_eq!(fit.map(|(_, v)| v.clone()), Some(None), "{}", report.node);
     }
 }
+
+/// Pod overhead (set by RuntimeClass admission) counts as kube-scheduler counts it: in a
+/// bound pod's share of its node, and in what a new pod needs to fit.
+#[test]
+fn pod_overhead_counts_in_node_resources_fit() {
+    let overhead = json!({"spec": {"overhead": {"cpu": "250m", "memory": "160Mi"}}});
+    let sized = |name: &str, cpu: &str, extra: Value| {
+        let mut spec = json!({"spec": {"containers": [{"name": "c",
+            "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}});
+        merge(&mut spec, extra);
+        pod(name, spec)
+    };
+    let mut bound = sized("bound", "3", overhead.clone());
+    bound.spec.as_mut().unwrap().node_name = Some("n".into());
+    let node = node("n", json!({}));
+    let held = info(&node, std::slice::from_ref(&bound));
+    // 3 CPUs and 1Gi asked, plus 250m and 160Mi of overhead.
+    assert_eq!(held.requested["cpu"], 3_250);
+    assert_eq!(held.requested["memory"], (1024 + 160) * 1024 * 1024 * 1000);
+    // 750m are left: a pod asking 750m fits, the same pod with overhead does not.
+    // (name, pod, fits)
+    let cases = [
+        ("without overhead", sized("p", "750m", json!({})), true),
+        ("with overhead", sized("p", "750m", overhead.clone()), false),
+        ("smaller, with overhead", sized("p", "500m", overhead), true),
+    ];
+    for (what, candidate, fits) in cases {
+        let got = filters::run(&candidate, &Demand::of(&candidate), &held);
+        match got {
+            Ok(()) => assert!(fits, "{what} fits"),
+            Err(rejection) => {
+                assert!(!fits, "{what}: {rejection:?}");
+                assert_eq!(rejection.plugin, Plugin::NodeResourcesFit, "{what}");
+                assert_eq!(rejection.reasons[0], "Insufficient cpu", "{what}");
+            }
+        }
+    }
+}

@@ -8,7 +8,8 @@
 //! ([`dra_publish`]: GPUs and RDMA NICs); attaches pods to secondary networks (`attach`); runs the simulated cluster autoscaler of autoscaled pools
 //! (`autoscaler`); runs the simulated CSI drivers' provisioner, resizer and the kubelet's
 //! volume checks (`csi`) and their csi-snapshotter sidecars (`snapshots`); gives every node a model cache and delivers the models pods ask for
-//! (`models`). Works only through a kube-rs `Client`, so it is indifferent to whether
+//! (`models`); refuses a pod's sandbox when the node's runtime lacks its RuntimeClass's
+//! handler, as the kubelet does (`sandbox`). Works only through a kube-rs `Client`, so it is indifferent to whether
 //! the API server is in-process or remote.
 //!
 //! A shell: the loops, the API calls, the timers and the files (logs, the device checkpoint).
@@ -28,6 +29,7 @@ pub mod netpol;
 mod node_changes;
 mod pods;
 mod records;
+mod sandbox;
 pub mod secondary_policy;
 mod snapshots;
 pub mod specs;

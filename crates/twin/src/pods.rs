@@ -144,6 +144,10 @@ impl NodeTwins {
         if !self.volumes_mounted(pod, spec).await? {
             return Ok(());
         }
+        // Then the sandbox, with the handler of the pod's RuntimeClass.
+        if !self.sandbox_created(pod, spec, &key, &uid).await? {
+            return Ok(());
+        }
         if !self.models_pulled(pod, spec, &key, &uid).await? {
             return Ok(());
         }

@@ -89,6 +89,10 @@ pub struct NodeTwins {
     model_notices: Option<mpsc::UnboundedReceiver<crate::models::Notice>>,
     /// The kubelets' repeated events, counted up on the first one.
     pub(crate) events: std::sync::Mutex<tessera_model::event_correlation::Correlator>,
+    /// Pods whose sandbox failed, waiting to be tried again.
+    pub(crate) sandboxes: crate::sandbox::Sandboxes,
+    /// Where the sandbox retries come due.
+    sandbox_retries: Option<mpsc::UnboundedReceiver<crate::sandbox::SandboxRetry>>,
 }
 
 impl NodeTwins {
@@ -102,6 +106,7 @@ impl NodeTwins {
         let standby_nodes = autoscaler.as_ref().map(|a| a.standby()).unwrap_or_default();
         let standby = standby_nodes.iter().map(|n| n.name.clone()).collect();
         let nodes = crate::specs::Specs::new(topology.nodes().into_iter().chain(standby_nodes));
+        let (sandboxes, sandbox_retries) = crate::sandbox::Sandboxes::new();
         NodeTwins {
             client,
             config,
@@ -117,6 +122,8 @@ impl NodeTwins {
             models: crate::models::Slot::default(),
             model_notices: None,
             events: std::sync::Mutex::default(),
+            sandboxes,
+            sandbox_retries: Some(sandbox_retries),
         }
     }
 
@@ -412,6 +419,8 @@ impl NodeTwins {
         let pods: Api<Pod> = Api::all(self.client.clone());
         let (_idle_tx, idle_rx) = mpsc::unbounded_channel();
         let mut model_notices = self.model_notices.take().unwrap_or(idle_rx);
+        let (_no_retries_tx, no_retries) = mpsc::unbounded_channel();
+        let mut sandbox_retries = self.sandbox_retries.take().unwrap_or(no_retries);
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Completion>();
         let mut running: HashMap<(String, String), Running> = HashMap::new();
         let mut ips = PodIps::default();
@@ -465,6 +474,17 @@ impl NodeTwins {
             tokio::select! {
                 Some(notice) = model_notices.recv() => {
                     self.model_notice(notice, &mut running, &mut ips, &done_tx).await;
+                }
+                Some(retry) = sandbox_retries.recv() => {
+                    // The pod worker's back-off is over: the sandbox is tried again.
+                    self.sandboxes.due(&retry.uid);
+                    let api: Api<Pod> = Api::namespaced(self.client.clone(), &retry.namespace);
+                    if let Ok(Some(pod)) = api.get_opt(&retry.name).await
+                        && pod.metadata.uid.as_deref() == Some(retry.uid.as_str())
+                        && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                    {
+                        tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                    }
                 }
                 Some(event) = node_stream.next() => {
                     let node = match event {
@@ -590,6 +610,7 @@ impl NodeTwins {
                                     models.release(uid);
                                 }
                                 self.waiting_for_volumes.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+                                self.sandboxes.forget(uid);
                             }
                             ips.release(&pod);
                             self.release_gpus(&pod).await;

@@ -50,6 +50,7 @@ mod node_cache;
 mod pod_security;
 mod python;
 mod rbac;
+mod runtime_class;
 mod scheduling;
 mod services;
 mod sim;

@@ -62,6 +62,56 @@ pub struct Objects {
     /// What pending Workloads' DRA claims count as (`dra::DeviceRequests::resolve`); the
     /// default, none, reads every Workload's requests from its pod templates alone.
     pub devices: crate::api::dra::DeviceRequests,
+    /// RuntimeClasses (`node.k8s.io/v1`): a PodSet naming one counts its overhead
+    /// ([`with_pod_overhead`]).
+    pub runtime_classes: Vec<Value>,
+}
+
+/// Kueue's `handlePodOverhead`: a Workload whose PodSet templates name a RuntimeClass and
+/// state no overhead, with each such template's `overhead` set to its class's
+/// `overhead.podFixed` (so the PodSet's requests count it, as the pods' will once admission
+/// sets it); `None` when no template changes. A class not found, or without overhead,
+/// changes nothing (Kueue logs the lookup error and goes on).
+pub fn with_pod_overhead(object: &Value, runtime_classes: &[Value]) -> Option<Value> {
+    if runtime_classes.is_empty() {
+        return None;
+    }
+    let pod_sets = object.pointer("/spec/podSets")?.as_array()?;
+    let mut changes = Vec::new();
+    for (index, pod_set) in pod_sets.iter().enumerate() {
+        let spec = &pod_set["template"]["spec"];
+        let Some(class) = spec.get("runtimeClassName").and_then(Value::as_str) else {
+            continue;
+        };
+        let stated = spec
+            .get("overhead")
+            .and_then(Value::as_object)
+            .is_some_and(|o| !o.is_empty());
+        if stated {
+            continue;
+        }
+        let fixed = runtime_classes
+            .iter()
+            .find(|c| name(c) == class)
+            .and_then(|c| c.pointer("/overhead/podFixed"))
+            .filter(|f| f.as_object().is_some_and(|o| !o.is_empty()));
+        if let Some(fixed) = fixed {
+            changes.push((index, fixed.clone()));
+        }
+    }
+    if changes.is_empty() {
+        return None;
+    }
+    let mut adjusted = object.clone();
+    for (index, fixed) in changes {
+        if let Some(spec) = adjusted
+            .pointer_mut(&format!("/spec/podSets/{index}/template/spec"))
+            .and_then(Value::as_object_mut)
+        {
+            spec.insert("overhead".into(), fixed);
+        }
+    }
+    Some(adjusted)
 }
 
 /// Objects by `metadata.name` (cluster-scoped kinds: AdmissionChecks, their configs,

@@ -4,8 +4,10 @@
 //! Workloads that changed, not to those stored. What a pass reads is the same either way.
 //!
 //! Not remembered, so parsed in every pass: an object without a resourceVersion (a test's,
-//! a file's), and a Workload with DRA claims resolved for the pass (`Objects::devices`: its
-//! requests and the statuses laid over it come from other objects, not from its version).
+//! a file's), a Workload with DRA claims resolved for the pass (`Objects::devices`: its
+//! requests and the statuses laid over it come from other objects, not from its version),
+//! and one whose PodSets take their overhead from a RuntimeClass
+//! (`objects::with_pod_overhead`).
 //! Knows nothing about where the objects come from or what the pass decides.
 
 use std::collections::BTreeMap;
@@ -44,14 +46,17 @@ impl ParsedWorkloads {
         self.parsed = 0;
         for object in &objects.workloads {
             let key = objects::key(object);
+            // Pod overhead from a RuntimeClass: read from the class, not the version.
+            let adjusted = objects::with_pod_overhead(object, &objects.runtime_classes);
             let version = object
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
-                .filter(|_| objects.devices.get(&key).is_none());
+                .filter(|_| objects.devices.get(&key).is_none() && adjusted.is_none());
             let state = match version {
                 None => {
                     self.parsed += 1;
-                    objects.devices.workload_state(object).map(Arc::new)
+                    let read = adjusted.as_ref().unwrap_or(object);
+                    objects.devices.workload_state(read).map(Arc::new)
                 }
                 Some(version) => {
                     let parsed = match self.by_key.remove(&key) {

@@ -66,6 +66,67 @@ mod quick_start {
             .unwrap_or(&Value::Null)
     }
 
+    /// Kueue's `handlePodOverhead`: a PodSet naming a RuntimeClass counts the class's
+    /// overhead in its requests (a template stating its own keeps it; an unknown class or
+    /// one without overhead adds nothing).
+    #[test]
+    fn pod_sets_naming_a_runtime_class_count_its_overhead() {
+        let kata = json!({"metadata": {"name": "kata"}, "handler": "kata-qemu",
+            "overhead": {"podFixed": {"cpu": "250m", "memory": "160Mi"}}});
+        let runc = json!({"metadata": {"name": "runc"}, "handler": "runc"});
+        let with_class = |name: &str, class: Option<&str>, overhead: Option<Value>| {
+            let mut workload = workload(name, "user-queue", 2, 1);
+            let spec = &mut workload["spec"]["podSets"][0]["template"]["spec"];
+            if let Some(class) = class {
+                spec["runtimeClassName"] = json!(class);
+            }
+            if let Some(overhead) = overhead {
+                spec["overhead"] = overhead;
+            }
+            workload
+        };
+        // (workload, the admitted cpu and memory of its two pods)
+        let cases = [
+            (with_class("plain", None, None), ("2", "400Mi")),
+            (with_class("kata", Some("kata"), None), ("2500m", "720Mi")),
+            (with_class("runc", Some("runc"), None), ("2", "400Mi")),
+            (with_class("unknown", Some("gvisor"), None), ("2", "400Mi")),
+            (
+                with_class("stated", Some("kata"), Some(json!({"cpu": "100m"}))),
+                ("2200m", "400Mi"),
+            ),
+        ];
+        for (workload, (cpu, memory)) in cases {
+            let name = workload["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let mut input = objects(
+                vec![cluster_queue("cluster-queue", None, "9")],
+                vec![local_queue("user-queue", "cluster-queue")],
+                vec![workload],
+            );
+            input.runtime_classes = vec![kata.clone(), runc.clone()];
+            let pass = pass(&input, &mut Queues::default(), &Settings::default(), now());
+            let admitted = written(&pass.workloads, &name).expect("admitted");
+            assert_eq!(
+                admitted["admission"]["podSetAssignments"][0]["resourceUsage"],
+                json!({"cpu": cpu, "memory": memory}),
+                "{name}"
+            );
+        }
+        // Quota the overhead does not fit in: 2 × 1 CPU fits 2 CPUs, 2 × 1250m does not.
+        let mut input = objects(
+            vec![cluster_queue("cluster-queue", None, "2")],
+            vec![local_queue("user-queue", "cluster-queue")],
+            vec![with_class("kata", Some("kata"), None)],
+        );
+        input.runtime_classes = vec![kata];
+        let pass = pass(&input, &mut Queues::default(), &Settings::default(), now());
+        let pending = written(&pass.workloads, "kata").expect("pending");
+        assert_eq!(condition(pending, "QuotaReserved")["status"], "False");
+    }
+
     #[test]
     fn the_quick_start_admits_what_fits_and_explains_what_does_not() {
         let input = objects(
