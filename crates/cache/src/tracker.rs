@@ -5,8 +5,10 @@
 //! a piece held by a few far-away nodes late. Instead every downloading node announces its
 //! verified pieces to the blob's seed once a round (the seed is already the one node every
 //! node talks to) and gets back, for each piece it lacks, up to `per_piece` holders: the
-//! closest first (node > rack > zone > other), and among equally close ones a draw that
-//! differs per asker and per round, so the askers spread over the holders. This is Kraken's
+//! closest first (node > rack > zone > other), and among equally close ones in an order drawn
+//! per asker. Different askers spread over the holders; one asker keeps its order from round
+//! to round, so it keeps talking to a few peers (BitTorrent's bounded peer set) instead of
+//! opening connections to the whole swarm. This is Kraken's
 //! tracker and Dragonfly's scheduler in their simplest form: one place that knows the swarm.
 //!
 //! Piece sets travel as a [`Bitfield`] (BitTorrent's: piece 0 is the high bit of the first
@@ -211,10 +213,10 @@ impl Swarm {
     }
 
     /// For each piece `me` lacks (`have` unset), up to `per_piece` other members holding it:
-    /// the closest first, equally close ones in a draw seeded by `round` and the asker. Keyed
-    /// by member name, pieces ascending.
-    pub fn offer(&self, me: &Topology, have: &Bitfield, per_piece: usize, round: u64) -> Offer {
-        let asker = mix(crate::placement::rendezvous_weight("tracker", &me.node) ^ round);
+    /// the closest first, equally close ones in an order drawn for the asker (the same every
+    /// round). Keyed by member name, pieces ascending.
+    pub fn offer(&self, me: &Topology, have: &Bitfield, per_piece: usize) -> Offer {
+        let asker = mix(crate::placement::rendezvous_weight("tracker", &me.node));
         let mut ranked: Vec<(Locality, u64, &String, &Member)> = self
             .members
             .iter()
@@ -338,7 +340,7 @@ mod tests {
             (vec![0, 1, 2, 3], 3, vec![]),
         ];
         for (have, per_piece, want) in cases {
-            let got = swarm.offer(&me, &Bitfield::of(4, have.clone()), per_piece, 0);
+            let got = swarm.offer(&me, &Bitfield::of(4, have.clone()), per_piece);
             let want: Offer = want.into_iter().map(|(n, p)| (n.to_owned(), p)).collect();
             assert_eq!(got, want, "have {have:?} per piece {per_piece}");
         }
@@ -353,7 +355,7 @@ mod tests {
         // a's newer announcement replaces its set.
         swarm.announce(topo("a", "r2", "z1"), Bitfield::of(2, [1]), 60);
         let none = Bitfield::new(2);
-        let got = swarm.offer(&me, &none, 4, 0);
+        let got = swarm.offer(&me, &none, 4);
         assert_eq!(got.get("a"), Some(&vec![1]));
         // At 200, b (last seen 50) is forgotten; a (60) too at 161+.
         swarm.announce(topo("c", "r3", "z1"), Bitfield::of(2, [0]), 155);
@@ -382,7 +384,7 @@ mod tests {
         let mut picked = BTreeMap::<String, u32>::new();
         for asker in 0..32 {
             let me = topo(&format!("a{asker:02}"), "r1", "z1");
-            for name in swarm.offer(&me, &Bitfield::new(1), 2, 7).keys() {
+            for name in swarm.offer(&me, &Bitfield::new(1), 2).keys() {
                 *picked.entry(name.clone()).or_default() += 1;
             }
         }

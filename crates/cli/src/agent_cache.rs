@@ -49,6 +49,12 @@ pub struct CacheArgs {
     /// Bytes a second served to peers, all together (unlimited without).
     #[arg(long, value_parser = bytes)]
     pub upload_rate: Option<u64>,
+    /// Pieces served to peers at once (upload slots).
+    #[arg(long, default_value_t = 2)]
+    pub upload_slots: usize,
+    /// Peer requests waiting for an upload slot; more are answered 503 and go elsewhere.
+    #[arg(long, default_value_t = 2)]
+    pub upload_queue: usize,
     /// A fixed piece length instead of the 8–16 MiB rule (tests and benches).
     #[arg(long, value_parser = bytes)]
     pub piece_length: Option<u64>,
@@ -97,6 +103,11 @@ pub async fn run(args: &CacheArgs) -> anyhow::Result<()> {
     config.watermarks = Watermarks::new(args.high_watermark, args.low_watermark)?;
     config.origin_rate = args.origin_rate;
     config.upload_rate = args.upload_rate;
+    if args.upload_slots == 0 {
+        anyhow::bail!("--upload-slots 0: at least one piece must be served at a time");
+    }
+    config.upload_slots = args.upload_slots;
+    config.upload_queue = args.upload_queue;
     config.piece_length = args.piece_length;
     config.error_ttl = Duration::from_millis(args.error_ttl_ms);
     let cache = Cache::open(config)

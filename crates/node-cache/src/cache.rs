@@ -133,6 +133,10 @@ pub struct Config {
     pub polled_peers: usize,
     /// The longest wait for any part of an answer.
     pub idle_timeout: Duration,
+    /// Unused connections kept open to each peer, and for how long. A node talks to many
+    /// peers in turn: few, briefly (many caches in one process share one descriptor table).
+    pub idle_connections_per_peer: usize,
+    pub idle_connection_timeout: Duration,
     /// How often a node without work re-reads its peers' piece maps.
     pub poll_interval: Duration,
 }
@@ -163,6 +167,8 @@ impl Config {
             polled_peers: 8,
             peer_retry_after: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(30),
+            idle_connections_per_peer: 1,
+            idle_connection_timeout: Duration::from_secs(5),
             poll_interval: Duration::from_millis(50),
         }
     }
@@ -429,7 +435,10 @@ impl Cache {
                 upload_slots: UploadSlots::new(config.upload_slots, config.upload_queue),
                 me,
                 store,
-                http: Http::new(),
+                http: Http::with_idle(
+                    config.idle_connections_per_peer,
+                    config.idle_connection_timeout,
+                ),
                 filter: QueryFilter::default(),
                 state: Mutex::new(State {
                     flights: SingleFlight::new(error_ttl),
@@ -1270,8 +1279,10 @@ impl Inner {
         let mut busy = BTreeSet::new();
         let mut load = vec![0usize; peers.len()];
         let mut avoided: BTreeMap<(usize, u64), tokio::time::Instant> = BTreeMap::new();
-        // Holders whose upload slots were all taken, and since when.
-        let mut full: BTreeMap<usize, tokio::time::Instant> = BTreeMap::new();
+        // Holders whose upload slots were all taken: skipped until a time that doubles with
+        // each refusal in a row (a poll interval, two, four, … at most 16), so that many
+        // nodes do not keep asking the one holder of a new piece.
+        let mut full: BTreeMap<usize, (tokio::time::Instant, u32)> = BTreeMap::new();
         let mut seed_done = false;
         // Holders' maps, re-read at most once a poll interval however often pieces finish.
         let mut known: Option<(tokio::time::Instant, Known)> = None;
@@ -1309,13 +1320,13 @@ impl Inner {
                     });
                 avoided.retain(|_, at| at.elapsed() < self.config.peer_retry_after);
                 let avoid: BTreeSet<(usize, u64)> = avoided.keys().copied().collect();
-                full.retain(|_, at| at.elapsed() < self.config.poll_interval);
+                let now = tokio::time::Instant::now();
                 let per_holder = self.config.per_peer.max(1);
                 let load_now: Vec<usize> = load
                     .iter()
                     .enumerate()
                     .map(|(h, n)| {
-                        if full.contains_key(&h) {
+                        if full.get(&h).is_some_and(|(until, _)| *until > now) {
                             per_holder
                         } else {
                             *n
@@ -1372,11 +1383,14 @@ impl Inner {
                         Ok((piece, holder, Ok(()))) => {
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
+                            full.remove(&holder);
                         }
                         Ok((piece, holder, Err(PieceFailure::Busy))) => {
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
-                            full.insert(holder, tokio::time::Instant::now());
+                            let strikes = full.get(&holder).map_or(0, |(_, s)| s + 1).min(4);
+                            let until = tokio::time::Instant::now() + self.config.poll_interval * (1 << strikes);
+                            full.insert(holder, (until, strikes));
                         }
                         Ok((piece, holder, Err(PieceFailure::Refused(error)))) => {
                             busy.remove(&piece);

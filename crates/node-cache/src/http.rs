@@ -66,12 +66,18 @@ fn transport(error: impl std::fmt::Display, timeout: bool) -> FetchError {
 
 impl Http {
     pub fn new() -> Self {
+        Self::with_idle(1, Duration::from_secs(5))
+    }
+
+    /// A client keeping at most `per_peer` unused connections to each peer, for `timeout`.
+    pub fn with_idle(per_peer: usize, timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(5)));
         Self {
             client: Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(30))
+                .pool_idle_timeout(timeout)
+                .pool_max_idle_per_host(per_peer)
                 .build(connector),
         }
     }

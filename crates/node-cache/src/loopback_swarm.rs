@@ -1,6 +1,7 @@
 //! A swarm of caches in one process for the model-distribution bench (`tessera bench models`)
 //! and tests: N caches on loopback listeners, each behind a token-bucket upload link, racks of
-//! 4 and zones of 16, pulling one blob from a rate-limited [`TestOrigin`] at once.
+//! 4 and zones of 16, pulling one blob from a rate-limited [`TestOrigin`] at once. They keep
+//! no idle connections: all of them share this process's file descriptors.
 //!
 //! It reports what happened (each node's load time, the origin's bytes); it judges nothing and
 //! knows nothing of bench reports.
@@ -131,6 +132,9 @@ async fn start(root: &Path, spec: &SwarmSpec, size: u64) -> Result<Vec<Cache>, S
         config.upload_slots = spec.upload_slots.unwrap_or(config.upload_slots);
         config.upload_queue = spec.upload_queue.unwrap_or(config.upload_queue);
         config.capacity = size.saturating_mul(4);
+        // Every node's connections, both ends, share this process's descriptor table: with
+        // idle connections kept to each of N-1 peers it fills up from ~100 nodes.
+        config.idle_connections_per_peer = 0;
         let cache = Cache::open(config).map_err(|e| SwarmError::Pull {
             node: me.name.clone(),
             error: e,

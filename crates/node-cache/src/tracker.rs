@@ -50,7 +50,6 @@ pub const HOLDERS_PER_PIECE: usize = 4;
 #[derive(Debug, Default)]
 pub struct Trackers {
     swarms: HashMap<String, (Swarm, u64)>,
-    rounds: u64,
 }
 
 impl Trackers {
@@ -88,8 +87,7 @@ impl Trackers {
             rack: announce.rack,
             zone: announce.zone,
         };
-        self.rounds = self.rounds.wrapping_add(1);
-        let holders = swarm.offer(&me, &have, HOLDERS_PER_PIECE, self.rounds);
+        let holders = swarm.offer(&me, &have, HOLDERS_PER_PIECE);
         swarm.announce(me, have.clone(), now_ms);
         Ok(Offer {
             complete: u64::try_from(seed_pieces.len()).unwrap_or(u64::MAX) >= count,
