@@ -649,6 +649,86 @@ impl Registries {
     }
 }
 
+/// The node annotation prefix of an injected registry fault (`tessera fault registry`): the
+/// key `fault.tessera.dev/registry-<host>` with the host's `:` written `_`, the value the
+/// fault's kind.
+pub const REGISTRY_FAULT_PREFIX: &str = "fault.tessera.dev/registry-";
+
+/// The annotation key of a fault on registry `host`.
+pub fn registry_fault_key(host: &str) -> String {
+    format!("{REGISTRY_FAULT_PREFIX}{}", host.replace(':', "_"))
+}
+
+impl RegistryFault {
+    /// The value the fault's annotation holds.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RegistryFault::Unreachable => "unreachable",
+            RegistryFault::Unauthorized => "unauthorized",
+        }
+    }
+}
+
+/// The registry faults a node's annotations record, by host; values that do not read are
+/// reported, naming the key.
+pub fn registry_faults<'a>(
+    annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> (BTreeMap<String, RegistryFault>, Vec<String>) {
+    let mut faults = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (key, value) in annotations {
+        let Some(host) = key.strip_prefix(REGISTRY_FAULT_PREFIX) else {
+            continue;
+        };
+        match RegistryFault::parse(value) {
+            Ok(fault) => {
+                faults.insert(host.replace('_', ":"), fault);
+            }
+            Err(message) => problems.push(format!("{key}: {message}")),
+        }
+    }
+    (faults, problems)
+}
+
+/// `status` (a pod status patch whose containers all wait) with `container` waiting for
+/// `reason` and `message` instead, as the kubelet shows a container whose image step failed.
+pub fn with_waiting(
+    mut status: serde_json::Value,
+    container: &str,
+    reason: &str,
+    message: &str,
+) -> serde_json::Value {
+    if let Some(statuses) = status["status"]["containerStatuses"].as_array_mut() {
+        for entry in statuses.iter_mut().filter(|e| e["name"] == container) {
+            entry["state"] = serde_json::json!({"waiting": {"reason": reason, "message": message}});
+        }
+    }
+    status
+}
+
+/// One `status.images` entry: the image's names (its reference, and the digest form) and size.
+pub fn node_image(image: &ImageRef, size: u64) -> serde_json::Value {
+    let mut names = vec![image.canonical()];
+    if let Some(digest) = &image.digest {
+        names.push(format!("{}/{}@{digest}", image.registry, image.repository));
+    }
+    names.dedup();
+    serde_json::json!({"names": names, "sizeBytes": size})
+}
+
+/// The node's `status.images`: the model cache's entries and the pulled images together,
+/// largest first (as the kubelet sorts them), names breaking ties.
+pub fn merged_node_images(
+    models: Vec<serde_json::Value>,
+    pulled: Vec<serde_json::Value>,
+) -> serde_json::Value {
+    let mut all: Vec<serde_json::Value> = models.into_iter().chain(pulled).collect();
+    let size = |v: &serde_json::Value| v["sizeBytes"].as_u64().unwrap_or_default();
+    let name = |v: &serde_json::Value| v["names"][0].as_str().unwrap_or_default().to_string();
+    all.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| name(a).cmp(&name(b))));
+    serde_json::Value::Array(all)
+}
+
 /// Why a `.dockerconfigjson` does not read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{DOCKER_CONFIG_JSON_KEY}: {0}")]

@@ -483,3 +483,78 @@ fn pools_pull_through_their_mirror_and_fall_back_to_the_registry() {
     assert_eq!(registries.bandwidth("gpu"), 1000);
     assert_eq!(registries.bandwidth("cpu"), DEFAULT_BANDWIDTH);
 }
+
+#[test]
+fn registry_faults_read_from_node_annotations() {
+    assert_eq!(
+        registry_fault_key("registry.lab:5000"),
+        "fault.tessera.dev/registry-registry.lab_5000"
+    );
+    let annotations: BTreeMap<String, String> = [
+        (
+            registry_fault_key("registry.lab:5000"),
+            "unreachable".to_string(),
+        ),
+        (registry_fault_key("docker.io"), "unauthorized".to_string()),
+        (registry_fault_key("bad.lab"), "slow".to_string()),
+        ("fault.tessera.dev/nvlink".to_string(), "down".to_string()),
+    ]
+    .into();
+    let (faults, problems) = registry_faults(&annotations);
+    assert_eq!(
+        faults,
+        [
+            ("docker.io".to_string(), RegistryFault::Unauthorized),
+            ("registry.lab:5000".to_string(), RegistryFault::Unreachable),
+        ]
+        .into()
+    );
+    assert_eq!(problems.len(), 1);
+    assert!(
+        problems[0].starts_with("fault.tessera.dev/registry-bad.lab: "),
+        "{problems:?}"
+    );
+    assert_eq!(RegistryFault::Unreachable.as_str(), "unreachable");
+}
+
+#[test]
+fn a_failed_image_step_shows_on_its_container() {
+    let status = serde_json::json!({"status": {"containerStatuses": [
+        {"name": "a", "state": {"waiting": {"reason": "ContainerCreating"}}},
+        {"name": "b", "state": {"waiting": {"reason": "ContainerCreating"}}},
+    ]}});
+    let status = with_waiting(status, "b", ERR_IMAGE_PULL, "boom");
+    assert_eq!(
+        status["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
+    assert_eq!(
+        status["status"]["containerStatuses"][1]["state"],
+        serde_json::json!({"waiting": {"reason": "ErrImagePull", "message": "boom"}})
+    );
+    let digest = format!("sha256:{}", "c".repeat(64));
+    let image = ImageRef::parse(&format!("nginx:1.27@{digest}")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        node_image(&image, 9),
+        serde_json::json!({"names": [
+            format!("docker.io/library/nginx:1.27@{digest}"),
+            format!("docker.io/library/nginx@{digest}"),
+        ], "sizeBytes": 9})
+    );
+}
+
+#[test]
+fn node_images_merge_models_and_pulled_images_largest_first() {
+    let model = serde_json::json!({"names": ["model:lab/tiny@main"], "sizeBytes": 500});
+    let small = serde_json::json!({"names": ["docker.io/library/a:1"], "sizeBytes": 10});
+    let big = serde_json::json!({"names": ["docker.io/library/b:1"], "sizeBytes": 900});
+    let tie = serde_json::json!({"names": ["docker.io/library/0:1"], "sizeBytes": 10});
+    assert_eq!(
+        merged_node_images(
+            vec![model.clone()],
+            vec![small.clone(), big.clone(), tie.clone()]
+        ),
+        serde_json::json!([big, model, tie, small])
+    );
+    assert_eq!(merged_node_images(vec![], vec![]), serde_json::json!([]));
+}
