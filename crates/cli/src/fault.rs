@@ -59,7 +59,12 @@ pub struct RegistryArgs {
     /// The registry host as image references name it (`registry.lab:5000`, `docker.io`).
     pub host: String,
     /// How its pulls fail.
-    #[arg(long, value_enum, default_value = "unreachable", conflicts_with = "clear")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "unreachable",
+        conflicts_with = "clear"
+    )]
     pub kind: RegistryFaultKind,
     /// Only on this node.
     #[arg(long)]

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use crate::twins::NodeTwins;
 
 /// After a failed pull the pod is synced again this soon, and shows `ImagePullBackOff`.
-const RESYNC_AFTER_FAILURE: Duration = Duration::from_secs(1);
+const RESYNC_AFTER_FAILURE: Duration = Duration::from_secs(3);
 
 /// A pod whose image step is due another look (a pull finished or a back-off ended).
 #[derive(Debug)]
