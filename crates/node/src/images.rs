@@ -49,7 +49,7 @@ pub enum ImageError {
     #[error("image: the reference is empty")]
     Empty,
     /// The reference does not read as `[host/]path[:tag][@digest]`.
-    #[error("image {image:?}: {message}")]
+    #[error("couldn't parse image name {image:?}: {message}")]
     Invalid {
         /// The reference as written.
         image: String,
@@ -727,6 +727,17 @@ pub fn merged_node_images(
     let name = |v: &serde_json::Value| v["names"][0].as_str().unwrap_or_default().to_string();
     all.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| name(a).cmp(&name(b))));
     serde_json::Value::Array(all)
+}
+
+/// The kubelet's event reason when a pod's pull secrets cannot all be read.
+pub const FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET: &str = "FailedToRetrieveImagePullSecret";
+
+/// The `FailedToRetrieveImagePullSecret` warning for the `missing` secrets.
+pub fn missing_secrets_message(missing: &[String]) -> String {
+    format!(
+        "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+        missing.join(", ")
+    )
 }
 
 /// Why a `.dockerconfigjson` does not read.

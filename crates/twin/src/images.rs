@@ -424,9 +424,10 @@ impl NodeTwins {
             .filter(|n| !n.is_empty())
             .collect();
         let mut found = Vec::new();
+        let mut missing = Vec::new();
         for name in names {
             let Some(secret) = api.get_opt(&name).await? else {
-                tracing::debug!(%name, "image pull secret not found");
+                missing.push(name);
                 continue;
             };
             if secret.type_.as_deref() != Some(images::DOCKER_CONFIG_JSON_TYPE) {
@@ -439,6 +440,22 @@ impl NodeTwins {
             {
                 found.push(bytes.0.clone());
             }
+        }
+        if !missing.is_empty() {
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            self.event(
+                pod,
+                &node,
+                "Warning",
+                images::FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+                &images::missing_secrets_message(&missing),
+                None,
+            )
+            .await;
         }
         Ok(found)
     }

@@ -1,6 +1,7 @@
 //! Image pulls on the node twins end to end, with the bundled kubectl 1.33 and 1.27: a private
 //! image without a pull secret fails with ErrImagePull, then ImagePullBackOff (the STATUS
-//! column, `kubectl describe`'s events with the kubelet's and containerd's messages); with a
+//! column, `kubectl describe`'s events with the kubelet's and containerd's messages), as with a
+//! pull secret that does not exist (`FailedToRetrieveImagePullSecret`); with a
 //! `kubectl create secret docker-registry` secret a new pod pulls it (`Pulling`, `Pulled` with
 //! its size) and runs; an `IfNotPresent` pod on the same node finds it cached ("already
 //! present on machine") and the node lists it in `status.images`; `tessera fault registry`
@@ -126,6 +127,22 @@ fn image_pulls_fail_back_off_use_pull_secrets_cache_and_recover() {
                 "{version}: {line} in {described}"
             );
         }
+
+        // A pull secret that does not exist: the kubelet's warning, and the pull is denied.
+        let missing = format!("missing-{v}");
+        cluster.ok_stdin(
+            version,
+            &["apply", "-f", "-"],
+            &pod(&missing, &image, Some("nope"), None),
+        );
+        wait_for_status(&cluster, version, &missing, "ErrImagePull", 20);
+        let events = events_of(&cluster, version, &missing);
+        assert!(
+            events.contains(
+                "Warning FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (nope); attempting to pull the image may not succeed."
+            ),
+            "{version}: {events}"
+        );
 
         // A docker-registry secret for the registry: a new pod pulls the image and runs.
         let secret = format!("regcred-{v}");
