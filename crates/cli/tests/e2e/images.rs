@@ -6,7 +6,7 @@
 //! its size) and runs; an `IfNotPresent` pod on the same node finds it cached ("already
 //! present on machine") and the node lists it in `status.images`; `tessera fault registry`
 //! makes pulls fail as an unreachable registry does until it is cleared, and the pod then runs
-//! after its back-off.
+//! after its back-off; the pool's registry mirror serves the images it holds.
 
 use std::time::Duration;
 
@@ -22,10 +22,13 @@ pools:
   count: 1
   capacity: {cpu: "8", memory: 32Gi, pods: "110"}
   registryBandwidth: 100Mi
+  registryMirror: mirror.lab
 registries:
 - host: registry.lab:5000
   auth: true
   images: {team/app:v1: 2Mi, team/app:v2: 3Mi, team/app:v3: 1Mi}
+- host: mirror.lab
+  images: {library/nginx:1.27: 5Mi}
 "#;
 
 fn pod(name: &str, image: &str, secret: Option<&str>, policy: Option<&str>) -> String {
@@ -261,6 +264,20 @@ fn image_pulls_fail_back_off_use_pull_secrets_cache_and_recover() {
         events.contains(&format!(
             "Normal Pulled: Successfully pulled image \"{image}\" in "
         )),
+        "{events}"
+    );
+    // The pool's mirror serves what it holds (its size, not the default 4 MiB of an
+    // undeclared registry).
+    cluster.ok_stdin(
+        "1.33",
+        &["apply", "-f", "-"],
+        &pod("mirrored", "nginx:1.27", None, None),
+    );
+    cluster.node_when_running("1.33", None, "mirrored");
+    let events = events_of(&cluster, "1.33", "mirrored");
+    assert!(
+        events.contains("Normal Pulled: Successfully pulled image \"nginx:1.27\" in ")
+            && events.contains("Image size: 5242880 bytes."),
         "{events}"
     );
     // A host that is no registry host is refused.
