@@ -6,7 +6,9 @@
 //! down stays down, whatever it reports later, until `fault clear`; clearing what is not
 //! there succeeds and says so. A volume fault's `--kind` picks the mount error
 //! (`tessera_storage::mount::MountFault`); which message the kubelet writes for it is the
-//! core's.
+//! core's. A registry fault (`tessera fault registry HOST --kind …`) annotates every node (or
+//! the one `--node` names) with `tessera_node::images::registry_fault_key`; the twins' pulls
+//! from that registry fail with containerd's message until `--clear` (or `fault clear`).
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -35,8 +37,41 @@ pub enum FaultCommand {
     /// Volume mounts fail on the node: pods with claims wait in ContainerCreating with the
     /// kubelet's `FailedMount` event for the kind of failure.
     Volume(VolumeArgs),
+    /// Image pulls from a registry fail (on every node, or on `--node`): unreachable or
+    /// unauthorized, until `--clear`.
+    Registry(RegistryArgs),
     /// Recover: clear one fault, or every fault of the node.
     Clear(ClearArgs),
+}
+
+/// How pulls from a registry fail (`tessera fault registry --kind`).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegistryFaultKind {
+    /// The registry does not answer (`dial tcp: lookup …: i/o timeout`).
+    Unreachable,
+    /// The registry refuses the pull (`pull access denied …`).
+    Unauthorized,
+}
+
+/// Arguments of `tessera fault registry`.
+#[derive(Args, Debug)]
+pub struct RegistryArgs {
+    /// The registry host as image references name it (`registry.lab:5000`, `docker.io`).
+    pub host: String,
+    /// How its pulls fail.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "unreachable",
+        conflicts_with = "clear"
+    )]
+    pub kind: RegistryFaultKind,
+    /// Only on this node.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Remove the fault instead.
+    #[arg(long)]
+    pub clear: bool,
 }
 
 /// Arguments of `tessera fault operator`: exactly one way to break it.
@@ -175,6 +210,7 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
     let client = crate::client::connect(cluster).await?;
     let nodes: Api<Node> = Api::all(client);
     let name = match command {
+        FaultCommand::Registry(args) => return registry(&nodes, args).await,
         FaultCommand::Xid(a) => &a.node,
         FaultCommand::Nvlink(a) => &a.node,
         FaultCommand::Nic(a) => &a.node,
@@ -190,6 +226,8 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
     let annotations = node.metadata.annotations.clone().unwrap_or_default();
     let mut changes = Map::new();
     let message = match command {
+        // Answered above, without a node.
+        FaultCommand::Registry(_) => return Ok(()),
         FaultCommand::Xid(args) => {
             let gpus: Option<usize> = node
                 .metadata
@@ -317,4 +355,57 @@ pub async fn run(command: &FaultCommand, cluster: &ClusterArgs) -> anyhow::Resul
             .await?;
     }
     crate::output::emit(&format!("{message}\n"))
+}
+
+/// `tessera fault registry`: annotates the nodes (or removes the annotation).
+async fn registry(nodes: &Api<Node>, args: &RegistryArgs) -> anyhow::Result<()> {
+    let host = args.host.trim();
+    if host.is_empty() || host.contains('/') || host.contains(char::is_whitespace) {
+        bail!("registry host {host:?}: expected a host or host:port, as image references name it");
+    }
+    let names: Vec<String> = match &args.node {
+        Some(name) => {
+            nodes
+                .get_opt(name)
+                .await?
+                .with_context(|| format!("node {name:?} not found"))?;
+            vec![name.clone()]
+        }
+        None => nodes
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect(),
+    };
+    let key = tessera_node::images::registry_fault_key(host);
+    let fault = match args.kind {
+        RegistryFaultKind::Unreachable => tessera_node::images::RegistryFault::Unreachable,
+        RegistryFaultKind::Unauthorized => tessera_node::images::RegistryFault::Unauthorized,
+    };
+    let value = if args.clear {
+        Value::Null
+    } else {
+        json!(fault.as_str())
+    };
+    for name in &names {
+        nodes
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key.clone(): value.clone()}}})),
+            )
+            .await?;
+    }
+    let message = if args.clear {
+        format!("pulls from {host} work again on {} node(s)\n", names.len())
+    } else {
+        format!(
+            "pulls from {host} fail ({}) on {} node(s)\n",
+            fault.as_str(),
+            names.len()
+        )
+    };
+    crate::output::emit(&message)
 }

@@ -205,6 +205,8 @@ impl Faults {
                     "unreachable" => faults.node = Some(NodeFault::Unreachable),
                     _ => problems.push(bad()),
                 }
+            } else if what.starts_with("registry-") {
+                // Registry faults are the image pulls' (`crate::images::registry_faults`).
             } else {
                 problems.push(format!("{key}: unknown fault"));
             }

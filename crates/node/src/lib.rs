@@ -13,7 +13,8 @@
 //!   ResourceClaims as the DRA driver's kubelet plugin), [`runtime`] and [`pod_status`] (how a
 //!   simulated container behaves and the statuses a kubelet posts), [`pod_ips`] (pod IPs), [`attachments`] (secondary networks a pod is attached to),
 //!   [`faults`] (injected faults and their effects), [`runtime_handlers`] (the runtime
-//!   handlers a node has, the bundled RuntimeClasses, the sandbox step).
+//!   handlers a node has, the bundled RuntimeClasses, the sandbox step), [`images`] (image
+//!   references, pull policies, the image back-off, registries' pull verdicts, pull secrets).
 //!
 //! No I/O, no clock, no async: time is an input. The node twins (`tessera-twin`) run these
 //! against an API server; the simulator (`tessera-sim`) schedules against the same objects
@@ -29,6 +30,7 @@ pub mod dra_claims;
 pub mod faults;
 pub mod gpu_assignments;
 pub mod hardware;
+pub mod images;
 pub mod network;
 pub mod networks;
 pub mod nic_devices;

@@ -21,6 +21,12 @@
 //!   count: 0                  # max for ProvisioningRequests (crate::autoscaler) after the delay
 //!   capacity: {cpu: "8", memory: 32Gi, pods: "110"}
 //!   autoscaling: {min: 0, max: 4, provisioningDelay: 10s}
+//!   registryMirror: mirror.lab:5000   # pulls go to the mirror first (crate::images)
+//!   registryBandwidth: 100Mi          # bytes per second a pull gets (default 200Mi)
+//! registries:                 # simulated registries; others are reachable, anonymous and
+//! - host: registry.lab:5000   # hold every image
+//!   auth: true                # pulls need a matching imagePullSecret
+//!   images: {team/app:v1: 20Mi}   # none listed: any image, of 4Mi
 //! ```
 //!
 //! Parsing is strict (unknown fields are errors naming their path) and validated (names,
@@ -109,6 +115,9 @@ pub struct Topology {
     /// Which NICs of each server model carry which network.
     #[serde(default)]
     pub server_networks: Vec<ServerNetworks>,
+    /// The simulated image registries (see [`crate::images`]).
+    #[serde(default)]
+    pub registries: Vec<RegistrySpec>,
     /// Each pool's checked hardware (filled by validation).
     #[serde(skip)]
     hardware: Vec<Option<PoolHardware>>,
@@ -160,6 +169,27 @@ pub struct Pool {
     /// `runc`, plus `nvidia` where the server has GPUs; see [`crate::runtime_handlers`]).
     #[serde(default)]
     pub runtime_handlers: Option<Vec<String>>,
+    /// The registry mirror the pool's runtime pulls through first (a registry host).
+    #[serde(default)]
+    pub registry_mirror: Option<String>,
+    /// The bandwidth a pull gets on the pool's nodes, bytes per second as a quantity
+    /// (default [`crate::images::DEFAULT_BANDWIDTH`]).
+    #[serde(default)]
+    pub registry_bandwidth: Option<String>,
+}
+
+/// A simulated image registry of the topology.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RegistrySpec {
+    /// Host (with port) that image references name.
+    pub host: String,
+    /// Whether pulls need credentials from an `imagePullSecret`.
+    #[serde(default)]
+    pub auth: bool,
+    /// The images it holds (`repository:tag` → size as a quantity); none: any image.
+    #[serde(default)]
+    pub images: BTreeMap<String, String>,
 }
 
 /// A pool's autoscaling bounds.
@@ -334,6 +364,40 @@ impl Topology {
         if self.pools.is_empty() {
             return invalid("pools".into(), "at least one pool is required".into());
         }
+        let mut hosts = std::collections::BTreeSet::new();
+        for (r, registry) in self.registries.iter().enumerate() {
+            if !registry_host_ok(&registry.host) {
+                return invalid(
+                    format!("registries[{r}].host"),
+                    format!(
+                        "{:?} must be a registry host (host or host:port)",
+                        registry.host
+                    ),
+                );
+            }
+            if !hosts.insert(registry.host.clone()) {
+                return invalid(
+                    format!("registries[{r}].host"),
+                    format!("duplicate registry {:?}", registry.host),
+                );
+            }
+            for (name, size) in &registry.images {
+                let field = format!("registries[{r}].images.{name}");
+                let reference = format!("{}/{name}", registry.host);
+                match crate::images::ImageRef::parse(&reference) {
+                    Ok(image) if image.short_name() == *name => {}
+                    _ => {
+                        return invalid(
+                            field,
+                            format!("{name:?} must be repository:tag (lowercase path)"),
+                        );
+                    }
+                }
+                if byte_quantity(size).is_none() {
+                    return invalid(field, format!("{size:?} must be a quantity of bytes"));
+                }
+            }
+        }
         let mut names = std::collections::BTreeSet::new();
         self.hardware.clear();
         for i in 0..self.pools.len() {
@@ -471,6 +535,22 @@ impl Topology {
                     "at least one handler is required (leave the field out for the default)".into(),
                 );
             }
+            if let Some(mirror) = &pool.registry_mirror
+                && !registry_host_ok(mirror)
+            {
+                return invalid(
+                    at("registryMirror"),
+                    format!("{mirror:?} must be a registry host (host or host:port)"),
+                );
+            }
+            if let Some(bandwidth) = &pool.registry_bandwidth
+                && byte_quantity(bandwidth).is_none_or(|b| b == 0)
+            {
+                return invalid(
+                    at("registryBandwidth"),
+                    format!("{bandwidth:?} must be a positive quantity of bytes per second"),
+                );
+            }
             for (t, taint) in pool.taints.iter().enumerate() {
                 if !matches!(
                     taint.effect.as_str(),
@@ -531,6 +611,45 @@ impl Topology {
     }
 
     /// Every node the topology registers at start, in order.
+    /// The simulated registries, each pool's mirror and pull bandwidth.
+    pub fn image_registries(&self) -> crate::images::Registries {
+        let registries = self
+            .registries
+            .iter()
+            .map(|r| {
+                let images = r
+                    .images
+                    .iter()
+                    .map(|(name, size)| (name.clone(), byte_quantity(size).unwrap_or_default()))
+                    .collect();
+                let registry = crate::images::Registry {
+                    host: r.host.clone(),
+                    auth: r.auth,
+                    images,
+                };
+                (r.host.clone(), registry)
+            })
+            .collect();
+        let mirrors = self
+            .pools
+            .iter()
+            .filter_map(|p| Some((p.name.clone(), p.registry_mirror.clone()?)))
+            .collect();
+        let bandwidth = self
+            .pools
+            .iter()
+            .filter_map(|p| {
+                let bytes = byte_quantity(p.registry_bandwidth.as_deref()?)?;
+                Some((p.name.clone(), bytes))
+            })
+            .collect();
+        crate::images::Registries {
+            registries,
+            mirrors,
+            bandwidth,
+        }
+    }
+
     pub fn nodes(&self) -> Vec<NodeSpec> {
         let mut nodes = Vec::new();
         let mut index = 0;
@@ -663,6 +782,32 @@ impl Topology {
         }
         nodes
     }
+}
+
+/// A registry host: a DNS name or `localhost`, optionally with a port.
+fn registry_host_ok(host: &str) -> bool {
+    let (name, port) = match host.rsplit_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (host, None),
+    };
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+    let name_ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    port_ok && name_ok
+}
+
+/// A whole, non-negative number of bytes written as a quantity (`20Mi`, `1500000`).
+fn byte_quantity(text: &str) -> Option<u64> {
+    let quantity: Quantity = text.parse().ok()?;
+    u64::try_from(quantity.value()).ok()
 }
 
 #[cfg(test)]
@@ -858,6 +1003,30 @@ mod tests {
     }
 
     #[test]
+    fn registries_mirrors_and_bandwidth_are_read_from_the_topology() {
+        let topology = Topology::parse(
+            "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  registryMirror: mirror.lab:5000\n  registryBandwidth: 10Mi\n- name: b\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\nregistries:\n- host: registry.lab:5000\n  auth: true\n  images: {team/app:v1: 20Mi, base:1: \"1000\"}\n- host: mirror.lab:5000\n",
+        )
+        .unwrap();
+        let registries = topology.image_registries();
+        let private = &registries.registries["registry.lab:5000"];
+        assert!(private.auth);
+        assert_eq!(private.images["team/app:v1"], 20 * 1024 * 1024);
+        assert_eq!(private.images["base:1"], 1000);
+        assert!(!registries.registries["mirror.lab:5000"].auth);
+        assert!(registries.registries["mirror.lab:5000"].images.is_empty());
+        assert_eq!(registries.mirrors["a"], "mirror.lab:5000");
+        assert!(!registries.mirrors.contains_key("b"));
+        assert_eq!(registries.bandwidth("a"), 10 * 1024 * 1024);
+        assert_eq!(registries.bandwidth("b"), crate::images::DEFAULT_BANDWIDTH);
+        // The built-in lab declares none: every registry is open.
+        assert_eq!(
+            Topology::default_lab().image_registries().registries.len(),
+            0
+        );
+    }
+
+    #[test]
     fn bad_topologies_name_the_field() {
         let base = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n";
         let table = [
@@ -924,6 +1093,30 @@ mod tests {
             (
                 "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  runtimeHandlers: []\n",
                 "pools[0].runtimeHandlers: at least one handler is required",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  registryMirror: \"Mirror Lab\"\n",
+                "pools[0].registryMirror: \"Mirror Lab\" must be a registry host",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  registryBandwidth: \"0\"\n",
+                "pools[0].registryBandwidth",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\nregistries:\n- host: reg.lab:99999\n",
+                "registries[0].host",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\nregistries:\n- host: reg.lab\n- host: reg.lab\n",
+                "registries[1].host: duplicate registry",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\nregistries:\n- host: reg.lab\n  images: {\"team/App:v1\": 1Mi}\n",
+                "registries[0].images.team/App:v1",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\nregistries:\n- host: reg.lab\n  images: {\"team/app:v1\": lots}\n",
+                "\"lots\" must be a quantity of bytes",
             ),
         ];
         for (pools, field) in table {

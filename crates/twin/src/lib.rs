@@ -9,7 +9,8 @@
 //! (`autoscaler`); runs the simulated CSI drivers' provisioner, resizer and the kubelet's
 //! volume checks (`csi`) and their csi-snapshotter sidecars (`snapshots`); gives every node a model cache and delivers the models pods ask for
 //! (`models`); refuses a pod's sandbox when the node's runtime lacks its RuntimeClass's
-//! handler, as the kubelet does (`sandbox`). Works only through a kube-rs `Client`, so it is indifferent to whether
+//! handler, as the kubelet does (`sandbox`); pulls containers' images from the topology's
+//! simulated registries with the kubelet's policies, back-off and messages (`images`). Works only through a kube-rs `Client`, so it is indifferent to whether
 //! the API server is in-process or remote.
 //!
 //! A shell: the loops, the API calls, the timers and the files (logs, the device checkpoint).
@@ -24,6 +25,7 @@ mod csi;
 pub mod dra_publish;
 mod faults;
 mod heartbeat;
+mod images;
 pub mod models;
 pub mod netpol;
 mod node_changes;

@@ -81,6 +81,7 @@ impl NodeTwins {
         ips.remember(&node, pod);
         if pod.metadata.deletion_timestamp.is_some() {
             running.remove(&key);
+            self.images.forget(&uid);
             self.release_models(&uid);
             let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
             if matches!(phase.as_str(), "Running" | "Pending") {
@@ -119,6 +120,7 @@ impl NodeTwins {
         }
         if matches!(phase.as_str(), "Succeeded" | "Failed") {
             running.remove(&key);
+            self.images.forget(&uid);
             self.release_models(&uid);
             self.release_gpus(pod).await;
             return Ok(());
@@ -149,6 +151,10 @@ impl NodeTwins {
             return Ok(());
         }
         if !self.models_pulled(pod, spec, &key, &uid).await? {
+            return Ok(());
+        }
+        // Then each container's image, per its pull policy.
+        if !self.images_pulled(pod, spec, &key, &uid).await? {
             return Ok(());
         }
         let mut claim_lines = BTreeMap::new();
@@ -198,7 +204,9 @@ impl NodeTwins {
         };
         let ip = ips.allocate(spec).unwrap_or_default();
         for (container, image) in containers(pod) {
-            for (reason, message) in pod_status::start_events(&container, &image) {
+            // The image step recorded the `Pulled` event already.
+            let events = pod_status::start_events(&container, &image);
+            for (reason, message) in events.into_iter().filter(|(r, _)| *r != "Pulled") {
                 self.event(pod, &node, "Normal", reason, &message, Some(&container))
                     .await;
             }

@@ -93,6 +93,10 @@ pub struct NodeTwins {
     pub(crate) sandboxes: crate::sandbox::Sandboxes,
     /// Where the sandbox retries come due.
     sandbox_retries: Option<mpsc::UnboundedReceiver<crate::sandbox::SandboxRetry>>,
+    /// The nodes' images, the pods' pulls and their back-offs.
+    pub(crate) images: crate::images::Images,
+    /// Where the image pulls' timers come due.
+    image_retries: Option<mpsc::UnboundedReceiver<crate::images::ImageRetry>>,
 }
 
 impl NodeTwins {
@@ -107,6 +111,7 @@ impl NodeTwins {
         let standby = standby_nodes.iter().map(|n| n.name.clone()).collect();
         let nodes = crate::specs::Specs::new(topology.nodes().into_iter().chain(standby_nodes));
         let (sandboxes, sandbox_retries) = crate::sandbox::Sandboxes::new();
+        let (images, image_retries) = crate::images::Images::new(topology.image_registries());
         NodeTwins {
             client,
             config,
@@ -124,6 +129,8 @@ impl NodeTwins {
             events: std::sync::Mutex::default(),
             sandboxes,
             sandbox_retries: Some(sandbox_retries),
+            images,
+            image_retries: Some(image_retries),
         }
     }
 
@@ -421,6 +428,8 @@ impl NodeTwins {
         let mut model_notices = self.model_notices.take().unwrap_or(idle_rx);
         let (_no_retries_tx, no_retries) = mpsc::unbounded_channel();
         let mut sandbox_retries = self.sandbox_retries.take().unwrap_or(no_retries);
+        let (_no_image_retries_tx, no_image_retries) = mpsc::unbounded_channel();
+        let mut image_retries = self.image_retries.take().unwrap_or(no_image_retries);
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Completion>();
         let mut running: HashMap<(String, String), Running> = HashMap::new();
         let mut ips = PodIps::default();
@@ -486,6 +495,17 @@ impl NodeTwins {
                         tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
                     }
                 }
+                Some(retry) = image_retries.recv() => {
+                    // A pull finished or an image's back-off ended: the image step goes on.
+                    self.images.due(&retry.uid);
+                    let api: Api<Pod> = Api::namespaced(self.client.clone(), &retry.namespace);
+                    if let Ok(Some(pod)) = api.get_opt(&retry.name).await
+                        && pod.metadata.uid.as_deref() == Some(retry.uid.as_str())
+                        && let Err(error) = self.reconcile(&pod, &mut running, &mut ips, &done_tx).await
+                    {
+                        tracing::warn!(pod = ?pod_key(&pod), %error, "node twin could not update pod");
+                    }
+                }
                 Some(event) = node_stream.next() => {
                     let node = match event {
                         Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => node,
@@ -501,6 +521,7 @@ impl NodeTwins {
                     };
                     let name = node.metadata.name.clone().unwrap_or_default();
                     self.apply_node_changes(&node).await;
+                    self.images.set_faults(&node);
                     let was_unreachable = self.unreachable(&name);
                     let mount_fault = self.mount_fault(&name);
                     if let Err(error) = self.apply_faults(&node, &mut running).await {
@@ -611,6 +632,7 @@ impl NodeTwins {
                                 }
                                 self.waiting_for_volumes.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
                                 self.sandboxes.forget(uid);
+                                self.images.forget(uid);
                             }
                             ips.release(&pod);
                             self.release_gpus(&pod).await;
@@ -744,12 +766,16 @@ impl NodeTwins {
         }
     }
 
-    /// Posts the models `node` holds as its `status.images`.
+    /// Posts the models `node` holds and the images pulled onto it as its `status.images`.
     pub(crate) async fn post_images(&self, node: &str) {
-        let Some(models) = self.models.get() else {
-            return;
+        let pulled = self.images.node_images(node);
+        let models = match self.models.get() {
+            Some(models) => models.images(node),
+            None if pulled.is_empty() => return,
+            None => Vec::new(),
         };
-        let patch = json!({"status": {"images": models.images(node)}});
+        let images = tessera_node::images::merged_node_images(models, pulled);
+        let patch = json!({"status": {"images": images}});
         if let Err(error) = Api::<Node>::all(self.client.clone())
             .patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await

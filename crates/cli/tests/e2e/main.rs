@@ -25,6 +25,7 @@ mod encryption;
 mod exec;
 mod faults;
 mod hpa;
+mod images;
 mod kubectl;
 mod kueue_api;
 mod kueue_config;
