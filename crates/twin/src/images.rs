@@ -24,18 +24,10 @@ use tessera_node::pod_status;
 use tessera_node::topology::NodeSpec;
 use tokio::sync::mpsc;
 
-use crate::twins::NodeTwins;
+use crate::twins::{NodeTwins, PodRetry};
 
 /// After a failed pull the pod is synced again this soon, and shows `ImagePullBackOff`.
 const RESYNC_AFTER_FAILURE: Duration = Duration::from_secs(3);
-
-/// A pod whose image step is due another look (a pull finished or a back-off ended).
-#[derive(Debug)]
-pub(crate) struct ImageRetry {
-    pub(crate) namespace: String,
-    pub(crate) name: String,
-    pub(crate) uid: String,
-}
 
 /// A pull under way for a pod's container.
 #[derive(Debug, Clone)]
@@ -68,12 +60,12 @@ struct State {
 pub(crate) struct Images {
     registries: Registries,
     state: std::sync::Mutex<State>,
-    retry: mpsc::UnboundedSender<ImageRetry>,
+    retry: mpsc::UnboundedSender<PodRetry>,
 }
 
 impl Images {
     /// No images on any node; retries come out of the returned receiver.
-    pub(crate) fn new(registries: Registries) -> (Images, mpsc::UnboundedReceiver<ImageRetry>) {
+    pub(crate) fn new(registries: Registries) -> (Images, mpsc::UnboundedReceiver<PodRetry>) {
         let (retry, receiver) = mpsc::unbounded_channel();
         let images = Images {
             registries,
@@ -138,7 +130,7 @@ impl Images {
 
     fn arm(&self, key: &(String, String), uid: &str, after: Duration) {
         self.state().armed.insert(uid.to_string());
-        let retry = ImageRetry {
+        let retry = PodRetry {
             namespace: key.0.clone(),
             name: key.1.clone(),
             uid: uid.to_string(),

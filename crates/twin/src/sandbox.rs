@@ -20,15 +20,7 @@ use tessera_node::runtime_handlers::{
 use tessera_node::topology::NodeSpec;
 use tokio::sync::mpsc;
 
-use crate::twins::NodeTwins;
-
-/// A pod whose sandbox is due another try.
-#[derive(Debug)]
-pub(crate) struct SandboxRetry {
-    pub(crate) namespace: String,
-    pub(crate) name: String,
-    pub(crate) uid: String,
-}
+use crate::twins::{NodeTwins, PodRetry};
 
 /// One pod's failed sandbox: how many tries failed, and whether a retry is pending (the pod's
 /// watch events wait for it, as the kubelet's pod worker does).
@@ -41,12 +33,12 @@ struct Wait {
 /// The pods whose sandbox failed, by UID, and where their retries are sent.
 pub(crate) struct Sandboxes {
     waits: std::sync::Mutex<BTreeMap<String, Wait>>,
-    retry: mpsc::UnboundedSender<SandboxRetry>,
+    retry: mpsc::UnboundedSender<PodRetry>,
 }
 
 impl Sandboxes {
     /// No failed sandboxes; retries come out of the returned receiver.
-    pub(crate) fn new() -> (Sandboxes, mpsc::UnboundedReceiver<SandboxRetry>) {
+    pub(crate) fn new() -> (Sandboxes, mpsc::UnboundedReceiver<PodRetry>) {
         let (retry, receiver) = mpsc::unbounded_channel();
         let sandboxes = Sandboxes {
             waits: std::sync::Mutex::default(),
@@ -136,7 +128,7 @@ impl NodeTwins {
                 .await?;
         }
         let after = retry_after(uid, failures);
-        let retry = SandboxRetry {
+        let retry = PodRetry {
             namespace: key.0.clone(),
             name: key.1.clone(),
             uid: uid.to_string(),

@@ -58,6 +58,15 @@ impl Default for TwinConfig {
     }
 }
 
+/// A pod due another look by a step that waits on a timer (a sandbox retry, a finished image
+/// pull or an ended back-off).
+#[derive(Debug)]
+pub(crate) struct PodRetry {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) uid: String,
+}
+
 /// The node twins of one topology.
 pub struct NodeTwins {
     pub(crate) client: Client,
@@ -92,11 +101,11 @@ pub struct NodeTwins {
     /// Pods whose sandbox failed, waiting to be tried again.
     pub(crate) sandboxes: crate::sandbox::Sandboxes,
     /// Where the sandbox retries come due.
-    sandbox_retries: Option<mpsc::UnboundedReceiver<crate::sandbox::SandboxRetry>>,
+    sandbox_retries: Option<mpsc::UnboundedReceiver<PodRetry>>,
     /// The nodes' images, the pods' pulls and their back-offs.
     pub(crate) images: crate::images::Images,
     /// Where the image pulls' timers come due.
-    image_retries: Option<mpsc::UnboundedReceiver<crate::images::ImageRetry>>,
+    image_retries: Option<mpsc::UnboundedReceiver<PodRetry>>,
 }
 
 impl NodeTwins {
