@@ -237,14 +237,7 @@ pub fn assign(
 mod tests {
     use super::*;
     use crate::pieces::Layout;
-
-    fn topo(node: &str, rack: &str, zone: &str) -> Topology {
-        Topology {
-            node: node.into(),
-            rack: Some(rack.into()),
-            zone: Some(zone.into()),
-        }
-    }
+    use crate::placement::test_topology as topo;
 
     fn holder(t: Topology, free: u64, pieces: &[u64]) -> Holder {
         Holder {

@@ -57,6 +57,16 @@ pub struct Topology {
     pub zone: Option<String>,
 }
 
+/// A topology naming all three levels, for the crate's tests.
+#[cfg(test)]
+pub(crate) fn test_topology(node: &str, rack: &str, zone: &str) -> Topology {
+    Topology {
+        node: node.into(),
+        rack: Some(rack.into()),
+        zone: Some(zone.into()),
+    }
+}
+
 /// How close a parent is, best first (the derived order ranks them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Locality {

@@ -249,15 +249,8 @@ fn mix(value: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::test_topology as topo;
     use proptest::prelude::*;
-
-    fn topo(node: &str, rack: &str, zone: &str) -> Topology {
-        Topology {
-            node: node.into(),
-            rack: Some(rack.into()),
-            zone: Some(zone.into()),
-        }
-    }
 
     #[test]
     fn bitfield_hex_table() {
