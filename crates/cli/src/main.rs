@@ -13,6 +13,7 @@ mod bench_queue;
 mod bench_queue_api;
 mod bench_report;
 mod bench_scheduler;
+mod bench_serving;
 mod bench_sim;
 mod bootstrap;
 mod catalog;
@@ -153,6 +154,9 @@ enum BenchCommand {
     /// Model distribution: N node caches in one process with rate-limited links pulling one
     /// model file at once; origin bytes per model size, load times against the links.
     Models(bench_models::ModelsBenchArgs),
+    /// Inference routing: one request trace through simulated vLLM servers, round robin
+    /// against the endpoint picker; latency percentiles and throughput of both.
+    Serving(bench_serving::ServingBenchArgs),
 }
 
 /// Options of `tessera up`.
@@ -399,6 +403,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Bench(BenchCommand::Models(args)) => {
             bench_report::repeat(&args.repeat, || runtime.block_on(bench_models::rows(&args)))
+        }
+        Command::Bench(BenchCommand::Serving(args)) => {
+            bench_report::repeat(&args.repeat, || bench_serving::serving(&args))
         }
         Command::Bench(BenchCommand::Dcgm(args)) => {
             bench_report::repeat(&args.repeat, || bench_dcgm::dcgm(&args))
