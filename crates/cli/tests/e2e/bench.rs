@@ -349,6 +349,22 @@ fn every_bench_command_runs_at_a_tiny_size() {
             ],
         ),
         (
+            "serving",
+            vec!["--requests", "60", "--servers", "2", "--prefixes", "4", "--rate", "10"],
+            vec![
+                (
+                    "serving: 60 requests over 2 simulated vLLM servers, round robin",
+                    "simulated time",
+                    60.0,
+                ),
+                (
+                    "serving: 60 requests over 2 simulated vLLM servers, endpoint picker (queue-scorer=2,kv-cache-utilization-scorer=2,prefix-cache-scorer=3)",
+                    "simulated time",
+                    60.0,
+                ),
+            ],
+        ),
+        (
             "crash-drill",
             vec!["--cycles", "2", "--writers", "2"],
             vec![(
@@ -486,5 +502,46 @@ fn every_bench_command_runs_at_a_tiny_size() {
             }
             _ => {}
         }
+    }
+}
+
+/// A trace file `tessera bench serving` cannot use is refused with the line and the field at
+/// fault; the trace it writes it reads back to the same figures.
+#[test]
+fn bench_serving_names_a_bad_trace_line_and_replays_a_written_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"at\":0,\"model\":\"m\",\"promptTokens\":10,\"outputTokens\":5}\n\
+         {\"at\":1,\"model\":\"m\",\"promptTokens\":10,\"outputTokens\":0}\n",
+    )
+    .unwrap();
+    let (ok, _, stderr) = outcome(
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["bench", "serving", "--runs", "1", "--trace"])
+            .arg(&bad)
+            .output()
+            .expect("tessera"),
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("trace line 2: outputTokens: must be at least 1"),
+        "{stderr}"
+    );
+
+    let written = dir.path().join("trace.jsonl");
+    let written_arg = written.to_str().unwrap();
+    let tiny = ["--requests", "40", "--servers", "2", "--rate", "8", "--runs", "1"];
+    let mut generate = vec!["bench", "serving", "--write-trace", written_arg];
+    generate.extend(tiny);
+    let generated = parse_table(&tessera(&generate));
+    let mut replayed_args = vec!["bench", "serving", "--trace", written_arg];
+    replayed_args.extend(tiny);
+    let replayed = parse_table(&tessera(&replayed_args));
+    assert_eq!(generated.len(), 2);
+    for (a, b) in generated.iter().zip(&replayed) {
+        // Simulated figures depend only on the trace: everything before the CPU column.
+        assert_eq!((&a.name, &a.figures), (&b.name, &b.figures));
     }
 }
