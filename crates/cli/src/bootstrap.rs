@@ -234,6 +234,7 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
         .chain(tessera_model::multus::definitions())
         .chain(tessera_model::network_policy_api::definitions())
         .chain([tessera_maintenance::crd::definition()])
+        .chain([tessera_inference::pool::definition()])
         .chain(tessera_storage::snapshots::crd::definitions())
     {
         let name = bundled["metadata"]["name"]

@@ -14,6 +14,7 @@ pub mod assumed;
 pub mod custom;
 pub mod endpoints;
 pub mod hpa;
+pub mod inference_pools;
 pub mod jobs;
 pub mod maintenance;
 pub mod maintenance_evict;

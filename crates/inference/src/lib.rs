@@ -15,6 +15,7 @@
 pub mod engine;
 pub mod metrics;
 pub mod picker;
+pub mod pool;
 pub mod prefix;
 pub mod replay;
 pub mod trace;

@@ -26,25 +26,17 @@ pub const PICKER_LRU_BLOCKS: usize = 31_250;
 pub type BlockHash = u64;
 
 /// FNV-1a over a few words: small, stable across platforms and releases.
-fn fnv(words: &[u64]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for word in words {
-        for byte in word.to_le_bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+fn fnv(words: &[u64; 4]) -> u64 {
+    let mut bytes = [0u8; 32];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.to_le_bytes());
     }
-    hash
+    tessera_model::fnv::fnv64(&bytes)
 }
 
 /// A string's stable identity for hashing.
 pub fn name_hash(name: &str) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in name.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
+    tessera_model::fnv::fnv64(name.as_bytes())
 }
 
 /// What a prompt is made of, for hashing: a shared prefix (by name and length) and the rest,

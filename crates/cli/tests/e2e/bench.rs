@@ -350,7 +350,16 @@ fn every_bench_command_runs_at_a_tiny_size() {
         ),
         (
             "serving",
-            vec!["--requests", "60", "--servers", "2", "--prefixes", "4", "--rate", "10"],
+            vec![
+                "--requests",
+                "60",
+                "--servers",
+                "2",
+                "--prefixes",
+                "4",
+                "--rate",
+                "10",
+            ],
             vec![
                 (
                     "serving: 60 requests over 2 simulated vLLM servers, round robin",
@@ -532,7 +541,16 @@ fn bench_serving_names_a_bad_trace_line_and_replays_a_written_trace() {
 
     let written = dir.path().join("trace.jsonl");
     let written_arg = written.to_str().unwrap();
-    let tiny = ["--requests", "40", "--servers", "2", "--rate", "8", "--runs", "1"];
+    let tiny = [
+        "--requests",
+        "40",
+        "--servers",
+        "2",
+        "--rate",
+        "8",
+        "--runs",
+        "1",
+    ];
     let mut generate = vec!["bench", "serving", "--write-trace", written_arg];
     generate.extend(tiny);
     let generated = parse_table(&tessera(&generate));
