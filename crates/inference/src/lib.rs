@@ -7,6 +7,10 @@
 //! - [`picker`]: the endpoint picker's scorers and max-score picker, and round robin.
 //! - [`engine`]: a simulated vLLM server (continuous batching, paged KV cache, prefix
 //!   caching, multi-LoRA) on a caller's clock.
+//! - [`server`]: which containers are model servers and what their flags configure; a
+//!   server living on its caller's clock.
+//! - [`openai`]: what a simulated server answers over HTTP (vLLM's OpenAI routes and
+//!   `/metrics`), and the [`openai::ModelServers`] seam a dataplane reaches servers through.
 //! - [`trace`]: request traces, read from JSON Lines or generated from a seed.
 //! - [`replay`]: a trace through a pool of engines under a policy, and what it measured.
 //!
@@ -14,8 +18,10 @@
 
 pub mod engine;
 pub mod metrics;
+pub mod openai;
 pub mod picker;
 pub mod pool;
 pub mod prefix;
 pub mod replay;
+pub mod server;
 pub mod trace;

@@ -13,6 +13,7 @@
 //! Knows nothing of how metrics are gathered (they are handed in, as stale as the caller
 //! makes them) nor of servers beyond their index.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use crate::metrics::EndpointMetrics;
@@ -188,35 +189,41 @@ pub fn scores(
     }
 }
 
-/// The picker's state: its approximate prefix index per server and its tie-break stream.
+/// The picker's state: its approximate prefix index per server (by the caller's id for the
+/// server, made on first sight) and its tie-break stream.
 #[derive(Debug, Clone)]
 pub struct Picker {
     profile: Profile,
-    indexes: Vec<Lru>,
+    indexes: HashMap<u64, Lru>,
     rng: fastrand::Rng,
 }
 
 impl Picker {
-    pub fn new(profile: Profile, servers: usize, seed: u64) -> Picker {
+    pub fn new(profile: Profile, seed: u64) -> Picker {
         Picker {
             profile,
-            indexes: (0..servers).map(|_| Lru::new(PICKER_LRU_BLOCKS)).collect(),
+            indexes: HashMap::new(),
             rng: fastrand::Rng::with_seed(seed),
         }
+    }
+
+    /// Forgets the indexes of servers not in `alive`.
+    pub fn retain(&mut self, alive: &[u64]) {
+        self.indexes.retain(|id, _| alive.contains(id));
     }
 
     pub fn profile(&self) -> &Profile {
         &self.profile
     }
 
-    /// Chooses among `candidates` (metrics per server index); None when there are none. The
+    /// Chooses among `candidates` (metrics per server id); None when there are none. The
     /// chosen server's index learns the request's blocks, as upstream's prefix producer
     /// records them once the request is routed.
     pub fn pick(
         &mut self,
         request: PickRequest<'_>,
-        candidates: &[(usize, EndpointMetrics)],
-    ) -> Option<usize> {
+        candidates: &[(u64, EndpointMetrics)],
+    ) -> Option<u64> {
         if candidates.is_empty() {
             return None;
         }
@@ -225,7 +232,7 @@ impl Picker {
             .iter()
             .map(|(server, _)| {
                 self.indexes
-                    .get(*server)
+                    .get(server)
                     .map_or(0, |index| index.leading_matches(request.blocks))
             })
             .collect();
@@ -242,10 +249,12 @@ impl Picker {
         self.rng.shuffle(&mut order);
         order.sort_by(|a, b| total[*b].total_cmp(&total[*a]));
         let chosen = candidates[order[0]].0;
-        if let Some(index) = self.indexes.get_mut(chosen) {
-            for block in request.blocks {
-                index.touch(*block);
-            }
+        let index = self
+            .indexes
+            .entry(chosen)
+            .or_insert_with(|| Lru::new(PICKER_LRU_BLOCKS));
+        for block in request.blocks {
+            index.touch(*block);
         }
         Some(chosen)
     }
@@ -323,7 +332,7 @@ mod tests {
 
     #[test]
     fn the_default_profile_prefers_the_server_holding_the_prefix_until_its_queue_grows() {
-        let mut picker = Picker::new(Profile::default(), 2, 7);
+        let mut picker = Picker::new(Profile::default(), 7);
         let idle = [(0, load(0, 0.1, &[], &[])), (1, load(0, 0.1, &[], &[]))];
         let first = picker.pick(PLAIN, &idle).expect("a server");
         for _ in 0..5 {
@@ -331,7 +340,7 @@ mod tests {
         }
         // Queue 2 + KV 2 outweigh prefix 3 once the holder is far busier.
         let mut busy = idle.clone();
-        busy[first].1 = load(20, 0.95, &[], &[]);
+        busy[first as usize].1 = load(20, 0.95, &[], &[]);
         assert_eq!(picker.pick(PLAIN, &busy), Some(1 - first));
     }
 
@@ -339,7 +348,7 @@ mod tests {
     fn ties_are_broken_by_the_seed_and_only_by_it() {
         let idle: Vec<_> = (0..8).map(|i| (i, load(0, 0.0, &[], &[]))).collect();
         let fresh = |seed| {
-            let mut picker = Picker::new(Profile::default(), 8, seed);
+            let mut picker = Picker::new(Profile::default(), seed);
             let request = PickRequest {
                 model: "m",
                 blocks: &[],
@@ -352,7 +361,7 @@ mod tests {
         assert_ne!(fresh(1), fresh(2));
         let spread: std::collections::BTreeSet<_> = fresh(1).into_iter().collect();
         assert!(spread.len() > 1, "ties are not always broken the same way");
-        assert_eq!(Picker::new(Profile::default(), 0, 1).pick(PLAIN, &[]), None);
+        assert_eq!(Picker::new(Profile::default(), 1).pick(PLAIN, &[]), None);
     }
 
     #[test]
@@ -383,6 +392,24 @@ mod tests {
             let error = text.parse::<Profile>().expect_err(text);
             assert!(error.to_string().contains(reason), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn retain_forgets_the_indexes_of_servers_gone() {
+        let mut picker = Picker::new(Profile::default(), 3);
+        assert_eq!(
+            picker.pick(PLAIN, &[(10, load(0, 0.1, &[], &[]))]),
+            Some(10)
+        );
+        assert_eq!(
+            picker.pick(PLAIN, &[(20, load(0, 0.1, &[], &[]))]),
+            Some(20)
+        );
+        picker.retain(&[20]);
+        assert!(!picker.indexes.contains_key(&10));
+        // 20 still holds the prompt's blocks: it wins over a fresh 10 on the prefix score.
+        let both = [(10, load(0, 0.1, &[], &[])), (20, load(0, 0.1, &[], &[]))];
+        assert_eq!(picker.pick(PLAIN, &both), Some(20));
     }
 
     #[test]

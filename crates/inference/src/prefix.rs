@@ -74,6 +74,37 @@ pub fn block_hashes(shape: PromptShape<'_>, max_blocks: usize) -> Vec<BlockHash>
         .collect()
 }
 
+/// Characters per block when a prompt is text: [`BLOCK_TOKENS`] at the picker's
+/// `averageCharactersPerToken` of 4.
+pub const BLOCK_CHARS: usize = BLOCK_TOKENS as usize * 4;
+
+/// A text prompt's blocks as upstream's `hashPrompt` cuts them: [`BLOCK_CHARS`]-byte chunks
+/// chained from the model's name, at most `max_blocks` chunks' worth of text. Returns the full
+/// blocks' hashes and, apart, the trailing partial block's (which the picker indexes and a
+/// server's cache never holds). A prompt shorter than one block has none.
+pub fn text_block_hashes(
+    model: &str,
+    text: &str,
+    max_blocks: usize,
+) -> (Vec<BlockHash>, Option<BlockHash>) {
+    let bytes = text.as_bytes();
+    if bytes.len() < BLOCK_CHARS {
+        return (Vec::new(), None);
+    }
+    let bytes = &bytes[..bytes.len().min(BLOCK_CHARS.saturating_mul(max_blocks))];
+    let mut previous = name_hash(model);
+    let mut chain = |chunk: &[u8]| {
+        let mut input = chunk.to_vec();
+        input.extend_from_slice(&previous.to_le_bytes());
+        previous = tessera_model::fnv::fnv64(&input);
+        previous
+    };
+    let full: Vec<BlockHash> = bytes.chunks_exact(BLOCK_CHARS).map(&mut chain).collect();
+    let rest = bytes.chunks_exact(BLOCK_CHARS).remainder();
+    let partial = (!rest.is_empty()).then(|| chain(rest));
+    (full, partial)
+}
+
 /// A bounded set of block hashes that forgets the least recently touched first.
 #[derive(Debug, Clone, Default)]
 pub struct Lru {
@@ -188,6 +219,29 @@ mod tests {
         let unshared_a = block_hashes(shape(None, 64, 1), 256);
         let unshared_b = block_hashes(shape(None, 64, 2), 256);
         assert!(unshared_a.iter().all(|h| !unshared_b.contains(h)));
+    }
+
+    #[test]
+    fn text_prompts_share_blocks_while_their_text_agrees() {
+        let system = "You are a helpful assistant. ".repeat(8);
+        let a = format!("{system}What is a GPU, and why do we need so many?");
+        let b = format!("{system}Why is the sky blue? Tell me at length, please.");
+        let (a_full, a_partial) = text_block_hashes("llama", &a, MAX_PREFIX_BLOCKS);
+        let (b_full, _) = text_block_hashes("llama", &b, MAX_PREFIX_BLOCKS);
+        assert_eq!(system.len(), 232);
+        assert_eq!(a_full.len(), a.len() / BLOCK_CHARS);
+        assert_eq!(a_full[..3], b_full[..3], "the first 192 bytes are the same");
+        assert_ne!(a_full[3], b_full[3]);
+        assert!(a_partial.is_some());
+        assert_eq!(text_block_hashes("llama", "short", 256), (Vec::new(), None));
+        let (other_model, _) = text_block_hashes("sql-adapter", &a, MAX_PREFIX_BLOCKS);
+        assert_ne!(other_model[0], a_full[0]);
+        let (capped, partial) = text_block_hashes("llama", &"x".repeat(10_000), 2);
+        assert_eq!(
+            (capped.len(), partial),
+            (2, None),
+            "hashing stops at the limit"
+        );
     }
 
     #[test]

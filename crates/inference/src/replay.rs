@@ -138,11 +138,14 @@ pub fn replay(trace: &[TraceRequest], pool: &PoolConfig, policy: &Policy) -> Rep
     let mut router = match policy {
         Policy::RoundRobin => Router::RoundRobin(RoundRobin::default()),
         Policy::Picker(profile) => {
-            Router::Picker(Box::new(Picker::new(profile.clone(), servers, pool.seed)))
+            Router::Picker(Box::new(Picker::new(profile.clone(), pool.seed)))
         }
     };
-    let mut scraped: Vec<(usize, EndpointMetrics)> =
-        engines.iter().map(Engine::metrics).enumerate().collect();
+    let mut scraped: Vec<(u64, EndpointMetrics)> = engines
+        .iter()
+        .enumerate()
+        .map(|(server, engine)| (server as u64, engine.metrics()))
+        .collect();
     let mut events: BinaryHeap<Reverse<(u64, Event)>> = BinaryHeap::new();
     for (id, request) in trace.iter().enumerate() {
         events.push(Reverse((nanos(request.at * 1e6), Event::Arrival(id))));
@@ -183,7 +186,7 @@ pub fn replay(trace: &[TraceRequest], pool: &PoolConfig, policy: &Policy) -> Rep
             }
             Event::Scrape => {
                 for (server, metrics) in scraped.iter_mut() {
-                    *metrics = engines[*server].metrics();
+                    *metrics = engines[*server as usize].metrics();
                 }
                 let more_work = pending > 0 && engines.iter().any(|e| !e.idle())
                     || events
@@ -215,7 +218,7 @@ pub fn replay(trace: &[TraceRequest], pool: &PoolConfig, policy: &Policy) -> Rep
                             model: &request.model,
                             blocks: &blocks[..blocks.len().min(MAX_PREFIX_BLOCKS)],
                         };
-                        picker.pick(ask, &scraped)
+                        picker.pick(ask, &scraped).map(|server| server as usize)
                     }
                 }
                 .unwrap_or(0);
