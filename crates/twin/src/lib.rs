@@ -26,6 +26,7 @@ pub mod dra_publish;
 mod faults;
 mod heartbeat;
 mod images;
+pub mod model_servers;
 pub mod models;
 pub mod netpol;
 mod node_changes;
