@@ -27,6 +27,8 @@ use crate::server::LiveServer;
 pub struct HttpAnswer {
     pub status: u16,
     pub content_type: &'static str,
+    /// Headers besides the content type.
+    pub headers: Vec<(String, String)>,
     pub body: String,
 }
 
@@ -35,6 +37,7 @@ impl HttpAnswer {
         HttpAnswer {
             status,
             content_type: "application/json",
+            headers: Vec::new(),
             body: body.to_string(),
         }
     }
@@ -197,12 +200,14 @@ pub fn answer(
             HttpAnswer {
                 status: 200,
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
+                headers: Vec::new(),
                 body: server.metrics(now_us).render(&model, unix_seconds as f64),
             }
         }
         ("GET", "/health") => HttpAnswer {
             status: 200,
             content_type: "application/json",
+            headers: Vec::new(),
             body: String::new(),
         },
         ("GET", "/v1/models") => {
@@ -255,12 +260,14 @@ pub fn answer(
             } else {
                 json!({"index": 0, "text": text, "logprobs": null, "finish_reason": "length"})
             };
-            HttpAnswer::json(
+            let mut answer = HttpAnswer::json(
                 200,
                 json!({"id": id, "object": if chat { "chat.completion" } else { "text_completion" },
                        "created": unix_seconds, "model": request.model,
                        "choices": [choice], "usage": usage}),
-            )
+            );
+            answer.headers = server.spec().identity_headers.clone();
+            answer
         }
         (_, "/metrics" | "/health" | "/v1/models" | "/v1/completions" | "/v1/chat/completions") => {
             HttpAnswer::json(405, json!({"detail": "Method Not Allowed"}))

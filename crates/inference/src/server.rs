@@ -31,6 +31,10 @@ pub struct ServerSpec {
     pub adapters: BTreeSet<String>,
     pub port: u16,
     pub engine: EngineConfig,
+    /// Headers its completions carry: llm-d's simulator names its pod, port and namespace
+    /// (`x-inference-pod`, `x-inference-port`, `x-inference-namespace`) when its `POD_NAME`
+    /// and `POD_NAMESPACE` variables are set.
+    pub identity_headers: Vec<(String, String)>,
 }
 
 impl ServerSpec {
@@ -113,10 +117,44 @@ fn adapter_name(module: &str) -> Option<String> {
 
 /// The model server a pod runs, if any (its first model-server container).
 pub fn server_of(pod: &Value) -> Option<ServerSpec> {
-    pod["spec"]["containers"]
+    let (container, mut spec) = pod["spec"]["containers"]
         .as_array()?
         .iter()
-        .find_map(server_of_container)
+        .find_map(|c| Some((c, server_of_container(c)?)))?;
+    let image = container["image"].as_str().unwrap_or_default();
+    if image.contains("llm-d-inference-sim") {
+        let env = |name: &str| env_value(pod, container, name);
+        if let Some(pod_name) = env("POD_NAME") {
+            spec.identity_headers = vec![
+                ("x-inference-pod".into(), pod_name),
+                ("x-inference-port".into(), spec.port.to_string()),
+            ];
+        }
+        if let Some(namespace) = env("POD_NAMESPACE") {
+            spec.identity_headers
+                .push(("x-inference-namespace".into(), namespace));
+        }
+    }
+    Some(spec)
+}
+
+/// A container's environment variable as the kubelet sets it: a literal value, or a
+/// `fieldRef` to the pod's name or namespace.
+fn env_value(pod: &Value, container: &Value, name: &str) -> Option<String> {
+    let var = container["env"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"].as_str() == Some(name))?;
+    if let Some(value) = var["value"].as_str() {
+        return Some(value.to_string());
+    }
+    let field = var["valueFrom"]["fieldRef"]["fieldPath"].as_str()?;
+    match field {
+        "metadata.name" => pod["metadata"]["name"].as_str().map(String::from),
+        "metadata.namespace" => pod["metadata"]["namespace"].as_str().map(String::from),
+        _ => None,
+    }
+    .filter(|v| !v.is_empty())
 }
 
 fn server_of_container(container: &Value) -> Option<ServerSpec> {
@@ -170,6 +208,7 @@ fn server_of_container(container: &Value) -> Option<ServerSpec> {
         adapters,
         port,
         engine,
+        identity_headers: Vec::new(),
     })
 }
 
@@ -321,6 +360,39 @@ mod tests {
             Some("food-review-1")
         );
         assert_eq!(spec.adapter_of("dummy-model-name"), None);
+    }
+
+    #[test]
+    fn llm_ds_simulator_names_its_pod_when_its_variables_are_set() {
+        let pod = json!({"metadata": {"name": "vllm-qwen3-32b-0", "namespace": "serve"},
+            "spec": {"containers": [{"name": "vllm-sim",
+                "image": "ghcr.io/llm-d/llm-d-inference-sim:latest",
+                "args": ["--model", "m", "--port", "8000"],
+                "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "POD_NAMESPACE", "value": "literal-ns"}]}]}});
+        let spec = server_of(&pod).expect("a model server");
+        assert_eq!(
+            spec.identity_headers,
+            [
+                (
+                    "x-inference-pod".to_string(),
+                    "vllm-qwen3-32b-0".to_string()
+                ),
+                ("x-inference-port".to_string(), "8000".to_string()),
+                (
+                    "x-inference-namespace".to_string(),
+                    "literal-ns".to_string()
+                )
+            ]
+        );
+        let mut quiet = pod.clone();
+        quiet["spec"]["containers"][0]["env"] = json!([]);
+        assert!(
+            server_of(&quiet)
+                .expect("a model server")
+                .identity_headers
+                .is_empty()
+        );
     }
 
     #[test]
