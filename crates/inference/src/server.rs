@@ -117,6 +117,11 @@ fn adapter_name(module: &str) -> Option<String> {
 
 /// The model server a pod runs, if any (its first model-server container).
 pub fn server_of(pod: &Value) -> Option<ServerSpec> {
+    // In a LeaderWorkerSet group only the leader serves; its workers join its Ray cluster.
+    let worker_index = &pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"];
+    if worker_index.as_str().is_some_and(|index| index != "0") {
+        return None;
+    }
     let (container, mut spec) = pod["spec"]["containers"]
         .as_array()?
         .iter()
@@ -157,9 +162,32 @@ fn env_value(pod: &Value, container: &Value, name: &str) -> Option<String> {
     .filter(|v| !v.is_empty())
 }
 
-fn server_of_container(container: &Value) -> Option<ServerSpec> {
+/// The container's command line as words; a `sh -c` script's words are read too (trailing
+/// `;` and quotes dropped), so a server started inside a script is found with its flags.
+fn command_words(container: &Value) -> Vec<String> {
     let mut argv = strings(&container["command"]);
     argv.extend(strings(&container["args"]));
+    let mut previous_was_dash_c = false;
+    argv.into_iter()
+        .flat_map(|word| {
+            let script = std::mem::replace(&mut previous_was_dash_c, word == "-c");
+            if script {
+                word.split_whitespace()
+                    .map(|w| {
+                        w.trim_matches(|c| c == ';' || c == '"' || c == '\'')
+                            .to_string()
+                    })
+                    .filter(|w| !w.is_empty())
+                    .collect()
+            } else {
+                vec![word]
+            }
+        })
+        .collect()
+}
+
+fn server_of_container(container: &Value) -> Option<ServerSpec> {
+    let argv = command_words(container);
     let image = container["image"].as_str().unwrap_or_default();
     if !is_model_server(image, &argv) {
         return None;
@@ -422,6 +450,23 @@ mod tests {
         );
         assert_eq!(spec.engine.max_num_seqs, 64);
         assert_eq!(spec.adapters.iter().collect::<Vec<_>>(), ["chat", "sql"]);
+    }
+
+    #[test]
+    fn in_a_leader_worker_set_only_the_leader_serves() {
+        // LWS's vLLM example: the server starts inside the leader's script.
+        let script = "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh leader \
+                      --ray_cluster_size=$(LWS_GROUP_SIZE); python3 -m vllm.entrypoints.openai.api_server \
+                      --port 8080 --model meta-llama/Meta-Llama-3.1-405B-Instruct --tensor-parallel-size 8";
+        let pod = |index: &str| {
+            json!({"metadata": {"labels": {"leaderworkerset.sigs.k8s.io/worker-index": index}},
+                   "spec": {"containers": [{"name": "vllm-leader", "image": "vllm/vllm-openai:latest",
+                                             "command": ["sh", "-c", script]}]}})
+        };
+        let leader = server_of(&pod("0")).expect("the leader serves");
+        assert_eq!(leader.port, 8080);
+        assert_eq!(leader.models, ["meta-llama/Meta-Llama-3.1-405B-Instruct"]);
+        assert_eq!(server_of(&pod("1")), None, "a worker does not");
     }
 
     #[test]
