@@ -23,6 +23,9 @@ use crate::resource_slice::{NVIDIA_DRIVER, device_uuid, slice_name};
 pub const WORKLOAD_CONFIG_LABEL: &str = "nvidia.com/gpu.workload.config";
 /// The vGPU Device Manager's label naming the vGPU configuration of a node.
 pub const VGPU_CONFIG_LABEL: &str = "nvidia.com/vgpu.config";
+/// The version of a vGPU host's vGPU manager (the name GPU Feature Discovery gives it in the
+/// guests), which guest drivers must match by branch.
+pub const HOST_DRIVER_LABEL: &str = "nvidia.com/vgpu.host-driver-version";
 /// The DeviceClass of GPUs bound to vfio-pci (NVIDIA's DRA driver).
 pub const VFIO_DEVICE_CLASS: &str = "vfio.gpu.nvidia.com";
 /// The `type` attribute of a vfio device.
@@ -117,6 +120,11 @@ pub fn labels(machine: Machine, vgpu: Option<&VgpuType>) -> BTreeMap<String, Str
     }
     if let (Machine::VmVgpu, Some(vgpu)) = (machine, vgpu) {
         labels.insert(VGPU_CONFIG_LABEL.to_string(), vgpu.name.to_string());
+        let (major, minor, revision) = crate::accelerators::DRIVER_VERSION;
+        labels.insert(
+            HOST_DRIVER_LABEL.to_string(),
+            format!("{major}.{minor}.{revision}"),
+        );
     }
     labels
 }
@@ -129,7 +137,8 @@ pub fn is_gfd_label(key: &str) -> bool {
     };
     !(name.starts_with("gpu.deploy.")
         || name.starts_with("gpu.workload.")
-        || name.starts_with("vgpu.config"))
+        || name.starts_with("vgpu.config")
+        || name.starts_with("vgpu.host-driver"))
 }
 
 /// The extended resources a node of this model registers beside what its `devices` declare:
@@ -277,6 +286,7 @@ mod tests {
                     ("nvidia.com/gpu.deploy.vgpu-manager", "true"),
                     ("nvidia.com/gpu.workload.config", "vm-vgpu"),
                     ("nvidia.com/vgpu.config", "H100-4C"),
+                    ("nvidia.com/vgpu.host-driver-version", "570.172.08"),
                 ],
             ),
         ];
