@@ -225,14 +225,12 @@ pub fn offers_vfio(slices: &[Value]) -> bool {
     })
 }
 
-/// The device files a container holding a passthrough GPU sees, as the driver's CDI spec
-/// gives them (the legacy IOMMU backend): the GPU's IOMMU group under `/dev/vfio/`, and
-/// `NVIDIA_VISIBLE_DEVICES=void` so the NVIDIA runtime adds nothing.
-pub fn vfio_container_devices(iommu_group: usize) -> (Vec<String>, Vec<(String, String)>) {
-    (
-        vec![format!("/dev/vfio/{iommu_group}")],
-        vec![("NVIDIA_VISIBLE_DEVICES".to_string(), "void".to_string())],
-    )
+/// The device node a container holding the passthrough device `device` (`gpu-vfio-<i>`) gets
+/// from the driver's CDI spec (legacy IOMMU backend): its IOMMU group under `/dev/vfio/`. The
+/// simulated hosts put GPU `i` alone in IOMMU group `i`. `None` for other devices.
+pub fn vfio_device_node(device: &str) -> Option<String> {
+    let index: usize = device.strip_prefix("gpu-vfio-")?.parse().ok()?;
+    Some(format!("/dev/vfio/{index}"))
 }
 
 #[cfg(test)]
@@ -316,6 +314,19 @@ mod tests {
         ];
         for (key, gfd) in table {
             assert_eq!(is_gfd_label(key), gfd, "{key}");
+        }
+    }
+
+    #[test]
+    fn vfio_devices_get_their_iommu_group() {
+        let table = [
+            ("gpu-vfio-0", Some("/dev/vfio/0")),
+            ("gpu-vfio-7", Some("/dev/vfio/7")),
+            ("gpu-0", None),
+            ("gpu-vfio-x", None),
+        ];
+        for (device, want) in table {
+            assert_eq!(vfio_device_node(device).as_deref(), want, "{device}");
         }
     }
 
