@@ -181,6 +181,27 @@ pub fn worker_plan(kind: &PlanKind, node: &NodeFacts) -> Result<WorkerPlan, Stri
     })
 }
 
+/// Why a controller may not carry out an accepted `rollout` of `kind`: a driver upgrade on VM
+/// hosts (a host side, a vGPU manager, guests' drivers) needs a hypervisor no node agent here
+/// drives, so it stays a dry run (`tessera maintain plan`). `None` when it may run.
+pub fn dry_run_only(kind: &PlanKind, rollout: &crate::preflight::Rollout) -> Option<String> {
+    if !matches!(kind, PlanKind::DriverUpgrade { .. }) {
+        return None;
+    }
+    let hosts: Vec<&str> = rollout
+        .models
+        .iter()
+        .filter(|m| m.plan.machine.is_vm())
+        .flat_map(|m| m.nodes.iter().map(String::as_str))
+        .collect();
+    (!hosts.is_empty()).then(|| {
+        format!(
+            "driver upgrades on VM hosts are planned only (tessera maintain plan): no node agent here drives the hypervisor of {}",
+            hosts.join(", ")
+        )
+    })
+}
+
 /// Whether every pod of `node` must leave it for `kind` (VM hosts stop their VMs for any
 /// change; a bare-metal driver upgrade moves only the GPU pods).
 pub fn evicts_all_pods(kind: &PlanKind, node: &NodeFacts) -> bool {
@@ -416,6 +437,48 @@ mod tests {
                 want,
                 "{version} {scope:?} {:?}",
                 n.labels
+            );
+        }
+    }
+
+    #[test]
+    fn driver_upgrades_on_vm_hosts_stay_dry_runs() {
+        let rollout = |nodes: &[&NodeFacts], kind: &PlanKind| {
+            let mut models: Vec<crate::preflight::ModelPlan> = Vec::new();
+            for n in nodes {
+                models.push(crate::preflight::ModelPlan {
+                    nodes: vec![n.name.clone()],
+                    plan: worker_plan(kind, n).expect("plans"),
+                });
+            }
+            crate::preflight::Rollout {
+                stages: Vec::new(),
+                batch_size: 1,
+                max_unavailable: 1,
+                already_applied: Vec::new(),
+                models,
+            }
+        };
+        let metal = node(None, None);
+        let mut pt = node(Some("vm-passthrough"), None);
+        pt.name = "pt-1".into();
+        let host = driver("575.57.08", DriverScope::Host);
+        let table = [
+            (host.clone(), vec![&metal], None),
+            (
+                host.clone(),
+                vec![&metal, &pt],
+                Some(
+                    "driver upgrades on VM hosts are planned only (tessera maintain plan): no node agent here drives the hypervisor of pt-1",
+                ),
+            ),
+            (PlanKind::NodeRotation, vec![&pt], None),
+        ];
+        for (kind, nodes, want) in table {
+            assert_eq!(
+                dry_run_only(&kind, &rollout(&nodes, &kind)).as_deref(),
+                want,
+                "{kind:?}"
             );
         }
     }

@@ -151,6 +151,13 @@ fn worker_models_offer_run_and_maintain_as_their_model_allows() {
                     && l.contains("-gpu-vfio-")),
             "{version}: {logs}"
         );
+        assert!(
+            logs.contains("NVIDIA_VISIBLE_DEVICES=void\n")
+                && logs
+                    .lines()
+                    .any(|l| l.starts_with("Device nodes: /dev/vfio/")),
+            "{version}: {logs}"
+        );
         let allocated = cluster.ok(
             version,
             &[
@@ -198,8 +205,10 @@ fn worker_models_offer_run_and_maintain_as_their_model_allows() {
             ],
             |out| !out.is_empty(),
         );
+        // The node has no nvidia.com/gpu, and its vfio devices are not of the gpu.nvidia.com
+        // class that serves nvidia.com/gpu through DRA.
         assert!(
-            events.contains("Insufficient nvidia.com/gpu"),
+            events.contains("0/4 nodes are available: 1 cannot allocate all claims, 3 node(s) didn't match Pod's node affinity/selector."),
             "{version}: {events}"
         );
         let phase = cluster.ok(
