@@ -3,8 +3,9 @@
 //! Operator's sandbox labels on each node, NVIDIA's `gpu-test-vfiopci` example applied
 //! unchanged and running on the passthrough host with a vfio device, nothing asking for
 //! `nvidia.com/gpu` landing there, a vGPU request running on the vGPU host, and the maintenance
-//! dry run planning a drain (no live migration) on the passthrough pool and refusing a guest
-//! driver off the vGPU manager's branch.
+//! dry run planning a drain (no live migration) on the passthrough pool, the controller leaving
+//! that plan a dry run when applied (`Refused`, nothing cordoned), and a guest driver off the
+//! vGPU manager's branch refused.
 
 use std::process::Command;
 
@@ -245,6 +246,49 @@ fn worker_models_offer_run_and_maintain_as_their_model_allows() {
          no live migration: a GPU bound to vfio-pci cannot move with its VM, so its VMs are drained\n\
          pre-flight: passed\n"
     );
+    // Applied, the controller leaves it a dry run: no agent here drives a hypervisor.
+    let plan = format!(
+        "{}/../../examples/lab/workers/host-passthrough.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let applied = outcome(
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["maintain", "apply", "--kubeconfig"])
+            .arg(cluster.kubeconfig())
+            .args(["-f", &plan])
+            .output()
+            .expect("run tessera maintain apply"),
+    );
+    assert!(applied.0, "{applied:?}");
+    for version in ["1.33", "1.27"] {
+        let status = cluster.wait_for(
+            version,
+            &[
+                "get",
+                "maintenanceplan",
+                "host-passthrough",
+                "-o",
+                "jsonpath={.status.phase}: {.status.reason}",
+            ],
+            |out| out.starts_with("Refused"),
+        );
+        assert_eq!(
+            status,
+            "Refused: driver upgrades on VM hosts are planned only (tessera maintain plan): no node agent here drives the hypervisor of passthrough-1"
+        );
+    }
+    let cordoned = cluster.ok(
+        "1.33",
+        &[
+            "get",
+            "node",
+            "passthrough-1",
+            "-o",
+            "jsonpath={.spec.unschedulable}",
+        ],
+    );
+    assert_eq!(cordoned, "", "a refused plan cordons nothing");
+
     // A guest driver off the vGPU manager's branch is refused with the reason.
     let (ok, out, _) = maintain_plan(
         &cluster,
