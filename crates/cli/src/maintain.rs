@@ -97,6 +97,21 @@ pub fn render(plan: &Plan, verdict: &Result<Rollout, Refused>) -> String {
             for s in &r.stages {
                 let _ = writeln!(out, "stage {}: {}", s.name, s.nodes.join(", "));
             }
+            // Only pools with VM hosts say how each model goes (bare metal is the default).
+            if r.models.iter().any(|m| m.plan.machine.is_vm()) {
+                for m in &r.models {
+                    let _ = writeln!(
+                        out,
+                        "{} ({}): {}",
+                        m.plan.machine.as_str(),
+                        m.nodes.join(", "),
+                        m.plan.steps.join(" → ")
+                    );
+                    if let Some(note) = &m.plan.note {
+                        let _ = writeln!(out, "  {note}");
+                    }
+                }
+            }
             out.push_str("pre-flight: passed\n");
         }
         Err(Refused(reasons)) => {

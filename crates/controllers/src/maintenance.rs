@@ -166,7 +166,19 @@ async fn reconcile(
                 .collect();
             let version = client.apiserver_version().await.ok().map(|v| v.git_version);
             match preflight(&plan, &node_facts, &budgets, catalog, version.as_deref()) {
-                Ok(rollout) => rollout.stages,
+                Ok(rollout) => {
+                    if let Some(reason) =
+                        tessera_maintenance::worker::dry_run_only(&plan.kind, &rollout)
+                    {
+                        let refused =
+                            tessera_maintenance::Refused(vec![tessera_maintenance::Refusal::Plan(
+                                reason,
+                            )]);
+                        let next = status::refused(&refused, &stamp);
+                        return write_status(&plans, &name, &previous, next).await;
+                    }
+                    rollout.stages
+                }
                 Err(refused) => {
                     let next = status::refused(&refused, &stamp);
                     return write_status(&plans, &name, &previous, next).await;

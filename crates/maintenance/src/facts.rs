@@ -203,7 +203,8 @@ pub fn node_facts(
                 part("rev")?
             ))
         });
-    let everything = plan.kind.evicts_all_pods();
+    let everything =
+        plan.kind.evicts_all_pods() || crate::worker::machine_of_labels(&labels).is_vm();
     let wait = plan
         .policy
         .wait_for_completion
@@ -383,6 +384,7 @@ mod tests {
         ];
         let driver = plan(PlanKind::DriverUpgrade {
             version: "580.82.07".into(),
+            scope: crate::worker::DriverScope::Host,
         });
         let nodes = [node.clone()];
         let objects = Objects::index(&nodes, &pods);

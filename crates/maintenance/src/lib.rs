@@ -14,6 +14,8 @@
 //! status so a step needs only the object and the nodes' labels. [`spec`] reads the
 //! `MaintenancePlan` document and [`facts`] the Node, Pod and PodDisruptionBudget objects a shell
 //! lists (the only place a label selector is evaluated, with `tessera-model`'s matcher).
+//! [`worker`] says what each worker model (bare metal, passthrough or vGPU host) allows and
+//! how its nodes are evacuated.
 
 pub mod apply;
 pub mod crd;
@@ -26,6 +28,7 @@ pub mod rollout;
 pub mod spec;
 pub mod state;
 pub mod status;
+pub mod worker;
 
 pub use apply::{Action, Manager, VALIDATION_TIMEOUT_SECONDS, apply_state};
 pub use keys::{Keys, UpgradeState};
@@ -37,13 +40,14 @@ pub use plan::{
 pub use policy::{
     DrainSpec, IntOrPercent, PodDeletionSpec, PolicyError, UpgradePolicy, WaitForCompletionSpec,
 };
-pub use preflight::{Budget, Refusal, Refused, Rollout, Stage, preflight};
+pub use preflight::{Budget, ModelPlan, Refusal, Refused, Rollout, Stage, preflight};
 pub use rollout::{Change, NodeProgress, Phase, PlanAction, Step, step};
 pub use spec::plan_from_document;
 pub use state::{
     BuildError, ClusterUpgradeState, DaemonSetCounts, DriverPod, GpuPod, NodeInput,
     NodeUpgradeState, PodOwner, PodPhase, PodRef,
 };
+pub use worker::{DriverScope, Evacuation, WorkerPlan, worker_plan};
 
 #[cfg(test)]
 mod plan_tests;

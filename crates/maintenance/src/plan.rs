@@ -29,8 +29,12 @@ pub const VALIDATION_FAILED_CONDITION: &str = "MaintenanceValidationFailed";
 /// What a plan changes on each node of its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlanKind {
-    /// A new NVIDIA driver version (the GFD `nvidia.com/cuda.driver.*` labels follow).
-    DriverUpgrade { version: String },
+    /// A new NVIDIA driver version (the GFD `nvidia.com/cuda.driver.*` labels follow): the
+    /// node's own (`scope: host`, the default) or its VMs' (`guest`; see [`crate::worker`]).
+    DriverUpgrade {
+        version: String,
+        scope: crate::worker::DriverScope,
+    },
     /// A new MIG layout for every GPU of the node: `all-<profile>`, `all-balanced` or a list.
     MigRepartition {
         layout: tessera_node::hardware::MigLayout,
@@ -54,9 +58,16 @@ impl PlanKind {
 
     /// Whether every pod of the node must leave it (not only the GPU pods the operator's
     /// pod-deletion filter selects): all kinds but a driver upgrade stop or remove the node's
-    /// kubelet or its GPUs' partitions.
+    /// kubelet or its GPUs' partitions, and a guest driver upgrade restarts the VMs (a VM host
+    /// drains for any kind: [`crate::worker::evicts_all_pods`]).
     pub fn evicts_all_pods(&self) -> bool {
-        !matches!(self, PlanKind::DriverUpgrade { .. })
+        !matches!(
+            self,
+            PlanKind::DriverUpgrade {
+                scope: crate::worker::DriverScope::Host,
+                ..
+            }
+        )
     }
 }
 
@@ -110,7 +121,7 @@ impl Plan {
             }
         }
         match &kind {
-            PlanKind::DriverUpgrade { version } | PlanKind::KubernetesVersion { version } => {
+            PlanKind::DriverUpgrade { version, .. } | PlanKind::KubernetesVersion { version } => {
                 if let Err(e) = tessera_compat::Version::parse(version) {
                     err(&format!("{}.version", kind_field(&kind)), e.to_string());
                 }
@@ -236,7 +247,9 @@ pub fn mig_profiles_for(
 /// this node's model, resolved by the caller).
 pub fn applied(kind: &PlanKind, node: &NodeFacts, target_mig: Option<&[String]>) -> bool {
     match kind {
-        PlanKind::DriverUpgrade { version } => node.driver_version.as_deref() == Some(version),
+        PlanKind::DriverUpgrade { version, scope } => {
+            crate::worker::driver_applied(version, *scope, node)
+        }
         PlanKind::MigRepartition { .. } => {
             // The same profiles per GPU, in any order.
             let sorted = |p: &[String]| {

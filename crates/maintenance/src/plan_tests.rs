@@ -21,6 +21,7 @@ fn catalog() -> Catalog {
 fn driver() -> PlanKind {
     PlanKind::DriverUpgrade {
         version: "580.82.07".into(),
+        scope: crate::worker::DriverScope::Host,
     }
 }
 
@@ -97,6 +98,7 @@ fn plan_fields_are_checked_by_path() {
         (
             PlanKind::DriverUpgrade {
                 version: "latest".into(),
+                scope: crate::worker::DriverScope::Host,
             },
             UpgradePolicy::default(),
             None,

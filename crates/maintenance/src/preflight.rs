@@ -17,6 +17,7 @@ use tessera_devices::Catalog;
 
 use crate::plan::{NodeFacts, Plan, PlanKind, applied, mig_profiles_for};
 use crate::state::PodRef;
+use crate::worker::{WorkerPlan, worker_plan};
 
 /// A PodDisruptionBudget as the disruption controller last computed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,16 @@ pub struct Rollout {
     pub max_unavailable: i64,
     /// Pool nodes that already have the change (no stage).
     pub already_applied: Vec<String>,
+    /// What the change is on each worker model of the pool (bare metal, passthrough or vGPU
+    /// hosts), with the nodes of each, in node order.
+    pub models: Vec<ModelPlan>,
+}
+
+/// The nodes of one worker model in a rollout and what the plan does on each of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelPlan {
+    pub nodes: Vec<String>,
+    pub plan: WorkerPlan,
 }
 
 /// Why a plan may not start.
@@ -175,6 +186,23 @@ pub fn preflight(
     if let PlanKind::KubernetesVersion { version } = &plan.kind {
         refusals.extend(skew_refusals(version, api_server, &todo));
     }
+    // What each node's worker model allows, and how it goes.
+    let mut models: Vec<ModelPlan> = Vec::new();
+    for n in &todo {
+        match worker_plan(&plan.kind, n) {
+            Err(message) => refusals.push(Refusal::Node {
+                node: n.name.clone(),
+                message,
+            }),
+            Ok(p) => match models.iter_mut().find(|m| m.plan == p) {
+                Some(m) => m.nodes.push(n.name.clone()),
+                None => models.push(ModelPlan {
+                    nodes: vec![n.name.clone()],
+                    plan: p,
+                }),
+            },
+        }
+    }
 
     // Batch size under maxUnavailable.
     let total = pool.len() as i64;
@@ -220,6 +248,7 @@ pub fn preflight(
             batch_size,
             max_unavailable,
             already_applied,
+            models,
         })
     } else {
         Err(Refused(refusals))

@@ -293,7 +293,7 @@ pub fn step(
 fn change_action(plan: &Plan, n: &NodeFacts, mig: Option<Vec<String>>) -> PlanAction {
     let node = n.name.clone();
     let change = match &plan.kind {
-        PlanKind::DriverUpgrade { version } => Change::Driver(version.clone()),
+        PlanKind::DriverUpgrade { version, .. } => Change::Driver(version.clone()),
         PlanKind::KubernetesVersion { version } => Change::Kubelet(version.clone()),
         PlanKind::MigRepartition { .. } => Change::MigLayout(mig.unwrap_or_default()),
         PlanKind::NodeRotation => {

@@ -441,6 +441,7 @@ fn kind_of(k: u8) -> PlanKind {
     match k {
         0 => PlanKind::DriverUpgrade {
             version: "580.82.07".into(),
+            scope: crate::worker::DriverScope::Host,
         },
         1 => PlanKind::MigRepartition {
             layout: MigLayout::Named("all-1g.10gb".into()),

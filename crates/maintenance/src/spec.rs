@@ -14,6 +14,7 @@ use crate::plan::{Plan, PlanError, PlanKind};
 use crate::policy::{
     DrainSpec, IntOrPercent, PodDeletionSpec, UpgradePolicy, WaitForCompletionSpec,
 };
+use crate::worker::DriverScope;
 
 /// The API version and kind a plan document carries.
 pub const API_VERSION: &str = "tessera.dev/v1alpha1";
@@ -200,13 +201,29 @@ fn read_kind(r: &mut Reader, key: &str, v: &Value) -> Option<PlanKind> {
     let field = format!("spec.{key}");
     match key {
         "driverUpgrade" | "kubernetesVersion" => {
-            let map = r.object(v, &field, &["version"])?;
+            let known: &[&str] = if key == "driverUpgrade" {
+                &["version", "scope"]
+            } else {
+                &["version"]
+            };
+            let map = r.object(v, &field, known)?;
             let Some(version) = r.string(map, &field, "version") else {
                 r.err(&join(&field, "version"), "is required");
                 return None;
             };
             Some(if key == "driverUpgrade" {
-                PlanKind::DriverUpgrade { version }
+                let scope = match r.string(map, &field, "scope").as_deref() {
+                    None | Some("host") => DriverScope::Host,
+                    Some("guest") => DriverScope::Guest,
+                    Some(other) => {
+                        r.err(
+                            &join(&field, "scope"),
+                            format!("{other:?} should be host or guest"),
+                        );
+                        DriverScope::Host
+                    }
+                };
+                PlanKind::DriverUpgrade { version, scope }
             } else {
                 PlanKind::KubernetesVersion { version }
             })
@@ -353,7 +370,8 @@ mod tests {
         assert_eq!(
             plan.kind,
             PlanKind::DriverUpgrade {
-                version: "580.82.07".into()
+                version: "580.82.07".into(),
+                scope: crate::worker::DriverScope::Host,
             }
         );
         assert_eq!(
@@ -384,8 +402,35 @@ mod tests {
     }
 
     #[test]
+    fn a_driver_upgrade_reads_its_scope() {
+        let table = [
+            (json!({"version": "575.57.08"}), DriverScope::Host),
+            (
+                json!({"version": "575.57.08", "scope": "host"}),
+                DriverScope::Host,
+            ),
+            (
+                json!({"version": "575.57.08", "scope": "guest"}),
+                DriverScope::Guest,
+            ),
+        ];
+        for (upgrade, scope) in table {
+            let plan =
+                plan_from_document(&doc(json!({"driverUpgrade": upgrade.clone()}))).expect("reads");
+            assert_eq!(
+                plan.kind,
+                PlanKind::DriverUpgrade {
+                    version: "575.57.08".into(),
+                    scope
+                },
+                "{upgrade}"
+            );
+        }
+    }
+
+    #[test]
     fn each_mistake_names_its_field() {
-        let table: [(Value, &[&str]); 8] = [
+        let table: [(Value, &[&str]); 9] = [
             (
                 json!({}),
                 &[
@@ -399,6 +444,10 @@ mod tests {
             (
                 json!({"driverUpgrade": {}}),
                 &["spec.driverUpgrade.version: is required"],
+            ),
+            (
+                json!({"driverUpgrade": {"version": "575.57.08", "scope": "vm"}}),
+                &["spec.driverUpgrade.scope: \"vm\" should be host or guest"],
             ),
             (
                 json!({"migRepartition": {"layout": 7}}),

@@ -87,21 +87,33 @@ pub fn container_devices(
     let kind = dra_claims::claim_cdi_kind(DRIVER);
     let mut lines = BTreeMap::new();
     for (container, devices) in claimed_devices(pod, node, claims, &uuids)? {
+        // Passthrough GPUs come as vfio device nodes, the NVIDIA runtime told to add nothing.
+        let vfio: Vec<String> = devices
+            .iter()
+            .filter_map(|(device, _)| crate::worker_model::vfio_device_node(device))
+            .collect();
         let visible: Vec<String> = devices
             .iter()
+            .filter(|(device, _)| crate::worker_model::vfio_device_node(device).is_none())
             .map(|(device, _)| uuids.get(device).cloned().unwrap_or_default())
             .collect();
+        let visible = if visible.is_empty() && !vfio.is_empty() {
+            "void".to_string()
+        } else {
+            visible.join(",")
+        };
         let cdi: Vec<String> = devices
             .iter()
             .map(|(_, cdi_name)| format!("{kind}={cdi_name}"))
             .collect();
-        lines.insert(
-            container,
-            vec![
-                format!("NVIDIA_VISIBLE_DEVICES={}", visible.join(",")),
-                format!("CDI devices: {}", cdi.join(" ")),
-            ],
-        );
+        let mut printed = vec![
+            format!("NVIDIA_VISIBLE_DEVICES={visible}"),
+            format!("CDI devices: {}", cdi.join(" ")),
+        ];
+        if !vfio.is_empty() {
+            printed.push(format!("Device nodes: {}", vfio.join(" ")));
+        }
+        lines.insert(container, printed);
     }
     Ok(lines)
 }
@@ -304,5 +316,43 @@ mod tests {
             });
             assert_eq!(got, want, "{status}");
         }
+    }
+
+    #[test]
+    fn passthrough_gpus_come_as_vfio_device_nodes() {
+        let lab = include_str!("../../../examples/lab/workers/lab.yaml");
+        let node = Topology::parse(lab)
+            .expect("lab")
+            .nodes()
+            .into_iter()
+            .find(|n| n.name == "passthrough-1")
+            .expect("passthrough-1");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"namespace": "gpu-test-vfio", "name": "pod1", "uid": "pod-uid"},
+            "spec": {"nodeName": "passthrough-1",
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+                "containers": [{"name": "ctr", "resources": {"claims": [{"name": "gpu"}]}}]},
+            "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "pod1-gpu-x"}]},
+        }))
+        .expect("pod");
+        let claim: ResourceClaim = serde_json::from_value(json!({
+            "metadata": {"namespace": "gpu-test-vfio", "name": "pod1-gpu-x", "uid": "claim-uid"},
+            "spec": {"devices": {"requests": [{"name": "gpu",
+                "exactly": {"deviceClassName": "vfio.gpu.nvidia.com"}}]}},
+            "status": {
+                "allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": DRIVER, "pool": "passthrough-1", "device": "gpu-vfio-3"}]}},
+                "reservedFor": [{"resource": "pods", "name": "pod1", "uid": "pod-uid"}]}}))
+        .expect("claim");
+        let claims = BTreeMap::from([("gpu".to_string(), claim)]);
+        let lines = container_devices(&pod, &node, &claims).expect("prepared");
+        assert_eq!(
+            lines["ctr"],
+            [
+                "NVIDIA_VISIBLE_DEVICES=void".to_string(),
+                "CDI devices: k8s.gpu.nvidia.com/claim=claim-uid-gpu-vfio-3".to_string(),
+                "Device nodes: /dev/vfio/3".to_string(),
+            ]
+        );
     }
 }

@@ -43,5 +43,6 @@ pub mod resource_slice;
 pub mod runtime;
 pub mod runtime_handlers;
 pub mod topology;
+pub mod worker_model;
 
 pub use topology::{NodeSpec, Topology, TopologyError};

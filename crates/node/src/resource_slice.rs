@@ -18,6 +18,7 @@ use tessera_devices::server::GpuSlot;
 use crate::accelerators::{CUDA_VERSION, DRIVER_VERSION};
 use crate::hardware::{Exposure, MigMode};
 use crate::topology::NodeSpec;
+use crate::worker_model::Machine;
 
 /// NVIDIA's DRA driver name.
 pub const NVIDIA_DRIVER: &str = "gpu.nvidia.com";
@@ -69,7 +70,8 @@ fn consumption(index: usize, start: u8, size: u8, compute: u8) -> Value {
     json!([{"counterSet": counter_set(index), "counters": counters}])
 }
 
-/// The ResourceSlices of a node in a DRA pool with NVIDIA GPUs (none for other nodes): one
+/// The ResourceSlices of a node in a DRA pool with NVIDIA GPUs (none for other nodes; a
+/// passthrough host's GPUs as vfio devices, [`crate::worker_model::vfio_slices`]): one
 /// slice with every device, or — with dynamic MIG — one slice per GPU holding its counter set
 /// and its partitionable devices (1.34 keeps counters beside the devices that use them, and
 /// a slice with counters holds at most 64 devices).
@@ -80,6 +82,9 @@ pub fn resource_slices(node: &NodeSpec) -> Vec<Value> {
     let Some(gpu) = hardware.gpu.as_ref() else {
         return Vec::new();
     };
+    if gpu.vendor == Vendor::Nvidia && node.machine == Machine::VmPassthrough {
+        return crate::worker_model::vfio_slices(&node.name, &hardware.server.gpus, gpu);
+    }
     if gpu.vendor != Vendor::Nvidia
         || node.devices.as_ref().map(|d| d.exposure) != Some(Exposure::Dra)
     {

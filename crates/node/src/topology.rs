@@ -17,6 +17,11 @@
 //!   devices: {exposure: dra, sharing: {mig: {layout: all-1g.18gb}}}
 //!   kubelet: {topologyManagerPolicy: single-numa-node, topologyManagerScope: pod, cpuManagerPolicy: static}
 //!   runtimeHandlers: [runc, nvidia, kata-qemu]   # default: runc, plus nvidia on GPU pools
+//! - name: vgpu                # what the nodes are underneath (crate::worker_model):
+//!   count: 1                  # bare-metal (default), vm-passthrough (GPUs on vfio-pci, offered
+//!   server: dgx-h100          # as the DRA driver's vfio devices) or vm-vgpu (vGPUs of one
+//!   machine: vm-vgpu          # type, `vgpuProfile`, checked against the GPU's vGPU table);
+//!   vgpuProfile: H100-4C      # VM pools declare no `devices`
 //! - name: burst               # starts with `count` nodes; the simulated autoscaler adds up to
 //!   count: 0                  # max for ProvisioningRequests (crate::autoscaler) after the delay
 //!   capacity: {cpu: "8", memory: 32Gi, pods: "110"}
@@ -42,6 +47,8 @@ use tessera_model::Quantity;
 use crate::hardware::{self, Devices, KubeletPolicies, PoolHardware, PoolPlacement};
 use crate::network::Networking;
 use crate::networks::{AttachedNic, Network, ServerNetworks};
+use crate::worker_model::Machine;
+use tessera_devices::VgpuType;
 
 /// The built-in lab topology used when no file is given.
 pub const DEFAULT_TOPOLOGY: &str = r#"apiVersion: tessera.dev/v1alpha1
@@ -124,6 +131,9 @@ pub struct Topology {
     /// Each pool's NICs and their networks (filled by validation).
     #[serde(skip)]
     nics: Vec<Vec<AttachedNic>>,
+    /// Each pool's worker model and vGPU type (filled by validation).
+    #[serde(skip)]
+    machines: Vec<(Machine, Option<VgpuType>)>,
 }
 
 /// A group of identical nodes.
@@ -176,6 +186,13 @@ pub struct Pool {
     /// (default [`crate::images::DEFAULT_BANDWIDTH`]).
     #[serde(default)]
     pub registry_bandwidth: Option<String>,
+    /// What the nodes are: `bare-metal` (default), `vm-passthrough` or `vm-vgpu` (see
+    /// [`crate::worker_model`]).
+    #[serde(default)]
+    pub machine: Option<String>,
+    /// The vGPU type of a `vm-vgpu` pool's GPUs (`H100-4C`).
+    #[serde(default)]
+    pub vgpu_profile: Option<String>,
 }
 
 /// A simulated image registry of the topology.
@@ -295,6 +312,10 @@ pub struct NodeSpec {
     pub nics: Vec<AttachedNic>,
     /// The container runtime's handlers, the first the default.
     pub runtime_handlers: Vec<String>,
+    /// What the node is underneath (bare metal, a passthrough or a vGPU host).
+    pub machine: Machine,
+    /// The vGPU type of a vGPU host.
+    pub vgpu: Option<VgpuType>,
 }
 
 impl NodeSpec {
@@ -400,6 +421,7 @@ impl Topology {
         }
         let mut names = std::collections::BTreeSet::new();
         self.hardware.clear();
+        self.machines.clear();
         for i in 0..self.pools.len() {
             let pool = &self.pools[i];
             let at = |field: &str| format!("pools[{i}].{field}");
@@ -495,6 +517,15 @@ impl Topology {
                         .or_insert(value);
                 }
             }
+            let machine =
+                check_machine(&self.pools[i], hardware.as_ref()).map_err(|(field, message)| {
+                    TopologyError::Invalid {
+                        line: None,
+                        field: at(&field),
+                        message,
+                    }
+                })?;
+            self.machines.push(machine);
             self.hardware.push(hardware);
             let pool = &self.pools[i];
             for resource in ["cpu", "memory", "pods"] {
@@ -719,6 +750,29 @@ impl Topology {
             }
             device_labels = crate::accelerators::labels(hardware, pool.devices.as_ref());
         }
+        let (machine, vgpu) = self.machines.get(p).copied().unwrap_or_default();
+        let nvidia = hardware
+            .as_ref()
+            .and_then(|h| h.gpu.as_ref())
+            .is_some_and(|g| g.vendor == tessera_devices::catalog::Vendor::Nvidia);
+        if nvidia && (pool.machine.is_some() || machine.is_vm()) {
+            if machine.is_vm() {
+                // GFD does not run on VM hosts; NFD's PCI label stays.
+                device_labels.retain(|key, _| !crate::worker_model::is_gfd_label(key));
+            }
+            device_labels.extend(crate::worker_model::labels(machine, vgpu.as_ref()));
+            let gpus = hardware.as_ref().map_or(0, |h| h.server.gpus.len());
+            for (resource, count) in
+                crate::worker_model::extended_resources(machine, vgpu.as_ref(), gpus)
+            {
+                capacity.entry(resource).or_insert_with(|| {
+                    Quantity::from_units(
+                        i64::try_from(count).unwrap_or(i64::MAX),
+                        tessera_model::Format::DecimalSi,
+                    )
+                });
+            }
+        }
         let has_gpus = hardware.as_ref().is_some_and(|h| h.gpu.is_some());
         let runtime_handlers = pool
             .runtime_handlers
@@ -777,11 +831,75 @@ impl Topology {
                 networks: self.networks.clone(),
                 nics: self.nics.get(p).cloned().unwrap_or_default(),
                 runtime_handlers: runtime_handlers.clone(),
+                machine,
+                vgpu,
             });
             index += 1;
         }
         nodes
     }
+}
+
+/// A pool's worker model and vGPU type, checked against its hardware; errors are (field,
+/// message) with the field relative to the pool.
+fn check_machine(
+    pool: &Pool,
+    hardware: Option<&PoolHardware>,
+) -> Result<(Machine, Option<VgpuType>), (String, String)> {
+    let machine = match &pool.machine {
+        None => Machine::BareMetal,
+        Some(text) => Machine::parse(text).map_err(|m| ("machine".to_string(), m))?,
+    };
+    let gpu = hardware.and_then(|h| h.gpu.as_ref());
+    if machine.is_vm() {
+        let name = machine.as_str();
+        let Some(gpu) = gpu.filter(|g| g.vendor == tessera_devices::catalog::Vendor::Nvidia) else {
+            return Err((
+                "machine".into(),
+                format!("{name} needs a server model (server) with NVIDIA GPUs"),
+            ));
+        };
+        if pool.devices.is_some() {
+            return Err((
+                "devices".into(),
+                format!(
+                    "a {name} pool's GPUs are offered by its machine model ({}); leave devices out",
+                    if machine == Machine::VmPassthrough {
+                        "bound to vfio-pci, through the DRA driver's vfio.gpu.nvidia.com class"
+                    } else {
+                        "vGPUs of its vgpuProfile"
+                    }
+                ),
+            ));
+        }
+        if machine == Machine::VmVgpu {
+            let Some(profile) = &pool.vgpu_profile else {
+                return Err((
+                    "vgpuProfile".into(),
+                    format!(
+                        "required for a vm-vgpu pool: a vGPU type of {} (such as {})",
+                        gpu.name,
+                        tessera_devices::vgpu_types(&gpu.name)
+                            .last()
+                            .map_or("none", |t| t.name)
+                    ),
+                ));
+            };
+            let vgpu = tessera_devices::vgpu_type(&gpu.name, profile)
+                .map_err(|m| ("vgpuProfile".to_string(), m))?;
+            return Ok((machine, Some(vgpu)));
+        }
+    }
+    if pool.vgpu_profile.is_some() {
+        return Err((
+            "vgpuProfile".into(),
+            format!(
+                "only a vm-vgpu pool has a vGPU type (this pool is {})",
+                machine.as_str()
+            ),
+        ));
+    }
+    Ok((machine, None))
 }
 
 /// A registry host: a DNS name or `localhost`, optionally with a port.
@@ -1130,5 +1248,141 @@ mod tests {
             .to_string();
         assert!(unknown.contains("cpus"), "{unknown}");
         assert!(Topology::parse("pools: [").is_err());
+    }
+
+    #[test]
+    fn worker_models_label_and_offer_as_the_gpu_operator_does() {
+        let lab = include_str!("../../../examples/lab/workers/lab.yaml");
+        let nodes = Topology::parse(lab).expect("parses").nodes();
+        let node = |name: &str| nodes.iter().find(|n| n.name == name).expect(name);
+        let label = |name: &str, key: &str| node(name).labels.get(key).cloned();
+        let table = [
+            ("cpu-1", Machine::BareMetal, None, None, None, None),
+            (
+                "metal-1",
+                Machine::BareMetal,
+                Some("container"),
+                Some("NVIDIA-H100-80GB-HBM3"),
+                Some("nvidia.com/gpu"),
+                Some("8"),
+            ),
+            (
+                "passthrough-1",
+                Machine::VmPassthrough,
+                Some("vm-passthrough"),
+                None,
+                None,
+                None,
+            ),
+            (
+                "vgpu-1",
+                Machine::VmVgpu,
+                Some("vm-vgpu"),
+                None,
+                Some("nvidia.com/NVIDIA_H100-10C"),
+                Some("64"),
+            ),
+        ];
+        for (name, machine, config, product, resource, count) in table {
+            assert_eq!(node(name).machine, machine, "{name}");
+            assert_eq!(
+                label(name, "nvidia.com/gpu.workload.config").as_deref(),
+                config,
+                "{name}"
+            );
+            assert_eq!(
+                label(name, "nvidia.com/gpu.product").as_deref(),
+                product,
+                "{name}"
+            );
+            assert!(
+                !node(name).capacity.contains_key("nvidia.com/gpu") || name == "metal-1",
+                "{name} offers nvidia.com/gpu"
+            );
+            if let (Some(resource), Some(count)) = (resource, count) {
+                assert_eq!(
+                    node(name).capacity[resource].to_canonical(),
+                    count,
+                    "{name}"
+                );
+            }
+        }
+        assert_eq!(
+            label("passthrough-1", "nvidia.com/gpu.deploy.vfio-manager").as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            label("passthrough-1", "nvidia.com/gpu.deploy.device-plugin"),
+            None
+        );
+        assert_eq!(
+            label(
+                "passthrough-1",
+                "feature.node.kubernetes.io/pci-10de.present"
+            )
+            .as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            label("vgpu-1", "nvidia.com/vgpu.config").as_deref(),
+            Some("H100-10C")
+        );
+        assert_eq!(node("vgpu-1").vgpu.map(|v| v.per_gpu), Some(8));
+        // Passthrough GPUs are published as vfio devices only; the others as before.
+        let slices = crate::resource_slice::resource_slices(node("passthrough-1"));
+        let devices: Vec<&str> = slices[0]["spec"]["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .filter_map(|d| d["name"].as_str())
+            .collect();
+        assert_eq!(devices.len(), 8);
+        assert!(
+            devices.iter().all(|d| d.starts_with("gpu-vfio-")),
+            "{devices:?}"
+        );
+        assert!(crate::resource_slice::resource_slices(node("vgpu-1")).is_empty());
+        assert!(crate::resource_slice::resource_slices(node("metal-1")).is_empty());
+    }
+
+    #[test]
+    fn bad_worker_models_name_the_pool_and_field() {
+        let base = "apiVersion: tessera.dev/v1alpha1\nkind: ClusterTopology\npools:\n";
+        let table = [
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\n  machine: vm\n",
+                "line 7: pools[0].machine: \"vm\" must be one of bare-metal, vm-passthrough, vm-vgpu",
+            ),
+            (
+                "- name: a\n  count: 1\n  capacity: {cpu: \"1\", memory: 1Gi, pods: \"1\"}\n  machine: vm-passthrough\n",
+                "pools[0].machine: vm-passthrough needs a server model (server) with NVIDIA GPUs",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: mi300x-8\n  machine: vm-vgpu\n  vgpuProfile: H100-4C\n",
+                "pools[0].machine: vm-vgpu needs a server model (server) with NVIDIA GPUs",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\n  machine: vm-vgpu\n",
+                "pools[0].vgpuProfile: required for a vm-vgpu pool: a vGPU type of H100-SXM5-80GB (such as H100-4C)",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\n  machine: vm-vgpu\n  vgpuProfile: H100-3C\n",
+                "pools[0].vgpuProfile: \"H100-3C\" is not a vGPU type of H100-SXM5-80GB",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\n  vgpuProfile: H100-4C\n",
+                "pools[0].vgpuProfile: only a vm-vgpu pool has a vGPU type (this pool is bare-metal)",
+            ),
+            (
+                "- name: a\n  count: 1\n  server: dgx-h100\n  machine: vm-passthrough\n  devices: {exposure: dra}\n",
+                "pools[0].devices: a vm-passthrough pool's GPUs are offered by its machine model",
+            ),
+        ];
+        for (pools, want) in table {
+            let error = Topology::parse(&format!("{base}{pools}"))
+                .expect_err(pools)
+                .to_string();
+            assert!(error.contains(want), "{pools}: {error}");
+        }
     }
 }

@@ -197,7 +197,8 @@ pub fn label_pools(topology: &mut tessera_node::Topology) {
             .as_ref()
             .and_then(|h| h.gpu.as_ref())
             .is_some_and(|gpu| gpu.vendor == Vendor::Nvidia);
-        if nvidia {
+        // VM hosts get the sandbox operands instead (tessera_node::worker_model).
+        if nvidia && !node.machine.is_vm() {
             let dra = node
                 .devices
                 .as_ref()

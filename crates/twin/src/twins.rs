@@ -315,10 +315,15 @@ pub(crate) fn node_slices(spec: &NodeSpec) -> Vec<Value> {
     slices
 }
 
-/// The DeviceClasses of the twins' DRA drivers: NVIDIA's, and the RDMA NICs' where `slices`
-/// publish any (a driver installs its classes where it is deployed).
+/// The DeviceClasses of the twins' DRA drivers: NVIDIA's (with its vfio class where `slices`
+/// offer passthrough GPUs), and the RDMA NICs' where `slices` publish any (a driver installs
+/// its classes where it is deployed).
 pub(crate) fn device_classes(slices: &[Value]) -> Vec<Value> {
     let mut classes = resource_slice::nvidia_device_classes();
+    if tessera_node::worker_model::offers_vfio(slices) {
+        // The DRA driver runs with PassthroughSupport where GPUs are bound to vfio-pci.
+        classes.push(tessera_node::worker_model::vfio_device_class());
+    }
     let rdma = tessera_node::nic_devices::RDMA_DRIVER;
     if slices.iter().any(|s| s["spec"]["driver"] == rdma) {
         classes.extend(tessera_node::nic_devices::rdma_device_classes());

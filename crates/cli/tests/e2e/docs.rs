@@ -206,6 +206,7 @@ const PAGES: &[&str] = &[
     "docs/lab/networks.md",
     "docs/lab/tenant.md",
     "docs/lab/two-teams.md",
+    "docs/lab/worker-models.md",
     "docs/queueing.md",
     "docs/runbooks/device-loss.md",
     "docs/runbooks/node-notready.md",
@@ -305,6 +306,11 @@ fn docs_lab_networks_runs_as_written() {
 #[test]
 fn docs_lab_tenant_runs_as_written() {
     run_page("docs/lab/tenant.md");
+}
+
+#[test]
+fn docs_lab_worker_models_runs_as_written() {
+    run_page("docs/lab/worker-models.md");
 }
 
 #[test]

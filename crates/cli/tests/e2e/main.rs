@@ -59,4 +59,5 @@ mod snapshots;
 mod storage;
 mod telemetry;
 mod tenant;
+mod workers;
 mod workloads;
