@@ -32,6 +32,7 @@ mod netpol;
 mod node;
 mod output;
 mod queue_cmd;
+mod registry;
 mod secrets;
 mod sim;
 mod telemetry;
@@ -250,6 +251,14 @@ pub struct UpArgs {
     /// Serve no model store and publish none.
     #[arg(long)]
     pub no_model_store: bool,
+    /// The address the embedded image registry listens on (port 0: a free port, written to
+    /// `<data-dir>/registry.env`); in the cluster it is `registry.tessera-system.svc:5000`,
+    /// with the pull Secret tessera-system/registry-pull.
+    #[arg(long, default_value = "127.0.0.1:0", conflicts_with = "no_registry")]
+    pub registry_listen: SocketAddr,
+    /// Serve no image registry and publish none.
+    #[arg(long)]
+    pub no_registry: bool,
     /// Each node twin's model cache budget (`<data-dir>/node-cache/<node>/`; `200Gi`, `10G`,
     /// or bytes).
     #[arg(long, default_value = "200Gi", value_parser = agent_cache::bytes)]

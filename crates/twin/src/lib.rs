@@ -39,5 +39,6 @@ pub mod telemetry;
 mod twins;
 mod world;
 
+pub use images::RegistryConfig;
 pub use models::ModelConfig;
 pub use twins::{NodeTwins, TwinConfig};
