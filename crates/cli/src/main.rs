@@ -61,7 +61,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start the embedded platform: API server, store, controllers and node twins.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Stop the platform started with `tessera up --detach` on a data directory.
     Down(client::DataDirArgs),
     /// Print a kubeconfig for a user, authenticated by a client certificate the cluster's CA signs.
@@ -346,7 +346,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     match cli.command {
-        Command::Up(args) => runtime.block_on(up::run(args)),
+        Command::Up(args) => runtime.block_on(up::run(*args)),
         Command::Down(args) => detach::stop(&args.data_dir),
         Command::Kubeconfig(args) => up::print_kubeconfig(&args),
         Command::Catalog(args) => catalog::run(&args),

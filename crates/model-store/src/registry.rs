@@ -429,10 +429,7 @@ fn error_response(error: &RegistryError, head: bool) -> Response<Body> {
         .unwrap_or_default()
 }
 
-fn header_text<'a>(
-    request: &'a http::Request<Incoming>,
-    name: header::HeaderName,
-) -> Option<&'a str> {
+fn header_text(request: &http::Request<Incoming>, name: header::HeaderName) -> Option<&str> {
     request.headers().get(name).and_then(|v| v.to_str().ok())
 }
 

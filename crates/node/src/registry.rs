@@ -290,7 +290,13 @@ mod tests {
         let right = vec![("u".to_string(), "p".to_string())];
         let wrong = vec![("u".to_string(), "x".to_string())];
         let address: Ipv4Addr = "10.96.0.42".parse().unwrap();
-        let cases: Vec<(Reach, &[(String, String)], Contents, Result<u64, &str>)> = vec![
+        type Case<'a> = (
+            Reach,
+            &'a [(String, String)],
+            Contents,
+            Result<u64, &'a str>,
+        );
+        let cases: Vec<Case> = vec![
             (Reach::Connected, &right, Contents::Found(7), Ok(7)),
             (
                 Reach::Dropped { address },
