@@ -11,7 +11,8 @@
 //!   `docker login`, `crane auth login`, `skopeo --creds` and a `.dockerconfigjson` send);
 //!   without it `401 UNAUTHORIZED` with a `Basic` challenge.
 //! - On disk, content-addressed: `blobs/sha256/<hex>` (layers, configs and manifests alike),
-//!   `uploads/<id>`, and per repository `repositories/<name>/_layers/<hex>` (the blobs linked
+//!   `uploads/<id>` (with `<id>.repository`, the repository it was started in: another one does
+//!   not know it), and per repository `repositories/<name>/_layers/<hex>` (the blobs linked
 //!   into it), `_manifests/revisions/<hex>` (holding the manifest's media type) and
 //!   `_manifests/tags/<tag>` (holding the digest). Files are written to a temporary name and
 //!   renamed into place.
@@ -123,6 +124,17 @@ impl Storage {
 
     fn upload_path(&self, id: &str) -> PathBuf {
         self.root.join("uploads").join(id)
+    }
+
+    /// The file naming the repository an upload was started in.
+    fn upload_owner(&self, id: &str) -> PathBuf {
+        self.root.join("uploads").join(format!("{id}.repository"))
+    }
+
+    /// Forgets an upload.
+    fn drop_upload(&self, id: &str) {
+        let _ = std::fs::remove_file(self.upload_path(id));
+        let _ = std::fs::remove_file(self.upload_owner(id));
     }
 
     fn repository_exists(&self, name: &str) -> bool {
@@ -265,8 +277,8 @@ impl Storage {
         Lookup::Found { digest, size }
     }
 
-    /// A fresh upload id (128 random bits as hex).
-    fn new_upload(&self) -> Result<String, RegistryError> {
+    /// A fresh upload id (128 random bits as hex) in repository `name`.
+    fn new_upload(&self, name: &str) -> Result<String, RegistryError> {
         use ring::rand::{SecureRandom, SystemRandom};
         let mut bytes = [0u8; 16];
         SystemRandom::new()
@@ -274,6 +286,7 @@ impl Storage {
             .map_err(|_| RegistryError::new(ErrorCode::Unknown, "the entropy source failed"))?;
         let id = tessera_cache::hex(&bytes);
         std::fs::write(self.upload_path(&id), b"").map_err(internal)?;
+        std::fs::write(self.upload_owner(&id), name).map_err(internal)?;
         Ok(id)
     }
 
@@ -288,18 +301,17 @@ impl Storage {
                 .map_err(internal)?
         };
         if hashed != digest {
-            let _ = std::fs::remove_file(&path);
+            self.drop_upload(id);
             return Err(RegistryError::new(
                 ErrorCode::DigestInvalid,
                 format!("the uploaded content's digest is {hashed}, not {digest}"),
             ));
         }
         let target = self.blob_path(digest);
-        if target.is_file() {
-            let _ = std::fs::remove_file(&path);
-        } else {
+        if !target.is_file() {
             std::fs::rename(&path, &target).map_err(internal)?;
         }
+        self.drop_upload(id);
         self.link_blob(name, digest).map_err(internal)
     }
 }
@@ -524,15 +536,21 @@ async fn append(path: &Path, body: Incoming) -> Result<u64, RegistryError> {
     Ok(file.metadata().await.map_err(internal)?.len())
 }
 
-fn upload_len(storage: &Storage, id: &str) -> Result<u64, RegistryError> {
+/// The bytes an upload of repository `name` holds; unknown when it was started elsewhere.
+fn upload_len(storage: &Storage, name: &str, id: &str) -> Result<u64, RegistryError> {
+    let unknown = || {
+        RegistryError::new(
+            ErrorCode::BlobUploadUnknown,
+            format!("blob upload unknown to registry: {id}"),
+        )
+    };
+    let owner = std::fs::read_to_string(storage.upload_owner(id)).map_err(|_| unknown())?;
+    if owner != name {
+        return Err(unknown());
+    }
     std::fs::metadata(storage.upload_path(id))
         .map(|m| m.len())
-        .map_err(|_| {
-            RegistryError::new(
-                ErrorCode::BlobUploadUnknown,
-                format!("blob upload unknown to registry: {id}"),
-            )
-        })
+        .map_err(|_| unknown())
 }
 
 fn digest_param(query: Option<&str>) -> Result<String, RegistryError> {
@@ -652,7 +670,7 @@ async fn answer(
                 storage.link_blob(&name, &mount).map_err(internal)?;
                 return Ok(created_blob(&name, &mount));
             }
-            let id = storage.new_upload()?;
+            let id = storage.new_upload(&name)?;
             if query_param(query, "digest").is_some() {
                 let digest = digest_param(query)?;
                 append(&storage.upload_path(&id), request.into_body()).await?;
@@ -662,7 +680,7 @@ async fn answer(
             Ok(upload_response(&name, &id, 0, StatusCode::ACCEPTED))
         }
         Route::Upload { name, id } => {
-            let have = upload_len(storage, &id)?;
+            let have = upload_len(storage, &name, &id)?;
             match method {
                 Method::GET => Ok(upload_response(&name, &id, have, StatusCode::NO_CONTENT)),
                 Method::PATCH => {
@@ -677,7 +695,7 @@ async fn answer(
                     Ok(created_blob(&name, &digest))
                 }
                 Method::DELETE => {
-                    let _ = std::fs::remove_file(storage.upload_path(&id));
+                    storage.drop_upload(&id);
                     Ok(empty(StatusCode::NO_CONTENT)
                         .body(Body::empty())
                         .unwrap_or_default())

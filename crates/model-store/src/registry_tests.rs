@@ -193,6 +193,13 @@ async fn images_are_pushed_pulled_and_kept_with_the_spec_errors() {
     );
     let second = h.call("PATCH", &location, &[], &layer[60_000..]).await;
     assert_eq!(second.header("range"), "0-99999");
+    // An upload belongs to the repository it was started in.
+    let elsewhere = location.replace("/v2/team/app/", "/v2/other/");
+    let foreign = h.call("GET", &elsewhere, &[], b"").await;
+    assert_eq!(
+        (foreign.status, foreign.code().as_str()),
+        (404, "BLOB_UPLOAD_UNKNOWN")
+    );
     let progress = h.call("GET", &location, &[], b"").await;
     assert_eq!(
         (progress.status, progress.header("range")),
