@@ -12,6 +12,8 @@
 //! - [`eviction`]: high/low watermark LRU eviction that never touches blobs in use;
 //! - [`hf_layout`]: the Hugging Face cache's relative paths and the validation of their parts;
 //! - [`modelpack`]: the model store's key layout and its ModelPack (OCI artifact) view;
+//! - [`distribution`]: the OCI distribution API of the image registry: routes, names, tags,
+//!   digests, error codes, manifests and the image size they give, upload chunks, tag pages;
 //! - [`sigv4`]: AWS Signature Version 4 for S3 requests and presigned URLs.
 //! - [`admission`]: whether a new download fits the byte budget, and what to evict first;
 //! - [`fanout`]: which missing pieces to fetch next from which peer;
@@ -23,6 +25,7 @@
 //! or the origin's protocol.
 
 pub mod admission;
+pub mod distribution;
 pub mod eviction;
 pub mod fanout;
 pub mod hf_layout;

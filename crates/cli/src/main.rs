@@ -33,6 +33,7 @@ mod netpol;
 mod node;
 mod output;
 mod queue_cmd;
+mod registry;
 mod secrets;
 mod sim;
 mod telemetry;
@@ -61,7 +62,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start the embedded platform: API server, store, controllers and node twins.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Stop the platform started with `tessera up --detach` on a data directory.
     Down(client::DataDirArgs),
     /// Print a kubeconfig for a user, authenticated by a client certificate the cluster's CA signs.
@@ -254,6 +255,14 @@ pub struct UpArgs {
     /// Serve no model store and publish none.
     #[arg(long)]
     pub no_model_store: bool,
+    /// The address the embedded image registry listens on (port 0: a free port, written to
+    /// `<data-dir>/registry.env`); in the cluster it is `registry.tessera-system.svc:5000`,
+    /// with the pull Secret tessera-system/registry-pull.
+    #[arg(long, default_value = "127.0.0.1:0", conflicts_with = "no_registry")]
+    pub registry_listen: SocketAddr,
+    /// Serve no image registry and publish none.
+    #[arg(long)]
+    pub no_registry: bool,
     /// Each node twin's model cache budget (`<data-dir>/node-cache/<node>/`; `200Gi`, `10G`,
     /// or bytes).
     #[arg(long, default_value = "200Gi", value_parser = agent_cache::bytes)]
@@ -341,7 +350,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     match cli.command {
-        Command::Up(args) => runtime.block_on(up::run(args)),
+        Command::Up(args) => runtime.block_on(up::run(*args)),
         Command::Down(args) => detach::stop(&args.data_dir),
         Command::Kubeconfig(args) => up::print_kubeconfig(&args),
         Command::Catalog(args) => catalog::run(&args),

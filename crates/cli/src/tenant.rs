@@ -145,6 +145,10 @@ struct SpecFlags {
     /// A namespace whose pods may connect to the tenant's (repeatable).
     #[arg(long)]
     ingress_namespace: Vec<String>,
+    /// Let the tenant's pods reach the platform's image registry
+    /// (`registry.tessera-system.svc:5000`, NetworkPolicy `allow-registry`).
+    #[arg(long)]
+    registry: bool,
     /// The workload ServiceAccount's name (default `workload`).
     #[arg(long)]
     service_account: Option<String>,
@@ -193,6 +197,7 @@ impl SpecFlags {
             members: self.members.clone(),
             egress,
             ingress: namespaces(&self.ingress_namespace),
+            registry: self.registry,
             service_account: self.service_account.clone(),
         }
     }

@@ -412,6 +412,20 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     )
     .await?;
 
+    // Held until shutdown: dropping the registry stops it.
+    let (registry_server, registry) = if args.no_registry {
+        (None, None)
+    } else {
+        let (server, twins) = crate::registry::start_for_up(
+            args.registry_listen,
+            &args.data.data_dir,
+            &objects,
+            topology.networking.pod_cidr,
+        )
+        .await?;
+        (Some(server), Some(twins))
+    };
+
     let twins = NodeTwins::new(
         client_for("node-twins"),
         &topology,
@@ -432,6 +446,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 link_rate: args.node_cache_link_rate,
                 origin: model_store.clone(),
             }),
+            registry,
             ..TwinConfig::default()
         },
     );
@@ -477,6 +492,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 .data_dir
                 .join(tessera_model_store::connection::ENV_FILE)
                 .display()
+        );
+    }
+    if let Some(registry) = &registry_server {
+        println!(
+            "Image registry at http://{} ({} in the cluster, pull Secret {}/{}); credentials in {}.\n",
+            registry.address(),
+            tessera_node::registry::HOST,
+            tessera_node::registry::NAMESPACE,
+            tessera_node::registry::PULL_SECRET,
+            args.data.data_dir.join(crate::registry::ENV_FILE).display()
         );
     }
     println!(

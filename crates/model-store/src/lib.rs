@@ -11,6 +11,9 @@
 //! - A read-only OCI distribution endpoint under `/v2/` serving each model revision as a
 //!   ModelPack artifact built from the index ([`oci`]).
 //!
+//! [`registry`] is the image registry `tessera up` serves beside the store (its own listener,
+//! push and pull, `<data-dir>/registry/`), sharing the credential and file helpers.
+//!
 //! [`connection`] is how clients find the store (the Secret's and env file's keys) and
 //! [`client`] a light S3 client signing with `tessera_cache::sigv4`. The decisions — the
 //! layout, manifests, ranges, signatures — live in the `tessera-cache` core; this crate does
@@ -22,6 +25,7 @@ pub mod credentials;
 pub mod index;
 pub mod indexed;
 pub mod oci;
+pub mod registry;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -275,7 +275,7 @@ async fn blob(
 }
 
 /// `len` bytes of the file at `path` from `start`, streamed in 256 KiB chunks.
-async fn file_body(path: &Path, start: u64, len: u64) -> std::io::Result<Body> {
+pub(crate) async fn file_body(path: &Path, start: u64, len: u64) -> std::io::Result<Body> {
     let mut file = tokio::fs::File::open(path).await?;
     file.seek(SeekFrom::Start(start)).await?;
     let stream = futures::stream::unfold((file, len), |(mut file, left)| async move {

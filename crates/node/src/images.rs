@@ -513,6 +513,23 @@ pub enum PullError {
         /// The reference pulled.
         reference: String,
     },
+    /// The registry's address resolved but nothing answered: the connection was dropped on
+    /// the way (a NetworkPolicy).
+    Timeout {
+        /// The reference pulled.
+        reference: String,
+        /// The manifest URL asked (`http://host/v2/<repository>/manifests/<object>`).
+        url: String,
+        /// The address dialled (`10.96.0.20:5000`).
+        address: String,
+    },
+    /// The registry refused the credentials the pod's pull secrets hold.
+    Denied {
+        /// The reference pulled.
+        reference: String,
+        /// The manifest URL asked.
+        url: String,
+    },
 }
 
 impl PullError {
@@ -533,6 +550,16 @@ impl PullError {
             ),
             PullError::NotFound { reference } => format!(
                 "rpc error: code = NotFound desc = failed to pull and unpack image \"{reference}\": failed to resolve reference \"{reference}\": {reference}: not found"
+            ),
+            PullError::Timeout {
+                reference,
+                url,
+                address,
+            } => format!(
+                "rpc error: code = Unknown desc = failed to pull and unpack image \"{reference}\": failed to resolve reference \"{reference}\": failed to do request: Head \"{url}\": dial tcp {address}: i/o timeout"
+            ),
+            PullError::Denied { reference, url } => format!(
+                "rpc error: code = Unknown desc = failed to pull and unpack image \"{reference}\": failed to resolve reference \"{reference}\": unexpected status from HEAD request to {url}: 401 Unauthorized"
             ),
         }
     }
@@ -849,6 +876,42 @@ fn glob_matches(pattern: &str, text: &str) -> bool {
                 .any(|i| glob_matches(rest, &remaining[i..]))
         }
     }
+}
+
+/// The user names and passwords the pull secrets (their `.dockerconfigjson` bytes) hold for
+/// `image`'s registry, in the keyring's order (secrets in order, keys as written); `auth`
+/// is base64 of `user:password` and wins over `username`/`password`.
+pub fn secrets_credentials(secrets: &[Vec<u8>], image: &ImageRef) -> Vec<(String, String)> {
+    use base64::Engine;
+    let mut found = Vec::new();
+    for bytes in secrets {
+        let Ok(config) = serde_json::from_slice::<DockerConfigJson>(bytes) else {
+            continue;
+        };
+        for (key, entry) in config.auths {
+            if !entry.has_credentials() || !key_matches(&key, image) {
+                continue;
+            }
+            let from_auth = entry
+                .auth
+                .as_deref()
+                .filter(|a| !a.is_empty())
+                .and_then(|a| base64::engine::general_purpose::STANDARD.decode(a).ok())
+                .and_then(|a| String::from_utf8(a).ok())
+                .and_then(|a| {
+                    a.split_once(':')
+                        .map(|(u, p)| (u.to_string(), p.to_string()))
+                });
+            match from_auth {
+                Some(pair) => found.push(pair),
+                None => found.push((
+                    entry.username.clone().unwrap_or_default(),
+                    entry.password.clone().unwrap_or_default(),
+                )),
+            }
+        }
+    }
+    found
 }
 
 /// Whether any of the pull secrets (their `.dockerconfigjson` bytes) holds credentials for

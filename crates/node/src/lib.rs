@@ -14,7 +14,8 @@
 //!   simulated container behaves and the statuses a kubelet posts), [`pod_ips`] (pod IPs), [`attachments`] (secondary networks a pod is attached to),
 //!   [`faults`] (injected faults and their effects), [`runtime_handlers`] (the runtime
 //!   handlers a node has, the bundled RuntimeClasses, the sandbox step), [`images`] (image
-//!   references, pull policies, the image back-off, registries' pull verdicts, pull secrets).
+//!   references, pull policies, the image back-off, registries' pull verdicts, pull secrets),
+//!   [`registry`] (the platform's image registry as the cluster sees it, and pulls from it).
 //!
 //! No I/O, no clock, no async: time is an input. The node twins (`tessera-twin`) run these
 //! against an API server; the simulator (`tessera-sim`) schedules against the same objects
@@ -39,6 +40,7 @@ pub mod node_object;
 pub mod onboarding;
 pub mod pod_ips;
 pub mod pod_status;
+pub mod registry;
 pub mod resource_slice;
 pub mod runtime;
 pub mod runtime_handlers;

@@ -45,6 +45,15 @@ pub const ALLOW_SAME_NAMESPACE: &str = "allow-same-namespace";
 pub const ALLOW_EGRESS: &str = "allow-egress";
 /// The NetworkPolicy of the spec's ingress.
 pub const ALLOW_INGRESS: &str = "allow-ingress";
+/// The NetworkPolicy letting the pods reach the platform's image registry (`spec.registry`).
+pub const ALLOW_REGISTRY: &str = "allow-registry";
+/// The registry's namespace, and the label and port it is reached by (as `tessera up`
+/// publishes it: `tessera_node::registry`).
+pub const REGISTRY_NAMESPACE: &str = "tessera-system";
+/// The label selecting the registry, with its value.
+pub const REGISTRY_SELECTOR: (&str, &str) = ("app.kubernetes.io/name", "tessera-registry");
+/// The registry's port.
+pub const REGISTRY_PORT: u16 = 5000;
 
 /// A kind a bundle holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -363,6 +372,22 @@ fn network_policies(tenant: &Tenant) -> Vec<(&'static str, Value)> {
             }),
         ),
     ];
+    if tenant.spec.registry {
+        policies.push((
+            ALLOW_REGISTRY,
+            json!({
+                "podSelector": all_pods,
+                "policyTypes": ["Egress"],
+                "egress": [{
+                    "to": [{
+                        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: REGISTRY_NAMESPACE}},
+                        "podSelector": {"matchLabels": {REGISTRY_SELECTOR.0: REGISTRY_SELECTOR.1}},
+                    }],
+                    "ports": [{"protocol": "TCP", "port": REGISTRY_PORT}],
+                }],
+            }),
+        ));
+    }
     for (name, direction, peers, policy_type) in [
         (ALLOW_EGRESS, "egress", &tenant.spec.egress, "Egress"),
         (ALLOW_INGRESS, "ingress", &tenant.spec.ingress, "Ingress"),

@@ -90,6 +90,10 @@ pub struct TenantSpec {
     /// Who may connect to the tenant's pods besides their own namespace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ingress: Vec<Peer>,
+    /// Whether the tenant's pods may pull from and push to the platform's image registry
+    /// (`registry.tessera-system.svc`, port 5000): NetworkPolicy `allow-registry`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub registry: bool,
     /// The workload ServiceAccount's name (default `workload`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account: Option<String>,

@@ -879,3 +879,43 @@ fn immutable_fields_that_differ_need_a_replacement() {
         );
     }
 }
+
+#[test]
+fn a_tenant_may_reach_the_platform_registry_and_only_it() {
+    let text = format!("{MINIMAL}spec: {{registry: true}}\n");
+    let tenant = Tenant::parse(&text).unwrap();
+    let objects = bundle::bundle(&tenant);
+    let policy = object(&objects, "NetworkPolicy", "allow-registry");
+    assert_eq!(
+        policy["spec"],
+        json!({"podSelector": {}, "policyTypes": ["Egress"], "egress": [{
+            "to": [{
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tessera-system"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "tessera-registry"}},
+            }],
+            "ports": [{"protocol": "TCP", "port": 5000}],
+        }]})
+    );
+    assert_eq!(policy["metadata"]["labels"], labels("team-b"));
+    // Without it, no such policy; and a live one is pruned as drift.
+    let without = bundle::bundle(&Tenant::parse(MINIMAL).unwrap());
+    assert!(
+        !without
+            .iter()
+            .any(|o| o["metadata"]["name"] == "allow-registry")
+    );
+    let findings = drift(&without, &objects);
+    assert!(
+        findings
+            .iter()
+            .any(|f| format!("{f:?}").contains("allow-registry")),
+        "{findings:?}"
+    );
+    // The recorded spec keeps the field, and reads back.
+    let recorded_spec = object(&objects, "Namespace", "team-b")["metadata"]["annotations"]
+        ["tessera.dev/tenant-spec"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(recorded_spec.contains("registry"), "{recorded_spec}");
+}

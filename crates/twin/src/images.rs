@@ -7,8 +7,16 @@
 //! `status.images` next to the model cache's entries. A failed pull shows `ErrImagePull`, then
 //! `ImagePullBackOff` until the back-off per pod and image ends and the pull is tried again.
 //!
+//! Images naming the platform's registry (`registry.tessera-system.svc:5000`, when `tessera up`
+//! serves one) are pulled from its real contents: the node's connection goes from its
+//! InternalIP to the registry's endpoint behind the Service, judged by the NetworkPolicies of
+//! the registry's namespace, then the pod's pull secrets must
+//! hold the registry's credential, then the repository and tag must exist; the size is the
+//! manifest's.
+//!
 //! Knows the API calls, the timers and the bookkeeping; references, policies, verdicts,
-//! the back-off and every message are `tessera_node::images`'.
+//! the back-off and every message are `tessera_node::images`' and `tessera_node::registry`'s,
+//! the policy verdict `tessera_netpol`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -21,10 +29,28 @@ use tessera_node::images::{
     self, Backoff, ImageRef, PullError, PullNeed, PullPolicy, Registries, RegistryFault,
 };
 use tessera_node::pod_status;
+use tessera_node::registry::{self, Contents, Reach};
 use tessera_node::topology::NodeSpec;
 use tokio::sync::mpsc;
 
 use crate::twins::{NodeTwins, PodRetry};
+
+/// The platform's registry, for the pulls of images naming its host.
+#[derive(Clone)]
+pub struct RegistryConfig {
+    /// Its files.
+    pub storage: std::sync::Arc<tessera_model_store::registry::Storage>,
+    /// The user name and password it accepts.
+    pub credentials: tessera_model_store::Credentials,
+}
+
+impl std::fmt::Debug for RegistryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryConfig")
+            .field("root", &self.storage.root())
+            .finish_non_exhaustive()
+    }
+}
 
 /// After a failed pull the pod is synced again this soon, and shows `ImagePullBackOff`.
 const RESYNC_AFTER_FAILURE: Duration = Duration::from_secs(3);
@@ -341,11 +367,20 @@ impl NodeTwins {
             .cloned()
             .unwrap_or_default();
         let credentials = |source: &ImageRef| images::secrets_have_credentials(secrets, source);
-        match self
-            .images
-            .registries
-            .pull(&spec.pool, &image, &faults, &credentials)
-        {
+        let verdict = match &self.config.registry {
+            Some(config)
+                if registry::is_registry_image(&image) && !faults.contains_key(&image.registry) =>
+            {
+                self.registry_pull(config, spec, &image, secrets)
+                    .await
+                    .map(|size| (image.registry.clone(), size))
+            }
+            _ => self
+                .images
+                .registries
+                .pull(&spec.pool, &image, &faults, &credentials),
+        };
+        match verdict {
             Ok((_host, size)) => {
                 let took =
                     images::pull_duration(size, self.images.registries.bandwidth(&spec.pool));
@@ -399,6 +434,124 @@ impl NodeTwins {
                 Ok(Step::Wait)
             }
         }
+    }
+
+    /// A pull from the platform's registry: the network's verdict on the node's connection,
+    /// the credentials and the registry's contents, judged by `tessera_node::registry`.
+    async fn registry_pull(
+        &self,
+        config: &RegistryConfig,
+        spec: &NodeSpec,
+        image: &ImageRef,
+        secrets: &[Vec<u8>],
+    ) -> Result<u64, PullError> {
+        let reach = match self.registry_reach(spec).await {
+            Ok(reach) => reach,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the registry's network; the pull goes ahead");
+                Reach::Connected
+            }
+        };
+        let reference = image
+            .digest
+            .clone()
+            .or_else(|| image.tag.clone())
+            .unwrap_or_else(|| images::DEFAULT_TAG.to_string());
+        let contents = match config
+            .storage
+            .lookup(&image.repository, &reference, "linux/amd64")
+        {
+            tessera_model_store::registry::Lookup::Found { size, .. } => Contents::Found(size),
+            _ => Contents::Unknown,
+        };
+        registry::pull_verdict(
+            image,
+            reach,
+            &images::secrets_credentials(secrets, image),
+            (
+                config.credentials.access_key_id.as_str(),
+                config.credentials.secret_access_key.as_str(),
+            ),
+            contents,
+        )
+    }
+
+    /// Whether the node's connection to the registry's Service gets through: the Service's
+    /// address, the endpoint behind it (the registry as a pod), and the verdict of the
+    /// NetworkPolicies of the registry's namespace on traffic from the node's InternalIP.
+    async fn registry_reach(&self, spec: &NodeSpec) -> Result<Reach, kube::Error> {
+        use k8s_openapi::api::core::v1::{Namespace, Service};
+        use k8s_openapi::api::discovery::v1::EndpointSlice;
+        use k8s_openapi::api::networking::v1::NetworkPolicy;
+        use kube::api::ListParams;
+        let Some(service) = Api::<Service>::namespaced(self.client.clone(), registry::NAMESPACE)
+            .get_opt(registry::SERVICE)
+            .await?
+        else {
+            return Ok(Reach::NoService);
+        };
+        let Some(address) = service
+            .spec
+            .as_ref()
+            .and_then(|s| s.cluster_ip.as_deref())
+            .and_then(|ip| ip.parse().ok())
+        else {
+            return Ok(Reach::NoService);
+        };
+        let slices: Vec<Value> =
+            Api::<EndpointSlice>::namespaced(self.client.clone(), registry::NAMESPACE)
+                .list(
+                    &ListParams::default()
+                        .labels(&format!("kubernetes.io/service-name={}", registry::SERVICE)),
+                )
+                .await?
+                .items
+                .iter()
+                .filter_map(|s| serde_json::to_value(s).ok())
+                .collect();
+        let Some(pod) = registry::host_pods(&slices).into_iter().next() else {
+            return Ok(Reach::Dropped { address });
+        };
+        let mut values = vec![pod];
+        if let Some(namespace) = Api::<Namespace>::all(self.client.clone())
+            .get_opt(registry::NAMESPACE)
+            .await?
+        {
+            values.extend(serde_json::to_value(namespace).ok());
+        }
+        let policies = Api::<NetworkPolicy>::namespaced(self.client.clone(), registry::NAMESPACE)
+            .list(&ListParams::default())
+            .await?;
+        values.extend(
+            policies
+                .items
+                .iter()
+                .filter_map(|p| serde_json::to_value(p).ok()),
+        );
+        let Ok(node) = spec.internal_ip().parse::<std::net::Ipv4Addr>() else {
+            return Ok(Reach::Connected);
+        };
+        let evaluator = match tessera_netpol::Objects::from_values(values) {
+            Ok(objects) => objects.evaluator(),
+            Err(error) => {
+                tracing::warn!(%error, "the registry's policies do not read");
+                return Ok(Reach::Connected);
+            }
+        };
+        let Some(id) = evaluator.pod_id(registry::NAMESPACE, registry::POD_NAME) else {
+            return Ok(Reach::Connected);
+        };
+        let verdict = evaluator.verdict(
+            tessera_netpol::Endpoint::Address(std::net::IpAddr::V4(node)),
+            tessera_netpol::Endpoint::Pod(id),
+            registry::PORT,
+            tessera_netpol::Protocol::Tcp,
+        );
+        Ok(if verdict.allowed {
+            Reach::Connected
+        } else {
+            Reach::Dropped { address }
+        })
     }
 
     /// The `.dockerconfigjson` of each of the pod's `imagePullSecrets` that exists and has

@@ -40,5 +40,6 @@ pub mod telemetry;
 mod twins;
 mod world;
 
+pub use images::RegistryConfig;
 pub use models::ModelConfig;
 pub use twins::{NodeTwins, TwinConfig};

@@ -44,6 +44,9 @@ pub struct TwinConfig {
     pub device_checkpoint: Option<PathBuf>,
     /// The node caches and the model store (none: no caches; pods asking for models wait).
     pub models: Option<crate::models::ModelConfig>,
+    /// The platform's image registry (none: images naming its host pull as from any
+    /// undeclared registry).
+    pub registry: Option<crate::images::RegistryConfig>,
 }
 
 impl Default for TwinConfig {
@@ -54,6 +57,7 @@ impl Default for TwinConfig {
             status_interval: Duration::from_secs(60),
             device_checkpoint: None,
             models: None,
+            registry: None,
         }
     }
 }

@@ -265,7 +265,11 @@ impl World {
         let cluster = Arc::new(Cluster {
             resolver: tessera_dns::Resolver::new(domain, &services, &slices),
             nameserver,
-            pods: values(&objects.pods),
+            // The platform's registry stands behind its Service as a pod would.
+            pods: values(&objects.pods)
+                .into_iter()
+                .chain(tessera_node::registry::host_pods(&slices))
+                .collect(),
             services,
             slices,
             nodes: values(&objects.nodes),
