@@ -235,6 +235,7 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
         .chain(tessera_model::network_policy_api::definitions())
         .chain([tessera_maintenance::crd::definition()])
         .chain(tessera_storage::snapshots::crd::definitions())
+        .chain(tessera_gateway::crd::definitions())
     {
         let name = bundled["metadata"]["name"]
             .as_str()
