@@ -24,8 +24,8 @@ fn free_list() -> Value {
     json!({"type": "array", "items": free()})
 }
 
-fn object_schema(description: &str, spec: Value) -> Value {
-    json!({
+fn object_schema(description: &str, spec: Value, spec_required: bool) -> Value {
+    let mut schema = json!({
         "description": description,
         "type": "object",
         "properties": {
@@ -35,8 +35,11 @@ fn object_schema(description: &str, spec: Value) -> Value {
             "spec": spec,
             "status": free(),
         },
-        "required": ["spec"],
-    })
+    });
+    if spec_required {
+        schema["required"] = json!(["spec"]);
+    }
+    schema
 }
 
 fn route_spec() -> Value {
@@ -225,7 +228,8 @@ const KINDS: &[Kind] = &[
         singular: "referencegrant",
         short: &["refgrant"],
         namespaced: true,
-        versions: &["v1beta1"],
+        // Served as `v1` too: upstream's newest examples use it.
+        versions: &["v1", "v1beta1"],
         storage: "v1beta1",
         description: "ReferenceGrant identifies kinds of resources in other namespaces that are trusted to reference the specified kinds of resources in the same namespace as the policy.",
         spec: grant_spec,
@@ -246,7 +250,11 @@ pub fn definitions() -> Vec<Value> {
                         "name": v,
                         "served": true,
                         "storage": *v == k.storage,
-                        "schema": {"openAPIV3Schema": object_schema(k.description, (k.spec)())},
+                        "schema": {"openAPIV3Schema": object_schema(
+                            k.description,
+                            (k.spec)(),
+                            k.kind != "ReferenceGrant",
+                        )},
                         "additionalPrinterColumns": (k.columns)(),
                     });
                     if k.kind != "ReferenceGrant" {

@@ -666,4 +666,97 @@ spec:
         ),
         ""
     );
+
+    // Upstream's examples apply unchanged (kubectl 1.27); a Tessera class under the name the
+    // http-routing guide uses programs its Gateway and accepts its routes.
+    cluster.ok(OLD, &["create", "namespace", "examples"]);
+    for file in [
+        "http-routing-gateway.yaml",
+        "http-routing-foo-httproute.yaml",
+        "http-routing-bar-httproute.yaml",
+        "reference-grant.yaml",
+        "basic-grpc.yaml",
+        "simple-split.yaml",
+    ] {
+        cluster.ok(OLD, &["apply", "-n", "examples", "-f", &fixture(file)]);
+    }
+    cluster.ok_stdin(V, &["apply", "-f", "-"],
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: example-gateway-class}\nspec: {controllerName: tessera.dev/gateway-controller}\n");
+    wait(
+        &cluster,
+        "gateway",
+        Some("examples"),
+        "example-gateway",
+        r#"{.status.conditions[?(@.type=="Programmed")].status}"#,
+        "True",
+    );
+    for route in ["example-route", "foo-route", "bar-route"] {
+        wait(
+            &cluster,
+            "httproute",
+            Some("examples"),
+            route,
+            PARENT_ACCEPTED,
+            "tessera.dev/gateway-controller True",
+        );
+        wait(
+            &cluster,
+            "httproute",
+            Some("examples"),
+            route,
+            PARENT_REFS,
+            "False BackendNotFound",
+        );
+    }
+    wait(
+        &cluster,
+        "gateway",
+        Some("examples"),
+        "example-gateway",
+        "{.status.listeners[0].attachedRoutes}",
+        "3",
+    );
+    // The acme.io class of the gRPC example, and what uses it, stay untouched.
+    assert_eq!(
+        condition(
+            &cluster,
+            "gateway",
+            Some("examples"),
+            "my-gateway",
+            "{.status.conditions[*].reason}"
+        ),
+        ""
+    );
+    assert_eq!(
+        condition(
+            &cluster,
+            "grpcroute",
+            Some("examples"),
+            "grpc-app-1",
+            "{.status.parents}"
+        ),
+        ""
+    );
+    let grant = cluster.ok(
+        OLD,
+        &[
+            "get",
+            "referencegrants.v1beta1.gateway.networking.k8s.io",
+            "-n",
+            "examples",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(
+        grant.trim(),
+        "referencegrant.gateway.networking.k8s.io/allow-prod-traffic"
+    );
+}
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/upstream/gateway-api/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
