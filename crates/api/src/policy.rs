@@ -124,6 +124,19 @@ pub const COMPONENTS: &[Component] = &[
                 READ,
             ),
             (&[""], &["pods"], &["patch"]),
+            // As the Gateways' simulated proxies: the Gateway API objects requests are routed
+            // by.
+            (
+                &["gateway.networking.k8s.io"],
+                &[
+                    "gatewayclasses",
+                    "gateways",
+                    "httproutes",
+                    "grpcroutes",
+                    "referencegrants",
+                ],
+                READ,
+            ),
         ],
     },
     Component {
@@ -441,6 +454,35 @@ pub const COMPONENTS: &[Component] = &[
         ],
     },
     Component {
+        // The built-in Gateway API controller: the statuses of GatewayClasses naming
+        // `tessera.dev/gateway-controller`, their Gateways and the routes attached to them.
+        name: "gateway-controller",
+        rules: &[
+            (
+                &["gateway.networking.k8s.io"],
+                &[
+                    "gatewayclasses",
+                    "gateways",
+                    "httproutes",
+                    "grpcroutes",
+                    "referencegrants",
+                ],
+                READ,
+            ),
+            (
+                &["gateway.networking.k8s.io"],
+                &[
+                    "gatewayclasses/status",
+                    "gateways/status",
+                    "httproutes/status",
+                    "grpcroutes/status",
+                ],
+                STATUS,
+            ),
+            (&[""], &["services", "namespaces"], READ),
+        ],
+    },
+    Component {
         name: "workload-controller",
         rules: &[
             (&["jobset.x-k8s.io"], &["jobsets"], WRITE),
@@ -569,9 +611,10 @@ pub fn program(component: &str) -> &'static str {
     match component {
         "scheduler" => managers::KUBE_SCHEDULER,
         "node-twins" => managers::KUBELET,
-        "workload-controller" | "queue-manager" | "maintenance-controller" => {
-            managers::CONTROLLER_RUNTIME
-        }
+        "workload-controller"
+        | "queue-manager"
+        | "maintenance-controller"
+        | "gateway-controller" => managers::CONTROLLER_RUNTIME,
         _ => managers::KUBE_CONTROLLER_MANAGER,
     }
 }

@@ -236,6 +236,7 @@ fn ensure_bundled_definitions(objects: &Objects) -> anyhow::Result<()> {
         .chain([tessera_maintenance::crd::definition()])
         .chain([tessera_inference::pool::definition()])
         .chain(tessera_storage::snapshots::crd::definitions())
+        .chain(tessera_gateway::crd::definitions())
     {
         let name = bundled["metadata"]["name"]
             .as_str()

@@ -382,6 +382,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("snapshot-controller"),
         clock.clone(),
     ));
+    let gateways = tokio::spawn(tessera_controllers::gateway::run(
+        client_for("gateway-controller"),
+        clock.clone(),
+    ));
     let pod_gc = tokio::spawn(tessera_controllers::pod_gc::run(
         client_for("pod-garbage-collector"),
         clock.clone(),
@@ -526,6 +530,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     volumes.abort();
     ephemeral_volumes.abort();
     snapshots.abort();
+    gateways.abort();
     apps.abort();
     jobsets.abort();
     inference_pools.abort();

@@ -13,6 +13,7 @@ pub mod apps;
 pub mod assumed;
 pub mod custom;
 pub mod endpoints;
+pub mod gateway;
 pub mod hpa;
 pub mod inference_pools;
 pub mod jobs;

@@ -96,6 +96,7 @@ fn dispatch(session: &Session<'_>, argv: &[String], stdin: &[u8]) -> Option<Outp
         "cat" => cat(session, &args, stdin),
         "sleep" => Output::ok(""),
         "nslookup" => nslookup(session, &args),
+        "curl" => crate::curl::curl(session, &args),
         "getent" => getent(session, &args),
         "nvidia-smi" if !session.gpus.is_empty() => match args.as_slice() {
             ["-L"] | ["--list-gpus"] => Output::ok(gpus::list(session.gpus)),

@@ -1,13 +1,15 @@
 //! Simulated containers: the small command set `kubectl exec` reaches in a node twin's
 //! container (agnhost's `connect`, `nslookup`, `getent hosts`, `env`, `hostname`, `cat`,
-//! `echo`, `sh -c`, `nvidia-smi`), and the simulated network path their probes travel
-//! ([`network`]), with network policy behind a seam ([`policy`]).
+//! `echo`, `sh -c`, `nvidia-smi`, `curl` through Gateways and Services ([`curl`])), and the
+//! simulated network path their probes travel ([`network`]), with network policy behind a
+//! seam ([`policy`]).
 //!
 //! A command runs to completion on its whole standard input and answers its output and exit
 //! code; [`reads_stdin`] says whether to wait for the client's input first. Knows nothing of
 //! streaming protocols, the API server or how the caller gathered the objects.
 
 pub mod commands;
+pub mod curl;
 pub mod env;
 pub mod gpus;
 pub mod network;

@@ -32,6 +32,9 @@ pub struct Cluster {
     pub slices: Vec<Value>,
     /// Every Node.
     pub nodes: Vec<Value>,
+    /// The Gateway API's decisions (Gateways, their addresses and routes), for requests to
+    /// a Gateway's address.
+    pub gateways: tessera_gateway::Model,
 }
 
 /// How a connection attempt ends.
@@ -199,11 +202,25 @@ impl Cluster {
         policy: &dyn PolicyVerdict,
         seed: u64,
     ) -> Outcome {
+        self.open(from, address, port, protocol, policy, seed).0
+    }
+
+    /// Opens `address:port` from `from`, as [`Cluster::connect`] does after resolving, and
+    /// names the pod that answered (none for a node's kubelet).
+    pub fn open<'a>(
+        &'a self,
+        from: &'a Value,
+        address: Ipv4Addr,
+        port: u16,
+        protocol: Protocol,
+        policy: &dyn PolicyVerdict,
+        seed: u64,
+    ) -> (Outcome, Option<&'a Value>) {
         if address.is_loopback() {
             return if listens(from, port, protocol) {
-                Outcome::Connected
+                (Outcome::Connected, Some(from))
             } else {
-                Outcome::Refused
+                (Outcome::Refused, None)
             };
         }
         if let Some(service) = self.service_with_ip(address) {
@@ -213,7 +230,7 @@ impl Cluster {
                 protocol,
             ) else {
                 // kube-proxy has no rule for a port the Service does not declare.
-                return Outcome::Timeout;
+                return (Outcome::Timeout, None);
             };
             return self.to_endpoint(from, service, service_port, protocol, policy, seed);
         }
@@ -231,11 +248,11 @@ impl Cluster {
                     self.to_endpoint(from, service, service_port, protocol, policy, seed)
                 }
                 None if !policy.allowed(from, Peer::Address(address), port, protocol) => {
-                    Outcome::Timeout
+                    (Outcome::Timeout, None)
                 }
                 // The node's kubelet listens; nothing else does.
-                None if port == 10250 && protocol == Protocol::Tcp => Outcome::Connected,
-                None => Outcome::Refused,
+                None if port == 10250 && protocol == Protocol::Tcp => (Outcome::Connected, None),
+                None => (Outcome::Refused, None),
             };
         }
         if let Some(pod) = self.running_pod(address) {
@@ -245,14 +262,14 @@ impl Cluster {
             // Only a pod attached to the same network has a route to the address.
             Some((pod, network)) if attached(from, &network) => {
                 if !policy.allowed_on(&network, from, pod, port, protocol) {
-                    Outcome::Timeout
+                    (Outcome::Timeout, None)
                 } else if listens(pod, port, protocol) {
-                    Outcome::Connected
+                    (Outcome::Connected, Some(pod))
                 } else {
-                    Outcome::Refused
+                    (Outcome::Refused, None)
                 }
             }
-            _ => Outcome::Timeout,
+            _ => (Outcome::Timeout, None),
         }
     }
 
@@ -273,25 +290,25 @@ impl Cluster {
             })
     }
 
-    /// Through a Service port to one of its ready endpoints.
-    fn to_endpoint(
-        &self,
+    /// Through a Service port to one of its ready endpoints, naming the pod that answered.
+    pub fn to_endpoint<'a>(
+        &'a self,
         from: &Value,
         service: &Value,
         service_port: &Value,
         protocol: Protocol,
         policy: &dyn PolicyVerdict,
         seed: u64,
-    ) -> Outcome {
+    ) -> (Outcome, Option<&'a Value>) {
         let endpoints = self.ready_endpoints(service, service_port, protocol);
         if endpoints.is_empty() {
             // kube-proxy rejects traffic to a Service without endpoints.
-            return Outcome::Refused;
+            return (Outcome::Refused, None);
         }
         let (address, port) = endpoints[(seed % endpoints.len() as u64) as usize];
         match self.running_pod(address) {
             Some(pod) => to_pod(from, pod, port, protocol, policy),
-            None => Outcome::Timeout,
+            None => (Outcome::Timeout, None),
         }
     }
 
@@ -335,6 +352,13 @@ impl Cluster {
             .collect()
     }
 
+    /// The Service `namespace/name`.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&Value> {
+        self.services.iter().find(|s| {
+            text(s, "/metadata/namespace") == namespace && text(s, "/metadata/name") == name
+        })
+    }
+
     fn service_with_ip(&self, address: Ipv4Addr) -> Option<&Value> {
         let address = address.to_string();
         self.services
@@ -375,7 +399,7 @@ fn attached(pod: &Value, network: &str) -> bool {
 }
 
 /// The Service port `matches` picks, of `protocol`.
-fn service_port(
+pub fn service_port(
     service: &Value,
     matches: impl Fn(&Value) -> bool,
     protocol: Protocol,
@@ -387,19 +411,19 @@ fn service_port(
         .find(|p| matches(p) && Protocol::parse_api(text(p, "/protocol")) == Some(protocol))
 }
 
-fn to_pod(
+fn to_pod<'a>(
     from: &Value,
-    pod: &Value,
+    pod: &'a Value,
     port: u16,
     protocol: Protocol,
     policy: &dyn PolicyVerdict,
-) -> Outcome {
+) -> (Outcome, Option<&'a Value>) {
     if !policy.allowed(from, Peer::Pod(pod), port, protocol) {
-        Outcome::Timeout
+        (Outcome::Timeout, None)
     } else if listens(pod, port, protocol) {
-        Outcome::Connected
+        (Outcome::Connected, Some(pod))
     } else {
-        Outcome::Refused
+        (Outcome::Refused, None)
     }
 }
 

@@ -86,6 +86,7 @@ fn cluster() -> Cluster {
         services,
         slices,
         nodes,
+        gateways: Default::default(),
     }
 }
 

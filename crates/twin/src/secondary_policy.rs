@@ -118,6 +118,7 @@ mod tests {
             services: Vec::new(),
             slices: Vec::new(),
             nodes: Vec::new(),
+            gateways: Default::default(),
         };
         let values = vec![
             json!({"apiVersion": "v1", "kind": "Namespace",

@@ -1,7 +1,9 @@
 //! The world the simulated containers' network sees, kept by watches instead of listed on
 //! every exec: Pods, Services, EndpointSlices and Nodes (as the JSON the dataplane reads),
 //! and the network policy index (Namespaces, NetworkPolicies and, where their resources are
-//! served, the network-policy-api's cluster-wide kinds and Multus's MultiNetworkPolicies).
+//! served, the network-policy-api's cluster-wide kinds and Multus's MultiNetworkPolicies),
+//! and the Gateway API's objects (decided once per snapshot by `tessera-gateway`, so a
+//! request to a Gateway's address is routed as its controller reports).
 //! An exec takes one shared [`View`] (the [`Cluster`] and the secondary networks' policies),
 //! rebuilt only after something changed.
 //!
@@ -50,6 +52,8 @@ struct Objects {
     nodes: BTreeMap<Key, Value>,
     namespaces: BTreeMap<Key, Value>,
     multi_policies: BTreeMap<Key, Value>,
+    /// The Gateway API's objects, by kind (`tessera_controllers::gateway::KINDS` order).
+    gateway_api: [BTreeMap<Key, Value>; 5],
     /// The snapshot of the objects above, until one of them changes.
     snapshot: Option<Snapshot>,
 }
@@ -101,12 +105,14 @@ enum Table {
     Nodes,
     Namespaces,
     MultiPolicies,
+    /// A Gateway API kind (its index in `tessera_controllers::gateway::KINDS`).
+    GatewayApi(usize),
 }
 
 impl Table {
     /// Whether an exec waits for its first listing (see [`AWAITED_KINDS`]).
     fn awaited(self) -> bool {
-        !matches!(self, Table::MultiPolicies)
+        !matches!(self, Table::MultiPolicies | Table::GatewayApi(_))
     }
 }
 
@@ -120,6 +126,7 @@ impl Objects {
             Table::Nodes => &mut self.nodes,
             Table::Namespaces => &mut self.namespaces,
             Table::MultiPolicies => &mut self.multi_policies,
+            Table::GatewayApi(i) => &mut self.gateway_api[i % 5],
         }
     }
 }
@@ -195,6 +202,18 @@ impl World {
                 |_, _: &Change<DynamicObject>| {},
             ),
         )));
+        // Not awaited: a cluster without the Gateway API does not serve them.
+        for (i, (version, kind, plural)) in tessera_controllers::gateway::KINDS.iter().enumerate() {
+            let resource = tessera_controllers::gateway::resource(version, kind, plural);
+            spawn(Box::pin(follow(
+                Api::<DynamicObject>::all_with(client.clone(), &resource),
+                on_objects(
+                    &shared,
+                    Table::GatewayApi(i),
+                    |_, _: &Change<DynamicObject>| {},
+                ),
+            )));
+        }
         let policies = shared.clone();
         spawn(Box::pin(follow(
             Api::<NetworkPolicy>::all(client.clone()),
@@ -262,6 +281,16 @@ impl World {
         let values = |map: &BTreeMap<Key, Value>| map.values().cloned().collect::<Vec<_>>();
         let services = values(&objects.services);
         let slices = values(&objects.slices);
+        let gateways = tessera_gateway::Model::build(&tessera_gateway::Inputs {
+            classes: values(&objects.gateway_api[0]),
+            gateways: values(&objects.gateway_api[1]),
+            http_routes: values(&objects.gateway_api[2]),
+            grpc_routes: values(&objects.gateway_api[3]),
+            reference_grants: values(&objects.gateway_api[4]),
+            services: services.clone(),
+            namespaces: values(&objects.namespaces),
+            ..tessera_gateway::Inputs::default()
+        });
         let cluster = Arc::new(Cluster {
             resolver: tessera_dns::Resolver::new(domain, &services, &slices),
             nameserver,
@@ -273,6 +302,7 @@ impl World {
             services,
             slices,
             nodes: values(&objects.nodes),
+            gateways,
         });
         let typed = |map: &BTreeMap<Key, Value>, api_version: &str, kind: &str| {
             map.values()

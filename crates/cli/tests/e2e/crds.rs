@@ -48,8 +48,9 @@ fn upstream_crds_and_examples_work_unchanged() {
     // Multus's NetworkAttachmentDefinition and MultiNetworkPolicy, and network-policy-api's
     // AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy, Tessera's
     // MaintenancePlan, and external-snapshotter's VolumeSnapshotClass, VolumeSnapshot and
-    // VolumeSnapshotContent.
-    assert_eq!(established.lines().count(), 23, "{established}");
+    // VolumeSnapshotContent, and the Gateway API's GatewayClass, Gateway, HTTPRoute,
+    // GRPCRoute and ReferenceGrant.
+    assert_eq!(established.lines().count(), 28, "{established}");
     assert!(
         established.lines().all(|l| l.ends_with("=True")),
         "{established}"

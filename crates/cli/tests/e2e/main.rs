@@ -24,6 +24,7 @@ mod durability;
 mod encryption;
 mod exec;
 mod faults;
+mod gateway;
 mod hpa;
 mod images;
 mod kubectl;
