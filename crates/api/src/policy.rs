@@ -137,6 +137,8 @@ pub const COMPONENTS: &[Component] = &[
                 ],
                 READ,
             ),
+            // The InferencePools their routes send to, whose pods the endpoint picker chooses.
+            (&["inference.networking.k8s.io"], &["inferencepools"], READ),
         ],
     },
     Component {
@@ -480,6 +482,8 @@ pub const COMPONENTS: &[Component] = &[
                 STATUS,
             ),
             (&[""], &["services", "namespaces"], READ),
+            // InferencePools, a backend kind of routes.
+            (&["inference.networking.k8s.io"], &["inferencepools"], READ),
         ],
     },
     Component {

@@ -14,7 +14,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
 use serde_json::Value;
 use tessera_gateway::status::{class_status, gateway_status, route_status};
-use tessera_gateway::{GROUP, Inputs, Model, RouteKind};
+use tessera_gateway::{ExtraBackendKind, GROUP, Inputs, Model, RouteKind};
 use tessera_model::clock::Clock;
 use tessera_model::json::text;
 
@@ -37,6 +37,19 @@ pub const KINDS: [(&str, &str, &str); 5] = [
     ("v1beta1", "ReferenceGrant", "referencegrants"),
 ];
 
+/// InferencePools as a backend kind of routes: references resolve when the pool exists, and
+/// name no port (the pool's `targetPorts` say where its servers listen).
+pub fn inference_pool_backends(
+    pools: impl IntoIterator<Item = (String, String)>,
+) -> ExtraBackendKind {
+    ExtraBackendKind {
+        group: tessera_inference::pool::GROUP.into(),
+        kind: tessera_inference::pool::KIND.into(),
+        port_required: false,
+        objects: pools.into_iter().collect(),
+    }
+}
+
 /// Runs the controller until the task is dropped, reading the time from `clock`.
 pub async fn run(client: Client, clock: Clock) {
     let mut stores = Vec::new();
@@ -52,12 +65,22 @@ pub async fn run(client: Client, clock: Clock) {
     }
     let (services, service_changes) = watched(Api::<Service>::all(client.clone()));
     let (namespaces, namespace_changes) = watched(Api::<Namespace>::all(client.clone()));
+    let pool_resource = crate::inference_pools::pool_resource();
+    let (pools, pool_changes) = watched_with(
+        Api::<DynamicObject>::all_with(client.clone(), &pool_resource),
+        pool_resource,
+    );
     streams.push(service_changes);
     streams.push(namespace_changes);
+    streams.push(pool_changes);
     let mut changes = futures::stream::select_all(streams);
     let mut resync = tokio::time::interval(Duration::from_secs(15));
     while next_pass(&mut changes, &mut resync).await {
-        if !(stores.iter().all(listed) && listed(&services) && listed(&namespaces)) {
+        if !(stores.iter().all(listed)
+            && listed(&services)
+            && listed(&namespaces)
+            && listed(&pools))
+        {
             resync.reset_after(Duration::from_millis(200));
             continue;
         }
@@ -80,6 +103,14 @@ pub async fn run(client: Client, clock: Clock) {
             reference_grants: typed(4),
             services: store_values(&services),
             namespaces: store_values(&namespaces),
+            extra_backends: vec![inference_pool_backends(store_values(&pools).iter().map(
+                |pool| {
+                    (
+                        text(pool, "/metadata/namespace").to_string(),
+                        text(pool, "/metadata/name").to_string(),
+                    )
+                },
+            ))],
             ..Inputs::default()
         };
         if !pass(&client, &clock, &inputs).await {

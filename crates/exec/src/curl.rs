@@ -196,7 +196,9 @@ fn reason(status: u16) -> &'static str {
         303 => "See Other",
         307 => "Temporary Redirect",
         308 => "Permanent Redirect",
+        400 => "Bad Request",
         404 => "Not Found",
+        405 => "Method Not Allowed",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
         _ => "",
@@ -355,7 +357,21 @@ fn transfer(
             seed,
         );
         return match (outcome, pod) {
-            (Outcome::Connected, Some(pod)) => Ok(echo(pod, &host, &method, &url.path, &headers)),
+            (Outcome::Connected, Some(pod)) => {
+                // Straight to the pod's address names its port; through a Service the
+                // connection reached whatever port the Service targets.
+                let direct = text(pod, "/status/podIP") == address.to_string();
+                let body = options.data.as_deref().unwrap_or_default().as_bytes();
+                Ok(model_server_answer(
+                    session,
+                    pod,
+                    direct.then_some(url.port),
+                    &method,
+                    &url.path,
+                    body,
+                )
+                .unwrap_or_else(|| echo(pod, &host, &method, &url.path, &headers)))
+            }
             (Outcome::Connected, None) => {
                 Ok(gateway_answer(404, Vec::new(), "404 page not found\n"))
             }
@@ -385,8 +401,15 @@ fn transfer(
         Routed::Forward(forward) => forward,
     };
     let backend = &forward.backend;
+    if backend.group == tessera_inference::pool::GROUP
+        && backend.kind == tessera_inference::pool::KIND
+    {
+        let body = options.data.as_deref().unwrap_or_default().as_bytes();
+        return Ok(to_inference_pool(
+            session, &proxy, &forward, &host, &method, &headers, body, seed,
+        ));
+    }
     if !(backend.group.is_empty() && backend.kind == "Service") {
-        // The seam for other backend kinds (InferencePool): not routable here yet.
         return Ok(gateway_answer(500, Vec::new(), ""));
     }
     let unavailable = |why: &str| Ok(gateway_answer(503, Vec::new(), why));
@@ -433,6 +456,97 @@ fn transfer(
             "upstream connect error or disconnect/reset before headers. reset reason: connection failure",
         ),
     }
+}
+
+/// A model server's answer from `pod` (on `port` when the caller knows it), if it runs one.
+fn model_server_answer(
+    session: &Session<'_>,
+    pod: &Value,
+    port: Option<u16>,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Option<Response> {
+    let answer = session.model_servers.serve(pod, port, method, path, body)?;
+    let mut headers = vec![("content-type".to_string(), answer.content_type.to_string())];
+    headers.extend(answer.headers);
+    Some(Response {
+        status: answer.status,
+        headers,
+        body: answer.body,
+    })
+}
+
+/// A request routed to an InferencePool: its members (selected, ready pods the Gateway's
+/// proxy may reach on the pool's port) are offered to the pool's endpoint picker with their
+/// load, and the chosen pod answers. No pool or no readable spec is the Gateway's 500, no
+/// member its 503.
+#[allow(clippy::too_many_arguments)]
+fn to_inference_pool(
+    session: &Session<'_>,
+    proxy: &Value,
+    forward: &routing::Forward,
+    host: &str,
+    method: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    seed: u64,
+) -> Response {
+    use tessera_inference::pool::{PoolSpec, members};
+    let backend = &forward.backend;
+    let cluster = session.cluster;
+    let Some(pool) = cluster.inference_pools.iter().find(|p| {
+        text(p, "/metadata/namespace") == backend.namespace
+            && text(p, "/metadata/name") == backend.name
+    }) else {
+        return gateway_answer(500, Vec::new(), "");
+    };
+    let Ok(spec) = PoolSpec::from_object(pool) else {
+        return gateway_answer(500, Vec::new(), "");
+    };
+    let port = spec.target_ports.first().copied().unwrap_or(8000);
+    let reachable: Vec<&Value> = members(&spec, &backend.namespace, &cluster.pods)
+        .iter()
+        .filter_map(|member| {
+            cluster.pods.iter().find(|p| {
+                text(p, "/metadata/namespace") == backend.namespace
+                    && text(p, "/metadata/name") == member.pod
+            })
+        })
+        .filter(|pod| {
+            session
+                .policy
+                .allowed(proxy, Peer::Pod(pod), port, Protocol::Tcp)
+        })
+        .collect();
+    if reachable.is_empty() {
+        return gateway_answer(503, Vec::new(), "no healthy upstream");
+    }
+    let id = |pod: &Value| tessera_model::fnv::fnv64(text(pod, "/metadata/name").as_bytes());
+    let candidates: Vec<(u64, tessera_inference::metrics::EndpointMetrics)> = reachable
+        .iter()
+        .map(|pod| (id(pod), session.model_servers.load(pod).unwrap_or_default()))
+        .collect();
+    let chat = forward
+        .path
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .ends_with("/chat/completions");
+    let (model, blocks) = tessera_inference::openai::pick_key(body, chat).unwrap_or_default();
+    let request = tessera_inference::picker::PickRequest {
+        model: &model,
+        blocks: &blocks,
+    };
+    let pool_key = format!("{}/{}", backend.namespace, backend.name);
+    let chosen = session
+        .model_servers
+        .pick(&pool_key, request, &candidates)
+        .and_then(|chosen| reachable.iter().find(|pod| id(pod) == chosen))
+        .copied()
+        .unwrap_or(reachable[(seed % reachable.len() as u64) as usize]);
+    model_server_answer(session, chosen, Some(port), method, &forward.path, body)
+        .unwrap_or_else(|| echo(chosen, host, method, &forward.path, headers))
 }
 
 /// `curl …`.
@@ -605,6 +719,7 @@ mod tests {
             slices,
             nodes: Vec::new(),
             gateways: tessera_gateway::Model::build(&inputs),
+            inference_pools: Vec::new(),
         }
     }
 
@@ -616,6 +731,7 @@ mod tests {
             container: "c",
             gpus: &[],
             policy,
+            model_servers: &tessera_inference::openai::NoModelServers,
             seed,
         };
         let argv: Vec<String> = crate::shell::parse(line)

@@ -35,6 +35,8 @@ pub struct Session<'a> {
     pub gpus: &'a [VisibleGpu],
     /// Network policy.
     pub policy: &'a dyn PolicyVerdict,
+    /// The model servers pods run, and the InferencePools' endpoint pickers.
+    pub model_servers: &'a dyn tessera_inference::openai::ModelServers,
     /// Picks among a Service's endpoints (the caller's randomness).
     pub seed: u64,
 }

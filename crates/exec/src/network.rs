@@ -35,6 +35,8 @@ pub struct Cluster {
     /// The Gateway API's decisions (Gateways, their addresses and routes), for requests to
     /// a Gateway's address.
     pub gateways: tessera_gateway::Model,
+    /// Every InferencePool (backends of HTTPRoutes whose endpoint picker chooses the pod).
+    pub inference_pools: Vec<Value>,
 }
 
 /// How a connection attempt ends.

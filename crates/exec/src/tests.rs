@@ -87,6 +87,7 @@ fn cluster() -> Cluster {
         slices,
         nodes,
         gateways: Default::default(),
+        inference_pools: Vec::new(),
     }
 }
 
@@ -136,6 +137,7 @@ fn run_in(
         container: "c",
         gpus,
         policy,
+        model_servers: &tessera_inference::openai::NoModelServers,
         seed: 7,
     };
     run(&session, &words(line), stdin.as_bytes())
@@ -435,6 +437,7 @@ fn commands_print_what_the_real_tools_print() {
             container: "c",
             gpus,
             policy: &AllowAll,
+            model_servers: &tessera_inference::openai::NoModelServers,
             seed: 0,
         };
         let output = run(&session, &argv, stdin.as_bytes());
@@ -451,6 +454,7 @@ fn environment_links_services_as_the_kubelet_does() {
         container: "c",
         gpus: &[],
         policy: &AllowAll,
+        model_servers: &tessera_inference::openai::NoModelServers,
         seed: 0,
     };
     let env = env::environment(&session);
@@ -519,6 +523,7 @@ fn shell_scripts_run_in_order_with_their_exit_codes() {
                 container: "c",
                 gpus: &[],
                 policy: &AllowAll,
+                model_servers: &tessera_inference::openai::NoModelServers,
                 seed: 0,
             };
             run(

@@ -45,11 +45,12 @@ impl HttpAnswer {
 
 /// The model servers a dataplane can reach.
 pub trait ModelServers {
-    /// `pod`'s model server's answer to a request on `port`; None when the pod runs none there.
+    /// `pod`'s model server's answer to a request on `port` (None: the connection reached
+    /// the pod through a translation that chose the port); None when the pod runs none there.
     fn serve(
         &self,
         pod: &Value,
-        port: u16,
+        port: Option<u16>,
         method: &str,
         path: &str,
         body: &[u8],
@@ -72,7 +73,7 @@ pub trait ModelServers {
 pub struct NoModelServers;
 
 impl ModelServers for NoModelServers {
-    fn serve(&self, _: &Value, _: u16, _: &str, _: &str, _: &[u8]) -> Option<HttpAnswer> {
+    fn serve(&self, _: &Value, _: Option<u16>, _: &str, _: &str, _: &[u8]) -> Option<HttpAnswer> {
         None
     }
 

@@ -37,6 +37,8 @@ pub struct Containers {
     next: AtomicU64,
     /// The node caches, once the twins started them.
     pub(crate) models: crate::models::Slot,
+    /// The model servers pods run, and the InferencePools' endpoint pickers.
+    pub(crate) model_servers: Arc<crate::model_servers::SimulatedServers>,
 }
 
 impl Containers {
@@ -57,6 +59,7 @@ impl Containers {
             faults: Arc::default(),
             next: AtomicU64::new(0),
             models: crate::models::Slot::default(),
+            model_servers: Arc::default(),
         }
     }
 
@@ -124,6 +127,7 @@ impl Containers {
             container,
             gpus: &gpus,
             policy: &policy,
+            model_servers: self.model_servers.as_ref(),
             seed: self.next.fetch_add(1, Ordering::Relaxed),
         };
         Ok(tessera_exec::run(&session, command, stdin))

@@ -84,7 +84,7 @@ impl ModelServers for SimulatedServers {
     fn serve(
         &self,
         pod: &Value,
-        port: u16,
+        port: Option<u16>,
         method: &str,
         path: &str,
         body: &[u8],
@@ -93,7 +93,8 @@ impl ModelServers for SimulatedServers {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         self.with_server(pod, |server, now| {
-            (server.spec().port == port).then(|| answer(server, now, unix, method, path, body))
+            port.is_none_or(|port| port == server.spec().port)
+                .then(|| answer(server, now, unix, method, path, body))
         })
         .flatten()
     }
@@ -137,7 +138,7 @@ mod tests {
         let pod = vllm_pod("u1", "Running");
         let body = br#"{"model": "llama", "prompt": "hello", "max_tokens": 2000}"#;
         let answer = servers
-            .serve(&pod, 8000, "POST", "/v1/completions", body)
+            .serve(&pod, Some(8000), "POST", "/v1/completions", body)
             .expect("a model server");
         assert_eq!(answer.status, 200);
         let load = servers.load(&pod).expect("a model server");
@@ -147,7 +148,7 @@ mod tests {
             "2,000 tokens take seconds to decode"
         );
         assert_eq!(
-            servers.serve(&pod, 9000, "GET", "/metrics", b""),
+            servers.serve(&pod, Some(9000), "GET", "/metrics", b""),
             None,
             "wrong port"
         );

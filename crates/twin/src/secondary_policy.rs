@@ -119,6 +119,7 @@ mod tests {
             slices: Vec::new(),
             nodes: Vec::new(),
             gateways: Default::default(),
+            inference_pools: Vec::new(),
         };
         let values = vec![
             json!({"apiVersion": "v1", "kind": "Namespace",

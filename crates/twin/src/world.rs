@@ -54,6 +54,8 @@ struct Objects {
     multi_policies: BTreeMap<Key, Value>,
     /// The Gateway API's objects, by kind (`tessera_controllers::gateway::KINDS` order).
     gateway_api: [BTreeMap<Key, Value>; 5],
+    /// InferencePools, backends the Gateways route to.
+    inference_pools: BTreeMap<Key, Value>,
     /// The snapshot of the objects above, until one of them changes.
     snapshot: Option<Snapshot>,
 }
@@ -107,12 +109,16 @@ enum Table {
     MultiPolicies,
     /// A Gateway API kind (its index in `tessera_controllers::gateway::KINDS`).
     GatewayApi(usize),
+    InferencePools,
 }
 
 impl Table {
     /// Whether an exec waits for its first listing (see [`AWAITED_KINDS`]).
     fn awaited(self) -> bool {
-        !matches!(self, Table::MultiPolicies | Table::GatewayApi(_))
+        !matches!(
+            self,
+            Table::MultiPolicies | Table::GatewayApi(_) | Table::InferencePools
+        )
     }
 }
 
@@ -127,6 +133,7 @@ impl Objects {
             Table::Namespaces => &mut self.namespaces,
             Table::MultiPolicies => &mut self.multi_policies,
             Table::GatewayApi(i) => &mut self.gateway_api[i % 5],
+            Table::InferencePools => &mut self.inference_pools,
         }
     }
 }
@@ -214,6 +221,16 @@ impl World {
                 ),
             )));
         }
+        // Not awaited either: the inference extension's pools.
+        let pools = tessera_controllers::inference_pools::pool_resource();
+        spawn(Box::pin(follow(
+            Api::<DynamicObject>::all_with(client.clone(), &pools),
+            on_objects(
+                &shared,
+                Table::InferencePools,
+                |_, _: &Change<DynamicObject>| {},
+            ),
+        )));
         let policies = shared.clone();
         spawn(Box::pin(follow(
             Api::<NetworkPolicy>::all(client.clone()),
@@ -289,6 +306,9 @@ impl World {
             reference_grants: values(&objects.gateway_api[4]),
             services: services.clone(),
             namespaces: values(&objects.namespaces),
+            extra_backends: vec![tessera_controllers::gateway::inference_pool_backends(
+                objects.inference_pools.keys().cloned(),
+            )],
             ..tessera_gateway::Inputs::default()
         });
         let cluster = Arc::new(Cluster {
@@ -303,6 +323,7 @@ impl World {
             slices,
             nodes: values(&objects.nodes),
             gateways,
+            inference_pools: values(&objects.inference_pools),
         });
         let typed = |map: &BTreeMap<Key, Value>, api_version: &str, kind: &str| {
             map.values()

@@ -49,8 +49,8 @@ fn upstream_crds_and_examples_work_unchanged() {
     // AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy, Tessera's
     // MaintenancePlan, and external-snapshotter's VolumeSnapshotClass, VolumeSnapshot and
     // VolumeSnapshotContent, and the Gateway API's GatewayClass, Gateway, HTTPRoute,
-    // GRPCRoute and ReferenceGrant.
-    assert_eq!(established.lines().count(), 28, "{established}");
+    // GRPCRoute and ReferenceGrant, and the inference extension's InferencePool.
+    assert_eq!(established.lines().count(), 29, "{established}");
     assert!(
         established.lines().all(|l| l.ends_with("=True")),
         "{established}"

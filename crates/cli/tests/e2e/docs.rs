@@ -204,6 +204,7 @@ const PAGES: &[&str] = &[
     "docs/lab/maintenance.md",
     "docs/lab/models.md",
     "docs/lab/networks.md",
+    "docs/lab/serving.md",
     "docs/lab/tenant.md",
     "docs/lab/two-teams.md",
     "docs/lab/worker-models.md",
@@ -296,6 +297,11 @@ fn docs_lab_models_runs_as_written() {
 #[test]
 fn docs_lab_two_teams_runs_as_written() {
     run_page("docs/lab/two-teams.md");
+}
+
+#[test]
+fn docs_lab_serving_runs_as_written() {
+    run_page("docs/lab/serving.md");
 }
 
 #[test]

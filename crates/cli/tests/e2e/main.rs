@@ -27,6 +27,7 @@ mod faults;
 mod gateway;
 mod hpa;
 mod images;
+mod inference;
 mod kubectl;
 mod kueue_api;
 mod kueue_config;
