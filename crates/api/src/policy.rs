@@ -126,17 +126,7 @@ pub const COMPONENTS: &[Component] = &[
             (&[""], &["pods"], &["patch"]),
             // As the Gateways' simulated proxies: the Gateway API objects requests are routed
             // by.
-            (
-                &["gateway.networking.k8s.io"],
-                &[
-                    "gatewayclasses",
-                    "gateways",
-                    "httproutes",
-                    "grpcroutes",
-                    "referencegrants",
-                ],
-                READ,
-            ),
+            (&["gateway.networking.k8s.io"], GATEWAY_API_KINDS, READ),
             // The InferencePools their routes send to, whose pods the endpoint picker chooses.
             (&["inference.networking.k8s.io"], &["inferencepools"], READ),
         ],
@@ -460,17 +450,7 @@ pub const COMPONENTS: &[Component] = &[
         // `tessera.dev/gateway-controller`, their Gateways and the routes attached to them.
         name: "gateway-controller",
         rules: &[
-            (
-                &["gateway.networking.k8s.io"],
-                &[
-                    "gatewayclasses",
-                    "gateways",
-                    "httproutes",
-                    "grpcroutes",
-                    "referencegrants",
-                ],
-                READ,
-            ),
+            (&["gateway.networking.k8s.io"], GATEWAY_API_KINDS, READ),
             (
                 &["gateway.networking.k8s.io"],
                 &[
@@ -598,6 +578,16 @@ pub const COMPONENTS: &[Component] = &[
             ),
         ],
     },
+];
+
+/// The Gateway API's resources, read by the Gateway controller and by the twins' simulated
+/// proxies.
+const GATEWAY_API_KINDS: &[&str] = &[
+    "gatewayclasses",
+    "gateways",
+    "httproutes",
+    "grpcroutes",
+    "referencegrants",
 ];
 
 /// The identity a component acts as.

@@ -9,7 +9,7 @@
 //! Produces JSON only; installing it is the bootstrap's business.
 
 use serde_json::{Value, json};
-use tessera_model::kueue::crd::BUNDLE_HASH_ANNOTATION;
+use tessera_model::kueue::crd::bundled_definition;
 
 use crate::GROUP;
 
@@ -237,7 +237,8 @@ const KINDS: &[Kind] = &[
     },
 ];
 
-/// The bundled definitions, each with a [`BUNDLE_HASH_ANNOTATION`] of its spec.
+/// The bundled definitions, each with the bundle hash of its spec
+/// ([`tessera_model::kueue::crd::BUNDLE_HASH_ANNOTATION`]).
 pub fn definitions() -> Vec<Value> {
     KINDS
         .iter()
@@ -274,20 +275,14 @@ pub fn definitions() -> Vec<Value> {
                 "scope": if k.namespaced { "Namespaced" } else { "Cluster" },
                 "versions": versions,
             });
-            let hash = tessera_model::fnv::fnv64(spec.to_string().as_bytes());
-            json!({
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {
-                    "name": format!("{}.{GROUP}", k.plural),
-                    "annotations": {
-                        "gateway.networking.k8s.io/bundle-version": BUNDLE_VERSION,
-                        "gateway.networking.k8s.io/channel": "standard",
-                        BUNDLE_HASH_ANNOTATION: format!("{hash:016x}"),
-                    },
-                },
-                "spec": spec,
-            })
+            bundled_definition(
+                &format!("{}.{GROUP}", k.plural),
+                spec,
+                &[
+                    ("gateway.networking.k8s.io/bundle-version", BUNDLE_VERSION),
+                    ("gateway.networking.k8s.io/channel", "standard"),
+                ],
+            )
         })
         .collect()
 }

@@ -284,20 +284,26 @@ impl Engine {
         true
     }
 
-    /// Preempts the most recently admitted sequence other than `keep`: its blocks go back and
-    /// it waits at the head of the queue, to be recomputed. False when there is none.
+    /// Preempts the most recently admitted sequence other than `keep`. False when there is
+    /// none.
     fn preempt_newest(&mut self, keep: usize) -> bool {
         let Some(victim) = self.running.iter().rposition(|s| s.job.id != keep) else {
             return false;
         };
-        let mut seq = self.running.remove(victim);
+        self.preempt(victim);
+        true
+    }
+
+    /// Preempts the running sequence at `index`: its blocks go back and it waits at the head
+    /// of the queue, to be recomputed with what it had generated.
+    fn preempt(&mut self, index: usize) {
+        let mut seq = self.running.remove(index);
         self.release(&seq);
         seq.resumed = seq.generated;
         seq.computed = 0;
         seq.private_blocks = 0;
         self.waiting.push_front(seq);
         self.stats.preemptions += 1;
-        true
     }
 
     /// Plans the next step; returns its length in µs, or None when there is nothing to do.
@@ -328,13 +334,7 @@ impl Engine {
                         continue;
                     }
                     // Alone and out of space: it cannot grow; preempt it too.
-                    let mut seq = self.running.remove(index);
-                    self.release(&seq);
-                    seq.resumed = seq.generated;
-                    seq.computed = 0;
-                    seq.private_blocks = 0;
-                    self.waiting.push_front(seq);
-                    self.stats.preemptions += 1;
+                    self.preempt(index);
                     continue;
                 }
                 self.private += 1;

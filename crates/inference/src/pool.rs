@@ -105,19 +105,14 @@ pub fn definition() -> Value {
             "subresources": {"status": {}}
         }]
     });
-    let hash = tessera_model::fnv::fnv64(spec.to_string().as_bytes());
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("{PLURAL}.{GROUP}"),
-            "annotations": {
-                tessera_model::kueue::crd::BUNDLE_HASH_ANNOTATION: format!("{hash:016x}"),
-                "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/1173"
-            }
-        },
-        "spec": spec
-    })
+    tessera_model::kueue::crd::bundled_definition(
+        &format!("{PLURAL}.{GROUP}"),
+        spec,
+        &[(
+            "api-approved.kubernetes.io",
+            "https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/1173",
+        )],
+    )
 }
 
 /// What happens to requests when the endpoint picker does not answer.

@@ -7,7 +7,7 @@
 //! Produces JSON only; installing it is the bootstrap's business.
 
 use serde_json::{Value, json};
-use tessera_model::kueue::crd::BUNDLE_HASH_ANNOTATION;
+use tessera_model::kueue::crd::bundled_definition;
 
 use crate::spec::{API_VERSION, KIND};
 
@@ -49,7 +49,8 @@ fn version_schema() -> Value {
     })
 }
 
-/// The definition, with a [`BUNDLE_HASH_ANNOTATION`] of its spec.
+/// The definition, with the bundle hash of its spec
+/// ([`tessera_model::kueue::crd::BUNDLE_HASH_ANNOTATION`]).
 pub fn definition() -> Value {
     let (group, version) = API_VERSION.split_once('/').unwrap_or((GROUP, VERSION));
     let spec = json!({
@@ -73,17 +74,7 @@ pub fn definition() -> Value {
             ]
         }]
     });
-    let hash = tessera_model::fnv::fnv64(spec.to_string().as_bytes());
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("{PLURAL}.{group}"),
-            "annotations": {BUNDLE_HASH_ANNOTATION: format!("{hash:016x}")},
-            "labels": {"app.kubernetes.io/managed-by": "tessera"}
-        },
-        "spec": spec
-    })
+    bundled_definition(&format!("{PLURAL}.{group}"), spec, &[])
 }
 
 #[cfg(test)]
@@ -111,7 +102,7 @@ mod tests {
             assert!(spec.get(field).is_some(), "{field} is missing");
         }
         assert!(
-            crd["metadata"]["annotations"][BUNDLE_HASH_ANNOTATION]
+            crd["metadata"]["annotations"][tessera_model::kueue::crd::BUNDLE_HASH_ANNOTATION]
                 .as_str()
                 .is_some_and(|h| h.len() == 16)
         );

@@ -137,16 +137,7 @@ impl ModelStore {
             S3ServiceBuilder::new(indexed::IndexedFs::new(fs, root.clone(), index.clone()));
         builder.set_auth(credentials::Auth(credentials.clone()));
         let s3 = builder.build();
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| StoreError::Listen {
-                address: listen,
-                source,
-            })?;
-        let address = listener.local_addr().map_err(|source| StoreError::Listen {
-            address: listen,
-            source,
-        })?;
+        let (listener, address) = bind(listen).await?;
         let task = tokio::spawn(serve(
             listener,
             s3,
@@ -209,6 +200,17 @@ impl Drop for ModelStore {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// A listener on `listen`, and the address it got (the port chosen when `listen`'s is 0).
+pub(crate) async fn bind(listen: SocketAddr) -> Result<(TcpListener, SocketAddr), StoreError> {
+    let failed = |source| StoreError::Listen {
+        address: listen,
+        source,
+    };
+    let listener = TcpListener::bind(listen).await.map_err(failed)?;
+    let address = listener.local_addr().map_err(failed)?;
+    Ok((listener, address))
 }
 
 /// Accepts connections and serves each with HTTP/1.1 or HTTP/2.

@@ -347,16 +347,7 @@ impl Registry {
     pub async fn start(data_dir: &Path, listen: SocketAddr) -> Result<Registry, StoreError> {
         let storage = Arc::new(Storage::open(data_dir)?);
         let credentials = Credentials::load_or_create(&data_dir.join(CREDENTIALS_FILE))?;
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| StoreError::Listen {
-                address: listen,
-                source,
-            })?;
-        let address = listener.local_addr().map_err(|source| StoreError::Listen {
-            address: listen,
-            source,
-        })?;
+        let (listener, address) = crate::bind(listen).await?;
         let task = tokio::spawn(serve(
             listener,
             storage.clone(),

@@ -534,6 +534,20 @@ pub enum PullError {
 
 impl PullError {
     /// The runtime's error text (`rpc error: code = … desc = …`).
+    /// The registry of `image` did not answer its manifest request.
+    pub fn unreachable(image: &ImageRef) -> PullError {
+        PullError::Unreachable {
+            reference: image.canonical(),
+            host: image.registry.clone(),
+            repository: image.repository.clone(),
+            object: image
+                .digest
+                .clone()
+                .or_else(|| image.tag.clone())
+                .unwrap_or_else(|| DEFAULT_TAG.to_string()),
+        }
+    }
+
     pub fn message(&self) -> String {
         match self {
             PullError::Unreachable {
@@ -585,16 +599,7 @@ pub fn pull_verdict(request: PullRequest<'_>) -> Result<u64, PullError> {
     let reference = image.canonical();
     match request.fault {
         Some(RegistryFault::Unreachable) => {
-            return Err(PullError::Unreachable {
-                reference,
-                host: image.registry.clone(),
-                repository: image.repository.clone(),
-                object: image
-                    .digest
-                    .clone()
-                    .or_else(|| image.tag.clone())
-                    .unwrap_or_else(|| DEFAULT_TAG.to_string()),
-            });
+            return Err(PullError::unreachable(image));
         }
         Some(RegistryFault::Unauthorized) => return Err(PullError::Unauthorized { reference }),
         None => {}

@@ -203,16 +203,7 @@ pub fn pull_verdict(
             });
         }
         Reach::NoService => {
-            return Err(PullError::Unreachable {
-                reference,
-                host: image.registry.clone(),
-                repository: image.repository.clone(),
-                object: image
-                    .digest
-                    .clone()
-                    .or_else(|| image.tag.clone())
-                    .unwrap_or_default(),
-            });
+            return Err(PullError::unreachable(image));
         }
     }
     if credentials.is_empty() {

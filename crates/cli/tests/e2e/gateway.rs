@@ -13,13 +13,7 @@ use serde_json::Value;
 
 use crate::support::Cluster;
 
-const TOPOLOGY: &str = r#"apiVersion: tessera.dev/v1alpha1
-kind: ClusterTopology
-pools:
-- name: cpu
-  count: 2
-  capacity: {cpu: "16", memory: 64Gi, pods: "110"}
-"#;
+use crate::support::TWO_CPU_NODES as TOPOLOGY;
 
 const V: &str = "1.33";
 const OLD: &str = "1.27";

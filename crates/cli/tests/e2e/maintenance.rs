@@ -19,7 +19,8 @@ use crate::support::{Cluster, kubectl_binary, outcome};
 
 const KUBECTL: &str = "1.33";
 
-fn maintain_plan(cluster: &Cluster, plan: &str) -> (bool, String, String) {
+/// `tessera maintain plan -f` of `plan` against the cluster: (ok, stdout, stderr).
+pub(crate) fn maintain_plan(cluster: &Cluster, plan: &str) -> (bool, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("plan.yaml");
     std::fs::write(&path, plan).expect("write plan");

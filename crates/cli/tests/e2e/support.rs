@@ -33,6 +33,15 @@ fn kubectl_dir() -> PathBuf {
     path.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
+/// Two plain CPU nodes: enough for tests of the network, Gateways and model servers.
+pub const TWO_CPU_NODES: &str = r#"apiVersion: tessera.dev/v1alpha1
+kind: ClusterTopology
+pools:
+- name: cpu
+  count: 2
+  capacity: {cpu: "16", memory: 64Gi, pods: "110"}
+"#;
+
 /// A finished command as (succeeded, stdout, stderr).
 pub fn outcome(output: Output) -> (bool, String, String) {
     (

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::maintenance::maintain_plan;
 use crate::support::{Cluster, outcome};
 
 const TOPOLOGY: &str = include_str!("../../../../examples/lab/workers/lab.yaml");
@@ -33,21 +34,6 @@ fn labels(cluster: &Cluster, version: &str, node: &str) -> Value {
 fn pod(name: &str, resource: &str, selector: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n{selector}  containers:\n  - name: c\n    image: cuda:12\n    resources: {{limits: {{{resource}: \"1\"}}}}\n"
-    )
-}
-
-fn maintain_plan(cluster: &Cluster, plan: &str) -> (bool, String, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("plan.yaml");
-    std::fs::write(&path, plan).expect("write plan");
-    outcome(
-        Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["maintain", "plan", "--kubeconfig"])
-            .arg(cluster.kubeconfig())
-            .arg("-f")
-            .arg(&path)
-            .output()
-            .expect("run tessera maintain plan"),
     )
 }
 

@@ -26,6 +26,28 @@ use super::{GROUP, SERVED_VERSION, STORAGE_VERSION};
 /// Annotation on a bundled CRD: a hash of its spec, so a newer Tessera knows to upgrade it.
 pub const BUNDLE_HASH_ANNOTATION: &str = "tessera.dev/bundle-hash";
 
+/// A CustomResourceDefinition Tessera bundles: `name` with `spec`, the hash of the spec in
+/// its [`BUNDLE_HASH_ANNOTATION`] (beside `annotations`), labelled as managed by Tessera — so
+/// the bootstrap installs what is missing and upgrades what an older Tessera installed.
+pub fn bundled_definition(name: &str, spec: Value, annotations: &[(&str, &str)]) -> Value {
+    let hash = crate::fnv::fnv64(spec.to_string().as_bytes());
+    let mut all: serde_json::Map<String, Value> = annotations
+        .iter()
+        .map(|(key, value)| (key.to_string(), json!(value)))
+        .collect();
+    all.insert(BUNDLE_HASH_ANNOTATION.into(), json!(format!("{hash:016x}")));
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": name,
+            "annotations": all,
+            "labels": {"app.kubernetes.io/managed-by": "tessera"},
+        },
+        "spec": spec,
+    })
+}
+
 const DEFINITIONS: &str = "#/components/schemas/";
 
 /// What a bundled kind declares under `subresources`.
@@ -492,17 +514,7 @@ fn definition(bundled: &Bundled) -> Value {
         "versions": [version(SERVED_VERSION, v1beta1), version(STORAGE_VERSION, v1beta2)],
         "conversion": {"strategy": "None"},
     });
-    let hash = crate::fnv::fnv64(spec.to_string().as_bytes());
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("{}.{GROUP}", bundled.plural),
-            "annotations": {BUNDLE_HASH_ANNOTATION: format!("{hash:016x}")},
-            "labels": {"app.kubernetes.io/managed-by": "tessera"},
-        },
-        "spec": spec,
-    })
+    bundled_definition(&format!("{}.{GROUP}", bundled.plural), spec, &[])
 }
 
 fn rules_json(rules: impl Iterator<Item = (String, &'static str)>) -> Value {
