@@ -5,8 +5,9 @@
 //! exec … -- curl` through the Gateway are answered by the pool's pods in OpenAI's shape, and
 //! the endpoint picker keeps one system prompt on one pod (prefix affinity) while different
 //! prompts spread; a pod's `/metrics` shows its load in vLLM's names; an unknown model is
-//! vLLM's 404; a pool whose `endpointPickerRef` names no Service is ResolvedRefs=False
-//! InvalidExtensionRef; upstream's CEL rules refuse duplicate ports.
+//! vLLM's 404; a pool selecting no ready pods is the Gateway's 503; a pool whose
+//! `endpointPickerRef` names no Service is ResolvedRefs=False InvalidExtensionRef; upstream's
+//! CEL rules refuse duplicate ports.
 
 use std::collections::BTreeMap;
 
@@ -192,6 +193,34 @@ fn the_endpoint_picker_routes_completions_through_the_gateway_to_the_pools_pods(
     );
     assert!(head.contains(" 404"), "{head}");
     assert!(body.contains("The model `gpt-4` does not exist."), "{body}");
+
+    // A pool selecting no ready pods: the Gateway's 503.
+    cluster.ok(V, &["scale", "deployment", POOL, "--replicas=0"]);
+    cluster.wait_for(
+        V,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=vllm-llama3-8b-instruct",
+            "-o",
+            "name",
+        ],
+        |out| out.trim().is_empty(),
+    );
+    let (head, body) = curl(
+        &cluster,
+        V,
+        &[
+            &format!("http://{gateway}/v1/completions"),
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            r#"{"model": "food-review-1", "prompt": "hi"}"#,
+        ],
+    );
+    assert!(head.contains(" 503"), "{head}");
+    assert!(body.contains("no healthy upstream"), "{body}");
 
     // Bad input: a picker reference to nothing, and duplicate ports.
     cluster.ok(
