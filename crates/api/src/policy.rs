@@ -307,22 +307,6 @@ pub const COMPONENTS: &[Component] = &[
             ),
         ],
     },
-    // The part of a Gateway implementation that writes InferencePools' status (the
-    // inference extension's implementer guide): pools' status, the routes that name them, the
-    // Services their endpoint pickers are.
-    Component {
-        name: "inference-pool-controller",
-        rules: &[
-            (&["inference.networking.k8s.io"], &["inferencepools"], READ),
-            (
-                &["inference.networking.k8s.io"],
-                &["inferencepools/status"],
-                &["get", "update", "patch"],
-            ),
-            (&["gateway.networking.k8s.io"], &["httproutes"], READ),
-            (&[""], &["services"], READ),
-        ],
-    },
     // kubernetes-csi/external-snapshotter's `snapshot-controller-runner` role.
     Component {
         name: "snapshot-controller",
@@ -462,8 +446,13 @@ pub const COMPONENTS: &[Component] = &[
                 STATUS,
             ),
             (&[""], &["services", "namespaces"], READ),
-            // InferencePools, a backend kind of routes.
+            // InferencePools, a backend kind of routes, and their status.
             (&["inference.networking.k8s.io"], &["inferencepools"], READ),
+            (
+                &["inference.networking.k8s.io"],
+                &["inferencepools/status"],
+                &["get", "update", "patch"],
+            ),
         ],
     },
     Component {

@@ -319,10 +319,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_for("endpoint-controller"),
         Some(registries.clone()),
     ));
-    let inference_pools = tokio::spawn(tessera_controllers::inference_pools::run(
-        client_for("inference-pool-controller"),
-        clock.clone(),
-    ));
     let jobsets = tokio::spawn(tessera_controllers::custom::run_jobsets(
         client_for("workload-controller"),
         clock.clone(),
@@ -533,7 +529,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     gateways.abort();
     apps.abort();
     jobsets.abort();
-    inference_pools.abort();
     endpoints.abort();
     leader_worker_sets.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;

@@ -1,6 +1,7 @@
 //! The built-in Gateway API controller (`tessera.dev/gateway-controller`) as a shell over
 //! [`tessera_gateway`]: reflectors on GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes,
-//! ReferenceGrants, Services and Namespaces; after each burst of changes (and every 15 s)
+//! ReferenceGrants, Services, Namespaces and InferencePools (whose status it also writes,
+//! through `crate::inference_pools`); after each burst of changes (and every 15 s)
 //! the core decides the whole model and every status that differs from the stored one is
 //! written through the status subresource (a conflict waits for the next pass).
 //!
@@ -113,7 +114,17 @@ pub async fn run(client: Client, clock: Clock) {
             ))],
             ..Inputs::default()
         };
-        if !pass(&client, &clock, &inputs).await {
+        let written = pass(&client, &clock, &inputs).await;
+        // InferencePools' status follows the routes' as this controller last wrote them.
+        let pools_written = crate::inference_pools::sync_all(
+            &client,
+            &store_values(&pools),
+            &inputs.http_routes,
+            &inputs.services,
+            &tessera_model::time::timestamp(clock()),
+        )
+        .await;
+        if !(written && pools_written) {
             resync.reset_after(Duration::from_millis(500));
         }
     }

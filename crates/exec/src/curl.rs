@@ -506,13 +506,8 @@ fn to_inference_pool(
     };
     let port = spec.target_ports.first().copied().unwrap_or(8000);
     let reachable: Vec<&Value> = members(&spec, &backend.namespace, &cluster.pods)
-        .iter()
-        .filter_map(|member| {
-            cluster.pods.iter().find(|p| {
-                text(p, "/metadata/namespace") == backend.namespace
-                    && text(p, "/metadata/name") == member.pod
-            })
-        })
+        .into_iter()
+        .map(|member| member.pod)
         .filter(|pod| {
             session
                 .policy

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+use tessera_model::{conditions, selector};
 
 /// The API group.
 pub const GROUP: &str = "inference.networking.k8s.io";
@@ -248,54 +249,30 @@ impl PoolSpec {
 }
 
 /// A model server of a pool: a selected pod that is running, ready and has an address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
-    pub pod: String,
-    pub address: String,
-    pub ports: Vec<u16>,
-}
-
-fn labels(object: &Value) -> BTreeMap<String, String> {
-    object["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn ready(pod: &Value) -> bool {
-    pod["status"]["conditions"]
-        .as_array()
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member<'a> {
+    pub pod: &'a Value,
+    pub name: &'a str,
+    pub address: &'a str,
 }
 
 /// The pool's members among `pods`, by pod name.
-pub fn members(spec: &PoolSpec, namespace: &str, pods: &[Value]) -> Vec<Member> {
-    let mut members: Vec<Member> = pods
+pub fn members<'a>(spec: &PoolSpec, namespace: &str, pods: &'a [Value]) -> Vec<Member<'a>> {
+    let mut members: Vec<Member<'a>> = pods
         .iter()
         .filter(|pod| pod["metadata"]["namespace"].as_str() == Some(namespace))
         .filter(|pod| pod["metadata"]["deletionTimestamp"].is_null())
-        .filter(|pod| pod["status"]["phase"] == "Running" && ready(pod))
-        .filter(|pod| spec.selects(&labels(pod)))
+        .filter(|pod| conditions::pod_is_running_and_ready(pod))
+        .filter(|pod| spec.selects(&selector::labels(pod)))
         .filter_map(|pod| {
             Some(Member {
-                pod: pod["metadata"]["name"].as_str()?.to_string(),
-                address: pod["status"]["podIP"]
-                    .as_str()
-                    .filter(|a| !a.is_empty())?
-                    .to_string(),
-                ports: spec.target_ports.clone(),
+                pod,
+                name: pod["metadata"]["name"].as_str()?,
+                address: pod["status"]["podIP"].as_str().filter(|a| !a.is_empty())?,
             })
         })
         .collect();
-    members.sort_by(|a, b| a.pod.cmp(&b.pod));
+    members.sort_by(|a, b| a.name.cmp(b.name));
     members
 }
 
@@ -469,35 +446,33 @@ pub fn status(pool: &Value, entries: &[ParentEntry], now: &str) -> Option<Value>
         .cloned()
         .unwrap_or_default();
     let ours = |entry: &Value| entry["controllerName"] == CONTROLLER_NAME;
-    let previous = |namespace: &str, gateway: &str, kind: &str| -> Option<&Value> {
+    let previous = |namespace: &str, gateway: &str| -> Vec<Value> {
         current
             .iter()
             .filter(|e| ours(e))
             .find(|e| {
                 e["parentRef"]["name"] == gateway
                     && e["parentRef"]["namespace"].as_str().unwrap_or(namespace) == namespace
-            })?
-            .get("conditions")?
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == kind)
+            })
+            .and_then(|e| e["conditions"].as_array().cloned())
+            .unwrap_or_default()
     };
     let mut parents: Vec<Value> = current.iter().filter(|e| !ours(e)).cloned().collect();
     for entry in entries {
-        let conditions: Vec<Value> = entry
+        let mut conditions: Vec<Value> = entry
             .conditions
             .iter()
             .map(|condition| {
                 let status = if condition.status { "True" } else { "False" };
-                let since = previous(&entry.gateway_namespace, &entry.gateway, condition.kind)
-                    .filter(|c| c["status"] == status)
-                    .and_then(|c| c["lastTransitionTime"].as_str())
-                    .unwrap_or(now);
                 json!({"type": condition.kind, "status": status, "reason": condition.reason,
                        "message": condition.message, "observedGeneration": generation,
-                       "lastTransitionTime": since})
+                       "lastTransitionTime": now})
             })
             .collect();
+        conditions::keep_transition_times(
+            &previous(&entry.gateway_namespace, &entry.gateway),
+            &mut conditions,
+        );
         parents.push(json!({
             "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway",
                           "name": entry.gateway, "namespace": entry.gateway_namespace},

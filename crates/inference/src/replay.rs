@@ -156,7 +156,7 @@ pub fn replay(trace: &[TraceRequest], pool: &PoolConfig, policy: &Policy) -> Rep
     let mut first_token: Vec<Option<u64>> = vec![None; trace.len()];
     let mut finished: Vec<Option<u64>> = vec![None; trace.len()];
     let mut per_server = vec![0usize; servers];
-    let mut pending = trace.len();
+    let mut arrived = 0usize;
 
     let start_step = |engine: &mut Engine,
                       server: usize,
@@ -176,10 +176,7 @@ pub fn replay(trace: &[TraceRequest], pool: &PoolConfig, policy: &Policy) -> Rep
                 for outcome in engines[server].finish_step() {
                     match outcome {
                         Outcome::FirstToken { id } => first_token[id] = Some(now),
-                        Outcome::Finished { id } => {
-                            finished[id] = Some(now);
-                            pending -= 1;
-                        }
+                        Outcome::Finished { id } => finished[id] = Some(now),
                     }
                 }
                 start_step(&mut engines[server], server, now, &mut events);
@@ -188,10 +185,9 @@ pub fn replay(trace: &[TraceRequest], pool: &PoolConfig, policy: &Policy) -> Rep
                 for (server, metrics) in scraped.iter_mut() {
                     *metrics = engines[*server as usize].metrics();
                 }
-                let more_work = pending > 0 && engines.iter().any(|e| !e.idle())
-                    || events
-                        .iter()
-                        .any(|Reverse((_, e))| matches!(e, Event::Arrival(_)));
+                // Scrapes go on while requests are to come or a server is working; a request
+                // no server can ever admit does not keep them going.
+                let more_work = arrived < trace.len() || engines.iter().any(Engine::stepping);
                 if more_work {
                     events.push(Reverse((
                         now + pool.metrics_refresh_us * 1_000,
@@ -200,6 +196,7 @@ pub fn replay(trace: &[TraceRequest], pool: &PoolConfig, policy: &Policy) -> Rep
                 }
             }
             Event::Arrival(id) => {
+                arrived += 1;
                 let request = &trace[id];
                 let blocks = block_hashes(
                     PromptShape {
@@ -312,6 +309,31 @@ fn report(
 mod tests {
     use super::*;
     use crate::trace::{Workload, generate};
+
+    #[test]
+    fn a_request_no_server_can_admit_ends_the_replay_unfinished() {
+        let huge = TraceRequest {
+            at: 0.0,
+            model: "llama-3-8b".into(),
+            prefix: None,
+            prefix_tokens: 0,
+            prompt_tokens: 100_000,
+            output_tokens: 1,
+        };
+        let small = TraceRequest {
+            prompt_tokens: 100,
+            at: 0.1,
+            ..huge.clone()
+        };
+        let pool = small_pool(1);
+        let policy = Policy::Picker(Profile::default());
+        let report = replay(&[huge, small], &pool, &policy);
+        assert_eq!(
+            (report.requests, report.completed),
+            (2, 0),
+            "the huge one blocks the queue"
+        );
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {

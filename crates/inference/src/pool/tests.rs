@@ -125,7 +125,7 @@ fn members_are_the_selected_running_ready_pods_of_the_namespace() {
     ];
     let found: Vec<(String, String)> = members(&spec, "serve", &pods)
         .into_iter()
-        .map(|m| (m.pod, m.address))
+        .map(|m| (m.name.to_string(), m.address.to_string()))
         .collect();
     assert_eq!(
         found,
