@@ -20,6 +20,7 @@ pub mod jobs;
 pub mod maintenance;
 pub mod maintenance_evict;
 pub mod node_monitor;
+pub mod pacing;
 pub mod pdb;
 pub mod pod_gc;
 pub mod pv_controller;

@@ -43,11 +43,11 @@ use tessera_queue::api::{job::JOB, jobset::JOBSET};
 use tessera_queue::config::{Configuration, POD_FRAMEWORK};
 use tessera_queue::flavor::ResourceFlavorSpec;
 
+use crate::pacing::{Pacing, next_paced_pass};
 use crate::queue_pods::{self, PodIntegration};
 use crate::serialized::Serialized;
 use crate::shell::{
-    EventRecorder, ObjectKey, next_pass, object_key, overlay, patch_params, post_params, watched,
-    watched_with,
+    EventRecorder, ObjectKey, object_key, overlay, patch_params, post_params, watched, watched_with,
 };
 
 /// The field manager of the queue manager's writes: Kueue is a controller-runtime binary.
@@ -269,7 +269,10 @@ pub async fn run(client: Client, config: QueueConfig) {
         configuration: &config.configuration,
         metrics: config.metrics.as_deref(),
     };
-    while next_pass(&mut changes, &mut resync).await {
+    // Passes over few objects are cheap: paced by their cost, a change is answered within
+    // milliseconds under churn (MultiKueue's dispatch waits on several passes in a row).
+    let mut pacing = Pacing::default();
+    while next_paced_pass(&mut changes, &mut resync, &mut pacing).await {
         let now = (config.clock)();
         let pod_values = pods.pods();
         let workloads = shell.admit(&mut memory, &settings, &pod_values, now).await;
@@ -282,16 +285,10 @@ pub async fn run(client: Client, config: QueueConfig) {
         {
             memory.remember(&object);
         }
-        // Typed Jobs serialize without their kind, which the MultiKueue adapters match on.
-        let mut owners: Vec<Value> = values(watches.jobs.state())
-            .into_iter()
-            .map(|mut job| {
-                job["apiVersion"] = json!("batch/v1");
-                job["kind"] = json!("Job");
-                job
-            })
-            .collect();
-        owners.extend(watches.jobsets.values());
+        let owners = crate::queue_multikueue::LocalOwners {
+            jobs: &watches.jobs,
+            jobsets: &watches.jobsets.store,
+        };
         for object in multikueue
             .reconcile(&client, &checks, &workloads, &owners, now)
             .await

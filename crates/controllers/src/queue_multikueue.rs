@@ -21,10 +21,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tessera_model::clock::Clock;
@@ -79,6 +80,8 @@ pub struct MultiKueueWatches {
     origin: String,
     worker_lost_timeout: Duration,
     workers: Mutex<BTreeMap<String, WorkerConnection>>,
+    /// The Workloads the last passes found nothing to do for.
+    settled: std::sync::Mutex<Settled>,
     events: EventRecorder,
     /// Wakes the queue manager when a worker's caches change.
     wake: Wake,
@@ -163,6 +166,7 @@ impl MultiKueueWatches {
             origin: settings.origin.clone(),
             worker_lost_timeout: settings.worker_lost_timeout,
             workers: Mutex::new(BTreeMap::new()),
+            settled: std::sync::Mutex::default(),
             events: EventRecorder::start(client.clone(), COMPONENT, clock),
             wake,
         }
@@ -176,7 +180,7 @@ impl MultiKueueWatches {
         client: &Client,
         admission_checks: &[Value],
         workloads: &BTreeMap<String, Value>,
-        owners: &[Value],
+        owners: &LocalOwners<'_>,
         now: SystemTime,
     ) -> Vec<Arc<DynamicObject>> {
         let clusters = values(self.clusters.state());
@@ -195,53 +199,15 @@ impl MultiKueueWatches {
         })
         .await;
         let checks = objects::by_name(admission_checks);
-        let mut planned = Vec::new();
-        for workload in workloads.values() {
-            let Some(check) = multikueue_check(workload, &checks) else {
-                continue;
-            };
-            let Ok(names) = multikueue::config_clusters(check, &configs) else {
-                continue;
-            };
-            let owner = adapter::owner_of(workload).ok();
-            let local_owner = owner.as_ref().and_then(|(kind, name)| {
-                let (_, kind_name) = kind.api_version_kind();
-                owners.iter().find(|o| {
-                    o["kind"] == kind_name
-                        && objects::name(o) == name
-                        && objects::namespace(o) == objects::namespace(workload)
-                })
-            });
-            // A worker whose caches are still listing is waited for: its listing wakes us.
-            let Some(remote) = read_workers(&workers, &names, workload, owner.as_ref()) else {
-                continue;
-            };
-            let group_workers: BTreeMap<String, Worker<'_>> = remote
-                .iter()
-                .map(|(name, read)| {
-                    let worker = match read {
-                        Read::Lost(since) => Worker::Unreachable { lost_since: *since },
-                        Read::Got(workload, owner) => Worker::Reachable {
-                            workload: workload.as_ref(),
-                            owner: owner.as_ref(),
-                        },
-                    };
-                    (name.clone(), worker)
-                })
-                .collect();
-            let group = Group {
-                workload,
-                admission_checks: &checks,
-                owner: local_owner,
-                workers: &group_workers,
-                origin: &self.origin,
-                worker_lost_timeout: self.worker_lost_timeout,
-            };
-            let writes = multikueue::reconcile(&group, now);
-            if !writes.is_empty() {
-                planned.push((workload, local_owner, owner, writes));
-            }
-        }
+        let context = Context::of(&[admission_checks, &clusters, &values(self.configs.state())]);
+        let planned = self.plan(
+            &workers,
+            context,
+            (&checks, &configs),
+            workloads,
+            owners,
+            now,
+        );
         let remotes: BTreeMap<String, Client> = workers
             .iter()
             .filter_map(|(name, worker)| Some((name.clone(), worker.client()?)))
@@ -256,7 +222,7 @@ impl MultiKueueWatches {
                     let target = Target {
                         remotes,
                         workload,
-                        local_owner,
+                        local_owner: local_owner.as_ref(),
                         owner: owner.as_ref(),
                     };
                     if let Some(object) = self.carry_out(client, target, write).await {
@@ -271,6 +237,97 @@ impl MultiKueueWatches {
             .flat_map(futures::stream::iter)
             .collect()
             .await
+    }
+
+    /// Each Workload's writes as the reconciler answers them over what it reads, but for the
+    /// Workloads read the same as at a pass that wrote nothing for them ([`Settled`]).
+    #[allow(clippy::type_complexity)]
+    fn plan<'w>(
+        &self,
+        workers: &BTreeMap<String, WorkerConnection>,
+        context: Context,
+        (checks, configs): (&BTreeMap<String, Value>, &BTreeMap<String, Value>),
+        workloads: &'w BTreeMap<String, Value>,
+        owners: &LocalOwners<'_>,
+        now: SystemTime,
+    ) -> Vec<(
+        &'w Value,
+        Option<Value>,
+        Option<(OwnerKind, String)>,
+        Vec<Write>,
+    )> {
+        let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+        if settled.context != context {
+            settled.context = context;
+            settled.workloads.clear();
+        }
+        let mut still_settled = BTreeMap::new();
+        let mut planned = Vec::new();
+        for (key, workload) in workloads {
+            let Some(check) = multikueue_check(workload, checks) else {
+                continue;
+            };
+            let Ok(names) = multikueue::config_clusters(check, configs) else {
+                continue;
+            };
+            let owner = adapter::owner_of(workload).ok();
+            let local = owner
+                .as_ref()
+                .and_then(|(kind, name)| owners.get(*kind, objects::namespace(workload), name));
+            // A worker whose caches are still listing is waited for: its listing wakes us.
+            let Some(remote) = read_workers(workers, &names, workload, owner.as_ref()) else {
+                continue;
+            };
+            let inputs = Inputs::of(workload, local.as_ref(), &remote);
+            if let Some(inputs) = inputs.as_ref()
+                && settled.workloads.get(key) == Some(inputs)
+            {
+                still_settled.insert(key.clone(), inputs.clone());
+                continue;
+            }
+            let local_owner = local.map(|owner| owner.to_value());
+            let shown: Vec<(String, Shown)> = remote
+                .into_iter()
+                .map(|(name, read)| {
+                    let shown = match read {
+                        Read::Lost(since) => Shown::Lost(since),
+                        Read::Got(workload, owner) => Shown::Got(json_of(workload), json_of(owner)),
+                    };
+                    (name, shown)
+                })
+                .collect();
+            let group_workers: BTreeMap<String, Worker<'_>> = shown
+                .iter()
+                .map(|(name, shown)| {
+                    let worker = match shown {
+                        Shown::Lost(since) => Worker::Unreachable { lost_since: *since },
+                        Shown::Got(workload, owner) => Worker::Reachable {
+                            workload: workload.as_ref(),
+                            owner: owner.as_ref(),
+                        },
+                    };
+                    (name.clone(), worker)
+                })
+                .collect();
+            let group = Group {
+                workload,
+                admission_checks: checks,
+                owner: local_owner.as_ref(),
+                workers: &group_workers,
+                origin: &self.origin,
+                worker_lost_timeout: self.worker_lost_timeout,
+            };
+            let writes = multikueue::reconcile(&group, now);
+            if writes.is_empty() {
+                if let Some(inputs) = inputs {
+                    still_settled.insert(key.clone(), inputs);
+                }
+            } else {
+                planned.push((workload, local_owner, owner, writes));
+            }
+        }
+        settled.workloads = still_settled;
+        planned
     }
 
     /// Loads a worker's kubeconfig, (re)builds its client, probes it and writes the
@@ -543,7 +600,144 @@ fn read_workers(
 /// One worker as read for a Workload.
 enum Read {
     Lost(Option<SystemTime>),
+    Got(Option<Arc<DynamicObject>>, Option<Arc<DynamicObject>>),
+}
+
+fn json_of(object: Option<Arc<DynamicObject>>) -> Option<Value> {
+    serde_json::to_value(object?.as_ref()).ok()
+}
+
+/// The manager's own Jobs and JobSets, where a Workload's owner is looked up.
+pub struct LocalOwners<'a> {
+    pub jobs: &'a Store<Job>,
+    pub jobsets: &'a Store<DynamicObject>,
+}
+
+/// A Workload's owner on the manager.
+enum LocalOwner {
+    Job(Arc<Job>),
+    JobSet(Arc<DynamicObject>),
+}
+
+impl LocalOwners<'_> {
+    fn get(&self, kind: OwnerKind, namespace: &str, name: &str) -> Option<LocalOwner> {
+        match kind {
+            OwnerKind::Job => self
+                .jobs
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(LocalOwner::Job),
+            OwnerKind::JobSet => self
+                .jobsets
+                .get(&ObjectRef::new_with(name, owner_resource(kind)).within(namespace))
+                .map(LocalOwner::JobSet),
+        }
+    }
+}
+
+impl LocalOwner {
+    fn resource_version(&self) -> Option<&str> {
+        match self {
+            LocalOwner::Job(job) => job.metadata.resource_version.as_deref(),
+            LocalOwner::JobSet(set) => set.metadata.resource_version.as_deref(),
+        }
+    }
+
+    /// As JSON with its kind: typed Jobs serialize without it, and the adapters match on it.
+    fn to_value(&self) -> Value {
+        match self {
+            LocalOwner::Job(job) => {
+                let mut value = serde_json::to_value(job.as_ref()).unwrap_or_default();
+                value["apiVersion"] = json!("batch/v1");
+                value["kind"] = json!("Job");
+                value
+            }
+            LocalOwner::JobSet(set) => serde_json::to_value(set.as_ref()).unwrap_or_default(),
+        }
+    }
+}
+
+/// What the reconciler read for one Workload, by resource version: the Workload, its owner
+/// and each worker's copies of both. The reconciler's answer depends on nothing else but
+/// the time, and on the time only while a worker is lost, so a Workload read the same as
+/// at a pass that wrote nothing for it is left alone ([`Settled`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Inputs {
+    workload: String,
+    owner: Option<String>,
+    workers: Vec<(Option<String>, Option<String>)>,
+}
+
+impl Inputs {
+    /// `None` when a worker is lost (the answer then depends on the time) or an object has
+    /// no resource version.
+    fn of(
+        workload: &Value,
+        owner: Option<&LocalOwner>,
+        workers: &BTreeMap<String, Read>,
+    ) -> Option<Inputs> {
+        let version = |object: &Option<Arc<DynamicObject>>| -> Option<Option<String>> {
+            match object {
+                None => Some(None),
+                Some(object) => Some(Some(object.metadata.resource_version.clone()?)),
+            }
+        };
+        let owner = match owner {
+            None => None,
+            Some(owner) => Some(owner.resource_version()?.to_owned()),
+        };
+        let workers = workers
+            .values()
+            .map(|read| match read {
+                Read::Lost(_) => None,
+                Read::Got(workload, owner) => Some((version(workload)?, version(owner)?)),
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Inputs {
+            workload: workload
+                .pointer("/metadata/resourceVersion")?
+                .as_str()?
+                .to_owned(),
+            owner,
+            workers,
+        })
+    }
+}
+
+/// One worker as read for a Workload, its copies as JSON.
+enum Shown {
+    Lost(Option<SystemTime>),
     Got(Option<Value>, Option<Value>),
+}
+
+/// The AdmissionChecks', MultiKueueClusters' and MultiKueueConfigs' names and resource
+/// versions: what every Workload's reconciliation also reads.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Context(Vec<(String, String)>);
+
+impl Context {
+    fn of(kinds: &[&[Value]]) -> Context {
+        Context(
+            kinds
+                .iter()
+                .flat_map(|objects| objects.iter())
+                .map(|object| {
+                    let version = object
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    (objects::name(object).to_owned(), version.to_owned())
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The Workloads whose last reconciliation wrote nothing, with what it read, under the
+/// context it read them in.
+#[derive(Debug, Default)]
+struct Settled {
+    context: Context,
+    workloads: BTreeMap<String, Inputs>,
 }
 
 /// The Workload's check of MultiKueue's controller, as an AdmissionCheck object.
@@ -631,4 +825,60 @@ async fn client_from(kubeconfig: &str) -> Result<Client, String> {
         .await
         .map_err(|error| error.to_string())?;
     Client::try_from(config).map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod settled_tests {
+    use super::*;
+
+    fn object(version: Option<&str>) -> Option<Arc<DynamicObject>> {
+        let mut object = DynamicObject::new("job-a", &workload_resource()).within("default");
+        object.metadata.resource_version = version.map(str::to_owned);
+        Some(Arc::new(object))
+    }
+
+    fn workers(reads: Vec<Read>) -> BTreeMap<String, Read> {
+        reads
+            .into_iter()
+            .enumerate()
+            .map(|(i, read)| (format!("worker{i}"), read))
+            .collect()
+    }
+
+    #[test]
+    fn what_a_workload_was_read_as_decides_whether_it_is_reconciled_again() {
+        let workload = json!({"metadata": {"name": "job-a", "resourceVersion": "7"}});
+        let read = |remote: &str| {
+            workers(vec![
+                Read::Got(object(Some(remote)), None),
+                Read::Got(None, None),
+            ])
+        };
+        let first = Inputs::of(&workload, None, &read("3"));
+        assert!(first.is_some());
+        // The same versions read again: the same inputs, so a settled Workload is skipped.
+        assert_eq!(first, Inputs::of(&workload, None, &read("3")));
+        // A worker's copy changed: reconciled again.
+        assert_ne!(first, Inputs::of(&workload, None, &read("4")));
+        // The manager's Workload changed: reconciled again.
+        let written = json!({"metadata": {"name": "job-a", "resourceVersion": "8"}});
+        assert_ne!(first, Inputs::of(&written, None, &read("3")));
+        // A lost worker makes the answer depend on the time: never skipped.
+        let lost = workers(vec![Read::Got(object(Some("3")), None), Read::Lost(None)]);
+        assert_eq!(Inputs::of(&workload, None, &lost), None);
+        // An object without a resource version cannot be compared: never skipped.
+        let unversioned = workers(vec![Read::Got(object(None), None)]);
+        assert_eq!(Inputs::of(&workload, None, &unversioned), None);
+        let bare = json!({"metadata": {"name": "job-a"}});
+        assert_eq!(Inputs::of(&bare, None, &read("3")), None);
+    }
+
+    #[test]
+    fn the_checks_clusters_and_configs_are_the_context() {
+        let check = |version: &str| json!({"metadata": {"name": "mk", "resourceVersion": version}});
+        let a = Context::of(&[&[check("1")], &[]]);
+        assert_eq!(a, Context::of(&[&[check("1")], &[]]));
+        assert_ne!(a, Context::of(&[&[check("2")], &[]]));
+        assert_ne!(a, Context::of(&[&[check("1"), check("1")], &[]]));
+    }
 }

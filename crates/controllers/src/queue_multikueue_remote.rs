@@ -18,7 +18,6 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
-use serde_json::Value;
 use tessera_queue::api::multikueue::{ORIGIN_LABEL, OwnerKind};
 
 use crate::custom::{JOBSET, ReflectedEvents, reflected_once_installed};
@@ -53,7 +52,7 @@ pub(crate) enum Remote {
     /// The caches have not listed everything yet.
     Syncing,
     /// The worker's Workload of that name and its owner's copy, where they exist.
-    Shown(Option<Value>, Option<Value>),
+    Shown(Option<Arc<DynamicObject>>, Option<Arc<DynamicObject>>),
 }
 
 /// One kind's watch cache.
@@ -63,16 +62,12 @@ struct Cache {
 }
 
 impl Cache {
-    /// The object `namespace/name` as JSON (`Some(None)` when absent), or `None` while the
-    /// cache has not listed everything yet.
-    fn shown(&self, namespace: &str, name: &str) -> Option<Option<Value>> {
+    /// The object `namespace/name` (`Some(None)` when absent), or `None` while the cache has
+    /// not listed everything yet.
+    fn shown(&self, namespace: &str, name: &str) -> Option<Option<Arc<DynamicObject>>> {
         self.store.wait_until_ready().now_or_never()?.ok()?;
         let key = ObjectRef::new_with(name, self.resource.clone()).within(namespace);
-        Some(
-            self.store
-                .get(&key)
-                .and_then(|object| serde_json::to_value(object.as_ref()).ok()),
-        )
+        Some(self.store.get(&key))
     }
 }
 

@@ -540,53 +540,7 @@ pub fn overlay<K: kube::Resource, V>(
     overlaid
 }
 
-/// How long a burst of changes may keep postponing a pass: under steady churn (a scheduler
-/// binding thousands of pods) a pass still runs this often.
-const LONGEST_BURST: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// The merged watch changes a pass-running controller waits on.
-pub type Changes = futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>;
-
-/// Waits until the next reconciliation pass is due: a change (after letting a burst of
-/// changes settle — 20 ms without one, at most [`LONGEST_BURST`] — so a burst makes one
-/// pass) or the resync tick. False once the watches have ended.
-pub async fn next_pass(changes: &mut Changes, resync: &mut tokio::time::Interval) -> bool {
-    next_pass_observed(changes, resync, || {}).await
-}
-
-/// [`next_pass`], calling `consumed` for each change it takes and for a resync tick (what
-/// `crate::workqueue::Passes` counts as adds).
-pub async fn next_pass_observed(
-    changes: &mut Changes,
-    resync: &mut tokio::time::Interval,
-    mut consumed: impl FnMut(),
-) -> bool {
-    tokio::select! {
-        change = changes.next() => {
-            if change.is_none() {
-                return false;
-            }
-            consumed();
-            let until = tokio::time::Instant::now() + LONGEST_BURST;
-            let quiet = std::time::Duration::from_millis(20);
-            loop {
-                let left = until.saturating_duration_since(tokio::time::Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                match tokio::time::timeout(quiet.min(left), changes.next()).await {
-                    Ok(Some(())) => consumed(),
-                    _ => break,
-                }
-            }
-            true
-        }
-        _ = resync.tick() => {
-            consumed();
-            true
-        }
-    }
-}
+pub use crate::pacing::{Changes, next_pass, next_pass_observed};
 
 #[cfg(test)]
 mod tests {
@@ -772,25 +726,5 @@ mod tests {
         let failed = apply(&client, owner, writes, "tester", tolerated).await;
         assert!(matches!(failed, Err(ReconcileError::Api(kube::Error::Api(s))) if s.code == 409));
         assert_eq!(seen.lock().expect("log").len(), 1);
-    }
-
-    #[tokio::test]
-    async fn steady_changes_cannot_postpone_a_pass_forever() {
-        // A change every 5 ms, without end: the burst never settles for 20 ms, yet a pass is
-        // due once the burst has lasted its longest.
-        let ticking = futures::stream::unfold((), |()| async {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            Some(((), ()))
-        })
-        .boxed();
-        let mut changes = futures::stream::select_all([ticking]);
-        let mut resync = tokio::time::interval(std::time::Duration::from_secs(3600));
-        resync.tick().await;
-        let due = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            next_pass(&mut changes, &mut resync),
-        )
-        .await;
-        assert_eq!(due.ok(), Some(true));
     }
 }

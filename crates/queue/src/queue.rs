@@ -21,9 +21,9 @@ use std::time::SystemTime;
 use crate::user_limits::UserLimits;
 use crate::workload::WorkloadInfo;
 
-mod active;
+mod pending;
 
-use active::ActiveWorkloads;
+use pending::PendingWorkloads;
 
 /// `namespace/name` of a Workload (`workload.Reference`).
 pub type WorkloadKey = String;
@@ -263,10 +263,8 @@ pub struct ClusterQueueQueue {
     /// takes from this queue, one per round (`cycle::schedule`); 1 (or 0) is Kueue's one pop
     /// per cycle.
     pub heads_per_cycle: usize,
-    active_workloads: ActiveWorkloads,
-    // Boxed: a B-tree node shifts its values on every insert and removal, and a
-    // QueuedWorkload is large.
-    inadmissible: BTreeMap<WorkloadKey, Box<QueuedWorkload>>,
+    /// The active heap and the inadmissible set.
+    pending: PendingWorkloads,
     pop_cycle: i64,
     queue_inadmissible_cycle: i64,
     preemptor: Option<Preemptor>,
@@ -279,8 +277,7 @@ impl ClusterQueueQueue {
             strategy,
             active: true,
             heads_per_cycle: 1,
-            active_workloads: ActiveWorkloads::default(),
-            inadmissible: BTreeMap::new(),
+            pending: PendingWorkloads::default(),
             pop_cycle: 0,
             queue_inadmissible_cycle: -1,
             preemptor: None,
@@ -303,28 +300,24 @@ impl ClusterQueueQueue {
     /// the inadmissible set.
     pub fn push_or_update(&mut self, workload: QueuedWorkload, now: SystemTime) {
         let key = workload.key();
-        if let Some(old) = self.inadmissible.get(&key) {
+        if let Some(old) = self.pending.inadmissible(&key) {
             let unchanged = old.info.workload == workload.info.workload
                 && old.eviction == workload.eviction
                 && old.requeue_held == workload.requeue_held
                 && old.requeue_at == workload.requeue_at;
             if unchanged {
-                self.inadmissible.insert(key, Box::new(workload));
+                self.pending.insert(key, Box::new(workload), true);
                 return;
             }
-            self.inadmissible.remove(&key);
+            self.pending.remove(&key);
         }
-        if !self.active_workloads.contains_key(&key) && !workload.backoff_expired(now) {
-            self.inadmissible.insert(key, Box::new(workload));
-            return;
-        }
-        self.active_workloads.insert(key, Box::new(workload));
+        let inadmissible = !self.pending.is_active(&key) && !workload.backoff_expired(now);
+        self.pending.insert(key, Box::new(workload), inadmissible);
     }
 
     /// Removes a Workload from both sets (`Delete`).
     pub fn delete(&mut self, key: &str) {
-        self.inadmissible.remove(key);
-        self.active_workloads.remove(key);
+        self.pending.remove(key);
         if self.preemptor.as_ref().is_some_and(|p| p.key == key) {
             self.preemptor = None;
         }
@@ -337,18 +330,14 @@ impl ClusterQueueQueue {
         if self.preemptor.as_ref().is_some_and(|p| p.key == key) {
             return false;
         }
-        let Some(workload) = self.active_workloads.remove(key) else {
-            return false;
-        };
-        self.inadmissible.insert(key.to_owned(), workload);
-        true
+        self.pending.park(key)
     }
 
     /// Pops the head of the active heap (`Pop`).
     pub fn pop(&mut self, ordering: &QueueOrdering) -> Option<QueuedWorkload> {
         self.pop_cycle += 1;
         let sticky = Preemptor::sticky_key(self.preemptor.as_ref());
-        self.active_workloads.pop(ordering, sticky)
+        self.pending.pop(ordering, sticky)
     }
 
     /// Puts a Workload the scheduler did not admit back (`RequeueIfNotPresent`): StrictFIFO
@@ -389,20 +378,20 @@ impl ClusterQueueQueue {
         if workload.backoff_expired(now)
             && (immediate || self.queue_inadmissible_cycle >= self.pop_cycle || pending_flavors)
         {
-            if let Some(parked) = self.inadmissible.remove(&key) {
-                self.active_workloads.insert(key, parked);
+            if self.pending.is_inadmissible(&key) {
+                self.pending.activate_one(&key);
                 return true;
             }
-            if self.active_workloads.contains_key(&key) {
+            if self.pending.is_active(&key) {
                 return false;
             }
-            self.active_workloads.insert(key, Box::new(workload));
+            self.pending.insert(key, Box::new(workload), false);
             return true;
         }
-        if self.inadmissible.contains_key(&key) || self.active_workloads.contains_key(&key) {
+        if self.pending.contains_key(&key) {
             return false;
         }
-        self.inadmissible.insert(key, Box::new(workload));
+        self.pending.insert(key, Box::new(workload), true);
         true
     }
 
@@ -414,26 +403,14 @@ impl ClusterQueueQueue {
         namespace_matches: &dyn Fn(&str) -> bool,
     ) -> usize {
         self.queue_inadmissible_cycle = self.pop_cycle;
-        let ready: Vec<WorkloadKey> = self
-            .inadmissible
-            .iter()
-            .filter(|(_, w)| {
-                namespace_matches(&w.info.workload.namespace) && w.backoff_expired(now)
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in &ready {
-            if let Some(workload) = self.inadmissible.remove(key) {
-                self.active_workloads.insert(key.clone(), workload);
-            }
-        }
-        ready.len()
+        self.pending
+            .activate(|w| namespace_matches(&w.info.workload.namespace) && w.backoff_expired(now))
     }
 
     /// The active workloads' keys in pop order (`Dump`).
     pub fn dump(&self, ordering: &QueueOrdering) -> Vec<WorkloadKey> {
         let sticky = self.sticky();
-        let mut active: Vec<&QueuedWorkload> = self.active_workloads.values().collect();
+        let mut active: Vec<&QueuedWorkload> = self.pending.active_values().collect();
         active.sort_by(|a, b| ordering.compare(a, b, sticky));
         active.into_iter().map(QueuedWorkload::key).collect()
     }
@@ -443,9 +420,9 @@ impl ClusterQueueQueue {
     pub fn snapshot(&self, ordering: &QueueOrdering) -> Vec<&QueuedWorkload> {
         let sticky = self.sticky();
         let mut all: Vec<&QueuedWorkload> = self
-            .active_workloads
-            .values()
-            .chain(self.inadmissible.values().map(Box::as_ref))
+            .pending
+            .active_values()
+            .chain(self.pending.inadmissible_entries().map(|(_, w)| w))
             .collect();
         all.sort_by(|a, b| ordering.compare(a, b, sticky));
         all
@@ -453,12 +430,15 @@ impl ClusterQueueQueue {
 
     /// Whether `key` waits in the inadmissible set.
     pub fn is_inadmissible(&self, key: &str) -> bool {
-        self.inadmissible.contains_key(key)
+        self.pending.is_inadmissible(key)
     }
 
     /// The inadmissible workloads' keys, sorted (`DumpInadmissible`).
     pub fn dump_inadmissible(&self) -> Vec<WorkloadKey> {
-        self.inadmissible.keys().cloned().collect()
+        self.pending
+            .inadmissible_entries()
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 }
 

@@ -546,3 +546,94 @@ mod pop_order {
         }
     }
 }
+
+#[test]
+fn parked_workloads_leave_the_heap_and_come_back_in_order() {
+    // Each case: what is done to a queue of a (priority 3), b (2), c (1), d (0) in one
+    // LocalQueue, then what pops, in order. Parking only marks a Workload; its place in the
+    // order is dropped when a pop meets it, or kept when it is requeued first.
+    type Step = fn(&mut ClusterQueueQueue);
+    let cases: Vec<(&str, Step, Vec<&str>)> = vec![
+        ("nothing parked", |_| {}, vec!["a", "b", "c", "d"]),
+        (
+            "parked ones do not pop",
+            |q| {
+                assert!(q.park("ns/a"));
+                assert!(q.park("ns/c"));
+            },
+            vec!["b", "d"],
+        ),
+        (
+            "a parked one is parked once",
+            |q| {
+                assert!(q.park("ns/b"));
+                assert!(!q.park("ns/b"));
+                assert!(q.is_inadmissible("ns/b"));
+            },
+            vec!["a", "c", "d"],
+        ),
+        (
+            "parked, then requeued before any pop: back in its place",
+            |q| {
+                q.park("ns/a");
+                q.park("ns/b");
+                assert_eq!(q.queue_inadmissible(at(50), &|_| true), 2);
+            },
+            vec!["a", "b", "c", "d"],
+        ),
+        (
+            "parked, popped past, then requeued: indexed again",
+            |q| {
+                q.park("ns/a");
+                let ordering = QueueOrdering::default();
+                assert_eq!(q.pop(&ordering).map(|w| w.key()), Some("ns/b".into()));
+                assert_eq!(q.queue_inadmissible(at(50), &|_| true), 1);
+            },
+            vec!["a", "c", "d"],
+        ),
+        (
+            "a parked one updated while parked pops with its new priority",
+            |q| {
+                q.park("ns/d");
+                q.push_or_update(queued("d", 9, at(3)), at(50));
+                assert!(!q.is_inadmissible("ns/d"));
+            },
+            vec!["d", "a", "b", "c"],
+        ),
+        (
+            "a deleted parked one is gone",
+            |q| {
+                q.park("ns/b");
+                q.delete("ns/b");
+                assert!(!q.is_inadmissible("ns/b"));
+                assert_eq!(q.queue_inadmissible(at(50), &|_| true), 0);
+            },
+            vec!["a", "c", "d"],
+        ),
+        (
+            "the namespace filter leaves the others parked",
+            |q| {
+                q.park("ns/a");
+                assert_eq!(q.queue_inadmissible(at(50), &|ns| ns != "ns"), 0);
+                assert_eq!(q.dump_inadmissible(), vec!["ns/a".to_owned()]);
+            },
+            vec!["b", "c", "d"],
+        ),
+    ];
+    for (name, step, want) in cases {
+        let mut q = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+        for (index, (workload, priority)) in [("a", 3), ("b", 2), ("c", 1), ("d", 0)]
+            .into_iter()
+            .enumerate()
+        {
+            q.push_or_update(queued(workload, priority, at(index as u64)), at(10));
+        }
+        step(&mut q);
+        let ordering = QueueOrdering::default();
+        let mut popped = Vec::new();
+        while let Some(workload) = q.pop(&ordering) {
+            popped.push(workload.info.workload.name);
+        }
+        assert_eq!(popped, want, "{name}");
+    }
+}

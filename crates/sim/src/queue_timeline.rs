@@ -698,21 +698,15 @@ impl<'p> Sim<'p> {
         let Some(queue) = self
             .queues
             .cluster_queues
-            .get(&self.plan.cluster_queues[cq].name)
+            .get_mut(&self.plan.cluster_queues[cq].name)
         else {
             return;
         };
-        let equivalents: Vec<usize> = self.pending[cq]
-            .get(&shape)
-            .map(|set| {
-                set.iter()
-                    .copied()
-                    .filter(|&i| i != index && !queue.is_inadmissible(&self.workloads[i].key))
-                    .collect()
-            })
-            .unwrap_or_default();
-        for other in equivalents {
-            self.park(cq, other);
+        // Those already inadmissible stay so: `park` moves only active ones.
+        for &other in self.pending[cq].get(&shape).into_iter().flatten() {
+            if other != index {
+                queue.park(&self.workloads[other].key);
+            }
         }
     }
 
