@@ -288,6 +288,7 @@ pub async fn run(client: Client, config: QueueConfig) {
         let owners = crate::queue_multikueue::LocalOwners {
             jobs: &watches.jobs,
             jobsets: &watches.jobsets.store,
+            jobset_resource: &watches.jobsets.resource,
         };
         for object in multikueue
             .reconcile(&client, &checks, &workloads, &owners, now)

@@ -192,14 +192,15 @@ impl MultiKueueWatches {
             self.connect(client, &mut workers, object, now).await;
         }
         workers.retain(|name, _| clusters.iter().any(|c| objects::name(c) == name));
-        let configs = objects::by_name(&values(self.configs.state()));
+        let config_values = values(self.configs.state());
+        let configs = objects::by_name(&config_values);
         let by_name = objects::by_name(&clusters);
         write_check_statuses(client, admission_checks, |check| {
             multikueue::active_status(check, &configs, &by_name, now)
         })
         .await;
         let checks = objects::by_name(admission_checks);
-        let context = Context::of(&[admission_checks, &clusters, &values(self.configs.state())]);
+        let context = Context::of(&[admission_checks, &clusters, &config_values]);
         let planned = self.plan(
             &workers,
             context,
@@ -240,7 +241,9 @@ impl MultiKueueWatches {
     }
 
     /// Each Workload's writes as the reconciler answers them over what it reads, but for the
-    /// Workloads read the same as at a pass that wrote nothing for them ([`Settled`]).
+    /// Workloads read the same as at a pass that wrote nothing for them, or only asked for a
+    /// requeue that is not yet due ([`Settled`]). A Workload whose writes are only requeues is
+    /// not planned: a requeue is the queue manager's resync.
     #[allow(clippy::type_complexity)]
     fn plan<'w>(
         &self,
@@ -280,28 +283,23 @@ impl MultiKueueWatches {
             };
             let inputs = Inputs::of(workload, local.as_ref(), &remote);
             if let Some(inputs) = inputs.as_ref()
-                && settled.workloads.get(key) == Some(inputs)
+                && let Some(settlement) = settled.workloads.get(key)
+                && settlement.holds(inputs, now)
             {
-                still_settled.insert(key.clone(), inputs.clone());
+                still_settled.insert(key.clone(), settlement.clone());
                 continue;
             }
             let local_owner = local.map(|owner| owner.to_value());
-            let shown: Vec<(String, Shown)> = remote
+            let shown: Vec<(String, Read<Value>)> = remote
                 .into_iter()
-                .map(|(name, read)| {
-                    let shown = match read {
-                        Read::Lost(since) => Shown::Lost(since),
-                        Read::Got(workload, owner) => Shown::Got(json_of(workload), json_of(owner)),
-                    };
-                    (name, shown)
-                })
+                .map(|(name, read)| (name, read.into_json()))
                 .collect();
             let group_workers: BTreeMap<String, Worker<'_>> = shown
                 .iter()
                 .map(|(name, shown)| {
                     let worker = match shown {
-                        Shown::Lost(since) => Worker::Unreachable { lost_since: *since },
-                        Shown::Got(workload, owner) => Worker::Reachable {
+                        Read::Lost(since) => Worker::Unreachable { lost_since: *since },
+                        Read::Got(workload, owner) => Worker::Reachable {
                             workload: workload.as_ref(),
                             owner: owner.as_ref(),
                         },
@@ -318,11 +316,12 @@ impl MultiKueueWatches {
                 worker_lost_timeout: self.worker_lost_timeout,
             };
             let writes = multikueue::reconcile(&group, now);
-            if writes.is_empty() {
-                if let Some(inputs) = inputs {
-                    still_settled.insert(key.clone(), inputs);
-                }
-            } else {
+            if let Some(inputs) = inputs
+                && let Some(settlement) = Settlement::after(inputs, &writes, now)
+            {
+                still_settled.insert(key.clone(), settlement);
+            }
+            if writes.iter().any(|w| !matches!(w, Write::RequeueAfter(_))) {
                 planned.push((workload, local_owner, owner, writes));
             }
         }
@@ -597,20 +596,29 @@ fn read_workers(
     Some(read)
 }
 
-/// One worker as read for a Workload.
-enum Read {
+/// One worker as read for a Workload: lost since, or its copies of the Workload and its
+/// owner (as the caches hold them, or as JSON for the reconciler).
+enum Read<T = Arc<DynamicObject>> {
     Lost(Option<SystemTime>),
-    Got(Option<Arc<DynamicObject>>, Option<Arc<DynamicObject>>),
+    Got(Option<T>, Option<T>),
 }
 
-fn json_of(object: Option<Arc<DynamicObject>>) -> Option<Value> {
-    serde_json::to_value(object?.as_ref()).ok()
+impl Read {
+    fn into_json(self) -> Read<Value> {
+        let json = |object: Option<Arc<DynamicObject>>| serde_json::to_value(object?.as_ref()).ok();
+        match self {
+            Read::Lost(since) => Read::Lost(since),
+            Read::Got(workload, owner) => Read::Got(json(workload), json(owner)),
+        }
+    }
 }
 
 /// The manager's own Jobs and JobSets, where a Workload's owner is looked up.
 pub struct LocalOwners<'a> {
     pub jobs: &'a Store<Job>,
     pub jobsets: &'a Store<DynamicObject>,
+    /// The JobSets' resource, which their cache's keys carry.
+    pub jobset_resource: &'a ApiResource,
 }
 
 /// A Workload's owner on the manager.
@@ -628,7 +636,7 @@ impl LocalOwners<'_> {
                 .map(LocalOwner::Job),
             OwnerKind::JobSet => self
                 .jobsets
-                .get(&ObjectRef::new_with(name, owner_resource(kind)).within(namespace))
+                .get(&ObjectRef::new_with(name, self.jobset_resource.clone()).within(namespace))
                 .map(LocalOwner::JobSet),
         }
     }
@@ -659,7 +667,8 @@ impl LocalOwner {
 /// What the reconciler read for one Workload, by resource version: the Workload, its owner
 /// and each worker's copies of both. The reconciler's answer depends on nothing else but
 /// the time, and on the time only while a worker is lost, so a Workload read the same as
-/// at a pass that wrote nothing for it is left alone ([`Settled`]).
+/// at a pass that wrote nothing for it is left alone until any requeue it asked for
+/// ([`Settlement`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Inputs {
     workload: String,
@@ -703,12 +712,6 @@ impl Inputs {
     }
 }
 
-/// One worker as read for a Workload, its copies as JSON.
-enum Shown {
-    Lost(Option<SystemTime>),
-    Got(Option<Value>, Option<Value>),
-}
-
 /// The AdmissionChecks', MultiKueueClusters' and MultiKueueConfigs' names and resource
 /// versions: what every Workload's reconciliation also reads.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -732,12 +735,41 @@ impl Context {
     }
 }
 
-/// The Workloads whose last reconciliation wrote nothing, with what it read, under the
-/// context it read them in.
+/// The Workloads whose last reconciliation wrote nothing (requeues aside), with what it
+/// read, under the context it read them in.
 #[derive(Debug, Default)]
 struct Settled {
     context: Context,
-    workloads: BTreeMap<String, Inputs>,
+    workloads: BTreeMap<String, Settlement>,
+}
+
+/// A Workload whose last reconciliation wrote nothing but, at most, asked to be reconciled
+/// again after a while: it is left alone while it reads the same, until then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Settlement {
+    inputs: Inputs,
+    until: Option<SystemTime>,
+}
+
+impl Settlement {
+    /// The settlement a reconciliation that answered `writes` over `inputs` at `now` makes:
+    /// none when it wrote anything but `RequeueAfter`; otherwise until the soonest requeue.
+    fn after(inputs: Inputs, writes: &[Write], now: SystemTime) -> Option<Settlement> {
+        let mut until: Option<SystemTime> = None;
+        for write in writes {
+            let Write::RequeueAfter(after) = write else {
+                return None;
+            };
+            let at = now + *after;
+            until = Some(until.map_or(at, |u| u.min(at)));
+        }
+        Some(Settlement { inputs, until })
+    }
+
+    /// Whether a Workload read as `inputs` at `now` is still settled.
+    fn holds(&self, inputs: &Inputs, now: SystemTime) -> bool {
+        self.inputs == *inputs && self.until.is_none_or(|until| now < until)
+    }
 }
 
 /// The Workload's check of MultiKueue's controller, as an AdmissionCheck object.
@@ -871,6 +903,54 @@ mod settled_tests {
         assert_eq!(Inputs::of(&workload, None, &unversioned), None);
         let bare = json!({"metadata": {"name": "job-a"}});
         assert_eq!(Inputs::of(&bare, None, &read("3")), None);
+    }
+
+    #[test]
+    fn a_workload_that_only_asked_to_be_requeued_is_settled_until_then() {
+        let inputs = Inputs {
+            workload: "7".to_owned(),
+            owner: None,
+            workers: vec![],
+        };
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let minutes = |m: u64| Duration::from_secs(60 * m);
+        // Nothing written: settled for as long as it reads the same.
+        let quiet = Settlement::after(inputs.clone(), &[], now);
+        assert!(
+            quiet
+                .as_ref()
+                .is_some_and(|s| s.holds(&inputs, now + minutes(600)))
+        );
+        // Only requeues: settled until the soonest.
+        let requeued = Settlement::after(
+            inputs.clone(),
+            &[
+                Write::RequeueAfter(minutes(15)),
+                Write::RequeueAfter(minutes(5)),
+            ],
+            now,
+        );
+        let Some(requeued) = requeued else {
+            panic!("a requeue alone settles");
+        };
+        assert!(requeued.holds(&inputs, now + minutes(4)));
+        assert!(!requeued.holds(&inputs, now + minutes(5)));
+        // Read differently: reconciled again at once.
+        let changed = Inputs {
+            workload: "8".to_owned(),
+            ..inputs.clone()
+        };
+        assert!(!requeued.holds(&changed, now));
+        // Any other write: not settled.
+        let written = Settlement::after(
+            inputs,
+            &[
+                Write::OwnerStatus(json!({"active": 1})),
+                Write::RequeueAfter(minutes(15)),
+            ],
+            now,
+        );
+        assert_eq!(written, None);
     }
 
     #[test]

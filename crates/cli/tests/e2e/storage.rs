@@ -833,7 +833,11 @@ fn missing_secrets_and_config_maps_hold_pods_and_capacity_follows_classes() {
         let list = ["get", "csistoragecapacities", "-n", "kube-system"];
         cluster.wait_for(v, &list, |out| out.contains("csisc-tessera-local-cpu-1"));
         cluster.ok_stdin(v, &["apply", "-f", "-"], FAST_CLASS);
-        let published = cluster.wait_for(v, &list, |out| out.contains("csisc-fast-local-cpu-1"));
+        // The controller publishes node by node: wait until the new class covers every node
+        // the default class covers.
+        let published = cluster.wait_for(v, &list, |out| {
+            capacity_nodes(out, "fast-local") == capacity_nodes(out, "tessera-local")
+        });
         assert!(
             published.contains("csisc-fast-local-cpu-2"),
             "{version}: {published}"
@@ -847,6 +851,19 @@ fn missing_secrets_and_config_maps_hold_pods_and_capacity_follows_classes() {
         cluster.ok_stdin(v, &["apply", "-f", "-"], FAST_CLASS);
         cluster.wait_for(v, &list, |out| out.contains("csisc-fast-local-cpu-1"));
     }
+}
+
+/// The nodes named by a `get csistoragecapacities` listing's objects of one class.
+fn capacity_nodes<'a>(listing: &'a str, class: &str) -> std::collections::BTreeSet<&'a str> {
+    let prefix = format!("csisc-{class}-");
+    listing
+        .lines()
+        .filter_map(|line| {
+            line.split_whitespace()
+                .next()?
+                .strip_prefix(prefix.as_str())
+        })
+        .collect()
 }
 
 const PINNED: &str = r#"

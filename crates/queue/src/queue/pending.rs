@@ -218,7 +218,7 @@ impl PendingWorkloads {
         self.remove(&key);
         let indexed = !inadmissible;
         if indexed {
-            self.index(&workload);
+            index(&mut self.by_local_queue, &workload, self.timestamp);
         }
         self.by_key.insert(
             key,
@@ -330,10 +330,6 @@ impl PendingWorkloads {
             });
             !local_queues.is_empty()
         });
-    }
-
-    fn index(&mut self, workload: &QueuedWorkload) {
-        index(&mut self.by_local_queue, workload, self.timestamp);
     }
 
     fn reindex(&mut self, timestamp: RequeuingTimestamp) {

@@ -81,6 +81,22 @@ fn parse<T: serde::de::DeserializeOwned>(object: &Value) -> Option<T> {
     serde_json::from_value(object.clone()).ok()
 }
 
+/// Whether any PodSet's pod template lists `resourceClaims`: read without parsing the
+/// spec, which most Workloads (those without claims) need not be.
+fn names_claims(workload: &Value) -> bool {
+    workload
+        .pointer("/spec/podSets")
+        .and_then(Value::as_array)
+        .is_some_and(|pod_sets| {
+            pod_sets.iter().any(|pod_set| {
+                pod_set
+                    .pointer("/template/spec/resourceClaims")
+                    .and_then(Value::as_array)
+                    .is_some_and(|claims| !claims.is_empty())
+            })
+        })
+}
+
 fn expressions(selectors: Option<&Vec<DeviceSelector>>) -> impl Iterator<Item = (usize, &str)> {
     selectors
         .into_iter()
@@ -137,7 +153,7 @@ impl<'m> Cluster<'m> {
             && !conditions::is_true(object, "Finished")
             && object.pointer("/metadata/deletionTimestamp").is_none()
             && object.pointer("/spec/active") != Some(&json!(false));
-        if !pending {
+        if !pending || !names_claims(object) {
             return None;
         }
         let spec: wl_api::WorkloadSpec = parse(object.get("spec")?)?;

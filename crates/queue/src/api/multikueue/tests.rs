@@ -134,6 +134,14 @@ fn with_status(mut object: Value, status: Value) -> Value {
     object
 }
 
+/// The object as a client shows one that was never given a status.
+fn without_status(mut object: Value) -> Value {
+    if let Some(fields) = object.as_object_mut() {
+        fields.remove("status");
+    }
+    object
+}
+
 /// One write as a line of text, times left out.
 fn describe(write: &Write) -> String {
     match write {
@@ -497,6 +505,32 @@ fn workload_reconcile_table() {
                 ("worker2", Remote::Has(Some(with_spec(base().job().remote().build(), json!({"queueName": "other"}))), None)),
             ],
             want: lines(&["remove worker2 owner=- workload=true", "requeue 900s"]),
+        },
+        Case {
+            name: "a worker's job without status leaves a manager job shown without status alone",
+            manager: base().ready_on_worker1().job().reserved().cluster("worker1").build(),
+            owner: Some(without_status(job(true, false))),
+            workers: vec![(
+                "worker1",
+                Remote::Has(
+                    Some(admitted(base().job().reserved().remote()).build()),
+                    Some(without_status(job(false, true))),
+                ),
+            )],
+            want: lines(&["requeue 900s"]),
+        },
+        Case {
+            name: "a worker's job status is copied onto a manager job shown without status",
+            manager: base().ready_on_worker1().job().reserved().cluster("worker1").build(),
+            owner: Some(without_status(job(true, false))),
+            workers: vec![(
+                "worker1",
+                Remote::Has(
+                    Some(admitted(base().job().reserved().remote()).build()),
+                    Some(with_status(job(false, true), json!({"active": 1}))),
+                ),
+            )],
+            want: lines(&[r#"owner status {"active":1}"#, "requeue 900s"]),
         },
     ];
     for case in &cases {

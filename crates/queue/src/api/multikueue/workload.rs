@@ -320,7 +320,13 @@ impl<'a> Reconciler<'_, 'a> {
         match self.remote_owner(cluster) {
             Some(remote) => {
                 let (status, deferred) = adapter::status_update(self.kind, local, remote, self.now);
-                if local.get("status") != Some(&status) {
+                // A Job shown without a status reads as an empty one: an empty status copied
+                // onto it would change nothing.
+                let unchanged = match local.get("status") {
+                    None | Some(Value::Null) => status.as_object().is_some_and(|s| s.is_empty()),
+                    Some(shown) => *shown == status,
+                };
+                if !unchanged {
                     self.writes.push(Write::OwnerStatus(status));
                 }
                 deferred
