@@ -7,6 +7,7 @@
 //! A thin client: it reads and patches Kueue's objects and prints; the queue manager (`tessera
 //! up` or `tessera queue --kubeconfig`) does the rest.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context;
@@ -139,7 +140,11 @@ pub async fn kueue_objects(
             .await?,
         cohorts: list_objects(&kueue_api(client, "Cohort", "cohorts", None)).await?,
         local_queues: list_objects(&kueue_api(client, "LocalQueue", "localqueues", None)).await?,
-        workloads: list_objects(&kueue_api(client, "Workload", "workloads", None)).await?,
+        workloads: list_objects(&kueue_api(client, "Workload", "workloads", None))
+            .await?
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
         topologies: list_objects(&kueue_api(client, "Topology", "topologies", None)).await?,
         namespaces,
         ..Default::default()

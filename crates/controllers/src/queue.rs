@@ -50,6 +50,10 @@ use crate::shell::{
     EventRecorder, ObjectKey, object_key, overlay, patch_params, post_params, watched, watched_with,
 };
 
+/// The Workloads as they are after a pass's writes, by key (`namespace/name`): what the
+/// steps after admission (jobs, pods, admission checks) read.
+pub type Workloads = BTreeMap<String, Arc<Value>>;
+
 /// The field manager of the queue manager's writes: Kueue is a controller-runtime binary.
 pub const MANAGER: &str = tessera_model::managers::CONTROLLER_RUNTIME;
 
@@ -348,14 +352,14 @@ struct Shell<'a> {
 /// counts as one admission attempt.
 fn count_transitions(
     metrics: &tessera_metrics::components::KueueMetrics,
-    workloads: &[Value],
+    workloads: &[Arc<Value>],
     decided: &pass::Pass,
     now: std::time::SystemTime,
     started: std::time::Instant,
 ) {
     let by_key: BTreeMap<(&str, &str), &Value> = workloads
         .iter()
-        .map(|w| ((objects::namespace(w), objects::name(w)), w))
+        .map(|w| ((objects::namespace(w), objects::name(w)), w.as_ref()))
         .collect();
     let mut admitted = 0;
     for write in &decided.workloads {
@@ -386,7 +390,7 @@ impl Shell<'_> {
         settings: &Settings,
         pods: &[Value],
         now: std::time::SystemTime,
-    ) -> BTreeMap<String, Value> {
+    ) -> Workloads {
         let watches = self.watches;
         let current = overlay(
             &mut memory.written,
@@ -418,7 +422,7 @@ impl Shell<'_> {
             count_transitions(&metrics.kueue, &objects.workloads, &decided, now, started);
         }
         decided.workloads.splice(0..0, prepared.writes);
-        let mut workloads: BTreeMap<String, Value> = objects
+        let mut workloads: Workloads = objects
             .workloads
             .into_iter()
             .map(|w| (objects::key(&w), w))
@@ -429,7 +433,7 @@ impl Shell<'_> {
         {
             memory.remember(&object);
             if let Ok(value) = serde_json::to_value(object.as_ref()) {
-                workloads.insert(objects::key(&value), value);
+                workloads.insert(objects::key(&value), Arc::new(value));
             }
         }
         for write in &decided.deactivations {
@@ -468,6 +472,7 @@ impl Shell<'_> {
         let by_owner: BTreeMap<&str, &Value> = context
             .workloads
             .values()
+            .map(Arc::as_ref)
             .filter_map(|w| Some((controller_uid(w)?, w)))
             .collect();
         let kinds = [
@@ -506,7 +511,7 @@ impl Shell<'_> {
                     continue;
                 }
                 let owned = match framework::prebuilt_workload(job_object) {
-                    Some(key) => context.workloads.get(&key),
+                    Some(key) => context.workloads.get(&key).map(Arc::as_ref),
                     None => by_owner.get(uid).copied(),
                 };
                 let context = (flavors, priorities);
@@ -541,8 +546,8 @@ impl Shell<'_> {
     /// The topology ungater: lifts the `kueue.x-k8s.io/topology` gate of the pods of
     /// Workloads admitted by TAS, with their domains' node selectors (failures logged; the
     /// next pass tries again).
-    async fn ungate(&self, workloads: &BTreeMap<String, Value>, pods: &[Value]) {
-        for patch in tessera_queue::api::tas::ungate(workloads.values(), pods) {
+    async fn ungate(&self, workloads: &Workloads, pods: &[Value]) {
+        for patch in tessera_queue::api::tas::ungate(workloads.values().map(Arc::as_ref), pods) {
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &patch.namespace);
             if let Err(error) = api
                 .patch(

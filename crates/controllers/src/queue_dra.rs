@@ -44,7 +44,7 @@ impl DraWatches {
     /// them (for the pass) and to write (before the pass's writes).
     pub fn prepare(
         &self,
-        workloads: Vec<Value>,
+        workloads: Vec<std::sync::Arc<Value>>,
         configuration: &Configuration,
         now: SystemTime,
     ) -> Prepared {

@@ -35,7 +35,7 @@ use tessera_queue::api::multikueue::{
 use tessera_queue::api::objects;
 use tokio::sync::Mutex;
 
-use crate::queue::{MANAGER, kueue_resource, values, write_check_statuses};
+use crate::queue::{MANAGER, Workloads, kueue_resource, values, write_check_statuses};
 use crate::queue_multikueue_remote::{Remote, RemoteCaches, Wake, owner_resource};
 use crate::shell::{EventRecorder, patch_params, post_params};
 
@@ -179,7 +179,7 @@ impl MultiKueueWatches {
         &self,
         client: &Client,
         admission_checks: &[Value],
-        workloads: &BTreeMap<String, Value>,
+        workloads: &Workloads,
         owners: &LocalOwners<'_>,
         now: SystemTime,
     ) -> Vec<Arc<DynamicObject>> {
@@ -250,7 +250,7 @@ impl MultiKueueWatches {
         workers: &BTreeMap<String, WorkerConnection>,
         context: Context,
         (checks, configs): (&BTreeMap<String, Value>, &BTreeMap<String, Value>),
-        workloads: &'w BTreeMap<String, Value>,
+        workloads: &'w Workloads,
         owners: &LocalOwners<'_>,
         now: SystemTime,
     ) -> Vec<(
@@ -267,6 +267,7 @@ impl MultiKueueWatches {
         let mut still_settled = BTreeMap::new();
         let mut planned = Vec::new();
         for (key, workload) in workloads {
+            let workload: &'w Value = workload;
             let Some(check) = multikueue_check(workload, checks) else {
                 continue;
             };

@@ -27,7 +27,7 @@ use tessera_queue::api::parent::{self, ParentKind};
 use tessera_queue::api::pod::{self, PodWrite};
 use tessera_queue::flavor::ResourceFlavorSpec;
 
-use crate::queue::MANAGER;
+use crate::queue::{MANAGER, Workloads};
 use crate::shell::{EventRecorder, patch_params, post_params, watched};
 
 /// The component Kueue's Pod integration records events as.
@@ -48,7 +48,7 @@ pub struct PodIntegration {
 /// Workloads by `namespace/name`, the flavors and the priority classes, read once a pass.
 pub struct Context<'a> {
     /// The Workloads as they are now.
-    pub workloads: &'a BTreeMap<String, Value>,
+    pub workloads: &'a Workloads,
     /// ResourceFlavors by name.
     pub flavors: &'a BTreeMap<String, ResourceFlavorSpec>,
     /// WorkloadPriorityClasses and PriorityClasses.
@@ -93,13 +93,14 @@ impl PodIntegration {
         let by_owner: BTreeMap<&str, &Value> = context
             .workloads
             .values()
+            .map(Arc::as_ref)
             .filter_map(|w| Some((controller_uid(w)?, w)))
             .collect();
         let mut written = Vec::new();
         let units = pod::units(&pods);
         for (key, group, members) in &units {
             let workload = if *group {
-                context.workloads.get(key)
+                context.workloads.get(key).map(Arc::as_ref)
             } else {
                 by_owner.get(key.as_str()).copied()
             };

@@ -23,7 +23,7 @@ use tessera_queue::api::objects;
 use tessera_queue::api::provisioning::{self, Inputs, Write};
 use tessera_queue::flavor::ResourceFlavorSpec;
 
-use crate::queue::{MANAGER, kueue_resource, values, write_check_statuses};
+use crate::queue::{MANAGER, Workloads, kueue_resource, values, write_check_statuses};
 use crate::shell::{EventRecorder, patch_params, post_params, watched};
 
 /// The ProvisioningRequest kind and its CRD's name.
@@ -81,7 +81,7 @@ impl ProvisioningWatches {
         &self,
         client: &Client,
         admission_checks: &[Value],
-        workloads: &BTreeMap<String, Value>,
+        workloads: &Workloads,
         flavors: &BTreeMap<String, ResourceFlavorSpec>,
         now: SystemTime,
     ) -> Vec<Arc<DynamicObject>> {

@@ -2,7 +2,8 @@
 //! `metadata.resourceVersion`: an object the watch still shows at the version serialized
 //! before is not serialized again, so a pass costs serializing in proportion to the objects
 //! that changed, not to those watched. An object without a resourceVersion is serialized
-//! every time. Knows nothing about what the JSON is read for.
+//! every time. The JSON is shared ([`Arc`]): handing it out copies nothing. Knows nothing
+//! about what the JSON is read for.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,13 +15,13 @@ use crate::shell::{ObjectKey, object_key};
 /// The JSON of the objects last serialized, by key, with the resourceVersion serialized.
 #[derive(Debug, Default)]
 pub struct Serialized {
-    by_key: HashMap<ObjectKey, (String, Value)>,
+    by_key: HashMap<ObjectKey, (String, Arc<Value>)>,
 }
 
 impl Serialized {
     /// `objects` as JSON (one that does not serialize left out), serializing only those not
     /// serialized before at their resourceVersion; forgets the objects no longer there.
-    pub fn values<K>(&mut self, objects: &[Arc<K>]) -> Vec<Value>
+    pub fn values<K>(&mut self, objects: &[Arc<K>]) -> Vec<Arc<Value>>
     where
         K: kube::Resource + serde::Serialize,
     {
@@ -29,18 +30,18 @@ impl Serialized {
         for object in objects {
             let meta = object.meta();
             let Some(version) = meta.resource_version.as_deref() else {
-                values.extend(serde_json::to_value(object.as_ref()).ok());
+                values.extend(serde_json::to_value(object.as_ref()).ok().map(Arc::new));
                 continue;
             };
             let key = object_key(meta);
             let value = match self.by_key.remove(&key) {
                 Some((serialized, value)) if serialized == version => value,
                 _ => match serde_json::to_value(object.as_ref()) {
-                    Ok(value) => value,
+                    Ok(value) => Arc::new(value),
                     Err(_) => continue,
                 },
             };
-            values.push(value.clone());
+            values.push(Arc::clone(&value));
             kept.insert(key, (version.to_owned(), value));
         }
         self.by_key = kept;
@@ -61,7 +62,7 @@ mod tests {
         Arc::new(object)
     }
 
-    fn spec_numbers(values: &[Value]) -> Vec<i64> {
+    fn spec_numbers(values: &[Arc<Value>]) -> Vec<i64> {
         values
             .iter()
             .filter_map(|v| v.pointer("/spec/n").and_then(Value::as_i64))

@@ -459,14 +459,14 @@ mod through_a_pass {
             ],
             local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "ns"},
                 "spec": {"clusterQueue": "cq"}})],
-            workloads: vec![
+            workloads: crate::api::objects::shared([
                 json!({"metadata": {"name": "wl", "namespace": "ns", "uid": "u",
                 "generation": 1, "creationTimestamp": stamp(0)},
                 "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1,
                     "template": {"spec": {"containers": [{"name": "c",
                         "resources": {"requests": {"cpu": "1"}}}]}}}]},
                 "status": workload_status}),
-            ],
+            ]),
             namespaces: vec![json!({"metadata": {"name": "ns"}})],
             admission_checks: check_active.map(|_| check).into_iter().collect(),
             ..Default::default()

@@ -49,7 +49,7 @@ fn objects(reclaim: &str, workloads: Vec<Value>) -> Objects {
             json!({"metadata": {"name": "queue-b", "namespace": "default"}, "spec": {"clusterQueue": "team-b"}}),
             json!({"metadata": {"name": "stopped", "namespace": "default"}, "spec": {"clusterQueue": "team-a", "stopPolicy": "Hold"}}),
         ],
-        workloads,
+        workloads: crate::api::objects::shared(workloads),
         namespaces: vec![json!({"metadata": {"name": "default"}})],
         ..Default::default()
     }

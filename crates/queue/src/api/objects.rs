@@ -12,6 +12,7 @@
 //! or about the scheduling cycle.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
@@ -47,8 +48,8 @@ pub struct Objects {
     pub cohorts: Vec<Value>,
     /// LocalQueues.
     pub local_queues: Vec<Value>,
-    /// Workloads.
-    pub workloads: Vec<Value>,
+    /// Workloads (shared: the shell keeps them between passes, the pass only reads them).
+    pub workloads: Vec<Arc<Value>>,
     /// Namespaces (their labels select ClusterQueues).
     pub namespaces: Vec<Value>,
     /// Topologies (Topology-Aware Scheduling).
@@ -65,6 +66,11 @@ pub struct Objects {
     /// RuntimeClasses (`node.k8s.io/v1`): a PodSet naming one counts its overhead
     /// ([`with_pod_overhead`]).
     pub runtime_classes: Vec<Value>,
+}
+
+/// Objects as [`Objects`] holds its Workloads.
+pub fn shared(objects: impl IntoIterator<Item = Value>) -> Vec<Arc<Value>> {
+    objects.into_iter().map(Arc::new).collect()
 }
 
 /// Kueue's `handlePodOverhead`: a Workload whose PodSet templates name a RuntimeClass and

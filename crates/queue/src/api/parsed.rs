@@ -75,7 +75,7 @@ impl ParsedWorkloads {
                 }
             };
             if let Some(state) = state {
-                read.insert(key, (object, state));
+                read.insert(key, (object.as_ref(), state));
             }
         }
         self.by_key = kept;

@@ -17,7 +17,7 @@ fn workload(name: &str, version: Option<&str>, cpu: &str) -> Value {
 
 fn read(parsed: &mut ParsedWorkloads, workloads: Vec<Value>) -> BTreeMap<String, WorkloadState> {
     let objects = Objects {
-        workloads,
+        workloads: crate::api::objects::shared(workloads),
         ..Objects::default()
     };
     parsed

@@ -427,7 +427,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         preemption: settings.preemption.clone(),
         recompute_on_overlap: true,
         timestamp: Default::default(),
-        tas: world.tas.clone(),
+        tas: std::mem::take(&mut world.tas),
     };
     let block = settings
         .wait_for_pods_ready

@@ -6,6 +6,7 @@
 mod quick_start {
     use super::super::*;
     use serde_json::json;
+    use std::sync::Arc;
     use std::time::Duration;
 
     fn now() -> SystemTime {
@@ -49,7 +50,7 @@ mod quick_start {
             cluster_queues,
             cohorts: Vec::new(),
             local_queues,
-            workloads,
+            workloads: crate::api::objects::shared(workloads),
             namespaces: vec![json!({"metadata": {"name": "default"}})],
             ..Default::default()
         }
@@ -242,9 +243,9 @@ mod quick_start {
         );
         let mut queues = Queues::default();
         let pass1 = pass(&first, &mut queues, &Settings::default(), now());
-        let mut a = first.workloads[0].clone();
+        let mut a = (*first.workloads[0]).clone();
         a["status"] = written(&pass1.workloads, "a").expect("a admitted").clone();
-        let mut b = first.workloads[1].clone();
+        let mut b = (*first.workloads[1]).clone();
         b["status"] = written(&pass1.workloads, "b").expect("b pending").clone();
         assert_eq!(condition(&b["status"], "QuotaReserved")["status"], "False");
         // The stored objects after the writes: nothing new to write for either Workload.
@@ -273,8 +274,9 @@ mod quick_start {
 
     /// Stores a pass's status writes as the API server would: each written Workload's status
     /// merged, at a new resourceVersion.
-    fn store_writes(workloads: &mut [Value], last: &Pass, version: &mut u64) {
+    fn store_writes(workloads: &mut [Arc<Value>], last: &Pass, version: &mut u64) {
         for object in workloads {
+            let object = Arc::make_mut(object);
             let name = objects::name(object).to_owned();
             if let Some(status) = written(&last.workloads, &name) {
                 store(object, Some(status));
@@ -303,7 +305,7 @@ mod quick_start {
         );
         let (mut cached, mut fresh) = (Queues::default(), Queues::default());
         // (step, what changes before the pass, Workloads the remembering pass parses)
-        type Change = fn(&mut [Value], &Pass, &mut u64);
+        type Change = fn(&mut [Arc<Value>], &Pass, &mut u64);
         let steps: [(&str, Change, usize); 3] = [
             ("first pass", |_, _, _| {}, 3),
             ("its writes stored", store_writes, 3),
@@ -311,8 +313,9 @@ mod quick_start {
                 "b shrunk to fit",
                 |workloads, _, version| {
                     *version += 1;
-                    workloads[1]["spec"]["podSets"][0]["count"] = json!(3);
-                    workloads[1]["metadata"]["resourceVersion"] = json!(version.to_string());
+                    let b = Arc::make_mut(&mut workloads[1]);
+                    b["spec"]["podSets"][0]["count"] = json!(3);
+                    b["metadata"]["resourceVersion"] = json!(version.to_string());
                 },
                 1,
             ),
@@ -369,7 +372,10 @@ mod quick_start {
             "waiting for all admitted workloads to be in PodsReady condition"
         );
         for (index, name) in ["a", "b"].into_iter().enumerate() {
-            store(&mut input.workloads[index], written(&first.workloads, name));
+            store(
+                Arc::make_mut(&mut input.workloads[index]),
+                written(&first.workloads, name),
+            );
         }
         // Still not ready: b keeps waiting, nothing new is written.
         let second = pass(
@@ -386,7 +392,7 @@ mod quick_start {
         // a's pods are ready: b is admitted.
         let ready = json!({"type": "PodsReady", "status": "True", "reason": "Started"});
         let mut ready_input = input.clone();
-        ready_input.workloads[0]["status"]["conditions"]
+        Arc::make_mut(&mut ready_input.workloads[0])["status"]["conditions"]
             .as_array_mut()
             .expect("list")
             .push(ready);
@@ -494,6 +500,7 @@ mod lifecycle {
     use super::super::*;
     use crate::api::status;
     use serde_json::json;
+    use std::sync::Arc;
     use std::time::Duration;
 
     fn now() -> SystemTime {
@@ -522,7 +529,7 @@ mod lifecycle {
                 .iter_mut()
                 .find(|w| objects::name(w) == write.name)
             {
-                merge_status(object, &write.status);
+                merge_status(Arc::make_mut(object), &write.status);
             }
         }
     }
@@ -549,6 +556,7 @@ mod lifecycle {
             .workloads
             .iter()
             .find(|w| objects::name(w) == name)
+            .map(Arc::as_ref)
             .unwrap_or(&Value::Null);
         let found = tessera_model::conditions::find(object, kind).unwrap_or(&Value::Null);
         (
@@ -566,7 +574,7 @@ mod lifecycle {
                 json!({"metadata": {"name": "lq-lender", "namespace": "default"}, "spec": {"clusterQueue": "lender"}}),
                 json!({"metadata": {"name": "lq-borrower", "namespace": "default"}, "spec": {"clusterQueue": "borrower"}}),
             ],
-            workloads: vec![workload("borrowing", "lq-borrower", 6)],
+            workloads: crate::api::objects::shared([workload("borrowing", "lq-borrower", 6)]),
             namespaces: vec![json!({"metadata": {"name": "default"}})],
             ..Objects::default()
         };
@@ -584,14 +592,16 @@ mod lifecycle {
         too_big["metadata"]["creationTimestamp"] = json!(tessera_model::time::timestamp(
             now() - Duration::from_secs(60)
         ));
-        objects.workloads.push(too_big);
+        objects.workloads.push(Arc::new(too_big));
         let waiting = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &waiting);
         assert_eq!(
             status_of(&objects, "too-big", "QuotaReserved"),
             ("False", "ExceedsMaxQuota")
         );
-        objects.workloads.push(workload("owner", "lq-lender", 6));
+        objects
+            .workloads
+            .push(Arc::new(workload("owner", "lq-lender", 6)));
         let second = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &second);
         assert_eq!(
@@ -628,7 +638,7 @@ mod lifecycle {
             .position(|w| objects::name(w) == "borrowing")
             .unwrap_or(0);
         let released = status::released(&objects.workloads[index], now()).expect("released");
-        merge_status(&mut objects.workloads[index], &released);
+        merge_status(Arc::make_mut(&mut objects.workloads[index]), &released);
         let fourth = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &fourth);
         assert_eq!(
@@ -652,11 +662,14 @@ mod lifecycle {
             cluster_queues: vec![cluster_queue("lender", "2")],
             local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
                 "spec": {"clusterQueue": "lender"}})],
-            workloads: vec![workload("first", "lq", 2), workload("second", "lq", 2)],
+            workloads: crate::api::objects::shared([
+                workload("first", "lq", 2),
+                workload("second", "lq", 2),
+            ]),
             namespaces: vec![json!({"metadata": {"name": "default"}})],
             ..Objects::default()
         };
-        objects.workloads[1]["metadata"]["creationTimestamp"] = json!(
+        Arc::make_mut(&mut objects.workloads[1])["metadata"]["creationTimestamp"] = json!(
             tessera_model::time::timestamp(now() + Duration::from_secs(1))
         );
         let mut queues = Queues::default();
@@ -669,7 +682,7 @@ mod lifecycle {
         assert_eq!(status_of(&objects, "second", "QuotaReserved").0, "False");
         let finished = status::finished(&objects.workloads[0], true, "done", now())
             .expect("a finished status");
-        merge_status(&mut objects.workloads[0], &finished);
+        merge_status(Arc::make_mut(&mut objects.workloads[0]), &finished);
 
         let second = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &second);
@@ -686,7 +699,7 @@ mod lifecycle {
             cluster_queues: vec![cluster_queue("lender", "6")],
             local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
                 "spec": {"clusterQueue": "lender"}})],
-            workloads: vec![workload("w", "lq", 2)],
+            workloads: crate::api::objects::shared([workload("w", "lq", 2)]),
             namespaces: vec![json!({"metadata": {"name": "default"}})],
             ..Objects::default()
         };
@@ -710,7 +723,7 @@ mod lifecycle {
 
         // Its job stopped: the quota is released, and it is not requeued while stopped.
         let released = status::released(&objects.workloads[0], now()).expect("released");
-        merge_status(&mut objects.workloads[0], &released);
+        merge_status(Arc::make_mut(&mut objects.workloads[0]), &released);
         assert_eq!(
             status_of(&objects, "w", "Requeued"),
             ("False", "ClusterQueueStopped")
@@ -739,19 +752,19 @@ mod lifecycle {
             cluster_queues: vec![cluster_queue("lender", "6")],
             local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
                 "spec": {"clusterQueue": "lender"}})],
-            workloads: vec![workload("w", "lq", 2)],
+            workloads: crate::api::objects::shared([workload("w", "lq", 2)]),
             namespaces: vec![json!({"metadata": {"name": "default"}})],
             ..Objects::default()
         };
         let mut queues = Queues::default();
         let first = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &first);
-        objects.workloads[0]["spec"]["active"] = json!(false);
+        Arc::make_mut(&mut objects.workloads[0])["spec"]["active"] = json!(false);
         let second = pass(&objects, &mut queues, &Settings::default(), now());
         apply(&mut objects, &second);
         assert_eq!(status_of(&objects, "w", "Evicted"), ("True", "Deactivated"));
         let released = status::released(&objects.workloads[0], now()).expect("released");
-        merge_status(&mut objects.workloads[0], &released);
+        merge_status(Arc::make_mut(&mut objects.workloads[0]), &released);
         let third = pass(&objects, &mut queues, &Settings::default(), now());
         assert!(third.workloads.is_empty(), "{:?}", third.workloads);
         assert_eq!(
@@ -823,7 +836,7 @@ mod admission_fair_sharing {
             cluster_queues: vec![cluster_queue(cpu, mode)],
             cohorts: Vec::new(),
             local_queues,
-            workloads,
+            workloads: crate::api::objects::shared(workloads),
             namespaces: vec![json!({"metadata": {"name": "ns"}})],
             ..Default::default()
         }

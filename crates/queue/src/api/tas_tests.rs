@@ -62,7 +62,7 @@ fn objects(topology_name: &str, workloads: Vec<Value>) -> Objects {
         cluster_queues: vec![cluster_queue()],
         local_queues: vec![json!({"metadata": {"name": "lq", "namespace": "default"},
             "spec": {"clusterQueue": "cq"}})],
-        workloads,
+        workloads: crate::api::objects::shared(workloads),
         namespaces: vec![json!({"metadata": {"name": "default"}})],
         topologies: vec![topology()],
         nodes: nodes(),

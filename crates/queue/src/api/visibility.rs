@@ -182,7 +182,7 @@ fn in_order<'o>(
     let stored: BTreeMap<String, &Value> = objects
         .workloads
         .iter()
-        .map(|object| (objects::key(object), object))
+        .map(|object| (objects::key(object), object.as_ref()))
         .collect();
     let ordered = queues.pending_workloads_info(cluster_queue)?;
     Some(

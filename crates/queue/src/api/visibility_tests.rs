@@ -45,7 +45,7 @@ fn objects(local_queues: Vec<Value>, workloads: &[Wl]) -> Objects {
         cluster_queues: vec![cluster_queue("cqA"), cluster_queue("cqB")],
         cohorts: Vec::new(),
         local_queues,
-        workloads: workloads.iter().copied().map(workload).collect(),
+        workloads: crate::api::objects::shared(workloads.iter().copied().map(workload)),
         namespaces: vec![
             json!({"metadata": {"name": "foo"}}),
             json!({"metadata": {"name": "bar"}}),
@@ -347,7 +347,7 @@ fn inadmissible_and_stopped_queues_are_listed_and_blocked_local_queues_are_not()
     let mut input = objects(two_local_queues(), FOUR);
     // A Workload waiting out its requeue backoff sits in the inadmissible set; Kueue's
     // snapshot lists it in heap order all the same.
-    input.workloads[0]["status"] = json!({"requeueState": {"count": 1,
+    std::sync::Arc::make_mut(&mut input.workloads[0])["status"] = json!({"requeueState": {"count": 1,
         "requeueAt": tessera_model::time::timestamp(now() + Duration::from_secs(60))}});
     input.cluster_queues[0]["spec"]["stopPolicy"] = json!("Hold");
     input.local_queues[1]["spec"]["stopPolicy"] = json!("Hold");

@@ -20,7 +20,9 @@
 mod claims;
 mod counters;
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
@@ -75,7 +77,7 @@ pub struct Prepared {
     pub devices: DeviceRequests,
     /// The Workloads with `writes` laid over them: what the pass reads, so that its own
     /// writes start from them.
-    pub workloads: Vec<Value>,
+    pub workloads: Vec<Arc<Value>>,
     /// The statuses to write, before the pass's.
     pub writes: Vec<StatusWrite>,
 }
@@ -103,15 +105,19 @@ pub fn lay_over(object: &mut Value, status: &Value) {
 
 impl DeviceRequests {
     /// Resolves the claims of every pending Workload in `workloads`.
-    pub fn resolve(
-        workloads: &[Value],
+    pub fn resolve<W: Borrow<Value>>(
+        workloads: &[W],
         objects: &DraObjects,
         mappings: &[DeviceClassMapping],
     ) -> DeviceRequests {
         let cluster = Cluster::read(objects, mappings);
         let by_workload = workloads
             .iter()
-            .filter_map(|w| Some((objects::key(w), cluster.resolve(w)?)))
+            .map(Borrow::borrow)
+            .filter_map(|w| {
+                let resolution = cluster.resolve(w)?;
+                Some((objects::key(w), resolution))
+            })
             .collect();
         DeviceRequests { by_workload }
     }
@@ -120,13 +126,20 @@ impl DeviceRequests {
     /// that follow over them (the workload controller's `handleDRA` before the scheduler
     /// sees them).
     pub fn prepare(
-        workloads: Vec<Value>,
+        workloads: Vec<Arc<Value>>,
         objects: &DraObjects,
         mappings: &[DeviceClassMapping],
         now: SystemTime,
     ) -> Prepared {
         let devices = DeviceRequests::resolve(&workloads, objects, mappings);
         let writes = devices.status_writes(&workloads, now);
+        if writes.is_empty() {
+            return Prepared {
+                devices,
+                workloads,
+                writes,
+            };
+        }
         let mut by_key: BTreeMap<(&str, &str), &Value> = BTreeMap::new();
         for write in &writes {
             by_key.insert((&write.namespace, &write.name), &write.status);
@@ -136,7 +149,7 @@ impl DeviceRequests {
             .map(|mut object| {
                 let key = (objects::namespace(&object), objects::name(&object));
                 if let Some(status) = by_key.get(&key).copied() {
-                    lay_over(&mut object, status);
+                    lay_over(Arc::make_mut(&mut object), status);
                 }
                 object
             })
@@ -182,9 +195,17 @@ impl DeviceRequests {
     /// inadmissible Workload's `QuotaReserved` False (Misconfigured), `Admitted` False and
     /// `Requeued` False (Inadmissible) with the message; once its claims resolve, those
     /// conditions removed again. [`Self::prepare`] lays them over the Workloads.
-    pub fn status_writes(&self, workloads: &[Value], now: SystemTime) -> Vec<StatusWrite> {
+    pub fn status_writes<W: Borrow<Value>>(
+        &self,
+        workloads: &[W],
+        now: SystemTime,
+    ) -> Vec<StatusWrite> {
+        if self.by_workload.is_empty() {
+            return Vec::new();
+        }
         workloads
             .iter()
+            .map(Borrow::borrow)
             .filter_map(|object| {
                 let status = match self.get(&objects::key(object))? {
                     Resolution::Inadmissible { message, requeued } => {

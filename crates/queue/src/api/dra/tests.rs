@@ -3,6 +3,7 @@
 //! publishes for dynamic MIG, and the same job admitted alike with GPUs from a device plugin
 //! or from a claim.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -805,7 +806,7 @@ fn a_job_is_admitted_alike_with_gpus_by_device_plugin_or_by_claim() {
             ],
             namespaces: vec![json!({"metadata": {"name": "ns1"}})],
             devices: DeviceRequests::resolve(&workloads, &dra, &mappings),
-            workloads,
+            workloads: crate::api::objects::shared(workloads),
             ..Default::default()
         };
         let written = pass(
@@ -873,7 +874,7 @@ fn an_inadmissible_workload_is_held_out_and_released_once_resolved() {
         resource_claim_templates: vec![tmpl1()],
         ..Default::default()
     };
-    let unmapped = DeviceRequests::prepare(vec![pending.clone()], &dra, &[], now());
+    let unmapped = DeviceRequests::prepare(vec![Arc::new(pending.clone())], &dra, &[], now());
     assert!(unmapped.devices.workload_state(&pending).is_none());
     assert_eq!(unmapped.writes.len(), 1);
     let held = &unmapped.workloads[0];
@@ -931,7 +932,7 @@ fn an_inadmissible_workload_is_held_out_and_released_once_resolved() {
         &Settings::default(),
         now(),
     );
-    let mut stored = held.clone();
+    let mut stored = Value::clone(held);
     for write in mapped.writes.iter().chain(&decided.workloads) {
         lay_over(&mut stored, &write.status);
     }

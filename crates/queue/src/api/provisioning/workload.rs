@@ -98,6 +98,14 @@ fn backoff_seconds(retries: i64, base: i64, max: i64) -> i64 {
 
 /// The reconciler for one Workload: what to write, in order.
 pub fn reconcile(workload: &Value, inputs: &Inputs<'_>, now: SystemTime) -> Vec<Write> {
+    // Without ProvisioningRequests nor checks of this controller there is nothing to do:
+    // answered before reading the Workload, as most clusters have neither.
+    let provisioning_check = |check: &Value| {
+        json_read::text(check, "/spec/controllerName") == PROVISIONING_REQUEST_CONTROLLER
+    };
+    if inputs.requests.is_empty() && !inputs.admission_checks.values().any(provisioning_check) {
+        return Vec::new();
+    }
     let finished = conditions::is_true(workload, FINISHED);
     let evicted = conditions::is_true(workload, EVICTED);
     if !conditions::is_true(workload, QUOTA_RESERVED) && !finished && !evicted {
