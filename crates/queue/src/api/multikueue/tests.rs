@@ -259,6 +259,11 @@ fn lines(items: &[&str]) -> Vec<String> {
 fn workload_reconcile_table() {
     let base = Wl::default;
     let admitted = |wl: Wl| wl.condition("Admitted", "Admitted", "");
+    // worker1 alone, showing its copy of the Workload admitted and `remote_job`.
+    let admitted_on_worker1 = |remote_job: Value| {
+        let copy = admitted(base().job().reserved().remote()).build();
+        vec![("worker1", Remote::Has(Some(copy), Some(remote_job)))]
+    };
     let cases = vec![
         Case {
             name: "unmanaged wl (no ac) is ignored",
@@ -510,26 +515,14 @@ fn workload_reconcile_table() {
             name: "a worker's job without status leaves a manager job shown without status alone",
             manager: base().ready_on_worker1().job().reserved().cluster("worker1").build(),
             owner: Some(without_status(job(true, false))),
-            workers: vec![(
-                "worker1",
-                Remote::Has(
-                    Some(admitted(base().job().reserved().remote()).build()),
-                    Some(without_status(job(false, true))),
-                ),
-            )],
+            workers: admitted_on_worker1(without_status(job(false, true))),
             want: lines(&["requeue 900s"]),
         },
         Case {
             name: "a worker's job status is copied onto a manager job shown without status",
             manager: base().ready_on_worker1().job().reserved().cluster("worker1").build(),
             owner: Some(without_status(job(true, false))),
-            workers: vec![(
-                "worker1",
-                Remote::Has(
-                    Some(admitted(base().job().reserved().remote()).build()),
-                    Some(with_status(job(false, true), json!({"active": 1}))),
-                ),
-            )],
+            workers: admitted_on_worker1(with_status(job(false, true), json!({"active": 1}))),
             want: lines(&[r#"owner status {"active":1}"#, "requeue 900s"]),
         },
     ];
