@@ -11,6 +11,7 @@
 //! only a name); node replacement and elastic slices are not ported.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Toleration;
 
@@ -27,16 +28,19 @@ use crate::workload::Requests;
 pub struct TasSnapshot {
     /// The Topology's name (`spec.topologyName` of the flavor), quoted in messages.
     pub topology_name: String,
-    /// The domains.
-    pub tree: TopologyTree,
+    /// The domains; fixed once built, so shared by the snapshot's copies (a scheduling
+    /// cycle works on a copy).
+    pub tree: Arc<TopologyTree>,
     /// The flavor's `spec.tolerations`, added to every PodSet's.
     pub flavor_tolerations: Vec<Toleration>,
-    free: Vec<Requests>,
-    tas_usage: Vec<Requests>,
+    // Each leaf's capacity and usage, shared by a snapshot's copies until one of them
+    // changes (copy on write): a cycle that places nothing copies none of them.
+    free: Arc<Vec<Requests>>,
+    tas_usage: Arc<Vec<Requests>>,
     /// `free - tas_usage`, kept current (Kueue's `TASCachingRemainingResources`).
-    remaining: Vec<Requests>,
+    remaining: Arc<Vec<Requests>>,
     /// Usage per leaf id of each named holder: its TAS placements and its non-TAS pods.
-    holders: BTreeMap<String, BTreeMap<String, Requests>>,
+    holders: Arc<BTreeMap<String, BTreeMap<String, Requests>>>,
 }
 
 /// Options of one search.
@@ -69,12 +73,12 @@ impl TasSnapshot {
         let remaining = free.clone();
         TasSnapshot {
             topology_name: topology_name.to_owned(),
-            tree,
+            tree: Arc::new(tree),
             flavor_tolerations: flavor_tolerations.to_vec(),
-            free,
-            tas_usage,
-            remaining,
-            holders: BTreeMap::new(),
+            free: Arc::new(free),
+            tas_usage: Arc::new(tas_usage),
+            remaining: Arc::new(remaining),
+            holders: Arc::default(),
         }
     }
 
@@ -84,8 +88,8 @@ impl TasSnapshot {
         if let Some(&leaf) = self.tree.node_leaf.get(node) {
             let mut usage = requests.clone();
             add(&mut usage, &Requests::from([(PODS.to_owned(), 1)]));
-            subtract(&mut self.free[leaf], &usage);
-            subtract(&mut self.remaining[leaf], &usage);
+            subtract(&mut Arc::make_mut(&mut self.free)[leaf], &usage);
+            subtract(&mut Arc::make_mut(&mut self.remaining)[leaf], &usage);
         }
     }
 
@@ -104,16 +108,16 @@ impl TasSnapshot {
     /// Domains the snapshot does not hold are ignored, as Kueue skips them.
     pub fn add_tas_usage(&mut self, leaf_id: &str, usage: &Requests) {
         if let Some(&leaf) = self.tree.leaf_by_id.get(leaf_id) {
-            add(&mut self.tas_usage[leaf], usage);
-            subtract(&mut self.remaining[leaf], usage);
+            add(&mut Arc::make_mut(&mut self.tas_usage)[leaf], usage);
+            subtract(&mut Arc::make_mut(&mut self.remaining)[leaf], usage);
         }
     }
 
     /// Removes usage added by [`Self::add_tas_usage`].
     pub fn remove_tas_usage(&mut self, leaf_id: &str, usage: &Requests) {
         if let Some(&leaf) = self.tree.leaf_by_id.get(leaf_id) {
-            subtract(&mut self.tas_usage[leaf], usage);
-            add(&mut self.remaining[leaf], usage);
+            subtract(&mut Arc::make_mut(&mut self.tas_usage)[leaf], usage);
+            add(&mut Arc::make_mut(&mut self.remaining)[leaf], usage);
         }
     }
 
@@ -172,7 +176,9 @@ impl TasSnapshot {
     }
 
     fn record(&mut self, holder: &str, leaf_id: &str, usage: &Requests) {
-        let held = self.holders.entry(holder.to_owned()).or_default();
+        let held = Arc::make_mut(&mut self.holders)
+            .entry(holder.to_owned())
+            .or_default();
         add(held.entry(leaf_id.to_owned()).or_default(), usage);
     }
 
