@@ -7,7 +7,6 @@
 //! A thin client: it reads and patches Kueue's objects and prints; the queue manager (`tessera
 //! up` or `tessera queue --kubeconfig`) does the rest.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context;
@@ -16,7 +15,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch,
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tessera_model::kueue::{GROUP, STORAGE_VERSION};
-use tessera_queue::api::visibility;
+use tessera_queue::api::{objects, visibility};
 
 /// `tessera queue` subcommands; none runs the queue manager.
 #[derive(Subcommand, Debug)]
@@ -128,7 +127,7 @@ pub async fn kueue_objects(
         .into_iter()
         .filter_map(|ns| serde_json::to_value(ns).ok())
         .collect();
-    Ok(tessera_queue::api::objects::Objects {
+    Ok(objects::Objects {
         flavors: list_objects(&kueue_api(
             client,
             "ResourceFlavor",
@@ -140,11 +139,9 @@ pub async fn kueue_objects(
             .await?,
         cohorts: list_objects(&kueue_api(client, "Cohort", "cohorts", None)).await?,
         local_queues: list_objects(&kueue_api(client, "LocalQueue", "localqueues", None)).await?,
-        workloads: list_objects(&kueue_api(client, "Workload", "workloads", None))
-            .await?
-            .into_iter()
-            .map(Arc::new)
-            .collect(),
+        workloads: objects::shared(
+            list_objects(&kueue_api(client, "Workload", "workloads", None)).await?,
+        ),
         topologies: list_objects(&kueue_api(client, "Topology", "topologies", None)).await?,
         namespaces,
         ..Default::default()

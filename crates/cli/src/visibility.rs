@@ -6,7 +6,7 @@
 //!
 //! Only reads the store and translates errors; the order and the document are the core's.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::SystemTime;
 
 use serde_json::Value;
@@ -80,7 +80,7 @@ pub fn stored_kueue_objects(store: &Objects) -> objects::Objects {
         cluster_queues: kueue("clusterqueues"),
         cohorts: kueue("cohorts"),
         local_queues: kueue("localqueues"),
-        workloads: kueue("workloads").into_iter().map(Arc::new).collect(),
+        workloads: objects::shared(kueue("workloads")),
         namespaces: list("", "v1", "namespaces"),
         topologies: kueue("topologies"),
         nodes: list("", "v1", "nodes"),

@@ -83,7 +83,7 @@ fn parse<T: serde::de::DeserializeOwned>(object: &Value) -> Option<T> {
 
 /// Whether any PodSet's pod template lists `resourceClaims`: read without parsing the
 /// spec, which most Workloads (those without claims) need not be.
-fn names_claims(workload: &Value) -> bool {
+pub(super) fn names_claims(workload: &Value) -> bool {
     workload
         .pointer("/spec/podSets")
         .and_then(Value::as_array)
@@ -147,12 +147,9 @@ impl<'m> Cluster<'m> {
         }
     }
 
-    /// A pending Workload's resolution; `None` when it is not pending or has no claims.
+    /// A pending Workload's resolution; `None` when it is not pending or has no claims
+    /// (callers skip Workloads that name none: [`names_claims`]).
     pub(super) fn resolve(&self, object: &Value) -> Option<Resolution> {
-        // Most Workloads name no claims: that is looked at first, as it is the cheapest.
-        if !names_claims(object) {
-            return None;
-        }
         let pending = !conditions::is_true(object, QUOTA_RESERVED)
             && !conditions::is_true(object, "Finished")
             && object.pointer("/metadata/deletionTimestamp").is_none()

@@ -110,10 +110,19 @@ impl DeviceRequests {
         objects: &DraObjects,
         mappings: &[DeviceClassMapping],
     ) -> DeviceRequests {
-        let cluster = Cluster::read(objects, mappings);
-        let by_workload = workloads
+        // Most Workloads name no claims; the cluster's DRA objects are read only for those
+        // that do.
+        let claiming: Vec<&Value> = workloads
             .iter()
             .map(Borrow::borrow)
+            .filter(|w| claims::names_claims(w))
+            .collect();
+        if claiming.is_empty() {
+            return DeviceRequests::default();
+        }
+        let cluster = Cluster::read(objects, mappings);
+        let by_workload = claiming
+            .into_iter()
             .filter_map(|w| {
                 let resolution = cluster.resolve(w)?;
                 Some((objects::key(w), resolution))
