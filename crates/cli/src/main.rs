@@ -335,6 +335,18 @@ pub struct KubeconfigArgs {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// No transparent huge pages for this process. mimalloc returns freed pages to the kernel
+/// and takes them again as the API path's buffers come and go; with huge pages each new
+/// touch of such a range had the kernel zero 2 MiB, a quarter of the CPU of `tessera bench
+/// scheduler --api` (docs/benchmarks.md). mimalloc's own `MIMALLOC_ALLOW_THP=0` does the
+/// same, but only when set in the environment before the process starts.
+fn without_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(error) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::debug!(%error, "transparent huge pages stay enabled");
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -345,6 +357,7 @@ fn main() -> anyhow::Result<()> {
         // Colours for a person at a terminal, not for a log file or a pipe.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    without_transparent_huge_pages();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
