@@ -607,7 +607,10 @@ impl Objects {
         // Status writes are never evaluated (upstream ignores the subresource), so they read
         // no namespace either.
         let pod_security_subject = pod_security::subject(resource)
-            .filter(|_| part == Part::Main)
+            .filter(|subject| {
+                part == Part::Main
+                    && pod_security::evaluates(*subject, pod_security::subresource(part, options))
+            })
             .map(|subject| {
                 let policy_namespace = self.policy_namespace(subject, namespace);
                 (subject, policy_namespace)

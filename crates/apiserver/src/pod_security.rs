@@ -54,6 +54,16 @@ pub(crate) fn subject(resource: Resource) -> Option<Subject> {
     }
 }
 
+/// Whether a write of `subject` through `subresource` is evaluated at all; one that is not
+/// (a pod's binding or status, a controller's scale) needs no policy namespace read for it.
+pub(crate) fn evaluates(subject: Subject, subresource: Option<&str>) -> bool {
+    match subject {
+        Subject::Pod => tessera_podsecurity::evaluates_pod_subresource(subresource),
+        Subject::Template => subresource.is_none(),
+        Subject::Namespace => true,
+    }
+}
+
 /// The subresource a write came through, as admission sees it.
 pub(crate) fn subresource(part: Part, options: &WriteOptions) -> Option<&'static str> {
     match part {

@@ -301,14 +301,12 @@ impl Correlator {
             .map_or(0, |d| d.as_nanos())
             .max(self.last_nanos + 1);
         self.last_nanos = nanos;
-        let object = event
-            .pointer("/involvedObject/name")
-            .and_then(Value::as_str)
+        let object = Some(text(&event, "/involvedObject/name"))
+            .filter(|name| !name.is_empty())
             .unwrap_or("event");
         let name = format!("{object}.{nanos:x}");
-        let namespace = event
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
+        let namespace = Some(text(&event, "/metadata/namespace"))
+            .filter(|namespace| !namespace.is_empty())
             .unwrap_or("default")
             .to_owned();
         set_name(&mut event, &namespace, &name);
@@ -330,16 +328,27 @@ fn set_name(event: &mut Value, namespace: &str, name: &str) {
     event["metadata"] = json!({"name": name, "namespace": namespace});
 }
 
+/// The string at `pointer` (plain `/`-separated field names, no escapes), or `""`. Walked
+/// field by field: `Value::pointer` allocates for each segment's unescaping, and a recorder
+/// reads some thirty fields an event.
 fn text<'a>(event: &'a Value, pointer: &str) -> &'a str {
-    event.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    pointer
+        .split('/')
+        .skip(1)
+        .try_fold(event, |value, field| value.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 fn joined(event: &Value, pointers: &[&str]) -> String {
-    pointers
-        .iter()
-        .map(|p| text(event, p))
-        .collect::<Vec<_>>()
-        .join("\u{0}")
+    let mut key = String::with_capacity(128);
+    for (i, pointer) in pointers.iter().enumerate() {
+        if i > 0 {
+            key.push('\u{0}');
+        }
+        key.push_str(text(event, pointer));
+    }
+    key
 }
 
 /// client-go's `getEventKey`: source, involved object, type, reason and message.

@@ -40,6 +40,12 @@ const IGNORED_POD_SUBRESOURCES: [&str; 8] = [
     "status",
 ];
 
+/// Whether upstream's `ValidatePod` evaluates a pod write through `subresource` at all: the
+/// ignored subresources (binding, status, exec, …) are allowed without reading the policy.
+pub fn evaluates_pod_subresource(subresource: Option<&str>) -> bool {
+    !subresource.is_some_and(|s| IGNORED_POD_SUBRESOURCES.contains(&s))
+}
+
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denial {
@@ -250,7 +256,7 @@ impl PodSecurity {
         pod: &Value,
         old: Option<&Value>,
     ) -> Decision {
-        if subresource.is_some_and(|s| IGNORED_POD_SUBRESOURCES.contains(&s)) {
+        if !evaluates_pod_subresource(subresource) {
             return Decision::allowed();
         }
         if let Some(exempt) = self.exempt_request(namespace, user) {

@@ -15,7 +15,9 @@ pub mod checks;
 pub mod config;
 pub mod evaluator;
 
-pub use admission::{Decision, Denial, NamespaceDecision, PodSecurity, pod_template_path};
+pub use admission::{
+    Decision, Denial, NamespaceDecision, PodSecurity, evaluates_pod_subresource, pod_template_path,
+};
 pub use api::{Level, LevelVersion, Policy, Version};
 pub use config::{PluginConfig, PodSecurityConfiguration};
 pub use evaluator::{AggregateCheckResult, Evaluator};
