@@ -42,7 +42,8 @@ use tessera_model::clock::Clock;
 
 use crate::assumed::Assumed;
 use crate::resource_claims::allocate_and_reserve;
-use crate::shell::{EventRecorder, all, next_pass, patch_params, post_params, watched};
+use crate::pacing::{Pacing, next_paced_pass};
+use crate::shell::{EventRecorder, all, patch_params, post_params, watched};
 use tessera_workloads::resource_claim::{DELETE_PROTECTION, protected};
 
 /// The field manager of the scheduler's writes (upstream's User-Agent, `kube-scheduler`).
@@ -233,9 +234,10 @@ pub async fn run_reporting_sync(
     };
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut reported: HashMap<String, String> = HashMap::new();
-    // Binding cycles waiting for their pods' volumes to bind; dropped (aborted) with the loop.
-    let mut waiting_for_volumes = tokio::task::JoinSet::new();
-    while next_pass(&mut changes, &mut resync).await {
+    // Binding cycles that run on past their pass; dropped (aborted) with the loop.
+    let mut detached = Detached::default();
+    let mut pacing = Pacing::default();
+    while next_paced_pass(&mut changes, &mut resync, &mut pacing).await {
         if !all_listed.load(Ordering::Acquire) {
             continue;
         }
@@ -316,11 +318,11 @@ pub async fn run_reporting_sync(
                 group,
                 &named_claims,
                 &mut reported,
-                &mut waiting_for_volumes,
+                &mut detached,
             )
             .await;
         }
-        let mut binder = Binder::detaching(&writer, &mut waiting_for_volumes);
+        let mut binder = Binder::detaching(&writer, &mut detached);
         let mut unschedulable_pods = 0;
         let gated_pods = gated(&all_pods, &names);
         for pod in queue.into_iter().filter(|p| pod_group(p).is_none()) {
@@ -432,14 +434,28 @@ impl Writer {
     }
 }
 
+/// Binding cycles that run on past the pass that started them, their pods assumed on their
+/// nodes meanwhile (upstream's assume, then bind asynchronously).
+#[derive(Default)]
+struct Detached {
+    /// Cycles waiting for their pods' volumes to bind (VolumeBinding's PreBind, up to
+    /// [`prebind::BIND_TIMEOUT_SECONDS`]).
+    volumes: tokio::task::JoinSet<()>,
+    /// Bindings of pods without claims or volumes, at most [`BINDING_CONCURRENCY`] at a time:
+    /// the next pass need not wait for them, since the pod counts on its node from the start.
+    bindings: tokio::task::JoinSet<()>,
+}
+
 /// Binding cycles in flight, each a task of its own (so that they spread over the runtime's
 /// threads), at most [`BINDING_CONCURRENCY`] at a time. A cycle starts as soon as its pod
 /// is placed, as upstream binds while it goes on scheduling the next pod.
 struct Binder<'w> {
     writer: &'w Writer,
+    /// Cycles the pass waits for: those that write claims, whose allocations the next pass
+    /// reads back as written.
     running: tokio::task::JoinSet<()>,
-    /// Where cycles that wait for their volumes run on past the pass (none: in `running`).
-    detached: Option<&'w mut tokio::task::JoinSet<()>>,
+    /// Where the other cycles run on past the pass (none: in `running`).
+    detached: Option<&'w mut Detached>,
 }
 
 impl<'w> Binder<'w> {
@@ -451,10 +467,9 @@ impl<'w> Binder<'w> {
         }
     }
 
-    /// A binder whose cycles that wait for volumes (VolumeBinding's PreBind, up to
-    /// [`prebind::BIND_TIMEOUT_SECONDS`]) go on in `detached`, the pod assumed on its node
-    /// meanwhile, so that the pass does not wait for them.
-    fn detaching(writer: &'w Writer, detached: &'w mut tokio::task::JoinSet<()>) -> Binder<'w> {
+    /// A binder whose cycles that write no claims go on in `detached`, the pod assumed on
+    /// its node meanwhile, so that the pass does not wait for them.
+    fn detaching(writer: &'w Writer, detached: &'w mut Detached) -> Binder<'w> {
         Binder {
             detached: Some(detached),
             ..Binder::new(writer)
@@ -464,14 +479,25 @@ impl<'w> Binder<'w> {
     /// Starts a binding cycle, first waiting for room if too many are in flight.
     async fn start(&mut self, pod: &Pod, claims: Vec<ResourceClaim>, decision: Decision) {
         let pod = identity(pod);
-        if !decision.volumes.is_empty()
-            && let Some(detached) = self.detached.as_mut()
-        {
-            // Reap the cycles done; the pod counts on its node while its volumes bind.
-            while detached.try_join_next().is_some() {}
+        // A cycle that writes claims is waited for (the next pass reads its allocations back as
+        // written), unless it waits for volumes, which may take minutes.
+        let writes_claims = !claims.is_empty() || decision.extended.is_some();
+        let detach = !writes_claims || !decision.volumes.is_empty();
+        if detach && let Some(detached) = self.detached.as_mut() {
+            // Reap the cycles done; the pod counts on its node while it binds.
+            while detached.volumes.try_join_next().is_some() {}
+            while detached.bindings.try_join_next().is_some() {}
+            let cycles = if decision.volumes.is_empty() {
+                if detached.bindings.len() >= BINDING_CONCURRENCY {
+                    detached.bindings.join_next().await;
+                }
+                &mut detached.bindings
+            } else {
+                &mut detached.volumes
+            };
             let writer = self.writer.clone();
             writer.assume(|assumed, now| assumed.bound(&pod, &decision.node, now));
-            detached.spawn(async move {
+            cycles.spawn(async move {
                 if let Err(error) = bind(&writer, &pod, &claims, &decision).await {
                     writer.assume(|assumed, _| assumed.forget(&pod));
                     tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
@@ -497,13 +523,13 @@ impl<'w> Binder<'w> {
 }
 
 /// The binding cycles of a gang, all started at once; those waiting for volumes go on past
-/// the pass in `waiting_for_volumes`, as single pods' do.
+/// the pass in `detached`, as single pods' do.
 async fn bind_all(
     writer: &Writer,
     binds: Vec<(&Pod, Vec<ResourceClaim>, Decision)>,
-    waiting_for_volumes: &mut tokio::task::JoinSet<()>,
+    detached: &mut Detached,
 ) {
-    let mut binder = Binder::detaching(writer, waiting_for_volumes);
+    let mut binder = Binder::detaching(writer, detached);
     for (pod, claims, decision) in binds {
         binder.start(pod, claims, decision).await;
     }
@@ -633,7 +659,7 @@ async fn schedule_gang(
     gang: &Gang<'_>,
     claims: &ClaimsByName<'_>,
     reported: &mut HashMap<String, String>,
-    waiting_for_volumes: &mut tokio::task::JoinSet<()>,
+    detached: &mut Detached,
 ) {
     let members: Option<Vec<(&Pod, Vec<ResourceClaim>)>> = gang
         .waiting
@@ -677,7 +703,7 @@ async fn schedule_gang(
                     .map(|((pod, claims), decision)| (*pod, claims.clone(), decision))
                     .collect();
                 *scheduler = booked;
-                bind_all(writer, binds, waiting_for_volumes).await;
+                bind_all(writer, binds, detached).await;
                 return;
             }
             Err(error) => format!("pod group {}/{}: {error}", gang.namespace, gang.name),
