@@ -192,16 +192,17 @@ async fn bind(
     binding: &Value,
 ) -> ApiResult<Response> {
     let node = subresource::binding_target(name, binding)?;
+    // As upstream's binding storage: no managed fields recorded; admission sees the
+    // `binding` subresource (which Pod Security ignores).
+    let options = WriteOptions {
+        subresource: Some("binding"),
+        ..Default::default()
+    };
     server
         .objects
-        .update_with_options_pending(
-            resource,
-            namespace,
-            name,
-            Part::Main,
-            &Default::default(),
-            |current| subresource::bind(current, name, &node),
-        )?
+        .update_with_options_pending(resource, namespace, name, Part::Main, &options, |current| {
+            subresource::bind(current, name, &node)
+        })?
         .committed()
         .await?;
     Ok(success(StatusCode::CREATED))

@@ -41,8 +41,8 @@ use tessera_storage::volume_binding::Reservation;
 use tessera_model::clock::Clock;
 
 use crate::assumed::Assumed;
-use crate::resource_claims::allocate_and_reserve;
 use crate::pacing::{Pacing, next_paced_pass};
+use crate::resource_claims::allocate_and_reserve;
 use crate::shell::{EventRecorder, all, patch_params, post_params, watched};
 use tessera_workloads::resource_claim::{DELETE_PROTECTION, protected};
 
@@ -236,6 +236,8 @@ pub async fn run_reporting_sync(
     let mut reported: HashMap<String, String> = HashMap::new();
     // Binding cycles that run on past their pass; dropped (aborted) with the loop.
     let mut detached = Detached::default();
+    // What each node and pod gave the last pass's view, so a pass reads only what changed.
+    let mut node_infos = node_info::BuildCache::default();
     let mut pacing = Pacing::default();
     while next_paced_pass(&mut changes, &mut resync, &mut pacing).await {
         if !all_listed.load(Ordering::Acquire) {
@@ -277,7 +279,8 @@ pub async fn run_reporting_sync(
             )
         });
         let mut scheduler = Scheduler::new(
-            node_info::build(
+            node_info::build_cached(
+                &mut node_infos,
                 nodes.state().iter().map(AsRef::as_ref),
                 all_pods.iter().map(AsRef::as_ref),
             ),

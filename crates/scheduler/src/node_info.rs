@@ -1,11 +1,14 @@
 //! The scheduler's view of a node: what it offers (allocatable, labels, taints,
 //! unschedulable) and what the pods bound to it already take (requests, the non-zero CPU and
 //! memory scoring uses, host ports, pod count). Built from a snapshot of Nodes and Pods;
-//! updated in place when a pod is assumed onto a node.
+//! updated in place when a pod is assumed onto a node. A [`BuildCache`] keeps what each node
+//! and pod gave the last build, by resourceVersion, so that a shell rebuilding its view every
+//! pass parses only what changed.
 //!
 //! Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm, Taint};
 
@@ -34,7 +37,7 @@ pub struct NodeInfo {
     /// Host ports its pods hold.
     pub ports: BTreeSet<HostPort>,
     /// Its pods, as affinity and spreading see them.
-    pub pods: Vec<PodSummary>,
+    pub pods: Vec<Arc<PodSummary>>,
     /// Its whole GPUs by NUMA node, when the node publishes them.
     pub gpu_numa: Option<GpuNuma>,
     /// How many of its pods carry required anti-affinity (so most pods can skip the check).
@@ -307,17 +310,25 @@ impl NodeInfo {
 
     /// Adds a pod's usage (bound or assumed).
     pub fn add_pod(&mut self, pod: &Pod) {
-        for (name, amount) in pod_requests(pod) {
-            *self.requested.entry(name).or_insert(0) += amount;
+        self.add_usage(&PodUsage::of(pod));
+    }
+
+    /// Adds what a pod takes, read from it before.
+    fn add_usage(&mut self, usage: &PodUsage) {
+        let requests = usage.requests.iter().map(|(n, a)| (n.as_str(), *a));
+        for (name, amount) in requests.chain([("pods", 1000)]) {
+            match self.requested.get_mut(name) {
+                Some(requested) => *requested += amount,
+                None => {
+                    self.requested.insert(name.to_string(), amount);
+                }
+            }
         }
-        *self.requested.entry("pods".into()).or_insert(0) += 1000;
-        let (cpu, memory) = nonzero_cpu_memory(pod);
-        self.nonzero.0 += cpu;
-        self.nonzero.1 += memory;
-        self.ports.extend(host_ports(pod));
-        let summary = PodSummary::of(pod);
-        self.anti_affinity_pods += usize::from(!summary.anti_affinity.is_empty());
-        self.pods.push(summary);
+        self.nonzero.0 += usage.nonzero.0;
+        self.nonzero.1 += usage.nonzero.1;
+        self.ports.extend(usage.ports.iter().cloned());
+        self.anti_affinity_pods += usize::from(!usage.summary.anti_affinity.is_empty());
+        self.pods.push(usage.summary.clone());
         self.refresh_common();
     }
 
@@ -360,23 +371,142 @@ impl NodeInfo {
     }
 }
 
+/// What a pod takes of its node, as [`NodeInfo::add_pod`] reads it.
+#[derive(Debug)]
+struct PodUsage {
+    requests: Vec<(String, i128)>,
+    nonzero: (i128, i128),
+    ports: Vec<HostPort>,
+    summary: Arc<PodSummary>,
+}
+
+impl PodUsage {
+    fn of(pod: &Pod) -> PodUsage {
+        PodUsage {
+            requests: pod_requests(pod).into_iter().collect(),
+            nonzero: nonzero_cpu_memory(pod),
+            ports: host_ports(pod),
+            summary: Arc::new(PodSummary::of(pod)),
+        }
+    }
+}
+
+/// What the last [`build_cached`] read of each node (its info with no pods) and each pod
+/// (what it takes), by name or uid, with the resourceVersion it was read at. Entries of
+/// objects a build no longer saw are dropped.
+#[derive(Debug, Default)]
+pub struct BuildCache {
+    nodes: HashMap<String, Cached<NodeInfo>>,
+    pods: HashMap<String, Cached<Arc<PodUsage>>>,
+    build: u64,
+}
+
+#[derive(Debug)]
+struct Cached<T> {
+    version: String,
+    value: T,
+    build: u64,
+}
+
+impl BuildCache {
+    /// The value cached under `key` at `version`, or `read` afresh (and cached when the
+    /// object has a version).
+    fn get<T: Clone>(
+        entries: &mut HashMap<String, Cached<T>>,
+        build: u64,
+        key: &str,
+        version: Option<&str>,
+        read: impl FnOnce() -> T,
+    ) -> T {
+        let Some(version) = version.filter(|v| !v.is_empty()) else {
+            return read();
+        };
+        if let Some(cached) = entries.get_mut(key)
+            && cached.version == version
+        {
+            cached.build = build;
+            return cached.value.clone();
+        }
+        let value = read();
+        entries.insert(
+            key.to_string(),
+            Cached {
+                version: version.to_string(),
+                value: value.clone(),
+                build,
+            },
+        );
+        value
+    }
+}
+
 /// The nodes of a snapshot with the pods bound to them, sorted by name.
 pub fn build<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
     pods: impl IntoIterator<Item = &'a Pod>,
 ) -> Vec<NodeInfo> {
-    let mut infos: Vec<NodeInfo> = nodes.into_iter().map(NodeInfo::new).collect();
+    build_with(nodes, pods, NodeInfo::new, |pod| {
+        Arc::new(PodUsage::of(pod))
+    })
+}
+
+/// [`build`], reading only the nodes and pods whose resourceVersion `cache` has not seen.
+pub fn build_cached<'a>(
+    cache: &mut BuildCache,
+    nodes: impl IntoIterator<Item = &'a Node>,
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> Vec<NodeInfo> {
+    cache.build += 1;
+    let build = cache.build;
+    let (node_cache, pod_cache) = (&mut cache.nodes, &mut cache.pods);
+    let infos = build_with(
+        nodes,
+        pods,
+        |node| {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let version = node.metadata.resource_version.as_deref();
+            BuildCache::get(node_cache, build, name, version, || NodeInfo::new(node))
+        },
+        |pod| {
+            let key = pod.metadata.uid.as_deref().unwrap_or_default();
+            let version = pod
+                .metadata
+                .resource_version
+                .as_deref()
+                .filter(|_| !key.is_empty());
+            BuildCache::get(pod_cache, build, key, version, || {
+                Arc::new(PodUsage::of(pod))
+            })
+        },
+    );
+    cache.nodes.retain(|_, cached| cached.build == build);
+    cache.pods.retain(|_, cached| cached.build == build);
+    infos
+}
+
+fn build_with<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    node_info: impl FnMut(&Node) -> NodeInfo,
+    mut usage: impl FnMut(&Pod) -> Arc<PodUsage>,
+) -> Vec<NodeInfo> {
+    let mut infos: Vec<NodeInfo> = nodes.into_iter().map(node_info).collect();
     infos.sort_by(|a, b| a.name.cmp(&b.name));
-    let index: BTreeMap<String, usize> = infos
+    let index: HashMap<&str, usize> = infos
         .iter()
         .enumerate()
-        .map(|(i, n)| (n.name.clone(), i))
+        .map(|(i, n)| (n.name.as_str(), i))
         .collect();
+    let mut bound: Vec<(usize, Arc<PodUsage>)> = Vec::new();
     for pod in pods.into_iter().filter(|p| holds_resources(p)) {
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         if let Some(&i) = node.and_then(|n| index.get(n)) {
-            infos[i].add_pod(pod);
+            bound.push((i, usage(pod)));
         }
+    }
+    drop(index);
+    for (i, usage) in bound {
+        infos[i].add_usage(&usage);
     }
     infos
 }

@@ -1346,3 +1346,83 @@ fn pod_overhead_counts_in_node_resources_fit() {
         }
     }
 }
+
+#[test]
+fn cached_builds_match_fresh_ones_as_nodes_and_pods_change() {
+    // One cache carried through a series of snapshots, as the scheduler shell carries it from
+    // pass to pass; each step's view must equal a fresh build of the same snapshot.
+    let versioned = |mut value: Value, version: u32| {
+        value["metadata"]["resourceVersion"] = json!(version.to_string());
+        value
+    };
+    let node_at = |name: &str, cpu: &str, version: u32| -> Node {
+        let mut value = serde_json::to_value(node(name, json!({}))).unwrap();
+        value["status"]["allocatable"]["cpu"] = json!(cpu);
+        serde_json::from_value(versioned(value, version)).unwrap()
+    };
+    let pod_at = |name: &str, node: Option<&str>, cpu: &str, extra: Value, version: u32| -> Pod {
+        let mut value = serde_json::to_value(pod(name, extra)).unwrap();
+        value["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!(cpu);
+        if let Some(node) = node {
+            value["spec"]["nodeName"] = json!(node);
+        }
+        serde_json::from_value(versioned(value, version)).unwrap()
+    };
+    let port = json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}});
+    let steps: Vec<(&str, Vec<Node>, Vec<Pod>)> = vec![
+        (
+            "first snapshot",
+            vec![node_at("n1", "4", 1), node_at("n2", "8", 1)],
+            vec![
+                pod_at("a", Some("n1"), "1", json!({}), 1),
+                pod_at("b", None, "1", json!({}), 1),
+            ],
+        ),
+        (
+            "a pod bound (new version)",
+            vec![node_at("n1", "4", 1), node_at("n2", "8", 1)],
+            vec![
+                pod_at("a", Some("n1"), "1", json!({}), 1),
+                pod_at("b", Some("n2"), "1", json!({}), 2),
+            ],
+        ),
+        (
+            "a pod resized and one with a host port",
+            vec![node_at("n1", "4", 1), node_at("n2", "8", 1)],
+            vec![
+                pod_at("a", Some("n1"), "3", json!({}), 3),
+                pod_at("b", Some("n2"), "1", json!({}), 2),
+                pod_at("c", Some("n2"), "500m", port.clone(), 1),
+            ],
+        ),
+        (
+            "a node's allocatable changed",
+            vec![node_at("n1", "16", 2), node_at("n2", "8", 1)],
+            vec![
+                pod_at("a", Some("n1"), "3", json!({}), 3),
+                pod_at("b", Some("n2"), "1", json!({}), 2),
+                pod_at("c", Some("n2"), "500m", port.clone(), 1),
+            ],
+        ),
+        (
+            "a node gone, a pod finished, a pod without a version",
+            vec![node_at("n2", "8", 1)],
+            vec![
+                pod_at("b", Some("n2"), "1", json!({"status": {"phase": "Succeeded"}}), 4),
+                pod_at("c", Some("n2"), "500m", port, 1),
+                serde_json::from_value(json!({
+                    "metadata": {"namespace": "ml", "name": "d"},
+                    "spec": {"nodeName": "n2", "containers": [{"name": "c",
+                        "resources": {"requests": {"cpu": "2"}}}]},
+                }))
+                .unwrap(),
+            ],
+        ),
+    ];
+    let mut cache = node_info::BuildCache::default();
+    for (step, nodes, pods) in &steps {
+        let cached = node_info::build_cached(&mut cache, nodes, pods);
+        let fresh = node_info::build(nodes, pods);
+        assert_eq!(format!("{cached:#?}"), format!("{fresh:#?}"), "{step}");
+    }
+}
