@@ -1408,7 +1408,13 @@ fn cached_builds_match_fresh_ones_as_nodes_and_pods_change() {
             "a node gone, a pod finished, a pod without a version",
             vec![node_at("n2", "8", 1)],
             vec![
-                pod_at("b", Some("n2"), "1", json!({"status": {"phase": "Succeeded"}}), 4),
+                pod_at(
+                    "b",
+                    Some("n2"),
+                    "1",
+                    json!({"status": {"phase": "Succeeded"}}),
+                    4,
+                ),
                 pod_at("c", Some("n2"), "500m", port, 1),
                 serde_json::from_value(json!({
                     "metadata": {"namespace": "ml", "name": "d"},
