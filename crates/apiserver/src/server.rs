@@ -442,6 +442,30 @@ fn written_response(status: StatusCode, written: Written) -> Response {
     )
 }
 
+/// `POST /api/v1/namespaces/<ns>/bindings`: kube-apiserver's legacy binding storage, the
+/// pod named by the Binding's `metadata.name`; the same write as `pods/<name>/binding`.
+async fn legacy_binding(
+    server: &Arc<ApiServer>,
+    namespace: Option<&str>,
+    binding: &serde_json::Value,
+) -> ApiResult<Response> {
+    let name = tessera_api::meta::meta_str(binding, "name").unwrap_or_default();
+    if name.is_empty() {
+        return Err(ApiError::invalid(
+            "",
+            "Binding",
+            "",
+            vec![tessera_api::error::Cause::required("metadata.name")],
+        ));
+    }
+    let pods = server
+        .objects
+        .registry()
+        .find("", "v1", "pods")
+        .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+    subresources::bind(server, pods, namespace, name, binding).await
+}
+
 async fn resource_request(
     server: &Arc<ApiServer>,
     path: ResourcePath,
@@ -464,6 +488,9 @@ async fn resource_request(
         }
         let (headers, body) = read_body(request).await?;
         let review = decode_object(&content_type(&headers), &body)?;
+        if (resource.group(), resource.plural()) == ("", "bindings") {
+            return legacy_binding(server, namespace, &review).await;
+        }
         let answer = tessera_api::reviews::review(
             &server.rbac,
             &server.objects,

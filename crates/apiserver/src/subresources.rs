@@ -184,7 +184,9 @@ fn success(status: StatusCode) -> Response {
     )
 }
 
-async fn bind(
+/// Binds the pod `name` as `binding` asks (`pods/<name>/binding`, or the legacy `bindings`
+/// resource, which names the pod by the Binding's own name).
+pub(crate) async fn bind(
     server: &Arc<ApiServer>,
     resource: Resource,
     namespace: Option<&str>,

@@ -316,6 +316,9 @@ static BUILTIN: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         review::<authorization::LocalSubjectAccessReview>(),
         review::<authentication::SelfSubjectReview>(),
         review::<authentication::TokenReview>(),
+        // core/v1 `bindings`: the legacy form of `pods/<name>/binding` (the pod named by the
+        // Binding's own name), answered not stored.
+        review::<core::Binding>(),
     ]
 });
 

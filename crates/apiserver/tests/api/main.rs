@@ -7,6 +7,7 @@ mod support;
 
 mod admission;
 mod audit;
+mod binding;
 mod crds;
 mod crud;
 mod eviction;

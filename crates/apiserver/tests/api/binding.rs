@@ -1,0 +1,135 @@
+//! Binding a pod: `pods/<name>/binding` and the legacy `bindings` resource, as kube-scheduler
+//! and the Python client's `create_namespaced_binding` send them.
+
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, raw, start};
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+const BINDINGS: &str = "/api/v1/namespaces/default/bindings";
+
+async fn post(server: &TestServer, uri: &str, body: &Value) -> (u16, Value) {
+    let (code, answer, _) = raw(
+        server,
+        "POST",
+        uri,
+        Some("application/json"),
+        body.to_string().into_bytes(),
+    )
+    .await;
+    (code, answer)
+}
+
+async fn get(server: &TestServer, uri: &str) -> Value {
+    raw(server, "GET", uri, None, Vec::new()).await.1
+}
+
+fn binding(name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+           "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+}
+
+#[tokio::test]
+async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
+    let server = start();
+    for name in ["a", "b", "c"] {
+        let pod = json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        assert_eq!(post(&server, PODS, &pod).await.0, 201, "{name}");
+    }
+    // (what is sent, where, the answer's code, a part of its message, the pod's node after)
+    let cases: [(&str, String, Value, u16, &str, Option<&str>); 6] = [
+        (
+            "subresource",
+            format!("{PODS}/a/binding"),
+            binding("a", "n1"),
+            201,
+            "",
+            Some("n1"),
+        ),
+        (
+            "legacy resource",
+            BINDINGS.into(),
+            binding("b", "n2"),
+            201,
+            "",
+            Some("n2"),
+        ),
+        (
+            "already bound, subresource",
+            format!("{PODS}/a/binding"),
+            binding("a", "n3"),
+            409,
+            "pod a is already assigned to node \"n1\"",
+            Some("n1"),
+        ),
+        (
+            "already bound, legacy",
+            BINDINGS.into(),
+            binding("b", "n3"),
+            409,
+            "pod b is already assigned to node \"n2\"",
+            Some("n2"),
+        ),
+        (
+            "legacy without a name",
+            BINDINGS.into(),
+            binding("", "n1"),
+            422,
+            "metadata.name",
+            None,
+        ),
+        (
+            "legacy, no such pod",
+            BINDINGS.into(),
+            binding("z", "n1"),
+            404,
+            "\"z\" not found",
+            None,
+        ),
+    ];
+    for (case, uri, body, code, message, node) in cases {
+        let (got, answer) = post(&server, &uri, &body).await;
+        assert_eq!(got, code, "{case}: {answer}");
+        let text = answer["message"].as_str().unwrap_or_default();
+        assert!(text.contains(message), "{case}: {text}");
+        let pod = body["metadata"]["name"].as_str().unwrap_or_default();
+        if let Some(node) = node {
+            let stored = get(&server, &format!("{PODS}/{pod}")).await;
+            assert_eq!(stored["spec"]["nodeName"], json!(node), "{case}");
+        }
+    }
+    // As upstream's binding storage: no managed-fields entry for the binding.
+    let bound = get(&server, &format!("{PODS}/a")).await;
+    let managers: Vec<&str> = bound["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["subresource"].as_str())
+        .collect();
+    assert!(managers.is_empty(), "{managers:?}");
+    // Pod c was never bound.
+    let unbound = get(&server, &format!("{PODS}/c")).await;
+    assert_eq!(unbound["spec"]["nodeName"], Value::Null);
+}
+
+#[tokio::test]
+async fn discovery_lists_bindings_as_create_only() {
+    let server = start();
+    let core = get(&server, "/api/v1").await;
+    let bindings = core["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["name"] == "bindings")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(bindings["kind"], "Binding", "{core}");
+    assert_eq!(bindings["namespaced"], true);
+    assert_eq!(bindings["verbs"], json!(["create"]));
+    let pods_binding = core["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|r| r["name"] == "pods/binding");
+    assert!(pods_binding, "pods/binding still listed");
+}
