@@ -24,8 +24,20 @@ pub fn binding_target(name: &str, binding: &Value) -> ApiResult<String> {
 }
 
 /// The pod bound to `node`, or the 409 upstream answers for a pod that is being deleted or
-/// already bound.
-pub fn bind(current: &Value, name: &str, node: &str) -> ApiResult<Value> {
+/// already bound, or that is not the one the Binding names by `uid` (a pod deleted and made
+/// again under its name while a binding was in flight).
+pub fn bind(current: &Value, name: &str, node: &str, uid: Option<&str>) -> ApiResult<Value> {
+    let stored_uid = meta_str(current, "uid").unwrap_or_default();
+    if let Some(uid) = uid.filter(|u| !u.is_empty() && *u != stored_uid) {
+        return Err(ApiError::conflict(
+            "",
+            "pods",
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {stored_uid}"
+            ),
+        ));
+    }
     if meta_str(current, "deletionTimestamp").is_some() {
         return Err(ApiError::conflict(
             "",

@@ -21,6 +21,7 @@ use tessera_model::Subresource;
 use crate::server::{self, ApiServer, json_response};
 use tessera_api::body::{self, decode_object};
 use tessera_api::error::{ApiError, ApiResult};
+use tessera_api::meta::meta_str;
 use tessera_api::request::Query;
 use tessera_api::resource::Resource;
 use tessera_api::subresource::{self, ScalePaths};
@@ -203,7 +204,7 @@ pub(crate) async fn bind(
     server
         .objects
         .update_with_options_pending(resource, namespace, name, Part::Main, &options, |current| {
-            subresource::bind(current, name, &node)
+            subresource::bind(current, name, &node, meta_str(binding, "uid"))
         })?
         .committed()
         .await?;

@@ -29,6 +29,17 @@ fn binding(name: &str, node: &str) -> Value {
            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
 }
 
+/// (the case, where it is sent, what, the answer's code, a part of its message, the pod's
+/// node after)
+type Case = (
+    &'static str,
+    String,
+    Value,
+    u16,
+    &'static str,
+    Option<&'static str>,
+);
+
 #[tokio::test]
 async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
     let server = start();
@@ -36,8 +47,7 @@ async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
         let pod = json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
         assert_eq!(post(&server, PODS, &pod).await.0, 201, "{name}");
     }
-    // (what is sent, where, the answer's code, a part of its message, the pod's node after)
-    let cases: [(&str, String, Value, u16, &str, Option<&str>); 6] = [
+    let cases: [Case; 6] = [
         (
             "subresource",
             format!("{PODS}/a/binding"),
@@ -107,9 +117,36 @@ async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
         .filter_map(|m| m["subresource"].as_str())
         .collect();
     assert!(managers.is_empty(), "{managers:?}");
-    // Pod c was never bound.
+    // A Binding naming another pod's uid (the pod made again under its name while a binding
+    // was in flight) is refused as upstream's precondition; with the pod's own uid it binds.
     let unbound = get(&server, &format!("{PODS}/c")).await;
     assert_eq!(unbound["spec"]["nodeName"], Value::Null);
+    let uid = unbound["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut stale = binding("c", "n1");
+    stale["metadata"]["uid"] = json!("an-earlier-pod");
+    let (code, answer) = post(&server, &format!("{PODS}/c/binding"), &stale).await;
+    assert_eq!(code, 409, "{answer}");
+    let message = answer["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "Precondition failed: UID in precondition: an-earlier-pod, UID in object meta: {uid}"
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        get(&server, &format!("{PODS}/c")).await["spec"]["nodeName"],
+        Value::Null
+    );
+    let mut current = binding("c", "n1");
+    current["metadata"]["uid"] = json!(uid);
+    assert_eq!(post(&server, BINDINGS, &current).await.0, 201);
+    assert_eq!(
+        get(&server, &format!("{PODS}/c")).await["spec"]["nodeName"],
+        "n1"
+    );
 }
 
 #[tokio::test]
