@@ -2,20 +2,12 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, eventually, raw, start};
+use crate::support::{TestServer, eventually, post_json, raw, start};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
 async fn post(server: &TestServer, uri: &str, body: Value) -> (u16, Value) {
-    let (code, answer, _) = raw(
-        server,
-        "POST",
-        uri,
-        Some("application/json"),
-        body.to_string().into_bytes(),
-    )
-    .await;
-    (code, answer)
+    post_json(server, uri, &body).await
 }
 
 fn pod(name: &str, resources: Value) -> Value {

@@ -3,22 +3,10 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, raw, start};
+use crate::support::{TestServer, post_json, raw, start};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const BINDINGS: &str = "/api/v1/namespaces/default/bindings";
-
-async fn post(server: &TestServer, uri: &str, body: &Value) -> (u16, Value) {
-    let (code, answer, _) = raw(
-        server,
-        "POST",
-        uri,
-        Some("application/json"),
-        body.to_string().into_bytes(),
-    )
-    .await;
-    (code, answer)
-}
 
 async fn get(server: &TestServer, uri: &str) -> Value {
     raw(server, "GET", uri, None, Vec::new()).await.1
@@ -45,7 +33,7 @@ async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
     let server = start();
     for name in ["a", "b", "c"] {
         let pod = json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
-        assert_eq!(post(&server, PODS, &pod).await.0, 201, "{name}");
+        assert_eq!(post_json(&server, PODS, &pod).await.0, 201, "{name}");
     }
     let cases: [Case; 6] = [
         (
@@ -98,7 +86,7 @@ async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
         ),
     ];
     for (case, uri, body, code, message, node) in cases {
-        let (got, answer) = post(&server, &uri, &body).await;
+        let (got, answer) = post_json(&server, &uri, &body).await;
         assert_eq!(got, code, "{case}: {answer}");
         let text = answer["message"].as_str().unwrap_or_default();
         assert!(text.contains(message), "{case}: {text}");
@@ -127,7 +115,7 @@ async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
         .to_string();
     let mut stale = binding("c", "n1");
     stale["metadata"]["uid"] = json!("an-earlier-pod");
-    let (code, answer) = post(&server, &format!("{PODS}/c/binding"), &stale).await;
+    let (code, answer) = post_json(&server, &format!("{PODS}/c/binding"), &stale).await;
     assert_eq!(code, 409, "{answer}");
     let message = answer["message"].as_str().unwrap_or_default();
     assert!(
@@ -142,7 +130,7 @@ async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
     );
     let mut current = binding("c", "n1");
     current["metadata"]["uid"] = json!(uid);
-    assert_eq!(post(&server, BINDINGS, &current).await.0, 201);
+    assert_eq!(post_json(&server, BINDINGS, &current).await.0, 201);
     assert_eq!(
         get(&server, &format!("{PODS}/c")).await["spec"]["nodeName"],
         "n1"

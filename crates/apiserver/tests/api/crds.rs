@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, eventually, raw, start};
+use crate::support::{TestServer, eventually, post_json, raw, start};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -41,25 +41,13 @@ fn widget_crd() -> Value {
     })
 }
 
-async fn post(server: &TestServer, uri: &str, body: &Value) -> (u16, Value) {
-    let (code, answer, _) = raw(
-        server,
-        "POST",
-        uri,
-        Some("application/json"),
-        body.to_string().into_bytes(),
-    )
-    .await;
-    (code, answer)
-}
-
 async fn delete_crd(server: &TestServer, name: &str) {
     let (code, answer, _) = raw(server, "DELETE", &format!("{CRDS}/{name}"), None, vec![]).await;
     assert!(code == 200 || code == 202, "{answer}");
 }
 
 async fn install(server: &TestServer) {
-    let (code, crd) = post(server, CRDS, &widget_crd()).await;
+    let (code, crd) = post_json(server, CRDS, &widget_crd()).await;
     assert_eq!(code, 201, "{crd}");
     let conditions = crd["status"]["conditions"].as_array().unwrap();
     assert!(
@@ -166,7 +154,7 @@ async fn objects_are_validated_defaulted_and_pruned() {
         ),
     ];
     for (case, spec, field, message) in table {
-        let (code, answer) = post(&server, WIDGETS, &widget(spec)).await;
+        let (code, answer) = post_json(&server, WIDGETS, &widget(spec)).await;
         assert_eq!(code, 422, "{case}: {answer}");
         let causes = answer["details"]["causes"].as_array().unwrap();
         assert!(
@@ -176,7 +164,7 @@ async fn objects_are_validated_defaulted_and_pruned() {
             "{case}: {answer}"
         );
     }
-    let (code, created) = post(
+    let (code, created) = post_json(
         &server,
         &format!("{WIDGETS}?fieldValidation=Ignore"),
         &widget(json!({"size": "small", "unknown": 1, "extra": {"anything": {"goes": true}}, "limit": "50%"})),
@@ -189,7 +177,7 @@ async fn objects_are_validated_defaulted_and_pruned() {
         created["spec"]["extra"]["anything"]["goes"], true,
         "preserved"
     );
-    let (code, strict) = post(&server, &format!("{WIDGETS}?fieldValidation=Strict"), &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"}, "spec": {"size": "small", "bogus": 1}})).await;
+    let (code, strict) = post_json(&server, &format!("{WIDGETS}?fieldValidation=Strict"), &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"}, "spec": {"size": "small", "bogus": 1}})).await;
     assert_eq!(code, 400);
     assert_eq!(
         strict["message"],
@@ -201,7 +189,7 @@ async fn objects_are_validated_defaulted_and_pruned() {
 async fn status_scale_and_printer_columns() {
     let server = start();
     install(&server).await;
-    let (code, _) = post(&server, WIDGETS, &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+    let (code, _) = post_json(&server, WIDGETS, &json!({"apiVersion": "example.com/v1", "kind": "Widget",
         "metadata": {"name": "w"}, "spec": {"size": "large", "replicas": 2}, "status": {"replicas": 9}})).await;
     assert_eq!(code, 201);
     let (_, got, _) = raw(&server, "GET", &format!("{WIDGETS}/w"), None, vec![]).await;
@@ -281,7 +269,7 @@ async fn status_scale_and_printer_columns() {
 async fn every_served_version_reads_the_same_objects() {
     let server = start();
     install(&server).await;
-    let (code, _) = post(&server, WIDGETS, &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": "small"}})).await;
+    let (code, _) = post_json(&server, WIDGETS, &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": "small"}})).await;
     assert_eq!(code, 201);
     let (_, old, _) = raw(
         &server,
@@ -293,7 +281,7 @@ async fn every_served_version_reads_the_same_objects() {
     .await;
     assert_eq!(old["apiVersion"], "example.com/v1beta1");
     assert_eq!(old["spec"]["size"], "small");
-    let (code, _) = post(&server, "/apis/example.com/v1beta1/namespaces/default/widgets", &json!({"apiVersion": "example.com/v1beta1", "kind": "Widget", "metadata": {"name": "old"}, "spec": {"anything": 1}})).await;
+    let (code, _) = post_json(&server, "/apis/example.com/v1beta1/namespaces/default/widgets", &json!({"apiVersion": "example.com/v1beta1", "kind": "Widget", "metadata": {"name": "old"}, "spec": {"anything": 1}})).await;
     assert_eq!(code, 201);
     let (_, list, _) = raw(&server, "GET", WIDGETS, None, vec![]).await;
     let versions: Vec<&str> = list["items"]
@@ -310,7 +298,7 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving_it() {
     let server = start();
     install(&server).await;
     for name in ["a", "b"] {
-        let (code, _) = post(&server, WIDGETS, &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": "small"}})).await;
+        let (code, _) = post_json(&server, WIDGETS, &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": "small"}})).await;
         assert_eq!(code, 201);
     }
     delete_crd(&server, "widgets.example.com").await;
@@ -347,7 +335,7 @@ async fn a_crd_whose_kind_is_taken_is_stored_but_not_served_until_the_name_frees
     gadgets["metadata"]["name"] = json!("gadgets.example.com");
     gadgets["spec"]["names"] =
         json!({"plural": "gadgets", "kind": "Widget", "listKind": "GadgetList"});
-    let (code, crd) = post(&server, CRDS, &gadgets).await;
+    let (code, crd) = post_json(&server, CRDS, &gadgets).await;
     assert_eq!(code, 201, "{crd}");
     let conditions = &crd["status"]["conditions"];
     assert_eq!(conditions[0]["type"], "NamesAccepted");
@@ -383,7 +371,7 @@ async fn invalid_crds_are_rejected_with_field_paths() {
     let mut crd = widget_crd();
     crd["metadata"]["name"] = json!("gadgets.example.com");
     crd["spec"]["versions"][1]["storage"] = json!(true);
-    let (code, answer) = post(&server, CRDS, &crd).await;
+    let (code, answer) = post_json(&server, CRDS, &crd).await;
     assert_eq!(code, 422, "{answer}");
     let fields: Vec<&str> = answer["details"]["causes"]
         .as_array()
@@ -407,9 +395,9 @@ async fn cel_validation_rules_guard_creates_and_transitions() {
         {"rule": "!has(self.owner) || self.replicas >= 1", "message": "owned widgets need a replica"},
         {"rule": "self.size == oldSelf.size", "message": "size is immutable", "fieldPath": ".size"}
     ]);
-    let (code, answer) = post(&server, CRDS, &crd).await;
+    let (code, answer) = post_json(&server, CRDS, &crd).await;
     assert_eq!(code, 201, "{answer}");
-    let (code, answer) = post(
+    let (code, answer) = post_json(
         &server,
         WIDGETS,
         &json!({"apiVersion": "example.com/v1", "kind": "Widget",
@@ -421,7 +409,7 @@ async fn cel_validation_rules_guard_creates_and_transitions() {
         answer["details"]["causes"][0]["message"],
         "Invalid value: \"object\": owned widgets need a replica"
     );
-    let (code, _) = post(
+    let (code, _) = post_json(
         &server,
         WIDGETS,
         &json!({"apiVersion": "example.com/v1", "kind": "Widget",
@@ -450,7 +438,7 @@ async fn cel_validation_rules_guard_creates_and_transitions() {
     broken["spec"]["names"] = json!({"plural": "gizmos", "kind": "Gizmo"});
     broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
         json!([{"rule": "self.size ==="}]);
-    let (code, answer) = post(&server, CRDS, &broken).await;
+    let (code, answer) = post_json(&server, CRDS, &broken).await;
     assert_eq!(code, 422, "{answer}");
     assert_eq!(
         answer["details"]["causes"][0]["field"],

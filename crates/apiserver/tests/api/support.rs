@@ -118,6 +118,23 @@ pub async fn raw(
     (status, value, headers)
 }
 
+/// POSTs `body` as JSON and returns (status, answer).
+pub async fn post_json(
+    server: &TestServer,
+    uri: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let (code, answer, _) = raw(
+        server,
+        "POST",
+        uri,
+        Some("application/json"),
+        body.to_string().into_bytes(),
+    )
+    .await;
+    (code, answer)
+}
+
 /// Polls until a condition holds or a deadline passes.
 pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
     mut check: F,
