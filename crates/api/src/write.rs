@@ -421,6 +421,34 @@ pub fn stored_is_deleting(stored: &[u8]) -> Result<bool, serde_json::Error> {
         .is_some_and(|t| t.is_string()))
 }
 
+/// A stored namespace as policy admission reads it, `{"metadata": {"name", "labels"}}`, the
+/// rest skipped unparsed: Pod Security reads the namespace of every pod create, and the whole
+/// object (managed fields and all) cost more to decode than the check itself.
+pub fn stored_namespace_labels(stored: &[u8]) -> Result<Value, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        #[serde(default)]
+        metadata: Option<Metadata>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        #[serde(default)]
+        name: Value,
+        #[serde(default)]
+        labels: Value,
+    }
+    let stored: Stored = serde_json::from_slice(stored)?;
+    let mut metadata = serde_json::Map::new();
+    if let Some(stored) = stored.metadata {
+        for (field, value) in [("name", stored.name), ("labels", stored.labels)] {
+            if !value.is_null() {
+                metadata.insert(field.to_string(), value);
+            }
+        }
+    }
+    Ok(serde_json::json!({ "metadata": metadata }))
+}
+
 /// The server-set metadata of a new object (UID from `ids`, creation time `now`, generation 1,
 /// namespace), the kind's create strategy, a CRD's initial status (given the names other CRDs
 /// of its group hold), normalized metadata and the manager's `managedFields` entry.
@@ -918,6 +946,36 @@ mod tests {
             );
         }
         assert!(stored_is_deleting(b"{not json").is_err());
+    }
+
+    #[test]
+    fn a_stored_namespace_is_read_for_its_name_and_labels_only() {
+        let labels = json!({"pod-security.kubernetes.io/enforce": "restricted", "team": "a"});
+        // (stored namespace, what policy admission is handed)
+        let cases = [
+            (
+                json!({"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": "ml", "uid": "u", "labels": labels,
+                                    "managedFields": [{"manager": "kubectl"}]},
+                       "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+                json!({"metadata": {"name": "ml", "labels": labels}}),
+            ),
+            (
+                json!({"metadata": {"name": "plain"}}),
+                json!({"metadata": {"name": "plain"}}),
+            ),
+            (json!({"metadata": null}), json!({"metadata": {}})),
+            (json!({"kind": "Namespace"}), json!({"metadata": {}})),
+        ];
+        for (stored, expected) in cases {
+            let bytes = serde_json::to_vec(&stored).expect("JSON encodes");
+            assert_eq!(
+                stored_namespace_labels(&bytes).expect("stored JSON parses"),
+                expected,
+                "{stored}"
+            );
+        }
+        assert!(stored_namespace_labels(b"{not json").is_err());
     }
 
     #[test]

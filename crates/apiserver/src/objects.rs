@@ -173,7 +173,8 @@ impl Objects {
             return None;
         }
         let namespaces = Resource::find("", "v1", "namespaces")?;
-        self.get(namespaces, None, namespace?).ok()
+        let entry = self.store.get(&namespaces.key(None, namespace?))?;
+        write::stored_namespace_labels(&entry.value).ok()
     }
 
     /// Pod Security admission of a create.
