@@ -401,49 +401,43 @@ pub fn check_namespace_open(
     Ok(())
 }
 
-/// Whether a stored object's JSON has a `metadata.deletionTimestamp` ([`is_deleting`]), read
-/// without building the object: every create in a namespace asks this of the namespace.
-pub fn stored_is_deleting(stored: &[u8]) -> Result<bool, serde_json::Error> {
+/// The few metadata fields the write path reads of a stored object without building it: the
+/// rest of the JSON is skipped unparsed.
+#[derive(serde::Deserialize, Default)]
+struct StoredMetadata {
+    #[serde(default)]
+    name: Value,
+    #[serde(default)]
+    labels: Value,
+    #[serde(rename = "deletionTimestamp", default)]
+    deletion_timestamp: Value,
+}
+
+fn stored_metadata(stored: &[u8]) -> Result<StoredMetadata, serde_json::Error> {
     #[derive(serde::Deserialize)]
     struct Stored {
         #[serde(default)]
-        metadata: Option<Metadata>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Metadata {
-        #[serde(rename = "deletionTimestamp", default)]
-        deletion_timestamp: Option<Value>,
+        metadata: Option<StoredMetadata>,
     }
     let stored: Stored = serde_json::from_slice(stored)?;
-    Ok(stored
-        .metadata
-        .and_then(|m| m.deletion_timestamp)
-        .is_some_and(|t| t.is_string()))
+    Ok(stored.metadata.unwrap_or_default())
+}
+
+/// Whether a stored object's JSON has a `metadata.deletionTimestamp` ([`is_deleting`]), read
+/// without building the object: every create in a namespace asks this of the namespace.
+pub fn stored_is_deleting(stored: &[u8]) -> Result<bool, serde_json::Error> {
+    Ok(stored_metadata(stored)?.deletion_timestamp.is_string())
 }
 
 /// A stored namespace as policy admission reads it, `{"metadata": {"name", "labels"}}`, the
 /// rest skipped unparsed: Pod Security reads the namespace of every pod create, and the whole
 /// object (managed fields and all) cost more to decode than the check itself.
 pub fn stored_namespace_labels(stored: &[u8]) -> Result<Value, serde_json::Error> {
-    #[derive(serde::Deserialize)]
-    struct Stored {
-        #[serde(default)]
-        metadata: Option<Metadata>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Metadata {
-        #[serde(default)]
-        name: Value,
-        #[serde(default)]
-        labels: Value,
-    }
-    let stored: Stored = serde_json::from_slice(stored)?;
+    let stored = stored_metadata(stored)?;
     let mut metadata = serde_json::Map::new();
-    if let Some(stored) = stored.metadata {
-        for (field, value) in [("name", stored.name), ("labels", stored.labels)] {
-            if !value.is_null() {
-                metadata.insert(field.to_string(), value);
-            }
+    for (field, value) in [("name", stored.name), ("labels", stored.labels)] {
+        if !value.is_null() {
+            metadata.insert(field.to_string(), value);
         }
     }
     Ok(serde_json::json!({ "metadata": metadata }))
