@@ -317,6 +317,13 @@ impl State {
 }
 
 impl Store {
+    /// The stored form of `key`'s value as the file holds it, read on the store's own
+    /// connection (which keeps the file locked while it is open).
+    #[cfg(test)]
+    pub(crate) fn stored_form(&self, key: &str) -> Option<Vec<u8>> {
+        lock(&self.inner.database).stored_form(key)
+    }
+
     /// Opens (creating if needed) the store in the given database file.
     pub fn open(path: &Path, options: StoreOptions) -> Result<Store, StoreError> {
         Store::open_with_transformer(path, options, None)

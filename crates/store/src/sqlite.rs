@@ -5,6 +5,12 @@
 //! far smaller than a page (SQLite's own advice) and here cost the committer a third more
 //! CPU. Files created with the earlier `WITHOUT ROWID` table work unchanged: the statements
 //! are the same. A 64 MiB page cache keeps the hot pages of a lab-sized store in memory.
+//!
+//! The store is the file's only user, so the connection holds its locks for as long as it
+//! is open (`locking_mode = EXCLUSIVE`): a transaction takes no file lock of its own, the
+//! WAL index lives in memory rather than a shared-memory file, and a second process that
+//! opens the same file while a server writes it is refused ("database is locked") instead
+//! of writing beside it.
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +47,8 @@ impl Database {
         };
         connection
             .execute_batch(&format!(
-                "PRAGMA journal_mode = WAL;
+                "PRAGMA locking_mode = EXCLUSIVE;
+                 PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = {synchronous};
                  {secure_delete}
                  PRAGMA cache_size = -65536;
@@ -148,6 +155,18 @@ impl Database {
             tx.commit()
         })();
         result.map_err(|e| self.error(e))
+    }
+
+    /// The `value` column of `key` as the file holds it (its stored form).
+    #[cfg(test)]
+    pub(crate) fn stored_form(&self, key: &str) -> Option<Vec<u8>> {
+        self.connection
+            .query_row("SELECT value FROM objects WHERE key = ?1", [key], |row| {
+                row.get(0)
+            })
+            .optional()
+            .ok()
+            .flatten()
     }
 
     /// Replaces the stored form of a key's value if the key is still at `revision`.

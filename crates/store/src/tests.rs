@@ -390,14 +390,30 @@ fn open_transformed(dir: &tempfile::TempDir, generation: u8) -> Result<Store, St
     )
 }
 
-/// The raw `value` column of a key, read from the file with a connection of its own.
-fn raw(dir: &tempfile::TempDir, key: &str) -> Vec<u8> {
-    let connection = rusqlite::Connection::open(dir.path().join("state.db")).unwrap();
-    connection
-        .query_row("SELECT value FROM objects WHERE key = ?1", [key], |row| {
-            row.get(0)
-        })
-        .unwrap()
+/// The raw `value` column of a key, as the file holds it.
+fn raw(store: &Store, key: &str) -> Vec<u8> {
+    store.stored_form(key).expect("a stored row")
+}
+
+#[test]
+fn a_second_opening_of_a_file_in_use_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    put(&store, "/a", "1");
+    let error = Store::open(&path, StoreOptions::default())
+        .err()
+        .expect("the file is held by the first store");
+    let message = error.to_string();
+    assert!(
+        message.contains(&path.display().to_string()) && message.contains("locked"),
+        "{message}"
+    );
+    // The first store goes on unharmed, and the file opens again once it is closed.
+    put(&store, "/b", "2");
+    drop(store);
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(&store.get("/b").unwrap().value[..], b"2");
 }
 
 #[test]
@@ -408,8 +424,8 @@ fn values_are_transformed_only_where_they_reach_the_file() {
     put(&store, "/plain/b", "visible");
     // Memory (gets, lists, watches) keeps plain values; the file has the stored form.
     assert_eq!(&store.get("/secrets/a").unwrap().value[..], b"hunter2");
-    assert_eq!(raw(&dir, "/secrets/a"), b"enc:1:2retnuh");
-    assert_eq!(raw(&dir, "/plain/b"), b"visible");
+    assert_eq!(raw(&store, "/secrets/a"), b"enc:1:2retnuh");
+    assert_eq!(raw(&store, "/plain/b"), b"visible");
     drop(store);
     let store = open_transformed(&dir, 1).unwrap();
     assert_eq!(&store.get("/secrets/a").unwrap().value[..], b"hunter2");
@@ -432,11 +448,11 @@ fn a_stale_value_is_rewritten_when_kept_with_its_revision_unchanged() {
         .unwrap();
     assert_eq!(kept.revision, revision);
     assert_eq!(store.revision(), 2, "a rewrite is not a change");
-    assert_eq!(raw(&dir, "/secrets/a"), b"enc:2:2retnuh");
+    assert_eq!(raw(&store, "/secrets/a"), b"enc:2:2retnuh");
     assert_eq!(store.stale_count(), 1);
     // An update writes the current form too.
     put(&store, "/secrets/b", "swordfish");
-    assert_eq!(raw(&dir, "/secrets/b"), b"enc:2:hsifdrows");
+    assert_eq!(raw(&store, "/secrets/b"), b"enc:2:hsifdrows");
     assert_eq!(store.stale_count(), 0);
     drop(store);
     // Generation 1 can no longer read anything: all was rewritten.
@@ -481,6 +497,6 @@ fn a_kept_key_with_a_queued_change_is_left_to_that_change() {
     queued.wait().unwrap().unwrap();
     kept.wait().unwrap().unwrap();
     assert_eq!(&store.get("/secrets/a").unwrap().value[..], b"new");
-    assert_eq!(raw(&dir, "/secrets/a"), b"enc:2:wen");
+    assert_eq!(raw(&store, "/secrets/a"), b"enc:2:wen");
     assert_eq!(store.stale_count(), 0);
 }
