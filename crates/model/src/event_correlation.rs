@@ -20,7 +20,7 @@
 //! Pure: the events (built by [`crate::event::core_event`]) and the time come in; what to
 //! write goes out. Sending is the caller's business.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
@@ -85,51 +85,29 @@ impl Default for Options {
 }
 
 /// A map of at most [`REMEMBERED`] keys that forgets the least recently used
-/// (k8s.io/utils' `lru.Cache`).
+/// (k8s.io/utils' `lru.Cache`), hashed with a fixed seed.
 #[derive(Debug)]
-struct Lru<V> {
-    entries: HashMap<String, (V, u64)>,
-    /// tick → key, to forget the least recently used.
-    order: BTreeMap<u64, String>,
-    tick: u64,
-}
+struct Lru<V>(hashlink::LruCache<String, V, foldhash::fast::FixedState>);
 
 impl<V> Default for Lru<V> {
     fn default() -> Self {
-        Lru {
-            entries: HashMap::new(),
-            order: BTreeMap::new(),
-            tick: 0,
-        }
+        Lru(hashlink::LruCache::with_hasher(
+            REMEMBERED,
+            foldhash::fast::FixedState::default(),
+        ))
     }
 }
 
 impl<V> Lru<V> {
     /// The value of `key`, made the most recently used.
     fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        self.tick += 1;
-        let (value, tick) = self.entries.get_mut(key)?;
-        self.order.remove(tick);
-        *tick = self.tick;
-        self.order.insert(self.tick, key.to_owned());
-        Some(value)
+        self.0.get_mut(key)
     }
 
     /// Sets `key` to `value`, the most recently used; the least recently used go beyond
     /// [`REMEMBERED`].
     fn insert(&mut self, key: String, value: V) {
-        self.tick += 1;
-        if let Some((_, tick)) = self.entries.get(&key) {
-            self.order.remove(tick);
-        }
-        self.order.insert(self.tick, key.clone());
-        self.entries.insert(key, (value, self.tick));
-        while self.entries.len() > REMEMBERED {
-            let Some((_, oldest)) = self.order.pop_first() else {
-                break;
-            };
-            self.entries.remove(&oldest);
-        }
+        self.0.insert(key, value);
     }
 }
 
