@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tessera_model::Quantity;
 
@@ -319,8 +320,34 @@ fn default_service_account(
     Ok(())
 }
 
+/// What priority admission reads of a PriorityClass; the rest of the stored object is
+/// skipped unparsed (a pod create reads every class).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PriorityClassFields {
+    #[serde(default)]
+    metadata: NameField,
+    #[serde(default)]
+    value: i64,
+    #[serde(default)]
+    global_default: bool,
+    preemption_policy: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct NameField {
+    #[serde(default)]
+    name: String,
+}
+
 fn resolve_priority(objects: &dyn Lister, resource: Resource, pod: &mut Value) -> ApiResult<()> {
-    let classes = list_in(objects, "scheduling.k8s.io", "priorityclasses", None);
+    let classes: Vec<PriorityClassFields> =
+        Resource::find("scheduling.k8s.io", "v1", "priorityclasses")
+            .map(|classes| objects.list_stored(classes, None))
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|stored| serde_json::from_slice(stored).ok())
+            .collect();
     let requested = pod
         .pointer("/spec/priorityClassName")
         .and_then(Value::as_str)
@@ -330,7 +357,7 @@ fn resolve_priority(objects: &dyn Lister, resource: Resource, pod: &mut Value) -
         Some(name) => Some(
             classes
                 .iter()
-                .find(|c| meta_str(c, "name") == Some(name.as_str()))
+                .find(|c| c.metadata.name == *name)
                 .ok_or_else(|| {
                     forbidden(
                         resource,
@@ -339,19 +366,16 @@ fn resolve_priority(objects: &dyn Lister, resource: Resource, pod: &mut Value) -
                     )
                 })?,
         ),
-        None => classes
-            .iter()
-            .find(|c| c.get("globalDefault").and_then(Value::as_bool) == Some(true)),
+        None => classes.iter().find(|c| c.global_default),
     };
     let (name, value, preemption) = match class {
         Some(class) => (
-            meta_str(class, "name").map(str::to_string),
-            class.get("value").and_then(Value::as_i64).unwrap_or(0),
+            Some(class.metadata.name.clone()),
+            class.value,
             class
-                .get("preemptionPolicy")
-                .and_then(Value::as_str)
-                .unwrap_or("PreemptLowerPriority")
-                .to_string(),
+                .preemption_policy
+                .clone()
+                .unwrap_or_else(|| "PreemptLowerPriority".to_string()),
         ),
         None => (None, 0, "PreemptLowerPriority".to_string()),
     };

@@ -12,6 +12,16 @@ pub trait Lister {
     /// objects that cannot be decoded are left out.
     fn list(&self, resource: Resource, namespace: Option<&str>) -> Vec<Value>;
 
+    /// The objects of a resource as their stored JSON, for a reader that decodes only the
+    /// fields it needs; by default, the objects [`Lister::list`] gives, encoded.
+    fn list_stored(&self, resource: Resource, namespace: Option<&str>) -> Vec<bytes::Bytes> {
+        self.list(resource, namespace)
+            .iter()
+            .filter_map(|object| serde_json::to_vec(object).ok())
+            .map(bytes::Bytes::from)
+            .collect()
+    }
+
     /// One object in the form its resource serves, if it exists.
     fn get(&self, resource: Resource, namespace: Option<&str>, name: &str) -> Option<Value>;
 

@@ -848,6 +848,14 @@ impl Lister for Objects {
             .collect()
     }
 
+    fn list_stored(&self, resource: Resource, namespace: Option<&str>) -> Vec<bytes::Bytes> {
+        Objects::list(self, resource, namespace)
+            .entries
+            .iter()
+            .map(|entry| entry.value.clone())
+            .collect()
+    }
+
     fn get(&self, resource: Resource, namespace: Option<&str>, name: &str) -> Option<Value> {
         Objects::get(self, resource, namespace, name).ok()
     }
