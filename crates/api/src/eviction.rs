@@ -17,6 +17,7 @@ use tessera_model::selector;
 
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta::meta_str;
+use crate::pod_conditions::update_pod_condition;
 use crate::write::DeleteOptions;
 
 /// The pod condition an eviction sets (`DisruptionTarget`).
@@ -144,28 +145,10 @@ pub fn with_disruption_target(
             "the ResourceVersion in the precondition ({wanted}) does not match the ResourceVersion in record ({version}). The object might have been modified"
         )));
     }
-    let mut condition = json!({"type": DISRUPTION_TARGET, "status": "True",
-        "lastProbeTime": null, "lastTransitionTime": now,
-        "reason": EVICTION_BY_EVICTION_API, "message": EVICTION_MESSAGE});
-    let mut list = current
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    match list.iter_mut().find(|c| c["type"] == DISRUPTION_TARGET) {
-        Some(existing) => {
-            if existing["status"] == "True" {
-                condition["lastTransitionTime"] = existing["lastTransitionTime"].clone();
-            }
-            *existing = condition;
-        }
-        None => list.push(condition),
-    }
+    let condition = json!({"type": DISRUPTION_TARGET, "status": "True",
+        "lastProbeTime": null, "reason": EVICTION_BY_EVICTION_API, "message": EVICTION_MESSAGE});
     let mut next = current.clone();
-    if !next["status"].is_object() {
-        next["status"] = json!({});
-    }
-    next["status"]["conditions"] = Value::Array(list);
+    update_pod_condition(&mut next, condition, now);
     Ok(next)
 }
 

@@ -36,6 +36,7 @@ pub mod openapi;
 pub mod openapi_v2;
 pub mod owners;
 pub mod patch;
+pub mod pod_conditions;
 pub mod policy;
 pub mod protobuf;
 pub mod rbac;

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta::meta_str;
+use crate::pod_conditions::update_pod_condition;
 use crate::request::Query;
 use crate::resource::Resource;
 use crate::write::PatchBody;
@@ -23,41 +24,65 @@ pub fn binding_target(name: &str, binding: &Value) -> ApiResult<String> {
         .ok_or_else(|| ApiError::invalid("", "Binding", name, vec![Cause::required("target.name")]))
 }
 
-/// The pod bound to `node`, or the 409 upstream answers for a pod that is being deleted or
-/// already bound, or that is not the one the Binding names by `uid` (a pod deleted and made
-/// again under its name while a binding was in flight).
-pub fn bind(current: &Value, name: &str, node: &str, uid: Option<&str>) -> ApiResult<Value> {
-    let stored_uid = meta_str(current, "uid").unwrap_or_default();
-    if let Some(uid) = uid.filter(|u| !u.is_empty() && *u != stored_uid) {
-        return Err(ApiError::conflict(
-            "",
-            "pods",
-            name,
-            &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {stored_uid}"
-            ),
-        ));
+/// The pod `current` bound as `binding` asks (upstream's `setPodNodeAndMetadata`): the
+/// Binding's uid and resourceVersion, when it names them, must be the stored pod's; a pod
+/// that is being deleted, is bound already or still has scheduling gates is refused with
+/// upstream's 409; the bound pod gets the node, the Binding's annotations and the
+/// `PodScheduled=True` condition (its transition at `now`, a timestamp).
+pub fn bind(current: &Value, binding: &Value, node: &str, now: &str) -> ApiResult<Value> {
+    let name = meta_str(current, "name").unwrap_or_default();
+    for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+        let stored = meta_str(current, field).unwrap_or_default();
+        if let Some(wanted) = meta_str(binding, field).filter(|w| !w.is_empty() && *w != stored) {
+            return Err(ApiError::conflict(
+                "",
+                "pods",
+                name,
+                &format!(
+                    "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {stored}"
+                ),
+            ));
+        }
     }
+    let refused = |detail: String| ApiError::conflict("", "pods/binding", name, &detail);
     if meta_str(current, "deletionTimestamp").is_some() {
-        return Err(ApiError::conflict(
-            "",
-            "pods",
-            name,
-            "pod is being deleted, cannot be assigned to a host",
-        ));
+        return Err(refused(format!(
+            "pod {name} is being deleted, cannot be assigned to a host"
+        )));
     }
     if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
         && !existing.is_empty()
     {
-        return Err(ApiError::conflict(
-            "",
-            "pods",
-            name,
-            &format!("pod {name} is already assigned to node \"{existing}\""),
-        ));
+        return Err(refused(format!(
+            "pod {name} is already assigned to node \"{existing}\""
+        )));
+    }
+    if current
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|gates| !gates.is_empty())
+    {
+        return Err(refused(format!(
+            "pod {name} has non-empty .spec.schedulingGates"
+        )));
     }
     let mut next = current.clone();
     next["spec"]["nodeName"] = json!(node);
+    if let Some(annotations) = binding
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .filter(|a| !a.is_empty())
+    {
+        let metadata = &mut next["metadata"];
+        if !metadata["annotations"].is_object() {
+            metadata["annotations"] = json!({});
+        }
+        for (key, value) in annotations {
+            metadata["annotations"][key] = value.clone();
+        }
+    }
+    let scheduled = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null});
+    update_pod_condition(&mut next, scheduled, now);
     Ok(next)
 }
 

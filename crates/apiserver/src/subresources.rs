@@ -21,7 +21,7 @@ use tessera_model::Subresource;
 use crate::server::{self, ApiServer, json_response};
 use tessera_api::body::{self, decode_object};
 use tessera_api::error::{ApiError, ApiResult};
-use tessera_api::meta::meta_str;
+use tessera_api::meta::{self, meta_str};
 use tessera_api::request::Query;
 use tessera_api::resource::Resource;
 use tessera_api::subresource::{self, ScalePaths};
@@ -201,10 +201,11 @@ pub(crate) async fn bind(
         subresource: Some("binding"),
         ..Default::default()
     };
+    let now = meta::timestamp(server.objects.now());
     server
         .objects
         .update_with_options_pending(resource, namespace, name, Part::Main, &options, |current| {
-            subresource::bind(current, name, &node, meta_str(binding, "uid"))
+            subresource::bind(current, binding, &node, &now)
         })?
         .committed()
         .await?;

@@ -137,6 +137,88 @@ async fn pods_are_bound_through_the_subresource_and_the_legacy_resource() {
     );
 }
 
+/// As upstream's `setPodNodeAndMetadata`: a gated pod is refused, a Binding's
+/// resourceVersion is a precondition, and the bound pod carries the Binding's annotations and
+/// `PodScheduled=True` in place of the scheduler's `Unschedulable` condition.
+#[tokio::test]
+async fn a_binding_sets_the_scheduled_condition_and_annotations_and_checks_its_preconditions() {
+    let server = start();
+    let gated = json!({"metadata": {"name": "gated"}, "spec": {
+        "schedulingGates": [{"name": "example.com/wait"}],
+        "containers": [{"name": "c", "image": "i"}]}});
+    assert_eq!(post_json(&server, PODS, &gated).await.0, 201);
+    let (code, answer) = post_json(
+        &server,
+        &format!("{PODS}/gated/binding"),
+        &binding("gated", "n1"),
+    )
+    .await;
+    assert_eq!(code, 409, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "Operation cannot be fulfilled on pods/binding \"gated\": pod gated has non-empty .spec.schedulingGates"
+    );
+    assert_eq!(answer["details"]["kind"], "pods/binding");
+
+    let pod = json!({"metadata": {"name": "p", "annotations": {"kept": "yes"}},
+                     "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    assert_eq!(post_json(&server, PODS, &pod).await.0, 201);
+    let unschedulable = json!({"status": {"conditions": [{"type": "PodScheduled",
+        "status": "False", "reason": "Unschedulable", "message": "0/1 nodes are available",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    let (code, answer, _) = raw(
+        &server,
+        "PATCH",
+        &format!("{PODS}/p/status"),
+        Some("application/merge-patch+json"),
+        serde_json::to_vec(&unschedulable).unwrap(),
+    )
+    .await;
+    assert_eq!(code, 200, "{answer}");
+    let version = answer["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut stale = binding("p", "n1");
+    stale["metadata"]["resourceVersion"] = json!("1");
+    let (code, answer) = post_json(&server, &format!("{PODS}/p/binding"), &stale).await;
+    assert_eq!(code, 409, "{answer}");
+    let message = answer["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {version}"
+        )),
+        "{message}"
+    );
+    let mut current = binding("p", "n1");
+    current["metadata"]["resourceVersion"] = json!(version);
+    current["metadata"]["annotations"] = json!({"scheduler.example.com/score": "42"});
+    assert_eq!(
+        post_json(&server, &format!("{PODS}/p/binding"), &current)
+            .await
+            .0,
+        201
+    );
+    let bound = get(&server, &format!("{PODS}/p")).await;
+    assert_eq!(bound["spec"]["nodeName"], "n1");
+    assert_eq!(
+        bound["metadata"]["annotations"],
+        json!({"kept": "yes", "scheduler.example.com/score": "42"})
+    );
+    let conditions = bound["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(conditions.len(), 1, "{conditions:?}");
+    assert_eq!(conditions[0]["type"], "PodScheduled");
+    assert_eq!(conditions[0]["status"], "True");
+    assert_eq!(conditions[0].get("reason"), None, "replaced whole");
+    assert_ne!(
+        conditions[0]["lastTransitionTime"], "2026-01-01T00:00:00Z",
+        "the status changed, so the transition is now"
+    );
+}
+
 #[tokio::test]
 async fn discovery_lists_bindings_as_create_only() {
     let server = start();
