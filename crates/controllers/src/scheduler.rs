@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVo
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Patch;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
@@ -271,13 +272,8 @@ pub async fn run_reporting_sync(
             .map(AsRef::as_ref)
             .filter(|p| waiting(p, &names))
             .collect();
-        queue.sort_by_key(|p| {
-            (
-                std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)),
-                p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                p.metadata.name.clone(),
-            )
-        });
+        // Borrowed keys: a sort reads them for every comparison.
+        queue.sort_by(|a, b| queue_order(a).cmp(&queue_order(b)));
         let mut scheduler = Scheduler::new(
             node_info::build_cached(
                 &mut node_infos,
@@ -396,6 +392,15 @@ pub async fn run_reporting_sync(
             metrics.set_pending(0, unschedulable_pods, gated_pods);
         }
     }
+}
+
+/// The order a pass takes pending pods in: higher priority first, then older, then by name.
+fn queue_order(pod: &Pod) -> (std::cmp::Reverse<i32>, Option<Timestamp>, Option<&str>) {
+    (
+        std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)),
+        pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        pod.metadata.name.as_deref(),
+    )
 }
 
 /// Pods of these profiles that wait behind scheduling gates (`scheduler_pending_pods{queue="gated"}`).

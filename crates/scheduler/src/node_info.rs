@@ -22,14 +22,15 @@ pub type HostPort = (String, String, i32);
 pub struct NodeInfo {
     /// Its name.
     pub name: String,
-    /// Its labels.
-    pub labels: BTreeMap<String, String>,
-    /// Its taints.
-    pub taints: Vec<Taint>,
+    /// Its labels (shared: every pass's view clones the node's info, and they change only
+    /// with the node).
+    pub labels: Arc<BTreeMap<String, String>>,
+    /// Its taints (shared, as its labels).
+    pub taints: Arc<Vec<Taint>>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
-    /// Allocatable amounts (milli-units).
-    pub allocatable: Amounts,
+    /// Allocatable amounts (milli-units; shared, as its labels).
+    pub allocatable: Arc<Amounts>,
     /// Requested by its pods (milli-units), `pods` included.
     pub requested: Amounts,
     /// CPU and memory its pods request with upstream's non-zero defaults (for scoring).
@@ -258,18 +259,21 @@ impl NodeInfo {
     pub fn new(node: &Node) -> NodeInfo {
         NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
-            labels: node.metadata.labels.clone().unwrap_or_default(),
-            taints: node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default(),
+            labels: Arc::new(node.metadata.labels.clone().unwrap_or_default()),
+            taints: Arc::new(
+                node.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.clone())
+                    .unwrap_or_default(),
+            ),
             unschedulable: node
                 .spec
                 .as_ref()
                 .and_then(|s| s.unschedulable)
                 .unwrap_or(false),
-            allocatable: amounts(node.status.as_ref().and_then(|s| s.allocatable.as_ref())),
+            allocatable: Arc::new(amounts(
+                node.status.as_ref().and_then(|s| s.allocatable.as_ref()),
+            )),
             requested: Amounts::new(),
             nonzero: (0, 0),
             ports: BTreeSet::new(),
@@ -396,10 +400,14 @@ impl PodUsage {
 /// objects a build no longer saw are dropped.
 #[derive(Debug, Default)]
 pub struct BuildCache {
-    nodes: HashMap<String, Cached<NodeInfo>>,
-    pods: HashMap<String, Cached<Arc<PodUsage>>>,
+    nodes: FixedHashMap<String, Cached<NodeInfo>>,
+    pods: FixedHashMap<String, Cached<Arc<PodUsage>>>,
     build: u64,
 }
+
+/// A map hashed with a fixed seed: looked up by node name and pod uid on every pass, where
+/// SipHash's cost shows, and never iterated for a decision.
+pub(crate) type FixedHashMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 #[derive(Debug)]
 struct Cached<T> {
@@ -412,7 +420,7 @@ impl BuildCache {
     /// The value cached under `key` at `version`, or `read` afresh (and cached when the
     /// object has a version).
     fn get<T: Clone>(
-        entries: &mut HashMap<String, Cached<T>>,
+        entries: &mut FixedHashMap<String, Cached<T>>,
         build: u64,
         key: &str,
         version: Option<&str>,
@@ -492,7 +500,7 @@ fn build_with<'a>(
 ) -> Vec<NodeInfo> {
     let mut infos: Vec<NodeInfo> = nodes.into_iter().map(node_info).collect();
     infos.sort_by(|a, b| a.name.cmp(&b.name));
-    let index: HashMap<&str, usize> = infos
+    let index: FixedHashMap<&str, usize> = infos
         .iter()
         .enumerate()
         .map(|(i, n)| (n.name.as_str(), i))

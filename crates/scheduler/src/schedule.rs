@@ -25,7 +25,7 @@ use tessera_model::node_selector;
 use crate::claim_memo::{ClaimMemo, next_generation};
 use crate::extended::{self, ExtendedClaim, ExtendedResourceClasses};
 use crate::filters::{self, Plugin, Rejection, reasons};
-use crate::node_info::NodeInfo;
+use crate::node_info::{FixedHashMap, NodeInfo};
 use crate::pod_topology::{Context, NamespaceLabels};
 use crate::preemption::{
     Budget, NoPreemption, Nomination, candidate_rank, freed_claims, gang_of, more_important,
@@ -103,7 +103,7 @@ impl fmt::Display for FitError {
 pub struct Scheduler {
     nodes: Vec<NodeInfo>,
     /// Node positions by name.
-    node_index: HashMap<String, usize>,
+    node_index: FixedHashMap<String, usize>,
     /// Positions of the nodes holding pods with required anti-affinity (which every
     /// incoming pod must respect).
     anti_affinity_holders: BTreeSet<usize>,
@@ -321,7 +321,7 @@ fn free_devices(
         .map_or(Some(0), |pools| free_local_devices(pools, in_use))
 }
 
-fn index_of(nodes: &[NodeInfo]) -> HashMap<String, usize> {
+fn index_of(nodes: &[NodeInfo]) -> FixedHashMap<String, usize> {
     nodes
         .iter()
         .enumerate()
@@ -363,7 +363,7 @@ impl Scheduler {
                 let shared = slices_by_node.get("").into_iter().flatten();
                 let view = NodeView {
                     name: node.name.clone(),
-                    labels: node.labels.clone(),
+                    labels: (*node.labels).clone(),
                 };
                 let reached =
                     tessera_dra::pools::gather(own.chain(shared).map(|&i| &slices[i]), &view);
@@ -877,7 +877,7 @@ impl Scheduler {
         let mut reasons = rejection.reasons;
         let view = NodeView {
             name: node.name.clone(),
-            labels: node.labels.clone(),
+            labels: (*node.labels).clone(),
         };
         let allocator = Allocator::prepared(
             view,

@@ -104,7 +104,7 @@ pub(crate) fn pre_filter<'a>(pod: &Pod, volumes: &'a Volumes) -> PodVolumes<'a> 
 
 /// The node as the storage core reads it: its name and labels.
 fn node_value(node: &NodeInfo) -> Value {
-    json!({"metadata": {"name": node.name, "labels": node.labels}})
+    json!({"metadata": {"name": node.name, "labels": &*node.labels}})
 }
 
 /// Filter: whether the node can hold the pod's claims, with upstream's reasons.
