@@ -29,10 +29,10 @@ pub fn binding_target(name: &str, binding: &Value) -> ApiResult<String> {
 /// that is being deleted, is bound already or still has scheduling gates is refused with
 /// upstream's 409; the bound pod gets the node, the Binding's annotations and the
 /// `PodScheduled=True` condition (its transition at `now`, a timestamp).
-pub fn bind(current: &Value, binding: &Value, node: &str, now: &str) -> ApiResult<Value> {
-    let name = meta_str(current, "name").unwrap_or_default();
+pub fn bind(current: Value, binding: &Value, node: &str, now: &str) -> ApiResult<Value> {
+    let name = meta_str(&current, "name").unwrap_or_default();
     for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
-        let stored = meta_str(current, field).unwrap_or_default();
+        let stored = meta_str(&current, field).unwrap_or_default();
         if let Some(wanted) = meta_str(binding, field).filter(|w| !w.is_empty() && *w != stored) {
             return Err(ApiError::conflict(
                 "",
@@ -45,7 +45,7 @@ pub fn bind(current: &Value, binding: &Value, node: &str, now: &str) -> ApiResul
         }
     }
     let refused = |detail: String| ApiError::conflict("", "pods/binding", name, &detail);
-    if meta_str(current, "deletionTimestamp").is_some() {
+    if meta_str(&current, "deletionTimestamp").is_some() {
         return Err(refused(format!(
             "pod {name} is being deleted, cannot be assigned to a host"
         )));
@@ -66,7 +66,7 @@ pub fn bind(current: &Value, binding: &Value, node: &str, now: &str) -> ApiResul
             "pod {name} has non-empty .spec.schedulingGates"
         )));
     }
-    let mut next = current.clone();
+    let mut next = current;
     next["spec"]["nodeName"] = json!(node);
     if let Some(annotations) = binding
         .pointer("/metadata/annotations")

@@ -608,13 +608,7 @@ pub fn next_version(
     now: SystemTime,
     claims: Option<&ClaimedNames>,
 ) -> ApiResult<Value> {
-    // A binding is written whole, as upstream's binding storage writes past the pod
-    // strategy: the `PodScheduled` condition it sets stays.
-    let mut next = if options.subresource == Some("binding") {
-        requested
-    } else {
-        merge_update(resource, current, requested, part)
-    };
+    let mut next = merge_update(resource, current, requested, part);
     if let Some(claims) = claims {
         next["status"] = crd_status::status(&next, &meta::timestamp(now), claims);
     }

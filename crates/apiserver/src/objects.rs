@@ -738,6 +738,40 @@ impl Objects {
         })
     }
 
+    /// Writes the whole stored object as upstream's registry does past its strategy
+    /// (`GuaranteedUpdate`, as the pod binding does): `change` gets the stored object, handed
+    /// over rather than copied, and gives the next one; no strategy, validation, admission or
+    /// managed fields apply. A dry run decides and keeps the stored object.
+    pub fn guaranteed_update_pending(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        dry_run: bool,
+        change: impl FnOnce(Value) -> ApiResult<Value>,
+    ) -> ApiResult<PendingWrite<()>> {
+        let key = resource.key(Self::namespace_of(resource, namespace), name);
+        let pending = self
+            .store
+            .decide(&key, |current| {
+                let current = current.ok_or_else(|| {
+                    ApiError::not_found(resource.group(), resource.plural(), name)
+                })?;
+                let next = change(decode_as(resource, current)?)?;
+                Ok(if dry_run {
+                    Mutation::Keep
+                } else {
+                    Mutation::Put(encode_versioned(resource, &next))
+                })
+            })
+            .or_api()?
+            .transpose()?;
+        Ok(PendingWrite {
+            pending: pending.map(drop),
+            after: Some(self.after_commit(resource, None)),
+        })
+    }
+
     /// The StorageClass the stored claim `namespace/name` names, when both exist.
     fn claim_class(&self, namespace: Option<&str>, name: &str) -> Option<Value> {
         let claims = Resource::find("", "v1", "persistentvolumeclaims")?;

@@ -448,6 +448,7 @@ async fn legacy_binding(
     server: &Arc<ApiServer>,
     namespace: Option<&str>,
     binding: &serde_json::Value,
+    query: &Query,
 ) -> ApiResult<Response> {
     let name = tessera_api::meta::meta_str(binding, "name").unwrap_or_default();
     if name.is_empty() {
@@ -463,7 +464,7 @@ async fn legacy_binding(
         .registry()
         .find("", "v1", "pods")
         .ok_or_else(|| ApiError::not_found("", "pods", name))?;
-    subresources::bind(server, pods, namespace, name, binding).await
+    subresources::bind(server, pods, namespace, name, binding, query).await
 }
 
 async fn resource_request(
@@ -489,7 +490,7 @@ async fn resource_request(
         let (headers, body) = read_body(request).await?;
         let review = decode_object(&content_type(&headers), &body)?;
         if (resource.group(), resource.plural()) == ("", "bindings") {
-            return legacy_binding(server, namespace, &review).await;
+            return legacy_binding(server, namespace, &review, &query).await;
         }
         let answer = tessera_api::reviews::review(
             &server.rbac,

@@ -21,7 +21,7 @@ use tessera_model::Subresource;
 use crate::server::{self, ApiServer, json_response};
 use tessera_api::body::{self, decode_object};
 use tessera_api::error::{ApiError, ApiResult};
-use tessera_api::meta::{self, meta_str};
+use tessera_api::meta;
 use tessera_api::request::Query;
 use tessera_api::resource::Resource;
 use tessera_api::subresource::{self, ScalePaths};
@@ -123,7 +123,7 @@ pub async fn handle(
             serves(resource, Subresource::Binding)?;
             let (content_type, body) = body_of(request).await?;
             let binding = decode_object(&content_type, &body)?;
-            bind(server, resource, namespace, name, &binding).await
+            bind(server, resource, namespace, name, &binding, query).await
         }
         "exec" => {
             serves(resource, Subresource::Exec)?;
@@ -193,18 +193,16 @@ pub(crate) async fn bind(
     namespace: Option<&str>,
     name: &str,
     binding: &Value,
+    query: &Query,
 ) -> ApiResult<Response> {
     let node = subresource::binding_target(name, binding)?;
-    // As upstream's binding storage: no managed fields recorded; admission sees the
-    // `binding` subresource (which Pod Security ignores).
-    let options = WriteOptions {
-        subresource: Some("binding"),
-        ..Default::default()
-    };
+    let dry_run = body::write_options(query)?.dry_run;
     let now = meta::timestamp(server.objects.now());
+    // As upstream's binding storage: the pod written whole, past the pod strategy, with no
+    // managed fields recorded and no admission (Pod Security ignores bindings).
     server
         .objects
-        .update_with_options_pending(resource, namespace, name, Part::Main, &options, |current| {
+        .guaranteed_update_pending(resource, namespace, name, dry_run, |current| {
             subresource::bind(current, binding, &node, &now)
         })?
         .committed()

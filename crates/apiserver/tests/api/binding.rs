@@ -193,6 +193,20 @@ async fn a_binding_sets_the_scheduled_condition_and_annotations_and_checks_its_p
     let mut current = binding("p", "n1");
     current["metadata"]["resourceVersion"] = json!(version);
     current["metadata"]["annotations"] = json!({"scheduler.example.com/score": "42"});
+    // A dry run is answered as the binding would be and changes nothing.
+    assert_eq!(
+        post_json(&server, &format!("{PODS}/p/binding?dryRun=All"), &current)
+            .await
+            .0,
+        201
+    );
+    let unbound = get(&server, &format!("{PODS}/p")).await;
+    assert_eq!(unbound["spec"]["nodeName"], Value::Null, "dry run");
+    assert_eq!(
+        unbound["metadata"]["resourceVersion"],
+        json!(version),
+        "dry run"
+    );
     assert_eq!(
         post_json(&server, &format!("{PODS}/p/binding"), &current)
             .await
