@@ -35,4 +35,5 @@ pub mod scheduler;
 pub mod serialized;
 pub mod shell;
 pub mod snapshot_controller;
+pub mod trimmed_pods;
 pub mod workqueue;

@@ -179,7 +179,7 @@ pub async fn run_reporting_sync(
     config: SchedulerConfig,
     synced: Option<tokio::sync::oneshot::Sender<()>>,
 ) {
-    let (pods, pod_changes) = watched(Api::<Pod>::all(client.clone()));
+    let (pods, pod_changes) = crate::trimmed_pods::watched_trimmed(client.clone());
     let (nodes, node_changes) = watched(Api::<Node>::all(client.clone()));
     let (claims, claim_changes) = watched(Api::<ResourceClaim>::all(client.clone()));
     let (slices, slice_changes) = watched(Api::<ResourceSlice>::all(client.clone()));
