@@ -113,6 +113,14 @@ pub fn decode_as(resource: Resource, entry: &Entry) -> ApiResult<Value> {
     Ok(convert::from_storage(resource, decode(entry)?))
 }
 
+/// The object a read-modify-write reads: the stored entry in the form its resource serves,
+/// or the 404 of an object that is not there.
+fn stored_object(resource: Resource, name: &str, current: Option<&Entry>) -> ApiResult<Value> {
+    let current =
+        current.ok_or_else(|| ApiError::not_found(resource.group(), resource.plural(), name))?;
+    decode_as(resource, current)
+}
+
 /// The stored bytes of a written entry, when they are also what the resource serves.
 fn served_bytes(resource: Resource, entry: Option<Entry>) -> Option<bytes::Bytes> {
     entry
@@ -626,10 +634,7 @@ impl Objects {
         let pending = self
             .store
             .decide(&key, |current| {
-                let current = current.ok_or_else(|| {
-                    ApiError::not_found(resource.group(), resource.plural(), name)
-                })?;
-                let current = decode_as(resource, current)?;
+                let current = stored_object(resource, name, current)?;
                 let mut requested = change(&current)?;
                 let grant = match (&service_owner, part) {
                     (Some(owner), Part::Main) => {
@@ -754,10 +759,7 @@ impl Objects {
         let pending = self
             .store
             .decide(&key, |current| {
-                let current = current.ok_or_else(|| {
-                    ApiError::not_found(resource.group(), resource.plural(), name)
-                })?;
-                let next = change(decode_as(resource, current)?)?;
+                let next = change(stored_object(resource, name, current)?)?;
                 Ok(if dry_run {
                     Mutation::Keep
                 } else {
@@ -828,10 +830,7 @@ impl Objects {
         let pending = self
             .store
             .decide(&key, |current| {
-                let current = current.ok_or_else(|| {
-                    ApiError::not_found(resource.group(), resource.plural(), name)
-                })?;
-                let mut object = decode_as(resource, current)?;
+                let mut object = stored_object(resource, name, current)?;
                 let deletion =
                     write::decide_delete(resource, name, &mut object, options, &node_exists, now)?;
                 let value = encode_versioned(resource, &object);
