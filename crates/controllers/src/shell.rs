@@ -449,15 +449,27 @@ where
         + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    let writer = reflector::store::Writer::new(dynamic);
-    let reader = writer.as_reader();
-    let stream = reflector::reflector(
-        writer,
+    reflected(
+        reflector::store::Writer::new(dynamic),
         watcher(api, watcher::Config::default()).default_backoff(),
     )
-    .touched_objects()
-    .map(|_| ())
-    .boxed();
+}
+
+/// The store `writer` fills from a watcher's `events` and the stream that must be polled to
+/// fill it (one item per touched object).
+pub fn reflected<K>(
+    writer: reflector::store::Writer<K>,
+    events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    let reader = writer.as_reader();
+    let stream = reflector::reflector(writer, events)
+        .touched_objects()
+        .map(|_| ())
+        .boxed();
     (reader, stream)
 }
 

@@ -113,16 +113,10 @@ impl kube::Resource for TrimmedPod {
 pub fn watched_trimmed(
     client: kube::Client,
 ) -> (Store<Pod>, futures::stream::BoxStream<'static, ()>) {
-    let writer = reflector::store::Writer::default();
-    let reader = writer.as_reader();
     let events = watcher(Api::<TrimmedPod>::all(client), watcher::Config::default())
         .default_backoff()
         .map(|event| event.map(untrimmed));
-    let stream = reflector::reflector(writer, events)
-        .touched_objects()
-        .map(|_| ())
-        .boxed();
-    (reader, stream)
+    crate::shell::reflected(reflector::store::Writer::default(), events)
 }
 
 fn untrimmed(event: watcher::Event<TrimmedPod>) -> watcher::Event<Pod> {

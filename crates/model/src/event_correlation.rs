@@ -85,30 +85,12 @@ impl Default for Options {
 }
 
 /// A map of at most [`REMEMBERED`] keys that forgets the least recently used
-/// (k8s.io/utils' `lru.Cache`), hashed with a fixed seed.
-#[derive(Debug)]
-struct Lru<V>(hashlink::LruCache<String, V, foldhash::fast::FixedState>);
+/// (k8s.io/utils' `lru.Cache`): a read or a write makes a key the most recently used.
+type Lru<V> = hashlink::LruCache<String, V, foldhash::fast::FixedState>;
 
-impl<V> Default for Lru<V> {
-    fn default() -> Self {
-        Lru(hashlink::LruCache::with_hasher(
-            REMEMBERED,
-            foldhash::fast::FixedState::default(),
-        ))
-    }
-}
-
-impl<V> Lru<V> {
-    /// The value of `key`, made the most recently used.
-    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        self.0.get_mut(key)
-    }
-
-    /// Sets `key` to `value`, the most recently used; the least recently used go beyond
-    /// [`REMEMBERED`].
-    fn insert(&mut self, key: String, value: V) {
-        self.0.insert(key, value);
-    }
+/// An empty [`Lru`], hashed with a fixed seed.
+fn lru<V>() -> Lru<V> {
+    hashlink::LruCache::with_hasher(REMEMBERED, foldhash::fast::FixedState::default())
 }
 
 /// A recorded event: its name, namespace, count and first timestamp (`eventLog`).
@@ -182,9 +164,9 @@ impl Correlator {
     pub fn with_options(options: Options) -> Self {
         Correlator {
             options,
-            seen: Lru::default(),
-            similar: Lru::default(),
-            buckets: Lru::default(),
+            seen: lru(),
+            similar: lru(),
+            buckets: lru(),
             last_nanos: 0,
         }
     }
