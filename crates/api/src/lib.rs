@@ -39,6 +39,7 @@ pub mod patch;
 pub mod pod_conditions;
 pub mod policy;
 pub mod protobuf;
+pub mod raw_object;
 pub mod rbac;
 pub mod rbac_risk;
 pub mod request;

@@ -27,24 +27,43 @@ pub enum PatchError {
 #[derive(Debug, Clone, Copy)]
 pub struct Schema<'a> {
     node: Option<&'a Value>,
+    /// The bundled definition this view is the root of (none for its fields, for custom
+    /// schemas and for the unknown schema).
+    definition: Option<&'static str>,
 }
 
 impl<'a> Schema<'a> {
     /// The schema of a definition (`io.k8s.api.core.v1.Pod`).
     pub fn definition(name: &str) -> Schema<'static> {
-        Schema {
-            node: schema::definition(name),
+        match schema::definitions().get_key_value(name) {
+            Some((name, node)) => Schema {
+                node: Some(node),
+                definition: Some(name.as_str()),
+            },
+            None => Schema::unknown(),
         }
     }
 
     /// A schema that knows nothing: every list is replaced.
     pub fn unknown() -> Schema<'static> {
-        Schema { node: None }
+        Schema {
+            node: None,
+            definition: None,
+        }
     }
 
     /// A view of a raw schema node.
     pub fn of(node: &'a Value) -> Schema<'a> {
-        Schema { node: Some(node) }
+        Schema {
+            node: Some(node),
+            definition: None,
+        }
+    }
+
+    /// The name of the bundled definition this view is the root of: a schema that never
+    /// changes while the process runs, unlike a custom resource's.
+    pub fn definition_name(&self) -> Option<&'static str> {
+        self.definition
     }
 
     /// The node, looking through references.
@@ -72,13 +91,17 @@ impl<'a> Schema<'a> {
                     .and_then(|n| n.get("additionalProperties"))
                     .filter(|a| a.is_object())
             });
-        Schema { node }
+        Schema {
+            node,
+            definition: None,
+        }
     }
 
     /// The schema of list items.
     pub fn items(&self) -> Schema<'a> {
         Schema {
             node: self.resolved().and_then(|n| n.get("items")),
+            definition: None,
         }
     }
 

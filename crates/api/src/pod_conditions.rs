@@ -9,12 +9,17 @@ use serde_json::{Value, json};
 /// added when the pod has none of its type, otherwise put in the old one's place, whole.
 /// Its `lastTransitionTime` is `now` (a timestamp), or the old one's when the status stays
 /// the same.
-pub fn update_pod_condition(pod: &mut Value, mut condition: Value, now: &str) {
+pub fn update_pod_condition(pod: &mut Value, condition: Value, now: &str) {
+    update_status_condition(&mut pod["status"], condition, now);
+}
+
+/// [`update_pod_condition`] on the pod's `status` alone (an object, or `null` when the pod
+/// has none yet).
+pub fn update_status_condition(status: &mut Value, mut condition: Value, now: &str) {
     condition["lastTransitionTime"] = json!(now);
-    if !pod["status"].is_object() {
-        pod["status"] = json!({});
+    if !status.is_object() {
+        *status = json!({});
     }
-    let status = &mut pod["status"];
     if !status["conditions"].is_array() {
         status["conditions"] = json!([]);
     }

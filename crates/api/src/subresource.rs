@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta::meta_str;
-use crate::pod_conditions::update_pod_condition;
+use crate::pod_conditions::update_status_condition;
+use crate::raw_object::RawObject;
 use crate::request::Query;
 use crate::resource::Resource;
-use crate::write::PatchBody;
+use crate::write::{Encoded, PatchBody};
 
 /// The node a Binding names, or 422.
 pub fn binding_target(name: &str, binding: &Value) -> ApiResult<String> {
@@ -24,66 +25,86 @@ pub fn binding_target(name: &str, binding: &Value) -> ApiResult<String> {
         .ok_or_else(|| ApiError::invalid("", "Binding", name, vec![Cause::required("target.name")]))
 }
 
-/// The pod `current` bound as `binding` asks (upstream's `setPodNodeAndMetadata`): the
-/// Binding's uid and resourceVersion, when it names them, must be the stored pod's; a pod
-/// that is being deleted, is bound already or still has scheduling gates is refused with
-/// upstream's 409; the bound pod gets the node, the Binding's annotations and the
-/// `PodScheduled=True` condition (its transition at `now`, a timestamp).
-pub fn bind(current: Value, binding: &Value, node: &str, now: &str) -> ApiResult<Value> {
-    let name = meta_str(&current, "name").unwrap_or_default();
+/// The stored pod `stored` bound as `binding` asks (upstream's `setPodNodeAndMetadata`),
+/// in its next stored form: the Binding's uid and resourceVersion, when it names them, must
+/// be the stored pod's; a pod that is being deleted, is bound already or still has
+/// scheduling gates is refused with upstream's 409; the bound pod gets the node, the
+/// Binding's annotations and the `PodScheduled=True` condition (its transition at `now`, a
+/// timestamp). Only the fields it reads or sets are decoded; the rest of the pod is copied
+/// as stored.
+pub fn bind(stored: &[u8], binding: &Value, node: &str, now: &str) -> ApiResult<Encoded> {
+    bind_shallow(stored, binding, node, now)
+        .map_err(|e| ApiError::internal(format!("stored pod is corrupt: {e}")))?
+}
+
+/// [`bind`]: the outer error is the stored JSON's, the inner one the answer to the Binding.
+fn bind_shallow(
+    stored: &[u8],
+    binding: &Value,
+    node: &str,
+    now: &str,
+) -> Result<ApiResult<Encoded>, serde_json::Error> {
+    let mut pod = RawObject::parse(stored)?;
+    let Some(metadata) = pod.object_mut("metadata")? else {
+        return Ok(Err(ApiError::internal(
+            "the stored pod's metadata is no object",
+        )));
+    };
+    let name = metadata.str("name").unwrap_or_default();
     for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
-        let stored = meta_str(&current, field).unwrap_or_default();
+        let stored = metadata.str(field).unwrap_or_default();
         if let Some(wanted) = meta_str(binding, field).filter(|w| !w.is_empty() && *w != stored) {
-            return Err(ApiError::conflict(
+            return Ok(Err(ApiError::conflict(
                 "",
                 "pods",
-                name,
+                &name,
                 &format!(
                     "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {stored}"
                 ),
-            ));
+            )));
         }
     }
-    let refused = |detail: String| ApiError::conflict("", "pods/binding", name, &detail);
-    if meta_str(&current, "deletionTimestamp").is_some() {
-        return Err(refused(format!(
+    let refused = |detail: String| Ok(Err(ApiError::conflict("", "pods/binding", &name, &detail)));
+    if metadata.str("deletionTimestamp").is_some() {
+        return refused(format!(
             "pod {name} is being deleted, cannot be assigned to a host"
-        )));
+        ));
     }
-    if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str)
-        && !existing.is_empty()
-    {
-        return Err(refused(format!(
-            "pod {name} is already assigned to node \"{existing}\""
-        )));
-    }
-    if current
-        .pointer("/spec/schedulingGates")
-        .and_then(Value::as_array)
-        .is_some_and(|gates| !gates.is_empty())
-    {
-        return Err(refused(format!(
-            "pod {name} has non-empty .spec.schedulingGates"
-        )));
-    }
-    let mut next = current;
-    next["spec"]["nodeName"] = json!(node);
     if let Some(annotations) = binding
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
         .filter(|a| !a.is_empty())
     {
-        let metadata = &mut next["metadata"];
-        if !metadata["annotations"].is_object() {
-            metadata["annotations"] = json!({});
+        let stored = metadata.value_mut("annotations")?;
+        if !stored.is_object() {
+            *stored = json!({});
         }
         for (key, value) in annotations {
-            metadata["annotations"][key] = value.clone();
+            stored[key] = value.clone();
         }
     }
+    let Some(spec) = pod.object_mut("spec")? else {
+        return Ok(Err(ApiError::internal(
+            "the stored pod's spec is no object",
+        )));
+    };
+    if let Some(existing) = spec.str("nodeName").filter(|n| !n.is_empty()) {
+        return refused(format!(
+            "pod {name} is already assigned to node \"{existing}\""
+        ));
+    }
+    if spec
+        .value("schedulingGates")?
+        .as_ref()
+        .and_then(Value::as_array)
+        .is_some_and(|gates| !gates.is_empty())
+    {
+        return refused(format!("pod {name} has non-empty .spec.schedulingGates"));
+    }
+    spec.set("nodeName", json!(node));
     let scheduled = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null});
-    update_pod_condition(&mut next, scheduled, now);
-    Ok(next)
+    update_status_condition(pod.value_mut("status")?, scheduled, now);
+    Ok(Ok(pod.encode_versioned()?))
 }
 
 /// Where a kind keeps what its Scale shows: fixed for built-in kinds, declared by the CRD
@@ -294,5 +315,155 @@ fn set_at(object: &mut Value, pointer: &str, value: Value) {
             return;
         }
         current = map.entry(part.clone()).or_insert_with(|| json!({}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: &str = "2026-12-04T00:00:00Z";
+
+    fn stored(pod: &Value) -> Vec<u8> {
+        serde_json::to_vec(pod).unwrap()
+    }
+
+    fn pod(metadata: Value, spec: Value, status: Option<Value>) -> Value {
+        let mut pod =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec});
+        if let Some(status) = status {
+            pod["status"] = status;
+        }
+        pod
+    }
+
+    fn binding(metadata: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
+               "target": {"kind": "Node", "name": "n1"}})
+    }
+
+    #[test]
+    fn a_binding_sets_node_annotations_and_condition_and_copies_the_rest() {
+        let containers = json!([{"name": "c", "image": "i", "args": ["a\"b", "1.50"]}]);
+        let scheduled = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                               "lastTransitionTime": NOW});
+        // (case, stored pod, Binding's metadata, the pod after)
+        let cases = [
+            (
+                "no status yet",
+                pod(
+                    json!({"resourceVersion": "5", "name": "p", "uid": "u"}),
+                    json!({"containers": containers}),
+                    None,
+                ),
+                json!({"name": "p"}),
+                pod(
+                    json!({"resourceVersion": "", "name": "p", "uid": "u"}),
+                    json!({"containers": containers, "nodeName": "n1"}),
+                    Some(json!({"conditions": [scheduled]})),
+                ),
+            ),
+            (
+                "the scheduler's Unschedulable condition replaced, annotations added",
+                pod(
+                    json!({"resourceVersion": "5", "name": "p", "uid": "u",
+                           "annotations": {"kept": "yes"}}),
+                    json!({"nodeName": "", "containers": containers}),
+                    Some(json!({"phase": "Pending", "conditions": [
+                        {"type": "Ready", "status": "False"},
+                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                         "lastTransitionTime": "T0"}]})),
+                ),
+                json!({"name": "p", "uid": "u", "resourceVersion": "5",
+                       "annotations": {"score": "42"}}),
+                pod(
+                    json!({"resourceVersion": "", "name": "p", "uid": "u",
+                           "annotations": {"kept": "yes", "score": "42"}}),
+                    json!({"nodeName": "n1", "containers": containers}),
+                    Some(json!({"phase": "Pending", "conditions": [
+                        {"type": "Ready", "status": "False"}, scheduled]})),
+                ),
+            ),
+            (
+                "annotations where the pod had none",
+                pod(
+                    json!({"resourceVersion": "5", "name": "p"}),
+                    json!({"containers": containers, "schedulingGates": []}),
+                    Some(json!({})),
+                ),
+                json!({"name": "p", "annotations": {"a": "b"}}),
+                pod(
+                    json!({"resourceVersion": "", "name": "p", "annotations": {"a": "b"}}),
+                    json!({"containers": containers, "schedulingGates": [], "nodeName": "n1"}),
+                    Some(json!({"conditions": [scheduled]})),
+                ),
+            ),
+        ];
+        for (case, before, metadata, after) in cases {
+            let encoded = bind(&stored(&before), &binding(metadata), "n1", NOW)
+                .unwrap_or_else(|e| panic!("{case}: {e:?}"));
+            let text = String::from_utf8(encoded.bytes).unwrap();
+            assert_eq!(text, String::from_utf8(stored(&after)).unwrap(), "{case}");
+            assert!(
+                text[..encoded.revision_at.unwrap()]
+                    .ends_with(r#""metadata":{"resourceVersion":""#),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn bindings_are_refused_as_upstream_refuses_them() {
+        let containers = json!([{"name": "c", "image": "i"}]);
+        // (case, stored metadata, stored spec, Binding's metadata, the answer's message)
+        let cases = [
+            (
+                "another uid",
+                json!({"name": "p", "uid": "u"}),
+                json!({"containers": containers}),
+                json!({"name": "p", "uid": "old"}),
+                "Precondition failed: UID in precondition: old, UID in object meta: u",
+            ),
+            (
+                "another resourceVersion",
+                json!({"name": "p", "resourceVersion": "9"}),
+                json!({"containers": containers}),
+                json!({"name": "p", "resourceVersion": "8"}),
+                "Precondition failed: ResourceVersion in precondition: 8, ResourceVersion in object meta: 9",
+            ),
+            (
+                "being deleted",
+                json!({"name": "p", "deletionTimestamp": NOW}),
+                json!({"containers": containers}),
+                json!({"name": "p"}),
+                "pod p is being deleted, cannot be assigned to a host",
+            ),
+            (
+                "bound already",
+                json!({"name": "p"}),
+                json!({"containers": containers, "nodeName": "n0"}),
+                json!({"name": "p"}),
+                "pod p is already assigned to node \"n0\"",
+            ),
+            (
+                "gated",
+                json!({"name": "p"}),
+                json!({"containers": containers, "schedulingGates": [{"name": "g"}]}),
+                json!({"name": "p"}),
+                "pod p has non-empty .spec.schedulingGates",
+            ),
+        ];
+        for (case, metadata, spec, wanted, message) in cases {
+            let stored = stored(&pod(metadata, spec, None));
+            let error = bind(&stored, &binding(wanted), "n1", NOW).expect_err(case);
+            assert_eq!(error.code, 409, "{case}");
+            assert!(
+                error.message.ends_with(message),
+                "{case}: {}",
+                error.message
+            );
+        }
+        let corrupt = bind(b"{\"metadata\":", &binding(json!({})), "n1", NOW).expect_err("corrupt");
+        assert_eq!(corrupt.code, 500);
     }
 }

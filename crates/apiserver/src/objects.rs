@@ -131,7 +131,11 @@ fn served_bytes(resource: Resource, entry: Option<Entry>) -> Option<bytes::Bytes
 /// Encodes an object in its stored form, leaving the place of `metadata.resourceVersion` for
 /// the store to write the change's revision in.
 fn encode_versioned(resource: Resource, object: &Value) -> NewValue {
-    let encoded = write::encode_versioned(resource, object);
+    stored_value(write::encode_versioned(resource, object))
+}
+
+/// An encoded stored form as the store takes it.
+fn stored_value(encoded: write::Encoded) -> NewValue {
     NewValue {
         bytes: encoded.bytes.into(),
         revision_at: encoded.revision_at,
@@ -744,26 +748,36 @@ impl Objects {
     }
 
     /// Writes the whole stored object as upstream's registry does past its strategy
-    /// (`GuaranteedUpdate`, as the pod binding does): `change` gets the stored object, handed
-    /// over rather than copied, and gives the next one; no strategy, validation, admission or
-    /// managed fields apply. A dry run decides and keeps the stored object.
+    /// (`GuaranteedUpdate`, as the pod binding does): `change` gets the stored form's bytes
+    /// (of a kind stored as it is served) and gives the next stored form; no strategy,
+    /// validation, admission or managed fields apply. A dry run decides and keeps the
+    /// stored object.
     pub fn guaranteed_update_pending(
         &self,
         resource: Resource,
         namespace: Option<&str>,
         name: &str,
         dry_run: bool,
-        change: impl FnOnce(Value) -> ApiResult<Value>,
+        change: impl FnOnce(&[u8]) -> ApiResult<write::Encoded>,
     ) -> ApiResult<PendingWrite<()>> {
+        if !convert::stored_as_served(resource) {
+            return Err(ApiError::internal(format!(
+                "{} is not stored as it is served",
+                resource.plural()
+            )));
+        }
         let key = resource.key(Self::namespace_of(resource, namespace), name);
         let pending = self
             .store
             .decide(&key, |current| {
-                let next = change(stored_object(resource, name, current)?)?;
+                let current = current.ok_or_else(|| {
+                    ApiError::not_found(resource.group(), resource.plural(), name)
+                })?;
+                let next = change(&current.value)?;
                 Ok(if dry_run {
                     Mutation::Keep
                 } else {
-                    Mutation::Put(encode_versioned(resource, &next))
+                    Mutation::Put(stored_value(next))
                 })
             })
             .or_api()?

@@ -202,8 +202,8 @@ pub(crate) async fn bind(
     // managed fields recorded and no admission (Pod Security ignores bindings).
     server
         .objects
-        .guaranteed_update_pending(resource, namespace, name, dry_run, |current| {
-            subresource::bind(current, binding, &node, &now)
+        .guaranteed_update_pending(resource, namespace, name, dry_run, |stored| {
+            subresource::bind(stored, binding, &node, &now)
         })?
         .committed()
         .await?;

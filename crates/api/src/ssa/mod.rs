@@ -14,6 +14,7 @@
 mod compare;
 mod fieldset;
 mod object;
+mod remembered;
 mod shape;
 
 #[cfg(test)]
@@ -345,7 +346,7 @@ pub fn record_update(
     let status_write = subresource == Some("status");
     if !status_write && old.as_object().is_some_and(Map::is_empty) {
         // A create: the manager owns everything it set.
-        let fields_v1 = fields_v1_of(new, schema);
+        let fields_v1 = remembered::fields_v1_of_remembered(new, schema);
         let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
             return;
         };
