@@ -423,24 +423,33 @@ fn stored_metadata(stored: &[u8]) -> Result<StoredMetadata, serde_json::Error> {
     Ok(stored.metadata.unwrap_or_default())
 }
 
-/// Whether a stored object's JSON has a `metadata.deletionTimestamp` ([`is_deleting`]), read
-/// without building the object: every create in a namespace asks this of the namespace.
-pub fn stored_is_deleting(stored: &[u8]) -> Result<bool, serde_json::Error> {
-    Ok(stored_metadata(stored)?.deletion_timestamp.is_string())
+/// What a create reads of its stored namespace, read without building the object (every
+/// create in a namespace asks it): whether the namespace is terminating, and the namespace as
+/// policy admission reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceFacts {
+    /// Whether it has a `metadata.deletionTimestamp` ([`is_deleting`]).
+    pub terminating: bool,
+    /// `{"metadata": {"name", "labels"}}`, the rest skipped unparsed: Pod Security reads the
+    /// namespace of every pod create, and the whole object (managed fields and all) cost
+    /// more to decode than the check itself.
+    pub policy_view: Value,
 }
 
-/// A stored namespace as policy admission reads it, `{"metadata": {"name", "labels"}}`, the
-/// rest skipped unparsed: Pod Security reads the namespace of every pod create, and the whole
-/// object (managed fields and all) cost more to decode than the check itself.
-pub fn stored_namespace_labels(stored: &[u8]) -> Result<Value, serde_json::Error> {
+/// The [`NamespaceFacts`] of a stored namespace's JSON.
+pub fn namespace_facts(stored: &[u8]) -> Result<NamespaceFacts, serde_json::Error> {
     let stored = stored_metadata(stored)?;
+    let terminating = stored.deletion_timestamp.is_string();
     let mut metadata = serde_json::Map::new();
     for (field, value) in [("name", stored.name), ("labels", stored.labels)] {
         if !value.is_null() {
             metadata.insert(field.to_string(), value);
         }
     }
-    Ok(serde_json::json!({ "metadata": metadata }))
+    Ok(NamespaceFacts {
+        terminating,
+        policy_view: serde_json::json!({ "metadata": metadata }),
+    })
 }
 
 /// The server-set metadata of a new object (UID from `ids`, creation time `now`, generation 1,
@@ -934,12 +943,14 @@ mod tests {
         for object in cases {
             let bytes = serde_json::to_vec(&object).expect("JSON encodes");
             assert_eq!(
-                stored_is_deleting(&bytes).expect("stored JSON parses"),
+                namespace_facts(&bytes)
+                    .expect("stored JSON parses")
+                    .terminating,
                 is_deleting(&object),
                 "{object}"
             );
         }
-        assert!(stored_is_deleting(b"{not json").is_err());
+        assert!(namespace_facts(b"{not json").is_err());
     }
 
     #[test]
@@ -964,12 +975,13 @@ mod tests {
         for (stored, expected) in cases {
             let bytes = serde_json::to_vec(&stored).expect("JSON encodes");
             assert_eq!(
-                stored_namespace_labels(&bytes).expect("stored JSON parses"),
+                namespace_facts(&bytes)
+                    .expect("stored JSON parses")
+                    .policy_view,
                 expected,
                 "{stored}"
             );
         }
-        assert!(stored_namespace_labels(b"{not json").is_err());
     }
 
     #[test]

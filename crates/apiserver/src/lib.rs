@@ -24,6 +24,7 @@ pub mod exec;
 pub mod gc;
 pub mod list;
 pub mod metrics;
+pub mod namespace_facts;
 pub mod objects;
 pub mod parsed;
 pub mod pod_security;

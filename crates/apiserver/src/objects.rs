@@ -29,6 +29,7 @@ use tessera_model::ids::Ids;
 use tessera_store::{Entry, Mutation, NewValue, Snapshot, Store};
 
 use crate::error::StoreResultExt;
+use crate::namespace_facts::NamespaceMemo;
 use crate::pod_security::{self, Admitted};
 use crate::registry::Registry;
 use crate::service_book::{ServiceBook, is_services};
@@ -100,6 +101,8 @@ pub struct Objects {
     services: ServiceBook,
     /// Pod Security admission.
     pod_security: Arc<tessera_podsecurity::PodSecurity>,
+    /// What creates read of their namespace, by its revision.
+    namespaces: Arc<NamespaceMemo>,
 }
 
 /// Decodes a stored value.
@@ -166,6 +169,7 @@ impl Objects {
             rbac_generation: Arc::default(),
             kueue: Arc::default(),
             pod_security: pod_security::default_admission(),
+            namespaces: Arc::default(),
         }
     }
 
@@ -186,7 +190,8 @@ impl Objects {
         }
         let namespaces = Resource::find("", "v1", "namespaces")?;
         let entry = self.store.get(&namespaces.key(None, namespace?))?;
-        write::stored_namespace_labels(&entry.value).ok()
+        let facts = self.namespaces.facts(&entry).ok()?;
+        Some(facts.policy_view.clone())
     }
 
     /// Pod Security admission of a create.
@@ -359,10 +364,10 @@ impl Objects {
             .store
             .get(&namespaces.key(None, namespace))
             .ok_or_else(|| ApiError::not_found("", "namespaces", namespace))?;
-        let terminating = write::stored_is_deleting(&entry.value).map_err(|e| {
+        let facts = self.namespaces.facts(&entry).map_err(|e| {
             ApiError::internal(format!("stored object {} is corrupt: {e}", entry.key))
         })?;
-        write::check_namespace_open(resource, namespace, terminating)
+        write::check_namespace_open(resource, namespace, facts.terminating)
     }
 
     /// Creates an object in a namespace (ignored for cluster-scoped kinds).
