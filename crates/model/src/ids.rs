@@ -38,15 +38,17 @@ impl Ids {
         let mut bytes = self.with_rng(|rng| rng.u128(..)).to_be_bytes();
         bytes[6] = (bytes[6] & 0x0f) | 0x40;
         bytes[8] = (bytes[8] & 0x3f) | 0x80;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[0..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..32]
-        )
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = String::with_capacity(36);
+        for (i, byte) in bytes.iter().enumerate() {
+            // Dashes before the 5th, 7th, 9th and 11th bytes: 8-4-4-4-12 digits.
+            if matches!(i, 4 | 6 | 8 | 10) {
+                text.push('-');
+            }
+            text.push(char::from(HEX[usize::from(byte >> 4)]));
+            text.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+        text
     }
 
     /// A `generateName` suffix: five characters of [`SUFFIX_ALPHABET`].
@@ -79,6 +81,12 @@ mod tests {
             let groups: Vec<&str> = uid.split('-').collect();
             let lengths: Vec<usize> = groups.iter().map(|g| g.len()).collect();
             assert_eq!(lengths, [8, 4, 4, 4, 12], "{uid}");
+            assert!(
+                groups.iter().all(|g| g
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))),
+                "{uid}"
+            );
             assert!(groups[2].starts_with('4'), "{uid}");
             assert!(matches!(&groups[3][..1], "8" | "9" | "a" | "b"), "{uid}");
             let suffix = ids.name_suffix();
