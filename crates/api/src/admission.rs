@@ -9,6 +9,7 @@
 //! content) through a [`Lister`]; knows nothing about the store.
 
 use std::collections::BTreeMap;
+use tessera_model::json::Pointer as _;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -146,20 +147,20 @@ fn default_kueue_job(
 ) {
     const LABEL: &str = tessera_model::kueue::QUEUE_NAME_LABEL;
     let queue_name = |job: &Value| {
-        job.pointer("/metadata/labels")
+        job.at("/metadata/labels")
             .and_then(|labels| labels.get(LABEL))
             .and_then(Value::as_str)
             .is_some_and(|name| !name.is_empty())
     };
     let owned = job
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .is_some_and(|owners| owners.iter().any(|o| o["controller"] == json!(true)));
     if !queue_name(job) && !owned {
         let selected = || {
             let labels: BTreeMap<String, String> = Resource::find("", "v1", "namespaces")
                 .and_then(|r| objects.get(r, None, namespace))
-                .and_then(|ns| ns.pointer("/metadata/labels").cloned())
+                .and_then(|ns| ns.at("/metadata/labels").cloned())
                 .and_then(|labels| serde_json::from_value(labels).ok())
                 .unwrap_or_default();
             tessera_model::selector::matches(Some(&kueue.managed_jobs_namespace_selector), &labels)
@@ -199,7 +200,7 @@ fn check_admin_access(
     object: &Value,
 ) -> ApiResult<()> {
     let spec = if resource.kind() == "ResourceClaimTemplate" {
-        object.pointer("/spec/spec")
+        object.at("/spec/spec")
     } else {
         object.get("spec")
     };
@@ -209,13 +210,13 @@ fn check_admin_access(
         "spec"
     };
     let requests = spec
-        .and_then(|s| s.pointer("/devices/requests"))
+        .and_then(|s| s.at("/devices/requests"))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
     let Some(index) = requests
         .iter()
-        .position(|r| r.pointer("/exactly/adminAccess") == Some(&Value::Bool(true)))
+        .position(|r| r.at("/exactly/adminAccess") == Some(&Value::Bool(true)))
     else {
         return Ok(());
     };
@@ -225,7 +226,7 @@ fn check_admin_access(
             objects.get(namespaces, None, ns)
         })
         .and_then(|ns| {
-            ns.pointer(&format!(
+            ns.at(&format!(
                 "/metadata/labels/{}",
                 ADMIN_ACCESS_LABEL.replace('/', "~1")
             ))
@@ -349,7 +350,7 @@ fn resolve_priority(objects: &dyn Lister, resource: Resource, pod: &mut Value) -
             .filter_map(|stored| serde_json::from_slice(stored).ok())
             .collect();
     let requested = pod
-        .pointer("/spec/priorityClassName")
+        .at("/spec/priorityClassName")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .map(str::to_string);
@@ -379,7 +380,7 @@ fn resolve_priority(objects: &dyn Lister, resource: Resource, pod: &mut Value) -
         ),
         None => (None, 0, "PreemptLowerPriority".to_string()),
     };
-    if let Some(given) = pod.pointer("/spec/priority").and_then(Value::as_i64)
+    if let Some(given) = pod.at("/spec/priority").and_then(Value::as_i64)
         && given != value
     {
         return Err(forbidden(
@@ -413,7 +414,7 @@ fn apply_limit_ranges(
     let mut problems = Vec::new();
     for range in &ranges {
         let limits = range
-            .pointer("/spec/limits")
+            .at("/spec/limits")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
@@ -483,7 +484,7 @@ fn check_container(container: &Value, item: &Value, problems: &mut Vec<String>) 
             let Some(limit) = quantity(Some(limit)) else {
                 continue;
             };
-            let value = quantity(container.pointer(&format!("/resources/{field}/{resource}")));
+            let value = quantity(container.at(&format!("/resources/{field}/{resource}")));
             match (bound, value) {
                 ("min", Some(value)) if value < limit => problems.push(format!(
                     "minimum {} usage per Container is {limit}, but {} is {value}",
@@ -506,8 +507,8 @@ fn check_container(container: &Value, item: &Value, problems: &mut Vec<String>) 
         for (resource, ratio) in ratios {
             let (Some(ratio), Some(limit), Some(request)) = (
                 quantity(Some(ratio)),
-                quantity(container.pointer(&format!("/resources/limits/{resource}"))),
-                quantity(container.pointer(&format!("/resources/requests/{resource}"))),
+                quantity(container.at(&format!("/resources/limits/{resource}"))),
+                quantity(container.at(&format!("/resources/requests/{resource}"))),
             ) else {
                 continue;
             };
@@ -571,7 +572,7 @@ fn enforce_quota(
             continue;
         }
         let hard: BTreeMap<String, Quantity> = quota
-            .pointer("/spec/hard")
+            .at("/spec/hard")
             .and_then(Value::as_object)
             .map(|h| {
                 h.iter()
@@ -656,7 +657,7 @@ pub mod usage {
     pub fn pod_usage(pod: &Value) -> BTreeMap<String, Quantity> {
         let mut totals = pod_resources(pod);
         let overhead = pod
-            .pointer("/spec/overhead")
+            .at("/spec/overhead")
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
@@ -716,7 +717,7 @@ pub mod usage {
                 };
                 delta.insert(legacy.into(), one);
                 if kind == "Service" {
-                    match object.pointer("/spec/type").and_then(Value::as_str) {
+                    match object.at("/spec/type").and_then(Value::as_str) {
                         Some("LoadBalancer") => {
                             delta.insert("services.loadbalancers".into(), one);
                         }
@@ -748,11 +749,11 @@ pub mod usage {
                 },
             };
             let lacking: Vec<String> = pod
-                .pointer("/spec/containers")
+                .at("/spec/containers")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter(|c| c.pointer(&format!("/resources/{field}/{name}")).is_none())
+                .filter(|c| c.at(&format!("/resources/{field}/{name}")).is_none())
                 .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
                 .collect();
             if !lacking.is_empty() {
@@ -766,7 +767,7 @@ pub mod usage {
 
     fn terminal(pod: &Value) -> bool {
         matches!(
-            pod.pointer("/status/phase").and_then(Value::as_str),
+            pod.at("/status/phase").and_then(Value::as_str),
             Some("Succeeded" | "Failed")
         )
     }
@@ -774,12 +775,12 @@ pub mod usage {
     /// Whether a quota's scopes and scope selector select an object (only pods have scopes).
     pub fn quota_selects(quota: &Value, resource: Resource, object: &Value) -> bool {
         let scopes: Vec<&str> = quota
-            .pointer("/spec/scopes")
+            .at("/spec/scopes")
             .and_then(Value::as_array)
             .map(|s| s.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let expressions = quota
-            .pointer("/spec/scopeSelector/matchExpressions")
+            .at("/spec/scopeSelector/matchExpressions")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
@@ -791,10 +792,8 @@ pub mod usage {
         }
         let best_effort =
             crate::strategy::qos_class(object.get("spec").unwrap_or(&Value::Null)) == "BestEffort";
-        let terminating = object.pointer("/spec/activeDeadlineSeconds").is_some();
-        let priority_class = object
-            .pointer("/spec/priorityClassName")
-            .and_then(Value::as_str);
+        let terminating = object.at("/spec/activeDeadlineSeconds").is_some();
+        let priority_class = object.at("/spec/priorityClassName").and_then(Value::as_str);
         let scope_holds = |scope: &str, operator: &str, values: &[&str]| -> bool {
             let holds = match scope {
                 "BestEffort" => best_effort,
@@ -845,7 +844,7 @@ pub mod usage {
         quota: &Value,
     ) -> BTreeMap<String, Quantity> {
         let hard: Vec<String> = quota
-            .pointer("/spec/hard")
+            .at("/spec/hard")
             .and_then(Value::as_object)
             .map(|h| h.keys().cloned().collect())
             .unwrap_or_default();
@@ -891,7 +890,7 @@ fn container_resources<'a>(
     list: &str,
     field: &'a str,
 ) -> impl Iterator<Item = (&'a String, Quantity)> + 'a {
-    pod.pointer(&format!("/spec/{list}"))
+    pod.at(&format!("/spec/{list}"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -1027,12 +1026,12 @@ mod tests {
             let mut job = job.clone();
             default_kueue_job(&Cluster, config, namespace, &mut job);
             assert_eq!(
-                job.pointer("/spec/suspend").and_then(Value::as_bool),
+                job.at("/spec/suspend").and_then(Value::as_bool),
                 suspend,
                 "{namespace} {config:?} {job}"
             );
             let got = job
-                .pointer("/metadata/labels")
+                .at("/metadata/labels")
                 .and_then(|l| l.get(label))
                 .and_then(Value::as_str);
             assert_eq!(got, queue, "{namespace} {job}");

@@ -11,6 +11,7 @@
 //! Every authenticated user is in `system:authenticated`. Knows no transport, file or key.
 
 use std::collections::BTreeMap;
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 
@@ -249,14 +250,8 @@ pub fn check_claims(claims: &Value, now: u64, audience: &str) -> Option<TokenCla
     let account = claims.get("kubernetes.io")?;
     Some(TokenClaims {
         namespace: account.get("namespace")?.as_str()?.to_string(),
-        name: account
-            .pointer("/serviceaccount/name")?
-            .as_str()?
-            .to_string(),
-        uid: account
-            .pointer("/serviceaccount/uid")?
-            .as_str()?
-            .to_string(),
+        name: account.at("/serviceaccount/name")?.as_str()?.to_string(),
+        uid: account.at("/serviceaccount/uid")?.as_str()?.to_string(),
     })
 }
 

@@ -7,6 +7,7 @@
 //! objects.
 
 use serde_json::{Value, json};
+use tessera_model::json::Pointer as _;
 
 use crate::error::Cause;
 
@@ -88,7 +89,7 @@ pub fn validate(object: &Value) -> Vec<Cause> {
     for field in ["kind", "name"] {
         let path = format!("spec.scaleTargetRef.{field}");
         match spec
-            .pointer(&format!("/scaleTargetRef/{field}"))
+            .at(&format!("/scaleTargetRef/{field}"))
             .and_then(Value::as_str)
         {
             None | Some("") => causes.push(Cause::required(path)),

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use http::{HeaderMap, header};
 use serde_json::{Value, json};
+use tessera_model::json::Pointer as _;
 
 use crate::error::{ApiError, ApiResult};
 use crate::request::Query;
@@ -172,11 +173,11 @@ pub fn delete_options(query: &Query, body: &[u8]) -> ApiResult<(DeleteOptions, b
             grace_period_seconds: grace,
             propagation,
             precondition_uid: parsed
-                .pointer("/preconditions/uid")
+                .at("/preconditions/uid")
                 .and_then(Value::as_str)
                 .map(str::to_string),
             precondition_resource_version: parsed
-                .pointer("/preconditions/resourceVersion")
+                .at("/preconditions/resourceVersion")
                 .and_then(Value::as_str)
                 .map(str::to_string),
         },

@@ -4,6 +4,7 @@
 //! Pure functions over JSON; the registry and the store are elsewhere.
 
 use serde_json::{Value, json};
+use tessera_model::json::Pointer as _;
 
 use tessera_model::kinds::{CustomKind, KindInfo, PrinterColumn, ScalePaths, Subresource};
 
@@ -90,7 +91,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         }),
     }
     let versions = crd
-        .pointer("/spec/versions")
+        .at("/spec/versions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -116,7 +117,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         if version.get("storage").and_then(Value::as_bool) == Some(true) {
             storage += 1;
         }
-        match version.pointer("/schema/openAPIV3Schema") {
+        match version.at("/schema/openAPIV3Schema") {
             None => causes.push(Cause {
                 reason: "FieldValueRequired",
                 field: format!("{at}.schema.openAPIV3Schema"),
@@ -133,7 +134,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
                 check_structural(schema, &format!("{at}.schema.openAPIV3Schema"), &mut causes);
             }
         }
-        if let Some(scale) = version.pointer("/subresources/scale") {
+        if let Some(scale) = version.at("/subresources/scale") {
             for path in ["specReplicasPath", "statusReplicasPath"] {
                 let value = text(scale, &format!("/{path}"));
                 if !value.starts_with('.') {
@@ -248,7 +249,7 @@ fn leak_list(items: Vec<String>) -> &'static [&'static str] {
 /// The served kinds of a (valid) CRD, one per served version, in version-priority order.
 pub fn kinds_of(crd: &Value) -> Vec<KindInfo> {
     let group = text(crd, "/spec/group");
-    let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let names = crd.at("/spec/names").cloned().unwrap_or(json!({}));
     let kind = text(&names, "/kind");
     let plural = text(&names, "/plural");
     let singular = match text(&names, "/singular") {
@@ -269,7 +270,7 @@ pub fn kinds_of(crd: &Value) -> Vec<KindInfo> {
     };
     let namespaced = text(crd, "/spec/scope") == "Namespaced";
     let mut versions = crd
-        .pointer("/spec/versions")
+        .at("/spec/versions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -279,7 +280,7 @@ pub fn kinds_of(crd: &Value) -> Vec<KindInfo> {
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         .map(|v| text(v, "/name").to_string())
         .unwrap_or_default();
-    let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();
+    let terminating = crd.at("/metadata/deletionTimestamp").is_some();
     let (group, kind, plural) = (leak(group), leak(kind), leak(plural));
     let short_names = leak_list(strings("shortNames"));
     let categories = leak_list(strings("categories"));
@@ -288,17 +289,15 @@ pub fn kinds_of(crd: &Value) -> Vec<KindInfo> {
         .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
         .map(|version| {
             let name = text(version, "/name");
-            let status = version.pointer("/subresources/status").is_some();
-            let scale = version
-                .pointer("/subresources/scale")
-                .map(|scale| ScalePaths {
-                    spec_replicas: text(scale, "/specReplicasPath").to_string(),
-                    status_replicas: text(scale, "/statusReplicasPath").to_string(),
-                    label_selector: scale
-                        .get("labelSelectorPath")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                });
+            let status = version.at("/subresources/status").is_some();
+            let scale = version.at("/subresources/scale").map(|scale| ScalePaths {
+                spec_replicas: text(scale, "/specReplicasPath").to_string(),
+                status_replicas: text(scale, "/statusReplicasPath").to_string(),
+                label_selector: scale
+                    .get("labelSelectorPath")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            });
             let subresources: &'static [Subresource] = match (status, scale.is_some()) {
                 (true, true) => &[Subresource::Status, Subresource::Scale],
                 (true, false) => &[Subresource::Status],
@@ -339,7 +338,7 @@ pub fn kinds_of(crd: &Value) -> Vec<KindInfo> {
                     crd: text(crd, "/metadata/name").to_string(),
                     storage_version: storage_version.clone(),
                     schema: version
-                        .pointer("/schema/openAPIV3Schema")
+                        .at("/schema/openAPIV3Schema")
                         .cloned()
                         .unwrap_or(json!({"type": "object"})),
                     printer_columns,

@@ -6,6 +6,7 @@
 //! when to recompute is the object layer's business.
 
 use std::collections::BTreeSet;
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 use tessera_model::json::strings_at;
@@ -33,7 +34,7 @@ impl ClaimedNames {
             if text(crd, "/metadata/name") == own || text(crd, "/spec/group") != group {
                 continue;
             }
-            let Some(names) = crd.pointer("/status/acceptedNames") else {
+            let Some(names) = crd.at("/status/acceptedNames") else {
                 continue;
             };
             for key in ["plural", "singular"] {
@@ -84,7 +85,7 @@ fn carry_transition(next: &mut Value, previous: Option<&Value>) {
 
 /// The status of `crd` at `now`, given the names the rest of its group claims.
 pub fn status(crd: &Value, now: &str, claimed: &ClaimedNames) -> Value {
-    let mut requested = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let mut requested = crd.at("/spec/names").cloned().unwrap_or(json!({}));
     let kind = text(&requested, "/kind").to_string();
     if text(&requested, "/singular").is_empty() {
         requested["singular"] = json!(kind.to_ascii_lowercase());
@@ -93,7 +94,7 @@ pub fn status(crd: &Value, now: &str, claimed: &ClaimedNames) -> Value {
         requested["listKind"] = json!(format!("{kind}List"));
     }
     let accepted = crd
-        .pointer("/status/acceptedNames")
+        .at("/status/acceptedNames")
         .cloned()
         .unwrap_or(json!({}));
     let mut names = accepted.clone();
@@ -164,7 +165,7 @@ pub fn status(crd: &Value, now: &str, claimed: &ClaimedNames) -> Value {
     }
 
     let previous = |kind: &str| {
-        crd.pointer("/status/conditions")
+        crd.at("/status/conditions")
             .and_then(Value::as_array)
             .and_then(|all| all.iter().find(|c| text(c, "/type") == kind))
     };
@@ -199,7 +200,7 @@ pub fn status(crd: &Value, now: &str, claimed: &ClaimedNames) -> Value {
     };
     carry_transition(&mut established, previous("Established"));
     let mut conditions = vec![names_accepted, established];
-    if crd.pointer("/metadata/deletionTimestamp").is_some() {
+    if crd.at("/metadata/deletionTimestamp").is_some() {
         let mut terminating = condition(
             "Terminating",
             "True",
@@ -213,7 +214,7 @@ pub fn status(crd: &Value, now: &str, claimed: &ClaimedNames) -> Value {
 
     let mut stored: Vec<String> = strings_at(crd, "/status/storedVersions");
     if let Some(storage) = crd
-        .pointer("/spec/versions")
+        .at("/spec/versions")
         .and_then(Value::as_array)
         .and_then(|v| {
             v.iter()
@@ -234,7 +235,7 @@ pub fn status(crd: &Value, now: &str, claimed: &ClaimedNames) -> Value {
 /// Whether the server serves the CRD's kinds: it is established and not being deleted
 /// past the point of accepting new objects (that is checked on create).
 pub fn is_established(crd: &Value) -> bool {
-    crd.pointer("/status/conditions")
+    crd.at("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()

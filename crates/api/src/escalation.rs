@@ -6,6 +6,7 @@
 //! about the request that carries the write.
 
 use serde_json::Value;
+use tessera_model::json::Pointer as _;
 
 use crate::authn::UserInfo;
 use crate::error::{ApiError, ApiResult};
@@ -53,7 +54,7 @@ pub fn check(
     }
     let namespace = namespace.unwrap_or_default();
     let name = object
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let held = rbac.rules(objects, user, namespace);
@@ -92,11 +93,11 @@ pub fn check(
         }
         "RoleBinding" | "ClusterRoleBinding" => {
             let kind = object
-                .pointer("/roleRef/kind")
+                .at("/roleRef/kind")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let role = object
-                .pointer("/roleRef/name")
+                .at("/roleRef/name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let plural = if kind == "ClusterRole" {

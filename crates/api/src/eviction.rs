@@ -10,6 +10,7 @@
 //! in one transaction each and deletes the pod.
 
 use serde_json::{Value, json};
+use tessera_model::json::Pointer as _;
 
 use tessera_model::conditions::pod_is_ready;
 use tessera_model::json::{int, int_or_zero};
@@ -45,14 +46,14 @@ const BLOCKED: &str = "Cannot evict pod as it would violate the pod's disruption
 pub fn delete_options(eviction: &Value) -> DeleteOptions {
     DeleteOptions {
         grace_period_seconds: eviction
-            .pointer("/deleteOptions/gracePeriodSeconds")
+            .at("/deleteOptions/gracePeriodSeconds")
             .and_then(Value::as_i64),
         precondition_uid: eviction
-            .pointer("/deleteOptions/preconditions/uid")
+            .at("/deleteOptions/preconditions/uid")
             .and_then(Value::as_str)
             .map(str::to_string),
         precondition_resource_version: eviction
-            .pointer("/deleteOptions/preconditions/resourceVersion")
+            .at("/deleteOptions/preconditions/resourceVersion")
             .and_then(Value::as_str)
             .map(str::to_string),
         ..DeleteOptions::default()
@@ -63,7 +64,7 @@ pub fn delete_options(eviction: &Value) -> DeleteOptions {
 /// `dryRun` query counts too (upstream's `propagateDryRun`), which the shell reads.
 pub fn dry_run(eviction: &Value) -> bool {
     eviction
-        .pointer("/deleteOptions/dryRun")
+        .at("/deleteOptions/dryRun")
         .and_then(Value::as_array)
         .is_some_and(|d| d.iter().any(|v| v == "All"))
 }
@@ -71,7 +72,7 @@ pub fn dry_run(eviction: &Value) -> bool {
 /// Whether evicting the pod consults its disruption budget: only for running pods.
 pub fn checks_budget(pod: &Value) -> bool {
     let phase = pod
-        .pointer("/status/phase")
+        .at("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let not_running = matches!(phase, "Succeeded" | "Failed" | "Pending")
@@ -86,7 +87,7 @@ pub fn budget_to_charge(budgets: Vec<Value>, pod: &Value) -> ApiResult<Option<Va
     let labels = selector::labels(pod);
     let mut matching: Vec<Value> = budgets
         .into_iter()
-        .filter(|budget| selector::matches(budget.pointer("/spec/selector"), &labels))
+        .filter(|budget| selector::matches(budget.at("/spec/selector"), &labels))
         .collect();
     let budget = match matching.len() {
         0 => return Ok(None),
@@ -99,7 +100,7 @@ pub fn budget_to_charge(budgets: Vec<Value>, pod: &Value) -> ApiResult<Option<Va
     };
     if !pod_is_ready(pod) {
         let policy = budget
-            .pointer("/spec/unhealthyPodEvictionPolicy")
+            .at("/spec/unhealthyPodEvictionPolicy")
             .and_then(Value::as_str)
             .unwrap_or("IfHealthyBudget");
         let current = int_or_zero(&budget, "/status/currentHealthy");

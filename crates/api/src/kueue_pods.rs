@@ -11,6 +11,7 @@
 //! (`tessera-queue`) ungates the pods.
 
 use serde_json::{Map, Value, json};
+use tessera_model::json::Pointer as _;
 use tessera_model::kueue::pod::{
     self, ADMISSION_GATE, FAST_ADMISSION, FINALIZER, GROUP_NAME, GROUP_TOTAL_COUNT, LWS_NAME,
     LWS_WORKER_INDEX, MANAGED_LABEL, MANAGED_VALUE, PREBUILT_WORKLOAD, ROLE_HASH, SERVING,
@@ -71,7 +72,7 @@ pub fn default_parent(resource: Resource, object: &mut Value) {
         _ => "leaderworkerset",
     };
     for template in templates {
-        if object.pointer(template).is_none_or(Value::is_null) {
+        if object.at(template).is_none_or(Value::is_null) {
             continue;
         }
         let annotations = format!("{template}/metadata/annotations");
@@ -92,7 +93,7 @@ pub fn default_parent(resource: Resource, object: &mut Value) {
 
 /// The pod's controller, as (kind, name).
 fn controller(pod: &Value) -> Option<(&str, &str)> {
-    pod.pointer("/metadata/ownerReferences")?
+    pod.at("/metadata/ownerReferences")?
         .as_array()?
         .iter()
         .find(|r| r["controller"] == true)
@@ -190,7 +191,7 @@ fn join_group(object: &mut Value, membership: GroupMembership<'_>) {
 
 fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
     object
-        .pointer(pointer)
+        .at(pointer)
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
@@ -214,7 +215,7 @@ fn label_statefulset_pod(objects: &dyn Lister, namespace: Option<&str>, object: 
         text(&parent, "/metadata/uid"),
     );
     let total_count = parent
-        .pointer("/spec/replicas")
+        .at("/spec/replicas")
         .and_then(Value::as_i64)
         .unwrap_or(1);
     join_group(
@@ -256,11 +257,11 @@ fn label_leaderworkerset_pod(objects: &dyn Lister, namespace: Option<&str>, obje
         text(&parent, "/metadata/uid"),
     );
     let total_count = parent
-        .pointer("/spec/leaderWorkerTemplate/size")
+        .at("/spec/leaderWorkerTemplate/size")
         .and_then(Value::as_i64)
         .unwrap_or(1);
     let has_leader = parent
-        .pointer("/spec/leaderWorkerTemplate/leaderTemplate")
+        .at("/spec/leaderWorkerTemplate/leaderTemplate")
         .is_some_and(|t| !t.is_null());
     let role = match (has_leader, pod::label(object, LWS_WORKER_INDEX)) {
         (false, _) => "main",

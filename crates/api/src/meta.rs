@@ -8,6 +8,7 @@ pub use tessera_model::time::{micro_timestamp, parse_timestamp, timestamp};
 
 use serde_json::{Map, Value, json};
 use tessera_model::ids::Ids;
+use tessera_model::json::Pointer as _;
 
 use crate::error::Cause;
 use crate::resource::{NameRule, Resource, check_name};
@@ -70,7 +71,7 @@ pub fn check_metadata(resource: Resource, object: &Value) -> Vec<Cause> {
     if let Some(problem) = check_name(name, resource.name_rule()) {
         causes.push(Cause::invalid("metadata.name", &json!(name), problem));
     }
-    if let Some(Value::Object(labels)) = object.pointer("/metadata/labels") {
+    if let Some(Value::Object(labels)) = object.at("/metadata/labels") {
         for (key, value) in labels {
             let field = "metadata.labels";
             if let Some(problem) = check_qualified_name(key) {
@@ -83,7 +84,7 @@ pub fn check_metadata(resource: Resource, object: &Value) -> Vec<Cause> {
             }
         }
     }
-    if let Some(Value::Object(annotations)) = object.pointer("/metadata/annotations") {
+    if let Some(Value::Object(annotations)) = object.at("/metadata/annotations") {
         let mut total = 0;
         for (key, value) in annotations {
             total += key.len() + value.as_str().map_or(0, str::len);

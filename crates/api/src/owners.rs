@@ -8,6 +8,7 @@
 //! the work names and writes what is decided here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 use tessera_model::Quantity;
@@ -203,7 +204,7 @@ impl OwnerIndex {
 /// The UIDs of an object's owners.
 pub fn owner_uids(object: &Value) -> Vec<String> {
     object
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .map(|refs| {
             refs.iter()
@@ -304,6 +305,6 @@ pub fn quota_status(quota: &Value, used: BTreeMap<String, Quantity>) -> Value {
         .into_iter()
         .map(|(k, v)| (k, json!(v.to_canonical())))
         .collect();
-    let hard = quota.pointer("/spec/hard").cloned().unwrap_or(json!({}));
+    let hard = quota.at("/spec/hard").cloned().unwrap_or(json!({}));
     json!({"hard": hard, "used": used})
 }

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
+use tessera_model::json::Pointer as _;
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -436,12 +437,12 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
         .ok_or_else(|| error("missing the k8s\\0 prefix"))?;
     let unknown = message("io.k8s.apimachinery.pkg.runtime.Unknown", envelope, 0)?;
     let api_version = unknown
-        .pointer("/typeMeta/apiVersion")
+        .at("/typeMeta/apiVersion")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
     let kind = unknown
-        .pointer("/typeMeta/kind")
+        .at("/typeMeta/kind")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 
@@ -359,7 +360,7 @@ fn namespace_of(object: &Value) -> String {
 pub fn cluster_role_rules(role: &Value, cluster_roles: &[Value]) -> Vec<Rule> {
     let mut rules = rules_of(role);
     if let Some(selectors) = role
-        .pointer("/aggregationRule/clusterRoleSelectors")
+        .at("/aggregationRule/clusterRoleSelectors")
         .and_then(Value::as_array)
     {
         for other in cluster_roles {
@@ -411,12 +412,12 @@ impl Snapshot {
             name: name_of(object),
             namespace: namespace_of(object),
             role_kind: object
-                .pointer("/roleRef/kind")
+                .at("/roleRef/kind")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
             role_name: object
-                .pointer("/roleRef/name")
+                .at("/roleRef/name")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),

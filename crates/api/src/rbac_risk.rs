@@ -11,6 +11,7 @@
 //! only what RBAC objects grant.
 
 use std::fmt;
+use tessera_model::json::Pointer as _;
 
 use serde_json::Value;
 
@@ -102,7 +103,7 @@ fn meta(object: &Value, field: &str) -> String {
 
 fn is_bootstrap(binding: &Value) -> bool {
     binding
-        .pointer("/metadata/labels/kubernetes.io~1bootstrapping")
+        .at("/metadata/labels/kubernetes.io~1bootstrapping")
         .and_then(Value::as_str)
         == Some("rbac-defaults")
 }
@@ -239,11 +240,11 @@ pub fn findings(objects: &RbacObjects) -> Vec<Finding> {
         let namespace = meta(binding, "namespace");
         let cluster_wide = namespace.is_empty();
         let role_kind = binding
-            .pointer("/roleRef/kind")
+            .at("/roleRef/kind")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let role_name = binding
-            .pointer("/roleRef/name")
+            .at("/roleRef/name")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let (role, rules) =

@@ -6,6 +6,7 @@
 //! of a TokenReview, reads the ServiceAccount of a TokenRequest and signs its token.
 
 use std::time::{Duration, SystemTime};
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 
@@ -17,7 +18,7 @@ use crate::resource::Resource;
 
 fn attributes_from(spec: &Value, namespace_override: Option<&str>) -> Attributes {
     let text = |pointer: &str| {
-        spec.pointer(pointer)
+        spec.at(pointer)
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string()
@@ -158,7 +159,7 @@ pub fn review(
 /// most 48 hours) and its audiences (this server's by default).
 pub fn token_request_spec(name: &str, body: &Value) -> ApiResult<(u64, Vec<String>)> {
     let requested = body
-        .pointer("/spec/expirationSeconds")
+        .at("/spec/expirationSeconds")
         .and_then(Value::as_i64)
         .unwrap_or(3600);
     if requested < 600 {
@@ -175,7 +176,7 @@ pub fn token_request_spec(name: &str, body: &Value) -> ApiResult<(u64, Vec<Strin
     }
     let expiration = requested.min(48 * 3600) as u64;
     let audiences: Vec<String> = body
-        .pointer("/spec/audiences")
+        .at("/spec/audiences")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -211,7 +212,7 @@ pub fn token_request_answer(
         "spec": {"audiences": audiences, "expirationSeconds": expiration},
         "status": {"token": token, "expirationTimestamp": expires},
     });
-    if let Some(bound) = body.pointer("/spec/boundObjectRef") {
+    if let Some(bound) = body.at("/spec/boundObjectRef") {
         response["spec"]["boundObjectRef"] = bound.clone();
     }
     response

@@ -10,6 +10,7 @@
 //! nothing of the store, of nodes or of runtime handlers.
 
 use std::collections::BTreeMap;
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Map, Value, json};
 use tessera_model::Quantity;
@@ -42,8 +43,7 @@ pub enum Refusal {
 
 /// The class a pod names (`spec.runtimeClassName`), if any.
 pub fn class_name(pod: &Value) -> Option<&str> {
-    pod.pointer("/spec/runtimeClassName")
-        .and_then(Value::as_str)
+    pod.at("/spec/runtimeClassName").and_then(Value::as_str)
 }
 
 /// Admits a new pod against the RuntimeClass it names: `lookup` finds a class by name.
@@ -94,7 +94,7 @@ fn class_overhead(class: &Value) -> Option<Value> {
 
 /// The pod's `spec.overhead` when set.
 fn pod_overhead(pod: &Value) -> Option<&Value> {
-    pod.pointer("/spec/overhead").filter(|o| !o.is_null())
+    pod.at("/spec/overhead").filter(|o| !o.is_null())
 }
 
 /// Upstream's `setOverhead`.
@@ -148,7 +148,7 @@ fn set_scheduling(pod: &mut Value, class: &Value) -> Result<(), Refusal> {
         .and_then(Value::as_object)
         .cloned();
     let pod_selector = pod
-        .pointer("/spec/nodeSelector")
+        .at("/spec/nodeSelector")
         .and_then(Value::as_object)
         .cloned();
     let selector = match (pod_selector, class_selector) {
@@ -175,7 +175,7 @@ fn set_scheduling(pod: &mut Value, class: &Value) -> Result<(), Refusal> {
         .cloned()
         .unwrap_or_default();
     let pod_tolerations: Vec<Value> = pod
-        .pointer("/spec/tolerations")
+        .at("/spec/tolerations")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();

@@ -2,6 +2,7 @@
 //! whole plugin through [`admit`].
 
 use super::*;
+use tessera_model::json::Pointer as _;
 
 fn class(overhead: Option<Value>, scheduling: Option<Value>) -> Value {
     let mut class = json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
@@ -96,7 +97,7 @@ fn set_overhead_as_upstream() {
             assert_eq!(result, Err(Refusal::OverheadMismatch), "{name}");
         } else {
             assert_eq!(result, Ok(()), "{name}");
-            assert_eq!(pod.pointer("/spec/overhead"), after.as_ref(), "{name}");
+            assert_eq!(pod.at("/spec/overhead"), after.as_ref(), "{name}");
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Pure functions over JSON values; knows nothing about storage or HTTP.
 
 use serde_json::{Value, json};
+use tessera_model::json::Pointer as _;
 
 use tessera_model::Quantity;
 
@@ -25,7 +26,7 @@ pub fn reset_status(resource: Resource, object: &mut Value) {
 /// scalar at its zero value (an HPA's `desiredReplicas: 0`, a PDB's `expectedPods: 0`, …).
 fn zero_status(resource: Resource) -> Value {
     let status = tessera_model::schema::definition(&resource.info.definition)
-        .and_then(|kind| kind.pointer("/properties/status"))
+        .and_then(|kind| kind.at("/properties/status"))
         .and_then(tessera_model::schema::referenced)
         .and_then(tessera_model::schema::definition);
     let mut zero = serde_json::Map::new();
@@ -37,7 +38,7 @@ fn zero_status(resource: Resource) -> Value {
             .flatten()
             .filter_map(Value::as_str)
         {
-            let value = match status.pointer(&format!("/properties/{field}/type")) {
+            let value = match status.at(&format!("/properties/{field}/type")) {
                 Some(t) if t == "integer" || t == "number" => json!(0),
                 Some(t) if t == "boolean" => json!(false),
                 Some(t) if t == "string" => json!(""),
@@ -67,7 +68,7 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// Sets [`NAMESPACE_NAME_LABEL`] to the namespace's name, whatever the client sent.
 pub fn label_namespace_name(object: &mut Value) {
     let name = object
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .map(str::to_owned);
     if let Some(name) = name {
@@ -307,7 +308,7 @@ fn default_pod_spec(spec: &mut Value) {
 /// Requests default to limits, resource by resource, as upstream's pod defaulting does.
 pub fn default_requests_to_limits(container: &mut Value) {
     let Some(limits) = container
-        .pointer("/resources/limits")
+        .at("/resources/limits")
         .and_then(Value::as_object)
         .cloned()
     else {
@@ -315,7 +316,7 @@ pub fn default_requests_to_limits(container: &mut Value) {
     };
     for (name, value) in limits {
         if container
-            .pointer(&format!("/resources/requests/{name}"))
+            .at(&format!("/resources/requests/{name}"))
             .is_none()
         {
             if !container["resources"]["requests"].is_object() {
@@ -348,11 +349,9 @@ pub fn qos_class(spec: &Value) -> &'static str {
     let mut guaranteed = !containers.is_empty();
     for container in &containers {
         let requests = container
-            .pointer("/resources/requests")
+            .at("/resources/requests")
             .and_then(Value::as_object);
-        let limits = container
-            .pointer("/resources/limits")
-            .and_then(Value::as_object);
+        let limits = container.at("/resources/limits").and_then(Value::as_object);
         let is_compute = |name: &String| name == "cpu" || name == "memory";
         if requests.is_some_and(|r| r.keys().any(is_compute))
             || limits.is_some_and(|l| l.keys().any(is_compute))
@@ -410,11 +409,11 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
         | ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet") => {
             // A StatefulSet's pods also get a claim volume per volumeClaimTemplate.
             let claim_templates: Vec<&str> = object
-                .pointer("/spec/volumeClaimTemplates")
+                .at("/spec/volumeClaimTemplates")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter_map(|claim| claim.pointer("/metadata/name").and_then(Value::as_str))
+                .filter_map(|claim| claim.at("/metadata/name").and_then(Value::as_str))
                 .collect();
             check_template(
                 object,
@@ -423,7 +422,7 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
                 &claim_templates,
                 &mut causes,
             );
-            if let Some(replicas) = object.pointer("/spec/replicas").and_then(Value::as_i64)
+            if let Some(replicas) = object.at("/spec/replicas").and_then(Value::as_i64)
                 && replicas < 0
             {
                 causes.push(Cause::invalid(
@@ -447,11 +446,7 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
             &mut causes,
         ),
         ("resource.k8s.io", "DeviceClass") => {
-            check_selectors(
-                object.pointer("/spec/selectors"),
-                "spec.selectors",
-                &mut causes,
-            );
+            check_selectors(object.at("/spec/selectors"), "spec.selectors", &mut causes);
             check_extended_resource_name(object, &mut causes);
         }
         ("resource.k8s.io", kind @ ("ResourceClaim" | "ResourceClaimTemplate")) => {
@@ -460,10 +455,10 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
             } else {
                 ("/spec/spec/devices/requests", "spec.spec.devices.requests")
             };
-            let requests = object.pointer(pointer).and_then(Value::as_array);
+            let requests = object.at(pointer).and_then(Value::as_array);
             for (i, request) in requests.into_iter().flatten().enumerate() {
                 check_selectors(
-                    request.pointer("/exactly/selectors"),
+                    request.at("/exactly/selectors"),
                     &format!("{path}[{i}].exactly.selectors"),
                     &mut causes,
                 );
@@ -491,7 +486,7 @@ pub fn validate(resource: Resource, object: &Value) -> Vec<Cause> {
 /// A DeviceClass's `spec.extendedResourceName` must be an extended resource name, as
 /// upstream's `validateDeviceClassSpec` requires.
 fn check_extended_resource_name(object: &Value, causes: &mut Vec<Cause>) {
-    let Some(value) = object.pointer("/spec/extendedResourceName") else {
+    let Some(value) = object.at("/spec/extendedResourceName") else {
         return;
     };
     let valid = value
@@ -515,7 +510,7 @@ fn check_selectors(selectors: Option<&Value>, path: &str, causes: &mut Vec<Cause
         .flatten()
         .enumerate()
     {
-        let Some(expression) = selector.pointer("/cel/expression").and_then(Value::as_str) else {
+        let Some(expression) = selector.at("/cel/expression").and_then(Value::as_str) else {
             continue;
         };
         if let Err(error) = tessera_dra::selector::Selector::compile(expression) {
@@ -544,7 +539,7 @@ fn check_template(
     claim_templates: &[&str],
     causes: &mut Vec<Cause>,
 ) {
-    if let Some(spec) = object.pointer(&format!("{pointer}/spec")) {
+    if let Some(spec) = object.at(&format!("{pointer}/spec")) {
         causes.extend(pod_spec::validate(
             spec,
             &format!("{path}.spec"),
@@ -562,7 +557,7 @@ fn check_job_template(object: &Value, pointer: &str, path: &str, causes: &mut Ve
     let template = format!("{pointer}/template");
     check_template(object, &template, &format!("{path}.template"), &[], causes);
     let given = object
-        .pointer(&format!("{template}/spec/restartPolicy"))
+        .at(&format!("{template}/spec/restartPolicy"))
         .and_then(Value::as_str)
         .unwrap_or("Always");
     if !matches!(given, "Never" | "OnFailure") {
@@ -629,12 +624,12 @@ fn objects_alike(
 /// Whether the old pod is scheduling-gated and the new nodeSelector keeps every old entry.
 fn gated_selector_grown(old: &Value, new: &Value) -> bool {
     let gated = old
-        .pointer("/spec/schedulingGates")
+        .at("/spec/schedulingGates")
         .and_then(Value::as_array)
         .is_some_and(|gates| !gates.is_empty());
     let empty = serde_json::Map::new();
     let selector = |pod: &Value| {
-        pod.pointer("/spec/nodeSelector")
+        pod.at("/spec/nodeSelector")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_else(|| empty.clone())
@@ -659,15 +654,12 @@ pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Caus
     }
     if (resource.group(), resource.kind()) == ("", "Pod") {
         // spec.nodeName may be set once (binding).
-        let node_name_mutable = old.pointer("/spec/nodeName").is_none();
+        let node_name_mutable = old.at("/spec/nodeName").is_none();
         // While gated, a pod's nodeSelector may gain entries (upstream's mutable scheduling
         // directives): compared as if the old spec had the new selector.
         let relaxed = gated_selector_grown(old, new).then(|| {
             let mut spec = old.get("spec").cloned().unwrap_or_default();
-            spec["nodeSelector"] = new
-                .pointer("/spec/nodeSelector")
-                .cloned()
-                .unwrap_or_default();
+            spec["nodeSelector"] = new.at("/spec/nodeSelector").cloned().unwrap_or_default();
             spec
         });
         let old_spec = relaxed.as_ref().or(old.get("spec"));
@@ -679,7 +671,7 @@ pub fn validate_update(resource: Resource, old: &Value, new: &Value) -> Vec<Caus
         }
     }
     if let (Some(old_selector), Some(new_selector)) =
-        (old.pointer("/spec/selector"), new.pointer("/spec/selector"))
+        (old.at("/spec/selector"), new.at("/spec/selector"))
         && resource.group() == "apps"
         && old_selector != new_selector
     {

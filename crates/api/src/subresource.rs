@@ -6,6 +6,7 @@
 //! Knows nothing about transactions, files or responses: the shell reads and writes.
 
 use serde_json::{Value, json};
+use tessera_model::json::Pointer as _;
 
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta::meta_str;
@@ -18,7 +19,7 @@ use crate::write::{Encoded, PatchBody};
 /// The node a Binding names, or 422.
 pub fn binding_target(name: &str, binding: &Value) -> ApiResult<String> {
     binding
-        .pointer("/target/name")
+        .at("/target/name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .map(str::to_string)
@@ -71,7 +72,7 @@ fn bind_shallow(
         ));
     }
     if let Some(annotations) = binding
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(Value::as_object)
         .filter(|a| !a.is_empty())
     {
@@ -146,7 +147,7 @@ impl ScalePaths {
                 .unwrap_or_default()
                 .to_string(),
             None => object
-                .pointer("/spec/selector/matchLabels")
+                .at("/spec/selector/matchLabels")
                 .and_then(Value::as_object)
                 .map(|m| {
                     m.iter()
@@ -166,9 +167,9 @@ impl ScalePaths {
                 "resourceVersion": meta_str(object, "resourceVersion"),
                 "creationTimestamp": meta_str(object, "creationTimestamp"),
             },
-            "spec": {"replicas": object.pointer(&self.spec_pointer).cloned().unwrap_or(json!(0))},
+            "spec": {"replicas": object.at(&self.spec_pointer).cloned().unwrap_or(json!(0))},
             "status": {
-                "replicas": object.pointer(&self.status_pointer).cloned().unwrap_or(json!(0)),
+                "replicas": object.at(&self.status_pointer).cloned().unwrap_or(json!(0)),
                 "selector": selector,
             },
         })
@@ -186,7 +187,7 @@ impl ScalePaths {
         }
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let replicas = patched
-            .pointer("/spec/replicas")
+            .at("/spec/replicas")
             .and_then(Value::as_i64)
             .filter(|r| *r >= 0)
             .ok_or_else(|| {
@@ -196,7 +197,7 @@ impl ScalePaths {
                     name,
                     vec![Cause::invalid(
                         "spec.replicas",
-                        patched.pointer("/spec/replicas").unwrap_or(&Value::Null),
+                        patched.at("/spec/replicas").unwrap_or(&Value::Null),
                         "must be greater than or equal to 0",
                     )],
                 )
@@ -224,7 +225,7 @@ pub fn scale_patch(content_type: &str, body: bytes::Bytes) -> ApiResult<PatchBod
 /// container or init container of the pod), else the pod's only container.
 pub fn log_container(pod: &Value, name: &str, query: &Query) -> ApiResult<String> {
     let names = |list: &str| -> Vec<String> {
-        pod.pointer(list)
+        pod.at(list)
             .and_then(Value::as_array)
             .map(|c| {
                 c.iter()

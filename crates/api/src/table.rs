@@ -4,6 +4,7 @@
 //! Pure functions of objects and the current time; knows nothing about storage or HTTP.
 
 use std::time::SystemTime;
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 
@@ -41,7 +42,7 @@ const fn int_col(name: &'static str, priority: u8, cell: Cell) -> Column {
 
 /// An IntOrString field as text: a number as its digits, "" when absent.
 fn int_or_string(value: &Value, pointer: &str) -> String {
-    match value.pointer(pointer) {
+    match value.at(pointer) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => String::new(),
         Some(other) => other.to_string(),
@@ -64,7 +65,7 @@ fn first_three(items: impl Iterator<Item = String>) -> String {
 
 /// A boolean field as kubectl prints it: `true` or `false`, absent read as false.
 fn flag(object: &Value, pointer: &str) -> Value {
-    let set = object.pointer(pointer).and_then(Value::as_bool) == Some(true);
+    let set = object.at(pointer).and_then(Value::as_bool) == Some(true);
     json!(set.to_string())
 }
 
@@ -72,7 +73,7 @@ fn flag(object: &Value, pointer: &str) -> Value {
 fn count(object: &Value, pointer: &str) -> Value {
     json!(
         object
-            .pointer(pointer)
+            .at(pointer)
             .and_then(Value::as_array)
             .map_or(0, Vec::len)
     )
@@ -116,7 +117,7 @@ fn containers_of(template_spec: Option<&Value>) -> Vec<&Value> {
 }
 
 fn template_containers(object: &Value, _: SystemTime) -> Value {
-    let names: Vec<&str> = containers_of(object.pointer("/spec/template/spec"))
+    let names: Vec<&str> = containers_of(object.at("/spec/template/spec"))
         .iter()
         .map(|c| text(c, "/name"))
         .collect();
@@ -124,7 +125,7 @@ fn template_containers(object: &Value, _: SystemTime) -> Value {
 }
 
 fn template_images(object: &Value, _: SystemTime) -> Value {
-    let images: Vec<&str> = containers_of(object.pointer("/spec/template/spec"))
+    let images: Vec<&str> = containers_of(object.at("/spec/template/spec"))
         .iter()
         .map(|c| text(c, "/image"))
         .collect();
@@ -132,7 +133,7 @@ fn template_images(object: &Value, _: SystemTime) -> Value {
 }
 
 fn selector(object: &Value, _: SystemTime) -> Value {
-    let Some(selector) = object.pointer("/spec/selector") else {
+    let Some(selector) = object.at("/spec/selector") else {
         return json!("<none>");
     };
     let mut parts = Vec::new();
@@ -185,32 +186,32 @@ pub fn pod_status(pod: &Value) -> String {
         reason = status_reason.to_string();
     }
     let statuses = |list: &str| -> Vec<Value> {
-        pod.pointer(&format!("/status/{list}"))
+        pod.at(&format!("/status/{list}"))
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default()
     };
     let mut initializing = false;
     let init_count = pod
-        .pointer("/spec/initContainers")
+        .at("/spec/initContainers")
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     for (index, status) in statuses("initContainerStatuses").iter().enumerate() {
         let terminated_ok = status
-            .pointer("/state/terminated/exitCode")
+            .at("/state/terminated/exitCode")
             .and_then(Value::as_i64)
             == Some(0);
         if terminated_ok {
             continue;
         }
-        if let Some(terminated) = status.pointer("/state/terminated") {
+        if let Some(terminated) = status.at("/state/terminated") {
             let r = text(terminated, "/reason");
             reason = if r.is_empty() {
                 format!("Init:ExitCode:{}", int_or_zero(terminated, "/exitCode"))
             } else {
                 format!("Init:{r}")
             };
-        } else if let Some(waiting) = status.pointer("/state/waiting")
+        } else if let Some(waiting) = status.at("/state/waiting")
             && !text(waiting, "/reason").is_empty()
             && text(waiting, "/reason") != "PodInitializing"
         {
@@ -224,11 +225,11 @@ pub fn pod_status(pod: &Value) -> String {
     if !initializing {
         let mut has_running = false;
         for status in statuses("containerStatuses").iter().rev() {
-            if let Some(waiting) = status.pointer("/state/waiting")
+            if let Some(waiting) = status.at("/state/waiting")
                 && !text(waiting, "/reason").is_empty()
             {
                 reason = text(waiting, "/reason").to_string();
-            } else if let Some(terminated) = status.pointer("/state/terminated") {
+            } else if let Some(terminated) = status.at("/state/terminated") {
                 let r = text(terminated, "/reason");
                 reason = if !r.is_empty() {
                     r.to_string()
@@ -238,7 +239,7 @@ pub fn pod_status(pod: &Value) -> String {
                     format!("ExitCode:{}", int_or_zero(terminated, "/exitCode"))
                 };
             } else if status.get("ready").and_then(Value::as_bool) == Some(true)
-                && status.pointer("/state/running").is_some()
+                && status.at("/state/running").is_some()
             {
                 has_running = true;
             }
@@ -259,11 +260,11 @@ pub fn pod_status(pod: &Value) -> String {
 
 fn pod_ready(pod: &Value, _: SystemTime) -> Value {
     let total = pod
-        .pointer("/spec/containers")
+        .at("/spec/containers")
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     let ready = pod
-        .pointer("/status/containerStatuses")
+        .at("/status/containerStatuses")
         .and_then(Value::as_array)
         .map_or(0, |s| {
             s.iter()
@@ -275,7 +276,7 @@ fn pod_ready(pod: &Value, _: SystemTime) -> Value {
 
 fn pod_restarts(pod: &Value, _: SystemTime) -> Value {
     let restarts: i64 = pod
-        .pointer("/status/containerStatuses")
+        .at("/status/containerStatuses")
         .and_then(Value::as_array)
         .map_or(0, |s| {
             s.iter().map(|c| int_or_zero(c, "/restartCount")).sum()
@@ -285,7 +286,7 @@ fn pod_restarts(pod: &Value, _: SystemTime) -> Value {
 
 fn node_status(node: &Value, _: SystemTime) -> Value {
     let ready = node
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
         .map(|c| text(c, "/status"));
@@ -294,7 +295,7 @@ fn node_status(node: &Value, _: SystemTime) -> Value {
         Some(_) => "NotReady".to_string(),
         None => "Unknown".to_string(),
     };
-    if node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+    if node.at("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
         status.push_str(",SchedulingDisabled");
     }
     json!(status)
@@ -302,7 +303,7 @@ fn node_status(node: &Value, _: SystemTime) -> Value {
 
 fn node_roles(node: &Value, _: SystemTime) -> Value {
     let mut roles: Vec<String> = node
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .map(|labels| {
             labels
@@ -326,7 +327,7 @@ fn node_roles(node: &Value, _: SystemTime) -> Value {
 
 fn node_address(node: &Value, kind: &str) -> Value {
     let address = node
-        .pointer("/status/addresses")
+        .at("/status/addresses")
         .and_then(Value::as_array)
         .and_then(|a| a.iter().find(|a| a["type"] == kind))
         .map(|a| text(a, "/address"))
@@ -336,7 +337,7 @@ fn node_address(node: &Value, kind: &str) -> Value {
 
 fn service_ports(service: &Value, _: SystemTime) -> Value {
     let ports: Vec<String> = service
-        .pointer("/spec/ports")
+        .at("/spec/ports")
         .and_then(Value::as_array)
         .map(|ports| {
             ports
@@ -393,7 +394,7 @@ fn event_first_seen(event: &Value, now: SystemTime) -> Value {
 
 fn job_status(job: &Value, _: SystemTime) -> Value {
     let conditions = job
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -420,11 +421,11 @@ fn job_status(job: &Value, _: SystemTime) -> Value {
 
 fn job_completions(job: &Value, _: SystemTime) -> Value {
     let succeeded = int_or_zero(job, "/status/succeeded");
-    match job.pointer("/spec/completions").and_then(Value::as_i64) {
+    match job.at("/spec/completions").and_then(Value::as_i64) {
         Some(completions) => json!(format!("{succeeded}/{completions}")),
         None => {
             let parallelism = job
-                .pointer("/spec/parallelism")
+                .at("/spec/parallelism")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             if parallelism > 1 {
@@ -438,14 +439,14 @@ fn job_completions(job: &Value, _: SystemTime) -> Value {
 
 fn job_duration(job: &Value, now: SystemTime) -> Value {
     let Some(start) = job
-        .pointer("/status/startTime")
+        .at("/status/startTime")
         .and_then(Value::as_str)
         .and_then(parse_timestamp)
     else {
         return json!("");
     };
     let end = job
-        .pointer("/status/completionTime")
+        .at("/status/completionTime")
         .and_then(Value::as_str)
         .and_then(parse_timestamp)
         .unwrap_or(now);
@@ -521,7 +522,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             col("Readiness Gates", 1, |p, _| {
                 let gates = p
-                    .pointer("/spec/readinessGates")
+                    .at("/spec/readinessGates")
                     .and_then(Value::as_array)
                     .map_or(0, Vec::len);
                 if gates == 0 {
@@ -562,7 +563,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Cluster-IP", 0, |s, _| or_none(text(s, "/spec/clusterIP"))),
             col("External-IP", 0, |s, _| {
                 let ips: Vec<String> = s
-                    .pointer("/spec/externalIPs")
+                    .at("/spec/externalIPs")
                     .and_then(Value::as_array)
                     .map(|a| {
                         a.iter()
@@ -682,7 +683,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             col("Node Selector", 0, |d, _| {
                 let pairs: Vec<String> = d
-                    .pointer("/spec/template/spec/nodeSelector")
+                    .at("/spec/template/spec/nodeSelector")
                     .and_then(Value::as_object)
                     .map(|m| {
                         m.iter()
@@ -713,7 +714,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Timezone", 0, |c, _| or_none(text(c, "/spec/timeZone"))),
             col("Suspend", 0, |c, _| {
                 json!(
-                    c.pointer("/spec/suspend")
+                    c.at("/spec/suspend")
                         .and_then(Value::as_bool)
                         .unwrap_or(false)
                         .to_string()
@@ -722,10 +723,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             int_col("Active", 0, |c, _| count(c, "/status/active")),
             col("Last Schedule", 0, |c, now| {
-                match c
-                    .pointer("/status/lastScheduleTime")
-                    .and_then(Value::as_str)
-                {
+                match c.at("/status/lastScheduleTime").and_then(Value::as_str) {
                     Some(t) => json!(since(Some(t), now)),
                     None => json!("<none>"),
                 }
@@ -735,14 +733,14 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ("policy", "PodDisruptionBudget") => vec![
             col("Name", 0, name),
             col("Min Available", 0, |p, _| {
-                json!(if p.pointer("/spec/minAvailable").is_some() {
+                json!(if p.at("/spec/minAvailable").is_some() {
                     int_or_string(p, "/spec/minAvailable")
                 } else {
                     "N/A".into()
                 })
             }),
             col("Max Unavailable", 0, |p, _| {
-                json!(if p.pointer("/spec/maxUnavailable").is_some() {
+                json!(if p.at("/spec/maxUnavailable").is_some() {
                     int_or_string(p, "/spec/maxUnavailable")
                 } else {
                     "N/A".into()
@@ -798,7 +796,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Name", 0, name),
             col("Pod-Selector", 0, |n, _| {
                 let pairs: Vec<String> = n
-                    .pointer("/spec/podSelector/matchLabels")
+                    .at("/spec/podSelector/matchLabels")
                     .and_then(Value::as_object)
                     .map(|m| {
                         m.iter()
@@ -828,7 +826,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Name", 0, name),
             col("AttachRequired", 0, |d, _| {
                 json!(
-                    d.pointer("/spec/attachRequired")
+                    d.at("/spec/attachRequired")
                         .and_then(Value::as_bool)
                         .unwrap_or(true)
                         .to_string()
@@ -840,7 +838,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             col("TokenRequests", 0, |d, _| {
                 let audiences: Vec<&str> = d
-                    .pointer("/spec/tokenRequests")
+                    .at("/spec/tokenRequests")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
@@ -857,7 +855,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             }),
             col("Modes", 0, |d, _| {
                 let modes: Vec<&str> = d
-                    .pointer("/spec/volumeLifecycleModes")
+                    .at("/spec/volumeLifecycleModes")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
@@ -876,7 +874,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 ]
                 .iter()
                 .any(|key| {
-                    s.pointer("/metadata/annotations")
+                    s.at("/metadata/annotations")
                         .and_then(|a| a.get(*key))
                         .and_then(Value::as_str)
                         == Some("true")
@@ -925,7 +923,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Targets", 0, |h, _| json!(hpa_targets(h))),
             col("MinPods", 0, |h, _| {
                 json!(
-                    h.pointer("/spec/minReplicas")
+                    h.at("/spec/minReplicas")
                         .and_then(Value::as_i64)
                         .map_or_else(|| "<unset>".to_string(), |n| n.to_string())
                 )
@@ -942,9 +940,9 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ("resource.k8s.io", "ResourceClaim") => vec![
             col("Name", 0, name),
             col("State", 0, |c, _| {
-                let allocated = c.pointer("/status/allocation").is_some();
+                let allocated = c.at("/status/allocation").is_some();
                 let reserved = c
-                    .pointer("/status/reservedFor")
+                    .at("/status/reservedFor")
                     .and_then(Value::as_array)
                     .is_some_and(|r| !r.is_empty());
                 json!(match (allocated, reserved) {
@@ -1052,14 +1050,14 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
 /// `formatHPAMetrics` prints them.
 fn hpa_targets(hpa: &Value) -> String {
     let specs = hpa
-        .pointer("/spec/metrics")
+        .at("/spec/metrics")
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
     if specs.is_empty() {
         return "<none>".into();
     }
     let statuses = hpa
-        .pointer("/status/currentMetrics")
+        .at("/status/currentMetrics")
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
     const MAXIMUM: usize = 2;
@@ -1083,10 +1081,10 @@ fn hpa_targets(hpa: &Value) -> String {
                 .filter(|s| !s.is_null());
             let reading = |name: &str| {
                 current
-                    .and_then(|c| c.pointer(&format!("/current/{name}")))
+                    .and_then(|c| c.at(&format!("/current/{name}")))
                     .map(quantity_text)
             };
-            let target = |name: &str| source.pointer(&format!("/target/{name}"));
+            let target = |name: &str| source.at(&format!("/target/{name}"));
             let unknown = || "<unknown>".to_string();
             match field {
                 "external" | "object" => match target("averageValue") {
@@ -1121,10 +1119,9 @@ fn hpa_targets(hpa: &Value) -> String {
                             let percent = |v: Option<&Value>| {
                                 v.and_then(Value::as_i64).map(|n| format!("{n}%"))
                             };
-                            let now = percent(
-                                current.and_then(|c| c.pointer("/current/averageUtilization")),
-                            )
-                            .unwrap_or_else(unknown);
+                            let now =
+                                percent(current.and_then(|c| c.at("/current/averageUtilization")))
+                                    .unwrap_or_else(unknown);
                             let goal = percent(target("averageUtilization"))
                                 .unwrap_or_else(|| "<auto>".into());
                             format!("{name}: {now}/{goal}")

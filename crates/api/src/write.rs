@@ -9,6 +9,7 @@
 //! decided here.
 
 use std::time::{Duration, SystemTime};
+use tessera_model::json::Pointer as _;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -759,8 +760,8 @@ pub fn pod_grace_seconds(
     if (resource.group(), resource.kind()) != ("", "Pod") {
         return 0;
     }
-    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str);
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    let node = pod.at("/spec/nodeName").and_then(Value::as_str);
+    let phase = pod.at("/status/phase").and_then(Value::as_str);
     let runs = node.is_some_and(node_exists) && !matches!(phase, Some("Succeeded" | "Failed"));
     if !runs {
         return 0;
@@ -768,7 +769,7 @@ pub fn pod_grace_seconds(
     options
         .grace_period_seconds
         .or_else(|| {
-            pod.pointer("/spec/terminationGracePeriodSeconds")
+            pod.at("/spec/terminationGracePeriodSeconds")
                 .and_then(Value::as_i64)
         })
         .unwrap_or(30)
@@ -789,7 +790,7 @@ pub fn namespace_finalizers(namespace: &Value) -> Vec<String> {
 pub fn holds_deletion(resource: Resource, object: &Value) -> bool {
     let kubelet = (resource.group(), resource.kind()) == ("", "Pod")
         && object
-            .pointer("/metadata/deletionGracePeriodSeconds")
+            .at("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64)
             .is_some_and(|grace| grace > 0);
     let namespace = is_namespace(resource) && !namespace_finalizers(object).is_empty();
@@ -864,7 +865,7 @@ pub fn merge_update(resource: Resource, current: &Value, requested: Value, part:
     }
     if !spec_of(current).eq(spec_of(&next)) {
         let generation = current
-            .pointer("/metadata/generation")
+            .at("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         metadata_mut(&mut next).insert("generation".into(), json!(generation + 1));
@@ -902,7 +903,7 @@ mod tests {
         let namespaces = Resource::find("", "v1", "namespaces").expect("namespaces are served");
         let name_label = |object: &Value| {
             object
-                .pointer("/metadata/labels/kubernetes.io~1metadata.name")
+                .at("/metadata/labels/kubernetes.io~1metadata.name")
                 .cloned()
         };
         let table = [
@@ -1020,6 +1021,6 @@ mod tests {
             meta_str(&object, "creationTimestamp"),
             Some(meta::timestamp(now).as_str())
         );
-        assert_eq!(object.pointer("/metadata/generation"), Some(&json!(1)));
+        assert_eq!(object.at("/metadata/generation"), Some(&json!(1)));
     }
 }

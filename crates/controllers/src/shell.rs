@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use tessera_model::json::Pointer as _;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
@@ -133,7 +134,7 @@ fn events_request(namespace: &str) -> kube::core::Request {
 /// server instead.
 async fn create_event(client: &Client, event: &Value) -> Result<(), kube::Error> {
     let namespace = event
-        .pointer("/metadata/namespace")
+        .at("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("default");
     let create = |event: &Value| {
@@ -146,7 +147,7 @@ async fn create_event(client: &Client, event: &Value) -> Result<(), kube::Error>
         Err(kube::Error::Api(status)) if status.code == 409 => {
             let mut renamed = event.clone();
             let object = event
-                .pointer("/involvedObject/name")
+                .at("/involvedObject/name")
                 .and_then(Value::as_str)
                 .unwrap_or("event");
             renamed["metadata"] =

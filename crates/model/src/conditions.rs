@@ -3,12 +3,13 @@
 //!
 //! Time is an input: a setter is handed the timestamp to record; nothing here reads a clock.
 
+use crate::json::Pointer as _;
 use serde_json::{Value, json};
 
 /// The condition of type `kind` in `object`'s `status.conditions`, whatever its status.
 pub fn find<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
     object
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)?
         .iter()
         .find(|c| c["type"] == kind)
@@ -28,7 +29,7 @@ pub fn pod_is_ready(pod: &Value) -> bool {
 /// `isRunningAndReady`): phase `Running` and the `Ready` condition `"True"`. A pod restarting
 /// in place may still show `Ready` from before, so the phase is checked too.
 pub fn pod_is_running_and_ready(pod: &Value) -> bool {
-    pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running") && pod_is_ready(pod)
+    pod.at("/status/phase").and_then(Value::as_str) == Some("Running") && pod_is_ready(pod)
 }
 
 /// Sets the condition of type `kind` in `conditions` (a `status.conditions` list) to

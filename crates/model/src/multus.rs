@@ -9,6 +9,7 @@
 //! Pure parsing and formatting; knows nothing about NetworkAttachmentDefinitions, the
 //! topology's networks or who hands out addresses.
 
+use crate::json::Pointer as _;
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
@@ -212,7 +213,7 @@ pub struct NetworkStatus {
 /// A pod's attachments as its network-status annotation reports them; none when it has no
 /// such annotation or one that does not parse.
 pub fn network_statuses(pod: &Value) -> Vec<NetworkStatus> {
-    pod.pointer("/metadata/annotations")
+    pod.at("/metadata/annotations")
         .and_then(|a| a.get(NETWORK_STATUS_ANNOTATION))
         .and_then(Value::as_str)
         .and_then(|text| serde_json::from_str(text).ok())

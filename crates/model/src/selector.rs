@@ -1,6 +1,7 @@
 //! Matching `metav1.LabelSelector`s (matchLabels and matchExpressions) against labels, as
 //! workload controllers, disruption budgets and the API server all need. Pure.
 
+use crate::json::Pointer as _;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -74,7 +75,7 @@ pub fn matches_typed(selector: &LabelSelector, labels: &BTreeMap<String, String>
 /// The labels of an object given as JSON.
 pub fn labels(object: &Value) -> BTreeMap<String, String> {
     object
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .map(|l| {
             l.iter()

@@ -11,6 +11,7 @@
 //! check (upstream stops after a second; here the 3000-pod limit bounds it).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use tessera_model::json::Pointer as _;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -149,7 +150,7 @@ pub fn pod_template_path(group: &str, resource: &str) -> Option<&'static str> {
 
 fn labels_of(namespace: &Value) -> BTreeMap<String, String> {
     namespace
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .map(|labels| {
             labels
@@ -225,7 +226,7 @@ impl PodSecurity {
     /// Upstream's first short cuts: an exempt namespace, then an exempt user.
     fn exempt_request(&self, namespace: &Value, user: &str) -> Option<Decision> {
         let name = namespace
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let reason = if self.exempt_namespace(name) {
@@ -309,7 +310,7 @@ impl PodSecurity {
         {
             return Decision::allowed();
         }
-        let Some(template) = object.pointer(path).filter(|t| !t.is_null()) else {
+        let Some(template) = object.at(path).filter(|t| !t.is_null()) else {
             return Decision::allowed();
         };
         match read_parts(template.get("metadata"), template.get("spec")) {
@@ -397,7 +398,7 @@ impl PodSecurity {
             return Ok(NamespaceDecision::default());
         }
         let name = namespace
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let labels = labels_of(namespace);

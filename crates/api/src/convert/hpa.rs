@@ -16,6 +16,7 @@
 //! Works on JSON values; annotations that do not parse are ignored, as upstream ignores them.
 
 use serde_json::{Map, Value, json};
+use tessera_model::json::Pointer as _;
 
 /// `autoscaling.MetricSpecsAnnotation`.
 pub const METRIC_SPECS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
@@ -124,7 +125,7 @@ pub fn v2_to_v1(object: Value) -> Value {
         if let Some(cpu) = metrics
             .iter()
             .find(|m| is_resource_on_cpu(m))
-            .and_then(|m| m.pointer("/resource/target/averageUtilization"))
+            .and_then(|m| m.at("/resource/target/averageUtilization"))
             .filter(|v| !v.is_null())
         {
             spec.insert("targetCPUUtilizationPercentage".into(), cpu.clone());
@@ -133,7 +134,7 @@ pub fn v2_to_v1(object: Value) -> Value {
             .iter()
             .filter(|m| {
                 !(is_resource_on_cpu(m)
-                    && m.pointer("/resource/target/averageUtilization")
+                    && m.at("/resource/target/averageUtilization")
                         .is_some_and(|v| !v.is_null()))
             })
             .map(metric_spec_to_v1)
@@ -168,7 +169,7 @@ pub fn v2_to_v1(object: Value) -> Value {
         if let Some(cpu) = current
             .iter()
             .filter(|m| is_resource_on_cpu(m))
-            .filter_map(|m| m.pointer("/resource/current/averageUtilization"))
+            .filter_map(|m| m.at("/resource/current/averageUtilization"))
             .rfind(|v| !v.is_null())
         {
             status.insert("currentCPUUtilizationPercentage".into(), cpu.clone());
@@ -262,7 +263,7 @@ fn quantity_or_zero(value: Option<&Value>) -> Option<&Value> {
 
 fn is_resource_on_cpu(metric: &Value) -> bool {
     metric.get("type").and_then(Value::as_str) == Some("Resource")
-        && metric.pointer("/resource/name").and_then(Value::as_str) == Some("cpu")
+        && metric.at("/resource/name").and_then(Value::as_str) == Some("cpu")
 }
 
 fn cpu_metric(utilization: Value) -> Value {
@@ -288,8 +289,8 @@ fn metric_spec_to_v1(metric: &Value) -> Value {
     let Some(source) = metric.get(&field) else {
         return json!({"type": kind});
     };
-    let target = |name: &str| source.pointer(&format!("/target/{name}"));
-    let metric_id = |name: &str| source.pointer(&format!("/metric/{name}"));
+    let target = |name: &str| source.at(&format!("/target/{name}"));
+    let metric_id = |name: &str| source.at(&format!("/metric/{name}"));
     let converted = match kind {
         "Resource" => object(&[
             ("name", source.get("name")),
@@ -417,8 +418,8 @@ fn metric_status_to_v1(metric: &Value) -> Value {
     let Some(source) = metric.get(&field) else {
         return json!({"type": kind});
     };
-    let current = |name: &str| source.pointer(&format!("/current/{name}"));
-    let metric_id = |name: &str| source.pointer(&format!("/metric/{name}"));
+    let current = |name: &str| source.at(&format!("/current/{name}"));
+    let metric_id = |name: &str| source.at(&format!("/metric/{name}"));
     let converted = match kind {
         "Resource" => object(&[
             ("name", source.get("name")),

@@ -23,6 +23,7 @@ mod cases;
 mod tests;
 
 use std::collections::BTreeSet;
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Map, Value, json};
 
@@ -97,7 +98,7 @@ impl Managed {
 /// The `managedFields` of an object.
 pub fn managed(object: &Value) -> Vec<Managed> {
     object
-        .pointer("/metadata/managedFields")
+        .at("/metadata/managedFields")
         .and_then(Value::as_array)
         .map(|entries| {
             entries
@@ -323,7 +324,7 @@ fn raw_entries_before(old: &Value, new: &mut Value, subresource: Option<&str>) -
     match requested {
         Some(entries) if subresource.is_none() => entries,
         _ => old
-            .pointer("/metadata/managedFields")
+            .at("/metadata/managedFields")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default(),

@@ -16,6 +16,7 @@
 //! concern, as upstream.
 
 use std::collections::BTreeSet;
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 use tessera_model::Quantity;
@@ -42,7 +43,7 @@ pub fn validate_update(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
     match kind {
         "ClusterQueue" => {
             let mut causes = cluster_queue(new, Some(old));
-            let policy = |o: &Value| o.pointer("/spec/concurrentAdmissionPolicy").cloned();
+            let policy = |o: &Value| o.at("/spec/concurrentAdmissionPolicy").cloned();
             if policy(old) != policy(new) {
                 causes.push(Cause::invalid(
                     "spec.concurrentAdmissionPolicy",
@@ -77,7 +78,7 @@ fn immutable_pod_sets(old: &Value, new: &Value) -> Vec<Cause> {
     if old_sets.len() != new_sets.len() {
         return vec![Cause::invalid(
             "spec.podSets",
-            new.pointer("/spec/podSets").unwrap_or(&Value::Null),
+            new.at("/spec/podSets").unwrap_or(&Value::Null),
             "field is immutable",
         )];
     }
@@ -104,14 +105,14 @@ fn immutable_pod_sets(old: &Value, new: &Value) -> Vec<Cause> {
 
 fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
     value
-        .pointer(pointer)
+        .at(pointer)
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
 
 fn list<'v>(value: &'v Value, pointer: &str) -> &'v [Value] {
     value
-        .pointer(pointer)
+        .at(pointer)
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
 }
@@ -148,7 +149,7 @@ fn cluster_queue(object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let groups = list(object, "/spec/resourceGroups");
     let mut causes = resource_groups(groups, &rules);
     causes.extend(namespace_selector(object));
-    if let Some(preemption) = object.pointer("/spec/preemption")
+    if let Some(preemption) = object.at("/spec/preemption")
         && text(preemption, "/reclaimWithinCohort") == "Never"
         && preemption.get("borrowWithinCohort").is_some()
         && text(preemption, "/borrowWithinCohort/policy") != "Never"
@@ -159,7 +160,7 @@ fn cluster_queue(object: &Value, old: Option<&Value>) -> Vec<Cause> {
             "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never",
         ));
     }
-    if let Some(fungibility) = object.pointer("/spec/flavorFungibility")
+    if let Some(fungibility) = object.at("/spec/flavorFungibility")
         && let Some(preference) = fungibility.get("preference").and_then(Value::as_str)
         && (text(fungibility, "/whenCanBorrow") != "TryNextFlavor"
             || text(fungibility, "/whenCanPreempt") != "TryNextFlavor")
@@ -262,7 +263,7 @@ fn namespace_selector(object: &Value) -> Vec<Cause> {
     let at = "spec.namespaceSelector";
     let mut causes = Vec::new();
     if let Some(labels) = object
-        .pointer("/spec/namespaceSelector/matchLabels")
+        .at("/spec/namespaceSelector/matchLabels")
         .and_then(Value::as_object)
     {
         causes.extend(labels_valid(labels, &format!("{at}.matchLabels")));
@@ -317,10 +318,7 @@ fn cohort(object: &Value) -> Vec<Cause> {
 }
 
 fn fair_sharing(object: &Value, path: &str) -> Vec<Cause> {
-    let Some(weight) = object
-        .pointer("/spec/fairSharing/weight")
-        .and_then(quantity)
-    else {
+    let Some(weight) = object.at("/spec/fairSharing/weight").and_then(quantity) else {
         return Vec::new();
     };
     if weight.nanos() < 0 {
@@ -420,10 +418,7 @@ fn flavor_quotas(flavor: &Value, covered: &[Value], rules: &QuotaRules, at: &str
 
 fn resource_flavor(object: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
-    if let Some(labels) = object
-        .pointer("/spec/nodeLabels")
-        .and_then(Value::as_object)
-    {
+    if let Some(labels) = object.at("/spec/nodeLabels").and_then(Value::as_object) {
         causes.extend(labels_valid(labels, "spec.nodeLabels"));
     }
     let mut seen = BTreeSet::new();
@@ -505,7 +500,7 @@ fn workload(object: &Value) -> Vec<Cause> {
             {
                 for kind in ["requests", "limits"] {
                     causes.extend(reserved_pods(
-                        container.pointer(&format!("/resources/{kind}")),
+                        container.at(&format!("/resources/{kind}")),
                         &format!("{at}.{containers}[{position}].resources.{kind}"),
                     ));
                 }
@@ -513,7 +508,7 @@ fn workload(object: &Value) -> Vec<Cause> {
         }
         for kind in ["requests", "limits"] {
             causes.extend(reserved_pods(
-                pod_set.pointer(&format!("/template/spec/resources/{kind}")),
+                pod_set.at(&format!("/template/spec/resources/{kind}")),
                 &format!("{at}.resources.{kind}"),
             ));
         }
@@ -534,7 +529,7 @@ fn workload(object: &Value) -> Vec<Cause> {
         .map(|p| p.get("name").and_then(Value::as_str).unwrap_or("main"))
         .collect();
     if quota_reserved(object) {
-        match object.pointer("/status/admission") {
+        match object.at("/status/admission") {
             None => causes.push(Cause::required_because(
                 "status.admission",
                 "must be set while the QuotaReserved condition is true",

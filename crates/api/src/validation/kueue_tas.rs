@@ -13,6 +13,7 @@
 //! upstream's. The pairing check of PodSet groups across templates is not ported.
 
 use std::collections::BTreeMap;
+use tessera_model::json::Pointer as _;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -44,7 +45,7 @@ pub fn validate(group: &str, kind: &str, object: &Value) -> Vec<Cause> {
     let templates = templates(group, kind, object);
     let managed = || {
         object
-            .pointer("/metadata/labels")
+            .at("/metadata/labels")
             .and_then(|labels| labels.get(tessera_model::kueue::QUEUE_NAME_LABEL))
             .and_then(Value::as_str)
             .is_some_and(|name| !name.is_empty())
@@ -70,21 +71,21 @@ fn int(value: Option<&Value>, default: i64) -> i64 {
 
 fn templates<'a>(group: &str, kind: &str, object: &'a Value) -> Vec<Template<'a>> {
     let null = &Value::Null;
-    let at = |value: &'a Value, pointer: &str| value.pointer(pointer).unwrap_or(null);
+    let at = |value: &'a Value, pointer: &str| value.at(pointer).unwrap_or(null);
     match (group, kind) {
         ("batch", "Job") => vec![Template {
             path: "spec.template.metadata".into(),
             metadata: at(object, "/spec/template/metadata"),
             // Kueue's `podsCount`: the parallelism, or fewer completions.
-            count: match object.pointer("/spec/completions").and_then(Value::as_i64) {
-                Some(completions) => completions.min(int(object.pointer("/spec/parallelism"), 1)),
-                None => int(object.pointer("/spec/parallelism"), 1),
+            count: match object.at("/spec/completions").and_then(Value::as_i64) {
+                Some(completions) => completions.min(int(object.at("/spec/parallelism"), 1)),
+                None => int(object.at("/spec/parallelism"), 1),
             },
         }],
         ("apps", "StatefulSet") => vec![Template {
             path: "spec.template.metadata".into(),
             metadata: at(object, "/spec/template/metadata"),
-            count: int(object.pointer("/spec/replicas"), 1),
+            count: int(object.at("/spec/replicas"), 1),
         }],
         ("", "Pod") => vec![Template {
             path: "metadata".into(),
@@ -92,7 +93,7 @@ fn templates<'a>(group: &str, kind: &str, object: &'a Value) -> Vec<Template<'a>
             count: 1,
         }],
         ("jobset.x-k8s.io", "JobSet") => object
-            .pointer("/spec/replicatedJobs")
+            .at("/spec/replicatedJobs")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -101,18 +102,18 @@ fn templates<'a>(group: &str, kind: &str, object: &'a Value) -> Vec<Template<'a>
                 path: format!("spec.replicatedJobs[{i}].template.spec.template.metadata"),
                 metadata: at(job, "/template/spec/template/metadata"),
                 count: int(job.get("replicas"), 1)
-                    .saturating_mul(int(job.pointer("/template/spec/parallelism"), 1)),
+                    .saturating_mul(int(job.at("/template/spec/parallelism"), 1)),
             })
             .collect(),
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => {
-            let size = int(object.pointer("/spec/leaderWorkerTemplate/size"), 1);
+            let size = int(object.at("/spec/leaderWorkerTemplate/size"), 1);
             let mut templates = vec![Template {
                 path: "spec.leaderWorkerTemplate.workerTemplate.metadata".into(),
                 metadata: at(object, "/spec/leaderWorkerTemplate/workerTemplate/metadata"),
                 count: size - 1,
             }];
             if object
-                .pointer("/spec/leaderWorkerTemplate/leaderTemplate")
+                .at("/spec/leaderWorkerTemplate/leaderTemplate")
                 .is_some()
             {
                 templates.insert(

@@ -19,6 +19,7 @@ mod volumes;
 pub use formats::dns_subdomain;
 
 use std::collections::BTreeSet;
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 
@@ -409,11 +410,9 @@ fn check_handler(handler: &Value, at: &str, lifecycle: bool, causes: &mut Vec<Ca
 fn check_limits_cover_requests(container: &Value, at: &str, causes: &mut Vec<Cause>) {
     let (Some(requests), Some(limits)) = (
         container
-            .pointer("/resources/requests")
+            .at("/resources/requests")
             .and_then(Value::as_object),
-        container
-            .pointer("/resources/limits")
-            .and_then(Value::as_object),
+        container.at("/resources/limits").and_then(Value::as_object),
     ) else {
         return;
     };

@@ -5,6 +5,7 @@
 //! Knows nothing about webhooks, Workloads or the API: `tessera-api` defaults and validates
 //! pods with these, `tessera-queue` builds their Workloads.
 
+use crate::json::Pointer as _;
 use serde_json::Value;
 
 use super::go_shape::{self, string};
@@ -42,7 +43,7 @@ pub const PREBUILT_WORKLOAD: &str = "kueue.x-k8s.io/prebuilt-workload-name";
 /// A label of an object, if set.
 pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(|l| l.get(key))
         .and_then(Value::as_str)
 }
@@ -50,7 +51,7 @@ pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
 /// An annotation of an object, if set.
 pub fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(key))
         .and_then(Value::as_str)
 }
@@ -80,7 +81,7 @@ pub fn lws_group_index(pod: &Value) -> Option<&str> {
 
 /// Whether the pod carries Kueue's admission gate.
 pub fn gated(pod: &Value) -> bool {
-    pod.pointer("/spec/schedulingGates")
+    pod.at("/spec/schedulingGates")
         .and_then(Value::as_array)
         .is_some_and(|gates| gates.iter().any(|g| g["name"] == ADMISSION_GATE))
 }
@@ -227,7 +228,7 @@ fn containers(value: Option<&Value>) -> String {
                 }
                 _ => "null".into(),
             };
-            let requests = quantities(container.pointer("/resources/requests"));
+            let requests = quantities(container.at("/resources/requests"));
             format!("{{\"ports\":{ports},\"resources\":{{\"requests\":{requests}}}}}")
         })
         .collect();

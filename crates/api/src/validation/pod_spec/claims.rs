@@ -6,6 +6,7 @@
 //! Knows nothing about whether the claims or templates named exist.
 
 use std::collections::BTreeSet;
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 
@@ -80,10 +81,7 @@ pub fn check_container_claims(
     pod_claims: &BTreeSet<&str>,
     causes: &mut Vec<Cause>,
 ) {
-    let Some(claims) = container
-        .pointer("/resources/claims")
-        .and_then(Value::as_array)
-    else {
+    let Some(claims) = container.at("/resources/claims").and_then(Value::as_array) else {
         return;
     };
     let mut seen = BTreeSet::new();

@@ -7,6 +7,7 @@
 //! claims, secrets or config maps named exist.
 
 use std::collections::{BTreeMap, BTreeSet};
+use tessera_model::json::Pointer as _;
 
 use serde_json::{Value, json};
 
@@ -199,7 +200,7 @@ pub fn check_mounts(container: &Value, at: &str, known: &Known, causes: &mut Vec
     let mounts_path = format!("{at}.volumeMounts");
     let mut mount_points = BTreeSet::new();
     let privileged = container
-        .pointer("/securityContext/privileged")
+        .at("/securityContext/privileged")
         .and_then(Value::as_bool)
         == Some(true);
     for (index, mount) in items(container, "volumeMounts").iter().enumerate() {
