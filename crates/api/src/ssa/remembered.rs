@@ -55,13 +55,13 @@ pub fn fields_v1_of_remembered(object: &Value, schema: Schema<'_>) -> Value {
 
 fn fingerprint(object: &Value, seed: u64) -> u64 {
     let mut hasher = foldhash::quality::FixedState::with_seed(seed).build_hasher();
-    shape(object, &mut hasher);
+    shape(object, &mut hasher, false);
     hasher.finish()
 }
 
-/// What the field set reads of a value under a map key: its kind, and for maps their keys
-/// and what is under them; lists whole.
-fn shape(value: &Value, hasher: &mut impl Hasher) {
+/// What the field set reads of a value: under map keys the kind of each value (`whole`
+/// false), in lists everything (`whole` true).
+fn shape(value: &Value, hasher: &mut impl Hasher, whole: bool) {
     match value {
         Value::Object(map) => {
             hasher.write_u8(b'{');
@@ -69,56 +69,38 @@ fn shape(value: &Value, hasher: &mut impl Hasher) {
             for (key, child) in map {
                 hasher.write_usize(key.len());
                 hasher.write(key.as_bytes());
-                shape(child, hasher);
+                shape(child, hasher, whole);
             }
         }
         Value::Array(items) => {
             hasher.write_u8(b'[');
             hasher.write_usize(items.len());
             for item in items {
-                whole(item, hasher);
+                shape(item, hasher, true);
             }
         }
         Value::Null => hasher.write_u8(b'n'),
-        Value::Bool(_) => hasher.write_u8(b'b'),
-        Value::Number(_) => hasher.write_u8(b'0'),
-        Value::String(_) => hasher.write_u8(b's'),
-    }
-}
-
-/// A value with everything in it.
-fn whole(value: &Value, hasher: &mut impl Hasher) {
-    match value {
-        Value::Object(map) => {
-            hasher.write_u8(b'{');
-            hasher.write_usize(map.len());
-            for (key, child) in map {
-                hasher.write_usize(key.len());
-                hasher.write(key.as_bytes());
-                whole(child, hasher);
-            }
-        }
-        Value::Array(items) => {
-            hasher.write_u8(b'[');
-            hasher.write_usize(items.len());
-            for item in items {
-                whole(item, hasher);
-            }
-        }
-        Value::Null => hasher.write_u8(b'n'),
-        Value::Bool(b) => hasher.write_u8(if *b { b't' } else { b'f' }),
+        Value::Bool(b) => hasher.write_u8(match (whole, b) {
+            (false, _) => b'b',
+            (true, true) => b't',
+            (true, false) => b'f',
+        }),
         Value::Number(number) => {
             hasher.write_u8(b'0');
-            match (number.as_u64(), number.as_i64(), number.as_f64()) {
-                (Some(n), _, _) => hasher.write_u64(n),
-                (None, Some(n), _) => hasher.write_i64(n),
-                (None, None, n) => hasher.write_u64(n.unwrap_or(f64::NAN).to_bits()),
+            if whole {
+                match (number.as_u64(), number.as_i64(), number.as_f64()) {
+                    (Some(n), _, _) => hasher.write_u64(n),
+                    (None, Some(n), _) => hasher.write_i64(n),
+                    (None, None, n) => hasher.write_u64(n.unwrap_or(f64::NAN).to_bits()),
+                }
             }
         }
         Value::String(text) => {
             hasher.write_u8(b's');
-            hasher.write_usize(text.len());
-            hasher.write(text.as_bytes());
+            if whole {
+                hasher.write_usize(text.len());
+                hasher.write(text.as_bytes());
+            }
         }
     }
 }
@@ -190,6 +172,8 @@ mod tests {
         assert_ne!(fp(&json!({"l": ["x"]})), fp(&json!({"l": ["y"]})));
         assert_ne!(fp(&json!({"l": [{"k": 1}]})), fp(&json!({"l": [{"k": 2}]})));
         assert_ne!(fp(&json!({"l": [1]})), fp(&json!({"l": [-1]})));
+        assert_ne!(fp(&json!({"l": [true]})), fp(&json!({"l": [false]})));
+        assert_eq!(fp(&json!({"a": true})), fp(&json!({"a": false})));
     }
 
     #[test]
