@@ -2,7 +2,6 @@
 //! whole plugin through [`admit`].
 
 use super::*;
-use tessera_model::json::Pointer as _;
 
 fn class(overhead: Option<Value>, scheduling: Option<Value>) -> Value {
     let mut class = json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",

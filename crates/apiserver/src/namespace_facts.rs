@@ -13,16 +13,19 @@ use tessera_store::Entry;
 /// Namespaces remembered before the memory is emptied (deleted ones linger until then).
 const REMEMBERED: usize = 4096;
 
+/// Each namespace's key with the revision its facts were read at.
+type ReadFacts = HashMap<Arc<str>, (u64, Arc<NamespaceFacts>)>;
+
 /// The facts of each namespace at the revision they were read at.
 #[derive(Debug, Default)]
 pub struct NamespaceMemo {
-    read: Mutex<HashMap<Arc<str>, (u64, Arc<NamespaceFacts>)>>,
+    read: Mutex<ReadFacts>,
 }
 
 impl NamespaceMemo {
     /// The facts of the stored namespace `entry`, parsed when its revision is new here.
     pub fn facts(&self, entry: &Entry) -> Result<Arc<NamespaceFacts>, serde_json::Error> {
-        let remembered = |read: &HashMap<Arc<str>, (u64, Arc<NamespaceFacts>)>| {
+        let remembered = |read: &ReadFacts| {
             read.get(&entry.key)
                 .filter(|(revision, _)| *revision == entry.revision)
                 .map(|(_, facts)| facts.clone())
