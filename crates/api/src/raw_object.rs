@@ -15,7 +15,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::write::Encoded;
+use crate::write::{Encoded, open_revision_slot};
 
 /// A JSON object's members in order; each is the raw text it was read from until opened.
 #[derive(Debug, Default)]
@@ -44,6 +44,18 @@ impl<'a> RawObject<'a> {
         self.members.iter().position(|(k, _)| k == key)
     }
 
+    /// The member `key`, added at the end as `absent` gives it when it is not there.
+    fn member_mut(&mut self, key: &str, absent: impl FnOnce() -> Member<'a>) -> &mut Member<'a> {
+        let index = match self.position(key) {
+            Some(index) => index,
+            None => {
+                self.members.push((key.to_string(), absent()));
+                self.members.len() - 1
+            }
+        };
+        &mut self.members[index].1
+    }
+
     /// The member `key` decoded as a `Value` (`None` when it is absent).
     pub fn value(&self, key: &str) -> Result<Option<Value>, serde_json::Error> {
         let Some(index) = self.position(key) else {
@@ -67,15 +79,7 @@ impl<'a> RawObject<'a> {
         &mut self,
         key: &str,
     ) -> Result<Option<&mut RawObject<'a>>, serde_json::Error> {
-        let index = match self.position(key) {
-            Some(index) => index,
-            None => {
-                self.members
-                    .push((key.to_string(), Member::Object(RawObject::default())));
-                self.members.len() - 1
-            }
-        };
-        let member = &mut self.members[index].1;
+        let member = self.member_mut(key, || Member::Object(RawObject::default()));
         let opened = match member {
             Member::Raw(raw) if raw.get() == "null" => Some(RawObject::default()),
             Member::Raw(raw) if raw.get().starts_with('{') => Some(RawObject::parse_str(raw)?),
@@ -94,15 +98,7 @@ impl<'a> RawObject<'a> {
     /// The member `key` decoded to be changed in place; an absent member is added as
     /// `null` at the end.
     pub fn value_mut(&mut self, key: &str) -> Result<&mut Value, serde_json::Error> {
-        let index = match self.position(key) {
-            Some(index) => index,
-            None => {
-                self.members
-                    .push((key.to_string(), Member::Value(Value::Null)));
-                self.members.len() - 1
-            }
-        };
-        let member = &mut self.members[index].1;
+        let member = self.member_mut(key, || Member::Value(Value::Null));
         if !matches!(member, Member::Value(_)) {
             *member = Member::Value(member.decode()?);
         }
@@ -157,10 +153,18 @@ impl<'a> RawObject<'a> {
         // Metadata that is not an object has no slot, as in encode_versioned.
         if let Some(index) = self.position("metadata") {
             let member = &mut self.members[index].1;
-            if let Member::Raw(raw) = member
-                && raw.get().starts_with('{')
-            {
-                *member = Member::Object(RawObject::parse_str(raw)?);
+            match member {
+                Member::Raw(raw) if raw.get().starts_with('{') => {
+                    *member = Member::Object(RawObject::parse_str(raw)?);
+                }
+                Member::Value(Value::Object(fields)) => {
+                    let members = std::mem::take(fields)
+                        .into_iter()
+                        .map(|(key, value)| (key, Member::Value(value)))
+                        .collect();
+                    *member = Member::Object(RawObject { members });
+                }
+                _ => {}
             }
         }
         out.push(b'{');
@@ -170,23 +174,10 @@ impl<'a> RawObject<'a> {
             }
             write_key(&mut out, key);
             match (key.as_str(), member) {
-                ("metadata", Member::Object(_) | Member::Value(Value::Object(_))) => {
-                    out.extend_from_slice(br#"{"resourceVersion":""#);
-                    revision_at = Some(out.len());
-                    out.push(b'"');
+                ("metadata", Member::Object(metadata)) => {
+                    revision_at = Some(open_revision_slot(&mut out));
                     let mut rest = Vec::new();
-                    match member {
-                        Member::Object(metadata) => {
-                            metadata.write(&mut rest, |k| k != "resourceVersion")
-                        }
-                        _ => {
-                            let mut metadata = member.decode()?;
-                            if let Some(fields) = metadata.as_object_mut() {
-                                fields.shift_remove("resourceVersion");
-                            }
-                            serde_json::to_writer(&mut rest, &metadata)?;
-                        }
-                    }
+                    metadata.write(&mut rest, |k| k != "resourceVersion");
                     // The members between the braces, after the slot.
                     if rest.len() > 2 {
                         out.push(b',');

@@ -34,38 +34,27 @@ pub fn binding_target(name: &str, binding: &Value) -> ApiResult<String> {
 /// timestamp). Only the fields it reads or sets are decoded; the rest of the pod is copied
 /// as stored.
 pub fn bind(stored: &[u8], binding: &Value, node: &str, now: &str) -> ApiResult<Encoded> {
-    bind_shallow(stored, binding, node, now)
-        .map_err(|e| ApiError::internal(format!("stored pod is corrupt: {e}")))?
-}
-
-/// [`bind`]: the outer error is the stored JSON's, the inner one the answer to the Binding.
-fn bind_shallow(
-    stored: &[u8],
-    binding: &Value,
-    node: &str,
-    now: &str,
-) -> Result<ApiResult<Encoded>, serde_json::Error> {
-    let mut pod = RawObject::parse(stored)?;
-    let Some(metadata) = pod.object_mut("metadata")? else {
-        return Ok(Err(ApiError::internal(
-            "the stored pod's metadata is no object",
-        )));
-    };
+    let corrupt = |e: serde_json::Error| ApiError::internal(format!("stored pod is corrupt: {e}"));
+    let mut pod = RawObject::parse(stored).map_err(corrupt)?;
+    let metadata = pod
+        .object_mut("metadata")
+        .map_err(corrupt)?
+        .ok_or_else(|| ApiError::internal("the stored pod's metadata is no object"))?;
     let name = metadata.str("name").unwrap_or_default();
     for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
         let stored = metadata.str(field).unwrap_or_default();
         if let Some(wanted) = meta_str(binding, field).filter(|w| !w.is_empty() && *w != stored) {
-            return Ok(Err(ApiError::conflict(
+            return Err(ApiError::conflict(
                 "",
                 "pods",
                 &name,
                 &format!(
                     "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {stored}"
                 ),
-            )));
+            ));
         }
     }
-    let refused = |detail: String| Ok(Err(ApiError::conflict("", "pods/binding", &name, &detail)));
+    let refused = |detail: String| Err(ApiError::conflict("", "pods/binding", &name, &detail));
     if metadata.str("deletionTimestamp").is_some() {
         return refused(format!(
             "pod {name} is being deleted, cannot be assigned to a host"
@@ -76,7 +65,7 @@ fn bind_shallow(
         .and_then(Value::as_object)
         .filter(|a| !a.is_empty())
     {
-        let stored = metadata.value_mut("annotations")?;
+        let stored = metadata.value_mut("annotations").map_err(corrupt)?;
         if !stored.is_object() {
             *stored = json!({});
         }
@@ -84,18 +73,18 @@ fn bind_shallow(
             stored[key] = value.clone();
         }
     }
-    let Some(spec) = pod.object_mut("spec")? else {
-        return Ok(Err(ApiError::internal(
-            "the stored pod's spec is no object",
-        )));
-    };
+    let spec = pod
+        .object_mut("spec")
+        .map_err(corrupt)?
+        .ok_or_else(|| ApiError::internal("the stored pod's spec is no object"))?;
     if let Some(existing) = spec.str("nodeName").filter(|n| !n.is_empty()) {
         return refused(format!(
             "pod {name} is already assigned to node \"{existing}\""
         ));
     }
     if spec
-        .value("schedulingGates")?
+        .value("schedulingGates")
+        .map_err(corrupt)?
         .as_ref()
         .and_then(Value::as_array)
         .is_some_and(|gates| !gates.is_empty())
@@ -104,8 +93,8 @@ fn bind_shallow(
     }
     spec.set("nodeName", json!(node));
     let scheduled = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null});
-    update_status_condition(pod.value_mut("status")?, scheduled, now);
-    Ok(Ok(pod.encode_versioned()?))
+    update_status_condition(pod.value_mut("status").map_err(corrupt)?, scheduled, now);
+    pod.encode_versioned().map_err(corrupt)
 }
 
 /// Where a kind keeps what its Scale shows: fixed for built-in kinds, declared by the CRD

@@ -172,9 +172,7 @@ pub fn encode_versioned(resource: Resource, object: &Value) -> Encoded {
                 out.push(b':');
                 match (key.as_str(), value) {
                     ("metadata", Value::Object(metadata)) => {
-                        out.extend_from_slice(br#"{"resourceVersion":""#);
-                        revision_at = Some(out.len());
-                        out.push(b'"');
+                        revision_at = Some(open_revision_slot(&mut out));
                         for (key, value) in metadata.iter().filter(|(k, _)| *k != "resourceVersion")
                         {
                             out.push(b',');
@@ -195,6 +193,15 @@ pub fn encode_versioned(resource: Resource, object: &Value) -> Encoded {
         bytes: out,
         revision_at,
     }
+}
+
+/// Opens the stored form's metadata with its revision slot, `{"resourceVersion":""`, and
+/// gives where the store writes the revision's digits (between the quotes).
+pub(crate) fn open_revision_slot(out: &mut Vec<u8>) -> usize {
+    out.extend_from_slice(br#"{"resourceVersion":""#);
+    let at = out.len();
+    out.push(b'"');
+    at
 }
 
 /// Appends JSON; writing strings and `Value`s to memory cannot fail.

@@ -33,6 +33,7 @@ use crate::namespace_facts::NamespaceMemo;
 use crate::pod_security::{self, Admitted};
 use crate::registry::Registry;
 use crate::service_book::{ServiceBook, is_services};
+use tessera_api::write::NamespaceFacts;
 
 /// A write decided and queued in the store: its answer, to be given once it is committed.
 #[must_use = "a write is acknowledged only once it is committed"]
@@ -179,19 +180,19 @@ impl Objects {
         self
     }
 
-    /// The namespace a Pod Security subject's policy comes from, read before its transaction.
+    /// The facts of the namespace a Pod Security subject's policy comes from (its
+    /// `policy_view`), read before its transaction.
     fn policy_namespace(
         &self,
         subject: pod_security::Subject,
         namespace: Option<&str>,
-    ) -> Option<Value> {
+    ) -> Option<Arc<NamespaceFacts>> {
         if subject == pod_security::Subject::Namespace {
             return None;
         }
         let namespaces = Resource::find("", "v1", "namespaces")?;
         let entry = self.store.get(&namespaces.key(None, namespace?))?;
-        let facts = self.namespaces.facts(&entry).ok()?;
-        Some(facts.policy_view.clone())
+        self.namespaces.facts(&entry).ok()
     }
 
     /// Pod Security admission of a create.
@@ -210,7 +211,7 @@ impl Objects {
             &self.pod_security,
             subject,
             resource,
-            policy_namespace.as_ref(),
+            policy_namespace.as_ref().map(|facts| &facts.policy_view),
             options,
             options.subresource,
             object,
@@ -689,7 +690,7 @@ impl Objects {
                         &self.pod_security,
                         *subject,
                         resource,
-                        policy_namespace.as_ref(),
+                        policy_namespace.as_ref().map(|facts| &facts.policy_view),
                         options,
                         pod_security::subresource(part, options),
                         &next,
