@@ -573,19 +573,27 @@ async fn create_pods(client: &kube::Client, namespace: &str, pods: Vec<Pod>) -> 
     results.into_iter().try_for_each(|result| result.map(drop))
 }
 
-/// How many pods of `namespace` have been seen bound, as scheduler_perf's collector counts
-/// them from the informer: a watch that follows the namespace's pods.
-fn count_bound(
-    client: &kube::Client,
-    namespace: &str,
-) -> (
-    tokio::sync::watch::Receiver<usize>,
-    tokio::task::JoinHandle<()>,
-) {
+/// The pods of one namespace seen bound so far, as scheduler_perf's collector counts them
+/// from the informer: a watch that follows the namespace's pods.
+struct BoundPods {
+    /// How many have been seen bound (read by the throughput sampler).
+    seen: Arc<std::sync::atomic::AtomicUsize>,
+    /// Turns true once all that are awaited have been seen: the waiter wakes once, not for
+    /// every binding.
+    all: tokio::sync::watch::Receiver<bool>,
+    total: usize,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Follows the pods of `namespace` until `total` of them have been seen bound.
+fn count_bound(client: &kube::Client, namespace: &str, total: usize) -> BoundPods {
     use futures::StreamExt;
     use kube::runtime::watcher;
-    let (count, receiver) = tokio::sync::watch::channel(0);
+    use std::sync::atomic::Ordering;
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (all, all_seen) = tokio::sync::watch::channel(total == 0);
     let api: kube::Api<BoundPod> = kube::Api::namespaced(client.clone(), namespace);
+    let counted = seen.clone();
     let task = tokio::spawn(async move {
         let mut events = watcher(api, watcher::Config::default()).boxed();
         let mut bound = std::collections::HashSet::new();
@@ -594,28 +602,32 @@ fn count_bound(
                 && pod.spec.node_name.is_some()
                 && bound.insert(pod.metadata.name.unwrap_or_default())
             {
-                count.send_replace(bound.len());
+                counted.store(bound.len(), Ordering::Relaxed);
+                if bound.len() == total {
+                    all.send_replace(true);
+                }
             }
         }
     });
-    (receiver, task)
+    BoundPods {
+        seen,
+        all: all_seen,
+        total,
+        task,
+    }
 }
 
-/// Waits until `count` reaches `total`, at most `limit`.
-async fn wait_bound(
-    count: &mut tokio::sync::watch::Receiver<usize>,
-    total: usize,
-    limit: Duration,
-    what: &str,
-) -> anyhow::Result<()> {
+/// Waits until every pod `pods` awaits has been seen bound, at most `limit`.
+async fn wait_bound(pods: &mut BoundPods, limit: Duration, what: &str) -> anyhow::Result<()> {
     let reached = matches!(
-        tokio::time::timeout(limit, count.wait_for(|c| *c >= total)).await,
+        tokio::time::timeout(limit, pods.all.wait_for(|all| *all)).await,
         Ok(Ok(_))
     );
     if !reached {
         anyhow::bail!(
-            "{what}: {} of {total} pods bound after {} s",
-            *count.borrow(),
+            "{what}: {} of {} pods bound after {} s",
+            pods.seen.load(std::sync::atomic::Ordering::Relaxed),
+            pods.total,
             limit.as_secs()
         );
     }
@@ -678,10 +690,10 @@ async fn through_api(work: Workload) -> anyhow::Result<Row> {
     })
     .await?;
     let init_total = work.init.pods.len();
-    let (mut init_bound, init_watch) = count_bound(&client, init_ns);
+    let mut init_bound = count_bound(&client, init_ns, init_total);
     create_pods(&client, init_ns, work.init.pods).await?;
-    wait_bound(&mut init_bound, init_total, PHASE_LIMIT, "initial pods").await?;
-    init_watch.abort();
+    wait_bound(&mut init_bound, PHASE_LIMIT, "initial pods").await?;
+    init_bound.task.abort();
 
     // createPods with collectMetrics: the template first (a createAny before it), then the
     // collector, then the pods, created while the clock runs.
@@ -690,12 +702,12 @@ async fn through_api(work: Workload) -> anyhow::Result<Row> {
     })
     .await?;
     let total = work.measured.pods.len();
-    let (mut bound, watch) = count_bound(&client, measured_ns);
+    let mut bound = count_bound(&client, measured_ns, total);
     let sampler = Arc::new(Mutex::new(ThroughputSampler::default()));
     let start = Instant::now();
     let sampling = {
         let sampler = sampler.clone();
-        let bound = bound.clone();
+        let seen = bound.seen.clone();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval_at(
                 tokio::time::Instant::from_std(start) + Duration::from_secs(1),
@@ -703,7 +715,7 @@ async fn through_api(work: Workload) -> anyhow::Result<Row> {
             );
             loop {
                 ticker.tick().await;
-                let scheduled = *bound.borrow();
+                let scheduled = seen.load(std::sync::atomic::Ordering::Relaxed);
                 if let Ok(mut sampler) = sampler.lock() {
                     sampler.tick(start.elapsed().as_secs_f64(), scheduled);
                 }
@@ -713,11 +725,11 @@ async fn through_api(work: Workload) -> anyhow::Result<Row> {
     let cpu = CpuClock::start();
     create_pods(&client, measured_ns, work.measured.pods).await?;
     let creation_seconds = start.elapsed().as_secs_f64();
-    wait_bound(&mut bound, total, PHASE_LIMIT, "measured pods").await?;
+    wait_bound(&mut bound, PHASE_LIMIT, "measured pods").await?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu_seconds = cpu.seconds();
     sampling.abort();
-    watch.abort();
+    bound.task.abort();
     scheduler.abort();
     let samples = sampler
         .lock()

@@ -274,6 +274,7 @@ pub async fn run_reporting_sync(
             .collect();
         // Borrowed keys: a sort reads them for every comparison.
         queue.sort_by(|a, b| queue_order(a).cmp(&queue_order(b)));
+        let (pass_started, queued) = (std::time::Instant::now(), queue.len());
         let mut scheduler = Scheduler::new(
             node_info::build_cached(
                 &mut node_infos,
@@ -391,6 +392,13 @@ pub async fn run_reporting_sync(
         if let Some(metrics) = metrics {
             metrics.set_pending(0, unschedulable_pods, gated_pods);
         }
+        tracing::debug!(
+            queued,
+            unschedulable = unschedulable_pods,
+            pods = all_pods.len(),
+            took_us = pass_started.elapsed().as_micros(),
+            "scheduling pass"
+        );
     }
 }
 
@@ -919,7 +927,8 @@ async fn post_binding(writer: &Writer, pod: &Pod, decision: &Decision) -> Result
         "target": {"apiVersion": "v1", "kind": "Node", "name": decision.node},
     });
     Api::<Pod>::namespaced(writer.client.clone(), &namespace)
-        .create_subresource::<_, serde_json::Value>(
+        // The answer is a Status: only whether it succeeded matters, so it is not built.
+        .create_subresource::<_, serde::de::IgnoredAny>(
             "binding",
             &name,
             &post_params(MANAGER),

@@ -201,9 +201,9 @@ impl Correlator {
     /// [`key`], or, once similar events are too many, the combined event and its
     /// [`aggregate_key`].
     fn aggregate(&mut self, mut event: Value, now: SystemTime) -> (Value, String) {
-        let event_key = format!("event\u{0}{}", key(&event));
-        let aggregate_key = format!("aggregate\u{0}{}", aggregate_key(&event));
-        let message = text(&event, "/message").to_owned();
+        let event_key = joined_after("event\u{0}", &event, KEY);
+        let aggregate_key = joined_after("aggregate\u{0}", &event, AGGREGATE_KEY);
+        let message = text(&event, &["message"]).to_owned();
         let max_interval = self.options.max_interval;
         let fresh = |similar: &Similar| {
             now.duration_since(similar.last)
@@ -261,11 +261,11 @@ impl Correlator {
             .map_or(0, |d| d.as_nanos())
             .max(self.last_nanos + 1);
         self.last_nanos = nanos;
-        let object = Some(text(&event, "/involvedObject/name"))
+        let object = Some(text(&event, &["involvedObject", "name"]))
             .filter(|name| !name.is_empty())
             .unwrap_or("event");
         let name = format!("{object}.{nanos:x}");
-        let namespace = Some(text(&event, "/metadata/namespace"))
+        let namespace = Some(text(&event, &["metadata", "namespace"]))
             .filter(|namespace| !namespace.is_empty())
             .unwrap_or("default")
             .to_owned();
@@ -288,87 +288,91 @@ fn set_name(event: &mut Value, namespace: &str, name: &str) {
     event["metadata"] = json!({"name": name, "namespace": namespace});
 }
 
-/// The string at `pointer` (plain `/`-separated field names, no escapes), or `""`. Walked
-/// field by field: `Value::pointer` allocates for each segment's unescaping, and a recorder
-/// reads some thirty fields an event.
-fn text<'a>(event: &'a Value, pointer: &str) -> &'a str {
-    pointer
-        .split('/')
-        .skip(1)
+/// The string at `path` (field names from the top), or `""`. Walked field by field, the
+/// names given apart: a recorder reads some thirty fields an event, and neither unescaping
+/// a pointer (`Value::pointer`) nor splitting one is worth its cost here.
+fn text<'a>(event: &'a Value, path: &[&str]) -> &'a str {
+    path.iter()
         .try_fold(event, |value, field| value.get(field))
         .and_then(Value::as_str)
         .unwrap_or("")
 }
 
-fn joined(event: &Value, pointers: &[&str]) -> String {
+/// The strings at `paths`, joined by NULs after `prefix`.
+fn joined_after(prefix: &str, event: &Value, paths: &[&[&str]]) -> String {
     let mut key = String::with_capacity(128);
-    for (i, pointer) in pointers.iter().enumerate() {
+    key.push_str(prefix);
+    for (i, path) in paths.iter().enumerate() {
         if i > 0 {
             key.push('\u{0}');
         }
-        key.push_str(text(event, pointer));
+        key.push_str(text(event, path));
     }
     key
 }
 
-/// client-go's `getEventKey`: source, involved object, type, reason and message.
+fn joined(event: &Value, paths: &[&[&str]]) -> String {
+    joined_after("", event, paths)
+}
+
+/// What client-go's `getEventKey` joins: source, involved object, type, reason and message.
+const KEY: &[&[&str]] = &[
+    &["source", "component"],
+    &["source", "host"],
+    &["involvedObject", "kind"],
+    &["involvedObject", "namespace"],
+    &["involvedObject", "name"],
+    &["involvedObject", "fieldPath"],
+    &["involvedObject", "uid"],
+    &["involvedObject", "apiVersion"],
+    &["type"],
+    &["reason"],
+    &["message"],
+];
+
+/// What client-go's `getSpamKey` joins: source, involved object (not its field path) and
+/// type.
+const SPAM_KEY: &[&[&str]] = &[
+    &["source", "component"],
+    &["source", "host"],
+    &["involvedObject", "kind"],
+    &["involvedObject", "namespace"],
+    &["involvedObject", "name"],
+    &["involvedObject", "uid"],
+    &["involvedObject", "apiVersion"],
+    &["type"],
+];
+
+/// What client-go's `EventAggregatorByReasonFunc` joins: what similar events share (source,
+/// involved object but its field path, type, reason, reporting controller and instance);
+/// the message tells them apart.
+const AGGREGATE_KEY: &[&[&str]] = &[
+    &["source", "component"],
+    &["source", "host"],
+    &["involvedObject", "kind"],
+    &["involvedObject", "namespace"],
+    &["involvedObject", "name"],
+    &["involvedObject", "uid"],
+    &["involvedObject", "apiVersion"],
+    &["type"],
+    &["reason"],
+    &["reportingComponent"],
+    &["reportingInstance"],
+];
+
+/// client-go's `getEventKey`.
 pub fn key(event: &Value) -> String {
-    joined(
-        event,
-        &[
-            "/source/component",
-            "/source/host",
-            "/involvedObject/kind",
-            "/involvedObject/namespace",
-            "/involvedObject/name",
-            "/involvedObject/fieldPath",
-            "/involvedObject/uid",
-            "/involvedObject/apiVersion",
-            "/type",
-            "/reason",
-            "/message",
-        ],
-    )
+    joined(event, KEY)
 }
 
-/// client-go's `getSpamKey`, the spam filter's default: source, involved object (not its
-/// field path) and type.
+/// client-go's `getSpamKey`, the spam filter's default.
 pub fn spam_key(event: &Value) -> String {
-    joined(
-        event,
-        &[
-            "/source/component",
-            "/source/host",
-            "/involvedObject/kind",
-            "/involvedObject/namespace",
-            "/involvedObject/name",
-            "/involvedObject/uid",
-            "/involvedObject/apiVersion",
-            "/type",
-        ],
-    )
+    joined(event, SPAM_KEY)
 }
 
-/// client-go's `EventAggregatorByReasonFunc`: what similar events share (source, involved
-/// object but its field path, type, reason, reporting controller and instance); the message
-/// tells them apart.
+/// client-go's `EventAggregatorByReasonFunc`.
 pub fn aggregate_key(event: &Value) -> String {
-    joined(
-        event,
-        &[
-            "/source/component",
-            "/source/host",
-            "/involvedObject/kind",
-            "/involvedObject/namespace",
-            "/involvedObject/name",
-            "/involvedObject/uid",
-            "/involvedObject/apiVersion",
-            "/type",
-            "/reason",
-            "/reportingComponent",
-            "/reportingInstance",
-        ],
-    )
+    joined(event, AGGREGATE_KEY)
 }
 
 #[cfg(test)]
@@ -543,7 +547,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 let mut event = template.clone();
-                let message = format!("{prefix}-{i}-{}", text(template, "/message"));
+                let message = format!("{prefix}-{i}-{}", text(template, &["message"]));
                 event["message"] = json!(message);
                 event
             })
@@ -563,9 +567,9 @@ mod tests {
             assert_eq!(actual[field], expected[field], "{scenario}: {field}");
         }
         assert_eq!(actual["count"], count, "{scenario}");
-        let prefix = format!("{}.", text(expected, "/involvedObject/name"));
+        let prefix = format!("{}.", text(expected, &["involvedObject", "name"]));
         assert!(
-            text(actual, "/metadata/name").starts_with(&prefix),
+            text(actual, &["metadata", "name"]).starts_with(&prefix),
             "{scenario}: {actual}"
         );
         assert_eq!(
@@ -714,14 +718,14 @@ mod tests {
             joined(
                 event,
                 &[
-                    "/source/component",
-                    "/source/host",
-                    "/involvedObject/kind",
-                    "/involvedObject/namespace",
-                    "/involvedObject/name",
-                    "/involvedObject/uid",
-                    "/involvedObject/apiVersion",
-                    "/reason",
+                    &["source", "component"],
+                    &["source", "host"],
+                    &["involvedObject", "kind"],
+                    &["involvedObject", "namespace"],
+                    &["involvedObject", "name"],
+                    &["involvedObject", "uid"],
+                    &["involvedObject", "apiVersion"],
+                    &["reason"],
                 ],
             )
         }

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
@@ -254,7 +255,7 @@ fn shortfall(requests: &Amounts, node: &NodeInfo) -> Vec<String> {
 fn suggest(
     pod: &Pod,
     requests: &Amounts,
-    nodes: &[NodeInfo],
+    nodes: &[Arc<NodeInfo>],
     reports: &[NodeReport],
     pods: &[Pod],
     devices: &BTreeMap<String, Vec<tessera_dra::Diagnosis>>,
@@ -263,7 +264,8 @@ fn suggest(
     if reports.iter().any(NodeReport::fits) {
         return suggestions;
     }
-    let by_name: BTreeMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let by_name: BTreeMap<&str, &NodeInfo> =
+        nodes.iter().map(|n| (n.name.as_str(), &**n)).collect();
     for report in reports {
         let failing = report.failing();
         let Some(node) = by_name.get(report.node.as_str()) else {

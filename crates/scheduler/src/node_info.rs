@@ -43,12 +43,6 @@ pub struct NodeInfo {
     pub gpu_numa: Option<GpuNuma>,
     /// How many of its pods carry required anti-affinity (so most pods can skip the check).
     pub anti_affinity_pods: usize,
-    /// DRA devices it could still give whole, when that bounds what it can take (see
-    /// `tessera_dra::allocator::free_local_devices`); `None`: unknown or unbounded.
-    pub free_devices: Option<usize>,
-    /// Which state of the DRA devices it reaches it is in: changes whenever an allocation
-    /// on one of its pools is booked or released, never reused (set by the scheduler).
-    pub dra_generation: u64,
     /// CPU, memory and pod count, allocatable and requested, kept beside the maps because
     /// every filter and score reads them (milli-units).
     pub common: Common,
@@ -280,8 +274,6 @@ impl NodeInfo {
             pods: Vec::new(),
             gpu_numa: GpuNuma::of(node),
             anti_affinity_pods: 0,
-            free_devices: None,
-            dra_generation: 0,
             common: Common::default(),
             models: node_models(node),
         }
@@ -340,10 +332,13 @@ impl NodeInfo {
     /// counts the node publishes).
     /// Returns how many it took of each NUMA node.
     pub fn take_gpus(&mut self, pod: &Pod) -> Vec<(u32, i64)> {
-        let wanted = crate::filters::gpus_wanted(&pod_requests(pod));
-        match self.gpu_numa.as_mut().filter(|_| wanted > 0) {
-            Some(numa) => numa.take(wanted),
-            None => Vec::new(),
+        // Most nodes publish no layout: the pod's requests are read only for those that do.
+        let Some(numa) = self.gpu_numa.as_mut() else {
+            return Vec::new();
+        };
+        match crate::filters::gpus_wanted(&pod_requests(pod)) {
+            wanted if wanted > 0 => numa.take(wanted),
+            _ => Vec::new(),
         }
     }
 
@@ -395,14 +390,28 @@ impl PodUsage {
     }
 }
 
-/// What the last [`build_cached`] read of each node (its info with no pods) and each pod
-/// (what it takes), by name or uid, with the resourceVersion it was read at. Entries of
-/// objects a build no longer saw are dropped.
+/// What the last [`build_cached`] read and built: each node (its info with no pods, and with
+/// the pods it had), each pod (what it takes), by name or uid, with the resourceVersion it
+/// was read at. Entries of objects a build no longer saw are dropped.
 #[derive(Debug, Default)]
 pub struct BuildCache {
-    nodes: FixedHashMap<String, Cached<NodeInfo>>,
+    nodes: FixedHashMap<String, Cached<CachedNode>>,
     pods: FixedHashMap<String, Cached<Arc<PodUsage>>>,
     build: u64,
+}
+
+/// A node as the last build read and built it.
+#[derive(Debug, Clone)]
+struct CachedNode {
+    /// The node with nothing on it.
+    empty: Arc<NodeInfo>,
+    /// The node with `on_it` added, in that order; `None` until built.
+    built: Option<Arc<NodeInfo>>,
+    /// What the pods on it take, as the pod cache handed it out: the same pod at the same
+    /// version is the same `Arc`, so comparing pointers tells whether anything changed.
+    on_it: Vec<Arc<PodUsage>>,
+    /// Its position in this build's view.
+    position: usize,
 }
 
 /// A map hashed with a fixed seed: looked up by node name and pod uid on every pass, where
@@ -458,35 +467,116 @@ pub fn build<'a>(
     })
 }
 
-/// [`build`], reading only the nodes and pods whose resourceVersion `cache` has not seen.
+/// [`build`], shared: a node whose object and pods are what the last build saw is handed
+/// out as that build's `Arc`, not built again, and only nodes and pods whose
+/// resourceVersion `cache` has not seen are read. A pass that rebuilds its view often
+/// (upstream's scheduler cache updates its snapshot incrementally the same way) pays for
+/// what changed, not for the cluster.
 pub fn build_cached<'a>(
     cache: &mut BuildCache,
     nodes: impl IntoIterator<Item = &'a Node>,
     pods: impl IntoIterator<Item = &'a Pod>,
-) -> Vec<NodeInfo> {
+) -> Vec<Arc<NodeInfo>> {
     cache.build += 1;
     let build = cache.build;
-    let (node_cache, pod_cache) = (&mut cache.nodes, &mut cache.pods);
-    let infos = build_with(
-        nodes,
-        pods,
-        |node| {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
-            let version = node.metadata.resource_version.as_deref();
-            BuildCache::get(node_cache, build, name, version, || NodeInfo::new(node))
-        },
-        |pod| {
-            let key = pod.metadata.uid.as_deref().unwrap_or_default();
-            let version = pod
-                .metadata
-                .resource_version
-                .as_deref()
-                .filter(|_| !key.is_empty());
-            BuildCache::get(pod_cache, build, key, version, || {
-                Arc::new(PodUsage::of(pod))
-            })
-        },
-    );
+    let mut names: Vec<&'a str> = Vec::new();
+    for node in nodes {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let version = node.metadata.resource_version.as_deref();
+        let read = || CachedNode {
+            empty: Arc::new(NodeInfo::new(node)),
+            built: None,
+            on_it: Vec::new(),
+            position: 0,
+        };
+        match cache.nodes.get_mut(name) {
+            Some(cached) if version.is_some_and(|v| !v.is_empty() && v == cached.version) => {
+                cached.build = build;
+            }
+            _ => {
+                cache.nodes.insert(
+                    name.to_string(),
+                    Cached {
+                        version: version.unwrap_or_default().to_string(),
+                        value: read(),
+                        build,
+                    },
+                );
+            }
+        }
+        names.push(name);
+    }
+    names.sort_unstable();
+    for (position, name) in names.iter().enumerate() {
+        if let Some(cached) = cache.nodes.get_mut(*name) {
+            // A name seen twice (never from a store) keeps its last position, as `build`.
+            cached.value.position = position;
+        }
+    }
+    // What each pod on a known node takes, grouped by node in pod order (a counting sort).
+    let mut bound: Vec<(usize, Arc<PodUsage>)> = Vec::new();
+    for pod in pods.into_iter().filter(|p| holds_resources(p)) {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let Some(position) = node
+            .and_then(|n| cache.nodes.get(n))
+            .filter(|cached| cached.build == build)
+            .map(|cached| cached.value.position)
+        else {
+            continue;
+        };
+        let key = pod.metadata.uid.as_deref().unwrap_or_default();
+        let version = pod
+            .metadata
+            .resource_version
+            .as_deref()
+            .filter(|_| !key.is_empty());
+        let usage = BuildCache::get(&mut cache.pods, build, key, version, || {
+            Arc::new(PodUsage::of(pod))
+        });
+        bound.push((position, usage));
+    }
+    let mut starts = vec![0usize; names.len() + 1];
+    for (position, _) in &bound {
+        starts[position + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut next = starts.clone();
+    let mut grouped: Vec<Option<Arc<PodUsage>>> = vec![None; bound.len()];
+    for (position, usage) in bound {
+        grouped[next[position]] = Some(usage);
+        next[position] += 1;
+    }
+    let grouped: Vec<Arc<PodUsage>> = grouped.into_iter().flatten().collect();
+    let mut infos = Vec::with_capacity(names.len());
+    for (position, name) in names.iter().enumerate() {
+        let on_it = &grouped[starts[position]..starts[position + 1]];
+        let Some(cached) = cache.nodes.get_mut(*name).map(|c| &mut c.value) else {
+            continue;
+        };
+        let unchanged = cached.built.is_some()
+            && cached.on_it.len() == on_it.len()
+            && cached
+                .on_it
+                .iter()
+                .zip(on_it)
+                .all(|(a, b)| Arc::ptr_eq(a, b));
+        let built = match &cached.built {
+            Some(built) if unchanged => built.clone(),
+            _ => {
+                let mut info = (*cached.empty).clone();
+                for usage in on_it {
+                    info.add_usage(usage);
+                }
+                let built = Arc::new(info);
+                cached.built = Some(built.clone());
+                cached.on_it = on_it.to_vec();
+                built
+            }
+        };
+        infos.push(built);
+    }
     cache.nodes.retain(|_, cached| cached.build == build);
     cache.pods.retain(|_, cached| cached.build == build);
     infos

@@ -10,6 +10,7 @@
 //! Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -104,15 +105,18 @@ fn domain<'a>(node: &'a NodeInfo, key: &str) -> Option<&'a str> {
 
 impl Context {
     /// Precomputes `pod`'s rules over `nodes`.
-    pub fn new(pod: &Pod, nodes: &[NodeInfo], namespaces: &NamespaceLabels) -> Context {
-        let holders = nodes.iter().filter(|n| n.anti_affinity_pods > 0);
+    pub fn new(pod: &Pod, nodes: &[Arc<NodeInfo>], namespaces: &NamespaceLabels) -> Context {
+        let holders = nodes
+            .iter()
+            .map(|n| &**n)
+            .filter(|n| n.anti_affinity_pods > 0);
         Context::build(pod, nodes, holders, namespaces)
     }
 
     /// [`Context::new`] told which nodes hold pods with required anti-affinity.
     pub fn build<'a>(
         pod: &Pod,
-        nodes: &[NodeInfo],
+        nodes: &[Arc<NodeInfo>],
         anti_affinity_holders: impl Iterator<Item = &'a NodeInfo>,
         namespaces: &NamespaceLabels,
     ) -> Context {

@@ -98,10 +98,25 @@ impl fmt::Display for FitError {
     }
 }
 
+/// What the scheduler tracks of a node's DRA devices while it books claims.
+#[derive(Debug, Clone, Copy, Default)]
+struct NodeDevices {
+    /// Devices it could still give whole, when that bounds what it can take (see
+    /// `tessera_dra::allocator::free_local_devices`); `None`: unknown or unbounded.
+    free: Option<usize>,
+    /// Which state of the devices it reaches it is in: changes whenever an allocation on
+    /// one of its pools is booked or released, never reused.
+    generation: u64,
+}
+
 /// The scheduler over one snapshot.
 #[derive(Clone)]
 pub struct Scheduler {
-    nodes: Vec<NodeInfo>,
+    /// The nodes by name, shared with the view they were built for (and with clones of this
+    /// scheduler) until a pod is booked on one.
+    nodes: Vec<Arc<NodeInfo>>,
+    /// What each node's DRA devices are now, by position.
+    devices: Vec<NodeDevices>,
     /// Node positions by name.
     node_index: FixedHashMap<String, usize>,
     /// Positions of the nodes holding pods with required anti-affinity (which every
@@ -245,7 +260,7 @@ impl ExtendedVariant {
     fn all(
         pod: &Pod,
         demand: &Demand,
-        nodes: &[NodeInfo],
+        nodes: &[Arc<NodeInfo>],
         classes: &ExtendedResourceClasses,
         claims: &[ResourceClaim],
     ) -> Vec<ExtendedVariant> {
@@ -321,7 +336,7 @@ fn free_devices(
         .map_or(Some(0), |pools| free_local_devices(pools, in_use))
 }
 
-fn index_of(nodes: &[NodeInfo]) -> FixedHashMap<String, usize> {
+fn index_of(nodes: &[Arc<NodeInfo>]) -> FixedHashMap<String, usize> {
     nodes
         .iter()
         .enumerate()
@@ -329,7 +344,7 @@ fn index_of(nodes: &[NodeInfo]) -> FixedHashMap<String, usize> {
         .collect()
 }
 
-fn holders_of(nodes: &[NodeInfo]) -> BTreeSet<usize> {
+fn holders_of(nodes: &[Arc<NodeInfo>]) -> BTreeSet<usize> {
     (0..nodes.len())
         .filter(|&i| nodes[i].anti_affinity_pods > 0)
         .collect()
@@ -338,7 +353,7 @@ fn holders_of(nodes: &[NodeInfo]) -> BTreeSet<usize> {
 impl Scheduler {
     /// A scheduler over `nodes` (with their pods booked), the DRA objects, and every claim.
     pub fn new(
-        nodes: Vec<NodeInfo>,
+        nodes: impl IntoIterator<Item = impl Into<Arc<NodeInfo>>>,
         slices: Vec<ResourceSlice>,
         classes: Vec<DeviceClass>,
         claims: impl IntoIterator<Item = Arc<ResourceClaim>>,
@@ -349,8 +364,10 @@ impl Scheduler {
             .into_iter()
             .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
             .collect();
-        let mut nodes = nodes;
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut nodes: Vec<Arc<NodeInfo>> = nodes.into_iter().map(Into::into).collect();
+        if !nodes.is_sorted_by(|a, b| a.name <= b.name) {
+            nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         let mut slices_by_node: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, slice) in slices.iter().enumerate() {
             let key = slice.spec.node_name.clone().unwrap_or_default();
@@ -382,11 +399,15 @@ impl Scheduler {
             .filter(|&(_, nodes)| nodes > 1)
             .map(|((driver, pool), _)| (driver.to_string(), pool.to_string()))
             .collect();
-        for node in &mut nodes {
-            node.free_devices = free_devices(&pools, &node.name, &in_use);
-            node.dra_generation = next_generation();
-        }
+        let devices = nodes
+            .iter()
+            .map(|node| NodeDevices {
+                free: free_devices(&pools, &node.name, &in_use),
+                generation: next_generation(),
+            })
+            .collect();
         Scheduler {
+            devices,
             node_index: index_of(&nodes),
             anti_affinity_holders: holders_of(&nodes),
             nodes,
@@ -422,9 +443,18 @@ impl Scheduler {
             .iter()
             .filter(|p| crate::node_info::holds_resources((*p).borrow()))
         {
-            let node = pod.borrow().spec.as_ref().and_then(|s| s.node_name.clone());
-            if let Some(node) = node {
-                self.bound.entry(node).or_default().push(pod.clone().into());
+            let node = pod
+                .borrow()
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref());
+            // The node's name is copied once, for its first pod: a pass adds every bound pod.
+            match node.map(|n| (n, self.bound.get_mut(n))) {
+                Some((_, Some(pods))) => pods.push(pod.clone().into()),
+                Some((node, None)) => {
+                    self.bound.insert(node.to_owned(), vec![pod.clone().into()]);
+                }
+                None => {}
             }
         }
         self
@@ -502,20 +532,26 @@ impl Scheduler {
     }
 
     /// The nodes as booked now.
-    pub fn nodes(&self) -> &[NodeInfo] {
+    pub fn nodes(&self) -> &[Arc<NodeInfo>] {
         &self.nodes
     }
 
     /// Keeps only the nodes `keep` accepts (a gang's topology domain).
     pub fn retain_nodes(&mut self, keep: impl Fn(&NodeInfo) -> bool) {
-        self.nodes.retain(|n| keep(n));
+        let kept: Vec<bool> = self.nodes.iter().map(|n| keep(n)).collect();
+        let mut kept_too = kept.iter();
+        self.nodes
+            .retain(|_| kept_too.next().copied().unwrap_or(false));
+        let mut kept_too = kept.iter();
+        self.devices
+            .retain(|_| kept_too.next().copied().unwrap_or(false));
         self.node_index = index_of(&self.nodes);
         self.anti_affinity_holders = holders_of(&self.nodes);
     }
 
     /// The pod's cross-node context over this snapshot.
     fn context(&self, pod: &Pod) -> Context {
-        let holders = self.anti_affinity_holders.iter().map(|&i| &self.nodes[i]);
+        let holders = self.anti_affinity_holders.iter().map(|&i| &*self.nodes[i]);
         Context::build(pod, &self.nodes, holders, &self.namespaces)
     }
 
@@ -572,7 +608,12 @@ impl Scheduler {
             Err(error) => return Err(reject(error.to_string())),
         };
         // Too few free devices: no need to search (the count is stale once claims are freed).
-        if freed.is_empty() && node.free_devices.is_some_and(|free| free < claims.needed) {
+        // (A trial copy of a node in preemption goes by its name, as the node itself.)
+        let free = self
+            .node_index
+            .get(&node.name)
+            .and_then(|&i| self.devices[i].free);
+        if freed.is_empty() && free.is_some_and(|free| free < claims.needed) {
             return Err(reject(reasons::CLAIMS.into()));
         }
         // The pools were gathered with the node's labels already.
@@ -710,7 +751,7 @@ impl Scheduler {
                 pre_filter: None,
             });
         }
-        let candidates: Vec<&NodeInfo> = feasible.iter().map(|&i| &self.nodes[i]).collect();
+        let candidates: Vec<&NodeInfo> = feasible.iter().map(|&i| &*self.nodes[i]).collect();
         let resource = self.resource_scores(&demand, &feasible);
         let mut scores = score::score(pod, &candidates, &self.profile, &resource);
         if cross_node {
@@ -777,7 +818,7 @@ impl Scheduler {
         memo: &mut ClaimMemo,
     ) -> Result<(), Rejection> {
         let node = &self.nodes[position];
-        let generation = node.dra_generation;
+        let generation = self.devices[position].generation;
         let unfit = || Rejection {
             plugin: Plugin::DynamicResources,
             reasons: vec![reasons::CLAIMS.into()],
@@ -823,11 +864,11 @@ impl Scheduler {
                 })
         });
         if shared {
-            for info in &mut self.nodes {
-                info.dra_generation = next_generation();
+            for devices in &mut self.devices {
+                devices.generation = next_generation();
             }
         } else if let Some(&i) = self.node_index.get(node) {
-            self.nodes[i].dra_generation = next_generation();
+            self.devices[i].generation = next_generation();
         }
     }
 
@@ -957,7 +998,7 @@ impl Scheduler {
                 .filter(|p| priority(p) < own)
                 .filter(|p| gang_of(p, &all_bound).iter().all(|g| priority(g) < own))
                 .collect();
-            let mut trial = node.clone();
+            let mut trial = (**node).clone();
             for p in &lower {
                 trial.remove_pod(p);
             }
@@ -1022,7 +1063,7 @@ impl Scheduler {
             Arc::make_mut(volumes).book(&decision.volumes);
         }
         if let Some(&i) = self.node_index.get(&decision.node) {
-            let node = &mut self.nodes[i];
+            let node = Arc::make_mut(&mut self.nodes[i]);
             node.add_pod(pod);
             let taken = node.take_gpus(pod);
             if !taken.is_empty() {
@@ -1053,8 +1094,7 @@ impl Scheduler {
         }
         if !decision.allocations.is_empty() || decision.extended.is_some() {
             if let Some(&i) = self.node_index.get(&decision.node) {
-                self.nodes[i].free_devices =
-                    free_devices(&self.pools, &decision.node, &self.in_use);
+                self.devices[i].free = free_devices(&self.pools, &decision.node, &self.in_use);
             }
             let booked = decision.allocations.iter().map(|(_, a)| a);
             let special = decision.extended.iter().map(|e| &e.allocation);
@@ -1090,7 +1130,7 @@ impl Scheduler {
     pub fn forget(&mut self, pod: &Pod, node: &str, claims: &[String]) {
         let taken = self.gpus_taken.remove(&pod_key(pod));
         if let Some(&i) = self.node_index.get(node) {
-            let info = &mut self.nodes[i];
+            let info = Arc::make_mut(&mut self.nodes[i]);
             info.remove_pod(pod);
             if let (Some(numa), Some(taken)) = (info.gpu_numa.as_mut(), taken) {
                 numa.give(&taken);
@@ -1123,7 +1163,7 @@ impl Scheduler {
             !gone
         });
         if let Some(&i) = self.node_index.get(node) {
-            self.nodes[i].free_devices = free_devices(&self.pools, node, &self.in_use);
+            self.devices[i].free = free_devices(&self.pools, node, &self.in_use);
         }
         self.devices_changed(node, released.iter());
     }

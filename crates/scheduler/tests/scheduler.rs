@@ -1387,6 +1387,32 @@ fn cached_builds_match_fresh_ones_as_nodes_and_pods_change() {
             ],
         ),
         (
+            "nothing changed",
+            vec![node_at("n1", "4", 1), node_at("n2", "8", 1)],
+            vec![
+                pod_at("a", Some("n1"), "1", json!({}), 1),
+                pod_at("b", Some("n2"), "1", json!({}), 2),
+            ],
+        ),
+        (
+            "the same pods listed in another order, one more on n1",
+            vec![node_at("n2", "8", 1), node_at("n1", "4", 1)],
+            vec![
+                pod_at("e", Some("n1"), "2", json!({}), 1),
+                pod_at("b", Some("n2"), "1", json!({}), 2),
+                pod_at("a", Some("n1"), "1", json!({}), 1),
+            ],
+        ),
+        (
+            "a pod moved to the other node",
+            vec![node_at("n1", "4", 1), node_at("n2", "8", 1)],
+            vec![
+                pod_at("a", Some("n1"), "1", json!({}), 1),
+                pod_at("b", Some("n2"), "1", json!({}), 2),
+                pod_at("e", Some("n2"), "2", json!({}), 2),
+            ],
+        ),
+        (
             "a pod resized and one with a host port",
             vec![node_at("n1", "4", 1), node_at("n2", "8", 1)],
             vec![
@@ -1426,9 +1452,26 @@ fn cached_builds_match_fresh_ones_as_nodes_and_pods_change() {
         ),
     ];
     let mut cache = node_info::BuildCache::default();
+    let mut last: Vec<std::sync::Arc<NodeInfo>> = Vec::new();
     for (step, nodes, pods) in &steps {
         let cached = node_info::build_cached(&mut cache, nodes, pods);
         let fresh = node_info::build(nodes, pods);
         assert_eq!(format!("{cached:#?}"), format!("{fresh:#?}"), "{step}");
+        // A node whose object and pods are as the last build saw them is that build's,
+        // shared; one whose pods changed is built anew.
+        let shared: Vec<&str> = cached
+            .iter()
+            .filter(|n| last.iter().any(|l| std::sync::Arc::ptr_eq(l, n)))
+            .map(|n| n.name.as_str())
+            .collect();
+        let expected: &[&str] = match *step {
+            "nothing changed" => &["n1", "n2"],
+            "the same pods listed in another order, one more on n1" => &["n2"],
+            "a pod moved to the other node" => &[],
+            "a node's allocatable changed" => &["n2"],
+            _ => &shared,
+        };
+        assert_eq!(shared, expected, "{step}");
+        last = cached;
     }
 }
