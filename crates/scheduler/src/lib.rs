@@ -12,6 +12,7 @@ pub mod extended;
 pub mod filters;
 pub mod gang;
 pub mod node_info;
+mod placed;
 pub mod pod_topology;
 pub mod preemption;
 pub mod profile;

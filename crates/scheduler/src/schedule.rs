@@ -26,6 +26,7 @@ use crate::claim_memo::{ClaimMemo, next_generation};
 use crate::extended::{self, ExtendedClaim, ExtendedResourceClasses};
 use crate::filters::{self, Plugin, Rejection, reasons};
 use crate::node_info::{FixedHashMap, NodeInfo};
+use crate::placed::PlacedPods;
 use crate::pod_topology::{Context, NamespaceLabels};
 use crate::preemption::{
     Budget, NoPreemption, Nomination, candidate_rank, freed_claims, gang_of, more_important,
@@ -149,7 +150,7 @@ pub struct Scheduler {
     resource_memo: Arc<std::sync::Mutex<Vec<Option<ResourceMemo>>>>,
     namespaces: NamespaceLabels,
     /// Pods holding resources on each node (for preemption).
-    bound: BTreeMap<String, Vec<Arc<Pod>>>,
+    bound: PlacedPods,
     budgets: Vec<Budget>,
     /// GPUs assumed pods took of their node's NUMA layout, by (namespace, name).
     gpus_taken: HashMap<(String, String), Vec<(u32, i64)>>,
@@ -429,7 +430,7 @@ impl Scheduler {
                 ..Profile::default()
             },
             namespaces: NamespaceLabels::new(),
-            bound: BTreeMap::new(),
+            bound: PlacedPods::default(),
             budgets: Vec::new(),
             gpus_taken: HashMap::new(),
             volumes: None,
@@ -443,19 +444,7 @@ impl Scheduler {
             .iter()
             .filter(|p| crate::node_info::holds_resources((*p).borrow()))
         {
-            let node = pod
-                .borrow()
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref());
-            // The node's name is copied once, for its first pod: a pass adds every bound pod.
-            match node.map(|n| (n, self.bound.get_mut(n))) {
-                Some((_, Some(pods))) => pods.push(pod.clone().into()),
-                Some((node, None)) => {
-                    self.bound.insert(node.to_owned(), vec![pod.clone().into()]);
-                }
-                None => {}
-            }
+            self.bound.add(pod.clone().into());
         }
         self
     }
@@ -976,7 +965,8 @@ impl Scheduler {
         let own = priority(pod);
         let demand = self.demand(pod);
         let context = self.context(pod);
-        let all_bound: Vec<&Pod> = self.bound.values().flatten().map(AsRef::as_ref).collect();
+        let bound = self.bound.by_node();
+        let all_bound: Vec<&Pod> = bound.values().flatten().map(AsRef::as_ref).collect();
         let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
         let mut outcome = BTreeMap::new();
         let mut best: Option<(_, Nomination)> = None;
@@ -989,8 +979,7 @@ impl Scheduler {
                 continue;
             }
             // Lower-priority pods whose whole gang is lower priority too.
-            let lower: Vec<&Pod> = self
-                .bound
+            let lower: Vec<&Pod> = bound
                 .get(&node.name)
                 .into_iter()
                 .flatten()
@@ -1105,22 +1094,12 @@ impl Scheduler {
     /// Counts a placed pod (its `spec.nodeName` set) among those preemption may evict; the
     /// simulator's placements, which no later snapshot brings in.
     pub fn add_bound(&mut self, pod: &Pod) {
-        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            self.bound
-                .entry(node)
-                .or_default()
-                .push(Arc::new(pod.clone()));
-        }
+        self.bound.add(Arc::new(pod.clone()));
     }
 
     /// Stops counting a pod added by [`Scheduler::add_bound`].
     pub fn remove_bound(&mut self, namespace: &str, name: &str, node: &str) {
-        if let Some(pods) = self.bound.get_mut(node) {
-            pods.retain(|p| {
-                p.metadata.namespace.as_deref() != Some(namespace)
-                    || p.metadata.name.as_deref() != Some(name)
-            });
-        }
+        self.bound.remove(namespace, name, node);
     }
 
     /// Undoes [`Scheduler::assume`] for a pod that left `node`: its usage, the GPUs it took
