@@ -201,8 +201,12 @@ impl Correlator {
     /// [`key`], or, once similar events are too many, the combined event and its
     /// [`aggregate_key`].
     fn aggregate(&mut self, mut event: Value, now: SystemTime) -> (Value, String) {
-        let event_key = joined_after("event\u{0}", &event, KEY);
-        let aggregate_key = joined_after("aggregate\u{0}", &event, AGGREGATE_KEY);
+        let event_key = joined_after("event\u{0}", &event, SPAM_KEY.iter().chain(KEY_MORE));
+        let aggregate_key = joined_after(
+            "aggregate\u{0}",
+            &event,
+            SPAM_KEY.iter().chain(AGGREGATE_MORE),
+        );
         let message = text(&event, &["message"]).to_owned();
         let max_interval = self.options.max_interval;
         let fresh = |similar: &Similar| {
@@ -299,10 +303,14 @@ fn text<'a>(event: &'a Value, path: &[&str]) -> &'a str {
 }
 
 /// The strings at `paths`, joined by NULs after `prefix`.
-fn joined_after(prefix: &str, event: &Value, paths: &[&[&str]]) -> String {
+fn joined_after<'p>(
+    prefix: &str,
+    event: &Value,
+    paths: impl IntoIterator<Item = &'p &'p [&'p str]>,
+) -> String {
     let mut key = String::with_capacity(128);
     key.push_str(prefix);
-    for (i, path) in paths.iter().enumerate() {
+    for (i, path) in paths.into_iter().enumerate() {
         if i > 0 {
             key.push('\u{0}');
         }
@@ -315,23 +323,9 @@ fn joined(event: &Value, paths: &[&[&str]]) -> String {
     joined_after("", event, paths)
 }
 
-/// What client-go's `getEventKey` joins: source, involved object, type, reason and message.
-const KEY: &[&[&str]] = &[
-    &["source", "component"],
-    &["source", "host"],
-    &["involvedObject", "kind"],
-    &["involvedObject", "namespace"],
-    &["involvedObject", "name"],
-    &["involvedObject", "fieldPath"],
-    &["involvedObject", "uid"],
-    &["involvedObject", "apiVersion"],
-    &["type"],
-    &["reason"],
-    &["message"],
-];
-
 /// What client-go's `getSpamKey` joins: source, involved object (not its field path) and
-/// type.
+/// type. The event key and the aggregate key join these and more (the order within a key
+/// is this cache's own; only which fields make it matters).
 const SPAM_KEY: &[&[&str]] = &[
     &["source", "component"],
     &["source", "host"],
@@ -343,26 +337,17 @@ const SPAM_KEY: &[&[&str]] = &[
     &["type"],
 ];
 
-/// What client-go's `EventAggregatorByReasonFunc` joins: what similar events share (source,
-/// involved object but its field path, type, reason, reporting controller and instance);
-/// the message tells them apart.
-const AGGREGATE_KEY: &[&[&str]] = &[
-    &["source", "component"],
-    &["source", "host"],
-    &["involvedObject", "kind"],
-    &["involvedObject", "namespace"],
-    &["involvedObject", "name"],
-    &["involvedObject", "uid"],
-    &["involvedObject", "apiVersion"],
-    &["type"],
-    &["reason"],
-    &["reportingComponent"],
-    &["reportingInstance"],
-];
+/// What client-go's `getEventKey` joins besides [`SPAM_KEY`]: the field path, reason and
+/// message.
+const KEY_MORE: &[&[&str]] = &[&["involvedObject", "fieldPath"], &["reason"], &["message"]];
+
+/// What client-go's `EventAggregatorByReasonFunc` joins besides [`SPAM_KEY`]: the reason
+/// and the reporting controller and instance (similar events differ only in their message).
+const AGGREGATE_MORE: &[&[&str]] = &[&["reason"], &["reportingComponent"], &["reportingInstance"]];
 
 /// client-go's `getEventKey`.
 pub fn key(event: &Value) -> String {
-    joined(event, KEY)
+    joined_after("", event, SPAM_KEY.iter().chain(KEY_MORE))
 }
 
 /// client-go's `getSpamKey`, the spam filter's default.
@@ -372,7 +357,7 @@ pub fn spam_key(event: &Value) -> String {
 
 /// client-go's `EventAggregatorByReasonFunc`.
 pub fn aggregate_key(event: &Value) -> String {
-    joined(event, AGGREGATE_KEY)
+    joined_after("", event, SPAM_KEY.iter().chain(AGGREGATE_MORE))
 }
 
 #[cfg(test)]
