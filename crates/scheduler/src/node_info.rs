@@ -2,8 +2,9 @@
 //! unschedulable) and what the pods bound to it already take (requests, the non-zero CPU and
 //! memory scoring uses, host ports, pod count). Built from a snapshot of Nodes and Pods;
 //! updated in place when a pod is assumed onto a node. A [`BuildCache`] keeps what each node
-//! and pod gave the last build, by resourceVersion, so that a shell rebuilding its view every
-//! pass parses only what changed.
+//! and pod gave the last build, by resourceVersion, and each node as built with its pods, so
+//! that a shell rebuilding its view every pass parses only what changed and shares (`Arc`)
+//! every node whose object and pods did not change.
 //!
 //! Pure.
 
@@ -513,7 +514,7 @@ pub fn build_cached<'a>(
             cached.value.position = position;
         }
     }
-    // What each pod on a known node takes, grouped by node in pod order (a counting sort).
+    // What each pod on a known node takes, with the node's position.
     let mut bound: Vec<(usize, Arc<PodUsage>)> = Vec::new();
     for pod in pods.into_iter().filter(|p| holds_resources(p)) {
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
@@ -535,23 +536,14 @@ pub fn build_cached<'a>(
         });
         bound.push((position, usage));
     }
-    let mut starts = vec![0usize; names.len() + 1];
-    for (position, _) in &bound {
-        starts[position + 1] += 1;
-    }
-    for i in 1..starts.len() {
-        starts[i] += starts[i - 1];
-    }
-    let mut next = starts.clone();
-    let mut grouped: Vec<Option<Arc<PodUsage>>> = vec![None; bound.len()];
-    for (position, usage) in bound {
-        grouped[next[position]] = Some(usage);
-        next[position] += 1;
-    }
-    let grouped: Vec<Arc<PodUsage>> = grouped.into_iter().flatten().collect();
+    // Grouped by node; a stable sort keeps each node's pods in pod order.
+    bound.sort_by_key(|(position, _)| *position);
     let mut infos = Vec::with_capacity(names.len());
+    let mut rest = bound.as_slice();
     for (position, name) in names.iter().enumerate() {
-        let on_it = &grouped[starts[position]..starts[position + 1]];
+        let here = rest.partition_point(|(p, _)| *p == position);
+        let (on_it, after) = rest.split_at(here);
+        rest = after;
         let Some(cached) = cache.nodes.get_mut(*name).map(|c| &mut c.value) else {
             continue;
         };
@@ -561,17 +553,17 @@ pub fn build_cached<'a>(
                 .on_it
                 .iter()
                 .zip(on_it)
-                .all(|(a, b)| Arc::ptr_eq(a, b));
+                .all(|(a, (_, b))| Arc::ptr_eq(a, b));
         let built = match &cached.built {
             Some(built) if unchanged => built.clone(),
             _ => {
                 let mut info = (*cached.empty).clone();
-                for usage in on_it {
+                for (_, usage) in on_it {
                     info.add_usage(usage);
                 }
                 let built = Arc::new(info);
                 cached.built = Some(built.clone());
-                cached.on_it = on_it.to_vec();
+                cached.on_it = on_it.iter().map(|(_, usage)| usage.clone()).collect();
                 built
             }
         };

@@ -527,13 +527,12 @@ impl Scheduler {
 
     /// Keeps only the nodes `keep` accepts (a gang's topology domain).
     pub fn retain_nodes(&mut self, keep: impl Fn(&NodeInfo) -> bool) {
-        let kept: Vec<bool> = self.nodes.iter().map(|n| keep(n)).collect();
-        let mut kept_too = kept.iter();
-        self.nodes
-            .retain(|_| kept_too.next().copied().unwrap_or(false));
-        let mut kept_too = kept.iter();
-        self.devices
-            .retain(|_| kept_too.next().copied().unwrap_or(false));
+        // Each node's device state goes with it.
+        (self.nodes, self.devices) = std::mem::take(&mut self.nodes)
+            .into_iter()
+            .zip(std::mem::take(&mut self.devices))
+            .filter(|(node, _)| keep(node))
+            .unzip();
         self.node_index = index_of(&self.nodes);
         self.anti_affinity_holders = holders_of(&self.nodes);
     }
