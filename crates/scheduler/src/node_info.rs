@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm, Taint};
 
-use crate::resources::{Amounts, amounts, nonzero_cpu_memory, pod_requests};
+use crate::resources::{Amounts, Demand, amounts, nonzero_cpu_memory, pod_requests};
 
 /// A host port in use: (protocol, host IP, port).
 pub type HostPort = (String, String, i32);
@@ -164,7 +164,7 @@ impl GpuNuma {
 }
 
 /// What inter-pod affinity and topology spreading need of a pod already placed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodSummary {
     /// Namespace.
     pub namespace: String,
@@ -311,7 +311,7 @@ impl NodeInfo {
     }
 
     /// Adds what a pod takes, read from it before.
-    fn add_usage(&mut self, usage: &PodUsage) {
+    pub(crate) fn add_usage(&mut self, usage: &PodUsage) {
         let requests = usage.requests.iter().map(|(n, a)| (n.as_str(), *a));
         for (name, amount) in requests.chain([("pods", 1000)]) {
             match self.requested.get_mut(name) {
@@ -372,8 +372,8 @@ impl NodeInfo {
 }
 
 /// What a pod takes of its node, as [`NodeInfo::add_pod`] reads it.
-#[derive(Debug)]
-struct PodUsage {
+#[derive(Debug, PartialEq)]
+pub(crate) struct PodUsage {
     requests: Vec<(String, i128)>,
     nonzero: (i128, i128),
     ports: Vec<HostPort>,
@@ -386,6 +386,21 @@ impl PodUsage {
             requests: pod_requests(pod).into_iter().collect(),
             nonzero: nonzero_cpu_memory(pod),
             ports: host_ports(pod),
+            summary: Arc::new(PodSummary::of(pod)),
+        }
+    }
+
+    /// [`PodUsage::of`] `pod`, from its [`Demand`] (which read the same requests, non-zero
+    /// amounts and ports): a pod just placed is booked without reading its spec again.
+    pub(crate) fn of_demand(pod: &Pod, demand: &Demand) -> PodUsage {
+        PodUsage {
+            requests: demand
+                .requests
+                .iter()
+                .map(|(name, amount)| (name.clone(), *amount))
+                .collect(),
+            nonzero: demand.nonzero_exact,
+            ports: demand.host_ports.clone(),
             summary: Arc::new(PodSummary::of(pod)),
         }
     }
@@ -599,4 +614,60 @@ fn build_with<'a>(
         infos[i].add_usage(&usage);
     }
     infos
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_pod_booked_from_its_demand_takes_what_reading_it_gives() {
+        // (what, pod spec): each read both ways must give the same usage.
+        let table = [
+            ("no requests", json!({"containers": [{"name": "c"}]})),
+            (
+                "requests and limits",
+                json!({"containers": [{"name": "c", "resources": {
+                    "requests": {"cpu": "250m", "memory": "1Gi"},
+                    "limits": {"cpu": "1", "nvidia.com/gpu": "2"}}}]}),
+            ),
+            (
+                "an init peak, a sidecar and overhead",
+                json!({
+                    "initContainers": [
+                        {"name": "init", "resources": {"requests": {"cpu": "4"}}},
+                        {"name": "side", "restartPolicy": "Always",
+                         "resources": {"requests": {"memory": "512Mi"}}}],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                    "overhead": {"cpu": "100m", "memory": "64Mi"}}),
+            ),
+            (
+                "host ports, anti-affinity and a priority",
+                json!({
+                    "priority": 1000,
+                    "containers": [{"name": "c", "ports": [
+                        {"containerPort": 80, "hostPort": 8080},
+                        {"containerPort": 53, "hostPort": 53, "protocol": "UDP"}]}],
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "kubernetes.io/hostname",
+                         "labelSelector": {"matchLabels": {"app": "x"}}}]}}}),
+            ),
+            (
+                "pod-level resources",
+                json!({"resources": {"requests": {"cpu": "2", "memory": "2Gi"}},
+                       "containers": [{"name": "c"}]}),
+            ),
+        ];
+        for (what, spec) in table {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"namespace": "ml", "name": "p", "labels": {"app": "x"}},
+                "spec": spec,
+            }))
+            .expect(what);
+            let read = PodUsage::of(&pod);
+            let from_demand = PodUsage::of_demand(&pod, &Demand::of(&pod));
+            assert_eq!(from_demand, read, "{what}");
+        }
+    }
 }

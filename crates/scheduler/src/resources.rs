@@ -64,6 +64,8 @@ pub struct Demand {
     pub others: Vec<(String, i128)>,
     /// CPU and memory for scoring ([`nonzero_cpu_memory`], saturated).
     pub nonzero: (i64, i64),
+    /// [`nonzero_cpu_memory`] unsaturated: what booking the pod adds to its node's sums.
+    pub nonzero_exact: (i128, i128),
     /// Whole `nvidia.com/gpu` units.
     pub gpus: i64,
     /// Host ports the pod asks for.
@@ -94,6 +96,7 @@ impl Demand {
                 .map(|(name, amount)| (name.clone(), *amount))
                 .collect(),
             nonzero: (narrow(cpu), narrow(memory)),
+            nonzero_exact: (cpu, memory),
             gpus: i64::try_from(get("nvidia.com/gpu") / 1000).unwrap_or(i64::MAX),
             host_ports: crate::node_info::host_ports(pod),
             dra_backed: Vec::new(),

@@ -25,7 +25,7 @@ use tessera_model::node_selector;
 use crate::claim_memo::{ClaimMemo, next_generation};
 use crate::extended::{self, ExtendedClaim, ExtendedResourceClasses};
 use crate::filters::{self, Plugin, Rejection, reasons};
-use crate::node_info::{FixedHashMap, NodeInfo};
+use crate::node_info::{FixedHashMap, NodeInfo, PodUsage};
 use crate::placed::PlacedPods;
 use crate::pod_topology::{Context, NamespaceLabels};
 use crate::preemption::{
@@ -51,6 +51,9 @@ pub struct Decision {
     /// VolumeBinding's PreBind writes: volumes pre-bound to the pod's claims, claims
     /// annotated with the node (see [`crate::volumes`]).
     pub volumes: Reservation,
+    /// What the pod takes of the node, read while it was judged: [`Scheduler::assume`]
+    /// books it without reading the pod's spec again.
+    pub(crate) usage: Arc<PodUsage>,
 }
 
 /// Why a pod fits nowhere.
@@ -794,6 +797,7 @@ impl Scheduler {
             allocations,
             extended,
             volumes,
+            usage: Arc::new(PodUsage::of_demand(pod, &demand)),
         })
     }
 
@@ -1052,7 +1056,7 @@ impl Scheduler {
         }
         if let Some(&i) = self.node_index.get(&decision.node) {
             let node = Arc::make_mut(&mut self.nodes[i]);
-            node.add_pod(pod);
+            node.add_usage(&decision.usage);
             let taken = node.take_gpus(pod);
             if !taken.is_empty() {
                 self.gpus_taken.insert(pod_key(pod), taken);
