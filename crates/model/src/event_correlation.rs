@@ -700,19 +700,10 @@ mod tests {
     #[test]
     fn the_spam_filter_counts_by_source_and_object_or_a_given_key() {
         fn by_object_and_reason(event: &Value) -> String {
-            joined(
-                event,
-                &[
-                    &["source", "component"],
-                    &["source", "host"],
-                    &["involvedObject", "kind"],
-                    &["involvedObject", "namespace"],
-                    &["involvedObject", "name"],
-                    &["involvedObject", "uid"],
-                    &["involvedObject", "apiVersion"],
-                    &["reason"],
-                ],
-            )
+            // The default key's source and involved object, with the reason for the type.
+            const REASON: &[&[&str]] = &[&["reason"]];
+            let source_and_object = &SPAM_KEY[..SPAM_KEY.len() - 1];
+            joined_after("", event, source_and_object.iter().chain(REASON))
         }
         let pod = reference("Pod", "my-pod", "my-ns");
         let original = make_event("original", "i am first", &pod);
