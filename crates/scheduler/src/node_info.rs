@@ -478,9 +478,26 @@ pub fn build<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
     pods: impl IntoIterator<Item = &'a Pod>,
 ) -> Vec<NodeInfo> {
-    build_with(nodes, pods, NodeInfo::new, |pod| {
-        Arc::new(PodUsage::of(pod))
-    })
+    let mut infos: Vec<NodeInfo> = nodes.into_iter().map(NodeInfo::new).collect();
+    infos.sort_by(|a, b| a.name.cmp(&b.name));
+    let index: FixedHashMap<&str, usize> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    let placed: Vec<(usize, &Pod)> = pods
+        .into_iter()
+        .filter(|p| holds_resources(p))
+        .filter_map(|pod| {
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())?;
+            Some((*index.get(node)?, pod))
+        })
+        .collect();
+    drop(index);
+    for (i, pod) in placed {
+        infos[i].add_pod(pod);
+    }
+    infos
 }
 
 /// [`build`], shared: a node whose object and pods are what the last build saw is handed
@@ -586,33 +603,6 @@ pub fn build_cached<'a>(
     }
     cache.nodes.retain(|_, cached| cached.build == build);
     cache.pods.retain(|_, cached| cached.build == build);
-    infos
-}
-
-fn build_with<'a>(
-    nodes: impl IntoIterator<Item = &'a Node>,
-    pods: impl IntoIterator<Item = &'a Pod>,
-    node_info: impl FnMut(&Node) -> NodeInfo,
-    mut usage: impl FnMut(&Pod) -> Arc<PodUsage>,
-) -> Vec<NodeInfo> {
-    let mut infos: Vec<NodeInfo> = nodes.into_iter().map(node_info).collect();
-    infos.sort_by(|a, b| a.name.cmp(&b.name));
-    let index: FixedHashMap<&str, usize> = infos
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
-        .collect();
-    let mut bound: Vec<(usize, Arc<PodUsage>)> = Vec::new();
-    for pod in pods.into_iter().filter(|p| holds_resources(p)) {
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        if let Some(&i) = node.and_then(|n| index.get(n)) {
-            bound.push((i, usage(pod)));
-        }
-    }
-    drop(index);
-    for (i, usage) in bound {
-        infos[i].add_usage(&usage);
-    }
     infos
 }
 
