@@ -23,6 +23,7 @@
 //!
 //! Knows keys, revisions and opaque byte values: nothing about Kubernetes, JSON or HTTP.
 
+mod checkpointer;
 mod committer;
 mod history;
 mod sqlite;
@@ -140,6 +141,14 @@ pub enum StoreError {
         path: String,
         /// What SQLite said.
         source: rusqlite::Error,
+    },
+    /// The database file could not be opened for this store alone.
+    #[error("database {path}: {reason}")]
+    Held {
+        /// The database file.
+        path: String,
+        /// Why: another store holds it, or the file could not be opened.
+        reason: String,
     },
     /// An earlier commit failed; the store takes no more writes.
     #[error("the store is unusable after a failed commit: {0}")]

@@ -6,30 +6,33 @@
 //! CPU. Files created with the earlier `WITHOUT ROWID` table work unchanged: the statements
 //! are the same. A 64 MiB page cache keeps the hot pages of a lab-sized store in memory.
 //!
-//! The store is the file's only user, so the connection holds its locks for as long as it
-//! is open (`locking_mode = EXCLUSIVE`): a transaction takes no file lock of its own, the
-//! WAL index lives in memory rather than a shared-memory file, and a second process that
-//! opens the same file while a server writes it is refused ("database is locked") instead
-//! of writing beside it.
+//! The store is the file's only writer: it holds an exclusive `flock` on the file while open,
+//! so that a second store (or process) that opens the same file while a server writes it is
+//! refused ("database is locked") instead of writing beside it. The WAL is checkpointed by
+//! [`crate::checkpointer`] on a second connection, beside the commits rather than inside one.
 
 use std::path::{Path, PathBuf};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::StoreError;
+use crate::checkpointer::{self, Checkpointer, Step};
 use crate::transform::ValueTransformer;
 
 pub(crate) struct Database {
     path: PathBuf,
+    /// Dropped first: the thread's connection closes before the writer's, whose closing
+    /// checkpoints what is left and removes the WAL.
+    checkpointer: Checkpointer,
     connection: Connection,
+    /// Frames in the WAL after the last commit (the connection's WAL hook sets it).
+    wal_pages: Arc<AtomicU32>,
+    /// The file, held with an exclusive `flock` while the store is open.
+    _held: std::fs::File,
 }
-
-/// WAL pages written between checkpoints (SQLite's default is 1,000, about 4 MiB). A
-/// checkpoint copies each page once however often it changed since the last one, and it is
-/// where the committer waits for the disk; a longer interval spares copies of the pages
-/// every commit touches (the table's last leaf, the revision row) at the price of a larger
-/// WAL file (32 MiB at most between checkpoints) to read back on opening.
-const WAL_CHECKPOINT_PAGES: u32 = 8192;
 
 impl Database {
     /// Opens the file; `secure_delete` overwrites freed space with zeros, so a value's
@@ -44,7 +47,8 @@ impl Database {
             path: path.display().to_string(),
             source,
         };
-        let connection = Connection::open(path).map_err(error)?;
+        let held = hold(path)?;
+        let mut connection = Connection::open(path).map_err(error)?;
         let synchronous = if fsync { "FULL" } else { "NORMAL" };
         // Only asked for: without it, SQLite's own default stands.
         let secure_delete = if secure_delete {
@@ -54,12 +58,11 @@ impl Database {
         };
         connection
             .execute_batch(&format!(
-                "PRAGMA locking_mode = EXCLUSIVE;
-                 PRAGMA journal_mode = WAL;
+                "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = {synchronous};
                  {secure_delete}
                  PRAGMA cache_size = -65536;
-                 PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES};
+                 PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};
                  CREATE TABLE IF NOT EXISTS objects (
                      key TEXT PRIMARY KEY NOT NULL,
                      revision INTEGER NOT NULL,
@@ -72,10 +75,33 @@ impl Database {
                  INSERT OR IGNORE INTO meta (name, value) VALUES ('revision', 0);"
             ))
             .map_err(error)?;
+        // The hook replaces SQLite's automatic checkpoint: commits only report the WAL's size.
+        let wal_pages = Arc::new(AtomicU32::new(0));
+        let reported = wal_pages.clone();
+        connection
+            .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: i32| {
+                reported.store(u32::try_from(pages).unwrap_or(0), Ordering::Relaxed);
+                Ok(())
+            }))
+            .map_err(error)?;
+        let checkpointer = Checkpointer::start(path, synchronous)?;
         Ok(Database {
             path: path.to_path_buf(),
+            checkpointer,
             connection,
+            wal_pages,
+            _held: held,
         })
+    }
+
+    /// After a commit: wakes the checkpointer, or copies what its last pass left.
+    fn after_commit(&self) -> Result<(), StoreError> {
+        let pages = self.wal_pages.load(Ordering::Relaxed);
+        if self.checkpointer.after_commit(pages) == Step::CatchUp {
+            checkpointer::checkpoint(&self.connection).map_err(|e| self.error(e))?;
+            self.checkpointer.caught_up();
+        }
+        Ok(())
     }
 
     fn error(&self, source: rusqlite::Error) -> StoreError {
@@ -162,7 +188,8 @@ impl Database {
                 .execute(params![last.entry.revision as i64])?;
             tx.commit()
         })();
-        result.map_err(|e| self.error(e))
+        result.map_err(|e| self.error(e))?;
+        self.after_commit()
     }
 
     /// The `value` column of `key` as the file holds it (its stored form).
@@ -188,6 +215,50 @@ impl Database {
             .prepare_cached("UPDATE objects SET value = ?3 WHERE key = ?1 AND revision = ?2")
             .and_then(|mut update| update.execute(params![key, revision as i64, stored]))
             .map(drop)
-            .map_err(|e| self.error(e))
+            .map_err(|e| self.error(e))?;
+        self.after_commit()
     }
 }
+
+/// A WAL that grew past this (the checkpointer behind a burst) is cut back to it once it
+/// starts over.
+const WAL_SIZE_LIMIT: u64 = 64 << 20;
+
+/// Opens `path` (creating it, readable by its owner only) and takes an exclusive `flock` on
+/// it, refusing when another store holds it. SQLite's own locks are `fcntl` locks, which
+/// neither see nor disturb this one.
+fn hold(path: &Path) -> Result<std::fs::File, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let failed = |reason: String| StoreError::Held {
+        path: path.display().to_string(),
+        reason,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| failed(e.to_string()))?;
+    // As SQLite's busy timeout: a store of this process that is closing lets go within it.
+    let deadline = std::time::Instant::now() + HOLD_TIMEOUT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(failed(
+                    "database is locked: another store has it open".to_string(),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(failed(e.to_string())),
+        }
+    }
+}
+
+/// How long an opening waits for another store to let go of the file (rusqlite's default
+/// busy timeout, which bounded the wait when SQLite's own locks held the file).
+const HOLD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
