@@ -185,7 +185,14 @@ impl ApiServer {
     }
 }
 
-async fn handle(State(server): State<Arc<ApiServer>>, mut request: Request) -> Response {
+/// The router's one handler. Its future is a pointer: the request's own future (kilobytes,
+/// as it holds every handler's state) is built once on the heap instead of being moved
+/// through each layer that wraps it.
+async fn handle(State(server): State<Arc<ApiServer>>, request: Request) -> Response {
+    Box::pin(serve(server, request)).await
+}
+
+async fn serve(server: Arc<ApiServer>, mut request: Request) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let started = std::time::Instant::now();

@@ -557,20 +557,34 @@ const POD_CREATORS: usize = 30;
 /// checked (a refusal fails the run) but not decoded into a typed Pod: the harness shares the
 /// two measured cores with the server, and upstream's creator reads its answers as protobuf,
 /// far cheaper than the JSON decode of a whole Pod (about 4% of the measured phase's CPU).
+///
+/// Each client is a task of its own that takes the next pod when its last is created, as
+/// upstream's are goroutines: the in-process client serves a request on the task that sends
+/// it, so clients polled together on the harness's thread served every creation from one
+/// core while the other idled.
 async fn create_pods(client: &kube::Client, namespace: &str, pods: Vec<Pod>) -> anyhow::Result<()> {
-    use futures::StreamExt;
-    let request = &kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/pods"));
-    let results: Vec<anyhow::Result<String>> = futures::stream::iter(pods)
-        .map(|pod| async move {
-            let body = serde_json::to_vec(&pod)?;
-            Ok(client
-                .request_text(request.create(&Default::default(), body)?)
-                .await?)
-        })
-        .buffer_unordered(POD_CREATORS)
-        .collect()
-        .await;
-    results.into_iter().try_for_each(|result| result.map(drop))
+    let path = Arc::new(format!("/api/v1/namespaces/{namespace}/pods"));
+    let creators = POD_CREATORS.min(pods.len());
+    let next = Arc::new(Mutex::new(pods.into_iter()));
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..creators {
+        let (client, path, next) = (client.clone(), path.clone(), next.clone());
+        clients.spawn(async move {
+            loop {
+                let pod = next.lock().unwrap_or_else(|p| p.into_inner()).next();
+                let Some(pod) = pod else {
+                    return anyhow::Ok(());
+                };
+                let request = kube::core::Request::new(path.as_str())
+                    .create(&Default::default(), serde_json::to_vec(&pod)?)?;
+                client.request_text(request).await?;
+            }
+        });
+    }
+    while let Some(created) = clients.join_next().await {
+        created??;
+    }
+    Ok(())
 }
 
 /// The pods of one namespace seen bound so far, as scheduler_perf's collector counts them

@@ -514,7 +514,8 @@ impl<'w> Binder<'w> {
             let writer = self.writer.clone();
             writer.assume(|assumed, now| assumed.bound(&pod, &decision.node, now));
             cycles.spawn(async move {
-                if let Err(error) = bind(&writer, &pod, &claims, &decision).await {
+                // Boxed: the task's future stays small, so spawning and finishing it copy little.
+                if let Err(error) = Box::pin(bind(&writer, &pod, &claims, &decision)).await {
                     writer.assume(|assumed, _| assumed.forget(&pod));
                     tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
                 }
@@ -526,7 +527,8 @@ impl<'w> Binder<'w> {
         }
         let writer = self.writer.clone();
         self.running.spawn(async move {
-            if let Err(error) = bind(&writer, &pod, &claims, &decision).await {
+            // Boxed: the task's future stays small, so spawning and finishing it copy little.
+            if let Err(error) = Box::pin(bind(&writer, &pod, &claims, &decision)).await {
                 tracing::debug!(pod = ?pod.metadata.name, %error, "binding failed; retrying");
             }
         });

@@ -191,9 +191,10 @@ async fn write_correlated(client: &Client, correlated: Correlated) {
 /// Records events without holding up the caller, as client-go's event broadcaster does: a
 /// bounded queue drained by a task of its own; client-go's correlator
 /// ([`tessera_model::event_correlation`]) decides first, so similar events are combined,
-/// repeats counted up and a flood from one object dropped past the spam filter's rate. Unlike client-go, which drops events when its
-/// queue is full, a full queue makes the caller wait for room: events are not lost, and a
-/// caller that outruns the API server is slowed down to its pace.
+/// repeats counted up and a flood from one object dropped past the spam filter's rate.
+/// Unlike client-go, which drops events when its queue is full, a full queue makes the
+/// caller wait for room: events are not lost, and a caller that outruns the API server is
+/// slowed down to its pace.
 #[derive(Clone)]
 pub struct EventRecorder {
     queue: tokio::sync::mpsc::Sender<Correlated>,
@@ -206,8 +207,11 @@ pub struct EventRecorder {
 /// Events queued before new ones are dropped (client-go's `maxQueuedEvents`).
 const MAX_QUEUED_EVENTS: usize = 1000;
 
-/// Events written at once by a recorder.
-const EVENT_WRITERS: usize = 128;
+/// Events written at once by a recorder: as many as its queue holds. client-go writes each
+/// event in a goroutine of its own, without bound, so its queue drains as fast as events
+/// come; with fewer writers (there were 128) a scheduler binding thousands of pods a
+/// second filled the queue and waited on its events rather than binding.
+const EVENT_WRITERS: usize = MAX_QUEUED_EVENTS;
 
 impl EventRecorder {
     /// Starts a recorder for `component`, stamping events from `clock`; its task ends when the
@@ -223,7 +227,8 @@ impl EventRecorder {
                 };
                 let client = client.clone();
                 tokio::spawn(async move {
-                    write_correlated(&client, event).await;
+                    // Boxed: the task's future stays small (see the scheduler's binds).
+                    Box::pin(write_correlated(&client, event)).await;
                     drop(permit);
                 });
             }
