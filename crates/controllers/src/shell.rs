@@ -204,7 +204,8 @@ pub struct EventRecorder {
     correlator: Arc<std::sync::Mutex<Correlator>>,
 }
 
-/// Events queued before new ones are dropped (client-go's `maxQueuedEvents`).
+/// Events queued before a caller waits for room (client-go's `maxQueuedEvents`, past which it
+/// drops them).
 const MAX_QUEUED_EVENTS: usize = 1000;
 
 /// Events written at once by a recorder: as many as its queue holds. client-go writes each

@@ -12,7 +12,6 @@
 //! [`crate::checkpointer`] on a second connection, beside the commits rather than inside one.
 
 use std::path::{Path, PathBuf};
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -94,14 +93,17 @@ impl Database {
         })
     }
 
-    /// After a commit: wakes the checkpointer, or copies what its last pass left.
-    fn after_commit(&self) -> Result<(), StoreError> {
+    /// After a commit: wakes the checkpointer, or copies what its last pass left. A copy that
+    /// fails is logged, not returned: the commit stands, and the frames stay in the WAL for
+    /// the next pass.
+    fn after_commit(&self) {
         let pages = self.wal_pages.load(Ordering::Relaxed);
         if self.checkpointer.after_commit(pages) == Step::CatchUp {
-            checkpointer::checkpoint(&self.connection).map_err(|e| self.error(e))?;
+            if let Err(error) = checkpointer::checkpoint(&self.connection) {
+                tracing::warn!(path = %self.path.display(), %error, "WAL checkpoint failed");
+            }
             self.checkpointer.caught_up();
         }
-        Ok(())
     }
 
     fn error(&self, source: rusqlite::Error) -> StoreError {
@@ -189,7 +191,8 @@ impl Database {
             tx.commit()
         })();
         result.map_err(|e| self.error(e))?;
-        self.after_commit()
+        self.after_commit();
+        Ok(())
     }
 
     /// The `value` column of `key` as the file holds it (its stored form).
@@ -216,7 +219,8 @@ impl Database {
             .and_then(|mut update| update.execute(params![key, revision as i64, stored]))
             .map(drop)
             .map_err(|e| self.error(e))?;
-        self.after_commit()
+        self.after_commit();
+        Ok(())
     }
 }
 
