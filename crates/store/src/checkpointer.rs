@@ -54,30 +54,25 @@ pub(crate) enum Step {
 
 /// Where the thread stands, as the writer sees it after a commit.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Progress {
-    /// The thread was woken and has not finished that pass.
-    pub(crate) busy: bool,
+pub(crate) enum Progress {
+    /// Waiting to be woken.
+    #[default]
+    Idle,
+    /// Woken, its pass not ended.
+    Busy,
     /// A pass ended since the writer last caught up.
-    pub(crate) finished: bool,
+    Finished,
 }
 
 /// The writer's step after a commit that left `pages` frames in the WAL.
 pub(crate) fn next_step(pages: u32, progress: Progress) -> Step {
-    if progress.busy {
+    match progress {
         // The backstop: the thread has fallen far behind; the writer copies (and waits).
-        return if pages >= WAL_BACKSTOP_PAGES {
-            Step::CatchUp
-        } else {
-            Step::Nothing
-        };
-    }
-    if progress.finished {
-        return Step::CatchUp;
-    }
-    if pages >= WAL_CHECKPOINT_PAGES {
-        Step::Wake
-    } else {
-        Step::Nothing
+        Progress::Busy if pages >= WAL_BACKSTOP_PAGES => Step::CatchUp,
+        Progress::Busy => Step::Nothing,
+        Progress::Finished => Step::CatchUp,
+        Progress::Idle if pages >= WAL_CHECKPOINT_PAGES => Step::Wake,
+        Progress::Idle => Step::Nothing,
     }
 }
 
@@ -98,14 +93,11 @@ impl Checkpointer {
     /// writer's `synchronous` setting: a checkpoint flushes the WAL before it copies and the
     /// database file after.
     pub(crate) fn start(path: &Path, synchronous: &str) -> Result<Checkpointer, StoreError> {
-        let error = |source| StoreError::Database {
-            path: path.display().to_string(),
-            source,
-        };
-        let connection = Connection::open(path).map_err(error)?;
+        let error = crate::sqlite::error_at(path);
+        let connection = Connection::open(path).map_err(&error)?;
         connection
             .execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
-            .map_err(error)?;
+            .map_err(&error)?;
         let shared: Arc<(Mutex<State>, Condvar)> = Arc::default();
         let thread = {
             let shared = shared.clone();
@@ -129,7 +121,7 @@ impl Checkpointer {
         let mut state = lock(state);
         let step = next_step(pages, state.progress);
         if step == Step::Wake {
-            state.progress.busy = true;
+            state.progress = Progress::Busy;
             woken.notify_one();
         }
         step
@@ -137,7 +129,10 @@ impl Checkpointer {
 
     /// The writer has copied what the last pass left.
     pub(crate) fn caught_up(&self) {
-        lock(&self.shared.0).progress.finished = false;
+        let mut state = lock(&self.shared.0);
+        if state.progress == Progress::Finished {
+            state.progress = Progress::Idle;
+        }
     }
 }
 
@@ -158,7 +153,7 @@ fn run(connection: &Connection, shared: &(Mutex<State>, Condvar)) {
     loop {
         {
             let mut state = lock(state);
-            while !state.progress.busy && !state.shut_down {
+            while state.progress != Progress::Busy && !state.shut_down {
                 state = woken
                     .wait(state)
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -172,10 +167,7 @@ fn run(connection: &Connection, shared: &(Mutex<State>, Condvar)) {
             tracing::warn!(%error, "WAL checkpoint failed");
         }
         let mut state = lock(state);
-        state.progress = Progress {
-            busy: false,
-            finished: true,
-        };
+        state.progress = Progress::Finished;
     }
 }
 
@@ -196,15 +188,7 @@ mod tests {
 
     #[test]
     fn the_writer_wakes_the_thread_once_and_catches_up_after_its_pass() {
-        let idle = Progress::default();
-        let busy = Progress {
-            busy: true,
-            finished: false,
-        };
-        let finished = Progress {
-            busy: false,
-            finished: true,
-        };
+        let (idle, busy, finished) = (Progress::Idle, Progress::Busy, Progress::Finished);
         // (case, WAL pages after the commit, progress, step)
         let cases = [
             ("a small WAL", 10, idle, Step::Nothing),

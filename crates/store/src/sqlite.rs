@@ -42,12 +42,9 @@ impl Database {
         fsync: bool,
         secure_delete: bool,
     ) -> Result<Database, StoreError> {
-        let error = |source| StoreError::Database {
-            path: path.display().to_string(),
-            source,
-        };
+        let error = error_at(path);
         let held = hold(path)?;
-        let mut connection = Connection::open(path).map_err(error)?;
+        let mut connection = Connection::open(path).map_err(&error)?;
         let synchronous = if fsync { "FULL" } else { "NORMAL" };
         // Only asked for: without it, SQLite's own default stands.
         let secure_delete = if secure_delete {
@@ -73,7 +70,7 @@ impl Database {
                  );
                  INSERT OR IGNORE INTO meta (name, value) VALUES ('revision', 0);"
             ))
-            .map_err(error)?;
+            .map_err(&error)?;
         // The hook replaces SQLite's automatic checkpoint: commits only report the WAL's size.
         let wal_pages = Arc::new(AtomicU32::new(0));
         let reported = wal_pages.clone();
@@ -82,7 +79,7 @@ impl Database {
                 reported.store(u32::try_from(pages).unwrap_or(0), Ordering::Relaxed);
                 Ok(())
             }))
-            .map_err(error)?;
+            .map_err(&error)?;
         let checkpointer = Checkpointer::start(path, synchronous)?;
         Ok(Database {
             path: path.to_path_buf(),
@@ -107,10 +104,7 @@ impl Database {
     }
 
     fn error(&self, source: rusqlite::Error) -> StoreError {
-        StoreError::Database {
-            path: self.path.display().to_string(),
-            source,
-        }
+        error_at(&self.path)(source)
     }
 
     /// The stored revision and every (key, revision, value) row in key order.
@@ -221,6 +215,14 @@ impl Database {
             .map_err(|e| self.error(e))?;
         self.after_commit();
         Ok(())
+    }
+}
+
+/// What SQLite said of the file at `path`, as a store error naming it.
+pub(crate) fn error_at(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |source| StoreError::Database {
+        path: path.display().to_string(),
+        source,
     }
 }
 
