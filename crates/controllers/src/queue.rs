@@ -227,6 +227,8 @@ struct Memory {
     workloads: Serialized,
     /// Per job UID, the writes last sent and the job's resource version then.
     sent: HashMap<String, (String, Vec<JobWrite>)>,
+    /// Which Workloads name DRA claims.
+    claiming: tessera_queue::api::dra::ClaimingWorkloads,
 }
 
 impl Memory {
@@ -314,10 +316,20 @@ pub async fn run(client: Client, config: QueueConfig) {
     }
 }
 
+/// The Workloads owned by a controller, by its UID.
+pub(crate) fn owned_workloads(workloads: &Workloads) -> BTreeMap<&str, &Value> {
+    workloads
+        .values()
+        .map(Arc::as_ref)
+        .filter_map(|w| Some((controller_uid(w)?, w)))
+        .collect()
+}
+
 /// The UID of an object's controller.
 fn controller_uid(object: &Value) -> Option<&str> {
     object
-        .pointer("/metadata/ownerReferences")?
+        .get("metadata")?
+        .get("ownerReferences")?
         .as_array()?
         .iter()
         .find(|r| r.get("controller") == Some(&json!(true)))?
@@ -401,7 +413,9 @@ impl Shell<'_> {
             |_| None,
         );
         let stored = memory.workloads.values(&current);
-        let prepared = self.dra.prepare(stored, self.configuration, now);
+        let prepared = self
+            .dra
+            .prepare(stored, &mut memory.claiming, self.configuration, now);
         let objects = Objects {
             flavors: watches.flavors.values(),
             cluster_queues: watches.cluster_queues.values(),
@@ -418,14 +432,21 @@ impl Shell<'_> {
         };
         let started = std::time::Instant::now();
         let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
+        tracing::debug!(
+            took = ?started.elapsed(),
+            workloads = objects.workloads.len(),
+            writes = decided.workloads.len(),
+            "queue manager: admission pass"
+        );
         if let Some(metrics) = self.metrics {
             count_transitions(&metrics.kueue, &objects.workloads, &decided, now, started);
         }
         decided.workloads.splice(0..0, prepared.writes);
+        let parsed = memory.queues.parsed();
         let mut workloads: Workloads = objects
             .workloads
             .into_iter()
-            .map(|w| (objects::key(&w), w))
+            .map(|w| (parsed.key_of(&w), w))
             .collect();
         for object in self
             .write_statuses(&watches.workloads.resource, &decided.workloads)
@@ -469,12 +490,6 @@ impl Shell<'_> {
     ) {
         let watches = self.watches;
         let (flavors, priorities) = (context.flavors, context.priorities);
-        let by_owner: BTreeMap<&str, &Value> = context
-            .workloads
-            .values()
-            .map(Arc::as_ref)
-            .filter_map(|w| Some((controller_uid(w)?, w)))
-            .collect();
         let kinds = [
             (
                 &JOB,
@@ -487,6 +502,12 @@ impl Shell<'_> {
                 watches.jobsets.values(),
             ),
         ];
+        // Indexed only when there are jobs: a pass reads every Workload.
+        let by_owner: BTreeMap<&str, &Value> = if kinds.iter().all(|(_, _, jobs)| jobs.is_empty()) {
+            BTreeMap::new()
+        } else {
+            owned_workloads(context.workloads)
+        };
         let namespaces = objects::namespace_labels(&values(watches.namespaces.state()));
         let no_labels = BTreeMap::new();
         let mut uids = std::collections::HashSet::new();

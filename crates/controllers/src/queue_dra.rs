@@ -10,7 +10,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate, Resourc
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::Value;
-use tessera_queue::api::dra::{DeviceRequests, DraObjects, Prepared};
+use tessera_queue::api::dra::{ClaimingWorkloads, DeviceRequests, DraObjects, Prepared};
 use tessera_queue::config::Configuration;
 
 use crate::queue::values;
@@ -45,6 +45,7 @@ impl DraWatches {
     pub fn prepare(
         &self,
         workloads: Vec<std::sync::Arc<Value>>,
+        claiming: &mut ClaimingWorkloads,
         configuration: &Configuration,
         now: SystemTime,
     ) -> Prepared {
@@ -54,6 +55,6 @@ impl DraWatches {
             device_classes: values(self.classes.state()),
             resource_slices: values(self.slices.state()),
         };
-        DeviceRequests::prepare(workloads, &objects, mappings, now)
+        DeviceRequests::prepare_remembering(workloads, claiming, &objects, mappings, now)
     }
 }

@@ -90,14 +90,14 @@ impl PodIntegration {
             .iter()
             .filter_map(|p| serde_json::to_value(p.as_ref()).ok())
             .collect();
-        let by_owner: BTreeMap<&str, &Value> = context
-            .workloads
-            .values()
-            .map(Arc::as_ref)
-            .filter_map(|w| Some((controller_uid(w)?, w)))
-            .collect();
         let mut written = Vec::new();
         let units = pod::units(&pods);
+        // Indexed only when Kueue manages pods: a pass reads every Workload.
+        let by_owner = if units.is_empty() {
+            BTreeMap::new()
+        } else {
+            crate::queue::owned_workloads(context.workloads)
+        };
         for (key, group, members) in &units {
             let workload = if *group {
                 context.workloads.get(key).map(Arc::as_ref)
@@ -287,15 +287,4 @@ fn workload_resource() -> ApiResource {
 fn parent_resource(kind: ParentKind) -> ApiResource {
     let (group, version, kind, plural) = kind.resource();
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-/// The UID of an object's controller.
-fn controller_uid(object: &Value) -> Option<&str> {
-    object
-        .pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller") == Some(&json!(true)))?
-        .get("uid")?
-        .as_str()
 }

@@ -11,8 +11,11 @@
 //! Knows nothing about quota or flavors: the scheduling cycle (`cycle`) decides and hands back
 //! requeue reasons. Admission fair sharing only enters through the per-LocalQueue usage the
 //! caller supplies (`afs`). A stopped queue only stops admissions here; HoldAndDrain's
-//! eviction of admitted workloads belongs to the workload controller. Second-pass queues,
-//! scheduling-equivalence hashing, metrics and concurrent admission are not modelled.
+//! eviction of admitted workloads belongs to the workload controller. Kueue's
+//! SchedulingEquivalenceHashing (on by default, as in Kueue; [`equivalence`]): a BestEffortFIFO
+//! head requeued inadmissible for NoFit or PreemptionNoCandidates moves the active Workloads of
+//! its shape to the inadmissible set, and Workloads of that shape added before the next retry
+//! go there at once. Second-pass queues, metrics and concurrent admission are not modelled.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -21,8 +24,10 @@ use std::time::SystemTime;
 use crate::user_limits::UserLimits;
 use crate::workload::WorkloadInfo;
 
+mod equivalence;
 mod pending;
 
+use equivalence::SchedulingShape;
 use pending::PendingWorkloads;
 
 /// `namespace/name` of a Workload (`workload.Reference`).
@@ -263,11 +268,16 @@ pub struct ClusterQueueQueue {
     /// takes from this queue, one per round (`cycle::schedule`); 1 (or 0) is Kueue's one pop
     /// per cycle.
     pub heads_per_cycle: usize,
+    /// Kueue's SchedulingEquivalenceHashing feature gate (on by default).
+    pub equivalence_hashing: bool,
     /// The active heap and the inadmissible set.
     pending: PendingWorkloads,
     pop_cycle: i64,
     queue_inadmissible_cycle: i64,
     preemptor: Option<Preemptor>,
+    /// The shapes whose representative was requeued inadmissible since the last retry of the
+    /// inadmissible set (`hashToBulkMoveReason`).
+    failed_shapes: Vec<SchedulingShape>,
 }
 
 impl ClusterQueueQueue {
@@ -277,11 +287,44 @@ impl ClusterQueueQueue {
             strategy,
             active: true,
             heads_per_cycle: 1,
+            equivalence_hashing: true,
             pending: PendingWorkloads::default(),
             pop_cycle: 0,
             queue_inadmissible_cycle: -1,
             preemptor: None,
+            failed_shapes: Vec::new(),
         }
+    }
+
+    /// Whether equivalence classes apply here: the feature is on and the queue is
+    /// BestEffortFIFO (StrictFIFO keeps its head-of-line order).
+    fn hashes_equivalents(&self) -> bool {
+        self.equivalence_hashing && self.strategy == QueueingStrategy::BestEffortFifo
+    }
+
+    /// Whether a Workload of `workload`'s shape was requeued inadmissible since the last
+    /// retry.
+    fn shape_failed(&self, workload: &QueuedWorkload) -> bool {
+        self.hashes_equivalents() && self.failed_shapes.iter().any(|s| s.matches(workload))
+    }
+
+    /// Records `representative`'s shape as failed and moves the active Workloads of that
+    /// shape to the inadmissible set (`handleInadmissibleHash`). Returns how many moved.
+    fn park_equivalents(&mut self, representative: &QueuedWorkload) -> usize {
+        if !self.hashes_equivalents() {
+            return 0;
+        }
+        let shape = SchedulingShape::of(representative);
+        let equivalents: Vec<WorkloadKey> = self
+            .pending
+            .active_values()
+            .filter(|workload| shape.matches(workload))
+            .map(QueuedWorkload::key)
+            .collect();
+        if !self.failed_shapes.contains(&shape) {
+            self.failed_shapes.push(shape);
+        }
+        equivalents.iter().filter(|key| self.park(key)).count()
     }
 
     fn sticky(&self) -> Option<&str> {
@@ -311,8 +354,22 @@ impl ClusterQueueQueue {
             }
             self.pending.remove(&key);
         }
-        let inadmissible = !self.pending.is_active(&key) && !workload.backoff_expired(now);
+        let inadmissible = !self.pending.is_active(&key)
+            && (!workload.backoff_expired(now) || self.shape_failed(&workload));
         self.pending.insert(key, Box::new(workload), inadmissible);
+    }
+
+    /// [`Self::push_or_update`] for a Workload the caller keeps: copied only when the queue
+    /// does not already hold it as it is (a pass offers every pending Workload again).
+    pub fn push_or_update_from(&mut self, workload: &QueuedWorkload, now: SystemTime) {
+        if self.pending.get(&workload.key()) != Some(workload) {
+            self.push_or_update(workload.clone(), now);
+        }
+    }
+
+    /// The keys of every Workload the queue holds, active and inadmissible, in key order.
+    pub fn keys(&self) -> impl Iterator<Item = &WorkloadKey> {
+        self.pending.keys()
     }
 
     /// Removes a Workload from both sets (`Delete`).
@@ -391,18 +448,27 @@ impl ClusterQueueQueue {
         if self.pending.contains_key(&key) {
             return false;
         }
+        let class_wide = matches!(
+            reason,
+            RequeueReason::NoFit | RequeueReason::PreemptionNoCandidates
+        );
+        if class_wide {
+            self.park_equivalents(&workload);
+        }
         self.pending.insert(key, Box::new(workload), true);
         true
     }
 
     /// Moves every inadmissible Workload whose namespace still matches and whose backoff is
-    /// over back to the heap (`queueInadmissibleWorkloads`). Returns how many moved.
+    /// over back to the heap, and forgets the failed shapes (`queueInadmissibleWorkloads`).
+    /// Returns how many moved.
     pub fn queue_inadmissible(
         &mut self,
         now: SystemTime,
         namespace_matches: &dyn Fn(&str) -> bool,
     ) -> usize {
         self.queue_inadmissible_cycle = self.pop_cycle;
+        self.failed_shapes.clear();
         self.pending
             .activate(|w| namespace_matches(&w.info.workload.namespace) && w.backoff_expired(now))
     }

@@ -1,8 +1,10 @@
 // Upstream: pkg/cache/queue/cluster_queue_test.go (TestBackoffWaitingTimeExpired,
 // TestBestEffortFIFORequeueIfNotPresent, TestStrictFIFORequeueIfNotPresent,
 // TestFIFOClusterQueue, TestStrictFIFO, TestClusterQueueIsPreemptor's sticky head) and the
-// workload controller's queue blockers. Not ported: the hash, pending-resource, metrics,
-// inflight, concurrency and AFS-ledger tests (those parts are not modelled).
+// workload controller's queue blockers, and SchedulingEquivalenceHashing's requeue reasons
+// (an_inadmissible_head_sets_its_equivalents_aside). Not ported: the hash digest,
+// pending-resource, metrics, inflight, concurrency and AFS-ledger tests (those parts are not
+// modelled).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -635,5 +637,109 @@ fn parked_workloads_leave_the_heap_and_come_back_in_order() {
             popped.push(workload.info.workload.name);
         }
         assert_eq!(popped, want, "{name}");
+    }
+}
+
+/// A Workload of shape `priority` asking for `cpu` milli-CPU.
+fn shaped(name: &str, priority: i32, cpu: i64, creation: SystemTime) -> QueuedWorkload {
+    let mut workload = queued(name, priority, creation);
+    workload.info = WorkloadInfo::new(Workload {
+        pod_sets: vec![crate::workload::PodSet {
+            name: "main".into(),
+            count: 1,
+            requests: [("cpu".to_owned(), cpu)].into(),
+            ..Default::default()
+        }],
+        ..workload.info.workload.clone()
+    });
+    workload
+}
+
+#[test]
+fn an_inadmissible_head_sets_its_equivalents_aside() {
+    // SchedulingEquivalenceHashing (cluster_queue_test.go's TestRequeueIfNotPresent hash cases
+    // and TestGetNoFitReason's reasons): the head `a` (priority 5, 1 CPU) is popped and
+    // requeued for `reason` in a queue of `strategy`; then `b` (its equivalent), `c` (another
+    // priority) and `d` (other requests) stay active or not; then `e`, a new equivalent, is
+    // added before and after a retry of the inadmissible set. Active Workloads are listed in
+    // pop order (priority, then creation).
+    let cases: Vec<(&str, QueueingStrategy, bool, RequeueReason, Vec<&str>)> = vec![
+        (
+            "NoFit sets the equivalent aside, other shapes stay",
+            QueueingStrategy::BestEffortFifo,
+            true,
+            RequeueReason::NoFit,
+            vec!["ns/d", "ns/c"],
+        ),
+        (
+            "PreemptionNoCandidates too",
+            QueueingStrategy::BestEffortFifo,
+            true,
+            RequeueReason::PreemptionNoCandidates,
+            vec!["ns/d", "ns/c"],
+        ),
+        (
+            "a generic failure is the head's own",
+            QueueingStrategy::BestEffortFifo,
+            true,
+            RequeueReason::Generic,
+            vec!["ns/b", "ns/d", "ns/c"],
+        ),
+        (
+            "a namespace mismatch is the head's own",
+            QueueingStrategy::BestEffortFifo,
+            true,
+            RequeueReason::NamespaceMismatch,
+            vec!["ns/b", "ns/d", "ns/c"],
+        ),
+        (
+            "StrictFIFO keeps its order",
+            QueueingStrategy::StrictFifo,
+            true,
+            RequeueReason::NoFit,
+            vec!["ns/a", "ns/b", "ns/d", "ns/c"],
+        ),
+        (
+            "the gate off",
+            QueueingStrategy::BestEffortFifo,
+            false,
+            RequeueReason::NoFit,
+            vec!["ns/b", "ns/d", "ns/c"],
+        ),
+    ];
+    let ordering = QueueOrdering::default();
+    for (name, strategy, gate, reason, active) in cases {
+        let mut queue = ClusterQueueQueue::new(strategy);
+        queue.equivalence_hashing = gate;
+        for workload in [
+            shaped("a", 5, 1000, at(1)),
+            shaped("b", 5, 1000, at(2)),
+            shaped("c", 4, 1000, at(3)),
+            shaped("d", 5, 2000, at(4)),
+        ] {
+            queue.push_or_update(workload, at(10));
+        }
+        let head = queue.pop(&ordering).expect("a head");
+        assert_eq!(head.key(), "ns/a", "{name}");
+        queue.requeue(head, reason, at(10));
+        assert_eq!(
+            queue.dump(&ordering),
+            active,
+            "{name}: active after the requeue"
+        );
+        let set_aside = active.len() == 2;
+        queue.push_or_update(shaped("e", 5, 1000, at(5)), at(11));
+        assert_eq!(
+            queue.is_inadmissible("ns/e"),
+            set_aside,
+            "{name}: a new equivalent before the retry"
+        );
+        queue.delete("ns/e");
+        queue.queue_inadmissible(at(12), &|_| true);
+        queue.push_or_update(shaped("e", 5, 1000, at(5)), at(12));
+        assert!(
+            !queue.is_inadmissible("ns/e"),
+            "{name}: a retry forgets the failed shapes"
+        );
     }
 }

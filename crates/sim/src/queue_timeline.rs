@@ -54,7 +54,6 @@ use tessera_queue::{
 };
 
 use crate::queue_scenario::{CPU, Plan, WorkloadPlan};
-use crate::queue_topology::PodSetTopology;
 
 /// The virtual clock's zero, on a whole second.
 const EPOCH_SECONDS: u64 = 1_700_000_000;
@@ -248,13 +247,8 @@ struct WorkloadState {
     evictions: u64,
 }
 
-/// Scheduling equivalence: Workloads of one ClusterQueue with the same priority, per-pod
-/// request, pod count and topology request.
-type Shape = (i32, i64, i32, Option<PodSetTopology>);
-
 struct Sim<'p> {
     plan: &'p Plan,
-    options: Options,
     now_ms: u64,
     /// Quota and the usage of admitted Workloads (the cache); each cycle schedules on a copy.
     tree: Tree,
@@ -266,10 +260,6 @@ struct Sim<'p> {
     snapshot: Snapshot,
     index_of: BTreeMap<String, usize>,
     workloads: Vec<WorkloadState>,
-    /// Per ClusterQueue, pending Workloads by shape.
-    pending: Vec<BTreeMap<Shape, BTreeSet<usize>>>,
-    /// Per ClusterQueue, the shapes parked since its last requeue.
-    parked_shapes: Vec<BTreeSet<Shape>>,
     finishes: BinaryHeap<Reverse<(u64, usize, u64)>>,
     /// Per ClusterQueue, milli-CPU × ms of quota held.
     used: Vec<u128>,
@@ -439,10 +429,9 @@ impl<'p> Sim<'p> {
                     user_limits: Default::default(),
                 },
             );
-            queues.cluster_queues.insert(
-                cq.name.clone(),
-                ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo),
-            );
+            let mut queue = ClusterQueueQueue::new(QueueingStrategy::BestEffortFifo);
+            queue.equivalence_hashing = options.equivalence_hashing;
+            queues.cluster_queues.insert(cq.name.clone(), queue);
             cluster_queues.insert(
                 cq.name.clone(),
                 ClusterQueueSnapshot {
@@ -502,7 +491,6 @@ impl<'p> Sim<'p> {
         let queues_count = plan.cluster_queues.len();
         Ok(Sim {
             plan,
-            options,
             now_ms: 0,
             tree,
             nodes,
@@ -513,24 +501,12 @@ impl<'p> Sim<'p> {
             snapshot,
             index_of,
             workloads,
-            pending: vec![BTreeMap::new(); queues_count],
-            parked_shapes: vec![BTreeSet::new(); queues_count],
             finishes: BinaryHeap::new(),
             used: vec![0; queues_count],
             cycles: 0,
             admissions: 0,
             evictions: 0,
         })
-    }
-
-    fn shape(&self, index: usize) -> Shape {
-        let template = &self.plan.workloads[index].template;
-        (
-            template.priority,
-            template.request_milli,
-            template.pod_count,
-            template.topology.clone(),
-        )
     }
 
     /// One pod's requests of a Workload's PodSet.
@@ -579,26 +555,13 @@ impl<'p> Sim<'p> {
         }
     }
 
-    /// Queues a pending Workload; one whose shape is parked goes straight to the inadmissible
-    /// set.
+    /// Queues a pending Workload (one whose shape failed since the last retry goes straight
+    /// to the inadmissible set: the queue's equivalence classes).
     fn enqueue(&mut self, index: usize) {
         let queued = self.queued(index);
         let now = at(self.now_ms);
-        let cq = self.plan.workloads[index].cluster_queue;
-        let shape = self.shape(index);
         // Every LocalQueue and ClusterQueue exists, so this cannot be refused.
         let _ = self.queues.add_or_update(queued, now);
-        if self.options.equivalence_hashing && self.parked_shapes[cq].contains(&shape) {
-            self.park(cq, index);
-        }
-        self.pending[cq].entry(shape).or_default().insert(index);
-    }
-
-    fn park(&mut self, cq: usize, index: usize) {
-        let name = &self.plan.cluster_queues[cq].name;
-        if let Some(queue) = self.queues.cluster_queues.get_mut(name) {
-            queue.park(&self.workloads[index].key);
-        }
     }
 
     /// Gives back the quota `index` holds; true if it held any.
@@ -658,10 +621,6 @@ impl<'p> Sim<'p> {
             });
         self.workloads[index].tas_usage = placement_usage(admission, &self.pod_requests(index));
         let cq = self.plan.workloads[index].cluster_queue;
-        let shape = self.shape(index);
-        if let Some(pending) = self.pending[cq].get_mut(&shape) {
-            pending.remove(&index);
-        }
         self.tree.add_usages(self.nodes[cq], &usage);
         let planned = &self.plan.workloads[index];
         let state = &mut self.workloads[index];
@@ -691,31 +650,11 @@ impl<'p> Sim<'p> {
         self.admissions += 1;
     }
 
-    /// Parks the active Workloads of `cq` shaped like `index` (`handleInadmissibleHash`).
-    fn park_equivalents(&mut self, cq: usize, index: usize) {
-        let shape = self.shape(index);
-        self.parked_shapes[cq].insert(shape.clone());
-        let Some(queue) = self
-            .queues
-            .cluster_queues
-            .get_mut(&self.plan.cluster_queues[cq].name)
-        else {
-            return;
-        };
-        // Those already inadmissible stay so: `park` moves only active ones.
-        for &other in self.pending[cq].get(&shape).into_iter().flatten() {
-            if other != index {
-                queue.park(&self.workloads[other].key);
-            }
-        }
-    }
-
     /// Requeues the inadmissible Workloads of every Cohort whose quota was released.
     fn requeue_touched_cohorts(&mut self) {
         let now = at(self.now_ms);
         for cohort in std::mem::take(&mut self.touched_cohorts) {
             for &cq in &self.cohort_members[cohort] {
-                self.parked_shapes[cq].clear();
                 let name = &self.plan.cluster_queues[cq].name;
                 if let Some(queue) = self.queues.cluster_queues.get_mut(name) {
                     queue.queue_inadmissible(now, &|_| true);
@@ -756,23 +695,7 @@ impl<'p> Sim<'p> {
                         }
                         progress = true;
                     }
-                    Decision::Requeue {
-                        workload,
-                        inadmissible,
-                        ..
-                    } => {
-                        if !inadmissible {
-                            continue;
-                        }
-                        progress = true;
-                        if let (true, Some(&index)) = (
-                            self.options.equivalence_hashing,
-                            self.index_of.get(&workload),
-                        ) {
-                            let cq = self.plan.workloads[index].cluster_queue;
-                            self.park_equivalents(cq, index);
-                        }
-                    }
+                    Decision::Requeue { inadmissible, .. } => progress |= inadmissible,
                 }
             }
             self.requeue_touched_cohorts();

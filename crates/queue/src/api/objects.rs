@@ -73,16 +73,41 @@ pub fn shared(objects: impl IntoIterator<Item = Value>) -> Vec<Arc<Value>> {
     objects.into_iter().map(Arc::new).collect()
 }
 
+/// Whether some PodSet template of a Workload names a RuntimeClass (whose overhead
+/// [`with_pod_overhead`] may add).
+pub fn names_runtime_class(object: &Value) -> bool {
+    object
+        .get("spec")
+        .and_then(|spec| spec.get("podSets"))
+        .and_then(Value::as_array)
+        .is_some_and(|pod_sets| {
+            pod_sets.iter().any(|pod_set| {
+                pod_set["template"]["spec"]
+                    .get("runtimeClassName")
+                    .is_some()
+            })
+        })
+}
+
+/// A RuntimeClass's `overhead.podFixed`, when it states any.
+fn overhead_of(class: &Value) -> Option<&Value> {
+    class
+        .get("overhead")
+        .and_then(|o| o.get("podFixed"))
+        .filter(|f| f.as_object().is_some_and(|o| !o.is_empty()))
+}
+
 /// Kueue's `handlePodOverhead`: a Workload whose PodSet templates name a RuntimeClass and
 /// state no overhead, with each such template's `overhead` set to its class's
 /// `overhead.podFixed` (so the PodSet's requests count it, as the pods' will once admission
 /// sets it); `None` when no template changes. A class not found, or without overhead,
 /// changes nothing (Kueue logs the lookup error and goes on).
 pub fn with_pod_overhead(object: &Value, runtime_classes: &[Value]) -> Option<Value> {
-    if runtime_classes.is_empty() {
+    // Read on every Workload of every pass: most clusters' classes state no overhead.
+    if !runtime_classes.iter().any(|c| overhead_of(c).is_some()) {
         return None;
     }
-    let pod_sets = object.pointer("/spec/podSets")?.as_array()?;
+    let pod_sets = object.get("spec")?.get("podSets")?.as_array()?;
     let mut changes = Vec::new();
     for (index, pod_set) in pod_sets.iter().enumerate() {
         let spec = &pod_set["template"]["spec"];
@@ -99,8 +124,7 @@ pub fn with_pod_overhead(object: &Value, runtime_classes: &[Value]) -> Option<Va
         let fixed = runtime_classes
             .iter()
             .find(|c| name(c) == class)
-            .and_then(|c| c.pointer("/overhead/podFixed"))
-            .filter(|f| f.as_object().is_some_and(|o| !o.is_empty()));
+            .and_then(overhead_of);
         if let Some(fixed) = fixed {
             changes.push((index, fixed.clone()));
         }
@@ -131,12 +155,27 @@ pub fn by_name(objects: &[Value]) -> BTreeMap<String, Value> {
 
 /// `metadata.name`.
 pub fn name(object: &Value) -> &str {
-    json::text(object, "/metadata/name")
+    metadata_text(object, "name")
 }
 
 /// `metadata.namespace`.
 pub fn namespace(object: &Value) -> &str {
-    json::text(object, "/metadata/namespace")
+    metadata_text(object, "namespace")
+}
+
+/// `metadata.resourceVersion` (`None` when absent).
+pub fn resource_version(object: &Value) -> Option<&str> {
+    object.get("metadata")?.get("resourceVersion")?.as_str()
+}
+
+/// A string field of `metadata` ("" when absent): read for every object of every pass, so
+/// looked up directly.
+fn metadata_text<'a>(object: &'a Value, field: &str) -> &'a str {
+    object
+        .get("metadata")
+        .and_then(|metadata| metadata.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// `namespace/name`.

@@ -1,7 +1,9 @@
 //! The Workloads a pass reads ([`objects::workload_state`]), remembered between passes by
 //! key (`namespace/name`) and `metadata.resourceVersion`: a Workload whose resourceVersion
 //! is the one read before is not parsed again, so a pass costs parsing in proportion to the
-//! Workloads that changed, not to those stored. What a pass reads is the same either way.
+//! Workloads that changed, not to those stored. The very object read before (the same
+//! [`Arc`], as a watch cache hands out an unchanged object) is found by its address, without
+//! reading its JSON at all. What a pass reads is the same either way.
 //!
 //! Not remembered, so parsed in every pass: an object without a resourceVersion (a test's,
 //! a file's), a Workload with DRA claims resolved for the pass (`Objects::devices`: its
@@ -10,7 +12,7 @@
 //! (`objects::with_pod_overhead`).
 //! Knows nothing about where the objects come from or what the pass decides.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -21,9 +23,13 @@ use crate::api::objects::{self, Objects, WorkloadState};
 #[derive(Debug, Clone, Default)]
 pub struct ParsedWorkloads {
     by_key: BTreeMap<String, Parsed>,
+    /// The key of each remembered object, by the object's address.
+    by_address: HashMap<usize, String>,
     /// How many Workloads the last [`ParsedWorkloads::read`] parsed (the rest were
     /// remembered).
     parsed: usize,
+    /// Counts the reads: a Workload not met in the last one is forgotten.
+    reads: u64,
 }
 
 /// One Workload as read at one resourceVersion; `None` when it does not parse.
@@ -31,6 +37,14 @@ pub struct ParsedWorkloads {
 struct Parsed {
     version: String,
     state: Option<Arc<WorkloadState>>,
+    /// The object read: held, so that its address names it while it is remembered.
+    object: Arc<Value>,
+    /// The read that last met it.
+    met: u64,
+}
+
+fn address(object: &Arc<Value>) -> usize {
+    Arc::as_ptr(object) as usize
 }
 
 impl ParsedWorkloads {
@@ -41,16 +55,21 @@ impl ParsedWorkloads {
         &mut self,
         objects: &'o Objects,
     ) -> BTreeMap<String, (&'o Value, Arc<WorkloadState>)> {
-        let mut kept = BTreeMap::new();
         let mut read = BTreeMap::new();
         self.parsed = 0;
+        self.reads += 1;
+        let met = self.reads;
         for object in &objects.workloads {
+            if let Some((key, state)) = self.same_object(object, objects, met) {
+                if let Some(state) = state {
+                    read.insert(key, (object.as_ref(), state));
+                }
+                continue;
+            }
             let key = objects::key(object);
             // Pod overhead from a RuntimeClass: read from the class, not the version.
             let adjusted = objects::with_pod_overhead(object, &objects.runtime_classes);
-            let version = object
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
+            let version = objects::resource_version(object)
                 .filter(|_| objects.devices.get(&key).is_none() && adjusted.is_none());
             let state = match version {
                 None => {
@@ -60,17 +79,25 @@ impl ParsedWorkloads {
                 }
                 Some(version) => {
                     let parsed = match self.by_key.remove(&key) {
-                        Some(parsed) if parsed.version == version => parsed,
+                        Some(mut parsed) if parsed.version == version => {
+                            parsed.object = Arc::clone(object);
+                            parsed
+                        }
                         _ => {
                             self.parsed += 1;
                             Parsed {
                                 version: version.to_owned(),
                                 state: objects::workload_state(object).map(Arc::new),
+                                object: Arc::clone(object),
+                                met,
                             }
                         }
                     };
                     let state = parsed.state.clone();
-                    kept.insert(key.clone(), parsed);
+                    self.by_key.insert(key.clone(), Parsed { met, ..parsed });
+                    if !objects::names_runtime_class(object) {
+                        self.by_address.insert(address(object), key.clone());
+                    }
                     state
                 }
             };
@@ -78,8 +105,45 @@ impl ParsedWorkloads {
                 read.insert(key, (object.as_ref(), state));
             }
         }
-        self.by_key = kept;
+        self.by_key.retain(|_, parsed| parsed.met == met);
+        let by_key = &self.by_key;
+        self.by_address.retain(|address_of, key| {
+            by_key
+                .get(key)
+                .is_some_and(|parsed| address(&parsed.object) == *address_of)
+        });
         read
+    }
+
+    /// The key and state of `object` when it is the very object remembered, neither naming
+    /// a RuntimeClass nor resolved through DRA claims in this pass: met again, unread.
+    fn same_object(
+        &mut self,
+        object: &Arc<Value>,
+        objects: &Objects,
+        met: u64,
+    ) -> Option<(String, Option<Arc<WorkloadState>>)> {
+        let key = self.by_address.get(&address(object))?;
+        let parsed = self.by_key.get_mut(key)?;
+        if !Arc::ptr_eq(&parsed.object, object) || objects.devices.get(key).is_some() {
+            return None;
+        }
+        parsed.met = met;
+        Some((key.clone(), parsed.state.clone()))
+    }
+
+    /// The key (`namespace/name`) of `object`, read from the Workload remembered at its
+    /// address when it is that very object, else from the object.
+    pub fn key_of(&self, object: &Arc<Value>) -> String {
+        self.by_address
+            .get(&address(object))
+            .filter(|key| {
+                self.by_key
+                    .get(*key)
+                    .is_some_and(|parsed| Arc::ptr_eq(&parsed.object, object))
+            })
+            .cloned()
+            .unwrap_or_else(|| objects::key(object))
     }
 
     /// How many Workloads the last read parsed.

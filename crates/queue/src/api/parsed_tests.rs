@@ -104,3 +104,31 @@ fn an_unchanged_version_is_not_parsed_again() {
     assert_eq!(memo.parsed(), 1);
     assert_ne!(new_version, before);
 }
+
+#[test]
+fn the_very_object_read_before_is_met_again_by_its_address() {
+    // The same Arcs again: nothing parsed, the same states, the keys known without reading.
+    let objects = Objects {
+        workloads: crate::api::objects::shared(vec![
+            workload("a", Some("1"), "1"),
+            workload("b", Some("2"), "1"),
+        ]),
+        ..Objects::default()
+    };
+    let mut parsed = ParsedWorkloads::default();
+    let first: Vec<String> = parsed.read(&objects).into_keys().collect();
+    assert_eq!(parsed.parsed(), 2);
+    let again: Vec<String> = parsed.read(&objects).into_keys().collect();
+    assert_eq!((parsed.parsed(), &again), (0, &first));
+    let keys: Vec<String> = objects.workloads.iter().map(|w| parsed.key_of(w)).collect();
+    assert_eq!(keys, ["default/a", "default/b"]);
+    // A copy at the same version is found by key and version; one dropped is forgotten.
+    let copy = Objects {
+        workloads: crate::api::objects::shared(vec![workload("a", Some("1"), "1")]),
+        ..Objects::default()
+    };
+    assert_eq!(parsed.read(&copy).len(), 1);
+    assert_eq!((parsed.parsed(), parsed.remembered()), (0, 1));
+    // An object never read is keyed from its JSON.
+    assert_eq!(parsed.key_of(&objects.workloads[1]), "default/b");
+}

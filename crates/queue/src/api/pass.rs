@@ -48,6 +48,8 @@ pub struct Settings {
     pub preemption: PreemptionConfig,
     /// Beyond Kueue: heads per ClusterQueue per cycle (Kueue: 1).
     pub heads_per_cluster_queue: usize,
+    /// Kueue's SchedulingEquivalenceHashing gate (on by default).
+    pub equivalence_hashing: bool,
     /// waitForPodsReady: timeouts, requeue backoff, blockAdmission and the requeuing
     /// timestamp; `None` when off.
     pub wait_for_pods_ready: Option<WaitForPodsReady>,
@@ -61,6 +63,7 @@ impl Default for Settings {
         Settings {
             preemption: PreemptionConfig::default(),
             heads_per_cluster_queue: 1,
+            equivalence_hashing: true,
             wait_for_pods_ready: None,
             admission_fair_sharing: None,
         }
@@ -86,6 +89,7 @@ impl From<&Configuration> for Settings {
                 topology_aware: beyond.topology_aware_preemption,
             },
             heads_per_cluster_queue: beyond.heads_per_cluster_queue,
+            equivalence_hashing: configuration.feature_gates.scheduling_equivalence_hashing,
             wait_for_pods_ready: configuration.wait_for_pods_ready.clone(),
             admission_fair_sharing: configuration.admission_fair_sharing.clone(),
         }
@@ -536,6 +540,7 @@ fn sync_queues(
         queue.strategy = cq.strategy;
         queue.active = world.is_active(name);
         queue.heads_per_cycle = settings.heads_per_cluster_queue.max(1);
+        queue.equivalence_hashing = settings.equivalence_hashing;
     }
     queues.ordering.timestamp = settings
         .wait_for_pods_ready
@@ -553,19 +558,20 @@ fn sync_queues(
             decided.outcomes.insert(queued.key(), outcome);
             continue;
         }
-        if let Ok(name) = queues.cluster_queue_for(queued) {
-            queued_in.insert(queued.key(), name.to_owned());
+        let Ok(name) = queues.cluster_queue_for(queued) else {
+            continue;
+        };
+        let name = name.to_owned();
+        if let Some(queue) = queues.cluster_queues.get_mut(&name) {
+            queue.push_or_update_from(queued, now);
         }
-        let _ = queues.add_or_update(queued.clone(), now);
+        queued_in.insert(queued.key(), name);
     }
-    let ordering = queues.ordering.clone();
     for (name, queue) in &mut queues.cluster_queues {
-        let held = queue
-            .dump(&ordering)
-            .into_iter()
-            .chain(queue.dump_inadmissible());
-        let gone: Vec<String> = held
-            .filter(|key| queued_in.get(key) != Some(name))
+        let gone: Vec<String> = queue
+            .keys()
+            .filter(|key| queued_in.get(*key) != Some(name))
+            .cloned()
             .collect();
         for key in gone {
             queue.delete(&key);

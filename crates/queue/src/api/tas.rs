@@ -402,6 +402,9 @@ pub fn ungate<'a>(workloads: impl IntoIterator<Item = &'a Value>, pods: &[Value]
         }
     }
     let mut patches = Vec::new();
+    if by_workload.is_empty() {
+        return patches;
+    }
     for workload in workloads {
         let Some(pods) = by_workload.get(&(objects::namespace(workload), objects::name(workload)))
         else {

@@ -2,8 +2,8 @@
 //! it as Kueue converts it) as the queue manager reads it: the fields it acts on
 //! (`manageJobsWithoutQueueName`, `managedJobsNamespaceSelector`, `waitForPodsReady`,
 //! `fairSharing`, `admissionFairSharing`, `integrations.frameworks`,
-//! `resources.deviceClassMappings`, `multiKueue.origin` and `workerLostTimeout`) with
-//! upstream's defaults
+//! `resources.deviceClassMappings`, `multiKueue.origin` and `workerLostTimeout`, the
+//! `SchedulingEquivalenceHashing` gate of `featureGates`) with upstream's defaults
 //! (`SetDefaults_Configuration`) and validation (`pkg/config/validation.go`, `validation`),
 //! errors naming the field path and, where it can be found, the line. Tessera's Beyond-Kueue
 //! options ride in their own section, `beyondKueue`, off by default.
@@ -77,7 +77,6 @@ pub const FRAMEWORKS: &[&str] = &[
 const IGNORED_FIELDS: &[&str] = &[
     "clientConnection",
     "controller",
-    "featureGates",
     "health",
     "internalCertManagement",
     "leaderElection",
@@ -112,6 +111,8 @@ pub struct Configuration {
     pub beyond_kueue: BeyondKueue,
     /// `multiKueue`, defaulted.
     pub multi_kueue: MultiKueue,
+    /// `featureGates`: the gates the queue manager acts on, defaulted as Kueue's.
+    pub feature_gates: FeatureGates,
     /// Fields of Kueue's schema present in the file that Tessera accepts and ignores.
     pub ignored: Vec<String>,
 }
@@ -209,6 +210,23 @@ pub struct BeyondKueue {
     pub topology_aware_preemption: bool,
 }
 
+/// The feature gates of Kueue's `featureGates` map that change what the queue manager does;
+/// the others are accepted and not acted on (Tessera has their behaviour or lacks it whatever
+/// they say).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `SchedulingEquivalenceHashing` (beta, on by default).
+    pub scheduling_equivalence_hashing: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> FeatureGates {
+        FeatureGates {
+            scheduling_equivalence_hashing: true,
+        }
+    }
+}
+
 impl Default for BeyondKueue {
     fn default() -> BeyondKueue {
         BeyondKueue {
@@ -235,6 +253,7 @@ impl Default for Configuration {
             device_class_mappings: Vec::new(),
             beyond_kueue: BeyondKueue::default(),
             multi_kueue: MultiKueue::default(),
+            feature_gates: FeatureGates::default(),
             ignored: Vec::new(),
         }
     }
@@ -463,6 +482,7 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
             | "integrations"
             | "resources"
             | "multiKueue"
+            | "featureGates"
             | "beyondKueue" => {}
             // The schema's other fields: accepted, named for the shell to log.
             known if IGNORED_FIELDS.contains(&known) => ignored.push(known.to_owned()),
@@ -515,6 +535,7 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
         .unwrap_or_else(|| vec![JOB_FRAMEWORK.to_owned()]);
     let beyond_kueue = read_beyond_kueue(&mut reader, fields);
     let multi_kueue = read_multi_kueue(&mut reader, fields);
+    let feature_gates = read_feature_gates(&mut reader, fields);
     let configuration = Configuration {
         namespace,
         manage_jobs_without_queue_name,
@@ -526,6 +547,7 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
         device_class_mappings,
         beyond_kueue,
         multi_kueue,
+        feature_gates,
         ignored,
     };
     validation::validate(&configuration, &mut reader);
@@ -533,6 +555,21 @@ pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
         Ok(configuration)
     } else {
         Err(ConfigError::Invalid(reader.errors))
+    }
+}
+
+/// `featureGates`: a map of gate names to booleans.
+fn read_feature_gates(
+    reader: &mut Reader<'_>,
+    fields: &serde_json::Map<String, Value>,
+) -> FeatureGates {
+    let gates: BTreeMap<String, bool> = reader.section("featureGates", fields.get("featureGates"));
+    let defaults = FeatureGates::default();
+    FeatureGates {
+        scheduling_equivalence_hashing: gates
+            .get("SchedulingEquivalenceHashing")
+            .copied()
+            .unwrap_or(defaults.scheduling_equivalence_hashing),
     }
 }
 

@@ -593,3 +593,35 @@ fn multikueue_defaults_and_settings() {
     }
     assert!(parse(&v1beta2("multiKueue:\n  workerLostTimeout: soon\n")).is_err());
 }
+
+#[test]
+fn feature_gates_set_scheduling_equivalence_hashing() {
+    // (file body, SchedulingEquivalenceHashing): on by default as Kueue's beta gate; other
+    // gates are accepted and change nothing here.
+    let cases = [
+        ("", true),
+        ("featureGates:\n  TopologyAwareScheduling: true\n", true),
+        (
+            "featureGates:\n  SchedulingEquivalenceHashing: false\n",
+            false,
+        ),
+        (
+            "featureGates:\n  SchedulingEquivalenceHashing: true\n",
+            true,
+        ),
+    ];
+    for (body, want) in cases {
+        let configuration = parsed(&v1beta2(body));
+        assert_eq!(
+            configuration.feature_gates.scheduling_equivalence_hashing, want,
+            "{body}"
+        );
+        assert!(!configuration.ignored.contains(&"featureGates".to_owned()));
+    }
+    let Err(ConfigError::Invalid(errors)) = parse(&v1beta2(
+        "featureGates:\n  SchedulingEquivalenceHashing: sometimes\n",
+    )) else {
+        panic!("a gate that is not a boolean is refused");
+    };
+    assert_eq!(errors[0].path, "featureGates");
+}

@@ -183,6 +183,16 @@ impl PendingWorkloads {
         self.by_key.contains_key(key)
     }
 
+    /// The Workload with `key`, active or inadmissible.
+    pub(super) fn get(&self, key: &str) -> Option<&QueuedWorkload> {
+        self.by_key.get(key).map(|p| p.workload.as_ref())
+    }
+
+    /// The keys of every pending Workload, active and inadmissible, in key order.
+    pub(super) fn keys(&self) -> impl Iterator<Item = &WorkloadKey> {
+        self.by_key.keys()
+    }
+
     /// The inadmissible Workload with `key`.
     pub(super) fn inadmissible(&self, key: &str) -> Option<&QueuedWorkload> {
         self.by_key

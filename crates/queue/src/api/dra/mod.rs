@@ -21,7 +21,7 @@ mod claims;
 mod counters;
 
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -103,6 +103,37 @@ pub fn lay_over(object: &mut Value, status: &Value) {
     }
 }
 
+/// Which Workloads name DRA claims, remembered by the object's address between passes (the
+/// watch cache hands out an unchanged Workload as the same [`Arc`]), so a pass reads the
+/// PodSets only of Workloads new or changed since the last.
+#[derive(Debug, Default)]
+pub struct ClaimingWorkloads {
+    /// By address: the object (held, so that the address names it) and whether it names
+    /// claims.
+    by_address: HashMap<usize, (Arc<Value>, bool)>,
+}
+
+impl ClaimingWorkloads {
+    /// Those of `workloads` that name claims; forgets the objects not among them.
+    fn claiming<'w>(&mut self, workloads: &'w [Arc<Value>]) -> Vec<&'w Value> {
+        let mut kept = HashMap::with_capacity(workloads.len());
+        let mut claiming = Vec::new();
+        for object in workloads {
+            let address = Arc::as_ptr(object) as usize;
+            let names = match self.by_address.remove(&address) {
+                Some((held, names)) if Arc::ptr_eq(&held, object) => names,
+                _ => claims::names_claims(object),
+            };
+            if names {
+                claiming.push(object.as_ref());
+            }
+            kept.insert(address, (Arc::clone(object), names));
+        }
+        self.by_address = kept;
+        claiming
+    }
+}
+
 impl DeviceRequests {
     /// Resolves the claims of every pending Workload in `workloads`.
     pub fn resolve<W: Borrow<Value>>(
@@ -117,6 +148,15 @@ impl DeviceRequests {
             .map(Borrow::borrow)
             .filter(|w| claims::names_claims(w))
             .collect();
+        DeviceRequests::resolve_claiming(claiming, objects, mappings)
+    }
+
+    /// Resolves the claims of `claiming`, the Workloads that name claims.
+    fn resolve_claiming(
+        claiming: Vec<&Value>,
+        objects: &DraObjects,
+        mappings: &[DeviceClassMapping],
+    ) -> DeviceRequests {
         if claiming.is_empty() {
             return DeviceRequests::default();
         }
@@ -140,7 +180,21 @@ impl DeviceRequests {
         mappings: &[DeviceClassMapping],
         now: SystemTime,
     ) -> Prepared {
-        let devices = DeviceRequests::resolve(&workloads, objects, mappings);
+        let mut claiming = ClaimingWorkloads::default();
+        DeviceRequests::prepare_remembering(workloads, &mut claiming, objects, mappings, now)
+    }
+
+    /// [`DeviceRequests::prepare`], with which Workloads name claims remembered between
+    /// calls in `claiming`.
+    pub fn prepare_remembering(
+        workloads: Vec<Arc<Value>>,
+        claiming: &mut ClaimingWorkloads,
+        objects: &DraObjects,
+        mappings: &[DeviceClassMapping],
+        now: SystemTime,
+    ) -> Prepared {
+        let named = claiming.claiming(&workloads);
+        let devices = DeviceRequests::resolve_claiming(named, objects, mappings);
         let writes = devices.status_writes(&workloads, now);
         if writes.is_empty() {
             return Prepared {

@@ -952,3 +952,32 @@ fn an_inadmissible_workload_is_held_out_and_released_once_resolved() {
     let none = DeviceRequests::resolve(&[plain, reserving], &dra, &[]);
     assert_eq!(none, DeviceRequests::default());
 }
+
+/// Remembering which Workloads name claims between passes changes nothing prepared: the
+/// same objects, prepared twice with one memory, answer as a fresh preparation does, and a
+/// Workload changed under the same name (a new object) is read again.
+#[test]
+fn remembered_claim_names_prepare_as_fresh_ones() {
+    let dra = DraObjects {
+        resource_claim_templates: vec![tmpl1()],
+        ..Default::default()
+    };
+    let claiming = Arc::new(workload(&[("req-1", "claim-tmpl-1")], pause()));
+    let mut plain = workload(&[], pause());
+    plain["metadata"]["name"] = json!("plain");
+    let plain = Arc::new(plain);
+    let mut memory = ClaimingWorkloads::default();
+    for round in 0..2 {
+        let workloads = vec![claiming.clone(), plain.clone()];
+        let fresh = DeviceRequests::prepare(workloads.clone(), &dra, &res1(), now());
+        let remembered =
+            DeviceRequests::prepare_remembering(workloads, &mut memory, &dra, &res1(), now());
+        assert_eq!(remembered.writes, fresh.writes, "round {round}");
+        assert_eq!(remembered.workloads, fresh.workloads, "round {round}");
+        assert!(remembered.devices.get("ns1/wl").is_some(), "round {round}");
+    }
+    // The claiming Workload replaced by one without claims: nothing resolved for it.
+    let replaced = vec![Arc::new(workload(&[], pause())), plain];
+    let prepared = DeviceRequests::prepare_remembering(replaced, &mut memory, &dra, &res1(), now());
+    assert!(prepared.devices.get("ns1/wl").is_none());
+}
