@@ -1,10 +1,13 @@
 //! Watched objects as JSON, kept between passes by key (namespace, name) and
 //! `metadata.resourceVersion`: an object the watch still shows at the version serialized
 //! before is not serialized again, so a pass costs serializing in proportion to the objects
-//! that changed, not to those watched. An object without a resourceVersion is serialized
-//! every time. The JSON is shared ([`Arc`]): handing it out copies nothing. Knows nothing
-//! about what the JSON is read for.
+//! that changed, not to those watched. The very object serialized before (the same [`Arc`],
+//! as a watch cache hands out an unchanged object) is found by its address, without reading
+//! its metadata. An object without a resourceVersion is serialized every time. The JSON is
+//! shared ([`Arc`]): handing it out copies nothing. Knows nothing about what the JSON is
+//! read for.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -15,7 +18,26 @@ use crate::shell::{ObjectKey, object_key};
 /// The JSON of the objects last serialized, by key, with the resourceVersion serialized.
 #[derive(Debug, Default)]
 pub struct Serialized {
-    by_key: HashMap<ObjectKey, (String, Arc<Value>)>,
+    by_key: HashMap<ObjectKey, Entry>,
+    /// The key of each object serialized, by the object's address.
+    by_address: HashMap<usize, ObjectKey>,
+    /// Counts the calls: an object not met in the last one is forgotten.
+    calls: u64,
+}
+
+/// One object's JSON at one version.
+#[derive(Debug)]
+struct Entry {
+    version: String,
+    value: Arc<Value>,
+    /// The object serialized: held, so that its address names it while it is kept.
+    object: Arc<dyn Any + Send + Sync>,
+    /// The call that last met it.
+    met: u64,
+}
+
+fn address<T: ?Sized>(object: &Arc<T>) -> usize {
+    Arc::as_ptr(object).cast::<()>() as usize
 }
 
 impl Serialized {
@@ -23,11 +45,23 @@ impl Serialized {
     /// serialized before at their resourceVersion; forgets the objects no longer there.
     pub fn values<K>(&mut self, objects: &[Arc<K>]) -> Vec<Arc<Value>>
     where
-        K: kube::Resource + serde::Serialize,
+        K: kube::Resource + serde::Serialize + Send + Sync + 'static,
     {
-        let mut kept = HashMap::with_capacity(objects.len());
+        self.calls += 1;
+        let met = self.calls;
         let mut values = Vec::with_capacity(objects.len());
         for object in objects {
+            let at = address(object);
+            if let Some(entry) = self
+                .by_address
+                .get(&at)
+                .and_then(|key| self.by_key.get_mut(key))
+                .filter(|entry| address(&entry.object) == at)
+            {
+                entry.met = met;
+                values.push(Arc::clone(&entry.value));
+                continue;
+            }
             let meta = object.meta();
             let Some(version) = meta.resource_version.as_deref() else {
                 values.extend(serde_json::to_value(object.as_ref()).ok().map(Arc::new));
@@ -35,16 +69,30 @@ impl Serialized {
             };
             let key = object_key(meta);
             let value = match self.by_key.remove(&key) {
-                Some((serialized, value)) if serialized == version => value,
+                Some(entry) if entry.version == version => entry.value,
                 _ => match serde_json::to_value(object.as_ref()) {
                     Ok(value) => Arc::new(value),
                     Err(_) => continue,
                 },
             };
             values.push(Arc::clone(&value));
-            kept.insert(key, (version.to_owned(), value));
+            let held: Arc<dyn Any + Send + Sync> = object.clone();
+            let entry = Entry {
+                version: version.to_owned(),
+                value,
+                object: held,
+                met,
+            };
+            self.by_address.insert(at, key.clone());
+            self.by_key.insert(key, entry);
         }
-        self.by_key = kept;
+        self.by_key.retain(|_, entry| entry.met == met);
+        let by_key = &self.by_key;
+        self.by_address.retain(|at, key| {
+            by_key
+                .get(key)
+                .is_some_and(|entry| address(&entry.object) == *at)
+        });
         values
     }
 }
@@ -111,6 +159,13 @@ mod tests {
             let values = serialized.values(&second);
             assert_eq!(spec_numbers(&values), want, "{case}");
             assert_eq!(serialized.by_key.len(), kept, "{case}: kept");
+            assert_eq!(
+                serialized.by_address.len(),
+                kept,
+                "{case}: found by address"
+            );
+            // The very objects again: found by address, answered alike.
+            assert_eq!(spec_numbers(&serialized.values(&second)), want, "{case}");
         }
     }
 }
