@@ -309,10 +309,10 @@ impl ClusterQueueQueue {
     }
 
     /// Records `representative`'s shape as failed and moves the active Workloads of that
-    /// shape to the inadmissible set (`handleInadmissibleHash`). Returns how many moved.
-    fn park_equivalents(&mut self, representative: &QueuedWorkload) -> usize {
+    /// shape to the inadmissible set (`handleInadmissibleHash`).
+    fn park_equivalents(&mut self, representative: &QueuedWorkload) {
         if !self.hashes_equivalents() {
-            return 0;
+            return;
         }
         let shape = SchedulingShape::of(representative);
         let equivalents: Vec<WorkloadKey> = self
@@ -324,7 +324,9 @@ impl ClusterQueueQueue {
         if !self.failed_shapes.contains(&shape) {
             self.failed_shapes.push(shape);
         }
-        equivalents.iter().filter(|key| self.park(key)).count()
+        for key in &equivalents {
+            self.park(key);
+        }
     }
 
     fn sticky(&self) -> Option<&str> {

@@ -76,17 +76,19 @@ pub fn shared(objects: impl IntoIterator<Item = Value>) -> Vec<Arc<Value>> {
 /// Whether some PodSet template of a Workload names a RuntimeClass (whose overhead
 /// [`with_pod_overhead`] may add).
 pub fn names_runtime_class(object: &Value) -> bool {
+    pod_template_specs(object).any(|spec| spec.get("runtimeClassName").is_some())
+}
+
+/// Each PodSet's `template.spec` (`Null` where it has none), in order: read on every Workload
+/// of every pass, so looked up directly rather than through JSON pointers.
+pub fn pod_template_specs(object: &Value) -> impl Iterator<Item = &Value> {
     object
         .get("spec")
         .and_then(|spec| spec.get("podSets"))
         .and_then(Value::as_array)
-        .is_some_and(|pod_sets| {
-            pod_sets.iter().any(|pod_set| {
-                pod_set["template"]["spec"]
-                    .get("runtimeClassName")
-                    .is_some()
-            })
-        })
+        .into_iter()
+        .flatten()
+        .map(|pod_set| &pod_set["template"]["spec"])
 }
 
 /// A RuntimeClass's `overhead.podFixed`, when it states any.
@@ -107,10 +109,8 @@ pub fn with_pod_overhead(object: &Value, runtime_classes: &[Value]) -> Option<Va
     if !runtime_classes.iter().any(|c| overhead_of(c).is_some()) {
         return None;
     }
-    let pod_sets = object.get("spec")?.get("podSets")?.as_array()?;
     let mut changes = Vec::new();
-    for (index, pod_set) in pod_sets.iter().enumerate() {
-        let spec = &pod_set["template"]["spec"];
+    for (index, spec) in pod_template_specs(object).enumerate() {
         let Some(class) = spec.get("runtimeClassName").and_then(Value::as_str) else {
             continue;
         };

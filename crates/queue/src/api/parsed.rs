@@ -79,10 +79,11 @@ impl ParsedWorkloads {
                 }
                 Some(version) => {
                     let parsed = match self.by_key.remove(&key) {
-                        Some(mut parsed) if parsed.version == version => {
-                            parsed.object = Arc::clone(object);
-                            parsed
-                        }
+                        Some(parsed) if parsed.version == version => Parsed {
+                            object: Arc::clone(object),
+                            met,
+                            ..parsed
+                        },
                         _ => {
                             self.parsed += 1;
                             Parsed {
@@ -94,7 +95,7 @@ impl ParsedWorkloads {
                         }
                     };
                     let state = parsed.state.clone();
-                    self.by_key.insert(key.clone(), Parsed { met, ..parsed });
+                    self.by_key.insert(key.clone(), parsed);
                     if !objects::names_runtime_class(object) {
                         self.by_address.insert(address(object), key.clone());
                     }

@@ -84,21 +84,11 @@ fn parse<T: serde::de::DeserializeOwned>(object: &Value) -> Option<T> {
 /// Whether any PodSet's pod template lists `resourceClaims`: read without parsing the
 /// spec, which most Workloads (those without claims) need not be.
 pub(super) fn names_claims(workload: &Value) -> bool {
-    // Read on every Workload of every pass: plain look-ups, no pointer parsing.
-    workload
-        .get("spec")
-        .and_then(|spec| spec.get("podSets"))
-        .and_then(Value::as_array)
-        .is_some_and(|pod_sets| {
-            pod_sets.iter().any(|pod_set| {
-                pod_set
-                    .get("template")
-                    .and_then(|template| template.get("spec"))
-                    .and_then(|spec| spec.get("resourceClaims"))
-                    .and_then(Value::as_array)
-                    .is_some_and(|claims| !claims.is_empty())
-            })
-        })
+    objects::pod_template_specs(workload).any(|spec| {
+        spec.get("resourceClaims")
+            .and_then(Value::as_array)
+            .is_some_and(|claims| !claims.is_empty())
+    })
 }
 
 fn expressions(selectors: Option<&Vec<DeviceSelector>>) -> impl Iterator<Item = (usize, &str)> {
