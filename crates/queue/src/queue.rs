@@ -305,7 +305,13 @@ impl ClusterQueueQueue {
     /// Whether a Workload of `workload`'s shape was requeued inadmissible since the last
     /// retry.
     fn shape_failed(&self, workload: &QueuedWorkload) -> bool {
-        self.hashes_equivalents() && self.failed_shapes.iter().any(|s| s.matches(workload))
+        if !self.hashes_equivalents() || self.failed_shapes.is_empty() {
+            return false;
+        }
+        let fingerprint = equivalence::fingerprint(workload);
+        self.failed_shapes
+            .iter()
+            .any(|shape| shape.matches(workload, fingerprint))
     }
 
     /// Records `representative`'s shape as failed and moves the active Workloads of that
@@ -315,17 +321,14 @@ impl ClusterQueueQueue {
             return;
         }
         let shape = SchedulingShape::of(representative);
-        let equivalents: Vec<WorkloadKey> = self
-            .pending
-            .active_values()
-            .filter(|workload| shape.matches(workload))
-            .map(QueuedWorkload::key)
-            .collect();
+        let preemptor = self.preemptor.as_ref().map(|p| p.key.as_str());
+        self.pending
+            .park_matching(shape.fingerprint(), |workload, fingerprint| {
+                shape.matches(workload, fingerprint)
+                    && !preemptor.is_some_and(|key| workload.has_key(key))
+            });
         if !self.failed_shapes.contains(&shape) {
             self.failed_shapes.push(shape);
-        }
-        for key in &equivalents {
-            self.park(key);
         }
     }
 

@@ -13,6 +13,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
+use super::equivalence::fingerprint;
 use super::{QueueOrdering, QueuedWorkload, RequeuingTimestamp, WorkloadKey};
 
 /// The part of the queue order that depends on the Workload alone: priority (higher
@@ -42,8 +43,14 @@ impl OrderKey {
         }
     }
 
-    fn workload_key(&self) -> WorkloadKey {
-        format!("{}/{}", self.namespace, self.name)
+    /// The Workload's `namespace/name` key, written into `buffer` (a pop looks up every
+    /// LocalQueue's head; the buffer saves an allocation each).
+    fn workload_key<'b>(&self, buffer: &'b mut String) -> &'b str {
+        buffer.clear();
+        buffer.push_str(&self.namespace);
+        buffer.push('/');
+        buffer.push_str(&self.name);
+        buffer
     }
 }
 
@@ -151,6 +158,8 @@ struct Pending {
     // Boxed: a B-tree node shifts its values on every insert and removal, and a
     // QueuedWorkload is large.
     workload: Box<QueuedWorkload>,
+    /// The Workload's scheduling-shape fingerprint (`equivalence::fingerprint`).
+    fingerprint: u64,
     inadmissible: bool,
     indexed: bool,
 }
@@ -233,6 +242,7 @@ impl PendingWorkloads {
         self.by_key.insert(
             key,
             Pending {
+                fingerprint: fingerprint(&workload),
                 workload,
                 inadmissible,
                 indexed,
@@ -257,6 +267,23 @@ impl PendingWorkloads {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Marks inadmissible every active Workload whose fingerprint is `fingerprint` and that
+    /// `parks` accepts (given the Workload and its fingerprint).
+    pub(super) fn park_matching(
+        &mut self,
+        fingerprint: u64,
+        mut parks: impl FnMut(&QueuedWorkload, u64) -> bool,
+    ) {
+        for pending in self.by_key.values_mut() {
+            if !pending.inadmissible
+                && pending.fingerprint == fingerprint
+                && parks(&pending.workload, pending.fingerprint)
+            {
+                pending.inadmissible = true;
+            }
         }
     }
 
@@ -295,6 +322,7 @@ impl PendingWorkloads {
             .and_then(|key| self.by_key.get(key))
             .filter(|p| !p.inadmissible)
             .map(|p| p.workload.as_ref());
+        let mut buffer = String::new();
         let head = self
             .by_local_queue
             .iter()
@@ -311,7 +339,7 @@ impl PendingWorkloads {
                     Some(workload) => Some(workload),
                     None => self
                         .by_key
-                        .get(&order.first()?.workload_key())
+                        .get(order.first()?.workload_key(&mut buffer))
                         .map(|p| p.workload.as_ref()),
                 }
             })
@@ -324,11 +352,11 @@ impl PendingWorkloads {
     /// active one heads it (or none is left).
     fn drop_parked_heads(&mut self) {
         let by_key = &mut self.by_key;
+        let mut buffer = String::new();
         self.by_local_queue.retain(|_, local_queues| {
             local_queues.retain(|_, order| {
                 while let Some(first) = order.first() {
-                    let key = first.workload_key();
-                    match by_key.get_mut(&key) {
+                    match by_key.get_mut(first.workload_key(&mut buffer)) {
                         Some(pending) if pending.inadmissible => {
                             pending.indexed = false;
                             order.pop_first();
