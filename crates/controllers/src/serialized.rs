@@ -15,12 +15,13 @@ use serde_json::Value;
 
 use crate::shell::{ObjectKey, object_key};
 
-/// The JSON of the objects last serialized, by key, with the resourceVersion serialized.
+/// The JSON of the objects last serialized, by the object's address, with the
+/// resourceVersion serialized; and the address of each by key.
 #[derive(Debug, Default)]
 pub struct Serialized {
-    by_key: HashMap<ObjectKey, Entry>,
-    /// The key of each object serialized, by the object's address.
-    by_address: HashMap<usize, ObjectKey>,
+    by_address: HashMap<usize, Entry>,
+    /// The address of the object kept for each key.
+    by_key: HashMap<ObjectKey, usize>,
     /// Counts the calls: an object not met in the last one is forgotten.
     calls: u64,
 }
@@ -52,12 +53,8 @@ impl Serialized {
         let mut values = Vec::with_capacity(objects.len());
         for object in objects {
             let at = address(object);
-            if let Some(entry) = self
-                .by_address
-                .get(&at)
-                .and_then(|key| self.by_key.get_mut(key))
-                .filter(|entry| address(&entry.object) == at)
-            {
+            // The very object kept (held, so no other object has its address).
+            if let Some(entry) = self.by_address.get_mut(&at) {
                 entry.met = met;
                 values.push(Arc::clone(&entry.value));
                 continue;
@@ -68,7 +65,11 @@ impl Serialized {
                 continue;
             };
             let key = object_key(meta);
-            let value = match self.by_key.remove(&key) {
+            let before = self
+                .by_key
+                .remove(&key)
+                .and_then(|before| self.by_address.remove(&before));
+            let value = match before {
                 Some(entry) if entry.version == version => entry.value,
                 _ => match serde_json::to_value(object.as_ref()) {
                     Ok(value) => Arc::new(value),
@@ -83,16 +84,12 @@ impl Serialized {
                 object: held,
                 met,
             };
-            self.by_address.insert(at, key.clone());
-            self.by_key.insert(key, entry);
+            self.by_address.insert(at, entry);
+            self.by_key.insert(key, at);
         }
-        self.by_key.retain(|_, entry| entry.met == met);
-        let by_key = &self.by_key;
-        self.by_address.retain(|at, key| {
-            by_key
-                .get(key)
-                .is_some_and(|entry| address(&entry.object) == *at)
-        });
+        self.by_address.retain(|_, entry| entry.met == met);
+        let by_address = &self.by_address;
+        self.by_key.retain(|_, at| by_address.contains_key(at));
         values
     }
 }

@@ -45,6 +45,7 @@ pub mod config;
 pub mod cycle;
 pub mod fair_sharing;
 pub mod flavor;
+pub mod joined_key;
 pub mod preemption;
 pub mod queue;
 pub mod quota;

@@ -21,6 +21,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use crate::joined_key::with_joined;
 use crate::user_limits::UserLimits;
 use crate::workload::WorkloadInfo;
 
@@ -125,6 +126,17 @@ impl QueuedWorkload {
     /// `namespace/localQueue`.
     pub fn local_queue_key(&self) -> String {
         format!("{}/{}", self.info.workload.namespace, self.local_queue)
+    }
+
+    /// Calls `with` with the `namespace/name` key, not allocated.
+    pub fn with_key<R>(&self, with: impl FnOnce(&str) -> R) -> R {
+        let workload = &self.info.workload;
+        with_joined(&workload.namespace, &workload.name, with)
+    }
+
+    /// Calls `with` with the `namespace/localQueue` key, not allocated.
+    pub fn with_local_queue_key<R>(&self, with: impl FnOnce(&str) -> R) -> R {
+        with_joined(&self.info.workload.namespace, &self.local_queue, with)
     }
 
     /// The time FIFO order uses (`Ordering.GetQueueOrderTimestamp`; PrioritySortingWithinCohort
@@ -367,7 +379,7 @@ impl ClusterQueueQueue {
     /// [`Self::push_or_update`] for a Workload the caller keeps: copied only when the queue
     /// does not already hold it as it is (a pass offers every pending Workload again).
     pub fn push_or_update_from(&mut self, workload: &QueuedWorkload, now: SystemTime) {
-        if self.pending.get(&workload.key()) != Some(workload) {
+        if workload.with_key(|key| self.pending.get(key) != Some(workload)) {
             self.push_or_update(workload.clone(), now);
         }
     }
@@ -561,7 +573,8 @@ impl QueueManager {
     /// queued there (`AddOrUpdateWorkload`'s errors: missing or stopped LocalQueue, missing
     /// ClusterQueue).
     pub fn cluster_queue_for(&self, workload: &QueuedWorkload) -> Result<&str, QueueBlocker> {
-        let Some(local_queue) = self.local_queues.get(&workload.local_queue_key()) else {
+        let Some(local_queue) = workload.with_local_queue_key(|key| self.local_queues.get(key))
+        else {
             return Err(QueueBlocker {
                 reason: MISCONFIGURED,
                 message: format!("LocalQueue {} doesn't exist", workload.local_queue),

@@ -43,14 +43,24 @@ struct Parsed {
     met: u64,
 }
 
+/// Whether a pass acts on a Workload in `state`: pending, or holding quota.
+fn acted_on(state: &WorkloadState) -> bool {
+    matches!(
+        state,
+        WorkloadState::Pending(_) | WorkloadState::Reserving { .. }
+    )
+}
+
 fn address(object: &Arc<Value>) -> usize {
     Arc::as_ptr(object) as usize
 }
 
 impl ParsedWorkloads {
-    /// The Workloads of `objects` by key, each with where it stands (one that does not parse
-    /// left out), parsing only those not read before at their resourceVersion; forgets the
-    /// Workloads no longer there.
+    /// The Workloads of `objects` a pass acts on (pending or holding quota) by key, each with
+    /// where it stands, parsing only those not read before at their resourceVersion; forgets
+    /// the Workloads no longer there. A finished or inactive Workload, or one that does not
+    /// parse, is left out (still remembered: a pass over thousands of finished Workloads
+    /// reads none of them again).
     pub fn read<'o>(
         &mut self,
         objects: &'o Objects,
@@ -62,7 +72,7 @@ impl ParsedWorkloads {
         for object in &objects.workloads {
             if let Some((key, state)) = self.same_object(object, objects, met) {
                 if let Some(state) = state {
-                    read.insert(key, (object.as_ref(), state));
+                    read.insert(key.to_owned(), (object.as_ref(), state));
                 }
                 continue;
             }
@@ -102,7 +112,7 @@ impl ParsedWorkloads {
                     state
                 }
             };
-            if let Some(state) = state {
+            if let Some(state) = state.filter(|state| acted_on(state)) {
                 read.insert(key, (object.as_ref(), state));
             }
         }
@@ -116,21 +126,23 @@ impl ParsedWorkloads {
         read
     }
 
-    /// The key and state of `object` when it is the very object remembered, neither naming
-    /// a RuntimeClass nor resolved through DRA claims in this pass: met again, unread.
+    /// The key of `object` and its state if a pass acts on it, when it is the very object
+    /// remembered, neither naming a RuntimeClass nor resolved through DRA claims in this
+    /// pass: met again, unread.
     fn same_object(
         &mut self,
         object: &Arc<Value>,
         objects: &Objects,
         met: u64,
-    ) -> Option<(String, Option<Arc<WorkloadState>>)> {
+    ) -> Option<(&str, Option<Arc<WorkloadState>>)> {
         let key = self.by_address.get(&address(object))?;
         let parsed = self.by_key.get_mut(key)?;
         if !Arc::ptr_eq(&parsed.object, object) || objects.devices.get(key).is_some() {
             return None;
         }
         parsed.met = met;
-        Some((key.clone(), parsed.state.clone()))
+        let state = parsed.state.as_ref().filter(|state| acted_on(state));
+        Some((key.as_str(), state.cloned()))
     }
 
     /// The key (`namespace/name`) of `object`, read from the Workload remembered at its

@@ -33,6 +33,7 @@ use crate::api::tas;
 use crate::config::{AdmissionFairSharing, Configuration, WaitForPodsReady};
 use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreemption, Snapshot};
 use crate::flavor::ResourceFlavorSpec;
+use crate::joined_key::with_joined;
 use crate::preemption::{AdmittedWorkload, FairSharingConfig, PreemptionConfig};
 use crate::queue::{ClusterQueueQueue, LocalQueue, QueueManager, QueuedWorkload, StopPolicy};
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
@@ -370,7 +371,14 @@ impl<'o> World<'o> {
     }
 
     fn pending(&self) -> impl Iterator<Item = &QueuedWorkload> {
-        self.pending.iter().filter_map(|key| self.queued(key))
+        self.pending_by_key().map(|(_, queued)| queued)
+    }
+
+    /// The pending Workloads with their keys.
+    fn pending_by_key(&self) -> impl Iterator<Item = (&str, &QueuedWorkload)> {
+        self.pending
+            .iter()
+            .filter_map(|key| Some((key.as_str(), self.queued(key)?)))
     }
 
     fn snapshots(&self) -> BTreeMap<String, ClusterQueueSnapshot> {
@@ -547,15 +555,14 @@ fn sync_queues(
         .as_ref()
         .map(|wait| wait.requeuing.timestamp)
         .unwrap_or_default();
-    let mut queued_in: BTreeMap<String, String> = BTreeMap::new();
-    for queued in world.pending() {
+    for (key, queued) in world.pending_by_key() {
         if let Some(blocker) = queues.blocker(queued) {
             let outcome = Outcome::Pending {
                 reason: blocker.reason.to_owned(),
                 message: blocker.message,
                 looked_at: false,
             };
-            decided.outcomes.insert(queued.key(), outcome);
+            decided.outcomes.insert(key.to_owned(), outcome);
             continue;
         }
         let Ok(name) = queues.cluster_queue_for(queued) else {
@@ -565,15 +572,23 @@ fn sync_queues(
         if let Some(queue) = queues.cluster_queues.get_mut(&name) {
             queue.push_or_update_from(queued, now);
         }
-        queued_in.insert(queued.key(), name);
     }
-    for (name, queue) in &mut queues.cluster_queues {
-        let gone: Vec<String> = queue
-            .keys()
-            .filter(|key| queued_in.get(*key) != Some(name))
-            .cloned()
-            .collect();
-        for key in gone {
+    // A queued Workload no longer pending, held back, or now queued elsewhere leaves its
+    // queue.
+    let gone: Vec<(String, String)> = queues
+        .cluster_queues
+        .iter()
+        .flat_map(|(name, queue)| queue.keys().map(move |key| (name, key)))
+        .filter(|(name, key)| {
+            world.queued(key).is_none_or(|queued| {
+                queues.blocker(queued).is_some()
+                    || queues.cluster_queue_for(queued).ok() != Some(name.as_str())
+            })
+        })
+        .map(|(name, key)| (name.clone(), key.clone()))
+        .collect();
+    for (name, key) in gone {
+        if let Some(queue) = queues.cluster_queues.get_mut(&name) {
             queue.delete(&key);
         }
     }
@@ -939,8 +954,9 @@ fn workload_writes(
                 active,
                 ..
             } => {
-                let local_queue = format!("{}/{local_queue}", workload.namespace);
-                let stop = stop_policies(&local_queue, Some(&workload.cluster_queue));
+                let stop = with_joined(&workload.namespace, local_queue, |local_queue| {
+                    stop_policies(local_queue, Some(&workload.cluster_queue))
+                });
                 let timeout = wait
                     .filter(|_| *active)
                     .and_then(|wait| pods_ready::not_ready_timeout(object, wait, now));
@@ -959,12 +975,13 @@ fn workload_writes(
                 }
             }
             WorkloadState::Pending(queued) => {
-                let local_queue = queued.local_queue_key();
-                let cluster_queue = queues
-                    .local_queues
-                    .get(&local_queue)
-                    .map(|lq| lq.cluster_queue.as_str());
-                let stop = stop_policies(&local_queue, cluster_queue);
+                let stop = queued.with_local_queue_key(|local_queue| {
+                    let cluster_queue = queues
+                        .local_queues
+                        .get(local_queue)
+                        .map(|lq| lq.cluster_queue.as_str());
+                    stop_policies(local_queue, cluster_queue)
+                });
                 evictions::restart(object, stop)
                     .and_then(|(reason, message)| status::requeued(object, reason, message, now))
                     .or_else(|| pods_ready::backoff_finished(object, now))
@@ -1011,10 +1028,12 @@ fn check_states(
             workload, active, ..
         } => (Some(workload.cluster_queue.as_str()), *active),
         WorkloadState::Pending(queued) => (
-            queues
-                .local_queues
-                .get(&queued.local_queue_key())
-                .map(|lq| lq.cluster_queue.as_str()),
+            queued.with_local_queue_key(|key| {
+                queues
+                    .local_queues
+                    .get(key)
+                    .map(|lq| lq.cluster_queue.as_str())
+            }),
             true,
         ),
         WorkloadState::Finished | WorkloadState::Inactive => return Default::default(),
@@ -1060,19 +1079,19 @@ fn queue_statuses(
             }
         }
     }
-    for queued in world.pending() {
-        if world.holders.contains_key(&queued.key()) {
+    for (key, queued) in world.pending_by_key() {
+        if world.holders.contains_key(key) {
             continue;
         }
-        if let Some(local_queue) = queues.local_queues.get(&queued.local_queue_key()) {
-            let cluster_queue = cq_counts.entry(local_queue.cluster_queue.clone());
-            cluster_queue.or_default().0.pending += 1;
-            lq_counts
-                .entry(queued.local_queue_key())
-                .or_default()
+        queued.with_local_queue_key(|local_queue_key| {
+            let Some(local_queue) = queues.local_queues.get(local_queue_key) else {
+                return;
+            };
+            counted(&mut cq_counts, &local_queue.cluster_queue)
                 .0
                 .pending += 1;
-        }
+            counted(&mut lq_counts, local_queue_key).0.pending += 1;
+        });
     }
     let shares = if fair_sharing {
         weighted_shares(world)
@@ -1125,6 +1144,17 @@ fn queue_statuses(
         }
     }
     (cluster_queues, local_queues)
+}
+
+/// The counts kept for `key`, added when missing (the key copied only then).
+fn counted<'m>(
+    map: &'m mut BTreeMap<String, (Counts, Usage)>,
+    key: &str,
+) -> &'m mut (Counts, Usage) {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), Default::default());
+    }
+    map.get_mut(key).expect("inserted above")
 }
 
 /// Each ClusterQueue's `status.fairSharing.weightedShare`: its dominant resource share with
