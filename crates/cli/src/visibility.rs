@@ -83,7 +83,7 @@ pub fn stored_kueue_objects(store: &Objects) -> objects::Objects {
         workloads: objects::shared(kueue("workloads")),
         namespaces: list("", "v1", "namespaces"),
         topologies: kueue("topologies"),
-        nodes: list("", "v1", "nodes"),
+        nodes: objects::shared(list("", "v1", "nodes")),
         ..Default::default()
     }
 }

@@ -225,6 +225,8 @@ struct Memory {
     queues: pass::Queues,
     /// The Workloads as JSON, by resourceVersion.
     workloads: Serialized,
+    /// The Nodes as JSON, by resourceVersion (the TAS flavors' capacity).
+    nodes: Serialized,
     /// Per job UID, the writes last sent and the job's resource version then.
     sent: HashMap<String, (String, Vec<JobWrite>)>,
     /// Which Workloads name DRA claims.
@@ -426,7 +428,7 @@ impl Shell<'_> {
             admission_checks: watches.admission_checks.values(),
             devices: prepared.devices,
             topologies: watches.topologies.values(),
-            nodes: values(watches.nodes.state()),
+            nodes: memory.nodes.values(&watches.nodes.state()),
             pods: pods.to_vec(),
             runtime_classes: values(watches.runtime_classes.state()),
         };

@@ -55,6 +55,7 @@ impl Serialized {
             let at = address(object);
             // The very object kept (held, so no other object has its address).
             if let Some(entry) = self.by_address.get_mut(&at) {
+                debug_assert_eq!(address(&entry.object), at);
                 entry.met = met;
                 values.push(Arc::clone(&entry.value));
                 continue;

@@ -34,6 +34,12 @@ use pending::PendingWorkloads;
 /// `namespace/name` of a Workload (`workload.Reference`).
 pub type WorkloadKey = String;
 
+/// What a Workload offered to a queue was read from (the caller's parsed object). While a
+/// queue holds the copy it made of that very source, offering the Workload again compares
+/// nothing ([`ClusterQueueQueue::push_or_update_from`]); the queue holds the source, so its
+/// address names nothing else meanwhile.
+pub type Source = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
 /// `spec.queueingStrategy`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum QueueingStrategy {
@@ -332,13 +338,11 @@ impl ClusterQueueQueue {
         if !self.hashes_equivalents() {
             return;
         }
-        let shape = SchedulingShape::of(representative);
         let preemptor = self.preemptor.as_ref().map(|p| p.key.as_str());
-        self.pending
-            .park_matching(shape.fingerprint(), |workload, fingerprint| {
-                shape.matches(workload, fingerprint)
-                    && !preemptor.is_some_and(|key| workload.has_key(key))
-            });
+        self.pending.park_equivalents(representative, |workload| {
+            !preemptor.is_some_and(|key| workload.has_key(key))
+        });
+        let shape = SchedulingShape::of(representative);
         if !self.failed_shapes.contains(&shape) {
             self.failed_shapes.push(shape);
         }
@@ -376,12 +380,40 @@ impl ClusterQueueQueue {
         self.pending.insert(key, Box::new(workload), inadmissible);
     }
 
-    /// [`Self::push_or_update`] for a Workload the caller keeps: copied only when the queue
-    /// does not already hold it as it is (a pass offers every pending Workload again).
-    pub fn push_or_update_from(&mut self, workload: &QueuedWorkload, now: SystemTime) {
-        if workload.with_key(|key| self.pending.get(key) != Some(workload)) {
+    /// [`Self::push_or_update`] for a Workload the caller keeps, read from `source`: copied
+    /// only when the queue does not already hold it as it is (a pass offers every pending
+    /// Workload again), and not even compared when the queue holds the copy it made of that
+    /// very source.
+    pub fn push_or_update_from(
+        &mut self,
+        workload: &QueuedWorkload,
+        source: &Source,
+        now: SystemTime,
+    ) {
+        let held = workload.with_key(|key| {
+            if self.pending.copied_from(key, source) {
+                return true;
+            }
+            let same = self.pending.get(key) == Some(workload);
+            if same {
+                self.pending.set_source(key, source);
+            }
+            same
+        });
+        if !held {
             self.push_or_update(workload.clone(), now);
+            workload.with_key(|key| self.pending.set_source(key, source));
         }
+    }
+
+    /// How many Workloads the queue holds, active and inadmissible.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether the queue holds no Workload.
+    pub fn is_empty(&self) -> bool {
+        self.pending.len() == 0
     }
 
     /// The keys of every Workload the queue holds, active and inadmissible, in key order.

@@ -743,3 +743,38 @@ fn an_inadmissible_head_sets_its_equivalents_aside() {
         );
     }
 }
+
+#[test]
+fn shape_classes_number_each_shape_once_while_it_is_held() {
+    use super::equivalence::ShapeClasses;
+    let mut classes = ShapeClasses::default();
+    let (a, b, high) = (
+        queued("a", 1, at(0)),
+        queued("b", 1, at(5)),
+        queued("c", 9, at(0)),
+    );
+    // Name, UID and creation are not part of the shape; priority is.
+    let shape = classes.join(&a);
+    assert_eq!(classes.join(&b), shape);
+    let other = classes.join(&high);
+    assert_ne!(other, shape);
+    assert_eq!((classes.find(&b), classes.len()), (Some(shape), 2));
+    // Kept while one Workload still holds it, forgotten with the last; its number reused.
+    classes.leave(shape);
+    assert_eq!(classes.find(&a), Some(shape));
+    classes.leave(shape);
+    assert_eq!((classes.find(&a), classes.len()), (None, 1));
+    let mut more = queued("d", 1, at(0));
+    more.info.workload.pod_sets = vec![crate::workload::PodSet {
+        name: "main".into(),
+        count: 2,
+        ..Default::default()
+    }];
+    assert_eq!(classes.join(&more), shape, "a freed number is reused");
+    assert_eq!(
+        classes.find(&a),
+        None,
+        "another shape under the reused number"
+    );
+    assert_eq!(classes.find(&high), Some(other));
+}

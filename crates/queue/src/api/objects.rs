@@ -54,8 +54,9 @@ pub struct Objects {
     pub namespaces: Vec<Value>,
     /// Topologies (Topology-Aware Scheduling).
     pub topologies: Vec<Value>,
-    /// Nodes (the TAS flavors' capacity); read only when a TAS flavor exists.
-    pub nodes: Vec<Value>,
+    /// Nodes (the TAS flavors' capacity; shared like the Workloads); read only when a TAS
+    /// flavor exists.
+    pub nodes: Vec<Arc<Value>>,
     /// Pods (what bound non-TAS pods use of the TAS flavors' nodes).
     pub pods: Vec<Value>,
     /// AdmissionChecks (whether the ClusterQueues requiring them are active).

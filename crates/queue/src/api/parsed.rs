@@ -19,12 +19,13 @@ use serde_json::Value;
 
 use crate::api::objects::{self, Objects, WorkloadState};
 
-/// Workloads read into the pass's model, by key, with the resourceVersion read.
+/// Workloads read into the pass's model, by the address of the object read, with the
+/// resourceVersion read; and the address of each by key.
 #[derive(Debug, Clone, Default)]
 pub struct ParsedWorkloads {
-    by_key: BTreeMap<String, Parsed>,
-    /// The key of each remembered object, by the object's address.
-    by_address: HashMap<usize, String>,
+    by_address: HashMap<usize, Parsed>,
+    /// The address of the object remembered for each key.
+    by_key: HashMap<String, usize>,
     /// How many Workloads the last [`ParsedWorkloads::read`] parsed (the rest were
     /// remembered).
     parsed: usize,
@@ -35,10 +36,14 @@ pub struct ParsedWorkloads {
 /// One Workload as read at one resourceVersion; `None` when it does not parse.
 #[derive(Debug, Clone)]
 struct Parsed {
+    key: String,
     version: String,
     state: Option<Arc<WorkloadState>>,
     /// The object read: held, so that its address names it while it is remembered.
     object: Arc<Value>,
+    /// Whether meeting the very object again answers it unread (not when it names a
+    /// RuntimeClass, whose overhead may change under the same object).
+    by_address: bool,
     /// The read that last met it.
     met: u64,
 }
@@ -88,27 +93,31 @@ impl ParsedWorkloads {
                     objects.devices.workload_state(read).map(Arc::new)
                 }
                 Some(version) => {
-                    let parsed = match self.by_key.remove(&key) {
-                        Some(parsed) if parsed.version == version => Parsed {
-                            object: Arc::clone(object),
-                            met,
-                            ..parsed
-                        },
-                        _ => {
+                    let before = self
+                        .by_key
+                        .remove(&key)
+                        .and_then(|at| self.by_address.remove(&at))
+                        .filter(|before| before.version == version);
+                    let state = match before {
+                        Some(before) => before.state,
+                        None => {
                             self.parsed += 1;
-                            Parsed {
-                                version: version.to_owned(),
-                                state: objects::workload_state(object).map(Arc::new),
-                                object: Arc::clone(object),
-                                met,
-                            }
+                            objects::workload_state(object).map(Arc::new)
                         }
                     };
-                    let state = parsed.state.clone();
-                    self.by_key.insert(key.clone(), parsed);
-                    if !objects::names_runtime_class(object) {
-                        self.by_address.insert(address(object), key.clone());
-                    }
+                    let at = address(object);
+                    self.by_key.insert(key.clone(), at);
+                    self.by_address.insert(
+                        at,
+                        Parsed {
+                            key: key.clone(),
+                            version: version.to_owned(),
+                            state: state.clone(),
+                            object: Arc::clone(object),
+                            by_address: !objects::names_runtime_class(object),
+                            met,
+                        },
+                    );
                     state
                 }
             };
@@ -116,13 +125,9 @@ impl ParsedWorkloads {
                 read.insert(key, (object.as_ref(), state));
             }
         }
-        self.by_key.retain(|_, parsed| parsed.met == met);
-        let by_key = &self.by_key;
-        self.by_address.retain(|address_of, key| {
-            by_key
-                .get(key)
-                .is_some_and(|parsed| address(&parsed.object) == *address_of)
-        });
+        self.by_address.retain(|_, parsed| parsed.met == met);
+        let by_address = &self.by_address;
+        self.by_key.retain(|_, at| by_address.contains_key(at));
         read
     }
 
@@ -135,14 +140,15 @@ impl ParsedWorkloads {
         objects: &Objects,
         met: u64,
     ) -> Option<(&str, Option<Arc<WorkloadState>>)> {
-        let key = self.by_address.get(&address(object))?;
-        let parsed = self.by_key.get_mut(key)?;
-        if !Arc::ptr_eq(&parsed.object, object) || objects.devices.get(key).is_some() {
+        let parsed = self.by_address.get_mut(&address(object))?;
+        // Held, so no other object can have been given its address.
+        debug_assert!(Arc::ptr_eq(&parsed.object, object));
+        if !parsed.by_address || objects.devices.get(&parsed.key).is_some() {
             return None;
         }
         parsed.met = met;
         let state = parsed.state.as_ref().filter(|state| acted_on(state));
-        Some((key.as_str(), state.cloned()))
+        Some((parsed.key.as_str(), state.cloned()))
     }
 
     /// The key (`namespace/name`) of `object`, read from the Workload remembered at its
@@ -150,12 +156,7 @@ impl ParsedWorkloads {
     pub fn key_of(&self, object: &Arc<Value>) -> String {
         self.by_address
             .get(&address(object))
-            .filter(|key| {
-                self.by_key
-                    .get(*key)
-                    .is_some_and(|parsed| Arc::ptr_eq(&parsed.object, object))
-            })
-            .cloned()
+            .map(|parsed| parsed.key.clone())
             .unwrap_or_else(|| objects::key(object))
     }
 
@@ -166,7 +167,7 @@ impl ParsedWorkloads {
 
     /// How many Workloads are remembered.
     pub fn remembered(&self) -> usize {
-        self.by_key.len()
+        self.by_address.len()
     }
 }
 

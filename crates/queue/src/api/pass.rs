@@ -35,7 +35,9 @@ use crate::cycle::{self, Admission, ClusterQueueSnapshot, Decision, KueuePreempt
 use crate::flavor::ResourceFlavorSpec;
 use crate::joined_key::with_joined;
 use crate::preemption::{AdmittedWorkload, FairSharingConfig, PreemptionConfig};
-use crate::queue::{ClusterQueueQueue, LocalQueue, QueueManager, QueuedWorkload, StopPolicy};
+use crate::queue::{
+    ClusterQueueQueue, LocalQueue, QueueManager, QueuedWorkload, Source, StopPolicy,
+};
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
 use crate::tas::TasFlavors;
 use crate::tree::{Tree, TreeSpec};
@@ -376,9 +378,22 @@ impl<'o> World<'o> {
 
     /// The pending Workloads with their keys.
     fn pending_by_key(&self) -> impl Iterator<Item = (&str, &QueuedWorkload)> {
-        self.pending
-            .iter()
-            .filter_map(|key| Some((key.as_str(), self.queued(key)?)))
+        self.pending_with_sources()
+            .map(|(key, queued, _)| (key, queued))
+    }
+
+    /// The pending Workloads with their keys and the parsed states they were read from.
+    fn pending_with_sources(&self) -> impl Iterator<Item = (&str, &QueuedWorkload, Source)> {
+        self.pending.iter().filter_map(|key| {
+            let (_, state) = self.workloads.get(key)?;
+            match state.as_ref() {
+                WorkloadState::Pending(queued) => {
+                    let source: Source = state.clone();
+                    Some((key.as_str(), queued.as_ref(), source))
+                }
+                _ => None,
+            }
+        })
     }
 
     fn snapshots(&self) -> BTreeMap<String, ClusterQueueSnapshot> {
@@ -555,7 +570,8 @@ fn sync_queues(
         .as_ref()
         .map(|wait| wait.requeuing.timestamp)
         .unwrap_or_default();
-    for (key, queued) in world.pending_by_key() {
+    let mut offered = 0;
+    for (key, queued, source) in world.pending_with_sources() {
         if let Some(blocker) = queues.blocker(queued) {
             let outcome = Outcome::Pending {
                 reason: blocker.reason.to_owned(),
@@ -570,23 +586,33 @@ fn sync_queues(
         };
         let name = name.to_owned();
         if let Some(queue) = queues.cluster_queues.get_mut(&name) {
-            queue.push_or_update_from(queued, now);
+            queue.push_or_update_from(queued, &source, now);
+            offered += 1;
         }
     }
     // A queued Workload no longer pending, held back, or now queued elsewhere leaves its
-    // queue.
-    let gone: Vec<(String, String)> = queues
+    // queue. When the queues hold exactly the Workloads just offered, none has left.
+    let held: usize = queues
         .cluster_queues
-        .iter()
-        .flat_map(|(name, queue)| queue.keys().map(move |key| (name, key)))
-        .filter(|(name, key)| {
-            world.queued(key).is_none_or(|queued| {
-                queues.blocker(queued).is_some()
-                    || queues.cluster_queue_for(queued).ok() != Some(name.as_str())
+        .values()
+        .map(ClusterQueueQueue::len)
+        .sum();
+    let gone: Vec<(String, String)> = if held == offered {
+        Vec::new()
+    } else {
+        queues
+            .cluster_queues
+            .iter()
+            .flat_map(|(name, queue)| queue.keys().map(move |key| (name, key)))
+            .filter(|(name, key)| {
+                world.queued(key).is_none_or(|queued| {
+                    queues.blocker(queued).is_some()
+                        || queues.cluster_queue_for(queued).ok() != Some(name.as_str())
+                })
             })
-        })
-        .map(|(name, key)| (name.clone(), key.clone()))
-        .collect();
+            .map(|(name, key)| (name.clone(), key.clone()))
+            .collect()
+    };
     for (name, key) in gone {
         if let Some(queue) = queues.cluster_queues.get_mut(&name) {
             queue.delete(&key);

@@ -157,7 +157,7 @@ pub fn tas_flavors<'o>(objects: &Objects, holding: impl Iterator<Item = &'o Valu
         return tas;
     }
     let levels = topology_levels(objects);
-    let nodes: Vec<TopologyNode> = objects.nodes.iter().map(topology_node).collect();
+    let nodes: Vec<TopologyNode> = objects.nodes.iter().map(|n| topology_node(n)).collect();
     for flavor in &objects.flavors {
         let Some(topology) = topology_name(flavor) else {
             continue;

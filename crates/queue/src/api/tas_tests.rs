@@ -65,7 +65,7 @@ fn objects(topology_name: &str, workloads: Vec<Value>) -> Objects {
         workloads: crate::api::objects::shared(workloads),
         namespaces: vec![json!({"metadata": {"name": "default"}})],
         topologies: vec![topology()],
-        nodes: nodes(),
+        nodes: crate::api::objects::shared(nodes()),
         ..Default::default()
     }
 }

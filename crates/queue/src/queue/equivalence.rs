@@ -9,9 +9,12 @@
 //! Kueue keys a shape by the first 64 bits of a SHA-256 digest of its JSON. Here a shape
 //! carries a 64-bit fingerprint of most of its fields, so that most Workloads of another shape
 //! are told apart by one comparison, and equal fingerprints are confirmed by comparing the
-//! shapes whole: two different shapes never share a class. Knows nothing about when classes
+//! shapes whole: two different shapes never share a class. [`ShapeClasses`] keeps each shape
+//! of a queue's Workloads once, so a Workload is compared whole once, when it joins its class,
+//! and finding a class's Workloads compares class numbers. Knows nothing about when classes
 //! are recorded or cleared: the ClusterQueue's queue decides.
 
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::queue::QueuedWorkload;
@@ -45,11 +48,6 @@ impl SchedulingShape {
             && self.total_requests == workload.info.total_requests
             && self.pod_sets == workload.info.workload.pod_sets
     }
-
-    /// The shape's fingerprint.
-    pub(super) fn fingerprint(&self) -> u64 {
-        self.fingerprint
-    }
 }
 
 /// A 64-bit digest of `workload`'s shape: equal shapes always give equal fingerprints (it
@@ -80,4 +78,88 @@ pub(super) fn fingerprint(workload: &QueuedWorkload) -> u64 {
         }
     }
     hasher.finish()
+}
+
+/// The shapes of the Workloads a queue holds, each kept once with how many Workloads hold it,
+/// numbered; a number is reused once no Workload holds its shape.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ShapeClasses {
+    classes: Vec<Option<Class>>,
+    free: Vec<usize>,
+    by_fingerprint: HashMap<u64, Vec<usize>>,
+}
+
+#[derive(Debug, Clone)]
+struct Class {
+    shape: SchedulingShape,
+    holders: usize,
+}
+
+impl ShapeClasses {
+    /// The number of `workload`'s shape, if a Workload held holds it.
+    pub(super) fn find(&self, workload: &QueuedWorkload) -> Option<usize> {
+        let fingerprint = fingerprint(workload);
+        self.by_fingerprint
+            .get(&fingerprint)?
+            .iter()
+            .copied()
+            .find(|id| {
+                self.classes[*id]
+                    .as_ref()
+                    .is_some_and(|class| class.shape.matches(workload, fingerprint))
+            })
+    }
+
+    /// Counts one more holder of `workload`'s shape; answers its number.
+    pub(super) fn join(&mut self, workload: &QueuedWorkload) -> usize {
+        if let Some(id) = self.find(workload) {
+            if let Some(class) = self.classes[id].as_mut() {
+                class.holders += 1;
+            }
+            return id;
+        }
+        let class = Class {
+            shape: SchedulingShape::of(workload),
+            holders: 1,
+        };
+        let fingerprint = class.shape.fingerprint;
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.classes[id] = Some(class);
+                id
+            }
+            None => {
+                self.classes.push(Some(class));
+                self.classes.len() - 1
+            }
+        };
+        self.by_fingerprint.entry(fingerprint).or_default().push(id);
+        id
+    }
+
+    /// Counts one holder fewer of shape `id`; forgets the shape when none is left.
+    pub(super) fn leave(&mut self, id: usize) {
+        let Some(class) = self.classes.get_mut(id).and_then(Option::as_mut) else {
+            return;
+        };
+        class.holders -= 1;
+        if class.holders > 0 {
+            return;
+        }
+        let fingerprint = class.shape.fingerprint;
+        self.classes[id] = None;
+        self.free.push(id);
+        if let Some(ids) = self.by_fingerprint.get_mut(&fingerprint) {
+            ids.retain(|other| *other != id);
+            if ids.is_empty() {
+                self.by_fingerprint.remove(&fingerprint);
+            }
+        }
+    }
+
+    /// How many shapes are held.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.classes.iter().flatten().count()
+    }
 }

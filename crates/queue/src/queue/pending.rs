@@ -11,10 +11,11 @@
 use std::borrow::Borrow;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::equivalence::fingerprint;
-use super::{QueueOrdering, QueuedWorkload, RequeuingTimestamp, WorkloadKey};
+use super::equivalence::ShapeClasses;
+use super::{QueueOrdering, QueuedWorkload, RequeuingTimestamp, Source, WorkloadKey};
 
 /// The part of the queue order that depends on the Workload alone: priority (higher
 /// first), queue timestamp, then the tie-break (UID, namespace, name). The UID's first
@@ -158,8 +159,10 @@ struct Pending {
     // Boxed: a B-tree node shifts its values on every insert and removal, and a
     // QueuedWorkload is large.
     workload: Box<QueuedWorkload>,
-    /// The Workload's scheduling-shape fingerprint (`equivalence::fingerprint`).
-    fingerprint: u64,
+    /// The number of the Workload's scheduling shape in the queue's [`ShapeClasses`].
+    shape: usize,
+    /// What the Workload was copied from, while it is held as it was copied.
+    source: Option<Source>,
     inadmissible: bool,
     indexed: bool,
 }
@@ -177,6 +180,8 @@ pub(super) struct PendingWorkloads {
     /// Holds the order key of every active Workload, and of inadmissible ones not yet
     /// dropped (those with `indexed`).
     by_local_queue: ByLocalQueue,
+    /// The scheduling shapes of the Workloads held.
+    shapes: ShapeClasses,
 }
 
 impl PendingWorkloads {
@@ -195,6 +200,26 @@ impl PendingWorkloads {
     /// The Workload with `key`, active or inadmissible.
     pub(super) fn get(&self, key: &str) -> Option<&QueuedWorkload> {
         self.by_key.get(key).map(|p| p.workload.as_ref())
+    }
+
+    /// Whether the Workload with `key` is held as it was copied from `source`.
+    pub(super) fn copied_from(&self, key: &str, source: &Source) -> bool {
+        self.by_key
+            .get(key)
+            .and_then(|p| p.source.as_ref())
+            .is_some_and(|held| Arc::ptr_eq(held, source))
+    }
+
+    /// Records that the Workload with `key`, as held now, is a copy of `source`.
+    pub(super) fn set_source(&mut self, key: &str, source: &Source) {
+        if let Some(pending) = self.by_key.get_mut(key) {
+            pending.source = Some(Arc::clone(source));
+        }
+    }
+
+    /// How many Workloads are pending, active and inadmissible.
+    pub(super) fn len(&self) -> usize {
+        self.by_key.len()
     }
 
     /// The keys of every pending Workload, active and inadmissible, in key order.
@@ -242,7 +267,8 @@ impl PendingWorkloads {
         self.by_key.insert(
             key,
             Pending {
-                fingerprint: fingerprint(&workload),
+                shape: self.shapes.join(&workload),
+                source: None,
                 workload,
                 inadmissible,
                 indexed,
@@ -253,6 +279,7 @@ impl PendingWorkloads {
     /// Removes a Workload, active or inadmissible.
     pub(super) fn remove(&mut self, key: &str) -> Option<Box<QueuedWorkload>> {
         let pending = self.by_key.remove(key)?;
+        self.shapes.leave(pending.shape);
         if pending.indexed {
             unindex(&mut self.by_local_queue, &pending.workload, self.timestamp);
         }
@@ -270,18 +297,18 @@ impl PendingWorkloads {
         }
     }
 
-    /// Marks inadmissible every active Workload whose fingerprint is `fingerprint` and that
-    /// `parks` accepts (given the Workload and its fingerprint).
-    pub(super) fn park_matching(
+    /// Marks inadmissible every active Workload of `representative`'s scheduling shape that
+    /// `parks` accepts.
+    pub(super) fn park_equivalents(
         &mut self,
-        fingerprint: u64,
-        mut parks: impl FnMut(&QueuedWorkload, u64) -> bool,
+        representative: &QueuedWorkload,
+        mut parks: impl FnMut(&QueuedWorkload) -> bool,
     ) {
+        let Some(shape) = self.shapes.find(representative) else {
+            return;
+        };
         for pending in self.by_key.values_mut() {
-            if !pending.inadmissible
-                && pending.fingerprint == fingerprint
-                && parks(&pending.workload, pending.fingerprint)
-            {
+            if !pending.inadmissible && pending.shape == shape && parks(&pending.workload) {
                 pending.inadmissible = true;
             }
         }
