@@ -632,18 +632,24 @@ impl QueueManager {
     /// its queues hold back (`getQueueBlocker`, `reconcileOnLocalQueueActiveState`): the
     /// errors of [`Self::cluster_queue_for`], or an inactive ClusterQueue.
     pub fn blocker(&self, workload: &QueuedWorkload) -> Option<QueueBlocker> {
-        let name = match self.cluster_queue_for(workload) {
-            Ok(name) => name,
-            Err(blocker) => return Some(blocker),
-        };
+        self.active_queue_for(workload).err()
+    }
+
+    /// The active ClusterQueue a Workload is queued in, or its [`Self::blocker`].
+    pub fn active_queue_for(&self, workload: &QueuedWorkload) -> Result<&str, QueueBlocker> {
+        let name = self.cluster_queue_for(workload)?;
         let active = self
             .cluster_queues
             .get(name)
             .is_some_and(|queue| queue.active);
-        (!active).then(|| QueueBlocker {
-            reason: SUSPENDED,
-            message: format!("ClusterQueue {name} is inactive"),
-        })
+        if active {
+            Ok(name)
+        } else {
+            Err(QueueBlocker {
+                reason: SUSPENDED,
+                message: format!("ClusterQueue {name} is inactive"),
+            })
+        }
     }
 
     /// Queues a pending Workload in its ClusterQueue, active or not (`AddOrUpdateWorkload`),

@@ -166,17 +166,18 @@ pub fn namespace(object: &Value) -> &str {
 
 /// `metadata.resourceVersion` (`None` when absent).
 pub fn resource_version(object: &Value) -> Option<&str> {
-    object.get("metadata")?.get("resourceVersion")?.as_str()
+    metadata_field(object, "resourceVersion")
 }
 
-/// A string field of `metadata` ("" when absent): read for every object of every pass, so
-/// looked up directly.
+/// A string field of `metadata` ("" when absent).
 fn metadata_text<'a>(object: &'a Value, field: &str) -> &'a str {
-    object
-        .get("metadata")
-        .and_then(|metadata| metadata.get(field))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+    metadata_field(object, field).unwrap_or_default()
+}
+
+/// A string field of `metadata`: read for every object of every pass, so looked up
+/// directly rather than through a JSON pointer.
+fn metadata_field<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.as_str()
 }
 
 /// `namespace/name`.

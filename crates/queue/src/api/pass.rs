@@ -378,19 +378,18 @@ impl<'o> World<'o> {
 
     /// The pending Workloads with their keys.
     fn pending_by_key(&self) -> impl Iterator<Item = (&str, &QueuedWorkload)> {
-        self.pending_with_sources()
+        self.pending_with_states()
             .map(|(key, queued, _)| (key, queued))
     }
 
     /// The pending Workloads with their keys and the parsed states they were read from.
-    fn pending_with_sources(&self) -> impl Iterator<Item = (&str, &QueuedWorkload, Source)> {
+    fn pending_with_states(
+        &self,
+    ) -> impl Iterator<Item = (&str, &QueuedWorkload, &Arc<WorkloadState>)> {
         self.pending.iter().filter_map(|key| {
             let (_, state) = self.workloads.get(key)?;
             match state.as_ref() {
-                WorkloadState::Pending(queued) => {
-                    let source: Source = state.clone();
-                    Some((key.as_str(), queued.as_ref(), source))
-                }
+                WorkloadState::Pending(queued) => Some((key.as_str(), queued.as_ref(), state)),
                 _ => None,
             }
         })
@@ -571,21 +570,21 @@ fn sync_queues(
         .map(|wait| wait.requeuing.timestamp)
         .unwrap_or_default();
     let mut offered = 0;
-    for (key, queued, source) in world.pending_with_sources() {
-        if let Some(blocker) = queues.blocker(queued) {
-            let outcome = Outcome::Pending {
-                reason: blocker.reason.to_owned(),
-                message: blocker.message,
-                looked_at: false,
-            };
-            decided.outcomes.insert(key.to_owned(), outcome);
-            continue;
-        }
-        let Ok(name) = queues.cluster_queue_for(queued) else {
-            continue;
+    for (key, queued, state) in world.pending_with_states() {
+        let name = match queues.active_queue_for(queued) {
+            Ok(name) => name.to_owned(),
+            Err(blocker) => {
+                let outcome = Outcome::Pending {
+                    reason: blocker.reason.to_owned(),
+                    message: blocker.message,
+                    looked_at: false,
+                };
+                decided.outcomes.insert(key.to_owned(), outcome);
+                continue;
+            }
         };
-        let name = name.to_owned();
         if let Some(queue) = queues.cluster_queues.get_mut(&name) {
+            let source: Source = state.clone();
             queue.push_or_update_from(queued, &source, now);
             offered += 1;
         }
@@ -606,8 +605,7 @@ fn sync_queues(
             .flat_map(|(name, queue)| queue.keys().map(move |key| (name, key)))
             .filter(|(name, key)| {
                 world.queued(key).is_none_or(|queued| {
-                    queues.blocker(queued).is_some()
-                        || queues.cluster_queue_for(queued).ok() != Some(name.as_str())
+                    queues.active_queue_for(queued).ok() != Some(name.as_str())
                 })
             })
             .map(|(name, key)| (name.clone(), key.clone()))
