@@ -13,6 +13,7 @@ use anyhow::Context;
 use tessera_cache::sha256_hex;
 use tessera_node_cache::loopback_swarm::{self, SwarmSpec};
 use tessera_node_cache::test_origin::generate;
+use tessera_twin::models::human_bytes;
 
 use crate::agent_cache::bytes;
 use crate::bench_report::{CpuClock, Figure, Repeat, Row};
@@ -92,9 +93,9 @@ pub async fn rows(args: &ModelsBenchArgs) -> anyhow::Result<Vec<Row>> {
     let link = args.size as f64 / args.link as f64;
     let mib = args.size as f64 / f64::from(1u32 << 20);
     let kind = format!(
-        "end-to-end (loopback caches, links {} MiB/s, origin {} MiB/s)",
-        args.link >> 20,
-        args.origin_rate >> 20
+        "end-to-end (loopback caches, links {}/s, origin {}/s)",
+        human_bytes(args.link),
+        human_bytes(args.origin_rate)
     );
     let anchor = "goals: origin ≤ 1.05 × model; load ≤ 1.2 × link; all ≤ 1.5 × one node. Kraken: 3 GB to 2,600 hosts at 300 MB/s per agent, p50 10 s and p99 18 s, i.e. 1.0 × and 1.8 × the 10 s link time";
     let mut rows = Vec::new();

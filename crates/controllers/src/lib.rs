@@ -30,6 +30,7 @@ pub mod queue_multikueue;
 mod queue_multikueue_remote;
 pub mod queue_pods;
 pub mod queue_provisioning;
+mod queue_status_writer;
 pub mod resource_claims;
 pub mod scheduler;
 pub mod serialized;

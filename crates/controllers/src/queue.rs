@@ -6,7 +6,8 @@
 //! check's objects; in [`crate::queue_multikueue`], MultiKueue's objects and workers); after each burst of
 //! changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
-//! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses,
+//! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses
+//! (in the background, [`crate::queue_status_writer`]),
 //! and `spec.active: false` for the Workloads waitForPodsReady deactivates — and then, for
 //! every Job and JobSet naming a LocalQueue (or managed without one), what
 //! [`tessera_queue::api::framework::reconcile`] answers for its kind (its Workload created,
@@ -45,6 +46,7 @@ use tessera_queue::flavor::ResourceFlavorSpec;
 
 use crate::pacing::{Pacing, next_paced_pass};
 use crate::queue_pods::{self, PodIntegration};
+use crate::queue_status_writer::QueueStatusWriter;
 use crate::serialized::Serialized;
 use crate::shell::{
     EventRecorder, ObjectKey, object_key, overlay, patch_params, post_params, watched, watched_with,
@@ -274,17 +276,24 @@ pub async fn run(client: Client, config: QueueConfig) {
         ),
         job_events: EventRecorder::start(client.clone(), JOB_COMPONENT, config.clock.clone()),
         jobset_events: EventRecorder::start(client.clone(), JOBSET.component, config.clock.clone()),
+        queue_statuses: QueueStatusWriter::start(client.clone()),
         configuration: &config.configuration,
         metrics: config.metrics.as_deref(),
     };
     // Passes over few objects are cheap: paced by their cost, a change is answered within
     // milliseconds under churn (MultiKueue's dispatch waits on several passes in a row).
     let mut pacing = Pacing::default();
+    let mut round_ended = std::time::Instant::now();
     while next_paced_pass(&mut changes, &mut resync, &mut pacing).await {
         let now = (config.clock)();
+        let mut phases = Phases::since(round_ended);
+        phases.lap("settle");
         let pod_values = pods.pods();
-        let workloads = shell.admit(&mut memory, &settings, &pod_values, now).await;
+        let workloads = shell
+            .admit(&mut memory, &settings, &pod_values, now, &mut phases)
+            .await;
         shell.ungate(&workloads, &pod_values).await;
+        phases.lap("ungate");
         let (flavors, priorities) = shell.flavors_and_priorities();
         let checks = watches.admission_checks.values();
         for object in provisioning
@@ -309,12 +318,53 @@ pub async fn run(client: Client, config: QueueConfig) {
             flavors: &flavors,
             priorities: &priorities,
         };
+        phases.lap("checks");
         shell.integrate_jobs(&mut memory, &context, now).await;
+        phases.lap("jobs");
         if config.configuration.runs(POD_FRAMEWORK) {
             for object in pods.integrate(&client, &context, now).await {
                 memory.remember(&object);
             }
         }
+        phases.lap("pods");
+        round_ended = phases.log();
+    }
+}
+
+/// How long each step of one round of the queue manager took, logged at debug level (one
+/// line a round: where a slow round's time went).
+struct Phases {
+    last: std::time::Instant,
+    laps: Vec<(&'static str, Duration)>,
+}
+
+impl Phases {
+    /// The first step begins at `began`.
+    fn since(began: std::time::Instant) -> Phases {
+        Phases {
+            last: began,
+            laps: Vec::with_capacity(10),
+        }
+    }
+
+    /// Ends the step `name`, begun where the last one ended.
+    fn lap(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.laps.push((name, now - self.last));
+        self.last = now;
+    }
+
+    /// Logs the steps; answers when the last one ended.
+    fn log(&self) -> std::time::Instant {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let laps: Vec<String> = self
+                .laps
+                .iter()
+                .map(|(name, took)| format!("{name}={:.1}ms", took.as_secs_f64() * 1e3))
+                .collect();
+            tracing::debug!(phases = %laps.join(" "), "queue manager: round");
+        }
+        self.last
     }
 }
 
@@ -357,6 +407,8 @@ struct Shell<'a> {
     admission_events: EventRecorder,
     job_events: EventRecorder,
     jobset_events: EventRecorder,
+    /// ClusterQueue and LocalQueue statuses, written in the background.
+    queue_statuses: QueueStatusWriter,
     configuration: &'a Configuration,
     metrics: Option<&'a tessera_metrics::components::Registries>,
 }
@@ -404,6 +456,7 @@ impl Shell<'_> {
         settings: &Settings,
         pods: &[Value],
         now: std::time::SystemTime,
+        phases: &mut Phases,
     ) -> Workloads {
         let watches = self.watches;
         let current = overlay(
@@ -432,8 +485,10 @@ impl Shell<'_> {
             pods: pods.to_vec(),
             runtime_classes: values(watches.runtime_classes.state()),
         };
+        phases.lap("read");
         let started = std::time::Instant::now();
         let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
+        phases.lap("pass");
         tracing::debug!(
             took = ?started.elapsed(),
             workloads = objects.workloads.len(),
@@ -450,6 +505,7 @@ impl Shell<'_> {
             .into_iter()
             .map(|w| (parsed.key_of(&w), w))
             .collect();
+        phases.lap("after-pass");
         for object in self
             .write_statuses(&watches.workloads.resource, &decided.workloads)
             .await
@@ -474,10 +530,11 @@ impl Shell<'_> {
                 .record(event.involved, event.kind, &event.reason, &event.message)
                 .await;
         }
-        self.write_statuses(&watches.cluster_queues.resource, &decided.cluster_queues)
-            .await;
-        self.write_statuses(&watches.local_queues.resource, &decided.local_queues)
-            .await;
+        phases.lap("writes");
+        self.queue_statuses
+            .send(&watches.cluster_queues.resource, decided.cluster_queues);
+        self.queue_statuses
+            .send(&watches.local_queues.resource, decided.local_queues);
         workloads
     }
 
@@ -707,7 +764,7 @@ pub(crate) async fn write_check_statuses(
     }
 }
 
-async fn write_status(
+pub(crate) async fn write_status(
     client: Client,
     resource: ApiResource,
     write: StatusWrite,

@@ -51,12 +51,17 @@ impl Serialized {
         self.calls += 1;
         let met = self.calls;
         let mut values = Vec::with_capacity(objects.len());
+        // How many kept objects this call met: when all of them, none is to be forgotten.
+        let mut met_count = 0;
         for object in objects {
             let at = address(object);
             // The very object kept (held, so no other object has its address).
             if let Some(entry) = self.by_address.get_mut(&at) {
                 debug_assert_eq!(address(&entry.object), at);
-                entry.met = met;
+                if entry.met != met {
+                    entry.met = met;
+                    met_count += 1;
+                }
                 values.push(Arc::clone(&entry.value));
                 continue;
             }
@@ -87,10 +92,13 @@ impl Serialized {
             };
             self.by_address.insert(at, entry);
             self.by_key.insert(key, at);
+            met_count += 1;
         }
-        self.by_address.retain(|_, entry| entry.met == met);
-        let by_address = &self.by_address;
-        self.by_key.retain(|_, at| by_address.contains_key(at));
+        if met_count != self.by_address.len() {
+            self.by_address.retain(|_, entry| entry.met == met);
+            let by_address = &self.by_address;
+            self.by_key.retain(|_, at| by_address.contains_key(at));
+        }
         values
     }
 }

@@ -530,9 +530,16 @@ pub fn overlay<K: kube::Resource, V>(
     }
     let fresh = |at: &tokio::time::Instant| now.saturating_duration_since(*at) < kept;
     let mut still = HashMap::with_capacity(remembered.len());
+    // The names remembered: most watched objects are passed by on their name, unkeyed.
+    let names: std::collections::HashSet<String> =
+        remembered.keys().map(|(_, name)| name.clone()).collect();
     let mut overlaid: Vec<Arc<K>> = watched
         .into_iter()
         .map(|object| {
+            let name = object.meta().name.as_deref().unwrap_or_default();
+            if !names.contains(name) {
+                return object;
+            }
             let key = object_key(object.meta());
             let Some((value, at)) = remembered.remove(&key) else {
                 return object;

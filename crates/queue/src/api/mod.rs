@@ -32,6 +32,7 @@ pub mod pass;
 pub mod pod;
 pub mod pods_ready;
 pub mod provisioning;
+pub mod quiet;
 pub mod status;
 pub mod tas;
 pub mod visibility;

@@ -74,8 +74,11 @@ impl ParsedWorkloads {
         self.parsed = 0;
         self.reads += 1;
         let met = self.reads;
+        // How many remembered Workloads this read met: when all of them, none is forgotten.
+        let mut met_count = 0;
         for object in &objects.workloads {
-            if let Some((key, state)) = self.same_object(object, objects, met) {
+            if let Some((key, state, first)) = self.same_object(object, objects, met) {
+                met_count += usize::from(first);
                 if let Some(state) = state {
                     read.insert(key.to_owned(), (object.as_ref(), state));
                 }
@@ -106,6 +109,7 @@ impl ParsedWorkloads {
                         }
                     };
                     let at = address(object);
+                    met_count += 1;
                     self.by_key.insert(key.clone(), at);
                     self.by_address.insert(
                         at,
@@ -125,30 +129,33 @@ impl ParsedWorkloads {
                 read.insert(key, (object.as_ref(), state));
             }
         }
-        self.by_address.retain(|_, parsed| parsed.met == met);
-        let by_address = &self.by_address;
-        self.by_key.retain(|_, at| by_address.contains_key(at));
+        if met_count != self.by_address.len() {
+            self.by_address.retain(|_, parsed| parsed.met == met);
+            let by_address = &self.by_address;
+            self.by_key.retain(|_, at| by_address.contains_key(at));
+        }
         read
     }
 
     /// The key of `object` and its state if a pass acts on it, when it is the very object
     /// remembered, neither naming a RuntimeClass nor resolved through DRA claims in this
-    /// pass: met again, unread.
+    /// pass: met again, unread (and whether this read meets it for the first time).
     fn same_object(
         &mut self,
         object: &Arc<Value>,
         objects: &Objects,
         met: u64,
-    ) -> Option<(&str, Option<Arc<WorkloadState>>)> {
+    ) -> Option<(&str, Option<Arc<WorkloadState>>, bool)> {
         let parsed = self.by_address.get_mut(&address(object))?;
         // Held, so no other object can have been given its address.
         debug_assert!(Arc::ptr_eq(&parsed.object, object));
         if !parsed.by_address || objects.devices.get(&parsed.key).is_some() {
             return None;
         }
+        let first = parsed.met != met;
         parsed.met = met;
         let state = parsed.state.as_ref().filter(|state| acted_on(state));
-        Some((parsed.key.as_str(), state.cloned()))
+        Some((parsed.key.as_str(), state.cloned(), first))
     }
 
     /// The key (`namespace/name`) of `object`, read from the Workload remembered at its

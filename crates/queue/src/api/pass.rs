@@ -28,6 +28,7 @@ use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
 use crate::api::parsed::ParsedWorkloads;
 use crate::api::pods_ready;
+use crate::api::quiet::{QuietPass, QuietWorkloads, StepContext, timeless};
 use crate::api::status::{self, Counts, Event, Usage};
 use crate::api::tas;
 use crate::config::{AdmissionFairSharing, Configuration, WaitForPodsReady};
@@ -36,7 +37,7 @@ use crate::flavor::ResourceFlavorSpec;
 use crate::joined_key::with_joined;
 use crate::preemption::{AdmittedWorkload, FairSharingConfig, PreemptionConfig};
 use crate::queue::{
-    ClusterQueueQueue, LocalQueue, QueueManager, QueuedWorkload, Source, StopPolicy,
+    ClusterQueueQueue, LocalQueue, QueueBlocker, QueueManager, QueuedWorkload, Source, StopPolicy,
 };
 use crate::resources::{FlavorResource, FlavorResourceQuantities};
 use crate::tas::TasFlavors;
@@ -214,6 +215,7 @@ pub struct Queues {
     waited_on: Option<WaitedOn>,
     ledger: Ledger,
     parsed: ParsedWorkloads,
+    quiet: QuietWorkloads,
 }
 
 impl Queues {
@@ -481,17 +483,19 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         waited_on.usage = usage_after(&world.usage, &decided.admitted);
     }
     let wait = settings.wait_for_pods_ready.as_ref();
-    let (workloads, events) = workload_writes(&world, &state.manager, &decided, wait, now);
-    let deactivations = world
-        .workloads
-        .values()
-        .filter(|(object, state)| match state.as_ref() {
-            WorkloadState::Reserving { active, .. } => pods_ready::must_deactivate(object, *active),
-            WorkloadState::Pending(_) => pods_ready::must_deactivate(object, true),
-            WorkloadState::Finished | WorkloadState::Inactive => false,
-        })
-        .map(|(object, _)| write_for(object, serde_json::json!({"active": false})))
-        .collect();
+    let context = StepContext {
+        local_queues: state.manager.local_queues.clone(),
+        stop_policies: world
+            .cluster_queues
+            .iter()
+            .map(|(name, (cq, _))| (name.clone(), cq.stop_policy))
+            .collect(),
+        checks: world.checks.clone(),
+        wait: wait.cloned(),
+    };
+    let mut quiet = state.quiet.start(context);
+    let writes = workload_writes(&world, &state.manager, &decided, wait, &mut quiet, now);
+    state.quiet.end(quiet);
     for (key, (cluster_queue, usage)) in &decided.admitted {
         if let Some(queued) = world.queued(key) {
             let holder = Holder {
@@ -516,11 +520,11 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
     let (cluster_queues, local_queues) =
         queue_statuses(&world, objects, &state.manager, fair_sharing, ledger, now);
     Pass {
-        workloads,
+        workloads: writes.statuses,
         cluster_queues,
         local_queues,
-        events,
-        deactivations,
+        events: writes.events,
+        deactivations: writes.deactivations,
     }
 }
 
@@ -570,9 +574,24 @@ fn sync_queues(
         .map(|wait| wait.requeuing.timestamp)
         .unwrap_or_default();
     let mut offered = 0;
+    // Pending Workloads in key order mostly come in runs of one LocalQueue: its queue is
+    // looked up once a run.
+    let mut last: Option<((&str, &str), Result<String, QueueBlocker>)> = None;
     for (key, queued, state) in world.pending_with_states() {
-        let name = match queues.active_queue_for(queued) {
-            Ok(name) => name.to_owned(),
+        let local_queue = (
+            queued.info.workload.namespace.as_str(),
+            queued.local_queue.as_str(),
+        );
+        let resolved = match &last {
+            Some((of, resolved)) if *of == local_queue => resolved.clone(),
+            _ => {
+                let resolved = queues.active_queue_for(queued).map(str::to_owned);
+                last = Some((local_queue, resolved.clone()));
+                resolved
+            }
+        };
+        let name = match resolved {
+            Ok(name) => name,
             Err(blocker) => {
                 let outcome = Outcome::Pending {
                     reason: blocker.reason.to_owned(),
@@ -881,14 +900,27 @@ impl From<cycle::Pending> for Outcome {
 
 /// The Workload statuses and events of a pass: the outcomes, the victims' evictions, and the
 /// workload controller's evictions (deactivated, drained queues) and restarts.
+/// What a pass writes to Workloads.
+struct WorkloadWrites {
+    statuses: Vec<StatusWrite>,
+    events: Vec<Event>,
+    /// `spec.active: false` for the Workloads waitForPodsReady deactivates.
+    deactivations: Vec<StatusWrite>,
+}
+
+/// The Workload writes of a pass: what the cycles decided (admissions, pending conditions,
+/// evictions of victims), then each Workload's own steps — skipped for one `quiet` was quiet
+/// for before, when nothing decided here changed it.
 fn workload_writes(
     world: &World<'_>,
     queues: &QueueManager,
     decided: &Decided,
     wait: Option<&WaitForPodsReady>,
+    quiet: &mut QuietPass,
     now: SystemTime,
-) -> (Vec<StatusWrite>, Vec<Event>) {
+) -> WorkloadWrites {
     let mut events = Vec::new();
+    let mut deactivations = Vec::new();
     let mut changed = Changed::default();
     for (key, outcome) in &decided.outcomes {
         let Some((object, _)) = world.workloads.get(key) else {
@@ -963,9 +995,23 @@ fn workload_writes(
             .map(|(cq, _)| cq.stop_policy),
     };
     // `record` copies the stored object only for a Workload's first change.
-    for (key, (stored, state)) in &world.workloads {
+    for (key, (stored, shared)) in &world.workloads {
+        // Unchanged by this pass's decisions, its steps read what they read before.
+        let unchanged = !changed.objects.contains_key(key);
+        if unchanged && quiet.was_quiet(shared) {
+            continue;
+        }
+        let state: &WorkloadState = shared;
+        let deactivate = match state {
+            WorkloadState::Reserving { active, .. } => pods_ready::must_deactivate(stored, *active),
+            WorkloadState::Pending(_) => pods_ready::must_deactivate(stored, true),
+            WorkloadState::Finished | WorkloadState::Inactive => false,
+        };
+        if deactivate {
+            deactivations.push(write_for(stored, serde_json::json!({"active": false})));
+        }
         let checked = check_states(world, queues, changed.current(key, stored), state, now);
-        let state: &WorkloadState = state;
+        let answered = deactivate || !checked.status.is_empty() || !checked.events.is_empty();
         events.extend(checked.events);
         if !checked.status.is_empty() {
             changed.record(key, stored, Some(Value::Object(checked.status)));
@@ -1012,9 +1058,16 @@ fn workload_writes(
             }
             WorkloadState::Finished | WorkloadState::Inactive => None,
         };
+        if unchanged && !answered && written.is_none() && timeless(stored, state, wait) {
+            quiet.quiet(shared);
+        }
         changed.record(key, stored, written);
     }
-    (changed.writes(), events)
+    WorkloadWrites {
+        statuses: changed.writes(),
+        events,
+        deactivations,
+    }
 }
 
 /// Whether this pass's admission of `key` admits it at once: every check its ClusterQueue
@@ -1103,18 +1156,31 @@ fn queue_statuses(
             }
         }
     }
+    // The pending Workloads by LocalQueue (namespace, name), counted in runs: in key order
+    // they mostly come in runs of one LocalQueue.
+    let mut runs: Vec<((&str, &str), i64)> = Vec::new();
     for (key, queued) in world.pending_by_key() {
         if world.holders.contains_key(key) {
             continue;
         }
-        queued.with_local_queue_key(|local_queue_key| {
+        let of = (
+            queued.info.workload.namespace.as_str(),
+            queued.local_queue.as_str(),
+        );
+        match runs.last_mut() {
+            Some((at, count)) if *at == of => *count += 1,
+            _ => runs.push((of, 1)),
+        }
+    }
+    for ((namespace, name), count) in runs {
+        with_joined(namespace, name, |local_queue_key| {
             let Some(local_queue) = queues.local_queues.get(local_queue_key) else {
                 return;
             };
             counted(&mut cq_counts, &local_queue.cluster_queue)
                 .0
-                .pending += 1;
-            counted(&mut lq_counts, local_queue_key).0.pending += 1;
+                .pending += count;
+            counted(&mut lq_counts, local_queue_key).0.pending += count;
         });
     }
     let shares = if fair_sharing {

@@ -304,25 +304,44 @@ mod quick_start {
             workloads,
         );
         let (mut cached, mut fresh) = (Queues::default(), Queues::default());
-        // (step, what changes before the pass, Workloads the remembering pass parses)
-        type Change = fn(&mut [Arc<Value>], &Pass, &mut u64);
-        let steps: [(&str, Change, usize); 3] = [
+        // (step, what changes before the pass, Workloads the remembering pass parses).
+        // The remembering passes also skip the steps of Workloads quiet before
+        // (`api::quiet`); the fresh ones never do.
+        type Change = fn(&mut Objects, &Pass, &mut u64);
+        let steps: [(&str, Change, usize); 6] = [
             ("first pass", |_, _, _| {}, 3),
-            ("its writes stored", store_writes, 3),
+            (
+                "its writes stored",
+                |o, last, v| store_writes(&mut o.workloads, last, v),
+                3,
+            ),
             (
                 "b shrunk to fit",
-                |workloads, _, version| {
+                |objects, _, version| {
                     *version += 1;
-                    let b = Arc::make_mut(&mut workloads[1]);
+                    let b = Arc::make_mut(&mut objects.workloads[1]);
                     b["spec"]["podSets"][0]["count"] = json!(3);
                     b["metadata"]["resourceVersion"] = json!(version.to_string());
                 },
                 1,
             ),
+            (
+                "b's admission stored",
+                |o, last, v| store_writes(&mut o.workloads, last, v),
+                1,
+            ),
+            ("nothing changed", |_, _, _| {}, 0),
+            (
+                "the LocalQueue drained",
+                |objects, _, _| {
+                    objects.local_queues[0]["spec"]["stopPolicy"] = json!("HoldAndDrain")
+                },
+                0,
+            ),
         ];
         let mut last = Pass::default();
         for (index, (step, change, parsed)) in steps.into_iter().enumerate() {
-            change(&mut input.workloads, &last, &mut version);
+            change(&mut input, &last, &mut version);
             let at = now() + Duration::from_secs(5 * index as u64);
             fresh.forget_parsed();
             let remembering = pass(&input, &mut cached, &Settings::default(), at);
@@ -330,10 +349,24 @@ mod quick_start {
             assert_eq!(remembering, parsing, "{step}");
             assert_eq!(cached.parsed().parsed(), parsed, "{step}: parsed");
             assert_eq!(fresh.parsed().parsed(), 3, "{step}: fresh parses all");
+            if step == "b shrunk to fit" {
+                // The changed Workload was read again: b now fits and is admitted.
+                let b = written(&remembering.workloads, "b");
+                assert!(b.is_some_and(|b| b["admission"].is_object()), "{b:?}");
+            }
             last = remembering;
         }
-        // The changed Workload was read again: b now fits and is admitted.
-        assert!(written(&last.workloads, "b").is_some_and(|b| b["admission"].is_object()));
+        // The Workloads holding quota, quiet since their admissions were stored, are evicted
+        // once their LocalQueue is drained.
+        for name in ["a", "b", "c"] {
+            let evicted = written(&last.workloads, name)
+                .and_then(|status| status["conditions"].as_array().cloned())
+                .is_some_and(|list| {
+                    list.iter()
+                        .any(|c| c["type"] == "Evicted" && c["status"] == "True")
+                });
+            assert!(evicted, "{name}: {:?}", last.workloads);
+        }
     }
 
     #[test]
