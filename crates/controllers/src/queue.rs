@@ -418,18 +418,14 @@ struct Shell<'a> {
 /// counts as one admission attempt.
 fn count_transitions(
     metrics: &tessera_metrics::components::KueueMetrics,
-    workloads: &[Arc<Value>],
+    workloads: &Workloads,
     decided: &pass::Pass,
     now: std::time::SystemTime,
     started: std::time::Instant,
 ) {
-    let by_key: BTreeMap<(&str, &str), &Value> = workloads
-        .iter()
-        .map(|w| ((objects::namespace(w), objects::name(w)), w.as_ref()))
-        .collect();
     let mut admitted = 0;
     for write in &decided.workloads {
-        let Some(before) = by_key.get(&(write.namespace.as_str(), write.name.as_str())) else {
+        let Some(before) = workloads.get(&format!("{}/{}", write.namespace, write.name)) else {
             continue;
         };
         for transition in tessera_metrics::kueue::transitions(before, &write.status, now) {
@@ -495,16 +491,16 @@ impl Shell<'_> {
             writes = decided.workloads.len(),
             "queue manager: admission pass"
         );
-        if let Some(metrics) = self.metrics {
-            count_transitions(&metrics.kueue, &objects.workloads, &decided, now, started);
-        }
-        decided.workloads.splice(0..0, prepared.writes);
         let parsed = memory.queues.parsed();
         let mut workloads: Workloads = objects
             .workloads
             .into_iter()
             .map(|w| (parsed.key_of(&w), w))
             .collect();
+        if let Some(metrics) = self.metrics {
+            count_transitions(&metrics.kueue, &workloads, &decided, now, started);
+        }
+        decided.workloads.splice(0..0, prepared.writes);
         phases.lap("after-pass");
         for object in self
             .write_statuses(&watches.workloads.resource, &decided.workloads)

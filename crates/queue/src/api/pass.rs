@@ -216,6 +216,7 @@ pub struct Queues {
     ledger: Ledger,
     parsed: ParsedWorkloads,
     quiet: QuietWorkloads,
+    tas: tas::TasBase,
 }
 
 impl Queues {
@@ -265,8 +266,13 @@ struct World<'o> {
 
 impl<'o> World<'o> {
     /// Reads `objects`, the Workloads through `parsed` (those read before at their
-    /// resourceVersion not parsed again).
-    fn read(objects: &'o Objects, parsed: &mut ParsedWorkloads) -> World<'o> {
+    /// resourceVersion not parsed again), the TAS flavors' Nodes through `tas` (read again
+    /// only when they changed).
+    fn read(
+        objects: &'o Objects,
+        parsed: &mut ParsedWorkloads,
+        tas: &mut tas::TasBase,
+    ) -> World<'o> {
         let flavors: BTreeMap<String, ResourceFlavorSpec> = objects
             .flavors
             .iter()
@@ -316,7 +322,7 @@ impl<'o> World<'o> {
             .values()
             .filter(|(_, state)| matches!(state.as_ref(), WorkloadState::Reserving { .. }))
             .map(|(object, _)| *object);
-        let tas = tas::tas_flavors(objects, holding);
+        let tas = tas.tas_flavors(objects, holding);
         let known_checks = admission_checks::admission_checks(&objects.admission_checks);
         let checks: BTreeMap<String, ClusterQueueChecks> = cluster_queues
             .iter()
@@ -419,7 +425,7 @@ struct Decided {
 /// Runs a pass over `objects` at `now` with the given settings, with the queues of the
 /// passes before (`Queues::default()` after a start).
 pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: SystemTime) -> Pass {
-    let mut world = World::read(objects, &mut state.parsed);
+    let mut world = World::read(objects, &mut state.parsed, &mut state.tas);
     let Ok(tree) = Tree::build_with_usage(&world.tree, &world.usage) else {
         return Pass::default();
     };
@@ -678,7 +684,11 @@ fn add_held(
 /// The quota tree of `objects` with the usage of every Workload holding quota, as a pass
 /// reads it; `None` when the ClusterQueues and Cohorts do not form a tree.
 pub fn quota_tree(objects: &Objects) -> Option<Tree> {
-    let world = World::read(objects, &mut ParsedWorkloads::default());
+    let world = World::read(
+        objects,
+        &mut ParsedWorkloads::default(),
+        &mut tas::TasBase::default(),
+    );
     Tree::build_with_usage(&world.tree, &world.usage).ok()
 }
 
@@ -688,7 +698,11 @@ pub fn quota_tree(objects: &Objects) -> Option<Tree> {
 /// manager keeps them, ordered as `settings` orders them. What the visibility API and
 /// explanations read.
 pub fn queues_of(objects: &Objects, settings: &Settings, now: SystemTime) -> QueueManager {
-    let world = World::read(objects, &mut ParsedWorkloads::default());
+    let world = World::read(
+        objects,
+        &mut ParsedWorkloads::default(),
+        &mut tas::TasBase::default(),
+    );
     let mut state = Queues::default();
     sync_queues(
         &mut state,

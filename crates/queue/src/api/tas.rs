@@ -15,6 +15,7 @@
 //! Pure: objects are JSON values handed in. Knows nothing about the scheduling cycle.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PodSpec, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
@@ -148,6 +149,53 @@ fn holder_of<'w>(pod: &Value, by_owner: &'w BTreeMap<&str, String>) -> Option<&'
 /// placements of `holding` (the Workloads holding quota), each placement and each non-TAS
 /// pod of a holding Workload remembered as that Workload's usage.
 pub fn tas_flavors<'o>(objects: &Objects, holding: impl Iterator<Item = &'o Value>) -> TasFlavors {
+    with_usage(base_flavors(objects), objects, holding)
+}
+
+/// The snapshots of the TAS flavors over the Topologies, flavors and Nodes last read, kept
+/// between passes: read again only when one of them changed (a Node by its address, as a
+/// watch cache hands out an unchanged one).
+#[derive(Debug, Clone, Default)]
+pub struct TasBase {
+    /// The Nodes, Topologies and ResourceFlavors read.
+    read: Option<(Vec<Arc<Value>>, Vec<Value>, Vec<Value>)>,
+    base: TasFlavors,
+}
+
+impl TasBase {
+    /// [`tas_flavors`], the part that reads Topologies, flavors and Nodes taken from `self`
+    /// when none of them changed.
+    pub fn tas_flavors<'o>(
+        &mut self,
+        objects: &Objects,
+        holding: impl Iterator<Item = &'o Value>,
+    ) -> TasFlavors {
+        let same = self
+            .read
+            .as_ref()
+            .is_some_and(|(nodes, topologies, flavors)| {
+                nodes.len() == objects.nodes.len()
+                    && nodes
+                        .iter()
+                        .zip(&objects.nodes)
+                        .all(|(a, b)| Arc::ptr_eq(a, b))
+                    && *topologies == objects.topologies
+                    && *flavors == objects.flavors
+            });
+        if !same {
+            self.base = base_flavors(objects);
+            self.read = Some((
+                objects.nodes.clone(),
+                objects.topologies.clone(),
+                objects.flavors.clone(),
+            ));
+        }
+        with_usage(self.base.clone(), objects, holding)
+    }
+}
+
+/// The snapshots of the TAS flavors over `objects`' Topologies and Nodes, nothing in use.
+fn base_flavors(objects: &Objects) -> TasFlavors {
     let mut tas = TasFlavors::default();
     if objects
         .flavors
@@ -179,6 +227,16 @@ pub fn tas_flavors<'o>(objects: &Objects, holding: impl Iterator<Item = &'o Valu
         );
         tas.snapshots.insert(spec.name, snapshot);
     }
+    tas
+}
+
+/// `tas` with the running non-TAS pods and the placements of `holding` (the Workloads
+/// holding quota) in use.
+fn with_usage<'o>(
+    mut tas: TasFlavors,
+    objects: &Objects,
+    holding: impl Iterator<Item = &'o Value>,
+) -> TasFlavors {
     if tas.snapshots.is_empty() {
         return tas;
     }

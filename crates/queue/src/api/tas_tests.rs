@@ -451,3 +451,42 @@ fn non_tas_pods_of_holding_workloads_count_as_theirs() {
         assert_eq!(free, 1, "{name}");
     }
 }
+
+#[test]
+fn kept_tas_snapshots_are_read_again_only_when_nodes_topologies_or_flavors_change() {
+    let holder = placed("holder", &[("r1-n0", 2)]);
+    let mut input = objects("default", vec![holder.clone()]);
+    let mut kept = TasBase::default();
+    // (step, what changes before the read)
+    type Change = fn(&mut Objects);
+    let steps: [(&str, Change); 5] = [
+        ("first read", |_| {}),
+        ("nothing changed", |_| {}),
+        ("a node's allocatable changed", |objects| {
+            Arc::make_mut(&mut objects.nodes[0])["status"]["allocatable"]["nvidia.com/gpu"] =
+                json!("8");
+        }),
+        ("a node removed", |objects| {
+            objects.nodes.pop();
+        }),
+        ("the flavor names another topology", |objects| {
+            objects.flavors[0]["spec"]["topologyName"] = json!("missing");
+        }),
+    ];
+    for (step, change) in steps {
+        change(&mut input);
+        let fresh = tas_flavors(&input, std::iter::once(&holder));
+        assert_eq!(
+            kept.tas_flavors(&input, std::iter::once(&holder)),
+            fresh,
+            "{step}"
+        );
+    }
+    // The node's new capacity was read: r1-n0 holds 8 GPUs, 2 of them in use.
+    input.flavors[0]["spec"]["topologyName"] = json!("default");
+    let tas = kept.tas_flavors(&input, std::iter::once(&holder));
+    let snapshot = &tas.snapshots["tas"];
+    let leaf = snapshot.tree.node_leaf["r1-n0"];
+    let domain = snapshot.tree.leaves[leaf].domain;
+    assert_eq!(snapshot.free_in_domain(domain, "nvidia.com/gpu"), 6);
+}
