@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
+use tessera_model::address::AddressMap;
 
 use crate::shell::{ObjectKey, object_key};
 
@@ -19,7 +20,7 @@ use crate::shell::{ObjectKey, object_key};
 /// resourceVersion serialized; and the address of each by key.
 #[derive(Debug, Default)]
 pub struct Serialized {
-    by_address: HashMap<usize, Entry>,
+    by_address: AddressMap<Entry>,
     /// The address of the object kept for each key.
     by_key: HashMap<ObjectKey, usize>,
     /// Counts the calls: an object not met in the last one is forgotten.

@@ -3,6 +3,7 @@
 //!
 //! Knows nothing about storage, HTTP or scheduling.
 
+pub mod address;
 pub mod clock;
 pub mod conditions;
 pub mod event;

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
+use tessera_model::address::AddressMap;
 
 use crate::api::objects::{self, Objects, WorkloadState};
 
@@ -23,7 +24,7 @@ use crate::api::objects::{self, Objects, WorkloadState};
 /// resourceVersion read; and the address of each by key.
 #[derive(Debug, Clone, Default)]
 pub struct ParsedWorkloads {
-    by_address: HashMap<usize, Parsed>,
+    by_address: AddressMap<Parsed>,
     /// The address of the object remembered for each key.
     by_key: HashMap<String, usize>,
     /// How many Workloads the last [`ParsedWorkloads::read`] parsed (the rest were

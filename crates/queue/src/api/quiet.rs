@@ -7,10 +7,11 @@
 //!
 //! Knows nothing of what the steps decide; the pass says which Workloads were quiet.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
+use tessera_model::address::AddressMap;
 
 use crate::api::admission_checks::ClusterQueueChecks;
 use crate::api::objects::WorkloadState;
@@ -35,14 +36,14 @@ pub struct StepContext {
 #[derive(Debug, Clone, Default)]
 pub struct QuietWorkloads {
     context: Option<StepContext>,
-    by_state: HashMap<usize, Arc<WorkloadState>>,
+    by_state: AddressMap<Arc<WorkloadState>>,
 }
 
 /// One pass's view: the Workloads quiet in the last pass, and those quiet in this one.
 #[derive(Debug, Default)]
 pub struct QuietPass {
-    before: HashMap<usize, Arc<WorkloadState>>,
-    now: HashMap<usize, Arc<WorkloadState>>,
+    before: AddressMap<Arc<WorkloadState>>,
+    now: AddressMap<Arc<WorkloadState>>,
 }
 
 fn address(state: &Arc<WorkloadState>) -> usize {
@@ -56,11 +57,11 @@ impl QuietWorkloads {
             std::mem::take(&mut self.by_state)
         } else {
             self.by_state.clear();
-            HashMap::new()
+            AddressMap::default()
         };
         self.context = Some(context);
         QuietPass {
-            now: HashMap::with_capacity(before.len()),
+            now: AddressMap::with_capacity_and_hasher(before.len(), Default::default()),
             before,
         }
     }
