@@ -26,21 +26,40 @@ struct OrderKey {
     priority: Reverse<i32>,
     timestamp: SystemTime,
     uid_prefix: u64,
+    /// Shared with the pending Workload: indexing it again copies no string.
+    names: Arc<OrderNames>,
+}
+
+/// The tie-break strings of the queue order, in its order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct OrderNames {
     uid: String,
     namespace: String,
     name: String,
 }
 
+impl OrderNames {
+    fn of(workload: &QueuedWorkload) -> Arc<OrderNames> {
+        Arc::new(OrderNames {
+            uid: workload.uid.clone(),
+            namespace: workload.info.workload.namespace.clone(),
+            name: workload.info.workload.name.clone(),
+        })
+    }
+}
+
 impl OrderKey {
-    fn of(workload: &QueuedWorkload, timestamp: RequeuingTimestamp) -> OrderKey {
+    fn of(
+        workload: &QueuedWorkload,
+        names: &Arc<OrderNames>,
+        timestamp: RequeuingTimestamp,
+    ) -> OrderKey {
         let order = BorrowedOrder::of(workload, timestamp);
         OrderKey {
             priority: order.priority,
             timestamp: order.timestamp,
             uid_prefix: order.uid_prefix,
-            uid: order.uid.to_owned(),
-            namespace: order.namespace.to_owned(),
-            name: order.name.to_owned(),
+            names: Arc::clone(names),
         }
     }
 
@@ -48,9 +67,9 @@ impl OrderKey {
     /// LocalQueue's head; the buffer saves an allocation each).
     fn workload_key<'b>(&self, buffer: &'b mut String) -> &'b str {
         buffer.clear();
-        buffer.push_str(&self.namespace);
+        buffer.push_str(&self.names.namespace);
         buffer.push('/');
-        buffer.push_str(&self.name);
+        buffer.push_str(&self.names.name);
         buffer
     }
 }
@@ -103,9 +122,9 @@ impl OrderView for OrderKey {
             self.priority,
             self.timestamp,
             self.uid_prefix,
-            &self.uid,
-            &self.namespace,
-            &self.name,
+            &self.names.uid,
+            &self.names.namespace,
+            &self.names.name,
         )
     }
 }
@@ -163,6 +182,8 @@ struct Pending {
     shape: usize,
     /// What the Workload was copied from, while it is held as it was copied.
     source: Option<Source>,
+    /// Its order key's strings, made once.
+    names: Arc<OrderNames>,
     inadmissible: bool,
     indexed: bool,
 }
@@ -261,14 +282,16 @@ impl PendingWorkloads {
     ) {
         self.remove(&key);
         let indexed = !inadmissible;
+        let names = OrderNames::of(&workload);
         if indexed {
-            index(&mut self.by_local_queue, &workload, self.timestamp);
+            index(&mut self.by_local_queue, &workload, &names, self.timestamp);
         }
         self.by_key.insert(
             key,
             Pending {
                 shape: self.shapes.join(&workload),
                 source: None,
+                names,
                 workload,
                 inadmissible,
                 indexed,
@@ -403,7 +426,12 @@ impl PendingWorkloads {
         for pending in self.by_key.values_mut() {
             pending.indexed = !pending.inadmissible;
             if pending.indexed {
-                index(&mut self.by_local_queue, &pending.workload, timestamp);
+                index(
+                    &mut self.by_local_queue,
+                    &pending.workload,
+                    &pending.names,
+                    timestamp,
+                );
             }
         }
     }
@@ -418,13 +446,14 @@ fn activated(
     pending.inadmissible = false;
     if !pending.indexed {
         pending.indexed = true;
-        index(by_local_queue, &pending.workload, timestamp);
+        index(by_local_queue, &pending.workload, &pending.names, timestamp);
     }
 }
 
 fn index(
     by_local_queue: &mut ByLocalQueue,
     workload: &QueuedWorkload,
+    names: &Arc<OrderNames>,
     timestamp: RequeuingTimestamp,
 ) {
     let namespace = &workload.info.workload.namespace;
@@ -438,7 +467,7 @@ fn index(
             .entry(workload.local_queue.clone())
             .or_default(),
     };
-    order.insert(OrderKey::of(workload, timestamp));
+    order.insert(OrderKey::of(workload, names, timestamp));
 }
 
 fn unindex(
