@@ -534,6 +534,9 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
     }
 }
 
+/// A LocalQueue (namespace, name) with its active ClusterQueue, or what holds it back.
+type ResolvedLocalQueue<'a> = ((&'a str, &'a str), Result<String, QueueBlocker>);
+
 /// Brings the kept queues up to date with the stored objects: LocalQueues and ClusterQueues
 /// (activity, strategy), pending Workloads added or updated (blocked ones answered with the
 /// workload controller's reason at once), the rest removed, and the inadmissible ones
@@ -582,7 +585,7 @@ fn sync_queues(
     let mut offered = 0;
     // Pending Workloads in key order mostly come in runs of one LocalQueue: its queue is
     // looked up once a run.
-    let mut last: Option<((&str, &str), Result<String, QueueBlocker>)> = None;
+    let mut last: Option<ResolvedLocalQueue<'_>> = None;
     for (key, queued, state) in world.pending_with_states() {
         let local_queue = (
             queued.info.workload.namespace.as_str(),

@@ -157,9 +157,40 @@ pub fn tas_flavors<'o>(objects: &Objects, holding: impl Iterator<Item = &'o Valu
 /// watch cache hands out an unchanged one).
 #[derive(Debug, Clone, Default)]
 pub struct TasBase {
-    /// The Nodes, Topologies and ResourceFlavors read.
-    read: Option<(Vec<Arc<Value>>, Vec<Value>, Vec<Value>)>,
+    /// What the snapshots were read from.
+    read: Option<TasInputs>,
     base: TasFlavors,
+}
+
+/// The objects TAS snapshots are read from.
+#[derive(Debug, Clone)]
+struct TasInputs {
+    /// Held, so that an unchanged Node is known by its address.
+    nodes: Vec<Arc<Value>>,
+    topologies: Vec<Value>,
+    flavors: Vec<Value>,
+}
+
+impl TasInputs {
+    fn of(objects: &Objects) -> TasInputs {
+        TasInputs {
+            nodes: objects.nodes.clone(),
+            topologies: objects.topologies.clone(),
+            flavors: objects.flavors.clone(),
+        }
+    }
+
+    /// Whether `objects` hold the very same Nodes and equal Topologies and flavors.
+    fn same_as(&self, objects: &Objects) -> bool {
+        self.nodes.len() == objects.nodes.len()
+            && self
+                .nodes
+                .iter()
+                .zip(&objects.nodes)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+            && self.topologies == objects.topologies
+            && self.flavors == objects.flavors
+    }
 }
 
 impl TasBase {
@@ -170,25 +201,9 @@ impl TasBase {
         objects: &Objects,
         holding: impl Iterator<Item = &'o Value>,
     ) -> TasFlavors {
-        let same = self
-            .read
-            .as_ref()
-            .is_some_and(|(nodes, topologies, flavors)| {
-                nodes.len() == objects.nodes.len()
-                    && nodes
-                        .iter()
-                        .zip(&objects.nodes)
-                        .all(|(a, b)| Arc::ptr_eq(a, b))
-                    && *topologies == objects.topologies
-                    && *flavors == objects.flavors
-            });
-        if !same {
+        if !self.read.as_ref().is_some_and(|read| read.same_as(objects)) {
             self.base = base_flavors(objects);
-            self.read = Some((
-                objects.nodes.clone(),
-                objects.topologies.clone(),
-                objects.flavors.clone(),
-            ));
+            self.read = Some(TasInputs::of(objects));
         }
         with_usage(self.base.clone(), objects, holding)
     }
