@@ -3,7 +3,10 @@
 //! waitForPodsReady timeout, deactivation) answered nothing for, remembered so that the next
 //! pass skips them while nothing they read has changed: the same parsed Workload (so the same
 //! resourceVersion, [`crate::api::parsed`]), the same [`StepContext`], and nothing in it that
-//! time alone changes ([`timeless`]). What a pass writes is the same with or without it.
+//! time alone changes ([`timeless`]). What a pass writes is the same with or without it, as
+//! long as one resourceVersion stands for one object (the API server's promise; an overlay
+//! that edits a Workload must give it a new version, as the shells' overlays of written
+//! objects do).
 //!
 //! Knows nothing of what the steps decide; the pass says which Workloads were quiet.
 
