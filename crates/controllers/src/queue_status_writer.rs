@@ -67,10 +67,13 @@ impl Written {
             .is_some_and(|(last, at)| last == status && now.duration_since(*at) < REPEAT_AFTER)
     }
 
-    fn record(&mut self, target: Target, status: Value, now: Instant) {
+    /// Records the statuses written at `now`; forgets those written long enough before.
+    fn record(&mut self, written: impl IntoIterator<Item = (Target, Value)>, now: Instant) {
         self.by_target
             .retain(|_, (_, at)| now.duration_since(*at) < REPEAT_AFTER);
-        self.by_target.insert(target, (status, now));
+        for (target, status) in written {
+            self.by_target.insert(target, (status, now));
+        }
     }
 }
 
@@ -119,10 +122,7 @@ async fn run(client: Client, mut receiver: mpsc::UnboundedReceiver<(ApiResource,
             .filter_map(std::future::ready)
             .collect()
             .await;
-        let now = Instant::now();
-        for (target, status) in done {
-            written.record(target, status, now);
-        }
+        written.record(done, Instant::now());
     }
 }
 
@@ -139,7 +139,7 @@ mod tests {
     fn a_status_just_written_is_not_sent_again_until_it_may_have_been_missed() {
         let start = Instant::now();
         let mut written = Written::default();
-        written.record(target("a"), json!({"pendingWorkloads": 1}), start);
+        written.record([(target("a"), json!({"pendingWorkloads": 1}))], start);
         let cases = [
             // (object, status, after, not sent again)
             ("a", json!({"pendingWorkloads": 1}), Duration::ZERO, true),

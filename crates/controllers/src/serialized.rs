@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tessera_model::address::AddressMap;
+use tessera_model::address::{AddressMap, sweep};
 
 use crate::shell::{ObjectKey, object_key};
 
@@ -95,11 +95,9 @@ impl Serialized {
             self.by_key.insert(key, at);
             met_count += 1;
         }
-        if met_count != self.by_address.len() {
-            self.by_address.retain(|_, entry| entry.met == met);
-            let by_address = &self.by_address;
-            self.by_key.retain(|_, at| by_address.contains_key(at));
-        }
+        sweep(&mut self.by_address, &mut self.by_key, met_count, |entry| {
+            entry.met == met
+        });
         values
     }
 }

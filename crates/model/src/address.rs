@@ -12,6 +12,22 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// A map by object address.
 pub type AddressMap<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
 
+/// Forgets what a read over kept objects did not meet: unless every entry of `by_address`
+/// was met (`met` of them), the entries `was_met` refuses, and the keys naming them in
+/// `by_key` (each key holds the address of its entry).
+pub fn sweep<K, V>(
+    by_address: &mut AddressMap<V>,
+    by_key: &mut HashMap<K, usize>,
+    met: usize,
+    was_met: impl Fn(&V) -> bool,
+) {
+    if met == by_address.len() {
+        return;
+    }
+    by_address.retain(|_, entry| was_met(entry));
+    by_key.retain(|_, at| by_address.contains_key(at));
+}
+
 /// Hashes one address with SplitMix64's finalizer: aligned addresses still spread over the
 /// low bits (the table's bucket index).
 #[derive(Debug, Clone, Copy, Default)]

@@ -142,7 +142,13 @@ impl QueuedWorkload {
 
     /// Calls `with` with the `namespace/localQueue` key, not allocated.
     pub fn with_local_queue_key<R>(&self, with: impl FnOnce(&str) -> R) -> R {
-        with_joined(&self.info.workload.namespace, &self.local_queue, with)
+        let (namespace, local_queue) = self.local_queue_parts();
+        with_joined(namespace, local_queue, with)
+    }
+
+    /// Its LocalQueue as (namespace, name).
+    pub fn local_queue_parts(&self) -> (&str, &str) {
+        (&self.info.workload.namespace, &self.local_queue)
     }
 
     /// The time FIFO order uses (`Ordering.GetQueueOrderTimestamp`; PrioritySortingWithinCohort

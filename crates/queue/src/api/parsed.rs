@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
-use tessera_model::address::AddressMap;
+use tessera_model::address::{AddressMap, sweep};
 
 use crate::api::objects::{self, Objects, WorkloadState};
 
@@ -130,11 +130,12 @@ impl ParsedWorkloads {
                 read.insert(key, (object.as_ref(), state));
             }
         }
-        if met_count != self.by_address.len() {
-            self.by_address.retain(|_, parsed| parsed.met == met);
-            let by_address = &self.by_address;
-            self.by_key.retain(|_, at| by_address.contains_key(at));
-        }
+        sweep(
+            &mut self.by_address,
+            &mut self.by_key,
+            met_count,
+            |parsed| parsed.met == met,
+        );
         read
     }
 

@@ -587,10 +587,7 @@ fn sync_queues(
     // looked up once a run.
     let mut last: Option<ResolvedLocalQueue<'_>> = None;
     for (key, queued, state) in world.pending_with_states() {
-        let local_queue = (
-            queued.info.workload.namespace.as_str(),
-            queued.local_queue.as_str(),
-        );
+        let local_queue = queued.local_queue_parts();
         let resolved = match &last {
             Some((of, resolved)) if *of == local_queue => resolved.clone(),
             _ => {
@@ -915,8 +912,6 @@ impl From<cycle::Pending> for Outcome {
     }
 }
 
-/// The Workload statuses and events of a pass: the outcomes, the victims' evictions, and the
-/// workload controller's evictions (deactivated, drained queues) and restarts.
 /// What a pass writes to Workloads.
 struct WorkloadWrites {
     statuses: Vec<StatusWrite>,
@@ -1180,10 +1175,7 @@ fn queue_statuses(
         if world.holders.contains_key(key) {
             continue;
         }
-        let of = (
-            queued.info.workload.namespace.as_str(),
-            queued.local_queue.as_str(),
-        );
+        let of = queued.local_queue_parts();
         match runs.last_mut() {
             Some((at, count)) if *at == of => *count += 1,
             _ => runs.push((of, 1)),
