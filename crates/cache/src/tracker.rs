@@ -11,11 +11,21 @@
 //! opening connections to the whole swarm. This is Kraken's
 //! tracker and Dragonfly's scheduler in their simplest form: one place that knows the swarm.
 //!
+//! An asker that says how many pieces it can fetch now is handed that many instead
+//! ([`Swarm::assign`]), each from one holder, and the tracker reserves the holder's upload
+//! place until the asker holds the piece or stops fetching it. Offered a few holders a
+//! piece, every asker wants the newest (rarest) pieces at once and asks the one node holding
+//! each: in a 64-node swarm more than five requests in six were turned away busy, and the
+//! holders that turned them away then sat idle while their askers backed off. Handed out
+//! with their holders' room counted, the pieces spread over the swarm's uploads instead,
+//! as Dragonfly's scheduler picks parents by their free upload.
+//!
 //! Piece sets travel as a [`Bitfield`] (BitTorrent's: piece 0 is the high bit of the first
 //! byte), hex-encoded. Members that stop announcing are forgotten after `ttl_ms`.
 //!
-//! This module does not know addresses, HTTP or CRCs; the seed's own pieces are the shell's to
-//! add (the seed is not a member), and times are milliseconds passed in.
+//! This module does not know addresses, HTTP or CRCs, nor what a holder is really uploading
+//! (only what the tracker handed out on it); the seed's own pieces are the shell's to add
+//! (the seed is not a member), and times are milliseconds passed in.
 
 use std::collections::BTreeMap;
 
@@ -152,12 +162,46 @@ struct Member {
     hash: u64,
 }
 
+/// A piece the tracker handed an asker to fetch from one holder: it counts against the
+/// holder's upload capacity until the asker holds the piece, stops fetching it, or
+/// [`Reservations::ttl_ms`] passes.
+#[derive(Debug, Clone)]
+struct Reservation {
+    holder: String,
+    at_ms: u64,
+}
+
+/// How the tracker hands out pieces to askers that say how many they can fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservations {
+    /// Pieces one holder uploads at once (its upload slots).
+    pub slots: usize,
+    /// Pieces handed out on one holder at most: its slots and the requests it lets wait.
+    pub per_holder: usize,
+    /// How long a reservation counts that its asker never confirms (by listing the piece as
+    /// fetching or held).
+    pub ttl_ms: u64,
+}
+
+/// What an asker fetching pieces tells the tracker besides what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asking {
+    /// How many more pieces it can fetch now.
+    pub want: usize,
+    /// The pieces it is fetching now.
+    pub fetching: Bitfield,
+}
+
 /// One blob's swarm as its seed knows it.
 #[derive(Debug, Clone)]
 pub struct Swarm {
     count: u64,
     ttl_ms: u64,
     members: BTreeMap<String, Member>,
+    /// Holders of each piece among the members.
+    counts: Vec<u32>,
+    /// By (asker, piece).
+    reserved: BTreeMap<(String, u64), Reservation>,
 }
 
 /// A member's pieces that an asker lacks.
@@ -170,6 +214,8 @@ impl Swarm {
             count,
             ttl_ms,
             members: BTreeMap::new(),
+            counts: vec![0; usize::try_from(count).unwrap_or(0)],
+            reserved: BTreeMap::new(),
         }
     }
 
@@ -187,17 +233,28 @@ impl Swarm {
     }
 
     /// Records what `node` holds now (replacing what it announced before) and forgets members
-    /// silent for longer than the TTL.
+    /// silent for longer than the TTL, with the reservations they asked for.
     pub fn announce(&mut self, node: Topology, pieces: Bitfield, now_ms: u64) {
         let ttl = self.ttl_ms;
-        self.members
-            .retain(|_, m| now_ms.saturating_sub(m.seen_ms) <= ttl);
+        let silent: Vec<String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| now_ms.saturating_sub(m.seen_ms) > ttl)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in silent {
+            self.forget(&name);
+        }
         if pieces.count() != self.count {
             return;
         }
         let hash = mix(crate::placement::rendezvous_weight("tracker", &node.node));
-        self.members.insert(
-            node.node.clone(),
+        self.count_pieces(&pieces, true);
+        let name = node.node.clone();
+        self.reserved
+            .retain(|(asker, piece), _| asker != &name || !pieces.contains(*piece));
+        let before = self.members.insert(
+            name,
             Member {
                 topology: node,
                 pieces,
@@ -205,11 +262,118 @@ impl Swarm {
                 hash,
             },
         );
+        if let Some(before) = before {
+            self.count_pieces(&before.pieces, false);
+        }
     }
 
-    /// Drops `node` (it left, or failed what it announced).
+    /// Drops `node` (it left, or failed what it announced), and the reservations it asked for.
     pub fn forget(&mut self, node: &str) {
-        self.members.remove(node);
+        if let Some(member) = self.members.remove(node) {
+            self.count_pieces(&member.pieces, false);
+        }
+        self.reserved.retain(|(asker, _), _| asker != node);
+    }
+
+    fn count_pieces(&mut self, pieces: &Bitfield, add: bool) {
+        for piece in pieces.iter() {
+            if let Some(slot) = usize::try_from(piece)
+                .ok()
+                .and_then(|i| self.counts.get_mut(i))
+            {
+                *slot = if add {
+                    slot.saturating_add(1)
+                } else {
+                    slot.saturating_sub(1)
+                };
+            }
+        }
+    }
+
+    /// Hands `me` (announced already) up to `asking.want` pieces it lacks, each from one
+    /// holder, and reserves them there: the rarest first (ties in an order rotated per
+    /// asker), each from a holder with room (`rules.per_holder` less what is reserved on it),
+    /// preferring one with an idle upload slot, then the closest, then the least reserved,
+    /// then an order drawn per asker. A piece `me` is fetching keeps its holder; a
+    /// reservation `me` no longer lists as fetching, or older than the TTL, is released
+    /// first. Keyed by member name, pieces ascending.
+    ///
+    /// This is the scheduler's answer to the herd that [`Swarm::offer`] leaves: every asker
+    /// wants the newest, rarest pieces, and offered the same few holders, all of them ask
+    /// the one node that has a new piece and most are turned away.
+    pub fn assign(
+        &mut self,
+        me: &Topology,
+        have: &Bitfield,
+        asking: &Asking,
+        rules: Reservations,
+        now_ms: u64,
+    ) -> Offer {
+        self.reserved.retain(|(asker, piece), r| {
+            now_ms.saturating_sub(r.at_ms) <= rules.ttl_ms
+                && (asker != &me.node || asking.fetching.contains(*piece))
+        });
+        let mut load: BTreeMap<String, usize> = BTreeMap::new();
+        let mut offer = Offer::new();
+        for ((asker, piece), reservation) in &self.reserved {
+            *load.entry(reservation.holder.clone()).or_default() += 1;
+            if asker == &me.node {
+                offer
+                    .entry(reservation.holder.clone())
+                    .or_default()
+                    .push(*piece);
+            }
+        }
+        let asker = mix(crate::placement::rendezvous_weight("tracker", &me.node));
+        let count = self.count.max(1);
+        let start = asker % count;
+        let mut missing: Vec<(u32, u64, u64)> = (0..self.count)
+            .filter(|p| !have.contains(*p) && !asking.fetching.contains(*p))
+            .filter_map(|p| {
+                let held = usize::try_from(p).ok().and_then(|i| self.counts.get(i))?;
+                (*held > 0).then_some((*held, (p + count - start) % count, p))
+            })
+            .collect();
+        missing.sort_unstable();
+        let mut given = 0;
+        for (_, _, piece) in missing {
+            if given >= asking.want {
+                break;
+            }
+            let best = self
+                .members
+                .iter()
+                .filter(|(name, m)| **name != me.node && m.pieces.contains(piece))
+                .map(|(name, m)| (load.get(name).copied().unwrap_or(0), name, m))
+                .filter(|(reserved, _, _)| *reserved < rules.per_holder)
+                .min_by_key(|(reserved, name, m)| {
+                    (
+                        *reserved >= rules.slots,
+                        locality(me, &m.topology),
+                        *reserved,
+                        mix(m.hash ^ asker),
+                        *name,
+                    )
+                })
+                .map(|(_, name, _)| name.clone());
+            let Some(holder) = best else {
+                continue;
+            };
+            *load.entry(holder.clone()).or_default() += 1;
+            offer.entry(holder.clone()).or_default().push(piece);
+            self.reserved.insert(
+                (me.node.clone(), piece),
+                Reservation {
+                    holder,
+                    at_ms: now_ms,
+                },
+            );
+            given += 1;
+        }
+        for pieces in offer.values_mut() {
+            pieces.sort_unstable();
+        }
+        offer
     }
 
     /// For each piece `me` lacks (`have` unset), up to `per_piece` other members holding it:
@@ -383,5 +547,150 @@ mod tests {
         }
         assert!(picked.len() >= 12, "{picked:?}");
         assert!(picked.values().all(|n| *n <= 10), "{picked:?}");
+    }
+
+    fn asking(count: u64, want: usize, fetching: &[u64]) -> Asking {
+        Asking {
+            want,
+            fetching: Bitfield::of(count, fetching.iter().copied()),
+        }
+    }
+
+    const RULES: Reservations = Reservations {
+        slots: 1,
+        per_holder: 2,
+        ttl_ms: 100,
+    };
+
+    #[test]
+    fn assign_table() {
+        // far holds 0..4, zone holds 1 and 2, rack holds 2: piece 0 is the rarest (1 holder),
+        // then 1 (2), then 2 (3); 3 is held by far alone too.
+        let holders = || {
+            let mut swarm = Swarm::new(4, 10_000);
+            swarm.announce(topo("far", "r9", "z9"), Bitfield::of(4, [0, 1, 2, 3]), 0);
+            swarm.announce(topo("zone", "r2", "z1"), Bitfield::of(4, [1, 2]), 0);
+            swarm.announce(topo("rack", "r1", "z1"), Bitfield::of(4, [2]), 0);
+            swarm
+        };
+        // (name, asker's have, want, want back)
+        type Case = (&'static str, Vec<u64>, usize, Vec<(&'static str, Vec<u64>)>);
+        let cases: Vec<Case> = vec![
+            ("nothing wanted", vec![], 0, vec![]),
+            // Pieces 0 and 3 are equally rare: the asker's rotation decides which comes first;
+            // both are on far, whose one idle slot goes to the first and queue to the second.
+            ("the rarest first", vec![], 2, vec![("far", vec![0, 3])]),
+            // far is full (2 of 2) after two; piece 1 goes to zone, 2 to rack (closest).
+            (
+                "a full holder is passed over",
+                vec![],
+                4,
+                vec![("far", vec![0, 3]), ("rack", vec![2]), ("zone", vec![1])],
+            ),
+            (
+                "held pieces are not handed out",
+                vec![0, 3],
+                4,
+                vec![("rack", vec![2]), ("zone", vec![1])],
+            ),
+            (
+                "a piece nobody holds is not handed out",
+                vec![0, 1, 2, 3],
+                4,
+                vec![],
+            ),
+        ];
+        for (name, have, want, expected) in cases {
+            let mut swarm = holders();
+            let me = topo("me", "r1", "z1");
+            let have = Bitfield::of(4, have);
+            swarm.announce(me.clone(), have.clone(), 0);
+            let got = swarm.assign(&me, &have, &asking(4, want, &[]), RULES, 0);
+            let expected: Offer = expected
+                .into_iter()
+                .map(|(n, p)| (n.to_owned(), p))
+                .collect();
+            assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn reservations_fill_holders_and_are_released() {
+        let mut swarm = Swarm::new(1, 10_000);
+        swarm.announce(topo("h", "r9", "z9"), Bitfield::of(1, [0]), 0);
+        let none = Bitfield::new(1);
+        let ask = |swarm: &mut Swarm, asker: &str, want: usize, fetching: &[u64], now: u64| {
+            let me = topo(asker, "r1", "z1");
+            swarm.announce(me.clone(), none.clone(), now);
+            swarm.assign(&me, &none, &asking(1, want, fetching), RULES, now)
+        };
+        let handed = BTreeMap::from([("h".to_owned(), vec![0])]);
+        // h's slot and its one waiting place go to a and b; c is handed nothing.
+        assert_eq!(ask(&mut swarm, "a", 1, &[], 0), handed);
+        assert_eq!(ask(&mut swarm, "b", 1, &[], 0), handed);
+        assert_eq!(ask(&mut swarm, "c", 1, &[], 0), Offer::new());
+        // a, still fetching it, keeps its holder; b did not take it and wants nothing now:
+        // its place goes to c.
+        assert_eq!(ask(&mut swarm, "a", 0, &[0], 10), handed);
+        assert_eq!(ask(&mut swarm, "b", 0, &[], 10), Offer::new());
+        assert_eq!(ask(&mut swarm, "c", 1, &[], 10), handed);
+        assert_eq!(ask(&mut swarm, "d", 1, &[], 10), Offer::new());
+        // a holds it now: its place on h is freed, and a, a rack-mate of d's with an idle
+        // slot, is the better holder.
+        swarm.announce(topo("a", "r1", "z1"), Bitfield::of(1, [0]), 20);
+        assert_eq!(
+            ask(&mut swarm, "d", 1, &[], 20),
+            BTreeMap::from([("a".to_owned(), vec![0])])
+        );
+
+        // Past the TTL, unconfirmed reservations no longer count; a forgotten asker's go
+        // with it.
+        let mut swarm = Swarm::new(1, 10_000);
+        swarm.announce(topo("h", "r9", "z9"), Bitfield::of(1, [0]), 0);
+        assert_eq!(ask(&mut swarm, "a", 1, &[], 0), handed);
+        assert_eq!(ask(&mut swarm, "b", 1, &[], 50), handed);
+        assert_eq!(ask(&mut swarm, "c", 1, &[], 100), Offer::new());
+        assert_eq!(ask(&mut swarm, "c", 1, &[], 101), handed);
+        assert_eq!(ask(&mut swarm, "d", 1, &[], 101), Offer::new());
+        swarm.forget("b");
+        assert_eq!(ask(&mut swarm, "d", 1, &[], 101), handed);
+    }
+
+    proptest! {
+        #[test]
+        fn assign_never_overfills_a_holder_nor_hands_out_what_is_not_held(
+            count in 1u64..16,
+            members in proptest::collection::vec(proptest::collection::btree_set(0u64..16, 0..16), 1..10),
+            asks in proptest::collection::vec((0usize..10, 0usize..5, 0u64..300), 1..40),
+        ) {
+            let mut swarm = Swarm::new(count, 10_000);
+            let name = |i: usize| format!("n{i}");
+            for (i, pieces) in members.iter().enumerate() {
+                swarm.announce(topo(&name(i), &format!("r{}", i % 3), "z"), Bitfield::of(count, pieces.iter().copied()), 0);
+            }
+            let mut now = 0;
+            for (who, want, step) in asks {
+                now += step;
+                let who = who % members.len();
+                let me = topo(&name(who), &format!("r{}", who % 3), "z");
+                let have = Bitfield::of(count, members[who].iter().copied());
+                swarm.announce(me.clone(), have.clone(), now);
+                let offer = swarm.assign(&me, &have, &asking(count, want, &[]), RULES, now);
+                let handed: usize = offer.values().map(Vec::len).sum();
+                prop_assert!(handed <= want);
+                for (holder, pieces) in &offer {
+                    prop_assert!(holder != &me.node);
+                    for piece in pieces {
+                        prop_assert!(!have.contains(*piece));
+                        prop_assert!(swarm.members[holder].pieces.contains(*piece));
+                    }
+                }
+                let mut load = BTreeMap::<&str, usize>::new();
+                for reservation in swarm.reserved.values() {
+                    *load.entry(reservation.holder.as_str()).or_default() += 1;
+                }
+                prop_assert!(load.values().all(|n| *n <= RULES.per_holder), "{load:?}");
+            }
+        }
     }
 }

@@ -49,11 +49,12 @@ pub struct CacheArgs {
     /// Bytes a second served to peers, all together (unlimited without).
     #[arg(long, value_parser = bytes)]
     pub upload_rate: Option<u64>,
-    /// Pieces served to peers at once (upload slots).
-    #[arg(long, default_value_t = 2)]
+    /// Pieces served to peers at once (upload slots). One piece at a time at the link's
+    /// full rate reaches its requester, which can pass it on, soonest.
+    #[arg(long, default_value_t = 1)]
     pub upload_slots: usize,
     /// Peer requests waiting for an upload slot; more are answered 503 and go elsewhere.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     pub upload_queue: usize,
     /// A fixed piece length instead of the 8–16 MiB rule (tests and benches).
     #[arg(long, value_parser = bytes)]

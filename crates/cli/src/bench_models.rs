@@ -75,6 +75,21 @@ async fn once(
         upload_queue: args.upload_queue,
     };
     let run = loopback_swarm::pull_at_once(root.path(), &spec, model, digest).await?;
+    // The swarm's use of its links, each sample a share of all nodes' links
+    // (`TESSERA_LOG=tessera::bench_models=debug`).
+    let capacity = nodes as f64 * args.link as f64 * loopback_swarm::SAMPLE_INTERVAL.as_secs_f64();
+    let use_percent: Vec<u64> = std::iter::once(0)
+        .chain(run.uploaded.iter().copied())
+        .collect::<Vec<_>>()
+        .windows(2)
+        .map(|w| (100.0 * w[1].saturating_sub(w[0]) as f64 / capacity.max(1.0)).round() as u64)
+        .collect();
+    tracing::debug!(
+        nodes,
+        every_ms = loopback_swarm::SAMPLE_INTERVAL.as_millis() as u64,
+        ?use_percent,
+        "swarm upload use, percent of all links"
+    );
     let times = run.times.iter().map(Duration::as_secs_f64).collect();
     Ok((times, run.origin_bytes as f64 / args.size as f64))
 }

@@ -143,8 +143,8 @@ pub struct Config {
 
 impl Config {
     /// Defaults: 100 GiB, 80 %/60 % watermarks, no rate limits, the core's backoff and 15 s
-    /// negative cache, 4 origin and 16 peer pieces at once (at most 4 from one peer), 2
-    /// upload slots with 2 more requests waiting.
+    /// negative cache, 4 origin and 16 peer pieces at once (at most 4 from one peer), 1
+    /// upload slot with 1 more request waiting.
     pub fn new(root: &Path, node: &str) -> Self {
         Self {
             root: root.to_path_buf(),
@@ -156,8 +156,8 @@ impl Config {
             watermarks: Watermarks::default(),
             origin_rate: None,
             upload_rate: None,
-            upload_slots: 2,
-            upload_queue: 2,
+            upload_slots: 1,
+            upload_queue: 1,
             piece_length: None,
             backoff: Backoff::default(),
             error_ttl: Duration::from_millis(tessera_cache::single_flight::DEFAULT_ERROR_TTL_MS),
@@ -449,7 +449,10 @@ impl Cache {
                     blobs,
                     pins: BTreeMap::new(),
                 }),
-                trackers: Mutex::new(Trackers::default()),
+                trackers: Mutex::new(Trackers::new(
+                    config.upload_slots,
+                    config.upload_slots + config.upload_queue,
+                )),
                 stats: Stats::default(),
                 draws: AtomicU64::new(0),
                 seed,
@@ -1287,6 +1290,13 @@ impl Inner {
         // Holders' maps, re-read at most once a poll interval however often pieces finish.
         let mut known: Option<(tokio::time::Instant, Known)> = None;
         let mut polls = 0u64;
+        // A piece arrived since the last announcement: the seed's tracker hears of it now,
+        // as BitTorrent's `have`, not a poll interval later.
+        let mut fresh = false;
+        // Since when the seed has held the whole blob, and the longest a piece took here.
+        let mut seed_complete_since: Option<tokio::time::Instant> = None;
+        let mut slowest_piece = Duration::ZERO;
+        let mut started: BTreeMap<u64, tokio::time::Instant> = BTreeMap::new();
         let rotation = self.seed;
         let names: Vec<&str> = std::iter::once(self.me.node.as_str())
             .chain(peers.iter().map(|p| p.name.as_str()))
@@ -1297,6 +1307,15 @@ impl Inner {
         let mut orphaned: Option<tokio::time::Instant> = None;
         loop {
             if busy.is_empty() && job.download().is_complete() {
+                // BitTorrent's `completed` event: the tracker hands pieces out from what its
+                // members last announced, and this node, done, would not announce again. The
+                // pieces it got since (the last ones, which everybody is still missing) would
+                // be known to be here only by the seed, never handed out from here.
+                if known.is_some() {
+                    let _ = self
+                        .known(job, seed, polls + 1, authority, (&busy, 0))
+                        .await;
+                }
                 return Ok(());
             }
             let current = answer.borrow().clone();
@@ -1309,15 +1328,26 @@ impl Inner {
                 let stale = known
                     .as_ref()
                     .is_none_or(|(at, _)| at.elapsed() >= self.config.poll_interval);
-                if stale {
+                if stale || fresh {
+                    fresh = false;
                     polls += 1;
-                    let view = self.known(job, seed, polls, authority).await;
+                    let view = self.known(job, seed, polls, authority, (&busy, free)).await;
                     known = Some((tokio::time::Instant::now(), view));
                 }
                 let (holders, seed_complete): (&[Holder], bool) =
                     known.as_ref().map_or((&[], false), |(_, k)| {
                         (k.holders.as_slice(), k.seed_complete)
                     });
+                let complete_since =
+                    *seed_complete_since.get_or_insert_with(tokio::time::Instant::now);
+                if !seed_complete {
+                    seed_complete_since = None;
+                }
+                // Super-seeding goes on for a while after the seed completes: its last pieces
+                // are still its alone, and every node asking it for them at once would leave
+                // the one each is meant for waiting in the crowd.
+                let grace = (self.config.poll_interval * 10).max(slowest_piece * 4);
+                let super_seeding = !seed_complete || complete_since.elapsed() < grace;
                 avoided.retain(|_, at| at.elapsed() < self.config.peer_retry_after);
                 let avoid: BTreeSet<(usize, u64)> = avoided.keys().copied().collect();
                 let now = tokio::time::Instant::now();
@@ -1347,7 +1377,7 @@ impl Inner {
                             limit: free,
                             rotation,
                             seed: self.draw(),
-                            seed_share: share.filter(|_| !seed_complete),
+                            seed_share: share.filter(|_| super_seeding),
                         },
                     )
                 };
@@ -1366,6 +1396,7 @@ impl Inner {
                     orphaned = None;
                 }
                 for assignment in assignments {
+                    started.insert(assignment.piece, tokio::time::Instant::now());
                     busy.insert(assignment.piece);
                     load[assignment.holder] += 1;
                     let inner = self.clone();
@@ -1381,9 +1412,13 @@ impl Inner {
                 Some(joined) = workers.join_next(), if !workers.is_empty() => {
                     match joined {
                         Ok((piece, holder, Ok(()))) => {
+                            if let Some(at) = started.remove(&piece) {
+                                slowest_piece = slowest_piece.max(at.elapsed());
+                            }
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
                             full.remove(&holder);
+                            fresh = true;
                         }
                         Ok((piece, holder, Err(PieceFailure::Busy))) => {
                             busy.remove(&piece);
@@ -1433,14 +1468,18 @@ impl Inner {
         seed: usize,
         round: u64,
         authority: Option<&BTreeMap<u64, u32>>,
+        fetching: (&BTreeSet<u64>, usize),
     ) -> Known {
         let count = job.layout.count();
         let peers = &self.config.peers;
+        let (busy, free) = fetching;
         let announce = Announce {
             node: self.me.node.clone(),
             rack: self.me.rack.clone(),
             zone: self.me.zone.clone(),
             have: Bitfield::of(count, job.verified().into_iter().map(|(p, _)| p)).to_hex(),
+            want: Some(free),
+            fetching: Some(Bitfield::of(count, busy.iter().copied()).to_hex()),
         };
         let url = format!("{}/blobs/sha256/{}/swarm", peers[seed].url, job.hex);
         let timeout = self.config.poll_interval.max(Duration::from_millis(500));

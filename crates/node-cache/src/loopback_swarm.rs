@@ -7,6 +7,7 @@
 //! knows nothing of bench reports.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::cache::{Cache, CacheError, Config, PeerSpec, PullRequest};
@@ -40,7 +41,13 @@ pub struct SwarmRun {
     pub times: Vec<Duration>,
     /// Bytes the origin sent.
     pub origin_bytes: u64,
+    /// Bytes all nodes together had uploaded to peers at the end of each
+    /// [`SAMPLE_INTERVAL`] from the common start (the swarm's use of its links over time).
+    pub uploaded: Vec<u64>,
 }
+
+/// How often [`SwarmRun::uploaded`] is sampled.
+pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The swarm's failures.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +80,26 @@ pub async fn pull_at_once(
         as_seed: false,
     };
     let start = Instant::now();
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let sampler = {
+        let caches = caches.clone();
+        tokio::spawn(async move {
+            let mut uploaded = Vec::new();
+            let mut tick = tokio::time::interval(SAMPLE_INTERVAL);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => uploaded.push(
+                        caches
+                            .iter()
+                            .map(|c| c.stats().uploaded_bytes.load(Ordering::Relaxed))
+                            .sum(),
+                    ),
+                    _ = &mut stopped => return uploaded,
+                }
+            }
+        })
+    };
     let pulls = caches.iter().map(|cache| {
         let cache = cache.clone();
         let request = request.clone();
@@ -89,9 +116,12 @@ pub async fn pull_at_once(
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
     times.sort_unstable();
+    let _ = stop.send(());
+    let uploaded = sampler.await.unwrap_or_default();
     Ok(SwarmRun {
         times,
         origin_bytes: origin.bytes_sent(),
+        uploaded,
     })
 }
 
@@ -133,8 +163,11 @@ async fn start(root: &Path, spec: &SwarmSpec, size: u64) -> Result<Vec<Cache>, S
         config.upload_queue = spec.upload_queue.unwrap_or(config.upload_queue);
         config.capacity = size.saturating_mul(4);
         // Every node's connections, both ends, share this process's descriptor table: with
-        // idle connections kept to each of N-1 peers it fills up from ~100 nodes.
-        config.idle_connections_per_peer = 0;
+        // idle connections kept to each of N-1 peers for seconds it fills up from ~100
+        // nodes. Kept for two poll intervals, a node's connection to the seed (its tracker,
+        // asked every interval) and to the holders it is fetching from stay open, and the
+        // rest close.
+        config.idle_connection_timeout = config.poll_interval * 2;
         let cache = Cache::open(config).map_err(|e| SwarmError::Pull {
             node: me.name.clone(),
             error: e,

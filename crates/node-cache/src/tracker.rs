@@ -3,8 +3,9 @@
 //! A downloading node announces its verified pieces ([`Announce`], a hex bitfield) and gets
 //! back an [`Offer`]: the seed's verified pieces it lacks with their CRC32s (the seed read them
 //! from the origin, so its CRCs are the authority), whether the seed holds the whole blob, and
-//! for each lacking piece a few other nodes that hold it ([`tessera_cache::tracker::Swarm`]
-//! decides which). [`Trackers`] keeps one swarm per blob, at most [`MAX_SWARMS`], dropping the
+//! for each lacking piece a few other nodes that hold it, or, when the node says how many
+//! pieces it can fetch now (`want`) and which it is fetching, that many pieces each from one
+//! holder with room ([`tessera_cache::tracker::Swarm`] decides which). [`Trackers`] keeps one swarm per blob, at most [`MAX_SWARMS`], dropping the
 //! least recently announced; [`holders`] turns an offer into the fan-out core's holders.
 //!
 //! It decides nothing itself: the swarm's choices are the core's.
@@ -14,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use tessera_cache::fanout::Holder;
 use tessera_cache::placement::Topology;
-use tessera_cache::tracker::{Bitfield, Swarm};
+use tessera_cache::tracker::{Asking, Bitfield, Reservations, Swarm};
 
 /// What a downloading node sends its seed each round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +27,14 @@ pub struct Announce {
     pub zone: Option<String>,
     /// Its verified pieces: [`Bitfield::to_hex`].
     pub have: String,
+    /// How many more pieces it can fetch now. With it the seed hands the node that many
+    /// pieces, each from one holder with room ([`Swarm::assign`]), instead of a few holders
+    /// for every piece it lacks ([`Swarm::offer`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub want: Option<usize>,
+    /// The pieces it is fetching now ([`Bitfield::to_hex`]): what it was handed and took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetching: Option<String>,
 }
 
 /// What the seed answers.
@@ -46,13 +55,38 @@ pub const MEMBER_TTL_MS: u64 = 10_000;
 /// Holders offered per lacking piece.
 pub const HOLDERS_PER_PIECE: usize = 4;
 
+/// How long a piece handed to an asker counts against its holder when the asker never says
+/// it took it.
+pub const RESERVATION_TTL_MS: u64 = 2_000;
+
 /// One swarm per blob this node seeds.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Trackers {
     swarms: HashMap<String, (Swarm, u64)>,
+    rules: Reservations,
+}
+
+impl Default for Trackers {
+    /// Holders of 1 upload slot with 1 more request waiting (the cache's defaults).
+    fn default() -> Self {
+        Self::new(1, 2)
+    }
 }
 
 impl Trackers {
+    /// Trackers for a cluster whose nodes upload `slots` pieces at once and hand out at most
+    /// `per_holder` (slots and waiting requests) on one holder.
+    pub fn new(slots: usize, per_holder: usize) -> Self {
+        Self {
+            swarms: HashMap::new(),
+            rules: Reservations {
+                slots: slots.max(1),
+                per_holder: per_holder.max(slots).max(1),
+                ttl_ms: RESERVATION_TTL_MS,
+            },
+        }
+    }
+
     /// Records `announce` for blob `hex` of `count` pieces (the seed holds `seed_pieces`) and
     /// answers it. A malformed bitfield is the asker's error, named.
     pub fn announce(
@@ -64,6 +98,18 @@ impl Trackers {
         now_ms: u64,
     ) -> Result<Offer, String> {
         let have = Bitfield::from_hex(count, &announce.have).map_err(|e| format!("have: {e}"))?;
+        let asking = match (announce.want, announce.fetching) {
+            (Some(want), fetching) => Some(Asking {
+                want,
+                fetching: match fetching {
+                    Some(hex) => {
+                        Bitfield::from_hex(count, &hex).map_err(|e| format!("fetching: {e}"))?
+                    }
+                    None => Bitfield::new(count),
+                },
+            }),
+            (None, _) => None,
+        };
         if !self.swarms.contains_key(hex) && self.swarms.len() >= MAX_SWARMS {
             let oldest = self
                 .swarms
@@ -87,8 +133,17 @@ impl Trackers {
             rack: announce.rack,
             zone: announce.zone,
         };
-        let holders = swarm.offer(&me, &have, HOLDERS_PER_PIECE);
-        swarm.announce(me, have.clone(), now_ms);
+        let holders = match asking {
+            Some(asking) => {
+                swarm.announce(me.clone(), have.clone(), now_ms);
+                swarm.assign(&me, &have, &asking, self.rules, now_ms)
+            }
+            None => {
+                let holders = swarm.offer(&me, &have, HOLDERS_PER_PIECE);
+                swarm.announce(me, have.clone(), now_ms);
+                holders
+            }
+        };
         Ok(Offer {
             complete: u64::try_from(seed_pieces.len()).unwrap_or(u64::MAX) >= count,
             pieces: seed_pieces
@@ -149,6 +204,8 @@ mod tests {
             rack: Some(rack.into()),
             zone: Some("z".into()),
             have: Bitfield::of(count, have.iter().copied()).to_hex(),
+            want: None,
+            fetching: None,
         }
     }
 
@@ -193,6 +250,33 @@ mod tests {
         wrong.have = "0z".into();
         let bad = trackers.announce("b", 4, &all, wrong, 7);
         assert_eq!(bad, Err("have: bitfield: 'z' is not a hex digit".into()));
+    }
+
+    #[test]
+    fn an_announce_saying_what_it_can_fetch_is_handed_pieces_one_holder_each() {
+        let mut trackers = Trackers::new(1, 2);
+        let seed = [(0, 10), (1, 11), (2, 12), (3, 13)];
+        for holder in ["h1", "h2"] {
+            trackers
+                .announce("b", 4, &seed, announce(holder, "r9", 4, &[0, 1, 2, 3]), 0)
+                .unwrap();
+        }
+        let mut asking = announce("n1", "r1", 4, &[3]);
+        asking.want = Some(2);
+        asking.fetching = Some(Bitfield::of(4, [2]).to_hex());
+        let offer = trackers.announce("b", 4, &seed, asking.clone(), 1).unwrap();
+        // Pieces 0 and 1 (2 is being fetched, 3 held), each from one holder, an idle one each.
+        let handed: Vec<(String, Vec<u64>)> = offer.holders.into_iter().collect();
+        assert_eq!(handed.len(), 2, "{handed:?}");
+        assert!(
+            handed.iter().all(|(_, pieces)| pieces.len() == 1),
+            "{handed:?}"
+        );
+        asking.fetching = Some("0z".into());
+        assert_eq!(
+            trackers.announce("b", 4, &seed, asking, 2),
+            Err("fetching: bitfield: 'z' is not a hex digit".into())
+        );
     }
 
     #[test]

@@ -665,6 +665,8 @@ async fn bad_bytes_from_a_peer_are_never_stored_and_the_piece_comes_from_another
         rack: Some("rack-0".into()),
         zone: Some("zone-0".into()),
         have: tessera_cache::tracker::Bitfield::of(layout.count(), 0..layout.count()).to_hex(),
+        want: None,
+        fetching: None,
     };
     let swarm_urls: Vec<String> = nodes
         .iter()
@@ -748,6 +750,8 @@ async fn the_seeds_tracker_answers_announcements_and_a_full_upload_queue_answers
         rack: Some("rack-9".into()),
         zone: None,
         have: Bitfield::of(4, have.iter().copied()).to_hex(),
+        want: None,
+        fetching: None,
     };
     // Not held yet: 404.
     let missing = http
@@ -774,6 +778,22 @@ async fn the_seeds_tracker_answers_announcements_and_a_full_upload_queue_answers
         .unwrap();
     assert_eq!(second.holders.get("a"), Some(&vec![0]));
     assert_eq!(second.pieces.len(), 4);
+    // Saying how many pieces it can fetch, c is handed a's piece 0, which takes a's one
+    // upload place (one slot, no queue): d, asking next, is handed nothing.
+    let wanting = |node: &str| {
+        let mut announce = announce(node, &[]);
+        announce.want = Some(4);
+        announce.fetching = Some(Bitfield::new(4).to_hex());
+        announce
+    };
+    let handed: Offer = http.post_json(&swarm, &wanting("c"), None).await.unwrap();
+    assert_eq!(
+        handed.holders,
+        std::collections::BTreeMap::from([("a".to_owned(), vec![0])])
+    );
+    assert_eq!(handed.pieces.len(), 4);
+    let none: Offer = http.post_json(&swarm, &wanting("d"), None).await.unwrap();
+    assert!(none.holders.is_empty(), "{none:?}");
     // A malformed bitfield names the field.
     let mut bad = announce("c", &[]);
     bad.have = "zz".into();
