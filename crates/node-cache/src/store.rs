@@ -254,12 +254,23 @@ impl Store {
         offset: u64,
         len: u64,
     ) -> Result<Vec<u8>, StoreError> {
-        let path = if complete {
-            self.blob_path(hex)
+        let blob = self.blob_path(hex);
+        let (path, file) = if complete {
+            let file = File::open(&blob);
+            (blob, file)
         } else {
-            self.partial_path(hex)
+            let partial = self.partial_path(hex);
+            match File::open(&partial) {
+                // The download completed in between and its file was renamed into place: the
+                // same verified bytes are read from there.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => match File::open(&blob) {
+                    Ok(file) => (blob, Ok(file)),
+                    Err(_) => (partial, Err(e)),
+                },
+                file => (partial, file),
+            }
         };
-        let file = File::open(&path).map_err(fail("open", &path))?;
+        let file = file.map_err(fail("open", &path))?;
         let mut bytes = vec![0; usize::try_from(len).unwrap_or(0)];
         file.read_exact_at(&mut bytes, offset)
             .map_err(fail("read", &path))?;
@@ -417,6 +428,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(store.begin(layout, &hex).unwrap().verified().count(), 0);
+    }
+
+    #[test]
+    fn a_piece_read_as_the_download_completes_is_read_from_the_blob() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let bytes: Vec<u8> = (0..20u8).collect();
+        let hex = tessera_cache::sha256_hex(&bytes);
+        let layout = Layout::with_piece_length(20, 10).unwrap();
+        let mut download = store.begin(layout, &hex).unwrap();
+        for index in 0..2u64 {
+            let range = layout.range(index).unwrap();
+            let slice = &bytes[range.offset as usize..(range.offset + range.len) as usize];
+            store.write_piece(&hex, range.offset, slice).unwrap();
+            download.record(index, slice, None).unwrap();
+        }
+        // A peer's request saw the download unfinished; its file is renamed before the read.
+        let verified = download.finish(20, &hex).unwrap();
+        store.commit(&verified, &download).unwrap();
+        assert_eq!(store.read_range(&hex, false, 10, 10).unwrap(), &bytes[10..]);
+        // Neither file there: the error names the partial file.
+        let other = tessera_cache::sha256_hex(b"other");
+        let error = store.read_range(&other, false, 0, 1).unwrap_err();
+        assert_eq!(error.op, "open");
+        assert!(error.path.contains("partial"), "{error}");
     }
 
     #[test]
