@@ -163,11 +163,9 @@ async fn start(root: &Path, spec: &SwarmSpec, size: u64) -> Result<Vec<Cache>, S
         config.upload_queue = spec.upload_queue.unwrap_or(config.upload_queue);
         config.capacity = size.saturating_mul(4);
         // Every node's connections, both ends, share this process's descriptor table: with
-        // idle connections kept to each of N-1 peers for seconds it fills up from ~100
-        // nodes. Kept for two poll intervals, a node's connection to the seed (its tracker,
-        // asked every interval) and to the holders it is fetching from stay open, and the
-        // rest close.
-        config.idle_connection_timeout = config.poll_interval * 2;
+        // idle connections kept to each of N-1 peers it fills up from ~100 nodes (kept for
+        // only two poll intervals, at 512 nodes still).
+        config.idle_connections_per_peer = 0;
         let cache = Cache::open(config).map_err(|e| SwarmError::Pull {
             node: me.name.clone(),
             error: e,
