@@ -1382,7 +1382,8 @@ impl Inner {
                     )
                 };
                 let seed_finished = matches!(&*answer.borrow(), Some(Ok(_)));
-                let seed_lost_it = !seed_complete;
+                let seed_answered = known.as_ref().is_some_and(|(_, k)| k.seed_answered);
+                let seed_lost_it = seed_answered && !seed_complete;
                 if seed_finished && seed_lost_it && busy.is_empty() && assignments.is_empty() {
                     let since = *orphaned.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() >= ORPHANED_AFTER {
@@ -1499,16 +1500,18 @@ impl Inner {
                 Known {
                     holders,
                     seed_complete: offer.complete,
+                    seed_answered: true,
                 }
             }
             Err(_) => {
-                let holders = self.holders(&job.hex, seed, round, authority).await;
+                let (holders, seed_answered) = self.holders(&job.hex, seed, round, authority).await;
                 let seed_complete = holders
                     .get(seed)
                     .is_some_and(|h| u64::try_from(h.pieces.len()).unwrap_or(u64::MAX) >= count);
                 Known {
                     holders,
                     seed_complete,
+                    seed_answered,
                 }
             }
         }
@@ -1523,7 +1526,7 @@ impl Inner {
         seed: usize,
         round: u64,
         authority: Option<&BTreeMap<u64, u32>>,
-    ) -> Vec<Holder> {
+    ) -> (Vec<Holder>, bool) {
         let timeout = self.config.poll_interval.max(Duration::from_millis(500));
         let peers = &self.config.peers;
         let topologies: Vec<Topology> = peers.iter().map(PeerSpec::topology).collect();
@@ -1537,9 +1540,14 @@ impl Inner {
         let maps = futures::future::join_all(asked.iter().map(|i| {
             let url = format!("{}/blobs/sha256/{hex}/pieces", peers[*i].url);
             let http = &self.http;
-            async move { http.get_json::<PieceMap>(&url, timeout).await.ok() }
+            async move { http.get_json::<PieceMap>(&url, timeout).await }
         }))
         .await;
+        // The seed answered, if only that it does not hold the blob (not a timeout).
+        let seed_answered = asked
+            .iter()
+            .zip(&maps)
+            .any(|(i, map)| *i == seed && matches!(map, Ok(_) | Err(FetchError::Status { .. })));
         let mut holders: Vec<Holder> = topologies
             .into_iter()
             .map(|topology| Holder {
@@ -1549,7 +1557,7 @@ impl Inner {
             })
             .collect();
         for (i, map) in asked.into_iter().zip(maps) {
-            if let (Some(holder), Some(map)) = (holders.get_mut(i), map) {
+            if let (Some(holder), Ok(map)) = (holders.get_mut(i), map) {
                 holder.pieces = map
                     .pieces
                     .into_iter()
@@ -1557,7 +1565,7 @@ impl Inner {
                     .collect();
             }
         }
-        holders
+        (holders, seed_answered)
     }
 
     async fn peer_piece(
@@ -1655,6 +1663,9 @@ struct Known {
     holders: Vec<Holder>,
     /// The seed holds every piece (super-seeding is over).
     seed_complete: bool,
+    /// The seed answered this round (its tracker, or its piece map, if only with a 404): a
+    /// seed too busy to answer in time has not lost the blob.
+    seed_answered: bool,
 }
 
 /// How long a peer waits for pieces nobody holds once its seed finished without them.
