@@ -396,20 +396,30 @@ fn write_atomically(path: &Path, record: &PieceRecord) -> Result<(), StoreError>
 mod tests {
     use super::*;
 
-    #[test]
-    fn resume_keeps_only_pieces_that_still_match_and_survives_a_read_only_partial() {
+    /// A store in a fresh directory and a download of `len` bytes (0, 1, 2, …) in pieces of
+    /// 10, its first `pieces` written and recorded.
+    fn written(
+        len: u8,
+        pieces: u64,
+    ) -> (tempfile::TempDir, Store, Vec<u8>, String, Layout, Download) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let bytes: Vec<u8> = (0..40u8).collect();
+        let bytes: Vec<u8> = (0..len).collect();
         let hex = tessera_cache::sha256_hex(&bytes);
-        let layout = Layout::with_piece_length(40, 10).unwrap();
+        let layout = Layout::with_piece_length(u64::from(len), 10).unwrap();
         let mut download = store.begin(layout, &hex).unwrap();
-        for index in 0..3u64 {
+        for index in 0..pieces {
             let range = layout.range(index).unwrap();
             let slice = &bytes[range.offset as usize..(range.offset + range.len) as usize];
             store.write_piece(&hex, range.offset, slice).unwrap();
             download.record(index, slice, None).unwrap();
         }
+        (dir, store, bytes, hex, layout, download)
+    }
+
+    #[test]
+    fn resume_keeps_only_pieces_that_still_match_and_survives_a_read_only_partial() {
+        let (dir, store, _, hex, layout, download) = written(40, 3);
         store.save_state(&download).unwrap();
         // Piece 1 is damaged on disk; the partial file is left read-only.
         store.write_piece(&hex, 12, b"xx").unwrap();
@@ -432,18 +442,7 @@ mod tests {
 
     #[test]
     fn a_piece_read_as_the_download_completes_is_read_from_the_blob() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let bytes: Vec<u8> = (0..20u8).collect();
-        let hex = tessera_cache::sha256_hex(&bytes);
-        let layout = Layout::with_piece_length(20, 10).unwrap();
-        let mut download = store.begin(layout, &hex).unwrap();
-        for index in 0..2u64 {
-            let range = layout.range(index).unwrap();
-            let slice = &bytes[range.offset as usize..(range.offset + range.len) as usize];
-            store.write_piece(&hex, range.offset, slice).unwrap();
-            download.record(index, slice, None).unwrap();
-        }
+        let (_dir, store, bytes, hex, _, download) = written(20, 2);
         // A peer's request saw the download unfinished; its file is renamed before the read.
         let verified = download.finish(20, &hex).unwrap();
         store.commit(&verified, &download).unwrap();
