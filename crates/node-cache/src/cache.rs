@@ -1278,7 +1278,7 @@ impl Inner {
         authority: Option<&BTreeMap<u64, u32>>,
     ) -> Result<(), CacheError> {
         let peers = &self.config.peers;
-        let mut workers: JoinSet<(u64, usize, Result<(), PieceFailure>)> = JoinSet::new();
+        let mut workers: JoinSet<(u64, usize, Result<Duration, PieceFailure>)> = JoinSet::new();
         let mut busy = BTreeSet::new();
         let mut load = vec![0usize; peers.len()];
         let mut avoided: BTreeMap<(usize, u64), tokio::time::Instant> = BTreeMap::new();
@@ -1296,7 +1296,6 @@ impl Inner {
         // Since when the seed has held the whole blob, and the longest a piece took here.
         let mut seed_complete_since: Option<tokio::time::Instant> = None;
         let mut slowest_piece = Duration::ZERO;
-        let mut started: BTreeMap<u64, tokio::time::Instant> = BTreeMap::new();
         let rotation = self.seed;
         let names: Vec<&str> = std::iter::once(self.me.node.as_str())
             .chain(peers.iter().map(|p| p.name.as_str()))
@@ -1338,16 +1337,18 @@ impl Inner {
                     known.as_ref().map_or((&[], false), |(_, k)| {
                         (k.holders.as_slice(), k.seed_complete)
                     });
-                let complete_since =
-                    *seed_complete_since.get_or_insert_with(tokio::time::Instant::now);
-                if !seed_complete {
-                    seed_complete_since = None;
-                }
                 // Super-seeding goes on for a while after the seed completes: its last pieces
                 // are still its alone, and every node asking it for them at once would leave
                 // the one each is meant for waiting in the crowd.
                 let grace = (self.config.poll_interval * 10).max(slowest_piece * 4);
-                let super_seeding = !seed_complete || complete_since.elapsed() < grace;
+                let super_seeding = !seed_complete
+                    || seed_complete_since
+                        .get_or_insert_with(tokio::time::Instant::now)
+                        .elapsed()
+                        < grace;
+                if !seed_complete {
+                    seed_complete_since = None;
+                }
                 avoided.retain(|_, at| at.elapsed() < self.config.peer_retry_after);
                 let avoid: BTreeSet<(usize, u64)> = avoided.keys().copied().collect();
                 let now = tokio::time::Instant::now();
@@ -1397,25 +1398,27 @@ impl Inner {
                     orphaned = None;
                 }
                 for assignment in assignments {
-                    started.insert(assignment.piece, tokio::time::Instant::now());
                     busy.insert(assignment.piece);
                     load[assignment.holder] += 1;
                     let inner = self.clone();
                     let job = job.clone();
                     let url = format!("{}/blobs/sha256/{}", peers[assignment.holder].url, job.hex);
                     workers.spawn(async move {
+                        let at = tokio::time::Instant::now();
                         let result = inner.peer_piece(&job, &url, assignment).await;
-                        (assignment.piece, assignment.holder, result)
+                        (
+                            assignment.piece,
+                            assignment.holder,
+                            result.map(|()| at.elapsed()),
+                        )
                     });
                 }
             }
             tokio::select! {
                 Some(joined) = workers.join_next(), if !workers.is_empty() => {
                     match joined {
-                        Ok((piece, holder, Ok(()))) => {
-                            if let Some(at) = started.remove(&piece) {
-                                slowest_piece = slowest_piece.max(at.elapsed());
-                            }
+                        Ok((piece, holder, Ok(took))) => {
+                            slowest_piece = slowest_piece.max(took);
                             busy.remove(&piece);
                             load[holder] = load[holder].saturating_sub(1);
                             full.remove(&holder);
