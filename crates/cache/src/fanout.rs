@@ -233,11 +233,53 @@ pub fn assign(
     out
 }
 
+/// How many poll intervals a node waits before announcing again once `idle` announcements
+/// in a row handed it nothing new, in a swarm where it has `peers` peers: twice as many with
+/// each such round, at most one per eight peers and never more than [`MAX_IDLE_INTERVALS`].
+///
+/// Holders stay busy while *some* asker announces about once an interval: with every node of
+/// a large swarm waiting up to `peers / 8` intervals, the swarm as a whole still asks eight
+/// times an interval, while the seed answers up to sixteen times fewer idle announcements. A
+/// swarm of eight or fewer keeps polling every interval.
+pub fn idle_poll_intervals(idle: u32, peers: usize) -> u32 {
+    let cap = u32::try_from(peers / 8)
+        .unwrap_or(u32::MAX)
+        .clamp(1, MAX_IDLE_INTERVALS);
+    1u32.checked_shl(idle).unwrap_or(u32::MAX).min(cap)
+}
+
+/// The longest wait between idle announcements, in poll intervals.
+pub const MAX_IDLE_INTERVALS: u32 = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pieces::Layout;
     use crate::placement::test_topology as topo;
+
+    #[test]
+    fn idle_announcements_back_off_with_the_swarm_size() {
+        // (rounds in a row that handed nothing, peers, intervals to wait)
+        let table = [
+            (0, 7, 1),
+            (5, 7, 1),
+            (0, 63, 1),
+            (1, 63, 2),
+            (2, 63, 4),
+            (3, 63, 7),
+            (9, 63, 7),
+            (4, 511, 16),
+            (40, 511, 16),
+            (40, usize::MAX, 16),
+        ];
+        for (idle, peers, want) in table {
+            assert_eq!(
+                idle_poll_intervals(idle, peers),
+                want,
+                "idle {idle}, peers {peers}"
+            );
+        }
+    }
 
     fn holder(t: Topology, free: u64, pieces: &[u64]) -> Holder {
         Holder {

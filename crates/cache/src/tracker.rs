@@ -165,9 +165,9 @@ struct Member {
 /// A piece the tracker handed an asker to fetch from one holder: it counts against the
 /// holder's upload capacity until the asker holds the piece, stops fetching it, or
 /// [`Reservations::ttl_ms`] passes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Reservation {
-    holder: String,
+    holder: MemberId,
     at_ms: u64,
 }
 
@@ -192,16 +192,30 @@ pub struct Asking {
     pub fetching: Bitfield,
 }
 
+/// A member's place in [`Swarm::slots`]; a forgotten member's place is reused.
+type MemberId = usize;
+
 /// One blob's swarm as its seed knows it.
+///
+/// Members live in numbered places with, per piece, the places holding it and, per place,
+/// the reservations on it, all kept up to date as members announce: handing a node its
+/// pieces looks only at each piece's holders, never at the whole swarm (at 512 nodes a scan
+/// per piece was most of the seed's work).
 #[derive(Debug, Clone)]
 pub struct Swarm {
     count: u64,
     ttl_ms: u64,
-    members: BTreeMap<String, Member>,
-    /// Holders of each piece among the members.
-    counts: Vec<u32>,
+    ids: BTreeMap<String, MemberId>,
+    slots: Vec<Option<Member>>,
+    free: Vec<MemberId>,
+    /// The members holding each piece.
+    holders: Vec<Vec<MemberId>>,
     /// By (asker, piece).
-    reserved: BTreeMap<(String, u64), Reservation>,
+    reserved: BTreeMap<(MemberId, u64), Reservation>,
+    /// Reservations on each member as a holder.
+    load: Vec<usize>,
+    /// When silent members were last looked for.
+    swept_ms: Option<u64>,
 }
 
 /// A member's pieces that an asker lacks.
@@ -213,9 +227,13 @@ impl Swarm {
         Self {
             count,
             ttl_ms,
-            members: BTreeMap::new(),
-            counts: vec![0; usize::try_from(count).unwrap_or(0)],
+            ids: BTreeMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            holders: vec![Vec::new(); usize::try_from(count).unwrap_or(0)],
             reserved: BTreeMap::new(),
+            load: Vec::new(),
+            swept_ms: None,
         }
     }
 
@@ -225,69 +243,142 @@ impl Swarm {
 
     /// How many members announced within the TTL of the last call's time.
     pub fn len(&self) -> usize {
-        self.members.len()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+        self.ids.is_empty()
+    }
+
+    fn member(&self, id: MemberId) -> Option<&Member> {
+        self.slots.get(id).and_then(Option::as_ref)
     }
 
     /// Records what `node` holds now (replacing what it announced before) and forgets members
     /// silent for longer than the TTL, with the reservations they asked for.
     pub fn announce(&mut self, node: Topology, pieces: Bitfield, now_ms: u64) {
+        self.forget_silent(now_ms);
+        if pieces.count() != self.count {
+            return;
+        }
+        let id = match self.ids.get(&node.node) {
+            Some(id) => *id,
+            None => {
+                let member = Member {
+                    hash: mix(crate::placement::rendezvous_weight("tracker", &node.node)),
+                    topology: node.clone(),
+                    pieces: Bitfield::new(self.count),
+                    seen_ms: now_ms,
+                };
+                let id = match self.free.pop() {
+                    Some(id) => {
+                        self.slots[id] = Some(member);
+                        id
+                    }
+                    None => {
+                        self.slots.push(Some(member));
+                        self.load.push(0);
+                        self.slots.len() - 1
+                    }
+                };
+                self.ids.insert(node.node.clone(), id);
+                id
+            }
+        };
+        let Some(member) = self.slots.get_mut(id).and_then(Option::as_mut) else {
+            return;
+        };
+        let before = std::mem::replace(&mut member.pieces, pieces);
+        member.topology = node;
+        member.seen_ms = now_ms;
+        let pieces = &member.pieces;
+        for piece in 0..self.count {
+            let (was, is) = (before.contains(piece), pieces.contains(piece));
+            if was == is {
+                continue;
+            }
+            let Some(holders) = usize::try_from(piece)
+                .ok()
+                .and_then(|i| self.holders.get_mut(i))
+            else {
+                continue;
+            };
+            if is {
+                holders.push(id);
+            } else {
+                holders.retain(|h| *h != id);
+            }
+        }
+        // The pieces it asked for and holds now are no longer reserved on their holders.
+        let held: Vec<(MemberId, u64)> = self
+            .reserved
+            .range((id, 0)..=(id, u64::MAX))
+            .map(|(key, _)| *key)
+            .filter(|(_, piece)| self.member(id).is_some_and(|m| m.pieces.contains(*piece)))
+            .collect();
+        for key in held {
+            if let Some(r) = self.reserved.remove(&key)
+                && let Some(n) = self.load.get_mut(r.holder)
+            {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Forgets members silent for longer than the TTL, looking at most every quarter TTL.
+    fn forget_silent(&mut self, now_ms: u64) {
+        if self
+            .swept_ms
+            .is_some_and(|at| now_ms.saturating_sub(at) < self.ttl_ms / 4)
+        {
+            return;
+        }
+        self.swept_ms = Some(now_ms);
         let ttl = self.ttl_ms;
         let silent: Vec<String> = self
-            .members
+            .ids
             .iter()
-            .filter(|(_, m)| now_ms.saturating_sub(m.seen_ms) > ttl)
+            .filter(|(_, id)| {
+                self.member(**id)
+                    .is_some_and(|m| now_ms.saturating_sub(m.seen_ms) > ttl)
+            })
             .map(|(name, _)| name.clone())
             .collect();
         for name in silent {
             self.forget(&name);
         }
-        if pieces.count() != self.count {
-            return;
-        }
-        let hash = mix(crate::placement::rendezvous_weight("tracker", &node.node));
-        self.count_pieces(&pieces, true);
-        let name = node.node.clone();
-        self.reserved
-            .retain(|(asker, piece), _| asker != &name || !pieces.contains(*piece));
-        let before = self.members.insert(
-            name,
-            Member {
-                topology: node,
-                pieces,
-                seen_ms: now_ms,
-                hash,
-            },
-        );
-        if let Some(before) = before {
-            self.count_pieces(&before.pieces, false);
-        }
     }
 
     /// Drops `node` (it left, or failed what it announced), and the reservations it asked for.
     pub fn forget(&mut self, node: &str) {
-        if let Some(member) = self.members.remove(node) {
-            self.count_pieces(&member.pieces, false);
-        }
-        self.reserved.retain(|(asker, _), _| asker != node);
-    }
-
-    fn count_pieces(&mut self, pieces: &Bitfield, add: bool) {
-        for piece in pieces.iter() {
-            if let Some(slot) = usize::try_from(piece)
-                .ok()
-                .and_then(|i| self.counts.get_mut(i))
-            {
-                *slot = if add {
-                    slot.saturating_add(1)
-                } else {
-                    slot.saturating_sub(1)
-                };
+        let Some(id) = self.ids.remove(node) else {
+            return;
+        };
+        if let Some(member) = self.slots.get_mut(id).and_then(Option::take) {
+            for piece in member.pieces.iter() {
+                if let Some(holders) = usize::try_from(piece)
+                    .ok()
+                    .and_then(|i| self.holders.get_mut(i))
+                {
+                    holders.retain(|h| *h != id);
+                }
             }
         }
+        // Its own asks go, and those on it as a holder: its place may be reused at once.
+        self.release(|(asker, _), r| *asker == id || r.holder == id);
+        self.free.push(id);
+    }
+
+    /// Drops the reservations `drop` picks, freeing their holders' places.
+    fn release(&mut self, drop: impl Fn(&(MemberId, u64), &Reservation) -> bool) {
+        let load = &mut self.load;
+        self.reserved.retain(|key, r| {
+            let gone = drop(key, r);
+            if gone && let Some(n) = load.get_mut(r.holder) {
+                *n = n.saturating_sub(1);
+            }
+            !gone
+        });
     }
 
     /// Hands `me` (announced already) up to `asking.want` pieces it lacks, each from one
@@ -309,29 +400,33 @@ impl Swarm {
         rules: Reservations,
         now_ms: u64,
     ) -> Offer {
-        self.reserved.retain(|(asker, piece), r| {
-            now_ms.saturating_sub(r.at_ms) <= rules.ttl_ms
-                && (asker != &me.node || asking.fetching.contains(*piece))
+        let my_id = self.ids.get(&me.node).copied();
+        self.release(|(asker, piece), r| {
+            now_ms.saturating_sub(r.at_ms) > rules.ttl_ms
+                || (Some(*asker) == my_id && !asking.fetching.contains(*piece))
         });
-        let mut load: BTreeMap<String, usize> = BTreeMap::new();
         let mut offer = Offer::new();
-        for ((asker, piece), reservation) in &self.reserved {
-            *load.entry(reservation.holder.clone()).or_default() += 1;
-            if asker == &me.node {
-                offer
-                    .entry(reservation.holder.clone())
-                    .or_default()
-                    .push(*piece);
+        if let Some(id) = my_id {
+            for ((_, piece), reservation) in self.reserved.range((id, 0)..=(id, u64::MAX)) {
+                if let Some(holder) = self.member(reservation.holder) {
+                    offer
+                        .entry(holder.topology.node.clone())
+                        .or_default()
+                        .push(*piece);
+                }
             }
         }
-        let asker = mix(crate::placement::rendezvous_weight("tracker", &me.node));
+        let asker = my_id.and_then(|id| self.member(id)).map_or_else(
+            || mix(crate::placement::rendezvous_weight("tracker", &me.node)),
+            |m| m.hash,
+        );
         let count = self.count.max(1);
         let start = asker % count;
-        let mut missing: Vec<(u32, u64, u64)> = (0..self.count)
+        let mut missing: Vec<(usize, u64, u64)> = (0..self.count)
             .filter(|p| !have.contains(*p) && !asking.fetching.contains(*p))
             .filter_map(|p| {
-                let held = usize::try_from(p).ok().and_then(|i| self.counts.get(i))?;
-                (*held > 0).then_some((*held, (p + count - start) % count, p))
+                let held = usize::try_from(p).ok().and_then(|i| self.holders.get(i))?;
+                (!held.is_empty()).then_some((held.len(), (p + count - start) % count, p))
             })
             .collect();
         missing.sort_unstable();
@@ -340,29 +435,37 @@ impl Swarm {
             if given >= asking.want {
                 break;
             }
-            let best = self
-                .members
+            let Some(holders) = usize::try_from(piece)
+                .ok()
+                .and_then(|i| self.holders.get(i))
+            else {
+                continue;
+            };
+            let best = holders
                 .iter()
-                .filter(|(name, m)| **name != me.node && m.pieces.contains(piece))
-                .map(|(name, m)| (load.get(name).copied().unwrap_or(0), name, m))
-                .filter(|(reserved, _, _)| *reserved < rules.per_holder)
-                .min_by_key(|(reserved, name, m)| {
+                .filter(|id| Some(**id) != my_id)
+                .filter_map(|id| Some((*id, self.member(*id)?)))
+                .map(|(id, m)| (id, self.load.get(id).copied().unwrap_or(0), m))
+                .filter(|(_, reserved, _)| *reserved < rules.per_holder)
+                .min_by_key(|(_, reserved, m)| {
                     (
                         *reserved >= rules.slots,
                         locality(me, &m.topology),
                         *reserved,
                         mix(m.hash ^ asker),
-                        *name,
+                        &m.topology.node,
                     )
                 })
-                .map(|(_, name, _)| name.clone());
-            let Some(holder) = best else {
+                .map(|(id, _, m)| (id, m.topology.node.clone()));
+            let (Some((holder, name)), Some(asker_id)) = (best, my_id) else {
                 continue;
             };
-            *load.entry(holder.clone()).or_default() += 1;
-            offer.entry(holder.clone()).or_default().push(piece);
+            if let Some(n) = self.load.get_mut(holder) {
+                *n += 1;
+            }
+            offer.entry(name).or_default().push(piece);
             self.reserved.insert(
-                (me.node.clone(), piece),
+                (asker_id, piece),
                 Reservation {
                     holder,
                     at_ms: now_ms,
@@ -382,9 +485,10 @@ impl Swarm {
     pub fn offer(&self, me: &Topology, have: &Bitfield, per_piece: usize) -> Offer {
         let asker = mix(crate::placement::rendezvous_weight("tracker", &me.node));
         let mut ranked: Vec<(Locality, u64, &String, &Member)> = self
-            .members
+            .ids
             .iter()
             .filter(|(name, _)| **name != me.node)
+            .filter_map(|(name, id)| Some((name, self.member(*id)?)))
             .map(|(name, m)| (locality(me, &m.topology), mix(m.hash ^ asker), name, m))
             .collect();
         ranked.sort_unstable_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
@@ -399,6 +503,27 @@ impl Swarm {
             }
         }
         offer
+    }
+
+    /// The pieces `node` announced, for tests.
+    #[cfg(test)]
+    fn pieces_of(&self, node: &str) -> Option<&Bitfield> {
+        self.ids
+            .get(node)
+            .and_then(|id| self.member(*id))
+            .map(|m| &m.pieces)
+    }
+
+    /// Reservations on each holder by name, for tests.
+    #[cfg(test)]
+    fn reserved_on(&self) -> BTreeMap<String, usize> {
+        let mut load = BTreeMap::new();
+        for r in self.reserved.values() {
+            if let Some(m) = self.member(r.holder) {
+                *load.entry(m.topology.node.clone()).or_default() += 1;
+            }
+        }
+        load
     }
 }
 
@@ -682,13 +807,10 @@ mod tests {
                     prop_assert!(holder != &me.node);
                     for piece in pieces {
                         prop_assert!(!have.contains(*piece));
-                        prop_assert!(swarm.members[holder].pieces.contains(*piece));
+                        prop_assert!(swarm.pieces_of(holder).is_some_and(|p| p.contains(*piece)));
                     }
                 }
-                let mut load = BTreeMap::<&str, usize>::new();
-                for reservation in swarm.reserved.values() {
-                    *load.entry(reservation.holder.as_str()).or_default() += 1;
-                }
+                let load = swarm.reserved_on();
                 prop_assert!(load.values().all(|n| *n <= RULES.per_holder), "{load:?}");
             }
         }

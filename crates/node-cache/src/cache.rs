@@ -1289,6 +1289,10 @@ impl Inner {
         let mut seed_done = false;
         // Holders' maps, re-read at most once a poll interval however often pieces finish.
         let mut known: Option<(tokio::time::Instant, Known)> = None;
+        // Rounds in a row whose announcement handed nothing new: the next one waits longer.
+        let mut idle = 0u32;
+        let wait =
+            |idle: u32| self.config.poll_interval * fanout::idle_poll_intervals(idle, peers.len());
         let mut polls = 0u64;
         // A piece arrived since the last announcement: the seed's tracker hears of it now,
         // as BitTorrent's `have`, not a poll interval later.
@@ -1326,8 +1330,9 @@ impl Inner {
             if free > 0 && !job.download().is_complete() {
                 let stale = known
                     .as_ref()
-                    .is_none_or(|(at, _)| at.elapsed() >= self.config.poll_interval);
-                if stale || fresh {
+                    .is_none_or(|(at, _)| at.elapsed() >= wait(idle));
+                let announced = stale || fresh;
+                if announced {
                     fresh = false;
                     polls += 1;
                     let view = self.known(job, seed, polls, authority, (&busy, free)).await;
@@ -1382,6 +1387,13 @@ impl Inner {
                         },
                     )
                 };
+                if announced {
+                    idle = if assignments.is_empty() {
+                        idle.saturating_add(1)
+                    } else {
+                        0
+                    };
+                }
                 let seed_finished = matches!(&*answer.borrow(), Some(Ok(_)));
                 let seed_answered = known.as_ref().is_some_and(|(_, k)| k.seed_answered);
                 let seed_lost_it = seed_answered && !seed_complete;
@@ -1458,7 +1470,7 @@ impl Inner {
                         seed_done = true;
                     }
                 }
-                () = tokio::time::sleep(self.config.poll_interval) => {}
+                () = tokio::time::sleep(wait(idle)) => {}
             }
         }
     }
