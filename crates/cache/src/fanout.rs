@@ -235,14 +235,17 @@ pub fn assign(
 
 /// How many poll intervals a node waits before announcing again once `idle` announcements
 /// in a row handed it nothing new, in a swarm where it has `peers` peers: twice as many with
-/// each such round, at most one per eight peers and never more than [`MAX_IDLE_INTERVALS`].
+/// each such round, up to a cap, and never more than [`MAX_IDLE_INTERVALS`].
 ///
-/// Holders stay busy while *some* asker announces about once an interval: with every node of
-/// a large swarm waiting up to `peers / 8` intervals, the swarm as a whole still asks eight
-/// times an interval, while the seed answers up to sixteen times fewer idle announcements. A
-/// swarm of eight or fewer keeps polling every interval.
-pub fn idle_poll_intervals(idle: u32, peers: usize) -> u32 {
-    let cap = u32::try_from(peers / 8)
+/// A node with pieces `in_flight` announces anyway as each arrives, so its idle polls only
+/// look for more work: it waits up to one interval per eight peers. A node with nothing in
+/// flight has only its polls to get work by; it waits up to one interval per 64 peers. Holders
+/// stay busy while *some* asker announces about once an interval, and a large swarm as a
+/// whole still asks several times an interval while its seed answers far fewer idle
+/// announcements. A swarm of eight or fewer keeps polling every interval.
+pub fn idle_poll_intervals(idle: u32, peers: usize, in_flight: bool) -> u32 {
+    let per_interval = if in_flight { 8 } else { 64 };
+    let cap = u32::try_from(peers / per_interval)
         .unwrap_or(u32::MAX)
         .clamp(1, MAX_IDLE_INTERVALS);
     1u32.checked_shl(idle).unwrap_or(u32::MAX).min(cap)
@@ -259,24 +262,27 @@ mod tests {
 
     #[test]
     fn idle_announcements_back_off_with_the_swarm_size() {
-        // (rounds in a row that handed nothing, peers, intervals to wait)
+        // (rounds in a row that handed nothing, peers, pieces in flight, intervals to wait)
         let table = [
-            (0, 7, 1),
-            (5, 7, 1),
-            (0, 63, 1),
-            (1, 63, 2),
-            (2, 63, 4),
-            (3, 63, 7),
-            (9, 63, 7),
-            (4, 511, 16),
-            (40, 511, 16),
-            (40, usize::MAX, 16),
+            (0, 7, true, 1),
+            (5, 7, true, 1),
+            (0, 63, true, 1),
+            (1, 63, true, 2),
+            (2, 63, true, 4),
+            (3, 63, true, 7),
+            (9, 63, true, 7),
+            (9, 63, false, 1),
+            (4, 511, true, 16),
+            (40, 511, true, 16),
+            (2, 511, false, 4),
+            (9, 511, false, 7),
+            (40, usize::MAX, false, 16),
         ];
-        for (idle, peers, want) in table {
+        for (idle, peers, in_flight, want) in table {
             assert_eq!(
-                idle_poll_intervals(idle, peers),
+                idle_poll_intervals(idle, peers, in_flight),
                 want,
-                "idle {idle}, peers {peers}"
+                "idle {idle}, peers {peers}, in flight {in_flight}"
             );
         }
     }

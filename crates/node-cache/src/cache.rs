@@ -315,6 +315,8 @@ struct State {
 struct Inner {
     config: Config,
     me: Topology,
+    /// The configured peers' places, in their order.
+    peer_index: tracker::Peers,
     store: Store,
     http: Http,
     filter: QueryFilter,
@@ -434,6 +436,9 @@ impl Cache {
                     .map(|r| Arc::new(TokenBucket::new(r, None))),
                 upload_slots: UploadSlots::new(config.upload_slots, config.upload_queue),
                 me,
+                peer_index: tracker::Peers::new(
+                    config.peers.iter().map(PeerSpec::topology).collect(),
+                ),
                 store,
                 http: Http::with_idle(
                     config.idle_connections_per_peer,
@@ -1291,8 +1296,9 @@ impl Inner {
         let mut known: Option<(tokio::time::Instant, Known)> = None;
         // Rounds in a row whose announcement handed nothing new: the next one waits longer.
         let mut idle = 0u32;
-        let wait =
-            |idle: u32| self.config.poll_interval * fanout::idle_poll_intervals(idle, peers.len());
+        let wait = |idle: u32, in_flight: bool| {
+            self.config.poll_interval * fanout::idle_poll_intervals(idle, peers.len(), in_flight)
+        };
         let mut polls = 0u64;
         // A piece arrived since the last announcement: the seed's tracker hears of it now,
         // as BitTorrent's `have`, not a poll interval later.
@@ -1330,7 +1336,7 @@ impl Inner {
             if free > 0 && !job.download().is_complete() {
                 let stale = known
                     .as_ref()
-                    .is_none_or(|(at, _)| at.elapsed() >= wait(idle));
+                    .is_none_or(|(at, _)| at.elapsed() >= wait(idle, !busy.is_empty()));
                 let announced = stale || fresh;
                 if announced {
                     fresh = false;
@@ -1470,7 +1476,7 @@ impl Inner {
                         seed_done = true;
                     }
                 }
-                () = tokio::time::sleep(wait(idle)) => {}
+                () = tokio::time::sleep(wait(idle, !busy.is_empty())) => {}
             }
         }
     }
@@ -1498,15 +1504,16 @@ impl Inner {
             fetching: Some(Bitfield::of(count, busy.iter().copied()).to_hex()),
         };
         let url = format!("{}/blobs/sha256/{}/swarm", peers[seed].url, job.hex);
-        let timeout = self.config.poll_interval.max(Duration::from_millis(500));
+        // A busy seed answers late rather than never: giving up early sends every node to
+        // read its peers' maps instead, more work for a swarm already short of it.
+        let timeout = self.config.poll_interval.max(ANNOUNCE_TIMEOUT);
         match self
             .http
             .post_json::<_, Offer>(&url, &announce, Some(timeout))
             .await
         {
             Ok(offer) => {
-                let topologies: Vec<Topology> = peers.iter().map(PeerSpec::topology).collect();
-                let mut holders = tracker::holders(&offer, &topologies, seed);
+                let mut holders = tracker::holders(&offer, &self.peer_index, seed);
                 if let Some(authority) = authority {
                     for holder in &mut holders {
                         holder.pieces.retain(|p, c| authority.get(p) == Some(c));
@@ -1544,10 +1551,10 @@ impl Inner {
     ) -> (Vec<Holder>, bool) {
         let timeout = self.config.poll_interval.max(Duration::from_millis(500));
         let peers = &self.config.peers;
-        let topologies: Vec<Topology> = peers.iter().map(PeerSpec::topology).collect();
+        let topologies = self.peer_index.topologies();
         let asked = fanout::peers_to_poll(
             &self.me,
-            &topologies,
+            topologies,
             Some(seed),
             self.config.polled_peers,
             round.wrapping_add(self.seed),
@@ -1564,9 +1571,9 @@ impl Inner {
             .zip(&maps)
             .any(|(i, map)| *i == seed && matches!(map, Ok(_) | Err(FetchError::Status { .. })));
         let mut holders: Vec<Holder> = topologies
-            .into_iter()
+            .iter()
             .map(|topology| Holder {
-                topology,
+                topology: topology.clone(),
                 free_upload: 1 << 30,
                 pieces: BTreeMap::new(),
             })
@@ -1682,6 +1689,9 @@ struct Known {
     /// seed too busy to answer in time has not lost the blob.
     seed_answered: bool,
 }
+
+/// How long a node waits for its seed's tracker to answer an announcement.
+const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long a peer waits for pieces nobody holds once its seed finished without them.
 const ORPHANED_AFTER: Duration = Duration::from_secs(3);

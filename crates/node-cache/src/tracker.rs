@@ -161,30 +161,59 @@ impl Trackers {
     }
 }
 
+/// A node's configured peers: their places in order and their positions by name, made once
+/// (a node of a large swarm turns every announcement's answer into holders by them).
+#[derive(Debug, Clone, Default)]
+pub struct Peers {
+    topologies: Vec<Topology>,
+    positions: HashMap<String, usize>,
+}
+
+impl Peers {
+    pub fn new(topologies: Vec<Topology>) -> Self {
+        let positions = topologies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.node.clone(), i))
+            .collect();
+        Self {
+            topologies,
+            positions,
+        }
+    }
+
+    pub fn topologies(&self) -> &[Topology] {
+        &self.topologies
+    }
+}
+
 /// The fan-out core's holders from an offer, indexed as `peers` (the seed at `seed`): each
-/// holder's pieces carry the seed's CRC32s; names not among the peers are ignored.
-pub fn holders(offer: &Offer, peers: &[Topology], seed: usize) -> Vec<Holder> {
+/// holder's pieces carry the seed's CRC32s; names not among the peers are ignored. A peer the
+/// offer names nothing on is left blank (no name, no place): nothing is fetched from it.
+pub fn holders(offer: &Offer, peers: &Peers, seed: usize) -> Vec<Holder> {
     let crcs: BTreeMap<u64, u32> = offer.pieces.iter().copied().collect();
-    let index: HashMap<&str, usize> = peers
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.node.as_str(), i))
-        .collect();
+    let index = &peers.positions;
+    let peers = peers.topologies();
     let mut holders: Vec<Holder> = peers
         .iter()
-        .map(|topology| Holder {
-            topology: topology.clone(),
+        .map(|_| Holder {
+            topology: Topology::default(),
             free_upload: 1 << 30,
             pieces: BTreeMap::new(),
         })
         .collect();
-    if let Some(holder) = holders.get_mut(seed) {
+    if let (Some(holder), Some(topology)) = (holders.get_mut(seed), peers.get(seed)) {
+        holder.topology = topology.clone();
         holder.pieces = crcs.clone();
     }
     for (name, pieces) in &offer.holders {
-        let Some(holder) = index.get(name.as_str()).and_then(|i| holders.get_mut(*i)) else {
+        let Some((holder, topology)) = index
+            .get(name.as_str())
+            .and_then(|i| Some((holders.get_mut(*i)?, peers.get(*i)?)))
+        else {
             continue;
         };
+        holder.topology = topology.clone();
         holder.pieces.extend(
             pieces
                 .iter()
@@ -303,11 +332,15 @@ mod tests {
             holders: BTreeMap::from([("a".into(), vec![0, 1, 7]), ("stranger".into(), vec![0])]),
         };
         let peers = [topo("seed"), topo("a"), topo("b")];
-        let got = holders(&offer, &peers, 0);
+        let got = holders(&offer, &Peers::new(peers.to_vec()), 0);
         assert_eq!(got.len(), 3);
         assert_eq!(got[0].pieces, BTreeMap::from([(0, 10), (1, 11)]));
         // Piece 7 has no CRC from the seed: not offered.
         assert_eq!(got[1].pieces, BTreeMap::from([(0, 10), (1, 11)]));
         assert!(got[2].pieces.is_empty());
+        assert_eq!(got[0].topology, peers[0]);
+        assert_eq!(got[1].topology, peers[1]);
+        // Named on nothing: left blank.
+        assert_eq!(got[2].topology.node, "");
     }
 }
