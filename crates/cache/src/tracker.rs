@@ -254,6 +254,20 @@ impl Swarm {
         self.slots.get(id).and_then(Option::as_ref)
     }
 
+    /// The members holding `piece` (none past the last piece).
+    fn holders_of(&self, piece: u64) -> &[MemberId] {
+        usize::try_from(piece)
+            .ok()
+            .and_then(|i| self.holders.get(i))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    fn holders_of_mut(&mut self, piece: u64) -> Option<&mut Vec<MemberId>> {
+        usize::try_from(piece)
+            .ok()
+            .and_then(|i| self.holders.get_mut(i))
+    }
+
     /// Records what `node` holds now (replacing what it announced before) and forgets members
     /// silent for longer than the TTL, with the reservations they asked for.
     pub fn announce(&mut self, node: Topology, pieces: Bitfield, now_ms: u64) {
@@ -291,16 +305,13 @@ impl Swarm {
         let before = std::mem::replace(&mut member.pieces, pieces);
         member.topology = node;
         member.seen_ms = now_ms;
-        let pieces = &member.pieces;
+        let now = member.pieces.clone();
         for piece in 0..self.count {
-            let (was, is) = (before.contains(piece), pieces.contains(piece));
+            let (was, is) = (before.contains(piece), now.contains(piece));
             if was == is {
                 continue;
             }
-            let Some(holders) = usize::try_from(piece)
-                .ok()
-                .and_then(|i| self.holders.get_mut(i))
-            else {
+            let Some(holders) = self.holders_of_mut(piece) else {
                 continue;
             };
             if is {
@@ -356,10 +367,7 @@ impl Swarm {
         };
         if let Some(member) = self.slots.get_mut(id).and_then(Option::take) {
             for piece in member.pieces.iter() {
-                if let Some(holders) = usize::try_from(piece)
-                    .ok()
-                    .and_then(|i| self.holders.get_mut(i))
-                {
+                if let Some(holders) = self.holders_of_mut(piece) {
                     holders.retain(|h| *h != id);
                 }
             }
@@ -425,8 +433,8 @@ impl Swarm {
         let mut missing: Vec<(usize, u64, u64)> = (0..self.count)
             .filter(|p| !have.contains(*p) && !asking.fetching.contains(*p))
             .filter_map(|p| {
-                let held = usize::try_from(p).ok().and_then(|i| self.holders.get(i))?;
-                (!held.is_empty()).then_some((held.len(), (p + count - start) % count, p))
+                let held = self.holders_of(p).len();
+                (held > 0).then_some((held, (p + count - start) % count, p))
             })
             .collect();
         missing.sort_unstable();
@@ -435,13 +443,8 @@ impl Swarm {
             if given >= asking.want {
                 break;
             }
-            let Some(holders) = usize::try_from(piece)
-                .ok()
-                .and_then(|i| self.holders.get(i))
-            else {
-                continue;
-            };
-            let best = holders
+            let best = self
+                .holders_of(piece)
                 .iter()
                 .filter(|id| Some(**id) != my_id)
                 .filter_map(|id| Some((*id, self.member(*id)?)))
