@@ -137,7 +137,9 @@ pub struct Config {
     /// peers in turn: few, briefly (many caches in one process share one descriptor table).
     pub idle_connections_per_peer: usize,
     pub idle_connection_timeout: Duration,
-    /// How often a node without work re-reads its peers' piece maps.
+    /// How often a node announces to its seed's tracker (or reads its peers' piece maps) for
+    /// more work; after announcements that handed it nothing, a few times less often in a
+    /// large swarm ([`fanout::idle_poll_intervals`]).
     pub poll_interval: Duration,
 }
 
