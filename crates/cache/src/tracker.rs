@@ -279,7 +279,7 @@ impl Swarm {
             Some(id) => *id,
             None => {
                 let member = Member {
-                    hash: mix(crate::placement::rendezvous_weight("tracker", &node.node)),
+                    hash: draw_hash(&node.node),
                     topology: node.clone(),
                     pieces: Bitfield::new(self.count),
                     seen_ms: now_ms,
@@ -325,15 +325,9 @@ impl Swarm {
             .reserved
             .range((id, 0)..=(id, u64::MAX))
             .map(|(key, _)| *key)
-            .filter(|(_, piece)| self.member(id).is_some_and(|m| m.pieces.contains(*piece)))
+            .filter(|(_, piece)| now.contains(*piece))
             .collect();
-        for key in held {
-            if let Some(r) = self.reserved.remove(&key)
-                && let Some(n) = self.load.get_mut(r.holder)
-            {
-                *n = n.saturating_sub(1);
-            }
-        }
+        self.unreserve(held);
     }
 
     /// Forgets members silent for longer than the TTL, looking at most every quarter TTL.
@@ -377,16 +371,26 @@ impl Swarm {
         self.free.push(id);
     }
 
-    /// Drops the reservations `drop` picks, freeing their holders' places.
+    /// Drops the reservations `drop` picks.
     fn release(&mut self, drop: impl Fn(&(MemberId, u64), &Reservation) -> bool) {
-        let load = &mut self.load;
-        self.reserved.retain(|key, r| {
-            let gone = drop(key, r);
-            if gone && let Some(n) = load.get_mut(r.holder) {
+        let gone: Vec<(MemberId, u64)> = self
+            .reserved
+            .iter()
+            .filter(|(key, r)| drop(key, r))
+            .map(|(key, _)| *key)
+            .collect();
+        self.unreserve(gone);
+    }
+
+    /// Drops the reservations at `keys`, freeing their holders' places.
+    fn unreserve(&mut self, keys: Vec<(MemberId, u64)>) {
+        for key in keys {
+            if let Some(r) = self.reserved.remove(&key)
+                && let Some(n) = self.load.get_mut(r.holder)
+            {
                 *n = n.saturating_sub(1);
             }
-            !gone
-        });
+        }
     }
 
     /// Hands `me` (announced already) up to `asking.want` pieces it lacks, each from one
@@ -424,10 +428,9 @@ impl Swarm {
                 }
             }
         }
-        let asker = my_id.and_then(|id| self.member(id)).map_or_else(
-            || mix(crate::placement::rendezvous_weight("tracker", &me.node)),
-            |m| m.hash,
-        );
+        let asker = my_id
+            .and_then(|id| self.member(id))
+            .map_or_else(|| draw_hash(&me.node), |m| m.hash);
         let count = self.count.max(1);
         let start = asker % count;
         let mut missing: Vec<(usize, u64, u64)> = (0..self.count)
@@ -486,7 +489,7 @@ impl Swarm {
     /// the closest first, equally close ones in an order drawn for the asker (the same every
     /// round). Keyed by member name, pieces ascending.
     pub fn offer(&self, me: &Topology, have: &Bitfield, per_piece: usize) -> Offer {
-        let asker = mix(crate::placement::rendezvous_weight("tracker", &me.node));
+        let asker = draw_hash(&me.node);
         let mut ranked: Vec<(Locality, u64, &String, &Member)> = self
             .ids
             .iter()
@@ -528,6 +531,11 @@ impl Swarm {
         }
         load
     }
+}
+
+/// A node's stable hash for the tracker's draws.
+fn draw_hash(node: &str) -> u64 {
+    mix(crate::placement::rendezvous_weight("tracker", node))
 }
 
 /// SplitMix64's finaliser: spreads a hash's bits.
