@@ -103,7 +103,8 @@ fn worker_models_offer_run_and_maintain_as_their_model_allows() {
             class,
             "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'"
         );
-        let devices = cluster.ok(
+        // The twin publishes its slices after it registers its Node: wait for them.
+        let devices = cluster.wait_for(
             version,
             &[
                 "get",
@@ -113,6 +114,7 @@ fn worker_models_offer_run_and_maintain_as_their_model_allows() {
                 "-o",
                 "jsonpath={.items[*].spec.devices[*].name}",
             ],
+            |out| !out.is_empty(),
         );
         assert_eq!(
             devices,
