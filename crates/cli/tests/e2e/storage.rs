@@ -158,14 +158,15 @@ fn a_wait_for_first_consumer_claim_binds_on_its_pods_node() {
     );
     assert!(classes.contains("shared.csi.tessera.dev"), "{classes}");
     assert!(classes.contains("object.csi.tessera.dev"), "{classes}");
-    // Each node has its CSINode and its local capacity; the twins register
-    // their CSINodes after the API server answers, so wait for them.
-    let csinodes = cluster.wait_for(V, &["get", "csinodes"], |out| out.contains("cpu-1"));
-    let csinodes = cells(&csinodes);
-    assert!(
-        csinodes.iter().any(|r| r[..2] == ["cpu-1", "3"]),
-        "{csinodes:?}"
-    );
+    // Each node has its CSINode (its three drivers) and its local capacity; the twins
+    // register their CSINodes after the API server answers, so wait for them.
+    let cpu_1_has_three = |table: &str| {
+        cells(table)
+            .iter()
+            .any(|r| r.get(..2) == Some(&["cpu-1", "3"][..]))
+    };
+    let csinodes = cluster.wait_for(V, &["get", "csinodes"], cpu_1_has_three);
+    assert!(cpu_1_has_three(&csinodes), "{csinodes}");
     let capacities = cluster.wait_for(
         V,
         &["get", "csistoragecapacities", "-n", "kube-system"],
