@@ -302,12 +302,13 @@ impl Swarm {
         let Some(member) = self.slots.get_mut(id).and_then(Option::as_mut) else {
             return;
         };
-        let before = std::mem::replace(&mut member.pieces, pieces);
+        // What it held before is taken out (an empty field allocates nothing); the new pieces
+        // go in once the index is brought up to date from them.
+        let before = std::mem::replace(&mut member.pieces, Bitfield::new(0));
         member.topology = node;
         member.seen_ms = now_ms;
-        let now = member.pieces.clone();
         for piece in 0..self.count {
-            let (was, is) = (before.contains(piece), now.contains(piece));
+            let (was, is) = (before.contains(piece), pieces.contains(piece));
             if was == is {
                 continue;
             }
@@ -325,9 +326,12 @@ impl Swarm {
             .reserved
             .range((id, 0)..=(id, u64::MAX))
             .map(|(key, _)| *key)
-            .filter(|(_, piece)| now.contains(*piece))
+            .filter(|(_, piece)| pieces.contains(*piece))
             .collect();
         self.unreserve(held);
+        if let Some(member) = self.slots.get_mut(id).and_then(Option::as_mut) {
+            member.pieces = pieces;
+        }
     }
 
     /// Forgets members silent for longer than the TTL, looking at most every quarter TTL.
