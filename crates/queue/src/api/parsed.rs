@@ -3,7 +3,9 @@
 //! is the one read before is not parsed again, so a pass costs parsing in proportion to the
 //! Workloads that changed, not to those stored. The very object read before (the same
 //! [`Arc`], as a watch cache hands out an unchanged object) is found by its address, without
-//! reading its JSON at all. What a pass reads is the same either way.
+//! reading its JSON at all. The Workloads a pass acts on ([`ActedOn`]) are kept between
+//! passes too and updated from those that changed, came or went, so an unchanged Workload
+//! costs one look-up by address. What a pass reads is the same either way.
 //!
 //! Not remembered, so parsed in every pass: an object without a resourceVersion (a test's,
 //! a file's), a Workload with DRA claims resolved for the pass (`Objects::devices`: its
@@ -20,13 +22,23 @@ use tessera_model::address::{AddressMap, sweep};
 
 use crate::api::objects::{self, Objects, WorkloadState};
 
+/// The Workloads a pass acts on (pending or holding quota), by key (`namespace/name`): each
+/// object with where it stands.
+pub type ActedOn = BTreeMap<Arc<str>, (Arc<Value>, Arc<WorkloadState>)>;
+
 /// Workloads read into the pass's model, by the address of the object read, with the
 /// resourceVersion read; and the address of each by key.
 #[derive(Debug, Clone, Default)]
 pub struct ParsedWorkloads {
     by_address: AddressMap<Parsed>,
     /// The address of the object remembered for each key.
-    by_key: HashMap<String, usize>,
+    by_key: HashMap<Arc<str>, usize>,
+    /// The Workloads the last read answered, once handed back ([`ParsedWorkloads::keep`]):
+    /// what the next read updates.
+    acted_on: Option<ActedOn>,
+    /// The keys of the objects read without being remembered, by the read that last met
+    /// them: what leaves the Workloads acted on when such an object is gone.
+    unremembered: HashMap<Arc<str>, u64>,
     /// How many Workloads the last [`ParsedWorkloads::read`] parsed (the rest were
     /// remembered).
     parsed: usize,
@@ -37,7 +49,7 @@ pub struct ParsedWorkloads {
 /// One Workload as read at one resourceVersion; `None` when it does not parse.
 #[derive(Debug, Clone)]
 struct Parsed {
-    key: String,
+    key: Arc<str>,
     version: String,
     state: Option<Arc<WorkloadState>>,
     /// The object read: held, so that its address names it while it is remembered.
@@ -66,22 +78,24 @@ impl ParsedWorkloads {
     /// where it stands, parsing only those not read before at their resourceVersion; forgets
     /// the Workloads no longer there. A finished or inactive Workload, or one that does not
     /// parse, is left out (still remembered: a pass over thousands of finished Workloads
-    /// reads none of them again).
-    pub fn read<'o>(
-        &mut self,
-        objects: &'o Objects,
-    ) -> BTreeMap<String, (&'o Value, Arc<WorkloadState>)> {
-        let mut read = BTreeMap::new();
+    /// reads none of them again). Starts from the Workloads the last read answered when they
+    /// were handed back ([`ParsedWorkloads::keep`]), changing only those that changed.
+    pub fn read(&mut self, objects: &Objects) -> ActedOn {
         self.parsed = 0;
         self.reads += 1;
         let met = self.reads;
+        // Without the last answer, every Workload met is entered again.
+        let (mut answer, whole) = match self.acted_on.take() {
+            Some(kept) => (kept, false),
+            None => (BTreeMap::new(), true),
+        };
         // How many remembered Workloads this read met: when all of them, none is forgotten.
         let mut met_count = 0;
         for object in &objects.workloads {
             if let Some((key, state, first)) = self.same_object(object, objects, met) {
                 met_count += usize::from(first);
-                if let Some(state) = state {
-                    read.insert(key.to_owned(), (object.as_ref(), state));
+                if let Some(state) = state.filter(|_| whole) {
+                    answer.insert(Arc::clone(key), (Arc::clone(object), Arc::clone(state)));
                 }
                 continue;
             }
@@ -90,19 +104,23 @@ impl ParsedWorkloads {
             let adjusted = objects::with_pod_overhead(object, &objects.runtime_classes);
             let version = objects::resource_version(object)
                 .filter(|_| objects.devices.get(&key).is_none() && adjusted.is_none());
-            let state = match version {
+            let (key, state): (Arc<str>, _) = match version {
                 None => {
                     self.parsed += 1;
                     let read = adjusted.as_ref().unwrap_or(object);
-                    objects.devices.workload_state(read).map(Arc::new)
+                    let key: Arc<str> = Arc::from(key);
+                    self.unremembered.insert(Arc::clone(&key), met);
+                    (key, objects.devices.workload_state(read).map(Arc::new))
                 }
                 Some(version) => {
                     let before = self
                         .by_key
-                        .remove(&key)
-                        .and_then(|at| self.by_address.remove(&at))
-                        .filter(|before| before.version == version);
-                    let state = match before {
+                        .remove(key.as_str())
+                        .and_then(|at| self.by_address.remove(&at));
+                    let key = before
+                        .as_ref()
+                        .map_or_else(|| Arc::from(key), |before| Arc::clone(&before.key));
+                    let state = match before.filter(|before| before.version == version) {
                         Some(before) => before.state,
                         None => {
                             self.parsed += 1;
@@ -111,11 +129,12 @@ impl ParsedWorkloads {
                     };
                     let at = address(object);
                     met_count += 1;
-                    self.by_key.insert(key.clone(), at);
+                    self.unremembered.remove(&key);
+                    self.by_key.insert(Arc::clone(&key), at);
                     self.by_address.insert(
                         at,
                         Parsed {
-                            key: key.clone(),
+                            key: Arc::clone(&key),
                             version: version.to_owned(),
                             state: state.clone(),
                             object: Arc::clone(object),
@@ -123,11 +142,21 @@ impl ParsedWorkloads {
                             met,
                         },
                     );
-                    state
+                    (key, state)
                 }
             };
-            if let Some(state) = state.filter(|state| acted_on(state)) {
-                read.insert(key, (object.as_ref(), state));
+            match state.filter(|state| acted_on(state)) {
+                Some(state) => answer.insert(key, (Arc::clone(object), state)),
+                None => answer.remove(&key),
+            };
+        }
+        // Remembered Workloads this read did not meet are gone, unless their key came back
+        // without a version.
+        if met_count != self.by_address.len() {
+            for parsed in self.by_address.values().filter(|parsed| parsed.met != met) {
+                if self.unremembered.get(&parsed.key) != Some(&met) {
+                    answer.remove(&parsed.key);
+                }
             }
         }
         sweep(
@@ -136,7 +165,25 @@ impl ParsedWorkloads {
             met_count,
             |parsed| parsed.met == met,
         );
-        read
+        let (by_key, by_address) = (&self.by_key, &self.by_address);
+        self.unremembered.retain(|key, last| {
+            let here = *last == met;
+            let remembered = by_key
+                .get(key)
+                .and_then(|at| by_address.get(at))
+                .is_some_and(|parsed| parsed.met == met);
+            if !here && !remembered {
+                answer.remove(key);
+            }
+            here
+        });
+        answer
+    }
+
+    /// Hands back what the last [`ParsedWorkloads::read`] answered, for the next read to
+    /// update; without it, the next read enters every Workload again.
+    pub fn keep(&mut self, acted_on: ActedOn) {
+        self.acted_on = Some(acted_on);
     }
 
     /// The key of `object` and its state if a pass acts on it, when it is the very object
@@ -147,7 +194,7 @@ impl ParsedWorkloads {
         object: &Arc<Value>,
         objects: &Objects,
         met: u64,
-    ) -> Option<(&str, Option<Arc<WorkloadState>>, bool)> {
+    ) -> Option<(&Arc<str>, Option<&Arc<WorkloadState>>, bool)> {
         let parsed = self.by_address.get_mut(&address(object))?;
         // Held, so no other object can have been given its address.
         debug_assert!(Arc::ptr_eq(&parsed.object, object));
@@ -157,7 +204,7 @@ impl ParsedWorkloads {
         let first = parsed.met != met;
         parsed.met = met;
         let state = parsed.state.as_ref().filter(|state| acted_on(state));
-        Some((parsed.key.as_str(), state.cloned(), first))
+        Some((&parsed.key, state, first))
     }
 
     /// The key (`namespace/name`) of `object`, read from the Workload remembered at its
@@ -165,7 +212,7 @@ impl ParsedWorkloads {
     pub fn key_of(&self, object: &Arc<Value>) -> String {
         self.by_address
             .get(&address(object))
-            .map(|parsed| parsed.key.clone())
+            .map(|parsed| parsed.key.to_string())
             .unwrap_or_else(|| objects::key(object))
     }
 

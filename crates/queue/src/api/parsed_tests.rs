@@ -23,7 +23,7 @@ fn read(parsed: &mut ParsedWorkloads, workloads: Vec<Value>) -> BTreeMap<String,
     parsed
         .read(&objects)
         .into_iter()
-        .map(|(key, (_, state))| (key, state.as_ref().clone()))
+        .map(|(key, (_, state))| (key.to_string(), state.as_ref().clone()))
         .collect()
 }
 
@@ -116,9 +116,10 @@ fn the_very_object_read_before_is_met_again_by_its_address() {
         ..Objects::default()
     };
     let mut parsed = ParsedWorkloads::default();
-    let first: Vec<String> = parsed.read(&objects).into_keys().collect();
+    let keys = |read: ActedOn| -> Vec<String> { read.keys().map(|k| k.to_string()).collect() };
+    let first = keys(parsed.read(&objects));
     assert_eq!(parsed.parsed(), 2);
-    let again: Vec<String> = parsed.read(&objects).into_keys().collect();
+    let again = keys(parsed.read(&objects));
     assert_eq!((parsed.parsed(), &again), (0, &first));
     let keys: Vec<String> = objects.workloads.iter().map(|w| parsed.key_of(w)).collect();
     assert_eq!(keys, ["default/a", "default/b"]);
@@ -131,4 +132,80 @@ fn the_very_object_read_before_is_met_again_by_its_address() {
     assert_eq!((parsed.parsed(), parsed.remembered()), (0, 1));
     // An object never read is keyed from its JSON.
     assert_eq!(parsed.key_of(&objects.workloads[1]), "default/b");
+}
+
+/// What a read answers, comparable: per key, the address of the object and its state.
+fn answered(read: &ActedOn) -> Vec<(String, usize, WorkloadState)> {
+    read.iter()
+        .map(|(key, (object, state))| (key.to_string(), address(object), state.as_ref().clone()))
+        .collect()
+}
+
+#[test]
+fn an_answer_handed_back_is_updated_as_a_fresh_read_answers() {
+    // Each read starts from the last answer handed back; unchanged objects are the very
+    // Arcs read before, as a watch cache hands them out.
+    let shared = |object: Value| Arc::new(object);
+    let a1 = shared(workload("a", Some("1"), "1"));
+    let a2 = shared(workload("a", Some("6"), "2"));
+    let b1 = shared(workload("b", Some("2"), "1"));
+    let mut done = workload("b", Some("5"), "1");
+    done["status"] = json!({"conditions": [{"type": "Finished", "status": "True",
+        "reason": "Succeeded", "message": "", "lastTransitionTime": "2026-12-05T00:00:00Z"}]});
+    let b_finished = shared(done);
+    let c_unversioned = shared(workload("c", None, "1"));
+    // (step, the Workloads stored, the keys answered)
+    let steps: Vec<(&str, Vec<&Arc<Value>>, Vec<&str>)> = vec![
+        ("first", vec![&a1, &b1, &c_unversioned], vec!["a", "b", "c"]),
+        (
+            "unchanged",
+            vec![&a1, &b1, &c_unversioned],
+            vec!["a", "b", "c"],
+        ),
+        (
+            "b finished",
+            vec![&a1, &b_finished, &c_unversioned],
+            vec!["a", "c"],
+        ),
+        (
+            "a at a new version, c gone",
+            vec![&a2, &b_finished],
+            vec!["a"],
+        ),
+        ("b gone, c back", vec![&a2, &c_unversioned], vec!["a", "c"]),
+        ("c gone again", vec![&a2], vec!["a"]),
+        ("b back as it was", vec![&a2, &b1], vec!["a", "b"]),
+        ("a's old version back", vec![&a1, &b1], vec!["a", "b"]),
+    ];
+    let mut kept = ParsedWorkloads::default();
+    for (step, stored, keys) in steps {
+        let objects = Objects {
+            workloads: stored.into_iter().cloned().collect(),
+            ..Objects::default()
+        };
+        let answer = kept.read(&objects);
+        let fresh = ParsedWorkloads::default().read(&objects);
+        assert_eq!(answered(&answer), answered(&fresh), "{step}");
+        let names: Vec<String> = keys.iter().map(|k| format!("default/{k}")).collect();
+        let read: Vec<String> = answer.keys().map(|k| k.to_string()).collect();
+        assert_eq!(read, names, "{step}");
+        kept.keep(answer);
+    }
+}
+
+#[test]
+fn an_answer_not_handed_back_is_read_whole_again() {
+    let objects = Objects {
+        workloads: crate::api::objects::shared(vec![
+            workload("a", Some("1"), "1"),
+            workload("b", Some("2"), "1"),
+        ]),
+        ..Objects::default()
+    };
+    let mut parsed = ParsedWorkloads::default();
+    let first = parsed.read(&objects);
+    // Not kept: the next read over the very same objects still answers every Workload.
+    let again = parsed.read(&objects);
+    assert_eq!(answered(&again), answered(&first));
+    assert_eq!(parsed.parsed(), 0);
 }

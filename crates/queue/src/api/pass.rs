@@ -26,7 +26,7 @@ use crate::api::admission_checks::{self, ClusterQueueChecks};
 use crate::api::admission_fair_sharing::{Ledger, Observed};
 use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
-use crate::api::parsed::ParsedWorkloads;
+use crate::api::parsed::{ActedOn, ParsedWorkloads};
 use crate::api::pods_ready;
 use crate::api::quiet::{QuietPass, QuietWorkloads, StepContext, timeless};
 use crate::api::status::{self, Counts, Event, Usage};
@@ -247,13 +247,15 @@ struct WaitedOn {
 struct World<'o> {
     flavors: BTreeMap<String, ResourceFlavorSpec>,
     cluster_queues: BTreeMap<String, (ClusterQueue, &'o Value)>,
-    workloads: BTreeMap<String, (&'o Value, Arc<WorkloadState>)>,
+    /// The Workloads pending or holding quota, kept between passes
+    /// ([`ParsedWorkloads::keep`]).
+    workloads: ActedOn,
     /// The Workloads holding quota, by key.
     holders: BTreeMap<String, Holder>,
     /// Their usage per ClusterQueue.
     usage: BTreeMap<String, FlavorResourceQuantities>,
     /// The keys of the pending Workloads.
-    pending: Vec<String>,
+    pending: Vec<Arc<str>>,
     tree: TreeSpec,
     /// Each ClusterQueue's `Active` condition.
     activity: BTreeMap<String, status::Active>,
@@ -301,9 +303,9 @@ impl<'o> World<'o> {
                         usage: workload.usage.clone(),
                         admitted: *admitted,
                     };
-                    holders.insert(key.clone(), holder);
+                    holders.insert(key.to_string(), holder);
                 }
-                WorkloadState::Pending(_) => pending.push(key.clone()),
+                WorkloadState::Pending(_) => pending.push(Arc::clone(key)),
                 WorkloadState::Finished | WorkloadState::Inactive => {}
             }
         }
@@ -321,7 +323,7 @@ impl<'o> World<'o> {
         let holding = workloads
             .values()
             .filter(|(_, state)| matches!(state.as_ref(), WorkloadState::Reserving { .. }))
-            .map(|(object, _)| *object);
+            .map(|(object, _)| object.as_ref());
         let tas = tas.tas_flavors(objects, holding);
         let known_checks = admission_checks::admission_checks(&objects.admission_checks);
         let checks: BTreeMap<String, ClusterQueueChecks> = cluster_queues
@@ -397,7 +399,7 @@ impl<'o> World<'o> {
         self.pending.iter().filter_map(|key| {
             let (_, state) = self.workloads.get(key)?;
             match state.as_ref() {
-                WorkloadState::Pending(queued) => Some((key.as_str(), queued.as_ref(), state)),
+                WorkloadState::Pending(queued) => Some((key.as_ref(), queued.as_ref(), state)),
                 _ => None,
             }
         })
@@ -427,6 +429,7 @@ struct Decided {
 pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: SystemTime) -> Pass {
     let mut world = World::read(objects, &mut state.parsed, &mut state.tas);
     let Ok(tree) = Tree::build_with_usage(&world.tree, &world.usage) else {
+        state.parsed.keep(world.workloads);
         return Pass::default();
     };
     let mut decided = Decided::default();
@@ -525,6 +528,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         .map(|_| &state.ledger);
     let (cluster_queues, local_queues) =
         queue_statuses(&world, objects, &state.manager, fair_sharing, ledger, now);
+    state.parsed.keep(world.workloads);
     Pass {
         workloads: writes.statuses,
         cluster_queues,
@@ -588,27 +592,26 @@ fn sync_queues(
     let mut last: Option<ResolvedLocalQueue<'_>> = None;
     for (key, queued, state) in world.pending_with_states() {
         let local_queue = queued.local_queue_parts();
-        let resolved = match &last {
-            Some((of, resolved)) if *of == local_queue => resolved.clone(),
-            _ => {
-                let resolved = queues.active_queue_for(queued).map(str::to_owned);
-                last = Some((local_queue, resolved.clone()));
-                resolved
-            }
+        if last.as_ref().is_none_or(|(of, _)| *of != local_queue) {
+            let resolved = queues.active_queue_for(queued).map(str::to_owned);
+            last = Some((local_queue, resolved));
+        }
+        let Some((_, resolved)) = &last else {
+            continue;
         };
         let name = match resolved {
             Ok(name) => name,
             Err(blocker) => {
                 let outcome = Outcome::Pending {
                     reason: blocker.reason.to_owned(),
-                    message: blocker.message,
+                    message: blocker.message.clone(),
                     looked_at: false,
                 };
                 decided.outcomes.insert(key.to_owned(), outcome);
                 continue;
             }
         };
-        if let Some(queue) = queues.cluster_queues.get_mut(&name) {
+        if let Some(queue) = queues.cluster_queues.get_mut(name) {
             let source: Source = state.clone();
             queue.push_or_update_from(queued, &source, now);
             offered += 1;
@@ -935,7 +938,7 @@ fn workload_writes(
     let mut deactivations = Vec::new();
     let mut changed = Changed::default();
     for (key, outcome) in &decided.outcomes {
-        let Some((object, _)) = world.workloads.get(key) else {
+        let Some((object, _)) = world.workloads.get(key.as_str()) else {
             continue;
         };
         match outcome {
@@ -980,7 +983,7 @@ fn workload_writes(
         }
     }
     for (key, victim) in &decided.victims {
-        let Some((object, state)) = world.workloads.get(key) else {
+        let Some((object, state)) = world.workloads.get(key.as_str()) else {
             continue;
         };
         if let Some(status) = status::preempted(object, &victim.reason, &victim.message, now) {
@@ -1009,7 +1012,7 @@ fn workload_writes(
     // `record` copies the stored object only for a Workload's first change.
     for (key, (stored, shared)) in &world.workloads {
         // Unchanged by this pass's decisions, its steps read what they read before.
-        let unchanged = !changed.objects.contains_key(key);
+        let unchanged = !changed.objects.contains_key(key.as_ref());
         if unchanged && quiet.was_quiet(shared) {
             continue;
         }
