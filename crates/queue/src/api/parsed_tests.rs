@@ -175,6 +175,8 @@ fn an_answer_handed_back_is_updated_as_a_fresh_read_answers() {
         ("b gone, c back", vec![&a2, &c_unversioned], vec!["a", "c"]),
         ("c gone again", vec![&a2], vec!["a"]),
         ("b back as it was", vec![&a2, &b1], vec!["a", "b"]),
+        ("b deleted while pending", vec![&a2], vec!["a"]),
+        ("b back again", vec![&a2, &b1], vec!["a", "b"]),
         ("a's old version back", vec![&a1, &b1], vec!["a", "b"]),
     ];
     let mut kept = ParsedWorkloads::default();
