@@ -61,6 +61,15 @@ struct Parsed {
     met: u64,
 }
 
+/// A remembered Workload met again as the very object read before.
+struct MetAgain<'p> {
+    key: &'p Arc<str>,
+    /// Its state, when a pass acts on it.
+    state: Option<&'p Arc<WorkloadState>>,
+    /// Whether this read meets it for the first time.
+    first: bool,
+}
+
 /// Whether a pass acts on a Workload in `state`: pending, or holding quota.
 fn acted_on(state: &WorkloadState) -> bool {
     matches!(
@@ -92,7 +101,7 @@ impl ParsedWorkloads {
         // How many remembered Workloads this read met: when all of them, none is forgotten.
         let mut met_count = 0;
         for object in &objects.workloads {
-            if let Some((key, state, first)) = self.same_object(object, objects, met) {
+            if let Some(MetAgain { key, state, first }) = self.same_object(object, objects, met) {
                 met_count += usize::from(first);
                 if let Some(state) = state.filter(|_| whole) {
                     answer.insert(Arc::clone(key), (Arc::clone(object), Arc::clone(state)));
@@ -194,7 +203,7 @@ impl ParsedWorkloads {
         object: &Arc<Value>,
         objects: &Objects,
         met: u64,
-    ) -> Option<(&Arc<str>, Option<&Arc<WorkloadState>>, bool)> {
+    ) -> Option<MetAgain<'_>> {
         let parsed = self.by_address.get_mut(&address(object))?;
         // Held, so no other object can have been given its address.
         debug_assert!(Arc::ptr_eq(&parsed.object, object));
@@ -204,7 +213,11 @@ impl ParsedWorkloads {
         let first = parsed.met != met;
         parsed.met = met;
         let state = parsed.state.as_ref().filter(|state| acted_on(state));
-        Some((&parsed.key, state, first))
+        Some(MetAgain {
+            key: &parsed.key,
+            state,
+            first,
+        })
     }
 
     /// The key (`namespace/name`) of `object`, read from the Workload remembered at its

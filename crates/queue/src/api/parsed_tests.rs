@@ -15,11 +15,16 @@ fn workload(name: &str, version: Option<&str>, cpu: &str) -> Value {
     object
 }
 
-fn read(parsed: &mut ParsedWorkloads, workloads: Vec<Value>) -> BTreeMap<String, WorkloadState> {
-    let objects = Objects {
+/// The objects of a pass storing `workloads` and nothing else.
+fn stored(workloads: Vec<Value>) -> Objects {
+    Objects {
         workloads: crate::api::objects::shared(workloads),
         ..Objects::default()
-    };
+    }
+}
+
+fn read(parsed: &mut ParsedWorkloads, workloads: Vec<Value>) -> BTreeMap<String, WorkloadState> {
+    let objects = stored(workloads);
     parsed
         .read(&objects)
         .into_iter()
@@ -108,13 +113,10 @@ fn an_unchanged_version_is_not_parsed_again() {
 #[test]
 fn the_very_object_read_before_is_met_again_by_its_address() {
     // The same Arcs again: nothing parsed, the same states, the keys known without reading.
-    let objects = Objects {
-        workloads: crate::api::objects::shared(vec![
-            workload("a", Some("1"), "1"),
-            workload("b", Some("2"), "1"),
-        ]),
-        ..Objects::default()
-    };
+    let objects = stored(vec![
+        workload("a", Some("1"), "1"),
+        workload("b", Some("2"), "1"),
+    ]);
     let mut parsed = ParsedWorkloads::default();
     let keys = |read: ActedOn| -> Vec<String> { read.keys().map(|k| k.to_string()).collect() };
     let first = keys(parsed.read(&objects));
@@ -124,10 +126,7 @@ fn the_very_object_read_before_is_met_again_by_its_address() {
     let keys: Vec<String> = objects.workloads.iter().map(|w| parsed.key_of(w)).collect();
     assert_eq!(keys, ["default/a", "default/b"]);
     // A copy at the same version is found by key and version; one dropped is forgotten.
-    let copy = Objects {
-        workloads: crate::api::objects::shared(vec![workload("a", Some("1"), "1")]),
-        ..Objects::default()
-    };
+    let copy = stored(vec![workload("a", Some("1"), "1")]);
     assert_eq!(parsed.read(&copy).len(), 1);
     assert_eq!((parsed.parsed(), parsed.remembered()), (0, 1));
     // An object never read is keyed from its JSON.
@@ -140,6 +139,9 @@ fn answered(read: &ActedOn) -> Vec<(String, usize, WorkloadState)> {
         .map(|(key, (object, state))| (key.to_string(), address(object), state.as_ref().clone()))
         .collect()
 }
+
+/// A step of reads: its name, the Workloads stored, the keys answered.
+type Step<'a> = (&'a str, Vec<&'a Arc<Value>>, Vec<&'a str>);
 
 #[test]
 fn an_answer_handed_back_is_updated_as_a_fresh_read_answers() {
@@ -155,7 +157,7 @@ fn an_answer_handed_back_is_updated_as_a_fresh_read_answers() {
     let b_finished = shared(done);
     let c_unversioned = shared(workload("c", None, "1"));
     // (step, the Workloads stored, the keys answered)
-    let steps: Vec<(&str, Vec<&Arc<Value>>, Vec<&str>)> = vec![
+    let steps: Vec<Step<'_>> = vec![
         ("first", vec![&a1, &b1, &c_unversioned], vec!["a", "b", "c"]),
         (
             "unchanged",
@@ -197,13 +199,10 @@ fn an_answer_handed_back_is_updated_as_a_fresh_read_answers() {
 
 #[test]
 fn an_answer_not_handed_back_is_read_whole_again() {
-    let objects = Objects {
-        workloads: crate::api::objects::shared(vec![
-            workload("a", Some("1"), "1"),
-            workload("b", Some("2"), "1"),
-        ]),
-        ..Objects::default()
-    };
+    let objects = stored(vec![
+        workload("a", Some("1"), "1"),
+        workload("b", Some("2"), "1"),
+    ]);
     let mut parsed = ParsedWorkloads::default();
     let first = parsed.read(&objects);
     // Not kept: the next read over the very same objects still answers every Workload.

@@ -268,7 +268,8 @@ struct World<'o> {
 
 impl<'o> World<'o> {
     /// Reads `objects`, the Workloads through `parsed` (those read before at their
-    /// resourceVersion not parsed again), the TAS flavors' Nodes through `tas` (read again
+    /// resourceVersion not parsed again; the pass hands `workloads` back to `parsed` when it
+    /// ends, for the next read to update), the TAS flavors' Nodes through `tas` (read again
     /// only when they changed).
     fn read(
         objects: &'o Objects,
