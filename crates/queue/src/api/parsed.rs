@@ -117,6 +117,10 @@ impl ParsedWorkloads {
                 None => {
                     self.parsed += 1;
                     let read = adjusted.as_ref().unwrap_or(object);
+                    // A version remembered before under this key is not the Workload now.
+                    if let Some(at) = self.by_key.remove(key.as_str()) {
+                        self.by_address.remove(&at);
+                    }
                     let key: Arc<str> = Arc::from(key);
                     self.unremembered.insert(Arc::clone(&key), met);
                     (key, objects.devices.workload_state(read).map(Arc::new))
@@ -159,13 +163,10 @@ impl ParsedWorkloads {
                 None => answer.remove(&key),
             };
         }
-        // Remembered Workloads this read did not meet are gone, unless their key came back
-        // without a version.
+        // Remembered Workloads this read did not meet are gone.
         if met_count != self.by_address.len() {
             for parsed in self.by_address.values().filter(|parsed| parsed.met != met) {
-                if self.unremembered.get(&parsed.key) != Some(&met) {
-                    answer.remove(&parsed.key);
-                }
+                answer.remove(&parsed.key);
             }
         }
         sweep(
@@ -174,14 +175,11 @@ impl ParsedWorkloads {
             met_count,
             |parsed| parsed.met == met,
         );
-        let (by_key, by_address) = (&self.by_key, &self.by_address);
+        // So are those read without a version before and not met now (one remembered now
+        // left this set when it was read).
         self.unremembered.retain(|key, last| {
             let here = *last == met;
-            let remembered = by_key
-                .get(key)
-                .and_then(|at| by_address.get(at))
-                .is_some_and(|parsed| parsed.met == met);
-            if !here && !remembered {
+            if !here {
                 answer.remove(key);
             }
             here

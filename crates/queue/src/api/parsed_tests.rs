@@ -156,6 +156,7 @@ fn an_answer_handed_back_is_updated_as_a_fresh_read_answers() {
         "reason": "Succeeded", "message": "", "lastTransitionTime": "2026-12-05T00:00:00Z"}]});
     let b_finished = shared(done);
     let c_unversioned = shared(workload("c", None, "1"));
+    let a_unversioned = shared(workload("a", None, "3"));
     // (step, the Workloads stored, the keys answered)
     let steps: Vec<Step<'_>> = vec![
         ("first", vec![&a1, &b1, &c_unversioned], vec!["a", "b", "c"]),
@@ -179,6 +180,11 @@ fn an_answer_handed_back_is_updated_as_a_fresh_read_answers() {
         ("b back as it was", vec![&a2, &b1], vec!["a", "b"]),
         ("b deleted while pending", vec![&a2], vec!["a"]),
         ("b back again", vec![&a2, &b1], vec!["a", "b"]),
+        (
+            "a without a version",
+            vec![&a_unversioned, &b1],
+            vec!["a", "b"],
+        ),
         ("a's old version back", vec![&a1, &b1], vec!["a", "b"]),
     ];
     let mut kept = ParsedWorkloads::default();

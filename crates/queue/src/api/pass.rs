@@ -593,12 +593,12 @@ fn sync_queues(
     let mut last: Option<ResolvedLocalQueue<'_>> = None;
     for (key, queued, state) in world.pending_with_states() {
         let local_queue = queued.local_queue_parts();
-        if last.as_ref().is_none_or(|(of, _)| *of != local_queue) {
-            let resolved = queues.active_queue_for(queued).map(str::to_owned);
-            last = Some((local_queue, resolved));
-        }
-        let Some((_, resolved)) = &last else {
-            continue;
+        let resolved = match &mut last {
+            Some((of, resolved)) if *of == local_queue => &*resolved,
+            slot => {
+                let resolved = queues.active_queue_for(queued).map(str::to_owned);
+                &slot.insert((local_queue, resolved)).1
+            }
         };
         let name = match resolved {
             Ok(name) => name,
