@@ -12,17 +12,6 @@ use crate::resources::{FlavorResource, FlavorResourceQuantities};
 use crate::tree::{NodeId, NodeKind, Tree};
 
 impl Tree {
-    /// Capacity only this node's subtree may use because of its lending limit (`localQuota`):
-    /// `max(0, SubtreeQuota − lendingLimit)`, zero without a lending limit.
-    pub fn local_quota(&self, id: NodeId, key: &FlavorResource) -> Amount {
-        match self.quota(id, key).lending_limit {
-            Some(lending_limit) => {
-                (self.subtree_quota(id).get(key) - lending_limit).max(Amount::ZERO)
-            }
-            None => Amount::ZERO,
-        }
-    }
-
     /// Local quota not yet used (`LocalAvailable`).
     pub fn local_available(&self, id: NodeId, key: &FlavorResource) -> Amount {
         (self.local_quota(id, key) - self.usage(id).get(key)).max(Amount::ZERO)
@@ -74,7 +63,7 @@ impl Tree {
         let (mut node, mut amount) = (id, amount);
         loop {
             let local_available = self.local_available(node, key);
-            self.nodes[node.0].usage.add(key, amount);
+            self.usage_mut(node).add(key, amount);
             match self.parent(node) {
                 Some(parent) if amount > local_available => {
                     amount = amount - local_available;
@@ -92,7 +81,7 @@ impl Tree {
         loop {
             let stored_in_parent = self.usage(node).get(key) - self.local_quota(node, key);
             let usage = self.usage(node).get(key) - amount;
-            self.nodes[node.0].usage.set(key.clone(), usage);
+            self.usage_mut(node).set(key.clone(), usage);
             match self.parent(node) {
                 Some(parent) if stored_in_parent.cmp_i64(0).is_gt() => {
                     amount = amount.min(stored_in_parent);

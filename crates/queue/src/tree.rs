@@ -5,12 +5,14 @@
 //! a loop) is left out with every ClusterQueue under it, as Kueue leaves them out of its
 //! snapshot (the ClusterQueues become inactive). Building accumulates each Cohort's
 //! `SubtreeQuota` and `Usage` from its children; every walk is iterative, so a deep hierarchy
-//! cannot exhaust the stack.
+//! cannot exhaust the stack. What does not change once built is shared between copies: a copy
+//! of the tree copies each node's usage only.
 //!
 //! Knows nothing about workloads, flavor assignment or preemption; quota arithmetic lives in
 //! `quota`, dominant resource shares in `fair_sharing`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use tessera_model::quantity::Quantity;
 
@@ -137,19 +139,32 @@ pub(crate) struct Node {
     /// The node's quota plus what its children lend it (their `SubtreeQuota` above their
     /// local quota).
     pub(crate) subtree_quota: FlavorResourceQuantities,
-    /// What counts against `subtree_quota`: a ClusterQueue's own usage, a Cohort's children's
-    /// usage above their local quota.
-    pub(crate) usage: FlavorResourceQuantities,
+}
+
+/// What a tree is made of besides its usage: fixed once built, shared by every copy (a
+/// scheduling cycle and every preemption simulation copy the tree; only usage changes).
+#[derive(Debug, Default)]
+struct Shape {
+    nodes: Vec<Node>,
+    cluster_queues: BTreeMap<String, NodeId>,
+    cohorts: BTreeMap<String, NodeId>,
+    inactive_cluster_queues: BTreeSet<String>,
+    cyclic_cohorts: BTreeSet<String>,
 }
 
 /// The ClusterQueue/Cohort forest with its quota and usage accounting.
 #[derive(Debug, Clone)]
 pub struct Tree {
-    pub(crate) nodes: Vec<Node>,
-    cluster_queues: BTreeMap<String, NodeId>,
-    cohorts: BTreeMap<String, NodeId>,
-    inactive_cluster_queues: BTreeSet<String>,
-    cyclic_cohorts: BTreeSet<String>,
+    shape: Arc<Shape>,
+    /// Each node's `Usage`, by node: a ClusterQueue's own, a Cohort's children's above
+    /// their local quota; what counts against `subtree_quota`.
+    usage: Vec<FlavorResourceQuantities>,
+}
+
+/// A tree while it is built.
+struct Building {
+    shape: Shape,
+    usage: Vec<FlavorResourceQuantities>,
 }
 
 impl Tree {
@@ -162,9 +177,10 @@ impl Tree {
     /// name), so that quota and hierarchy changes never lose admitted workloads' accounting.
     pub fn rebuilt(&self, spec: &TreeSpec) -> Result<Tree, TreeError> {
         let usage = self
+            .shape
             .cluster_queues
             .iter()
-            .map(|(name, id)| (name.clone(), self.nodes[id.0].usage.clone()))
+            .map(|(name, id)| (name.clone(), self.usage[id.0].clone()))
             .collect();
         Tree::build_with_usage(spec, &usage)
     }
@@ -179,236 +195,147 @@ impl Tree {
         let parents = cohort_parents(spec, &explicit);
         let cyclic_cohorts = cyclic_cohorts(&parents);
 
-        let mut tree = Tree {
-            nodes: Vec::new(),
-            cluster_queues: BTreeMap::new(),
-            cohorts: BTreeMap::new(),
-            inactive_cluster_queues: BTreeSet::new(),
-            cyclic_cohorts,
+        let mut tree = Building {
+            shape: Shape {
+                cyclic_cohorts,
+                ..Shape::default()
+            },
+            usage: Vec::new(),
         };
         for name in parents.keys() {
-            if tree.cyclic_cohorts.contains(name) {
+            if tree.shape.cyclic_cohorts.contains(name) {
                 continue;
             }
             let cohort_spec = explicit.get(name.as_str());
-            let id = tree.push(Node {
-                name: name.clone(),
-                kind: NodeKind::Cohort {
-                    explicit: cohort_spec.is_some(),
+            let id = tree.push(
+                Node {
+                    name: name.clone(),
+                    kind: NodeKind::Cohort {
+                        explicit: cohort_spec.is_some(),
+                    },
+                    parent: None,
+                    child_cohorts: Vec::new(),
+                    child_cluster_queues: Vec::new(),
+                    fair_weight: cohort_spec.map_or(DEFAULT_FAIR_WEIGHT, |c| c.fair_weight),
+                    quotas: cohort_spec.map(|c| c.quotas.clone()).unwrap_or_default(),
+                    subtree_quota: FlavorResourceQuantities::new(),
                 },
-                parent: None,
-                child_cohorts: Vec::new(),
-                child_cluster_queues: Vec::new(),
-                fair_weight: cohort_spec.map_or(DEFAULT_FAIR_WEIGHT, |c| c.fair_weight),
-                quotas: cohort_spec.map(|c| c.quotas.clone()).unwrap_or_default(),
-                subtree_quota: FlavorResourceQuantities::new(),
-                usage: FlavorResourceQuantities::new(),
-            });
-            tree.cohorts.insert(name.clone(), id);
+                FlavorResourceQuantities::new(),
+            );
+            tree.shape.cohorts.insert(name.clone(), id);
         }
         for (name, parent) in &parents {
-            if let (Some(&child), Some(parent)) = (tree.cohorts.get(name), parent) {
+            let nodes = &mut tree.shape.nodes;
+            if let (Some(&child), Some(parent)) = (tree.shape.cohorts.get(name), parent) {
                 // A cohort outside a cycle never has a parent inside one.
-                if let Some(&parent) = tree.cohorts.get(parent) {
-                    tree.nodes[child.0].parent = Some(parent);
-                    tree.nodes[parent.0].child_cohorts.push(child);
+                if let Some(&parent) = tree.shape.cohorts.get(parent) {
+                    nodes[child.0].parent = Some(parent);
+                    nodes[parent.0].child_cohorts.push(child);
                 }
             }
         }
         tree.add_cluster_queues(spec, usage)?;
         tree.accumulate();
-        Ok(tree)
-    }
-
-    fn push(&mut self, node: Node) -> NodeId {
-        self.nodes.push(node);
-        NodeId(self.nodes.len() - 1)
-    }
-
-    fn add_cluster_queues(
-        &mut self,
-        spec: &TreeSpec,
-        usage: &BTreeMap<String, FlavorResourceQuantities>,
-    ) -> Result<(), TreeError> {
-        let mut specs: Vec<&ClusterQueueSpec> = spec.cluster_queues.iter().collect();
-        specs.sort_by(|a, b| a.name.cmp(&b.name));
-        for cq in specs {
-            if self.cluster_queues.contains_key(&cq.name)
-                || self.inactive_cluster_queues.contains(&cq.name)
-            {
-                return Err(TreeError::DuplicateClusterQueue(cq.name.clone()));
-            }
-            let parent = match &cq.cohort {
-                Some(cohort) if self.cyclic_cohorts.contains(cohort) => {
-                    self.inactive_cluster_queues.insert(cq.name.clone());
-                    continue;
-                }
-                Some(cohort) => self.cohorts.get(cohort).copied(),
-                None => None,
-            };
-            let id = self.push(Node {
-                name: cq.name.clone(),
-                kind: NodeKind::ClusterQueue,
-                parent,
-                child_cohorts: Vec::new(),
-                child_cluster_queues: Vec::new(),
-                fair_weight: cq.fair_weight,
-                quotas: cq.quotas.clone(),
-                subtree_quota: FlavorResourceQuantities::new(),
-                usage: usage.get(&cq.name).cloned().unwrap_or_default(),
-            });
-            if let Some(parent) = parent {
-                self.nodes[parent.0].child_cluster_queues.push(id);
-            }
-            self.cluster_queues.insert(cq.name.clone(), id);
-        }
-        Ok(())
-    }
-
-    /// Sets every node's `SubtreeQuota` (and Cohorts' `Usage`) from quotas and ClusterQueue
-    /// usage, children before parents (`updateCohortResourceNode`, `accumulateFromChild`).
-    fn accumulate(&mut self) {
-        for node in &mut self.nodes {
-            node.subtree_quota = node
-                .quotas
-                .iter()
-                .map(|(key, quota)| (key.clone(), quota.nominal))
-                .collect();
-            if matches!(node.kind, NodeKind::Cohort { .. }) {
-                node.usage = FlavorResourceQuantities::new();
-            }
-        }
-        let roots: Vec<NodeId> = (0..self.nodes.len())
-            .map(NodeId)
-            .filter(|id| self.nodes[id.0].parent.is_none())
-            .collect();
-        let order = self.breadth_first(&roots);
-        for &child in order.iter().rev() {
-            if let Some(parent) = self.nodes[child.0].parent {
-                self.accumulate_from_child(parent, child);
-            }
-        }
-    }
-
-    fn accumulate_from_child(&mut self, parent: NodeId, child: NodeId) {
-        let (lent, used): (Vec<_>, Vec<_>) = {
-            let node = &self.nodes[child.0];
-            let lent = node
-                .subtree_quota
-                .iter()
-                .map(|(key, quota)| (key.clone(), quota - self.local_quota(child, key)))
-                .collect();
-            let used = node
-                .usage
-                .iter()
-                .map(|(key, usage)| {
-                    let above = usage - self.local_quota(child, key);
-                    (key.clone(), above.max(Amount::ZERO))
-                })
-                .collect();
-            (lent, used)
-        };
-        let parent = &mut self.nodes[parent.0];
-        for (key, delta) in lent {
-            parent.subtree_quota.add(&key, delta);
-        }
-        for (key, delta) in used {
-            parent.usage.add(&key, delta);
-        }
+        Ok(Tree {
+            shape: Arc::new(tree.shape),
+            usage: tree.usage,
+        })
     }
 
     /// The nodes under `starts` (included), parents before children.
     pub(crate) fn breadth_first(&self, starts: &[NodeId]) -> Vec<NodeId> {
-        let mut order = Vec::with_capacity(self.nodes.len());
-        let mut queue: VecDeque<NodeId> = starts.iter().copied().collect();
-        while let Some(id) = queue.pop_front() {
-            order.push(id);
-            let node = &self.nodes[id.0];
-            queue.extend(node.child_cohorts.iter().copied());
-            queue.extend(node.child_cluster_queues.iter().copied());
-        }
-        order
+        self.shape.breadth_first(starts)
     }
 
     /// The ClusterQueue named `name`, unless it is absent or inactive.
     pub fn cluster_queue(&self, name: &str) -> Option<NodeId> {
-        self.cluster_queues.get(name).copied()
+        self.shape.cluster_queues.get(name).copied()
     }
 
     /// The Cohort named `name` (explicit or implicit), unless it is absent or in a cycle.
     pub fn cohort(&self, name: &str) -> Option<NodeId> {
-        self.cohorts.get(name).copied()
+        self.shape.cohorts.get(name).copied()
     }
 
     /// The active ClusterQueues by name.
     pub fn cluster_queues(&self) -> impl Iterator<Item = (&str, NodeId)> {
-        self.cluster_queues
+        self.shape
+            .cluster_queues
             .iter()
             .map(|(name, id)| (name.as_str(), *id))
     }
 
     /// The Cohorts outside cycles by name.
     pub fn cohorts(&self) -> impl Iterator<Item = (&str, NodeId)> {
-        self.cohorts.iter().map(|(name, id)| (name.as_str(), *id))
+        self.shape
+            .cohorts
+            .iter()
+            .map(|(name, id)| (name.as_str(), *id))
     }
 
     /// ClusterQueues left out because their Cohort's parent chain has a cycle.
     pub fn inactive_cluster_queues(&self) -> &BTreeSet<String> {
-        &self.inactive_cluster_queues
+        &self.shape.inactive_cluster_queues
     }
 
     /// Cohorts left out because their parent chain has a cycle (`hierarchy.HasCycle`).
     pub fn cyclic_cohorts(&self) -> &BTreeSet<String> {
-        &self.cyclic_cohorts
+        &self.shape.cyclic_cohorts
     }
 
     /// The node's name.
     pub fn name(&self, id: NodeId) -> &str {
-        &self.nodes[id.0].name
+        &self.shape.nodes[id.0].name
     }
 
     /// Whether the node is a ClusterQueue or a Cohort.
     pub fn kind(&self, id: NodeId) -> NodeKind {
-        self.nodes[id.0].kind
+        self.shape.nodes[id.0].kind
     }
 
     /// The node's Cohort, if any.
     pub fn parent(&self, id: NodeId) -> Option<NodeId> {
-        self.nodes[id.0].parent
+        self.shape.nodes[id.0].parent
     }
 
     /// A Cohort's child Cohorts.
     pub fn child_cohorts(&self, id: NodeId) -> &[NodeId] {
-        &self.nodes[id.0].child_cohorts
+        &self.shape.nodes[id.0].child_cohorts
     }
 
     /// A Cohort's ClusterQueues.
     pub fn child_cluster_queues(&self, id: NodeId) -> &[NodeId] {
-        &self.nodes[id.0].child_cluster_queues
+        &self.shape.nodes[id.0].child_cluster_queues
     }
 
     /// The node's fair-sharing weight.
     pub fn fair_weight(&self, id: NodeId) -> f64 {
-        self.nodes[id.0].fair_weight
+        self.shape.nodes[id.0].fair_weight
     }
 
     /// The node's own quota for `key` (zero nominal, no limits when absent).
     pub fn quota(&self, id: NodeId, key: &FlavorResource) -> ResourceQuota {
-        self.nodes[id.0]
-            .quotas
-            .get(key)
-            .copied()
-            .unwrap_or_default()
+        self.shape.quota(id, key)
+    }
+
+    /// Capacity only this node's subtree may use because of its lending limit (`localQuota`).
+    pub fn local_quota(&self, id: NodeId, key: &FlavorResource) -> Amount {
+        self.shape.local_quota(id, key)
     }
 
     /// The node's `SubtreeQuota`.
     pub fn subtree_quota(&self, id: NodeId) -> &FlavorResourceQuantities {
-        &self.nodes[id.0].subtree_quota
+        &self.shape.nodes[id.0].subtree_quota
     }
 
     /// The node's `Usage`.
     pub fn usage(&self, id: NodeId) -> &FlavorResourceQuantities {
-        &self.nodes[id.0].usage
+        &self.usage[id.0]
+    }
+
+    /// The node's `Usage`, to change.
+    pub(crate) fn usage_mut(&mut self, id: NodeId) -> &mut FlavorResourceQuantities {
+        &mut self.usage[id.0]
     }
 
     /// The Cohorts above the node, parent first, root last (`PathParentToRoot`).
@@ -434,7 +361,7 @@ impl Tree {
     pub fn height(&self, id: NodeId) -> usize {
         let mut heights: BTreeMap<NodeId, usize> = BTreeMap::new();
         for node in self.breadth_first(&[id]).into_iter().rev() {
-            let n = &self.nodes[node.0];
+            let n = &self.shape.nodes[node.0];
             if n.kind == NodeKind::ClusterQueue {
                 continue;
             }
@@ -448,6 +375,138 @@ impl Tree {
             heights.insert(node, height);
         }
         heights.get(&id).copied().unwrap_or_default()
+    }
+}
+
+impl Building {
+    fn push(&mut self, node: Node, usage: FlavorResourceQuantities) -> NodeId {
+        self.shape.nodes.push(node);
+        self.usage.push(usage);
+        NodeId(self.shape.nodes.len() - 1)
+    }
+
+    fn add_cluster_queues(
+        &mut self,
+        spec: &TreeSpec,
+        usage: &BTreeMap<String, FlavorResourceQuantities>,
+    ) -> Result<(), TreeError> {
+        let mut specs: Vec<&ClusterQueueSpec> = spec.cluster_queues.iter().collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        for cq in specs {
+            let shape = &mut self.shape;
+            if shape.cluster_queues.contains_key(&cq.name)
+                || shape.inactive_cluster_queues.contains(&cq.name)
+            {
+                return Err(TreeError::DuplicateClusterQueue(cq.name.clone()));
+            }
+            let parent = match &cq.cohort {
+                Some(cohort) if shape.cyclic_cohorts.contains(cohort) => {
+                    shape.inactive_cluster_queues.insert(cq.name.clone());
+                    continue;
+                }
+                Some(cohort) => shape.cohorts.get(cohort).copied(),
+                None => None,
+            };
+            let node = Node {
+                name: cq.name.clone(),
+                kind: NodeKind::ClusterQueue,
+                parent,
+                child_cohorts: Vec::new(),
+                child_cluster_queues: Vec::new(),
+                fair_weight: cq.fair_weight,
+                quotas: cq.quotas.clone(),
+                subtree_quota: FlavorResourceQuantities::new(),
+            };
+            let id = self.push(node, usage.get(&cq.name).cloned().unwrap_or_default());
+            if let Some(parent) = parent {
+                self.shape.nodes[parent.0].child_cluster_queues.push(id);
+            }
+            self.shape.cluster_queues.insert(cq.name.clone(), id);
+        }
+        Ok(())
+    }
+
+    /// Sets every node's `SubtreeQuota` (and Cohorts' `Usage`) from quotas and ClusterQueue
+    /// usage, children before parents (`updateCohortResourceNode`, `accumulateFromChild`).
+    fn accumulate(&mut self) {
+        for (node, usage) in self.shape.nodes.iter_mut().zip(&mut self.usage) {
+            node.subtree_quota = node
+                .quotas
+                .iter()
+                .map(|(key, quota)| (key.clone(), quota.nominal))
+                .collect();
+            if matches!(node.kind, NodeKind::Cohort { .. }) {
+                *usage = FlavorResourceQuantities::new();
+            }
+        }
+        let nodes = &self.shape.nodes;
+        let roots: Vec<NodeId> = (0..nodes.len())
+            .map(NodeId)
+            .filter(|id| nodes[id.0].parent.is_none())
+            .collect();
+        let order = self.shape.breadth_first(&roots);
+        for &child in order.iter().rev() {
+            if let Some(parent) = self.shape.nodes[child.0].parent {
+                self.accumulate_from_child(parent, child);
+            }
+        }
+    }
+
+    fn accumulate_from_child(&mut self, parent: NodeId, child: NodeId) {
+        let shape = &self.shape;
+        let lent: Vec<_> = shape.nodes[child.0]
+            .subtree_quota
+            .iter()
+            .map(|(key, quota)| (key.clone(), quota - shape.local_quota(child, key)))
+            .collect();
+        let used: Vec<_> = self.usage[child.0]
+            .iter()
+            .map(|(key, usage)| {
+                let above = usage - shape.local_quota(child, key);
+                (key.clone(), above.max(Amount::ZERO))
+            })
+            .collect();
+        for (key, delta) in lent {
+            self.shape.nodes[parent.0].subtree_quota.add(&key, delta);
+        }
+        for (key, delta) in used {
+            self.usage[parent.0].add(&key, delta);
+        }
+    }
+}
+
+impl Shape {
+    /// The nodes under `starts` (included), parents before children.
+    fn breadth_first(&self, starts: &[NodeId]) -> Vec<NodeId> {
+        let mut order = Vec::with_capacity(self.nodes.len());
+        let mut queue: VecDeque<NodeId> = starts.iter().copied().collect();
+        while let Some(id) = queue.pop_front() {
+            order.push(id);
+            let node = &self.nodes[id.0];
+            queue.extend(node.child_cohorts.iter().copied());
+            queue.extend(node.child_cluster_queues.iter().copied());
+        }
+        order
+    }
+
+    /// The node's own quota for `key` (zero nominal, no limits when absent).
+    fn quota(&self, id: NodeId, key: &FlavorResource) -> ResourceQuota {
+        self.nodes[id.0]
+            .quotas
+            .get(key)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Capacity only this node's subtree may use because of its lending limit (`localQuota`):
+    /// `max(0, SubtreeQuota − lendingLimit)`, zero without a lending limit.
+    fn local_quota(&self, id: NodeId, key: &FlavorResource) -> Amount {
+        match self.quota(id, key).lending_limit {
+            Some(lending_limit) => {
+                (self.nodes[id.0].subtree_quota.get(key) - lending_limit).max(Amount::ZERO)
+            }
+            None => Amount::ZERO,
+        }
     }
 }
 
