@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::error::Cause;
 use crate::patch::Schema;
+use crate::validation::FieldPath;
 
 mod projection;
 
@@ -69,25 +70,6 @@ pub fn compiles(rule: &str) -> Result<(), String> {
     compile(rule).map(drop)
 }
 
-/// Where a value is in the object, written out only for an error: `spec.podSets[0].count`.
-#[derive(Clone, Copy)]
-enum Path<'a> {
-    Root,
-    Field(&'a Path<'a>, &'a str),
-    Index(&'a Path<'a>, usize),
-}
-
-impl std::fmt::Display for Path<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Path::Root => Ok(()),
-            Path::Field(Path::Root, field) => f.write_str(field),
-            Path::Field(parent, field) => write!(f, "{parent}.{field}"),
-            Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
-        }
-    }
-}
-
 fn type_word(value: &Value) -> &'static str {
     match value {
         Value::Object(_) => "object",
@@ -102,7 +84,7 @@ fn type_word(value: &Value) -> &'static str {
 /// Evaluates every rule in the schema against an object (and its previous version).
 pub fn check(schema: Schema<'_>, object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
-    walk(schema, object, old, false, Path::Root, &mut causes);
+    walk(schema, object, old, false, FieldPath::Root, &mut causes);
     causes
 }
 
@@ -115,7 +97,7 @@ fn walk(
     value: &Value,
     old: Option<&Value>,
     unchanged: bool,
-    path: Path<'_>,
+    path: FieldPath<'_>,
     causes: &mut Vec<Cause>,
 ) {
     let Some(node) = schema.resolved() else {
@@ -141,7 +123,7 @@ fn walk(
                     },
                 };
                 let old_child = old.and_then(|o| o.get(key));
-                let path = Path::Field(&path, key);
+                let path = FieldPath::Field(&path, key);
                 walk(child_schema, child, old_child, unchanged, path, causes);
             }
         }
@@ -163,7 +145,7 @@ fn walk(
                             .find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
                     })
                 };
-                let path = Path::Index(&path, index);
+                let path = FieldPath::Index(&path, index);
                 walk(item_schema, item, old_item, unchanged, path, causes);
             }
         }
@@ -178,7 +160,7 @@ fn evaluate_node(
     value: &Value,
     old: Option<&Value>,
     unchanged: bool,
-    path: Path<'_>,
+    path: FieldPath<'_>,
     causes: &mut Vec<Cause>,
 ) {
     let mut running = Vec::with_capacity(rules.len());
@@ -197,7 +179,7 @@ fn evaluate_node(
     if running.is_empty() {
         return;
     }
-    let mut bound = Bound::new(value, old, matches!(path, Path::Root));
+    let mut bound = Bound::new(value, old, matches!(path, FieldPath::Root));
     for (_, _, compiled) in &running {
         if let Ok(compiled) = compiled {
             bound.reads(compiled);
@@ -288,7 +270,7 @@ fn evaluate(
     text: &str,
     compiled: &Rule,
     bound: &mut Bound<'_>,
-    path: Path<'_>,
+    path: FieldPath<'_>,
     causes: &mut Vec<Cause>,
 ) {
     let value = bound.value;

@@ -46,7 +46,7 @@ pub fn validate(object: &mut Value, schema: Schema<'_>) -> Findings {
 /// finding names it: most nodes are valid, and building every path cost more than the
 /// checks.
 #[derive(Clone, Copy)]
-enum FieldPath<'a> {
+pub(crate) enum FieldPath<'a> {
     Root,
     Field(&'a FieldPath<'a>, &'a str),
     Index(&'a FieldPath<'a>, usize),
