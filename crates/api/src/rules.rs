@@ -31,10 +31,15 @@ const CACHE_LIMIT: usize = 4096;
 /// A compiled rule, with what it reads of `self` and `oldSelf`.
 struct Rule {
     program: cel::Program,
-    /// Whether it reads `oldSelf` (a transition rule).
-    transition: bool,
     reads_self: Projection,
     reads_old: Projection,
+}
+
+impl Rule {
+    /// Whether it reads `oldSelf` (a transition rule).
+    fn transition(&self) -> bool {
+        !self.reads_old.is_nothing()
+    }
 }
 
 type Compiled = Result<Arc<Rule>, String>;
@@ -54,7 +59,6 @@ fn compile(rule: &str) -> Compiled {
         .map(|program| {
             let expression = program.expression();
             Arc::new(Rule {
-                transition: program.references().has_variable("oldSelf"),
                 reads_self: Projection::of(expression, "self"),
                 reads_old: Projection::of(expression, "oldSelf"),
                 program,
@@ -170,7 +174,11 @@ fn evaluate_node(
         };
         let compiled = compile(text);
         if let Ok(compiled) = &compiled
-            && ((compiled.transition && old.is_none()) || (!compiled.transition && unchanged))
+            && (if compiled.transition() {
+                old.is_none()
+            } else {
+                unchanged
+            })
         {
             continue;
         }
@@ -186,14 +194,7 @@ fn evaluate_node(
         }
     }
     for (rule, text, compiled) in &running {
-        match compiled {
-            Ok(compiled) => evaluate(rule, text, compiled, &mut bound, path, causes),
-            Err(error) => causes.push(Cause::invalid(
-                path.to_string(),
-                &Value::String(type_word(value).into()),
-                format!("rule compile error: {error}"),
-            )),
-        }
+        evaluate(rule, text, compiled, &mut bound, path, causes);
     }
 }
 
@@ -268,7 +269,7 @@ impl<'v> Bound<'v> {
 fn evaluate(
     rule: &Value,
     text: &str,
-    compiled: &Rule,
+    compiled: &Compiled,
     bound: &mut Bound<'_>,
     path: FieldPath<'_>,
     causes: &mut Vec<Cause>,
@@ -277,6 +278,10 @@ fn evaluate(
     let shown = Value::String(type_word(value).into());
     let cannot_evaluate = |causes: &mut Vec<Cause>, detail: String| {
         causes.push(Cause::invalid(path.to_string(), &shown, detail));
+    };
+    let compiled = match compiled {
+        Ok(compiled) => compiled,
+        Err(error) => return cannot_evaluate(causes, format!("rule compile error: {error}")),
     };
     let named = rule_error_string(rule, text);
     let context = match bound.scope() {

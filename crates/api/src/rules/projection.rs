@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use cel::IdedExpr;
-use cel::common::ast::Expr;
+use cel::common::ast::{EntryExpr, Expr};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde_json::Value;
 
@@ -125,7 +125,7 @@ impl Projection {
             }
             Expr::Map(map) => {
                 for entry in &map.entries {
-                    if let cel::common::ast::EntryExpr::MapEntry(entry) = &entry.expr {
+                    if let EntryExpr::MapEntry(entry) = &entry.expr {
                         self.visit(&entry.key, variable);
                         self.visit(&entry.value, variable);
                     }
@@ -133,7 +133,7 @@ impl Projection {
             }
             Expr::Struct(object) => {
                 for entry in &object.entries {
-                    if let cel::common::ast::EntryExpr::StructField(field) = &entry.expr {
+                    if let EntryExpr::StructField(field) = &entry.expr {
                         self.visit(&field.value, variable);
                     }
                 }
