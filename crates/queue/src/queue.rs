@@ -34,9 +34,9 @@ use pending::PendingWorkloads;
 /// `namespace/name` of a Workload (`workload.Reference`).
 pub type WorkloadKey = String;
 
-/// What a Workload offered to a queue was read from (the caller's parsed object). While a
-/// queue holds the copy it made of that very source, offering the Workload again compares
-/// nothing ([`ClusterQueueQueue::push_or_update_from`]); the queue holds the source, so its
+/// What a Workload offered to a queue was read from (the caller's parsed object; one
+/// Workload's, never offered for another). While a queue holds the copy it made of that very
+/// source, offering the Workload again compares nothing ([`ClusterQueueQueue::push_or_update_from`]); the queue holds the source, so its
 /// address names nothing else meanwhile.
 pub type Source = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 
@@ -388,18 +388,18 @@ impl ClusterQueueQueue {
 
     /// [`Self::push_or_update`] for a Workload the caller keeps, read from `source`: copied
     /// only when the queue does not already hold it as it is (a pass offers every pending
-    /// Workload again), and not even compared when the queue holds the copy it made of that
-    /// very source.
+    /// Workload again), and neither compared nor even keyed when the queue holds the copy it
+    /// made of that very source (found by the source's address).
     pub fn push_or_update_from(
         &mut self,
         workload: &QueuedWorkload,
         source: &Source,
         now: SystemTime,
     ) {
+        if self.pending.holds_copy_of(source) {
+            return;
+        }
         let held = workload.with_key(|key| {
-            if self.pending.copied_from(key, source) {
-                return true;
-            }
             let same = self.pending.get(key) == Some(workload);
             if same {
                 self.pending.set_source(key, source);

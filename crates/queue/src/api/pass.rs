@@ -254,8 +254,9 @@ struct World<'o> {
     holders: BTreeMap<String, Holder>,
     /// Their usage per ClusterQueue.
     usage: BTreeMap<String, FlavorResourceQuantities>,
-    /// The keys of the pending Workloads.
-    pending: Vec<Arc<str>>,
+    /// The pending Workloads' keys and states, in key order (iterated by several steps of
+    /// a pass: no look-up each time).
+    pending: Vec<(Arc<str>, Arc<WorkloadState>)>,
     tree: TreeSpec,
     /// Each ClusterQueue's `Active` condition.
     activity: BTreeMap<String, status::Active>,
@@ -306,7 +307,7 @@ impl<'o> World<'o> {
                     };
                     holders.insert(key.to_string(), holder);
                 }
-                WorkloadState::Pending(_) => pending.push(Arc::clone(key)),
+                WorkloadState::Pending(_) => pending.push((Arc::clone(key), Arc::clone(state))),
                 WorkloadState::Finished | WorkloadState::Inactive => {}
             }
         }
@@ -397,13 +398,12 @@ impl<'o> World<'o> {
     fn pending_with_states(
         &self,
     ) -> impl Iterator<Item = (&str, &QueuedWorkload, &Arc<WorkloadState>)> {
-        self.pending.iter().filter_map(|key| {
-            let (_, state) = self.workloads.get(key)?;
-            match state.as_ref() {
+        self.pending
+            .iter()
+            .filter_map(|(key, state)| match state.as_ref() {
                 WorkloadState::Pending(queued) => Some((key.as_ref(), queued.as_ref(), state)),
                 _ => None,
-            }
-        })
+            })
     }
 
     fn snapshots(&self) -> BTreeMap<String, ClusterQueueSnapshot> {

@@ -1,18 +1,23 @@
 //! A ClusterQueue's pending Workloads: the active heap it may pop and the inadmissible set,
-//! by key, with an order index per LocalQueue so that a pop costs the number of LocalQueues,
-//! not of Workloads.
+//! by key, with an order index per LocalQueue and scheduling shape so that a pop costs the
+//! number of those orders, not of Workloads, and parking or retrying a whole shape moves no
+//! order key.
 //!
 //! Within one LocalQueue the queue order (`QueueOrdering::compare`) only depends on the
 //! Workloads themselves — admission fair sharing weighs whole LocalQueues and the sticky
-//! preemptor is one known key — so each LocalQueue keeps its Workloads sorted by priority,
-//! queue timestamp and tie-break, and a pop compares the LocalQueues' heads with the full
+//! preemptor is one known key — so each LocalQueue keeps its Workloads of each shape sorted
+//! by priority, queue timestamp and tie-break; a pop takes a LocalQueue's head as the first
+//! of its shapes' heads in that order, and compares the LocalQueues' heads with the full
 //! order. Knows nothing of why Workloads enter or leave: `ClusterQueueQueue` decides.
 
 use std::borrow::Borrow;
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
+
+use slab::Slab;
+use tessera_model::address::AddressMap;
 
 use super::equivalence::ShapeClasses;
 use super::{QueueOrdering, QueuedWorkload, RequeuingTimestamp, Source, WorkloadKey};
@@ -62,20 +67,10 @@ impl OrderKey {
             names: Arc::clone(names),
         }
     }
-
-    /// The Workload's `namespace/name` key, written into `buffer` (a pop looks up every
-    /// LocalQueue's head; the buffer saves an allocation each).
-    fn workload_key<'b>(&self, buffer: &'b mut String) -> &'b str {
-        buffer.clear();
-        buffer.push_str(&self.names.namespace);
-        buffer.push('/');
-        buffer.push_str(&self.names.name);
-        buffer
-    }
 }
 
 /// An order key's parts, borrowed: what an [`OrderKey`] is looked up by without copying the
-/// Workload's strings (a parked Workload leaves its LocalQueue's order on every park).
+/// Workload's strings (a Workload leaves its order when it is popped, removed or replaced).
 struct BorrowedOrder<'a> {
     priority: Reverse<i32>,
     timestamp: SystemTime,
@@ -106,6 +101,11 @@ fn uid_prefix(uid: &str) -> u64 {
     let head = &uid.as_bytes()[..uid.len().min(8)];
     bytes[..head.len()].copy_from_slice(head);
     u64::from_be_bytes(bytes)
+}
+
+/// The address of a source, as [`AddressMap`] keys it.
+fn source_address(source: &Source) -> usize {
+    Arc::as_ptr(source).cast::<()>() as usize
 }
 
 /// An order key's parts in [`OrderKey`]'s field order.
@@ -168,15 +168,23 @@ impl Ord for dyn OrderView + '_ {
     }
 }
 
-/// Per namespace, per LocalQueue name: its Workloads' order keys.
-type ByLocalQueue = BTreeMap<String, BTreeMap<String, BTreeSet<OrderKey>>>;
+/// Per namespace, per LocalQueue name, per scheduling shape: the number of the order of
+/// those Workloads in [`PendingWorkloads::orders`].
+type ByLocalQueue = BTreeMap<String, BTreeMap<String, BTreeMap<usize, usize>>>;
 
-/// One pending Workload: active (in the heap) or inadmissible, and whether its order key is
-/// in its LocalQueue's order.
+/// The order keys of one LocalQueue's Workloads of one shape, each with its Workload's slot.
+#[derive(Debug, Clone, Default)]
+struct Order {
+    keys: BTreeMap<OrderKey, usize>,
+    /// How many of those Workloads are active (the rest are parked).
+    active: usize,
+}
+
+/// One pending Workload: active (in the heap) or inadmissible, and the order its order key
+/// is in, if it is in one.
 #[derive(Debug, Clone)]
 struct Pending {
-    // Boxed: a B-tree node shifts its values on every insert and removal, and a
-    // QueuedWorkload is large.
+    // Boxed: a slot scan (a retry of the inadmissible set) reads the flags of every slot.
     workload: Box<QueuedWorkload>,
     /// The number of the Workload's scheduling shape in the queue's [`ShapeClasses`].
     shape: usize,
@@ -185,33 +193,48 @@ struct Pending {
     /// Its order key's strings, made once.
     names: Arc<OrderNames>,
     inadmissible: bool,
-    indexed: bool,
+    /// The number of the order holding its order key: always one while it is active.
+    order: Option<usize>,
 }
 
-/// A ClusterQueue's pending Workloads by key, active and inadmissible, and per LocalQueue
-/// the order keys of the active ones. Parking a Workload only marks it: its order key stays
-/// until a pop meets it at its LocalQueue's head and drops it, so a Workload parked and
-/// requeued again before that (SchedulingEquivalenceHashing parks a whole shape, every
-/// release of quota requeues it) costs one look-up each way.
+/// A ClusterQueue's pending Workloads by key, active and inadmissible, and per LocalQueue and
+/// scheduling shape the order keys of the active ones.
+///
+/// Parking a Workload only marks it, and an order counts its active Workloads: an order
+/// whose Workloads are all parked (SchedulingEquivalenceHashing parks a whole shape) keeps
+/// its keys and is passed over by pops, and a retry of the inadmissible set (every release
+/// of quota) marks them active again, so a shape parked and retried costs a flag and a
+/// count per Workload, no order key. A pop drops only the parked keys heading an order that
+/// still has active Workloads (Workloads parked one by one), which a retry indexes again.
 #[derive(Debug, Clone, Default)]
 pub(super) struct PendingWorkloads {
-    by_key: BTreeMap<WorkloadKey, Pending>,
+    /// Each pending Workload's slot, by key.
+    by_key: BTreeMap<WorkloadKey, usize>,
+    slots: Slab<Pending>,
     /// Which timestamp the order keys were built with.
     timestamp: RequeuingTimestamp,
-    /// Holds the order key of every active Workload, and of inadmissible ones not yet
-    /// dropped (those with `indexed`).
     by_local_queue: ByLocalQueue,
+    /// The slot of each Workload held as a copy of a source, by the source's address (the
+    /// slot holds the source, so no other can take its address).
+    by_source: AddressMap<usize>,
+    /// Holds the order key of every active Workload, and of parked ones not yet dropped
+    /// (those whose `order` is set).
+    orders: Slab<Order>,
     /// The scheduling shapes of the Workloads held.
     shapes: ShapeClasses,
 }
 
 impl PendingWorkloads {
+    fn pending(&self, key: &str) -> Option<&Pending> {
+        self.by_key.get(key).map(|slot| &self.slots[*slot])
+    }
+
     pub(super) fn is_active(&self, key: &str) -> bool {
-        self.by_key.get(key).is_some_and(|p| !p.inadmissible)
+        self.pending(key).is_some_and(|p| !p.inadmissible)
     }
 
     pub(super) fn is_inadmissible(&self, key: &str) -> bool {
-        self.by_key.get(key).is_some_and(|p| p.inadmissible)
+        self.pending(key).is_some_and(|p| p.inadmissible)
     }
 
     pub(super) fn contains_key(&self, key: &str) -> bool {
@@ -220,21 +243,35 @@ impl PendingWorkloads {
 
     /// The Workload with `key`, active or inadmissible.
     pub(super) fn get(&self, key: &str) -> Option<&QueuedWorkload> {
-        self.by_key.get(key).map(|p| p.workload.as_ref())
+        self.pending(key).map(|p| p.workload.as_ref())
     }
 
-    /// Whether the Workload with `key` is held as it was copied from `source`.
-    pub(super) fn copied_from(&self, key: &str, source: &Source) -> bool {
-        self.by_key
-            .get(key)
-            .and_then(|p| p.source.as_ref())
+    /// Whether a Workload is held as it was copied from `source` (a source is one
+    /// Workload's: found by its address, no key compared).
+    pub(super) fn holds_copy_of(&self, source: &Source) -> bool {
+        self.by_source
+            .get(&source_address(source))
+            .and_then(|slot| self.slots[*slot].source.as_ref())
             .is_some_and(|held| Arc::ptr_eq(held, source))
     }
 
     /// Records that the Workload with `key`, as held now, is a copy of `source`.
     pub(super) fn set_source(&mut self, key: &str, source: &Source) {
-        if let Some(pending) = self.by_key.get_mut(key) {
-            pending.source = Some(Arc::clone(source));
+        let Some(slot) = self.by_key.get(key).copied() else {
+            return;
+        };
+        self.forget_source(slot);
+        self.slots[slot].source = Some(Arc::clone(source));
+        self.by_source.insert(source_address(source), slot);
+    }
+
+    /// Forgets what the Workload in `slot` was copied from.
+    fn forget_source(&mut self, slot: usize) {
+        if let Some(source) = self.slots[slot].source.take() {
+            let address = source_address(&source);
+            if self.by_source.get(&address) == Some(&slot) {
+                self.by_source.remove(&address);
+            }
         }
     }
 
@@ -248,27 +285,31 @@ impl PendingWorkloads {
         self.by_key.keys()
     }
 
+    /// The pending Workloads with their keys, in key order.
+    fn entries(&self) -> impl Iterator<Item = (&WorkloadKey, &Pending)> {
+        self.by_key
+            .iter()
+            .map(|(key, slot)| (key, &self.slots[*slot]))
+    }
+
     /// The inadmissible Workload with `key`.
     pub(super) fn inadmissible(&self, key: &str) -> Option<&QueuedWorkload> {
-        self.by_key
-            .get(key)
+        self.pending(key)
             .filter(|p| p.inadmissible)
             .map(|p| p.workload.as_ref())
     }
 
     pub(super) fn active_values(&self) -> impl Iterator<Item = &QueuedWorkload> {
-        self.by_key
-            .values()
-            .filter(|p| !p.inadmissible)
-            .map(|p| p.workload.as_ref())
+        self.entries()
+            .filter(|(_, p)| !p.inadmissible)
+            .map(|(_, p)| p.workload.as_ref())
     }
 
     /// The inadmissible Workloads by key, in key order.
     pub(super) fn inadmissible_entries(
         &self,
     ) -> impl Iterator<Item = (&WorkloadKey, &QueuedWorkload)> {
-        self.by_key
-            .iter()
+        self.entries()
             .filter(|(_, p)| p.inadmissible)
             .map(|(key, p)| (key, p.workload.as_ref()))
     }
@@ -281,43 +322,44 @@ impl PendingWorkloads {
         inadmissible: bool,
     ) {
         self.remove(&key);
-        let indexed = !inadmissible;
-        let names = OrderNames::of(&workload);
-        if indexed {
-            index(&mut self.by_local_queue, &workload, &names, self.timestamp);
+        let slot = self.slots.insert(Pending {
+            shape: self.shapes.join(&workload),
+            source: None,
+            names: OrderNames::of(&workload),
+            workload,
+            inadmissible,
+            order: None,
+        });
+        if !inadmissible {
+            self.index(slot);
         }
-        self.by_key.insert(
-            key,
-            Pending {
-                shape: self.shapes.join(&workload),
-                source: None,
-                names,
-                workload,
-                inadmissible,
-                indexed,
-            },
-        );
+        self.by_key.insert(key, slot);
     }
 
     /// Removes a Workload, active or inadmissible.
     pub(super) fn remove(&mut self, key: &str) -> Option<Box<QueuedWorkload>> {
-        let pending = self.by_key.remove(key)?;
+        let slot = self.by_key.remove(key)?;
+        self.forget_source(slot);
+        self.unindex(slot);
+        let pending = self.slots.remove(slot);
         self.shapes.leave(pending.shape);
-        if pending.indexed {
-            unindex(&mut self.by_local_queue, &pending.workload, self.timestamp);
-        }
         Some(pending.workload)
     }
 
     /// Marks an active Workload inadmissible; false if there is no active one with `key`.
     pub(super) fn park(&mut self, key: &str) -> bool {
-        match self.by_key.get_mut(key) {
-            Some(pending) if !pending.inadmissible => {
-                pending.inadmissible = true;
-                true
-            }
-            _ => false,
+        let Some(slot) = self.by_key.get(key) else {
+            return false;
+        };
+        let pending = &mut self.slots[*slot];
+        if pending.inadmissible {
+            return false;
         }
+        pending.inadmissible = true;
+        if let Some(order) = pending.order {
+            self.orders[order].active -= 1;
+        }
+        true
     }
 
     /// Marks inadmissible every active Workload of `representative`'s scheduling shape that
@@ -330,31 +372,66 @@ impl PendingWorkloads {
         let Some(shape) = self.shapes.find(representative) else {
             return;
         };
-        for pending in self.by_key.values_mut() {
-            if !pending.inadmissible && pending.shape == shape && parks(&pending.workload) {
-                pending.inadmissible = true;
+        // Every active Workload is in an order: those of the shape are in its orders.
+        let of_shape = self
+            .by_local_queue
+            .values()
+            .flat_map(BTreeMap::values)
+            .filter_map(|shapes| shapes.get(&shape));
+        for order in of_shape {
+            let order = &mut self.orders[*order];
+            if order.active == 0 {
+                continue;
+            }
+            for slot in order.keys.values() {
+                let pending = &mut self.slots[*slot];
+                if !pending.inadmissible && parks(&pending.workload) {
+                    pending.inadmissible = true;
+                    order.active -= 1;
+                }
             }
         }
     }
 
     /// Makes the inadmissible Workload with `key` active again.
     pub(super) fn activate_one(&mut self, key: &str) {
-        if let Some(pending) = self.by_key.get_mut(key) {
-            activated(pending, &mut self.by_local_queue, self.timestamp);
+        if let Some(slot) = self.by_key.get(key).copied() {
+            self.activated(slot);
         }
     }
 
     /// Makes every inadmissible Workload `ready` accepts active again; answers how many.
     pub(super) fn activate(&mut self, mut ready: impl FnMut(&QueuedWorkload) -> bool) -> usize {
         let mut moved = 0;
-        for pending in self.by_key.values_mut() {
+        let mut dropped = Vec::new();
+        for (slot, pending) in self.slots.iter_mut() {
             if !pending.inadmissible || !ready(&pending.workload) {
                 continue;
             }
-            activated(pending, &mut self.by_local_queue, self.timestamp);
+            pending.inadmissible = false;
+            match pending.order {
+                Some(order) => self.orders[order].active += 1,
+                None => dropped.push(slot),
+            }
             moved += 1;
         }
+        for slot in dropped {
+            self.index(slot);
+        }
         moved
+    }
+
+    /// Marks the Workload in `slot` active, its order key indexed again unless it still is.
+    fn activated(&mut self, slot: usize) {
+        let pending = &mut self.slots[slot];
+        if !pending.inadmissible {
+            return;
+        }
+        pending.inadmissible = false;
+        match pending.order {
+            Some(order) => self.orders[order].active += 1,
+            None => self.index(slot),
+        }
     }
 
     /// Removes and answers the first active Workload in `ordering`, `sticky` (the preemptor
@@ -369,28 +446,31 @@ impl PendingWorkloads {
         }
         self.drop_parked_heads();
         let sticky_workload = sticky
-            .and_then(|key| self.by_key.get(key))
+            .and_then(|key| self.pending(key))
             .filter(|p| !p.inadmissible)
             .map(|p| p.workload.as_ref());
-        let mut buffer = String::new();
         let head = self
             .by_local_queue
             .iter()
             .flat_map(|(namespace, local_queues)| {
                 local_queues
                     .iter()
-                    .map(move |(local_queue, order)| (namespace, local_queue, order))
+                    .map(move |(local_queue, shapes)| (namespace, local_queue, shapes))
             })
-            .filter_map(|(namespace, local_queue, order)| {
+            .filter_map(|(namespace, local_queue, shapes)| {
                 let sticky_here = sticky_workload.filter(|s| {
                     s.info.workload.namespace == *namespace && s.local_queue == *local_queue
                 });
                 match sticky_here {
                     Some(workload) => Some(workload),
-                    None => self
-                        .by_key
-                        .get(order.first()?.workload_key(&mut buffer))
-                        .map(|p| p.workload.as_ref()),
+                    // An order with active Workloads is headed by one (parked heads dropped).
+                    None => shapes
+                        .values()
+                        .map(|order| &self.orders[*order])
+                        .filter(|order| order.active > 0)
+                        .filter_map(|order| order.keys.first_key_value())
+                        .min_by(|(a, _), (b, _)| a.cmp(b))
+                        .map(|(_, slot)| self.slots[*slot].workload.as_ref()),
                 }
             })
             .min_by(|a, b| ordering.compare(a, b, sticky))?
@@ -398,132 +478,101 @@ impl PendingWorkloads {
         self.remove(&head).map(|workload| *workload)
     }
 
-    /// Drops from each LocalQueue's order the keys of parked Workloads at its head, until an
-    /// active one heads it (or none is left).
+    /// Drops from each order with active Workloads the keys of parked ones at its head, until
+    /// an active one heads it.
     fn drop_parked_heads(&mut self) {
-        let by_key = &mut self.by_key;
-        let mut buffer = String::new();
-        self.by_local_queue.retain(|_, local_queues| {
-            local_queues.retain(|_, order| {
-                while let Some(first) = order.first() {
-                    match by_key.get_mut(first.workload_key(&mut buffer)) {
-                        Some(pending) if pending.inadmissible => {
-                            pending.indexed = false;
-                            order.pop_first();
-                        }
-                        _ => break,
-                    }
+        for (_, order) in self.orders.iter_mut().filter(|(_, o)| o.active > 0) {
+            while let Some((_, slot)) = order.keys.first_key_value() {
+                let pending = &mut self.slots[*slot];
+                if !pending.inadmissible {
+                    break;
                 }
-                !order.is_empty()
-            });
-            !local_queues.is_empty()
-        });
+                pending.order = None;
+                order.keys.pop_first();
+            }
+        }
     }
 
     fn reindex(&mut self, timestamp: RequeuingTimestamp) {
         self.timestamp = timestamp;
         self.by_local_queue.clear();
-        for pending in self.by_key.values_mut() {
-            pending.indexed = !pending.inadmissible;
-            if pending.indexed {
-                index(
-                    &mut self.by_local_queue,
-                    &pending.workload,
-                    &pending.names,
-                    timestamp,
-                );
+        self.orders.clear();
+        let mut active = Vec::new();
+        for (slot, pending) in self.slots.iter_mut() {
+            pending.order = None;
+            if !pending.inadmissible {
+                active.push(slot);
             }
         }
+        for slot in active {
+            self.index(slot);
+        }
     }
-}
 
-/// Marks `pending` active, its order key indexed again unless it still is.
-fn activated(
-    pending: &mut Pending,
-    by_local_queue: &mut ByLocalQueue,
-    timestamp: RequeuingTimestamp,
-) {
-    pending.inadmissible = false;
-    if !pending.indexed {
-        pending.indexed = true;
-        index(by_local_queue, &pending.workload, &pending.names, timestamp);
+    /// Puts the order key of the Workload in `slot` in its LocalQueue's order of its shape.
+    fn index(&mut self, slot: usize) {
+        let pending = &self.slots[slot];
+        let workload = &pending.workload;
+        let namespace = &workload.info.workload.namespace;
+        let local_queues = match self.by_local_queue.get_mut(namespace) {
+            Some(local_queues) => local_queues,
+            None => self.by_local_queue.entry(namespace.clone()).or_default(),
+        };
+        let shapes = match local_queues.get_mut(&workload.local_queue) {
+            Some(shapes) => shapes,
+            None => local_queues
+                .entry(workload.local_queue.clone())
+                .or_default(),
+        };
+        let orders = &mut self.orders;
+        let number = *shapes
+            .entry(pending.shape)
+            .or_insert_with(|| orders.insert(Order::default()));
+        let order = &mut orders[number];
+        order
+            .keys
+            .insert(OrderKey::of(workload, &pending.names, self.timestamp), slot);
+        if !pending.inadmissible {
+            order.active += 1;
+        }
+        self.slots[slot].order = Some(number);
     }
-}
 
-fn index(
-    by_local_queue: &mut ByLocalQueue,
-    workload: &QueuedWorkload,
-    names: &Arc<OrderNames>,
-    timestamp: RequeuingTimestamp,
-) {
-    let namespace = &workload.info.workload.namespace;
-    let local_queues = match by_local_queue.get_mut(namespace) {
-        Some(local_queues) => local_queues,
-        None => by_local_queue.entry(namespace.clone()).or_default(),
-    };
-    let order = match local_queues.get_mut(&workload.local_queue) {
-        Some(order) => order,
-        None => local_queues
-            .entry(workload.local_queue.clone())
-            .or_default(),
-    };
-    order.insert(OrderKey::of(workload, names, timestamp));
-}
-
-fn unindex(
-    by_local_queue: &mut ByLocalQueue,
-    workload: &QueuedWorkload,
-    timestamp: RequeuingTimestamp,
-) {
-    let namespace = workload.info.workload.namespace.as_str();
-    let Some(local_queues) = by_local_queue.get_mut(namespace) else {
-        return;
-    };
-    let Some(order) = local_queues.get_mut(workload.local_queue.as_str()) else {
-        return;
-    };
-    let key = BorrowedOrder::of(workload, timestamp);
-    order.remove(&key as &dyn OrderView);
-    if order.is_empty() {
-        local_queues.remove(workload.local_queue.as_str());
-        if local_queues.is_empty() {
-            by_local_queue.remove(namespace);
+    /// Takes the order key of the Workload in `slot` out of its order, if it is in one; an
+    /// order left empty goes.
+    fn unindex(&mut self, slot: usize) {
+        let pending = &mut self.slots[slot];
+        let Some(number) = pending.order.take() else {
+            return;
+        };
+        let workload = &pending.workload;
+        let order = &mut self.orders[number];
+        let key = BorrowedOrder::of(workload, self.timestamp);
+        order.keys.remove(&key as &dyn OrderView);
+        if !pending.inadmissible {
+            order.active -= 1;
+        }
+        if !order.keys.is_empty() {
+            return;
+        }
+        self.orders.remove(number);
+        let namespace = workload.info.workload.namespace.as_str();
+        let Some(local_queues) = self.by_local_queue.get_mut(namespace) else {
+            return;
+        };
+        let Some(shapes) = local_queues.get_mut(workload.local_queue.as_str()) else {
+            return;
+        };
+        shapes.remove(&pending.shape);
+        if shapes.is_empty() {
+            local_queues.remove(workload.local_queue.as_str());
+            if local_queues.is_empty() {
+                self.by_local_queue.remove(namespace);
+            }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn uid_prefixes_order_as_the_strings_do() {
-        let table = [
-            ("", "a"),
-            ("a", "ab"),
-            ("ab", "ab\u{0}"),
-            ("abcdefgh", "abcdefghi"),
-            ("abcdefgh1", "abcdefgh2"),
-            ("0f3c", "0f3d"),
-            ("zz", "é"),
-        ];
-        for (lower, higher) in table {
-            assert!(lower < higher, "{lower:?} < {higher:?}");
-            assert!(
-                uid_prefix(lower) <= uid_prefix(higher),
-                "{lower:?} {higher:?}"
-            );
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn a_differing_prefix_decides_as_the_strings_do(a in ".{0,12}", b in ".{0,12}") {
-            match uid_prefix(&a).cmp(&uid_prefix(&b)) {
-                Ordering::Equal => {}
-                decided => prop_assert_eq!(decided, a.cmp(&b)),
-            }
-        }
-    }
-}
+#[path = "pending_tests.rs"]
+mod tests;
