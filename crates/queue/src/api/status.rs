@@ -215,28 +215,51 @@ pub fn pending_with_requests(
     requests: &[PodSetResources],
     now: SystemTime,
 ) -> Option<Value> {
-    let wanted: Vec<Value> = requests
-        .iter()
-        .map(|ps| {
-            let resources: Map<String, Value> = ps
-                .requests
-                .iter()
-                .map(|(name, value)| (name.clone(), json!(resource_quantity(name, *value))))
-                .collect();
-            json!({"name": ps.name, "resources": resources})
-        })
-        .collect();
-    let wanted = Value::Array(wanted);
-    let same = object.pointer("/status/resourceRequests") == Some(&wanted);
+    let same = object
+        .pointer("/status/resourceRequests")
+        .is_some_and(|stored| requests_written(stored, requests));
     let mut status = match pending(object, reason, message, now) {
         Some(status) => status,
         None if same => return None,
         None => json!({}),
     };
     if !same {
-        status["resourceRequests"] = wanted;
+        let wanted: Vec<Value> = requests
+            .iter()
+            .map(|ps| {
+                let resources: Map<String, Value> = ps
+                    .requests
+                    .iter()
+                    .map(|(name, value)| (name.clone(), json!(resource_quantity(name, *value))))
+                    .collect();
+                json!({"name": ps.name, "resources": resources})
+            })
+            .collect();
+        status["resourceRequests"] = Value::Array(wanted);
     }
     Some(status)
+}
+
+/// Whether `stored` is `status.resourceRequests` as written for `requests`: the same PodSets
+/// in order, each with exactly these resources as [`resource_quantity`] writes them (checked
+/// without building the JSON: a pass looks at every head's).
+fn requests_written(stored: &Value, requests: &[PodSetResources]) -> bool {
+    let Some(stored) = stored.as_array() else {
+        return false;
+    };
+    stored.len() == requests.len()
+        && stored.iter().zip(requests).all(|(stored, ps)| {
+            let resources = stored.get("resources").and_then(Value::as_object);
+            stored.get("name").and_then(Value::as_str) == Some(ps.name.as_str())
+                && stored.as_object().is_some_and(|o| o.len() == 2)
+                && resources.is_some_and(|resources| {
+                    resources.len() == ps.requests.len()
+                        && ps.requests.iter().all(|(name, value)| {
+                            resources.get(name).and_then(Value::as_str)
+                                == Some(resource_quantity(name, *value).as_str())
+                        })
+                })
+        })
 }
 
 /// The status of a preemption victim (`Evict` with `SetPreemptedCondition`): `Evicted=True`
@@ -753,6 +776,62 @@ mod tests {
             time::timestamp(at(1)),
             "status unchanged"
         );
+    }
+
+    #[test]
+    fn stored_requests_are_rewritten_unless_exactly_as_written() {
+        let requests = [PodSetResources {
+            name: "main".into(),
+            requests: [("cpu".to_owned(), 1500), ("memory".to_owned(), 1 << 30)].into(),
+            count: 1,
+        }];
+        let written = json!([{"name": "main", "resources": {"cpu": "1500m", "memory": "1Gi"}}]);
+        // (stored, the same as written)
+        let table = [
+            (written.clone(), true),
+            (
+                json!([{"resources": {"memory": "1Gi", "cpu": "1500m"}, "name": "main"}]),
+                true,
+            ),
+            (
+                json!([{"name": "main", "resources": {"cpu": "1.5", "memory": "1Gi"}}]),
+                false,
+            ),
+            (
+                json!([{"name": "main", "resources": {"cpu": "1500m"}}]),
+                false,
+            ),
+            (
+                json!([{"name": "main", "resources": {"cpu": "1500m", "memory": "1Gi", "gpu": "1"}}]),
+                false,
+            ),
+            (
+                json!([{"name": "other", "resources": {"cpu": "1500m", "memory": "1Gi"}}]),
+                false,
+            ),
+            (
+                json!([{"name": "main", "resources": {"cpu": "1500m", "memory": "1Gi"}, "x": 1}]),
+                false,
+            ),
+            (json!([written[0].clone(), written[0].clone()]), false),
+            (json!([]), false),
+            (json!({"main": {}}), false),
+            (json!(null), false),
+        ];
+        for (stored, same) in table {
+            let object = json!({"metadata": {}, "status": {"resourceRequests": stored}});
+            assert_eq!(
+                requests_written(&object["status"]["resourceRequests"], &requests),
+                same,
+                "{stored}"
+            );
+            let status = pending_with_requests(&object, ("Pending", "m"), &requests, at(1))
+                .expect("the Pending condition is new");
+            assert_eq!(status.get("resourceRequests").is_none(), same, "{stored}");
+            if !same {
+                assert_eq!(status["resourceRequests"], written, "{stored}");
+            }
+        }
     }
 
     #[test]
