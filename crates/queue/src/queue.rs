@@ -345,9 +345,7 @@ impl ClusterQueueQueue {
             return;
         }
         let preemptor = self.preemptor.as_ref().map(|p| p.key.as_str());
-        self.pending.park_equivalents(representative, |workload| {
-            !preemptor.is_some_and(|key| workload.has_key(key))
-        });
+        self.pending.park_equivalents(representative, preemptor);
         let shape = SchedulingShape::of(representative);
         if !self.failed_shapes.contains(&shape) {
             self.failed_shapes.push(shape);

@@ -233,7 +233,7 @@ impl Queues {
 }
 
 /// What can make an inadmissible Workload admissible.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct WaitedOn {
     usage: BTreeMap<String, FlavorResourceQuantities>,
     tree: TreeSpec,
@@ -241,6 +241,36 @@ struct WaitedOn {
     flavors: BTreeMap<String, ResourceFlavorSpec>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     tas: TasFlavors,
+}
+
+impl WaitedOn {
+    /// What `world` shows.
+    fn of(world: &World<'_>) -> WaitedOn {
+        WaitedOn {
+            usage: world.usage.clone(),
+            tree: world.tree.clone(),
+            cluster_queues: world.snapshots(),
+            flavors: world.flavors.clone(),
+            namespaces: world.namespaces.clone(),
+            tas: world.tas.clone(),
+        }
+    }
+
+    /// Whether `world` shows just this: [`WaitedOn::of`] it would be equal, compared in
+    /// place (most passes change nothing here, and copying the TAS flavors is not free).
+    fn shown_by(&self, world: &World<'_>) -> bool {
+        self.usage == world.usage
+            && self.tree == world.tree
+            && self.flavors == world.flavors
+            && self.namespaces == world.namespaces
+            && self.cluster_queues.len() == world.cluster_queues.len()
+            && self.cluster_queues.iter().zip(&world.cluster_queues).all(
+                |((name, snapshot), (world_name, (cq, _)))| {
+                    name == world_name && *snapshot == cq.snapshot
+                },
+            )
+            && self.tas == world.tas
+    }
 }
 
 /// Kueue's objects as a pass reads them.
@@ -645,19 +675,15 @@ fn sync_queues(
             queue.delete(&key);
         }
     }
-    let waited_on = WaitedOn {
-        usage: world.usage.clone(),
-        tree: world.tree.clone(),
-        cluster_queues: world.snapshots(),
-        flavors: world.flavors.clone(),
-        namespaces: world.namespaces.clone(),
-        tas: world.tas.clone(),
-    };
-    if state.waited_on.as_ref() != Some(&waited_on) {
+    if !state
+        .waited_on
+        .as_ref()
+        .is_some_and(|waited_on| waited_on.shown_by(world))
+    {
         for queue in queues.cluster_queues.values_mut() {
             queue.queue_inadmissible(now, &|_| true);
         }
-        state.waited_on = Some(waited_on);
+        state.waited_on = Some(WaitedOn::of(world));
     }
 }
 

@@ -362,16 +362,17 @@ impl PendingWorkloads {
         true
     }
 
-    /// Marks inadmissible every active Workload of `representative`'s scheduling shape that
-    /// `parks` accepts.
+    /// Marks inadmissible every active Workload of `representative`'s scheduling shape but
+    /// the one with key `exempt`.
     pub(super) fn park_equivalents(
         &mut self,
         representative: &QueuedWorkload,
-        mut parks: impl FnMut(&QueuedWorkload) -> bool,
+        exempt: Option<&str>,
     ) {
         let Some(shape) = self.shapes.find(representative) else {
             return;
         };
+        let exempt = exempt.and_then(|key| self.by_key.get(key)).copied();
         // Every active Workload is in an order: those of the shape are in its orders.
         let of_shape = self
             .by_local_queue
@@ -385,7 +386,7 @@ impl PendingWorkloads {
             }
             for slot in order.keys.values() {
                 let pending = &mut self.slots[*slot];
-                if !pending.inadmissible && parks(&pending.workload) {
+                if !pending.inadmissible && exempt != Some(*slot) {
                     pending.inadmissible = true;
                     order.active -= 1;
                 }

@@ -288,10 +288,7 @@ fn pending_step(
         }
         Step::Park(name) => Some(pending.park(&key(*name)).to_string()),
         Step::ParkEquivalents(spec, exempt) => {
-            let exempt = exempt.map(key);
-            pending.park_equivalents(&workload(spec), |w| {
-                exempt.as_ref().is_none_or(|key| !w.has_key(key))
-            });
+            pending.park_equivalents(&workload(spec), exempt.map(key).as_deref());
             None
         }
         Step::ActivateOne(name) => {
