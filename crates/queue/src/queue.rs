@@ -36,8 +36,9 @@ pub type WorkloadKey = String;
 
 /// What a Workload offered to a queue was read from (the caller's parsed object; one
 /// Workload's, never offered for another). While a queue holds the copy it made of that very
-/// source, offering the Workload again compares nothing ([`ClusterQueueQueue::push_or_update_from`]); the queue holds the source, so its
-/// address names nothing else meanwhile.
+/// source, offering the Workload again compares nothing
+/// ([`ClusterQueueQueue::push_or_update_from`]); the queue holds the source, so its address
+/// names nothing else meanwhile.
 pub type Source = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 
 /// `spec.queueingStrategy`.

@@ -403,23 +403,16 @@ impl PendingWorkloads {
 
     /// Makes every inadmissible Workload `ready` accepts active again; answers how many.
     pub(super) fn activate(&mut self, mut ready: impl FnMut(&QueuedWorkload) -> bool) -> usize {
-        let mut moved = 0;
-        let mut dropped = Vec::new();
-        for (slot, pending) in self.slots.iter_mut() {
-            if !pending.inadmissible || !ready(&pending.workload) {
-                continue;
-            }
-            pending.inadmissible = false;
-            match pending.order {
-                Some(order) => self.orders[order].active += 1,
-                None => dropped.push(slot),
-            }
-            moved += 1;
+        let moving: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|(_, pending)| pending.inadmissible && ready(&pending.workload))
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in &moving {
+            self.activated(*slot);
         }
-        for slot in dropped {
-            self.index(slot);
-        }
-        moved
+        moving.len()
     }
 
     /// Marks the Workload in `slot` active, its order key indexed again unless it still is.
