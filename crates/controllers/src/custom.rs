@@ -124,13 +124,7 @@ async fn run_while_crd_exists<Owned, Reconcile, Done>(
     crd: &'static str,
     reconcile: Reconcile,
 ) where
-    Owned: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    Owned: crate::shell::Watchable + kube::Resource<DynamicType = ()>,
     Reconcile: FnMut(Arc<DynamicObject>, Arc<Context>) -> Done + Clone,
     Done: std::future::Future<Output = Result<Action, ReconcileError>> + Send + 'static,
 {

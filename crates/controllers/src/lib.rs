@@ -12,6 +12,7 @@
 pub mod apps;
 pub mod assumed;
 pub mod custom;
+pub mod echoes;
 pub mod endpoints;
 pub mod gateway;
 pub mod hpa;

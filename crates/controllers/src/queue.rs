@@ -44,12 +44,14 @@ use tessera_queue::api::{job::JOB, jobset::JOBSET};
 use tessera_queue::config::{Configuration, POD_FRAMEWORK};
 use tessera_queue::flavor::ResourceFlavorSpec;
 
+use crate::echoes::OwnWrites;
 use crate::pacing::{Pacing, next_paced_pass};
 use crate::queue_pods::{self, PodIntegration};
 use crate::queue_status_writer::QueueStatusWriter;
 use crate::serialized::Serialized;
 use crate::shell::{
-    EventRecorder, ObjectKey, object_key, overlay, patch_params, post_params, watched, watched_with,
+    EventRecorder, ObjectKey, object_key, overlay, patch_params, post_params, watched,
+    watched_except,
 };
 
 /// The Workloads as they are after a pass's writes, by key (`namespace/name`): what the
@@ -102,6 +104,10 @@ pub(crate) fn kueue_resource(kind: &str, plural: &str) -> ApiResource {
 struct Kind {
     resource: ApiResource,
     store: Store<DynamicObject>,
+    /// The queue manager's writes whose echoes start no pass: the admission pass's Workload
+    /// statuses and the queue statuses, which the pass that answered them already took into
+    /// account. What the steps after the pass write (jobs, checks) the pass has not seen.
+    own: OwnWrites,
 }
 
 impl Kind {
@@ -112,12 +118,18 @@ impl Kind {
         changes: &mut Vec<futures::stream::BoxStream<'static, ()>>,
     ) -> Kind {
         let resource = kueue_resource(kind, plural);
-        let (store, stream) = watched_with(
+        let own = OwnWrites::default();
+        let (store, stream) = watched_except(
             Api::<DynamicObject>::all_with(client.clone(), &resource),
             resource.clone(),
+            &own,
         );
         changes.push(stream);
-        Kind { resource, store }
+        Kind {
+            resource,
+            store,
+            own,
+        }
     }
 
     fn values(&self) -> Vec<Value> {
@@ -191,7 +203,11 @@ impl Watches {
             "jobsets",
         );
         let (store, jobset_changes) = crate::custom::watched_once_installed(client, &resource, crd);
-        let jobsets = Kind { resource, store };
+        let jobsets = Kind {
+            resource,
+            store,
+            own: OwnWrites::default(),
+        };
         changes.extend([
             node_changes,
             namespace_changes,
@@ -508,6 +524,7 @@ impl Shell<'_> {
             .write_statuses(&watches.workloads.resource, &decided.workloads)
             .await
         {
+            watches.workloads.own.record(&object.metadata);
             memory.remember(&object);
             if let Ok(value) = serde_json::to_value(object.as_ref()) {
                 workloads.insert(objects::key(&value), Arc::new(value));
@@ -529,10 +546,10 @@ impl Shell<'_> {
                 .await;
         }
         phases.lap("writes");
-        self.queue_statuses
-            .send(&watches.cluster_queues.resource, decided.cluster_queues);
-        self.queue_statuses
-            .send(&watches.local_queues.resource, decided.local_queues);
+        let queues = &watches.cluster_queues;
+        (self.queue_statuses).send(&queues.resource, &queues.own, decided.cluster_queues);
+        let queues = &watches.local_queues;
+        (self.queue_statuses).send(&queues.resource, &queues.own, decided.local_queues);
         workloads
     }
 

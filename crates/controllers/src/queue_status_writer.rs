@@ -4,8 +4,9 @@
 //!
 //! Each status a pass answers is whole (`tessera_queue::api::status`), so a newer one for the
 //! same object replaces one not yet sent: the latest wins. A status just written is not
-//! written again while the watch may not show it yet ([`REPEAT_AFTER`]). Decides nothing
-//! about what a status says.
+//! written again while the watch may not show it yet ([`REPEAT_AFTER`]). Each write is
+//! recorded in its kind's [`OwnWrites`], so that its echo starts no pass of the queue
+//! manager. Decides nothing about what a status says.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -18,6 +19,8 @@ use tessera_queue::api::pass::StatusWrite;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::echoes::OwnWrites;
+
 /// How long a status just written is taken as shown: the same status answered again within
 /// it (by a pass that ran before the watch showed the write) is not sent again.
 pub const REPEAT_AFTER: Duration = Duration::from_secs(1);
@@ -28,10 +31,13 @@ const CONCURRENT: usize = 16;
 /// Which object a status is for: the resource's plural, namespace and name.
 type Target = (String, String, String);
 
+/// A status to write: the object's resource, the writes whose echoes are left out, the status.
+type Sent = (ApiResource, OwnWrites, StatusWrite);
+
 /// Sends statuses to the background writer.
 #[derive(Clone)]
 pub struct QueueStatusWriter {
-    sender: mpsc::UnboundedSender<(ApiResource, StatusWrite)>,
+    sender: mpsc::UnboundedSender<Sent>,
 }
 
 impl QueueStatusWriter {
@@ -42,10 +48,14 @@ impl QueueStatusWriter {
         QueueStatusWriter { sender }
     }
 
-    /// Queues `writes` of `resource`'s objects.
-    pub fn send(&self, resource: &ApiResource, writes: Vec<StatusWrite>) {
+    /// Queues `writes` of `resource`'s objects; each write done is recorded in `own`.
+    pub fn send(&self, resource: &ApiResource, own: &OwnWrites, writes: Vec<StatusWrite>) {
         for write in writes {
-            if self.sender.send((resource.clone(), write)).is_err() {
+            if self
+                .sender
+                .send((resource.clone(), own.clone(), write))
+                .is_err()
+            {
                 tracing::debug!("queue manager: the status writer has stopped");
                 return;
             }
@@ -80,21 +90,21 @@ impl Written {
 /// The statuses due, the latest for each object.
 #[derive(Default)]
 struct Due {
-    writes: BTreeMap<Target, (ApiResource, StatusWrite)>,
+    writes: BTreeMap<Target, Sent>,
 }
 
 impl Due {
-    fn add(&mut self, (resource, write): (ApiResource, StatusWrite)) {
+    fn add(&mut self, (resource, own, write): Sent) {
         let target = (
             resource.plural.clone(),
             write.namespace.clone(),
             write.name.clone(),
         );
-        self.writes.insert(target, (resource, write));
+        self.writes.insert(target, (resource, own, write));
     }
 }
 
-async fn run(client: Client, mut receiver: mpsc::UnboundedReceiver<(ApiResource, StatusWrite)>) {
+async fn run(client: Client, mut receiver: mpsc::UnboundedReceiver<Sent>) {
     let mut written = Written::default();
     while let Some(first) = receiver.recv().await {
         let mut due = Due::default();
@@ -106,14 +116,20 @@ async fn run(client: Client, mut receiver: mpsc::UnboundedReceiver<(ApiResource,
         let sends: Vec<_> = due
             .writes
             .into_iter()
-            .filter(|(target, (_, write))| !written.just_written(target, &write.status, now))
-            .map(|(target, (resource, write))| {
+            .filter(|(target, (_, _, write))| !written.just_written(target, &write.status, now))
+            .map(|(target, (resource, own, write))| {
                 let client = client.clone();
                 async move {
                     let status = write.status.clone();
-                    crate::queue::write_status(client, resource, write)
-                        .await
-                        .map(|_| (target, status))
+                    let key = (write.namespace.clone(), write.name.clone());
+                    own.sending(key.clone());
+                    let Some(object) = crate::queue::write_status(client, resource, write).await
+                    else {
+                        own.failed(key);
+                        return None;
+                    };
+                    own.record(&object.metadata);
+                    Some((target, status))
                 }
             })
             .collect();
@@ -167,12 +183,12 @@ mod tests {
         };
         let mut due = Due::default();
         for (name, pending) in [("a", 1), ("b", 5), ("a", 2), ("a", 3)] {
-            due.add((resource.clone(), write(name, pending)));
+            due.add((resource.clone(), OwnWrites::default(), write(name, pending)));
         }
         let statuses: Vec<(String, Value)> = due
             .writes
             .into_values()
-            .map(|(_, write)| (write.name, write.status))
+            .map(|(_, _, write)| (write.name, write.status))
             .collect();
         assert_eq!(
             statuses,

@@ -426,17 +426,29 @@ pub fn owned_by<K: serde::Serialize + kube::Resource>(
     Ok(owned)
 }
 
-/// A reflector over `api`: the store it fills and the stream that must be polled to fill
-/// it (one item per touched object).
-pub fn watched<K>(api: Api<K>) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
-where
-    K: kube::Resource<DynamicType = ()>
+/// What a reflector can watch: a kind kube-rs decodes from the API server's answers and
+/// shares between tasks.
+pub trait Watchable:
+    kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: kube::Resource
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned
         + Send
         + Sync
-        + 'static,
+        + 'static
+{
+}
+
+/// A reflector over `api`: the store it fills and the stream that must be polled to fill
+/// it (one item per touched object).
+pub fn watched<K>(api: Api<K>) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+where
+    K: Watchable + kube::Resource<DynamicType = ()>,
 {
     watched_with(api, ())
 }
@@ -447,18 +459,27 @@ pub fn watched_with<K>(
     dynamic: K::DynamicType,
 ) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
 where
-    K: kube::Resource
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    reflected(
+    watched_except(api, dynamic, &crate::echoes::OwnWrites::default())
+}
+
+/// [`watched_with`] whose stream leaves out the echoes of `own` writes
+/// ([`crate::echoes`]): the store still shows them.
+pub fn watched_except<K>(
+    api: Api<K>,
+    dynamic: K::DynamicType,
+    own: &crate::echoes::OwnWrites,
+) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+where
+    K: Watchable,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    reflected_except(
         reflector::store::Writer::new(dynamic),
         watcher(api, watcher::Config::default()).default_backoff(),
+        own,
     )
 }
 
@@ -472,9 +493,34 @@ where
     K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
+    reflected_except(writer, events, &crate::echoes::OwnWrites::default())
+}
+
+/// [`reflected`] whose stream leaves out the echoes of `own` writes.
+fn reflected_except<K>(
+    writer: reflector::store::Writer<K>,
+    events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    own: &crate::echoes::OwnWrites,
+) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
     let reader = writer.as_reader();
+    let woken = own.woken();
+    let own = own.clone();
     let stream = reflector::reflector(writer, events)
         .touched_objects()
+        .filter_map(move |touched| {
+            let echo = touched
+                .as_ref()
+                .is_ok_and(|object| own.is_echo(object.meta()));
+            std::future::ready((!echo).then_some(Some(())))
+        });
+    // The held changes found not to be echoes join the watch's, until the watch ends.
+    let ended = futures::stream::once(std::future::ready(None));
+    let stream = futures::stream::select(stream.chain(ended), woken.map(Some))
+        .take_while(|change| std::future::ready(change.is_some()))
         .map(|_| ())
         .boxed();
     (reader, stream)
