@@ -546,10 +546,13 @@ impl Shell<'_> {
                 .await;
         }
         phases.lap("writes");
-        let queues = &watches.cluster_queues;
-        (self.queue_statuses).send(&queues.resource, &queues.own, decided.cluster_queues);
-        let queues = &watches.local_queues;
-        (self.queue_statuses).send(&queues.resource, &queues.own, decided.local_queues);
+        for (queues, statuses) in [
+            (&watches.cluster_queues, decided.cluster_queues),
+            (&watches.local_queues, decided.local_queues),
+        ] {
+            self.queue_statuses
+                .send(&queues.resource, &queues.own, statuses);
+        }
         workloads
     }
 
