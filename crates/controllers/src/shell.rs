@@ -462,7 +462,10 @@ where
     K: Watchable,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    watched_except(api, dynamic, &crate::echoes::OwnWrites::default())
+    reflected(
+        reflector::store::Writer::new(dynamic),
+        watcher(api, watcher::Config::default()).default_backoff(),
+    )
 }
 
 /// [`watched_with`] whose stream leaves out the echoes of `own` writes
@@ -493,10 +496,16 @@ where
     K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
-    reflected_except(writer, events, &crate::echoes::OwnWrites::default())
+    let reader = writer.as_reader();
+    let stream = reflector::reflector(writer, events)
+        .touched_objects()
+        .map(|_| ())
+        .boxed();
+    (reader, stream)
 }
 
-/// [`reflected`] whose stream leaves out the echoes of `own` writes.
+/// [`reflected`] whose stream leaves out the echoes of `own` writes (the other watches pay
+/// nothing for it).
 fn reflected_except<K>(
     writer: reflector::store::Writer<K>,
     events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
