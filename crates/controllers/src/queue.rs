@@ -501,7 +501,7 @@ impl Shell<'_> {
         };
         phases.lap("read");
         let started = std::time::Instant::now();
-        let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
+        let decided = pass::pass(&objects, &mut memory.queues, settings, now);
         phases.lap("pass");
         tracing::debug!(
             took = ?started.elapsed(),
@@ -518,10 +518,10 @@ impl Shell<'_> {
         if let Some(metrics) = self.metrics {
             count_transitions(&metrics.kueue, &workloads, &decided, now, started);
         }
-        decided.workloads.splice(0..0, prepared.writes);
+        let writes = pass::one_write_per_object(prepared.writes, decided.workloads);
         phases.lap("after-pass");
         for object in self
-            .write_statuses(&watches.workloads.resource, &decided.workloads)
+            .write_statuses(&watches.workloads.resource, writes, &workloads)
             .await
         {
             watches.workloads.own.record(&object.metadata);
@@ -677,20 +677,31 @@ impl Shell<'_> {
         (flavors, priorities)
     }
 
-    /// Merge-patches the statuses of a pass, [`CONCURRENT_WRITES`] at a time (each to another
-    /// object: a pass merges its changes to one object into one write); the written objects
-    /// (failures logged and left out).
+    /// Merge-patches the Workload statuses of a pass, [`CONCURRENT_WRITES`] at a time (each
+    /// to another object), each on the condition that the Workload is still the version the
+    /// pass read (`read`), as Kueue applies admission statuses (`ApplyAdmissionStatus`,
+    /// strict): a status decided on a copy someone has changed since (a runner's `Finished`,
+    /// a release) is refused with a conflict, not written over theirs, and that change starts
+    /// the next pass, which decides again. The written objects (failures logged, left out).
     async fn write_statuses(
         &self,
         resource: &ApiResource,
-        writes: &[StatusWrite],
+        writes: Vec<StatusWrite>,
+        read: &Workloads,
     ) -> Vec<Arc<DynamicObject>> {
         use futures::StreamExt;
         // Owned futures, made before the first await: a stream mapping through a closure
         // that borrows `self` would not be `Send` for every lifetime, as `tokio::spawn` needs.
         let pending: Vec<_> = writes
-            .iter()
-            .map(|write| write_status(self.client.clone(), resource.clone(), write.clone()))
+            .into_iter()
+            .map(|write| {
+                let version = read
+                    .get(&format!("{}/{}", write.namespace, write.name))
+                    .map(|w| tessera_model::json::text(w, "/metadata/resourceVersion"))
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned);
+                write_status(self.client.clone(), resource.clone(), write, version)
+            })
             .collect();
         futures::stream::iter(pending)
             .buffer_unordered(CONCURRENT_WRITES)
@@ -761,7 +772,6 @@ impl Shell<'_> {
     }
 }
 
-/// Merge-patches an object's status; the written object, or `None` (logged) on failure.
 /// Writes the statuses a check controller's core answers for its AdmissionChecks (their
 /// `Active` condition), as `status_of` gives them; failures are logged, the next pass retries.
 pub(crate) async fn write_check_statuses(
@@ -777,22 +787,29 @@ pub(crate) async fn write_check_statuses(
                 name: objects::name(check).to_owned(),
                 status,
             };
-            write_status(client.clone(), resource.clone(), write).await;
+            write_status(client.clone(), resource.clone(), write, None).await;
         }
     }
 }
 
+/// Merge-patches an object's status; with `version`, on the condition that the object is
+/// still at that resourceVersion (a conflict otherwise). The written object, or `None`
+/// (logged) on failure.
 pub(crate) async fn write_status(
     client: Client,
     resource: ApiResource,
     write: StatusWrite,
+    version: Option<String>,
 ) -> Option<Arc<DynamicObject>> {
     let api: Api<DynamicObject> = if write.namespace.is_empty() {
         Api::all_with(client, &resource)
     } else {
         Api::namespaced_with(client, &write.namespace, &resource)
     };
-    let patch = json!({"status": write.status});
+    let patch = match version {
+        Some(version) => json!({"metadata": {"resourceVersion": version}, "status": write.status}),
+        None => json!({"status": write.status}),
+    };
     match api
         .patch_status(&write.name, &patch_params(MANAGER), &Patch::Merge(&patch))
         .await
@@ -813,6 +830,66 @@ mod tests {
         let mut object = DynamicObject::new("w", &kueue_resource("Workload", "workloads"));
         object.metadata.resource_version = Some(version.into());
         object
+    }
+
+    #[tokio::test]
+    async fn a_status_decided_on_a_version_is_written_only_over_that_version() {
+        // The API refuses the write to `changed` (someone wrote it since the pass read it).
+        let (client, seen) = crate::shell::tests::recording(|_, path| {
+            if path.ends_with("/workloads/changed/status") {
+                409
+            } else {
+                200
+            }
+        });
+        let resource = kueue_resource("Workload", "workloads");
+        let write = |name: &str| StatusWrite {
+            namespace: "ml".into(),
+            name: name.into(),
+            status: json!({"conditions": []}),
+        };
+        let cases = [
+            (
+                "unchanged",
+                Some("7"),
+                true,
+                r#"{"metadata":{"resourceVersion":"7"},"status":{"conditions":[]}}"#,
+            ),
+            (
+                "changed",
+                Some("7"),
+                false,
+                r#"{"metadata":{"resourceVersion":"7"},"status":{"conditions":[]}}"#,
+            ),
+            (
+                "unconditional",
+                None,
+                true,
+                r#"{"status":{"conditions":[]}}"#,
+            ),
+        ];
+        for (name, version, written, body) in cases {
+            let answer = write_status(
+                client.clone(),
+                resource.clone(),
+                write(name),
+                version.map(str::to_owned),
+            )
+            .await;
+            assert_eq!(answer.is_some(), written, "{name}");
+            let last = seen
+                .lock()
+                .expect("log")
+                .last()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                last.starts_with(&format!(
+                    "PATCH /apis/kueue.x-k8s.io/v1beta2/namespaces/ml/workloads/{name}/status?"
+                )) && last.ends_with(body),
+                "{name}: {last}"
+            );
+        }
     }
 
     #[test]

@@ -123,7 +123,8 @@ async fn run(client: Client, mut receiver: mpsc::UnboundedReceiver<Sent>) {
                     let status = write.status.clone();
                     let key = (write.namespace.clone(), write.name.clone());
                     own.sending(key.clone());
-                    let Some(object) = crate::queue::write_status(client, resource, write).await
+                    let Some(object) =
+                        crate::queue::write_status(client, resource, write, None).await
                     else {
                         own.failed(key);
                         return None;

@@ -624,14 +624,14 @@ pub fn overlay<K: kube::Resource, V>(
 pub use crate::pacing::{Changes, next_pass, next_pass_observed};
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
     use std::sync::Mutex;
 
     /// A client whose API answers every request with `answer(method, path)` (a status code)
     /// and remembers each request as `METHOD path?query body`.
-    fn recording(answer: fn(&str, &str) -> u16) -> (Client, Arc<Mutex<Vec<String>>>) {
+    pub(crate) fn recording(answer: fn(&str, &str) -> u16) -> (Client, Arc<Mutex<Vec<String>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {

@@ -134,3 +134,44 @@ async fn status_subresource_keeps_spec_and_main_resource_keeps_status() {
     let scale = api.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.unwrap().replicas, Some(2));
 }
+
+/// A resourceVersion in a merge patch is a precondition, on the status subresource too (how
+/// Kueue's strict admission-status writes refuse to overwrite a newer object): a stale one
+/// is a 409 Conflict and changes nothing; the current one writes.
+#[tokio::test]
+async fn a_resource_version_in_a_status_patch_is_a_precondition() {
+    let server = start();
+    let api: Api<Deployment> = Api::default_namespaced(server.client.clone());
+    let created = api
+        .create(&PostParams::default(), &deployment())
+        .await
+        .unwrap();
+    let read = created.resource_version().unwrap();
+    let changed = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    let stale = json!({"metadata": {"resourceVersion": read}, "status": {"replicas": 3}});
+    let error = api
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&stale))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = error else {
+        panic!("{error:?}")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    let kept = api.get("web").await.unwrap();
+    assert_eq!(kept.resource_version(), changed.resource_version());
+    assert_eq!(kept.status.unwrap().replicas, Some(1), "nothing written");
+    let current = json!({"metadata": {"resourceVersion": changed.resource_version()},
+        "status": {"replicas": 3}});
+    let written = api
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&current))
+        .await
+        .unwrap();
+    assert_eq!(written.status.unwrap().replicas, Some(3));
+}

@@ -111,6 +111,34 @@ pub struct StatusWrite {
     pub status: Value,
 }
 
+/// One write per object from two lists of status writes, `earlier` and `later` (the
+/// statuses prepared before a pass, the pass's own decided over them): a field `later`
+/// writes replaces `earlier`'s. Two writes to one object in flight at once would race, and
+/// with a resourceVersion precondition the second would always fail.
+pub fn one_write_per_object(
+    earlier: Vec<StatusWrite>,
+    later: Vec<StatusWrite>,
+) -> Vec<StatusWrite> {
+    // Each list has one write per object already: only `earlier`'s are looked through.
+    let prepared = earlier.len();
+    let mut writes = earlier;
+    for write in later {
+        let same = writes[..prepared]
+            .iter_mut()
+            .find(|w| w.namespace == write.namespace && w.name == write.name);
+        match (same, write.status) {
+            (Some(same), Value::Object(fields)) if same.status.is_object() => {
+                for (field, value) in fields {
+                    same.status[&field] = value;
+                }
+            }
+            (Some(same), status) => same.status = status,
+            (None, status) => writes.push(StatusWrite { status, ..write }),
+        }
+    }
+    writes
+}
+
 /// What one pass decided to write.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Pass {

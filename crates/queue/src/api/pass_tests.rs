@@ -1029,3 +1029,65 @@ mod admission_fair_sharing {
         );
     }
 }
+
+mod writes {
+    use super::super::*;
+    use serde_json::json;
+
+    fn write(name: &str, status: Value) -> StatusWrite {
+        StatusWrite {
+            namespace: "ml".into(),
+            name: name.into(),
+            status,
+        }
+    }
+
+    #[test]
+    fn each_object_is_written_once_with_the_later_fields_over_the_earlier() {
+        let conditions = |reason: &str| json!([{"type": "QuotaReserved", "reason": reason}]);
+        let cases = [
+            (
+                "the pass's fields replace the prepared ones; the others are kept",
+                vec![write(
+                    "a",
+                    json!({"conditions": conditions("Inadmissible"), "requeueState": null}),
+                )],
+                vec![write(
+                    "a",
+                    json!({"conditions": conditions("QuotaReserved"), "admission": {"clusterQueue": "q"}}),
+                )],
+                vec![write(
+                    "a",
+                    json!({"conditions": conditions("QuotaReserved"), "requeueState": null,
+                    "admission": {"clusterQueue": "q"}}),
+                )],
+            ),
+            (
+                "other objects are written as they are, the earlier first",
+                vec![write("a", json!({"x": 1}))],
+                vec![write("b", json!({"y": 2})), write("c", json!({"z": 3}))],
+                vec![
+                    write("a", json!({"x": 1})),
+                    write("b", json!({"y": 2})),
+                    write("c", json!({"z": 3})),
+                ],
+            ),
+            (
+                "nothing prepared",
+                vec![],
+                vec![write("b", json!({"y": 2}))],
+                vec![write("b", json!({"y": 2}))],
+            ),
+        ];
+        for (name, earlier, later, want) in cases {
+            assert_eq!(one_write_per_object(earlier, later), want, "{name}");
+        }
+        // Same name, another namespace: another object.
+        let other = StatusWrite {
+            namespace: "team".into(),
+            ..write("a", json!({"y": 2}))
+        };
+        let both = one_write_per_object(vec![write("a", json!({"x": 1}))], vec![other.clone()]);
+        assert_eq!(both, vec![write("a", json!({"x": 1})), other]);
+    }
+}
