@@ -3,13 +3,15 @@
 //! at the resync tick. [`next_pass`] settles every burst alike (20 ms quiet, 200 ms at most);
 //! [`Pacing`] scales both with what the controller's last pass took, so a controller whose
 //! passes are cheap answers a change within milliseconds even under steady churn, and one
-//! whose passes are expensive still batches a burst into one pass.
+//! whose passes are expensive still batches a burst into one pass. Either way a pass starts
+//! only once the changes that have already arrived are taken, so it reads the watch caches
+//! as current as the watches' arrivals.
 //!
 //! Knows nothing of what a pass does or what the changes are.
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 /// The merged watch changes a pass-running controller waits on.
 pub type Changes = futures::stream::SelectAll<futures::stream::BoxStream<'static, ()>>;
@@ -128,11 +130,29 @@ async fn settled(
                     _ => break,
                 }
             }
+            take_arrived(changes, &mut consumed);
             true
         }
         _ = resync.tick() => {
             consumed();
+            take_arrived(changes, &mut consumed);
             true
+        }
+    }
+}
+
+/// How many changes that have already arrived [`take_arrived`] takes at most.
+const ARRIVED_AT_MOST: usize = 100_000;
+
+/// Takes the changes that have already arrived, without waiting: the watch caches are
+/// brought up to them only as the stream is polled, so a burst cut short at its longest
+/// would otherwise leave the pass reading caches behind what the watches have sent — and
+/// deciding on objects already changed (its writes refused as conflicts), pass after pass.
+fn take_arrived(changes: &mut Changes, consumed: &mut impl FnMut()) {
+    for _ in 0..ARRIVED_AT_MOST {
+        match changes.next().now_or_never() {
+            Some(Some(())) => consumed(),
+            _ => break,
         }
     }
 }
@@ -201,6 +221,33 @@ mod tests {
             .await;
             assert_eq!(due.ok(), Some(true));
         }
+    }
+
+    #[tokio::test]
+    async fn a_pass_starts_with_every_change_already_arrived() {
+        // 1,000 changes arrived at once, then none: a burst cut at once (its longest zero)
+        // still takes them all before the pass, as a resync tick does.
+        let arrived = || {
+            futures::stream::iter(vec![(); 1000])
+                .chain(futures::stream::pending())
+                .boxed()
+        };
+        let cut_at_once = Settle {
+            quiet: ms(1),
+            longest: Duration::ZERO,
+        };
+        let mut resync = tokio::time::interval(Duration::from_secs(3600));
+        resync.tick().await;
+        let mut changes = futures::stream::select_all([arrived()]);
+        let mut taken = 0;
+        assert!(settled(&mut changes, &mut resync, cut_at_once, || taken += 1).await);
+        assert_eq!(taken, 1000);
+        let mut changes = futures::stream::select_all([arrived()]);
+        let mut resync = tokio::time::interval(Duration::from_secs(3600));
+        let mut taken = 0;
+        // The first tick of an interval is due at once.
+        assert!(settled(&mut changes, &mut resync, cut_at_once, || taken += 1).await);
+        assert!(taken >= 1000, "{taken}");
     }
 
     #[tokio::test]
