@@ -50,13 +50,14 @@ fn zero_status(resource: Resource) -> Value {
     Value::Object(zero)
 }
 
-/// A Kueue object in the `v1beta2` form Kueue's webhooks check, whichever version it is in.
-fn kueue_v1beta2(kind: &str, object: &Value) -> Value {
+/// A Kueue object in the `v1beta2` form Kueue's webhooks check, whichever version it is in
+/// (copied only when converted: every Workload status write is checked here).
+fn kueue_v1beta2<'o>(kind: &str, object: &'o Value) -> std::borrow::Cow<'o, Value> {
     match object.get("apiVersion").and_then(Value::as_str) {
-        Some(version) if version.ends_with("/v1beta1") => {
-            crate::convert::kueue::v1beta1_to_v1beta2(kind, object.clone())
-        }
-        _ => object.clone(),
+        Some(version) if version.ends_with("/v1beta1") => std::borrow::Cow::Owned(
+            crate::convert::kueue::v1beta1_to_v1beta2(kind, object.clone()),
+        ),
+        _ => std::borrow::Cow::Borrowed(object),
     }
 }
 

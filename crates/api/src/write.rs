@@ -809,16 +809,27 @@ pub fn holds_deletion(resource: Resource, object: &Value) -> bool {
 pub fn merge_update(resource: Resource, current: &Value, requested: Value, part: Part) -> Value {
     let mut next = match part {
         Part::Status => {
-            let mut next = current.clone();
-            match requested.get("status") {
-                Some(status) => next["status"] = status.clone(),
-                None => {
-                    if let Some(map) = next.as_object_mut() {
-                        map.remove("status");
+            // The stored object with the requested status in its place: the stored status is
+            // not copied, the requested one is moved.
+            let mut requested = requested;
+            let mut status = requested.as_object_mut().and_then(|r| r.remove("status"));
+            match current.as_object() {
+                Some(fields) => {
+                    let mut next = serde_json::Map::with_capacity(fields.len() + 1);
+                    for (field, value) in fields {
+                        if field != "status" {
+                            next.insert(field.clone(), value.clone());
+                        } else if let Some(status) = status.take() {
+                            next.insert(field.clone(), status);
+                        }
                     }
+                    if let Some(status) = status {
+                        next.insert("status".to_owned(), status);
+                    }
+                    Value::Object(next)
                 }
+                None => current.clone(),
             }
-            next
         }
         Part::Main => {
             let mut next = requested;
@@ -935,6 +946,46 @@ mod tests {
                 "update, {case}"
             );
         }
+    }
+
+    #[test]
+    fn a_status_write_keeps_the_stored_object_but_its_status() {
+        let deployments =
+            Resource::find("apps", "v1", "deployments").expect("deployments are served");
+        let stored = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "w", "resourceVersion": "7"},
+            "spec": {"replicas": 1}, "status": {"conditions": [{"type": "Old"}]}});
+        // (requested, the status stored after, in which place among the fields)
+        let cases = [
+            (
+                json!({"spec": {"replicas": 5}, "status": {"conditions": []}}),
+                Some(json!({"conditions": []})),
+            ),
+            (json!({"status": null}), Some(Value::Null)),
+            (json!({"spec": {}}), None),
+        ];
+        for (requested, status) in cases {
+            let next = merge_update(deployments, &stored, requested.clone(), Part::Status);
+            assert_eq!(
+                next["spec"], stored["spec"],
+                "{requested}: the spec is kept"
+            );
+            assert_eq!(next.get("status"), status.as_ref(), "{requested}");
+            let fields: Vec<&String> = next.as_object().expect("an object").keys().collect();
+            let mut want = vec!["apiVersion", "kind", "metadata", "spec"];
+            want.extend(status.as_ref().map(|_| "status"));
+            assert_eq!(fields, want, "{requested}: the fields in their order");
+        }
+        // A status added to an object without one comes last.
+        let bare = json!({"metadata": {"name": "w"}, "spec": {}});
+        let next = merge_update(
+            deployments,
+            &bare,
+            json!({"status": {"a": 1}}),
+            Part::Status,
+        );
+        let fields: Vec<&String> = next.as_object().expect("an object").keys().collect();
+        assert_eq!(fields, ["metadata", "spec", "status"]);
     }
 
     #[test]

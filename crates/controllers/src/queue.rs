@@ -57,8 +57,9 @@ use crate::shell::{
 /// The Workloads as they are after a pass's writes, by key (`namespace/name`): what the
 /// steps after admission (jobs, pods, admission checks) read. Hashed, not ordered: every
 /// pass builds it over all the Workloads read, and sorting their keys took a tenth of the
-/// queue manager's time at 15,000 Workloads; no step depends on the order.
-pub type Workloads = HashMap<String, Arc<Value>>;
+/// queue manager's time at 15,000 Workloads; no step depends on the order. The keys are the
+/// core's own (shared, not copied for every Workload in every pass).
+pub type Workloads = HashMap<Arc<str>, Arc<Value>>;
 
 /// The field manager of the queue manager's writes: Kueue is a controller-runtime binary.
 pub const MANAGER: &str = tessera_model::managers::CONTROLLER_RUNTIME;
@@ -443,7 +444,8 @@ fn count_transitions(
 ) {
     let mut admitted = 0;
     for write in &decided.workloads {
-        let Some(before) = workloads.get(&format!("{}/{}", write.namespace, write.name)) else {
+        let Some(before) = workloads.get(format!("{}/{}", write.namespace, write.name).as_str())
+        else {
             continue;
         };
         for transition in tessera_metrics::kueue::transitions(before, &write.status, now) {
@@ -527,7 +529,7 @@ impl Shell<'_> {
             watches.workloads.own.record(&object.metadata);
             memory.remember(&object);
             if let Ok(value) = serde_json::to_value(object.as_ref()) {
-                workloads.insert(objects::key(&value), Arc::new(value));
+                workloads.insert(objects::key(&value).into(), Arc::new(value));
             }
         }
         for write in &decided.deactivations {
@@ -609,7 +611,7 @@ impl Shell<'_> {
                     continue;
                 }
                 let owned = match framework::prebuilt_workload(job_object) {
-                    Some(key) => context.workloads.get(&key).map(Arc::as_ref),
+                    Some(key) => context.workloads.get(key.as_str()).map(Arc::as_ref),
                     None => by_owner.get(uid).copied(),
                 };
                 let context = (flavors, priorities);
@@ -696,7 +698,7 @@ impl Shell<'_> {
             .into_iter()
             .map(|write| {
                 let version = read
-                    .get(&format!("{}/{}", write.namespace, write.name))
+                    .get(format!("{}/{}", write.namespace, write.name).as_str())
                     .map(|w| tessera_model::json::text(w, "/metadata/resourceVersion"))
                     .filter(|v| !v.is_empty())
                     .map(str::to_owned);

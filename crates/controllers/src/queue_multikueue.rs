@@ -741,7 +741,7 @@ impl Context {
 #[derive(Debug, Default)]
 struct Settled {
     context: Context,
-    workloads: BTreeMap<String, Settlement>,
+    workloads: BTreeMap<Arc<str>, Settlement>,
 }
 
 /// A Workload whose last reconciliation wrote nothing but, at most, asked to be reconciled

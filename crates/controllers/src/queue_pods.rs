@@ -100,7 +100,7 @@ impl PodIntegration {
         };
         for (key, group, members) in &units {
             let workload = if *group {
-                context.workloads.get(key).map(Arc::as_ref)
+                context.workloads.get(key.as_str()).map(Arc::as_ref)
             } else {
                 by_owner.get(key.as_str()).copied()
             };

@@ -220,11 +220,11 @@ impl ParsedWorkloads {
 
     /// The key (`namespace/name`) of `object`, read from the Workload remembered at its
     /// address when it is that very object, else from the object.
-    pub fn key_of(&self, object: &Arc<Value>) -> String {
+    pub fn key_of(&self, object: &Arc<Value>) -> Arc<str> {
         self.by_address
             .get(&address(object))
-            .map(|parsed| parsed.key.to_string())
-            .unwrap_or_else(|| objects::key(object))
+            .map(|parsed| Arc::clone(&parsed.key))
+            .unwrap_or_else(|| objects::key(object).into())
     }
 
     /// How many Workloads the last read parsed.

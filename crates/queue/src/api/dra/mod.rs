@@ -21,11 +21,12 @@ mod claims;
 mod counters;
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
+use tessera_model::address::AddressMap;
 use tessera_model::conditions;
 
 use crate::api::objects::{self, WorkloadState};
@@ -105,31 +106,50 @@ pub fn lay_over(object: &mut Value, status: &Value) {
 
 /// Which Workloads name DRA claims, remembered by the object's address between passes (the
 /// watch cache hands out an unchanged Workload as the same [`Arc`]), so a pass reads the
-/// PodSets only of Workloads new or changed since the last.
+/// PodSets only of Workloads new or changed since the last. Kept in place between passes:
+/// an unchanged Workload costs one look-up by address.
 #[derive(Debug, Default)]
 pub struct ClaimingWorkloads {
-    /// By address: the object (held, so that the address names it) and whether it names
-    /// claims.
-    by_address: HashMap<usize, (Arc<Value>, bool)>,
+    /// By address: the object (held, so that the address names it), whether it names
+    /// claims, and the call that last met it.
+    by_address: AddressMap<(Arc<Value>, bool, u64)>,
+    /// Counts the calls: an object not met in the last one is forgotten.
+    calls: u64,
 }
 
 impl ClaimingWorkloads {
     /// Those of `workloads` that name claims; forgets the objects not among them.
     fn claiming<'w>(&mut self, workloads: &'w [Arc<Value>]) -> Vec<&'w Value> {
-        let mut kept = HashMap::with_capacity(workloads.len());
+        self.calls += 1;
+        let call = self.calls;
         let mut claiming = Vec::new();
+        let mut met = 0;
         for object in workloads {
             let address = Arc::as_ptr(object) as usize;
-            let names = match self.by_address.remove(&address) {
-                Some((held, names)) if Arc::ptr_eq(&held, object) => names,
-                _ => claims::names_claims(object),
+            let names = match self.by_address.get_mut(&address) {
+                // The very object (held, so no other has its address).
+                Some((_, names, at)) => {
+                    if *at != call {
+                        *at = call;
+                        met += 1;
+                    }
+                    *names
+                }
+                None => {
+                    let names = claims::names_claims(object);
+                    self.by_address
+                        .insert(address, (Arc::clone(object), names, call));
+                    met += 1;
+                    names
+                }
             };
             if names {
                 claiming.push(object.as_ref());
             }
-            kept.insert(address, (Arc::clone(object), names));
         }
-        self.by_address = kept;
+        if met != self.by_address.len() {
+            self.by_address.retain(|_, (_, _, at)| *at == call);
+        }
         claiming
     }
 }
