@@ -1,8 +1,8 @@
 //! The queue manager's DRA inputs: watches of ResourceClaimTemplates, DeviceClasses and
 //! ResourceSlices (`resource.k8s.io/v1`), handed with the Configuration's
 //! `deviceClassMappings` to [`tessera_queue::api::dra::DeviceRequests::prepare`] before each
-//! admission pass. Decides nothing itself; the resolutions' status writes go out ahead of the
-//! pass's Workload writes.
+//! admission pass. Decides nothing itself; the resolutions' status writes go out merged with
+//! the pass's Workload writes (one write per Workload).
 
 use std::time::SystemTime;
 
