@@ -20,8 +20,9 @@
 //! ([`crate::shell::overlay`]), so a pass that runs before the watch catches up never admits
 //! a Workload twice, and each of the pass's Workload statuses is written on the condition
 //! that the Workload is still the version the pass read; a Job's writes are not sent again
-//! while the watch still shows the Job they were sent for. Kueue's events are recorded as its components record them
-//! (`kueue-admission` for the Workloads, each integration's controller for its jobs).
+//! while the watch still shows the Job they were sent for. Kueue's events are recorded as
+//! its components record them (`kueue-admission` for the Workloads, each integration's
+//! controller for its jobs).
 //! Decides nothing itself.
 
 use std::collections::{BTreeMap, HashMap};
@@ -433,18 +434,21 @@ struct Shell<'a> {
     metrics: Option<&'a tessera_metrics::components::Registries>,
 }
 
-/// Counts a pass's admissions and evictions into Kueue's counters (what each Workload write
-/// means is `tessera_metrics::kueue::transitions`' decision); a pass that wrote Workloads
-/// counts as one admission attempt.
-fn count_transitions(
+/// Counts the admissions and evictions a pass wrote (`written`, those of its writes the API
+/// took) into Kueue's counters (what each Workload write means is
+/// `tessera_metrics::kueue::transitions`' decision); a pass that wrote Workloads counts as one
+/// admission attempt of `took` seconds.
+fn count_transitions<'w>(
     metrics: &tessera_metrics::components::KueueMetrics,
     workloads: &Workloads,
-    decided: &pass::Pass,
+    written: impl Iterator<Item = &'w StatusWrite>,
     now: std::time::SystemTime,
-    started: std::time::Instant,
+    took: f64,
 ) {
     let mut admitted = 0;
-    for write in &decided.workloads {
+    let mut any = false;
+    for write in written {
+        any = true;
         let Some(before) = workloads.get(format!("{}/{}", write.namespace, write.name).as_str())
         else {
             continue;
@@ -459,8 +463,8 @@ fn count_transitions(
             metrics.record(&transition);
         }
     }
-    if !decided.workloads.is_empty() {
-        metrics.attempt(admitted, started.elapsed().as_secs_f64());
+    if any {
+        metrics.attempt(admitted, took);
     }
 }
 
@@ -518,15 +522,25 @@ impl Shell<'_> {
             .into_iter()
             .map(|w| (parsed.key_of(&w), w))
             .collect();
-        if let Some(metrics) = self.metrics {
-            count_transitions(&metrics.kueue, &workloads, &decided, now, started);
-        }
+        let took = started.elapsed().as_secs_f64();
+        // Counted once written: a write refused (a conflict) admitted nothing.
+        let counted = self
+            .metrics
+            .map(|metrics| (metrics, decided.workloads.clone()));
         let writes = pass::one_write_per_object(prepared.writes, decided.workloads);
         phases.lap("after-pass");
-        for object in self
+        let written = self
             .write_statuses(&watches.workloads.resource, writes, &workloads)
-            .await
-        {
+            .await;
+        if let Some((metrics, decided)) = counted {
+            let taken: std::collections::HashSet<ObjectKey> =
+                written.iter().map(|o| object_key(&o.metadata)).collect();
+            let taken = decided
+                .iter()
+                .filter(|w| taken.contains(&(w.namespace.clone(), w.name.clone())));
+            count_transitions(&metrics.kueue, &workloads, taken, now, took);
+        }
+        for object in written {
             watches.workloads.own.record(&object.metadata);
             memory.remember(&object);
             if let Ok(value) = serde_json::to_value(object.as_ref()) {
