@@ -21,11 +21,23 @@ pub fn sweep<K, V>(
     met: usize,
     was_met: impl Fn(&V) -> bool,
 ) {
+    if sweep_unmet(by_address, met, was_met) {
+        by_key.retain(|_, at| by_address.contains_key(at));
+    }
+}
+
+/// [`sweep`] for a map kept by address alone: forgets the entries `was_met` refuses unless
+/// every one was met (`met` of them). Whether any may have been forgotten.
+pub fn sweep_unmet<V>(
+    by_address: &mut AddressMap<V>,
+    met: usize,
+    was_met: impl Fn(&V) -> bool,
+) -> bool {
     if met == by_address.len() {
-        return;
+        return false;
     }
     by_address.retain(|_, entry| was_met(entry));
-    by_key.retain(|_, at| by_address.contains_key(at));
+    true
 }
 
 /// Hashes one address with SplitMix64's finalizer: aligned addresses still spread over the

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
-use tessera_model::address::AddressMap;
+use tessera_model::address::{AddressMap, sweep_unmet};
 use tessera_model::conditions;
 
 use crate::api::objects::{self, WorkloadState};
@@ -147,9 +147,7 @@ impl ClaimingWorkloads {
                 claiming.push(object.as_ref());
             }
         }
-        if met != self.by_address.len() {
-            self.by_address.retain(|_, (_, _, at)| *at == call);
-        }
+        sweep_unmet(&mut self.by_address, met, |(_, _, at)| *at == call);
         claiming
     }
 }
