@@ -250,6 +250,9 @@ struct Memory {
     workloads: Serialized,
     /// The Nodes as JSON, by resourceVersion (the TAS flavors' capacity).
     nodes: Serialized,
+    /// The Jobs and JobSets as JSON, by resourceVersion (the job integrations).
+    jobs: Serialized,
+    jobsets: Serialized,
     /// Per job UID, the writes last sent and the job's resource version then.
     sent: HashMap<String, (String, Vec<JobWrite>)>,
     /// Which Workloads name DRA claims.
@@ -309,6 +312,11 @@ pub async fn run(client: Client, config: QueueConfig) {
         let now = (config.clock)();
         let mut phases = Phases::since(round_ended);
         phases.lap("settle");
+        // MultiKueue's writes run beside the passes; what they wrote here is laid over the
+        // watch until it shows them.
+        for object in multikueue.take_written() {
+            memory.remember(&object);
+        }
         let pod_values = pods.pods();
         let workloads = shell
             .admit(&mut memory, &settings, &pod_values, now, &mut phases)
@@ -328,12 +336,9 @@ pub async fn run(client: Client, config: QueueConfig) {
             jobsets: &watches.jobsets.store,
             jobset_resource: &watches.jobsets.resource,
         };
-        for object in multikueue
+        multikueue
             .reconcile(&client, &checks, &workloads, &owners, now)
-            .await
-        {
-            memory.remember(&object);
-        }
+            .await;
         let context = queue_pods::Context {
             workloads: &workloads,
             flavors: &flavors,
@@ -584,16 +589,17 @@ impl Shell<'_> {
     ) {
         let watches = self.watches;
         let (flavors, priorities) = (context.flavors, context.priorities);
+        // Serialized only at a new version: a pass reads every job.
         let kinds = [
             (
                 &JOB,
                 ApiResource::erase::<Job>(&()),
-                values(watches.jobs.state()),
+                memory.jobs.values(&watches.jobs.state()),
             ),
             (
                 &JOBSET,
                 watches.jobsets.resource.clone(),
-                watches.jobsets.values(),
+                memory.jobsets.values(&watches.jobsets.store.state()),
             ),
         ];
         // Indexed only when there are jobs: a pass reads every Workload.
@@ -609,7 +615,7 @@ impl Shell<'_> {
             if !self.configuration.runs(kind.framework) {
                 continue;
             }
-            for job_object in jobs {
+            for job_object in jobs.iter().map(Arc::as_ref) {
                 let uid = tessera_model::json::text(job_object, "/metadata/uid");
                 uids.insert(uid.to_owned());
                 let labels = namespaces

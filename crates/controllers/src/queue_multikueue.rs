@@ -7,8 +7,9 @@
 //! of what this manager created there ([`crate::queue_multikueue_remote`]), whose changes wake
 //! the queue manager at once; then, for every Workload with a MultiKueue check, the worker's
 //! copies of the Workload and its Job or JobSet as those caches show them and what
-//! [`tessera_queue::api::multikueue::reconcile`] answers carried out on the workers and here
-//! (each Workload's writes in order, several Workloads at once). Events are recorded as
+//! [`tessera_queue::api::multikueue::reconcile`] answers carried out on the workers and here,
+//! beside the queue manager's passes (each Workload's writes in order, in a task of its own;
+//! a Workload is not planned again until they end). Events are recorded as
 //! `kueue-multikueue`.
 //!
 //! Decides nothing itself. Differences from Kueue: a connected worker is probed again (and its
@@ -20,7 +21,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch};
@@ -45,8 +45,6 @@ const COMPONENT: &str = "kueue-multikueue";
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How often a connected worker whose watches are well is probed again.
 pub const PROBE_EVERY: Duration = Duration::from_secs(5);
-/// How many Workloads' writes are carried out at once (each Workload's in order).
-const CONCURRENT_WORKLOADS: usize = 32;
 
 /// A connected worker: its client and the watch caches over it.
 struct Connected {
@@ -82,6 +80,10 @@ pub struct MultiKueueWatches {
     workers: Mutex<BTreeMap<String, WorkerConnection>>,
     /// The Workloads the last passes found nothing to do for.
     settled: std::sync::Mutex<Settled>,
+    /// The Workloads whose writes are being carried out, and what they wrote here.
+    in_flight: Arc<std::sync::Mutex<InFlight>>,
+    /// The tasks carrying them out: dropped (aborted) with the queue manager.
+    carriers: std::sync::Mutex<tokio::task::JoinSet<()>>,
     events: EventRecorder,
     /// Wakes the queue manager when a worker's caches change.
     wake: Wake,
@@ -167,14 +169,20 @@ impl MultiKueueWatches {
             worker_lost_timeout: settings.worker_lost_timeout,
             workers: Mutex::new(BTreeMap::new()),
             settled: std::sync::Mutex::default(),
+            in_flight: Arc::default(),
+            carriers: std::sync::Mutex::default(),
             events: EventRecorder::start(client.clone(), COMPONENT, clock),
             wake,
         }
     }
 
     /// Connects to the workers and writes the clusters' and checks' `Active` conditions,
-    /// then carries out the reconciler's writes for each of `workloads`; answers the
-    /// Workloads written here.
+    /// then starts carrying out the reconciler's writes for each of `workloads` in the
+    /// background: a pass does not wait on the workers' round trips (several in a row for a
+    /// dispatch: the losers' copies withdrawn, the winner's job created, the check Ready), so
+    /// the next pass is not held up by them. A Workload is not planned again while its writes
+    /// are in flight; when they end, the queue manager is woken and
+    /// [`MultiKueueWatches::take_written`] answers the Workloads they wrote here.
     pub async fn reconcile(
         &self,
         client: &Client,
@@ -182,10 +190,10 @@ impl MultiKueueWatches {
         workloads: &Workloads,
         owners: &LocalOwners<'_>,
         now: SystemTime,
-    ) -> Vec<Arc<DynamicObject>> {
+    ) {
         let clusters = values(self.clusters.state());
         if clusters.is_empty() && self.configs.state().is_empty() {
-            return Vec::new();
+            return;
         }
         let mut workers = self.workers.lock().await;
         for object in &clusters {
@@ -209,56 +217,53 @@ impl MultiKueueWatches {
             owners,
             now,
         );
-        let remotes: BTreeMap<String, Client> = workers
-            .iter()
-            .filter_map(|(name, worker)| Some((name.clone(), worker.client()?)))
-            .collect();
+        if planned.is_empty() {
+            return;
+        }
+        let remotes: Arc<BTreeMap<String, Client>> = Arc::new(
+            workers
+                .iter()
+                .filter_map(|(name, worker)| Some((name.clone(), worker.client()?)))
+                .collect(),
+        );
         drop(workers);
-        let remotes = &remotes;
-        let pending: Vec<_> = planned
-            .into_iter()
-            .map(|(workload, local_owner, owner, writes)| async move {
-                let mut written = Vec::new();
-                for write in writes {
-                    let target = Target {
-                        remotes,
-                        workload,
-                        local_owner: local_owner.as_ref(),
-                        owner: owner.as_ref(),
-                    };
-                    if let Some(object) = self.carry_out(client, target, write).await {
-                        written.push(object);
-                    }
-                }
-                written
-            })
-            .collect();
-        futures::stream::iter(pending)
-            .buffer_unordered(CONCURRENT_WORKLOADS)
-            .flat_map(futures::stream::iter)
-            .collect()
-            .await
+        let mut carriers = self.carriers.lock().unwrap_or_else(|e| e.into_inner());
+        // The ended ones are forgotten (their outcome is in `in_flight`).
+        while carriers.try_join_next().is_some() {}
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        for planned in planned {
+            in_flight.keys.insert(planned.key.clone());
+            let carrier = Carrier {
+                client: client.clone(),
+                remotes: remotes.clone(),
+                events: self.events.clone(),
+                in_flight: self.in_flight.clone(),
+                wake: self.wake.clone(),
+            };
+            carriers.spawn(carrier.carry_out_all(planned));
+        }
+    }
+
+    /// The Workloads written here by the writes that ended since the last call.
+    pub fn take_written(&self) -> Vec<Arc<DynamicObject>> {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut in_flight.written)
     }
 
     /// Each Workload's writes as the reconciler answers them over what it reads, but for the
     /// Workloads read the same as at a pass that wrote nothing for them, or only asked for a
     /// requeue that is not yet due ([`Settled`]). A Workload whose writes are only requeues is
     /// not planned: a requeue is the queue manager's resync.
-    #[allow(clippy::type_complexity)]
-    fn plan<'w>(
+    fn plan(
         &self,
         workers: &BTreeMap<String, WorkerConnection>,
         context: Context,
         (checks, configs): (&BTreeMap<String, Value>, &BTreeMap<String, Value>),
-        workloads: &'w Workloads,
+        workloads: &Workloads,
         owners: &LocalOwners<'_>,
         now: SystemTime,
-    ) -> Vec<(
-        &'w Value,
-        Option<Value>,
-        Option<(OwnerKind, String)>,
-        Vec<Write>,
-    )> {
+    ) -> Vec<Planned> {
+        let in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
         if settled.context != context {
             settled.context = context;
@@ -266,8 +271,12 @@ impl MultiKueueWatches {
         }
         let mut still_settled = BTreeMap::new();
         let mut planned = Vec::new();
-        for (key, workload) in workloads {
-            let workload: &'w Value = workload;
+        for (key, shared) in workloads {
+            let workload: &Value = shared;
+            // Planned again once its writes end (they wake the queue manager).
+            if in_flight.keys.contains(key) {
+                continue;
+            }
             let Some(check) = multikueue_check(workload, checks) else {
                 continue;
             };
@@ -323,7 +332,13 @@ impl MultiKueueWatches {
                 still_settled.insert(key.clone(), settlement);
             }
             if writes.iter().any(|w| !matches!(w, Write::RequeueAfter(_))) {
-                planned.push((workload, local_owner, owner, writes));
+                planned.push(Planned {
+                    key: key.clone(),
+                    workload: shared.clone(),
+                    local_owner,
+                    owner,
+                    writes,
+                });
             }
         }
         settled.workloads = still_settled;
@@ -426,20 +441,70 @@ impl MultiKueueWatches {
         String::from_utf8(bytes).map_err(|error| error.to_string())
     }
 
+}
+
+/// One Workload's writes, as planned by a pass.
+struct Planned {
+    key: Arc<str>,
+    workload: Arc<Value>,
+    /// Its owner here, as JSON.
+    local_owner: Option<Value>,
+    /// Its owner's kind and name.
+    owner: Option<(OwnerKind, String)>,
+    writes: Vec<Write>,
+}
+
+/// The Workloads whose writes are in flight, and the Workloads those that ended wrote here
+/// (for the queue manager's overlay).
+#[derive(Debug, Default)]
+struct InFlight {
+    keys: std::collections::HashSet<Arc<str>>,
+    written: Vec<Arc<DynamicObject>>,
+}
+
+/// What carrying out a Workload's writes needs: the clients here and of the connected
+/// workers, the recorder, and where to report that they ended.
+struct Carrier {
+    client: Client,
+    remotes: Arc<BTreeMap<String, Client>>,
+    events: EventRecorder,
+    in_flight: Arc<std::sync::Mutex<InFlight>>,
+    wake: Wake,
+}
+
+impl Carrier {
+    /// Carries out a Workload's writes in order, then hands what they wrote here to the
+    /// queue manager and wakes it.
+    async fn carry_out_all(self, planned: Planned) {
+        let mut written = Vec::new();
+        let workload = planned.workload.as_ref();
+        for write in planned.writes {
+            let target = Target {
+                workload,
+                local_owner: planned.local_owner.as_ref(),
+                owner: planned.owner.as_ref(),
+            };
+            if let Some(object) = self.carry_out(target, write).await {
+                written.push(object);
+            }
+        }
+        {
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            in_flight.keys.remove(&planned.key);
+            in_flight.written.extend(written);
+        }
+        self.wake.wake();
+    }
+
     /// Carries out one write of a Workload's; the manager's Workload when it was written.
-    async fn carry_out(
-        &self,
-        client: &Client,
-        target: Target<'_>,
-        write: Write,
-    ) -> Option<Arc<DynamicObject>> {
+    async fn carry_out(&self, target: Target<'_>, write: Write) -> Option<Arc<DynamicObject>> {
         let Target {
-            remotes,
             workload,
             local_owner,
             owner,
         } = target;
-        let worker = |cluster: &str| remotes.get(cluster).cloned();
+        let client = &self.client;
+        let worker = |cluster: &str| self.remotes.get(cluster).cloned();
         let namespace = objects::namespace(workload);
         match write {
             Write::CreateRemote { cluster, object } => {
@@ -556,11 +621,10 @@ impl MultiKueueWatches {
     }
 }
 
-/// Where one Workload's writes go: the connected workers' clients, the Workload, its owner
-/// here and the owner's kind and name.
+/// What one Workload's writes are about: the Workload, its owner here and the owner's kind
+/// and name.
 #[derive(Clone, Copy)]
 struct Target<'a> {
-    remotes: &'a BTreeMap<String, Client>,
     workload: &'a Value,
     local_owner: Option<&'a Value>,
     owner: Option<&'a (OwnerKind, String)>,
@@ -961,5 +1025,80 @@ mod settled_tests {
         assert_eq!(a, Context::of(&[&[check("1")], &[]]));
         assert_ne!(a, Context::of(&[&[check("2")], &[]]));
         assert_ne!(a, Context::of(&[&[check("1"), check("1")], &[]]));
+    }
+}
+
+#[cfg(test)]
+mod carrier_tests {
+    use super::*;
+    use futures::StreamExt;
+
+    fn answer(_: &str, _: &str) -> u16 {
+        200
+    }
+
+    #[tokio::test]
+    async fn a_workloads_writes_end_by_handing_back_what_they_wrote_and_waking_the_queue_manager()
+    {
+        let (client, seen) = crate::shell::tests::recording(answer);
+        let (wake, mut wakes) = Wake::channel();
+        let in_flight: Arc<std::sync::Mutex<InFlight>> = Arc::default();
+        let key: Arc<str> = Arc::from("default/job-a");
+        in_flight.lock().expect("in flight").keys.insert(key.clone());
+        let carrier = Carrier {
+            client: client.clone(),
+            remotes: Arc::new(BTreeMap::from([("worker1".to_owned(), client)])),
+            events: EventRecorder::start(
+                crate::shell::tests::recording(answer).0,
+                COMPONENT,
+                tessera_model::clock::fixed(SystemTime::UNIX_EPOCH),
+            ),
+            in_flight: in_flight.clone(),
+            wake,
+        };
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "job-a", "namespace": "default"}});
+        let planned = Planned {
+            key: key.clone(),
+            workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default"}})),
+            local_owner: None,
+            owner: None,
+            writes: vec![
+                Write::CreateRemote {
+                    cluster: "worker1".to_owned(),
+                    object: job,
+                },
+                // A worker this manager has no client for: skipped, the rest carried out.
+                Write::CreateRemote {
+                    cluster: "worker2".to_owned(),
+                    object: json!({"kind": "Workload", "metadata": {"name": "job-a"}}),
+                },
+                Write::WorkloadStatus(json!({"clusterName": "worker1"})),
+            ],
+        };
+        carrier.carry_out_all(planned).await;
+        let requests: Vec<String> = seen
+            .lock()
+            .expect("log")
+            .iter()
+            .map(|request| {
+                let mut words = request.split(' ');
+                let method = words.next().unwrap_or_default();
+                let path = words.next().unwrap_or_default();
+                format!("{method} {}", path.split('?').next().unwrap_or_default())
+            })
+            .collect();
+        assert_eq!(
+            requests,
+            [
+                "POST /apis/batch/v1/namespaces/default/jobs",
+                "PATCH /apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/job-a/status",
+            ],
+            "in order, the worker without a client skipped"
+        );
+        let mut in_flight = in_flight.lock().expect("in flight");
+        assert!(!in_flight.keys.contains(&key), "no longer in flight");
+        assert_eq!(std::mem::take(&mut in_flight.written).len(), 1, "the Workload written here");
+        assert_eq!(wakes.next().await, Some(()), "the queue manager woken");
     }
 }

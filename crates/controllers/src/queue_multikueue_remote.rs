@@ -41,7 +41,7 @@ impl Wake {
         (Wake(sender), stream)
     }
 
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         // A full queue already holds a wake-up.
         let _ = self.0.try_send(());
     }
