@@ -157,6 +157,52 @@ pub fn validate_resource(resource: crate::resource::Resource, object: &mut Value
     findings
 }
 
+/// Validates (and normalises) what a status write of a custom object takes from its body:
+/// its `status` against the schema's `status` property, and its `metadata` when
+/// `with_metadata` (the body names it). Upstream validates a custom resource's status update
+/// against the status schema alone; the rest of the object is the stored one's, validated
+/// when it was stored, and a status write keeps it. An object whose schema has no `status`
+/// property, or whose status is null, is validated whole.
+pub fn validate_custom_status(
+    resource: crate::resource::Resource,
+    object: &mut Value,
+    with_metadata: bool,
+) -> Findings {
+    let schema = resource.schema();
+    let status_schema = schema
+        .resolved()
+        .and_then(|node| Facts::of(node).properties)
+        .and_then(|properties| properties.get("status"));
+    let status_given = object.get("status").is_some_and(|status| !status.is_null());
+    let (Some(status_schema), true, Some(map)) =
+        (status_schema, status_given, object.as_object_mut())
+    else {
+        return validate_resource(resource, object);
+    };
+    let mut findings = Findings::default();
+    if with_metadata && let Some(metadata) = map.get_mut("metadata") {
+        walk(
+            metadata,
+            Schema::definition(OBJECT_META),
+            &FieldPath::Field(&FieldPath::Root, "metadata"),
+            Mode::Nested,
+            false,
+            &mut findings,
+        );
+    }
+    if let Some(status) = map.get_mut("status") {
+        walk(
+            status,
+            Schema::of(status_schema),
+            &FieldPath::Field(&FieldPath::Root, "status"),
+            Mode::Nested,
+            true,
+            &mut findings,
+        );
+    }
+    findings
+}
+
 /// Where in a document a schema node is being applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {

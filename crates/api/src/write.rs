@@ -241,6 +241,38 @@ fn admit_as(
     options: &WriteOptions,
     body: Body,
 ) -> ApiResult<Vec<String>> {
+    admit_walking(resource, object, options, body, Walked::Whole)
+}
+
+/// What of an object its schema validation walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walked {
+    /// All of it.
+    Whole,
+    /// A custom object's status write: its status, and its metadata when the body names it
+    /// ([`validation::validate_custom_status`]).
+    Status { with_metadata: bool },
+}
+
+/// Whether a status write's merge patch names nothing but the object's `status`, `metadata`,
+/// `apiVersion` and `kind` (then only those are validated): `Some(names metadata)`, or
+/// `None` when it names anything else (validated whole, so that what it names is reported as
+/// upstream's decoding reports it).
+fn status_write_members(patch: &Value) -> Option<bool> {
+    let members = patch.as_object()?;
+    members
+        .keys()
+        .all(|key| matches!(key.as_str(), "status" | "metadata" | "apiVersion" | "kind"))
+        .then(|| members.contains_key("metadata"))
+}
+
+fn admit_walking(
+    resource: Resource,
+    object: &mut Value,
+    options: &WriteOptions,
+    body: Body,
+    walked: Walked,
+) -> ApiResult<Vec<String>> {
     let Some(map) = object.as_object_mut() else {
         return Err(ApiError::bad_request(
             "the request body must be a JSON object",
@@ -270,7 +302,12 @@ fn admit_as(
             )));
         }
     }
-    let findings = validation::validate_resource(resource, object);
+    let findings = match walked {
+        Walked::Whole => validation::validate_resource(resource, object),
+        Walked::Status { with_metadata } => {
+            validation::validate_custom_status(resource, object, with_metadata)
+        }
+    };
     let mut warnings = Vec::new();
     if !findings.unknown_fields.is_empty() {
         match options.field_validation {
@@ -607,7 +644,17 @@ pub fn apply_patch(
             name,
         ));
     }
-    let warnings = admit_as(resource, &mut patched, options, Body::Next)?;
+    let walked = match body {
+        PatchBody::Merge(patch)
+            if resource.is_custom() && options.subresource == Some("status") =>
+        {
+            status_write_members(patch).map_or(Walked::Whole, |with_metadata| Walked::Status {
+                with_metadata,
+            })
+        }
+        _ => Walked::Whole,
+    };
+    let warnings = admit_walking(resource, &mut patched, options, Body::Next, walked)?;
     Ok((patched, warnings))
 }
 
@@ -945,6 +992,112 @@ mod tests {
                 Some(json!("team-a")),
                 "update, {case}"
             );
+        }
+    }
+
+    #[test]
+    fn a_custom_status_patch_is_refused_and_warned_about_as_a_whole_object_walk_would() {
+        let workloads = tessera_model::kueue::crd::definitions()
+            .iter()
+            .flat_map(crate::crd::kinds_of)
+            .find(|kind| kind.plural == "workloads" && kind.version == "v1beta2")
+            .map(|kind| Resource {
+                info: Box::leak(Box::new(kind)),
+            })
+            .expect("Kueue's Workloads are bundled");
+        let stored = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "team", "resourceVersion": "7"},
+            "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1,
+                "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]}});
+        // (case, patch, field validation, a refusal naming, warnings naming)
+        let cases = [
+            (
+                "a valid status",
+                json!({"status": {"clusterName": "w1"}}),
+                FieldValidation::Strict,
+                None,
+                vec![],
+            ),
+            (
+                "an unknown status field, strict",
+                json!({"status": {"bogus": 1}}),
+                FieldValidation::Strict,
+                Some("status.bogus"),
+                vec![],
+            ),
+            (
+                "an unknown status field, warned",
+                json!({"status": {"bogus": 1}}),
+                FieldValidation::Warn,
+                None,
+                vec!["status.bogus"],
+            ),
+            (
+                "a wrong type in status",
+                json!({"status": {"clusterName": 5}}),
+                FieldValidation::Strict,
+                Some("status.clusterName"),
+                vec![],
+            ),
+            (
+                "an unknown metadata field",
+                json!({"metadata": {"bogus": 1}, "status": {}}),
+                FieldValidation::Strict,
+                Some("metadata.bogus"),
+                vec![],
+            ),
+            (
+                "a precondition and a status",
+                json!({"metadata": {"resourceVersion": "7"}, "status": {"clusterName": "w1"}}),
+                FieldValidation::Strict,
+                None,
+                vec![],
+            ),
+            (
+                "an unknown spec field: the object walked whole",
+                json!({"spec": {"bogus": 1}, "status": {}}),
+                FieldValidation::Strict,
+                Some("spec.bogus"),
+                vec![],
+            ),
+        ];
+        for (case, patch, field_validation, refused, warned) in cases {
+            let options = WriteOptions {
+                subresource: Some("status"),
+                field_validation,
+                ..WriteOptions::default()
+            };
+            let body = PatchBody::Merge(patch.clone());
+            let answer = apply_patch(
+                workloads,
+                "w",
+                &stored,
+                &body,
+                &options,
+                SystemTime::UNIX_EPOCH,
+            );
+            let mut whole =
+                crate::patch::merge_patch(&stored, &patch).expect("a merge patch applies");
+            let walked_whole = admit_as(workloads, &mut whole, &options, Body::Next);
+            match (&answer, refused) {
+                (Ok((_, warnings)), None) => {
+                    assert_eq!(warnings.len(), warned.len(), "{case}: {warnings:?}");
+                    for (warning, field) in warnings.iter().zip(&warned) {
+                        assert!(warning.contains(field), "{case}: {warning}");
+                    }
+                    let whole_warnings = walked_whole.expect("admitted whole too");
+                    assert_eq!(warnings, &whole_warnings, "{case}: as walked whole");
+                }
+                (Err(error), Some(field)) => {
+                    assert!(error.message.contains(field), "{case}: {}", error.message);
+                    let whole_error = walked_whole.expect_err("refused whole too");
+                    assert_eq!(
+                        error.message, whole_error.message,
+                        "{case}: as walked whole"
+                    );
+                }
+                (answer, _) => panic!("{case}: {answer:?}"),
+            }
         }
     }
 

@@ -440,7 +440,6 @@ impl MultiKueueWatches {
             .ok_or_else(|| cluster::missing_key(secret_name))?;
         String::from_utf8(bytes).map_err(|error| error.to_string())
     }
-
 }
 
 /// One Workload's writes, as planned by a pass.
@@ -1038,13 +1037,16 @@ mod carrier_tests {
     }
 
     #[tokio::test]
-    async fn a_workloads_writes_end_by_handing_back_what_they_wrote_and_waking_the_queue_manager()
-    {
+    async fn a_workloads_writes_end_by_handing_back_what_they_wrote_and_waking_the_queue_manager() {
         let (client, seen) = crate::shell::tests::recording(answer);
         let (wake, mut wakes) = Wake::channel();
         let in_flight: Arc<std::sync::Mutex<InFlight>> = Arc::default();
         let key: Arc<str> = Arc::from("default/job-a");
-        in_flight.lock().expect("in flight").keys.insert(key.clone());
+        in_flight
+            .lock()
+            .expect("in flight")
+            .keys
+            .insert(key.clone());
         let carrier = Carrier {
             client: client.clone(),
             remotes: Arc::new(BTreeMap::from([("worker1".to_owned(), client)])),
@@ -1098,7 +1100,11 @@ mod carrier_tests {
         );
         let mut in_flight = in_flight.lock().expect("in flight");
         assert!(!in_flight.keys.contains(&key), "no longer in flight");
-        assert_eq!(std::mem::take(&mut in_flight.written).len(), 1, "the Workload written here");
+        assert_eq!(
+            std::mem::take(&mut in_flight.written).len(),
+            1,
+            "the Workload written here"
+        );
         assert_eq!(wakes.next().await, Some(()), "the queue manager woken");
     }
 }
