@@ -33,9 +33,12 @@ use tessera_queue::api::multikueue::{
     self, Connection, Group, OwnerKind, Worker, Write, adapter, cluster,
 };
 use tessera_queue::api::objects;
+use tessera_queue::api::pass::StatusWrite;
 use tokio::sync::Mutex;
 
-use crate::queue::{MANAGER, Workloads, kueue_resource, values, write_check_statuses};
+use crate::queue::{
+    MANAGER, Workloads, kueue_resource, values, write_check_statuses, write_status,
+};
 use crate::queue_multikueue_remote::{Remote, RemoteCaches, Wake, owner_resource};
 use crate::shell::{EventRecorder, patch_params, post_params};
 
@@ -442,6 +445,28 @@ impl MultiKueueWatches {
     }
 }
 
+/// A Workload's writes ending, however they end once begun (done, dropped or unwound): the
+/// Workload is no longer in flight, what they wrote is handed over and the queue manager woken.
+struct Ended<'a> {
+    carrier: &'a Carrier,
+    key: &'a Arc<str>,
+    written: Vec<Arc<DynamicObject>>,
+}
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .carrier
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        in_flight.keys.remove(self.key);
+        in_flight.written.append(&mut self.written);
+        drop(in_flight);
+        self.carrier.wake.wake();
+    }
+}
+
 /// One Workload's writes, as planned by a pass.
 struct Planned {
     key: Arc<str>,
@@ -475,7 +500,11 @@ impl Carrier {
     /// Carries out a Workload's writes in order, then hands what they wrote here to the
     /// queue manager and wakes it.
     async fn carry_out_all(self, planned: Planned) {
-        let mut written = Vec::new();
+        let mut ended = Ended {
+            carrier: &self,
+            key: &planned.key,
+            written: Vec::new(),
+        };
         let workload = planned.workload.as_ref();
         for write in planned.writes {
             let target = Target {
@@ -484,15 +513,9 @@ impl Carrier {
                 owner: planned.owner.as_ref(),
             };
             if let Some(object) = self.carry_out(target, write).await {
-                written.push(object);
+                ended.written.push(object);
             }
         }
-        {
-            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-            in_flight.keys.remove(&planned.key);
-            in_flight.written.extend(written);
-        }
-        self.wake.wake();
     }
 
     /// Carries out one write of a Workload's; the manager's Workload when it was written.
@@ -592,22 +615,18 @@ impl Carrier {
                 }
             }
             Write::WorkloadStatus(status) => {
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(client.clone(), namespace, &workload_resource());
-                let patch = json!({ "status": status });
-                match api
-                    .patch_status(
-                        objects::name(workload),
-                        &patch_params(MANAGER),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    Ok(object) => return Some(Arc::new(object)),
-                    Err(error) => {
-                        tracing::debug!(%error, workload = %objects::name(workload), "multikueue: workload status not written");
-                    }
-                }
+                // On the condition that the Workload is still the version planned from: the
+                // writes run beside the passes, so a pass may have written it since (the
+                // merge would replace its admission checks with those read before). A
+                // conflict plans the Workload again once these writes end.
+                let write = StatusWrite {
+                    namespace: namespace.to_owned(),
+                    name: objects::name(workload).to_owned(),
+                    status,
+                };
+                let version = tessera_model::json::text(workload, "/metadata/resourceVersion");
+                let version = (!version.is_empty()).then(|| version.to_owned());
+                return write_status(client.clone(), workload_resource(), write, version).await;
             }
             Write::Event(event) => {
                 self.events
@@ -1062,7 +1081,8 @@ mod carrier_tests {
             "metadata": {"name": "job-a", "namespace": "default"}});
         let planned = Planned {
             key: key.clone(),
-            workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default"}})),
+            workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default",
+                "resourceVersion": "7"}})),
             local_owner: None,
             owner: None,
             writes: vec![
@@ -1079,9 +1099,13 @@ mod carrier_tests {
             ],
         };
         carrier.carry_out_all(planned).await;
-        let requests: Vec<String> = seen
-            .lock()
-            .expect("log")
+        let log = seen.lock().expect("log").clone();
+        assert!(
+            log.last()
+                .is_some_and(|status| status.contains(r#""resourceVersion":"7""#)),
+            "the status written on the version planned from: {log:?}"
+        );
+        let requests: Vec<String> = log
             .iter()
             .map(|request| {
                 let mut words = request.split(' ');
@@ -1098,13 +1122,15 @@ mod carrier_tests {
             ],
             "in order, the worker without a client skipped"
         );
-        let mut in_flight = in_flight.lock().expect("in flight");
-        assert!(!in_flight.keys.contains(&key), "no longer in flight");
-        assert_eq!(
-            std::mem::take(&mut in_flight.written).len(),
-            1,
-            "the Workload written here"
-        );
+        {
+            let mut in_flight = in_flight.lock().expect("in flight");
+            assert!(!in_flight.keys.contains(&key), "no longer in flight");
+            assert_eq!(
+                std::mem::take(&mut in_flight.written).len(),
+                1,
+                "the Workload written here"
+            );
+        }
         assert_eq!(wakes.next().await, Some(()), "the queue manager woken");
     }
 }
