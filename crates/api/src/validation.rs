@@ -180,25 +180,21 @@ pub fn validate_custom_status(
         return validate_resource(resource, object);
     };
     let mut findings = Findings::default();
-    if with_metadata && let Some(metadata) = map.get_mut("metadata") {
-        walk(
-            metadata,
+    // (member, its schema, whether defaults and pruning apply, whether it is walked)
+    let members = [
+        (
+            "metadata",
             Schema::definition(OBJECT_META),
-            &FieldPath::Field(&FieldPath::Root, "metadata"),
-            Mode::Nested,
             false,
-            &mut findings,
-        );
-    }
-    if let Some(status) = map.get_mut("status") {
-        walk(
-            status,
-            Schema::of(status_schema),
-            &FieldPath::Field(&FieldPath::Root, "status"),
-            Mode::Nested,
-            true,
-            &mut findings,
-        );
+            with_metadata,
+        ),
+        ("status", Schema::of(status_schema), true, true),
+    ];
+    for (name, schema, custom, walked) in members {
+        if let Some(member) = map.get_mut(name).filter(|_| walked) {
+            let path = FieldPath::Field(&FieldPath::Root, name);
+            walk(member, schema, &path, Mode::Nested, custom, &mut findings);
+        }
     }
     findings
 }
