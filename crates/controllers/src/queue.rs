@@ -538,11 +538,17 @@ impl Shell<'_> {
             .write_statuses(&watches.workloads.resource, writes, &workloads)
             .await;
         if let Some((metrics, decided)) = counted {
-            let taken: std::collections::HashSet<ObjectKey> =
-                written.iter().map(|o| object_key(&o.metadata)).collect();
+            let taken: std::collections::HashSet<(&str, &str)> = written
+                .iter()
+                .map(|o| {
+                    let meta = &o.metadata;
+                    let namespace = meta.namespace.as_deref().unwrap_or_default();
+                    (namespace, meta.name.as_deref().unwrap_or_default())
+                })
+                .collect();
             let taken = decided
                 .iter()
-                .filter(|w| taken.contains(&(w.namespace.clone(), w.name.clone())));
+                .filter(|w| taken.contains(&(w.namespace.as_str(), w.name.as_str())));
             count_transitions(&metrics.kueue, &workloads, taken, now, took);
         }
         for object in written {

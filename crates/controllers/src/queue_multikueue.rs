@@ -223,27 +223,25 @@ impl MultiKueueWatches {
         if planned.is_empty() {
             return;
         }
-        let remotes: Arc<BTreeMap<String, Client>> = Arc::new(
-            workers
-                .iter()
-                .filter_map(|(name, worker)| Some((name.clone(), worker.client()?)))
-                .collect(),
-        );
+        let remotes: BTreeMap<String, Client> = workers
+            .iter()
+            .filter_map(|(name, worker)| Some((name.clone(), worker.client()?)))
+            .collect();
         drop(workers);
         let mut carriers = self.carriers.lock().unwrap_or_else(|e| e.into_inner());
         // The ended ones are forgotten (their outcome is in `in_flight`).
         while carriers.try_join_next().is_some() {}
+        let carrier = Arc::new(Carrier {
+            client: client.clone(),
+            remotes,
+            events: self.events.clone(),
+            in_flight: self.in_flight.clone(),
+            wake: self.wake.clone(),
+        });
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         for planned in planned {
             in_flight.keys.insert(planned.key.clone());
-            let carrier = Carrier {
-                client: client.clone(),
-                remotes: remotes.clone(),
-                events: self.events.clone(),
-                in_flight: self.in_flight.clone(),
-                wake: self.wake.clone(),
-            };
-            carriers.spawn(carrier.carry_out_all(planned));
+            carriers.spawn(carrier.clone().carry_out_all(planned));
         }
     }
 
@@ -266,7 +264,13 @@ impl MultiKueueWatches {
         owners: &LocalOwners<'_>,
         now: SystemTime,
     ) -> Vec<Planned> {
-        let in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        // A copy (few keys): writes ending while this plans do not wait on it.
+        let in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys
+            .clone();
         let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
         if settled.context != context {
             settled.context = context;
@@ -277,7 +281,7 @@ impl MultiKueueWatches {
         for (key, shared) in workloads {
             let workload: &Value = shared;
             // Planned again once its writes end (they wake the queue manager).
-            if in_flight.keys.contains(key) {
+            if in_flight.contains(key) {
                 continue;
             }
             let Some(check) = multikueue_check(workload, checks) else {
@@ -490,7 +494,7 @@ struct InFlight {
 /// workers, the recorder, and where to report that they ended.
 struct Carrier {
     client: Client,
-    remotes: Arc<BTreeMap<String, Client>>,
+    remotes: BTreeMap<String, Client>,
     events: EventRecorder,
     in_flight: Arc<std::sync::Mutex<InFlight>>,
     wake: Wake,
@@ -499,32 +503,24 @@ struct Carrier {
 impl Carrier {
     /// Carries out a Workload's writes in order, then hands what they wrote here to the
     /// queue manager and wakes it.
-    async fn carry_out_all(self, planned: Planned) {
+    async fn carry_out_all(self: Arc<Self>, mut planned: Planned) {
+        let writes = std::mem::take(&mut planned.writes);
         let mut ended = Ended {
             carrier: &self,
             key: &planned.key,
             written: Vec::new(),
         };
-        let workload = planned.workload.as_ref();
-        for write in planned.writes {
-            let target = Target {
-                workload,
-                local_owner: planned.local_owner.as_ref(),
-                owner: planned.owner.as_ref(),
-            };
-            if let Some(object) = self.carry_out(target, write).await {
+        for write in writes {
+            if let Some(object) = self.carry_out(&planned, write).await {
                 ended.written.push(object);
             }
         }
     }
 
     /// Carries out one write of a Workload's; the manager's Workload when it was written.
-    async fn carry_out(&self, target: Target<'_>, write: Write) -> Option<Arc<DynamicObject>> {
-        let Target {
-            workload,
-            local_owner,
-            owner,
-        } = target;
+    async fn carry_out(&self, planned: &Planned, write: Write) -> Option<Arc<DynamicObject>> {
+        let workload = planned.workload.as_ref();
+        let (local_owner, owner) = (planned.local_owner.as_ref(), planned.owner.as_ref());
         let client = &self.client;
         let worker = |cluster: &str| self.remotes.get(cluster).cloned();
         let namespace = objects::namespace(workload);
@@ -637,15 +633,6 @@ impl Carrier {
         }
         None
     }
-}
-
-/// What one Workload's writes are about: the Workload, its owner here and the owner's kind
-/// and name.
-#[derive(Clone, Copy)]
-struct Target<'a> {
-    workload: &'a Value,
-    local_owner: Option<&'a Value>,
-    owner: Option<&'a (OwnerKind, String)>,
 }
 
 /// Each configured worker's copies of the Workload and its owner as its caches show them, or
@@ -1068,7 +1055,7 @@ mod carrier_tests {
             .insert(key.clone());
         let carrier = Carrier {
             client: client.clone(),
-            remotes: Arc::new(BTreeMap::from([("worker1".to_owned(), client)])),
+            remotes: BTreeMap::from([("worker1".to_owned(), client)]),
             events: EventRecorder::start(
                 crate::shell::tests::recording(answer).0,
                 COMPONENT,
@@ -1098,7 +1085,7 @@ mod carrier_tests {
                 Write::WorkloadStatus(json!({"clusterName": "worker1"})),
             ],
         };
-        carrier.carry_out_all(planned).await;
+        Arc::new(carrier).carry_out_all(planned).await;
         let log = seen.lock().expect("log").clone();
         assert!(
             log.last()
