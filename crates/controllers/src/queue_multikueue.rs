@@ -8,14 +8,16 @@
 //! the queue manager at once; then, for every Workload with a MultiKueue check, the worker's
 //! copies of the Workload and its Job or JobSet as those caches show them and what
 //! [`tessera_queue::api::multikueue::reconcile`] answers carried out on the workers and here,
-//! beside the queue manager's passes (each Workload's writes in order, in a task of its own;
-//! a Workload is not planned again until they end). Events are recorded as
+//! beside the queue manager's passes (each Workload's writes in a task of its own; a
+//! Workload is not planned again until they end). Events are recorded as
 //! `kueue-multikueue`.
 //!
 //! Decides nothing itself. Differences from Kueue: a connected worker is probed again (and its
 //! kubeconfig Secret read again) only every [`PROBE_EVERY`], when its MultiKueueCluster's spec
 //! changes or after one of its watches failed; `RequeueAfter` is left to the queue manager's
-//! resync.
+//! resync; a Workload's writes on different workers run at once (Kueue makes them one after
+//! the other), and a failed write does not stop the writes after it (the next pass plans
+//! what is still to do).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,6 +42,7 @@ use crate::queue::{
     MANAGER, Workloads, kueue_resource, values, write_check_statuses, write_status,
 };
 use crate::queue_multikueue_remote::{Remote, RemoteCaches, Wake, owner_resource};
+use crate::serialized::SerializedEach;
 use crate::shell::{EventRecorder, patch_params, post_params};
 
 /// The component MultiKueue's events are recorded as.
@@ -83,6 +86,9 @@ pub struct MultiKueueWatches {
     workers: Mutex<BTreeMap<String, WorkerConnection>>,
     /// The Workloads the last passes found nothing to do for.
     settled: std::sync::Mutex<Settled>,
+    /// The JSON of the objects the plans read (workers' copies, the local owners) while
+    /// their caches hold them: an object is serialized once, not every pass.
+    json: std::sync::Mutex<SerializedEach>,
     /// The Workloads whose writes are being carried out, and what they wrote here.
     in_flight: Arc<std::sync::Mutex<InFlight>>,
     /// The tasks carrying them out: dropped (aborted) with the queue manager.
@@ -172,6 +178,7 @@ impl MultiKueueWatches {
             worker_lost_timeout: settings.worker_lost_timeout,
             workers: Mutex::new(BTreeMap::new()),
             settled: std::sync::Mutex::default(),
+            json: std::sync::Mutex::default(),
             in_flight: Arc::default(),
             carriers: std::sync::Mutex::default(),
             events: EventRecorder::start(client.clone(), COMPONENT, clock),
@@ -276,6 +283,7 @@ impl MultiKueueWatches {
             settled.context = context;
             settled.workloads.clear();
         }
+        let mut json = self.json.lock().unwrap_or_else(|e| e.into_inner());
         let mut still_settled = BTreeMap::new();
         let mut planned = Vec::new();
         for (key, shared) in workloads {
@@ -306,10 +314,10 @@ impl MultiKueueWatches {
                 still_settled.insert(key.clone(), settlement.clone());
                 continue;
             }
-            let local_owner = local.map(|owner| owner.to_value());
-            let shown: Vec<(String, Read<Value>)> = remote
+            let local_owner = local.and_then(|owner| owner.to_value(&mut json));
+            let shown: Vec<(String, Read<Arc<Value>>)> = remote
                 .into_iter()
-                .map(|(name, read)| (name, read.into_json()))
+                .map(|(name, read)| (name, read.into_json(&mut json)))
                 .collect();
             let group_workers: BTreeMap<String, Worker<'_>> = shown
                 .iter()
@@ -317,8 +325,8 @@ impl MultiKueueWatches {
                     let worker = match shown {
                         Read::Lost(since) => Worker::Unreachable { lost_since: *since },
                         Read::Got(workload, owner) => Worker::Reachable {
-                            workload: workload.as_ref(),
-                            owner: owner.as_ref(),
+                            workload: workload.as_deref(),
+                            owner: owner.as_deref(),
                         },
                     };
                     (name.clone(), worker)
@@ -327,7 +335,7 @@ impl MultiKueueWatches {
             let group = Group {
                 workload,
                 admission_checks: checks,
-                owner: local_owner.as_ref(),
+                owner: local_owner.as_deref(),
                 workers: &group_workers,
                 origin: &self.origin,
                 worker_lost_timeout: self.worker_lost_timeout,
@@ -349,6 +357,7 @@ impl MultiKueueWatches {
             }
         }
         settled.workloads = still_settled;
+        json.forget_released();
         planned
     }
 
@@ -476,7 +485,7 @@ struct Planned {
     key: Arc<str>,
     workload: Arc<Value>,
     /// Its owner here, as JSON.
-    local_owner: Option<Value>,
+    local_owner: Option<Arc<Value>>,
     /// Its owner's kind and name.
     owner: Option<(OwnerKind, String)>,
     writes: Vec<Write>,
@@ -501,17 +510,33 @@ struct Carrier {
 }
 
 impl Carrier {
-    /// Carries out a Workload's writes in order, then hands what they wrote here to the
-    /// queue manager and wakes it.
+    /// Carries out a Workload's writes: each worker's in order, the workers at once (a
+    /// dispatch creates the Job on the winner while the losers' copies are withdrawn), then
+    /// those on the manager in order (the check turns Ready once the Job exists). Then hands
+    /// what they wrote here to the queue manager and wakes it.
     async fn carry_out_all(self: Arc<Self>, mut planned: Planned) {
-        let writes = std::mem::take(&mut planned.writes);
+        let mut by_worker: BTreeMap<String, Vec<Write>> = BTreeMap::new();
+        let mut here = Vec::new();
+        for write in std::mem::take(&mut planned.writes) {
+            match write.worker() {
+                Some(worker) => by_worker.entry(worker.to_owned()).or_default().push(write),
+                None => here.push(write),
+            }
+        }
         let mut ended = Ended {
             carrier: &self,
             key: &planned.key,
             written: Vec::new(),
         };
-        for write in writes {
-            if let Some(object) = self.carry_out(&planned, write).await {
+        let (carrier, planned) = (&*self, &planned);
+        futures::future::join_all(by_worker.into_values().map(|writes| async move {
+            for write in writes {
+                carrier.carry_out(planned, write).await;
+            }
+        }))
+        .await;
+        for write in here {
+            if let Some(object) = self.carry_out(planned, write).await {
                 ended.written.push(object);
             }
         }
@@ -674,11 +699,11 @@ enum Read<T = Arc<DynamicObject>> {
 }
 
 impl Read {
-    fn into_json(self) -> Read<Value> {
-        let json = |object: Option<Arc<DynamicObject>>| serde_json::to_value(object?.as_ref()).ok();
+    fn into_json(self, json: &mut SerializedEach) -> Read<Arc<Value>> {
+        let mut value = |object: Option<Arc<DynamicObject>>| json.value(&object?, |_| {});
         match self {
             Read::Lost(since) => Read::Lost(since),
-            Read::Got(workload, owner) => Read::Got(json(workload), json(owner)),
+            Read::Got(workload, owner) => Read::Got(value(workload), value(owner)),
         }
     }
 }
@@ -721,15 +746,13 @@ impl LocalOwner {
     }
 
     /// As JSON with its kind: typed Jobs serialize without it, and the adapters match on it.
-    fn to_value(&self) -> Value {
+    fn to_value(&self, json: &mut SerializedEach) -> Option<Arc<Value>> {
         match self {
-            LocalOwner::Job(job) => {
-                let mut value = serde_json::to_value(job.as_ref()).unwrap_or_default();
+            LocalOwner::Job(job) => json.value(job, |value| {
                 value["apiVersion"] = json!("batch/v1");
                 value["kind"] = json!("Job");
-                value
-            }
-            LocalOwner::JobSet(set) => serde_json::to_value(set.as_ref()).unwrap_or_default(),
+            }),
+            LocalOwner::JobSet(set) => json.value(set, |_| {}),
         }
     }
 }
@@ -1119,5 +1142,95 @@ mod carrier_tests {
             );
         }
         assert_eq!(wakes.next().await, Some(()), "the queue manager woken");
+    }
+
+    /// The requests seen so far, as `METHOD path`.
+    fn requests(log: &std::sync::Mutex<Vec<String>>) -> Vec<String> {
+        log.lock()
+            .expect("log")
+            .iter()
+            .map(|request| request.split(' ').take(2).collect::<Vec<_>>().join(" "))
+            .map(|request| request.split('?').next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_dispatch_creates_the_job_on_the_winner_while_the_loser_is_withdrawn() {
+        use tokio::sync::Semaphore;
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let open = || Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+        // worker1 (the loser, first by name) answers only once let.
+        let loser_gate = Arc::new(Semaphore::new(0));
+        let client = |gate| crate::shell::tests::recording_into(answer, log.clone(), gate);
+        let (wake, _wakes) = Wake::channel();
+        let carrier = Carrier {
+            client: client(open()),
+            remotes: BTreeMap::from([
+                ("worker1".to_owned(), client(loser_gate.clone())),
+                ("worker2".to_owned(), client(open())),
+            ]),
+            events: EventRecorder::start(
+                crate::shell::tests::recording(answer).0,
+                COMPONENT,
+                tessera_model::clock::fixed(SystemTime::UNIX_EPOCH),
+            ),
+            in_flight: Arc::default(),
+            wake,
+        };
+        let planned = Planned {
+            key: Arc::from("default/job-a"),
+            workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default",
+                "resourceVersion": "7"}})),
+            local_owner: None,
+            owner: None,
+            writes: vec![
+                Write::RemoveRemote {
+                    cluster: "worker1".to_owned(),
+                    owner: None,
+                    workload: true,
+                },
+                Write::CreateRemote {
+                    cluster: "worker2".to_owned(),
+                    object: json!({"apiVersion": "batch/v1", "kind": "Job",
+                        "metadata": {"name": "job-a", "namespace": "default"}}),
+                },
+                Write::WorkloadStatus(json!({"clusterName": "worker2"})),
+            ],
+        };
+        let writes = tokio::spawn(Arc::new(carrier).carry_out_all(planned));
+        let job = "POST /apis/batch/v1/namespaces/default/jobs".to_owned();
+        let status = "PATCH /apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/job-a/status";
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            while !requests(&log).contains(&job) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "the Job created while the loser has not answered: {:?}",
+            requests(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !requests(&log).iter().any(|r| r == status),
+            "the check is not written while a worker's write is in flight: {:?}",
+            requests(&log)
+        );
+        loser_gate.add_permits(Semaphore::MAX_PERMITS / 2);
+        writes.await.expect("the writes end");
+        let seen = requests(&log);
+        assert_eq!(
+            seen.last().map(String::as_str),
+            Some(status),
+            "the manager's Workload written last: {seen:?}"
+        );
+        assert_eq!(
+            seen.iter()
+                .filter(|r| r.ends_with("/namespaces/default/workloads/job-a"))
+                .count(),
+            2,
+            "the loser's copy withdrawn (finalizer, then delete): {seen:?}"
+        );
     }
 }

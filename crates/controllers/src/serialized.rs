@@ -4,8 +4,8 @@
 //! that changed, not to those watched. The very object serialized before (the same [`Arc`],
 //! as a watch cache hands out an unchanged object) is found by its address, without reading
 //! its metadata. An object without a resourceVersion is serialized every time. The JSON is
-//! shared ([`Arc`]): handing it out copies nothing. Knows nothing about what the JSON is
-//! read for.
+//! shared ([`Arc`]): handing it out copies nothing. [`SerializedEach`] does the same for
+//! objects looked up one at a time. Knows nothing about what the JSON is read for.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -102,6 +102,46 @@ impl Serialized {
     }
 }
 
+/// Objects looked up one at a time as JSON, kept by the object's address for as long as
+/// something else still holds the object (the watch cache that handed it out): once the cache
+/// has dropped or replaced it, [`SerializedEach::forget_released`] forgets its JSON. For a
+/// reader that looks up a few objects of a cache, where [`Serialized`] reads them all.
+#[derive(Default)]
+pub struct SerializedEach {
+    by_address: AddressMap<(Arc<dyn Any + Send + Sync>, Arc<Value>)>,
+}
+
+impl SerializedEach {
+    /// `object` as JSON, `finish`ed (as a typed object's kind is added) when serialized; the
+    /// JSON kept before when this very object was serialized before. `None` when it does
+    /// not serialize.
+    pub fn value<K>(
+        &mut self,
+        object: &Arc<K>,
+        finish: impl FnOnce(&mut Value),
+    ) -> Option<Arc<Value>>
+    where
+        K: serde::Serialize + Send + Sync + 'static,
+    {
+        let at = address(object);
+        if let Some((_, value)) = self.by_address.get(&at) {
+            return Some(Arc::clone(value));
+        }
+        let mut value = serde_json::to_value(object.as_ref()).ok()?;
+        finish(&mut value);
+        let value = Arc::new(value);
+        let held: Arc<dyn Any + Send + Sync> = object.clone();
+        self.by_address.insert(at, (held, Arc::clone(&value)));
+        Some(value)
+    }
+
+    /// Forgets the objects nothing else holds any more.
+    pub fn forget_released(&mut self) {
+        self.by_address
+            .retain(|_, (object, _)| Arc::strong_count(object) > 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +212,26 @@ mod tests {
             // The very objects again: found by address, answered alike.
             assert_eq!(spec_numbers(&serialized.values(&second)), want, "{case}");
         }
+    }
+
+    #[test]
+    fn an_object_looked_up_alone_is_serialized_once_while_its_cache_holds_it() {
+        let mut each = SerializedEach::default();
+        let kind = |value: &mut Value| value["kind"] = "K".into();
+        let held = object("a", Some("1"), 1);
+        let first = each.value(&held, kind);
+        assert_eq!(first.as_ref().map(|v| v["kind"].clone()), Some("K".into()));
+        // The very object again: its JSON kept, not serialized again (nor finished again).
+        let again = each.value(&held, |value| value["kind"] = "other".into());
+        assert!(first.zip(again).is_some_and(|(a, b)| Arc::ptr_eq(&a, &b)));
+        // Another object (a newer version from the cache): serialized.
+        let newer = object("a", Some("2"), 2);
+        let value = each.value(&newer, kind);
+        assert_eq!(value.map(|v| v["spec"]["n"].clone()), Some(2.into()));
+        // The cache drops the first: forgotten; the one it still holds is kept.
+        drop(held);
+        each.forget_released();
+        assert_eq!(each.by_address.len(), 1);
+        assert!(each.by_address.contains_key(&address(&newer)));
     }
 }

@@ -633,9 +633,21 @@ pub(crate) mod tests {
     /// and remembers each request as `METHOD path?query body`.
     pub(crate) fn recording(answer: fn(&str, &str) -> u16) -> (Client, Arc<Mutex<Vec<String>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
+        let open = Arc::new(tokio::sync::Semaphore::new(
+            tokio::sync::Semaphore::MAX_PERMITS,
+        ));
+        (recording_into(answer, seen.clone(), open), seen)
+    }
+
+    /// A client like [`recording`]'s that remembers each request in `log` as it arrives and
+    /// answers it once `gate` has a permit for it.
+    pub(crate) fn recording_into(
+        answer: fn(&str, &str) -> u16,
+        log: Arc<Mutex<Vec<String>>>,
+        gate: Arc<tokio::sync::Semaphore>,
+    ) -> Client {
         let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-            let log = log.clone();
+            let (log, gate) = (log.clone(), gate.clone());
             async move {
                 use http_body_util::BodyExt;
                 let (parts, body) = request.into_parts();
@@ -648,6 +660,7 @@ pub(crate) mod tests {
                     parts.method,
                     String::from_utf8_lossy(&body)
                 ));
+                let _answered = gate.acquire().await?;
                 let body = if code < 300 && parts.uri.path().contains("/jobs") {
                     json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}})
                 } else if code < 300 {
@@ -663,7 +676,7 @@ pub(crate) mod tests {
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>(response)
             }
         });
-        (Client::new(service, "default"), seen)
+        Client::new(service, "default")
     }
 
     fn bytes_of(value: &Value) -> kube::client::Body {

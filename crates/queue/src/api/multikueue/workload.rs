@@ -65,7 +65,8 @@ pub struct Group<'a> {
     pub worker_lost_timeout: Duration,
 }
 
-/// One write, in order.
+/// One write. A worker's writes are carried out in the order given; those on the manager
+/// (its Workload's and owner's status, events) in order after every worker's have ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
     /// Create this object (a Workload or the owner's copy) on the worker.
@@ -108,6 +109,22 @@ pub enum Write {
     Event(Event),
     /// Reconcile again after this long.
     RequeueAfter(Duration),
+}
+
+impl Write {
+    /// The worker this write is carried out on; `None` for a write on the manager.
+    pub fn worker(&self) -> Option<&str> {
+        match self {
+            Write::CreateRemote { cluster, .. }
+            | Write::RemoveRemote { cluster, .. }
+            | Write::UpdateRemotePriority { cluster, .. }
+            | Write::DeactivateRemote { cluster, .. } => Some(cluster),
+            Write::OwnerStatus(_)
+            | Write::WorkloadStatus(_)
+            | Write::Event(_)
+            | Write::RequeueAfter(_) => None,
+        }
+    }
 }
 
 /// The Workload's MultiKueue check state (`GetMultiKueueAdmissionCheck`).
