@@ -254,10 +254,13 @@ struct Memory {
     jobs: Serialized,
     jobsets: Serialized,
     /// Per job UID, the writes last sent and the job's resource version then.
-    sent: HashMap<String, (String, Vec<JobWrite>)>,
+    sent: HashMap<String, Sent>,
     /// Which Workloads name DRA claims.
     claiming: tessera_queue::api::dra::ClaimingWorkloads,
 }
+
+/// A job's resource version and the writes sent for it at that version.
+type Sent = (String, Vec<JobWrite>);
 
 impl Memory {
     /// Remembers a Workload it wrote, until the watch shows it.
@@ -593,6 +596,7 @@ impl Shell<'_> {
         context: &queue_pods::Context<'_>,
         now: std::time::SystemTime,
     ) {
+        use futures::StreamExt;
         let watches = self.watches;
         let (flavors, priorities) = (context.flavors, context.priorities);
         // Serialized only at a new version: a pass reads every job.
@@ -617,6 +621,7 @@ impl Shell<'_> {
         let namespaces = objects::namespace_labels(&values(watches.namespaces.state()));
         let no_labels = BTreeMap::new();
         let mut uids = std::collections::HashSet::new();
+        let mut writing = Vec::new();
         for (kind, resource, jobs) in &kinds {
             if !self.configuration.runs(kind.framework) {
                 continue;
@@ -645,29 +650,49 @@ impl Shell<'_> {
                 let writes =
                     framework::reconcile_with(kind, job_object, owned, context, options, now);
                 let version = tessera_model::json::text(job_object, "/metadata/resourceVersion");
-                let sending = (version.to_owned(), writes.clone());
-                if writes.is_empty() || memory.sent.get(uid) == Some(&sending) {
+                let sending = (version.to_owned(), writes);
+                if sending.1.is_empty() || memory.sent.get(uid) == Some(&sending) {
                     continue;
                 }
-                let mut done = true;
-                for write in writes {
-                    let job = (*kind, resource, job_object);
-                    match self.write_for_job(job, owned, write).await {
-                        Ok(Some(object)) => memory.remember(&object),
-                        Ok(None) => {}
-                        // The rest (its event) waits for the next pass, which tries again.
-                        Err(()) => {
-                            done = false;
-                            break;
-                        }
-                    }
-                }
-                if done {
-                    memory.sent.insert(uid.to_owned(), sending);
-                }
+                let job = (*kind, resource, job_object);
+                writing.push(self.write_all_for_job(job, owned, (uid, sending)));
+            }
+        }
+        // Each job's writes in order, the jobs' CONCURRENT_WRITES at a time: a burst of new
+        // jobs does not wait on their Workloads' creations one after the other.
+        let written: Vec<_> = futures::stream::iter(writing)
+            .buffer_unordered(CONCURRENT_WRITES)
+            .collect()
+            .await;
+        for (uid, sending, objects, done) in written {
+            for object in &objects {
+                memory.remember(object);
+            }
+            if done {
+                memory.sent.insert(uid.to_owned(), sending);
             }
         }
         memory.sent.retain(|uid, _| uids.contains(uid));
+    }
+
+    /// Carries out a job's writes in order, up to the first that fails (the rest, its event,
+    /// waits for the next pass, which tries again). Answers what `sent` names, the Workloads
+    /// written and whether every write was done.
+    async fn write_all_for_job<'j>(
+        &self,
+        job: (&Integration, &ApiResource, &Value),
+        workload: Option<&Value>,
+        (uid, sending): (&'j str, Sent),
+    ) -> (&'j str, Sent, Vec<Arc<DynamicObject>>, bool) {
+        let mut written = Vec::new();
+        for write in sending.1.clone() {
+            match self.write_for_job(job, workload, write).await {
+                Ok(Some(object)) => written.push(object),
+                Ok(None) => {}
+                Err(()) => return (uid, sending, written, false),
+            }
+        }
+        (uid, sending, written, true)
     }
 
     /// The topology ungater: lifts the `kueue.x-k8s.io/topology` gate of the pods of
