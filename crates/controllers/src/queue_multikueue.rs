@@ -1065,6 +1065,26 @@ mod carrier_tests {
         200
     }
 
+    fn recorder() -> EventRecorder {
+        EventRecorder::start(
+            crate::shell::tests::recording(answer).0,
+            COMPONENT,
+            tessera_model::clock::fixed(SystemTime::UNIX_EPOCH),
+        )
+    }
+
+    /// Workload `default/job-a` at resourceVersion 7 planned with `writes`.
+    fn planned(key: Arc<str>, writes: Vec<Write>) -> Planned {
+        Planned {
+            key,
+            workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default",
+                "resourceVersion": "7"}})),
+            local_owner: None,
+            owner: None,
+            writes,
+        }
+    }
+
     #[tokio::test]
     async fn a_workloads_writes_end_by_handing_back_what_they_wrote_and_waking_the_queue_manager() {
         let (client, seen) = crate::shell::tests::recording(answer);
@@ -1079,23 +1099,15 @@ mod carrier_tests {
         let carrier = Carrier {
             client: client.clone(),
             remotes: BTreeMap::from([("worker1".to_owned(), client)]),
-            events: EventRecorder::start(
-                crate::shell::tests::recording(answer).0,
-                COMPONENT,
-                tessera_model::clock::fixed(SystemTime::UNIX_EPOCH),
-            ),
+            events: recorder(),
             in_flight: in_flight.clone(),
             wake,
         };
         let job = json!({"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "job-a", "namespace": "default"}});
-        let planned = Planned {
-            key: key.clone(),
-            workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default",
-                "resourceVersion": "7"}})),
-            local_owner: None,
-            owner: None,
-            writes: vec![
+        let planned = planned(
+            key.clone(),
+            vec![
                 Write::CreateRemote {
                     cluster: "worker1".to_owned(),
                     object: job,
@@ -1107,7 +1119,7 @@ mod carrier_tests {
                 },
                 Write::WorkloadStatus(json!({"clusterName": "worker1"})),
             ],
-        };
+        );
         Arc::new(carrier).carry_out_all(planned).await;
         let log = seen.lock().expect("log").clone();
         assert!(
@@ -1169,21 +1181,13 @@ mod carrier_tests {
                 ("worker1".to_owned(), client(loser_gate.clone())),
                 ("worker2".to_owned(), client(open())),
             ]),
-            events: EventRecorder::start(
-                crate::shell::tests::recording(answer).0,
-                COMPONENT,
-                tessera_model::clock::fixed(SystemTime::UNIX_EPOCH),
-            ),
+            events: recorder(),
             in_flight: Arc::default(),
             wake,
         };
-        let planned = Planned {
-            key: Arc::from("default/job-a"),
-            workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default",
-                "resourceVersion": "7"}})),
-            local_owner: None,
-            owner: None,
-            writes: vec![
+        let planned = planned(
+            Arc::from("default/job-a"),
+            vec![
                 Write::RemoveRemote {
                     cluster: "worker1".to_owned(),
                     owner: None,
@@ -1196,7 +1200,7 @@ mod carrier_tests {
                 },
                 Write::WorkloadStatus(json!({"clusterName": "worker2"})),
             ],
-        };
+        );
         let writes = tokio::spawn(Arc::new(carrier).carry_out_all(planned));
         let job = "POST /apis/batch/v1/namespaces/default/jobs".to_owned();
         let status = "PATCH /apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/job-a/status";
