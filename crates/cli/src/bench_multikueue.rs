@@ -70,8 +70,8 @@ const RUN_LIMIT: Duration = Duration::from_secs(300);
 struct Record {
     reserved: HashMap<String, Instant>,
     dispatched: HashMap<String, Instant>,
-    /// The Job of each of the manager's Workloads.
-    job_of: HashMap<String, String>,
+    /// The manager's Workload of each Job.
+    workload_of: HashMap<String, String>,
     copied: HashMap<String, Instant>,
     reserved_on_worker: HashMap<String, Instant>,
 }
@@ -82,19 +82,14 @@ impl Record {
     fn latencies(&self) -> anyhow::Result<(Vec<Duration>, [Vec<Duration>; 3])> {
         let mut latencies = Vec::new();
         let mut stages: [Vec<Duration>; 3] = Default::default();
-        let workload_of: HashMap<&str, &str> = self
-            .job_of
-            .iter()
-            .map(|(workload, job)| (job.as_str(), workload.as_str()))
-            .collect();
         for (name, dispatched) in &self.dispatched {
             let Some(reserved) = self.reserved.get(name) else {
                 bail!("Job {name} reached a worker before its quota was seen reserved");
             };
             latencies.push(dispatched.saturating_duration_since(*reserved));
-            let workload = workload_of.get(name.as_str());
-            let copied = workload.and_then(|w| self.copied.get(*w));
-            let on_worker = workload.and_then(|w| self.reserved_on_worker.get(*w));
+            let workload = self.workload_of.get(name);
+            let copied = workload.and_then(|w| self.copied.get(w));
+            let on_worker = workload.and_then(|w| self.reserved_on_worker.get(w));
             if let (Some(copied), Some(on_worker)) = (copied, on_worker) {
                 let marks = [reserved, copied, on_worker, dispatched];
                 for (stage, pair) in stages.iter_mut().zip(marks.windows(2)) {
@@ -332,7 +327,7 @@ fn follow_reservations(
             return;
         };
         if let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str) {
-            record.job_of.insert(name.to_owned(), owner.to_owned());
+            record.workload_of.insert(owner.to_owned(), name.to_owned());
         }
         if condition_true(value, QUOTA_RESERVED) {
             record.reserved.entry(owner.to_owned()).or_insert(now);
