@@ -36,6 +36,7 @@ use tessera_queue::api::multikueue::{
 };
 use tessera_queue::api::objects;
 use tessera_queue::api::pass::StatusWrite;
+use tessera_workloads::plan::merge_patch_between;
 use tokio::sync::Mutex;
 
 use crate::queue::{
@@ -201,10 +202,10 @@ impl MultiKueueWatches {
         owners: &LocalOwners<'_>,
         now: SystemTime,
     ) {
-        let clusters = values(self.clusters.state());
-        if clusters.is_empty() && self.configs.state().is_empty() {
+        if !self.in_use() {
             return;
         }
+        let clusters = values(self.clusters.state());
         let mut workers = self.workers.lock().await;
         for object in &clusters {
             self.connect(client, &mut workers, object, now).await;
@@ -250,6 +251,11 @@ impl MultiKueueWatches {
             in_flight.keys.insert(planned.key.clone());
             carriers.spawn(carrier.clone().carry_out_all(planned));
         }
+    }
+
+    /// Whether any MultiKueueCluster or MultiKueueConfig exists.
+    pub fn in_use(&self) -> bool {
+        !self.clusters.state().is_empty() || !self.configs.state().is_empty()
     }
 
     /// The Workloads written here by the writes that ended since the last call.
@@ -557,7 +563,9 @@ impl Carrier {
                 let object = serde_json::from_value::<DynamicObject>(object).ok()?;
                 match api.create(&post_params(MANAGER), &object).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 409 => {}
+                    Err(kube::Error::Api(status)) if status.code == 409 => {
+                        tracing::debug!(%cluster, "multikueue: remote object already there");
+                    }
                     Err(error) => {
                         tracing::debug!(%error, %cluster, "multikueue: remote object not created")
                     }
@@ -624,10 +632,9 @@ impl Carrier {
             }
             Write::OwnerStatus(status) => {
                 let (kind, name) = owner?;
-                local_owner?;
+                let patch = owner_status_patch(local_owner?, status);
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(client.clone(), namespace, &owner_resource(*kind));
-                let patch = json!({ "status": status });
                 if let Err(error) = api
                     .patch_status(name, &patch_params(MANAGER), &Patch::Merge(&patch))
                     .await
@@ -658,6 +665,20 @@ impl Carrier {
         }
         None
     }
+}
+
+/// The merge patch that sets the status of the owner read as `local` to `status` (as Kueue
+/// updates it: the fields the worker's copy no longer has removed, not left in place), on the
+/// condition that the owner is still the version read: a status copied over a newer owner
+/// (unsuspended since) is refused with a conflict, and the owner planned again.
+fn owner_status_patch(local: &Value, status: Value) -> Value {
+    let before = local.get("status").unwrap_or(&Value::Null);
+    let mut patch = json!({"status": merge_patch_between(before, &status)});
+    let version = tessera_model::json::text(local, "/metadata/resourceVersion");
+    if !version.is_empty() {
+        patch["metadata"] = json!({"resourceVersion": version});
+    }
+    patch
 }
 
 /// Each configured worker's copies of the Workload and its owner as its caches show them, or
@@ -1231,5 +1252,47 @@ mod carrier_tests {
             2,
             "the loser's copy withdrawn (finalizer, then delete): {seen:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod owner_status_tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_status_replaces_the_one_read_on_the_version_read() {
+        let suspended = json!({"conditions": [{"type": "Suspended", "status": "True"}]});
+        let cases = [
+            // (the local owner, the worker's status, the patch)
+            (
+                // Unsuspended here: the adapter's Suspended condition goes with the copy.
+                json!({"metadata": {"resourceVersion": "7"}, "status": suspended}),
+                json!({}),
+                json!({"metadata": {"resourceVersion": "7"}, "status": {"conditions": null}}),
+            ),
+            (
+                json!({"metadata": {"resourceVersion": "8"}, "status": {"active": 1}}),
+                json!({"active": 0, "ready": 0}),
+                json!({"metadata": {"resourceVersion": "8"},
+                    "status": {"active": 0, "ready": 0}}),
+            ),
+            (
+                json!({"metadata": {"resourceVersion": "9"}}),
+                json!({"active": 1}),
+                json!({"metadata": {"resourceVersion": "9"}, "status": {"active": 1}}),
+            ),
+            (
+                json!({"status": {"uncountedTerminatedPods": {"succeeded": ["a"]}}}),
+                json!({"uncountedTerminatedPods": {}}),
+                json!({"status": {"uncountedTerminatedPods": {"succeeded": null}}}),
+            ),
+        ];
+        for (local, status, want) in cases {
+            let patch = owner_status_patch(&local, status.clone());
+            assert_eq!(patch, want, "{local} to {status}");
+            let mut patched = local.clone();
+            json_patch::merge(&mut patched, &patch);
+            assert_eq!(patched["status"], status, "{local} to {status}");
+        }
     }
 }
