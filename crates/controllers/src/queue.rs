@@ -3,7 +3,8 @@
 //! LocalQueues, Workloads, WorkloadPriorityClasses, Topologies, AdmissionChecks
 //! (`kueue.x-k8s.io/v1beta2`), Nodes, Namespaces, PriorityClasses, Jobs and — once their CRD
 //! is installed — JobSets (and, in [`crate::queue_provisioning`], the ProvisioningRequest
-//! check's objects; in [`crate::queue_multikueue`], MultiKueue's objects and workers); after each burst of
+//! check's objects; MultiKueue runs beside it in a loop of its own,
+//! [`crate::queue_multikueue_loop`], whose Workload writes it lays over its watch); after each burst of
 //! changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
 //! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses
@@ -72,7 +73,7 @@ pub const ADMISSION_COMPONENT: &str = "kueue-admission";
 pub const JOB_COMPONENT: &str = JOB.component;
 
 /// How long the shell's own Workload writes stand in for the watch cache's copies at most.
-const OVERLAID_FOR: Duration = Duration::from_secs(10);
+pub(crate) const OVERLAID_FOR: Duration = Duration::from_secs(10);
 
 /// How many status writes of a pass are in flight at once (Kueue applies admissions
 /// asynchronously too); the store commits concurrent writes together.
@@ -281,12 +282,15 @@ pub async fn run(client: Client, config: QueueConfig) {
         config.clock.clone(),
         &mut changes,
     );
-    let multikueue = crate::queue_multikueue::MultiKueueWatches::start(
-        &client,
+    // MultiKueue runs its own loop beside the admission rounds; dropped with this task.
+    let multikueue = crate::queue_multikueue_loop::Handoff::default();
+    let mut beside = tokio::task::JoinSet::new();
+    beside.spawn(crate::queue_multikueue_loop::run(
+        client.clone(),
         config.clock.clone(),
-        &config.configuration,
-        &mut changes,
-    );
+        config.configuration.clone(),
+        multikueue.clone(),
+    ));
     let (mut pods, pod_changes) = PodIntegration::start(&client, config.clock.clone());
     changes.push(pod_changes);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
@@ -315,9 +319,9 @@ pub async fn run(client: Client, config: QueueConfig) {
         let now = (config.clock)();
         let mut phases = Phases::since(round_ended);
         phases.lap("settle");
-        // MultiKueue's writes run beside the passes; what they wrote here is laid over the
+        // MultiKueue's writes run beside the rounds; what they wrote here is laid over the
         // watch until it shows them.
-        for object in multikueue.take_written() {
+        for object in multikueue.take() {
             memory.remember(&object);
         }
         let pod_values = pods.pods();
@@ -334,14 +338,6 @@ pub async fn run(client: Client, config: QueueConfig) {
         {
             memory.remember(&object);
         }
-        let owners = crate::queue_multikueue::LocalOwners {
-            jobs: &watches.jobs,
-            jobsets: &watches.jobsets.store,
-            jobset_resource: &watches.jobsets.resource,
-        };
-        multikueue
-            .reconcile(&client, &checks, &workloads, &owners, now)
-            .await;
         let context = queue_pods::Context {
             workloads: &workloads,
             flavors: &flavors,
@@ -420,7 +416,7 @@ fn controller_uid(object: &Value) -> Option<&str> {
 
 /// Whether `ours` is newer than the watch's copy: a higher resource version (both numbers,
 /// as the store's revisions are), or any other when they do not compare.
-fn newer(ours: &DynamicObject, watched: &DynamicObject) -> bool {
+pub(crate) fn newer(ours: &DynamicObject, watched: &DynamicObject) -> bool {
     let version = |o: &DynamicObject| o.resource_version().and_then(|v| v.parse::<u64>().ok());
     match (version(ours), version(watched)) {
         (Some(ours), Some(watched)) => ours > watched,

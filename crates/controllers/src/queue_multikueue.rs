@@ -1,20 +1,22 @@
-//! The queue manager's MultiKueue admission check: watches of MultiKueueConfigs and
+//! MultiKueue's admission check on a manager: watches of MultiKueueConfigs and
 //! MultiKueueClusters; per worker, the kubeconfig read from the Secret its MultiKueueCluster
 //! names (key `kubeconfig`, in Kueue's namespace), a kube client built from it and a probe of
 //! the worker's API, the outcome written as the cluster's `Active` condition
 //! ([`tessera_queue::api::multikueue::cluster_status`], a Warning event when it fails) and the
 //! checks' `Active` conditions from their configs; while a worker is connected, watch caches
 //! of what this manager created there ([`crate::queue_multikueue_remote`]), whose changes wake
-//! the queue manager at once; then, for every Workload with a MultiKueue check, the worker's
+//! MultiKueue's loop ([`crate::queue_multikueue_loop`]) at once and mark what they touched
+//! ([`crate::queue_multikueue_touched`]); then, for every Workload with a MultiKueue check, the worker's
 //! copies of the Workload and its Job or JobSet as those caches show them and what
 //! [`tessera_queue::api::multikueue::reconcile`] answers carried out on the workers and here,
-//! beside the queue manager's passes (each Workload's writes in a task of its own; a
+//! beside the loop's passes (each Workload's writes in a task of its own; a
 //! Workload is not planned again until they end). Events are recorded as
-//! `kueue-multikueue`.
+//! `kueue-multikueue`. A Workload whose last reconciliation wrote nothing is not read
+//! again until it, its owner or a worker's copy of either is touched.
 //!
 //! Decides nothing itself. Differences from Kueue: a connected worker is probed again (and its
 //! kubeconfig Secret read again) only every [`PROBE_EVERY`], when its MultiKueueCluster's spec
-//! changes or after one of its watches failed; `RequeueAfter` is left to the queue manager's
+//! changes or after one of its watches failed; `RequeueAfter` is left to the loop's
 //! resync; a Workload's writes on different workers run at once (Kueue makes them one after
 //! the other), and a failed write does not stop the writes after it (the next pass plans
 //! what is still to do).
@@ -43,6 +45,7 @@ use crate::queue::{
     MANAGER, Workloads, kueue_resource, values, write_check_statuses, write_status,
 };
 use crate::queue_multikueue_remote::{Remote, RemoteCaches, Wake, owner_resource};
+use crate::queue_multikueue_touched::{Touched, TouchedSet};
 use crate::serialized::SerializedEach;
 use crate::shell::{EventRecorder, patch_params, post_params};
 
@@ -92,11 +95,14 @@ pub struct MultiKueueWatches {
     json: std::sync::Mutex<SerializedEach>,
     /// The Workloads whose writes are being carried out, and what they wrote here.
     in_flight: Arc<std::sync::Mutex<InFlight>>,
-    /// The tasks carrying them out: dropped (aborted) with the queue manager.
+    /// The tasks carrying them out: dropped (aborted) with the loop.
     carriers: std::sync::Mutex<tokio::task::JoinSet<()>>,
     events: EventRecorder,
-    /// Wakes the queue manager when a worker's caches change.
+    /// Wakes MultiKueue's loop when a worker's caches change.
     wake: Wake,
+    /// What the workers' caches and the loop's watches of the manager's owners have shown
+    /// changed since the last plan.
+    touched: Touched,
 }
 
 impl WorkerConnection {
@@ -184,6 +190,7 @@ impl MultiKueueWatches {
             carriers: std::sync::Mutex::default(),
             events: EventRecorder::start(client.clone(), COMPONENT, clock),
             wake,
+            touched: Touched::default(),
         }
     }
 
@@ -192,7 +199,7 @@ impl MultiKueueWatches {
     /// background: a pass does not wait on the workers' round trips (several in a row for a
     /// dispatch: the losers' copies withdrawn, the winner's job created, the check Ready), so
     /// the next pass is not held up by them. A Workload is not planned again while its writes
-    /// are in flight; when they end, the queue manager is woken and
+    /// are in flight; when they end, the loop is woken and
     /// [`MultiKueueWatches::take_written`] answers the Workloads they wrote here.
     pub async fn reconcile(
         &self,
@@ -253,6 +260,11 @@ impl MultiKueueWatches {
         }
     }
 
+    /// Where the watches of the manager's Jobs and JobSets mark what they show changed.
+    pub(crate) fn touched(&self) -> &Touched {
+        &self.touched
+    }
+
     /// Whether any MultiKueueCluster or MultiKueueConfig exists.
     pub fn in_use(&self) -> bool {
         !self.clusters.state().is_empty() || !self.configs.state().is_empty()
@@ -267,7 +279,7 @@ impl MultiKueueWatches {
     /// Each Workload's writes as the reconciler answers them over what it reads, but for the
     /// Workloads read the same as at a pass that wrote nothing for them, or only asked for a
     /// requeue that is not yet due ([`Settled`]). A Workload whose writes are only requeues is
-    /// not planned: a requeue is the queue manager's resync.
+    /// not planned: a requeue is the loop's resync.
     fn plan(
         &self,
         workers: &BTreeMap<String, WorkerConnection>,
@@ -277,6 +289,8 @@ impl MultiKueueWatches {
         owners: &LocalOwners<'_>,
         now: SystemTime,
     ) -> Vec<Planned> {
+        // Taken before the caches are read: what they show changed meanwhile is the next's.
+        let touched = self.touched.take();
         // A copy (few keys): writes ending while this plans do not wait on it.
         let in_flight = self
             .in_flight
@@ -285,8 +299,14 @@ impl MultiKueueWatches {
             .keys
             .clone();
         let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
-        if settled.context != context {
+        // A worker connected or lost reads differently for every Workload.
+        let connections: Vec<(String, bool)> = workers
+            .iter()
+            .map(|(name, worker)| (name.clone(), worker.connected.is_some()))
+            .collect();
+        if settled.context != context || settled.connections != connections {
             settled.context = context;
+            settled.connections = connections;
             settled.workloads.clear();
         }
         let mut json = self.json.lock().unwrap_or_else(|e| e.into_inner());
@@ -294,8 +314,14 @@ impl MultiKueueWatches {
         let mut planned = Vec::new();
         for (key, shared) in workloads {
             let workload: &Value = shared;
-            // Planned again once its writes end (they wake the queue manager).
+            // Planned again once its writes end (they wake the loop).
             if in_flight.contains(key) {
+                continue;
+            }
+            if let Some(settlement) = settled.workloads.get(key)
+                && settlement.untouched(key, shared, &touched, now)
+            {
+                still_settled.insert(key.clone(), settlement.clone());
                 continue;
             }
             let Some(check) = multikueue_check(workload, checks) else {
@@ -347,19 +373,24 @@ impl MultiKueueWatches {
                 worker_lost_timeout: self.worker_lost_timeout,
             };
             let writes = multikueue::reconcile(&group, now);
+            let read = Planned {
+                key: key.clone(),
+                workload: shared.clone(),
+                local_owner,
+                owner,
+                writes,
+            };
             if let Some(inputs) = inputs
-                && let Some(settlement) = Settlement::after(inputs, &writes, now)
+                && let Some(settlement) = Settlement::after(inputs, &read, now)
             {
                 still_settled.insert(key.clone(), settlement);
             }
-            if writes.iter().any(|w| !matches!(w, Write::RequeueAfter(_))) {
-                planned.push(Planned {
-                    key: key.clone(),
-                    workload: shared.clone(),
-                    local_owner,
-                    owner,
-                    writes,
-                });
+            if read
+                .writes
+                .iter()
+                .any(|w| !matches!(w, Write::RequeueAfter(_)))
+            {
+                planned.push(read);
             }
         }
         settled.workloads = still_settled;
@@ -399,7 +430,7 @@ impl MultiKueueWatches {
                     worker.failed_attempts = 0;
                     worker.next_attempt = now;
                 }
-                probe(worker, now, (&self.origin, &self.wake)).await
+                probe(worker, now, (&self.origin, &self.wake, &self.touched)).await
             }
         };
         let Some(status) = multikueue::cluster_status(object, &outcome, now) else {
@@ -465,7 +496,7 @@ impl MultiKueueWatches {
 }
 
 /// A Workload's writes ending, however they end once begun (done, dropped or unwound): the
-/// Workload is no longer in flight, what they wrote is handed over and the queue manager woken.
+/// Workload is no longer in flight, what they wrote is handed over and the loop woken.
 struct Ended<'a> {
     carrier: &'a Carrier,
     key: &'a Arc<str>,
@@ -498,7 +529,7 @@ struct Planned {
 }
 
 /// The Workloads whose writes are in flight, and the Workloads those that ended wrote here
-/// (for the queue manager's overlay).
+/// (for the loop's and the queue manager's overlays).
 #[derive(Debug, Default)]
 struct InFlight {
     keys: std::collections::HashSet<Arc<str>>,
@@ -519,7 +550,7 @@ impl Carrier {
     /// Carries out a Workload's writes: each worker's in order, the workers at once (a
     /// dispatch creates the Job on the winner while the losers' copies are withdrawn), then
     /// those on the manager in order (the check turns Ready once the Job exists). Then hands
-    /// what they wrote here to the queue manager and wakes it.
+    /// what they wrote here to the loop and wakes it.
     async fn carry_out_all(self: Arc<Self>, mut planned: Planned) {
         let mut by_worker: BTreeMap<String, Vec<Write>> = BTreeMap::new();
         let mut here = Vec::new();
@@ -854,35 +885,75 @@ impl Context {
 #[derive(Debug, Default)]
 struct Settled {
     context: Context,
+    /// Which workers were connected.
+    connections: Vec<(String, bool)>,
     workloads: BTreeMap<Arc<str>, Settlement>,
 }
 
 /// A Workload whose last reconciliation wrote nothing but, at most, asked to be reconciled
 /// again after a while: it is left alone while it reads the same, until then.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Settlement {
     inputs: Inputs,
     until: Option<SystemTime>,
+    /// The Workload's JSON reconciled (the very one, while it is unchanged).
+    workload: Arc<Value>,
+    /// Its owner's `namespace/name`.
+    owner: Option<String>,
 }
 
 impl Settlement {
-    /// The settlement a reconciliation that answered `writes` over `inputs` at `now` makes:
-    /// none when it wrote anything but `RequeueAfter`; otherwise until the soonest requeue.
-    fn after(inputs: Inputs, writes: &[Write], now: SystemTime) -> Option<Settlement> {
+    /// The settlement a reconciliation of `read` (the Workload, its owner, its writes) over
+    /// `inputs` at `now` makes: none when it wrote anything but `RequeueAfter`; otherwise
+    /// until the soonest requeue.
+    fn after(inputs: Inputs, read: &Planned, now: SystemTime) -> Option<Settlement> {
         let mut until: Option<SystemTime> = None;
-        for write in writes {
+        for write in &read.writes {
             let Write::RequeueAfter(after) = write else {
                 return None;
             };
             let at = now + *after;
             until = Some(until.map_or(at, |u| u.min(at)));
         }
-        Some(Settlement { inputs, until })
+        let namespace = objects::namespace(&read.workload);
+        Some(Settlement {
+            inputs,
+            until,
+            workload: read.workload.clone(),
+            owner: read
+                .owner
+                .as_ref()
+                .map(|(_, name)| format!("{namespace}/{name}")),
+        })
     }
 
     /// Whether a Workload read as `inputs` at `now` is still settled.
     fn holds(&self, inputs: &Inputs, now: SystemTime) -> bool {
-        self.inputs == *inputs && self.until.is_none_or(|until| now < until)
+        self.inputs == *inputs && self.before_requeue(now)
+    }
+
+    /// Whether the Workload `key`, now `workload`, is still settled without reading it
+    /// again: the very JSON reconciled, neither it nor its owner `touched` (here or on a
+    /// worker) since, and no requeue due.
+    fn untouched(
+        &self,
+        key: &str,
+        workload: &Arc<Value>,
+        touched: &TouchedSet,
+        now: SystemTime,
+    ) -> bool {
+        Arc::ptr_eq(&self.workload, workload)
+            && !touched.contains(key)
+            && self
+                .owner
+                .as_deref()
+                .is_none_or(|owner| !touched.contains(owner))
+            && self.before_requeue(now)
+    }
+
+    /// Whether `now` is before the requeue asked for, if any.
+    fn before_requeue(&self, now: SystemTime) -> bool {
+        self.until.is_none_or(|until| now < until)
     }
 }
 
@@ -906,11 +977,11 @@ fn multikueue_check<'c>(
 
 /// Builds the worker's client when there is none (not before the next attempt after a
 /// failure) and asks its API for its version; a newly connected worker's caches start
-/// watching the objects of `origin`, waking `wake`.
+/// watching the objects of `origin`, marking `touched` and waking `wake`.
 async fn probe(
     worker: &mut WorkerConnection,
     now: SystemTime,
-    (origin, wake): (&str, &Wake),
+    (origin, wake, touched): (&str, &Wake, &Touched),
 ) -> Connection {
     if worker.connected.is_none() && now < worker.next_attempt {
         // Kueue waits for the next attempt without touching the status.
@@ -928,7 +999,7 @@ async fn probe(
     match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => {
             if worker.connected.is_none() {
-                let caches = RemoteCaches::start(&client, origin, wake.clone());
+                let caches = RemoteCaches::start(&client, origin, (wake.clone(), touched.clone()));
                 worker.connected = Some(Connected { client, caches });
             }
             worker.failed_attempts = 0;
@@ -971,6 +1042,19 @@ async fn client_from(kubeconfig: &str) -> Result<Client, String> {
         .await
         .map_err(|error| error.to_string())?;
     Client::try_from(config).map_err(|error| error.to_string())
+}
+
+/// The Workload `default/job-a`, planned to write `writes`.
+#[cfg(test)]
+fn planned(key: Arc<str>, writes: Vec<Write>) -> Planned {
+    Planned {
+        key,
+        workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default",
+            "resourceVersion": "7"}})),
+        local_owner: None,
+        owner: None,
+        writes,
+    }
 }
 
 #[cfg(test)]
@@ -1029,21 +1113,19 @@ mod settled_tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         let minutes = |m: u64| Duration::from_secs(60 * m);
         // Nothing written: settled for as long as it reads the same.
-        let quiet = Settlement::after(inputs.clone(), &[], now);
+        let key: Arc<str> = Arc::from("default/job-a");
+        let quiet = Settlement::after(inputs.clone(), &planned(key.clone(), vec![]), now);
         assert!(
             quiet
                 .as_ref()
                 .is_some_and(|s| s.holds(&inputs, now + minutes(600)))
         );
         // Only requeues: settled until the soonest.
-        let requeued = Settlement::after(
-            inputs.clone(),
-            &[
-                Write::RequeueAfter(minutes(15)),
-                Write::RequeueAfter(minutes(5)),
-            ],
-            now,
-        );
+        let requeues = vec![
+            Write::RequeueAfter(minutes(15)),
+            Write::RequeueAfter(minutes(5)),
+        ];
+        let requeued = Settlement::after(inputs.clone(), &planned(key.clone(), requeues), now);
         let Some(requeued) = requeued else {
             panic!("a requeue alone settles");
         };
@@ -1056,15 +1138,90 @@ mod settled_tests {
         };
         assert!(!requeued.holds(&changed, now));
         // Any other write: not settled.
-        let written = Settlement::after(
-            inputs,
-            &[
-                Write::OwnerStatus(json!({"active": 1})),
-                Write::RequeueAfter(minutes(15)),
-            ],
-            now,
+        let writes = vec![
+            Write::OwnerStatus(json!({"active": 1})),
+            Write::RequeueAfter(minutes(15)),
+        ];
+        let written = Settlement::after(inputs, &planned(key, writes), now);
+        assert!(written.is_none());
+    }
+
+    #[test]
+    fn a_settled_workload_is_left_unread_while_nothing_it_reads_is_touched() {
+        let key = "default/job-a";
+        let inputs = Inputs {
+            workload: "7".to_owned(),
+            owner: None,
+            workers: vec![],
+        };
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let mut read = planned(
+            Arc::from(key),
+            vec![Write::RequeueAfter(Duration::from_secs(60))],
         );
-        assert_eq!(written, None);
+        read.owner = Some((OwnerKind::Job, "train".to_owned()));
+        let Some(settlement) = Settlement::after(inputs, &read, now) else {
+            panic!("a requeue alone settles");
+        };
+        let same = read.workload.clone();
+        // The same JSON at the same version, but another copy: read again.
+        let copy = Arc::new(read.workload.as_ref().clone());
+        let touching = |keys: &[&str]| {
+            let touched = Touched::default();
+            for key in keys {
+                let (namespace, name) = key.split_once('/').unwrap_or_default();
+                let object = DynamicObject::new(name, &workload_resource()).within(namespace);
+                touched.event(&Ok(kube::runtime::watcher::Event::Apply(object)));
+            }
+            touched.take()
+        };
+        let cases = [
+            // (what, the Workload now, touched, at, left unread)
+            ("nothing changed", &same, touching(&[]), now, true),
+            (
+                "another Workload's copies",
+                &same,
+                touching(&["default/job-b"]),
+                now,
+                true,
+            ),
+            (
+                "its copies on a worker",
+                &same,
+                touching(&[key]),
+                now,
+                false,
+            ),
+            (
+                "its owner, here or on a worker",
+                &same,
+                touching(&["default/train"]),
+                now,
+                false,
+            ),
+            (
+                "a namesake of its owner elsewhere",
+                &same,
+                touching(&["team/train"]),
+                now,
+                true,
+            ),
+            ("a new version of it", &copy, touching(&[]), now, false),
+            (
+                "its requeue due",
+                &same,
+                touching(&[]),
+                now + Duration::from_secs(60),
+                false,
+            ),
+        ];
+        for (what, workload, touched, at, unread) in cases {
+            assert_eq!(
+                settlement.untouched(key, workload, &touched, at),
+                unread,
+                "{what}"
+            );
+        }
     }
 
     #[test]
@@ -1095,19 +1252,8 @@ mod carrier_tests {
     }
 
     /// Workload `default/job-a` at resourceVersion 7 planned with `writes`.
-    fn planned(key: Arc<str>, writes: Vec<Write>) -> Planned {
-        Planned {
-            key,
-            workload: Arc::new(json!({"metadata": {"name": "job-a", "namespace": "default",
-                "resourceVersion": "7"}})),
-            local_owner: None,
-            owner: None,
-            writes,
-        }
-    }
-
     #[tokio::test]
-    async fn a_workloads_writes_end_by_handing_back_what_they_wrote_and_waking_the_queue_manager() {
+    async fn a_workloads_writes_end_by_handing_back_what_they_wrote_and_waking_the_loop() {
         let (client, seen) = crate::shell::tests::recording(answer);
         let (wake, mut wakes) = Wake::channel();
         let in_flight: Arc<std::sync::Mutex<InFlight>> = Arc::default();
@@ -1165,7 +1311,7 @@ mod carrier_tests {
                 "the Workload written here"
             );
         }
-        assert_eq!(wakes.next().await, Some(()), "the queue manager woken");
+        assert_eq!(wakes.next().await, Some(()), "the loop woken");
     }
 
     /// The requests seen so far, as `METHOD path` (without the query).

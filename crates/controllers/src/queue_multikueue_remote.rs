@@ -1,7 +1,7 @@
 //! MultiKueue's view of one connected worker: watch caches of the Workloads, Jobs and JobSets
 //! this manager created there (label `kueue.x-k8s.io/multikueue-origin=<origin>`, as Kueue's
 //! remote watchers select them; JobSets once the worker has their CRD), filled by a task of
-//! their own that wakes the queue manager on every change, marks the worker troubled when a
+//! their own that marks what each change touched and wakes MultiKueue's loop, marks the worker troubled when a
 //! watch fails and lets the watcher start again with backoff. The task ends when the caches
 //! are dropped.
 //!
@@ -22,11 +22,12 @@ use tessera_queue::api::multikueue::{ORIGIN_LABEL, OwnerKind};
 
 use crate::custom::{JOBSET, ReflectedEvents, reflected_once_installed};
 use crate::queue::kueue_resource;
+use crate::queue_multikueue_touched::Touched;
 
-/// How many wake-ups may wait for the queue manager; more would not make it run sooner.
+/// How many wake-ups may wait for MultiKueue's loop; more would not make it run sooner.
 const PENDING_WAKES: usize = 64;
 
-/// Wakes the queue manager's loop (a pass follows).
+/// Wakes MultiKueue's loop (a pass follows).
 #[derive(Clone)]
 pub(crate) struct Wake(tokio::sync::mpsc::Sender<()>);
 
@@ -117,8 +118,12 @@ fn reflected(
 
 impl RemoteCaches {
     /// Starts watching the worker behind `client` for the objects of `origin`; every change
-    /// wakes `wake`.
-    pub(crate) fn start(client: &Client, origin: &str, wake: Wake) -> RemoteCaches {
+    /// is marked in `touched` and wakes `wake`.
+    pub(crate) fn start(
+        client: &Client,
+        origin: &str,
+        (wake, touched): (Wake, Touched),
+    ) -> RemoteCaches {
         let config = || watcher::Config::default().labels(&format!("{ORIGIN_LABEL}={origin}"));
         let (workloads, workload_events) =
             reflected(client, kueue_resource("Workload", "workloads"), config());
@@ -132,6 +137,7 @@ impl RemoteCaches {
         let mut events = futures::stream::select_all([workload_events, job_events, jobset_events]);
         let task = tokio::spawn(async move {
             while let Some(event) = events.next().await {
+                touched.event(&event);
                 if let Err(error) = event {
                     tracing::debug!(%error, "multikueue: a worker's watch failed; it starts again");
                     flag.store(true, Ordering::Relaxed);
