@@ -4,8 +4,8 @@
 //! (`kueue.x-k8s.io/v1beta2`), Nodes, Namespaces, PriorityClasses, Jobs and — once their CRD
 //! is installed — JobSets (and, in [`crate::queue_provisioning`], the ProvisioningRequest
 //! check's objects; MultiKueue runs beside it in a loop of its own,
-//! [`crate::queue_multikueue_loop`], whose Workload writes it lays over its watch); after each burst of
-//! changes (and every few seconds) it hands the watch caches' objects to
+//! [`crate::queue_multikueue_loop`], whose Workload writes it lays over its watch); after
+//! each burst of changes (and every few seconds) it hands the watch caches' objects to
 //! [`tessera_queue::api::pass::pass`] and writes what it answers — Workload statuses
 //! (admissions, pending conditions, evictions), then ClusterQueue and LocalQueue statuses
 //! (in the background, [`crate::queue_status_writer`]),

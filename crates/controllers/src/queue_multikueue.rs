@@ -4,12 +4,12 @@
 //! the worker's API, the outcome written as the cluster's `Active` condition
 //! ([`tessera_queue::api::multikueue::cluster_status`], a Warning event when it fails) and the
 //! checks' `Active` conditions from their configs; while a worker is connected, watch caches
-//! of what this manager created there ([`crate::queue_multikueue_remote`]), whose changes wake
-//! MultiKueue's loop ([`crate::queue_multikueue_loop`]) at once and mark what they touched
-//! ([`crate::queue_multikueue_touched`]); then, for every Workload with a MultiKueue check, the worker's
-//! copies of the Workload and its Job or JobSet as those caches show them and what
-//! [`tessera_queue::api::multikueue::reconcile`] answers carried out on the workers and here,
-//! beside the loop's passes (each Workload's writes in a task of its own; a
+//! of what this manager created there ([`crate::queue_multikueue_remote`]), whose changes
+//! wake MultiKueue's loop ([`crate::queue_multikueue_loop`]) at once and mark what they
+//! touched ([`crate::queue_multikueue_touched`]); then, for every Workload with a MultiKueue
+//! check, the worker's copies of the Workload and its Job or JobSet as those caches show them
+//! and what [`tessera_queue::api::multikueue::reconcile`] answers carried out on the workers
+//! and here, beside the loop's passes (each Workload's writes in a task of its own; a
 //! Workload is not planned again until they end). Events are recorded as
 //! `kueue-multikueue`. A Workload whose last reconciliation wrote nothing is not read
 //! again until it, its owner or a worker's copy of either is touched.

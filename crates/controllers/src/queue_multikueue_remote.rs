@@ -1,9 +1,9 @@
 //! MultiKueue's view of one connected worker: watch caches of the Workloads, Jobs and JobSets
 //! this manager created there (label `kueue.x-k8s.io/multikueue-origin=<origin>`, as Kueue's
 //! remote watchers select them; JobSets once the worker has their CRD), filled by a task of
-//! their own that marks what each change touched and wakes MultiKueue's loop, marks the worker troubled when a
-//! watch fails and lets the watcher start again with backoff. The task ends when the caches
-//! are dropped.
+//! their own that marks what each change touched and wakes MultiKueue's loop, marks the
+//! worker troubled when a watch fails and lets the watcher start again with backoff. The
+//! task ends when the caches are dropped.
 //!
 //! Knows nothing of what MultiKueue decides, nor of connecting and probing a worker
 //! ([`crate::queue_multikueue`] owns both). Objects another origin created on the worker are
