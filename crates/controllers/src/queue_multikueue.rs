@@ -41,13 +41,14 @@ use tessera_queue::api::pass::StatusWrite;
 use tessera_workloads::plan::merge_patch_between;
 use tokio::sync::Mutex;
 
-use crate::queue::{
-    MANAGER, Workloads, kueue_resource, values, write_check_statuses, write_status,
-};
+use crate::queue::{MANAGER, kueue_resource, values, write_check_statuses, write_status};
 use crate::queue_multikueue_remote::{Remote, RemoteCaches, Wake, owner_resource};
 use crate::queue_multikueue_touched::{Touched, TouchedSet};
 use crate::serialized::SerializedEach;
 use crate::shell::{EventRecorder, patch_params, post_params};
+
+/// A Workload's key (`namespace/name`) and its JSON.
+pub type KeyedWorkload = (Arc<str>, Arc<Value>);
 
 /// The component MultiKueue's events are recorded as.
 const COMPONENT: &str = "kueue-multikueue";
@@ -205,7 +206,7 @@ impl MultiKueueWatches {
         &self,
         client: &Client,
         admission_checks: &[Value],
-        workloads: &Workloads,
+        workloads: &[KeyedWorkload],
         owners: &LocalOwners<'_>,
         now: SystemTime,
     ) {
@@ -285,7 +286,7 @@ impl MultiKueueWatches {
         workers: &BTreeMap<String, WorkerConnection>,
         context: Context,
         (checks, configs): (&BTreeMap<String, Value>, &BTreeMap<String, Value>),
-        workloads: &Workloads,
+        workloads: &[KeyedWorkload],
         owners: &LocalOwners<'_>,
         now: SystemTime,
     ) -> Vec<Planned> {

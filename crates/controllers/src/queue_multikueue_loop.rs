@@ -28,8 +28,8 @@ use tessera_queue::api::objects;
 use tessera_queue::config::Configuration;
 
 use crate::pacing::{Changes, Pacing, next_paced_pass};
-use crate::queue::{OVERLAID_FOR, Workloads, kueue_resource, newer, values};
-use crate::queue_multikueue::{LocalOwners, MultiKueueWatches};
+use crate::queue::{OVERLAID_FOR, kueue_resource, newer, values};
+use crate::queue_multikueue::{KeyedWorkload, LocalOwners, MultiKueueWatches};
 use crate::queue_multikueue_touched::Touched;
 use crate::serialized::Serialized;
 use crate::shell::{ObjectKey, object_key, overlay};
@@ -112,12 +112,15 @@ struct Memory {
     written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
     /// The Workloads that name admission checks, as JSON by resourceVersion.
     workloads: Serialized,
+    /// The key of each Workload's JSON of the last pass, by the JSON's address (the JSON
+    /// held, so that no other takes its address meanwhile).
+    keys: HashMap<usize, KeyedWorkload>,
 }
 
 impl Memory {
     /// The Workloads that name admission checks (the only ones MultiKueue plans for), its own
-    /// writes laid over the watch's copies, by key.
-    fn checked_workloads(&mut self, watched: Vec<Arc<DynamicObject>>) -> Workloads {
+    /// writes laid over the watch's copies, with their keys.
+    fn checked_workloads(&mut self, watched: Vec<Arc<DynamicObject>>) -> Vec<KeyedWorkload> {
         let current = overlay(
             &mut self.written,
             watched,
@@ -129,17 +132,29 @@ impl Memory {
             .into_iter()
             .filter(|workload| names_checks(&workload.data))
             .collect();
-        self.workloads
-            .values(&checked)
+        let values = self.workloads.values(&checked);
+        let mut keys = HashMap::with_capacity(values.len());
+        let keyed = values
             .into_iter()
-            .map(|workload| (objects::key(&workload).into(), workload))
-            .collect()
+            .map(|workload| {
+                let address = Arc::as_ptr(&workload) as usize;
+                let key = match self.keys.remove(&address) {
+                    Some((key, _)) => key,
+                    None => objects::key(&workload).into(),
+                };
+                keys.insert(address, (key.clone(), workload.clone()));
+                (key, workload)
+            })
+            .collect();
+        self.keys = keys;
+        keyed
     }
 }
 
 /// Whether a Workload's status lists admission checks.
 fn names_checks(data: &Value) -> bool {
-    data.pointer("/status/admissionChecks")
+    data.get("status")
+        .and_then(|status| status.get("admissionChecks"))
         .and_then(Value::as_array)
         .is_some_and(|checks| !checks.is_empty())
 }
@@ -216,10 +231,24 @@ mod tests {
             workload("emptied", "6", json!({"admissionChecks": []})),
             workload("written", "5", checks),
         ];
-        let planned = memory.checked_workloads(watched);
+        let planned: HashMap<Arc<str>, Arc<Value>> = memory
+            .checked_workloads(watched.clone())
+            .into_iter()
+            .collect();
         let mut keys: Vec<&str> = planned.keys().map(|k| &**k).collect();
         keys.sort_unstable();
         assert_eq!(keys, ["ml/checked", "ml/written"]);
+        // The next pass over the same objects answers the same JSON under the same keys.
+        let again: HashMap<Arc<str>, Arc<Value>> =
+            memory.checked_workloads(watched).into_iter().collect();
+        assert_eq!(again.len(), 2);
+        for (key, workload) in &again {
+            assert!(
+                Arc::ptr_eq(workload, &planned[key]),
+                "{key} serialized again"
+            );
+            assert_eq!(objects::key(workload), **key);
+        }
         assert_eq!(
             planned["ml/written"].pointer("/status/admissionChecks/0/state"),
             Some(&json!("Ready")),
