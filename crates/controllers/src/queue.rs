@@ -73,7 +73,7 @@ pub const ADMISSION_COMPONENT: &str = "kueue-admission";
 pub const JOB_COMPONENT: &str = JOB.component;
 
 /// How long the shell's own Workload writes stand in for the watch cache's copies at most.
-pub(crate) const OVERLAID_FOR: Duration = Duration::from_secs(10);
+const OVERLAID_FOR: Duration = Duration::from_secs(10);
 
 /// How many status writes of a pass are in flight at once (Kueue applies admissions
 /// asynchronously too); the store commits concurrent writes together.
@@ -244,7 +244,7 @@ impl Watches {
 #[derive(Default)]
 struct Memory {
     /// Its Workload writes, until the watch shows them.
-    written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
+    written: WrittenWorkloads,
     /// The core's queues (and the Workloads it has read).
     queues: pass::Queues,
     /// The Workloads as JSON, by resourceVersion.
@@ -266,10 +266,35 @@ type Sent = (String, Vec<JobWrite>);
 impl Memory {
     /// Remembers a Workload it wrote, until the watch shows it.
     fn remember(&mut self, object: &Arc<DynamicObject>) {
-        self.written.insert(
-            object_key(&object.metadata),
-            (object.clone(), tokio::time::Instant::now()),
-        );
+        self.written.remember(object);
+    }
+}
+
+/// The Workloads a loop wrote, laid over its watch cache's copies until the watch shows them
+/// (at most [`OVERLAID_FOR`]): a pass that runs before the watch catches up reads what was
+/// written, not the copy it replaced.
+#[derive(Debug, Default)]
+pub(crate) struct WrittenWorkloads(HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>);
+
+impl WrittenWorkloads {
+    /// Remembers a Workload written, as the API server answered it.
+    pub(crate) fn remember(&mut self, object: &Arc<DynamicObject>) {
+        let now = tokio::time::Instant::now();
+        self.0
+            .insert(object_key(&object.metadata), (object.clone(), now));
+    }
+
+    /// The `watched` Workloads with the newer ones remembered in their place; those the
+    /// watch shows at their version (or newer) are forgotten.
+    pub(crate) fn over(&mut self, watched: Vec<Arc<DynamicObject>>) -> Vec<Arc<DynamicObject>> {
+        overlay(
+            &mut self.0,
+            watched,
+            (tokio::time::Instant::now(), OVERLAID_FOR),
+            |watched, ours| newer(ours, watched).then(|| ours.clone()),
+            // One the watch does not have is gone, or not shown yet: left out either way.
+            |_| None,
+        )
     }
 }
 
@@ -416,7 +441,7 @@ fn controller_uid(object: &Value) -> Option<&str> {
 
 /// Whether `ours` is newer than the watch's copy: a higher resource version (both numbers,
 /// as the store's revisions are), or any other when they do not compare.
-pub(crate) fn newer(ours: &DynamicObject, watched: &DynamicObject) -> bool {
+fn newer(ours: &DynamicObject, watched: &DynamicObject) -> bool {
     let version = |o: &DynamicObject| o.resource_version().and_then(|v| v.parse::<u64>().ok());
     match (version(ours), version(watched)) {
         (Some(ours), Some(watched)) => ours > watched,
@@ -484,14 +509,7 @@ impl Shell<'_> {
         phases: &mut Phases,
     ) -> Workloads {
         let watches = self.watches;
-        let current = overlay(
-            &mut memory.written,
-            watches.workloads.store.state(),
-            (tokio::time::Instant::now(), OVERLAID_FOR),
-            |watched, ours| newer(ours, watched).then(|| ours.clone()),
-            // One the watch does not have is gone, or not shown yet: left out either way.
-            |_| None,
-        );
+        let current = memory.written.over(watches.workloads.store.state());
         let stored = memory.workloads.values(&current);
         let prepared = self
             .dra

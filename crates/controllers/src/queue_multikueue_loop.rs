@@ -18,21 +18,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::Value;
 use tessera_model::clock::Clock;
+use tessera_queue::api::multikueue::OwnerKind;
 use tessera_queue::api::objects;
 use tessera_queue::config::Configuration;
 
 use crate::pacing::{Changes, Pacing, next_paced_pass};
-use crate::queue::{OVERLAID_FOR, kueue_resource, newer, values};
+use crate::queue::{WrittenWorkloads, kueue_resource, values};
 use crate::queue_multikueue::{KeyedWorkload, LocalOwners, MultiKueueWatches};
+use crate::queue_multikueue_remote::owner_resource;
 use crate::queue_multikueue_touched::Touched;
 use crate::serialized::Serialized;
-use crate::shell::{ObjectKey, object_key, overlay};
 
 /// How often the loop runs without a change (Kueue's `RequeueAfter` answers wait for it).
 const RESYNC: Duration = Duration::from_secs(5);
@@ -83,15 +84,11 @@ impl Local {
             writer,
             watcher(Api::<Job>::all(client.clone()), watcher::Config::default()).default_backoff(),
         );
-        let (group, version, kind, crd) = crate::custom::JOBSET;
-        let jobset_resource = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(group, version, kind),
-            "jobsets",
-        );
+        let jobset_resource = owner_resource(OwnerKind::JobSet);
         let (jobsets, jobset_events) = crate::custom::reflected_once_installed(
             client,
             &jobset_resource,
-            crd,
+            crate::custom::JOBSET.3,
             watcher::Config::default(),
         );
         changes.extend([touched.marking(job_events), touched.marking(jobset_events)]);
@@ -109,7 +106,7 @@ impl Local {
 #[derive(Default)]
 struct Memory {
     /// Its Workload writes, until the watch shows them.
-    written: HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>,
+    written: WrittenWorkloads,
     /// The Workloads that name admission checks, as JSON by resourceVersion.
     workloads: Serialized,
     /// The key of each Workload's JSON of the last pass, by the JSON's address (the JSON
@@ -121,14 +118,9 @@ impl Memory {
     /// The Workloads that name admission checks (the only ones MultiKueue plans for), its own
     /// writes laid over the watch's copies, with their keys.
     fn checked_workloads(&mut self, watched: Vec<Arc<DynamicObject>>) -> Vec<KeyedWorkload> {
-        let current = overlay(
-            &mut self.written,
-            watched,
-            (tokio::time::Instant::now(), OVERLAID_FOR),
-            |watched, ours| newer(ours, watched).then(|| ours.clone()),
-            |_| None,
-        );
-        let checked: Vec<Arc<DynamicObject>> = current
+        let checked: Vec<Arc<DynamicObject>> = self
+            .written
+            .over(watched)
             .into_iter()
             .filter(|workload| names_checks(&workload.data))
             .collect();
@@ -176,11 +168,8 @@ pub async fn run(client: Client, clock: Clock, configuration: Configuration, han
             local.get_or_insert_with(|| Local::watch(&client, multikueue.touched(), &mut changes));
         let ended = multikueue.take_written();
         handoff.give(&ended);
-        let now = tokio::time::Instant::now();
-        for object in ended {
-            memory
-                .written
-                .insert(object_key(&object.metadata), (object, now));
+        for object in &ended {
+            memory.written.remember(object);
         }
         let workloads = memory.checked_workloads(local.workloads.state());
         let checks = values(local.admission_checks.state());
@@ -221,10 +210,7 @@ mod tests {
             "9",
             json!({"admissionChecks": [{"name": "mk", "state": "Ready"}]}),
         );
-        memory.written.insert(
-            object_key(&ours.metadata),
-            (ours, tokio::time::Instant::now()),
-        );
+        memory.written.remember(&ours);
         let watched = vec![
             workload("checked", "3", checks.clone()),
             workload("unchecked", "4", json!({})),
