@@ -585,8 +585,9 @@ pub fn overlay<K: kube::Resource, V>(
     }
     let fresh = |at: &tokio::time::Instant| now.saturating_duration_since(*at) < kept;
     let mut still = HashMap::with_capacity(remembered.len());
-    // The names remembered: most watched objects are passed by on their name, unkeyed.
-    let names: std::collections::HashSet<String> =
+    // The names remembered: most watched objects are passed by on their name, unkeyed, and
+    // hashed by foldhash (SipHash over every watched name took half of this function).
+    let names: std::collections::HashSet<String, foldhash::fast::RandomState> =
         remembered.keys().map(|(_, name)| name.clone()).collect();
     let mut overlaid: Vec<Arc<K>> = watched
         .into_iter()

@@ -411,6 +411,14 @@ impl ClusterQueueQueue {
         }
     }
 
+    /// Whether the queue holds the copy it made of the [`Source`] at `address`
+    /// (`Arc::as_ptr`): [`Self::push_or_update_from`] would compare nothing. For a caller
+    /// that kept the source and asks without touching it (a pass over thousands of queued
+    /// Workloads, most offered again unchanged).
+    pub fn holds_copy_at(&self, address: usize) -> bool {
+        self.pending.holds_copy_at(address)
+    }
+
     /// How many Workloads the queue holds, active and inadmissible.
     pub fn len(&self) -> usize {
         self.pending.len()

@@ -4,7 +4,8 @@
 //! Kueue writes (`status`), the workload controller's evictions and restarts (`evictions`), and
 //! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
 //! integrations, the Workloads StatefulSets and LeaderWorkerSets own for their pod groups
-//! (`parent`), the Workloads a pass has read, remembered by resourceVersion (`parsed`), the
+//! (`parent`), the Workloads a pass has read, remembered by resourceVersion (`parsed`), and
+//! where the last pass queued each pending one (`offered`), the
 //! visibility API's pending-workload lists (`visibility`) and why a Workload waits
 //! (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
 //! kept across passes (`admission_fair_sharing`), the admission-check framework
@@ -26,6 +27,7 @@ pub mod jobset;
 pub mod maintenance_eviction;
 pub mod multikueue;
 pub mod objects;
+mod offered;
 pub mod parent;
 pub mod parsed;
 pub mod pass;

@@ -52,6 +52,9 @@ struct Parsed {
     key: Arc<str>,
     version: String,
     state: Option<Arc<WorkloadState>>,
+    /// Whether a pass acts on it ([`acted_on`] its state), kept beside the state so that
+    /// meeting it again reads no state.
+    acted_on: bool,
     /// The object read: held, so that its address names it while it is remembered.
     object: Arc<Value>,
     /// Whether meeting the very object again answers it unread (not when it names a
@@ -133,11 +136,13 @@ impl ParsedWorkloads {
                     let key = before
                         .as_ref()
                         .map_or_else(|| Arc::from(key), |before| Arc::clone(&before.key));
-                    let state = match before.filter(|before| before.version == version) {
-                        Some(before) => before.state,
+                    let (state, acts_on) = match before.filter(|before| before.version == version) {
+                        Some(before) => (before.state, before.acted_on),
                         None => {
                             self.parsed += 1;
-                            objects::workload_state(object).map(Arc::new)
+                            let state = objects::workload_state(object).map(Arc::new);
+                            let acts_on = state.as_deref().is_some_and(acted_on);
+                            (state, acts_on)
                         }
                     };
                     let at = address(object);
@@ -150,6 +155,7 @@ impl ParsedWorkloads {
                             key: Arc::clone(&key),
                             version: version.to_owned(),
                             state: state.clone(),
+                            acted_on: acts_on,
                             object: Arc::clone(object),
                             by_address: !objects::names_runtime_class(object),
                             met,
@@ -210,7 +216,7 @@ impl ParsedWorkloads {
         }
         let first = parsed.met != met;
         parsed.met = met;
-        let state = parsed.state.as_ref().filter(|state| acted_on(state));
+        let state = parsed.state.as_ref().filter(|_| parsed.acted_on);
         Some(MetAgain {
             key: &parsed.key,
             state,

@@ -26,6 +26,7 @@ use crate::api::admission_checks::{self, ClusterQueueChecks};
 use crate::api::admission_fair_sharing::{Ledger, Observed};
 use crate::api::evictions;
 use crate::api::objects::{self, ClusterQueue, Objects, WorkloadState};
+use crate::api::offered::{Offered, Resolution};
 use crate::api::parsed::{ActedOn, ParsedWorkloads};
 use crate::api::pods_ready;
 use crate::api::quiet::{QuietPass, QuietWorkloads, StepContext, timeless};
@@ -245,6 +246,7 @@ pub struct Queues {
     parsed: ParsedWorkloads,
     quiet: QuietWorkloads,
     tas: tas::TasBase,
+    offered: Offered,
 }
 
 impl Queues {
@@ -646,10 +648,35 @@ fn sync_queues(
         .map(|wait| wait.requeuing.timestamp)
         .unwrap_or_default();
     let mut offered = 0;
+    let resolution = Resolution {
+        local_queues: queues.local_queues.clone(),
+        cluster_queues: queues
+            .cluster_queues
+            .iter()
+            .map(|(name, queue)| (name.clone(), queue.active))
+            .collect(),
+    };
+    let mut walk = state.offered.walk(resolution);
     // Pending Workloads in key order mostly come in runs of one LocalQueue: its queue is
     // looked up once a run.
     let mut last: Option<ResolvedLocalQueue<'_>> = None;
-    for (key, queued, state) in world.pending_with_states() {
+    for (key, state) in &world.pending {
+        // Queued by the last pass at this very state, and still held as it was copied.
+        let address = Arc::as_ptr(state).cast::<()>() as usize;
+        let held = |name: &str| {
+            queues
+                .cluster_queues
+                .get(name)
+                .is_some_and(|queue| queue.holds_copy_at(address))
+        };
+        if walk.pass_by(key, state, held) {
+            offered += 1;
+            continue;
+        }
+        let WorkloadState::Pending(queued) = state.as_ref() else {
+            continue;
+        };
+        let queued = queued.as_ref();
         let local_queue = queued.local_queue_parts();
         let resolved = match &mut last {
             Some((of, resolved)) if *of == local_queue => &*resolved,
@@ -666,13 +693,14 @@ fn sync_queues(
                     message: blocker.message.clone(),
                     looked_at: false,
                 };
-                decided.outcomes.insert(key.to_owned(), outcome);
+                decided.outcomes.insert(key.to_string(), outcome);
                 continue;
             }
         };
         if let Some(queue) = queues.cluster_queues.get_mut(name) {
             let source: Source = state.clone();
             queue.push_or_update_from(queued, &source, now);
+            walk.queued(key, state, name);
             offered += 1;
         }
     }

@@ -249,10 +249,15 @@ impl PendingWorkloads {
     /// Whether a Workload is held as it was copied from `source` (a source is one
     /// Workload's: found by its address, no key compared).
     pub(super) fn holds_copy_of(&self, source: &Source) -> bool {
+        self.holds_copy_at(source_address(source))
+    }
+
+    /// [`Self::holds_copy_of`] the source at `address`, the source itself untouched.
+    pub(super) fn holds_copy_at(&self, address: usize) -> bool {
         self.by_source
-            .get(&source_address(source))
+            .get(&address)
             .and_then(|slot| self.slots[*slot].source.as_ref())
-            .is_some_and(|held| Arc::ptr_eq(held, source))
+            .is_some_and(|held| source_address(held) == address)
     }
 
     /// Records that the Workload with `key`, as held now, is a copy of `source`.
