@@ -224,6 +224,31 @@ fn winner(manager: &Cluster) -> (usize, usize) {
     if winner == "worker1" { (0, 1) } else { (1, 0) }
 }
 
+/// Waits until `count` pods named `prefix…` were scheduled on `worker`, read from the
+/// scheduler's events, which outlive the pods: a copy's pods run 8 s and MultiKueue removes
+/// the finished copies, so on a loaded machine the pods (and the worker's Jobs) may be gone
+/// before a poll sees them.
+fn scheduled_pods(worker: &Cluster, prefix: &str, count: usize) {
+    worker.wait_for_within(
+        V,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=Scheduled,involvedObject.kind=Pod",
+            "-o",
+            "jsonpath={.items[*].involvedObject.name}",
+        ],
+        WITHIN,
+        |out| {
+            out.split_whitespace()
+                .filter(|name| name.starts_with(prefix))
+                .count()
+                == count
+        },
+    );
+}
+
 #[test]
 fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
     let (mut workers, manager) = connected_platforms(None);
@@ -269,27 +294,8 @@ fn a_job_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         ),
         manager_workload
     );
-    // Its pod was scheduled there. Read from the scheduler's event, which outlives the pod:
-    // the pod runs 8 s and MultiKueue removes the finished copies, so on a loaded machine
-    // the pod itself may be gone before a poll sees it.
-    workers[won].wait_for_within(
-        V,
-        &[
-            "get",
-            "events",
-            "--field-selector",
-            "reason=Scheduled,involvedObject.kind=Pod",
-            "-o",
-            "jsonpath={.items[*].involvedObject.name}",
-        ],
-        WITHIN,
-        |out| {
-            out.split_whitespace()
-                .filter(|name| name.starts_with("mk-job-"))
-                .count()
-                == 1
-        },
-    );
+    // Its pod was scheduled there.
+    scheduled_pods(&workers[won], "mk-job-", 1);
     // The manager runs no pods of it, and its Job shows the worker's completion.
     manager.wait_for_within(
         V,
@@ -383,7 +389,7 @@ fn a_jobset_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
     manager.ok_stdin(V, &["apply", "-f", "-"], JOBSET);
     let (won, _) = winner(&manager);
 
-    // The copy runs on the winner: its JobSet controller makes the two Jobs and their pods.
+    // The copy runs on the winner: its JobSet controller makes the two Jobs, whose pods run.
     workers[won].wait_for_within(
         V,
         &[
@@ -396,18 +402,7 @@ fn a_jobset_queued_on_the_manager_runs_on_one_worker_and_its_status_returns() {
         WITHIN,
         |out| out == "multikueue",
     );
-    workers[won].wait_for(
-        V,
-        &[
-            "get",
-            "jobs",
-            "-l",
-            "jobset.sigs.k8s.io/jobset-name=mk-jobset",
-            "-o",
-            "name",
-        ],
-        |out| out.lines().count() == 2,
-    );
+    scheduled_pods(&workers[won], "mk-jobset-workers-", 2);
     // The manager runs nothing of it, and its JobSet shows the worker's completion.
     manager.wait_for_within(
         V,
