@@ -13,7 +13,6 @@
 //! Decides nothing itself: [`crate::queue_multikueue`] carries out what
 //! [`tessera_queue::api::multikueue::reconcile`] answers.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::Value;
+use tessera_model::address::{AddressMap, address_of};
 use tessera_model::clock::Clock;
 use tessera_queue::api::multikueue::OwnerKind;
 use tessera_queue::api::objects;
@@ -111,7 +111,7 @@ struct Memory {
     workloads: Serialized,
     /// The key of each Workload's JSON of the last pass, by the JSON's address (the JSON
     /// held, so that no other takes its address meanwhile).
-    keys: HashMap<usize, KeyedWorkload>,
+    keys: AddressMap<KeyedWorkload>,
 }
 
 impl Memory {
@@ -125,11 +125,11 @@ impl Memory {
             .filter(|workload| names_checks(&workload.data))
             .collect();
         let values = self.workloads.values(&checked);
-        let mut keys = HashMap::with_capacity(values.len());
+        let mut keys = AddressMap::with_capacity_and_hasher(values.len(), Default::default());
         let keyed = values
             .into_iter()
             .map(|workload| {
-                let address = Arc::as_ptr(&workload) as usize;
+                let address = address_of(&workload);
                 let key = match self.keys.remove(&address) {
                     Some((key, _)) => key,
                     None => objects::key(&workload).into(),
@@ -188,6 +188,7 @@ pub async fn run(client: Client, clock: Clock, configuration: Configuration, han
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::HashMap;
 
     fn workload(name: &str, version: &str, status: Value) -> Arc<DynamicObject> {
         let mut object: DynamicObject = serde_json::from_value(json!({

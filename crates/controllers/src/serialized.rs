@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tessera_model::address::{AddressMap, sweep};
+use tessera_model::address::{AddressMap, address_of, sweep};
 
 use crate::shell::{ObjectKey, object_key};
 
@@ -38,10 +38,6 @@ struct Entry {
     met: u64,
 }
 
-fn address<T: ?Sized>(object: &Arc<T>) -> usize {
-    Arc::as_ptr(object).cast::<()>() as usize
-}
-
 impl Serialized {
     /// `objects` as JSON (one that does not serialize left out), serializing only those not
     /// serialized before at their resourceVersion; forgets the objects no longer there.
@@ -55,10 +51,10 @@ impl Serialized {
         // How many kept objects this call met: when all of them, none is to be forgotten.
         let mut met_count = 0;
         for object in objects {
-            let at = address(object);
+            let at = address_of(object);
             // The very object kept (held, so no other object has its address).
             if let Some(entry) = self.by_address.get_mut(&at) {
-                debug_assert_eq!(address(&entry.object), at);
+                debug_assert_eq!(address_of(&entry.object), at);
                 if entry.met != met {
                     entry.met = met;
                     met_count += 1;
@@ -123,7 +119,7 @@ impl SerializedEach {
     where
         K: serde::Serialize + Send + Sync + 'static,
     {
-        let at = address(object);
+        let at = address_of(object);
         if let Some((_, value)) = self.by_address.get(&at) {
             return Some(Arc::clone(value));
         }
@@ -232,6 +228,6 @@ mod tests {
         drop(held);
         each.forget_released();
         assert_eq!(each.by_address.len(), 1);
-        assert!(each.by_address.contains_key(&address(&newer)));
+        assert!(each.by_address.contains_key(&address_of(&newer)));
     }
 }

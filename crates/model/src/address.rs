@@ -8,9 +8,16 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// A map by object address.
 pub type AddressMap<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
+
+/// The address of a shared object, as [`AddressMap`] keys it: the data pointer alone (one
+/// object's address is the same through an `Arc<T>` and the `Arc<dyn Any>` made of it).
+pub fn address_of<T: ?Sized>(object: &Arc<T>) -> usize {
+    Arc::as_ptr(object).cast::<()>() as usize
+}
 
 /// Forgets what a read over kept objects did not meet: unless every entry of `by_address`
 /// was met (`met` of them), the entries `was_met` refuses, and the keys naming them in

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
-use tessera_model::address::{AddressMap, sweep};
+use tessera_model::address::{AddressMap, address_of, sweep};
 
 use crate::api::objects::{self, Objects, WorkloadState};
 
@@ -81,10 +81,6 @@ fn acted_on(state: &WorkloadState) -> bool {
     )
 }
 
-fn address(object: &Arc<Value>) -> usize {
-    Arc::as_ptr(object) as usize
-}
-
 impl ParsedWorkloads {
     /// The Workloads of `objects` a pass acts on (pending or holding quota) by key, each with
     /// where it stands, parsing only those not read before at their resourceVersion; forgets
@@ -145,7 +141,7 @@ impl ParsedWorkloads {
                             (state, acts_on)
                         }
                     };
-                    let at = address(object);
+                    let at = address_of(object);
                     met_count += 1;
                     self.unremembered.remove(&key);
                     self.by_key.insert(Arc::clone(&key), at);
@@ -208,7 +204,7 @@ impl ParsedWorkloads {
         objects: &Objects,
         met: u64,
     ) -> Option<MetAgain<'_>> {
-        let parsed = self.by_address.get_mut(&address(object))?;
+        let parsed = self.by_address.get_mut(&address_of(object))?;
         // Held, so no other object can have been given its address.
         debug_assert!(Arc::ptr_eq(&parsed.object, object));
         if !parsed.by_address || objects.devices.get(&parsed.key).is_some() {
@@ -228,7 +224,7 @@ impl ParsedWorkloads {
     /// address when it is that very object, else from the object.
     pub fn key_of(&self, object: &Arc<Value>) -> Arc<str> {
         self.by_address
-            .get(&address(object))
+            .get(&address_of(object))
             .map(|parsed| Arc::clone(&parsed.key))
             .unwrap_or_else(|| objects::key(object).into())
     }

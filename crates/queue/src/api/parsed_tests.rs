@@ -140,7 +140,7 @@ fn the_very_object_read_before_is_met_again_by_its_address() {
 /// What a read answers, comparable: per key, the address of the object and its state.
 fn answered(read: &ActedOn) -> Vec<(String, usize, WorkloadState)> {
     read.iter()
-        .map(|(key, (object, state))| (key.to_string(), address(object), state.as_ref().clone()))
+        .map(|(key, (object, state))| (key.to_string(), address_of(object), state.as_ref().clone()))
         .collect()
 }
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::Value;
+use tessera_model::address::address_of;
 use tessera_model::conditions;
 
 use crate::afs::ResourceUsage;
@@ -450,18 +451,10 @@ impl<'o> World<'o> {
 
     /// The pending Workloads with their keys.
     fn pending_by_key(&self) -> impl Iterator<Item = (&str, &QueuedWorkload)> {
-        self.pending_with_states()
-            .map(|(key, queued, _)| (key, queued))
-    }
-
-    /// The pending Workloads with their keys and the parsed states they were read from.
-    fn pending_with_states(
-        &self,
-    ) -> impl Iterator<Item = (&str, &QueuedWorkload, &Arc<WorkloadState>)> {
         self.pending
             .iter()
             .filter_map(|(key, state)| match state.as_ref() {
-                WorkloadState::Pending(queued) => Some((key.as_ref(), queued.as_ref(), state)),
+                WorkloadState::Pending(queued) => Some((key.as_ref(), queued.as_ref())),
                 _ => None,
             })
     }
@@ -662,7 +655,7 @@ fn sync_queues(
     let mut last: Option<ResolvedLocalQueue<'_>> = None;
     for (key, state) in &world.pending {
         // Queued by the last pass at this very state, and still held as it was copied.
-        let address = Arc::as_ptr(state).cast::<()>() as usize;
+        let address = address_of(state);
         let held = |name: &str| {
             queues
                 .cluster_queues

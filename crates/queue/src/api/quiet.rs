@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tessera_model::address::AddressMap;
+use tessera_model::address::{AddressMap, address_of};
 
 use crate::api::admission_checks::ClusterQueueChecks;
 use crate::api::objects::WorkloadState;
@@ -49,10 +49,6 @@ pub struct QuietPass {
     now: AddressMap<Arc<WorkloadState>>,
 }
 
-fn address(state: &Arc<WorkloadState>) -> usize {
-    Arc::as_ptr(state) as usize
-}
-
 impl QuietWorkloads {
     /// Begins a pass in `context`: the Workloads quiet in another context are forgotten.
     pub fn start(&mut self, context: StepContext) -> QuietPass {
@@ -78,9 +74,9 @@ impl QuietWorkloads {
 impl QuietPass {
     /// Whether `state` was quiet in the last pass (it stays quiet for the next).
     pub fn was_quiet(&mut self, state: &Arc<WorkloadState>) -> bool {
-        match self.before.remove(&address(state)) {
+        match self.before.remove(&address_of(state)) {
             Some(held) => {
-                self.now.insert(address(state), held);
+                self.now.insert(address_of(state), held);
                 true
             }
             None => false,
@@ -89,7 +85,7 @@ impl QuietPass {
 
     /// Marks `state` quiet in this pass.
     pub fn quiet(&mut self, state: &Arc<WorkloadState>) {
-        self.now.insert(address(state), Arc::clone(state));
+        self.now.insert(address_of(state), Arc::clone(state));
     }
 }
 

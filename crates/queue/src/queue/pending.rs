@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use slab::Slab;
-use tessera_model::address::AddressMap;
+use tessera_model::address::{AddressMap, address_of};
 
 use super::equivalence::ShapeClasses;
 use super::{QueueOrdering, QueuedWorkload, RequeuingTimestamp, Source, WorkloadKey};
@@ -101,11 +101,6 @@ fn uid_prefix(uid: &str) -> u64 {
     let head = &uid.as_bytes()[..uid.len().min(8)];
     bytes[..head.len()].copy_from_slice(head);
     u64::from_be_bytes(bytes)
-}
-
-/// The address of a source, as [`AddressMap`] keys it.
-fn source_address(source: &Source) -> usize {
-    Arc::as_ptr(source).cast::<()>() as usize
 }
 
 /// An order key's parts in [`OrderKey`]'s field order.
@@ -249,7 +244,7 @@ impl PendingWorkloads {
     /// Whether a Workload is held as it was copied from `source` (a source is one
     /// Workload's: found by its address, no key compared).
     pub(super) fn holds_copy_of(&self, source: &Source) -> bool {
-        self.holds_copy_at(source_address(source))
+        self.holds_copy_at(address_of(source))
     }
 
     /// [`Self::holds_copy_of`] the source at `address`, the source itself untouched.
@@ -257,7 +252,7 @@ impl PendingWorkloads {
         self.by_source
             .get(&address)
             .and_then(|slot| self.slots[*slot].source.as_ref())
-            .is_some_and(|held| source_address(held) == address)
+            .is_some_and(|held| address_of(held) == address)
     }
 
     /// Records that the Workload with `key`, as held now, is a copy of `source`.
@@ -267,13 +262,13 @@ impl PendingWorkloads {
         };
         self.forget_source(slot);
         self.slots[slot].source = Some(Arc::clone(source));
-        self.by_source.insert(source_address(source), slot);
+        self.by_source.insert(address_of(source), slot);
     }
 
     /// Forgets what the Workload in `slot` was copied from.
     fn forget_source(&mut self, slot: usize) {
         if let Some(source) = self.slots[slot].source.take() {
-            let address = source_address(&source);
+            let address = address_of(&source);
             if self.by_source.get(&address) == Some(&slot) {
                 self.by_source.remove(&address);
             }

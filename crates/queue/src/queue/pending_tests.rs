@@ -359,7 +359,7 @@ fn orders_hold(pending: &PendingWorkloads) -> Result<(), TestCaseError> {
         .sum::<usize>();
     prop_assert_eq!(listed, pending.orders.len());
     for (address, slot) in &pending.by_source {
-        let source = pending.slots[*slot].source.as_ref().map(source_address);
+        let source = pending.slots[*slot].source.as_ref().map(address_of);
         prop_assert_eq!(source, Some(*address));
     }
     let copies = pending

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
-use tessera_model::address::{AddressMap, sweep_unmet};
+use tessera_model::address::{AddressMap, address_of, sweep_unmet};
 use tessera_model::conditions;
 
 use crate::api::objects::{self, WorkloadState};
@@ -125,7 +125,7 @@ impl ClaimingWorkloads {
         let mut claiming = Vec::new();
         let mut met = 0;
         for object in workloads {
-            let address = Arc::as_ptr(object) as usize;
+            let address = address_of(object);
             let names = match self.by_address.get_mut(&address) {
                 // The very object (held, so no other has its address).
                 Some((_, names, at)) => {
