@@ -438,6 +438,7 @@ fn follow(
                     }
                 }
                 Action::Finish(runtime) => {
+                    tracing::debug!(%namespace, %name, "bench runner: admission seen");
                     tokio::spawn(async move {
                         tokio::time::sleep(runtime).await;
                         let Ok(current) = api.get(&name).await else {
@@ -454,6 +455,7 @@ fn follow(
                         {
                             by_test(&mut patch);
                             write_status(&api, &name, patch).await;
+                            tracing::debug!(%namespace, %name, "bench runner: finish written");
                         }
                     });
                 }

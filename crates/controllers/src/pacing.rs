@@ -119,6 +119,7 @@ async fn settled(
                 return false;
             }
             consumed();
+            tracing::trace!(?settle, "pacing: a burst of changes began");
             let until = tokio::time::Instant::now() + settle.longest;
             loop {
                 let left = until.saturating_duration_since(tokio::time::Instant::now());

@@ -511,48 +511,54 @@ impl Shell<'_> {
         phases: &mut Phases,
     ) -> Workloads {
         let watches = self.watches;
-        let current = memory.written.over(watches.workloads.store.state());
-        let stored = memory.workloads.values(&current);
-        let prepared = self
-            .dra
-            .prepare(stored, &mut memory.claiming, self.configuration, now);
-        let objects = Objects {
-            flavors: watches.flavors.values(),
-            cluster_queues: watches.cluster_queues.values(),
-            cohorts: watches.cohorts.values(),
-            local_queues: watches.local_queues.values(),
-            workloads: prepared.workloads,
-            namespaces: values(watches.namespaces.state()),
-            admission_checks: watches.admission_checks.values(),
-            devices: prepared.devices,
-            topologies: watches.topologies.values(),
-            nodes: memory.nodes.values(&watches.nodes.state()),
-            pods: pods.to_vec(),
-            runtime_classes: values(watches.runtime_classes.state()),
-        };
-        phases.lap("read");
-        let started = std::time::Instant::now();
-        let decided = pass::pass(&objects, &mut memory.queues, settings, now);
-        phases.lap("pass");
-        tracing::debug!(
-            took = ?started.elapsed(),
-            workloads = objects.workloads.len(),
-            writes = decided.workloads.len(),
-            "queue manager: admission pass"
-        );
-        let parsed = memory.queues.parsed();
-        let mut workloads: Workloads = objects
-            .workloads
-            .into_iter()
-            .map(|w| (parsed.key_of(&w), w))
-            .collect();
-        let took = started.elapsed().as_secs_f64();
-        // Counted once written: a write refused (a conflict) admitted nothing.
-        let counted = self
-            .metrics
-            .map(|metrics| (metrics, decided.workloads.clone()));
-        let writes = pass::one_write_per_object(prepared.writes, decided.workloads);
-        phases.lap("after-pass");
+        // The read, the pass and the map after it are one stretch of computation over every
+        // stored Workload: the runtime's other tasks move to another worker meanwhile.
+        let (mut workloads, decided, writes, counted, took) = crate::shell::cpu_bound(|| {
+            let current = memory.written.over(watches.workloads.store.state());
+            let stored = memory.workloads.values(&current);
+            let prepared = self
+                .dra
+                .prepare(stored, &mut memory.claiming, self.configuration, now);
+            let objects = Objects {
+                flavors: watches.flavors.values(),
+                cluster_queues: watches.cluster_queues.values(),
+                cohorts: watches.cohorts.values(),
+                local_queues: watches.local_queues.values(),
+                workloads: prepared.workloads,
+                namespaces: values(watches.namespaces.state()),
+                admission_checks: watches.admission_checks.values(),
+                devices: prepared.devices,
+                topologies: watches.topologies.values(),
+                nodes: memory.nodes.values(&watches.nodes.state()),
+                pods: pods.to_vec(),
+                runtime_classes: values(watches.runtime_classes.state()),
+            };
+            phases.lap("read");
+            let started = std::time::Instant::now();
+            let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
+            phases.lap("pass");
+            tracing::debug!(
+                took = ?started.elapsed(),
+                workloads = objects.workloads.len(),
+                writes = decided.workloads.len(),
+                "queue manager: admission pass"
+            );
+            let parsed = memory.queues.parsed();
+            let workloads: Workloads = objects
+                .workloads
+                .into_iter()
+                .map(|w| (parsed.key_of(&w), w))
+                .collect();
+            let took = started.elapsed().as_secs_f64();
+            // Counted once written: a write refused (a conflict) admitted nothing.
+            let counted = self
+                .metrics
+                .map(|metrics| (metrics, decided.workloads.clone()));
+            let writes =
+                pass::one_write_per_object(prepared.writes, std::mem::take(&mut decided.workloads));
+            phases.lap("after-pass");
+            (workloads, decided, writes, counted, took)
+        });
         let written = self
             .write_statuses(&watches.workloads.resource, writes, &workloads)
             .await;

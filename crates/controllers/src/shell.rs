@@ -50,6 +50,22 @@ where
         .collect()
 }
 
+/// Runs `work`, a long stretch of computation inside an async task (a pass over thousands of
+/// objects), telling a multi-threaded runtime that this worker is busy
+/// ([`tokio::task::block_in_place`]): the tasks queued on it — the API server's requests,
+/// the watches that feed other controllers, the task it just woke — move to another worker
+/// instead of waiting for `work` to end. On a current-thread runtime (unit tests) `work`
+/// simply runs.
+pub fn cpu_bound<R>(work: impl FnOnce() -> R) -> R {
+    let multi_threaded = tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_threaded {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
 /// Retry a failed reconciliation soon.
 pub fn retry_soon<K, C>(_object: Arc<K>, error: &ReconcileError, _context: Arc<C>) -> Action {
     tracing::debug!(%error, "reconciliation failed; retrying");
@@ -629,6 +645,39 @@ pub(crate) mod tests {
     use super::*;
     use serde_json::json;
     use std::sync::Mutex;
+
+    #[test]
+    fn cpu_bound_work_lets_the_task_it_woke_run_on_a_single_worker() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let answered = runtime.block_on(async {
+            tokio::spawn(async {
+                let (sender, receiver) = std::sync::mpsc::channel();
+                // Spawned from the worker: it waits in that worker's own slot, which only a
+                // worker that is not blocked runs.
+                tokio::spawn(async move {
+                    let _ = sender.send(());
+                });
+                cpu_bound(|| {
+                    receiver
+                        .recv_timeout(std::time::Duration::from_secs(10))
+                        .is_ok()
+                })
+            })
+            .await
+            .expect("the task")
+        });
+        assert!(answered, "the woken task ran while the work blocked");
+    }
+
+    #[tokio::test]
+    async fn cpu_bound_work_runs_in_place_on_a_current_thread_runtime() {
+        let thread = std::thread::current().id();
+        assert_eq!(cpu_bound(|| std::thread::current().id()), thread);
+    }
 
     /// A client whose API answers every request with `answer(method, path)` (a status code)
     /// and remembers each request as `METHOD path?query body`.

@@ -483,6 +483,10 @@ mod tests {
             ("1025Mi", "1025Mi"),
             ("0.5Ki", "512"),
             ("1.5Ki", "1536"),
+            // Not in upstream's table; CanonicalizeBytes' rule: a binary quantity that is no
+            // whole multiple of 1024 prints as a plain number, which reads back as decimal.
+            ("49843.750Ki", "51040000"),
+            ("51040000", "51040k"),
             ("-1.5Gi", "-1536Mi"),
             ("0.3Ki", "307200m"),
             ("1e3", "1e3"),
@@ -596,7 +600,15 @@ mod tests {
             let canonical = parsed.to_canonical();
             let reparsed: Quantity = canonical.parse().unwrap();
             prop_assert_eq!(parsed, reparsed, "{} -> {}", text, canonical);
-            prop_assert_eq!(reparsed.to_canonical(), canonical);
+            // The text is a fixed point unless a binary quantity printed as a plain number
+            // (no whole multiple of 1024, as upstream's CanonicalizeBytes), which reads back
+            // as decimal: "49843.750Ki" prints "51040000", which prints "51040k".
+            let again = reparsed.to_canonical();
+            let binary_read_back_as_decimal =
+                parsed.format() == Format::BinarySi && reparsed.format() != Format::BinarySi;
+            prop_assert!(again == canonical || binary_read_back_as_decimal, "{} -> {} -> {}", text, canonical, again);
+            let third: Quantity = again.parse().unwrap();
+            prop_assert_eq!(third.to_canonical(), again);
         }
 
         /// Addition and subtraction are exact inverses.

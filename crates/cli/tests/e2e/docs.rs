@@ -146,13 +146,28 @@ impl Drop for Desk {
     }
 }
 
+/// How many times a page is run again on another port when the one it was given was taken
+/// before its platform bound it (the port is picked free, then released).
+const PORT_ATTEMPTS: usize = 3;
+
 /// Runs `page` (relative to the repository root) as its reader would.
 fn run_page(page: &str) {
     let path = repository().join(page);
     let text = std::fs::read_to_string(&path).expect("read page");
     let steps = steps(&text).unwrap_or_else(|m| panic!("{page}:{}: {}", m.line, m.message));
-    let desk = Desk::new();
-    for step in &steps {
+    for attempt in 1..=PORT_ATTEMPTS {
+        let Err(taken) = run_steps(page, &steps, &Desk::new()) else {
+            return;
+        };
+        assert!(attempt < PORT_ATTEMPTS, "{taken}");
+        eprintln!("{page}: the platform's port was taken; running the page again on another");
+    }
+}
+
+/// Runs the steps of `page` on `desk`; a step that fails because the port picked for the
+/// platform was taken meanwhile is an error (the failure), any other failure panics.
+fn run_steps(page: &str, steps: &[Step], desk: &Desk) -> Result<(), String> {
+    for step in steps {
         match step {
             Step::Skip { line, why } => eprintln!("{page}:{line}: not run: {why}"),
             Step::ShowsFile {
@@ -177,6 +192,11 @@ fn run_page(page: &str) {
                 must_fail,
             } => {
                 let (succeeded, output) = desk.run(script);
+                if !succeeded && !*must_fail && output.contains("Address already in use") {
+                    return Err(format!(
+                        "{page}:{line}: the block failed, its port taken:\n{script}\n--- output ---\n{output}"
+                    ));
+                }
                 assert!(
                     succeeded != *must_fail,
                     "{page}:{line}: the block {} :\n{script}\n--- output ---\n{output}",
@@ -194,6 +214,7 @@ fn run_page(page: &str) {
             }
         }
     }
+    Ok(())
 }
 
 /// Pages with command blocks, each tested below; a new page must be added here.

@@ -580,8 +580,14 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         .admission_fair_sharing
         .as_ref()
         .map(|_| &state.ledger);
-    let (cluster_queues, local_queues) =
-        queue_statuses(&world, objects, &state.manager, fair_sharing, ledger, now);
+    let (cluster_queues, local_queues) = queue_statuses(
+        &world,
+        objects,
+        &state.manager,
+        &decided.admitted,
+        (fair_sharing, ledger),
+        now,
+    );
     state.parsed.keep(world.workloads);
     Pass {
         workloads: writes.statuses,
@@ -1216,15 +1222,15 @@ fn check_states(
 }
 
 /// ClusterQueue and LocalQueue statuses that changed: counts and usage of the Workloads
-/// holding quota (this pass's admissions included) and of the pending ones, `Active`, and
-/// with fair sharing each ClusterQueue's weighted share, with admission fair sharing each
-/// LocalQueue's `status.fairSharing` from `ledger`.
+/// holding quota (this pass's admissions, `admitted_here`, included) and of the pending
+/// ones, `Active`, and with fair sharing each ClusterQueue's weighted share, with admission
+/// fair sharing each LocalQueue's `status.fairSharing` from `ledger`.
 fn queue_statuses(
     world: &World<'_>,
     objects: &Objects,
     queues: &QueueManager,
-    fair_sharing: bool,
-    ledger: Option<&Ledger>,
+    admitted_here: &BTreeMap<String, (String, FlavorResourceQuantities)>,
+    (fair_sharing, ledger): (bool, Option<&Ledger>),
     now: SystemTime,
 ) -> (Vec<StatusWrite>, Vec<StatusWrite>) {
     let mut cq_counts: BTreeMap<String, (Counts, Usage)> = BTreeMap::new();
@@ -1250,8 +1256,10 @@ fn queue_statuses(
     // The pending Workloads by LocalQueue (namespace, name), counted in runs: in key order
     // they mostly come in runs of one LocalQueue.
     let mut runs: Vec<((&str, &str), i64)> = Vec::new();
+    // Of the Workloads read pending, only those this pass admitted hold quota now (they
+    // are among the holders above, counted there): probing that small map, not every holder.
     for (key, queued) in world.pending_by_key() {
-        if world.holders.contains_key(key) {
+        if admitted_here.contains_key(key) {
             continue;
         }
         let of = queued.local_queue_parts();

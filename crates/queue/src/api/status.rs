@@ -122,8 +122,11 @@ pub(crate) fn set_all(
 
 /// Kueue truncates condition messages to 32 KiB (`api.TruncateConditionMessage`).
 fn truncate(message: &str) -> String {
-    truncate_to(message, 32 * 1024)
+    truncate_to(message, MESSAGE_LIMIT)
 }
+
+/// The longest condition message Kueue writes, in bytes.
+const MESSAGE_LIMIT: usize = 32 * 1024;
 
 /// `message` cut to `limit` bytes, ending in "..." when cut.
 fn truncate_to(message: &str, limit: usize) -> String {
@@ -188,23 +191,47 @@ pub fn reserved(object: &Value, admission: &Admission, checks: &[Value], now: Sy
 /// (`UnsetQuotaReservationWithCondition`): `QuotaReserved=False`, no admission,
 /// `Admitted=False` NoReservation. `None` when nothing changes.
 pub fn pending(object: &Value, reason: &str, message: &str, now: SystemTime) -> Option<Value> {
-    let (list, changed) = set_all(
-        object,
-        &[
-            (QUOTA_RESERVED, "False", reason, message),
-            (
-                ADMITTED,
-                "False",
-                "NoReservation",
-                "The workload has no reservation",
-            ),
-        ],
-        now,
-    );
+    let changes = [
+        (QUOTA_RESERVED, "False", reason, message),
+        (
+            ADMITTED,
+            "False",
+            "NoReservation",
+            "The workload has no reservation",
+        ),
+    ];
     let had_admission = object
         .pointer("/status/admission")
         .is_some_and(|a| !a.is_null());
+    // A head looked at pass after pass mostly stays as it was written: answered without
+    // copying its conditions.
+    if !had_admission && already_set(object, &changes) {
+        return None;
+    }
+    let (list, changed) = set_all(object, &changes, now);
     (changed || had_admission).then(|| json!({"admission": null, "conditions": list}))
+}
+
+/// Whether [`set_all`] would change none of `object`'s conditions for `changes`: the first
+/// condition of each type has that status, reason and (truncated) message already.
+fn already_set(object: &Value, changes: &[Change<'_>]) -> bool {
+    let Some(list) = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+    else {
+        return false;
+    };
+    changes.iter().all(|(kind, status, reason, message)| {
+        list.iter().find(|c| c["type"] == *kind).is_some_and(|c| {
+            c["status"] == *status
+                && c["reason"] == *reason
+                && if message.len() <= MESSAGE_LIMIT {
+                    c["message"] == *message
+                } else {
+                    c["message"] == truncate(message)
+                }
+        })
+    })
 }
 
 /// As [`pending`], for a Workload the scheduler looked at: also its total requests per PodSet
@@ -755,6 +782,112 @@ mod tests {
             (&evicted["status"], &evicted["message"]),
             (&json!("False"), &json!("Previously: by x"))
         );
+    }
+
+    #[test]
+    fn a_pending_status_is_skipped_exactly_when_writing_it_would_change_nothing() {
+        let long = "x".repeat(MESSAGE_LIMIT + 10);
+        let reserved = |status: &str, reason: &str, message: &str| json!({"type": "QuotaReserved", "status": status, "reason": reason, "message": message});
+        let no_reservation = json!({"type": "Admitted", "status": "False",
+            "reason": "NoReservation", "message": "The workload has no reservation"});
+        let as_written = reserved("False", "Pending", "m");
+        // (case, stored conditions, stored admission, message asked for, skipped)
+        let cases = [
+            (
+                "as written",
+                vec![as_written.clone(), no_reservation.clone()],
+                false,
+                "m",
+                true,
+            ),
+            (
+                "another message",
+                vec![as_written.clone(), no_reservation.clone()],
+                false,
+                "n",
+                false,
+            ),
+            (
+                "another reason",
+                vec![reserved("False", "Other", "m"), no_reservation.clone()],
+                false,
+                "m",
+                false,
+            ),
+            (
+                "another status",
+                vec![reserved("True", "Pending", "m"), no_reservation.clone()],
+                false,
+                "m",
+                false,
+            ),
+            (
+                "Admitted missing",
+                vec![as_written.clone()],
+                false,
+                "m",
+                false,
+            ),
+            (
+                "an admission left",
+                vec![as_written.clone(), no_reservation.clone()],
+                true,
+                "m",
+                false,
+            ),
+            (
+                "the first of a type decides",
+                vec![
+                    reserved("False", "Other", "m"),
+                    as_written.clone(),
+                    no_reservation.clone(),
+                ],
+                false,
+                "m",
+                false,
+            ),
+            (
+                "a long message, stored truncated",
+                vec![
+                    reserved("False", "Pending", &truncate(&long)),
+                    no_reservation.clone(),
+                ],
+                false,
+                long.as_str(),
+                true,
+            ),
+            (
+                "a long message, stored whole",
+                vec![reserved("False", "Pending", &long), no_reservation.clone()],
+                false,
+                long.as_str(),
+                false,
+            ),
+        ];
+        for (case, conditions, admitted, message, skipped) in cases {
+            let mut object =
+                json!({"metadata": {"generation": 1}, "status": {"conditions": conditions}});
+            if admitted {
+                object["status"]["admission"] = json!({"clusterQueue": "cq"});
+            }
+            let answer = pending(&object, "Pending", message, at(5));
+            assert_eq!(answer.is_none(), skipped, "{case}");
+            // The same answer as the full computation's.
+            let (_, changed) = set_all(
+                &object,
+                &[
+                    (QUOTA_RESERVED, "False", "Pending", message),
+                    (
+                        ADMITTED,
+                        "False",
+                        "NoReservation",
+                        "The workload has no reservation",
+                    ),
+                ],
+                at(5),
+            );
+            assert_eq!(answer.is_none(), !changed && !admitted, "{case}");
+        }
     }
 
     #[test]
