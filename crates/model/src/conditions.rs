@@ -32,6 +32,15 @@ pub fn pod_is_running_and_ready(pod: &Value) -> bool {
     pod.at("/status/phase").and_then(Value::as_str) == Some("Running") && pod_is_ready(pod)
 }
 
+/// Whether [`set`] would leave `conditions` as they are: the first condition of type `kind`
+/// already has `status`, `reason` and `message` (answered without copying anything).
+pub fn is_set(conditions: &[Value], kind: &str, status: &str, reason: &str, message: &str) -> bool {
+    conditions
+        .iter()
+        .find(|c| c["type"] == kind)
+        .is_some_and(|c| c["status"] == status && c["reason"] == reason && c["message"] == message)
+}
+
 /// Sets the condition of type `kind` in `conditions` (a `status.conditions` list) to
 /// `status`, `reason` and `message`, as upstream's `SetStatusCondition` does:
 /// `lastTransitionTime` becomes `now` only when the status changes (or the condition is

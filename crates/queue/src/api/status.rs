@@ -222,15 +222,12 @@ fn already_set(object: &Value, changes: &[Change<'_>]) -> bool {
         return false;
     };
     changes.iter().all(|(kind, status, reason, message)| {
-        list.iter().find(|c| c["type"] == *kind).is_some_and(|c| {
-            c["status"] == *status
-                && c["reason"] == *reason
-                && if message.len() <= MESSAGE_LIMIT {
-                    c["message"] == *message
-                } else {
-                    c["message"] == truncate(message)
-                }
-        })
+        let message = if message.len() <= MESSAGE_LIMIT {
+            std::borrow::Cow::Borrowed(*message)
+        } else {
+            std::borrow::Cow::Owned(truncate(message))
+        };
+        conditions::is_set(list, kind, status, reason, &message)
     })
 }
 
