@@ -11,6 +11,7 @@
 
 pub mod apps;
 pub mod assumed;
+pub mod changelog;
 pub mod custom;
 pub mod echoes;
 pub mod endpoints;
@@ -34,6 +35,7 @@ mod queue_multikueue_touched;
 pub mod queue_pods;
 pub mod queue_provisioning;
 mod queue_status_writer;
+mod queue_workloads;
 pub mod resource_claims;
 pub mod scheduler;
 pub mod serialized;

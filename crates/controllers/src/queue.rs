@@ -18,7 +18,8 @@
 //! `integrations.frameworks` lists it.
 //!
 //! Its own Workload writes are laid over the watch cache until the watch shows them
-//! ([`crate::shell::overlay`]), so a pass that runs before the watch catches up never admits
+//! ([`crate::queue_workloads`], which keeps the Workloads between passes and updates only
+//! those the watch or the queue manager changed), so a pass that runs before the watch catches up never admits
 //! a Workload twice, and each of the pass's Workload statuses is written on the condition
 //! that the Workload is still the version the pass read; a Job's writes are not sent again
 //! while the watch still shows the Job they were sent for. Kueue's events are recorded as
@@ -47,6 +48,7 @@ use tessera_queue::api::{job::JOB, jobset::JOBSET};
 use tessera_queue::config::{Configuration, POD_FRAMEWORK};
 use tessera_queue::flavor::ResourceFlavorSpec;
 
+use crate::changelog::Changelog;
 use crate::echoes::OwnWrites;
 use crate::pacing::{Pacing, next_paced_pass};
 use crate::queue_pods::{self, PodIntegration};
@@ -57,14 +59,7 @@ use crate::shell::{
     watched_except,
 };
 
-/// The Workloads as they are after a pass's writes, by key (`namespace/name`): what the
-/// steps after admission (jobs, pods, admission checks) read. Hashed, not ordered: every
-/// pass builds it over all the Workloads read, and sorting their keys took a tenth of the
-/// queue manager's time at 15,000 Workloads; no step depends on the order. The keys are the
-/// core's own (shared, not copied for every Workload in every pass), hashed by foldhash, not
-/// SipHash (building this map took 6 % of the queue manager's samples at 15,000 Workloads;
-/// foldhash's seed is per process, so names users choose cannot be aimed at its buckets).
-pub type Workloads = HashMap<Arc<str>, Arc<Value>, foldhash::fast::RandomState>;
+pub use crate::queue_workloads::Workloads;
 
 /// The field manager of the queue manager's writes: Kueue is a controller-runtime binary.
 pub const MANAGER: &str = tessera_model::managers::CONTROLLER_RUNTIME;
@@ -114,6 +109,8 @@ struct Kind {
     /// statuses and the queue statuses, which the pass that answered them already took into
     /// account. What the steps after the pass write (jobs, checks) the pass has not seen.
     own: OwnWrites,
+    /// What the watch changed since the admission pass last read it.
+    log: Changelog,
 }
 
 impl Kind {
@@ -125,21 +122,32 @@ impl Kind {
     ) -> Kind {
         let resource = kueue_resource(kind, plural);
         let own = OwnWrites::default();
+        let log = Changelog::default();
         let (store, stream) = watched_except(
             Api::<DynamicObject>::all_with(client.clone(), &resource),
             resource.clone(),
             &own,
+            &log,
         );
         changes.push(stream);
         Kind {
             resource,
             store,
             own,
+            log,
         }
     }
 
     fn values(&self) -> Vec<Value> {
         values(self.store.state())
+    }
+
+    /// `read` (the JSON of these objects as the admission pass last read them) made current:
+    /// serialized again when the watch changed any of them since.
+    fn refresh(&self, read: &mut Vec<Value>) {
+        if self.log.take().any() {
+            *read = self.values();
+        }
     }
 
     fn api(&self, client: &Client, namespace: &str) -> Api<DynamicObject> {
@@ -213,6 +221,7 @@ impl Watches {
             resource,
             store,
             own: OwnWrites::default(),
+            log: Changelog::default(),
         };
         changes.extend([
             node_changes,
@@ -249,8 +258,8 @@ struct Memory {
     written: WrittenWorkloads,
     /// The core's queues (and the Workloads it has read).
     queues: pass::Queues,
-    /// The Workloads as JSON, by resourceVersion.
-    workloads: Serialized,
+    /// The objects the last pass read (its Workloads handed back to [`Workloads`]).
+    objects: Objects,
     /// The Nodes as JSON, by resourceVersion (the TAS flavors' capacity).
     nodes: Serialized,
     /// The Jobs and JobSets as JSON, by resourceVersion (the job integrations).
@@ -275,7 +284,7 @@ impl Memory {
 /// The Workloads a loop wrote, laid over its watch cache's copies until the watch shows them
 /// (at most [`OVERLAID_FOR`]): a pass that runs before the watch catches up reads what was
 /// written, not the copy it replaced.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct WrittenWorkloads(HashMap<ObjectKey, (Arc<DynamicObject>, tokio::time::Instant)>);
 
 impl WrittenWorkloads {
@@ -284,6 +293,39 @@ impl WrittenWorkloads {
         let now = tokio::time::Instant::now();
         self.0
             .insert(object_key(&object.metadata), (object.clone(), now));
+    }
+
+    /// The keys of the Workloads remembered.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.0.keys()
+    }
+
+    /// What a pass reads for the Workload `key`, whose watched copy is `watched`: the one
+    /// remembered while it is newer (and remembered for less than [`OVERLAID_FOR`]), with
+    /// `true`; the watched one otherwise, and the one remembered forgotten. One the watch
+    /// does not have is gone, or not shown yet: left out either way.
+    pub(crate) fn resolve(
+        &mut self,
+        key: &ObjectKey,
+        watched: Option<Arc<DynamicObject>>,
+    ) -> Option<(Arc<DynamicObject>, bool)> {
+        let Some(watched) = watched else {
+            self.0.remove(key);
+            return None;
+        };
+        let now = tokio::time::Instant::now();
+        match self.0.get(key) {
+            Some((ours, at))
+                if now.saturating_duration_since(*at) < OVERLAID_FOR && newer(ours, &watched) =>
+            {
+                Some((Arc::clone(ours), true))
+            }
+            Some(_) => {
+                self.0.remove(key);
+                Some((watched, false))
+            }
+            None => Some((watched, false)),
+        }
     }
 
     /// The `watched` Workloads with the newer ones remembered in their place; those the
@@ -322,6 +364,7 @@ pub async fn run(client: Client, config: QueueConfig) {
     changes.push(pod_changes);
     let mut resync = tokio::time::interval(Duration::from_secs(5));
     let mut memory = Memory::default();
+    let mut workloads = Workloads::default();
     let settings = Settings::from(&config.configuration);
     let shell = Shell {
         client: &client,
@@ -352,21 +395,28 @@ pub async fn run(client: Client, config: QueueConfig) {
             memory.remember(&object);
         }
         let pod_values = pods.pods();
-        let workloads = shell
-            .admit(&mut memory, &settings, &pod_values, now, &mut phases)
+        shell
+            .admit(
+                (&mut memory, &mut workloads),
+                &settings,
+                &pod_values,
+                now,
+                &mut phases,
+            )
             .await;
-        shell.ungate(&workloads, &pod_values).await;
+        let workloads = &workloads;
+        shell.ungate(workloads, &pod_values).await;
         phases.lap("ungate");
         let (flavors, priorities) = shell.flavors_and_priorities();
         let checks = watches.admission_checks.values();
         for object in provisioning
-            .reconcile(&client, &checks, &workloads, &flavors, now)
+            .reconcile(&client, &checks, workloads, &flavors, now)
             .await
         {
             memory.remember(&object);
         }
         let context = queue_pods::Context {
-            workloads: &workloads,
+            workloads,
             flavors: &flavors,
             priorities: &priorities,
         };
@@ -501,41 +551,52 @@ fn count_transitions<'w>(
 
 impl Shell<'_> {
     /// The admission pass: the core's pass over the watched objects (its own Workload writes
-    /// laid over them), its writes and events. Answers the Workloads as they are now.
+    /// laid over them), its writes and events; `workloads` are brought up to date before the
+    /// pass and show its writes after it.
     async fn admit(
         &self,
-        memory: &mut Memory,
+        (memory, workloads): (&mut Memory, &mut Workloads),
         settings: &Settings,
         pods: &[Value],
         now: std::time::SystemTime,
         phases: &mut Phases,
-    ) -> Workloads {
+    ) {
         let watches = self.watches;
-        // The read, the pass and the map after it are one stretch of computation over every
-        // stored Workload: the runtime's other tasks move to another worker meanwhile.
-        let (mut workloads, decided, writes, counted, took) = crate::shell::cpu_bound(|| {
-            let current = memory.written.over(watches.workloads.store.state());
-            let stored = memory.workloads.values(&current);
-            let prepared = self
-                .dra
-                .prepare(stored, &mut memory.claiming, self.configuration, now);
-            let objects = Objects {
-                flavors: watches.flavors.values(),
-                cluster_queues: watches.cluster_queues.values(),
-                cohorts: watches.cohorts.values(),
-                local_queues: watches.local_queues.values(),
-                workloads: prepared.workloads,
-                namespaces: values(watches.namespaces.state()),
-                admission_checks: watches.admission_checks.values(),
-                devices: prepared.devices,
-                topologies: watches.topologies.values(),
-                nodes: memory.nodes.values(&watches.nodes.state()),
-                pods: pods.to_vec(),
-                runtime_classes: values(watches.runtime_classes.state()),
-            };
+        // The read, the pass and handing the Workloads back are one stretch of computation:
+        // the runtime's other tasks move to another worker meanwhile.
+        let (decided, writes, counted, took) = crate::shell::cpu_bound(|| {
+            let kind = &watches.workloads;
+            workloads.refresh(
+                (&kind.store, &kind.resource),
+                kind.log.take(),
+                &mut memory.written,
+            );
+            let prepared = self.dra.prepare(
+                workloads.take_values(),
+                &mut memory.claiming,
+                self.configuration,
+                now,
+            );
+            let objects = &mut memory.objects;
+            for (kind, read) in [
+                (&watches.flavors, &mut objects.flavors),
+                (&watches.cluster_queues, &mut objects.cluster_queues),
+                (&watches.cohorts, &mut objects.cohorts),
+                (&watches.local_queues, &mut objects.local_queues),
+                (&watches.admission_checks, &mut objects.admission_checks),
+                (&watches.topologies, &mut objects.topologies),
+            ] {
+                kind.refresh(read);
+            }
+            objects.workloads = prepared.workloads;
+            objects.devices = prepared.devices;
+            objects.namespaces = values(watches.namespaces.state());
+            objects.nodes = memory.nodes.values(&watches.nodes.state());
+            objects.pods = pods.to_vec();
+            objects.runtime_classes = values(watches.runtime_classes.state());
             phases.lap("read");
             let started = std::time::Instant::now();
-            let mut decided = pass::pass(&objects, &mut memory.queues, settings, now);
+            let mut decided = pass::pass(objects, &mut memory.queues, settings, now);
             phases.lap("pass");
             tracing::debug!(
                 took = ?started.elapsed(),
@@ -543,12 +604,12 @@ impl Shell<'_> {
                 writes = decided.workloads.len(),
                 "queue manager: admission pass"
             );
-            let parsed = memory.queues.parsed();
-            let workloads: Workloads = objects
-                .workloads
-                .into_iter()
-                .map(|w| (parsed.key_of(&w), w))
+            let laid_over = prepared
+                .writes
+                .iter()
+                .map(|write| (write.namespace.clone(), write.name.clone()))
                 .collect();
+            workloads.restore(std::mem::take(&mut objects.workloads), laid_over);
             let took = started.elapsed().as_secs_f64();
             // Counted once written: a write refused (a conflict) admitted nothing.
             let counted = self
@@ -557,10 +618,10 @@ impl Shell<'_> {
             let writes =
                 pass::one_write_per_object(prepared.writes, std::mem::take(&mut decided.workloads));
             phases.lap("after-pass");
-            (workloads, decided, writes, counted, took)
+            (decided, writes, counted, took)
         });
         let written = self
-            .write_statuses(&watches.workloads.resource, writes, &workloads)
+            .write_statuses(&watches.workloads.resource, writes, workloads)
             .await;
         if let Some((metrics, decided)) = counted {
             let taken: std::collections::HashSet<(&str, &str)> = written
@@ -574,14 +635,12 @@ impl Shell<'_> {
             let taken = decided
                 .iter()
                 .filter(|w| taken.contains(&(w.namespace.as_str(), w.name.as_str())));
-            count_transitions(&metrics.kueue, &workloads, taken, now, took);
+            count_transitions(&metrics.kueue, workloads, taken, now, took);
         }
         for object in written {
             watches.workloads.own.record(&object.metadata);
             memory.remember(&object);
-            if let Ok(value) = serde_json::to_value(object.as_ref()) {
-                workloads.insert(objects::key(&value).into(), Arc::new(value));
-            }
+            workloads.show_written(&object);
         }
         for write in &decided.deactivations {
             let api = watches.workloads.api(self.client, &write.namespace);
@@ -606,7 +665,6 @@ impl Shell<'_> {
             self.queue_statuses
                 .send(&queues.resource, &queues.own, statuses);
         }
-        workloads
     }
 
     /// The job integrations over every Job and JobSet naming a LocalQueue, given the

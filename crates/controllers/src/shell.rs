@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tessera_model::json::Pointer as _;
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Endpoints, PersistentVolumeClaim, Pod, Service};
@@ -485,11 +485,13 @@ where
 }
 
 /// [`watched_with`] whose stream leaves out the echoes of `own` writes
-/// ([`crate::echoes`]): the store still shows them.
+/// ([`crate::echoes`]): the store still shows them. Every change the store takes, echoes
+/// included, is noted in `log`.
 pub fn watched_except<K>(
     api: Api<K>,
     dynamic: K::DynamicType,
     own: &crate::echoes::OwnWrites,
+    log: &crate::changelog::Changelog,
 ) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
 where
     K: Watchable,
@@ -499,6 +501,7 @@ where
         reflector::store::Writer::new(dynamic),
         watcher(api, watcher::Config::default()).default_backoff(),
         own,
+        log,
     )
 }
 
@@ -521,11 +524,13 @@ where
 }
 
 /// [`reflected`] whose stream leaves out the echoes of `own` writes (the other watches pay
-/// nothing for it).
+/// nothing for it), noting every change the store takes in `log` (the reflector has applied
+/// an event to the store when it passes it on).
 fn reflected_except<K>(
     writer: reflector::store::Writer<K>,
     events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     own: &crate::echoes::OwnWrites,
+    log: &crate::changelog::Changelog,
 ) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
 where
     K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
@@ -534,7 +539,9 @@ where
     let reader = writer.as_reader();
     let woken = own.woken();
     let own = own.clone();
+    let log = log.clone();
     let stream = reflector::reflector(writer, events)
+        .inspect_ok(move |event| log.note(event))
         .touched_objects()
         .filter_map(move |touched| {
             let echo = touched

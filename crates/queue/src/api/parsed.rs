@@ -220,15 +220,6 @@ impl ParsedWorkloads {
         })
     }
 
-    /// The key (`namespace/name`) of `object`, read from the Workload remembered at its
-    /// address when it is that very object, else from the object.
-    pub fn key_of(&self, object: &Arc<Value>) -> Arc<str> {
-        self.by_address
-            .get(&address_of(object))
-            .map(|parsed| Arc::clone(&parsed.key))
-            .unwrap_or_else(|| objects::key(object).into())
-    }
-
     /// How many Workloads the last read parsed.
     pub fn parsed(&self) -> usize {
         self.parsed

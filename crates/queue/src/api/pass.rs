@@ -144,7 +144,7 @@ pub fn one_write_per_object(
 /// What one pass decided to write.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Pass {
-    /// Workload statuses: admissions, pending conditions, evictions.
+    /// Workload statuses: admissions (first), pending conditions, evictions.
     pub workloads: Vec<StatusWrite>,
     /// ClusterQueue statuses that changed.
     pub cluster_queues: Vec<StatusWrite>,
@@ -202,9 +202,12 @@ impl Changed {
         }
     }
 
-    /// One write per changed Workload: the fields written, as they ended.
+    /// One write per changed Workload: the fields written, as they ended; the admissions
+    /// first (a Workload's pods wait on its admission, while a pending condition only
+    /// informs), each group in key order.
     fn writes(self) -> Vec<StatusWrite> {
-        self.objects
+        let mut writes: Vec<StatusWrite> = self
+            .objects
             .into_values()
             .map(|(object, fields)| {
                 let status: serde_json::Map<String, Value> = fields
@@ -216,8 +219,15 @@ impl Changed {
                     .collect();
                 write_for(&object, Value::Object(status))
             })
-            .collect()
+            .collect();
+        writes.sort_by_key(|write| !admits(&write.status));
+        writes
     }
+}
+
+/// Whether a Workload status write admits it (sets `status.admission`).
+fn admits(status: &Value) -> bool {
+    status.get("admission").is_some_and(Value::is_object)
 }
 
 /// A Workload to evict, and why.

@@ -140,6 +140,9 @@ mod quick_start {
             ],
         );
         let pass = pass(&input, &mut Queues::default(), &Settings::default(), now());
+        // The admission is written first (pods wait on it), then the rest in key order.
+        let order: Vec<&str> = pass.workloads.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(order, ["sample-job", "lost", "too-big"]);
         let admitted = written(&pass.workloads, "sample-job").expect("admitted");
         assert_eq!(admitted["admission"]["clusterQueue"], "cluster-queue");
         let assignment = &admitted["admission"]["podSetAssignments"][0];
