@@ -19,12 +19,12 @@
 //!
 //! Its own Workload writes are laid over the watch cache until the watch shows them
 //! ([`crate::queue_workloads`], which keeps the Workloads between passes and updates only
-//! those the watch or the queue manager changed), so a pass that runs before the watch catches up never admits
-//! a Workload twice, and each of the pass's Workload statuses is written on the condition
-//! that the Workload is still the version the pass read; a Job's writes are not sent again
-//! while the watch still shows the Job they were sent for. Kueue's events are recorded as
-//! its components record them (`kueue-admission` for the Workloads, each integration's
-//! controller for its jobs).
+//! those the watch or the queue manager changed), so a pass that runs before the watch
+//! catches up never admits a Workload twice, and each of the pass's Workload statuses is
+//! written on the condition that the Workload is still the version the pass read; a Job's
+//! writes are not sent again while the watch still shows the Job they were sent for. Kueue's
+//! events are recorded as its components record them (`kueue-admission` for the Workloads,
+//! each integration's controller for its jobs).
 //! Decides nothing itself.
 
 use std::collections::{BTreeMap, HashMap};
