@@ -1,5 +1,6 @@
 //! What a pass's sync queued, kept for the next sync: each pending Workload queued, by key,
-//! with the state read (by address) and the ClusterQueue queue it went to, and what those
+//! with the state read (by address), the ClusterQueue queue it went to and the LocalQueue it
+//! came from (what the pass counts its pending Workloads by), and what those
 //! queues were resolved from (the LocalQueues, each ClusterQueue and its activity). A
 //! Workload offered again at the very state read, under the same LocalQueues and
 //! ClusterQueues, resolves to the same queue; while that queue holds the copy it made, the
@@ -32,6 +33,8 @@ struct Entry {
     state: Arc<WorkloadState>,
     /// Its ClusterQueue, by index in [`Resolution::cluster_queues`].
     cluster_queue: usize,
+    /// Its LocalQueue, by index in [`Resolution::local_queues`] (in key order).
+    local_queue: usize,
 }
 
 /// What the last sync queued.
@@ -70,13 +73,14 @@ pub(crate) struct Walk<'o> {
 impl Walk<'_> {
     /// Whether the Workload `key` at `state` was queued by the last sync at this very state,
     /// in a ClusterQueue queue that `holds` (given its name) still says holds it: then it is
-    /// kept for the next sync, unread, and the caller passes it by.
+    /// kept for the next sync, unread, and the caller passes it by, told the index of the
+    /// LocalQueue it was queued from (in [`Resolution::local_queues`]).
     pub fn pass_by(
         &mut self,
         key: &Arc<str>,
         state: &Arc<WorkloadState>,
         holds: impl FnOnce(&str) -> bool,
-    ) -> bool {
+    ) -> Option<usize> {
         let before = loop {
             let Some(entry) = self.previous.peek() else {
                 break None;
@@ -94,21 +98,27 @@ impl Walk<'_> {
             }
             break self.previous.next();
         };
-        let Some(entry) = before.filter(|entry| Arc::ptr_eq(&entry.state, state)) else {
-            return false;
-        };
+        let entry = before.filter(|entry| Arc::ptr_eq(&entry.state, state))?;
         let resolution = &self.offered.resolution;
         let name = resolution.cluster_queues[entry.cluster_queue].0.as_str();
         if !holds(name) {
-            return false;
+            return None;
         }
+        let local_queue = entry.local_queue;
         self.offered.entries.push(entry);
-        true
+        Some(local_queue)
     }
 
     /// Records that the Workload `key` at `state` was queued in the ClusterQueue
-    /// `cluster_queue` (one of the resolution's).
-    pub fn queued(&mut self, key: &Arc<str>, state: &Arc<WorkloadState>, cluster_queue: &str) {
+    /// `cluster_queue` (one of the resolution's) from the LocalQueue at index `local_queue`
+    /// in the resolution's.
+    pub fn queued(
+        &mut self,
+        key: &Arc<str>,
+        state: &Arc<WorkloadState>,
+        cluster_queue: &str,
+        local_queue: usize,
+    ) {
         let resolution = &self.offered.resolution;
         let Some(index) = resolution
             .cluster_queues
@@ -121,6 +131,7 @@ impl Walk<'_> {
             key: Arc::clone(key),
             state: Arc::clone(state),
             cluster_queue: index,
+            local_queue,
         });
     }
 }
@@ -158,7 +169,7 @@ mod tests {
     fn a_workload_is_passed_by_only_at_the_state_queued_under_the_same_resolution_and_held() {
         // (case, the second sync's resolution is the first's, Workloads met in the second
         // sync, which of them are passed by). The first sync queued a and c in cq-b, e in
-        // cq-a.
+        // cq-a, from the LocalQueues at 1, 2 and 0.
         let cases: Vec<(&str, bool, Vec<Met>, Vec<bool>)> = vec![
             (
                 "all unchanged and held",
@@ -232,9 +243,11 @@ mod tests {
                 .collect();
             let mut offered = Offered::default();
             let mut first = offered.walk(resolution(true));
+            let local_queues = BTreeMap::from([("a", 1), ("c", 2), ("e", 0)]);
             for (key, queue) in [("a", "cq-b"), ("c", "cq-b"), ("e", "cq-a")] {
-                assert!(!first.pass_by(&keys[key], &states[key], |_| true), "{case}");
-                first.queued(&keys[key], &states[key], queue);
+                let passed = first.pass_by(&keys[key], &states[key], |_| true);
+                assert_eq!(passed, None, "{case}");
+                first.queued(&keys[key], &states[key], queue, local_queues[key]);
             }
             let mut walk = offered.walk(resolution(same_resolution));
             let passed: Vec<bool> = second
@@ -248,7 +261,12 @@ mod tests {
                         true => Arc::clone(&states[met.key]),
                         false => Arc::new(WorkloadState::Finished),
                     };
-                    walk.pass_by(&key, &state, |name| Some(name) == met.held_by)
+                    let passed = walk.pass_by(&key, &state, |name| Some(name) == met.held_by);
+                    // Passed by, it is counted in the LocalQueue it was queued from.
+                    if let Some(local_queue) = passed {
+                        assert_eq!(local_queue, local_queues[met.key], "{case}: {}", met.key);
+                    }
+                    passed.is_some()
                 })
                 .collect();
             assert_eq!(passed, expected, "{case}");
@@ -263,8 +281,9 @@ mod tests {
             for met in kept {
                 let key = Arc::clone(&keys[met.key]);
                 let state = Arc::clone(&states[met.key]);
-                assert!(
+                assert_eq!(
                     third.pass_by(&key, &state, |_| true),
+                    Some(local_queues[met.key]),
                     "{case}: {} kept",
                     met.key
                 );

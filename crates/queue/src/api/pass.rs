@@ -456,15 +456,10 @@ impl<'o> World<'o> {
     }
 
     fn pending(&self) -> impl Iterator<Item = &QueuedWorkload> {
-        self.pending_by_key().map(|(_, queued)| queued)
-    }
-
-    /// The pending Workloads with their keys.
-    fn pending_by_key(&self) -> impl Iterator<Item = (&str, &QueuedWorkload)> {
         self.pending
             .iter()
-            .filter_map(|(key, state)| match state.as_ref() {
-                WorkloadState::Pending(queued) => Some((key.as_ref(), queued.as_ref())),
+            .filter_map(|(_, state)| match state.as_ref() {
+                WorkloadState::Pending(queued) => Some(queued.as_ref()),
                 _ => None,
             })
     }
@@ -497,7 +492,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
         return Pass::default();
     };
     let mut decided = Decided::default();
-    sync_queues(state, &world, objects, settings, &mut decided, now);
+    let pending = sync_queues(state, &world, objects, settings, &mut decided, now);
     let fairness = match &settings.admission_fair_sharing {
         Some(config) => {
             state
@@ -593,7 +588,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
     let (cluster_queues, local_queues) = queue_statuses(
         &world,
         objects,
-        &state.manager,
+        (&state.manager, &pending),
         &decided.admitted,
         (fair_sharing, ledger),
         now,
@@ -608,14 +603,25 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
     }
 }
 
-/// A LocalQueue (namespace, name) with its active ClusterQueue, or what holds it back.
-type ResolvedLocalQueue<'a> = ((&'a str, &'a str), Result<String, QueueBlocker>);
+/// A LocalQueue (namespace, name) with its index among the LocalQueues (none when it does
+/// not exist) and its active ClusterQueue, or what holds it back.
+type ResolvedLocalQueue<'a> = (
+    (&'a str, &'a str),
+    Option<usize>,
+    Result<String, QueueBlocker>,
+);
+
+/// The pending Workloads of each LocalQueue, in the key order of the queue manager's
+/// LocalQueues (a pending Workload naming a missing LocalQueue is counted nowhere).
+type PendingPerLocalQueue = Vec<i64>;
 
 /// Brings the kept queues up to date with the stored objects: LocalQueues and ClusterQueues
 /// (activity, strategy), pending Workloads added or updated (blocked ones answered with the
 /// workload controller's reason at once), the rest removed, and the inadmissible ones
 /// retried when what they waited on changed (Kueue's `QueueInadmissibleWorkloads` on quota
-/// freed or taken, queue, cohort, flavor or namespace changes).
+/// freed or taken, queue, cohort, flavor or namespace changes). Counts the pending Workloads
+/// of each LocalQueue on the way, queued or held back (those passed by unread counted in the
+/// LocalQueue they were queued from).
 fn sync_queues(
     state: &mut Queues,
     world: &World<'_>,
@@ -623,7 +629,7 @@ fn sync_queues(
     settings: &Settings,
     decided: &mut Decided,
     now: SystemTime,
-) {
+) -> PendingPerLocalQueue {
     let queues = &mut state.manager;
     queues.local_queues = objects
         .local_queues
@@ -666,6 +672,8 @@ fn sync_queues(
             .collect(),
     };
     let mut walk = state.offered.walk(resolution);
+    let mut pending: PendingPerLocalQueue = vec![0; queues.local_queues.len()];
+    let local_queue_keys: Vec<&str> = queues.local_queues.keys().map(String::as_str).collect();
     // Pending Workloads in key order mostly come in runs of one LocalQueue: its queue is
     // looked up once a run.
     let mut last: Option<ResolvedLocalQueue<'_>> = None;
@@ -678,7 +686,8 @@ fn sync_queues(
                 .get(name)
                 .is_some_and(|queue| queue.holds_copy_at(address))
         };
-        if walk.pass_by(key, state, held) {
+        if let Some(local_queue) = walk.pass_by(key, state, held) {
+            pending[local_queue] += 1;
             offered += 1;
             continue;
         }
@@ -687,13 +696,22 @@ fn sync_queues(
         };
         let queued = queued.as_ref();
         let local_queue = queued.local_queue_parts();
-        let resolved = match &mut last {
-            Some((of, resolved)) if *of == local_queue => &*resolved,
+        let (index, resolved) = match &mut last {
+            Some((of, index, resolved)) if *of == local_queue => (*index, &*resolved),
             slot => {
+                let (namespace, name) = local_queue;
+                let index = with_joined(namespace, name, |joined| {
+                    local_queue_keys.binary_search(&joined).ok()
+                });
                 let resolved = queues.active_queue_for(queued).map(str::to_owned);
-                &slot.insert((local_queue, resolved)).1
+                let (_, index, resolved) = slot.insert((local_queue, index, resolved));
+                (*index, &*resolved)
             }
         };
+        // A Workload naming a missing LocalQueue is held back below, counted nowhere.
+        if let Some(index) = index {
+            pending[index] += 1;
+        }
         let name = match resolved {
             Ok(name) => name,
             Err(blocker) => {
@@ -706,10 +724,11 @@ fn sync_queues(
                 continue;
             }
         };
-        if let Some(queue) = queues.cluster_queues.get_mut(name) {
+        // Resolved to a queue, so its LocalQueue exists.
+        if let (Some(queue), Some(index)) = (queues.cluster_queues.get_mut(name), index) {
             let source: Source = state.clone();
             queue.push_or_update_from(queued, &source, now);
-            walk.queued(key, state, name);
+            walk.queued(key, state, name, index);
             offered += 1;
         }
     }
@@ -750,6 +769,7 @@ fn sync_queues(
         }
         state.waited_on = Some(WaitedOn::of(world));
     }
+    pending
 }
 
 /// Each ClusterQueue's usage once `admitted` (by key: ClusterQueue and usage) hold quota too.
@@ -1238,7 +1258,7 @@ fn check_states(
 fn queue_statuses(
     world: &World<'_>,
     objects: &Objects,
-    queues: &QueueManager,
+    (queues, pending): (&QueueManager, &PendingPerLocalQueue),
     admitted_here: &BTreeMap<String, (String, FlavorResourceQuantities)>,
     (fair_sharing, ledger): (bool, Option<&Ledger>),
     now: SystemTime,
@@ -1263,31 +1283,27 @@ fn queue_statuses(
             }
         }
     }
-    // The pending Workloads by LocalQueue (namespace, name), counted in runs: in key order
-    // they mostly come in runs of one LocalQueue.
-    let mut runs: Vec<((&str, &str), i64)> = Vec::new();
-    // Of the Workloads read pending, only those this pass admitted hold quota now (they
-    // are among the holders above, counted there): probing that small map, not every holder.
-    for (key, queued) in world.pending_by_key() {
-        if admitted_here.contains_key(key) {
+    // The Workloads read pending, but for those this pass admitted: they hold quota now,
+    // among the holders above, counted there.
+    let mut pending = pending.clone();
+    for key in admitted_here.keys() {
+        let Some(queued) = world.queued(key) else {
             continue;
-        }
-        let of = queued.local_queue_parts();
-        match runs.last_mut() {
-            Some((at, count)) if *at == of => *count += 1,
-            _ => runs.push((of, 1)),
+        };
+        let index =
+            queued.with_local_queue_key(|key| queues.local_queues.keys().position(|k| k == key));
+        if let Some(count) = index.and_then(|index| pending.get_mut(index)) {
+            *count -= 1;
         }
     }
-    for ((namespace, name), count) in runs {
-        with_joined(namespace, name, |local_queue_key| {
-            let Some(local_queue) = queues.local_queues.get(local_queue_key) else {
-                return;
-            };
-            counted(&mut cq_counts, &local_queue.cluster_queue)
-                .0
-                .pending += count;
-            counted(&mut lq_counts, local_queue_key).0.pending += count;
-        });
+    for ((local_queue_key, local_queue), count) in queues.local_queues.iter().zip(pending) {
+        if count == 0 {
+            continue;
+        }
+        counted(&mut cq_counts, &local_queue.cluster_queue)
+            .0
+            .pending += count;
+        counted(&mut lq_counts, local_queue_key).0.pending += count;
     }
     let shares = if fair_sharing {
         weighted_shares(world)

@@ -372,6 +372,98 @@ mod quick_start {
         }
     }
 
+    /// `pendingWorkloads` counts, per LocalQueue and ClusterQueue, every pending Workload
+    /// whose LocalQueue exists, queued or held back (a stopped LocalQueue, a missing
+    /// ClusterQueue), but not those the pass admits; a pass that meets Workloads again at
+    /// the states read before (passed by unread) counts them as a fresh pass does.
+    #[test]
+    fn pending_workloads_are_counted_per_queue_pass_after_pass() {
+        let mut version = 0;
+        let mut held = local_queue("lq-held", "cluster-queue");
+        held["spec"]["stopPolicy"] = json!("Hold");
+        let mut workloads = vec![
+            workload("a1", "lq-a", 6, 1),
+            workload("a2", "lq-a", 6, 2),
+            workload("a3", "lq-a", 6, 3),
+            workload("b1", "lq-b", 6, 4),
+            workload("b2", "lq-b", 6, 5),
+            workload("h1", "lq-held", 1, 6),
+            workload("l1", "lq-lost", 1, 7),
+            workload("x1", "no-such-queue", 1, 8),
+        ];
+        for object in &mut workloads {
+            version += 1;
+            object["metadata"]["resourceVersion"] = json!(version.to_string());
+        }
+        let mut input = objects(
+            vec![cluster_queue("cluster-queue", None, "9")],
+            vec![
+                local_queue("lq-a", "cluster-queue"),
+                local_queue("lq-b", "cluster-queue"),
+                held,
+                local_queue("lq-lost", "no-such-cluster-queue"),
+            ],
+            workloads,
+        );
+        type Change = fn(&mut Objects, &Pass, &mut u64);
+        // (step, what changes before the pass, the ClusterQueue's pendingWorkloads, those of
+        // lq-a, lq-b, lq-held and lq-lost). a1 is admitted by the first pass (and by the
+        // second, its admission not stored yet); six cpu more never fit.
+        let steps: [(&str, Change, i64, [i64; 4]); 5] = [
+            ("first pass", |_, _, _| {}, 5, [2, 2, 1, 1]),
+            ("met again unchanged", |_, _, _| {}, 5, [2, 2, 1, 1]),
+            (
+                "the writes stored",
+                |o, last, v| store_writes(&mut o.workloads, last, v),
+                5,
+                [2, 2, 1, 1],
+            ),
+            (
+                "b1 deleted",
+                |objects, _, _| objects.workloads.retain(|w| objects::name(w) != "b1"),
+                4,
+                [2, 1, 1, 1],
+            ),
+            (
+                "lq-held resumed, h1 admitted",
+                |objects, _, _| {
+                    objects.local_queues[2]["spec"]["stopPolicy"] = json!("None");
+                },
+                3,
+                [2, 1, 0, 1],
+            ),
+        ];
+        let (mut cached, mut fresh) = (Queues::default(), Queues::default());
+        let mut last = Pass::default();
+        for (index, (step, change, cluster_queue, local_queues)) in steps.into_iter().enumerate() {
+            change(&mut input, &last, &mut version);
+            let at = now() + Duration::from_secs(5 * index as u64);
+            fresh.forget_parsed();
+            let remembering = pass(&input, &mut cached, &Settings::default(), at);
+            let parsing = pass(&input, &mut fresh, &Settings::default(), at);
+            assert_eq!(remembering, parsing, "{step}");
+            let pending = |writes: &[StatusWrite], name: &str| {
+                written(writes, name).map(|status| status["pendingWorkloads"].clone())
+            };
+            assert_eq!(
+                pending(&remembering.cluster_queues, "cluster-queue"),
+                Some(json!(cluster_queue)),
+                "{step}"
+            );
+            for (name, count) in ["lq-a", "lq-b", "lq-held", "lq-lost"]
+                .into_iter()
+                .zip(local_queues)
+            {
+                assert_eq!(
+                    pending(&remembering.local_queues, name),
+                    Some(json!(count)),
+                    "{step}: {name}"
+                );
+            }
+            last = remembering;
+        }
+    }
+
     #[test]
     fn block_admission_waits_for_pods_ready_and_a_late_workload_is_evicted() {
         let wait = WaitForPodsReady {
