@@ -683,19 +683,23 @@ fn topology_aware_targets(
     } else {
         targets.clone()
     };
-    let candidates: BTreeSet<String> = input.admitted.iter().map(AdmittedWorkload::key).collect();
     let mut leaving: BTreeSet<String> = quota_targets
         .iter()
         .map(|target| target.workload.clone())
         .collect();
-    // Victims of this cycle dropped from the candidates when the entry is assigned again.
-    leaving.extend(
-        snapshot
-            .admitted
-            .iter()
-            .map(AdmittedWorkload::key)
-            .filter(|key| !candidates.contains(key)),
-    );
+    // Victims of this cycle dropped from the candidates when the entry is assigned again
+    // (the candidates are then fewer than the snapshot's; otherwise they are its very list).
+    if !std::ptr::eq(input.admitted, snapshot.admitted.as_slice()) {
+        let candidates: BTreeSet<String> =
+            input.admitted.iter().map(AdmittedWorkload::key).collect();
+        leaving.extend(
+            snapshot
+                .admitted
+                .iter()
+                .map(AdmittedWorkload::key)
+                .filter(|key| !candidates.contains(key)),
+        );
+    }
     let pod_sets = assigned_pod_sets(assignment, &input.head.workload.info.workload.pod_sets);
     let request = ClearingRequest {
         tas: &snapshot.tas,

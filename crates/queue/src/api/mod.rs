@@ -35,6 +35,7 @@ pub mod pod;
 pub mod pods_ready;
 pub mod provisioning;
 pub mod quiet;
+mod sorted_keys;
 pub mod status;
 pub mod tas;
 pub mod visibility;

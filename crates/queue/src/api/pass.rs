@@ -31,6 +31,7 @@ use crate::api::offered::{Offered, Resolution};
 use crate::api::parsed::{ActedOn, ParsedWorkloads};
 use crate::api::pods_ready;
 use crate::api::quiet::{QuietPass, QuietWorkloads, StepContext, timeless};
+use crate::api::sorted_keys::SortedKeys;
 use crate::api::status::{self, Counts, Event, Usage};
 use crate::api::tas;
 use crate::config::{AdmissionFairSharing, Configuration, WaitForPodsReady};
@@ -1121,10 +1122,13 @@ fn workload_writes(
             .and_then(|name| world.cluster_queues.get(name))
             .map(|(cq, _)| cq.stop_policy),
     };
+    // The Workloads this pass's decisions changed, met in key order by the walk below.
+    let decided: Vec<String> = changed.objects.keys().cloned().collect();
+    let mut decided = SortedKeys::new(&decided);
     // `record` copies the stored object only for a Workload's first change.
     for (key, (stored, shared)) in &world.workloads {
         // Unchanged by this pass's decisions, its steps read what they read before.
-        let unchanged = !changed.objects.contains_key(key.as_ref());
+        let unchanged = !decided.contains_next(key);
         if unchanged && quiet.was_quiet(shared) {
             continue;
         }

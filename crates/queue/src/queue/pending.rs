@@ -247,12 +247,12 @@ impl PendingWorkloads {
         self.holds_copy_at(address_of(source))
     }
 
-    /// [`Self::holds_copy_of`] the source at `address`, the source itself untouched.
+    /// [`Self::holds_copy_of`] the source at `address`, the source itself untouched. Only
+    /// `set_source` enters an address, after forgetting the slot's source before, and a slot
+    /// forgets its source before it is freed: an address entered is the source its slot
+    /// holds, which no other source can share while it is held (the slot is not read).
     pub(super) fn holds_copy_at(&self, address: usize) -> bool {
-        self.by_source
-            .get(&address)
-            .and_then(|slot| self.slots[*slot].source.as_ref())
-            .is_some_and(|held| address_of(held) == address)
+        self.by_source.contains_key(&address)
     }
 
     /// Records that the Workload with `key`, as held now, is a copy of `source`.
