@@ -143,6 +143,7 @@ pub(crate) struct Node {
 
 /// What a tree is made of besides its usage: fixed once built, shared by every copy (a
 /// scheduling cycle and every preemption simulation copy the tree; only usage changes).
+/// Each node's usage is shared between copies too until one copy changes it.
 #[derive(Debug, Default)]
 struct Shape {
     nodes: Vec<Node>,
@@ -157,8 +158,9 @@ struct Shape {
 pub struct Tree {
     shape: Arc<Shape>,
     /// Each node's `Usage`, by node: a ClusterQueue's own, a Cohort's children's above
-    /// their local quota; what counts against `subtree_quota`.
-    usage: Vec<FlavorResourceQuantities>,
+    /// their local quota; what counts against `subtree_quota`. Copied on write: a copy of
+    /// the tree copies no usage until it changes a node's.
+    usage: Vec<Arc<FlavorResourceQuantities>>,
 }
 
 /// A tree while it is built.
@@ -180,7 +182,12 @@ impl Tree {
             .shape
             .cluster_queues
             .iter()
-            .map(|(name, id)| (name.clone(), self.usage[id.0].clone()))
+            .map(|(name, id)| {
+                (
+                    name.clone(),
+                    FlavorResourceQuantities::clone(&self.usage[id.0]),
+                )
+            })
             .collect();
         Tree::build_with_usage(spec, &usage)
     }
@@ -238,7 +245,7 @@ impl Tree {
         tree.accumulate();
         Ok(Tree {
             shape: Arc::new(tree.shape),
-            usage: tree.usage,
+            usage: tree.usage.into_iter().map(Arc::new).collect(),
         })
     }
 
@@ -335,7 +342,7 @@ impl Tree {
 
     /// The node's `Usage`, to change.
     pub(crate) fn usage_mut(&mut self, id: NodeId) -> &mut FlavorResourceQuantities {
-        &mut self.usage[id.0]
+        Arc::make_mut(&mut self.usage[id.0])
     }
 
     /// The Cohorts above the node, parent first, root last (`PathParentToRoot`).
