@@ -677,12 +677,12 @@ fn queue_status(
     if let Some((field, value)) = extra {
         wanted[field] = value;
     }
-    let current = object.get("status").cloned().unwrap_or(Value::Null);
+    let current = object.get("status");
     let same = wanted
         .as_object()
         .into_iter()
         .flatten()
-        .all(|(field, value)| current.get(field) == Some(value));
+        .all(|(field, value)| current.and_then(|status| status.get(field)) == Some(value));
     if same && !changed {
         return None;
     }
