@@ -5,7 +5,8 @@
 //! the job framework (`framework`) with its batch/v1 Job (`job`) and JobSet (`jobset`)
 //! integrations, the Workloads StatefulSets and LeaderWorkerSets own for their pod groups
 //! (`parent`), the Workloads a pass has read, remembered by resourceVersion (`parsed`), and
-//! where the last pass queued each pending one (`offered`), the
+//! where the last pass queued each pending one (`offered`), membership tests for walks in key
+//! order (`sorted_keys`), the
 //! visibility API's pending-workload lists (`visibility`) and why a Workload waits
 //! (`explain`), waitForPodsReady (`pods_ready`), and admission fair sharing's ledger
 //! kept across passes (`admission_fair_sharing`), the admission-check framework

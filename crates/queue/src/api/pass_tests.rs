@@ -289,18 +289,41 @@ mod quick_start {
         }
     }
 
+    /// `workloads` at increasing resourceVersions after `version`, as a store keeps them.
+    fn versioned(mut workloads: Vec<Value>, version: &mut u64) -> Vec<Value> {
+        for object in &mut workloads {
+            *version += 1;
+            object["metadata"]["resourceVersion"] = json!(version.to_string());
+        }
+        workloads
+    }
+
+    /// A pass at `step` by queues that remember the Workloads read before (`cached`), checked
+    /// against a pass by queues that parse every Workload again (`fresh`): they decide alike.
+    fn remembering_pass(
+        input: &Objects,
+        (cached, fresh): (&mut Queues, &mut Queues),
+        at: SystemTime,
+        step: &str,
+    ) -> Pass {
+        fresh.forget_parsed();
+        let remembering = pass(input, cached, &Settings::default(), at);
+        let parsing = pass(input, fresh, &Settings::default(), at);
+        assert_eq!(remembering, parsing, "{step}");
+        remembering
+    }
+
     #[test]
     fn passes_over_remembered_workloads_decide_as_passes_over_fresh_ones() {
         let mut version = 0;
-        let mut workloads = vec![
-            workload("a", "user-queue", 3, 1),
-            workload("b", "user-queue", 10, 2),
-            workload("c", "user-queue", 3, 3),
-        ];
-        for object in &mut workloads {
-            version += 1;
-            object["metadata"]["resourceVersion"] = json!(version.to_string());
-        }
+        let workloads = versioned(
+            vec![
+                workload("a", "user-queue", 3, 1),
+                workload("b", "user-queue", 10, 2),
+                workload("c", "user-queue", 3, 3),
+            ],
+            &mut version,
+        );
         let mut input = objects(
             vec![cluster_queue("cluster-queue", None, "9")],
             vec![local_queue("user-queue", "cluster-queue")],
@@ -346,10 +369,7 @@ mod quick_start {
         for (index, (step, change, parsed)) in steps.into_iter().enumerate() {
             change(&mut input, &last, &mut version);
             let at = now() + Duration::from_secs(5 * index as u64);
-            fresh.forget_parsed();
-            let remembering = pass(&input, &mut cached, &Settings::default(), at);
-            let parsing = pass(&input, &mut fresh, &Settings::default(), at);
-            assert_eq!(remembering, parsing, "{step}");
+            let remembering = remembering_pass(&input, (&mut cached, &mut fresh), at, step);
             assert_eq!(cached.parsed().parsed(), parsed, "{step}: parsed");
             assert_eq!(fresh.parsed().parsed(), 3, "{step}: fresh parses all");
             if step == "b shrunk to fit" {
@@ -381,20 +401,19 @@ mod quick_start {
         let mut version = 0;
         let mut held = local_queue("lq-held", "cluster-queue");
         held["spec"]["stopPolicy"] = json!("Hold");
-        let mut workloads = vec![
-            workload("a1", "lq-a", 6, 1),
-            workload("a2", "lq-a", 6, 2),
-            workload("a3", "lq-a", 6, 3),
-            workload("b1", "lq-b", 6, 4),
-            workload("b2", "lq-b", 6, 5),
-            workload("h1", "lq-held", 1, 6),
-            workload("l1", "lq-lost", 1, 7),
-            workload("x1", "no-such-queue", 1, 8),
-        ];
-        for object in &mut workloads {
-            version += 1;
-            object["metadata"]["resourceVersion"] = json!(version.to_string());
-        }
+        let workloads = versioned(
+            vec![
+                workload("a1", "lq-a", 6, 1),
+                workload("a2", "lq-a", 6, 2),
+                workload("a3", "lq-a", 6, 3),
+                workload("b1", "lq-b", 6, 4),
+                workload("b2", "lq-b", 6, 5),
+                workload("h1", "lq-held", 1, 6),
+                workload("l1", "lq-lost", 1, 7),
+                workload("x1", "no-such-queue", 1, 8),
+            ],
+            &mut version,
+        );
         let mut input = objects(
             vec![cluster_queue("cluster-queue", None, "9")],
             vec![
@@ -438,10 +457,7 @@ mod quick_start {
         for (index, (step, change, cluster_queue, local_queues)) in steps.into_iter().enumerate() {
             change(&mut input, &last, &mut version);
             let at = now() + Duration::from_secs(5 * index as u64);
-            fresh.forget_parsed();
-            let remembering = pass(&input, &mut cached, &Settings::default(), at);
-            let parsing = pass(&input, &mut fresh, &Settings::default(), at);
-            assert_eq!(remembering, parsing, "{step}");
+            let remembering = remembering_pass(&input, (&mut cached, &mut fresh), at, step);
             let pending = |writes: &[StatusWrite], name: &str| {
                 written(writes, name).map(|status| status["pendingWorkloads"].clone())
             };
