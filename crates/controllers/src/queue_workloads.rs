@@ -3,9 +3,10 @@
 //! ([`WrittenWorkloads`], laid over the watch until the watch shows them). A pass costs
 //! work in proportion to the Workloads that changed, not to those stored (copying 15,000
 //! Workloads out of the watch cache, laying the writes over them, finding each one's JSON by
-//! address and keying them again after the pass took a quarter of a round's computation). The JSON lies in one vector, handed to the pass and back
-//! without a copy, with each Workload's place by key (`namespace/name`): what the steps
-//! after the pass look Workloads up by. Knows nothing about what a pass decides.
+//! address and keying them again after the pass took a quarter of a round's computation).
+//! The JSON lies in one vector, handed to the pass and back without a copy, with each
+//! Workload's place by key (`namespace/name`): what the steps after the pass look Workloads
+//! up by. Knows nothing about what a pass decides.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

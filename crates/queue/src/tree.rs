@@ -143,7 +143,6 @@ pub(crate) struct Node {
 
 /// What a tree is made of besides its usage: fixed once built, shared by every copy (a
 /// scheduling cycle and every preemption simulation copy the tree; only usage changes).
-/// Each node's usage is shared between copies too until one copy changes it.
 #[derive(Debug, Default)]
 struct Shape {
     nodes: Vec<Node>,

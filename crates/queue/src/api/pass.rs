@@ -589,7 +589,7 @@ pub fn pass(objects: &Objects, state: &mut Queues, settings: &Settings, now: Sys
     let (cluster_queues, local_queues) = queue_statuses(
         &world,
         objects,
-        (&state.manager, &pending),
+        (&state.manager, pending),
         &decided.admitted,
         (fair_sharing, ledger),
         now,
@@ -1262,7 +1262,7 @@ fn check_states(
 fn queue_statuses(
     world: &World<'_>,
     objects: &Objects,
-    (queues, pending): (&QueueManager, &PendingPerLocalQueue),
+    (queues, mut pending): (&QueueManager, PendingPerLocalQueue),
     admitted_here: &BTreeMap<String, (String, FlavorResourceQuantities)>,
     (fair_sharing, ledger): (bool, Option<&Ledger>),
     now: SystemTime,
@@ -1289,7 +1289,6 @@ fn queue_statuses(
     }
     // The Workloads read pending, but for those this pass admitted: they hold quota now,
     // among the holders above, counted there.
-    let mut pending = pending.clone();
     for key in admitted_here.keys() {
         let Some(queued) = world.queued(key) else {
             continue;
